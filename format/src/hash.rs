@@ -1,0 +1,156 @@
+//! Full hashes and hash prefixes.
+//!
+//! A *full hash* is the SHA-256 digest of an expression string (v4 "URLs and
+//! Hashing", section "Hash computations"). A *hash prefix* is its first four
+//! bytes read as a big-endian `u32`, the order in which they are sent on the
+//! wire: `a.b.c/` → `f9c142c4…` → prefix `0xf9c142c4`.
+
+use std::fmt;
+use std::str::FromStr;
+
+use sha2::{Digest, Sha256};
+
+/// A 32-byte SHA-256 full hash of an expression.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct FullHash(pub [u8; 32]);
+
+impl FullHash {
+    /// Length of a full hash in bytes.
+    pub const LEN: usize = 32;
+
+    /// The SHA-256 of `expression`.
+    ///
+    /// ```
+    /// use blocksieve_format::FullHash;
+    /// let h = FullHash::of(b"foo.com/");
+    /// assert_eq!(h.to_string(), "af30010e4c011fc77e1ab03ef898ab2f8dec17c0bd178a875ad0cd9b7a6e5973");
+    /// assert_eq!(h.prefix().to_string(), "af30010e");
+    /// ```
+    pub fn of(expression: &[u8]) -> Self {
+        Self(Sha256::digest(expression).into())
+    }
+
+    /// The SHA-256 of `host` followed by `path`, without concatenating them.
+    pub fn of_parts(host: &[u8], path: &[u8]) -> Self {
+        let mut h = Sha256::new();
+        h.update(host);
+        h.update(path);
+        Self(h.finalize().into())
+    }
+
+    /// The 32-bit hash prefix: the first four bytes, big-endian.
+    pub fn prefix(&self) -> HashPrefix {
+        HashPrefix(u32::from_be_bytes([self.0[0], self.0[1], self.0[2], self.0[3]]))
+    }
+
+    /// The first eight bytes as a big-endian `u64`: the filter key of a
+    /// snapshot with 64-bit keys.
+    pub fn prefix64(&self) -> u64 {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(&self.0[..8]);
+        u64::from_be_bytes(b)
+    }
+
+    /// Parses 64 hex digits (either case).
+    ///
+    /// # Errors
+    ///
+    /// [`HexError`] when the text is not exactly 64 hex digits.
+    pub fn from_hex(s: &str) -> Result<Self, HexError> {
+        let mut out = [0u8; 32];
+        hex::decode_to_slice(s, &mut out).map_err(|_| HexError {
+            expected_len: 64,
+            found_len: s.len(),
+        })?;
+        Ok(Self(out))
+    }
+}
+
+impl fmt::Display for FullHash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&hex::encode(self.0))
+    }
+}
+
+impl fmt::Debug for FullHash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "FullHash({self})")
+    }
+}
+
+/// A 32-bit hash prefix: the first four bytes of a full hash, big-endian.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct HashPrefix(pub u32);
+
+impl HashPrefix {
+    /// The filter key of this prefix in a snapshot with 32-bit keys.
+    pub fn key(self) -> u64 {
+        u64::from(self.0)
+    }
+
+    /// Whether `hash` starts with this prefix.
+    pub fn matches(self, hash: &FullHash) -> bool {
+        hash.prefix() == self
+    }
+}
+
+impl fmt::Display for HashPrefix {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:08x}", self.0)
+    }
+}
+
+impl fmt::Debug for HashPrefix {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "HashPrefix({self})")
+    }
+}
+
+impl FromStr for HashPrefix {
+    type Err = HexError;
+
+    /// Parses exactly eight lowercase hex digits, the form used in URLs
+    /// (`/v1/hashes/af30010e`).
+    fn from_str(s: &str) -> Result<Self, HexError> {
+        let err = HexError {
+            expected_len: 8,
+            found_len: s.len(),
+        };
+        if s.len() != 8 || !s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+            return Err(err);
+        }
+        u32::from_str_radix(s, 16).map(HashPrefix).map_err(|_| err)
+    }
+}
+
+/// Text that should have been a fixed number of hex digits was not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("expected {expected_len} lowercase hex digits, got {found_len} characters that are not")]
+pub struct HexError {
+    /// How many hex digits were expected.
+    pub expected_len: usize,
+    /// The length of the text that was given.
+    pub found_len: usize,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn published_vectors() {
+        // FIPS 180-2 B.1 and the v4 "Hash computations" examples.
+        assert_eq!(FullHash::of(b"abc").prefix(), HashPrefix(0xba78_16bf));
+        assert_eq!(FullHash::of(b"a.b.c/").prefix().to_string(), "f9c142c4");
+        assert_eq!(FullHash::of_parts(b"a.b.c", b"/"), FullHash::of(b"a.b.c/"));
+    }
+
+    #[test]
+    fn prefix_parsing() {
+        assert_eq!("af30010e".parse::<HashPrefix>(), Ok(HashPrefix(0xaf30_010e)));
+        assert!("AF30010E".parse::<HashPrefix>().is_err());
+        assert!("af30010".parse::<HashPrefix>().is_err());
+        assert!("+f30010e".parse::<HashPrefix>().is_err());
+        assert!("af30010eaa".parse::<HashPrefix>().is_err());
+    }
+}

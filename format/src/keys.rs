@@ -1,0 +1,135 @@
+//! Ed25519 keys that sign and verify snapshots.
+//!
+//! A publisher signs every snapshot header with its [`SigningKey`]; an agent
+//! accepts a snapshot only if its header verifies under one of its
+//! [`TrustedKey`]s. Keys travel as base64 (standard alphabet, padded) of
+//! their 32 raw bytes. A key's [`KeyId`] — the first eight bytes of the
+//! SHA-256 of the public key — is written in the header so the reader knows
+//! which trusted key to try.
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use ed25519_dalek::Signer as _;
+use sha2::{Digest, Sha256};
+
+/// Eight bytes naming a public key: SHA-256(public key)[..8].
+pub type KeyId = [u8; 8];
+
+/// A key could not be parsed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid key: {reason}")]
+pub struct KeyError {
+    reason: String,
+}
+
+impl KeyError {
+    fn new(reason: impl Into<String>) -> Self {
+        Self {
+            reason: reason.into(),
+        }
+    }
+}
+
+fn decode_32(text: &str) -> Result<[u8; 32], KeyError> {
+    let bytes = STANDARD
+        .decode(text.trim())
+        .map_err(|e| KeyError::new(format!("not base64: {e}")))?;
+    <[u8; 32]>::try_from(bytes.as_slice())
+        .map_err(|_| KeyError::new(format!("expected 32 bytes, got {}", bytes.len())))
+}
+
+/// A public key an agent trusts to sign snapshots.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TrustedKey {
+    key: ed25519_dalek::VerifyingKey,
+    id: KeyId,
+}
+
+impl TrustedKey {
+    /// Parses the base64 form printed by `blocksieve-publisher keygen`.
+    ///
+    /// # Errors
+    ///
+    /// [`KeyError`] when the text is not base64 of 32 bytes or not a valid
+    /// Ed25519 point.
+    pub fn from_base64(text: &str) -> Result<Self, KeyError> {
+        let bytes = decode_32(text)?;
+        let key = ed25519_dalek::VerifyingKey::from_bytes(&bytes)
+            .map_err(|_| KeyError::new("not a valid Ed25519 public key"))?;
+        if key.is_weak() {
+            return Err(KeyError::new("weak (small-order) Ed25519 public key"));
+        }
+        Ok(Self::from_verifying_key(key))
+    }
+
+    fn from_verifying_key(key: ed25519_dalek::VerifyingKey) -> Self {
+        let digest = Sha256::digest(key.as_bytes());
+        let mut id = [0u8; 8];
+        id.copy_from_slice(&digest[..8]);
+        Self { key, id }
+    }
+
+    /// The key id written in snapshot headers.
+    pub fn id(&self) -> KeyId {
+        self.id
+    }
+
+    /// The base64 form of the public key.
+    pub fn to_base64(&self) -> String {
+        STANDARD.encode(self.key.as_bytes())
+    }
+
+    /// Verifies `signature` over `message` with strict Ed25519 rules
+    /// (`verify_strict`: rejects non-canonical and small-order components).
+    pub(crate) fn verify(&self, message: &[u8], signature: &[u8; 64]) -> bool {
+        let sig = ed25519_dalek::Signature::from_bytes(signature);
+        self.key.verify_strict(message, &sig).is_ok()
+    }
+}
+
+/// A publisher's private signing key.
+pub struct SigningKey {
+    key: ed25519_dalek::SigningKey,
+    public: TrustedKey,
+}
+
+impl std::fmt::Debug for SigningKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SigningKey")
+            .field("key_id", &hex::encode(self.public.id))
+            .finish_non_exhaustive()
+    }
+}
+
+impl SigningKey {
+    /// A signing key from 32 secret bytes (which the caller draws from a
+    /// cryptographically secure random source).
+    pub fn from_secret_bytes(secret: [u8; 32]) -> Self {
+        let key = ed25519_dalek::SigningKey::from_bytes(&secret);
+        let public = TrustedKey::from_verifying_key(key.verifying_key());
+        Self { key, public }
+    }
+
+    /// Parses the base64 secret key file contents.
+    ///
+    /// # Errors
+    ///
+    /// [`KeyError`] when the text is not base64 of 32 bytes.
+    pub fn from_base64(text: &str) -> Result<Self, KeyError> {
+        decode_32(text).map(Self::from_secret_bytes)
+    }
+
+    /// The base64 form of the secret key, for the private key file.
+    pub fn to_base64(&self) -> String {
+        STANDARD.encode(self.key.to_bytes())
+    }
+
+    /// The matching public key.
+    pub fn public_key(&self) -> &TrustedKey {
+        &self.public
+    }
+
+    pub(crate) fn sign(&self, message: &[u8]) -> [u8; 64] {
+        self.key.sign(message).to_bytes()
+    }
+}

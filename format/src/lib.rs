@@ -1,0 +1,37 @@
+//! What the blocksieve publisher and agent must agree on byte for byte.
+//!
+//! Data flows through these types in one direction:
+//!
+//! 1. [`canonicalize`] turns a URL into a [`CanonicalUrl`] (Safe Browsing v4
+//!    canonicalization), and [`CanonicalUrl::expressions`] yields its
+//!    host-suffix/path-prefix [`Expression`]s.
+//! 2. [`FullHash::of`] hashes an expression (SHA-256); its [`HashPrefix`] is
+//!    the first four bytes, big-endian.
+//! 3. The publisher builds a [`PrefixFilter`] over the prefixes of a threat
+//!    list and [`encode`]s it into a signed, zstd-compressed snapshot.
+//! 4. The agent [`decode`]s the bytes into a [`VerifiedSnapshot`] — the only
+//!    way to get one — and probes it; a hit is confirmed against the
+//!    publisher's [`api::FullHashResponse`].
+//!
+//! This crate does no I/O and reads no clock: times are parameters.
+
+pub mod api;
+mod canon;
+mod error;
+mod filter;
+mod hash;
+mod keys;
+mod reader;
+mod snapshot;
+
+pub use canon::{
+    CanonError, CanonicalUrl, Expression, Expressions, HostKind, MAX_EXPRESSIONS, MAX_URL_BYTES, canonicalize,
+};
+pub use error::DecodeError;
+pub use filter::{BuildError, FilterKind, MAX_FILTER_KEYS, PrefixFilter};
+pub use hash::{FullHash, HashPrefix, HexError};
+pub use keys::{KeyError, KeyId, SigningKey, TrustedKey};
+pub use snapshot::{
+    DecodeLimits, EncodeError, FORMAT_VERSION, KeyBits, MAGIC, MAX_LIST_NAME_BYTES, SnapshotHeader,
+    SnapshotParams, VerifiedSnapshot, decode, encode, is_valid_list_name, parse_header_unverified,
+};

@@ -1,0 +1,492 @@
+//! The signed snapshot file: header, signature and compressed filter body.
+//!
+//! See `FORMAT.md` for the byte layout. [`encode`] writes a snapshot;
+//! [`decode`] is the only way to obtain a [`VerifiedSnapshot`], and it checks,
+//! in this order: bounded header parse → known format version → signature
+//! by a trusted key → limits → body length and hash → bounded decompression
+//! of exactly one zstd frame → filter layout → expiry.
+
+use sha2::{Digest, Sha256};
+
+use crate::error::DecodeError;
+use crate::filter::{FilterKind, PrefixFilter};
+use crate::hash::FullHash;
+use crate::keys::{KeyId, SigningKey, TrustedKey};
+use crate::reader::Reader;
+
+/// The eight magic bytes every snapshot starts with.
+pub const MAGIC: [u8; 8] = *b"BLKSIEVE";
+
+/// The snapshot format version this crate reads and writes.
+pub const FORMAT_VERSION: u16 = 1;
+
+/// The longest list name, in bytes.
+pub const MAX_LIST_NAME_BYTES: usize = 64;
+
+/// Length of the Ed25519 signature that ends the header.
+const SIGNATURE_LEN: usize = 64;
+
+/// Header bytes that do not depend on the list name: magic (8), version (2),
+/// header length (2), name length (1), then the fixed fields (116), then the
+/// signature (64).
+const FIXED_FIELDS_LEN: usize = 8 + 8 + 8 + 1 + 1 + 1 + 1 + 8 + 8 + 8 + 8 + 32 + 8 + 8 + 8;
+
+/// The zstd window a reader accepts: 2^27 bytes (128 MiB), zstd's default
+/// maximum for decoders, so a crafted frame cannot demand more memory.
+const ZSTD_WINDOW_LOG_MAX: u32 = 27;
+
+/// Whether `name` is a valid threat list name: 1 to 64 bytes of `a-z`,
+/// `0-9`, `-` and `_`. The name is used in URLs and file names, so nothing
+/// else is allowed.
+pub fn is_valid_list_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_LIST_NAME_BYTES
+        && name
+            .bytes()
+            .all(|b| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_'))
+}
+
+/// Width of the filter keys: how many leading bits of each full hash the
+/// filter is probed with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub enum KeyBits {
+    /// The 32-bit hash prefix (Safe Browsing's usual prefix length).
+    #[serde(rename = "32")]
+    Bits32,
+    /// The first 64 bits of the full hash: fewer false prefix hits from
+    /// prefix collisions on very large lists.
+    #[serde(rename = "64")]
+    Bits64,
+}
+
+impl KeyBits {
+    /// The number of bits.
+    pub fn bits(self) -> u8 {
+        match self {
+            Self::Bits32 => 32,
+            Self::Bits64 => 64,
+        }
+    }
+
+    /// The filter key of `hash` at this width.
+    #[inline]
+    pub fn key_of(self, hash: &FullHash) -> u64 {
+        match self {
+            Self::Bits32 => hash.prefix().key(),
+            Self::Bits64 => hash.prefix64(),
+        }
+    }
+
+    fn from_bits(bits: u8) -> Option<Self> {
+        match bits {
+            32 => Some(Self::Bits32),
+            64 => Some(Self::Bits64),
+            _ => None,
+        }
+    }
+}
+
+/// Every header field of a snapshot except the signature.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SnapshotHeader {
+    /// The threat list this snapshot describes, e.g. `phishing`.
+    pub list_name: String,
+    /// Snapshot version, strictly increasing per list.
+    pub version: u64,
+    /// When the snapshot was built, Unix seconds.
+    pub created_at: u64,
+    /// When the snapshot stops being current, Unix seconds; agents keep using
+    /// an expired snapshot but report it stale.
+    pub expires_at: u64,
+    /// Width of the filter keys.
+    pub key_bits: KeyBits,
+    /// Length of the hash prefix, in bits (8 to 32, a multiple of 4), that
+    /// agents should send to the full-hash endpoint for this list.
+    pub request_prefix_bits: u8,
+    /// The filter kind of the body.
+    pub filter_kind: FilterKind,
+    /// Number of distinct keys in the filter.
+    pub entry_count: u64,
+    /// Number of distinct full hashes on the list (≥ `entry_count` when
+    /// several full hashes share a key).
+    pub full_hash_count: u64,
+    /// Length of the compressed body in bytes.
+    pub body_compressed_bytes: u64,
+    /// Length of the decompressed body in bytes.
+    pub body_decompressed_bytes: u64,
+    /// SHA-256 of the compressed body.
+    pub body_sha256: [u8; 32],
+    /// The filter kind's false-positive rate per probe, in theory.
+    pub theoretical_fpr: f64,
+    /// The false-positive rate per probe measured by the publisher on keys
+    /// absent by construction.
+    pub measured_fpr: f64,
+    /// Id of the key that signed the header.
+    pub key_id: KeyId,
+}
+
+/// What the publisher decides about a snapshot before encoding it.
+#[derive(Debug, Clone)]
+pub struct SnapshotParams {
+    /// The threat list name.
+    pub list_name: String,
+    /// Snapshot version, strictly increasing per list.
+    pub version: u64,
+    /// Build time, Unix seconds.
+    pub created_at: u64,
+    /// Expiry time, Unix seconds.
+    pub expires_at: u64,
+    /// Width of the filter keys.
+    pub key_bits: KeyBits,
+    /// Request prefix length in bits advertised to agents.
+    pub request_prefix_bits: u8,
+    /// Number of distinct full hashes on the list.
+    pub full_hash_count: u64,
+    /// Measured false-positive rate per probe.
+    pub measured_fpr: f64,
+    /// zstd compression level (1–22).
+    pub zstd_level: i32,
+}
+
+/// Why a snapshot could not be encoded.
+#[non_exhaustive]
+#[derive(Debug, thiserror::Error)]
+pub enum EncodeError {
+    /// The list name is not 1–64 bytes of `a-z0-9_-`.
+    #[error("invalid list name {0:?}")]
+    InvalidListName(String),
+    /// A parameter is outside what the format allows.
+    #[error("invalid snapshot parameter {field}: {value}")]
+    InvalidParam {
+        /// The parameter.
+        field: &'static str,
+        /// Its value, as text.
+        value: String,
+    },
+    /// zstd failed.
+    #[error("zstd compression failed: {0}")]
+    Compression(std::io::Error),
+}
+
+/// Limits a reader enforces before allocating for a snapshot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DecodeLimits {
+    /// Maximum compressed body, in bytes. By default, 256 MiB.
+    pub max_body_bytes: u64,
+    /// Maximum decompressed body, in bytes. By default, 256 MiB.
+    pub max_decompressed_bytes: u64,
+    /// Maximum number of filter keys. By default, 2²⁸ (268 million).
+    pub max_entries: u64,
+}
+
+impl Default for DecodeLimits {
+    fn default() -> Self {
+        Self {
+            max_body_bytes: 256 * 1024 * 1024,
+            max_decompressed_bytes: 256 * 1024 * 1024,
+            max_entries: 1 << 28,
+        }
+    }
+}
+
+/// A snapshot whose signature, hash, limits and layout have been checked.
+/// Only [`decode`] creates one; it is what an agent swaps in.
+#[derive(Debug, Clone)]
+pub struct VerifiedSnapshot {
+    header: SnapshotHeader,
+    filter: PrefixFilter,
+}
+
+impl VerifiedSnapshot {
+    /// The verified header.
+    pub fn header(&self) -> &SnapshotHeader {
+        &self.header
+    }
+
+    /// The filter.
+    pub fn filter(&self) -> &PrefixFilter {
+        &self.filter
+    }
+
+    /// Whether `hash` probably belongs to the list: probes the filter with
+    /// the key of the snapshot's key width. `false` is certain.
+    #[inline]
+    pub fn probably_contains(&self, hash: &FullHash) -> bool {
+        self.filter.contains(self.header.key_bits.key_of(hash))
+    }
+}
+
+fn header_len_for(name_len: usize) -> usize {
+    8 + 2 + 2 + 1 + name_len + FIXED_FIELDS_LEN + SIGNATURE_LEN
+}
+
+/// Encodes and signs a snapshot of `filter`.
+///
+/// # Errors
+///
+/// [`EncodeError`] when a parameter is outside the format or zstd fails.
+pub fn encode(
+    params: &SnapshotParams,
+    filter: &PrefixFilter,
+    key: &SigningKey,
+) -> Result<Vec<u8>, EncodeError> {
+    if !is_valid_list_name(&params.list_name) {
+        return Err(EncodeError::InvalidListName(params.list_name.clone()));
+    }
+    if !(8..=32).contains(&params.request_prefix_bits) || params.request_prefix_bits % 4 != 0 {
+        return Err(EncodeError::InvalidParam {
+            field: "request_prefix_bits",
+            value: params.request_prefix_bits.to_string(),
+        });
+    }
+    if !(0.0..=1.0).contains(&params.measured_fpr) {
+        return Err(EncodeError::InvalidParam {
+            field: "measured_fpr",
+            value: params.measured_fpr.to_string(),
+        });
+    }
+    let mut body = Vec::new();
+    filter.write_body(&mut body);
+    let mut compressor = zstd::bulk::Compressor::new(params.zstd_level).map_err(EncodeError::Compression)?;
+    // Write the content size in the frame header: readers require it.
+    compressor
+        .set_parameter(zstd::zstd_safe::CParameter::ContentSizeFlag(true))
+        .map_err(EncodeError::Compression)?;
+    compressor
+        .set_parameter(zstd::zstd_safe::CParameter::ChecksumFlag(false))
+        .map_err(EncodeError::Compression)?;
+    let compressed = compressor.compress(&body).map_err(EncodeError::Compression)?;
+
+    let header_len = header_len_for(params.list_name.len());
+    let mut out = Vec::with_capacity(header_len + compressed.len());
+    out.extend_from_slice(&MAGIC);
+    out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+    out.extend_from_slice(&(header_len as u16).to_le_bytes());
+    out.push(params.list_name.len() as u8);
+    out.extend_from_slice(params.list_name.as_bytes());
+    out.extend_from_slice(&params.version.to_le_bytes());
+    out.extend_from_slice(&params.created_at.to_le_bytes());
+    out.extend_from_slice(&params.expires_at.to_le_bytes());
+    out.push(params.key_bits.bits());
+    out.push(params.request_prefix_bits);
+    out.push(filter.kind().code());
+    out.push(0); // reserved, must be zero
+    out.extend_from_slice(&(filter.len() as u64).to_le_bytes());
+    out.extend_from_slice(&params.full_hash_count.to_le_bytes());
+    out.extend_from_slice(&(compressed.len() as u64).to_le_bytes());
+    out.extend_from_slice(&(body.len() as u64).to_le_bytes());
+    out.extend_from_slice(&Sha256::digest(&compressed));
+    out.extend_from_slice(&filter.kind().theoretical_fpr().to_le_bytes());
+    out.extend_from_slice(&params.measured_fpr.to_le_bytes());
+    out.extend_from_slice(&key.public_key().id());
+    let signature = key.sign(&out);
+    out.extend_from_slice(&signature);
+    debug_assert_eq!(out.len(), header_len);
+    out.extend_from_slice(&compressed);
+    Ok(out)
+}
+
+/// Parses the header without verifying anything: for `inspect` and for
+/// reporting what a rejected file claimed. Never trust its result.
+///
+/// # Errors
+///
+/// [`DecodeError`] when the header is malformed.
+pub fn parse_header_unverified(bytes: &[u8]) -> Result<SnapshotHeader, DecodeError> {
+    parse_header(bytes).map(|(h, _)| h)
+}
+
+/// Parses the header and returns it with the header length.
+fn parse_header(bytes: &[u8]) -> Result<(SnapshotHeader, usize), DecodeError> {
+    let t = |field| DecodeError::Truncated { field };
+    let invalid = |field, value: u64| DecodeError::InvalidField { field, value };
+    let mut r = Reader::new(bytes);
+    let magic: [u8; 8] = r.array().ok_or(t("magic"))?;
+    if magic != MAGIC {
+        return Err(DecodeError::BadMagic);
+    }
+    let version = r.u16().ok_or(t("format_version"))?;
+    if version != FORMAT_VERSION {
+        return Err(DecodeError::UnsupportedVersion {
+            found: version,
+            supported: FORMAT_VERSION,
+        });
+    }
+    let header_len = usize::from(r.u16().ok_or(t("header_len"))?);
+    let name_len = usize::from(r.u8().ok_or(t("list_name_len"))?);
+    if name_len == 0 || name_len > MAX_LIST_NAME_BYTES {
+        return Err(invalid("list_name_len", name_len as u64));
+    }
+    if header_len != header_len_for(name_len) {
+        return Err(invalid("header_len", header_len as u64));
+    }
+    let name = r.take(name_len).ok_or(t("list_name"))?;
+    let list_name = std::str::from_utf8(name)
+        .ok()
+        .filter(|n| is_valid_list_name(n))
+        .ok_or(invalid("list_name", name_len as u64))?
+        .to_owned();
+    let snapshot_version = r.u64().ok_or(t("snapshot_version"))?;
+    let created_at = r.u64().ok_or(t("created_at"))?;
+    let expires_at = r.u64().ok_or(t("expires_at"))?;
+    let key_bits_raw = r.u8().ok_or(t("key_bits"))?;
+    let key_bits = KeyBits::from_bits(key_bits_raw).ok_or(invalid("key_bits", key_bits_raw.into()))?;
+    let request_prefix_bits = r.u8().ok_or(t("request_prefix_bits"))?;
+    if !(8..=32).contains(&request_prefix_bits) || request_prefix_bits % 4 != 0 {
+        return Err(invalid("request_prefix_bits", request_prefix_bits.into()));
+    }
+    let kind_raw = r.u8().ok_or(t("filter_kind"))?;
+    let filter_kind = FilterKind::from_code(kind_raw).ok_or(invalid("filter_kind", kind_raw.into()))?;
+    let reserved = r.u8().ok_or(t("reserved"))?;
+    if reserved != 0 {
+        return Err(invalid("reserved", reserved.into()));
+    }
+    let entry_count = r.u64().ok_or(t("entry_count"))?;
+    let full_hash_count = r.u64().ok_or(t("full_hash_count"))?;
+    let body_compressed_bytes = r.u64().ok_or(t("body_compressed_len"))?;
+    let body_decompressed_bytes = r.u64().ok_or(t("body_decompressed_len"))?;
+    let body_sha256: [u8; 32] = r.array().ok_or(t("body_sha256"))?;
+    let theoretical_fpr = f64::from_le_bytes(r.array().ok_or(t("theoretical_fpr"))?);
+    let measured_fpr = f64::from_le_bytes(r.array().ok_or(t("measured_fpr"))?);
+    for (field, v) in [
+        ("theoretical_fpr", theoretical_fpr),
+        ("measured_fpr", measured_fpr),
+    ] {
+        if !(0.0..=1.0).contains(&v) {
+            return Err(invalid(field, v.to_bits()));
+        }
+    }
+    let key_id: [u8; 8] = r.array().ok_or(t("key_id"))?;
+    if created_at > expires_at {
+        return Err(invalid("expires_at", expires_at));
+    }
+    if full_hash_count < entry_count {
+        return Err(invalid("full_hash_count", full_hash_count));
+    }
+    let _signature = r.take(SIGNATURE_LEN).ok_or(t("signature"))?;
+    debug_assert_eq!(r.position(), header_len);
+    Ok((
+        SnapshotHeader {
+            list_name,
+            version: snapshot_version,
+            created_at,
+            expires_at,
+            key_bits,
+            request_prefix_bits,
+            filter_kind,
+            entry_count,
+            full_hash_count,
+            body_compressed_bytes,
+            body_decompressed_bytes,
+            body_sha256,
+            theoretical_fpr,
+            measured_fpr,
+            key_id,
+        },
+        header_len,
+    ))
+}
+
+/// Decodes and verifies a snapshot.
+///
+/// `now` is the current time in Unix seconds (this crate reads no clock).
+///
+/// # Errors
+///
+/// [`DecodeError`] naming the first check that failed; see the module docs
+/// for the order.
+pub fn decode(
+    bytes: &[u8],
+    trusted_keys: &[TrustedKey],
+    limits: &DecodeLimits,
+    now: u64,
+) -> Result<VerifiedSnapshot, DecodeError> {
+    let (header, header_len) = parse_header(bytes)?;
+
+    // Signature before anything else is believed.
+    let signed = &bytes[..header_len - SIGNATURE_LEN];
+    let mut signature = [0u8; SIGNATURE_LEN];
+    signature.copy_from_slice(&bytes[header_len - SIGNATURE_LEN..header_len]);
+    let key = trusted_keys
+        .iter()
+        .find(|k| k.id() == header.key_id)
+        .ok_or(DecodeError::UnknownKey {
+            key_id: header.key_id,
+        })?;
+    if !key.verify(signed, &signature) {
+        return Err(DecodeError::BadSignature);
+    }
+
+    if header.body_compressed_bytes > limits.max_body_bytes {
+        return Err(DecodeError::BodyTooLarge {
+            declared: header.body_compressed_bytes,
+            max: limits.max_body_bytes,
+        });
+    }
+    if header.body_decompressed_bytes > limits.max_decompressed_bytes {
+        return Err(DecodeError::DecompressedTooLarge {
+            declared: header.body_decompressed_bytes,
+            max: limits.max_decompressed_bytes,
+        });
+    }
+    if header.entry_count > limits.max_entries {
+        return Err(DecodeError::TooManyEntries {
+            declared: header.entry_count,
+            max: limits.max_entries,
+        });
+    }
+
+    let body = &bytes[header_len..];
+    if body.len() as u64 != header.body_compressed_bytes {
+        return Err(DecodeError::BodyLength {
+            declared: header.body_compressed_bytes,
+            actual: body.len() as u64,
+        });
+    }
+    if Sha256::digest(body).as_slice() != header.body_sha256 {
+        return Err(DecodeError::BodyHashMismatch);
+    }
+
+    let decompressed = decompress_one_frame(body, header.body_decompressed_bytes)?;
+    let filter = PrefixFilter::read_body(header.filter_kind, header.entry_count, &decompressed)?;
+
+    if now > header.expires_at {
+        return Err(DecodeError::Expired {
+            expires_at: header.expires_at,
+            now,
+        });
+    }
+    Ok(VerifiedSnapshot { header, filter })
+}
+
+/// Decompresses `body`, which must be exactly one zstd frame whose header
+/// declares `expected` content bytes, into at most `expected` bytes.
+fn decompress_one_frame(body: &[u8], expected: u64) -> Result<Vec<u8>, DecodeError> {
+    use zstd::zstd_safe;
+    let compression = |reason| DecodeError::Compression { reason };
+    let frame_len =
+        zstd_safe::find_frame_compressed_size(body).map_err(|_| compression("not a zstd frame"))?;
+    if frame_len != body.len() {
+        return Err(compression("body is not exactly one zstd frame"));
+    }
+    match zstd_safe::get_frame_content_size(body) {
+        Ok(Some(size)) if size == expected => {}
+        Ok(Some(_)) => return Err(compression("frame content size differs from the header")),
+        Ok(None) => return Err(compression("frame does not declare its content size")),
+        Err(_) => return Err(compression("bad frame header")),
+    }
+    let capacity = usize::try_from(expected).map_err(|_| compression("content size too large"))?;
+    let mut decompressor =
+        zstd::bulk::Decompressor::new().map_err(|_| compression("cannot create decompressor"))?;
+    decompressor
+        .set_parameter(zstd::zstd_safe::DParameter::WindowLogMax(ZSTD_WINDOW_LOG_MAX))
+        .map_err(|_| compression("cannot limit window"))?;
+    let mut out = Vec::with_capacity(capacity);
+    let written = decompressor
+        .decompress_to_buffer(body, &mut out)
+        .map_err(|_| compression("corrupt frame or content larger than declared"))?;
+    if written != capacity {
+        return Err(compression("frame content shorter than declared"));
+    }
+    Ok(out)
+}

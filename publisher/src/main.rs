@@ -1,0 +1,183 @@
+//! `blocksieve-publisher`: builds signed filter snapshots from blocklists and
+//! serves them. This file only parses the command line, sets up logging and
+//! hands a listener and a shutdown signal to the library.
+
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+use blocksieve_format::{DecodeLimits, TrustedKey, canonicalize, decode, parse_header_unverified};
+use blocksieve_publisher::{Config, Publisher, store};
+use clap::{Parser, Subcommand};
+
+/// Builds signed Safe-Browsing-style filter snapshots from blocklists and
+/// serves them, with a k-anonymous full-hash lookup endpoint.
+#[derive(Debug, Parser)]
+#[command(version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Serve snapshots and full hashes; build at start and on the schedule.
+    ///
+    /// Without --config, serves one list `phishing` built from the feed
+    /// shipped with the publisher, on 127.0.0.1:8080, with data in
+    /// ./blocksieve-data.
+    Serve {
+        /// TOML configuration file.
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// Override the listen address (e.g. 127.0.0.1:0).
+        #[arg(long, value_name = "ADDR")]
+        listen: Option<std::net::SocketAddr>,
+    },
+    /// Write a new Ed25519 signing key (mode 0600) and print its public key.
+    Keygen {
+        /// Where to write the private key; `public.key` is written beside it.
+        #[arg(long, value_name = "FILE", default_value = "blocksieve-data/signing.key")]
+        out: PathBuf,
+    },
+    /// Print each URL's canonical form, then every expression with its full
+    /// hash and 32-bit hash prefix.
+    Expressions {
+        /// URLs to explain.
+        #[arg(required = true)]
+        urls: Vec<String>,
+    },
+    /// Print a snapshot file's header and whether it verifies.
+    Inspect {
+        /// Snapshot file.
+        file: PathBuf,
+        /// Public key (base64) to verify with; without it, only the header is shown.
+        #[arg(long, value_name = "BASE64")]
+        key: Option<String>,
+    },
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
+    match Cli::parse().command {
+        Command::Serve { config, listen } => serve(config, listen).await,
+        Command::Keygen { out } => {
+            let key = store::generate_signing_key();
+            store::write_key_pair(&key, &out)?;
+            println!("{}", key.public_key().to_base64());
+            eprintln!(
+                "wrote {} (private, mode 0600) and {}",
+                out.display(),
+                out.with_file_name("public.key").display()
+            );
+            Ok(())
+        }
+        Command::Expressions { urls } => {
+            for url in urls {
+                match canonicalize(&url) {
+                    Ok(c) => {
+                        println!("{c}");
+                        for e in c.expressions() {
+                            let h = e.full_hash();
+                            println!("  {e}\t{h}\t{}", h.prefix());
+                        }
+                    }
+                    Err(e) => println!("invalid {url}: {e}"),
+                }
+            }
+            Ok(())
+        }
+        Command::Inspect { file, key } => inspect(&file, key.as_deref()),
+    }
+}
+
+async fn serve(config_path: Option<PathBuf>, listen: Option<std::net::SocketAddr>) -> anyhow::Result<()> {
+    let mut config = match &config_path {
+        Some(path) => Config::from_file(path)?,
+        None => Config::default(),
+    };
+    if let Some(addr) = listen {
+        config.listen = addr;
+    }
+    let publisher = Publisher::open(config)?;
+    let listener = tokio::net::TcpListener::bind(publisher.config().listen)
+        .await
+        .with_context(|| format!("binding {}", publisher.config().listen))?;
+    tracing::info!(
+        addr = %listener.local_addr()?,
+        public_key = %publisher.public_key().to_base64(),
+        lists = publisher.config().lists.len(),
+        "publisher listening"
+    );
+    publisher.run(listener, shutdown_signal()).await?;
+    tracing::info!("publisher stopped");
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = terminate => {},
+    }
+    tracing::info!("shutdown signal received; draining");
+}
+
+fn inspect(file: &PathBuf, key: Option<&str>) -> anyhow::Result<()> {
+    let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
+    let h = parse_header_unverified(&bytes).with_context(|| format!("{}", file.display()))?;
+    println!("list_name             {}", h.list_name);
+    println!("version               {}", h.version);
+    println!("created_at            {}", h.created_at);
+    println!("expires_at            {}", h.expires_at);
+    println!("key_bits              {}", h.key_bits.bits());
+    println!("request_prefix_bits   {}", h.request_prefix_bits);
+    println!("filter_kind           {}", h.filter_kind);
+    println!("entry_count           {}", h.entry_count);
+    println!("full_hash_count       {}", h.full_hash_count);
+    println!("body_compressed       {} bytes", h.body_compressed_bytes);
+    println!("body_decompressed     {} bytes", h.body_decompressed_bytes);
+    println!("body_sha256           {}", hex::encode(h.body_sha256));
+    println!("theoretical_fpr       {:e}", h.theoretical_fpr);
+    println!("measured_fpr          {:e}", h.measured_fpr);
+    println!("key_id                {}", hex::encode(h.key_id));
+    println!("file_bytes            {}", bytes.len());
+    if h.entry_count > 0 {
+        println!(
+            "bits_per_key          {:.3}",
+            bytes.len() as f64 * 8.0 / h.entry_count as f64
+        );
+    }
+    match key {
+        Some(k) => {
+            let key = TrustedKey::from_base64(k)?;
+            match decode(&bytes, &[key], &DecodeLimits::default(), h.created_at) {
+                Ok(_) => println!("verification          ok"),
+                Err(e) => {
+                    println!("verification          FAILED: {e}");
+                    std::process::exit(1);
+                }
+            }
+        }
+        None => println!("verification          not checked (pass --key)"),
+    }
+    Ok(())
+}

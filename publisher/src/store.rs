@@ -1,0 +1,239 @@
+//! The data directory: signing key and published snapshots.
+//!
+//! ```text
+//! <data_dir>/signing.key                       Ed25519 secret key, base64, mode 0600
+//! <data_dir>/public.key                        its public key, base64 (for agent configuration)
+//! <data_dir>/lists/<name>/<version>.hashes     sorted full hashes, 32 raw bytes each
+//! <data_dir>/lists/<name>/<version>.snapshot   the signed snapshot
+//! ```
+//!
+//! A version is published by writing its `.hashes` file and then its
+//! `.snapshot` file, each to a temporary file that is fsynced and renamed into
+//! place, then fsyncing the directory. A version counts only once its
+//! snapshot exists, so a crash at any point leaves either the old or the new
+//! version complete; temporary files left by a crash are removed on start.
+
+use std::fs;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use blocksieve_format::{DecodeLimits, FullHash, SigningKey, TrustedKey, decode};
+
+use crate::Error;
+
+/// How many published versions per list are kept on disk.
+pub const KEEP_VERSIONS: usize = 5;
+
+const TMP_SUFFIX: &str = ".tmp";
+
+/// Writes `bytes` to `path` atomically: temporary file, fsync, rename, fsync
+/// of the directory.
+///
+/// # Errors
+///
+/// The I/O error, with the path.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), Error> {
+    let io = |e: std::io::Error| Error::Io(format!("{}: {e}", path.display()));
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut tmp_name = path.file_name().unwrap_or_default().to_owned();
+    tmp_name.push(TMP_SUFFIX);
+    let tmp = dir.join(tmp_name);
+    let mut f = fs::File::create(&tmp).map_err(io)?;
+    f.write_all(bytes).map_err(io)?;
+    f.sync_all().map_err(io)?;
+    drop(f);
+    fs::rename(&tmp, path).map_err(io)?;
+    fs::File::open(dir).and_then(|d| d.sync_all()).map_err(io)?;
+    Ok(())
+}
+
+/// Loads the signing key at `path`, or creates one (mode 0600) with its
+/// `public.key` beside it when there is none.
+///
+/// # Errors
+///
+/// [`Error::Io`] or [`Error::Config`] when the key cannot be read, parsed or written.
+pub fn load_or_create_signing_key(path: &Path) -> Result<SigningKey, Error> {
+    match fs::read_to_string(path) {
+        Ok(text) => {
+            SigningKey::from_base64(&text).map_err(|e| Error::Config(format!("{}: {e}", path.display())))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let key = generate_signing_key();
+            write_key_pair(&key, path)?;
+            tracing::info!(path = %path.display(), public_key = %key.public_key().to_base64(), "created a new signing key");
+            Ok(key)
+        }
+        Err(e) => Err(Error::Io(format!("{}: {e}", path.display()))),
+    }
+}
+
+/// A new signing key from the operating system's random source.
+pub fn generate_signing_key() -> SigningKey {
+    use rand::RngCore as _;
+    let mut secret = [0u8; 32];
+    rand::rngs::OsRng.fill_bytes(&mut secret);
+    SigningKey::from_secret_bytes(secret)
+}
+
+/// Writes the private key (mode 0600, never replacing an existing file) and
+/// `public.key` next to it.
+///
+/// # Errors
+///
+/// [`Error::Io`] when a file cannot be written or the key file exists.
+pub fn write_key_pair(key: &SigningKey, path: &Path) -> Result<(), Error> {
+    let io = |e: std::io::Error| Error::Io(format!("{}: {e}", path.display()));
+    if let Some(dir) = path.parent() {
+        fs::create_dir_all(dir).map_err(io)?;
+    }
+    let mut options = fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        options.mode(0o600);
+    }
+    let mut f = options.open(path).map_err(io)?;
+    writeln!(f, "{}", key.to_base64()).map_err(io)?;
+    f.sync_all().map_err(io)?;
+    let public = path.with_file_name("public.key");
+    write_atomic(&public, format!("{}\n", key.public_key().to_base64()).as_bytes())
+}
+
+/// One list's directory.
+#[derive(Debug, Clone)]
+pub struct ListStore {
+    dir: PathBuf,
+}
+
+/// A published version read back from disk.
+#[derive(Debug)]
+pub struct StoredVersion {
+    /// The snapshot file's bytes.
+    pub snapshot: Vec<u8>,
+    /// The sorted full hashes.
+    pub hashes: Vec<FullHash>,
+}
+
+impl ListStore {
+    /// The store of list `name` under `data_dir` (created if missing).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] when the directory cannot be created.
+    pub fn open(data_dir: &Path, name: &str) -> Result<Self, Error> {
+        let dir = data_dir.join("lists").join(name);
+        fs::create_dir_all(&dir).map_err(|e| Error::Io(format!("{}: {e}", dir.display())))?;
+        let store = Self { dir };
+        store.remove_temporaries();
+        Ok(store)
+    }
+
+    fn path(&self, version: u64, ext: &str) -> PathBuf {
+        self.dir.join(format!("{version:020}.{ext}"))
+    }
+
+    fn remove_temporaries(&self) {
+        if let Ok(entries) = fs::read_dir(&self.dir) {
+            for e in entries.flatten() {
+                if e.file_name().to_string_lossy().ends_with(TMP_SUFFIX) {
+                    let _ = fs::remove_file(e.path());
+                }
+            }
+        }
+    }
+
+    /// Published versions on disk (those with a snapshot file), newest first.
+    pub fn versions(&self) -> Vec<u64> {
+        let mut versions: Vec<u64> = fs::read_dir(&self.dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| {
+                let name = e.file_name().into_string().ok()?;
+                name.strip_suffix(".snapshot")?.parse().ok()
+            })
+            .collect();
+        versions.sort_unstable_by(|a, b| b.cmp(a));
+        versions
+    }
+
+    /// Publishes a version: hashes first, then the snapshot, then prunes old
+    /// versions.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`]; a failed write leaves the previous version in place.
+    pub fn publish(&self, version: u64, snapshot: &[u8], hashes: &[FullHash]) -> Result<(), Error> {
+        let mut raw = Vec::with_capacity(hashes.len() * FullHash::LEN);
+        for h in hashes {
+            raw.extend_from_slice(&h.0);
+        }
+        write_atomic(&self.path(version, "hashes"), &raw)?;
+        write_atomic(&self.path(version, "snapshot"), snapshot)?;
+        for old in self.versions().into_iter().skip(KEEP_VERSIONS) {
+            let _ = fs::remove_file(self.path(old, "snapshot"));
+            let _ = fs::remove_file(self.path(old, "hashes"));
+        }
+        Ok(())
+    }
+
+    /// The newest version whose snapshot verifies under `key` and whose
+    /// hashes file matches it; corrupt versions are skipped with a warning.
+    pub fn load_latest(&self, key: &TrustedKey) -> Option<StoredVersion> {
+        for version in self.versions() {
+            match self.load(version, key) {
+                Ok(v) => return Some(v),
+                Err(e) => {
+                    tracing::warn!(dir = %self.dir.display(), version, error = %e, "skipping unreadable snapshot")
+                }
+            }
+        }
+        None
+    }
+
+    fn load(&self, version: u64, key: &TrustedKey) -> Result<StoredVersion, Error> {
+        let snapshot_path = self.path(version, "snapshot");
+        let snapshot =
+            fs::read(&snapshot_path).map_err(|e| Error::Io(format!("{}: {e}", snapshot_path.display())))?;
+        // Verify as an agent would; an expired snapshot is still served (agents
+        // flag it stale), so check expiry against its own creation time.
+        let header = blocksieve_format::parse_header_unverified(&snapshot)
+            .map_err(|e| Error::Io(format!("{}: {e}", snapshot_path.display())))?;
+        let verified = decode(
+            &snapshot,
+            std::slice::from_ref(key),
+            &DecodeLimits::default(),
+            header.created_at,
+        )
+        .map_err(|e| Error::Io(format!("{}: {e}", snapshot_path.display())))?;
+        let hashes_path = self.path(version, "hashes");
+        let raw = fs::read(&hashes_path).map_err(|e| Error::Io(format!("{}: {e}", hashes_path.display())))?;
+        if raw.len() % FullHash::LEN != 0
+            || (raw.len() / FullHash::LEN) as u64 != verified.header().full_hash_count
+        {
+            return Err(Error::Io(format!(
+                "{}: {} bytes does not hold the {} full hashes the snapshot declares",
+                hashes_path.display(),
+                raw.len(),
+                verified.header().full_hash_count
+            )));
+        }
+        let hashes: Vec<FullHash> = raw
+            .chunks_exact(FullHash::LEN)
+            .map(|c| {
+                let mut h = [0u8; 32];
+                h.copy_from_slice(c);
+                FullHash(h)
+            })
+            .collect();
+        if hashes.windows(2).any(|w| w[0] >= w[1]) {
+            return Err(Error::Io(format!(
+                "{}: hashes are not sorted",
+                hashes_path.display()
+            )));
+        }
+        Ok(StoredVersion { snapshot, hashes })
+    }
+}
