@@ -183,7 +183,9 @@ impl CanonicalUrl {
     }
 
     /// All host-suffix/path-prefix expressions of this URL (at most
-    /// [`MAX_EXPRESSIONS`], no duplicates), most specific first.
+    /// [`MAX_EXPRESSIONS`], no duplicates): for each host suffix (exact host
+    /// first), the exact path with query, the exact path, then the directory
+    /// prefixes from `/` down.
     ///
     /// ```
     /// use blocksieve_format::canonicalize;

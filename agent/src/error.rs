@@ -1,0 +1,278 @@
+//! The agent's one error type.
+
+use blocksieve_format::{CanonError, DecodeError};
+
+/// Everything that can go wrong in the agent.
+///
+/// The variants are grouped by what the caller does next; [`Error::kind`]
+/// names the group:
+///
+/// * **Bad data** ([`ErrorKind::BadData`]): the publisher sent something
+///   malformed, forged, stale or oversized. The agent keeps the filter it
+///   already has; report it and try again later (the next snapshot may be
+///   fine), but do not expect a retry of the same download to help.
+/// * **Transport** ([`ErrorKind::Transport`]): the request did not complete or
+///   the publisher answered with an HTTP error. Retry later.
+/// * **Not ready** ([`ErrorKind::NotReady`]): no snapshot has been loaded for a
+///   list yet, so the agent cannot say anything about a URL. Run
+///   [`Agent::update`](crate::Agent::update) first.
+/// * **Invalid input** ([`ErrorKind::InvalidInput`]): the URL names no host.
+///   It is neither safe nor unsafe; report it to whoever supplied it.
+/// * **Misconfiguration** ([`ErrorKind::Misconfigured`]): returned only by
+///   [`AgentBuilder::build`](crate::AgentBuilder::build). Fail at start.
+#[non_exhaustive]
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    // --- Bad data from the publisher: keep the current filter. ---
+    /// A downloaded snapshot failed verification (signature, unknown key,
+    /// body hash, layout, limits or expiry).
+    #[error("snapshot of list {list} rejected: {reason}")]
+    Decode {
+        /// The list whose snapshot was downloaded.
+        list: String,
+        /// The first check that failed.
+        reason: DecodeError,
+    },
+    /// A correctly signed snapshot describes a different list than the one
+    /// requested: a signed snapshot of one list replayed in place of another.
+    #[error("requested a snapshot of list {requested} but got one of list {found}")]
+    WrongList {
+        /// The list that was requested.
+        requested: String,
+        /// The list named in the snapshot's signed header.
+        found: String,
+    },
+    /// A correctly signed snapshot is not newer than the one in use: an
+    /// attempted rollback to an older (or a different same-version) snapshot.
+    #[error(
+        "snapshot of list {list} has version {new_version}, not newer than trusted version {trusted_version}"
+    )]
+    Rollback {
+        /// The list whose snapshot was downloaded.
+        list: String,
+        /// The version of the snapshot in use.
+        trusted_version: u64,
+        /// The version of the rejected snapshot.
+        new_version: u64,
+    },
+    /// A response body was longer than the configured limit; the download
+    /// was stopped at the limit.
+    #[error("response from {url} is larger than the limit of {limit_bytes} bytes")]
+    ResponseTooLarge {
+        /// The requested URL.
+        url: String,
+        /// The limit, in bytes.
+        limit_bytes: u64,
+    },
+    /// A response did not follow the publisher API: unparseable JSON, a
+    /// full-hash answer for another prefix, or a `304 Not Modified` to a
+    /// request that was not conditional.
+    #[error("unexpected response from {url}: {reason}")]
+    UnexpectedResponse {
+        /// The requested URL.
+        url: String,
+        /// What was wrong with it.
+        reason: String,
+    },
+
+    // --- Transport: retry later. ---
+    /// The request could not be sent, timed out, or the connection failed
+    /// before the whole body arrived.
+    #[error("request to {url} failed: {reason}")]
+    Transport {
+        /// The requested URL.
+        url: String,
+        /// The underlying error and its causes, joined by `: `.
+        reason: String,
+        /// Whether the request hit the configured timeout.
+        timed_out: bool,
+    },
+    /// The publisher answered with an HTTP status other than 200 (or 304 to
+    /// a conditional request), e.g. `503`, or `404` before the publisher has
+    /// built a list's first snapshot.
+    #[error("{url} answered HTTP {status}{}", if message.is_empty() { String::new() } else { format!(": {message}") })]
+    Status {
+        /// The requested URL.
+        url: String,
+        /// The HTTP status code.
+        status: u16,
+        /// The `error.message` of the publisher's JSON error body, or empty
+        /// when the body was not one.
+        message: String,
+    },
+
+    // --- Not ready: update first. ---
+    /// No snapshot of this list has been loaded yet.
+    #[error("no snapshot of list {list} has been loaded yet")]
+    NotReady {
+        /// The list without a snapshot.
+        list: String,
+    },
+
+    // --- Invalid input: report to whoever gave the URL. ---
+    /// The URL could not be canonicalized: it names no host.
+    #[error("invalid url: {reason}")]
+    InvalidUrl {
+        /// Why canonicalization failed.
+        reason: CanonError,
+    },
+
+    // --- Misconfiguration: fail at start. ---
+    /// The builder was given no threat list to subscribe to.
+    #[error("no threat list configured")]
+    NoLists,
+    /// The builder was given no trusted publisher key.
+    #[error("no trusted publisher key configured")]
+    NoTrustedKeys,
+    /// A list name is not 1–64 bytes of `a-z0-9_-`.
+    #[error("invalid list name {name:?}")]
+    InvalidListName {
+        /// The rejected name.
+        name: String,
+    },
+    /// The publisher base URL is not an absolute `http` or `https` URL.
+    #[error("invalid publisher url {url:?}: {reason}")]
+    InvalidBaseUrl {
+        /// The rejected URL.
+        url: String,
+        /// Why it was rejected.
+        reason: String,
+    },
+    /// A builder setting is outside its allowed range.
+    #[error("invalid setting {setting}: {value}")]
+    InvalidSetting {
+        /// The builder method, e.g. `request_timeout`.
+        setting: &'static str,
+        /// The rejected value, as text.
+        value: String,
+    },
+    /// The HTTP client could not be created (e.g. TLS initialisation failed).
+    #[error("cannot create http client: {reason}")]
+    HttpClient {
+        /// The underlying error and its causes.
+        reason: String,
+    },
+}
+
+/// What the caller of a failed operation should do next; see [`Error`].
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    /// The publisher sent malformed, forged, stale or oversized data; the
+    /// current filter was kept.
+    BadData,
+    /// The request failed or got an HTTP error; retry later.
+    Transport,
+    /// A list has no snapshot yet; run an update first.
+    NotReady,
+    /// The URL to check names no host.
+    InvalidInput,
+    /// The agent was misconfigured; fail at start.
+    Misconfigured,
+}
+
+impl Error {
+    /// The group this error belongs to, i.e. what to do next.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Self::Decode { .. }
+            | Self::WrongList { .. }
+            | Self::Rollback { .. }
+            | Self::ResponseTooLarge { .. }
+            | Self::UnexpectedResponse { .. } => ErrorKind::BadData,
+            Self::Transport { .. } | Self::Status { .. } => ErrorKind::Transport,
+            Self::NotReady { .. } => ErrorKind::NotReady,
+            Self::InvalidUrl { .. } => ErrorKind::InvalidInput,
+            Self::NoLists
+            | Self::NoTrustedKeys
+            | Self::InvalidListName { .. }
+            | Self::InvalidBaseUrl { .. }
+            | Self::InvalidSetting { .. }
+            | Self::HttpClient { .. } => ErrorKind::Misconfigured,
+        }
+    }
+
+    /// A [`Error::Transport`] for `url` from a reqwest error.
+    pub(crate) fn transport(url: &str, err: reqwest::Error) -> Self {
+        let timed_out = err.is_timeout();
+        Self::Transport {
+            url: url.to_owned(),
+            // The variant carries the URL; do not repeat it in the reason.
+            reason: error_chain(&err.without_url()),
+            timed_out,
+        }
+    }
+}
+
+/// `err` and its sources joined by `: `.
+pub(crate) fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = err.to_string();
+    let mut source = err.source();
+    while let Some(e) = source {
+        let text = e.to_string();
+        // hyper and reqwest sometimes repeat the same message one level down.
+        if !out.ends_with(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = e.source();
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn display_is_lowercase_without_period() {
+        let errors = [
+            Error::NotReady {
+                list: "malware".into(),
+            },
+            Error::Rollback {
+                list: "malware".into(),
+                trusted_version: 7,
+                new_version: 3,
+            },
+            Error::Status {
+                url: "http://x/v1/hashes/00000000".into(),
+                status: 503,
+                message: String::new(),
+            },
+            Error::InvalidUrl {
+                reason: CanonError::EmptyHost,
+            },
+            Error::NoLists,
+        ];
+        for e in errors {
+            let text = e.to_string();
+            assert!(!text.ends_with('.'), "{text}");
+            assert!(text.starts_with(|c: char| !c.is_ascii_uppercase()), "{text}");
+        }
+        let rollback = Error::Rollback {
+            list: "malware".into(),
+            trusted_version: 7,
+            new_version: 3,
+        };
+        assert_eq!(
+            rollback.to_string(),
+            "snapshot of list malware has version 3, not newer than trusted version 7"
+        );
+        assert_eq!(rollback.kind(), ErrorKind::BadData);
+    }
+
+    #[test]
+    fn status_display_includes_message_when_present() {
+        let e = Error::Status {
+            url: "http://p/v1/lists/x/snapshot".into(),
+            status: 404,
+            message: "unknown list x".into(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "http://p/v1/lists/x/snapshot answered HTTP 404: unknown list x"
+        );
+        assert_eq!(e.kind(), ErrorKind::Transport);
+    }
+}

@@ -1,0 +1,146 @@
+//! The publisher API over HTTP: conditional snapshot downloads and full-hash
+//! requests, every body read with a hard byte limit.
+
+use std::time::Duration;
+
+use blocksieve_format::api::{ErrorResponse, FullHashResponse, ListsResponse};
+use reqwest::StatusCode;
+use reqwest::header::{ETAG, HeaderValue, IF_NONE_MATCH};
+
+use crate::Error;
+
+/// The most bytes read of a JSON response (full hashes, list status): a
+/// bucket holds a handful of 64-digit hashes, so 4 MiB is generous while
+/// still bounding memory against a hostile server.
+pub(crate) const MAX_JSON_BYTES: u64 = 4 * 1024 * 1024;
+
+/// The most bytes read of an error body, only to extract its message.
+const MAX_ERROR_BODY_BYTES: u64 = 64 * 1024;
+
+/// The most characters of a publisher's error message kept in
+/// [`Error::Status`]: enough to explain, too few to flood a log.
+const MAX_ERROR_MESSAGE_CHARS: usize = 256;
+
+/// The result of a conditional snapshot request.
+pub(crate) enum SnapshotFetch {
+    /// `304 Not Modified`: the stored ETag is still current.
+    NotModified,
+    /// `200 OK` with the complete body, not yet verified.
+    Body {
+        /// The snapshot bytes.
+        bytes: Vec<u8>,
+        /// The response's `ETag`, if it had a usable one.
+        etag: Option<String>,
+    },
+}
+
+/// `GET {url}` with `If-None-Match: etag` when an ETag is given.
+pub(crate) async fn fetch_snapshot(
+    client: &reqwest::Client,
+    url: &str,
+    etag: Option<&str>,
+    limit_bytes: u64,
+    timeout: Duration,
+) -> Result<SnapshotFetch, Error> {
+    let mut request = client.get(url).timeout(timeout);
+    let conditional = etag.and_then(|e| HeaderValue::from_str(e).ok());
+    let sent_condition = conditional.is_some();
+    if let Some(value) = conditional {
+        request = request.header(IF_NONE_MATCH, value);
+    }
+    let response = request.send().await.map_err(|e| Error::transport(url, e))?;
+    match response.status() {
+        StatusCode::OK => {
+            let etag = response
+                .headers()
+                .get(ETAG)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned);
+            let bytes = read_limited(response, url, limit_bytes).await?;
+            Ok(SnapshotFetch::Body { bytes, etag })
+        }
+        StatusCode::NOT_MODIFIED if sent_condition => Ok(SnapshotFetch::NotModified),
+        StatusCode::NOT_MODIFIED => Err(Error::UnexpectedResponse {
+            url: url.to_owned(),
+            reason: "304 Not Modified to a request without If-None-Match".to_owned(),
+        }),
+        _ => Err(status_error(response, url).await),
+    }
+}
+
+/// `GET {url}` (`/v1/hashes/{prefix}`), parsed as a [`FullHashResponse`].
+/// The caller checks that the answer is for the prefix it asked about.
+pub(crate) async fn fetch_full_hashes(
+    client: &reqwest::Client,
+    url: &str,
+) -> Result<FullHashResponse, Error> {
+    fetch_json(client, url).await
+}
+
+/// `GET {url}` for the publisher's list of threat lists.
+pub(crate) async fn fetch_lists(client: &reqwest::Client, url: &str) -> Result<ListsResponse, Error> {
+    fetch_json(client, url).await
+}
+
+async fn fetch_json<T: serde::de::DeserializeOwned>(client: &reqwest::Client, url: &str) -> Result<T, Error> {
+    let response = client
+        .get(url)
+        .send()
+        .await
+        .map_err(|e| Error::transport(url, e))?;
+    if response.status() != StatusCode::OK {
+        return Err(status_error(response, url).await);
+    }
+    let bytes = read_limited(response, url, MAX_JSON_BYTES).await?;
+    serde_json::from_slice(&bytes).map_err(|e| Error::UnexpectedResponse {
+        url: url.to_owned(),
+        reason: format!("invalid JSON: {e}"),
+    })
+}
+
+/// Reads the whole body, failing as soon as it exceeds `limit_bytes`. The
+/// `Content-Length` header only serves to fail early: the byte count is
+/// enforced on what actually arrives.
+async fn read_limited(
+    mut response: reqwest::Response,
+    url: &str,
+    limit_bytes: u64,
+) -> Result<Vec<u8>, Error> {
+    let too_large = || Error::ResponseTooLarge {
+        url: url.to_owned(),
+        limit_bytes,
+    };
+    let declared = response.content_length();
+    if declared.is_some_and(|n| n > limit_bytes) {
+        return Err(too_large());
+    }
+    // Preallocate at most what we would accept, and at most 16 MiB on the
+    // strength of an unverified header.
+    let initial = declared.unwrap_or(0).min(limit_bytes).min(16 * 1024 * 1024);
+    let mut body = Vec::with_capacity(usize::try_from(initial).unwrap_or(0));
+    while let Some(chunk) = response.chunk().await.map_err(|e| Error::transport(url, e))? {
+        let total = (body.len() as u64).saturating_add(chunk.len() as u64);
+        if total > limit_bytes {
+            return Err(too_large());
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+/// An [`Error::Status`] for a non-success response, with the publisher's
+/// error message when the body is its JSON error.
+async fn status_error(response: reqwest::Response, url: &str) -> Error {
+    let status = response.status().as_u16();
+    let message = match read_limited(response, url, MAX_ERROR_BODY_BYTES).await {
+        Ok(body) => serde_json::from_slice::<ErrorResponse>(&body)
+            .map(|e| e.error.message.chars().take(MAX_ERROR_MESSAGE_CHARS).collect())
+            .unwrap_or_default(),
+        Err(_) => String::new(),
+    };
+    Error::Status {
+        url: url.to_owned(),
+        status,
+        message,
+    }
+}

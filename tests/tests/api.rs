@@ -1,0 +1,118 @@
+//! The publisher's HTTP API on a real socket: status codes, JSON errors,
+//! conditional GET.
+
+use std::time::Duration;
+
+use blocksieve_format::api::{ErrorResponse, FullHashResponse};
+use blocksieve_format::{FullHash, canonicalize};
+use blocksieve_publisher::config::SourceFormat;
+use blocksieve_tests::{RunningPublisher, config, fixture_lines, fixture_source};
+
+async fn start() -> (RunningPublisher, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(
+        dir.path(),
+        "phishing",
+        vec![fixture_source("phishing-urls.txt", SourceFormat::Urls)],
+    );
+    let server = RunningPublisher::start(cfg).await;
+    server.wait_ready(Duration::from_secs(60)).await;
+    (server, dir)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshot_etag_and_304() {
+    let (server, _dir) = start().await;
+    let client = reqwest::Client::new();
+    let url = format!("{}/v1/lists/phishing/snapshot", server.base_url());
+    let first = client.get(&url).send().await.unwrap();
+    assert_eq!(first.status(), 200);
+    let etag = first.headers()["etag"].to_str().unwrap().to_owned();
+    assert!(etag.starts_with('"') && etag.ends_with('"'), "strong etag {etag}");
+    let body = first.bytes().await.unwrap();
+    assert!(body.starts_with(b"BLKSIEVE"));
+    let again = client
+        .get(&url)
+        .header("if-none-match", &etag)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), 304);
+    assert_eq!(again.headers()["etag"].to_str().unwrap(), etag);
+    assert!(again.bytes().await.unwrap().is_empty());
+    let other = client
+        .get(&url)
+        .header("if-none-match", "\"nope\"")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(other.status(), 200);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn full_hash_endpoint_returns_the_bucket() {
+    let (server, _dir) = start().await;
+    let client = reqwest::Client::new();
+    let listed = canonicalize(&fixture_lines("phishing-urls.txt")[5]).unwrap();
+    let hash = listed.expressions().next().unwrap().full_hash();
+    let r: FullHashResponse = client
+        .get(format!("{}/v1/hashes/{}", server.base_url(), hash.prefix()))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(r.prefix, hash.prefix().to_string());
+    assert!(
+        r.matches
+            .iter()
+            .any(|m| m.full_hash == hash.to_string() && m.list == "phishing")
+    );
+    assert!(
+        r.matches
+            .iter()
+            .all(|m| FullHash::from_hex(&m.full_hash).unwrap().prefix() == hash.prefix())
+    );
+    assert!(r.cache_duration_s > 0);
+
+    // An empty bucket is a 200 with no matches.
+    let empty = FullHash::of(b"not-listed.example/");
+    let r: FullHashResponse = client
+        .get(format!("{}/v1/hashes/{}", server.base_url(), empty.prefix()))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(r.matches.is_empty());
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_requests_get_json_errors_and_the_server_stays_up() {
+    let (server, _dir) = start().await;
+    let client = reqwest::Client::new();
+    let base = server.base_url();
+    let cases = [
+        ("/v1/hashes/zz", 400, "bad_prefix"),
+        ("/v1/hashes/AF30010E", 400, "bad_prefix"),
+        ("/v1/hashes/af30010e00", 400, "bad_prefix"),
+        ("/v1/hashes/%2e%2e%2f%2e%2e", 400, "bad_prefix"),
+        ("/v1/lists/nope/snapshot", 404, "unknown_list"),
+        ("/v1/lists/..%2f..%2fetc%2fpasswd/snapshot", 404, "unknown_list"),
+        ("/v1/nothing", 404, "not_found"),
+    ];
+    for (path, status, code) in cases {
+        let r = client.get(format!("{base}{path}")).send().await.unwrap();
+        assert_eq!(r.status().as_u16(), status, "{path}");
+        let body: ErrorResponse = r.json().await.unwrap();
+        assert_eq!(body.error.code, code, "{path}");
+        assert!(!body.error.message.is_empty());
+    }
+    let r = client.get(format!("{base}/healthz")).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    server.stop().await;
+}

@@ -1,0 +1,7 @@
+//! End-to-end tests: a real publisher on 127.0.0.1:0 over real fixture
+//! files, and real agents. One binary, one module per area.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+mod api;
+mod end_to_end;
