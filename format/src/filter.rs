@@ -30,11 +30,21 @@ pub enum FilterKind {
     /// Binary fuse filter with 32-bit fingerprints: ≈ 36 bits per key,
     /// false-positive rate 2⁻³² per probe.
     BinaryFuse32,
+    /// Bloom filter (Bloom 1970) with double hashing (Kirsch & Mitzenmacher,
+    /// "Less Hashing, Same Performance", ESA 2006): configurable bits per
+    /// key, false-positive rate (1 − e^(−kn/m))^k; with 12 bits per key and
+    /// k = 8 about 0.31 %. Layout in `FORMAT.md`.
+    Bloom,
 }
 
 impl FilterKind {
     /// Every kind, smallest first.
-    pub const ALL: [FilterKind; 3] = [Self::BinaryFuse8, Self::BinaryFuse16, Self::BinaryFuse32];
+    pub const ALL: [FilterKind; 4] = [
+        Self::BinaryFuse8,
+        Self::BinaryFuse16,
+        Self::BinaryFuse32,
+        Self::Bloom,
+    ];
 
     /// The byte that identifies this kind in the snapshot header.
     pub fn code(self) -> u8 {
@@ -42,6 +52,7 @@ impl FilterKind {
             Self::BinaryFuse8 => 1,
             Self::BinaryFuse16 => 2,
             Self::BinaryFuse32 => 3,
+            Self::Bloom => 4,
         }
     }
 
@@ -56,24 +67,17 @@ impl FilterKind {
             Self::BinaryFuse8 => "binary_fuse8",
             Self::BinaryFuse16 => "binary_fuse16",
             Self::BinaryFuse32 => "binary_fuse32",
+            Self::Bloom => "bloom",
         }
     }
 
-    /// The false-positive rate per probe of a key that is not in the set:
-    /// 2⁻ᶠ for an f-bit fingerprint.
-    pub fn theoretical_fpr(self) -> f64 {
-        match self {
-            Self::BinaryFuse8 => 1.0 / 256.0,
-            Self::BinaryFuse16 => 1.0 / 65_536.0,
-            Self::BinaryFuse32 => 1.0 / 4_294_967_296.0,
-        }
-    }
-
+    /// Bytes per fingerprint (binary fuse) or per storage word (Bloom: 8).
     fn fingerprint_bytes(self) -> usize {
         match self {
             Self::BinaryFuse8 => 1,
             Self::BinaryFuse16 => 2,
             Self::BinaryFuse32 => 4,
+            Self::Bloom => 8,
         }
     }
 }
@@ -111,6 +115,12 @@ pub enum BuildError {
         /// The maximum.
         max: usize,
     },
+    /// Bloom bits per key outside 1..=64.
+    #[error("bloom bits per key {bits_per_key} is outside 1..=64")]
+    BloomBitsPerKey {
+        /// The requested bits per key.
+        bits_per_key: u32,
+    },
     /// The construction did not converge (practically never for distinct keys).
     #[error("binary fuse construction failed for {count} keys")]
     ConstructionFailed {
@@ -130,6 +140,95 @@ enum Inner {
     Fuse8(BinaryFuse8),
     Fuse16(BinaryFuse16),
     Fuse32(BinaryFuse32),
+    Bloom(Bloom),
+}
+
+/// Default Bloom filter size: 12 bits per key (k = 8, false-positive rate
+/// ≈ 0.31 %, close to BinaryFuse8's 0.39 % at 9 bits per key).
+pub const DEFAULT_BLOOM_BITS_PER_KEY: u32 = 12;
+
+/// The seed every Bloom filter is built with. Fixed, so the same keys always
+/// give the same bytes; stored in the body so readers never assume it.
+pub const BLOOM_SEED: u64 = 0x626c_6f63_6b73_6965; // "blocksie"
+
+/// Most Bloom hash functions a reader accepts.
+const MAX_BLOOM_HASHES: u8 = 32;
+
+/// murmur3's 64-bit finalizer (`fmix64`), the mixing step of every Bloom
+/// probe; pinned here and in `FORMAT.md`.
+#[inline]
+fn fmix64(mut k: u64) -> u64 {
+    k ^= k >> 33;
+    k = k.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    k ^= k >> 33;
+    k = k.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    k ^= k >> 33;
+    k
+}
+
+/// A Bloom filter over u64 keys with `hash_count` probes by double hashing:
+/// `h1 = fmix64(key + seed)`, `h2 = fmix64(h1 ^ 0x9e3779b97f4a7c15) | 1`,
+/// probe `i` sets bit `(fmix64(h1 + i·h2) × bit_count) >> 64` (all arithmetic
+/// mod 2⁶⁴, the product taken in 128 bits).
+#[derive(Debug, Clone)]
+struct Bloom {
+    seed: u64,
+    bit_count: u64,
+    hash_count: u8,
+    /// Bit `b` is bit `b % 64` of word `b / 64`.
+    words: Box<[u64]>,
+}
+
+impl Bloom {
+    /// The bit positions probed for `key`, all `< bit_count`.
+    fn positions(seed: u64, bit_count: u64, hash_count: u8, key: u64) -> impl Iterator<Item = u64> {
+        let h1 = fmix64(key.wrapping_add(seed));
+        let h2 = fmix64(h1 ^ 0x9e37_79b9_7f4a_7c15) | 1;
+        (0..u64::from(hash_count)).map(move |i| {
+            // Finalizing each double-hashing step keeps the k positions
+            // independent even for tiny filters, where a bare arithmetic
+            // progression repeats across keys far more often than 2^-k.
+            let h = fmix64(h1.wrapping_add(i.wrapping_mul(h2)));
+            ((u128::from(h) * u128::from(bit_count)) >> 64) as u64
+        })
+    }
+
+    fn build(keys: &[u64], bits_per_key: u32) -> Self {
+        let bits = (keys.len() as u64)
+            .saturating_mul(u64::from(bits_per_key))
+            .max(64);
+        let bit_count = bits.div_ceil(64) * 64;
+        // k = bits per key × ln 2 minimises the false-positive rate.
+        let hash_count =
+            ((f64::from(bits_per_key) * std::f64::consts::LN_2).round() as u8).clamp(1, MAX_BLOOM_HASHES);
+        let mut bloom = Self {
+            seed: BLOOM_SEED,
+            bit_count,
+            hash_count,
+            words: vec![0u64; (bit_count / 64) as usize].into_boxed_slice(),
+        };
+        for &key in keys {
+            for b in Self::positions(bloom.seed, bit_count, hash_count, key) {
+                bloom.words[(b / 64) as usize] |= 1 << (b % 64);
+            }
+        }
+        bloom
+    }
+
+    #[inline]
+    fn contains(&self, key: u64) -> bool {
+        // Every position is < bit_count = 64 × words.len(): proven at decode.
+        Self::positions(self.seed, self.bit_count, self.hash_count, key).all(|b| {
+            self.words
+                .get((b / 64) as usize)
+                .is_some_and(|w| w & (1 << (b % 64)) != 0)
+        })
+    }
+
+    fn theoretical_fpr(&self, n: usize) -> f64 {
+        let k = f64::from(self.hash_count);
+        (1.0 - (-k * n as f64 / self.bit_count as f64).exp()).powf(k)
+    }
 }
 
 /// An immutable approximate-membership filter over 32- or 64-bit hash-prefix
@@ -142,14 +241,25 @@ pub struct PrefixFilter {
 }
 
 impl PrefixFilter {
-    /// Builds a filter of `kind` over `keys`, which must be sorted and unique.
-    /// Deterministic: the same keys always give the same filter bytes.
+    /// Builds a filter of `kind` over `keys`, which must be sorted and unique
+    /// (a Bloom filter gets [`DEFAULT_BLOOM_BITS_PER_KEY`]). Deterministic:
+    /// the same keys always give the same filter bytes.
     ///
     /// # Errors
     ///
     /// [`BuildError`] when keys are not strictly increasing, too many, or the
     /// construction fails.
     pub fn build(kind: FilterKind, keys: &[u64]) -> Result<Self, BuildError> {
+        Self::build_with(kind, keys, DEFAULT_BLOOM_BITS_PER_KEY)
+    }
+
+    /// Like [`Self::build`], with the Bloom filter's bits per key (ignored by
+    /// binary fuse kinds).
+    ///
+    /// # Errors
+    ///
+    /// As [`Self::build`], and [`BuildError::BloomBitsPerKey`] outside 1..=64.
+    pub fn build_with(kind: FilterKind, keys: &[u64], bloom_bits_per_key: u32) -> Result<Self, BuildError> {
         if let Some(i) = keys.windows(2).position(|w| w[0] >= w[1]) {
             return Err(BuildError::KeysNotSortedUnique { index: i + 1 });
         }
@@ -157,6 +267,11 @@ impl PrefixFilter {
             return Err(BuildError::TooManyKeys {
                 count: keys.len(),
                 max: MAX_FILTER_KEYS,
+            });
+        }
+        if kind == FilterKind::Bloom && !(1..=64).contains(&bloom_bits_per_key) {
+            return Err(BuildError::BloomBitsPerKey {
+                bits_per_key: bloom_bits_per_key,
             });
         }
         let failed = |_| BuildError::ConstructionFailed { count: keys.len() };
@@ -167,6 +282,7 @@ impl PrefixFilter {
                 FilterKind::BinaryFuse8 => Inner::Fuse8(BinaryFuse8::try_from(keys).map_err(failed)?),
                 FilterKind::BinaryFuse16 => Inner::Fuse16(BinaryFuse16::try_from(keys).map_err(failed)?),
                 FilterKind::BinaryFuse32 => Inner::Fuse32(BinaryFuse32::try_from(keys).map_err(failed)?),
+                FilterKind::Bloom => Inner::Bloom(Bloom::build(keys, bloom_bits_per_key)),
             }
         };
         Ok(Self {
@@ -184,6 +300,7 @@ impl PrefixFilter {
             Inner::Fuse8(f) => f.contains(&key),
             Inner::Fuse16(f) => f.contains(&key),
             Inner::Fuse32(f) => f.contains(&key),
+            Inner::Bloom(b) => b.contains(key),
         }
     }
 
@@ -202,15 +319,39 @@ impl PrefixFilter {
         self.len == 0
     }
 
+    /// The kind's parameter byte in the snapshot header: the Bloom hash
+    /// count k, 0 for binary fuse filters.
+    pub fn param(&self) -> u8 {
+        match &self.inner {
+            Inner::Bloom(b) => b.hash_count,
+            _ => 0,
+        }
+    }
+
+    /// The false-positive rate per probe of a key not in the set, in theory:
+    /// 2⁻ᶠ for an f-bit binary fuse fingerprint, (1 − e^(−kn/m))^k for a
+    /// Bloom filter with m bits and k hashes over n keys; 0 for an empty
+    /// filter.
+    pub fn theoretical_fpr(&self) -> f64 {
+        match &self.inner {
+            Inner::Empty => 0.0,
+            Inner::Fuse8(_) => 1.0 / 256.0,
+            Inner::Fuse16(_) => 1.0 / 65_536.0,
+            Inner::Fuse32(_) => 1.0 / 4_294_967_296.0,
+            Inner::Bloom(b) => b.theoretical_fpr(self.len),
+        }
+    }
+
     /// Size of the serialized (uncompressed) body in bytes.
     pub fn body_len(&self) -> usize {
-        let fingerprints = match &self.inner {
+        let slots = match &self.inner {
             Inner::Empty => 0,
             Inner::Fuse8(f) => f.fingerprints.len(),
             Inner::Fuse16(f) => f.fingerprints.len(),
             Inner::Fuse32(f) => f.fingerprints.len(),
+            Inner::Bloom(b) => b.words.len(),
         };
-        FUSE_HEADER_LEN + fingerprints * self.kind.fingerprint_bytes()
+        BODY_HEADER_LEN + slots * self.kind.fingerprint_bytes()
     }
 
     /// Uncompressed bits per key (`body_len × 8 / len`); 0 for an empty filter.
@@ -220,6 +361,13 @@ impl PrefixFilter {
         } else {
             self.body_len() as f64 * 8.0 / self.len as f64
         }
+    }
+
+    /// The uncompressed body bytes, as laid out in `FORMAT.md` ("Filter body").
+    pub fn to_body_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        self.write_body(&mut out);
+        out
     }
 
     /// Appends the body layout of `FORMAT.md` ("Filter body") to `out`.
@@ -234,7 +382,7 @@ impl PrefixFilter {
         }
         out.reserve(self.body_len());
         match &self.inner {
-            Inner::Empty => out.extend_from_slice(&[0u8; FUSE_HEADER_LEN]),
+            Inner::Empty => out.extend_from_slice(&[0u8; BODY_HEADER_LEN]),
             Inner::Fuse8(f) => {
                 descriptor(out, &f.descriptor, f.fingerprints.len());
                 out.extend_from_slice(&f.fingerprints);
@@ -247,47 +395,37 @@ impl PrefixFilter {
                 descriptor(out, &f.descriptor, f.fingerprints.len());
                 out.extend(f.fingerprints.iter().flat_map(|x| x.to_le_bytes()));
             }
+            Inner::Bloom(b) => {
+                out.extend_from_slice(&b.seed.to_le_bytes());
+                out.extend_from_slice(&b.bit_count.to_le_bytes());
+                out.push(b.hash_count);
+                out.extend_from_slice(&[0u8; 7]);
+                out.extend(b.words.iter().flat_map(|w| w.to_le_bytes()));
+            }
         }
     }
 
     /// Parses and validates a body written by [`Self::write_body`]. Every
     /// index the lookup can compute is proven in bounds before the filter is
     /// built, so `contains` cannot panic on a body that passes.
-    pub(crate) fn read_body(kind: FilterKind, entry_count: u64, body: &[u8]) -> Result<Self, DecodeError> {
-        let truncated = |field| DecodeError::Truncated { field };
-        let mut r = Reader::new(body);
-        let seed = r.u64().ok_or(truncated("filter seed"))?;
-        let segment_length = r.u32().ok_or(truncated("filter segment_length"))?;
-        let segment_length_mask = r.u32().ok_or(truncated("filter segment_length_mask"))?;
-        let segment_count_length = r.u32().ok_or(truncated("filter segment_count_length"))?;
-        let count = r.u32().ok_or(truncated("filter fingerprint count"))?;
-        let width = kind.fingerprint_bytes();
-        let expected = (count as usize)
-            .checked_mul(width)
-            .ok_or(DecodeError::FilterLayout {
-                field: "fingerprint count",
-                value: u64::from(count),
-            })?;
-        if r.remaining() != expected {
-            return Err(DecodeError::FilterLayout {
-                field: "fingerprint bytes",
-                value: r.remaining() as u64,
-            });
-        }
+    pub(crate) fn read_body(
+        kind: FilterKind,
+        param: u8,
+        entry_count: u64,
+        body: &[u8],
+    ) -> Result<Self, DecodeError> {
         let len = usize::try_from(entry_count).map_err(|_| DecodeError::FilterLayout {
             field: "entry count",
             value: entry_count,
         })?;
+        let head = body.get(..BODY_HEADER_LEN).ok_or(DecodeError::Truncated {
+            field: "filter body header",
+        })?;
         if entry_count == 0 {
-            if count != 0
-                || seed != 0
-                || segment_length != 0
-                || segment_length_mask != 0
-                || segment_count_length != 0
-            {
+            if body.len() != BODY_HEADER_LEN || head.iter().any(|&b| b != 0) || param != 0 {
                 return Err(DecodeError::FilterLayout {
-                    field: "empty filter descriptor",
-                    value: u64::from(count),
+                    field: "empty filter body",
+                    value: body.len() as u64,
                 });
             }
             return Ok(Self {
@@ -296,71 +434,142 @@ impl PrefixFilter {
                 inner: Inner::Empty,
             });
         }
-        let layout = |field, value: u32| DecodeError::FilterLayout {
-            field,
-            value: u64::from(value),
-        };
-        if count == 0 {
+        if body.len() == BODY_HEADER_LEN {
             return Err(DecodeError::EmptyFilter { entry_count });
         }
-        // segment_length: a power of two, at most 2^18 (xorf's cap).
-        if !segment_length.is_power_of_two() || segment_length > 1 << 18 {
-            return Err(layout("segment_length", segment_length));
-        }
-        if segment_length_mask != segment_length - 1 {
-            return Err(layout("segment_length_mask", segment_length_mask));
-        }
-        if segment_count_length == 0 || segment_count_length % segment_length != 0 {
-            return Err(layout("segment_count_length", segment_count_length));
-        }
-        // Lookup reads h0 < segment_count_length and h1, h2 within the next two
-        // segments: every index is < segment_count_length + 2 * segment_length.
-        let needed = u64::from(segment_count_length) + 2 * u64::from(segment_length);
-        if needed > u64::from(count) {
-            return Err(layout("fingerprint count", count));
-        }
-        // The filter cannot hold more keys than it has slots.
-        if entry_count > u64::from(count) {
-            return Err(DecodeError::FilterLayout {
-                field: "entry count",
-                value: entry_count,
-            });
-        }
-        let descriptor = Descriptor {
-            seed,
-            segment_length,
-            segment_length_mask,
-            segment_count_length,
-        };
-        let bytes = r.take(expected).ok_or(truncated("fingerprints"))?;
-        let inner = match kind {
-            FilterKind::BinaryFuse8 => Inner::Fuse8(BinaryFuse8 {
-                descriptor,
-                fingerprints: bytes.into(),
-            }),
-            FilterKind::BinaryFuse16 => Inner::Fuse16(BinaryFuse16 {
-                descriptor,
-                fingerprints: bytes
-                    .chunks_exact(2)
-                    .map(|c| u16::from_le_bytes([c[0], c[1]]))
-                    .collect(),
-            }),
-            FilterKind::BinaryFuse32 => Inner::Fuse32(BinaryFuse32 {
-                descriptor,
-                fingerprints: bytes
-                    .chunks_exact(4)
-                    .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                    .collect(),
-            }),
+        let inner = if kind == FilterKind::Bloom {
+            Inner::Bloom(read_bloom(param, entry_count, body)?)
+        } else {
+            if param != 0 {
+                return Err(DecodeError::InvalidField {
+                    field: "filter_param",
+                    value: param.into(),
+                });
+            }
+            read_fuse(kind, entry_count, body)?
         };
         Ok(Self { kind, len, inner })
     }
 }
 
-/// Bytes before the fingerprints in a binary fuse body: seed (8),
+fn read_bloom(param: u8, entry_count: u64, body: &[u8]) -> Result<Bloom, DecodeError> {
+    let t = |field| DecodeError::Truncated { field };
+    let layout = |field, value: u64| DecodeError::FilterLayout { field, value };
+    let mut r = Reader::new(body);
+    let seed = r.u64().ok_or(t("bloom seed"))?;
+    let bit_count = r.u64().ok_or(t("bloom bit_count"))?;
+    let hash_count = r.u8().ok_or(t("bloom hash_count"))?;
+    let reserved = r.take(7).ok_or(t("bloom reserved"))?;
+    if reserved.iter().any(|&b| b != 0) {
+        return Err(layout("bloom reserved", 0));
+    }
+    if hash_count == 0 || hash_count > MAX_BLOOM_HASHES || hash_count != param {
+        return Err(layout("bloom hash_count", hash_count.into()));
+    }
+    if bit_count == 0
+        || bit_count % 64 != 0
+        || bit_count / 64 != (r.remaining() / 8) as u64
+        || r.remaining() % 8 != 0
+    {
+        return Err(layout("bloom bit_count", bit_count));
+    }
+    if entry_count > bit_count {
+        return Err(layout("entry count", entry_count));
+    }
+    let words: Box<[u64]> = r
+        .take(r.remaining())
+        .ok_or(t("bloom bits"))?
+        .chunks_exact(8)
+        .map(|c| u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
+        .collect();
+    Ok(Bloom {
+        seed,
+        bit_count,
+        hash_count,
+        words,
+    })
+}
+
+fn read_fuse(kind: FilterKind, entry_count: u64, body: &[u8]) -> Result<Inner, DecodeError> {
+    let truncated = |field| DecodeError::Truncated { field };
+    let mut r = Reader::new(body);
+    let seed = r.u64().ok_or(truncated("filter seed"))?;
+    let segment_length = r.u32().ok_or(truncated("filter segment_length"))?;
+    let segment_length_mask = r.u32().ok_or(truncated("filter segment_length_mask"))?;
+    let segment_count_length = r.u32().ok_or(truncated("filter segment_count_length"))?;
+    let count = r.u32().ok_or(truncated("filter fingerprint count"))?;
+    let width = kind.fingerprint_bytes();
+    let layout = |field, value: u32| DecodeError::FilterLayout {
+        field,
+        value: u64::from(value),
+    };
+    let expected = (count as usize)
+        .checked_mul(width)
+        .ok_or(layout("fingerprint count", count))?;
+    if r.remaining() != expected {
+        return Err(DecodeError::FilterLayout {
+            field: "fingerprint bytes",
+            value: r.remaining() as u64,
+        });
+    }
+    // segment_length: a power of two, at most 2^18 (xorf's cap).
+    if !segment_length.is_power_of_two() || segment_length > 1 << 18 {
+        return Err(layout("segment_length", segment_length));
+    }
+    if segment_length_mask != segment_length - 1 {
+        return Err(layout("segment_length_mask", segment_length_mask));
+    }
+    if segment_count_length == 0 || segment_count_length % segment_length != 0 {
+        return Err(layout("segment_count_length", segment_count_length));
+    }
+    // Lookup reads h0 < segment_count_length and h1, h2 within the next two
+    // segments: every index is < segment_count_length + 2 * segment_length.
+    let needed = u64::from(segment_count_length) + 2 * u64::from(segment_length);
+    if needed > u64::from(count) {
+        return Err(layout("fingerprint count", count));
+    }
+    // The filter cannot hold more keys than it has slots.
+    if entry_count > u64::from(count) {
+        return Err(DecodeError::FilterLayout {
+            field: "entry count",
+            value: entry_count,
+        });
+    }
+    let descriptor = Descriptor {
+        seed,
+        segment_length,
+        segment_length_mask,
+        segment_count_length,
+    };
+    let bytes = r.take(expected).ok_or(truncated("fingerprints"))?;
+    Ok(match kind {
+        FilterKind::BinaryFuse8 => Inner::Fuse8(BinaryFuse8 {
+            descriptor,
+            fingerprints: bytes.into(),
+        }),
+        FilterKind::BinaryFuse16 => Inner::Fuse16(BinaryFuse16 {
+            descriptor,
+            fingerprints: bytes
+                .chunks_exact(2)
+                .map(|c| u16::from_le_bytes([c[0], c[1]]))
+                .collect(),
+        }),
+        FilterKind::BinaryFuse32 => Inner::Fuse32(BinaryFuse32 {
+            descriptor,
+            fingerprints: bytes
+                .chunks_exact(4)
+                .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect(),
+        }),
+        FilterKind::Bloom => return Err(layout("binary fuse body for filter kind", u32::from(kind.code()))),
+    })
+}
+
+/// Bytes before the slots of a filter body: for binary fuse, seed (8),
 /// segment_length (4), segment_length_mask (4), segment_count_length (4),
-/// fingerprint count (4).
-pub(crate) const FUSE_HEADER_LEN: usize = 24;
+/// fingerprint count (4); for Bloom, seed (8), bit_count (8), hash_count
+/// (1), reserved (7).
+pub(crate) const BODY_HEADER_LEN: usize = 24;
 
 #[cfg(test)]
 mod tests {
@@ -379,7 +588,7 @@ mod tests {
                 let mut body = Vec::new();
                 f.write_body(&mut body);
                 assert_eq!(body.len(), f.body_len());
-                let g = PrefixFilter::read_body(kind, n, &body).unwrap();
+                let g = PrefixFilter::read_body(kind, f.param(), n, &body).unwrap();
                 assert!(k.iter().all(|&x| g.contains(x)), "{kind} n={n}");
             }
         }

@@ -28,10 +28,13 @@ pub use canon::{
     CanonError, CanonicalUrl, Expression, Expressions, HostKind, MAX_EXPRESSIONS, MAX_URL_BYTES, canonicalize,
 };
 pub use error::DecodeError;
-pub use filter::{BuildError, FilterKind, MAX_FILTER_KEYS, PrefixFilter};
+pub use filter::{
+    BLOOM_SEED, BuildError, DEFAULT_BLOOM_BITS_PER_KEY, FilterKind, MAX_FILTER_KEYS, PrefixFilter,
+};
 pub use hash::{FullHash, HashPrefix, HexError};
 pub use keys::{KeyError, KeyId, SigningKey, TrustedKey};
 pub use snapshot::{
-    DecodeLimits, EncodeError, FORMAT_VERSION, KeyBits, MAGIC, MAX_LIST_NAME_BYTES, SnapshotHeader,
-    SnapshotParams, VerifiedSnapshot, decode, encode, is_valid_list_name, parse_header_unverified,
+    DecodeLimits, EncodeError, FORMAT_VERSION, KeyBits, MAGIC, MAX_LIST_NAME_BYTES, RawBody, SnapshotHeader,
+    SnapshotParams, VerifiedSnapshot, dangerous_encode_raw, decode, encode, is_valid_list_name,
+    parse_header_unverified,
 };

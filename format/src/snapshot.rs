@@ -105,6 +105,8 @@ pub struct SnapshotHeader {
     pub request_prefix_bits: u8,
     /// The filter kind of the body.
     pub filter_kind: FilterKind,
+    /// The kind's parameter: the Bloom hash count k, 0 for binary fuse.
+    pub filter_param: u8,
     /// Number of distinct keys in the filter.
     pub entry_count: u64,
     /// Number of distinct full hashes on the list (≥ `entry_count` when
@@ -257,8 +259,46 @@ pub fn encode(
         .map_err(EncodeError::Compression)?;
     let compressed = compressor.compress(&body).map_err(EncodeError::Compression)?;
 
+    Ok(dangerous_encode_raw(
+        params,
+        &RawBody {
+            filter_kind: filter.kind(),
+            filter_param: filter.param(),
+            entry_count: filter.len() as u64,
+            decompressed_bytes: body.len() as u64,
+            theoretical_fpr: filter.theoretical_fpr(),
+            compressed: &compressed,
+        },
+        key,
+    ))
+}
+
+/// A compressed filter body and what the header says about it, for
+/// [`dangerous_encode_raw`].
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy)]
+pub struct RawBody<'a> {
+    /// Header `filter_kind`.
+    pub filter_kind: FilterKind,
+    /// Header `filter_param`.
+    pub filter_param: u8,
+    /// Header `entry_count`.
+    pub entry_count: u64,
+    /// Header `body_decompressed_len`.
+    pub decompressed_bytes: u64,
+    /// Header `theoretical_fpr`.
+    pub theoretical_fpr: f64,
+    /// The body bytes, written as they are.
+    pub compressed: &'a [u8],
+}
+
+/// Signs a header describing `raw` and appends `raw.compressed` unchecked.
+/// For tests that need a correctly signed snapshot around a malformed body
+/// (zstd bombs, two frames, lying lengths); never use it to publish.
+#[doc(hidden)]
+pub fn dangerous_encode_raw(params: &SnapshotParams, raw: &RawBody<'_>, key: &SigningKey) -> Vec<u8> {
     let header_len = header_len_for(params.list_name.len());
-    let mut out = Vec::with_capacity(header_len + compressed.len());
+    let mut out = Vec::with_capacity(header_len + raw.compressed.len());
     out.extend_from_slice(&MAGIC);
     out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
     out.extend_from_slice(&(header_len as u16).to_le_bytes());
@@ -269,21 +309,21 @@ pub fn encode(
     out.extend_from_slice(&params.expires_at.to_le_bytes());
     out.push(params.key_bits.bits());
     out.push(params.request_prefix_bits);
-    out.push(filter.kind().code());
-    out.push(0); // reserved, must be zero
-    out.extend_from_slice(&(filter.len() as u64).to_le_bytes());
+    out.push(raw.filter_kind.code());
+    out.push(raw.filter_param);
+    out.extend_from_slice(&raw.entry_count.to_le_bytes());
     out.extend_from_slice(&params.full_hash_count.to_le_bytes());
-    out.extend_from_slice(&(compressed.len() as u64).to_le_bytes());
-    out.extend_from_slice(&(body.len() as u64).to_le_bytes());
-    out.extend_from_slice(&Sha256::digest(&compressed));
-    out.extend_from_slice(&filter.kind().theoretical_fpr().to_le_bytes());
+    out.extend_from_slice(&(raw.compressed.len() as u64).to_le_bytes());
+    out.extend_from_slice(&raw.decompressed_bytes.to_le_bytes());
+    out.extend_from_slice(&Sha256::digest(raw.compressed));
+    out.extend_from_slice(&raw.theoretical_fpr.to_le_bytes());
     out.extend_from_slice(&params.measured_fpr.to_le_bytes());
     out.extend_from_slice(&key.public_key().id());
     let signature = key.sign(&out);
     out.extend_from_slice(&signature);
     debug_assert_eq!(out.len(), header_len);
-    out.extend_from_slice(&compressed);
-    Ok(out)
+    out.extend_from_slice(raw.compressed);
+    out
 }
 
 /// Parses the header without verifying anything: for `inspect` and for
@@ -337,10 +377,7 @@ fn parse_header(bytes: &[u8]) -> Result<(SnapshotHeader, usize), DecodeError> {
     }
     let kind_raw = r.u8().ok_or(t("filter_kind"))?;
     let filter_kind = FilterKind::from_code(kind_raw).ok_or(invalid("filter_kind", kind_raw.into()))?;
-    let reserved = r.u8().ok_or(t("reserved"))?;
-    if reserved != 0 {
-        return Err(invalid("reserved", reserved.into()));
-    }
+    let filter_param = r.u8().ok_or(t("filter_param"))?;
     let entry_count = r.u64().ok_or(t("entry_count"))?;
     let full_hash_count = r.u64().ok_or(t("full_hash_count"))?;
     let body_compressed_bytes = r.u64().ok_or(t("body_compressed_len"))?;
@@ -374,6 +411,7 @@ fn parse_header(bytes: &[u8]) -> Result<(SnapshotHeader, usize), DecodeError> {
             key_bits,
             request_prefix_bits,
             filter_kind,
+            filter_param,
             entry_count,
             full_hash_count,
             body_compressed_bytes,
@@ -448,7 +486,12 @@ pub fn decode(
     }
 
     let decompressed = decompress_one_frame(body, header.body_decompressed_bytes)?;
-    let filter = PrefixFilter::read_body(header.filter_kind, header.entry_count, &decompressed)?;
+    let filter = PrefixFilter::read_body(
+        header.filter_kind,
+        header.filter_param,
+        header.entry_count,
+        &decompressed,
+    )?;
 
     if now > header.expires_at {
         return Err(DecodeError::Expired {

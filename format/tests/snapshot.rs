@@ -194,3 +194,160 @@ fn limits_and_expiry() {
         }
     );
 }
+
+/// A correctly signed snapshot around `compressed`, whose header claims
+/// `decompressed` bytes and `entries` keys of BinaryFuse8.
+fn signed_raw(compressed: &[u8], decompressed: u64, entries: u64) -> Vec<u8> {
+    blocksieve_format::dangerous_encode_raw(
+        &params("phishing", 1, entries),
+        &blocksieve_format::RawBody {
+            filter_kind: FilterKind::BinaryFuse8,
+            filter_param: 0,
+            entry_count: entries,
+            decompressed_bytes: decompressed,
+            theoretical_fpr: 1.0 / 256.0,
+            compressed,
+        },
+        &key(),
+    )
+}
+
+fn decode_err(bytes: &[u8]) -> DecodeError {
+    decode(bytes, &trusted(), &DecodeLimits::default(), NOW).unwrap_err()
+}
+
+/// 1 GiB of zeros as one zstd frame (about 33 KB), streamed so the test never
+/// holds the gigabyte; `pledge` writes the content size into the frame.
+fn zstd_bomb(pledge: bool) -> Vec<u8> {
+    use std::io::Write as _;
+    let total: u64 = 1 << 30;
+    let mut enc = zstd::stream::Encoder::new(Vec::new(), 1).unwrap();
+    if pledge {
+        enc.set_pledged_src_size(Some(total)).unwrap();
+        enc.include_contentsize(true).unwrap();
+    } else {
+        enc.include_contentsize(false).unwrap();
+    }
+    let chunk = vec![0u8; 1 << 20];
+    for _ in 0..(total >> 20) {
+        enc.write_all(&chunk).unwrap();
+    }
+    enc.finish().unwrap()
+}
+
+#[test]
+fn zstd_bomb_declared_small_is_rejected_before_decompression() {
+    let bomb = zstd_bomb(true);
+    assert!(bomb.len() < 100_000, "bomb is {} bytes", bomb.len());
+    // The header claims 1 MiB; the frame says 1 GiB.
+    assert_eq!(
+        decode_err(&signed_raw(&bomb, 1 << 20, 100)),
+        DecodeError::Compression {
+            reason: "frame content size differs from the header"
+        }
+    );
+    // A frame that hides its content size is refused outright.
+    assert_eq!(
+        decode_err(&signed_raw(&zstd_bomb(false), 1 << 20, 100)),
+        DecodeError::Compression {
+            reason: "frame does not declare its content size"
+        }
+    );
+    // Declared honestly, 1 GiB is over the decompressed limit.
+    assert_eq!(
+        decode_err(&signed_raw(&bomb, 1 << 30, 100)),
+        DecodeError::DecompressedTooLarge {
+            declared: 1 << 30,
+            max: 256 * 1024 * 1024
+        }
+    );
+}
+
+#[test]
+fn frame_declaring_a_huge_content_size_is_rejected() {
+    // A complete zstd frame (RFC 8878 §3.1.1) declaring 2^40 content bytes
+    // but holding one empty raw block: magic, descriptor 0xE0 (8-byte content
+    // size, single segment), the size, then a last raw block of length 0.
+    let mut frame = 0xFD2F_B528u32.to_le_bytes().to_vec();
+    frame.push(0xE0);
+    frame.extend_from_slice(&(1u64 << 40).to_le_bytes());
+    frame.extend_from_slice(&[1, 0, 0]);
+    // Declared honestly: over the decompressed limit, before any allocation.
+    assert_eq!(
+        decode_err(&signed_raw(&frame, 1 << 40, 1)),
+        DecodeError::DecompressedTooLarge {
+            declared: 1 << 40,
+            max: 256 * 1024 * 1024
+        }
+    );
+    // Declared small: the frame contradicts the signed header.
+    assert_eq!(
+        decode_err(&signed_raw(&frame, 24, 1)),
+        DecodeError::Compression {
+            reason: "frame content size differs from the header"
+        }
+    );
+    // A frame cut short is not a frame.
+    assert!(matches!(
+        decode_err(&signed_raw(&frame[..frame.len() - 1], 24, 1)),
+        DecodeError::Compression { .. }
+    ));
+}
+
+#[test]
+fn two_frames_are_rejected() {
+    let (bytes, _) = snapshot(FilterKind::BinaryFuse8, 30);
+    let s = decode(&bytes, &trusted(), &DecodeLimits::default(), NOW).unwrap();
+    let header_len = usize::from(u16::from_le_bytes([bytes[10], bytes[11]]));
+    let frame = &bytes[header_len..];
+    let mut two = frame.to_vec();
+    two.extend_from_slice(frame);
+    assert_eq!(
+        decode_err(&signed_raw(&two, s.header().body_decompressed_bytes, 30)),
+        DecodeError::Compression {
+            reason: "body is not exactly one zstd frame"
+        }
+    );
+}
+
+#[test]
+fn empty_filter_where_header_says_non_empty() {
+    let empty_body = zstd::bulk::compress(&[0u8; 24], 3).unwrap();
+    assert_eq!(
+        decode_err(&signed_raw(&empty_body, 24, 500)),
+        DecodeError::EmptyFilter { entry_count: 500 }
+    );
+}
+
+#[test]
+fn decompressed_length_over_the_limit() {
+    let (bytes, _) = snapshot(FilterKind::BinaryFuse8, 1000);
+    let limits = DecodeLimits {
+        max_decompressed_bytes: 100,
+        ..DecodeLimits::default()
+    };
+    assert!(matches!(
+        decode(&bytes, &trusted(), &limits, NOW),
+        Err(DecodeError::DecompressedTooLarge { max: 100, .. })
+    ));
+}
+
+#[test]
+fn garbage_filter_layouts_are_rejected_not_panicking() {
+    // Signed bodies whose descriptors would index out of bounds in xorf.
+    let mut body = Vec::new();
+    body.extend_from_slice(&7u64.to_le_bytes()); // seed
+    body.extend_from_slice(&1024u32.to_le_bytes()); // segment_length
+    body.extend_from_slice(&1023u32.to_le_bytes()); // mask
+    body.extend_from_slice(&(1u32 << 20).to_le_bytes()); // segment_count_length, far past the array
+    body.extend_from_slice(&4096u32.to_le_bytes()); // fingerprint count
+    body.extend(std::iter::repeat_n(0u8, 4096));
+    let compressed = zstd::bulk::compress(&body, 3).unwrap();
+    assert!(matches!(
+        decode_err(&signed_raw(&compressed, body.len() as u64, 100)),
+        DecodeError::FilterLayout {
+            field: "fingerprint count",
+            ..
+        }
+    ));
+}

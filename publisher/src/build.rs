@@ -166,7 +166,7 @@ pub fn build_list(
         unique_keys: keys.len() as u64,
         snapshot_bytes: snapshot.len() as u64,
         bits_per_key: snapshot.len() as f64 * 8.0 / keys.len() as f64,
-        theoretical_fpr: filter.kind().theoretical_fpr(),
+        theoretical_fpr: filter.theoretical_fpr(),
         measured_fpr,
         duration: started.elapsed(),
     };

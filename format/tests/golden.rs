@@ -1,0 +1,142 @@
+//! Golden snapshots: one checked-in snapshot per filter kind, built from a
+//! fixed real list slice with a fixed test key. Decoding them checks every
+//! header field and that every listed prefix hits; rebuilding the filters
+//! must give the same body bytes. A format change or a filter-library upgrade that changes
+//! a byte fails here.
+//!
+//! Regenerate (only for a deliberate format change):
+//! `BLOCKSIEVE_REGENERATE_GOLDEN=1 cargo test -p blocksieve-format --test golden`
+
+#![allow(clippy::unwrap_used)]
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use blocksieve_format::{
+    DecodeLimits, FilterKind, FullHash, KeyBits, PrefixFilter, SigningKey, SnapshotHeader, SnapshotParams,
+    canonicalize, decode, encode,
+};
+
+const CREATED_AT: u64 = 1_800_000_000;
+const EXPIRES_AT: u64 = 4_102_444_800; // 2100-01-01
+
+fn dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/golden")
+}
+
+fn test_key() -> SigningKey {
+    SigningKey::from_secret_bytes([0x42; 32])
+}
+
+fn list_hashes() -> Vec<FullHash> {
+    let text = std::fs::read_to_string(dir().join("list.txt")).unwrap();
+    let mut hashes: Vec<FullHash> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| canonicalize(l).unwrap().expressions().next().unwrap().full_hash())
+        .collect();
+    hashes.sort_unstable();
+    hashes.dedup();
+    hashes
+}
+
+fn filter(kind: FilterKind, hashes: &[FullHash]) -> PrefixFilter {
+    let mut keys: Vec<u64> = hashes.iter().map(|h| h.prefix().key()).collect();
+    keys.dedup();
+    PrefixFilter::build(kind, &keys).unwrap()
+}
+
+fn build(kind: FilterKind, hashes: &[FullHash]) -> Vec<u8> {
+    let filter = filter(kind, hashes);
+    let params = SnapshotParams {
+        list_name: "golden".to_owned(),
+        version: 7,
+        created_at: CREATED_AT,
+        expires_at: EXPIRES_AT,
+        key_bits: KeyBits::Bits32,
+        request_prefix_bits: 32,
+        full_hash_count: hashes.len() as u64,
+        measured_fpr: 0.00390625,
+        zstd_level: 19,
+    };
+    encode(&params, &filter, &test_key()).unwrap()
+}
+
+fn describe(kind: FilterKind, h: &SnapshotHeader, file_len: usize) -> String {
+    let mut s = String::new();
+    writeln!(s, "[{kind}]").unwrap();
+    writeln!(s, "file_bytes = {file_len}").unwrap();
+    writeln!(s, "list_name = {}", h.list_name).unwrap();
+    writeln!(s, "version = {}", h.version).unwrap();
+    writeln!(s, "created_at = {}", h.created_at).unwrap();
+    writeln!(s, "expires_at = {}", h.expires_at).unwrap();
+    writeln!(s, "key_bits = {}", h.key_bits.bits()).unwrap();
+    writeln!(s, "request_prefix_bits = {}", h.request_prefix_bits).unwrap();
+    writeln!(s, "filter_kind = {}", h.filter_kind).unwrap();
+    writeln!(s, "filter_param = {}", h.filter_param).unwrap();
+    writeln!(s, "entry_count = {}", h.entry_count).unwrap();
+    writeln!(s, "full_hash_count = {}", h.full_hash_count).unwrap();
+    writeln!(s, "body_compressed_bytes = {}", h.body_compressed_bytes).unwrap();
+    writeln!(s, "body_decompressed_bytes = {}", h.body_decompressed_bytes).unwrap();
+    writeln!(s, "body_sha256 = {}", hex(&h.body_sha256)).unwrap();
+    writeln!(s, "theoretical_fpr = {:e}", h.theoretical_fpr).unwrap();
+    writeln!(s, "measured_fpr = {:e}", h.measured_fpr).unwrap();
+    writeln!(s, "key_id = {}", hex(&h.key_id)).unwrap();
+    s
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+#[test]
+fn golden_snapshots_decode_and_rebuild_identically() {
+    let hashes = list_hashes();
+    assert_eq!(hashes.len(), 200, "the golden list has 200 distinct URLs");
+    let regenerate = std::env::var_os("BLOCKSIEVE_REGENERATE_GOLDEN").is_some();
+    let mut manifest = String::new();
+    for kind in FilterKind::ALL {
+        let path = dir().join(format!("{kind}.snapshot"));
+        if regenerate {
+            std::fs::write(&path, build(kind, &hashes)).unwrap();
+        }
+        let golden = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let s = decode(
+            &golden,
+            &[test_key().public_key().clone()],
+            &DecodeLimits::default(),
+            CREATED_AT,
+        )
+        .unwrap_or_else(|e| panic!("{kind}: {e}"));
+        let h = s.header();
+        assert_eq!(h.list_name, "golden");
+        assert_eq!(h.version, 7);
+        assert_eq!((h.created_at, h.expires_at), (CREATED_AT, EXPIRES_AT));
+        assert_eq!(h.filter_kind, kind);
+        assert_eq!(h.entry_count, 200);
+        assert_eq!(h.full_hash_count, 200);
+        assert_eq!(h.key_id, test_key().public_key().id());
+        assert!(
+            hashes.iter().all(|x| s.probably_contains(x)),
+            "{kind}: a listed prefix misses"
+        );
+        // The filter bytes must rebuild identically (compressed bytes may
+        // legitimately differ across zstd releases, so compare the body).
+        assert_eq!(
+            filter(kind, &hashes).to_body_bytes(),
+            s.filter().to_body_bytes(),
+            "{kind}: rebuilding the filter gives different bytes"
+        );
+        manifest.push_str(&describe(kind, h, golden.len()));
+        manifest.push('\n');
+    }
+    let manifest_path = dir().join("headers.txt");
+    if regenerate {
+        std::fs::write(&manifest_path, &manifest).unwrap();
+    }
+    assert_eq!(
+        std::fs::read_to_string(&manifest_path).unwrap(),
+        manifest,
+        "header fields changed"
+    );
+}
