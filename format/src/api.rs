@@ -3,9 +3,14 @@
 //! | route | response |
 //! |---|---|
 //! | `GET /v1/lists` | [`ListsResponse`] |
-//! | `GET /v1/lists/{name}/snapshot` | snapshot bytes (`application/octet-stream`), strong `ETag` |
+//! | `GET /v1/lists/{name}/snapshot` | latest snapshot bytes (`application/octet-stream`), strong `ETag`, `X-Blocksieve-Next-Check` |
+//! | `GET /v1/lists/{name}/snapshots/{version}` | that version's bytes, immutable |
 //! | `GET /v1/hashes/{prefix}` | [`FullHashResponse`] |
+//! | `POST /v1/hashes:search` | [`FullHashSearchRequest`] → [`FullHashSearchResponse`] |
 //! | any error | 4xx/5xx with [`ErrorResponse`] |
+//!
+//! A hash prefix in a request is 2 to 8 lowercase hex digits (8 to 32 bits);
+//! the answer holds every listed full hash that starts with it.
 
 use serde::{Deserialize, Serialize};
 
@@ -61,12 +66,84 @@ pub struct BuildStatus {
     pub ok: bool,
     /// Why the build failed or was not published, if it was not.
     pub error: Option<String>,
+    /// The publishing gate that refused the build, if one did
+    /// (`min_entries`, `max_shrink`, `max_fpr_ratio`).
+    #[serde(default)]
+    pub refused_by_gate: Option<String>,
+    /// Whether the gates were overridden (`--force`) for this build.
+    #[serde(default)]
+    pub forced: bool,
     /// Lines read from all sources.
     pub lines: u64,
-    /// Lines rejected (not a URL or domain), counted by reason.
+    /// Lines rejected (not a URL or domain, or unsafe to publish).
     pub rejected: u64,
+    /// Rejected lines by reason.
+    #[serde(default)]
+    pub rejected_by_reason: std::collections::BTreeMap<String, u64>,
+    /// A few rejected lines with their reason.
+    #[serde(default)]
+    pub rejected_samples: Vec<(String, String)>,
+    /// Per source: where its content came from.
+    #[serde(default)]
+    pub sources: Vec<SourceStatus>,
+    /// Sizing of the build, when it got as far as a filter.
+    #[serde(default)]
+    pub sizing: Option<Sizing>,
     /// Build wall time in milliseconds.
     pub duration_ms: u64,
+}
+
+/// Where one source's content came from in a build.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourceStatus {
+    /// The file path or URL.
+    pub source: String,
+    /// `fresh`, `not_modified` (HTTP 304, cached copy used) or `last_good`
+    /// (the source failed; its last good content was used).
+    pub state: String,
+    /// Why the source failed, for `last_good`.
+    pub error: Option<String>,
+    /// When the content used was fetched, Unix seconds.
+    pub content_fetched_at: Option<u64>,
+    /// Lines read.
+    pub lines: u64,
+    /// Entries accepted.
+    pub accepted: u64,
+    /// Lines rejected.
+    pub rejected: u64,
+}
+
+/// How big a list's filter is and what it costs agents and the server.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Sizing {
+    /// Distinct full hashes.
+    pub entries: u64,
+    /// Distinct filter keys.
+    pub unique_keys: u64,
+    /// Filter kind.
+    pub filter_kind: String,
+    /// Filter key width in bits.
+    pub key_bits: u8,
+    /// Snapshot bits per filter key (whole file, compressed).
+    pub bits_per_key: f64,
+    /// Snapshot size in bytes.
+    pub snapshot_bytes: u64,
+    /// False-positive rate per probe, in theory.
+    pub theoretical_fpr: f64,
+    /// False-positive rate per probe, measured on 100,000 absent keys.
+    pub measured_fpr: f64,
+    /// Chance that an unlisted expression shares a listed 32-bit prefix:
+    /// unique keys / 2^32.
+    pub prefix_collision_rate: f64,
+    /// Expected full-hash requests per 1,000 checks of unlisted URLs.
+    pub expected_full_hash_requests_per_1000: f64,
+    /// Request prefix length in bits advertised to agents.
+    pub request_prefix_bits: u8,
+    /// Expected listed full hashes in the bucket of one request prefix
+    /// (the anonymity set of a request).
+    pub anonymity_set: f64,
+    /// Expected bytes of a full-hash response for one prefix.
+    pub expected_response_bytes: f64,
 }
 
 /// `GET /v1/hashes/{prefix}`: every full hash in the prefix's bucket.
@@ -88,6 +165,32 @@ pub struct FullHashMatch {
     pub full_hash: String,
     /// The threat list it is on.
     pub list: String,
+}
+
+/// `POST /v1/hashes:search` request body.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FullHashSearchRequest {
+    /// Hash prefixes, 2 to 8 lowercase hex digits each, at most 1,000.
+    pub prefixes: Vec<String>,
+}
+
+/// `POST /v1/hashes:search` response.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FullHashSearchResponse {
+    /// One result per requested prefix, in request order.
+    pub results: Vec<PrefixResult>,
+    /// How long, in seconds, the agent may cache every result, hits and
+    /// misses alike.
+    pub cache_duration_s: u64,
+}
+
+/// The bucket of one requested prefix.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PrefixResult {
+    /// The requested prefix.
+    pub prefix: String,
+    /// Every listed full hash that starts with it.
+    pub matches: Vec<FullHashMatch>,
 }
 
 /// The body of every error response.

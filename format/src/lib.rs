@@ -31,7 +31,7 @@ pub use error::DecodeError;
 pub use filter::{
     BLOOM_SEED, BuildError, DEFAULT_BLOOM_BITS_PER_KEY, FilterKind, MAX_FILTER_KEYS, PrefixFilter,
 };
-pub use hash::{FullHash, HashPrefix, HexError};
+pub use hash::{FullHash, HashPrefix, HexError, RequestPrefix};
 pub use keys::{KeyError, KeyId, SigningKey, TrustedKey};
 pub use snapshot::{
     DecodeLimits, EncodeError, FORMAT_VERSION, KeyBits, MAGIC, MAX_LIST_NAME_BYTES, RawBody, SnapshotHeader,

@@ -1,26 +1,16 @@
 //! Publisher configuration: a TOML file, or the built-in default.
 //!
-//! ```toml
-//! listen = "127.0.0.1:8080"          # By default, 127.0.0.1:8080.
-//! data_dir = "./blocksieve-data"     # By default, ./blocksieve-data.
-//! schedule = "0 */30 * * * *"        # 6-field cron (seconds first). By default, every 30 minutes.
-//! snapshot_ttl_s = 7200              # Snapshot lifetime. By default, 2 hours.
-//! cache_duration_s = 300             # Full-hash cache duration. By default, 5 minutes.
-//!
-//! [[lists]]
-//! name = "phishing"
-//! filter = "binary_fuse8"            # By default, binary_fuse8.
-//! sources = [
-//!   { path = "feeds/urls.txt", format = "urls" },
-//!   { path = "feeds/hosts.txt", format = "hosts" },
-//! ]
-//! ```
+//! Every field, its default and its limits are documented in
+//! `docs/configuration.md`; [`Config::validate`] checks them at start and
+//! names the offending field. The signing key path may be overridden by the
+//! environment variable `BLOCKSIEVE_SIGNING_KEY`, so secrets need not live in
+//! the file.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use blocksieve_format::{FilterKind, is_valid_list_name};
+use blocksieve_format::{FilterKind, KeyBits, is_valid_list_name};
 use serde::Deserialize;
 
 use crate::Error;
@@ -29,6 +19,9 @@ use crate::Error;
 /// publisher (phishunt, CC0; see `publisher/data/README.md`).
 pub const BUILTIN_LIST: &[u8] = include_bytes!("../data/phishunt-urls.txt");
 
+/// Environment variable that overrides [`Config::signing_key`].
+pub const SIGNING_KEY_ENV: &str = "BLOCKSIEVE_SIGNING_KEY";
+
 /// The whole publisher configuration.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -36,30 +29,96 @@ pub struct Config {
     /// Address the HTTP server listens on. By default, `127.0.0.1:8080`.
     #[serde(default = "default_listen")]
     pub listen: SocketAddr,
-    /// Directory holding the signing key and published snapshots. By
-    /// default, `./blocksieve-data`.
+    /// Directory holding the signing key, source caches and published
+    /// snapshots. By default, `./blocksieve-data`.
     #[serde(default = "default_data_dir")]
     pub data_dir: PathBuf,
-    /// Rebuild schedule, a 6-field cron expression with seconds first. By
-    /// default, `0 */30 * * * *` (every 30 minutes).
+    /// Rebuild schedule for lists without their own, a 6-field cron
+    /// expression with seconds first. By default, `0 */30 * * * *` (every 30
+    /// minutes).
     #[serde(default = "default_schedule")]
     pub schedule: String,
-    /// Path of the Ed25519 signing key; created (mode 0600) when missing. By
-    /// default, `<data_dir>/signing.key`.
+    /// Path of the Ed25519 signing key; created (mode 0600) when missing.
+    /// `BLOCKSIEVE_SIGNING_KEY` overrides it. By default,
+    /// `<data_dir>/signing.key`.
     #[serde(default)]
     pub signing_key: Option<PathBuf>,
     /// Seconds a snapshot stays current after it is built (its expiry). By
     /// default, 7200 (two hours: four missed 30-minute rebuilds).
     #[serde(default = "default_ttl")]
     pub snapshot_ttl_s: u64,
+    /// Seconds agents should wait before checking for a new snapshot (the
+    /// `X-Blocksieve-Next-Check` hint and the latest snapshot's `max-age`).
+    /// By default, 300.
+    #[serde(default = "default_next_check")]
+    pub next_check_s: u64,
     /// Seconds agents may cache a full-hash answer, hits and misses alike. By
     /// default, 300.
     #[serde(default = "default_cache_duration")]
     pub cache_duration_s: u64,
+    /// Published versions kept on disk per list (each stays downloadable at
+    /// its immutable URL). By default, 5.
+    #[serde(default = "default_keep_versions")]
+    pub keep_versions: usize,
+    /// Pad every full-hash bucket in responses to at least this many entries
+    /// with random hashes of the same prefix, so a hit and a miss have the
+    /// same size (0 turns padding off). By default, 0.
+    #[serde(default)]
+    pub padding: usize,
+    /// Refuse (400) a request prefix whose expected bucket, over all lists,
+    /// holds more full hashes than this. By default, 4096.
+    #[serde(default = "default_max_bucket")]
+    pub max_bucket_entries: u64,
+    /// Most prefixes in one `POST /v1/hashes:search`. By default, 1000.
+    #[serde(default = "default_max_prefixes")]
+    pub max_prefixes_per_request: usize,
+    /// Seconds a request may take before the server answers 408. By default, 30.
+    #[serde(default = "default_request_timeout")]
+    pub request_timeout_s: u64,
+    /// Requests served at once; more wait. By default, 1024.
+    #[serde(default = "default_max_concurrency")]
+    pub max_concurrency: usize,
+    /// Seconds in-flight requests get to finish after a shutdown signal. By
+    /// default, 10.
+    #[serde(default = "default_drain")]
+    pub drain_timeout_s: u64,
+    /// Log format: `text` or `json`. By default, `text`.
+    #[serde(default)]
+    pub log_format: LogFormat,
     /// The threat lists to build and serve. By default, one list `phishing`
     /// from the built-in feed.
     #[serde(default)]
     pub lists: Vec<ListConfig>,
+}
+
+/// How logs are written.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LogFormat {
+    /// Human-readable lines.
+    #[default]
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Which filter a list is built with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(untagged)]
+pub enum FilterChoice {
+    /// A fixed kind: `binary_fuse8`, `binary_fuse16`, `binary_fuse32`, `bloom`.
+    Kind(FilterKind),
+    /// `auto`: the smallest binary fuse kind whose expected full-hash
+    /// requests per 1,000 URL checks stay under the list's target.
+    Auto(AutoFilter),
+}
+
+/// The word `auto`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AutoFilter {
+    /// Choose by the false-positive target.
+    Auto,
 }
 
 /// One threat list.
@@ -68,41 +127,163 @@ pub struct Config {
 pub struct ListConfig {
     /// List name: 1–64 bytes of `a-z0-9_-`.
     pub name: String,
-    /// Filter kind. By default, `binary_fuse8`.
+    /// Filter kind, or `auto`. By default, `binary_fuse8`.
     #[serde(default = "default_filter")]
-    pub filter: FilterKind,
+    pub filter: FilterChoice,
+    /// Bits per key when `filter = "bloom"` (1–64). By default, 12.
+    #[serde(default = "default_bloom_bits")]
+    pub bloom_bits_per_key: u32,
+    /// Filter key width, 32 or 64 bits of each full hash. By default, 32.
+    #[serde(default = "default_key_bits")]
+    pub key_bits: u8,
+    /// For `filter = "auto"`: the most full-hash requests per 1,000 checks
+    /// of unlisted URLs to accept. By default, 10.
+    #[serde(default = "default_fh_target")]
+    pub target_full_hash_requests_per_1000: f64,
+    /// Smallest expected number of listed full hashes in the bucket an agent
+    /// asks for; sets the advertised request prefix length (the longest of
+    /// 8, 12, …, 32 bits that keeps it). By default, 64.
+    #[serde(default = "default_min_anonymity")]
+    pub min_anonymity: u64,
+    /// Fixes the advertised request prefix length in bits (8–32, a multiple
+    /// of 4) instead of deriving it from `min_anonymity`. By default, unset.
+    #[serde(default)]
+    pub request_prefix_bits: Option<u8>,
+    /// This list's rebuild schedule (6-field cron). By default, the global
+    /// `schedule`.
+    #[serde(default)]
+    pub schedule: Option<String>,
+    /// Publishing gates.
+    #[serde(default)]
+    pub gates: Gates,
     /// Where the entries come from.
     pub sources: Vec<SourceConfig>,
 }
 
-/// One source of entries.
+/// Checks a build must pass before it is published. A refused build leaves
+/// the previous snapshot serving; `--force` overrides the gates once.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Gates {
+    /// Refuse a list with fewer distinct entries. By default, 1 (refuse an
+    /// empty list).
+    #[serde(default = "default_min_entries")]
+    pub min_entries: u64,
+    /// Refuse a list that shrank by more than this fraction since the last
+    /// published snapshot. By default, 0.5.
+    #[serde(default = "default_max_shrink")]
+    pub max_shrink: f64,
+    /// Refuse a filter whose measured false-positive rate exceeds this
+    /// multiple of its theoretical rate. By default, 2.0.
+    #[serde(default = "default_max_fpr_ratio")]
+    pub max_fpr_ratio: f64,
+}
+
+impl Default for Gates {
+    fn default() -> Self {
+        Self {
+            min_entries: default_min_entries(),
+            max_shrink: default_max_shrink(),
+            max_fpr_ratio: default_max_fpr_ratio(),
+        }
+    }
+}
+
+/// One source of entries: exactly one of `path`, `url` or `builtin`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SourceConfig {
-    /// Local file path; relative paths are relative to the configuration
-    /// file's directory.
+    /// Local file; relative paths are relative to the configuration file.
     #[serde(default)]
     pub path: Option<PathBuf>,
-    /// The built-in feed instead of a file (used by the default
-    /// configuration).
+    /// HTTP(S) URL, fetched with a conditional GET.
+    #[serde(default)]
+    pub url: Option<String>,
+    /// The built-in feed (used by the default configuration).
     #[serde(default)]
     pub builtin: bool,
-    /// How lines are read.
+    /// How entries are read.
     pub format: SourceFormat,
+    /// For `format = "csv"`: the header name of the URL column. By default, `url`.
+    #[serde(default)]
+    pub column: Option<String>,
+    /// For `format = "json"`: the array of domains to read. By default,
+    /// `blacklist` (MetaMask `eth-phishing-config`).
+    #[serde(default)]
+    pub json_key: Option<String>,
+    /// Seconds an HTTP fetch may take. By default, 60.
+    #[serde(default = "default_source_timeout")]
+    pub timeout_s: u64,
+    /// Largest source accepted, in bytes (after gzip decompression). By
+    /// default, 512 MiB.
+    #[serde(default = "default_source_max")]
+    pub max_bytes: u64,
 }
 
-/// The line format of a source.
+impl SourceConfig {
+    /// A source reading a local file.
+    pub fn file(path: impl Into<PathBuf>, format: SourceFormat) -> Self {
+        Self {
+            path: Some(path.into()),
+            url: None,
+            builtin: false,
+            format,
+            column: None,
+            json_key: None,
+            timeout_s: default_source_timeout(),
+            max_bytes: default_source_max(),
+        }
+    }
+
+    /// A source fetched over HTTP(S).
+    pub fn http(url: impl Into<String>, format: SourceFormat) -> Self {
+        Self {
+            path: None,
+            url: Some(url.into()),
+            ..Self::file("", format)
+        }
+    }
+
+    /// The built-in feed.
+    pub fn builtin() -> Self {
+        Self {
+            path: None,
+            builtin: true,
+            ..Self::file("", SourceFormat::Urls)
+        }
+    }
+
+    /// A short human-readable name: the path, the URL or `builtin`.
+    pub fn label(&self) -> String {
+        match (&self.path, &self.url) {
+            (Some(p), _) => p.display().to_string(),
+            (None, Some(u)) => u.clone(),
+            (None, None) => "builtin".to_owned(),
+        }
+    }
+}
+
+/// The format of a source.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[serde(rename_all = "kebab-case")]
 pub enum SourceFormat {
     /// One URL per line; each becomes its most specific expression
     /// (host + path + query).
     Urls,
-    /// Hosts-file lines (`0.0.0.0 name [name…]`); each name becomes the
-    /// expression `name/`, matching every URL on that host.
+    /// Hosts-file lines (`0.0.0.0 name [name…] [# comment]`); each name
+    /// becomes `name/`.
     Hosts,
-    /// One domain per line; each becomes `domain/`.
+    /// One domain per line (`*.` prefix allowed); each becomes `domain/`.
     Domains,
+    /// Adblock-style host and URL rules (`||host^`, `||host/path^$all`, bare
+    /// hosts), `!` comments, as in urlhaus-filter.
+    AdblockHosts,
+    /// CSV with a header row; the URL column is named by `column`.
+    Csv,
+    /// JSON object with an array of domains (MetaMask `eth-phishing-config`).
+    Json,
+    /// One SHA-256 full hash per line, 64 hex digits (already hashed lists).
+    Sha256,
 }
 
 fn default_listen() -> SocketAddr {
@@ -117,11 +298,86 @@ fn default_schedule() -> String {
 fn default_ttl() -> u64 {
     2 * 60 * 60
 }
+fn default_next_check() -> u64 {
+    5 * 60
+}
 fn default_cache_duration() -> u64 {
     5 * 60
 }
-fn default_filter() -> FilterKind {
-    FilterKind::BinaryFuse8
+fn default_keep_versions() -> usize {
+    5
+}
+fn default_max_bucket() -> u64 {
+    4096
+}
+fn default_max_prefixes() -> usize {
+    1000
+}
+fn default_request_timeout() -> u64 {
+    30
+}
+fn default_max_concurrency() -> usize {
+    1024
+}
+fn default_drain() -> u64 {
+    10
+}
+fn default_filter() -> FilterChoice {
+    FilterChoice::Kind(FilterKind::BinaryFuse8)
+}
+fn default_bloom_bits() -> u32 {
+    blocksieve_format::DEFAULT_BLOOM_BITS_PER_KEY
+}
+fn default_key_bits() -> u8 {
+    32
+}
+fn default_fh_target() -> f64 {
+    10.0
+}
+fn default_min_anonymity() -> u64 {
+    64
+}
+fn default_min_entries() -> u64 {
+    1
+}
+fn default_max_shrink() -> f64 {
+    0.5
+}
+fn default_max_fpr_ratio() -> f64 {
+    2.0
+}
+fn default_source_timeout() -> u64 {
+    60
+}
+fn default_source_max() -> u64 {
+    512 * 1024 * 1024
+}
+
+impl ListConfig {
+    /// A list `name` over `sources` with every other field at its default.
+    pub fn new(name: impl Into<String>, sources: Vec<SourceConfig>) -> Self {
+        Self {
+            name: name.into(),
+            filter: default_filter(),
+            bloom_bits_per_key: default_bloom_bits(),
+            key_bits: default_key_bits(),
+            target_full_hash_requests_per_1000: default_fh_target(),
+            min_anonymity: default_min_anonymity(),
+            request_prefix_bits: None,
+            schedule: None,
+            gates: Gates::default(),
+            sources,
+        }
+    }
+
+    /// The filter key width.
+    pub fn key_width(&self) -> KeyBits {
+        if self.key_bits == 64 {
+            KeyBits::Bits64
+        } else {
+            KeyBits::Bits32
+        }
+    }
 }
 
 impl Default for Config {
@@ -133,18 +389,23 @@ impl Default for Config {
             schedule: default_schedule(),
             signing_key: None,
             snapshot_ttl_s: default_ttl(),
+            next_check_s: default_next_check(),
             cache_duration_s: default_cache_duration(),
-            lists: vec![ListConfig {
-                name: "phishing".to_owned(),
-                filter: FilterKind::BinaryFuse8,
-                sources: vec![SourceConfig {
-                    path: None,
-                    builtin: true,
-                    format: SourceFormat::Urls,
-                }],
-            }],
+            keep_versions: default_keep_versions(),
+            padding: 0,
+            max_bucket_entries: default_max_bucket(),
+            max_prefixes_per_request: default_max_prefixes(),
+            request_timeout_s: default_request_timeout(),
+            max_concurrency: default_max_concurrency(),
+            drain_timeout_s: default_drain(),
+            log_format: LogFormat::Text,
+            lists: vec![ListConfig::new("phishing", vec![SourceConfig::builtin()])],
         }
     }
+}
+
+fn config_error(field: impl std::fmt::Display, problem: impl std::fmt::Display) -> Error {
+    Error::Config(format!("{field}: {problem}"))
 }
 
 impl Config {
@@ -153,12 +414,10 @@ impl Config {
     ///
     /// # Errors
     ///
-    /// [`Error::Config`] naming the file and what is wrong.
+    /// [`Error::Config`] naming the file, the field and what is wrong.
     pub fn from_file(path: &Path) -> Result<Self, Error> {
-        let text =
-            std::fs::read_to_string(path).map_err(|e| Error::Config(format!("{}: {e}", path.display())))?;
-        let mut config: Config =
-            toml::from_str(&text).map_err(|e| Error::Config(format!("{}: {e}", path.display())))?;
+        let text = std::fs::read_to_string(path).map_err(|e| config_error(path.display(), e))?;
+        let mut config: Config = toml::from_str(&text).map_err(|e| config_error(path.display(), e))?;
         let base = path.parent().unwrap_or(Path::new("."));
         for list in &mut config.lists {
             for source in &mut list.sources {
@@ -170,10 +429,7 @@ impl Config {
             }
         }
         if config.lists.is_empty() {
-            return Err(Error::Config(format!(
-                "{}: no [[lists]] configured",
-                path.display()
-            )));
+            return Err(config_error(path.display(), "no [[lists]] configured"));
         }
         config.validate()?;
         Ok(config)
@@ -185,53 +441,218 @@ impl Config {
     ///
     /// [`Error::Config`] naming the field and what is wrong.
     pub fn validate(&self) -> Result<(), Error> {
+        if self.lists.is_empty() {
+            return Err(config_error("lists", "at least one list is required"));
+        }
         let mut names = std::collections::HashSet::new();
         for list in &self.lists {
+            let field = |f: &str| format!("lists.{}.{f}", list.name);
             if !is_valid_list_name(&list.name) {
-                return Err(Error::Config(format!(
-                    "lists.name {:?}: must be 1-64 characters of a-z, 0-9, '-' and '_'",
-                    list.name
-                )));
+                return Err(config_error(
+                    format!("lists.name {:?}", list.name),
+                    "must be 1-64 characters of a-z, 0-9, '-' and '_'",
+                ));
             }
             if !names.insert(&list.name) {
-                return Err(Error::Config(format!("lists.name {:?}: listed twice", list.name)));
+                return Err(config_error(
+                    format!("lists.name {:?}", list.name),
+                    "listed twice",
+                ));
             }
             if list.sources.is_empty() {
-                return Err(Error::Config(format!("lists.{}.sources: empty", list.name)));
+                return Err(config_error(field("sources"), "at least one source is required"));
             }
-            for s in &list.sources {
-                if s.path.is_some() == s.builtin {
-                    return Err(Error::Config(format!(
-                        "lists.{}.sources: each source needs exactly one of `path` or `builtin = true`",
-                        list.name
-                    )));
+            if !(1..=64).contains(&list.bloom_bits_per_key) {
+                return Err(config_error(
+                    field("bloom_bits_per_key"),
+                    format!("{} is outside 1..=64", list.bloom_bits_per_key),
+                ));
+            }
+            if list.key_bits != 32 && list.key_bits != 64 {
+                return Err(config_error(
+                    field("key_bits"),
+                    format!("{} is not 32 or 64", list.key_bits),
+                ));
+            }
+            if list.target_full_hash_requests_per_1000.is_nan()
+                || list.target_full_hash_requests_per_1000 <= 0.0
+            {
+                return Err(config_error(
+                    field("target_full_hash_requests_per_1000"),
+                    "must be a positive number",
+                ));
+            }
+            if let Some(bits) = list.request_prefix_bits {
+                if !(8..=32).contains(&bits) || bits % 4 != 0 {
+                    return Err(config_error(
+                        field("request_prefix_bits"),
+                        format!("{bits} is not one of 8, 12, ..., 32"),
+                    ));
+                }
+            }
+            if let Some(s) = &list.schedule {
+                check_cron(&field("schedule"), s)?;
+            }
+            let g = &list.gates;
+            if !(0.0..=1.0).contains(&g.max_shrink) {
+                return Err(config_error(
+                    field("gates.max_shrink"),
+                    format!("{} is outside 0..=1", g.max_shrink),
+                ));
+            }
+            if g.max_fpr_ratio.is_nan() || g.max_fpr_ratio < 1.0 {
+                return Err(config_error(
+                    field("gates.max_fpr_ratio"),
+                    format!("{} is below 1", g.max_fpr_ratio),
+                ));
+            }
+            for (i, s) in list.sources.iter().enumerate() {
+                let sf = |f: &str| format!("lists.{}.sources[{i}].{f}", list.name);
+                let set =
+                    usize::from(s.path.is_some()) + usize::from(s.url.is_some()) + usize::from(s.builtin);
+                if set != 1 {
+                    return Err(config_error(
+                        format!("lists.{}.sources[{i}]", list.name),
+                        "needs exactly one of `path`, `url` or `builtin = true`",
+                    ));
+                }
+                if let Some(u) = &s.url {
+                    if !(u.starts_with("http://") || u.starts_with("https://")) {
+                        return Err(config_error(sf("url"), format!("{u:?} is not an http(s) URL")));
+                    }
+                }
+                if s.timeout_s == 0 {
+                    return Err(config_error(sf("timeout_s"), "must be at least 1"));
+                }
+                if s.max_bytes == 0 {
+                    return Err(config_error(sf("max_bytes"), "must be at least 1"));
                 }
             }
         }
         if self.snapshot_ttl_s < 60 {
-            return Err(Error::Config(format!(
-                "snapshot_ttl_s = {}: must be at least 60",
-                self.snapshot_ttl_s
-            )));
+            return Err(config_error(
+                "snapshot_ttl_s",
+                format!("{} is below 60", self.snapshot_ttl_s),
+            ));
         }
-        if self.schedule.split_whitespace().count() != 6 {
-            return Err(Error::Config(format!(
-                "schedule {:?}: must be a 6-field cron expression (sec min hour day month weekday)",
-                self.schedule
-            )));
+        if self.keep_versions == 0 {
+            return Err(config_error("keep_versions", "must be at least 1"));
         }
+        if self.max_prefixes_per_request == 0 || self.max_prefixes_per_request > 100_000 {
+            return Err(config_error(
+                "max_prefixes_per_request",
+                format!("{} is outside 1..=100000", self.max_prefixes_per_request),
+            ));
+        }
+        if self.padding > 10_000 {
+            return Err(config_error(
+                "padding",
+                format!("{} is above 10000", self.padding),
+            ));
+        }
+        if self.max_concurrency == 0 {
+            return Err(config_error("max_concurrency", "must be at least 1"));
+        }
+        if self.request_timeout_s == 0 {
+            return Err(config_error("request_timeout_s", "must be at least 1"));
+        }
+        check_cron("schedule", &self.schedule)?;
         Ok(())
     }
 
-    /// The signing key path: `signing_key`, or `<data_dir>/signing.key`.
+    /// The signing key path: `BLOCKSIEVE_SIGNING_KEY`, else `signing_key`,
+    /// else `<data_dir>/signing.key`.
     pub fn signing_key_path(&self) -> PathBuf {
+        if let Some(p) = std::env::var_os(SIGNING_KEY_ENV).filter(|p| !p.is_empty()) {
+            return PathBuf::from(p);
+        }
         self.signing_key
             .clone()
             .unwrap_or_else(|| self.data_dir.join("signing.key"))
     }
 
-    /// Full-hash cache duration as a [`Duration`].
+    /// Full-hash cache duration.
     pub fn cache_duration(&self) -> Duration {
         Duration::from_secs(self.cache_duration_s)
+    }
+
+    /// The schedule of list `index`.
+    pub fn schedule_of(&self, index: usize) -> &str {
+        self.lists
+            .get(index)
+            .and_then(|l| l.schedule.as_deref())
+            .unwrap_or(&self.schedule)
+    }
+}
+
+fn check_cron(field: &str, expr: &str) -> Result<(), Error> {
+    if expr.split_whitespace().count() != 6 {
+        return Err(config_error(
+            field,
+            format!("{expr:?} is not a 6-field cron expression (sec min hour day month weekday)"),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_every_field_and_names_bad_ones() {
+        let text = r#"
+            listen = "127.0.0.1:9000"
+            padding = 8
+            [[lists]]
+            name = "malware"
+            filter = "auto"
+            key_bits = 64
+            gates = { max_shrink = 0.25 }
+            sources = [
+              { url = "https://feeds.example/urls.txt.gz", format = "urls" },
+              { path = "x.csv", format = "csv", column = "URL" },
+              { path = "m.json", format = "json" },
+              { path = "a.txt", format = "adblock-hosts" },
+            ]
+            [[lists]]
+            name = "bloomy"
+            filter = "bloom"
+            bloom_bits_per_key = 16
+            sources = [{ path = "h.txt", format = "hosts" }]
+        "#;
+        let c: Config = toml::from_str(text).unwrap();
+        c.validate().unwrap();
+        assert_eq!(c.lists[0].filter, FilterChoice::Auto(AutoFilter::Auto));
+        assert_eq!(c.lists[1].filter, FilterChoice::Kind(FilterKind::Bloom));
+        assert_eq!(c.lists[0].gates.max_shrink, 0.25);
+        assert_eq!(c.lists[0].gates.min_entries, 1);
+
+        let bad = text.replace("key_bits = 64", "key_bits = 48");
+        let err = toml::from_str::<Config>(&bad)
+            .unwrap()
+            .validate()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("lists.malware.key_bits") && err.contains("48"),
+            "{err}"
+        );
+
+        let bad = text.replace("filter = \"bloom\"", "filter = \"cuckoo\"");
+        assert!(toml::from_str::<Config>(&bad).is_err());
+
+        let bad = text.replace("https://feeds", "ftp://feeds");
+        let err = toml::from_str::<Config>(&bad)
+            .unwrap()
+            .validate()
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("sources[0].url"), "{err}");
+    }
+
+    #[test]
+    fn default_config_is_valid() {
+        Config::default().validate().unwrap();
     }
 }

@@ -3,19 +3,23 @@
 //!
 //! Principal types and how data flows between them:
 //!
-//! - [`Config`] names the threat lists and their sources.
-//! - [`build::build_list`] reads a list's sources ([`sources`]), canonicalizes
-//!   each entry into its expression, hashes it, builds a filter over the
-//!   32-bit hash prefixes and signs a snapshot.
+//! - [`Config`] names the threat lists, their sources, filters and gates.
+//! - [`fetch`] gets each source's bytes (file or HTTP, conditional GET,
+//!   gzip, last good copy on disk); [`sources`] turns lines into full hashes.
+//! - [`build::build_list`] hashes every entry's expression, builds a filter
+//!   over the hash-prefix keys, measures its false-positive rate (canary) and
+//!   signs a snapshot; [`build::check_gates`] decides whether it may be
+//!   published.
 //! - [`store::ListStore`] publishes it atomically to the data directory and
 //!   loads the newest one back on start.
 //! - [`Publisher`] holds the [`state::AppState`] that [`server::router`]
-//!   serves; builds swap a list's [`state::Published`] snapshot atomically.
+//!   serves; a build swaps a list's [`state::Published`] snapshot atomically.
 //!
-//! [`Publisher::run`] is the daemon: serve what is on disk immediately, build
-//! every list, then rebuild on the cron schedule until shutdown.
+//! [`Publisher::run`] is the daemon: serve what is on disk at once, build
+//! every list, then rebuild each on its cron schedule until shutdown.
 
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -26,6 +30,8 @@ use tokio::net::TcpListener;
 
 pub mod build;
 pub mod config;
+pub mod fetch;
+pub mod metrics;
 pub mod server;
 pub mod sources;
 pub mod state;
@@ -33,24 +39,29 @@ pub mod store;
 
 pub use config::Config;
 
+use build::{BuildRequest, LoadedSource};
+use fetch::SourceCache;
 use state::{AppState, ListSlot, Published};
 use store::ListStore;
 
 /// Publisher errors, grouped by what the operator does next: fix the
 /// configuration (`Config`), fix a source (`Source`), look at the list
-/// (`Build`), or the machine (`Io`).
+/// (`Build`, `Refused`), or the machine (`Io`).
 #[non_exhaustive]
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The configuration is invalid; the message names the field.
     #[error("configuration: {0}")]
     Config(String),
-    /// A source could not be read.
+    /// A source could not be read and has no last good content.
     #[error("source: {0}")]
     Source(String),
-    /// A list could not be built or was refused for publishing.
+    /// A list could not be built.
     #[error("build: {0}")]
     Build(String),
+    /// A publishing gate refused the build; the previous snapshot keeps serving.
+    #[error("refused: {0}")]
+    Refused(String),
     /// Reading or writing the data directory failed.
     #[error("i/o: {0}")]
     Io(String),
@@ -73,10 +84,13 @@ pub struct Publisher {
 struct Inner {
     config: Config,
     key: SigningKey,
-    stores: Vec<ListStore>,
     state: Arc<AppState>,
-    /// Serializes builds: a scheduled build never overlaps a running one.
-    build_lock: tokio::sync::Mutex<()>,
+    http: reqwest::Client,
+    /// One lock per list: a scheduled build never overlaps a running build
+    /// of the same list, and lists never wait for each other.
+    build_locks: Vec<tokio::sync::Mutex<()>>,
+    /// `--force`: skip the gates on the next build of each list, once.
+    force_once: Vec<AtomicBool>,
 }
 
 /// The outcome of building one list.
@@ -84,8 +98,10 @@ struct Inner {
 pub struct ListBuildOutcome {
     /// The list name.
     pub list: String,
-    /// The report on success, or why nothing was published.
-    pub result: Result<build::BuildReport, Error>,
+    /// The report when a snapshot was built (published or refused).
+    pub report: Option<build::BuildReport>,
+    /// `Ok(version)` when published; otherwise why not.
+    pub result: Result<u64, Error>,
 }
 
 impl Publisher {
@@ -101,7 +117,7 @@ impl Publisher {
         std::fs::create_dir_all(&config.data_dir)
             .map_err(|e| Error::Io(format!("{}: {e}", config.data_dir.display())))?;
         let key = store::load_or_create_signing_key(&config.signing_key_path())?;
-        let mut stores = Vec::new();
+        let metrics = metrics::Metrics::new();
         let mut lists = Vec::new();
         for list in &config.lists {
             let store = ListStore::open(&config.data_dir, &list.name)?;
@@ -109,6 +125,12 @@ impl Publisher {
             if let Some(stored) = store.load_latest(key.public_key()) {
                 if let Ok(header) = blocksieve_format::parse_header_unverified(&stored.snapshot) {
                     tracing::info!(list = %list.name, version = header.version, "serving snapshot from disk");
+                    metrics.snapshot_served(
+                        &list.name,
+                        header.version,
+                        header.full_hash_count,
+                        stored.snapshot.len() as u64,
+                    );
                     current.store(Some(Arc::new(Published::new(
                         header,
                         stored.snapshot,
@@ -116,27 +138,46 @@ impl Publisher {
                     ))));
                 }
             }
-            stores.push(store);
             lists.push(ListSlot {
                 name: list.name.clone(),
                 current,
                 last_build: Mutex::new(None),
+                store,
             });
         }
         let state = AppState {
             lists,
             cache_duration: config.cache_duration(),
+            next_check: Duration::from_secs(config.next_check_s),
+            padding: config.padding,
+            max_bucket_entries: config.max_bucket_entries,
+            max_prefixes_per_request: config.max_prefixes_per_request,
+            metrics,
         }
         .shared();
+        let http = reqwest::Client::builder()
+            .user_agent(concat!("blocksieve-publisher/", env!("CARGO_PKG_VERSION")))
+            .connect_timeout(Duration::from_secs(15))
+            .build()
+            .map_err(|e| Error::Config(format!("HTTP client: {e}")))?;
+        let n = config.lists.len();
         Ok(Self {
             inner: Arc::new(Inner {
+                build_locks: (0..n).map(|_| tokio::sync::Mutex::new(())).collect(),
+                force_once: (0..n).map(|_| AtomicBool::new(false)).collect(),
                 config,
                 key,
-                stores,
                 state,
-                build_lock: tokio::sync::Mutex::new(()),
+                http,
             }),
         })
+    }
+
+    /// Skip the publishing gates on the next build of every list (once).
+    pub fn force_next_build(&self) {
+        for f in &self.inner.force_once {
+            f.store(true, Ordering::SeqCst);
+        }
     }
 
     /// The public key agents must trust.
@@ -149,9 +190,16 @@ impl Publisher {
         self.inner.state.clone()
     }
 
-    /// The HTTP router.
+    /// The HTTP router, with the configured limits as layers.
     pub fn router(&self) -> axum::Router {
-        server::router(self.state())
+        let c = &self.inner.config;
+        server::router(
+            self.state(),
+            server::Limits {
+                request_timeout: Duration::from_secs(c.request_timeout_s),
+                max_concurrency: c.max_concurrency,
+            },
+        )
     }
 
     /// The configuration.
@@ -159,136 +207,268 @@ impl Publisher {
         &self.inner.config
     }
 
-    /// Builds every list once and publishes what succeeds. A list that fails
-    /// keeps serving its previous snapshot; the failure is logged and shown
-    /// in `/v1/lists`.
+    /// Builds every list once (one after another) and publishes what passes
+    /// its gates. A list that fails or is refused keeps serving its previous
+    /// snapshot; the outcome is logged, counted and shown in `/v1/lists`.
     pub async fn build_all(&self) -> Vec<ListBuildOutcome> {
-        let _guard = self.inner.build_lock.lock().await;
         let mut outcomes = Vec::new();
         for i in 0..self.inner.config.lists.len() {
-            let this = self.clone();
-            let result = tokio::task::spawn_blocking(move || this.build_one(i))
-                .await
-                .unwrap_or_else(|e| Err(Error::Build(format!("build task failed: {e}"))));
-            outcomes.push(ListBuildOutcome {
-                list: self.inner.config.lists[i].name.clone(),
-                result,
-            });
+            outcomes.push(self.build_list(i).await);
         }
         outcomes
     }
 
-    fn build_one(&self, index: usize) -> Result<build::BuildReport, Error> {
+    /// Builds list `index` (serialized with other builds of the same list).
+    pub async fn build_list(&self, index: usize) -> ListBuildOutcome {
+        let inner = &self.inner;
+        let list = &inner.config.lists[index];
+        let _guard = inner.build_locks[index].lock().await;
+        let started = std::time::Instant::now();
+        // Fetch every source (I/O), then build on the blocking pool (CPU).
+        let mut loaded = Vec::new();
+        for (i, source) in list.sources.iter().enumerate() {
+            let cache = SourceCache::new(&inner.config.data_dir, &list.name, i, source);
+            let fetched = fetch::fetch(&inner.http, source, cache.meta().as_ref()).await;
+            if let fetch::Fetched::Failed(reason) = &fetched {
+                tracing::warn!(list = %list.name, source = %source.label(), %reason, "source failed");
+                inner.state.metrics.source_failed(&list.name);
+            }
+            loaded.push(LoadedSource {
+                config: source.clone(),
+                fetched,
+                cache: Some(cache),
+            });
+        }
+        let force = inner.force_once[index].swap(false, Ordering::SeqCst);
+        let this = self.clone();
+        let outcome = tokio::task::spawn_blocking(move || this.build_and_publish(index, loaded, force))
+            .await
+            .unwrap_or_else(|e| ListBuildOutcome {
+                list: list.name.clone(),
+                report: None,
+                result: Err(Error::Build(format!("build task failed: {e}"))),
+            });
+        self.record(index, &outcome, force, started.elapsed());
+        outcome
+    }
+
+    fn build_and_publish(&self, index: usize, loaded: Vec<LoadedSource>, force: bool) -> ListBuildOutcome {
         let inner = &self.inner;
         let list = &inner.config.lists[index];
         let slot = &inner.state.lists[index];
-        let previous = slot.current.load().as_ref().map(|p| p.header.version);
-        let started = std::time::Instant::now();
-        let result = build::build_list(
+        let previous = slot.current.load_full();
+        let request = BuildRequest {
             list,
-            previous,
-            unix_now(),
-            inner.config.snapshot_ttl_s,
-            &inner.key,
-        )
-        .and_then(|built| {
-            inner.stores[index].publish(built.version, &built.snapshot, &built.hashes)?;
-            let header = blocksieve_format::parse_header_unverified(&built.snapshot)
-                .map_err(|e| Error::Build(format!("list {}: re-reading own snapshot: {e}", list.name)))?;
-            slot.current.store(Some(Arc::new(Published::new(
-                header,
-                built.snapshot,
-                built.hashes,
-            ))));
-            Ok(built.report)
-        });
-        let status = match &result {
-            Ok(r) => {
-                tracing::info!(
-                    list = %list.name,
-                    entries = r.entries,
-                    unique_prefixes = r.unique_keys,
-                    snapshot_bytes = r.snapshot_bytes,
-                    bits_per_key = format_args!("{:.2}", r.bits_per_key),
-                    measured_fpr = r.measured_fpr,
-                    lines = r.parse.lines,
-                    rejected = r.parse.rejected_total(),
-                    duration_ms = r.duration.as_millis() as u64,
-                    "published snapshot"
-                );
-                for (reason, count) in &r.parse.rejected {
-                    tracing::debug!(list = %list.name, reason, count, "rejected lines");
-                }
-                BuildStatus {
-                    finished_at: unix_now(),
-                    ok: true,
-                    error: None,
-                    lines: r.parse.lines,
-                    rejected: r.parse.rejected_total(),
-                    duration_ms: r.duration.as_millis() as u64,
-                }
-            }
+            previous: previous.as_ref().map(|p| &p.header),
+            now: unix_now(),
+            ttl_s: inner.config.snapshot_ttl_s,
+            key: &inner.key,
+        };
+        let built = match build::build_list(&request, loaded) {
+            Ok(b) => b,
             Err(e) => {
-                tracing::error!(list = %list.name, error = %e, "build failed; previous snapshot keeps serving");
-                BuildStatus {
-                    finished_at: unix_now(),
-                    ok: false,
-                    error: Some(e.to_string()),
-                    lines: 0,
-                    rejected: 0,
-                    duration_ms: started.elapsed().as_millis() as u64,
-                }
+                return ListBuildOutcome {
+                    list: list.name.clone(),
+                    report: None,
+                    result: Err(e),
+                };
             }
         };
-        if let Ok(mut g) = slot.last_build.lock() {
+        if let Some(refusal) = build::check_gates(list, request.previous, &built.report) {
+            if force {
+                tracing::warn!(list = %list.name, %refusal, "gate overridden by --force");
+            } else {
+                return ListBuildOutcome {
+                    list: list.name.clone(),
+                    report: Some(built.report),
+                    result: Err(Error::Refused(refusal)),
+                };
+            }
+        }
+        let published = slot
+            .store
+            .publish(
+                built.version,
+                &built.snapshot,
+                &built.hashes,
+                inner.config.keep_versions,
+            )
+            .and_then(|()| {
+                blocksieve_format::parse_header_unverified(&built.snapshot)
+                    .map_err(|e| Error::Build(format!("list {}: re-reading own snapshot: {e}", list.name)))
+            });
+        match published {
+            Ok(header) => {
+                let version = header.version;
+                inner.state.metrics.snapshot_served(
+                    &list.name,
+                    version,
+                    header.full_hash_count,
+                    built.snapshot.len() as u64,
+                );
+                slot.current.store(Some(Arc::new(Published::new(
+                    header,
+                    built.snapshot,
+                    built.hashes,
+                ))));
+                ListBuildOutcome {
+                    list: list.name.clone(),
+                    report: Some(built.report),
+                    result: Ok(version),
+                }
+            }
+            Err(e) => ListBuildOutcome {
+                list: list.name.clone(),
+                report: Some(built.report),
+                result: Err(e),
+            },
+        }
+    }
+
+    fn record(&self, index: usize, outcome: &ListBuildOutcome, forced: bool, elapsed: Duration) {
+        let inner = &self.inner;
+        let name = &inner.config.lists[index].name;
+        let metrics = &inner.state.metrics;
+        let measured = outcome.report.as_ref().map(|r| r.sizing.measured_fpr);
+        let (label, gate) = match &outcome.result {
+            Ok(_) => ("published", None),
+            Err(Error::Refused(reason)) => (
+                "refused",
+                Some(
+                    reason
+                        .split(':')
+                        .next()
+                        .unwrap_or("gate")
+                        .trim_start_matches("gate ")
+                        .to_owned(),
+                ),
+            ),
+            Err(_) => ("failed", None),
+        };
+        metrics.build_finished(name, label, elapsed.as_secs_f64(), measured);
+        if let Some(g) = &gate {
+            metrics.gate_refused(name, g);
+        }
+        match (&outcome.result, &outcome.report) {
+            (Ok(version), Some(r)) => {
+                let s = &r.sizing;
+                tracing::info!(
+                    list = %name,
+                    version,
+                    entries = s.entries,
+                    unique_keys = s.unique_keys,
+                    filter = %s.filter_kind,
+                    snapshot_bytes = s.snapshot_bytes,
+                    bits_per_key = format_args!("{:.2}", s.bits_per_key),
+                    theoretical_fpr = s.theoretical_fpr,
+                    measured_fpr = s.measured_fpr,
+                    request_prefix_bits = s.request_prefix_bits,
+                    lines = r.parse.lines,
+                    rejected = r.parse.rejected_total(),
+                    duration_ms = elapsed.as_millis() as u64,
+                    "published snapshot"
+                );
+            }
+            (Err(e), _) => {
+                tracing::error!(list = %name, error = %e, "build not published; previous snapshot keeps serving");
+            }
+            _ => {}
+        }
+        let status = BuildStatus {
+            finished_at: unix_now(),
+            ok: outcome.result.is_ok(),
+            error: outcome.result.as_ref().err().map(ToString::to_string),
+            refused_by_gate: gate,
+            forced,
+            lines: outcome.report.as_ref().map_or(0, |r| r.parse.lines),
+            rejected: outcome.report.as_ref().map_or(0, |r| r.parse.rejected_total()),
+            rejected_by_reason: outcome
+                .report
+                .as_ref()
+                .map(|r| r.parse.rejected.clone())
+                .unwrap_or_default(),
+            rejected_samples: outcome
+                .report
+                .as_ref()
+                .map(|r| r.parse.samples.clone())
+                .unwrap_or_default(),
+            sources: outcome
+                .report
+                .as_ref()
+                .map(|r| r.sources.clone())
+                .unwrap_or_default(),
+            sizing: outcome.report.as_ref().map(|r| r.sizing.clone()),
+            duration_ms: elapsed.as_millis() as u64,
+        };
+        if let Ok(mut g) = inner.state.lists[index].last_build.lock() {
             *g = Some(status);
         }
-        result
     }
 
     /// Runs the daemon on `listener` until `shutdown` completes: serves what
     /// is on disk at once, builds every list in the background, then
-    /// rebuilds on the configured cron schedule. In-flight requests are
-    /// drained on shutdown.
+    /// rebuilds each on its cron schedule. After `shutdown`, in-flight
+    /// requests get `drain_timeout_s` to finish.
     ///
     /// # Errors
     ///
-    /// [`Error::Config`] when the schedule is invalid, [`Error::Io`] when
+    /// [`Error::Config`] when a schedule is invalid, [`Error::Io`] when
     /// serving fails.
     pub async fn run(
         self,
         listener: TcpListener,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), Error> {
-        let mut scheduler = self.start_schedule().await?;
+        let mut scheduler = self.start_schedules().await?;
         let initial = self.clone();
         tokio::spawn(async move {
             initial.build_all().await;
         });
-        let served = axum::serve(listener, self.router())
-            .with_graceful_shutdown(shutdown)
-            .await
-            .map_err(|e| Error::Io(format!("server: {e}")));
+        let drain = Duration::from_secs(self.inner.config.drain_timeout_s);
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let signal = async move {
+            shutdown.await;
+            let _ = stop_tx.send(true);
+        };
+        let server = axum::serve(listener, self.router()).with_graceful_shutdown(signal);
+        let mut stopped = stop_rx.clone();
+        let served = tokio::select! {
+            r = server => r.map_err(|e| Error::Io(format!("server: {e}"))),
+            () = async move {
+                let _ = stopped.wait_for(|s| *s).await;
+                tokio::time::sleep(drain).await;
+            } => {
+                tracing::warn!(drain_s = drain.as_secs(), "drain deadline passed; closing remaining connections");
+                Ok(())
+            }
+        };
         let _ = scheduler.shutdown().await;
         served
     }
 
-    async fn start_schedule(&self) -> Result<tokio_cron_scheduler::JobScheduler, Error> {
+    async fn start_schedules(&self) -> Result<tokio_cron_scheduler::JobScheduler, Error> {
         use tokio_cron_scheduler::{Job, JobScheduler};
-        let schedule = self.inner.config.schedule.clone();
-        let bad =
-            |e: tokio_cron_scheduler::JobSchedulerError| Error::Config(format!("schedule {schedule:?}: {e}"));
-        let scheduler = JobScheduler::new().await.map_err(bad)?;
-        let this = self.clone();
-        let job = Job::new_async(schedule.as_str(), move |_id, _lock| {
-            let this = this.clone();
-            Box::pin(async move {
-                this.build_all().await;
+        let bad = |field: String| {
+            move |e: tokio_cron_scheduler::JobSchedulerError| Error::Config(format!("{field}: {e}"))
+        };
+        let scheduler = JobScheduler::new().await.map_err(bad("scheduler".into()))?;
+        for index in 0..self.inner.config.lists.len() {
+            let schedule = self.inner.config.schedule_of(index).to_owned();
+            let field = format!(
+                "lists.{}.schedule {schedule:?}",
+                self.inner.config.lists[index].name
+            );
+            let this = self.clone();
+            let job = Job::new_async(schedule.as_str(), move |_id, _lock| {
+                let this = this.clone();
+                Box::pin(async move {
+                    this.build_list(index).await;
+                })
             })
-        })
-        .map_err(bad)?;
-        scheduler.add(job).await.map_err(bad)?;
-        scheduler.start().await.map_err(bad)?;
+            .map_err(bad(field.clone()))?;
+            scheduler.add(job).await.map_err(bad(field))?;
+        }
+        scheduler.start().await.map_err(bad("scheduler".into()))?;
         Ok(scheduler)
     }
 }
@@ -298,7 +478,7 @@ impl Publisher {
 pub async fn wait_until_ready(state: &AppState, timeout: Duration) -> bool {
     let deadline = tokio::time::Instant::now() + timeout;
     loop {
-        if state.lists.iter().all(|l| l.current.load().is_some()) {
+        if state.ready() {
             return true;
         }
         if tokio::time::Instant::now() >= deadline {

@@ -12,7 +12,13 @@ use clap::{Parser, Subcommand};
 /// Builds signed Safe-Browsing-style filter snapshots from blocklists and
 /// serves them, with a k-anonymous full-hash lookup endpoint.
 #[derive(Debug, Parser)]
-#[command(version, about)]
+#[command(version, about, long_about = None, after_help = "\
+Examples:
+  blocksieve-publisher serve                       built-in list on 127.0.0.1:8080
+  blocksieve-publisher serve --config lists.toml   your lists (see docs/configuration.md)
+  blocksieve-publisher build --config lists.toml --out /tmp/out
+  blocksieve-publisher expressions 'http://a.b.c/1/2.html?param=1'
+  blocksieve-publisher inspect blocksieve-data/lists/phishing/*.snapshot --key \"$(cat blocksieve-data/public.key)\"")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -32,6 +38,24 @@ enum Command {
         /// Override the listen address (e.g. 127.0.0.1:0).
         #[arg(long, value_name = "ADDR")]
         listen: Option<std::net::SocketAddr>,
+        /// Publish the first build of every list even if a gate (empty,
+        /// shrink, canary) refuses it. Applies once.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Build every list once into a data directory, print the sizing report and exit.
+    ///
+    /// Exits 1 if any list failed or was refused by a gate.
+    Build {
+        /// TOML configuration file (without it, the built-in list).
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// Data directory to build into (overrides `data_dir`).
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+        /// Publish even if a gate refuses.
+        #[arg(long)]
+        force: bool,
     },
     /// Write a new Ed25519 signing key (mode 0600) and print its public key.
     Keygen {
@@ -56,16 +80,44 @@ enum Command {
     },
 }
 
+fn init_logging(json: bool) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if json {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+fn load_config(path: Option<&PathBuf>) -> anyhow::Result<Config> {
+    Ok(match path {
+        Some(p) => Config::from_file(p)?,
+        None => Config::default(),
+    })
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .init();
-    match Cli::parse().command {
-        Command::Serve { config, listen } => serve(config, listen).await,
+    let cli = Cli::parse();
+    let json_logs = match &cli.command {
+        Command::Serve { config, .. } | Command::Build { config, .. } => config
+            .as_ref()
+            .and_then(|p| Config::from_file(p).ok())
+            .is_some_and(|c| c.log_format == blocksieve_publisher::config::LogFormat::Json),
+        _ => false,
+    };
+    init_logging(json_logs);
+    match cli.command {
+        Command::Serve {
+            config,
+            listen,
+            force,
+        } => serve(config, listen, force).await,
+        Command::Build { config, out, force } => build(config, out, force).await,
         Command::Keygen { out } => {
             let key = store::generate_signing_key();
             store::write_key_pair(&key, &out)?;
@@ -96,15 +148,19 @@ async fn main() -> anyhow::Result<()> {
     }
 }
 
-async fn serve(config_path: Option<PathBuf>, listen: Option<std::net::SocketAddr>) -> anyhow::Result<()> {
-    let mut config = match &config_path {
-        Some(path) => Config::from_file(path)?,
-        None => Config::default(),
-    };
+async fn serve(
+    config_path: Option<PathBuf>,
+    listen: Option<std::net::SocketAddr>,
+    force: bool,
+) -> anyhow::Result<()> {
+    let mut config = load_config(config_path.as_ref())?;
     if let Some(addr) = listen {
         config.listen = addr;
     }
     let publisher = Publisher::open(config)?;
+    if force {
+        publisher.force_next_build();
+    }
     let listener = tokio::net::TcpListener::bind(publisher.config().listen)
         .await
         .with_context(|| format!("binding {}", publisher.config().listen))?;
@@ -116,6 +172,76 @@ async fn serve(config_path: Option<PathBuf>, listen: Option<std::net::SocketAddr
     );
     publisher.run(listener, shutdown_signal()).await?;
     tracing::info!("publisher stopped");
+    Ok(())
+}
+
+async fn build(config_path: Option<PathBuf>, out: Option<PathBuf>, force: bool) -> anyhow::Result<()> {
+    let mut config = load_config(config_path.as_ref())?;
+    if let Some(dir) = out {
+        config.data_dir = dir;
+    }
+    let publisher = Publisher::open(config)?;
+    if force {
+        publisher.force_next_build();
+    }
+    let bar = indicatif::ProgressBar::new(publisher.config().lists.len() as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} [{elapsed_precise}] {pos}/{len} lists: {msg}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+    );
+    bar.enable_steady_tick(std::time::Duration::from_millis(200));
+    let mut failed = false;
+    let mut rows = Vec::new();
+    for (i, list) in publisher.config().lists.iter().enumerate() {
+        bar.set_message(format!("building {}", list.name));
+        let outcome = publisher.build_list(i).await;
+        bar.inc(1);
+        if let Err(e) = &outcome.result {
+            failed = true;
+            bar.println(format!("{}: not published: {e}", outcome.list));
+        }
+        if let Some(r) = &outcome.report {
+            rows.push((outcome.list.clone(), outcome.result.is_ok(), r.clone()));
+        }
+    }
+    bar.finish_and_clear();
+    println!(
+        "| list | published | lines | rejected | entries | unique keys | filter | bits/key | snapshot bytes | FPR theory | FPR measured | prefix collision n/2^32 | full-hash req. / 1000 checks | request prefix bits | anonymity set | response bytes | build |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    for (name, ok, r) in rows {
+        let s = &r.sizing;
+        println!(
+            "| {name} | {} | {} | {} | {} | {} | {} | {:.2} | {} | {:.3e} | {:.3e} | {:.3e} | {:.2} | {} | {:.1} | {:.0} | {:.2} s |",
+            if ok { "yes" } else { "no" },
+            r.parse.lines,
+            r.parse.rejected_total(),
+            s.entries,
+            s.unique_keys,
+            s.filter_kind,
+            s.bits_per_key,
+            s.snapshot_bytes,
+            s.theoretical_fpr,
+            s.measured_fpr,
+            s.prefix_collision_rate,
+            s.expected_full_hash_requests_per_1000,
+            s.request_prefix_bits,
+            s.anonymity_set,
+            s.expected_response_bytes,
+            r.duration.as_secs_f64(),
+        );
+        for (reason, count) in &r.parse.rejected {
+            println!("|   rejected: {reason} | {count} |");
+        }
+        for src in &r.sources {
+            if let Some(e) = &src.error {
+                println!("|   source {} used its last good content: {e} |", src.source);
+            }
+        }
+    }
+    if failed {
+        std::process::exit(1);
+    }
     Ok(())
 }
 

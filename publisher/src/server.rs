@@ -1,29 +1,44 @@
 //! The HTTP API (axum). Every error is mapped to a JSON body in one place,
-//! [`ApiError`].
+//! [`ApiError`]; limits (body size, timeout, concurrency) are layers.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::{Path, State};
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{MatchedPath, Path, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Json, Response};
-use axum::routing::get;
-use blocksieve_format::HashPrefix;
+use axum::routing::{get, post};
 use blocksieve_format::api::{
-    ErrorDetail, ErrorResponse, FullHashMatch, FullHashResponse, ListStatus, ListsResponse, SnapshotStatus,
+    ErrorDetail, ErrorResponse, FullHashMatch, FullHashResponse, FullHashSearchRequest,
+    FullHashSearchResponse, ListStatus, ListsResponse, PrefixResult, SnapshotStatus,
 };
+use blocksieve_format::{FullHash, RequestPrefix};
+use rand::RngCore as _;
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::timeout::TimeoutLayer;
 
 use crate::state::{AppState, Published};
 
-/// Longest a request may take before the server answers 408.
-pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// Largest request body accepted, in bytes (the API takes no large bodies).
+/// Largest request body accepted, in bytes: 1,000 prefixes of 8 hex digits
+/// in JSON are about 12 KiB.
 pub const MAX_REQUEST_BODY_BYTES: usize = 64 * 1024;
+
+/// Response header telling agents how many seconds to wait before checking
+/// for a new snapshot.
+pub const NEXT_CHECK_HEADER: &str = "x-blocksieve-next-check";
+
+/// Limits applied as layers.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Longest a request may take before a 408.
+    pub request_timeout: Duration,
+    /// Requests served at once.
+    pub max_concurrency: usize,
+}
 
 /// An API error: a status and a JSON [`ErrorResponse`].
 #[derive(Debug)]
@@ -55,28 +70,94 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// Shows at most 80 characters of client-supplied text in an error.
+fn shown(text: &str) -> String {
+    text.chars().take(80).collect()
+}
+
 /// The API router over `state`; tests can call it without a socket.
-pub fn router(state: Arc<AppState>) -> Router {
+pub fn router(state: Arc<AppState>, limits: Limits) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
         .route("/v1/lists", get(lists))
-        .route("/v1/lists/{name}/snapshot", get(snapshot))
+        .route("/v1/lists/{name}/snapshot", get(latest_snapshot))
+        .route("/v1/lists/{name}/snapshots/{version}", get(versioned_snapshot))
         .route("/v1/hashes/{prefix}", get(full_hashes))
+        .route("/v1/hashes:search", post(search))
         .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(middleware::from_fn_with_state(state.clone(), record))
         .with_state(state)
         .layer(RequestBodyLimitLayer::new(MAX_REQUEST_BODY_BYTES))
         .layer(TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,
-            REQUEST_TIMEOUT,
+            limits.request_timeout,
         ))
+        .layer(tower::limit::GlobalConcurrencyLimitLayer::new(
+            limits.max_concurrency,
+        ))
+}
+
+/// Counts requests and their latency by matched route.
+async fn record(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
+    let started = Instant::now();
+    let response = next.run(request).await;
+    state.metrics.request(
+        &route,
+        response.status().as_u16(),
+        started.elapsed().as_secs_f64(),
+    );
+    response
 }
 
 async fn healthz() -> &'static str {
     "ok\n"
 }
 
+async fn readyz(State(state): State<Arc<AppState>>) -> Result<&'static str, ApiError> {
+    if state.ready() {
+        Ok("ready\n")
+    } else {
+        let missing: Vec<&str> = state
+            .lists
+            .iter()
+            .filter(|l| l.current.load().is_none())
+            .map(|l| l.name.as_str())
+            .collect();
+        Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not_ready",
+            format!("no snapshot yet for: {}", missing.join(", ")),
+        ))
+    }
+}
+
+async fn metrics(State(state): State<Arc<AppState>>) -> impl IntoResponse {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        state.metrics.render(),
+    )
+}
+
 async fn not_found() -> ApiError {
     ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such route")
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "method not allowed on this route",
+    )
 }
 
 fn snapshot_status(p: &Published) -> SnapshotStatus {
@@ -124,18 +205,20 @@ fn if_none_match_matches(headers: &HeaderMap, etag: &str) -> bool {
     })
 }
 
-async fn snapshot(
+fn unknown_list(name: &str) -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "unknown_list",
+        format!("no list named {:?}", shown(name)),
+    )
+}
+
+async fn latest_snapshot(
     State(state): State<Arc<AppState>>,
     Path(name): Path<String>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let slot = state.list(&name).ok_or_else(|| {
-        ApiError::new(
-            StatusCode::NOT_FOUND,
-            "unknown_list",
-            format!("no list named {name:?}"),
-        )
-    })?;
+    let slot = state.list(&name).ok_or_else(|| unknown_list(&name))?;
     let current = slot.current.load_full().ok_or_else(|| {
         ApiError::new(
             StatusCode::NOT_FOUND,
@@ -145,8 +228,23 @@ async fn snapshot(
     })?;
     let etag = HeaderValue::from_str(&current.etag)
         .map_err(|_| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "bad etag"))?;
+    let next = state.next_check.as_secs();
+    let cache_control = HeaderValue::from_str(&format!("public, max-age={next}"))
+        .unwrap_or(HeaderValue::from_static("no-cache"));
+    let next_check = HeaderValue::from(next);
+    let version_url =
+        HeaderValue::from_str(&format!("/v1/lists/{name}/snapshots/{}", current.header.version))
+            .unwrap_or(HeaderValue::from_static("/"));
     if if_none_match_matches(&headers, &current.etag) {
-        return Ok((StatusCode::NOT_MODIFIED, [(header::ETAG, etag)]).into_response());
+        return Ok((
+            StatusCode::NOT_MODIFIED,
+            [
+                (header::ETAG, etag),
+                (header::CACHE_CONTROL, cache_control),
+                (header::HeaderName::from_static(NEXT_CHECK_HEADER), next_check),
+            ],
+        )
+            .into_response());
     }
     Ok((
         StatusCode::OK,
@@ -156,30 +254,101 @@ async fn snapshot(
                 header::CONTENT_TYPE,
                 HeaderValue::from_static("application/octet-stream"),
             ),
-            (
-                header::CACHE_CONTROL,
-                HeaderValue::from_static("public, max-age=60"),
-            ),
+            (header::CACHE_CONTROL, cache_control),
+            (header::HeaderName::from_static(NEXT_CHECK_HEADER), next_check),
+            (header::CONTENT_LOCATION, version_url),
         ],
         Body::from(current.snapshot.clone()),
     )
         .into_response())
 }
 
-async fn full_hashes(
+async fn versioned_snapshot(
     State(state): State<Arc<AppState>>,
-    Path(prefix_text): Path<String>,
-) -> Result<Json<FullHashResponse>, ApiError> {
-    let prefix: HashPrefix = prefix_text.parse().map_err(|e| {
+    Path((name, version)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let slot = state.list(&name).ok_or_else(|| unknown_list(&name))?;
+    let version: u64 = version.parse().map_err(|_| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "bad_version",
+            format!("snapshot version {:?} is not a decimal number", shown(&version)),
+        )
+    })?;
+    // Serve the current snapshot from memory; older kept ones from disk.
+    let bytes = match slot.current.load_full() {
+        Some(p) if p.header.version == version => p.snapshot.clone(),
+        _ => {
+            let store = slot.store.clone();
+            tokio::task::spawn_blocking(move || store.read_snapshot(version))
+                .await
+                .ok()
+                .flatten()
+                .map(axum::body::Bytes::from)
+                .ok_or_else(|| {
+                    ApiError::new(
+                        StatusCode::NOT_FOUND,
+                        "unknown_version",
+                        format!("list {name:?} has no snapshot version {version} (only the newest are kept)"),
+                    )
+                })?
+        }
+    };
+    let etag = format!("\"{version}\"");
+    let immutable = HeaderValue::from_static("public, max-age=31536000, immutable");
+    let etag_value = HeaderValue::from_str(&etag).unwrap_or(HeaderValue::from_static("\"0\""));
+    if if_none_match_matches(&headers, &etag) {
+        return Ok((
+            StatusCode::NOT_MODIFIED,
+            [(header::ETAG, etag_value), (header::CACHE_CONTROL, immutable)],
+        )
+            .into_response());
+    }
+    Ok((
+        StatusCode::OK,
+        [
+            (header::ETAG, etag_value),
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/octet-stream"),
+            ),
+            (header::CACHE_CONTROL, immutable),
+        ],
+        Body::from(bytes),
+    )
+        .into_response())
+}
+
+fn parse_prefix(state: &AppState, text: &str) -> Result<RequestPrefix, ApiError> {
+    let prefix: RequestPrefix = text.parse().map_err(|_| {
         ApiError::new(
             StatusCode::BAD_REQUEST,
             "bad_prefix",
             format!(
-                "hash prefix {:?}: {e}",
-                prefix_text.chars().take(80).collect::<String>()
+                "hash prefix {:?}: expected 2 to 8 lowercase hex digits",
+                shown(text)
             ),
         )
     })?;
+    let expected = state.expected_bucket(prefix.bits());
+    if expected > state.max_bucket_entries as f64 {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "prefix_too_short",
+            format!(
+                "a {}-bit prefix selects about {expected:.0} full hashes, more than the limit of {}; send a longer prefix",
+                prefix.bits(),
+                state.max_bucket_entries
+            ),
+        ));
+    }
+    Ok(prefix)
+}
+
+/// Every listed full hash starting with `prefix`, padded with random hashes
+/// of the same prefix up to the configured padding.
+fn bucket(state: &AppState, prefix: RequestPrefix) -> Vec<FullHashMatch> {
     let mut matches = Vec::new();
     for slot in &state.lists {
         if let Some(current) = slot.current.load().as_deref() {
@@ -191,9 +360,90 @@ async fn full_hashes(
             }
         }
     }
+    if matches.len() < state.padding {
+        // Padding entries look like real ones (same prefix, a real list name)
+        // and can never match a URL: a random 256-bit hash collides with
+        // probability 2^-(256 - bits).
+        let pad_list = state.lists.first().map(|l| l.name.clone()).unwrap_or_default();
+        let mut rng = rand::thread_rng();
+        let (lo, hi) = prefix.range32();
+        while matches.len() < state.padding {
+            let mut h = [0u8; 32];
+            rng.fill_bytes(&mut h);
+            let p = lo | (u32::from_be_bytes([h[0], h[1], h[2], h[3]]) & (hi - lo));
+            h[..4].copy_from_slice(&p.to_be_bytes());
+            matches.push(FullHashMatch {
+                full_hash: FullHash(h).to_string(),
+                list: pad_list.clone(),
+            });
+        }
+        // Shuffle so padding cannot be told apart by position.
+        use rand::seq::SliceRandom as _;
+        matches.shuffle(&mut rng);
+    }
+    matches
+}
+
+async fn full_hashes(
+    State(state): State<Arc<AppState>>,
+    Path(prefix_text): Path<String>,
+) -> Result<Json<FullHashResponse>, ApiError> {
+    let prefix = parse_prefix(&state, &prefix_text)?;
     Ok(Json(FullHashResponse {
         prefix: prefix.to_string(),
-        matches,
+        matches: bucket(&state, prefix),
+        cache_duration_s: state.cache_duration.as_secs(),
+    }))
+}
+
+async fn search(
+    State(state): State<Arc<AppState>>,
+    body: Result<Json<FullHashSearchRequest>, JsonRejection>,
+) -> Result<Json<FullHashSearchResponse>, ApiError> {
+    let Json(request) = body.map_err(|e| {
+        let status = if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            StatusCode::PAYLOAD_TOO_LARGE
+        } else {
+            StatusCode::BAD_REQUEST
+        };
+        ApiError::new(
+            status,
+            "bad_request",
+            format!("request body: {}", shown(&e.body_text())),
+        )
+    })?;
+    if request.prefixes.is_empty() {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            "no prefixes given",
+        ));
+    }
+    if request.prefixes.len() > state.max_prefixes_per_request {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "too_many_prefixes",
+            format!(
+                "{} prefixes in one request, the limit is {}",
+                request.prefixes.len(),
+                state.max_prefixes_per_request
+            ),
+        ));
+    }
+    let prefixes = request
+        .prefixes
+        .iter()
+        .map(|p| parse_prefix(&state, p))
+        .collect::<Result<Vec<_>, _>>()?;
+    let results = prefixes
+        .into_iter()
+        .map(|p| PrefixResult {
+            prefix: p.to_string(),
+            matches: bucket(&state, p),
+        })
+        .collect();
+    Ok(Json(FullHashSearchResponse {
+        results,
         cache_duration_s: state.cache_duration.as_secs(),
     }))
 }

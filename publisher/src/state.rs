@@ -7,7 +7,10 @@ use std::time::Duration;
 use arc_swap::ArcSwapOption;
 use axum::body::Bytes;
 use blocksieve_format::api::BuildStatus;
-use blocksieve_format::{FullHash, HashPrefix, SnapshotHeader};
+use blocksieve_format::{FullHash, RequestPrefix, SnapshotHeader};
+
+use crate::metrics::Metrics;
+use crate::store::ListStore;
 
 /// A published snapshot and the full hashes behind it.
 #[derive(Debug)]
@@ -18,7 +21,7 @@ pub struct Published {
     pub snapshot: Bytes,
     /// Strong entity tag: version and body hash, quoted.
     pub etag: String,
-    /// The list's full hashes, sorted: the full-hash endpoint answers from it.
+    /// The list's full hashes, sorted: the full-hash endpoints answer from it.
     pub hashes: Vec<FullHash>,
 }
 
@@ -34,11 +37,12 @@ impl Published {
         }
     }
 
-    /// The full hashes whose 32-bit prefix is `prefix` (binary search over the
-    /// sorted hashes).
-    pub fn bucket(&self, prefix: HashPrefix) -> &[FullHash] {
-        let start = self.hashes.partition_point(|h| h.prefix() < prefix);
-        let end = start + self.hashes[start..].partition_point(|h| h.prefix() == prefix);
+    /// The full hashes starting with `prefix` (binary search over the sorted
+    /// hashes).
+    pub fn bucket(&self, prefix: RequestPrefix) -> &[FullHash] {
+        let (lo, hi) = prefix.range32();
+        let start = self.hashes.partition_point(|h| h.prefix().0 < lo);
+        let end = start + self.hashes[start..].partition_point(|h| h.prefix().0 <= hi);
         &self.hashes[start..end]
     }
 }
@@ -52,6 +56,8 @@ pub struct ListSlot {
     pub current: ArcSwapOption<Published>,
     /// The outcome of the last build attempt.
     pub last_build: Mutex<Option<BuildStatus>>,
+    /// Where its versions live on disk (for the immutable version URLs).
+    pub store: ListStore,
 }
 
 /// State shared by all handlers.
@@ -61,12 +67,38 @@ pub struct AppState {
     pub lists: Vec<ListSlot>,
     /// Cache duration advertised with full-hash answers.
     pub cache_duration: Duration,
+    /// Next-check hint for agents polling the latest snapshot.
+    pub next_check: Duration,
+    /// Pad each bucket in responses to this many entries (0: off).
+    pub padding: usize,
+    /// Refuse prefixes whose expected bucket exceeds this many hashes.
+    pub max_bucket_entries: u64,
+    /// Most prefixes per search request.
+    pub max_prefixes_per_request: usize,
+    /// Prometheus metrics.
+    pub metrics: Metrics,
 }
 
 impl AppState {
     /// The slot of list `name`.
     pub fn list(&self, name: &str) -> Option<&ListSlot> {
         self.lists.iter().find(|l| l.name == name)
+    }
+
+    /// Whether every list has a snapshot to serve.
+    pub fn ready(&self) -> bool {
+        self.lists.iter().all(|l| l.current.load().is_some())
+    }
+
+    /// Expected number of listed full hashes, over all lists, in the bucket
+    /// of a `bits`-bit prefix.
+    pub fn expected_bucket(&self, bits: u8) -> f64 {
+        let total: u64 = self
+            .lists
+            .iter()
+            .filter_map(|l| l.current.load().as_ref().map(|p| p.hashes.len() as u64))
+            .sum();
+        total as f64 / 2f64.powi(i32::from(bits))
     }
 
     /// Shared handle.

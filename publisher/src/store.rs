@@ -21,9 +21,6 @@ use blocksieve_format::{DecodeLimits, FullHash, SigningKey, TrustedKey, decode};
 
 use crate::Error;
 
-/// How many published versions per list are kept on disk.
-pub const KEEP_VERSIONS: usize = 5;
-
 const TMP_SUFFIX: &str = ".tmp";
 
 /// Writes `bytes` to `path` atomically: temporary file, fsync, rename, fsync
@@ -159,20 +156,31 @@ impl ListStore {
         versions
     }
 
-    /// Publishes a version: hashes first, then the snapshot, then prunes old
-    /// versions.
+    /// The snapshot bytes of `version`, if it is still on disk.
+    pub fn read_snapshot(&self, version: u64) -> Option<Vec<u8>> {
+        fs::read(self.path(version, "snapshot")).ok()
+    }
+
+    /// Publishes a version: hashes first, then the snapshot, then prunes all
+    /// but the newest `keep` versions.
     ///
     /// # Errors
     ///
     /// [`Error::Io`]; a failed write leaves the previous version in place.
-    pub fn publish(&self, version: u64, snapshot: &[u8], hashes: &[FullHash]) -> Result<(), Error> {
+    pub fn publish(
+        &self,
+        version: u64,
+        snapshot: &[u8],
+        hashes: &[FullHash],
+        keep: usize,
+    ) -> Result<(), Error> {
         let mut raw = Vec::with_capacity(hashes.len() * FullHash::LEN);
         for h in hashes {
             raw.extend_from_slice(&h.0);
         }
         write_atomic(&self.path(version, "hashes"), &raw)?;
         write_atomic(&self.path(version, "snapshot"), snapshot)?;
-        for old in self.versions().into_iter().skip(KEEP_VERSIONS) {
+        for old in self.versions().into_iter().skip(keep.max(1)) {
             let _ = fs::remove_file(self.path(old, "snapshot"));
             let _ = fs::remove_file(self.path(old, "hashes"));
         }

@@ -11,6 +11,8 @@ use blocksieve_publisher::{Config, Publisher};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+pub mod feed;
+
 /// The directory of the checked-in fixtures (`tests/fixtures`).
 pub fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures")
@@ -29,11 +31,7 @@ pub fn fixture_lines(name: &str) -> Vec<String> {
 
 /// A source reading `fixtures/<name>` in `format`.
 pub fn fixture_source(name: &str, format: SourceFormat) -> SourceConfig {
-    SourceConfig {
-        path: Some(fixtures().join(name)),
-        builtin: false,
-        format,
-    }
+    SourceConfig::file(fixtures().join(name), format)
 }
 
 /// A configuration with one list `name` over `sources`, data in `data_dir`.
@@ -41,11 +39,7 @@ pub fn config(data_dir: &Path, name: &str, sources: Vec<SourceConfig>) -> Config
     Config {
         listen: SocketAddr::from(([127, 0, 0, 1], 0)),
         data_dir: data_dir.to_owned(),
-        lists: vec![ListConfig {
-            name: name.to_owned(),
-            filter: blocksieve_format::FilterKind::BinaryFuse8,
-            sources,
-        }],
+        lists: vec![ListConfig::new(name, sources)],
         ..Config::default()
     }
 }

@@ -5,3 +5,4 @@
 
 mod api;
 mod end_to_end;
+mod publisher;

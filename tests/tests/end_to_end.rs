@@ -147,11 +147,10 @@ async fn restart_serves_last_snapshot_before_any_rebuild() {
     let mut cfg = config(
         &dir.path().join("data"),
         "phishing",
-        vec![blocksieve_publisher::config::SourceConfig {
-            path: Some(feed.clone()),
-            builtin: false,
-            format: SourceFormat::Urls,
-        }],
+        vec![blocksieve_publisher::config::SourceConfig::file(
+            &feed,
+            SourceFormat::Urls,
+        )],
     );
     cfg.schedule = "0 0 0 1 1 *".to_owned(); // once a year: only the start-up build runs
 
@@ -166,8 +165,10 @@ async fn restart_serves_last_snapshot_before_any_rebuild() {
         .version;
     first.stop().await;
 
-    // The source disappears: every rebuild after the restart fails.
+    // The source disappears, and with it the publisher's last good copy:
+    // every rebuild after the restart fails.
     std::fs::remove_file(&feed).unwrap();
+    std::fs::remove_dir_all(dir.path().join("data").join("sources")).unwrap();
 
     // Opening alone (no build yet) already serves the stored snapshot.
     let reopened = blocksieve_publisher::Publisher::open(cfg.clone()).unwrap();

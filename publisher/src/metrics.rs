@@ -1,0 +1,177 @@
+//! Prometheus metrics, served at `GET /metrics` in the text exposition
+//! format. One registry per publisher (no global state), so several
+//! publishers can live in one process (tests do).
+
+use std::sync::atomic::AtomicU64;
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::{Family, MetricConstructor};
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+type Labels = Vec<(&'static str, String)>;
+
+#[derive(Clone)]
+struct LatencyBuckets;
+
+impl MetricConstructor<Histogram> for LatencyBuckets {
+    fn new_metric(&self) -> Histogram {
+        // 50 µs to ~1.6 s.
+        Histogram::new(exponential_buckets(0.000_05, 2.0, 16))
+    }
+}
+
+/// Every metric the publisher exports.
+pub struct Metrics {
+    registry: Registry,
+    build_duration: Family<Labels, Gauge<f64, AtomicU64>>,
+    entries: Family<Labels, Gauge>,
+    snapshot_bytes: Family<Labels, Gauge>,
+    snapshot_version: Family<Labels, Gauge>,
+    measured_fpr: Family<Labels, Gauge<f64, AtomicU64>>,
+    builds: Family<Labels, Counter>,
+    gate_refusals: Family<Labels, Counter>,
+    source_failures: Family<Labels, Counter>,
+    requests: Family<Labels, Counter>,
+    latency: Family<Labels, Histogram, LatencyBuckets>,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn list(name: &str) -> Labels {
+    vec![("list", name.to_owned())]
+}
+
+impl Metrics {
+    /// A registry with every metric registered.
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("blocksieve");
+        let m = Self {
+            build_duration: Family::default(),
+            entries: Family::default(),
+            snapshot_bytes: Family::default(),
+            snapshot_version: Family::default(),
+            measured_fpr: Family::default(),
+            builds: Family::default(),
+            gate_refusals: Family::default(),
+            source_failures: Family::default(),
+            requests: Family::default(),
+            latency: Family::new_with_constructor(LatencyBuckets),
+            registry: Registry::default(),
+        };
+        registry.register(
+            "build_duration_seconds",
+            "Wall time of the last build",
+            m.build_duration.clone(),
+        );
+        registry.register(
+            "list_entries",
+            "Distinct full hashes in the served snapshot",
+            m.entries.clone(),
+        );
+        registry.register(
+            "snapshot_bytes",
+            "Size of the served snapshot",
+            m.snapshot_bytes.clone(),
+        );
+        registry.register(
+            "snapshot_version",
+            "Version of the served snapshot",
+            m.snapshot_version.clone(),
+        );
+        registry.register(
+            "measured_fpr",
+            "False-positive rate per probe measured by the canary on the last build",
+            m.measured_fpr.clone(),
+        );
+        registry.register("builds", "Build attempts by outcome", m.builds.clone());
+        registry.register(
+            "gate_refusals",
+            "Builds refused by a publishing gate",
+            m.gate_refusals.clone(),
+        );
+        registry.register(
+            "source_failures",
+            "Sources that failed and fell back to their last good content (or failed the build)",
+            m.source_failures.clone(),
+        );
+        registry.register(
+            "http_requests",
+            "HTTP requests by route and status",
+            m.requests.clone(),
+        );
+        registry.register(
+            "http_request_duration_seconds",
+            "HTTP request latency by route",
+            m.latency.clone(),
+        );
+        Self { registry, ..m }
+    }
+
+    /// Records a served snapshot.
+    pub fn snapshot_served(&self, name: &str, version: u64, entries: u64, bytes: u64) {
+        let l = list(name);
+        self.snapshot_version
+            .get_or_create(&l)
+            .set(i64::try_from(version).unwrap_or(i64::MAX));
+        self.entries
+            .get_or_create(&l)
+            .set(i64::try_from(entries).unwrap_or(i64::MAX));
+        self.snapshot_bytes
+            .get_or_create(&l)
+            .set(i64::try_from(bytes).unwrap_or(i64::MAX));
+    }
+
+    /// Records a build attempt: `outcome` is `published`, `refused` or `failed`.
+    pub fn build_finished(&self, name: &str, outcome: &'static str, seconds: f64, measured_fpr: Option<f64>) {
+        let mut l = list(name);
+        self.build_duration.get_or_create(&l).set(seconds);
+        if let Some(f) = measured_fpr {
+            self.measured_fpr.get_or_create(&l).set(f);
+        }
+        l.push(("outcome", outcome.to_owned()));
+        self.builds.get_or_create(&l).inc();
+    }
+
+    /// Records a gate refusal.
+    pub fn gate_refused(&self, name: &str, gate: &str) {
+        let mut l = list(name);
+        l.push(("gate", gate.to_owned()));
+        self.gate_refusals.get_or_create(&l).inc();
+    }
+
+    /// Records a failed source.
+    pub fn source_failed(&self, name: &str) {
+        self.source_failures.get_or_create(&list(name)).inc();
+    }
+
+    /// Records one HTTP request.
+    pub fn request(&self, route: &str, status: u16, seconds: f64) {
+        let route = vec![("route", route.to_owned())];
+        self.latency.get_or_create(&route).observe(seconds);
+        let mut l = route;
+        l.push(("status", status.to_string()));
+        self.requests.get_or_create(&l).inc();
+    }
+
+    /// The text exposition of every metric.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        if encode(&mut out, &self.registry).is_err() {
+            out.clear();
+        }
+        out
+    }
+}

@@ -1,0 +1,114 @@
+//! A fake feed server on 127.0.0.1:0 for injecting source faults: it serves
+//! whatever body, status and content type a test sets, honours `ETag` /
+//! `If-None-Match`, and records every request.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+
+/// What the fake feed answers.
+#[derive(Debug, Clone)]
+pub struct FeedResponse {
+    /// Status code.
+    pub status: u16,
+    /// Body bytes.
+    pub body: Vec<u8>,
+    /// `Content-Type`.
+    pub content_type: String,
+    /// `ETag`, if any; a matching `If-None-Match` gets a 304.
+    pub etag: Option<String>,
+}
+
+/// One request the fake feed saw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SeenRequest {
+    /// The `If-None-Match` header, if sent.
+    pub if_none_match: Option<String>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    response: FeedResponse,
+    seen: Vec<SeenRequest>,
+}
+
+/// A running fake feed.
+#[derive(Debug, Clone)]
+pub struct FakeFeed {
+    /// Where it listens.
+    pub addr: SocketAddr,
+    shared: Arc<Mutex<Shared>>,
+}
+
+impl FakeFeed {
+    /// Starts serving `body` as `text/plain` with status 200 at `/feed.txt`.
+    ///
+    /// # Panics
+    ///
+    /// When no port can be bound.
+    pub async fn start(body: &[u8]) -> Self {
+        let shared = Arc::new(Mutex::new(Shared {
+            response: FeedResponse {
+                status: 200,
+                body: body.to_vec(),
+                content_type: "text/plain".into(),
+                etag: None,
+            },
+            seen: Vec::new(),
+        }));
+        let app = Router::new()
+            .route("/feed.txt", get(serve))
+            .with_state(shared.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Self { addr, shared }
+    }
+
+    /// The feed URL.
+    pub fn url(&self) -> String {
+        format!("http://{}/feed.txt", self.addr)
+    }
+
+    /// Changes what the feed answers.
+    pub fn set(&self, f: impl FnOnce(&mut FeedResponse)) {
+        if let Ok(mut s) = self.shared.lock() {
+            f(&mut s.response);
+        }
+    }
+
+    /// Requests seen so far.
+    pub fn seen(&self) -> Vec<SeenRequest> {
+        self.shared.lock().map(|s| s.seen.clone()).unwrap_or_default()
+    }
+}
+
+async fn serve(State(shared): State<Arc<Mutex<Shared>>>, headers: HeaderMap) -> Response {
+    let inm = headers
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let Ok(mut s) = shared.lock() else {
+        return StatusCode::INTERNAL_SERVER_ERROR.into_response();
+    };
+    s.seen.push(SeenRequest {
+        if_none_match: inm.clone(),
+    });
+    let r = s.response.clone();
+    if r.status == 200 && r.etag.is_some() && inm == r.etag {
+        return StatusCode::NOT_MODIFIED.into_response();
+    }
+    let status = StatusCode::from_u16(r.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut response = (status, [(header::CONTENT_TYPE, r.content_type)], r.body).into_response();
+    if let Some(etag) = r.etag.and_then(|e| e.parse().ok()) {
+        response.headers_mut().insert(header::ETAG, etag);
+    }
+    response
+}

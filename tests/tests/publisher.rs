@@ -1,0 +1,641 @@
+//! The publisher as an operator runs it: real fixture feeds in every format,
+//! a fake feed server for faults, publishing gates, and the serving API.
+
+use std::time::Duration;
+
+use blocksieve_format::api::{ErrorResponse, FullHashResponse, FullHashSearchResponse, ListsResponse};
+use blocksieve_format::{FullHash, canonicalize};
+use blocksieve_publisher::config::{ListConfig, SourceConfig, SourceFormat};
+use blocksieve_publisher::sources::{url_expression, url_expressions};
+use blocksieve_publisher::{Config, Error, Publisher};
+use blocksieve_tests::feed::FakeFeed;
+use blocksieve_tests::{RunningPublisher, config, fixture_lines, fixtures};
+
+fn publisher_with(dir: &std::path::Path, lists: Vec<ListConfig>) -> Publisher {
+    let mut cfg = config(dir, "unused", vec![]);
+    cfg.lists = lists;
+    Publisher::open(cfg).unwrap()
+}
+
+fn entries(p: &Publisher, list: usize) -> Vec<FullHash> {
+    p.state().lists[list]
+        .current
+        .load()
+        .as_ref()
+        .unwrap()
+        .hashes
+        .clone()
+}
+
+fn url_hash(url: &str) -> FullHash {
+    FullHash::of(url_expression(url.as_bytes()).unwrap().as_bytes())
+}
+
+#[tokio::test]
+async fn each_source_format_parses_its_real_fixture() {
+    let dir = tempfile::tempdir().unwrap();
+    // An already-hashed list: the full hashes of the first 50 fixture URLs.
+    let urls = fixture_lines("phishing-urls.txt");
+    let hashed: Vec<FullHash> = urls[..50].iter().map(|u| url_hash(u)).collect();
+    let sha_file = dir.path().join("hashes.txt");
+    let text: String = hashed.iter().map(|h| format!("{h}\n")).collect();
+    std::fs::write(&sha_file, format!("# sha256 list\n{text}")).unwrap();
+
+    let f = |name: &str, format| SourceConfig::file(fixtures().join(name), format);
+    let mut csv = f("phishing-urls.csv", SourceFormat::Csv);
+    csv.column = Some("url".into());
+    let lists = vec![
+        ListConfig::new("urls", vec![f("phishing-urls.txt", SourceFormat::Urls)]),
+        ListConfig::new("hosts", vec![f("phishing-hosts.txt", SourceFormat::Hosts)]),
+        ListConfig::new(
+            "domains",
+            vec![f("stevenblack-domains.txt", SourceFormat::Domains)],
+        ),
+        ListConfig::new(
+            "adblock",
+            vec![f("urlhaus-filter.txt", SourceFormat::AdblockHosts)],
+        ),
+        ListConfig::new("csv", vec![csv]),
+        ListConfig::new(
+            "json",
+            vec![f("metamask-eth-phishing-config.json", SourceFormat::Json)],
+        ),
+        ListConfig::new(
+            "sha256",
+            vec![SourceConfig::file(&sha_file, SourceFormat::Sha256)],
+        ),
+    ];
+    let p = publisher_with(&dir.path().join("data"), lists);
+    let outcomes = p.build_all().await;
+    for o in &outcomes {
+        let r = o.report.as_ref().unwrap();
+        assert!(o.result.is_ok(), "{}: {:?}", o.list, o.result);
+        eprintln!(
+            "{}: {} lines, {} accepted, {} distinct, rejected {:?}",
+            o.list, r.parse.lines, r.parse.accepted, r.sizing.entries, r.parse.rejected
+        );
+    }
+    let report = |i: usize| outcomes[i].report.as_ref().unwrap();
+    // urls: every line accepted; duplicates collapse.
+    assert_eq!(report(0).parse.rejected_total(), 0);
+    assert!(report(0).sizing.entries >= 290);
+    // hosts: 200 names, header comments skipped.
+    assert_eq!(report(1).parse.accepted, 200);
+    // domains: the mid-file "# Title" block is a comment, not an entry.
+    assert_eq!(report(2).parse.rejected_total(), 0);
+    assert!(report(2).sizing.entries >= 140);
+    // adblock: hosts and path rules, `!` header skipped.
+    assert_eq!(report(3).parse.accepted, 160);
+    let rule = fixture_lines("urlhaus-filter.txt")
+        .into_iter()
+        .find(|l| l.starts_with("||"))
+        .unwrap();
+    let path_rule = rule.trim_start_matches("||").trim_end_matches("^$all");
+    assert!(
+        entries(&p, 3).contains(&url_hash(&format!("http://{path_rule}"))),
+        "{rule}"
+    );
+    // csv: the same 100 URLs as the first 100 lines of the URL list.
+    let csv_hashes: std::collections::BTreeSet<FullHash> = entries(&p, 4).into_iter().collect();
+    let expected: std::collections::BTreeSet<FullHash> = urls[..100]
+        .iter()
+        .flat_map(|u| url_expressions(u.as_bytes()).unwrap())
+        .map(|e| FullHash::of(e.as_bytes()))
+        .collect();
+    assert!(
+        csv_hashes == expected,
+        "csv: {} hashes, expected {}",
+        csv_hashes.len(),
+        expected.len()
+    );
+    // json: the blacklist, not the whitelist.
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(fixtures().join("metamask-eth-phishing-config.json")).unwrap())
+            .unwrap();
+    let first_black = json["blacklist"][0].as_str().unwrap();
+    let first_white = json["whitelist"][0].as_str().unwrap();
+    let dom = |d: &str| FullHash::of(format!("{}/", canonicalize(d).unwrap().host()).as_bytes());
+    assert!(entries(&p, 5).contains(&dom(first_black)));
+    assert!(!entries(&p, 5).contains(&dom(first_white)));
+    // sha256: exactly the given hashes.
+    let mut want = hashed.clone();
+    want.sort_unstable();
+    want.dedup();
+    assert_eq!(entries(&p, 6), want);
+}
+
+#[tokio::test]
+async fn public_suffix_and_loopback_entries_are_never_published() {
+    let dir = tempfile::tempdir().unwrap();
+    let feed = dir.path().join("d.txt");
+    std::fs::write(
+        &feed,
+        "com\nco.uk\ngithub.io\nblogspot.com\n127.0.0.1\nevil.example\nuser.github.io\n",
+    )
+    .unwrap();
+    let p = publisher_with(
+        &dir.path().join("data"),
+        vec![ListConfig::new(
+            "d",
+            vec![SourceConfig::file(&feed, SourceFormat::Domains)],
+        )],
+    );
+    let o = p.build_list(0).await;
+    let r = o.report.unwrap();
+    assert_eq!(r.sizing.entries, 2, "{:?}", r.parse.rejected);
+    assert_eq!(
+        r.parse.rejected["host is a public suffix (would block a whole registry)"],
+        4
+    );
+    assert_eq!(r.parse.rejected["host is a loopback or unspecified address"], 1);
+    assert!(r.parse.samples.iter().any(|(line, _)| line == "com"));
+}
+
+fn http_list(url: &str) -> ListConfig {
+    ListConfig::new("feed", vec![SourceConfig::http(url, SourceFormat::Urls)])
+}
+
+fn n_urls(n: usize) -> String {
+    (0..n)
+        .map(|i| format!("http://host{i}.example/phish\n"))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failing_sources_keep_their_last_good_content() {
+    let dir = tempfile::tempdir().unwrap();
+    let feed = FakeFeed::start(n_urls(300).as_bytes()).await;
+    feed.set(|r| r.etag = Some("\"v1\"".into()));
+    let p = publisher_with(dir.path(), vec![http_list(&feed.url())]);
+    let first = p.build_list(0).await;
+    let v1 = first.result.unwrap();
+    assert_eq!(first.report.unwrap().sources[0].state, "fresh");
+
+    // Unchanged feed: conditional GET, 304, the cached copy is used.
+    let second = p.build_list(0).await;
+    assert!(second.result.is_ok());
+    assert_eq!(second.report.unwrap().sources[0].state, "not_modified");
+    assert_eq!(
+        feed.seen().last().unwrap().if_none_match.as_deref(),
+        Some("\"v1\"")
+    );
+
+    // 500, an HTML page (by content type, then by content), and a parse
+    // collapse: each keeps the last good content and says so.
+    type Fault = Box<dyn Fn(&mut blocksieve_tests::feed::FeedResponse)>;
+    let faults: Vec<(&str, Fault)> = vec![
+        ("HTTP 500", Box::new(|r| r.status = 500)),
+        (
+            "HTML page",
+            Box::new(|r| {
+                r.status = 200;
+                r.etag = None;
+                r.content_type = "text/html; charset=utf-8".into();
+                r.body = b"<html><body>Sign in</body></html>".to_vec();
+            }),
+        ),
+        (
+            "HTML page",
+            Box::new(|r| {
+                r.content_type = "text/plain".into();
+                r.body = b"\n<!DOCTYPE html>\n<html><head><title>503</title></head></html>".to_vec();
+            }),
+        ),
+        (
+            "parse collapsed",
+            Box::new(|r| {
+                r.body = (0..300)
+                    .map(|i| format!("/not/a/url/{i}\n"))
+                    .collect::<String>()
+                    .into_bytes();
+            }),
+        ),
+    ];
+    for (expected, fault) in faults {
+        feed.set(fault);
+        let o = p.build_list(0).await;
+        assert!(o.result.is_ok(), "{expected}: {:?}", o.result);
+        let r = o.report.unwrap();
+        let s = &r.sources[0];
+        assert_eq!(s.state, "last_good", "{expected}");
+        assert!(
+            s.error.as_deref().unwrap().contains(expected),
+            "{expected}: {:?}",
+            s.error
+        );
+        assert_eq!(r.sizing.entries, 300, "{expected}");
+        assert!(p.state().lists[0].current.load().as_ref().unwrap().header.version > v1);
+    }
+    let status = p.state().lists[0].last_build.lock().unwrap().clone().unwrap();
+    assert_eq!(status.sources[0].state, "last_good");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_source_with_no_last_good_content_fails_the_build() {
+    let dir = tempfile::tempdir().unwrap();
+    let feed = FakeFeed::start(b"").await;
+    feed.set(|r| r.status = 503);
+    let p = publisher_with(dir.path(), vec![http_list(&feed.url())]);
+    let o = p.build_list(0).await;
+    assert!(
+        matches!(&o.result, Err(Error::Source(m)) if m.contains("503") && m.contains("no last good")),
+        "{:?}",
+        o.result
+    );
+    assert!(p.state().lists[0].current.load().is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gates_refuse_empty_and_shrunken_lists_and_force_overrides_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let feed = FakeFeed::start(n_urls(200).as_bytes()).await;
+    let p = publisher_with(dir.path(), vec![http_list(&feed.url())]);
+    let v1 = p.build_list(0).await.result.unwrap();
+
+    // Shrinks from 200 to 90 (55 %): refused, version 1 keeps serving.
+    feed.set(|r| r.body = n_urls(90).into_bytes());
+    let o = p.build_list(0).await;
+    assert!(
+        matches!(&o.result, Err(Error::Refused(m)) if m.contains("max_shrink")),
+        "{:?}",
+        o.result
+    );
+    assert_eq!(
+        p.state().lists[0].current.load().as_ref().unwrap().header.version,
+        v1
+    );
+    let status = p.state().lists[0].last_build.lock().unwrap().clone().unwrap();
+    assert_eq!(status.refused_by_gate.as_deref(), Some("max_shrink"));
+    assert!(!status.ok);
+    assert!(p.state().metrics.render().contains("gate=\"max_shrink\""));
+
+    // --force publishes it once; the next shrink is refused again.
+    p.force_next_build();
+    let forced = p.build_list(0).await.result.unwrap();
+    assert!(forced > v1);
+    assert!(
+        p.state().lists[0]
+            .last_build
+            .lock()
+            .unwrap()
+            .as_ref()
+            .unwrap()
+            .forced
+    );
+    feed.set(|r| r.body = n_urls(10).into_bytes());
+    assert!(matches!(p.build_list(0).await.result, Err(Error::Refused(_))));
+
+    // A list of nothing but comments: the empty gate.
+    let dir2 = tempfile::tempdir().unwrap();
+    let empty = FakeFeed::start(b"# nothing here\n\n# at all\n").await;
+    let p2 = publisher_with(dir2.path(), vec![http_list(&empty.url())]);
+    let o = p2.build_list(0).await;
+    assert!(
+        matches!(&o.result, Err(Error::Refused(m)) if m.contains("min_entries")),
+        "{:?}",
+        o.result
+    );
+    assert!(p2.state().lists[0].current.load().is_none());
+}
+
+#[tokio::test]
+async fn canary_false_positive_rate_is_measured_and_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let feed = dir.path().join("f.txt");
+    std::fs::write(&feed, n_urls(20_000)).unwrap();
+    let p = publisher_with(
+        &dir.path().join("data"),
+        vec![ListConfig::new(
+            "c",
+            vec![SourceConfig::file(&feed, SourceFormat::Urls)],
+        )],
+    );
+    let o = p.build_list(0).await;
+    let s = o.report.unwrap().sizing;
+    // BinaryFuse8: 2^-8 per probe; 100,000 probes put the measurement within ±20 %.
+    assert!((s.measured_fpr / s.theoretical_fpr - 1.0).abs() < 0.2, "{s:?}");
+    let header = p.state().lists[0].current.load().as_ref().unwrap().header.clone();
+    assert_eq!(header.measured_fpr, s.measured_fpr);
+    assert_eq!(header.request_prefix_bits, 8);
+    assert!(
+        (s.expected_full_hash_requests_per_1000 - 18.0).abs() < 1.0,
+        "{s:?}"
+    );
+}
+
+async fn serve(
+    lists: Vec<ListConfig>,
+    tweak: impl FnOnce(&mut Config),
+) -> (RunningPublisher, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(dir.path(), "unused", vec![]);
+    cfg.lists = lists;
+    tweak(&mut cfg);
+    let server = RunningPublisher::start(cfg).await;
+    server.wait_ready(Duration::from_secs(60)).await;
+    (server, dir)
+}
+
+fn fixture_list() -> ListConfig {
+    ListConfig::new(
+        "phishing",
+        vec![SourceConfig::file(
+            fixtures().join("phishing-urls.txt"),
+            SourceFormat::Urls,
+        )],
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn latest_and_immutable_snapshot_urls() {
+    let (server, _dir) = serve(vec![fixture_list()], |_| {}).await;
+    let client = reqwest::Client::new();
+    let base = server.base_url();
+    let latest = client
+        .get(format!("{base}/v1/lists/phishing/snapshot"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(latest.status(), 200);
+    assert_eq!(latest.headers()["cache-control"], "public, max-age=300");
+    assert_eq!(latest.headers()["x-blocksieve-next-check"], "300");
+    let location = latest.headers()["content-location"].to_str().unwrap().to_owned();
+    let etag = latest.headers()["etag"].to_str().unwrap().to_owned();
+    let bytes = latest.bytes().await.unwrap();
+    let not_modified = client
+        .get(format!("{base}/v1/lists/phishing/snapshot"))
+        .header("if-none-match", &etag)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(not_modified.status(), 304);
+    assert_eq!(not_modified.headers()["x-blocksieve-next-check"], "300");
+
+    // The versioned URL: same bytes, cacheable forever.
+    let v = client.get(format!("{base}{location}")).send().await.unwrap();
+    assert_eq!(v.status(), 200);
+    assert_eq!(
+        v.headers()["cache-control"],
+        "public, max-age=31536000, immutable"
+    );
+    assert_eq!(v.bytes().await.unwrap(), bytes);
+
+    // After a rebuild the old version is still downloadable from disk.
+    let old_version = location.rsplit('/').next().unwrap().to_owned();
+    server.publisher.build_list(0).await.result.unwrap();
+    let old = client.get(format!("{base}{location}")).send().await.unwrap();
+    assert_eq!(old.status(), 200);
+    assert_eq!(old.bytes().await.unwrap(), bytes);
+    let newer = client
+        .get(format!("{base}/v1/lists/phishing/snapshot"))
+        .send()
+        .await
+        .unwrap();
+    assert_ne!(newer.headers()["content-location"].to_str().unwrap(), location);
+
+    for (path, status, code) in [
+        (
+            "/v1/lists/phishing/snapshots/1".to_owned(),
+            404,
+            "unknown_version",
+        ),
+        ("/v1/lists/phishing/snapshots/abc".to_owned(), 400, "bad_version"),
+        (
+            format!("/v1/lists/nope/snapshots/{old_version}"),
+            404,
+            "unknown_list",
+        ),
+        (
+            "/v1/lists/..%2F..%2Fsigning.key/snapshots/1".to_owned(),
+            404,
+            "unknown_list",
+        ),
+    ] {
+        let r = client.get(format!("{base}{path}")).send().await.unwrap();
+        assert_eq!(r.status().as_u16(), status, "{path}");
+        assert_eq!(
+            r.json::<ErrorResponse>().await.unwrap().error.code,
+            code,
+            "{path}"
+        );
+    }
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hashes_search_takes_up_to_1000_prefixes() {
+    let (server, _dir) = serve(vec![fixture_list()], |_| {}).await;
+    let client = reqwest::Client::new();
+    let url = format!("{}/v1/hashes:search", server.base_url());
+    let listed = url_hash(&fixture_lines("phishing-urls.txt")[3]);
+    let mut prefixes: Vec<String> = (0..999u32)
+        .map(|i| format!("{:08x}", i.wrapping_mul(2_654_435_761)))
+        .collect();
+    prefixes.push(listed.prefix().to_string());
+    let r = client
+        .post(&url)
+        .json(&serde_json::json!({ "prefixes": prefixes }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let body: FullHashSearchResponse = r.json().await.unwrap();
+    assert_eq!(body.results.len(), 1000);
+    assert_eq!(body.results[999].prefix, listed.prefix().to_string());
+    assert!(
+        body.results[999]
+            .matches
+            .iter()
+            .any(|m| m.full_hash == listed.to_string())
+    );
+    assert!(body.cache_duration_s > 0);
+
+    // A shorter prefix returns every hash it covers.
+    let short = &listed.prefix().to_string()[..2];
+    let r: FullHashResponse = client
+        .get(format!("{}/v1/hashes/{short}", server.base_url()))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(r.matches.iter().any(|m| m.full_hash == listed.to_string()));
+    assert!(r.matches.iter().all(|m| m.full_hash.starts_with(short)));
+
+    prefixes.push("abcdef01".into());
+    let cases: Vec<(serde_json::Value, &str)> = vec![
+        (serde_json::json!({ "prefixes": prefixes }), "too_many_prefixes"),
+        (serde_json::json!({ "prefixes": ["zz"] }), "bad_prefix"),
+        (serde_json::json!({ "prefixes": ["a"] }), "bad_prefix"),
+        (serde_json::json!({ "prefixes": [] }), "bad_request"),
+        (serde_json::json!({ "nope": 1 }), "bad_request"),
+    ];
+    for (body, code) in cases {
+        let r = client.post(&url).json(&body).send().await.unwrap();
+        assert_eq!(r.status(), 400, "{body}");
+        assert_eq!(
+            r.json::<ErrorResponse>().await.unwrap().error.code,
+            code,
+            "{body}"
+        );
+    }
+    let r = client
+        .post(&url)
+        .header("content-type", "application/json")
+        .body("{not json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    let huge = format!("{{\"prefixes\": [\"{}\"]}}", "a".repeat(200_000));
+    let r = client
+        .post(&url)
+        .header("content-type", "application/json")
+        .body(huge)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 413);
+    assert_eq!(
+        client
+            .get(format!("{}/healthz", server.base_url()))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bucket_cap_refuses_too_short_prefixes() {
+    let (server, _dir) = serve(vec![fixture_list()], |c| c.max_bucket_entries = 8).await;
+    let client = reqwest::Client::new();
+    // ~300 hashes: a 8-bit prefix selects ~1.2, fine; cap 8 still allows it.
+    let ok = client
+        .get(format!("{}/v1/hashes/ab", server.base_url()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ok.status(), 200);
+    server.stop().await;
+
+    let (server, _dir) = serve(vec![fixture_list()], |c| c.max_bucket_entries = 1).await;
+    let r = client
+        .get(format!("{}/v1/hashes/ab", server.base_url()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    assert_eq!(
+        r.json::<ErrorResponse>().await.unwrap().error.code,
+        "prefix_too_short"
+    );
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn padding_makes_hit_and_miss_the_same_size() {
+    let (server, _dir) = serve(vec![fixture_list()], |c| c.padding = 4).await;
+    let client = reqwest::Client::new();
+    let listed = url_hash(&fixture_lines("phishing-urls.txt")[0]).prefix();
+    let unlisted = FullHash::of(b"surely-not-listed.example/").prefix();
+    let get = |p: String| {
+        let client = client.clone();
+        let base = server.base_url();
+        async move {
+            client
+                .get(format!("{base}/v1/hashes/{p}"))
+                .send()
+                .await
+                .unwrap()
+                .bytes()
+                .await
+                .unwrap()
+        }
+    };
+    let hit = get(listed.to_string()).await;
+    let miss = get(unlisted.to_string()).await;
+    assert_eq!(hit.len(), miss.len());
+    let hit: FullHashResponse = serde_json::from_slice(&hit).unwrap();
+    let miss: FullHashResponse = serde_json::from_slice(&miss).unwrap();
+    assert_eq!(hit.matches.len(), 4);
+    assert_eq!(miss.matches.len(), 4);
+    assert!(
+        miss.matches
+            .iter()
+            .all(|m| m.full_hash.starts_with(&unlisted.to_string()))
+    );
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readyz_lists_status_and_metrics() {
+    let (server, _dir) = serve(vec![fixture_list()], |_| {}).await;
+    let client = reqwest::Client::new();
+    let base = server.base_url();
+    assert_eq!(
+        client
+            .get(format!("{base}/readyz"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    let lists: ListsResponse = client
+        .get(format!("{base}/v1/lists"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let build = lists.lists[0].last_build.as_ref().unwrap();
+    assert!(build.ok);
+    let sizing = build.sizing.as_ref().unwrap();
+    assert_eq!(sizing.filter_kind, "binary_fuse8");
+    assert!(sizing.measured_fpr > 0.0);
+    let _ = client.get(format!("{base}/v1/hashes/zz")).send().await.unwrap();
+    let metrics = client
+        .get(format!("{base}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for needle in [
+        "blocksieve_list_entries{list=\"phishing\"}",
+        "blocksieve_measured_fpr{list=\"phishing\"}",
+        "blocksieve_builds_total{list=\"phishing\",outcome=\"published\"}",
+        "blocksieve_http_requests_total{route=\"/v1/hashes/{prefix}\",status=\"400\"}",
+        "blocksieve_http_request_duration_seconds_bucket",
+    ] {
+        assert!(metrics.contains(needle), "missing {needle} in\n{metrics}");
+    }
+    server.stop().await;
+
+    // A list whose source cannot be read has no snapshot: not ready.
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(
+        dir.path(),
+        "broken",
+        vec![SourceConfig::file(
+            dir.path().join("missing.txt"),
+            SourceFormat::Urls,
+        )],
+    );
+    cfg.schedule = "0 0 0 1 1 *".into();
+    let server = RunningPublisher::start(cfg).await;
+    let r = client
+        .get(format!("{}/readyz", server.base_url()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 503);
+    assert_eq!(r.json::<ErrorResponse>().await.unwrap().error.code, "not_ready");
+    server.stop().await;
+}
