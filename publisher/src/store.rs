@@ -35,11 +35,15 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), Error> {
     let mut tmp_name = path.file_name().unwrap_or_default().to_owned();
     tmp_name.push(TMP_SUFFIX);
     let tmp = dir.join(tmp_name);
-    let mut f = fs::File::create(&tmp).map_err(io)?;
-    f.write_all(bytes).map_err(io)?;
-    f.sync_all().map_err(io)?;
-    drop(f);
-    fs::rename(&tmp, path).map_err(io)?;
+    let written = fs::File::create(&tmp).and_then(|mut f| {
+        f.write_all(bytes)?;
+        f.sync_all()
+    });
+    if let Err(e) = written.and_then(|()| fs::rename(&tmp, path)) {
+        // A full disk or an I/O error: leave nothing half-written behind.
+        let _ = fs::remove_file(&tmp);
+        return Err(io(e));
+    }
     fs::File::open(dir).and_then(|d| d.sync_all()).map_err(io)?;
     Ok(())
 }

@@ -1,0 +1,199 @@
+//! Crash safety of publishing: SIGKILL at random points of a build and its
+//! write, and a full disk, never leave a partial snapshot and never stop the
+//! last good one from serving.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use blocksieve_format::{DecodeLimits, TrustedKey, decode, parse_header_unverified};
+use blocksieve_publisher::config::{ListConfig, SourceConfig, SourceFormat};
+use blocksieve_publisher::{Config, Publisher};
+use rand::{Rng as _, SeedableRng as _};
+
+const BIN: &str = env!("CARGO_BIN_EXE_blocksieve-publisher");
+
+fn feed(n: usize, salt: usize) -> String {
+    (0..n)
+        .map(|i| format!("http://host{i}.example/p/{salt}\n"))
+        .collect()
+}
+
+fn write_config(dir: &Path, feed: &Path) -> PathBuf {
+    let path = dir.join("config.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "data_dir = {:?}\n[[lists]]\nname = \"crash\"\nsources = [{{ path = {:?}, format = \"urls\" }}]\n",
+            dir.join("data"),
+            feed
+        ),
+    )
+    .unwrap();
+    path
+}
+
+fn build(config: &Path) -> std::process::Child {
+    Command::new(BIN)
+        .args(["build", "--force", "--config"])
+        .arg(config)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn publisher")
+}
+
+/// Every snapshot file on disk verifies; returns the versions found.
+fn check_disk(list_dir: &Path, key: &TrustedKey) -> Vec<u64> {
+    let mut versions = Vec::new();
+    for entry in std::fs::read_dir(list_dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if let Some(v) = name.strip_suffix(".snapshot") {
+            let bytes = std::fs::read(&path).unwrap();
+            let header = parse_header_unverified(&bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
+            decode(
+                &bytes,
+                std::slice::from_ref(key),
+                &DecodeLimits::default(),
+                header.created_at,
+            )
+            .unwrap_or_else(|e| panic!("partial or corrupt snapshot {name}: {e}"));
+            let hashes = list_dir.join(format!("{v}.hashes"));
+            assert!(hashes.exists(), "{name} published before its hashes");
+            versions.push(v.parse().unwrap());
+        }
+    }
+    versions
+}
+
+#[test]
+fn sigkill_during_builds_never_leaves_a_partial_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let feed_path = dir.path().join("feed.txt");
+    std::fs::write(&feed_path, feed(40_000, 0)).unwrap();
+    let config = write_config(dir.path(), &feed_path);
+    let list_dir = dir.path().join("data/lists/crash");
+
+    // One complete build: the last good snapshot, and how long a build takes.
+    let started = Instant::now();
+    assert!(build(&config).wait().unwrap().success());
+    let full = started.elapsed();
+    let cfg = Config::from_file(&config).unwrap();
+    let key = Publisher::open(cfg.clone()).unwrap().public_key().clone();
+    let first = check_disk(&list_dir, &key);
+    assert_eq!(first.len(), 1);
+
+    let mut rng = rand::rngs::StdRng::seed_from_u64(0x5eed_c4a5);
+    let (mut kept_old, mut got_new) = (0, 0);
+    let mut served = first[0];
+    for round in 1..=20 {
+        std::fs::write(&feed_path, feed(40_000, round)).unwrap();
+        let mut child = build(&config);
+        // Kill anywhere from start-up to just past the end of a normal build.
+        let delay = full.mul_f64(rng.gen_range(0.0..1.2));
+        std::thread::sleep(delay);
+        let _ = child.kill(); // SIGKILL
+        let _ = child.wait();
+
+        // Restart: opening the data directory must find a complete, verifiable
+        // snapshot, never a partial one, and clean up temporary files.
+        let publisher = Publisher::open(cfg.clone()).unwrap();
+        let current = publisher.state().lists[0]
+            .current
+            .load_full()
+            .expect("a snapshot after the crash");
+        assert!(
+            current.header.version >= served,
+            "round {round}: went back in time"
+        );
+        if current.header.version > served {
+            got_new += 1;
+        } else {
+            kept_old += 1;
+        }
+        served = current.header.version;
+        let versions = check_disk(&list_dir, &key);
+        assert!(versions.contains(&served));
+        let leftovers: Vec<_> = std::fs::read_dir(&list_dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".tmp"))
+            .collect();
+        assert!(
+            leftovers.is_empty(),
+            "round {round}: temporary files left: {leftovers:?}"
+        );
+    }
+    eprintln!(
+        "20/20 kills recovered (build {:?}): {kept_old} kept the previous snapshot, {got_new} had published the new one",
+        full
+    );
+}
+
+#[tokio::test]
+async fn disk_full_while_publishing_fails_cleanly_and_keeps_the_old_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    // A 512 KiB tmpfs as the data directory (needs root; CI runs as root).
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=512k", "tmpfs"])
+        .arg(&data)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !mounted {
+        eprintln!("SKIPPED: cannot mount a tmpfs here (not root?)");
+        return;
+    }
+    struct Unmount(PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _guard = Unmount(data.clone());
+
+    let feed_path = dir.path().join("feed.txt");
+    std::fs::write(&feed_path, feed(300, 0)).unwrap();
+    let mut cfg = Config {
+        data_dir: data.clone(),
+        lists: vec![ListConfig::new(
+            "full",
+            vec![SourceConfig::file(&feed_path, SourceFormat::Urls)],
+        )],
+        ..Config::default()
+    };
+    cfg.schedule = "0 0 0 1 1 *".into();
+    let publisher = Publisher::open(cfg.clone()).unwrap();
+    let v1 = publisher.build_list(0).await.result.unwrap();
+
+    // 30,000 entries need ~1 MiB of full hashes: more than the disk has.
+    std::fs::write(&feed_path, feed(30_000, 1)).unwrap();
+    let outcome = publisher.build_list(0).await;
+    let err = outcome.result.unwrap_err().to_string();
+    assert!(err.contains("No space left") || err.contains("i/o"), "{err}");
+    let current = publisher.state().lists[0].current.load_full().unwrap();
+    assert_eq!(current.header.version, v1, "the old snapshot keeps serving");
+
+    // Nothing half-written is left, and a restart serves the old snapshot.
+    let list_dir = data.join("lists/full");
+    let names: Vec<String> = std::fs::read_dir(&list_dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(names.iter().all(|n| !n.ends_with(".tmp")), "{names:?}");
+    let reopened = Publisher::open(cfg).unwrap();
+    assert_eq!(
+        reopened.state().lists[0]
+            .current
+            .load()
+            .as_ref()
+            .unwrap()
+            .header
+            .version,
+        v1
+    );
+}
