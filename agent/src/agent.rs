@@ -1,33 +1,64 @@
-//! [`Agent`]: the per-list filter slots, the update round and URL checks.
+//! [`Agent`]: the runtime around [`crate::core`] — per-list filter slots,
+//! the update round, persistence, URL checks with cache and single flight.
 
+use std::collections::{BTreeSet, HashMap};
 use std::fmt;
-use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, SystemTime};
 
 use arc_swap::ArcSwapOption;
-use blocksieve_format::{SnapshotHeader, TrustedKey, VerifiedSnapshot, decode};
+use blocksieve_format::api::{FullHashSearchRequest, FullHashSearchResponse};
+use blocksieve_format::{SnapshotHeader, TrustedKey};
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+use tokio::sync::watch;
 
 use crate::Error;
 use crate::config::{AgentBuilder, Settings};
+use crate::core::accept::{self, AcceptedSnapshot, ListRecord, Restored, VersionFloor};
+use crate::core::cache::FullHashCache;
+use crate::core::lookup::{self, Answer, LocalLookup, UrlHashes, Verdict};
+use crate::core::prefix::{self, PlannedRequest, RequestPrefix};
+use crate::core::schedule::FullHashBackoff;
 use crate::http::{self, SnapshotFetch};
-use crate::lookup::{self, LocalLookup, UrlHashes, Verdict};
 use crate::stats::{Counters, Stats};
-use crate::update::{self, Decision, ListUpdate, UpdateReport};
+use crate::status::{ListStatus, SnapshotSource, Status};
+use crate::store::Store;
+use crate::update::{ListUpdate, UpdateReport};
+use crate::updater::Running;
 
-/// A snapshot in use, with the ETag it was served under. The only way in is
-/// [`Loaded::new`], which takes a [`VerifiedSnapshot`]: nothing unverified
-/// can be swapped into a [`ListSlot`].
-#[derive(Debug)]
-struct Loaded {
-    snapshot: VerifiedSnapshot,
-    /// Sent back as `If-None-Match` so an unchanged snapshot costs a 304.
-    etag: Option<String>,
+/// Locks `mutex`, ignoring poisoning: every critical section here leaves the
+/// data consistent, and a panic elsewhere must not take lookups down.
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-impl Loaded {
-    fn new(snapshot: VerifiedSnapshot, etag: Option<String>) -> Self {
-        Self { snapshot, etag }
-    }
+/// A snapshot in use. The only way in is an [`AcceptedSnapshot`]: nothing
+/// unverified can be swapped into a [`ListSlot`].
+#[derive(Debug)]
+struct Loaded {
+    accepted: AcceptedSnapshot,
+    /// Where it came from, for [`Agent::status`].
+    source: SnapshotSource,
+}
+
+/// The bookkeeping of one list, touched by updates and status only — never
+/// by lookups.
+#[derive(Debug, Default)]
+struct ListMeta {
+    /// Sent back as `If-None-Match` so an unchanged snapshot costs a 304.
+    etag: Option<String>,
+    /// The last accepted (version, body hash): nothing older is accepted.
+    floor: Option<VersionFloor>,
+    /// For [`ListStatus::last_success`]: when an update last succeeded.
+    last_success: Option<SystemTime>,
+    /// For [`ListStatus::last_error`]: why the last update failed.
+    last_error: Option<Error>,
+    /// For [`ListStatus::consecutive_failures`].
+    consecutive_failures: u32,
+    /// For [`ListStatus::last_storage_error`]: a failed write or a
+    /// quarantined file.
+    last_storage_error: Option<Error>,
 }
 
 /// One subscribed list and its current snapshot.
@@ -37,15 +68,20 @@ struct ListSlot {
     /// Swapped whole by updates; readers take an `Arc` and never block, so a
     /// check sees either the old filter or the new one, never a mix.
     current: ArcSwapOption<Loaded>,
+    meta: Mutex<ListMeta>,
 }
 
 impl ListSlot {
     fn version(&self) -> Option<u64> {
-        self.current.load().as_ref().map(|l| l.snapshot.header().version)
+        self.current.load().as_ref().map(|l| l.accepted.header().version)
     }
 }
 
-struct Inner {
+/// Sends one answer to every check waiting on the same request prefix.
+type AnswerSender = watch::Sender<Option<Answer>>;
+
+/// The state shared by every clone of an [`Agent`] and its update task.
+pub(crate) struct Inner {
     settings: Settings,
     /// Shared with decoding tasks on the blocking pool.
     trusted_keys: Arc<[TrustedKey]>,
@@ -53,18 +89,32 @@ struct Inner {
     /// The one HTTP client: it pools connections across requests.
     client: reqwest::Client,
     counters: Counters,
-    /// Serialises update rounds so that two concurrent rounds cannot race a
-    /// version check against each other's swap (and roll a list back).
+    /// One update in flight at a time: serialises manual rounds and the
+    /// background task, so that two updates cannot race a floor check
+    /// against each other's swap (and roll a list back).
     update_lock: tokio::sync::Mutex<()>,
+    store: Option<Store>,
+    cache: Mutex<FullHashCache>,
+    /// Request prefixes with a full-hash request in flight, for single
+    /// flight: a second check for the same prefix waits for the first.
+    in_flight: Mutex<HashMap<RequestPrefix, watch::Receiver<Option<Answer>>>>,
+    backoff: Mutex<FullHashBackoff>,
+    /// Noise prefixes, shuffling, jitter. Seeded from the OS.
+    rng: Mutex<StdRng>,
+    /// The background update task, if started.
+    pub(crate) updater: Mutex<Option<Running>>,
+    /// Dropped with the agent: the update task notices and exits.
+    pub(crate) alive: watch::Sender<()>,
 }
 
 /// A blocksieve agent: keeps a verified filter snapshot of each subscribed
 /// threat list and checks URLs against them, confirming prefix hits with the
 /// publisher's full hashes.
 ///
-/// Cloning is cheap and every clone shares the same filters, counters and
-/// HTTP connection pool; the agent is `Send + Sync` and meant to be shared
-/// by all tasks of a process.
+/// Cloning is cheap and every clone shares the same filters, caches,
+/// counters and HTTP connection pool; the agent is `Send + Sync` and meant
+/// to be shared by all tasks of a process. URL checks never wait for an
+/// update.
 ///
 /// ```no_run
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
@@ -73,20 +123,27 @@ struct Inner {
 ///
 /// // The publisher writes its public key here on first start.
 /// let key = TrustedKey::from_base64(&std::fs::read_to_string("blocksieve-data/public.key")?)?;
-/// let agent = Agent::builder("http://127.0.0.1:8080").list("malware").trusted_key(key).build()?;
-/// agent.update().await?;
+/// let agent = Agent::builder("http://127.0.0.1:8080")
+///     .list("malware")
+///     .trusted_key(key)
+///     .cache_dir("agent-cache")
+///     .build()?;
+/// let updates = agent.start_updates()?;
+/// # agent.update().await?;
 /// match agent.check_url("http://evil.example/login").await? {
 ///     Verdict::Unsafe { list, expression, .. } => println!("unsafe: {expression} is on {list}"),
+///     v if v.should_block() => println!("cannot verify, blocking: {v:?}"),
 ///     _ => println!("safe"),
 /// }
 /// // A URL without a host is an error, never a verdict.
 /// assert!(agent.check_url("mailto:someone@example.com").await.is_err());
+/// updates.shutdown().await;
 /// # Ok(())
 /// # }
 /// ```
 #[derive(Clone)]
 pub struct Agent {
-    inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
 }
 
 impl fmt::Debug for Agent {
@@ -98,7 +155,7 @@ impl fmt::Debug for Agent {
             .map(|s| (s.name.as_str(), s.version()))
             .collect();
         f.debug_struct("Agent")
-            .field("base_url", &self.inner.settings.base_url)
+            .field("base_urls", &self.inner.settings.base_urls)
             .field("lists", &versions)
             .finish_non_exhaustive()
     }
@@ -118,17 +175,28 @@ impl Agent {
             .map(|name| ListSlot {
                 name: name.clone(),
                 current: ArcSwapOption::empty(),
+                meta: Mutex::new(ListMeta::default()),
             })
             .collect();
+        let store = settings.cache_dir.clone().map(Store::new);
+        let inner = Inner {
+            trusted_keys: settings.trusted_keys.clone().into(),
+            cache: Mutex::new(FullHashCache::new(settings.full_hash_cache_capacity)),
+            settings,
+            slots,
+            client,
+            counters: Counters::default(),
+            update_lock: tokio::sync::Mutex::new(()),
+            store,
+            in_flight: Mutex::new(HashMap::new()),
+            backoff: Mutex::new(FullHashBackoff::default()),
+            rng: Mutex::new(StdRng::from_entropy()),
+            updater: Mutex::new(None),
+            alive: watch::channel(()).0,
+        };
+        inner.restore_from_cache();
         Self {
-            inner: Arc::new(Inner {
-                trusted_keys: settings.trusted_keys.clone().into(),
-                settings,
-                slots,
-                client,
-                counters: Counters::default(),
-                update_lock: tokio::sync::Mutex::new(()),
-            }),
+            inner: Arc::new(inner),
         }
     }
 
@@ -137,23 +205,28 @@ impl Agent {
         self.inner.slots.iter().map(|s| s.name.as_str())
     }
 
-    /// The publisher base URL, without a trailing `/`.
+    /// The first publisher base URL, without a trailing `/`.
     pub fn base_url(&self) -> &str {
-        &self.inner.settings.base_url
+        self.inner.settings.base_urls.first().map_or("", String::as_str)
+    }
+
+    /// Every publisher base URL, in the order they are tried.
+    pub fn base_urls(&self) -> impl Iterator<Item = &str> {
+        self.inner.settings.base_urls.iter().map(String::as_str)
     }
 
     /// The version of `list`'s snapshot in use, or `None` if none is loaded
     /// yet or the agent does not subscribe to `list`.
     pub fn snapshot_version(&self, list: &str) -> Option<u64> {
-        self.slot(list).and_then(ListSlot::version)
+        self.inner.slot(list).and_then(ListSlot::version)
     }
 
     /// The verified header of `list`'s snapshot in use (version, creation
     /// and expiry times, entry counts, false-positive rates), or `None` if
     /// none is loaded yet or the agent does not subscribe to `list`.
     pub fn snapshot_header(&self, list: &str) -> Option<SnapshotHeader> {
-        let slot = self.slot(list)?;
-        slot.current.load().as_ref().map(|l| l.snapshot.header().clone())
+        let slot = self.inner.slot(list)?;
+        slot.current.load().as_ref().map(|l| l.accepted.header().clone())
     }
 
     /// A copy of the counters.
@@ -161,15 +234,57 @@ impl Agent {
         self.inner.counters.snapshot()
     }
 
-    /// Brings every list up to date with the publisher, one list after the
-    /// other: a conditional `GET /v1/lists/{list}/snapshot` with the stored
-    /// ETag, then, for a new body, verification ([`decode`] against the
-    /// trusted keys and limits, at the current time), a check that the
-    /// signed header names the requested list and a strictly newer version,
-    /// and an atomic swap. A list whose download or verification fails
-    /// keeps its current filter; the report says why.
+    /// Every list's snapshot (version, age, expiry, stale flag, source,
+    /// floor) and update state (last success, last error, consecutive
+    /// failures), and the counters.
+    pub fn status(&self) -> Status {
+        let inner = &self.inner;
+        let now = inner.now();
+        let lists = inner
+            .slots
+            .iter()
+            .map(|slot| {
+                let current = slot.current.load_full();
+                let meta = lock(&slot.meta);
+                let accepted = current.as_ref().map(|l| &l.accepted);
+                ListStatus {
+                    name: slot.name.clone(),
+                    version: accepted.map(|a| a.header().version),
+                    created_at: accepted.map(AcceptedSnapshot::created_at),
+                    expires_at: accepted.map(AcceptedSnapshot::expires_at),
+                    age: accepted.map(|a| now.duration_since(a.created_at()).unwrap_or(Duration::ZERO)),
+                    stale: accepted.is_some_and(|a| a.is_stale(now)),
+                    source: current.as_ref().map(|l| l.source),
+                    version_floor: meta.floor.map(|f| f.version),
+                    last_success: meta.last_success,
+                    last_error: meta.last_error.clone(),
+                    consecutive_failures: meta.consecutive_failures,
+                    last_storage_error: meta.last_storage_error.clone(),
+                }
+            })
+            .collect();
+        let full_hash_paused_for = match lock(&inner.backoff).check(now) {
+            Err(Error::BackingOff { remaining, .. }) => Some(remaining),
+            _ => None,
+        };
+        Status {
+            lists,
+            stats: self.stats(),
+            updates_running: self.updates_running(),
+            full_hash_paused_for,
+        }
+    }
+
+    /// Brings every list up to date with the publisher now, one list after
+    /// the other: a conditional `GET /v1/lists/{list}/snapshot` with the
+    /// stored ETag (each base URL in turn until one succeeds), then, for a
+    /// new body, [`crate::core::accept::accept`] (signature, limits, expiry, list
+    /// name, version floor), persistence to the cache directory, and an
+    /// atomic swap. A list whose download or verification fails keeps its
+    /// current filter; the report says why.
     ///
-    /// Concurrent calls are serialised; URL checks are never blocked.
+    /// [`Agent::start_updates`] runs this on a schedule; calling it by hand
+    /// as well is fine. Updates are serialised; URL checks are never blocked.
     ///
     /// # Errors
     ///
@@ -183,15 +298,7 @@ impl Agent {
         let _round = self.inner.update_lock.lock().await;
         let mut lists = Vec::with_capacity(self.inner.slots.len());
         for slot in &self.inner.slots {
-            let outcome = match self.update_list(slot).await {
-                Ok(outcome) => outcome,
-                Err(error) => {
-                    Counters::bump(&self.inner.counters.update_failures);
-                    let kept_version = slot.version();
-                    tracing::warn!(list = %slot.name, ?kept_version, %error, "snapshot update failed");
-                    ListUpdate::Failed { error, kept_version }
-                }
-            };
+            let (outcome, _) = self.inner.update_list_locked(slot).await;
             lists.push((slot.name.clone(), outcome));
         }
         let unready = lists.iter().position(|(_, u)| {
@@ -211,126 +318,96 @@ impl Agent {
         Ok(UpdateReport { lists })
     }
 
-    async fn update_list(&self, slot: &ListSlot) -> Result<ListUpdate, Error> {
-        let settings = &self.inner.settings;
-        let current = slot.current.load_full();
-        let previous = current.as_ref().map(|l| l.snapshot.header().version);
-        let url = format!("{}/v1/lists/{}/snapshot", settings.base_url, slot.name);
-        let etag = current.as_ref().and_then(|l| l.etag.as_deref());
-        let fetched = http::fetch_snapshot(
-            &self.inner.client,
-            &url,
-            etag,
-            settings.max_snapshot_bytes,
-            settings.snapshot_timeout,
-        )
-        .await?;
-        let (bytes, new_etag) = match (fetched, previous) {
-            (SnapshotFetch::NotModified, Some(version)) => return Ok(ListUpdate::Unchanged { version }),
-            (SnapshotFetch::NotModified, None) => {
-                // Not reachable: If-None-Match is only sent with a snapshot loaded.
-                return Err(Error::UnexpectedResponse {
-                    url,
-                    reason: "304 Not Modified without a snapshot loaded".to_owned(),
-                });
-            }
-            (SnapshotFetch::Body { etag: Some(e), .. }, Some(version)) if Some(e.as_str()) == etag => {
-                // The publisher ignored If-None-Match but serves the same
-                // representation: nothing to verify.
-                return Ok(ListUpdate::Unchanged { version });
-            }
-            (SnapshotFetch::Body { bytes, etag }, _) => (bytes, etag),
-        };
-        let snapshot = self.decode(&slot.name, &url, bytes).await?;
-        let version = snapshot.header().version;
-        match update::decide(&slot.name, current.as_ref().map(|l| &l.snapshot), &snapshot)? {
-            Decision::Same => {
-                // Remember the new ETag so the next request can be a 304.
-                slot.current
-                    .store(Some(Arc::new(Loaded::new(snapshot, new_etag))));
-                Ok(ListUpdate::Unchanged { version })
-            }
-            Decision::Replace => {
-                slot.current
-                    .store(Some(Arc::new(Loaded::new(snapshot, new_etag))));
-                Counters::bump(&self.inner.counters.snapshots_applied);
-                tracing::info!(list = %slot.name, ?previous, version, "snapshot updated");
-                Ok(ListUpdate::Updated { previous, version })
-            }
-        }
-    }
-
-    /// Verifies `bytes` on the blocking pool: hashing and decompressing up
-    /// to [`AgentBuilder::max_snapshot_bytes`] would stall an async worker.
-    async fn decode(&self, list: &str, url: &str, bytes: Vec<u8>) -> Result<VerifiedSnapshot, Error> {
-        let keys = Arc::clone(&self.inner.trusted_keys);
-        let limits = self.inner.settings.limits;
-        // Before 1970 the clock is wrong; 0 still rejects nothing extra.
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
-        match tokio::task::spawn_blocking(move || decode(&bytes, &keys, &limits, now)).await {
-            Ok(Ok(snapshot)) => Ok(snapshot),
-            Ok(Err(reason)) => Err(Error::Decode {
-                list: list.to_owned(),
-                reason,
-            }),
-            Err(join) if join.is_panic() => std::panic::resume_unwind(join.into_panic()),
-            // Cancelled: the runtime is shutting down.
-            Err(join) => Err(Error::Transport {
-                url: url.to_owned(),
-                reason: format!("snapshot verification did not finish: {join}"),
-                timed_out: false,
-            }),
-        }
-    }
-
-    /// Checks `url` against every subscribed list.
-    ///
-    /// The URL is canonicalized and each of its host-suffix/path-prefix
-    /// expressions hashed once. If no expression's hash prefix is in any
-    /// local filter, the URL is [`Verdict::Safe`] without any request.
-    /// Otherwise the agent sends one `GET /v1/hashes/{prefix}` per distinct
-    /// 32-bit prefix that hit (in expression order, the exact URL first,
-    /// stopping at the first confirmation) and answers [`Verdict::Unsafe`] only if the
-    /// publisher returns a full hash, on a subscribed list, equal to one of
-    /// the URL's. A prefix hit alone is never unsafe.
+    /// Checks `url` against every subscribed list; see
+    /// [`Agent::check_urls`], of which this is the one-URL case.
     ///
     /// # Errors
     ///
     /// [`Error::InvalidUrl`] when the URL names no host;
-    /// [`Error::NotReady`] when a list has no snapshot yet; a transport or
-    /// bad-data error when a full-hash request fails — never a guess of
-    /// safe or unsafe.
+    /// [`Error::NotReady`] when a list has no snapshot yet. A failed
+    /// full-hash request is not an error but a [`Verdict::Unverified`].
     pub async fn check_url(&self, url: &str) -> Result<Verdict, Error> {
-        let hashes = UrlHashes::of(url)?;
-        let local = self.probe(&hashes)?;
-        let counters = &self.inner.counters;
-        Counters::bump(&counters.lookups);
-        if local.is_empty() {
-            return Ok(Verdict::Safe);
-        }
-        Counters::bump(&counters.prefix_hits);
-        for prefix in local.prefixes() {
-            let request_url = format!("{}/v1/hashes/{prefix}", self.inner.settings.base_url);
-            Counters::bump(&counters.full_hash_requests);
-            let response = http::fetch_full_hashes(&self.inner.client, &request_url).await?;
-            let confirmed = lookup::confirm(&request_url, &hashes, prefix, &response, |list| {
-                self.slot(list).is_some()
-            })?;
-            if let Some(verdict) = confirmed {
-                Counters::bump(&counters.confirmed_unsafe);
-                return Ok(verdict);
-            }
-        }
-        Counters::bump(&counters.false_prefix_hits);
-        Ok(Verdict::Safe)
+        self.check_urls([url])
+            .await
+            .pop()
+            .unwrap_or(Err(Error::NotReady { list: String::new() }))
+    }
+
+    /// Checks each of `urls` against every subscribed list, answering in the
+    /// same order.
+    ///
+    /// Each URL is canonicalized and its host-suffix/path-prefix expressions
+    /// hashed once. A URL whose expressions hit no local filter is
+    /// [`Verdict::Safe`] without any request. The full hashes that did hit
+    /// are confirmed together: their [`RequestPrefix`]es (of the length each
+    /// list advertises) are answered from the full-hash cache where
+    /// possible, joined to a request already in flight for the same prefix
+    /// (single flight), and the rest sent in one `POST /v1/hashes:search`
+    /// per 1,000 prefixes, with noise prefixes, shuffled. A URL is
+    /// [`Verdict::Unsafe`] only if the publisher returns a full hash, on a
+    /// subscribed list, equal to one of its hit expressions'; a prefix hit
+    /// alone never is. When the full hashes cannot be had the verdict is
+    /// [`Verdict::Unverified`], flagged to block under
+    /// [`FailurePolicy::FailClosed`](crate::FailurePolicy::FailClosed).
+    /// Verdicts based on an expired snapshot say so (`stale`).
+    ///
+    /// # Errors
+    ///
+    /// Per URL: [`Error::InvalidUrl`] when it names no host;
+    /// [`Error::NotReady`] when a list has no snapshot yet.
+    pub async fn check_urls<I, S>(&self, urls: I) -> Vec<Result<Verdict, Error>>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let inner = &self.inner;
+        let counters = &inner.counters;
+        let now = inner.now();
+        let locals: Vec<Result<LocalLookup, Error>> = urls
+            .into_iter()
+            .map(|url| {
+                let hashes = UrlHashes::of(url.as_ref())?;
+                let local = inner.probe(&hashes, now)?;
+                Counters::bump(&counters.lookups);
+                if !local.is_empty() {
+                    Counters::bump(&counters.prefix_hits);
+                }
+                Ok(local)
+            })
+            .collect();
+        let needed: BTreeSet<RequestPrefix> = locals
+            .iter()
+            .flatten()
+            .flat_map(LocalLookup::request_prefixes)
+            .collect();
+        let answers = if needed.is_empty() {
+            HashMap::new()
+        } else {
+            inner.resolve(needed.into_iter().collect()).await
+        };
+        let lists: Vec<&str> = inner.slots.iter().map(|s| s.name.as_str()).collect();
+        locals
+            .into_iter()
+            .map(|local| {
+                let local = local?;
+                let verdict = lookup::decide(&local, &answers, &lists, inner.settings.failure_policy);
+                if !local.is_empty() {
+                    Counters::bump(match &verdict {
+                        Verdict::Unsafe { .. } => &counters.confirmed_unsafe,
+                        Verdict::Safe { .. } => &counters.false_prefix_hits,
+                        Verdict::Unverified { .. } => &counters.unverified,
+                    });
+                }
+                Ok(verdict)
+            })
+            .collect()
     }
 
     /// Probes the local filters with `url`'s expressions without any
-    /// request: which expressions' hash prefixes hit, per list. A hit is
-    /// only a candidate (see [`Agent::check_url`]); no hit means the URL is
-    /// on none of the lists as of the loaded snapshots. Not counted in
+    /// request, for hot paths: which expressions' hash prefixes hit, per
+    /// list, and which snapshot versions answered. A hit is only a candidate
+    /// (see [`Agent::check_urls`]); no hit means the URL is on none of the
+    /// lists as of those snapshots. Never blocks on an update. Not counted in
     /// [`Agent::stats`].
     ///
     /// # Errors
@@ -339,12 +416,271 @@ impl Agent {
     /// [`Error::NotReady`] when a list has no snapshot yet.
     pub fn lookup_local(&self, url: &str) -> Result<LocalLookup, Error> {
         let hashes = UrlHashes::of(url)?;
-        self.probe(&hashes)
+        self.inner.probe(&hashes, self.inner.now())
+    }
+}
+
+impl Inner {
+    fn slot(&self, list: &str) -> Option<&ListSlot> {
+        self.slots.iter().find(|s| s.name == list)
     }
 
-    fn probe(&self, hashes: &UrlHashes) -> Result<LocalLookup, Error> {
-        let mut loaded = Vec::with_capacity(self.inner.slots.len());
-        for slot in &self.inner.slots {
+    pub(crate) fn now(&self) -> SystemTime {
+        self.settings.time.now()
+    }
+
+    pub(crate) fn list_count(&self) -> usize {
+        self.slots.len()
+    }
+
+    pub(crate) fn update_interval(&self) -> Duration {
+        self.settings.update_interval
+    }
+
+    pub(crate) fn initial_jitter(&self) -> Duration {
+        self.settings.initial_jitter
+    }
+
+    pub(crate) fn with_rng<T>(&self, f: impl FnOnce(&mut StdRng) -> T) -> T {
+        f(&mut lock(&self.rng))
+    }
+
+    /// How long list `index`'s snapshot stays fresh, or `None` without a
+    /// usable one: the input of the initial jitter.
+    pub(crate) fn time_to_expiry(&self, index: usize) -> Option<Duration> {
+        let slot = self.slots.get(index)?;
+        let current = slot.current.load();
+        let loaded = current.as_ref()?;
+        loaded.accepted.expires_at().duration_since(self.now()).ok()
+    }
+
+    /// Loads each list's cached snapshot and floor (see
+    /// [`crate::core::accept::restore`]); quarantines what fails verification.
+    fn restore_from_cache(&self) {
+        let Some(store) = &self.store else {
+            return;
+        };
+        let now = self.now();
+        for slot in &self.slots {
+            let found = store.read(&slot.name, self.settings.max_snapshot_bytes);
+            let mut meta = lock(&slot.meta);
+            for problem in found.problems {
+                if matches!(problem, Error::CorruptCache { .. }) {
+                    Counters::bump(&self.counters.cache_files_quarantined);
+                }
+                meta.last_storage_error = Some(problem);
+            }
+            let restored = accept::restore(
+                &slot.name,
+                found.snapshot.as_deref(),
+                found.record.as_ref(),
+                &self.trusted_keys,
+                &self.settings.limits,
+                now,
+            );
+            meta.floor = restored.floor;
+            meta.etag = restored.etag;
+            match restored.snapshot {
+                Restored::Loaded(accepted) => {
+                    tracing::info!(list = %slot.name, version = accepted.header().version, "snapshot loaded from cache");
+                    Counters::bump(&self.counters.snapshots_loaded_from_cache);
+                    slot.current.store(Some(Arc::new(Loaded {
+                        accepted,
+                        source: SnapshotSource::Cache,
+                    })));
+                }
+                Restored::Expired { .. } => {
+                    tracing::info!(list = %slot.name, "cached snapshot has expired; waiting for a fresh one");
+                }
+                Restored::Rejected(error) => {
+                    Counters::bump(&self.counters.cache_files_quarantined);
+                    let path = store.snapshot_path(&slot.name);
+                    meta.last_storage_error = Some(store.quarantine(&path, error.to_string()));
+                }
+                Restored::Missing => {}
+            }
+        }
+    }
+
+    /// Updates list `index` with the update lock held; for the background
+    /// task. Returns the outcome and the publisher's next-check hint.
+    pub(crate) async fn update_one(&self, index: usize) -> Option<(ListUpdate, Option<Duration>)> {
+        let slot = self.slots.get(index)?;
+        let _round = self.update_lock.lock().await;
+        Some(self.update_list_locked(slot).await)
+    }
+
+    /// One list's update, with the update lock held by the caller: the
+    /// outcome (counted and recorded in the list's status) and the
+    /// publisher's next-check hint.
+    async fn update_list_locked(&self, slot: &ListSlot) -> (ListUpdate, Option<Duration>) {
+        match self.fetch_and_apply(slot).await {
+            Ok((outcome, hint)) => {
+                let mut meta = lock(&slot.meta);
+                meta.last_success = Some(self.now());
+                meta.last_error = None;
+                meta.consecutive_failures = 0;
+                (outcome, hint)
+            }
+            Err(error) => {
+                self.counters.update_failed(&error);
+                let kept_version = slot.version();
+                tracing::warn!(list = %slot.name, ?kept_version, %error, "snapshot update failed");
+                let mut meta = lock(&slot.meta);
+                meta.last_error = Some(error.clone());
+                meta.consecutive_failures = meta.consecutive_failures.saturating_add(1);
+                (ListUpdate::Failed { error, kept_version }, None)
+            }
+        }
+    }
+
+    /// Tries each base URL in turn; the first error is reported if all fail.
+    async fn fetch_and_apply(&self, slot: &ListSlot) -> Result<(ListUpdate, Option<Duration>), Error> {
+        let mut first_error = None;
+        for base in &self.settings.base_urls {
+            let url = format!("{base}/v1/lists/{}/snapshot", slot.name);
+            match self.fetch_and_apply_from(slot, &url).await {
+                Ok(done) => return Ok(done),
+                Err(error) => {
+                    if self.settings.base_urls.len() > 1 {
+                        tracing::debug!(%url, %error, "snapshot source failed");
+                    }
+                    first_error.get_or_insert(error);
+                }
+            }
+        }
+        Err(first_error.unwrap_or(Error::NotReady {
+            list: slot.name.clone(),
+        }))
+    }
+
+    async fn fetch_and_apply_from(
+        &self,
+        slot: &ListSlot,
+        url: &str,
+    ) -> Result<(ListUpdate, Option<Duration>), Error> {
+        let current = slot.current.load_full();
+        let previous = current.as_ref().map(|l| l.accepted.header().version);
+        let (etag, floor) = {
+            let meta = lock(&slot.meta);
+            (current.as_ref().and(meta.etag.clone()), meta.floor)
+        };
+        let fetched = http::fetch_snapshot(
+            &self.client,
+            url,
+            etag.as_deref(),
+            self.settings.max_snapshot_bytes,
+            self.settings.snapshot_timeout,
+            self.now(),
+        )
+        .await?;
+        let (bytes, new_etag, hint) = match (fetched, previous) {
+            (SnapshotFetch::NotModified { hint }, Some(version)) => {
+                return Ok((ListUpdate::Unchanged { version }, hint));
+            }
+            (SnapshotFetch::NotModified { .. }, None) => {
+                // Not reachable: If-None-Match is only sent with a snapshot loaded.
+                return Err(Error::UnexpectedResponse {
+                    url: url.to_owned(),
+                    reason: "304 Not Modified without a snapshot loaded".to_owned(),
+                });
+            }
+            (
+                SnapshotFetch::Body {
+                    etag: Some(e), hint, ..
+                },
+                Some(version),
+            ) if Some(e.as_str()) == etag.as_deref() => {
+                // The publisher ignored If-None-Match but serves the same
+                // representation: nothing to verify.
+                return Ok((ListUpdate::Unchanged { version }, hint));
+            }
+            (SnapshotFetch::Body { bytes, etag, hint }, _) => (bytes, etag, hint),
+        };
+        let (accepted, bytes) = self.accept_blocking(&slot.name, url, bytes, floor).await?;
+        let version = accepted.header().version;
+        let new_floor = accepted.floor();
+        if current.as_ref().is_some_and(|l| l.accepted.floor() == new_floor) {
+            // The very snapshot in use, under a new ETag: remember the ETag
+            // so the next request can be a 304.
+            lock(&slot.meta).etag = new_etag;
+            return Ok((ListUpdate::Unchanged { version }, hint));
+        }
+        self.persist(slot, bytes, new_floor, new_etag.clone()).await;
+        slot.current.store(Some(Arc::new(Loaded {
+            accepted,
+            source: SnapshotSource::Network,
+        })));
+        {
+            let mut meta = lock(&slot.meta);
+            meta.floor = Some(new_floor);
+            meta.etag = new_etag;
+        }
+        Counters::bump(&self.counters.snapshots_applied);
+        tracing::info!(list = %slot.name, ?previous, version, "snapshot updated");
+        Ok((ListUpdate::Updated { previous, version }, hint))
+    }
+
+    /// [`crate::core::accept::accept`] on the blocking pool: hashing and
+    /// decompressing up to the snapshot limit would stall an async worker.
+    /// Hands the bytes back for persistence.
+    async fn accept_blocking(
+        &self,
+        list: &str,
+        url: &str,
+        bytes: Vec<u8>,
+        floor: Option<VersionFloor>,
+    ) -> Result<(AcceptedSnapshot, Vec<u8>), Error> {
+        let keys = Arc::clone(&self.trusted_keys);
+        let limits = self.settings.limits;
+        let now = self.now();
+        let owned_list = list.to_owned();
+        let task = tokio::task::spawn_blocking(move || {
+            let result = accept::accept(&owned_list, &bytes, &keys, &limits, floor.as_ref(), now);
+            result.map(|accepted| (accepted, bytes))
+        });
+        match task.await {
+            Ok(result) => result,
+            // A panic in verification is a bug; report it instead of taking
+            // the host down. Cancellation means the runtime is shutting down.
+            Err(join) => Err(Error::UnexpectedResponse {
+                url: url.to_owned(),
+                reason: format!("snapshot verification did not finish: {join}"),
+            }),
+        }
+    }
+
+    /// Writes an accepted snapshot and its floor to the cache directory, if
+    /// any. A failure is counted and reported in the list's status; the
+    /// snapshot is used all the same (protection now beats persistence).
+    async fn persist(&self, slot: &ListSlot, bytes: Vec<u8>, floor: VersionFloor, etag: Option<String>) {
+        let Some(store) = self.store.clone() else {
+            return;
+        };
+        let record = ListRecord {
+            list: slot.name.clone(),
+            floor,
+            etag,
+        };
+        let list = slot.name.clone();
+        let result = tokio::task::spawn_blocking(move || store.save(&list, &bytes, &record)).await;
+        let error = match result {
+            Ok(Ok(())) => return,
+            Ok(Err(e)) => e,
+            Err(join) => Error::Storage {
+                path: self.settings.cache_dir.clone().unwrap_or_default(),
+                reason: format!("write did not finish: {join}"),
+            },
+        };
+        tracing::warn!(list = %slot.name, %error, "cannot persist snapshot");
+        Counters::bump(&self.counters.persist_failures);
+        lock(&slot.meta).last_storage_error = Some(error);
+    }
+
+    /// Probes every list's current snapshot.
+    fn probe(&self, hashes: &UrlHashes, now: SystemTime) -> Result<LocalLookup, Error> {
+        let mut loaded = Vec::with_capacity(self.slots.len());
+        for slot in &self.slots {
             let Some(current) = slot.current.load_full() else {
                 return Err(Error::NotReady {
                     list: slot.name.clone(),
@@ -354,12 +690,189 @@ impl Agent {
         }
         Ok(lookup::probe(
             hashes,
-            loaded.iter().map(|(name, l)| (*name, &l.snapshot)),
+            loaded.iter().map(|(name, l)| (*name, &l.accepted)),
+            now,
         ))
     }
 
-    fn slot(&self, list: &str) -> Option<&ListSlot> {
-        self.inner.slots.iter().find(|s| s.name == list)
+    /// An answer for each of `needed`: from the cache, from a request in
+    /// flight (single flight), or from new requests.
+    async fn resolve(&self, needed: Vec<RequestPrefix>) -> HashMap<RequestPrefix, Answer> {
+        let mut answers = HashMap::with_capacity(needed.len());
+        let mut pending = needed;
+        // A waiter whose leader was cancelled retries; two retries bound the
+        // loop even if that keeps happening.
+        for _ in 0..3 {
+            if pending.is_empty() {
+                break;
+            }
+            let now = self.now();
+            let mut misses = Vec::new();
+            {
+                let mut cache = lock(&self.cache);
+                for p in pending.drain(..) {
+                    match cache.get(p, now) {
+                        Some(hashes) => {
+                            Counters::bump(&self.counters.cache_hits);
+                            answers.insert(p, Ok(hashes));
+                        }
+                        None => misses.push(p),
+                    }
+                }
+            }
+            let mut claim = Claim {
+                inner: self,
+                senders: Vec::new(),
+            };
+            let mut joined = Vec::new();
+            {
+                let mut in_flight = lock(&self.in_flight);
+                for p in misses {
+                    match in_flight.get(&p) {
+                        Some(rx) => joined.push((p, rx.clone())),
+                        None => {
+                            let (tx, rx) = watch::channel(None);
+                            in_flight.insert(p, rx);
+                            claim.senders.push((p, tx));
+                        }
+                    }
+                }
+            }
+            if !claim.senders.is_empty() {
+                let prefixes: Vec<RequestPrefix> = claim.senders.iter().map(|(p, _)| *p).collect();
+                let mut fetched = self.fetch_full_hashes(prefixes).await;
+                for (p, tx) in &claim.senders {
+                    let answer = fetched.remove(p).unwrap_or_else(|| {
+                        Err(Error::UnexpectedResponse {
+                            url: String::new(),
+                            reason: format!("no answer for prefix {p}"),
+                        })
+                    });
+                    tx.send_replace(Some(answer.clone()));
+                    answers.insert(*p, answer);
+                }
+            }
+            drop(claim);
+            for (p, mut rx) in joined {
+                let shared = rx.wait_for(Option::is_some).await.ok().and_then(|v| v.clone());
+                match shared {
+                    Some(answer) => {
+                        Counters::bump(&self.counters.coalesced);
+                        answers.insert(p, answer);
+                    }
+                    None => pending.push(p),
+                }
+            }
+        }
+        for p in pending {
+            answers.insert(
+                p,
+                Err(Error::Transport {
+                    url: String::new(),
+                    reason: "the shared full-hash request was cancelled".to_owned(),
+                    timed_out: false,
+                }),
+            );
+        }
+        answers
+    }
+
+    /// Sends full-hash requests for `prefixes` (none cached, none in
+    /// flight): planned by [`prefix::plan_requests`], each answer read by
+    /// [`prefix::sort_answers`] and cached.
+    async fn fetch_full_hashes(&self, prefixes: Vec<RequestPrefix>) -> HashMap<RequestPrefix, Answer> {
+        let plans = self.with_rng(|rng| prefix::plan_requests(&prefixes, self.settings.noise_prefixes, rng));
+        let mut answers = HashMap::with_capacity(prefixes.len());
+        for plan in plans {
+            if let Err(paused) = lock(&self.backoff).check(self.now()) {
+                for p in &plan.real {
+                    answers.insert(*p, Err(paused.clone()));
+                }
+                continue;
+            }
+            Counters::bump(&self.counters.full_hash_requests);
+            match self.search(&plan).await {
+                Ok(response) => {
+                    lock(&self.backoff).on_success();
+                    let sorted = prefix::sort_answers(
+                        &plan.real,
+                        response
+                            .results
+                            .iter()
+                            .map(|r| (r.prefix.as_str(), r.matches.as_slice())),
+                        |list| self.slot(list).is_some(),
+                    );
+                    Counters::add(&self.counters.ignored_full_hashes, sorted.ignored as u64);
+                    let duration = Duration::from_secs(response.cache_duration_s);
+                    let now = self.now();
+                    let mut cache = lock(&self.cache);
+                    for (p, hashes) in sorted.by_prefix {
+                        cache.insert(p, hashes.clone(), duration, now);
+                        answers.insert(p, Ok(hashes.into()));
+                    }
+                    for p in sorted.missing {
+                        answers.insert(
+                            p,
+                            Err(Error::UnexpectedResponse {
+                                url: String::new(),
+                                reason: format!("the answer has no result for requested prefix {p}"),
+                            }),
+                        );
+                    }
+                }
+                Err(error) => {
+                    Counters::bump(&self.counters.full_hash_failures);
+                    tracing::warn!(%error, "full-hash request failed");
+                    let now = self.now();
+                    let retry_after = error.retry_after();
+                    self.with_rng(|rng| lock(&self.backoff).on_failure(retry_after, now, rng));
+                    for p in &plan.real {
+                        answers.insert(*p, Err(error.clone()));
+                    }
+                }
+            }
+        }
+        answers
+    }
+
+    /// One `POST /v1/hashes:search`, each base URL in turn.
+    async fn search(&self, plan: &PlannedRequest) -> Result<FullHashSearchResponse, Error> {
+        let request = FullHashSearchRequest {
+            prefixes: plan.prefixes.iter().map(ToString::to_string).collect(),
+        };
+        let mut first_error = None;
+        for base in &self.settings.base_urls {
+            let url = format!("{base}/v1/hashes:search");
+            match http::search_full_hashes(&self.client, &url, &request, self.now()).await {
+                Ok(response) => return Ok(response),
+                Err(error) => {
+                    first_error.get_or_insert(error);
+                }
+            }
+        }
+        // Unreachable: `build` guarantees at least one base URL.
+        Err(first_error.unwrap_or(Error::NoLists))
+    }
+}
+
+/// The request prefixes a check has claimed for its own full-hash request.
+/// Dropped when the answers are out (or the check is cancelled): the
+/// prefixes leave the in-flight map, and waiters of a cancelled request see
+/// the sender gone and retry.
+struct Claim<'a> {
+    inner: &'a Inner,
+    senders: Vec<(RequestPrefix, AnswerSender)>,
+}
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        if self.senders.is_empty() {
+            return;
+        }
+        let mut in_flight = lock(&self.inner.in_flight);
+        for (p, _) in &self.senders {
+            in_flight.remove(p);
+        }
     }
 }
 

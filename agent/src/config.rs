@@ -1,12 +1,18 @@
 //! The agent's settings and their validating builder.
 
-use std::time::Duration;
+use std::fmt;
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
 use blocksieve_format::api::ListsResponse;
 use blocksieve_format::{DecodeLimits, TrustedKey, is_valid_list_name};
 use reqwest::header::HeaderValue;
 
 use crate::agent::Agent;
+use crate::core::lookup::FailurePolicy;
+use crate::core::schedule::{COLD_START_JITTER, MAX_SERVER_DELAY};
 use crate::{Error, http};
 
 /// The default for [`AgentBuilder::request_timeout`]: 10 seconds.
@@ -23,54 +29,142 @@ pub const DEFAULT_MAX_SNAPSHOT_BYTES: u64 = 256 * 1024 * 1024;
 /// snapshot is held in memory whole, twice while it is decompressed.
 pub const MAX_SNAPSHOT_BYTES_LIMIT: u64 = 4 * 1024 * 1024 * 1024;
 
-/// The longest timeout accepted: one day. Longer values are almost
-/// certainly unit mistakes (milliseconds given as seconds).
+/// The default for [`AgentBuilder::full_hash_cache_capacity`]: 10,000
+/// request prefixes. At a few percent of URL checks needing a full-hash
+/// request, that covers the distinct prefix hits of a busy client's cache
+/// duration many times over, in well under a megabyte.
+pub const DEFAULT_FULL_HASH_CACHE_CAPACITY: usize = 10_000;
+
+/// The hard upper bound of [`AgentBuilder::full_hash_cache_capacity`]: one
+/// million request prefixes.
+pub const MAX_FULL_HASH_CACHE_CAPACITY: usize = 1_000_000;
+
+/// The default for [`AgentBuilder::noise_prefixes`]: 4 random prefixes per
+/// full-hash request, so the real one is one of at least five.
+pub const DEFAULT_NOISE_PREFIXES: usize = 4;
+
+/// The hard upper bound of [`AgentBuilder::noise_prefixes`]: 64.
+pub const MAX_NOISE_PREFIXES: usize = 64;
+
+/// The default for [`AgentBuilder::update_interval`]: 10 minutes, a third
+/// of the publisher's default 30-minute build cadence. A check is a
+/// conditional request, so an unchanged snapshot costs a `304`.
+pub const DEFAULT_UPDATE_INTERVAL: Duration = Duration::from_secs(10 * 60);
+
+/// The hard upper bound of [`AgentBuilder::mirror`]: eight base URLs in all.
+pub const MAX_BASE_URLS: usize = 8;
+
+/// The longest timeout or interval accepted: one day. Longer values are
+/// almost certainly unit mistakes (milliseconds given as seconds).
 const MAX_TIMEOUT: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// Where the agent reads the wall-clock time: snapshot expiry, staleness,
+/// full-hash cache and backoff deadlines. (Waiting between updates uses
+/// tokio's monotonic clock.) The model is rustls's `TimeProvider`: tests and
+/// platforms without a system clock supply their own.
+pub trait TimeProvider: fmt::Debug + Send + Sync {
+    /// The current time.
+    fn now(&self) -> SystemTime;
+}
+
+/// The system clock, [`SystemTime::now`]; the default [`TimeProvider`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl TimeProvider for SystemClock {
+    fn now(&self) -> SystemTime {
+        SystemTime::now()
+    }
+}
 
 /// Validated settings shared by every request of an agent.
 #[derive(Debug, Clone)]
 pub(crate) struct Settings {
-    /// The publisher base URL without a trailing `/`, so that routes can be
-    /// appended as `{base}/v1/...`.
-    pub(crate) base_url: String,
+    /// The publisher base URLs without a trailing `/`, tried in order, so
+    /// that routes can be appended as `{base}/v1/...`.
+    pub(crate) base_urls: Vec<String>,
     /// Subscribed list names, deduplicated, in the order given.
     pub(crate) lists: Vec<String>,
     /// Keys a snapshot header may be signed with.
     pub(crate) trusted_keys: Vec<TrustedKey>,
     /// Decode limits; the body limits equal `max_snapshot_bytes`.
     pub(crate) limits: DecodeLimits,
-    /// The most snapshot bytes downloaded before giving up.
+    /// The most snapshot bytes downloaded (or read from the cache) before
+    /// giving up.
     pub(crate) max_snapshot_bytes: u64,
     /// Total time allowed for one snapshot download.
     pub(crate) snapshot_timeout: Duration,
+    /// Where accepted snapshots and floors are persisted, if anywhere.
+    pub(crate) cache_dir: Option<PathBuf>,
+    /// How many request prefixes' answers are cached.
+    pub(crate) full_hash_cache_capacity: usize,
+    /// Random prefixes added to each full-hash request.
+    pub(crate) noise_prefixes: usize,
+    /// What an unverifiable prefix hit advises.
+    pub(crate) failure_policy: FailurePolicy,
+    /// The wait between background checks without a next-check hint.
+    pub(crate) update_interval: Duration,
+    /// The longest initial jitter of a list without a usable snapshot.
+    pub(crate) initial_jitter: Duration,
+    /// The wall clock.
+    pub(crate) time: Arc<dyn TimeProvider>,
 }
 
 /// Builds an [`Agent`]; see [`Agent::builder`]. Every setting is checked by
 /// [`AgentBuilder::build`], so a misconfiguration fails at start rather than
-/// at the first update.
+/// at the first update. Settings that weaken security or privacy are named
+/// `dangerous_*`.
 #[derive(Debug, Clone)]
 #[must_use = "an AgentBuilder does nothing until .build() is called"]
 pub struct AgentBuilder {
-    base_url: String,
+    base_urls: Vec<String>,
     lists: Vec<String>,
     trusted_keys: Vec<TrustedKey>,
     request_timeout: Duration,
     snapshot_timeout: Duration,
     max_snapshot_bytes: u64,
     user_agent: String,
+    cache_dir: Option<PathBuf>,
+    full_hash_cache_capacity: usize,
+    noise_prefixes: usize,
+    noise_disabled: bool,
+    failure_policy: FailurePolicy,
+    update_interval: Duration,
+    initial_jitter: Duration,
+    allow_plain_http: bool,
+    time: Arc<dyn TimeProvider>,
 }
 
 impl AgentBuilder {
     pub(crate) fn new(base_url: String) -> Self {
         Self {
-            base_url,
+            base_urls: vec![base_url],
             lists: Vec::new(),
             trusted_keys: Vec::new(),
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             snapshot_timeout: DEFAULT_SNAPSHOT_TIMEOUT,
             max_snapshot_bytes: DEFAULT_MAX_SNAPSHOT_BYTES,
             user_agent: concat!("blocksieve-agent/", env!("CARGO_PKG_VERSION")).to_owned(),
+            cache_dir: None,
+            full_hash_cache_capacity: DEFAULT_FULL_HASH_CACHE_CAPACITY,
+            noise_prefixes: DEFAULT_NOISE_PREFIXES,
+            noise_disabled: false,
+            failure_policy: FailurePolicy::FailOpen,
+            update_interval: DEFAULT_UPDATE_INTERVAL,
+            initial_jitter: COLD_START_JITTER,
+            allow_plain_http: false,
+            time: Arc::new(SystemClock),
         }
+    }
+
+    /// Adds a further publisher base URL (a mirror serving the same signed
+    /// snapshots). Every request tries the base URLs in the order given —
+    /// the one passed to [`Agent::builder`] first — and moves to the next
+    /// when one fails. At most [`MAX_BASE_URLS`] in all. By default, only the
+    /// base URL given to [`Agent::builder`] is used.
+    pub fn mirror(mut self, base_url: impl Into<String>) -> Self {
+        self.base_urls.push(base_url.into());
+        self
     }
 
     /// Subscribes to the threat list `name` (1–64 bytes of `a-z0-9_-`).
@@ -110,6 +204,19 @@ impl AgentBuilder {
         self
     }
 
+    /// Persists every accepted snapshot, and the version floor that protects
+    /// against rollback, in `dir` (created if missing; one agent per
+    /// directory). [`AgentBuilder::build`] loads the snapshots found there
+    /// that verify and have not expired, so the agent answers before it
+    /// reaches the network; a file that fails verification is renamed aside
+    /// (`.quarantined`) and never loaded again. By default, nothing is
+    /// persisted: every start waits for the network, and the floor starts
+    /// empty.
+    pub fn cache_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.cache_dir = Some(dir.into());
+        self
+    }
+
     /// The longest a request may take from connecting to the end of its
     /// body: full-hash requests and list queries in total, snapshot
     /// downloads for connecting. Must be between 1 ms and one day. By
@@ -120,9 +227,9 @@ impl AgentBuilder {
     }
 
     /// The longest one snapshot download may take in total, which is longer
-    /// than [`AgentBuilder::request_timeout`] because snapshots can be large.
-    /// Must be between 1 ms and one day. By default,
-    /// [`DEFAULT_SNAPSHOT_TIMEOUT`] (5 minutes).
+    /// than [`AgentBuilder::request_timeout`] because snapshots can be large;
+    /// it also bounds a server that drips the body. Must be between 1 ms and
+    /// one day. By default, [`DEFAULT_SNAPSHOT_TIMEOUT`] (5 minutes).
     pub fn snapshot_timeout(mut self, timeout: Duration) -> Self {
         self.snapshot_timeout = timeout;
         self
@@ -131,10 +238,70 @@ impl AgentBuilder {
     /// The largest snapshot accepted, in bytes. It is enforced on the bytes
     /// received, not on `Content-Length`: the download stops as soon as the
     /// body grows past it. The same limit applies to the decompressed
-    /// filter body. Must be between 1 and [`MAX_SNAPSHOT_BYTES_LIMIT`]. By
-    /// default, [`DEFAULT_MAX_SNAPSHOT_BYTES`] (256 MiB).
+    /// filter body and to cached files. Must be between 1 and
+    /// [`MAX_SNAPSHOT_BYTES_LIMIT`]. By default, [`DEFAULT_MAX_SNAPSHOT_BYTES`]
+    /// (256 MiB).
     pub fn max_snapshot_bytes(mut self, limit_bytes: u64) -> Self {
         self.max_snapshot_bytes = limit_bytes;
+        self
+    }
+
+    /// How many request prefixes' full-hash answers are cached (least
+    /// recently used evicted first); 0 disables the cache. At most
+    /// [`MAX_FULL_HASH_CACHE_CAPACITY`]. By default,
+    /// [`DEFAULT_FULL_HASH_CACHE_CAPACITY`] (10,000).
+    pub fn full_hash_cache_capacity(mut self, prefixes: usize) -> Self {
+        self.full_hash_cache_capacity = prefixes;
+        self
+    }
+
+    /// How many random prefixes each full-hash request carries besides the
+    /// real ones, shuffled among them, so that the publisher cannot tell
+    /// which prefix the client cares about. Must be between 1 and
+    /// [`MAX_NOISE_PREFIXES`] (use [`AgentBuilder::dangerous_disable_noise`]
+    /// for none). By default, [`DEFAULT_NOISE_PREFIXES`] (4).
+    pub fn noise_prefixes(mut self, count: usize) -> Self {
+        self.noise_prefixes = count;
+        self.noise_disabled = false;
+        self
+    }
+
+    /// Sends full-hash requests without noise prefixes: the publisher then
+    /// sees exactly the prefixes of the URLs that hit a filter. Only for
+    /// tests and measurements. By default, [`DEFAULT_NOISE_PREFIXES`] noise
+    /// prefixes are sent.
+    pub fn dangerous_disable_noise(mut self) -> Self {
+        self.noise_disabled = true;
+        self
+    }
+
+    /// What a URL check advises when a prefix hit cannot be verified
+    /// because the full-hash request failed: see [`FailurePolicy`]. The
+    /// verdict is [`Verdict::Unverified`](crate::Verdict::Unverified) either
+    /// way. By default, [`FailurePolicy::FailOpen`].
+    pub fn failure_policy(mut self, policy: FailurePolicy) -> Self {
+        self.failure_policy = policy;
+        self
+    }
+
+    /// The wait between background update checks when the publisher sends
+    /// no next-check hint (`X-Blocksieve-Next-Check` or `Cache-Control:
+    /// max-age`); see [`core::schedule`](crate::core::schedule). Must be
+    /// between 1 s and one day. By default, [`DEFAULT_UPDATE_INTERVAL`]
+    /// (10 minutes).
+    pub fn update_interval(mut self, interval: Duration) -> Self {
+        self.update_interval = interval;
+        self
+    }
+
+    /// The longest random delay before the background task first checks a
+    /// list that has no usable snapshot (so a fleet started together does
+    /// not stampede, yet an agent that cannot answer does not wait long).
+    /// Lists a cached snapshot already covers wait up to
+    /// [`WARM_START_JITTER`](crate::core::schedule::WARM_START_JITTER) (5 minutes) instead. At most one hour. By
+    /// default, [`COLD_START_JITTER`](crate::core::schedule::COLD_START_JITTER) (5 seconds).
+    pub fn initial_jitter(mut self, max: Duration) -> Self {
+        self.initial_jitter = max;
         self
     }
 
@@ -145,15 +312,39 @@ impl AgentBuilder {
         self
     }
 
-    /// Validates the settings and creates the agent. No request is sent:
-    /// call [`Agent::update`] to load the first snapshots.
+    /// Where the agent reads the wall-clock time; see [`TimeProvider`]. By
+    /// default, [`SystemClock`].
+    pub fn time_provider(mut self, time: Arc<dyn TimeProvider>) -> Self {
+        self.time = time;
+        self
+    }
+
+    /// Allows `http://` base URLs to hosts other than the loopback
+    /// interface. Snapshots stay safe (they are signed), but full-hash
+    /// answers are not: anyone on the path can read the requested prefixes
+    /// and answer "not listed". By default, plain HTTP is accepted only to
+    /// `localhost`, `127.0.0.0/8` and `::1`.
+    pub fn dangerous_allow_plain_http(mut self) -> Self {
+        self.allow_plain_http = true;
+        self
+    }
+
+    /// Validates the settings and creates the agent. No request is sent.
+    /// With a [`cache_dir`](AgentBuilder::cache_dir), the cached snapshots
+    /// are read and verified here (blocking file I/O and, for large lists,
+    /// some CPU), so lookups answer right away; otherwise call
+    /// [`Agent::update`] or [`Agent::start_updates`] to load the first
+    /// snapshots.
     ///
     /// # Errors
     ///
     /// [`Error::NoLists`], [`Error::NoTrustedKeys`],
     /// [`Error::InvalidListName`], [`Error::InvalidBaseUrl`],
-    /// [`Error::InvalidSetting`] for the setting at fault, and
-    /// [`Error::HttpClient`] if the HTTP client cannot be created.
+    /// [`Error::InvalidSetting`] for the setting at fault,
+    /// [`Error::InvalidCacheDir`] when the cache directory cannot be created,
+    /// and [`Error::HttpClient`] if the HTTP client cannot be created. A
+    /// corrupt cached file is not an error: it is quarantined and reported in
+    /// [`Agent::status`].
     ///
     /// ```
     /// use blocksieve_agent::{Agent, Error};
@@ -167,8 +358,12 @@ impl AgentBuilder {
     /// assert_eq!(agent.snapshot_version("malware"), None);
     ///
     /// // Upper case is not a valid list name.
-    /// let err = Agent::builder("https://publisher.example").list("Malware").trusted_key(key).build();
+    /// let err = Agent::builder("https://publisher.example").list("Malware").trusted_key(key.clone()).build();
     /// assert!(matches!(err, Err(Error::InvalidListName { .. })));
+    ///
+    /// // Plain HTTP leaves full-hash answers open to tampering.
+    /// let err = Agent::builder("http://publisher.example").list("malware").trusted_key(key).build();
+    /// assert!(matches!(err, Err(Error::InvalidBaseUrl { .. })));
     /// # Ok::<(), Error>(())
     /// ```
     pub fn build(self) -> Result<Agent, Error> {
@@ -188,40 +383,80 @@ impl AgentBuilder {
             return Err(Error::NoTrustedKeys);
         }
         if !(1..=MAX_SNAPSHOT_BYTES_LIMIT).contains(&self.max_snapshot_bytes) {
-            return Err(Error::InvalidSetting {
-                setting: "max_snapshot_bytes",
-                value: self.max_snapshot_bytes.to_string(),
-            });
+            return Err(invalid("max_snapshot_bytes", self.max_snapshot_bytes));
+        }
+        if self.full_hash_cache_capacity > MAX_FULL_HASH_CACHE_CAPACITY {
+            return Err(invalid("full_hash_cache_capacity", self.full_hash_cache_capacity));
+        }
+        let noise_prefixes = if self.noise_disabled {
+            0
+        } else if (1..=MAX_NOISE_PREFIXES).contains(&self.noise_prefixes) {
+            self.noise_prefixes
+        } else {
+            return Err(invalid("noise_prefixes", self.noise_prefixes));
+        };
+        if self.base_urls.len() > MAX_BASE_URLS {
+            return Err(invalid("mirror", format!("{} base URLs", self.base_urls.len())));
         }
         check_timeout("snapshot_timeout", self.snapshot_timeout)?;
-        let base_url = validate_base_url(&self.base_url)?;
+        if self.update_interval < Duration::from_secs(1) || self.update_interval > MAX_TIMEOUT {
+            return Err(invalid("update_interval", format!("{:?}", self.update_interval)));
+        }
+        if self.initial_jitter > MAX_SERVER_DELAY {
+            return Err(invalid("initial_jitter", format!("{:?}", self.initial_jitter)));
+        }
+        let mut base_urls = Vec::with_capacity(self.base_urls.len());
+        for url in &self.base_urls {
+            let url = validate_base_url(url, self.allow_plain_http)?;
+            if !base_urls.contains(&url) {
+                base_urls.push(url);
+            }
+        }
         let client = self.client()?;
         let limits = DecodeLimits {
             max_body_bytes: self.max_snapshot_bytes,
             max_decompressed_bytes: self.max_snapshot_bytes,
             ..DecodeLimits::default()
         };
+        if let Some(dir) = &self.cache_dir {
+            std::fs::create_dir_all(dir).map_err(|e| Error::InvalidCacheDir {
+                path: dir.clone(),
+                reason: e.to_string(),
+            })?;
+        }
         let settings = Settings {
-            base_url,
+            base_urls,
             lists,
             trusted_keys: self.trusted_keys,
             limits,
             max_snapshot_bytes: self.max_snapshot_bytes,
             snapshot_timeout: self.snapshot_timeout,
+            cache_dir: self.cache_dir,
+            full_hash_cache_capacity: self.full_hash_cache_capacity,
+            noise_prefixes,
+            failure_policy: self.failure_policy,
+            update_interval: self.update_interval,
+            initial_jitter: self.initial_jitter,
+            time: self.time,
         };
         Ok(Agent::new(settings, client))
     }
 
-    /// Asks the publisher which threat lists it serves (`GET /v1/lists`), to
-    /// subscribe to all of them. Uses this builder's base URL, timeout and
-    /// user agent; lists and keys are not needed yet.
+    /// Asks the publisher which threat lists it serves (`GET /v1/lists` on
+    /// the first base URL), to subscribe to all of them. Uses this builder's
+    /// timeout and user agent; lists and keys are not needed yet.
     ///
     /// # Errors
     ///
     /// A misconfiguration error as from [`AgentBuilder::build`], or a
     /// transport or bad-data error from the request.
     pub async fn fetch_publisher_lists(&self) -> Result<ListsResponse, Error> {
-        let base = validate_base_url(&self.base_url)?;
+        let base = self
+            .base_urls
+            .first()
+            .map(|u| validate_base_url(u, self.allow_plain_http))
+            .transpose()?
+            .unwrap_or_default();
         let client = self.client()?;
         http::fetch_lists(&client, &format!("{base}/v1/lists")).await
     }
@@ -245,6 +480,13 @@ impl AgentBuilder {
     }
 }
 
+fn invalid(setting: &'static str, value: impl ToString) -> Error {
+    Error::InvalidSetting {
+        setting,
+        value: value.to_string(),
+    }
+}
+
 fn check_timeout(setting: &'static str, timeout: Duration) -> Result<(), Error> {
     if timeout < Duration::from_millis(1) || timeout > MAX_TIMEOUT {
         return Err(Error::InvalidSetting {
@@ -255,9 +497,10 @@ fn check_timeout(setting: &'static str, timeout: Duration) -> Result<(), Error> 
     Ok(())
 }
 
-/// Checks that `url` is an absolute `http`/`https` URL with a host and no
-/// query, fragment or credentials, and returns it without a trailing `/`.
-fn validate_base_url(url: &str) -> Result<String, Error> {
+/// Checks that `url` is an absolute `https` URL (or `http` to a loopback
+/// host, or anywhere if `allow_plain_http`) with a host and no query,
+/// fragment or credentials, and returns it without a trailing `/`.
+fn validate_base_url(url: &str, allow_plain_http: bool) -> Result<String, Error> {
     let invalid = |reason: &str| Error::InvalidBaseUrl {
         url: url.to_owned(),
         reason: reason.to_owned(),
@@ -275,7 +518,19 @@ fn validate_base_url(url: &str) -> Result<String, Error> {
     if !parsed.username().is_empty() || parsed.password().is_some() {
         return Err(invalid("must not contain credentials"));
     }
+    if parsed.scheme() == "http" && !allow_plain_http && !is_loopback(parsed.host_str().unwrap_or("")) {
+        return Err(invalid(
+            "plain http is only accepted to a loopback host (see dangerous_allow_plain_http)",
+        ));
+    }
     Ok(parsed.as_str().trim_end_matches('/').to_owned())
+}
+
+/// Whether `host` (as in a URL, IPv6 in brackets) is the loopback
+/// interface.
+fn is_loopback(host: &str) -> bool {
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    bare.eq_ignore_ascii_case("localhost") || bare.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 #[cfg(test)]
@@ -285,11 +540,13 @@ mod tests {
     #[test]
     fn base_url_is_normalised_without_trailing_slash() {
         assert_eq!(
-            validate_base_url("http://127.0.0.1:8080/").ok().as_deref(),
+            validate_base_url("http://127.0.0.1:8080/", false).ok().as_deref(),
             Some("http://127.0.0.1:8080")
         );
         assert_eq!(
-            validate_base_url("https://p.example/blocksieve/").ok().as_deref(),
+            validate_base_url("https://p.example/blocksieve/", false)
+                .ok()
+                .as_deref(),
             Some("https://p.example/blocksieve")
         );
     }
@@ -304,9 +561,25 @@ mod tests {
             "http://u:p@p.example",
         ] {
             assert!(
-                matches!(validate_base_url(bad), Err(Error::InvalidBaseUrl { .. })),
+                matches!(validate_base_url(bad, true), Err(Error::InvalidBaseUrl { .. })),
                 "{bad:?} should be rejected"
             );
+        }
+    }
+
+    #[test]
+    fn plain_http_only_to_loopback_unless_dangerous() {
+        for ok in [
+            "http://127.0.0.1:1",
+            "http://127.9.9.9/",
+            "http://localhost:8080",
+            "http://[::1]:80",
+        ] {
+            assert!(validate_base_url(ok, false).is_ok(), "{ok}");
+        }
+        for remote in ["http://p.example", "http://10.0.0.1", "http://[2001:db8::1]/"] {
+            assert!(validate_base_url(remote, false).is_err(), "{remote}");
+            assert!(validate_base_url(remote, true).is_ok(), "{remote}");
         }
     }
 }

@@ -1,5 +1,8 @@
 //! The agent's one error type.
 
+use std::path::PathBuf;
+use std::time::Duration;
+
 use blocksieve_format::{CanonError, DecodeError};
 
 /// Everything that can go wrong in the agent.
@@ -18,10 +21,17 @@ use blocksieve_format::{CanonError, DecodeError};
 ///   [`Agent::update`](crate::Agent::update) first.
 /// * **Invalid input** ([`ErrorKind::InvalidInput`]): the URL names no host.
 ///   It is neither safe nor unsafe; report it to whoever supplied it.
-/// * **Misconfiguration** ([`ErrorKind::Misconfigured`]): returned only by
-///   [`AgentBuilder::build`](crate::AgentBuilder::build). Fail at start.
+/// * **Storage** ([`ErrorKind::Storage`]): the cache directory could not be
+///   written, or a cached file was corrupt and has been quarantined. The
+///   agent keeps working from memory; fix the disk.
+/// * **Misconfiguration** ([`ErrorKind::Misconfigured`]): returned by
+///   [`AgentBuilder::build`](crate::AgentBuilder::build) and
+///   [`Agent::start_updates`](crate::Agent::start_updates). Fail at start.
+///
+/// Errors are plain data (`Clone`, `Eq`), so a [`Verdict`](crate::Verdict)
+/// and a [`ListStatus`](crate::ListStatus) can carry one.
 #[non_exhaustive]
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Error {
     // --- Bad data from the publisher: keep the current filter. ---
     /// A downloaded snapshot failed verification (signature, unknown key,
@@ -99,6 +109,20 @@ pub enum Error {
         /// The `error.message` of the publisher's JSON error body, or empty
         /// when the body was not one.
         message: String,
+        /// The `Retry-After` of a `429` or `503` answer (RFC 9110 §10.2.3),
+        /// capped at [`MAX_SERVER_DELAY`](crate::core::schedule::MAX_SERVER_DELAY):
+        /// no request of the same kind is sent before it has passed.
+        retry_after: Option<Duration>,
+    },
+    /// Full-hash requests are paused after failures (exponential backoff, or
+    /// the publisher's `Retry-After`); no request was sent. See
+    /// [`core::schedule::FULL_HASH_BACKOFF`](crate::core::schedule::FULL_HASH_BACKOFF).
+    #[error("full-hash requests are paused for {remaining:?} after {failures} failures")]
+    BackingOff {
+        /// How long the pause still lasts.
+        remaining: Duration,
+        /// Consecutive failed full-hash requests so far.
+        failures: u32,
     },
 
     // --- Not ready: update first. ---
@@ -115,6 +139,26 @@ pub enum Error {
     InvalidUrl {
         /// Why canonicalization failed.
         reason: CanonError,
+    },
+
+    // --- Storage: keep working from memory, fix the disk. ---
+    /// A file in the cache directory could not be written, renamed or read.
+    #[error("cache file {}: {reason}", path.display())]
+    Storage {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        reason: String,
+    },
+    /// A file in the cache directory failed verification (or was older than
+    /// the persisted version floor) and was renamed aside with the suffix
+    /// `.quarantined`; it is never loaded again.
+    #[error("cache file {} quarantined: {reason}", path.display())]
+    CorruptCache {
+        /// The file, before it was renamed.
+        path: PathBuf,
+        /// Why it was rejected.
+        reason: String,
     },
 
     // --- Misconfiguration: fail at start. ---
@@ -152,6 +196,22 @@ pub enum Error {
         /// The underlying error and its causes.
         reason: String,
     },
+    /// The cache directory could not be created or is not a directory.
+    #[error("cannot use cache directory {}: {reason}", path.display())]
+    InvalidCacheDir {
+        /// The configured directory.
+        path: PathBuf,
+        /// The I/O error.
+        reason: String,
+    },
+    /// [`Agent::start_updates`](crate::Agent::start_updates) was called while
+    /// the agent's background updates were already running.
+    #[error("background updates are already running")]
+    UpdatesAlreadyRunning,
+    /// [`Agent::start_updates`](crate::Agent::start_updates) was called
+    /// outside a tokio runtime.
+    #[error("background updates need a tokio runtime")]
+    NoRuntime,
 }
 
 /// What the caller of a failed operation should do next; see [`Error`].
@@ -167,6 +227,8 @@ pub enum ErrorKind {
     NotReady,
     /// The URL to check names no host.
     InvalidInput,
+    /// The cache directory failed; the agent keeps working from memory.
+    Storage,
     /// The agent was misconfigured; fail at start.
     Misconfigured,
 }
@@ -180,16 +242,34 @@ impl Error {
             | Self::Rollback { .. }
             | Self::ResponseTooLarge { .. }
             | Self::UnexpectedResponse { .. } => ErrorKind::BadData,
-            Self::Transport { .. } | Self::Status { .. } => ErrorKind::Transport,
+            Self::Transport { .. } | Self::Status { .. } | Self::BackingOff { .. } => ErrorKind::Transport,
             Self::NotReady { .. } => ErrorKind::NotReady,
             Self::InvalidUrl { .. } => ErrorKind::InvalidInput,
+            Self::Storage { .. } | Self::CorruptCache { .. } => ErrorKind::Storage,
             Self::NoLists
             | Self::NoTrustedKeys
             | Self::InvalidListName { .. }
             | Self::InvalidBaseUrl { .. }
             | Self::InvalidSetting { .. }
-            | Self::HttpClient { .. } => ErrorKind::Misconfigured,
+            | Self::HttpClient { .. }
+            | Self::InvalidCacheDir { .. }
+            | Self::UpdatesAlreadyRunning
+            | Self::NoRuntime => ErrorKind::Misconfigured,
         }
+    }
+
+    /// The publisher's `Retry-After`, when this is a `429` or `503` answer
+    /// that carried one.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Self::Status { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+
+    /// Whether this error is a request that hit its timeout.
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, Self::Transport { timed_out: true, .. })
     }
 
     /// A [`Error::Transport`] for `url` from a reqwest error.
@@ -239,6 +319,7 @@ mod tests {
                 url: "http://x/v1/hashes/00000000".into(),
                 status: 503,
                 message: String::new(),
+                retry_after: None,
             },
             Error::InvalidUrl {
                 reason: CanonError::EmptyHost,
@@ -268,6 +349,7 @@ mod tests {
             url: "http://p/v1/lists/x/snapshot".into(),
             status: 404,
             message: "unknown list x".into(),
+            retry_after: None,
         };
         assert_eq!(
             e.to_string(),

@@ -1,18 +1,32 @@
 //! The publisher API over HTTP: conditional snapshot downloads and full-hash
-//! requests, every body read with a hard byte limit.
+//! searches, every body read with a hard byte limit. No decisions here: the
+//! headers that matter (ETag, next-check hint, `Retry-After`) are handed to
+//! [`crate::core`] as they came.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
-use blocksieve_format::api::{ErrorResponse, FullHashResponse, ListsResponse};
+use blocksieve_format::api::{ErrorResponse, FullHashSearchRequest, FullHashSearchResponse, ListsResponse};
 use reqwest::StatusCode;
-use reqwest::header::{ETAG, HeaderValue, IF_NONE_MATCH};
+use reqwest::header::{
+    CACHE_CONTROL, CONTENT_TYPE, ETAG, HeaderMap, HeaderValue, IF_NONE_MATCH, RETRY_AFTER,
+};
 
 use crate::Error;
+use crate::core::schedule::{parse_next_check, parse_retry_after};
 
-/// The most bytes read of a JSON response (full hashes, list status): a
-/// bucket holds a handful of 64-digit hashes, so 4 MiB is generous while
-/// still bounding memory against a hostile server.
-pub(crate) const MAX_JSON_BYTES: u64 = 4 * 1024 * 1024;
+/// The publisher's next-check hint header on snapshot responses (seconds).
+const NEXT_CHECK: &str = "x-blocksieve-next-check";
+
+/// The most bytes read of a full-hash search answer. Up to 1,000 prefixes,
+/// each with every listed full hash under it (more for short request
+/// prefixes): 32 MiB bounds memory against a hostile server while leaving
+/// room for 16-bit prefixes on large lists.
+pub(crate) const MAX_SEARCH_RESPONSE_BYTES: u64 = 32 * 1024 * 1024;
+
+/// The most bytes read of the list status JSON (`GET /v1/lists`): a few
+/// hundred bytes per list, so 4 MiB is generous while still bounding memory
+/// against a hostile server.
+const MAX_JSON_BYTES: u64 = 4 * 1024 * 1024;
 
 /// The most bytes read of an error body, only to extract its message.
 const MAX_ERROR_BODY_BYTES: u64 = 64 * 1024;
@@ -24,23 +38,36 @@ const MAX_ERROR_MESSAGE_CHARS: usize = 256;
 /// The result of a conditional snapshot request.
 pub(crate) enum SnapshotFetch {
     /// `304 Not Modified`: the stored ETag is still current.
-    NotModified,
+    NotModified {
+        /// The publisher's next-check hint.
+        hint: Option<Duration>,
+    },
     /// `200 OK` with the complete body, not yet verified.
     Body {
         /// The snapshot bytes.
         bytes: Vec<u8>,
         /// The response's `ETag`, if it had a usable one.
         etag: Option<String>,
+        /// The publisher's next-check hint.
+        hint: Option<Duration>,
     },
 }
 
-/// `GET {url}` with `If-None-Match: etag` when an ETag is given.
+/// The next-check hint of a snapshot response's headers.
+fn next_check_hint(headers: &HeaderMap) -> Option<Duration> {
+    let text = |name| headers.get(name).and_then(|v: &HeaderValue| v.to_str().ok());
+    parse_next_check(text(NEXT_CHECK), text(CACHE_CONTROL.as_str()))
+}
+
+/// `GET {url}` with `If-None-Match: etag` when an ETag is given. The whole
+/// exchange, body included, must finish within `timeout`.
 pub(crate) async fn fetch_snapshot(
     client: &reqwest::Client,
     url: &str,
     etag: Option<&str>,
     limit_bytes: u64,
     timeout: Duration,
+    now: SystemTime,
 ) -> Result<SnapshotFetch, Error> {
     let mut request = client.get(url).timeout(timeout);
     let conditional = etag.and_then(|e| HeaderValue::from_str(e).ok());
@@ -49,6 +76,7 @@ pub(crate) async fn fetch_snapshot(
         request = request.header(IF_NONE_MATCH, value);
     }
     let response = request.send().await.map_err(|e| Error::transport(url, e))?;
+    let hint = next_check_hint(response.headers());
     match response.status() {
         StatusCode::OK => {
             let etag = response
@@ -57,24 +85,44 @@ pub(crate) async fn fetch_snapshot(
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_owned);
             let bytes = read_limited(response, url, limit_bytes).await?;
-            Ok(SnapshotFetch::Body { bytes, etag })
+            Ok(SnapshotFetch::Body { bytes, etag, hint })
         }
-        StatusCode::NOT_MODIFIED if sent_condition => Ok(SnapshotFetch::NotModified),
+        StatusCode::NOT_MODIFIED if sent_condition => Ok(SnapshotFetch::NotModified { hint }),
         StatusCode::NOT_MODIFIED => Err(Error::UnexpectedResponse {
             url: url.to_owned(),
             reason: "304 Not Modified to a request without If-None-Match".to_owned(),
         }),
-        _ => Err(status_error(response, url).await),
+        _ => Err(status_error(response, url, now).await),
     }
 }
 
-/// `GET {url}` (`/v1/hashes/{prefix}`), parsed as a [`FullHashResponse`].
-/// The caller checks that the answer is for the prefix it asked about.
-pub(crate) async fn fetch_full_hashes(
+/// `POST {url}` (`/v1/hashes:search`) with `request` as JSON, parsed as a
+/// [`FullHashSearchResponse`]. The caller decides what of it to believe.
+pub(crate) async fn search_full_hashes(
     client: &reqwest::Client,
     url: &str,
-) -> Result<FullHashResponse, Error> {
-    fetch_json(client, url).await
+    request: &FullHashSearchRequest,
+    now: SystemTime,
+) -> Result<FullHashSearchResponse, Error> {
+    let body = serde_json::to_vec(request).map_err(|e| Error::UnexpectedResponse {
+        url: url.to_owned(),
+        reason: format!("cannot encode request: {e}"),
+    })?;
+    let response = client
+        .post(url)
+        .header(CONTENT_TYPE, "application/json")
+        .body(body)
+        .send()
+        .await
+        .map_err(|e| Error::transport(url, e))?;
+    if response.status() != StatusCode::OK {
+        return Err(status_error(response, url, now).await);
+    }
+    let bytes = read_limited(response, url, MAX_SEARCH_RESPONSE_BYTES).await?;
+    serde_json::from_slice(&bytes).map_err(|e| Error::UnexpectedResponse {
+        url: url.to_owned(),
+        reason: format!("invalid JSON: {e}"),
+    })
 }
 
 /// `GET {url}` for the publisher's list of threat lists.
@@ -89,7 +137,7 @@ async fn fetch_json<T: serde::de::DeserializeOwned>(client: &reqwest::Client, ur
         .await
         .map_err(|e| Error::transport(url, e))?;
     if response.status() != StatusCode::OK {
-        return Err(status_error(response, url).await);
+        return Err(status_error(response, url, SystemTime::now()).await);
     }
     let bytes = read_limited(response, url, MAX_JSON_BYTES).await?;
     serde_json::from_slice(&bytes).map_err(|e| Error::UnexpectedResponse {
@@ -129,9 +177,22 @@ async fn read_limited(
 }
 
 /// An [`Error::Status`] for a non-success response, with the publisher's
-/// error message when the body is its JSON error.
-async fn status_error(response: reqwest::Response, url: &str) -> Error {
+/// error message when the body is its JSON error, and its `Retry-After`
+/// (relative to `now`) on a `429` or `503`.
+async fn status_error(response: reqwest::Response, url: &str, now: SystemTime) -> Error {
     let status = response.status().as_u16();
+    let retry_after = if matches!(
+        response.status(),
+        StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE
+    ) {
+        response
+            .headers()
+            .get(RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| parse_retry_after(v, now))
+    } else {
+        None
+    };
     let message = match read_limited(response, url, MAX_ERROR_BODY_BYTES).await {
         Ok(body) => serde_json::from_slice::<ErrorResponse>(&body)
             .map(|e| e.error.message.chars().take(MAX_ERROR_MESSAGE_CHARS).collect())
@@ -142,5 +203,6 @@ async fn status_error(response: reqwest::Response, url: &str) -> Error {
         url: url.to_owned(),
         status,
         message,
+        retry_after,
     }
 }

@@ -1,46 +1,62 @@
 //! The blocksieve agent: keeps a verified copy of each subscribed threat
 //! list's filter and checks URLs against it, Safe Browsing style — locally
-//! first, and with the publisher only for the rare prefix hit.
+//! first, and with the publisher only for the rare prefix hit. Built to be
+//! embedded: it never blocks its host's lookups, never trusts a download it
+//! has not verified, keeps protecting from its last good (or cached)
+//! snapshot when the network or the publisher fails, and sends the
+//! publisher as little as possible about what the user visits.
 //!
 //! Principal types and how data flows between them:
 //!
-//! 1. [`AgentBuilder`] (from [`Agent::builder`]) validates the publisher URL,
-//!    the subscribed lists, the trusted Ed25519 keys and the limits, and
-//!    builds an [`Agent`].
-//! 2. [`Agent::update`] downloads each list's snapshot with a conditional
-//!    `GET /v1/lists/{list}/snapshot` (stopping at
-//!    [`AgentBuilder::max_snapshot_bytes`]), verifies it with
-//!    [`blocksieve_format::decode`] into a
-//!    [`VerifiedSnapshot`](blocksieve_format::VerifiedSnapshot), rejects a
-//!    snapshot of another list or one not newer than the current one, and
-//!    swaps it in atomically. Anything bad leaves the current filter in
-//!    place; the [`UpdateReport`] says, per list, what happened
-//!    ([`ListUpdate`]).
-//! 3. [`Agent::check_url`] canonicalizes the URL, hashes its expressions,
-//!    probes the filters ([`Agent::lookup_local`] gives this
-//!    [`LocalLookup`] without the network), asks `GET /v1/hashes/{prefix}`
-//!    once per distinct prefix that hit, and returns a [`Verdict`]: unsafe
-//!    only when a returned full hash equals one of the URL's.
-//! 4. [`Agent::stats`] reports counters ([`Stats`]); every failure is one
-//!    [`Error`], whose [`ErrorKind`] says what to do next.
+//! 1. [`AgentBuilder`] (from [`Agent::builder`]) validates the settings —
+//!    base URLs, lists, trusted Ed25519 keys, cache directory, limits,
+//!    privacy and [`FailurePolicy`] — and builds an [`Agent`], loading any
+//!    snapshots cached in the cache directory so that it answers before the
+//!    network is reached.
+//! 2. [`Agent::start_updates`] runs one background task ([`UpdateHandle`])
+//!    that, on the [`core::schedule`] timetable, downloads each list's
+//!    snapshot with a conditional GET and hands the bytes to
+//!    [`core::accept`]: only an [`AcceptedSnapshot`](core::accept::AcceptedSnapshot)
+//!    — signature, limits, expiry, list name, version floor checked — is
+//!    persisted and swapped in. ([`Agent::update`] does one round by hand
+//!    and returns an [`UpdateReport`].)
+//! 3. [`Agent::check_urls`] (and [`Agent::check_url`]) probes the filters
+//!    ([`Agent::lookup_local`] gives this [`LocalLookup`] without the
+//!    network), confirms the hits with the full-hash cache or one
+//!    `POST /v1/hashes:search` with noise prefixes ([`core::prefix`],
+//!    [`core::cache`]) and returns a [`Verdict`]: unsafe only when a
+//!    returned full hash equals one of the URL's, unverified when the full
+//!    hashes cannot be had.
+//! 4. [`Agent::status`] reports each list's version, age, expiry, staleness
+//!    and errors ([`Status`]) with the counters ([`Stats`]); every failure
+//!    is one [`Error`], whose [`ErrorKind`] says what to do next.
 //!
-//! Readers never block: filters live behind `arc_swap`, so a check sees
-//! either the old snapshot or the new one, never a half-updated filter.
+//! The decisions live in [`core`], a sans-I/O module that takes bytes, the
+//! time and an RNG and returns what to do; this crate's runtime (tokio,
+//! reqwest, the file system) is a thin layer around it. Readers never block:
+//! filters live behind `arc_swap`, so a check sees either the old snapshot
+//! or the new one, never a half-updated filter.
 
 mod agent;
 mod config;
+pub mod core;
 mod error;
 mod http;
-mod lookup;
 mod stats;
+mod status;
+mod store;
 mod update;
+mod updater;
 
 pub use agent::Agent;
 pub use config::{
-    AgentBuilder, DEFAULT_MAX_SNAPSHOT_BYTES, DEFAULT_REQUEST_TIMEOUT, DEFAULT_SNAPSHOT_TIMEOUT,
-    MAX_SNAPSHOT_BYTES_LIMIT,
+    AgentBuilder, DEFAULT_FULL_HASH_CACHE_CAPACITY, DEFAULT_MAX_SNAPSHOT_BYTES, DEFAULT_NOISE_PREFIXES,
+    DEFAULT_REQUEST_TIMEOUT, DEFAULT_SNAPSHOT_TIMEOUT, DEFAULT_UPDATE_INTERVAL, MAX_BASE_URLS,
+    MAX_FULL_HASH_CACHE_CAPACITY, MAX_NOISE_PREFIXES, MAX_SNAPSHOT_BYTES_LIMIT, SystemClock, TimeProvider,
 };
+pub use core::lookup::{FailurePolicy, LocalLookup, PrefixHit, Verdict};
 pub use error::{Error, ErrorKind};
-pub use lookup::{LocalLookup, PrefixHit, Verdict};
-pub use stats::Stats;
+pub use stats::{Stats, UpdateFailures};
+pub use status::{ListStatus, SnapshotSource, Status};
 pub use update::{ListUpdate, UpdateReport};
+pub use updater::UpdateHandle;

@@ -2,15 +2,19 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use blocksieve_format::DecodeError;
+
+use crate::Error;
+
 /// A point-in-time copy of the agent's counters; see
 /// [`Agent::stats`](crate::Agent::stats).
 ///
 /// The URL counters describe [`Agent::check_url`](crate::Agent::check_url)
-/// only ([`Agent::lookup_local`](crate::Agent::lookup_local) is a diagnostic
-/// and is not counted). Every URL check with a prefix hit that completes ends
-/// as either confirmed unsafe or a false prefix hit, so
-/// `confirmed_unsafe + false_prefix_hits <= prefix_hits`; the difference is
-/// checks whose full-hash request failed.
+/// and [`Agent::check_urls`](crate::Agent::check_urls) only
+/// ([`Agent::lookup_local`](crate::Agent::lookup_local) is a diagnostic
+/// and is not counted). Every URL check with a prefix hit ends as exactly one
+/// of confirmed unsafe, false prefix hit or unverified, so
+/// `confirmed_unsafe + false_prefix_hits + unverified == prefix_hits`.
 #[non_exhaustive]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Stats {
@@ -19,19 +23,105 @@ pub struct Stats {
     /// URL checks in which at least one expression's hash prefix hit a
     /// local filter.
     pub prefix_hits: u64,
-    /// Full-hash requests sent (`GET /v1/hashes/{prefix}`), failed ones
-    /// included.
+    /// Full-hash requests sent (`POST /v1/hashes:search`, one per chunk of
+    /// at most 1,000 prefixes), failed ones included.
     pub full_hash_requests: u64,
+    /// Full-hash requests that failed (transport, HTTP status, bad answer).
+    pub full_hash_failures: u64,
+    /// Request prefixes answered from the full-hash cache, without a
+    /// request.
+    pub cache_hits: u64,
+    /// Request prefixes answered by another check's request already in
+    /// flight (single flight), without a request of their own.
+    pub coalesced: u64,
     /// URL checks whose prefix hit was confirmed by a matching full hash:
     /// verdict unsafe.
     pub confirmed_unsafe: u64,
     /// URL checks whose prefix hits were all refuted by the full hashes:
     /// filter false positives or prefix collisions, verdict safe.
     pub false_prefix_hits: u64,
-    /// Snapshots verified and swapped in.
+    /// URL checks with a prefix hit whose full hashes could not be obtained:
+    /// verdict unverified.
+    pub unverified: u64,
+    /// Full hashes in answers that were ignored because they do not start
+    /// with the prefix they were listed under (or are not hashes).
+    pub ignored_full_hashes: u64,
+    /// Snapshots verified and swapped in from the network.
     pub snapshots_applied: u64,
-    /// Per-list update attempts that failed (the filter was kept).
+    /// Snapshots loaded from the cache directory at start.
+    pub snapshots_loaded_from_cache: u64,
+    /// Per-list update attempts that failed (the filter was kept); by reason
+    /// in [`Stats::update_failures_by`].
     pub update_failures: u64,
+    /// [`Stats::update_failures`] by reason.
+    pub update_failures_by: UpdateFailures,
+    /// Cache files found corrupt (or rolled back) and quarantined.
+    pub cache_files_quarantined: u64,
+    /// Accepted snapshots that could not be written to the cache directory
+    /// (they are in use all the same).
+    pub persist_failures: u64,
+}
+
+impl Stats {
+    /// The empirical false-positive rate per URL check: false prefix hits
+    /// divided by lookups (0 before the first lookup). With a BinaryFuse8
+    /// filter (2^-8 per probe) and about ten expressions per URL, expect
+    /// about 4 %; a much higher rate means the filter is not the one the
+    /// header describes, or the lists and the full-hash buckets disagree.
+    pub fn false_prefix_hit_rate(&self) -> f64 {
+        if self.lookups == 0 {
+            0.0
+        } else {
+            self.false_prefix_hits as f64 / self.lookups as f64
+        }
+    }
+}
+
+/// Failed update attempts by reason; each failure counts once, under the
+/// reason of the error reported for it.
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct UpdateFailures {
+    /// The request could not be sent or the connection failed.
+    pub transport: u64,
+    /// The request hit its timeout (including a body dripping too slowly).
+    pub timeout: u64,
+    /// The publisher answered an HTTP error status (e.g. 5xx, 429, 404).
+    pub http_status: u64,
+    /// The body was larger than the limit, or the header declares a body or
+    /// filter larger than the limits.
+    pub too_large: u64,
+    /// The snapshot is malformed: truncated, trailing bytes, body hash or
+    /// compression or layout wrong; or the response broke the protocol.
+    pub malformed: u64,
+    /// Signed by a key the agent does not trust.
+    pub unknown_key: u64,
+    /// The signature does not verify.
+    pub bad_signature: u64,
+    /// The snapshot had already expired when it was downloaded.
+    pub expired: u64,
+    /// A snapshot of another list.
+    pub wrong_list: u64,
+    /// Older than the version floor, or the same version with another body.
+    pub rollback: u64,
+    /// Anything else.
+    pub other: u64,
+}
+
+/// The live counters behind [`UpdateFailures`].
+#[derive(Debug, Default)]
+struct FailureCounters {
+    transport: AtomicU64,
+    timeout: AtomicU64,
+    http_status: AtomicU64,
+    too_large: AtomicU64,
+    malformed: AtomicU64,
+    unknown_key: AtomicU64,
+    bad_signature: AtomicU64,
+    expired: AtomicU64,
+    wrong_list: AtomicU64,
+    rollback: AtomicU64,
+    other: AtomicU64,
 }
 
 /// The live counters behind [`Stats`].
@@ -40,29 +130,140 @@ pub(crate) struct Counters {
     pub(crate) lookups: AtomicU64,
     pub(crate) prefix_hits: AtomicU64,
     pub(crate) full_hash_requests: AtomicU64,
+    pub(crate) full_hash_failures: AtomicU64,
+    pub(crate) cache_hits: AtomicU64,
+    pub(crate) coalesced: AtomicU64,
     pub(crate) confirmed_unsafe: AtomicU64,
     pub(crate) false_prefix_hits: AtomicU64,
+    pub(crate) unverified: AtomicU64,
+    pub(crate) ignored_full_hashes: AtomicU64,
     pub(crate) snapshots_applied: AtomicU64,
+    pub(crate) snapshots_loaded_from_cache: AtomicU64,
     pub(crate) update_failures: AtomicU64,
+    pub(crate) cache_files_quarantined: AtomicU64,
+    pub(crate) persist_failures: AtomicU64,
+    failures: FailureCounters,
 }
 
 impl Counters {
     /// Adds one to `counter`. Relaxed ordering: the counters are statistics,
     /// not synchronisation.
     pub(crate) fn bump(counter: &AtomicU64) {
-        counter.fetch_add(1, Ordering::Relaxed);
+        Self::add(counter, 1);
+    }
+
+    /// Adds `n` to `counter`.
+    pub(crate) fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Counts a failed update attempt under the reason of `error`.
+    pub(crate) fn update_failed(&self, error: &Error) {
+        Self::bump(&self.update_failures);
+        let f = &self.failures;
+        let counter = match error {
+            Error::Transport { timed_out: true, .. } => &f.timeout,
+            Error::Transport { .. } => &f.transport,
+            Error::Status { .. } => &f.http_status,
+            Error::ResponseTooLarge { .. } => &f.too_large,
+            Error::UnexpectedResponse { .. } => &f.malformed,
+            Error::WrongList { .. } => &f.wrong_list,
+            Error::Rollback { .. } => &f.rollback,
+            Error::Decode { reason, .. } => match reason {
+                DecodeError::UnknownKey { .. } => &f.unknown_key,
+                DecodeError::BadSignature => &f.bad_signature,
+                DecodeError::Expired { .. } => &f.expired,
+                DecodeError::BodyTooLarge { .. }
+                | DecodeError::DecompressedTooLarge { .. }
+                | DecodeError::TooManyEntries { .. } => &f.too_large,
+                _ => &f.malformed,
+            },
+            _ => &f.other,
+        };
+        Self::bump(counter);
     }
 
     pub(crate) fn snapshot(&self) -> Stats {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let f = &self.failures;
         Stats {
             lookups: get(&self.lookups),
             prefix_hits: get(&self.prefix_hits),
             full_hash_requests: get(&self.full_hash_requests),
+            full_hash_failures: get(&self.full_hash_failures),
+            cache_hits: get(&self.cache_hits),
+            coalesced: get(&self.coalesced),
             confirmed_unsafe: get(&self.confirmed_unsafe),
             false_prefix_hits: get(&self.false_prefix_hits),
+            unverified: get(&self.unverified),
+            ignored_full_hashes: get(&self.ignored_full_hashes),
             snapshots_applied: get(&self.snapshots_applied),
+            snapshots_loaded_from_cache: get(&self.snapshots_loaded_from_cache),
             update_failures: get(&self.update_failures),
+            update_failures_by: UpdateFailures {
+                transport: get(&f.transport),
+                timeout: get(&f.timeout),
+                http_status: get(&f.http_status),
+                too_large: get(&f.too_large),
+                malformed: get(&f.malformed),
+                unknown_key: get(&f.unknown_key),
+                bad_signature: get(&f.bad_signature),
+                expired: get(&f.expired),
+                wrong_list: get(&f.wrong_list),
+                rollback: get(&f.rollback),
+                other: get(&f.other),
+            },
+            cache_files_quarantined: get(&self.cache_files_quarantined),
+            persist_failures: get(&self.persist_failures),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failures_are_counted_by_reason() {
+        let c = Counters::default();
+        c.update_failed(&Error::Transport {
+            url: "u".into(),
+            reason: "r".into(),
+            timed_out: true,
+        });
+        c.update_failed(&Error::Decode {
+            list: "l".into(),
+            reason: DecodeError::BodyLength {
+                declared: 1,
+                actual: 2,
+            },
+        });
+        c.update_failed(&Error::Rollback {
+            list: "l".into(),
+            trusted_version: 2,
+            new_version: 1,
+        });
+        let s = c.snapshot();
+        assert_eq!(s.update_failures, 3);
+        assert_eq!(
+            (
+                s.update_failures_by.timeout,
+                s.update_failures_by.malformed,
+                s.update_failures_by.rollback
+            ),
+            (1, 1, 1)
+        );
+        assert_eq!(s.update_failures_by.transport, 0);
+    }
+
+    #[test]
+    fn false_prefix_hit_rate_is_per_lookup() {
+        let s = Stats {
+            lookups: 200,
+            false_prefix_hits: 5,
+            ..Stats::default()
+        };
+        assert!((s.false_prefix_hit_rate() - 0.025).abs() < 1e-12);
+        assert!(Stats::default().false_prefix_hit_rate().abs() < f64::EPSILON);
     }
 }

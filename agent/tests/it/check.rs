@@ -1,13 +1,15 @@
-//! URL checks: local probe, full-hash confirmation, and that nothing but a
-//! matching full hash ever makes a URL unsafe.
+//! URL checks: local probe, full-hash confirmation, the failure policy, and
+//! that nothing but a matching full hash ever makes a URL unsafe.
 
 use std::time::Duration;
 
 use axum::http::StatusCode;
-use blocksieve_agent::{Agent, Error, ErrorKind, Verdict};
+use blocksieve_agent::{Agent, Error, ErrorKind, FailurePolicy, Verdict};
 use blocksieve_format::{CanonError, FullHash, KeyBits};
 
-use crate::server::{FakePublisher, HashMode, Snap};
+use crate::server::{FakePublisher, SearchMode, Snap};
+
+const SAFE: Verdict = Verdict::Safe { stale: false };
 
 /// A publisher with `malware` listing `evil.example/` and
 /// `bad.example/download/`, full hashes included, and an updated agent.
@@ -35,8 +37,10 @@ async fn listed_urls_are_unsafe() {
             list: "malware".into(),
             expression: "evil.example/".into(),
             full_hash: FullHash::of(b"evil.example/"),
+            stale: false,
         }
     );
+    assert!(verdict.should_block());
     let verdict = agent
         .check_url("https://www.BAD.example/download/file.exe")
         .await
@@ -52,8 +56,9 @@ async fn listed_urls_are_unsafe() {
     assert_eq!(stats.full_hash_requests, 2);
     assert_eq!(stats.confirmed_unsafe, 2);
     assert_eq!(stats.false_prefix_hits, 0);
-    let expected = format!("/v1/hashes/{}", FullHash::of(b"evil.example/").prefix());
-    assert_eq!(fake.hash_requests()[0], expected);
+    let searches = fake.searches();
+    let expected = FullHash::of(b"evil.example/").prefix().to_string();
+    assert!(searches[0].prefixes.contains(&expected), "{:?}", searches[0]);
 }
 
 #[tokio::test]
@@ -62,9 +67,9 @@ async fn unlisted_url_is_safe_without_any_request() {
     let url = "http://good.example/index.html";
     assert!(agent.lookup_local(url).unwrap().is_empty());
 
-    assert_eq!(agent.check_url(url).await.unwrap(), Verdict::Safe);
+    assert_eq!(agent.check_url(url).await.unwrap(), SAFE);
 
-    assert!(fake.hash_requests().is_empty());
+    assert!(fake.searches().is_empty());
     let stats = agent.stats();
     assert_eq!(
         (stats.lookups, stats.prefix_hits, stats.full_hash_requests),
@@ -88,17 +93,15 @@ async fn prefix_collision_with_a_different_full_hash_is_a_false_prefix_hit() {
     agent.update().await.unwrap();
     assert_eq!(agent.lookup_local(url).unwrap().prefixes(), vec![real.prefix()]);
 
-    assert_eq!(agent.check_url(url).await.unwrap(), Verdict::Safe);
+    assert_eq!(agent.check_url(url).await.unwrap(), SAFE);
 
     let stats = agent.stats();
     assert_eq!(stats.prefix_hits, 1);
     assert_eq!(stats.full_hash_requests, 1);
     assert_eq!(stats.false_prefix_hits, 1);
     assert_eq!(stats.confirmed_unsafe, 0);
-    assert_eq!(
-        fake.hash_requests(),
-        vec![format!("/v1/hashes/{}", real.prefix())]
-    );
+    assert!((stats.false_prefix_hit_rate() - 1.0).abs() < 1e-9);
+    assert!(fake.searches()[0].prefixes.contains(&real.prefix().to_string()));
 }
 
 #[tokio::test]
@@ -111,18 +114,15 @@ async fn full_hash_on_a_list_not_subscribed_is_not_unsafe() {
     let agent = fake.agent(&["malware"]);
     agent.update().await.unwrap();
 
-    assert_eq!(
-        agent.check_url("http://evil.example/").await.unwrap(),
-        Verdict::Safe
-    );
+    assert_eq!(agent.check_url("http://evil.example/").await.unwrap(), SAFE);
     assert_eq!(agent.stats().false_prefix_hits, 1);
 }
 
 #[tokio::test]
-async fn one_request_per_distinct_prefix_in_expression_order() {
+async fn every_hit_prefix_goes_in_one_request_and_subscription_order_picks_the_list() {
     // `evil.example/a/b.html` hits malware's filter through a colliding full
     // hash; `evil.example/` is on both lists. Three prefix hits, two
-    // prefixes, requested in expression order (exact path first).
+    // prefixes, one request.
     let specific = FullHash::of(b"evil.example/a/b.html");
     let mut colliding = specific;
     colliding.0[20] ^= 1;
@@ -140,25 +140,27 @@ async fn one_request_per_distinct_prefix_in_expression_order() {
         local.prefixes_for("phishing"),
         vec![FullHash::of(b"evil.example/").prefix()]
     );
+    assert_eq!(
+        local.snapshot_versions,
+        vec![("malware".to_owned(), 1), ("phishing".to_owned(), 1)]
+    );
 
     let verdict = agent.check_url("http://evil.example/a/b.html").await.unwrap();
 
     assert_eq!(
         verdict,
         Verdict::Unsafe {
-            // The first listed entry in the publisher's bucket.
-            list: "phishing".into(),
+            list: "malware".into(),
             expression: "evil.example/".into(),
             full_hash: FullHash::of(b"evil.example/"),
+            stale: false,
         }
     );
-    assert_eq!(
-        fake.hash_requests(),
-        vec![
-            format!("/v1/hashes/{}", specific.prefix()),
-            format!("/v1/hashes/{}", FullHash::of(b"evil.example/").prefix()),
-        ]
-    );
+    let searches = fake.searches();
+    assert_eq!(searches.len(), 1);
+    for p in [specific.prefix(), FullHash::of(b"evil.example/").prefix()] {
+        assert!(searches[0].prefixes.contains(&p.to_string()), "{:?}", searches[0]);
+    }
     let stats = agent.stats();
     assert_eq!(
         (
@@ -166,31 +168,67 @@ async fn one_request_per_distinct_prefix_in_expression_order() {
             stats.full_hash_requests,
             stats.confirmed_unsafe
         ),
-        (1, 2, 1)
+        (1, 1, 1)
     );
 }
 
 #[tokio::test]
-async fn full_hash_server_error_is_an_error_not_safe() {
+async fn full_hash_server_error_is_unverified_not_safe() {
     let (fake, agent) = ready().await;
-    fake.set_hash_mode(HashMode::Status(StatusCode::INTERNAL_SERVER_ERROR));
+    fake.set_search_mode(SearchMode::Status(StatusCode::INTERNAL_SERVER_ERROR));
 
-    let error = agent.check_url("http://evil.example/").await.unwrap_err();
+    let verdict = agent.check_url("http://evil.example/").await.unwrap();
 
-    assert!(matches!(error, Error::Status { status: 500, .. }), "{error}");
-    assert_eq!(error.kind(), ErrorKind::Transport);
+    let Verdict::Unverified {
+        reason,
+        lists,
+        block,
+        stale,
+    } = &verdict
+    else {
+        panic!("{verdict:?}")
+    };
+    assert!(matches!(reason, Error::Status { status: 500, .. }), "{reason}");
+    assert_eq!(reason.kind(), ErrorKind::Transport);
+    assert_eq!(lists, &["malware".to_owned()]);
+    assert!(!block, "fail-open is the default");
+    assert!(!stale);
+    assert!(!verdict.should_block());
     let stats = agent.stats();
     assert_eq!((stats.prefix_hits, stats.full_hash_requests), (1, 1));
-    assert_eq!((stats.confirmed_unsafe, stats.false_prefix_hits), (0, 0));
-    // A URL with no prefix hit needs no request and is still answered.
     assert_eq!(
-        agent.check_url("http://good.example/").await.unwrap(),
-        Verdict::Safe
+        (stats.confirmed_unsafe, stats.false_prefix_hits, stats.unverified),
+        (0, 0, 1)
     );
+    assert_eq!(stats.full_hash_failures, 1);
+    // A URL with no prefix hit needs no request and is still answered.
+    assert_eq!(agent.check_url("http://good.example/").await.unwrap(), SAFE);
 }
 
 #[tokio::test]
-async fn full_hash_timeout_is_an_error_not_safe() {
+async fn fail_closed_flags_unverified_to_block() {
+    let (fake, _) = ready().await;
+    let agent = fake
+        .agent_builder(&["malware"])
+        .failure_policy(FailurePolicy::FailClosed)
+        .build()
+        .unwrap();
+    agent.update().await.unwrap();
+    fake.set_search_mode(SearchMode::Status(StatusCode::BAD_GATEWAY));
+
+    let verdict = agent.check_url("http://evil.example/").await.unwrap();
+
+    assert!(
+        matches!(&verdict, Verdict::Unverified { block: true, .. }),
+        "{verdict:?}"
+    );
+    assert!(verdict.should_block());
+    // Fail-closed only concerns unverifiable hits: clean URLs stay safe.
+    assert_eq!(agent.check_url("http://good.example/").await.unwrap(), SAFE);
+}
+
+#[tokio::test]
+async fn full_hash_timeout_is_unverified() {
     let (fake, _) = ready().await;
     let agent = fake
         .agent_builder(&["malware"])
@@ -198,30 +236,55 @@ async fn full_hash_timeout_is_an_error_not_safe() {
         .build()
         .unwrap();
     agent.update().await.unwrap();
-    fake.set_hash_mode(HashMode::Hang);
+    fake.set_search_mode(SearchMode::Hang);
 
-    let error = agent.check_url("http://evil.example/").await.unwrap_err();
+    let verdict = agent.check_url("http://evil.example/").await.unwrap();
 
     assert!(
-        matches!(error, Error::Transport { timed_out: true, .. }),
-        "{error}"
+        matches!(&verdict, Verdict::Unverified { reason, .. } if reason.is_timeout()),
+        "{verdict:?}"
     );
 }
 
 #[tokio::test]
-async fn malformed_full_hash_response_is_an_error_not_safe() {
-    let (fake, agent) = ready().await;
-    fake.set_hash_mode(HashMode::Garbage);
-    let error = agent.check_url("http://evil.example/").await.unwrap_err();
-    assert!(matches!(error, Error::UnexpectedResponse { .. }), "{error}");
-    assert_eq!(error.kind(), ErrorKind::BadData);
+async fn malformed_full_hash_responses_are_unverified() {
+    for (mode, expected) in [
+        (SearchMode::Garbage, "invalid JSON"),
+        (SearchMode::NoResults, "no result for requested prefix"),
+    ] {
+        let (fake, agent) = ready().await;
+        fake.set_search_mode(mode);
+        let verdict = agent.check_url("http://evil.example/").await.unwrap();
+        let Verdict::Unverified { reason, .. } = &verdict else {
+            panic!("{verdict:?}")
+        };
+        assert!(matches!(reason, Error::UnexpectedResponse { .. }), "{reason}");
+        assert_eq!(reason.kind(), ErrorKind::BadData);
+        assert!(reason.to_string().contains(expected), "{reason}");
+    }
+}
 
-    fake.set_hash_mode(HashMode::WrongPrefix);
-    let error = agent.check_url("http://evil.example/").await.unwrap_err();
+#[tokio::test]
+async fn failures_pause_full_hash_requests_and_a_success_resumes_them() {
+    let (fake, agent) = ready().await;
+    fake.set_search_mode(SearchMode::RetryAfter(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "120".into(),
+    ));
+    let first = agent.check_url("http://evil.example/").await.unwrap();
     assert!(
-        matches!(&error, Error::UnexpectedResponse { reason, .. } if reason.contains("prefix")),
-        "{error}"
+        matches!(&first, Verdict::Unverified { reason: Error::Status { status: 503, retry_after: Some(d), .. }, .. } if *d == Duration::from_secs(120)),
+        "{first:?}"
     );
+    // Retry-After: no request for two minutes; checks answer at once.
+    fake.set_search_mode(SearchMode::Normal);
+    let second = agent.check_url("http://bad.example/download/x").await.unwrap();
+    assert!(
+        matches!(&second, Verdict::Unverified { reason: Error::BackingOff { failures: 1, remaining }, .. } if *remaining > Duration::from_secs(100)),
+        "{second:?}"
+    );
+    assert_eq!(fake.searches().len(), 1);
+    assert!(agent.status().full_hash_paused_for.is_some());
 }
 
 #[tokio::test]
@@ -261,8 +324,34 @@ async fn invalid_urls_are_errors_with_the_reason() {
         error.to_string(),
         format!("invalid url: {}", CanonError::NotHierarchical)
     );
-    assert!(fake.hash_requests().is_empty());
+    assert!(fake.searches().is_empty());
     assert_eq!(agent.stats().lookups, 0);
+}
+
+#[tokio::test]
+async fn batch_answers_in_order_with_one_request() {
+    let (fake, agent) = ready().await;
+    let verdicts = agent
+        .check_urls([
+            "http://evil.example/a",
+            "http://good.example/",
+            "mailto:x@y",
+            "https://bad.example/download/f.exe",
+            "http://evil.example/b",
+        ])
+        .await;
+    assert_eq!(verdicts.len(), 5);
+    assert!(verdicts[0].as_ref().unwrap().is_unsafe());
+    assert_eq!(verdicts[1].as_ref().unwrap(), &SAFE);
+    assert!(matches!(verdicts[2], Err(Error::InvalidUrl { .. })));
+    assert!(verdicts[3].as_ref().unwrap().is_unsafe());
+    assert!(verdicts[4].as_ref().unwrap().is_unsafe());
+    assert_eq!(fake.searches().len(), 1);
+    let stats = agent.stats();
+    assert_eq!(
+        (stats.lookups, stats.prefix_hits, stats.confirmed_unsafe),
+        (4, 3, 3)
+    );
 }
 
 #[tokio::test]
@@ -272,12 +361,14 @@ async fn lookup_local_reports_hits_per_list_without_requests() {
     assert_eq!(local.hits.len(), 1);
     assert_eq!(local.hits[0].list, "malware");
     assert_eq!(local.hits[0].expression, "evil.example/");
+    assert_eq!(local.hits[0].request_prefix_bits, 32);
     assert_eq!(
         local.prefixes_for("malware"),
         vec![FullHash::of(b"evil.example/").prefix()]
     );
     assert!(local.prefixes_for("phishing").is_empty());
-    assert!(fake.hash_requests().is_empty());
+    assert!(!local.stale);
+    assert!(fake.searches().is_empty());
     assert_eq!(agent.stats().lookups, 0);
 }
 
@@ -289,8 +380,5 @@ async fn snapshots_with_64_bit_keys_work() {
     let agent = fake.agent(&["malware"]);
     agent.update().await.unwrap();
     assert!(agent.check_url("http://evil.example/").await.unwrap().is_unsafe());
-    assert_eq!(
-        agent.check_url("http://good.example/").await.unwrap(),
-        Verdict::Safe
-    );
+    assert_eq!(agent.check_url("http://good.example/").await.unwrap(), SAFE);
 }

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use blocksieve_agent::{Agent, Error, ErrorKind, MAX_SNAPSHOT_BYTES_LIMIT};
+use blocksieve_agent::{Agent, Error, ErrorKind, MAX_NOISE_PREFIXES, MAX_SNAPSHOT_BYTES_LIMIT};
 
 use crate::server::{FakePublisher, Snap, trusted};
 
@@ -87,6 +87,24 @@ fn out_of_range_settings_are_refused() {
             "max_snapshot_bytes",
         ),
         (builder().user_agent("bad\nagent"), "user_agent"),
+        (builder().noise_prefixes(0), "noise_prefixes"),
+        (builder().noise_prefixes(MAX_NOISE_PREFIXES + 1), "noise_prefixes"),
+        (
+            builder().full_hash_cache_capacity(10_000_000),
+            "full_hash_cache_capacity",
+        ),
+        (
+            builder().update_interval(Duration::from_millis(10)),
+            "update_interval",
+        ),
+        (
+            builder().initial_jitter(Duration::from_secs(7200)),
+            "initial_jitter",
+        ),
+        (
+            (0..8).fold(builder(), |b, i| b.mirror(format!("https://m{i}.example"))),
+            "mirror",
+        ),
     ];
     for (b, setting) in cases {
         let e = b.build().unwrap_err();
@@ -95,6 +113,60 @@ fn out_of_range_settings_are_refused() {
             "{e}"
         );
     }
+}
+
+#[test]
+fn plain_http_needs_a_loopback_host_or_the_dangerous_opt_in() {
+    let remote = || {
+        Agent::builder("http://publisher.example")
+            .list("malware")
+            .trusted_key(trusted())
+    };
+    let e = remote().build().unwrap_err();
+    assert!(
+        matches!(&e, Error::InvalidBaseUrl { reason, .. } if reason.contains("dangerous_allow_plain_http")),
+        "{e}"
+    );
+    assert!(remote().dangerous_allow_plain_http().build().is_ok());
+    assert!(
+        Agent::builder("https://publisher.example")
+            .list("malware")
+            .trusted_key(trusted())
+            .build()
+            .is_ok()
+    );
+    let e = builder().mirror("http://mirror.example").build().unwrap_err();
+    assert!(matches!(e, Error::InvalidBaseUrl { .. }), "{e}");
+}
+
+#[test]
+fn noise_can_only_be_disabled_by_the_dangerous_method() {
+    assert!(builder().dangerous_disable_noise().build().is_ok());
+    // A later explicit count overrides it.
+    assert!(
+        builder()
+            .dangerous_disable_noise()
+            .noise_prefixes(2)
+            .build()
+            .is_ok()
+    );
+    assert!(builder().full_hash_cache_capacity(0).build().is_ok());
+}
+
+#[test]
+fn cache_dir_that_cannot_be_created_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, b"x").unwrap();
+    let e = builder().cache_dir(file.join("sub")).build().unwrap_err();
+    assert!(matches!(e, Error::InvalidCacheDir { .. }), "{e}");
+    assert_eq!(e.kind(), ErrorKind::Misconfigured);
+}
+
+#[test]
+fn start_updates_needs_a_runtime() {
+    let agent = builder().build().unwrap();
+    assert!(matches!(agent.start_updates(), Err(Error::NoRuntime)));
 }
 
 #[tokio::test]

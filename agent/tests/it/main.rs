@@ -1,8 +1,13 @@
-//! Agent tests against a fake publisher on a real socket: one binary, one
-//! module per area.
+//! Agent tests against fake publishers on real sockets (127.0.0.1:0): one
+//! binary, one module per area.
 #![allow(clippy::unwrap_used, missing_docs, unreachable_pub, dead_code)]
 
+mod background;
 mod check;
 mod config;
+mod faults;
+mod persistence;
+mod privacy;
+mod readers;
 mod server;
 mod update;

@@ -3,25 +3,35 @@
 //! ```text
 //! cargo run -p blocksieve-examples --bin check -- --publisher http://127.0.0.1:8080 http://evil.example/ https://example.com/
 //! printf '%s\n' http://a.example/ http://b.example/ | cargo run -p blocksieve-examples --bin check
+//! cargo run -p blocksieve-examples --bin check -- --cache-dir ./agent-cache --fail-closed --noise 8 http://evil.example/
 //! ```
 //!
-//! With no URL arguments, URLs are read from stdin, one per line. Prints one
-//! line per URL — `unsafe <list> <url>`, `safe <url>`, `invalid <url> <reason>`
-//! or, when the check itself failed, `error <url> <reason>` — then a summary
-//! on stderr. Exits with 1 when any URL is unsafe, 2 on errors (publisher
-//! unreachable, a failed full-hash request, …), else 0.
+//! With no URL arguments, URLs are read from stdin, one per line, and
+//! checked in batches (one full-hash request per batch). Prints one line per
+//! URL — `unsafe <list> <url>`, `safe <url>`, `invalid <url> <reason>`,
+//! `unverified <url> <reason>` when a prefix hit could not be confirmed (the
+//! full-hash request failed), or `error <url> <reason>` — then a summary on
+//! stderr. Exits with 1 when any URL should be blocked (unsafe, or
+//! unverified with `--fail-closed`), else 2 on errors (publisher unreachable
+//! without a cached snapshot, an unverified URL under the default fail-open
+//! policy, …), else 0.
 //!
-//! Options: `--publisher URL` (default `http://127.0.0.1:8080`); `--list NAME`,
+//! Options: `--publisher URL` (default `http://127.0.0.1:8080`); `--mirror
+//! URL`, repeatable, tried in order after the publisher; `--list NAME`,
 //! repeatable (default: every list the publisher has a snapshot of);
 //! `--key BASE64_OR_FILE`, repeatable (default: `./blocksieve-data/public.key`,
-//! which the publisher writes on first start).
+//! which the publisher writes on first start); `--cache-dir DIR` (persist
+//! snapshots; with it, checks work offline from the last snapshot);
+//! `--noise N` (noise prefixes per full-hash request, default 4);
+//! `--fail-closed`; `--timeout SECONDS` (per request, default 10).
 
 use std::io::BufRead;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::{Context, bail};
-use blocksieve_agent::{Agent, Error, Verdict};
+use blocksieve_agent::{Agent, DEFAULT_NOISE_PREFIXES, Error, FailurePolicy, Verdict};
 use blocksieve_format::TrustedKey;
 use clap::Parser;
 
@@ -47,6 +57,29 @@ struct Args {
     #[arg(long = "key", value_name = "BASE64_OR_FILE")]
     keys: Vec<String>,
 
+    /// A mirror of the publisher, tried in order when the ones before it
+    /// fail (repeatable).
+    #[arg(long = "mirror", value_name = "URL")]
+    mirrors: Vec<String>,
+
+    /// Persist verified snapshots here and load them at start, so that
+    /// checks work while the publisher is unreachable.
+    #[arg(long, value_name = "DIR")]
+    cache_dir: Option<PathBuf>,
+
+    /// Noise prefixes added to each full-hash request.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_NOISE_PREFIXES)]
+    noise: usize,
+
+    /// Block (exit 1) URLs whose prefix hit cannot be verified because the
+    /// full-hash request failed, instead of reporting an error.
+    #[arg(long)]
+    fail_closed: bool,
+
+    /// Timeout of each request, in seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 10)]
+    timeout: u64,
+
     /// URLs to check. Default: read from stdin, one per line.
     #[arg(value_name = "URL")]
     urls: Vec<String>,
@@ -59,8 +92,16 @@ struct Tally {
     unsafe_: u64,
     safe: u64,
     invalid: u64,
+    /// Prefix hits that could not be verified.
+    unverified: u64,
+    /// Unverified URLs the failure policy says to block.
+    blocked: u64,
     failed: u64,
 }
+
+/// URLs checked per [`Agent::check_urls`] call when reading stdin: one
+/// full-hash request covers a whole batch.
+const BATCH: usize = 256;
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -76,12 +117,29 @@ async fn main() -> ExitCode {
 
 async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let keys = trusted_keys(&args.keys)?;
-    let mut builder = Agent::builder(&args.publisher).trusted_keys(keys);
+    let policy = if args.fail_closed {
+        FailurePolicy::FailClosed
+    } else {
+        FailurePolicy::FailOpen
+    };
+    let mut builder = Agent::builder(&args.publisher)
+        .trusted_keys(keys)
+        .noise_prefixes(args.noise)
+        .failure_policy(policy)
+        .request_timeout(Duration::from_secs(args.timeout));
+    for mirror in &args.mirrors {
+        builder = builder.mirror(mirror);
+    }
+    if let Some(dir) = &args.cache_dir {
+        builder = builder.cache_dir(dir);
+    }
     let lists = if args.lists.is_empty() {
-        let served = builder
-            .fetch_publisher_lists()
-            .await
-            .with_context(|| format!("asking {} for its lists", args.publisher))?;
+        let served = builder.fetch_publisher_lists().await.with_context(|| {
+            format!(
+                "asking {} for its lists (pass --list to skip this)",
+                args.publisher
+            )
+        })?;
         let ready: Vec<String> = served
             .lists
             .into_iter()
@@ -101,67 +159,92 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
     for (list, error) in report.failures() {
         eprintln!("check: warning: list {list} not updated, using the snapshot in use: {error}");
     }
+    for list in agent.status().lists.iter().filter(|l| l.stale) {
+        eprintln!(
+            "check: warning: the snapshot of list {} has expired; verdicts may miss newer entries",
+            list.name
+        );
+    }
 
     let mut tally = Tally::default();
     if args.urls.is_empty() {
+        let mut batch = Vec::with_capacity(BATCH);
         for line in std::io::stdin().lock().lines() {
             let line = line.context("reading URLs from stdin")?;
             let url = line.trim();
             if !url.is_empty() {
-                check(&agent, url, &mut tally).await;
+                batch.push(url.to_owned());
+            }
+            if batch.len() == BATCH {
+                check(&agent, &batch, &mut tally).await;
+                batch.clear();
             }
         }
+        check(&agent, &batch, &mut tally).await;
     } else {
-        for url in &args.urls {
-            check(&agent, url, &mut tally).await;
-        }
+        check(&agent, &args.urls, &mut tally).await;
     }
 
-    let failed = if tally.failed > 0 {
-        format!(", {} failed", tally.failed)
-    } else {
-        String::new()
-    };
+    let mut extra = String::new();
+    if tally.unverified > 0 {
+        extra.push_str(&format!(", {} unverified", tally.unverified));
+    }
+    if tally.failed > 0 {
+        extra.push_str(&format!(", {} failed", tally.failed));
+    }
     eprintln!(
-        "{} urls: {} unsafe, {} safe, {} invalid{failed}; {} full-hash requests",
+        "{} urls: {} unsafe, {} safe, {} invalid{extra}; {} full-hash requests",
         tally.urls,
         tally.unsafe_,
         tally.safe,
         tally.invalid,
         agent.stats().full_hash_requests
     );
-    Ok(if tally.failed > 0 {
-        ExitCode::from(2)
-    } else if tally.unsafe_ > 0 {
+    Ok(if tally.unsafe_ > 0 || tally.blocked > 0 {
         ExitCode::from(1)
+    } else if tally.failed > 0 || tally.unverified > 0 {
+        ExitCode::from(2)
     } else {
         ExitCode::SUCCESS
     })
 }
 
-/// Checks one URL and prints its line.
-async fn check(agent: &Agent, url: &str, tally: &mut Tally) {
-    tally.urls += 1;
-    match agent.check_url(url).await {
-        Ok(Verdict::Unsafe { list, .. }) => {
-            tally.unsafe_ += 1;
-            println!("unsafe {list} {url}");
-        }
-        Ok(Verdict::Safe) => {
-            tally.safe += 1;
-            println!("safe {url}");
-        }
-        Ok(other) => {
-            tally.failed += 1;
-            println!("error {url} unknown verdict {other:?}");
-        }
-        Err(Error::InvalidUrl { reason }) => {
-            tally.invalid += 1;
-            println!("invalid {url} {reason}");
-        }
-        Err(e) => {
-            tally.failed += 1;
-            println!("error {url} {e}");
+/// Checks a batch of URLs and prints one line each, in order.
+async fn check(agent: &Agent, urls: &[String], tally: &mut Tally) {
+    if urls.is_empty() {
+        return;
+    }
+    let verdicts = agent.check_urls(urls).await;
+    for (url, verdict) in urls.iter().zip(verdicts) {
+        tally.urls += 1;
+        match verdict {
+            Ok(Verdict::Unsafe { list, .. }) => {
+                tally.unsafe_ += 1;
+                println!("unsafe {list} {url}");
+            }
+            Ok(Verdict::Safe { .. }) => {
+                tally.safe += 1;
+                println!("safe {url}");
+            }
+            Ok(Verdict::Unverified { reason, block, .. }) => {
+                tally.unverified += 1;
+                if block {
+                    tally.blocked += 1;
+                }
+                println!("unverified {url} {reason}");
+            }
+            Ok(other) => {
+                tally.failed += 1;
+                println!("error {url} unknown verdict {other:?}");
+            }
+            Err(Error::InvalidUrl { reason }) => {
+                tally.invalid += 1;
+                println!("invalid {url} {reason}");
+            }
+            Err(e) => {
+                tally.failed += 1;
+                println!("error {url} {e}");
+            }
         }
     }
 }

@@ -1,0 +1,546 @@
+//! Accepting a snapshot, and the version floor that makes rollback
+//! impossible even across restarts.
+//!
+//! A snapshot is accepted ([`accept`]) only when, in this order:
+//!
+//! 1. [`blocksieve_format::decode`] verifies it against the trusted keys,
+//!    the limits and `now` (FORMAT.md "Reading": signature, body hash,
+//!    layout, not expired) and returns a
+//!    [`VerifiedSnapshot`] — the only way to get one;
+//! 2. its signed header names the requested list (a correctly signed
+//!    snapshot of another list is a replay, not an update);
+//! 3. its version is strictly greater than the list's [`VersionFloor`], or
+//!    equal with the same body hash (the very snapshot accepted before,
+//!    which is harmless to re-accept).
+//!
+//! The result is an [`AcceptedSnapshot`], a type only this module builds:
+//! the agent's atomic swap takes nothing else (rust-tuf's `Verified<T>`).
+//!
+//! The floor is the last accepted `(version, body SHA-256)` of a list. The
+//! runtime persists it in a [`ListRecord`] next to the snapshot, after the
+//! snapshot itself, so that a restarted agent refuses anything older than
+//! what it once trusted, even if its cached snapshot is gone.
+
+use std::time::SystemTime;
+
+use blocksieve_format::{
+    DecodeError, DecodeLimits, FullHash, SnapshotHeader, TrustedKey, VerifiedSnapshot, decode,
+};
+use serde::{Deserialize, Serialize};
+
+use crate::Error;
+use crate::core::{from_unix_seconds, unix_seconds};
+
+/// The rollback floor of one list: the version and body hash of the last
+/// snapshot accepted for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VersionFloor {
+    /// The last accepted snapshot version.
+    pub version: u64,
+    /// The SHA-256 of that snapshot's compressed body, from its signed
+    /// header: a different snapshot with the same version is refused.
+    pub body_sha256: [u8; 32],
+}
+
+impl VersionFloor {
+    /// The floor a verified `header` sets once accepted.
+    pub fn of(header: &SnapshotHeader) -> Self {
+        Self {
+            version: header.version,
+            body_sha256: header.body_sha256,
+        }
+    }
+
+    /// Whether `header` may be accepted over this floor: strictly newer, or
+    /// the very snapshot that set the floor.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Rollback`] carrying both versions otherwise.
+    pub fn admit(&self, list: &str, header: &SnapshotHeader) -> Result<(), Error> {
+        if header.version > self.version
+            || (header.version == self.version && header.body_sha256 == self.body_sha256)
+        {
+            Ok(())
+        } else {
+            Err(Error::Rollback {
+                list: list.to_owned(),
+                trusted_version: self.version,
+                new_version: header.version,
+            })
+        }
+    }
+}
+
+/// A snapshot that passed every check of [`accept`]. Only [`accept`] (and
+/// [`restore`], which calls it) creates one, so holding one proves the
+/// checks ran.
+#[derive(Debug)]
+pub struct AcceptedSnapshot {
+    snapshot: VerifiedSnapshot,
+}
+
+impl AcceptedSnapshot {
+    /// The verified snapshot: header and filter.
+    pub fn snapshot(&self) -> &VerifiedSnapshot {
+        &self.snapshot
+    }
+
+    /// The verified header.
+    pub fn header(&self) -> &SnapshotHeader {
+        self.snapshot.header()
+    }
+
+    /// The floor this snapshot sets.
+    pub fn floor(&self) -> VersionFloor {
+        VersionFloor::of(self.snapshot.header())
+    }
+
+    /// When the snapshot expires (its signed `expires_at`).
+    pub fn expires_at(&self) -> SystemTime {
+        from_unix_seconds(self.header().expires_at)
+    }
+
+    /// When the snapshot was built (its signed `created_at`).
+    pub fn created_at(&self) -> SystemTime {
+        from_unix_seconds(self.header().created_at)
+    }
+
+    /// Whether the snapshot has expired at `now`: it is still used, but
+    /// every status and verdict based on it says *stale* (FORMAT.md,
+    /// `expires_at`).
+    pub fn is_stale(&self, now: SystemTime) -> bool {
+        unix_seconds(now) > self.header().expires_at
+    }
+
+    /// How many leading bits of a full hash to send for this list
+    /// (`request_prefix_bits`, 8..=32, a multiple of 4).
+    pub fn request_prefix_bits(&self) -> u8 {
+        self.header().request_prefix_bits
+    }
+}
+
+/// Verifies `bytes` as the next snapshot of `list`; see the module docs for
+/// the checks, in order.
+///
+/// # Errors
+///
+/// [`Error::Decode`] naming the first failed format check (including
+/// [`DecodeError::Expired`]), [`Error::WrongList`], or [`Error::Rollback`].
+/// Whatever the error, the caller keeps the snapshot it has.
+///
+/// ```
+/// use std::time::{Duration, UNIX_EPOCH};
+/// use blocksieve_agent::Error;
+/// use blocksieve_agent::core::accept::accept;
+/// use blocksieve_format::DecodeLimits;
+///
+/// // Not a snapshot at all.
+/// let now = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+/// let err = accept("malware", b"garbage", &[], &DecodeLimits::default(), None, now);
+/// assert!(matches!(err, Err(Error::Decode { .. })));
+/// ```
+pub fn accept(
+    list: &str,
+    bytes: &[u8],
+    trusted_keys: &[TrustedKey],
+    limits: &DecodeLimits,
+    floor: Option<&VersionFloor>,
+    now: SystemTime,
+) -> Result<AcceptedSnapshot, Error> {
+    let snapshot =
+        decode(bytes, trusted_keys, limits, unix_seconds(now)).map_err(|reason| Error::Decode {
+            list: list.to_owned(),
+            reason,
+        })?;
+    let header = snapshot.header();
+    if header.list_name != list {
+        return Err(Error::WrongList {
+            requested: list.to_owned(),
+            found: header.list_name.clone(),
+        });
+    }
+    if let Some(floor) = floor {
+        floor.admit(list, header)?;
+    }
+    Ok(AcceptedSnapshot { snapshot })
+}
+
+/// What the agent persists per list next to the snapshot bytes: the floor
+/// and the ETag of the snapshot that set it (so the first request after a
+/// restart can be answered `304 Not Modified`).
+///
+/// Encoded as a small JSON object with a format number; decoding is
+/// bounded to [`ListRecord::MAX_BYTES`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListRecord {
+    /// The list this record belongs to.
+    pub list: String,
+    /// The last accepted version and body hash.
+    pub floor: VersionFloor,
+    /// The ETag under which that snapshot was served, if any.
+    pub etag: Option<String>,
+}
+
+/// The JSON shape of a [`ListRecord`].
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RecordJson {
+    format: u32,
+    list: String,
+    version: u64,
+    body_sha256: String,
+    etag: Option<String>,
+}
+
+/// The [`ListRecord`] encoding this agent writes and reads.
+const RECORD_FORMAT: u32 = 1;
+
+impl ListRecord {
+    /// The largest record file accepted, in bytes: an ETag is short, and a
+    /// bigger file is not one this agent wrote.
+    pub const MAX_BYTES: usize = 4 * 1024;
+
+    /// The record's bytes, as written to the cache directory.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let json = RecordJson {
+            format: RECORD_FORMAT,
+            list: self.list.clone(),
+            version: self.floor.version,
+            body_sha256: FullHash(self.floor.body_sha256).to_string(),
+            etag: self.etag.clone(),
+        };
+        let mut out = serde_json::to_vec_pretty(&json).unwrap_or_default();
+        out.push(b'\n');
+        out
+    }
+
+    /// Parses a record of `list` read from the cache directory.
+    ///
+    /// # Errors
+    ///
+    /// The reason, as text, when the bytes are too long, not a record of
+    /// this format, or of another list. The caller quarantines the file.
+    pub fn from_bytes(list: &str, bytes: &[u8]) -> Result<Self, String> {
+        if bytes.len() > Self::MAX_BYTES {
+            return Err(format!("{} bytes, more than {}", bytes.len(), Self::MAX_BYTES));
+        }
+        let json: RecordJson = serde_json::from_slice(bytes).map_err(|e| format!("invalid record: {e}"))?;
+        if json.format != RECORD_FORMAT {
+            return Err(format!("unknown record format {}", json.format));
+        }
+        if json.list != list {
+            return Err(format!("record of list {:?}, expected {list:?}", json.list));
+        }
+        let hash = FullHash::from_hex(&json.body_sha256).map_err(|e| format!("body_sha256: {e}"))?;
+        Ok(Self {
+            list: json.list,
+            floor: VersionFloor {
+                version: json.version,
+                body_sha256: hash.0,
+            },
+            etag: json.etag,
+        })
+    }
+}
+
+/// What [`restore`] made of a list's cached files.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Restored {
+    /// No cached snapshot.
+    Missing,
+    /// The cached snapshot verified and is not expired: answer lookups from
+    /// it right away.
+    Loaded(AcceptedSnapshot),
+    /// The cached snapshot verified but has expired. It is not used (the
+    /// agent waits for a fresh one), but the file is genuine: keep it.
+    Expired {
+        /// Its expiry time.
+        expires_at: SystemTime,
+    },
+    /// The cached snapshot failed verification, is of another list, or is
+    /// older than the persisted floor: quarantine the file.
+    Rejected(Error),
+}
+
+/// The state of one list at start, from its cached files.
+#[derive(Debug)]
+pub struct RestoredList {
+    /// What happened to the cached snapshot.
+    pub snapshot: Restored,
+    /// The floor to enforce from now on: the record's, or the loaded
+    /// snapshot's if that is newer (the record is written after the
+    /// snapshot, so a crash between the two leaves it one step behind).
+    pub floor: Option<VersionFloor>,
+    /// The ETag to send with the first request: the record's, only if it
+    /// belongs to the loaded snapshot.
+    pub etag: Option<String>,
+}
+
+/// Decides what to do with `list`'s cached files at start:
+/// `snapshot_bytes` (if the file exists) is checked with [`accept`] against
+/// the floor of `record` (if a valid one exists), at `now`.
+pub fn restore(
+    list: &str,
+    snapshot_bytes: Option<&[u8]>,
+    record: Option<&ListRecord>,
+    trusted_keys: &[TrustedKey],
+    limits: &DecodeLimits,
+    now: SystemTime,
+) -> RestoredList {
+    let record_floor = record.map(|r| r.floor);
+    let Some(bytes) = snapshot_bytes else {
+        return RestoredList {
+            snapshot: Restored::Missing,
+            floor: record_floor,
+            etag: None,
+        };
+    };
+    match accept(list, bytes, trusted_keys, limits, record_floor.as_ref(), now) {
+        Ok(accepted) => {
+            let floor = accepted.floor();
+            let etag = record.filter(|r| r.floor == floor).and_then(|r| r.etag.clone());
+            RestoredList {
+                snapshot: Restored::Loaded(accepted),
+                floor: Some(floor),
+                etag,
+            }
+        }
+        Err(Error::Decode {
+            reason: DecodeError::Expired { expires_at, .. },
+            ..
+        }) => RestoredList {
+            snapshot: Restored::Expired {
+                expires_at: from_unix_seconds(expires_at),
+            },
+            floor: record_floor,
+            etag: None,
+        },
+        Err(error) => RestoredList {
+            snapshot: Restored::Rejected(error),
+            floor: record_floor,
+            etag: None,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, UNIX_EPOCH};
+
+    use blocksieve_format::{FilterKind, KeyBits, PrefixFilter, SigningKey, SnapshotParams, encode};
+
+    use super::*;
+
+    const NOW: u64 = 1_700_000_000;
+
+    fn now() -> SystemTime {
+        UNIX_EPOCH + Duration::from_secs(NOW)
+    }
+
+    fn key() -> SigningKey {
+        SigningKey::from_secret_bytes([7u8; 32])
+    }
+
+    fn keys() -> Vec<TrustedKey> {
+        vec![key().public_key().clone()]
+    }
+
+    fn bytes(list: &str, version: u64, expressions: &[&str], expires_at: u64) -> Vec<u8> {
+        let mut k: Vec<u64> = expressions
+            .iter()
+            .map(|e| FullHash::of(e.as_bytes()).prefix().key())
+            .collect();
+        k.sort_unstable();
+        k.dedup();
+        let filter = match PrefixFilter::build(FilterKind::BinaryFuse8, &k) {
+            Ok(f) => f,
+            Err(e) => panic!("{e}"),
+        };
+        let params = SnapshotParams {
+            list_name: list.into(),
+            version,
+            created_at: NOW - 10,
+            expires_at,
+            key_bits: KeyBits::Bits32,
+            request_prefix_bits: 16,
+            full_hash_count: k.len() as u64,
+            measured_fpr: 0.0,
+            zstd_level: 1,
+        };
+        match encode(&params, &filter, &key()) {
+            Ok(b) => b,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    fn ok(list: &str, b: &[u8], floor: Option<&VersionFloor>) -> AcceptedSnapshot {
+        match accept(list, b, &keys(), &DecodeLimits::default(), floor, now()) {
+            Ok(a) => a,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    fn err(list: &str, b: &[u8], floor: Option<&VersionFloor>) -> Error {
+        match accept(list, b, &keys(), &DecodeLimits::default(), floor, now()) {
+            Ok(a) => panic!("accepted {:?}", a.header()),
+            Err(e) => e,
+        }
+    }
+
+    #[test]
+    fn first_snapshot_is_accepted_and_sets_the_floor() {
+        let a = ok("malware", &bytes("malware", 3, &["a/"], NOW + 60), None);
+        assert_eq!(a.floor().version, 3);
+        assert_eq!(a.request_prefix_bits(), 16);
+        assert!(!a.is_stale(now()));
+        assert!(a.is_stale(now() + Duration::from_secs(61)));
+    }
+
+    #[test]
+    fn newer_passes_same_passes_older_and_same_version_other_body_are_rollbacks() {
+        let v3 = bytes("malware", 3, &["a/"], NOW + 60);
+        let floor = ok("malware", &v3, None).floor();
+        ok("malware", &bytes("malware", 4, &["a/"], NOW + 60), Some(&floor));
+        ok("malware", &v3, Some(&floor));
+        assert_eq!(
+            err("malware", &bytes("malware", 2, &["a/"], NOW + 60), Some(&floor)),
+            Error::Rollback {
+                list: "malware".into(),
+                trusted_version: 3,
+                new_version: 2
+            }
+        );
+        assert!(matches!(
+            err("malware", &bytes("malware", 3, &["b/"], NOW + 60), Some(&floor)),
+            Error::Rollback {
+                trusted_version: 3,
+                new_version: 3,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn other_list_expired_and_forged_are_refused() {
+        assert!(matches!(
+            err("malware", &bytes("phishing", 9, &[], NOW + 60), None),
+            Error::WrongList { .. }
+        ));
+        assert!(matches!(
+            err("malware", &bytes("malware", 9, &[], NOW - 1), None),
+            Error::Decode {
+                reason: DecodeError::Expired { .. },
+                ..
+            }
+        ));
+        let mut forged = bytes("malware", 9, &[], NOW + 60);
+        forged[28] ^= 1;
+        assert!(matches!(
+            err("malware", &forged, None),
+            Error::Decode {
+                reason: DecodeError::BadSignature,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn record_round_trips_and_rejects_garbage() {
+        let r = ListRecord {
+            list: "malware".into(),
+            floor: VersionFloor {
+                version: 42,
+                body_sha256: [9; 32],
+            },
+            etag: Some("\"abc\"".into()),
+        };
+        assert_eq!(ListRecord::from_bytes("malware", &r.to_bytes()), Ok(r.clone()));
+        assert!(ListRecord::from_bytes("phishing", &r.to_bytes()).is_err());
+        assert!(ListRecord::from_bytes("malware", b"{").is_err());
+        assert!(ListRecord::from_bytes("malware", &[b' '; 5000]).is_err());
+        let other_format = String::from_utf8_lossy(&r.to_bytes()).replace("\"format\": 1", "\"format\": 2");
+        assert!(ListRecord::from_bytes("malware", other_format.as_bytes()).is_err());
+    }
+
+    #[test]
+    fn restore_loads_valid_keeps_expired_rejects_below_floor() {
+        let v5 = bytes("malware", 5, &["a/"], NOW + 60);
+        let loaded = ok("malware", &v5, None);
+        let record = ListRecord {
+            list: "malware".into(),
+            floor: loaded.floor(),
+            etag: Some("\"e5\"".into()),
+        };
+        let r = restore(
+            "malware",
+            Some(&v5),
+            Some(&record),
+            &keys(),
+            &DecodeLimits::default(),
+            now(),
+        );
+        assert!(matches!(r.snapshot, Restored::Loaded(_)));
+        assert_eq!(r.etag.as_deref(), Some("\"e5\""));
+
+        // Crash between writing the snapshot and the record: the newer
+        // snapshot raises the floor, the stale ETag is not reused.
+        let v6 = bytes("malware", 6, &["a/"], NOW + 60);
+        let r = restore(
+            "malware",
+            Some(&v6),
+            Some(&record),
+            &keys(),
+            &DecodeLimits::default(),
+            now(),
+        );
+        assert_eq!(r.floor.map(|f| f.version), Some(6));
+        assert_eq!(r.etag, None);
+
+        let old = bytes("malware", 4, &["a/"], NOW + 60);
+        let r = restore(
+            "malware",
+            Some(&old),
+            Some(&record),
+            &keys(),
+            &DecodeLimits::default(),
+            now(),
+        );
+        assert!(matches!(r.snapshot, Restored::Rejected(Error::Rollback { .. })));
+        assert_eq!(r.floor.map(|f| f.version), Some(5));
+
+        let expired = bytes("malware", 7, &["a/"], NOW - 1);
+        let r = restore(
+            "malware",
+            Some(&expired),
+            Some(&record),
+            &keys(),
+            &DecodeLimits::default(),
+            now(),
+        );
+        assert!(matches!(r.snapshot, Restored::Expired { .. }));
+        assert_eq!(r.floor.map(|f| f.version), Some(5));
+
+        let r = restore(
+            "malware",
+            None,
+            Some(&record),
+            &keys(),
+            &DecodeLimits::default(),
+            now(),
+        );
+        assert!(matches!(r.snapshot, Restored::Missing));
+        assert_eq!(r.floor, Some(record.floor));
+
+        let r = restore(
+            "malware",
+            Some(b"junk"),
+            None,
+            &keys(),
+            &DecodeLimits::default(),
+            now(),
+        );
+        assert!(matches!(r.snapshot, Restored::Rejected(Error::Decode { .. })));
+    }
+}

@@ -1,0 +1,447 @@
+//! When to ask the publisher again: update scheduling, backoff and
+//! server-given delays.
+//!
+//! # Snapshot updates
+//!
+//! The publisher rebuilds every list on a 30-minute cadence and signs each
+//! snapshot with a 2-hour expiry (its defaults). [`UpdateSchedule`] decides,
+//! per list:
+//!
+//! * **Start**: a uniform random delay ("initial jitter") so that a fleet
+//!   restarted together does not stampede: up to [`COLD_START_JITTER`]
+//!   (5 s, configurable) when the list has no usable snapshot and the agent
+//!   cannot answer yet, up to [`WARM_START_JITTER`] (5 minutes, and at most half the time
+//!   left before it expires) when a cached snapshot already answers.
+//! * **After a success** (`200` or `304`): the publisher's next-check hint
+//!   (`X-Blocksieve-Next-Check: <seconds>`, else `Cache-Control: max-age`),
+//!   clamped to [`MIN_CHECK_INTERVAL`]..=[`MAX_SERVER_DELAY`], or the
+//!   configured update interval without a hint; plus up to 10 % more, so
+//!   that agents drift apart instead of polling in lockstep. A success resets
+//!   the backoff.
+//! * **After a failure**: exponential backoff with *full jitter* (Brooker,
+//!   "Exponential Backoff And Jitter", AWS Architecture Blog, 2015):
+//!   after the N-th consecutive failure wait a uniform random time in
+//!   `[1 s, min(2^(N-1) × 1 min, 30 min)]` ([`UPDATE_BACKOFF`]). If the
+//!   answer was `429` or `503` with `Retry-After`, wait at least that long
+//!   (capped at [`MAX_SERVER_DELAY`], one hour).
+//!
+//! Safe Browsing v4 backs off update failures with
+//! `min(2^(N-1) × 15 min × (1 + rand), 24 h)`: a first retry after 15–30
+//! minutes and a cap of a day, which suits lists that change over hours and
+//! a client that may use them for days. Our lists change every 30 minutes
+//! and expire after 2 hours, so those values would leave an agent on an
+//! expired list for most of a day after a short outage. We start at one
+//! minute (a transient error is retried quickly) and cap the ceiling at one
+//! publish cadence, 30 minutes: an agent notices a recovery within about one
+//! cadence (mean wait 15 minutes at the cap) and gets at least four more
+//! attempts before a fresh snapshot expires. Full jitter instead of
+//! Safe Browsing's `(1 + rand)` spreads a fleet that failed at the same moment
+//! evenly over the whole window, which is what protects a recovering
+//! publisher; the 1-second floor prevents hot loops.
+//!
+//! # Full-hash requests
+//!
+//! Full-hash requests are driven by URL checks, not by a timer, but a failing
+//! publisher must not be hammered by every check either: after the N-th
+//! consecutive failure no request is sent for a uniform random time in
+//! `[0, min(2^(N-1) × 1 s, 2 min)]` ([`FULL_HASH_BACKOFF`]), or until
+//! `Retry-After` has passed if that is later; checks meanwhile end as
+//! [`Verdict::Unverified`](crate::Verdict::Unverified) with
+//! [`Error::BackingOff`]. One success resets it ([`FullHashBackoff`]).
+
+use std::time::{Duration, SystemTime};
+
+use rand::Rng;
+
+use crate::Error;
+
+/// An exponential backoff with full jitter: after `n` consecutive failures
+/// the delay is uniform in `[min, min(base × 2^(n-1), cap)]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BackoffPolicy {
+    /// The shortest delay, so that a draw near zero cannot spin.
+    pub min: Duration,
+    /// The ceiling after the first failure.
+    pub base: Duration,
+    /// The largest ceiling.
+    pub cap: Duration,
+}
+
+/// Snapshot update backoff: 1 s floor, 1-minute base, 30-minute cap (one
+/// publish cadence). See the module docs for why.
+pub const UPDATE_BACKOFF: BackoffPolicy = BackoffPolicy {
+    min: Duration::from_secs(1),
+    base: Duration::from_secs(60),
+    cap: Duration::from_secs(30 * 60),
+};
+
+/// Full-hash request backoff: no floor, 1-second base, 2-minute cap.
+pub const FULL_HASH_BACKOFF: BackoffPolicy = BackoffPolicy {
+    min: Duration::ZERO,
+    base: Duration::from_secs(1),
+    cap: Duration::from_secs(2 * 60),
+};
+
+/// The longest server-given delay honoured (`Retry-After`, next-check
+/// hint): one hour, so that a misconfigured proxy cannot stop updates for
+/// longer than half a snapshot's lifetime.
+pub const MAX_SERVER_DELAY: Duration = Duration::from_secs(60 * 60);
+
+/// The shortest next-check hint honoured: one minute. A publisher asking for
+/// more frequent checks than that is mistaken; a conditional request that
+/// often would only load it.
+pub const MIN_CHECK_INTERVAL: Duration = Duration::from_secs(60);
+
+/// The longest initial jitter for a list without a usable snapshot: 5 s.
+/// The agent cannot answer for that list until it has one, so do not wait
+/// long.
+pub const COLD_START_JITTER: Duration = Duration::from_secs(5);
+
+/// The longest initial jitter for a list that a cached snapshot already
+/// covers: 5 minutes.
+pub const WARM_START_JITTER: Duration = Duration::from_secs(5 * 60);
+
+/// A uniform random duration in `[low, high]` (in milliseconds); `low` when
+/// the range is empty.
+fn uniform(rng: &mut impl Rng, low: Duration, high: Duration) -> Duration {
+    let low_ms = u64::try_from(low.as_millis()).unwrap_or(u64::MAX);
+    let high_ms = u64::try_from(high.as_millis()).unwrap_or(u64::MAX);
+    if high_ms <= low_ms {
+        return low;
+    }
+    Duration::from_millis(rng.gen_range(low_ms..=high_ms))
+}
+
+impl BackoffPolicy {
+    /// The ceiling after `failures` consecutive failures:
+    /// `min(base × 2^(failures-1), cap)`, and zero for no failure.
+    pub fn ceiling(&self, failures: u32) -> Duration {
+        if failures == 0 {
+            return Duration::ZERO;
+        }
+        let factor = 1u32.checked_shl(failures - 1).unwrap_or(u32::MAX);
+        self.base.saturating_mul(factor).min(self.cap)
+    }
+
+    /// A delay after `failures` consecutive failures: uniform in
+    /// `[min, ceiling(failures)]` (full jitter).
+    pub fn delay(&self, failures: u32, rng: &mut impl Rng) -> Duration {
+        uniform(rng, self.min, self.ceiling(failures).max(self.min))
+    }
+}
+
+/// Parses a `Retry-After` value (RFC 9110 §10.2.3): delay-seconds or an
+/// HTTP-date, relative to `now`. A date in the past is zero; the result is
+/// capped at [`MAX_SERVER_DELAY`]. `None` when the value is neither.
+pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
+    let value = value.trim();
+    let delay = if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
+        // Anything longer than u64 seconds is "very long": cap it below.
+        Duration::from_secs(value.parse::<u64>().unwrap_or(u64::MAX))
+    } else {
+        let at = httpdate::parse_http_date(value).ok()?;
+        at.duration_since(now).unwrap_or(Duration::ZERO)
+    };
+    Some(delay.min(MAX_SERVER_DELAY))
+}
+
+/// The publisher's next-check hint of a snapshot response: the
+/// `X-Blocksieve-Next-Check` header (seconds), or else the `max-age`
+/// directive of `Cache-Control`. Unclamped; [`UpdateSchedule::on_success`]
+/// clamps it. `None` when neither is present and valid.
+pub fn parse_next_check(next_check: Option<&str>, cache_control: Option<&str>) -> Option<Duration> {
+    let seconds = |v: &str| {
+        let v = v.trim();
+        (!v.is_empty() && v.len() <= 10 && v.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| v.parse::<u64>().ok())
+            .flatten()
+            .map(Duration::from_secs)
+    };
+    if let Some(hint) = next_check.and_then(seconds) {
+        return Some(hint);
+    }
+    cache_control?.split(',').find_map(|directive| {
+        let (name, value) = directive.split_once('=')?;
+        name.trim()
+            .eq_ignore_ascii_case("max-age")
+            .then(|| seconds(value.trim_matches('"')))
+            .flatten()
+    })
+}
+
+/// The update schedule of one list: when to check next after each outcome.
+/// See the module docs for the rules.
+#[derive(Debug, Clone)]
+pub struct UpdateSchedule {
+    /// The wait after a success without a next-check hint.
+    interval: Duration,
+    /// The longest initial jitter without a usable snapshot.
+    cold_start_jitter: Duration,
+    /// Consecutive failed updates; reset by a success.
+    failures: u32,
+}
+
+impl UpdateSchedule {
+    /// A schedule that checks every `interval` when the publisher gives no
+    /// next-check hint, with a [`COLD_START_JITTER`] initial jitter.
+    pub fn new(interval: Duration) -> Self {
+        Self {
+            interval,
+            cold_start_jitter: COLD_START_JITTER,
+            failures: 0,
+        }
+    }
+
+    /// Sets the longest initial jitter for a list without a usable snapshot
+    /// (by default, [`COLD_START_JITTER`]).
+    pub fn with_cold_start_jitter(mut self, jitter: Duration) -> Self {
+        self.cold_start_jitter = jitter;
+        self
+    }
+
+    /// Consecutive failed updates so far.
+    pub fn consecutive_failures(&self) -> u32 {
+        self.failures
+    }
+
+    /// The delay before the first check. `time_to_expiry` is how long the
+    /// list's cached snapshot stays fresh, or `None` without a usable one.
+    pub fn initial_delay(&self, time_to_expiry: Option<Duration>, rng: &mut impl Rng) -> Duration {
+        match time_to_expiry {
+            Some(left) if !left.is_zero() => uniform(rng, Duration::ZERO, WARM_START_JITTER.min(left / 2)),
+            _ => uniform(rng, Duration::ZERO, self.cold_start_jitter),
+        }
+    }
+
+    /// Records a successful check (`200` accepted or unchanged, `304`) and
+    /// returns the delay before the next one.
+    pub fn on_success(&mut self, hint: Option<Duration>, rng: &mut impl Rng) -> Duration {
+        self.failures = 0;
+        let base = hint.map_or(self.interval, |h| h.clamp(MIN_CHECK_INTERVAL, MAX_SERVER_DELAY));
+        base + uniform(rng, Duration::ZERO, base / 10)
+    }
+
+    /// Records a failed check and returns the delay before the next one:
+    /// [`UPDATE_BACKOFF`], and at least `retry_after` (capped at
+    /// [`MAX_SERVER_DELAY`]) when the publisher sent one.
+    pub fn on_failure(&mut self, retry_after: Option<Duration>, rng: &mut impl Rng) -> Duration {
+        self.failures = self.failures.saturating_add(1);
+        let backoff = UPDATE_BACKOFF.delay(self.failures, rng);
+        match retry_after {
+            Some(r) => backoff.max(r.min(MAX_SERVER_DELAY)),
+            None => backoff,
+        }
+    }
+}
+
+/// Whether full-hash requests may be sent now; see the module docs.
+#[derive(Debug, Clone, Default)]
+pub struct FullHashBackoff {
+    /// Consecutive failed full-hash requests.
+    failures: u32,
+    /// When the pause was set and when it ends (wall clock, so that it
+    /// survives a suspended process; a clock running backwards ends it).
+    paused: Option<(SystemTime, SystemTime)>,
+}
+
+impl FullHashBackoff {
+    /// Consecutive failed full-hash requests so far.
+    pub fn consecutive_failures(&self) -> u32 {
+        self.failures
+    }
+
+    /// Whether a request may be sent at `now`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::BackingOff`] with the time left while paused.
+    pub fn check(&self, now: SystemTime) -> Result<(), Error> {
+        match self.paused {
+            Some((set_at, until)) if now >= set_at && now < until => Err(Error::BackingOff {
+                remaining: until.duration_since(now).unwrap_or(Duration::ZERO),
+                failures: self.failures,
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Records a successful request: the backoff is reset.
+    pub fn on_success(&mut self) {
+        self.failures = 0;
+        self.paused = None;
+    }
+
+    /// Records a failed request at `now` and pauses requests for
+    /// [`FULL_HASH_BACKOFF`], or for `retry_after` if that is longer.
+    pub fn on_failure(&mut self, retry_after: Option<Duration>, now: SystemTime, rng: &mut impl Rng) {
+        self.failures = self.failures.saturating_add(1);
+        let mut delay = FULL_HASH_BACKOFF.delay(self.failures, rng);
+        if let Some(r) = retry_after {
+            delay = delay.max(r.min(MAX_SERVER_DELAY));
+        }
+        self.paused = now.checked_add(delay).map(|until| (now, until));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::UNIX_EPOCH;
+
+    use rand::SeedableRng;
+    use rand::rngs::StdRng;
+
+    use super::*;
+
+    fn rng() -> StdRng {
+        StdRng::seed_from_u64(6)
+    }
+
+    const MIN: Duration = Duration::from_secs(60);
+
+    #[test]
+    fn ceilings_double_from_one_minute_to_thirty() {
+        let ceilings: Vec<u64> = (0..9).map(|n| UPDATE_BACKOFF.ceiling(n).as_secs()).collect();
+        assert_eq!(ceilings, [0, 60, 120, 240, 480, 960, 1800, 1800, 1800]);
+        assert_eq!(UPDATE_BACKOFF.ceiling(u32::MAX), Duration::from_secs(1800));
+        assert_eq!(FULL_HASH_BACKOFF.ceiling(1), Duration::from_secs(1));
+        assert_eq!(FULL_HASH_BACKOFF.ceiling(40), Duration::from_secs(120));
+    }
+
+    #[test]
+    fn full_jitter_covers_the_whole_window() {
+        let mut r = rng();
+        for n in 1..12 {
+            let ceiling = UPDATE_BACKOFF.ceiling(n);
+            let draws: Vec<Duration> = (0..500).map(|_| UPDATE_BACKOFF.delay(n, &mut r)).collect();
+            assert!(
+                draws
+                    .iter()
+                    .all(|d| *d >= Duration::from_secs(1) && *d <= ceiling)
+            );
+            // Full jitter: draws land in the lowest and the highest quarter.
+            assert!(draws.iter().any(|d| *d < ceiling / 4), "n = {n}");
+            assert!(draws.iter().any(|d| *d > ceiling * 3 / 4), "n = {n}");
+        }
+    }
+
+    #[test]
+    fn failures_back_off_and_a_success_resets() {
+        let mut r = rng();
+        let mut s = UpdateSchedule::new(10 * MIN);
+        for n in 1..=8u32 {
+            let d = s.on_failure(None, &mut r);
+            assert!(d <= UPDATE_BACKOFF.ceiling(n), "{n}: {d:?}");
+            assert_eq!(s.consecutive_failures(), n);
+        }
+        let d = s.on_success(None, &mut r);
+        assert_eq!(s.consecutive_failures(), 0);
+        assert!(d >= 10 * MIN && d <= 11 * MIN, "{d:?}");
+        let d = s.on_failure(None, &mut r);
+        assert!(d <= MIN, "backoff restarted from the base: {d:?}");
+    }
+
+    #[test]
+    fn retry_after_is_a_lower_bound_capped_at_an_hour() {
+        let mut r = rng();
+        let mut s = UpdateSchedule::new(10 * MIN);
+        for _ in 0..50 {
+            let d = s.on_failure(Some(Duration::from_secs(600)), &mut r);
+            assert!(d >= Duration::from_secs(600), "{d:?}");
+        }
+        let d = s.on_failure(Some(Duration::from_secs(86_400)), &mut r);
+        assert_eq!(d, MAX_SERVER_DELAY);
+    }
+
+    #[test]
+    fn next_check_hint_is_honoured_within_bounds() {
+        let mut r = rng();
+        let mut s = UpdateSchedule::new(10 * MIN);
+        let d = s.on_success(Some(30 * MIN), &mut r);
+        assert!(d >= 30 * MIN && d <= 33 * MIN, "{d:?}");
+        let d = s.on_success(Some(Duration::from_secs(1)), &mut r);
+        assert!(
+            d >= MIN_CHECK_INTERVAL && d <= MIN_CHECK_INTERVAL * 11 / 10,
+            "{d:?}"
+        );
+        let d = s.on_success(Some(Duration::from_secs(1_000_000)), &mut r);
+        assert!(d >= MAX_SERVER_DELAY && d <= MAX_SERVER_DELAY * 11 / 10, "{d:?}");
+    }
+
+    #[test]
+    fn initial_jitter_is_short_when_cold_and_spread_when_warm() {
+        let mut r = rng();
+        let s = UpdateSchedule::new(10 * MIN);
+        let cold: Vec<Duration> = (0..200).map(|_| s.initial_delay(None, &mut r)).collect();
+        assert!(cold.iter().all(|d| *d <= COLD_START_JITTER));
+        assert!(cold.iter().any(|d| *d > COLD_START_JITTER / 2));
+        let warm: Vec<Duration> = (0..200)
+            .map(|_| s.initial_delay(Some(2 * 60 * MIN), &mut r))
+            .collect();
+        assert!(warm.iter().all(|d| *d <= WARM_START_JITTER));
+        assert!(warm.iter().any(|d| *d > WARM_START_JITTER / 2));
+        // Never past half the remaining freshness.
+        let soon: Vec<Duration> = (0..200)
+            .map(|_| s.initial_delay(Some(Duration::from_secs(20)), &mut r))
+            .collect();
+        assert!(soon.iter().all(|d| *d <= Duration::from_secs(10)));
+        assert!(s.initial_delay(Some(Duration::ZERO), &mut r) <= COLD_START_JITTER);
+    }
+
+    #[test]
+    fn retry_after_parses_seconds_and_dates() {
+        let now = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        assert_eq!(parse_retry_after("120", now), Some(Duration::from_secs(120)));
+        assert_eq!(parse_retry_after(" 0 ", now), Some(Duration::ZERO));
+        assert_eq!(
+            parse_retry_after("99999999999999999999999", now),
+            Some(MAX_SERVER_DELAY)
+        );
+        let date = httpdate::fmt_http_date(now + Duration::from_secs(90));
+        assert_eq!(parse_retry_after(&date, now), Some(Duration::from_secs(90)));
+        let past = httpdate::fmt_http_date(now - Duration::from_secs(90));
+        assert_eq!(parse_retry_after(&past, now), Some(Duration::ZERO));
+        assert_eq!(parse_retry_after("soon", now), None);
+        assert_eq!(parse_retry_after("-5", now), None);
+        assert_eq!(parse_retry_after("", now), None);
+    }
+
+    #[test]
+    fn next_check_prefers_the_blocksieve_header_then_max_age() {
+        let s = Duration::from_secs;
+        assert_eq!(parse_next_check(Some("1800"), Some("max-age=60")), Some(s(1800)));
+        assert_eq!(
+            parse_next_check(Some("bad"), Some("public, Max-Age=60")),
+            Some(s(60))
+        );
+        assert_eq!(parse_next_check(None, Some("no-cache")), None);
+        assert_eq!(parse_next_check(None, Some("max-age=\"30\"")), Some(s(30)));
+        assert_eq!(parse_next_check(Some("99999999999"), None), None);
+        assert_eq!(parse_next_check(None, None), None);
+    }
+
+    #[test]
+    fn full_hash_backoff_pauses_and_resets() {
+        let mut r = rng();
+        let t0 = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let mut b = FullHashBackoff::default();
+        assert!(b.check(t0).is_ok());
+        b.on_failure(Some(Duration::from_secs(30)), t0, &mut r);
+        assert!(matches!(
+            b.check(t0 + Duration::from_secs(29)),
+            Err(Error::BackingOff { failures: 1, .. })
+        ));
+        assert!(b.check(t0 + Duration::from_secs(31)).is_ok());
+        // A clock that ran backwards ends the pause rather than extending it.
+        assert!(b.check(t0 - Duration::from_secs(1)).is_ok());
+        for _ in 0..20 {
+            b.on_failure(None, t0, &mut r);
+        }
+        assert!(
+            b.check(t0 + FULL_HASH_BACKOFF.cap + Duration::from_secs(1))
+                .is_ok()
+        );
+        b.on_success();
+        assert_eq!(b.consecutive_failures(), 0);
+        assert!(b.check(t0).is_ok());
+    }
+}

@@ -1,0 +1,83 @@
+//! What [`Agent::status`](crate::Agent::status) reports.
+
+use std::time::{Duration, SystemTime};
+
+use crate::{Error, Stats};
+
+/// The agent's health: every list's snapshot and update state, and the
+/// counters.
+#[non_exhaustive]
+#[derive(Debug, Clone)]
+pub struct Status {
+    /// One entry per subscribed list, in subscription order.
+    pub lists: Vec<ListStatus>,
+    /// The counters, as [`Agent::stats`](crate::Agent::stats) returns them.
+    pub stats: Stats,
+    /// Whether the background update task is running.
+    pub updates_running: bool,
+    /// How long full-hash requests are still paused after failures (see
+    /// [`core::schedule`](crate::core::schedule)), if they are.
+    pub full_hash_paused_for: Option<Duration>,
+}
+
+impl Status {
+    /// The status of `list`, if the agent subscribes to it.
+    pub fn list(&self, name: &str) -> Option<&ListStatus> {
+        self.lists.iter().find(|l| l.name == name)
+    }
+
+    /// Whether every list has a snapshot, so that URL checks can answer.
+    pub fn is_ready(&self) -> bool {
+        self.lists.iter().all(|l| l.version.is_some())
+    }
+
+    /// Whether any list's snapshot in use has expired.
+    pub fn is_stale(&self) -> bool {
+        self.lists.iter().any(|l| l.stale)
+    }
+}
+
+/// Where the snapshot in use came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SnapshotSource {
+    /// Downloaded from the publisher by this agent.
+    Network,
+    /// Loaded from the cache directory at start.
+    Cache,
+}
+
+/// The state of one subscribed list.
+#[non_exhaustive]
+#[derive(Debug, Clone)]
+pub struct ListStatus {
+    /// The list name.
+    pub name: String,
+    /// The version of the snapshot in use, or `None` without one.
+    pub version: Option<u64>,
+    /// When the snapshot in use was built (signed `created_at`).
+    pub created_at: Option<SystemTime>,
+    /// When the snapshot in use expires (signed `expires_at`).
+    pub expires_at: Option<SystemTime>,
+    /// How old the snapshot in use is: now − `created_at` (zero if the
+    /// clock is behind the publisher's).
+    pub age: Option<Duration>,
+    /// Whether the snapshot in use has expired. It is still used — an
+    /// expired list protects better than none — but every verdict based on
+    /// it is marked stale as well.
+    pub stale: bool,
+    /// Where the snapshot in use came from.
+    pub source: Option<SnapshotSource>,
+    /// The version floor: no snapshot older than this is accepted, even
+    /// after a restart if a cache directory is configured.
+    pub version_floor: Option<u64>,
+    /// When an update of this list last succeeded (new snapshot or
+    /// unchanged).
+    pub last_success: Option<SystemTime>,
+    /// The error of the last update attempt, if it failed.
+    pub last_error: Option<Error>,
+    /// Update attempts failed in a row; 0 after a success.
+    pub consecutive_failures: u32,
+    /// The last cache-directory problem for this list: a write that failed,
+    /// or a file quarantined at start.
+    pub last_storage_error: Option<Error>,
+}

@@ -1,0 +1,259 @@
+//! The cache directory: each list's last accepted snapshot and its
+//! [`ListRecord`] (version floor and ETag), written atomically.
+//!
+//! Layout, per list `L`:
+//!
+//! | file | content |
+//! |---|---|
+//! | `L.snapshot` | the snapshot bytes exactly as downloaded and verified |
+//! | `L.record.json` | the [`ListRecord`]: floor (version, body SHA-256) and ETag |
+//! | `*.quarantined` | a file that failed verification, renamed aside (the latest one per file) |
+//!
+//! Every write goes to a temporary file in the same directory, is fsynced,
+//! renamed over the target and the directory fsynced (on Unix), so a crash
+//! leaves either the old file or the new one. The snapshot is written before
+//! the record, so the persisted floor never names a snapshot that is not on
+//! disk; a crash between the two leaves the floor one version behind, which
+//! [`restore`](crate::core::accept::restore) repairs from the snapshot.
+
+use std::fs::{self, File};
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::Error;
+use crate::core::accept::ListRecord;
+
+/// Suffix of a quarantined file.
+const QUARANTINE_SUFFIX: &str = "quarantined";
+
+/// One agent's cache directory.
+#[derive(Debug, Clone)]
+pub(crate) struct Store {
+    dir: PathBuf,
+}
+
+/// What [`Store::read`] found for one list.
+#[derive(Debug, Default)]
+pub(crate) struct Found {
+    /// The snapshot bytes, if the file exists and is not over the limit.
+    pub(crate) snapshot: Option<Vec<u8>>,
+    /// The record, if the file exists and parses.
+    pub(crate) record: Option<ListRecord>,
+    /// Problems met: unreadable files (storage errors) and files that were
+    /// quarantined (oversized snapshot, unparseable record).
+    pub(crate) problems: Vec<Error>,
+}
+
+impl Store {
+    pub(crate) fn new(dir: PathBuf) -> Self {
+        Self { dir }
+    }
+
+    pub(crate) fn snapshot_path(&self, list: &str) -> PathBuf {
+        self.dir.join(format!("{list}.snapshot"))
+    }
+
+    pub(crate) fn record_path(&self, list: &str) -> PathBuf {
+        self.dir.join(format!("{list}.record.json"))
+    }
+
+    /// Reads `list`'s files: the snapshot up to `max_snapshot_bytes`, the
+    /// record up to [`ListRecord::MAX_BYTES`]. An oversized snapshot or a
+    /// record that does not parse is quarantined here; verifying the
+    /// snapshot is the caller's business.
+    pub(crate) fn read(&self, list: &str, max_snapshot_bytes: u64) -> Found {
+        let mut found = Found::default();
+        let snapshot_path = self.snapshot_path(list);
+        match read_limited(&snapshot_path, max_snapshot_bytes) {
+            Ok(Some(Ok(bytes))) => found.snapshot = Some(bytes),
+            Ok(Some(Err(size))) => {
+                let reason =
+                    format!("larger than the limit of {max_snapshot_bytes} bytes ({size} bytes or more)");
+                found.problems.push(self.quarantine(&snapshot_path, reason));
+            }
+            Ok(None) => {}
+            Err(e) => found.problems.push(storage(&snapshot_path, &e)),
+        }
+        let record_path = self.record_path(list);
+        match read_limited(&record_path, ListRecord::MAX_BYTES as u64) {
+            Ok(Some(Ok(bytes))) => match ListRecord::from_bytes(list, &bytes) {
+                Ok(record) => found.record = Some(record),
+                Err(reason) => found.problems.push(self.quarantine(&record_path, reason)),
+            },
+            Ok(Some(Err(size))) => {
+                let reason = format!("{size} bytes or more, not a record");
+                found.problems.push(self.quarantine(&record_path, reason));
+            }
+            Ok(None) => {}
+            Err(e) => found.problems.push(storage(&record_path, &e)),
+        }
+        found
+    }
+
+    /// Renames `path` aside as `path.quarantined` (replacing an older
+    /// quarantined copy) and returns the [`Error::CorruptCache`] to report;
+    /// if even the rename fails, the file is removed, so that the next start
+    /// does not trip over it again.
+    pub(crate) fn quarantine(&self, path: &Path, reason: String) -> Error {
+        let mut aside = path.as_os_str().to_owned();
+        aside.push(".");
+        aside.push(QUARANTINE_SUFFIX);
+        if let Err(e) = fs::rename(path, &aside) {
+            tracing::warn!(path = %path.display(), error = %e, "cannot quarantine cache file; removing it");
+            let _ = fs::remove_file(path);
+        }
+        tracing::warn!(path = %path.display(), %reason, "cache file quarantined");
+        Error::CorruptCache {
+            path: path.to_owned(),
+            reason,
+        }
+    }
+
+    /// Persists an accepted snapshot of `list` and then its record, each
+    /// atomically.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Storage`] naming the file that could not be written.
+    pub(crate) fn save(&self, list: &str, snapshot: &[u8], record: &ListRecord) -> Result<(), Error> {
+        let path = self.snapshot_path(list);
+        write_atomic(&path, snapshot).map_err(|e| storage(&path, &e))?;
+        let path = self.record_path(list);
+        write_atomic(&path, &record.to_bytes()).map_err(|e| storage(&path, &e))
+    }
+}
+
+fn storage(path: &Path, e: &io::Error) -> Error {
+    Error::Storage {
+        path: path.to_owned(),
+        reason: e.to_string(),
+    }
+}
+
+/// Reads `path` whole if it exists: `Ok(None)` when it does not,
+/// `Ok(Some(Err(size)))` when it is longer than `limit` bytes (reading stops
+/// there).
+fn read_limited(path: &Path, limit: u64) -> io::Result<Option<Result<Vec<u8>, u64>>> {
+    let file = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let mut bytes = Vec::new();
+    file.take(limit.saturating_add(1)).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > limit {
+        return Ok(Some(Err(bytes.len() as u64)));
+    }
+    Ok(Some(Ok(bytes)))
+}
+
+/// Writes `bytes` to `path` atomically: temporary file in the same
+/// directory, fsync, rename, fsync of the directory.
+fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let dir = path.parent().unwrap_or_else(|| Path::new("."));
+    let mut name = path.file_name().unwrap_or_default().to_owned();
+    name.push(format!(
+        ".tmp-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    let temp = dir.join(name);
+    let result = (|| {
+        let mut file = File::create(&temp)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        drop(file);
+        fs::rename(&temp, path)?;
+        sync_dir(dir)
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&temp);
+    }
+    result
+}
+
+/// Makes a rename in `dir` durable.
+#[cfg(unix)]
+fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+/// Directories cannot be opened for fsync here; the rename is as durable as
+/// the platform makes it.
+#[cfg(not(unix))]
+fn sync_dir(_dir: &Path) -> io::Result<()> {
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use blocksieve_format::FullHash;
+
+    use super::*;
+    use crate::core::accept::VersionFloor;
+
+    fn temp_dir(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("blocksieve-store-{}-{name}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        if let Err(e) = fs::create_dir_all(&dir) {
+            panic!("{e}");
+        }
+        dir
+    }
+
+    fn record(version: u64) -> ListRecord {
+        ListRecord {
+            list: "malware".into(),
+            floor: VersionFloor {
+                version,
+                body_sha256: FullHash::of(b"x").0,
+            },
+            etag: None,
+        }
+    }
+
+    #[test]
+    fn save_then_read_round_trips_without_temporary_files() {
+        let dir = temp_dir("roundtrip");
+        let store = Store::new(dir.clone());
+        assert!(store.save("malware", b"snapshot v1", &record(1)).is_ok());
+        assert!(store.save("malware", b"snapshot v2", &record(2)).is_ok());
+        let found = store.read("malware", 1024);
+        assert_eq!(found.snapshot.as_deref(), Some(&b"snapshot v2"[..]));
+        assert_eq!(found.record, Some(record(2)));
+        assert!(found.problems.is_empty());
+        let names: Vec<String> = fs::read_dir(&dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names.len(), 2, "{names:?}");
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn oversized_snapshot_and_garbage_record_are_quarantined() {
+        let dir = temp_dir("quarantine");
+        let store = Store::new(dir.clone());
+        assert!(fs::write(store.snapshot_path("malware"), vec![0u8; 100]).is_ok());
+        assert!(fs::write(store.record_path("malware"), b"not json").is_ok());
+        let found = store.read("malware", 50);
+        assert!(found.snapshot.is_none() && found.record.is_none());
+        assert_eq!(found.problems.len(), 2);
+        assert!(
+            found
+                .problems
+                .iter()
+                .all(|p| matches!(p, Error::CorruptCache { .. }))
+        );
+        assert!(!store.snapshot_path("malware").exists());
+        assert!(dir.join("malware.snapshot.quarantined").exists());
+        assert!(dir.join("malware.record.json.quarantined").exists());
+        // Nothing left to trip over.
+        assert!(store.read("malware", 50).problems.is_empty());
+        let _ = fs::remove_dir_all(&dir);
+    }
+}

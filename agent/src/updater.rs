@@ -1,0 +1,423 @@
+//! The background update task: one per agent, started explicitly, stopped
+//! by [`Agent::shutdown`], [`UpdateHandle::shutdown`], or dropping the
+//! handle or the agent.
+//!
+//! The task only sleeps and calls [`Agent`]'s update of one list; every
+//! decision about *when* is [`UpdateSchedule`]'s. The loop itself
+//! ([`run_schedule`]) takes the update step as a closure, so tests drive it
+//! with a scripted publisher under `tokio::time::pause()`.
+
+use std::future::Future;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use rand::{Rng, SeedableRng};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use crate::agent::{Inner, lock};
+use crate::core::schedule::UpdateSchedule;
+use crate::update::ListUpdate;
+use crate::{Agent, Error};
+
+/// The running task, as the agent holds it.
+#[derive(Debug)]
+pub(crate) struct Running {
+    /// Set to `true` to stop the task.
+    stop: watch::Sender<bool>,
+    task: JoinHandle<()>,
+}
+
+/// The background updates of an agent, from [`Agent::start_updates`].
+///
+/// Dropping the handle stops the updates (the task ends at its next await
+/// point, abandoning a download in progress); keep it for as long as the
+/// agent should stay up to date. [`UpdateHandle::shutdown`] stops them and
+/// waits until the task has ended.
+#[derive(Debug)]
+#[must_use = "dropping the UpdateHandle stops the background updates"]
+pub struct UpdateHandle {
+    stop: watch::Sender<bool>,
+    agent: Weak<Inner>,
+}
+
+impl UpdateHandle {
+    /// Whether the task is still running.
+    pub fn is_running(&self) -> bool {
+        !*self.stop.borrow()
+            && self
+                .agent
+                .upgrade()
+                .is_some_and(|inner| running(&inner, &self.stop))
+    }
+
+    /// Stops the updates and waits until the task has ended. The agent keeps
+    /// answering lookups from the snapshots it has.
+    pub async fn shutdown(self) {
+        self.stop.send_replace(true);
+        let task = self
+            .agent
+            .upgrade()
+            .and_then(|inner| take_task(&inner, Some(&self.stop)));
+        if let Some(task) = task {
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for UpdateHandle {
+    fn drop(&mut self) {
+        self.stop.send_replace(true);
+    }
+}
+
+/// Whether `stop` belongs to the task the agent holds and it has not ended.
+fn running(inner: &Inner, stop: &watch::Sender<bool>) -> bool {
+    lock(&inner.updater)
+        .as_ref()
+        .is_some_and(|r| r.stop.same_channel(stop) && !r.task.is_finished())
+}
+
+/// Takes the agent's task out if it is the one of `stop` (or any, for
+/// `None`), after signalling it to stop.
+fn take_task(inner: &Inner, stop: Option<&watch::Sender<bool>>) -> Option<JoinHandle<()>> {
+    let mut updater = lock(&inner.updater);
+    if stop.is_some_and(|s| updater.as_ref().is_some_and(|r| !r.stop.same_channel(s))) {
+        return None;
+    }
+    let running = updater.take()?;
+    running.stop.send_replace(true);
+    Some(running.task)
+}
+
+impl Agent {
+    /// Starts the background updates: one task that checks every list for a
+    /// new snapshot on the schedule of [`core::schedule`](crate::core::schedule)
+    /// — initial jitter, the publisher's next-check hint (or
+    /// [`AgentBuilder::update_interval`](crate::AgentBuilder::update_interval)),
+    /// exponential backoff with full jitter after failures, `Retry-After` —
+    /// one list update at a time, serialised with [`Agent::update`].
+    ///
+    /// The updates run until [`Agent::shutdown`] or
+    /// [`UpdateHandle::shutdown`], or until the handle or every clone of the
+    /// agent is dropped.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoRuntime`] outside a tokio runtime;
+    /// [`Error::UpdatesAlreadyRunning`] if they are already running.
+    pub fn start_updates(&self) -> Result<UpdateHandle, Error> {
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| Error::NoRuntime)?;
+        let mut updater = lock(&self.inner.updater);
+        if updater
+            .as_ref()
+            .is_some_and(|r| !r.task.is_finished() && !*r.stop.borrow())
+        {
+            return Err(Error::UpdatesAlreadyRunning);
+        }
+        let (stop, stop_rx) = watch::channel(false);
+        let weak = Arc::downgrade(&self.inner);
+        let alive = self.inner.alive.subscribe();
+        let task = runtime.spawn(run(weak.clone(), stop_rx, alive));
+        *updater = Some(Running {
+            stop: stop.clone(),
+            task,
+        });
+        Ok(UpdateHandle { stop, agent: weak })
+    }
+
+    /// Stops the background updates, if running, and waits until the task
+    /// has ended. Lookups keep working from the snapshots in use; updates
+    /// can be started again.
+    pub async fn shutdown(&self) {
+        if let Some(task) = take_task(&self.inner, None) {
+            let _ = task.await;
+        }
+    }
+
+    /// Whether the background updates are running.
+    pub fn updates_running(&self) -> bool {
+        lock(&self.inner.updater)
+            .as_ref()
+            .is_some_and(|r| !r.task.is_finished() && !*r.stop.borrow())
+    }
+}
+
+/// The outcome of one list check, as the schedule needs it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Checked {
+    /// A new snapshot or none needed, with the publisher's next-check hint.
+    Success {
+        /// The hint, if any.
+        hint: Option<Duration>,
+    },
+    /// The check failed, with the publisher's `Retry-After`, if any.
+    Failure {
+        /// The `Retry-After`, if any.
+        retry_after: Option<Duration>,
+    },
+}
+
+impl Checked {
+    fn of(update: &ListUpdate, hint: Option<Duration>) -> Self {
+        match update {
+            ListUpdate::Failed { error, .. } => Self::Failure {
+                retry_after: error.retry_after(),
+            },
+            _ => Self::Success { hint },
+        }
+    }
+}
+
+/// The task body: [`run_schedule`] over the agent's lists, each step
+/// upgrading the weak reference (so a dropped agent ends the task).
+async fn run(agent: Weak<Inner>, stop: watch::Receiver<bool>, alive: watch::Receiver<()>) {
+    let Some(inner) = agent.upgrade() else {
+        return;
+    };
+    let lists = inner.list_count();
+    let interval = inner.update_interval();
+    let jitter = inner.initial_jitter();
+    let fresh_for: Vec<Option<Duration>> = (0..lists).map(|i| inner.time_to_expiry(i)).collect();
+    let rng = inner.with_rng(|r| rand::rngs::StdRng::from_rng(r).ok());
+    drop(inner);
+    let Some(rng) = rng else {
+        return;
+    };
+    let step = move |index: usize| {
+        let agent = agent.clone();
+        async move {
+            let inner = agent.upgrade()?;
+            let (update, hint) = inner.update_one(index).await?;
+            Some(Checked::of(&update, hint))
+        }
+    };
+    let schedule = UpdateSchedule::new(interval).with_cold_start_jitter(jitter);
+    run_schedule(fresh_for, schedule, rng, stop, alive, step).await;
+}
+
+/// Runs the update schedule of `fresh_for.len()` lists until stopped:
+/// sleeps until the earliest list is due (tokio's clock), runs `step` for
+/// it, and asks its [`UpdateSchedule`] (a copy of `schedule` per list) for
+/// the next delay. `fresh_for[i]`
+/// is how long list `i`'s snapshot stays fresh, for the initial jitter.
+/// Ends when `stop` turns `true` or closes, when `alive` closes, or when
+/// `step` returns `None` (the agent is gone).
+pub(crate) async fn run_schedule<F, Fut>(
+    fresh_for: Vec<Option<Duration>>,
+    schedule: UpdateSchedule,
+    mut rng: impl Rng,
+    mut stop: watch::Receiver<bool>,
+    mut alive: watch::Receiver<()>,
+    mut step: F,
+) where
+    F: FnMut(usize) -> Fut,
+    Fut: Future<Output = Option<Checked>>,
+{
+    let start = Instant::now();
+    let mut schedules: Vec<UpdateSchedule> = fresh_for.iter().map(|_| schedule.clone()).collect();
+    let mut due: Vec<Instant> = schedules
+        .iter()
+        .zip(&fresh_for)
+        .map(|(s, fresh)| start + s.initial_delay(*fresh, &mut rng))
+        .collect();
+    loop {
+        let Some((index, at)) = due.iter().copied().enumerate().min_by_key(|(_, at)| *at) else {
+            return;
+        };
+        tokio::select! {
+            biased;
+            _ = stop.wait_for(|s| *s) => return,
+            _ = alive.changed() => return,
+            () = tokio::time::sleep_until(at) => {}
+        }
+        let checked = tokio::select! {
+            biased;
+            _ = stop.wait_for(|s| *s) => return,
+            checked = step(index) => checked,
+        };
+        let Some(checked) = checked else {
+            return;
+        };
+        let (Some(schedule), Some(slot)) = (schedules.get_mut(index), due.get_mut(index)) else {
+            return;
+        };
+        let delay = match checked {
+            Checked::Success { hint } => schedule.on_success(hint, &mut rng),
+            Checked::Failure { retry_after } => schedule.on_failure(retry_after, &mut rng),
+        };
+        tracing::debug!(list = index, ?checked, ?delay, "next update check scheduled");
+        *slot = Instant::now() + delay;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use rand::rngs::StdRng;
+
+    use super::*;
+    use crate::core::schedule::{COLD_START_JITTER, MIN_CHECK_INTERVAL, UPDATE_BACKOFF};
+
+    type StepFuture = std::pin::Pin<Box<dyn Future<Output = Option<Checked>> + Send>>;
+
+    /// Records when each step ran (tokio's paused clock, since the start)
+    /// and answers from a script.
+    struct Script {
+        start: Instant,
+        calls: Mutex<Vec<(usize, Duration)>>,
+        answers: Mutex<Vec<Checked>>,
+    }
+
+    impl Script {
+        fn new(answers: Vec<Checked>) -> Arc<Self> {
+            Arc::new(Self {
+                start: Instant::now(),
+                calls: Mutex::new(Vec::new()),
+                answers: Mutex::new(answers.into_iter().rev().collect()),
+            })
+        }
+
+        fn step(self: &Arc<Self>) -> impl FnMut(usize) -> StepFuture + Send + use<> {
+            let script = Arc::clone(self);
+            move |index| {
+                let script = Arc::clone(&script);
+                Box::pin(async move {
+                    lock(&script.calls).push((index, script.start.elapsed()));
+                    Some(
+                        lock(&script.answers)
+                            .pop()
+                            .unwrap_or(Checked::Success { hint: None }),
+                    )
+                })
+            }
+        }
+
+        fn calls(&self) -> Vec<(usize, Duration)> {
+            lock(&self.calls).clone()
+        }
+    }
+
+    const MIN: Duration = Duration::from_secs(60);
+
+    fn channels() -> (
+        watch::Sender<bool>,
+        watch::Receiver<bool>,
+        watch::Sender<()>,
+        watch::Receiver<()>,
+    ) {
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let (alive_tx, alive_rx) = watch::channel(());
+        (stop_tx, stop_rx, alive_tx, alive_rx)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn success_follows_the_hint_failures_back_off_and_retry_after_is_honoured() {
+        let script = Script::new(vec![
+            Checked::Success { hint: Some(30 * MIN) },
+            Checked::Failure { retry_after: None },
+            Checked::Failure { retry_after: None },
+            Checked::Failure {
+                retry_after: Some(20 * MIN),
+            },
+            Checked::Success { hint: None },
+        ]);
+        let (stop_tx, stop_rx, _alive_tx, alive_rx) = channels();
+        let task = tokio::spawn(run_schedule(
+            vec![None],
+            UpdateSchedule::new(10 * MIN),
+            StdRng::seed_from_u64(1),
+            stop_rx,
+            alive_rx,
+            script.step(),
+        ));
+        tokio::time::sleep(4 * 60 * MIN).await;
+        stop_tx.send_replace(true);
+        task.await.unwrap_or_default();
+
+        let at: Vec<Duration> = script.calls().iter().map(|(_, t)| *t).collect();
+        assert!(at.len() >= 6, "{at:?}");
+        // Initial jitter: a cold list is checked within 5 s.
+        assert!(at[0] <= COLD_START_JITTER);
+        let gaps: Vec<Duration> = at.windows(2).map(|w| w[1] - w[0]).collect();
+        // The 30-minute hint, plus at most 10 %.
+        assert!(gaps[0] >= 30 * MIN && gaps[0] <= 33 * MIN, "{gaps:?}");
+        // First and second failure: full jitter under 1 and 2 minutes.
+        assert!(gaps[1] <= UPDATE_BACKOFF.ceiling(1), "{gaps:?}");
+        assert!(gaps[2] <= UPDATE_BACKOFF.ceiling(2), "{gaps:?}");
+        // Retry-After: at least 20 minutes.
+        assert!(gaps[3] >= 20 * MIN, "{gaps:?}");
+        // Success resets: back to the 10-minute interval without a hint.
+        assert!(gaps[4] >= 10 * MIN && gaps[4] <= 11 * MIN, "{gaps:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_warm_list_waits_longer_than_a_cold_one_and_lists_are_scheduled_apart() {
+        let script = Script::new(vec![]);
+        let (stop_tx, stop_rx, _alive_tx, alive_rx) = channels();
+        let task = tokio::spawn(run_schedule(
+            vec![None, Some(2 * 60 * MIN)],
+            UpdateSchedule::new(10 * MIN),
+            StdRng::seed_from_u64(9),
+            stop_rx,
+            alive_rx,
+            script.step(),
+        ));
+        tokio::time::sleep(6 * MIN).await;
+        stop_tx.send_replace(true);
+        task.await.unwrap_or_default();
+        let calls = script.calls();
+        let first_of = |list| calls.iter().find(|(i, _)| *i == list).map(|(_, t)| *t);
+        assert!(first_of(0).is_some_and(|t| t <= COLD_START_JITTER), "{calls:?}");
+        assert!(first_of(1).is_some_and(|t| t <= 5 * MIN), "{calls:?}");
+        // Each list once at start; the next checks are 10 minutes away.
+        assert_eq!(calls.len(), 2, "{calls:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn dropping_the_agent_side_ends_the_task_at_once() {
+        let script = Script::new(vec![]);
+        let (_stop_tx, stop_rx, alive_tx, alive_rx) = channels();
+        let task = tokio::spawn(run_schedule(
+            vec![Some(2 * 60 * MIN)],
+            UpdateSchedule::new(10 * MIN),
+            StdRng::seed_from_u64(3),
+            stop_rx,
+            alive_rx,
+            script.step(),
+        ));
+        tokio::task::yield_now().await;
+        drop(alive_tx);
+        let ended = tokio::time::timeout(Duration::from_millis(1), task).await;
+        assert!(ended.is_ok(), "the task waited for its timer");
+        assert!(script.calls().is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_tiny_hint_is_raised_to_the_minimum_interval() {
+        let script = Script::new(vec![
+            Checked::Success {
+                hint: Some(Duration::from_secs(1)),
+            },
+            Checked::Success {
+                hint: Some(Duration::from_secs(1)),
+            },
+        ]);
+        let (stop_tx, stop_rx, _alive_tx, alive_rx) = channels();
+        let task = tokio::spawn(run_schedule(
+            vec![None],
+            UpdateSchedule::new(10 * MIN),
+            StdRng::seed_from_u64(4),
+            stop_rx,
+            alive_rx,
+            script.step(),
+        ));
+        tokio::time::sleep(3 * MIN).await;
+        stop_tx.send_replace(true);
+        task.await.unwrap_or_default();
+        let at: Vec<Duration> = script.calls().iter().map(|(_, t)| *t).collect();
+        assert!(at.windows(2).all(|w| w[1] - w[0] >= MIN_CHECK_INTERVAL), "{at:?}");
+    }
+}

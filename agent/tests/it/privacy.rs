@@ -1,0 +1,262 @@
+//! What the publisher learns from full-hash requests, and what the cache
+//! and single flight spare it: request prefix lengths, noise, shuffling,
+//! batching, caching of hits and misses, coalescing.
+
+use std::collections::BTreeSet;
+use std::time::{Duration, SystemTime};
+
+use blocksieve_agent::{Agent, Verdict};
+use blocksieve_format::FullHash;
+
+use crate::server::{FakePublisher, ManualClock, SearchMode, Snap};
+
+/// `malware` listing `evil.example/` with 16-bit request prefixes.
+async fn sixteen_bit() -> FakePublisher {
+    let fake = FakePublisher::start().await;
+    fake.serve_snapshot(&Snap::new("malware", 1, &["evil.example/"]).request_prefix_bits(16));
+    fake.list_expressions("malware", &["evil.example/"]);
+    fake
+}
+
+#[tokio::test]
+async fn a_request_carries_the_advertised_prefix_length_plus_noise_shuffled_and_never_the_url() {
+    let fake = sixteen_bit().await;
+    // No cache, so that every check sends a request.
+    let agent = fake
+        .agent_builder(&["malware"])
+        .full_hash_cache_capacity(0)
+        .build()
+        .unwrap();
+    agent.update().await.unwrap();
+    let real = FullHash::of(b"evil.example/").prefix().to_string()[..4].to_owned();
+
+    for _ in 0..40 {
+        assert!(
+            agent
+                .check_url("http://evil.example/x")
+                .await
+                .unwrap()
+                .is_unsafe()
+        );
+    }
+
+    let searches = fake.searches();
+    assert_eq!(searches.len(), 40);
+    let mut positions = BTreeSet::new();
+    let mut noise_seen = BTreeSet::new();
+    for s in &searches {
+        // One real prefix and four noise prefixes, all 16 bits, distinct.
+        assert_eq!(s.prefixes.len(), 5, "{s:?}");
+        assert!(s.prefixes.iter().all(|p| p.len() == 4), "{s:?}");
+        assert_eq!(s.prefixes.iter().collect::<BTreeSet<_>>().len(), 5);
+        positions.insert(s.prefixes.iter().position(|p| *p == real).unwrap());
+        noise_seen.extend(s.prefixes.iter().filter(|p| **p != real).cloned());
+        // Never the URL, an expression or a full hash.
+        assert!(!s.body.contains("evil"), "{}", s.body);
+        assert!(!s.body.contains(&FullHash::of(b"evil.example/").to_string()[..12]));
+    }
+    // Shuffled: the real prefix shows up in every position.
+    assert_eq!(positions.len(), 5, "{positions:?}");
+    // Fresh noise every time.
+    assert!(noise_seen.len() > 100, "{}", noise_seen.len());
+}
+
+#[tokio::test]
+async fn noise_count_is_configurable_and_can_be_disabled() {
+    let fake = sixteen_bit().await;
+    for (builder, expected) in [
+        (fake.agent_builder(&["malware"]).noise_prefixes(9), 10),
+        (fake.agent_builder(&["malware"]).dangerous_disable_noise(), 1),
+    ] {
+        let agent = builder.build().unwrap();
+        agent.update().await.unwrap();
+        agent.check_url("http://evil.example/").await.unwrap();
+        assert_eq!(fake.searches().last().unwrap().prefixes.len(), expected);
+    }
+}
+
+#[tokio::test]
+async fn the_shortest_prefix_over_the_lists_that_hit_is_sent() {
+    let fake = FakePublisher::start().await;
+    fake.serve_snapshot(&Snap::new("malware", 1, &["evil.example/"]).request_prefix_bits(32));
+    fake.serve_snapshot(&Snap::new("phishing", 1, &["evil.example/"]).request_prefix_bits(12));
+    fake.list_expressions("phishing", &["evil.example/"]);
+    let agent = fake.agent(&["malware", "phishing"]);
+    agent.update().await.unwrap();
+
+    let verdict = agent.check_url("http://evil.example/").await.unwrap();
+
+    assert!(
+        matches!(&verdict, Verdict::Unsafe { list, .. } if list == "phishing"),
+        "{verdict:?}"
+    );
+    let real = &FullHash::of(b"evil.example/").prefix().to_string()[..3];
+    let sent = &fake.searches()[0].prefixes;
+    assert!(sent.iter().all(|p| p.len() == 3), "{sent:?}");
+    assert!(sent.iter().any(|p| p == real));
+}
+
+#[tokio::test]
+async fn a_cache_hit_avoids_the_network_for_hits_and_misses_until_it_expires() {
+    // A false positive: `innocent.example/` collides with a listed hash.
+    let real = FullHash::of(b"innocent.example/");
+    let mut colliding = real;
+    colliding.0[31] ^= 1;
+    let fake = FakePublisher::start().await;
+    fake.serve_snapshot(&Snap::new("malware", 1, &["evil.example/"]).hashes([colliding]));
+    fake.list_expressions("malware", &["evil.example/"]);
+    fake.list_full_hashes([(colliding, "malware")]);
+    fake.set_cache_duration_s(300);
+    let clock = ManualClock::new(SystemTime::now());
+    let agent = fake
+        .agent_builder(&["malware"])
+        .time_provider(clock.clone())
+        .build()
+        .unwrap();
+    agent.update().await.unwrap();
+
+    assert!(
+        agent
+            .check_url("http://evil.example/a")
+            .await
+            .unwrap()
+            .is_unsafe()
+    );
+    assert!(
+        agent
+            .check_url("http://innocent.example/")
+            .await
+            .unwrap()
+            .is_safe()
+    );
+    assert_eq!(fake.searches().len(), 2);
+
+    // Within the cache duration: no request, same verdicts.
+    clock.advance(Duration::from_secs(299));
+    assert!(
+        agent
+            .check_url("http://evil.example/b")
+            .await
+            .unwrap()
+            .is_unsafe()
+    );
+    assert!(
+        agent
+            .check_url("http://innocent.example/")
+            .await
+            .unwrap()
+            .is_safe()
+    );
+    assert_eq!(fake.searches().len(), 2);
+    let stats = agent.stats();
+    assert_eq!(stats.cache_hits, 2);
+    assert_eq!(stats.full_hash_requests, 2);
+    assert_eq!((stats.confirmed_unsafe, stats.false_prefix_hits), (2, 2));
+    assert!((stats.false_prefix_hit_rate() - 0.5).abs() < 1e-9);
+
+    // Expired: asked again.
+    clock.advance(Duration::from_secs(2));
+    assert!(
+        agent
+            .check_url("http://evil.example/c")
+            .await
+            .unwrap()
+            .is_unsafe()
+    );
+    assert_eq!(fake.searches().len(), 3);
+}
+
+#[tokio::test]
+async fn full_hashes_outside_the_requested_prefix_are_ignored() {
+    let fake = FakePublisher::start().await;
+    // The filter lists `innocent.example/`, so it hits; the publisher
+    // answers with a full hash of it under every prefix, which only matches
+    // the real prefix by its own bucket, never as a foreign entry.
+    fake.serve_snapshot(&Snap::new("malware", 1, &["innocent.example/"]).request_prefix_bits(16));
+    fake.set_search_mode(SearchMode::Foreign("elsewhere.example/".into()));
+    let agent = fake.agent(&["malware"]);
+    agent.update().await.unwrap();
+
+    let verdict = agent.check_url("http://innocent.example/").await.unwrap();
+
+    assert!(verdict.is_safe(), "{verdict:?}");
+    assert!(agent.stats().ignored_full_hashes >= 1);
+
+    // A foreign full hash that *is* the URL's is still ignored: it was not
+    // listed under a prefix the agent asked about.
+    let fake = FakePublisher::start().await;
+    fake.serve_snapshot(&Snap::new("malware", 1, &["innocent.example/"]).request_prefix_bits(32));
+    fake.set_search_mode(SearchMode::Foreign("innocent.example/x".into()));
+    let agent = fake.agent(&["malware"]);
+    agent.update().await.unwrap();
+    let verdict = agent.check_url("http://innocent.example/x").await.unwrap();
+    assert!(verdict.is_safe(), "{verdict:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_checks_of_the_same_prefix_share_one_request() {
+    let fake = sixteen_bit().await;
+    fake.set_search_delay(Duration::from_millis(300));
+    let agent = fake.agent(&["malware"]);
+    agent.update().await.unwrap();
+
+    let checks: Vec<_> = (0..10)
+        .map(|i| {
+            let agent = agent.clone();
+            tokio::spawn(async move { agent.check_url(&format!("http://evil.example/{i}")).await })
+        })
+        .collect();
+    for c in checks {
+        assert!(c.await.unwrap().unwrap().is_unsafe());
+    }
+
+    assert_eq!(fake.searches().len(), 1);
+    let stats = agent.stats();
+    assert_eq!(stats.full_hash_requests, 1);
+    assert_eq!(stats.coalesced + stats.cache_hits, 9, "{stats:?}");
+}
+
+#[tokio::test]
+async fn a_cancelled_leader_does_not_strand_its_followers() {
+    let fake = sixteen_bit().await;
+    fake.set_search_delay(Duration::from_millis(300));
+    let agent = fake.agent(&["malware"]);
+    agent.update().await.unwrap();
+
+    let leader = {
+        let agent = agent.clone();
+        tokio::spawn(async move { agent.check_url("http://evil.example/").await })
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let follower = {
+        let agent = agent.clone();
+        tokio::spawn(async move { agent.check_url("http://evil.example/2").await })
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    leader.abort();
+
+    let verdict = follower.await.unwrap().unwrap();
+    assert!(verdict.is_unsafe(), "{verdict:?}");
+    assert_eq!(fake.searches().len(), 2);
+}
+
+#[tokio::test]
+async fn a_large_batch_is_split_into_requests_of_at_most_a_thousand_prefixes() {
+    let hosts: Vec<String> = (0..1_500).map(|i| format!("host{i}.example/")).collect();
+    let expressions: Vec<&str> = hosts.iter().map(String::as_str).collect();
+    let fake = FakePublisher::start().await;
+    fake.serve_snapshot(&Snap::new("malware", 1, &expressions));
+    fake.list_expressions("malware", &expressions);
+    let agent: Agent = fake.agent(&["malware"]);
+    agent.update().await.unwrap();
+    let urls: Vec<String> = (0..1_500).map(|i| format!("http://host{i}.example/")).collect();
+
+    let verdicts = agent.check_urls(&urls).await;
+
+    assert!(verdicts.iter().all(|v| v.as_ref().unwrap().is_unsafe()));
+    let searches = fake.searches();
+    assert_eq!(searches.len(), 2);
+    assert!(searches.iter().all(|s| s.prefixes.len() <= 1_000));
+    let total: usize = searches.iter().map(|s| s.prefixes.len()).sum();
+    assert_eq!(total, 1_500 + 2 * 4);
+}

@@ -1,0 +1,316 @@
+//! The `check` example: flags, output lines, exit codes.
+
+use std::sync::atomic::Ordering;
+
+use blocksieve_format::SigningKey;
+
+use crate::publisher::{key, start, temp_dir, text};
+
+fn check(args: &[&str], stdin: Option<&str>, dir: &std::path::Path) -> std::process::Output {
+    crate::publisher::run(env!("CARGO_BIN_EXE_check"), args, stdin, dir)
+}
+
+#[test]
+fn prints_one_line_per_url_and_exits_1_when_unsafe() {
+    let publisher = start();
+    let key = key().public_key().to_base64();
+    let out = check(
+        &[
+            "--publisher",
+            &publisher.base_url,
+            "--key",
+            &key,
+            "http://evil.example/login",
+            "https://good.example/",
+            "mailto:someone@example.com",
+        ],
+        None,
+        &temp_dir(),
+    );
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(
+        text(&out.stdout),
+        "unsafe malware http://evil.example/login\n\
+         safe https://good.example/\n\
+         invalid mailto:someone@example.com scheme is not followed by \"//\" (URL has no host)\n"
+    );
+    assert!(
+        stderr.contains("3 urls: 1 unsafe, 1 safe, 1 invalid; 1 full-hash requests"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn reads_urls_from_stdin_and_the_default_key_file() {
+    let publisher = start();
+    let dir = temp_dir();
+    std::fs::create_dir_all(dir.join("blocksieve-data")).unwrap();
+    std::fs::write(
+        dir.join("blocksieve-data/public.key"),
+        format!("{}\n", key().public_key().to_base64()),
+    )
+    .unwrap();
+    let out = check(
+        &["--publisher", &publisher.base_url, "--list", "malware"],
+        Some("http://good.example/\n\n  https://also-good.example/a  \n"),
+        &dir,
+    );
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(
+        text(&out.stdout),
+        "safe http://good.example/\nsafe https://also-good.example/a\n"
+    );
+    assert!(
+        stderr.contains("2 urls: 0 unsafe, 2 safe, 0 invalid; 0 full-hash requests"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn key_from_file_argument() {
+    let publisher = start();
+    let dir = temp_dir();
+    let key_file = dir.join("trusted.key");
+    std::fs::write(&key_file, key().public_key().to_base64()).unwrap();
+    let out = check(
+        &[
+            "--publisher",
+            &publisher.base_url,
+            "--key",
+            key_file.to_str().unwrap(),
+            "http://evil.example/",
+        ],
+        None,
+        &dir,
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+}
+
+#[test]
+fn failed_full_hash_request_is_unverified_and_exits_2() {
+    let publisher = start();
+    publisher.state.fail_hashes.store(true, Ordering::Relaxed);
+    let key = key().public_key().to_base64();
+    let out = check(
+        &[
+            "--publisher",
+            &publisher.base_url,
+            "--key",
+            &key,
+            "http://evil.example/",
+            "http://good.example/",
+        ],
+        None,
+        &temp_dir(),
+    );
+    let stdout = text(&out.stdout);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stdout.starts_with("unverified http://evil.example/ "), "{stdout}");
+    assert!(stdout.contains("500"), "{stdout}");
+    assert!(stdout.ends_with("safe http://good.example/\n"), "{stdout}");
+    assert!(stderr.contains("1 unverified"), "{stderr}");
+}
+
+#[test]
+fn fail_closed_blocks_unverified_urls_with_exit_1() {
+    let publisher = start();
+    publisher.state.fail_hashes.store(true, Ordering::Relaxed);
+    let key = key().public_key().to_base64();
+    let out = check(
+        &[
+            "--publisher",
+            &publisher.base_url,
+            "--key",
+            &key,
+            "--fail-closed",
+            "http://evil.example/",
+        ],
+        None,
+        &temp_dir(),
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).starts_with("unverified http://evil.example/ "));
+}
+
+#[test]
+fn noise_flag_sets_the_prefixes_per_request() {
+    let publisher = start();
+    let key = key().public_key().to_base64();
+    let out = check(
+        &[
+            "--publisher",
+            &publisher.base_url,
+            "--key",
+            &key,
+            "--noise",
+            "7",
+            "http://evil.example/",
+        ],
+        None,
+        &temp_dir(),
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let searches = publisher.state.searches.lock().unwrap().clone();
+    assert_eq!(searches.len(), 1);
+    assert_eq!(searches[0].len(), 8, "{searches:?}");
+    let out = check(
+        &[
+            "--publisher",
+            &publisher.base_url,
+            "--key",
+            &key,
+            "--noise",
+            "0",
+            "http://evil.example/",
+        ],
+        None,
+        &temp_dir(),
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("noise_prefixes"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn cache_dir_lets_checks_run_offline() {
+    let dir = temp_dir();
+    let key = key().public_key().to_base64();
+    let cache = dir.join("cache");
+    let cache = cache.to_str().unwrap();
+    {
+        let publisher = start();
+        let out = check(
+            &[
+                "--publisher",
+                &publisher.base_url,
+                "--key",
+                &key,
+                "--cache-dir",
+                cache,
+                "http://good.example/",
+            ],
+            None,
+            &dir,
+        );
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    }
+    assert!(dir.join("cache/malware.snapshot").is_file());
+
+    let addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let offline = format!("http://{addr}");
+    let out = check(
+        &[
+            "--publisher",
+            &offline,
+            "--key",
+            &key,
+            "--list",
+            "malware",
+            "--cache-dir",
+            cache,
+            "http://good.example/",
+            "http://evil.example/",
+        ],
+        None,
+        &dir,
+    );
+    let stderr = text(&out.stderr);
+    // The clean URL is answered from the cached filter; the hit cannot be
+    // confirmed offline.
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.starts_with("safe http://good.example/\nunverified http://evil.example/ "),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains("not updated, using the snapshot in use"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn mirror_takes_over_when_the_publisher_is_down() {
+    let publisher = start();
+    let addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let key = key().public_key().to_base64();
+    let out = check(
+        &[
+            "--publisher",
+            &format!("http://{addr}"),
+            "--mirror",
+            &publisher.base_url,
+            "--list",
+            "malware",
+            "--key",
+            &key,
+            "http://evil.example/",
+        ],
+        None,
+        &temp_dir(),
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "unsafe malware http://evil.example/\n");
+}
+
+#[test]
+fn untrusted_key_exits_2() {
+    let publisher = start();
+    let stranger = SigningKey::from_secret_bytes([8u8; 32]).public_key().to_base64();
+    let out = check(
+        &[
+            "--publisher",
+            &publisher.base_url,
+            "--key",
+            &stranger,
+            "http://evil.example/",
+        ],
+        None,
+        &temp_dir(),
+    );
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("unknown key"), "{stderr}");
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn missing_key_explains_how_to_pass_one() {
+    let out = check(&["http://evil.example/"], None, &temp_dir());
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--key"), "{stderr}");
+}
+
+#[test]
+fn unreachable_publisher_exits_2() {
+    let addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let key = key().public_key().to_base64();
+    let out = check(
+        &[
+            "--publisher",
+            &format!("http://{addr}"),
+            "--key",
+            &key,
+            "http://evil.example/",
+        ],
+        None,
+        &temp_dir(),
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+}

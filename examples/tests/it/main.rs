@@ -1,0 +1,7 @@
+//! Runs the example binaries against a fake publisher on 127.0.0.1:0: one
+//! binary, one module per example.
+#![allow(clippy::unwrap_used, missing_docs, unreachable_pub, dead_code)]
+
+mod check;
+mod embed;
+mod publisher;
