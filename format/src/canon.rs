@@ -34,7 +34,12 @@
 //!    first `/` or `\` (browsers treat `\` as `/` in http(s) URLs). Userinfo
 //!    (everything up to the last `@`) and the port are dropped (v4 official
 //!    vector `http://www.gotaport.com:1234/` → no port; the v2/v3 documents
-//!    kept it, the v4 ones do not).
+//!    kept it, the v4 ones do not). Outside brackets the host ends at the
+//!    *first* `:`, as in the WHATWG URL Standard's host parser; whatever
+//!    follows is the port and is dropped even when it is not a number
+//!    (`http://a:b:c/` → host `a`), where a browser would reject the URL.
+//!    Dropping at the last `:` would leave `a:b`, which does not parse back to
+//!    itself.
 //! 7. Host (v4 "To canonicalize the hostname"): the ideographic full stops
 //!    U+3002, U+FF0E and U+FF61 become `.`; leading and trailing dots are
 //!    removed and runs of dots collapse to one; ASCII letters are lowercased;
@@ -42,7 +47,14 @@
 //!    Punycode by UTS #46 (the `idna` crate), so `www.ümlat.com` becomes
 //!    `www.xn--mlat-zra.com`. A host that is not valid UTF-8, or that UTS #46
 //!    rejects, keeps its bytes (escaped in step 9), like Chromium's
-//!    `http://%01%80.com/` official vector. A host that parses as an IPv4
+//!    `http://%01%80.com/` official vector. UTS #46 output that holds one of
+//!    `% # / : ? @ [ \ ]` counts as rejected (the WHATWG URL Standard's
+//!    "domain to ASCII" fails on these "forbidden domain code points"):
+//!    U+FF0F FULLWIDTH SOLIDUS maps to `/`, and deleting U+00AD SOFT HYPHEN
+//!    can join `%` and two hex digits into an escape, so accepting them would
+//!    make a canonical URL that canonicalizes to something else. ASCII hosts
+//!    never go through UTS #46 and keep bytes such as `<>^|`, as in the Go
+//!    client's `http://W!eird<>Ho$^.com/` vector. A host that parses as an IPv4
 //!    address in any form browsers accept (1 to 4 parts, each decimal, octal
 //!    with a leading `0`, or hex with `0x`; the last part fills the remaining
 //!    bytes — the WHATWG "IPv4 parser") becomes dotted decimal, so
@@ -52,7 +64,10 @@
 //!    longest zero run as `::`) inside its brackets, except that an address
 //!    written with an embedded dotted quad keeps that quad (`[::192.9.5.5]`,
 //!    as in the Go client's vectors). An empty host is rejected with
-//!    [`CanonError::EmptyHost`].
+//!    [`CanonError::EmptyHost`]; a host name that starts with `[` once its
+//!    leading dots are stripped (`http://.[::1]/`) is rejected with
+//!    [`CanonError::InvalidIpv6`], since its canonical form would read as an
+//!    IPv6 literal.
 //! 8. Path (v4 "To canonicalize the path"): `\` becomes `/`, `/./` is removed,
 //!    `/../` removes the previous segment, runs of `/` collapse to one, and an
 //!    empty path becomes `/`. A trailing slash is kept. The query is never
@@ -78,7 +93,44 @@
 //!
 //! That is at most 5 × 6 = 30 distinct expressions per URL. Expressions borrow
 //! from the [`CanonicalUrl`]; iterating allocates nothing.
+//!
+//! # Where the sources disagree
+//!
+//! The v4 page is the reference; the other sources are the v2 protocol spec
+//! and v3 page, the Go client (`google/safebrowsing`, `urls.go`), Chromium's
+//! `V4ProtocolManagerUtil` and the WHATWG URL Standard that browsers follow.
+//! `tests/data/canonicalization.tsv` and `tests/data/expressions.txt` record
+//! the vectors; where they conflict this module decides:
+//!
+//! | question | sources | decision |
+//! |---|---|---|
+//! | port | v2/v3 vector keeps `gotaport.com:1234`; v4 strips it | dropped (v4) |
+//! | host suffixes | v4 text and example: last five labels; Go: last seven (`maxHostComponents = 7`) | five (v4) |
+//! | query in the canonical URL | Go's `canonicalURL` drops it; v4 vectors keep it (`http://evil.com/foo?bar;`) | kept (v4) |
+//! | escape case | Go writes lowercase hex; v4 vectors uppercase (`%25`) | uppercase (v4) |
+//! | empty query (`q?`) | v4 vector keeps `?` in the canonical URL; Chromium and Go make no `?` expression for it | both: kept in the string, no query expression |
+//! | IPv6 with an embedded IPv4 | RFC 5952 section 4 would write hex; section 5 and the Go vectors keep the dotted quad | dotted quad kept when written so |
+//! | whitespace trimmed | v4: "leading and trailing whitespace"; WHATWG: C0 controls and space | every byte `<= 0x20` (WHATWG) |
+//! | `\` in the path | v4 silent; browsers (WHATWG) read it as `/` in http(s) | `/` |
+//! | `http:///host` | WHATWG skips extra slashes; Go and the 2010 Python client reject (`http:///blah`) | rejected (conformance section G) |
+//! | host bytes such as `<>^`, controls | WHATWG rejects forbidden host code points; Go keeps `W!eird<>Ho$^.com`, Chromium escapes `%01%80.com` | kept and escaped (v4/Go) |
+//! | IPv4 forms | v4: "any legal form" (examples only); WHATWG defines the IPv4 parser | WHATWG parser; an overflowing number stays a name |
+//! | non-numeric port, first vs last `:` | WHATWG: host ends at the first `:`, bad port rejects the URL | host ends at the first `:`, port dropped |
+//!
+//! # Idempotence
+//!
+//! A canonical URL canonicalizes to itself: every rule above leaves its own
+//! output unchanged, and the three places where an earlier version did not,
+//! found by the property tests (`http://::/` and `http://a:b:c/` under a
+//! last-`:` port rule, UTS #46 output holding URL delimiters such as
+//! `http://%中文00/`, and `http://.[::1]/`, a name left starting with `[`),
+//! are decided as described in steps 6 and 7. One exception is inherent in the
+//! limit, not the rules: escaping can make the canonical URL up to three times
+//! longer than its input, so a canonical URL longer than [`MAX_URL_BYTES`] is
+//! rejected as [`CanonError::TooLong`] when canonicalized again. The property
+//! tests (`tests/properties.rs`) and the fuzz target (`fuzz/`) check this.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::net::Ipv6Addr;
 
@@ -139,26 +191,34 @@ pub enum HostKind {
 /// ASCII only, every byte `<= 0x20`, `>= 0x7f`, `#` and `%` escaped.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct CanonicalUrl {
-    scheme: String,
-    host: String,
+    /// The whole canonical URL. Kept in one buffer so that canonicalizing
+    /// allocates once and every part, and every expression, is a slice of it.
+    serialization: String,
+    /// End of the scheme (the `:` of `://`).
+    scheme_end: usize,
+    /// Start of the host, just after `://`.
+    host_start: usize,
+    /// End of the host and start of the path.
+    host_end: usize,
+    /// End of the path: the `?` of the query, or the end of the string.
+    path_end: usize,
     host_kind: HostKind,
-    /// The path followed, when there is a query, by `?` and the query. Kept
-    /// in one buffer so that both "path" and "path?query" expressions are
-    /// slices of it.
-    path_and_query: String,
-    /// Byte length of the path within `path_and_query`.
-    path_len: usize,
 }
 
 impl CanonicalUrl {
+    /// The whole canonical URL, e.g. `http://www.example.com/a/b?q`.
+    pub fn as_str(&self) -> &str {
+        &self.serialization
+    }
+
     /// The lowercased scheme, e.g. `http`.
     pub fn scheme(&self) -> &str {
-        &self.scheme
+        &self.serialization[..self.scheme_end]
     }
 
     /// The canonical host, e.g. `www.example.com`, `192.0.2.1` or `[2001:db8::1]`.
     pub fn host(&self) -> &str {
-        &self.host
+        &self.serialization[self.host_start..self.host_end]
     }
 
     /// Whether the host is a domain name or an IP address.
@@ -168,18 +228,18 @@ impl CanonicalUrl {
 
     /// The canonical path, always starting with `/`.
     pub fn path(&self) -> &str {
-        &self.path_and_query[..self.path_len]
+        &self.serialization[self.host_end..self.path_end]
     }
 
     /// The query without its `?`: `None` when the URL has no `?`, `Some("")`
     /// for an empty query.
     pub fn query(&self) -> Option<&str> {
-        self.path_and_query.get(self.path_len + 1..)
+        self.serialization.get(self.path_end + 1..)
     }
 
     /// The path followed by `?query` when the URL has a query.
     pub fn path_and_query(&self) -> &str {
-        &self.path_and_query
+        &self.serialization[self.host_end..]
     }
 
     /// All host-suffix/path-prefix expressions of this URL (at most
@@ -204,7 +264,7 @@ impl CanonicalUrl {
 
 impl fmt::Display for CanonicalUrl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}://{}{}", self.scheme, self.host, self.path_and_query)
+        f.write_str(&self.serialization)
     }
 }
 
@@ -216,20 +276,27 @@ pub struct Expression<'a> {
     pub host: &'a str,
     /// The path prefix, with the query for the most specific expression, e.g. `/1/`.
     pub path: &'a str,
+    /// `host` followed by `path`. In the canonical URL every host suffix is
+    /// followed by the path, so the whole expression is one slice too and is
+    /// hashed in one piece.
+    text: &'a str,
 }
 
-impl Expression<'_> {
-    /// The SHA-256 full hash of this expression's string, computed without
-    /// concatenating host and path.
+impl<'a> Expression<'a> {
+    /// The expression string, `host` followed by `path`, e.g. `b.c/1/`.
+    pub fn as_str(&self) -> &'a str {
+        self.text
+    }
+
+    /// The SHA-256 full hash of this expression's string.
     pub fn full_hash(&self) -> crate::FullHash {
-        crate::FullHash::of_parts(self.host.as_bytes(), self.path.as_bytes())
+        crate::FullHash::of(self.text.as_bytes())
     }
 }
 
 impl fmt::Display for Expression<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.host)?;
-        f.write_str(self.path)
+        f.write_str(self.text)
     }
 }
 
@@ -237,82 +304,85 @@ impl fmt::Display for Expression<'_> {
 /// [`CanonicalUrl::expressions`].
 #[derive(Debug, Clone)]
 pub struct Expressions<'a> {
-    url: &'a CanonicalUrl,
+    /// The host followed by the path with query: every expression, its host
+    /// suffix and its path prefix are slices of it.
+    host_and_rest: &'a str,
+    /// Byte length of the host in `host_and_rest`.
+    host_len: usize,
     /// Byte offsets into the host where each host suffix starts.
     host_starts: [usize; 5],
     host_count: usize,
     /// Byte ranges `0..end` of `path_and_query`, one per path expression.
     path_ends: [usize; 6],
     path_count: usize,
-    next: usize,
+    /// The host suffix and path prefix of the next expression (counters
+    /// rather than one index: no division per expression).
+    next_host: usize,
+    next_path: usize,
 }
 
 impl<'a> Expressions<'a> {
     fn new(url: &'a CanonicalUrl) -> Self {
+        let host = url.host();
+        let path_and_query = url.path_and_query();
+        let path_len = url.path_end - url.host_end;
+        let host_and_rest = &url.serialization[url.host_start..];
+
         let mut host_starts = [0usize; 5];
         let mut host_count = 1;
         if url.host_kind == HostKind::Domain {
-            // Offsets just after each dot, i.e. where every proper suffix starts.
-            let host = url.host.as_bytes();
+            // dots[k - 1] is where the suffix of the last k labels starts
+            // (just after the k-th dot from the end). The suffixes of k = 2..=5
+            // labels that are shorter than the host are added, longest first:
+            // never the bare top-level label (k = 1), and with fewer than five
+            // dots the suffix of ndots + 1 labels is the exact host itself.
             let mut dots = [0usize; 5];
             let mut ndots = 0;
-            // Walk from the end collecting the last five dots.
-            let mut i = host.len();
-            while i > 0 && ndots < 5 {
-                i -= 1;
-                if host[i] == b'.' {
+            for (i, &b) in host.as_bytes().iter().enumerate().rev() {
+                if b == b'.' {
                     dots[ndots] = i + 1;
                     ndots += 1;
+                    if ndots == dots.len() {
+                        break;
+                    }
                 }
             }
-            // dots[0] starts the last two labels' TLD ("com"), never used alone.
-            // Suffixes with k labels (k = 2..=5) start at dots[k - 1]; a suffix
-            // equal to the whole host is already the exact host.
-            let total_labels = host.iter().filter(|&&b| b == b'.').count() + 1;
-            let max_k = (total_labels - 1).min(5);
-            let mut k = max_k;
-            while k >= 2 {
+            for k in (2..=ndots).rev() {
                 host_starts[host_count] = dots[k - 1];
                 host_count += 1;
-                k -= 1;
             }
         }
 
         let mut path_ends = [0usize; 6];
         let mut path_count = 0;
-        let pq = url.path_and_query.as_bytes();
-        if url.query().is_some_and(|q| !q.is_empty()) {
-            path_ends[path_count] = pq.len();
+        if path_and_query.len() > path_len + 1 {
+            // A non-empty query: the most specific expression keeps it.
+            path_ends[path_count] = path_and_query.len();
             path_count += 1;
         }
-        path_ends[path_count] = url.path_len;
+        path_ends[path_count] = path_len;
         path_count += 1;
         // Directory prefixes "/", "/a/", "/a/b/", "/a/b/c/": the first four
         // slashes of the path, each taken as a prefix ending after it, unless it
         // equals the exact path already listed.
-        let path = &pq[..url.path_len];
-        let mut prefixes = 0;
-        for (i, &b) in path.iter().enumerate() {
-            if prefixes == 4 {
-                break;
-            }
-            if b == b'/' {
-                let end = i + 1;
-                if end != url.path_len {
-                    path_ends[path_count] = end;
-                    path_count += 1;
-                }
-                prefixes += 1;
+        let path = &path_and_query.as_bytes()[..path_len];
+        for (i, _) in path.iter().enumerate().filter(|&(_, &b)| b == b'/').take(4) {
+            let end = i + 1;
+            if end != path_len {
+                path_ends[path_count] = end;
+                path_count += 1;
             }
         }
 
         Self {
-            url,
+            host_and_rest,
+            host_len: host.len(),
             host_starts,
             host_count,
             path_ends,
             path_count,
-            next: 0,
+            next_host: 0,
+            next_path: 0,
         }
     }
 }
@@ -321,22 +391,25 @@ impl<'a> Iterator for Expressions<'a> {
     type Item = Expression<'a>;
 
     fn next(&mut self) -> Option<Expression<'a>> {
-        let total = self.host_count * self.path_count;
-        if self.next >= total {
+        if self.next_host >= self.host_count {
             return None;
         }
-        let h = self.next / self.path_count;
-        let p = self.next % self.path_count;
-        self.next += 1;
-        let url: &'a CanonicalUrl = self.url;
-        Some(Expression {
-            host: &url.host[self.host_starts[h]..],
-            path: &url.path_and_query[..self.path_ends[p]],
-        })
+        let (h, p) = (self.next_host, self.next_path);
+        self.next_path += 1;
+        if self.next_path == self.path_count {
+            self.next_path = 0;
+            self.next_host += 1;
+        }
+        // One slice for the expression, split where the host ends.
+        let start = self.host_starts[h];
+        let text = &self.host_and_rest[start..self.host_len + self.path_ends[p]];
+        let (host, path) = text.split_at(self.host_len - start);
+        Some(Expression { host, path, text })
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
-        let left = self.host_count * self.path_count - self.next;
+        let done = self.next_host * self.path_count + self.next_path;
+        let left = self.host_count * self.path_count - done;
         (left, Some(left))
     }
 }
@@ -375,48 +448,60 @@ fn canonicalize_bytes(input: &[u8]) -> Result<CanonicalUrl, CanonError> {
     let start = input.iter().position(|&b| b > 0x20).unwrap_or(input.len());
     let end = input.iter().rposition(|&b| b > 0x20).map_or(start, |i| i + 1);
     let trimmed = &input[start..end];
-    // 3. Cut the fragment.
-    let without_fragment = match trimmed.iter().position(|&b| b == b'#') {
-        Some(i) => &trimmed[..i],
-        None => trimmed,
-    };
+    // 3. Cut the fragment, noting on the way whether step 1 or 4 has work.
+    let (fragment_start, needs_unescape) = scan_fragment(trimmed);
+    let without_fragment = &trimmed[..fragment_start];
     // 4. Unescape to a fixed point (also drops tab, CR and LF as it copies;
     // decoded %09/%0d/%0a bytes are kept).
-    let raw = unescape_fully(without_fragment);
+    let raw: Cow<'_, [u8]> = if needs_unescape {
+        Cow::Owned(unescape_fully(without_fragment))
+    } else {
+        Cow::Borrowed(without_fragment)
+    };
     if raw.is_empty() {
         return Err(CanonError::Empty);
     }
 
     // 5. Scheme.
     let (scheme, rest) = split_scheme(&raw)?;
-    // 6. Query, authority, path.
-    let (before_query, query) = match rest.iter().position(|&b| b == b'?') {
-        Some(i) => (&rest[..i], Some(&rest[i + 1..])),
-        None => (rest, None),
+    // 6. Authority, path, query: the authority ends at the first '/', '\'
+    // or '?', the path at the first '?' after it.
+    let (authority_end, plain_host) = scan_authority(rest);
+    let (authority, path_and_query) = rest.split_at(authority_end);
+
+    // Most URLs need no escaping: room for the parts plus a little.
+    let mut out: Vec<u8> = Vec::with_capacity(scheme.len() + 3 + rest.len() + 8);
+    out.extend(scheme.iter().map(u8::to_ascii_lowercase));
+    let scheme_end = out.len();
+    out.extend_from_slice(b"://");
+    let host_start = out.len();
+    let host_kind = if plain_host {
+        // The common case: no userinfo, port, uppercase, stray dots or bytes
+        // to escape, so the host is the authority as it is.
+        out.extend_from_slice(authority);
+        ipv4_or_domain(host_start, &mut out)
+    } else {
+        canonical_host(authority, &mut out)?
     };
-    let authority_end = before_query
-        .iter()
-        .position(|&b| b == b'/' || b == b'\\')
-        .unwrap_or(before_query.len());
-    let authority = &before_query[..authority_end];
-    let raw_path = &before_query[authority_end..];
-
-    let (host, host_kind) = canonical_host(authority)?;
-
-    let mut path_and_query = String::with_capacity(raw_path.len() + query.map_or(0, |q| q.len() + 1) + 1);
-    canonical_path(raw_path, &mut path_and_query);
-    let path_len = path_and_query.len();
-    if let Some(q) = query {
-        path_and_query.push('?');
-        escape_into(q, &mut path_and_query);
+    let host_end = out.len();
+    let query_start = canonical_path(path_and_query, &mut out);
+    let path_end = out.len();
+    if let Some(i) = query_start {
+        out.push(b'?');
+        escape_into(&path_and_query[i + 1..], &mut out);
     }
+    // Every byte pushed above is ASCII (escape_into escapes the rest), so the
+    // conversion cannot fail; the lossy fallback only avoids a panic path.
+    let serialization =
+        String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
 
     Ok(CanonicalUrl {
-        scheme,
-        host,
+        serialization,
+        scheme_end,
+        host_start,
+        host_end,
+        path_end,
         host_kind,
-        path_and_query,
-        path_len,
     })
 }
 
@@ -451,12 +536,16 @@ fn unescape_fully(input: &[u8]) -> Vec<u8> {
     out
 }
 
-fn split_scheme(raw: &[u8]) -> Result<(String, &[u8]), CanonError> {
-    let first = raw[0];
+/// Splits `raw` into its scheme (not yet lowercased; `http` when it has none)
+/// and the rest after `//`.
+fn split_scheme(raw: &[u8]) -> Result<(&[u8], &[u8]), CanonError> {
+    let Some(&first) = raw.first() else {
+        return Err(CanonError::Empty);
+    };
     if first == b'/' || first == b'\\' || first == b'?' {
         // "//host" (scheme-relative) has a host; "/path" and "?q" do not.
         if raw.starts_with(b"//") && !raw.starts_with(b"///") {
-            return Ok(("http".to_owned(), &raw[2..]));
+            return Ok((b"http", &raw[2..]));
         }
         return Err(CanonError::RelativeUrl);
     }
@@ -468,7 +557,7 @@ fn split_scheme(raw: &[u8]) -> Result<(String, &[u8]), CanonError> {
         if raw.get(len) == Some(&b':') {
             let after = &raw[len + 1..];
             if let Some(rest) = after.strip_prefix(b"//") {
-                return Ok((raw[..len].to_ascii_lowercase().escape_ascii().to_string(), rest));
+                return Ok((&raw[..len], rest));
             }
             // "host:port[/...]" is a host with a port, not a scheme.
             let digits = after.iter().take_while(|b| b.is_ascii_digit()).count();
@@ -480,24 +569,92 @@ fn split_scheme(raw: &[u8]) -> Result<(String, &[u8]), CanonError> {
     } else if first == b':' {
         return Err(CanonError::EmptyHost);
     }
-    Ok(("http".to_owned(), raw))
+    Ok((b"http", raw))
 }
 
-/// Escapes bytes `<= 0x20`, `>= 0x7f`, `#` and `%` into `out`.
-fn escape_into(bytes: &[u8], out: &mut String) {
-    const HEX: &[u8; 16] = b"0123456789ABCDEF";
-    for &b in bytes {
+/// Byte classes, so that each scan of the hot path costs one table lookup
+/// per byte.
+const ESCAPE: u8 = 1 << 0;
+/// `/` and `\`: path separators (step 8).
+const SEPARATOR: u8 = 1 << 1;
+/// `#`, `%`, tab, CR, LF: a fragment to cut or work for steps 1 and 4.
+const PREPASS: u8 = 1 << 2;
+/// `/`, `\` and `?`: the end of the authority (step 6).
+const AUTHORITY_END: u8 = 1 << 3;
+/// `?`: the start of the query (step 6).
+const QUERY: u8 = 1 << 5;
+/// Bytes a host keeps as they are: ASCII except uppercase letters, `.`,
+/// `@`, `:`, `[` and what step 9 escapes. A host of only these (and single
+/// inner dots) is copied unchanged.
+const HOST_PLAIN: u8 = 1 << 4;
+
+/// The class bits of every byte.
+static CLASS: [u8; 256] = {
+    let mut table = [0u8; 256];
+    let mut i = 0;
+    while i < 256 {
+        let b = i as u8;
+        let mut c = 0;
         if b <= 0x20 || b >= 0x7f || b == b'#' || b == b'%' {
-            out.push('%');
-            out.push(HEX[usize::from(b >> 4)] as char);
-            out.push(HEX[usize::from(b & 0xf)] as char);
-        } else {
-            out.push(b as char);
+            c |= ESCAPE;
+        } else if !(b.is_ascii_uppercase() || matches!(b, b'.' | b'@' | b':' | b'[')) {
+            c |= HOST_PLAIN;
         }
+        if b == b'/' || b == b'\\' {
+            c |= SEPARATOR | AUTHORITY_END;
+        }
+        if b == b'?' {
+            c |= AUTHORITY_END | QUERY;
+        }
+        if matches!(b, b'#' | b'%' | b'\t' | b'\r' | b'\n') {
+            c |= PREPASS;
+        }
+        table[i] = c;
+        i += 1;
+    }
+    table
+};
+
+/// Whether step 9 escapes `b`: `<= 0x20`, `>= 0x7f`, `#` or `%`.
+fn needs_escape(b: u8) -> bool {
+    CLASS[usize::from(b)] & ESCAPE != 0
+}
+
+/// Pushes `b`, escaped as `%XX` (uppercase hex) when step 9 says so.
+fn push_escaped(b: u8, out: &mut Vec<u8>) {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    if needs_escape(b) {
+        out.extend_from_slice(&[b'%', HEX[usize::from(b >> 4)], HEX[usize::from(b & 0xf)]]);
+    } else {
+        out.push(b);
     }
 }
 
-fn canonical_host(authority: &[u8]) -> Result<(String, HostKind), CanonError> {
+/// Escapes bytes `<= 0x20`, `>= 0x7f`, `#` and `%` into `out`.
+fn escape_into(bytes: &[u8], out: &mut Vec<u8>) {
+    let mut rest = bytes;
+    // Copy the runs that need no escaping in one go.
+    while let Some(i) = rest.iter().position(|&b| needs_escape(b)) {
+        out.extend_from_slice(&rest[..i]);
+        push_escaped(rest[i], out);
+        rest = &rest[i + 1..];
+    }
+    out.extend_from_slice(rest);
+}
+
+/// Bytes that must not come out of UTS #46 processing of a non-ASCII host:
+/// they delimit URL parts or start escapes, so a host holding them would not
+/// parse back to itself. For example U+FF0F FULLWIDTH SOLIDUS maps to `/`,
+/// and U+00AD SOFT HYPHEN, which UTS #46 deletes, can join `%` and two hex
+/// digits into a new escape. This is the structural subset of the WHATWG URL
+/// Standard's "forbidden domain code points" (which also lists `<>^|`, bytes
+/// that ASCII hosts keep here, like the Go client's `W!eird<>Ho$^.com`).
+const IDNA_DENY: idna::AsciiDenyList = idna::AsciiDenyList::new(false, "%#/:?@[\\]");
+
+/// Writes the canonical, escaped host of `authority` into `out` (steps 6
+/// and 7).
+fn canonical_host(authority: &[u8], out: &mut Vec<u8>) -> Result<HostKind, CanonError> {
+    let start = out.len();
     // Drop userinfo.
     let host_port = match authority.iter().rposition(|&b| b == b'@') {
         Some(i) => &authority[i + 1..],
@@ -509,32 +666,138 @@ fn canonical_host(authority: &[u8]) -> Result<(String, HostKind), CanonError> {
             .position(|&b| b == b']')
             .ok_or(CanonError::InvalidIpv6)?;
         let inner = &host_port[1..close];
-        return canonical_ipv6(inner).map(|h| (h, HostKind::Ipv6));
+        out.extend_from_slice(canonical_ipv6(inner)?.as_bytes());
+        return Ok(HostKind::Ipv6);
     }
-    // Drop the port.
-    let host = match host_port.iter().rposition(|&b| b == b':') {
+    // Drop the port: the host ends at the first ':' (WHATWG host parser).
+    let host = match host_port.iter().position(|&b| b == b':') {
         Some(i) => &host_port[..i],
         None => host_port,
     };
-    let mut name = normalize_dots(host);
-    if !name.is_ascii() {
+    if host.is_ascii() {
+        // The common case, in one pass straight into the output.
+        push_ascii_host(host, out);
+    } else {
+        let mut name = normalize_dots(host);
         if let Ok(s) = std::str::from_utf8(&name) {
-            if let Ok(ascii) = idna::domain_to_ascii_cow(s.as_bytes(), idna::AsciiDenyList::EMPTY) {
+            if let Ok(ascii) = idna::domain_to_ascii_cow(s.as_bytes(), IDNA_DENY) {
                 name = normalize_dots(ascii.as_bytes());
             }
         }
+        name.make_ascii_lowercase();
+        escape_into(&name, out);
     }
-    if name.is_empty() {
+    let written = &out[start..];
+    if written.is_empty() {
         return Err(CanonError::EmptyHost);
     }
-    name.make_ascii_lowercase();
-    if let Some(ip) = parse_ipv4(&name) {
-        let [a, b, c, d] = ip.to_be_bytes();
-        return Ok((format!("{a}.{b}.{c}.{d}"), HostKind::Ipv4));
+    if written[0] == b'[' {
+        // Only leading dots stripped away can put '[' first (".[::1]"); the
+        // canonical URL would then parse as an IPv6 literal.
+        return Err(CanonError::InvalidIpv6);
     }
-    let mut out = String::with_capacity(name.len());
-    escape_into(&name, &mut out);
-    Ok((out, HostKind::Domain))
+    Ok(ipv4_or_domain(start, out))
+}
+
+/// Finds the end of the authority (the first `/`, `\` or `?`) and whether
+/// the authority is already a canonical domain host: non-empty, only
+/// [`HOST_PLAIN`] bytes and dots, no leading, trailing or repeated dot.
+fn scan_authority(rest: &[u8]) -> (usize, bool) {
+    let mut plain = true;
+    let mut after_dot = true;
+    for (i, &b) in rest.iter().enumerate() {
+        let class = CLASS[usize::from(b)];
+        if class & AUTHORITY_END != 0 {
+            return (i, plain && !after_dot);
+        }
+        if b == b'.' {
+            plain &= !after_dot;
+            after_dot = true;
+        } else {
+            plain &= class & HOST_PLAIN != 0;
+            after_dot = false;
+        }
+    }
+    (rest.len(), plain && !after_dot)
+}
+
+/// Finds the first `#` of `url` (its length when there is none) and whether
+/// a `%`, tab, CR or LF comes before it. Eight bytes at a time while none of
+/// `#`, `%` or a byte below 0x0e (which covers tab, LF and CR) is in sight,
+/// then byte by byte: most URLs have neither a fragment nor an escape.
+fn scan_fragment(url: &[u8]) -> (usize, bool) {
+    const ONES: u64 = u64::from_ne_bytes([1; 8]);
+    const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
+    // Whether some byte of `w` is below `n` (n <= 0x80): the "haszero"
+    // family of Anderson's "Bit Twiddling Hacks".
+    let has_below = |w: u64, n: u8| w.wrapping_sub(ONES * u64::from(n)) & !w & HIGHS != 0;
+    let has_byte = |w: u64, b: u8| has_below(w ^ (ONES * u64::from(b)), 1);
+    let mut start = 0;
+    for chunk in url.chunks_exact(8) {
+        let Ok(bytes) = <[u8; 8]>::try_from(chunk) else {
+            break;
+        };
+        let w = u64::from_ne_bytes(bytes);
+        if has_byte(w, b'#') || has_byte(w, b'%') || has_below(w, 0x0e) {
+            break;
+        }
+        start += 8;
+    }
+    let mut needs_unescape = false;
+    for (i, &b) in url.iter().enumerate().skip(start) {
+        if CLASS[usize::from(b)] & PREPASS != 0 {
+            if b == b'#' {
+                return (i, needs_unescape);
+            }
+            needs_unescape = true;
+        }
+    }
+    (url.len(), needs_unescape)
+}
+
+/// Rewrites the host written at `out[start..]` as dotted decimal when it is
+/// an IPv4 address in any form. An escaped byte is never part of an address,
+/// so parsing the escaped text is the same as parsing the bytes.
+fn ipv4_or_domain(start: usize, out: &mut Vec<u8>) -> HostKind {
+    let Some(ip) = parse_ipv4(&out[start..]) else {
+        return HostKind::Domain;
+    };
+    out.truncate(start);
+    for (i, octet) in ip.to_be_bytes().into_iter().enumerate() {
+        if i > 0 {
+            out.push(b'.');
+        }
+        push_decimal(octet, out);
+    }
+    HostKind::Ipv4
+}
+
+/// Step 7 for an ASCII host: strips leading and trailing dots, collapses
+/// runs of dots, lowercases and escapes, appending to `out`.
+fn push_ascii_host(host: &[u8], out: &mut Vec<u8>) {
+    let start = out.len();
+    let mut pending_dot = false;
+    for &b in host {
+        if b == b'.' {
+            pending_dot = out.len() > start;
+            continue;
+        }
+        if pending_dot {
+            out.push(b'.');
+            pending_dot = false;
+        }
+        push_escaped(b.to_ascii_lowercase(), out);
+    }
+}
+
+fn push_decimal(n: u8, out: &mut Vec<u8>) {
+    if n >= 100 {
+        out.push(b'0' + n / 100);
+    }
+    if n >= 10 {
+        out.push(b'0' + n / 10 % 10);
+    }
+    out.push(b'0' + n % 10);
 }
 
 /// Maps ideographic full stops to `.`, strips leading/trailing dots and
@@ -569,6 +832,14 @@ fn normalize_dots(host: &[u8]) -> Vec<u8> {
 /// (leading `0`) or hex (`0x`); the last one fills the remaining bytes.
 /// Returns `None` when the host is not an IPv4 address.
 fn parse_ipv4(host: &[u8]) -> Option<u32> {
+    // Cheap rejection of the common case, a name: an address holds only
+    // digits, dots and the hex digits and 'x' of 0x-numbers.
+    if !host
+        .iter()
+        .all(|&b| b.is_ascii_hexdigit() || b == b'.' || b == b'x' || b == b'X')
+    {
+        return None;
+    }
     let mut parts = [0u64; 4];
     let mut count = 0;
     for part in host.split(|&b| b == b'.') {
@@ -578,13 +849,13 @@ fn parse_ipv4(host: &[u8]) -> Option<u32> {
         parts[count] = parse_ipv4_number(part)?;
         count += 1;
     }
-    let last = parts[count - 1];
+    let (&last, init) = parts[..count].split_last()?;
     let last_bits = 8 * (5 - count as u32);
-    if count == 0 || last >= 1u64 << last_bits {
+    if last >= 1u64 << last_bits {
         return None;
     }
     let mut addr: u64 = last;
-    for (i, &p) in parts[..count - 1].iter().enumerate() {
+    for (i, &p) in init.iter().enumerate() {
         if p > 255 {
             return None;
         }
@@ -678,30 +949,64 @@ fn rfc5952_head(groups: &[u16]) -> String {
     }
 }
 
-/// Writes the canonical, escaped form of `raw` (the bytes between the
-/// authority and the query) into `out`.
-fn canonical_path(raw: &[u8], out: &mut String) {
-    // Segments between slashes; "" and "." vanish, ".." pops.
-    let mut segments: Vec<&[u8]> = Vec::new();
-    let mut trailing_slash = false;
-    for seg in raw.split(|&b| b == b'/' || b == b'\\') {
-        match seg {
-            b"" | b"." => trailing_slash = true,
-            b".." => {
-                segments.pop();
-                trailing_slash = true;
-            }
-            s => {
-                segments.push(s);
-                trailing_slash = false;
-            }
+/// Writes the canonical, escaped path at the start of `raw` (the bytes
+/// after the authority) into `out`, in one pass and without a segment list:
+/// the output is kept ending in `/` while segments are added, and `..`
+/// truncates it back to the previous `/` (escaping never produces a `/`).
+/// Returns where the query's `?` is in `raw`, if there is one.
+fn canonical_path(raw: &[u8], out: &mut Vec<u8>) -> Option<usize> {
+    let start = out.len();
+    out.push(b'/');
+    let mut seg_start = 0;
+    // Whether the current segment holds a byte that step 9 escapes.
+    let mut seg_escapes = false;
+    let mut query = None;
+    for (i, &b) in raw.iter().enumerate() {
+        let class = CLASS[usize::from(b)];
+        if class & (SEPARATOR | ESCAPE | QUERY) == 0 {
+            continue;
         }
+        if class & ESCAPE != 0 {
+            seg_escapes = true;
+            continue;
+        }
+        if class & QUERY != 0 {
+            query = Some(i);
+            break;
+        }
+        push_segment(&raw[seg_start..i], seg_escapes, start, out);
+        seg_start = i + 1;
+        seg_escapes = false;
     }
-    out.push('/');
-    for (i, seg) in segments.iter().enumerate() {
-        escape_into(seg, out);
-        if i + 1 < segments.len() || trailing_slash {
-            out.push('/');
+    // The last segment decides whether the path ends in a slash that stays
+    // ("a/", "a/.", "a/..") or not ("a/b").
+    let last = &raw[seg_start..query.unwrap_or(raw.len())];
+    if !push_segment(last, seg_escapes, start, out) {
+        out.pop();
+    }
+    query
+}
+
+/// Adds one path segment to `out[path_start..]`, which is "/" or "/a/b/"
+/// and stays ending in `/`; `""` and `.` add nothing and `..` drops the last
+/// segment. Returns whether the segment leaves a trailing slash.
+fn push_segment(seg: &[u8], escapes: bool, path_start: usize, out: &mut Vec<u8>) -> bool {
+    match seg {
+        b"" | b"." => true,
+        b".." => {
+            let dir = &out[path_start..out.len() - 1];
+            let keep = dir.iter().rposition(|&b| b == b'/').map_or(1, |j| j + 1);
+            out.truncate(path_start + keep);
+            true
+        }
+        _ => {
+            if escapes {
+                escape_into(seg, out);
+            } else {
+                out.extend_from_slice(seg);
+            }
+            out.push(b'/');
+            false
         }
     }
 }
@@ -773,6 +1078,87 @@ mod tests {
         assert_eq!(u.expressions().count(), 30);
         let u = canonicalize("http://b/").unwrap();
         assert_eq!(u.expressions().map(|e| e.to_string()).collect::<Vec<_>>(), ["b/"]);
+    }
+
+    /// Idempotence counterexamples found by the property tests; each
+    /// canonical form must canonicalize to itself.
+    fn assert_fixed_point(input: &str, expected: &str) {
+        assert_eq!(canon(input), expected, "canonical form of {input:?}");
+        if !expected.starts_with('<') {
+            assert_eq!(canon(expected), expected, "{expected:?} is not a fixed point");
+        }
+    }
+
+    #[test]
+    fn regression_host_ends_at_first_colon() {
+        // Was "http://:/" and "http://a:b/": the port was cut at the last ':'.
+        assert_eq!(canonicalize("http://::/"), Err(CanonError::EmptyHost));
+        assert_fixed_point("http://a:b:c/x", "http://a/x");
+        assert_fixed_point("http://a.com:80:90/", "http://a.com/");
+    }
+
+    #[test]
+    fn regression_idna_output_with_url_delimiters() {
+        // Punycode keeps ASCII: "%中文00" became "xn--%00-…", whose "%00"
+        // decoded on the next pass.
+        assert_fixed_point("http://%\u{4e2d}\u{6587}00/", "http://%25%E4%B8%AD%E6%96%8700/");
+        // U+FF0F FULLWIDTH SOLIDUS maps to '/', which would split the host.
+        assert_fixed_point("http://a\u{ff0f}b.com/", "http://a%EF%BC%8Fb.com/");
+        // U+00AD SOFT HYPHEN is deleted, which would join "%" and "41".
+        assert_fixed_point("http://a%\u{ad}41.com/", "http://a%25%C2%AD41.com/");
+        // A plain IDN host is unaffected.
+        assert_fixed_point("http://\u{fc}.com/", "http://xn--tda.com/");
+    }
+
+    #[test]
+    fn regression_bracket_after_leading_dots() {
+        // Was "http://[/": stripping the dot put '[' first.
+        assert_eq!(canonicalize("http://.[::1]/"), Err(CanonError::InvalidIpv6));
+        assert_fixed_point("http://a[b/", "http://a[b/");
+    }
+
+    #[test]
+    fn path_dot_segments_without_a_segment_list() {
+        assert_eq!(canon("http://a/.."), "http://a/");
+        assert_eq!(canon("http://a/../../x/./y/.."), "http://a/x/");
+        assert_eq!(canon("http://a/x/y/../../z"), "http://a/z");
+        assert_eq!(canon("http://a/x%2F..%2Fy"), "http://a/y");
+        assert_eq!(canon("http://a/x\\..\\y\\"), "http://a/y/");
+    }
+
+    /// The word-at-a-time scan agrees with a plain byte loop for every
+    /// special byte at every position across chunk boundaries.
+    #[test]
+    fn scan_fragment_matches_byte_loop() {
+        let naive = |url: &[u8]| {
+            let cut = url.iter().position(|&b| b == b'#').unwrap_or(url.len());
+            let work = url[..cut]
+                .iter()
+                .any(|&b| matches!(b, b'%' | b'\t' | b'\r' | b'\n'));
+            (cut, work)
+        };
+        for len in 0..26 {
+            for at in 0..len {
+                for special in [
+                    b'#',
+                    b'%',
+                    b'\t',
+                    b'\r',
+                    b'\n',
+                    0x00,
+                    0x0d,
+                    0x0e,
+                    0x23 ^ 0x80,
+                    0xff,
+                ] {
+                    let mut url = vec![b'a'; len];
+                    url[at] = special;
+                    assert_eq!(scan_fragment(&url), naive(&url), "{url:?}");
+                    url[len - 1 - at / 2] = b'#';
+                    assert_eq!(scan_fragment(&url), naive(&url), "{url:?}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -19,6 +19,8 @@ pub mod api;
 mod canon;
 mod error;
 mod filter;
+#[doc(hidden)]
+pub mod fuzzing;
 mod hash;
 mod keys;
 mod reader;

@@ -141,10 +141,12 @@ fn sixty_four_readers_never_block_and_always_see_the_old_or_the_new_list() {
     let mut all_versions: BTreeSet<u64> = BTreeSet::new();
     for (checks, slowest, versions) in &results {
         assert!(*checks >= 100, "a reader made only {checks} checks");
-        // A lookup is a few hash probes; even descheduled among 64 threads
-        // on two cores it never takes anything like an update's time.
+        // A lookup is a few hash probes and takes no lock the updater holds.
+        // Descheduled among 64 threads on two busy cores it can still wait
+        // for the CPU, so the bound is generous: it catches a reader stuck
+        // behind a download or a swap, not scheduling noise.
         assert!(
-            *slowest < Duration::from_millis(500),
+            *slowest < Duration::from_secs(2),
             "slowest lookup {slowest:?}"
         );
         all_versions.extend(versions);

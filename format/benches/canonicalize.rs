@@ -1,0 +1,70 @@
+//! What canonicalization costs next to the hashing it feeds, on 10,000 real
+//! URLs (`benches/data/urls-10k.txt`, see the README there):
+//!
+//! ```sh
+//! cargo bench -p blocksieve-format --bench canonicalize
+//! ```
+//!
+//! - `canonicalize+expressions+sha256`: per URL, [`canonicalize`], every
+//!   expression of [`CanonicalUrl::expressions`] and its
+//!   [`Expression::full_hash`] — what the agent does for each URL it checks;
+//! - `sha256-only`: the SHA-256 of the same expression strings, computed
+//!   beforehand: the lower bound, since every expression must be hashed.
+//!
+//! The ratio of the two medians is the cost of canonicalization; the issue's
+//! target is at most 1.5. Criterion writes both medians to
+//! `target/criterion/urls-10k/*/new/estimates.json` (`median.point_estimate`,
+//! in nanoseconds per iteration over all 10,000 URLs).
+//!
+//! [`CanonicalUrl::expressions`]: blocksieve_format::CanonicalUrl::expressions
+//! [`Expression::full_hash`]: blocksieve_format::Expression::full_hash
+
+#![allow(missing_docs)]
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use blocksieve_format::{FullHash, canonicalize};
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+
+const URLS: &str = include_str!("data/urls-10k.txt");
+
+fn bench(c: &mut Criterion) {
+    let urls: Vec<&str> = URLS.lines().collect();
+    // The expression strings of every URL, for the hashing-only lower bound.
+    let expressions: Vec<String> = urls
+        .iter()
+        .filter_map(|u| canonicalize(u).ok())
+        .flat_map(|u| u.expressions().map(|e| e.to_string()).collect::<Vec<_>>())
+        .collect();
+
+    let mut group = c.benchmark_group("urls-10k");
+    group.throughput(Throughput::Elements(urls.len() as u64));
+    group.measurement_time(Duration::from_secs(10));
+    group.bench_function("canonicalize+expressions+sha256", |b| {
+        b.iter(|| {
+            let mut acc = 0u8;
+            for url in &urls {
+                if let Ok(canonical) = canonicalize(black_box(url)) {
+                    for e in canonical.expressions() {
+                        acc ^= e.full_hash().0[0];
+                    }
+                }
+            }
+            acc
+        });
+    });
+    group.bench_function("sha256-only", |b| {
+        b.iter(|| {
+            let mut acc = 0u8;
+            for e in &expressions {
+                acc ^= FullHash::of(black_box(e.as_bytes())).0[0];
+            }
+            acc
+        });
+    });
+    group.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

@@ -1,0 +1,153 @@
+//! Invariants of [`canonicalize`] and [`CanonicalUrl::expressions`], checked
+//! on any input: the body of the `canonicalize` fuzz target in `fuzz/`, which
+//! the property tests (`tests/properties.rs`) and a unit test below also call,
+//! so a fuzz finding reproduces with `cargo test`. Not a stable API.
+
+use crate::{CanonicalUrl, FullHash, HostKind, MAX_EXPRESSIONS, MAX_URL_BYTES, canonicalize};
+
+/// Canonicalizes `data` and, when it names a URL, checks every invariant of
+/// [`check_invariants`].
+///
+/// # Panics
+///
+/// When an invariant does not hold, with the input and the broken rule: that
+/// is what the fuzzer looks for.
+pub fn check_canonicalize(data: &[u8]) {
+    if let Err(broken) = check_invariants(data) {
+        panic!("{broken}\ninput: {:?}", data.escape_ascii().to_string());
+    }
+}
+
+/// Canonicalizes `data`; an error is fine (nothing to look up), a URL must
+/// satisfy:
+///
+/// 1. the canonical string is printable ASCII (`0x21..=0x7e`), `#` never
+///    appears and `%` only starts an escape with two uppercase hex digits;
+/// 2. it is `scheme://host` + path (starting with `/`) + optional `?query`,
+///    and the accessors are slices of exactly that;
+/// 3. it canonicalizes to itself (unless it grew past [`MAX_URL_BYTES`]:
+///    escaping can triple an input's length);
+/// 4. its expressions number at most [`MAX_EXPRESSIONS`], are distinct, the
+///    first is the most specific one (exact host, path with non-empty query),
+///    each host is the canonical host or a dot-suffix of it with at least two
+///    labels (IP hosts: only the host itself), each path is a prefix of the
+///    path with query, ending at `/`, at the end of the path, or at the end of
+///    the query, and each full hash is the SHA-256 of host followed by path.
+///
+/// # Errors
+///
+/// A description of the first invariant that does not hold.
+pub fn check_invariants(data: &[u8]) -> Result<(), String> {
+    let Ok(url) = canonicalize(data) else {
+        return Ok(());
+    };
+    check_url(&url)
+}
+
+/// Checks invariants 1, 2 and 4 of [`check_invariants`] on one canonical URL.
+fn check_url(url: &CanonicalUrl) -> Result<(), String> {
+    let text = url.as_str();
+    let bytes = text.as_bytes();
+    for (i, &b) in bytes.iter().enumerate() {
+        if !(0x21..=0x7e).contains(&b) || b == b'#' {
+            return Err(format!("unescaped byte {b:#04x} at {i} in {text:?}"));
+        }
+        if b == b'%' {
+            let hex = bytes.get(i + 1..i + 3).unwrap_or_default();
+            let upper_hex = |c: &u8| c.is_ascii_digit() || (b'A'..=b'F').contains(c);
+            if hex.len() != 2 || !hex.iter().all(upper_hex) {
+                return Err(format!(
+                    "'%' at {i} does not start an uppercase escape in {text:?}"
+                ));
+            }
+        }
+    }
+    let rebuilt = format!("{}://{}{}", url.scheme(), url.host(), url.path_and_query());
+    if rebuilt != text || url.to_string() != text {
+        return Err(format!("parts {rebuilt:?} do not make up {text:?}"));
+    }
+    let path = url.path();
+    if !path.starts_with('/') || !url.path_and_query().starts_with(path) {
+        return Err(format!("bad path {path:?} in {text:?}"));
+    }
+    match url.query() {
+        None if url.path_and_query() != path => return Err(format!("lost query in {text:?}")),
+        Some(q) if url.path_and_query() != format!("{path}?{q}") => {
+            return Err(format!("bad query {q:?} in {text:?}"));
+        }
+        _ => {}
+    }
+    if bytes.len() <= MAX_URL_BYTES {
+        match canonicalize(text) {
+            Ok(again) if again == *url => {}
+            again => return Err(format!("not idempotent: {text:?} -> {again:?}")),
+        }
+    }
+    check_expressions(url)
+}
+
+fn check_expressions(url: &CanonicalUrl) -> Result<(), String> {
+    let host = url.host();
+    let pq = url.path_and_query();
+    let path = url.path();
+    let exprs: Vec<_> = url.expressions().collect();
+    if exprs.is_empty() || exprs.len() > MAX_EXPRESSIONS || exprs.len() != url.expressions().len() {
+        return Err(format!("{} expressions for {url}", exprs.len()));
+    }
+    let most_specific = if url.query().is_some_and(|q| !q.is_empty()) {
+        pq
+    } else {
+        path
+    };
+    if exprs[0].host != host || exprs[0].path != most_specific {
+        return Err(format!(
+            "first expression {} of {url} is not the most specific",
+            exprs[0]
+        ));
+    }
+    for (i, e) in exprs.iter().enumerate() {
+        let host_ok = e.host == host
+            || (url.host_kind() == HostKind::Domain
+                && e.host.contains('.')
+                && host.strip_suffix(e.host).is_some_and(|head| head.ends_with('.')));
+        let path_ok = pq.starts_with(e.path)
+            && (e.path.len() == pq.len() || e.path.len() == path.len() || e.path.ends_with('/'));
+        if !host_ok || !path_ok {
+            return Err(format!(
+                "expression {e} is not a host suffix/path prefix of {url}"
+            ));
+        }
+        if exprs[..i].contains(e) {
+            return Err(format!("duplicate expression {e} of {url}"));
+        }
+        let joined = format!("{}{}", e.host, e.path);
+        if e.full_hash() != FullHash::of(joined.as_bytes()) || e.to_string() != joined {
+            return Err(format!("full hash of {e} is not SHA-256 of its string"));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The fuzz target's body on the conformance-style inputs it is seeded
+    /// with, so a change that breaks an invariant fails `cargo test` too.
+    #[test]
+    fn fuzz_target_body_holds_on_seed_like_inputs() {
+        for input in [
+            &b"http://a.b.c/1/2.html?param=1"[..],
+            b"HTTP://www.GOOgle.com:80/a/./b/../c?x#frag",
+            b"http://\x01\x80.com/",
+            b"http://host/%25%32%35",
+            b"http://[::ffff:1.2.3.4]:80/",
+            b"http://0x12.0x43.0x44.0x01",
+            b"http://www.\xC3\xBCmlat.com/",
+            b"mailto:someone@example.com",
+            b"",
+        ] {
+            check_canonicalize(input);
+        }
+    }
+}

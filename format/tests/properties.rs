@@ -1,0 +1,315 @@
+//! Properties of the canonicalizer and the expression generator, checked on
+//! generated input with a fixed seed (the same cases every run):
+//!
+//! 1. `canonicalize` never panics, on arbitrary bytes or on URL-shaped text
+//!    built from the pieces real feeds contain (escapes, dots, IP forms, IDN,
+//!    backslashes, `..` segments, userinfo, ports, whitespace);
+//! 2. a canonical URL canonicalizes to itself;
+//! 3. a canonical URL holds no unescaped byte `<= 0x20` or `>= 0x7f`, no `#`,
+//!    and `%` only as an uppercase `%XX` escape;
+//! 4. every expression is a host suffix / path prefix of the canonical URL:
+//!    the host is the canonical host or a dot-suffix of it, the path a prefix
+//!    of the path with query; at most 30, no duplicates;
+//! 5. tab, CR and LF anywhere in the input change nothing.
+//!
+//! Properties 2–4 are also the body of the `canonicalize` fuzz target
+//! (`blocksieve_format::fuzzing::check_invariants`, run here too), so a fuzz
+//! finding and a property failure are the same bug.
+
+#![allow(clippy::unwrap_used)]
+
+use blocksieve_format::fuzzing::check_invariants;
+use blocksieve_format::{HostKind, MAX_EXPRESSIONS, MAX_URL_BYTES, canonicalize};
+use proptest::prelude::*;
+use proptest::test_runner::{Config, RngAlgorithm, RngSeed};
+
+/// Fixed seed and algorithm: a failure reproduces on every run and machine.
+/// No persistence file: the seed already makes the cases repeatable.
+fn config(cases: u32) -> Config {
+    Config {
+        cases,
+        rng_algorithm: RngAlgorithm::ChaCha,
+        rng_seed: RngSeed::Fixed(0x5afe_b10c),
+        failure_persistence: None,
+        ..Config::default()
+    }
+}
+
+/// A regex strategy, compiled once (a `&str` strategy re-parses its regex
+/// for every case, which dominates the run time in a debug build).
+fn re(pattern: &str) -> proptest::string::RegexGeneratorStrategy<String> {
+    proptest::string::string_regex(pattern).unwrap()
+}
+
+/// Fixed pieces of hosts: every kind of dot, IP forms, IDN (including
+/// characters that UTS #46 maps to URL delimiters or deletes), escapes and
+/// the bytes that end or split an authority.
+const HOST_PIECES: &[&str] = &[
+    ".",
+    "..",
+    "\u{3002}",
+    "\u{ff0e}",
+    "%2e",
+    "%2E%2e",
+    "3279880203",
+    "[::1]",
+    "[2001:DB8:0:0:0:0:0:1]",
+    "[::ffff:1.2.3.4]",
+    "[",
+    "]",
+    "\u{fc}mlat",
+    "\u{4e2d}\u{6587}",
+    "\u{df}",
+    "\u{ad}",
+    "\u{ff05}\u{ff14}\u{ff11}",
+    "\u{ff0f}",
+    "\u{ff1a}",
+    "\u{ff20}",
+    "\u{2488}",
+    "xn--mlat-zra",
+    "%",
+    "%25",
+    "%2525",
+    "%C3%BC",
+    "@",
+    ":",
+    ":80",
+    "%3A",
+    " ",
+    "\t",
+    "\\",
+];
+
+/// Pieces of hosts: labels, IPv4 numbers in every base, random escapes and
+/// the fixed pieces.
+fn host_piece() -> impl Strategy<Value = String> {
+    prop_oneof![
+        3 => re("[a-zA-Z0-9-]{1,6}"),
+        1 => re("(0x[0-9a-fA-F]{1,3}|0[0-7]{1,4}|[0-9]{1,10})"),
+        1 => re("%[0-9a-fA-F]{2}"),
+        6 => prop::sample::select(HOST_PIECES).prop_map(str::to_owned),
+    ]
+}
+
+/// Fixed pieces of paths and queries: dot segments (plain and escaped),
+/// separators, escapes valid and broken, whitespace, raw non-ASCII.
+const PATH_PIECES: &[&str] = &[
+    "/", "//", "\\", "/.", "/..", "/./", "/../", "%2E%2E", "%2F", "%5C", "?", "%3F", "#", "%23", "%", "%%",
+    "%25", "%2532%35", " ", "%20", "\t", "\r\n", "&amp;", "\u{e9}", "\u{7f}", "http://",
+];
+
+/// Pieces of paths and queries.
+fn path_piece() -> impl Strategy<Value = String> {
+    prop_oneof![
+        3 => re("[a-zA-Z0-9_~;=&+-]{1,6}"),
+        1 => re("%[0-9a-fA-F]{1,2}"),
+        6 => prop::sample::select(PATH_PIECES).prop_map(str::to_owned),
+    ]
+}
+
+/// Scheme-ish starts, including the ones that make a URL invalid.
+const SCHEME_PIECES: &[&str] = &[
+    "http://",
+    "http://",
+    "http://",
+    "http://",
+    "",
+    "",
+    "https://",
+    "HTTP://",
+    "ftp://",
+    "//",
+    "http:///",
+    "http:\\\\",
+    "http://http://",
+    "mailto:",
+    "javascript:",
+    "  ",
+    "%68ttp%3A%2F%2F",
+];
+
+fn scheme_piece() -> impl Strategy<Value = String> {
+    prop_oneof![
+        9 => prop::sample::select(SCHEME_PIECES).prop_map(str::to_owned),
+        1 => re("[a-z][a-z0-9+.-]{0,5}:"),
+    ]
+}
+
+fn concat(pieces: Vec<String>) -> String {
+    pieces.concat()
+}
+
+/// A URL-shaped string: scheme, optional userinfo, host, path, query, fragment.
+fn url_shaped() -> impl Strategy<Value = String> {
+    (
+        scheme_piece(),
+        prop::option::of(prop::collection::vec(host_piece(), 1..3).prop_map(concat)),
+        prop::collection::vec(host_piece(), 0..8).prop_map(concat),
+        prop::collection::vec(path_piece(), 0..10).prop_map(concat),
+        prop::option::of(prop::collection::vec(path_piece(), 0..4).prop_map(concat)),
+        prop::option::of(re("[a-z#?%]{0,4}")),
+    )
+        .prop_map(|(scheme, user, host, path, query, fragment)| {
+            let mut s = scheme;
+            if let Some(u) = user {
+                s.push_str(&u);
+                s.push('@');
+            }
+            s.push_str(&host);
+            s.push_str(&path);
+            if let Some(q) = query {
+                s.push('?');
+                s.push_str(&q);
+            }
+            if let Some(f) = fragment {
+                s.push('#');
+                s.push_str(&f);
+            }
+            s
+        })
+}
+
+/// A URL-shaped string as bytes, sometimes with raw bytes that are not UTF-8.
+fn url_shaped_bytes() -> impl Strategy<Value = Vec<u8>> {
+    (
+        url_shaped(),
+        prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 0..3),
+    )
+        .prop_map(|(s, inserts)| {
+            let mut b = s.into_bytes();
+            for (at, byte) in inserts {
+                let i = at.index(b.len() + 1);
+                b.insert(i, byte);
+            }
+            b
+        })
+}
+
+/// Properties 2–4 on one input, with messages that name the rule.
+fn check(input: &[u8]) -> Result<(), TestCaseError> {
+    let Ok(url) = canonicalize(input) else {
+        return Ok(());
+    };
+    let text = url.as_str();
+
+    // 3. Only printable ASCII, `#` never, `%` only as an uppercase escape.
+    let b = text.as_bytes();
+    for (i, &c) in b.iter().enumerate() {
+        prop_assert!(
+            (0x21..=0x7e).contains(&c) && c != b'#',
+            "byte {c:#04x} in {text:?}"
+        );
+        if c == b'%' {
+            let esc = &b[i + 1..(i + 3).min(b.len())];
+            prop_assert!(
+                esc.len() == 2
+                    && esc
+                        .iter()
+                        .all(|h| h.is_ascii_digit() || (b'A'..=b'F').contains(h)),
+                "bare % in {text:?}"
+            );
+        }
+    }
+
+    // 2. Idempotence. Escaping can triple the length, so a canonical URL past
+    // MAX_URL_BYTES is (rightly) too long to canonicalize again; generated
+    // inputs are far shorter, the guard only keeps the property exact.
+    if text.len() <= MAX_URL_BYTES {
+        let again = canonicalize(text);
+        prop_assert_eq!(again.as_ref(), Ok(&url), "{:?} is not a fixed point", text);
+    }
+
+    // 4. Expressions are host suffixes × path prefixes of this URL.
+    let host = url.host();
+    let pq = url.path_and_query();
+    let exprs: Vec<_> = url.expressions().collect();
+    prop_assert!(
+        !exprs.is_empty() && exprs.len() <= MAX_EXPRESSIONS,
+        "{} expressions",
+        exprs.len()
+    );
+    for (i, e) in exprs.iter().enumerate() {
+        let suffix = e.host == host
+            || (url.host_kind() == HostKind::Domain
+                && host.len() > e.host.len()
+                && host.ends_with(e.host)
+                && host.as_bytes()[host.len() - e.host.len() - 1] == b'.');
+        prop_assert!(suffix, "host {:?} is not a dot-suffix of {:?}", e.host, host);
+        prop_assert!(
+            pq.starts_with(e.path),
+            "path {:?} is not a prefix of {:?}",
+            e.path,
+            pq
+        );
+        prop_assert!(e.path.starts_with('/'), "path {:?}", e.path);
+        prop_assert!(!exprs[..i].contains(e), "duplicate {}", e);
+    }
+
+    // The shared fuzz-target invariants (a superset of the above).
+    check_invariants(input).map_err(TestCaseError::fail)
+}
+
+proptest! {
+    #![proptest_config(config(3000))]
+
+    /// 1. No panic on arbitrary bytes, and 2–4 when they happen to be a URL.
+    #[test]
+    fn arbitrary_bytes(input in prop::collection::vec(any::<u8>(), 0..160)) {
+        check(&input)?;
+    }
+
+    /// 1. No panic on arbitrary bytes behind a scheme, so that most reach the
+    /// host and path rules.
+    #[test]
+    fn arbitrary_bytes_after_scheme(tail in prop::collection::vec(any::<u8>(), 0..120)) {
+        let mut input = b"http://".to_vec();
+        input.extend_from_slice(&tail);
+        check(&input)?;
+    }
+
+    /// 1–4 on URL-shaped strings.
+    #[test]
+    fn url_shaped_strings(input in url_shaped()) {
+        check(input.as_bytes())?;
+    }
+
+    /// 1–4 on URL-shaped bytes with stray raw bytes.
+    #[test]
+    fn url_shaped_with_raw_bytes(input in url_shaped_bytes()) {
+        check(&input)?;
+    }
+}
+
+proptest! {
+    #![proptest_config(config(2000))]
+
+    /// 5. Tab, CR and LF are removed before anything else looks at the URL
+    /// (v4 "Canonicalization"), wherever they are inserted.
+    #[test]
+    fn tab_cr_lf_are_ignored(
+        input in url_shaped(),
+        inserts in prop::collection::vec((any::<prop::sample::Index>(), prop::sample::select(vec![b'\t', b'\r', b'\n'])), 1..4),
+    ) {
+        let mut noisy = input.clone().into_bytes();
+        for (at, byte) in inserts {
+            let i = at.index(noisy.len() + 1);
+            noisy.insert(i, byte);
+        }
+        let clean: Vec<u8> = input.bytes().filter(|b| !matches!(b, b'\t' | b'\r' | b'\n')).collect();
+        prop_assert_eq!(canonicalize(&noisy), canonicalize(&clean));
+    }
+}
+
+/// The length guard of property 2 is real: a canonical URL can outgrow
+/// MAX_URL_BYTES even though its input did not.
+#[test]
+fn canonical_form_can_outgrow_the_length_limit() {
+    let mut input = b"http://host/".to_vec();
+    input.resize(MAX_URL_BYTES, b' ' + 1);
+    let n = input.len();
+    input[n - 1] = b'x';
+    input[20..MAX_URL_BYTES / 2].fill(0x80);
+    let url = canonicalize(&input).unwrap();
+    assert!(url.as_str().len() > MAX_URL_BYTES);
+    assert!(canonicalize(url.as_str()).is_err());
+}
