@@ -145,10 +145,7 @@ fn sixty_four_readers_never_block_and_always_see_the_old_or_the_new_list() {
         // Descheduled among 64 threads on two busy cores it can still wait
         // for the CPU, so the bound is generous: it catches a reader stuck
         // behind a download or a swap, not scheduling noise.
-        assert!(
-            *slowest < Duration::from_secs(2),
-            "slowest lookup {slowest:?}"
-        );
+        assert!(*slowest < Duration::from_secs(2), "slowest lookup {slowest:?}");
         all_versions.extend(versions);
     }
     assert!(all_versions.len() >= 5, "readers saw versions {all_versions:?}");
