@@ -59,7 +59,8 @@ enum Command {
     },
     /// Write a new Ed25519 signing key (mode 0600) and print its public key.
     Keygen {
-        /// Where to write the private key; `public.key` is written beside it.
+        /// Where to write the private key (never overwritten); its public key
+        /// goes beside it, as `public.key` for `signing.key`, else as `<FILE>.pub`.
         #[arg(long, value_name = "FILE", default_value = "blocksieve-data/signing.key")]
         out: PathBuf,
     },
@@ -125,7 +126,7 @@ async fn main() -> anyhow::Result<()> {
             eprintln!(
                 "wrote {} (private, mode 0600) and {}",
                 out.display(),
-                out.with_file_name("public.key").display()
+                store::public_key_path(&out).display()
             );
             Ok(())
         }

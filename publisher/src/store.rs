@@ -78,7 +78,7 @@ pub fn generate_signing_key() -> SigningKey {
 }
 
 /// Writes the private key (mode 0600, never replacing an existing file) and
-/// `public.key` next to it.
+/// its public key next to it ([`public_key_path`]).
 ///
 /// # Errors
 ///
@@ -98,8 +98,23 @@ pub fn write_key_pair(key: &SigningKey, path: &Path) -> Result<(), Error> {
     let mut f = options.open(path).map_err(io)?;
     writeln!(f, "{}", key.to_base64()).map_err(io)?;
     f.sync_all().map_err(io)?;
-    let public = path.with_file_name("public.key");
-    write_atomic(&public, format!("{}\n", key.public_key().to_base64()).as_bytes())
+    write_atomic(
+        &public_key_path(path),
+        format!("{}\n", key.public_key().to_base64()).as_bytes(),
+    )
+}
+
+/// Where the public key of the private key file `path` is written:
+/// `public.key` beside the default `signing.key`, else `<file>.pub`, so a
+/// second key pair never overwrites the first one's public key.
+pub fn public_key_path(path: &Path) -> PathBuf {
+    if path.file_name().is_some_and(|n| n == "signing.key") {
+        path.with_file_name("public.key")
+    } else {
+        let mut name = path.file_name().unwrap_or_default().to_owned();
+        name.push(".pub");
+        path.with_file_name(name)
+    }
 }
 
 /// One list's directory.
@@ -247,5 +262,33 @@ impl ListStore {
             )));
         }
         Ok(StoredVersion { snapshot, hashes })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_second_key_pair_never_overwrites_the_first_public_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = generate_signing_key();
+        write_key_pair(&first, &dir.path().join("signing.key")).unwrap();
+        let second = generate_signing_key();
+        write_key_pair(&second, &dir.path().join("other.key")).unwrap();
+        let read = |name: &str| std::fs::read_to_string(dir.path().join(name)).unwrap();
+        assert_eq!(read("public.key").trim(), first.public_key().to_base64());
+        assert_eq!(read("other.key.pub").trim(), second.public_key().to_base64());
+        // The private key file is never replaced.
+        assert!(write_key_pair(&second, &dir.path().join("signing.key")).is_err());
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            let mode = std::fs::metadata(dir.path().join("other.key"))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
     }
 }

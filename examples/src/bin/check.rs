@@ -169,8 +169,11 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut tally = Tally::default();
     if args.urls.is_empty() {
         let mut batch = Vec::with_capacity(BATCH);
-        for line in std::io::stdin().lock().lines() {
+        // Lines are read as bytes: one line that is not UTF-8 must not stop
+        // the run (it is checked with invalid bytes replaced by U+FFFD).
+        for line in std::io::stdin().lock().split(b'\n') {
             let line = line.context("reading URLs from stdin")?;
+            let line = String::from_utf8_lossy(&line);
             let url = line.trim();
             if !url.is_empty() {
                 batch.push(url.to_owned());
