@@ -462,6 +462,7 @@ impl Inner {
         };
         let now = self.now();
         for slot in &self.slots {
+            store.remove_temporaries(&slot.name);
             let found = store.read(&slot.name, self.settings.max_snapshot_bytes);
             let mut meta = lock(&slot.meta);
             for problem in found.problems {

@@ -14,7 +14,9 @@
 //! leaves either the old file or the new one. The snapshot is written before
 //! the record, so the persisted floor never names a snapshot that is not on
 //! disk; a crash between the two leaves the floor one version behind, which
-//! [`restore`](crate::core::accept::restore) repairs from the snapshot.
+//! [`restore`](crate::core::accept::restore) repairs from the snapshot. A
+//! crash during a write leaves a temporary file (`L.snapshot.tmp-…`), which
+//! the next start removes ([`Store::remove_temporaries`]).
 
 use std::fs::{self, File};
 use std::io::{self, Read, Write};
@@ -26,6 +28,10 @@ use crate::core::accept::ListRecord;
 
 /// Suffix of a quarantined file.
 const QUARANTINE_SUFFIX: &str = "quarantined";
+
+/// What follows a file's name in the name of its temporary copy:
+/// `L.snapshot.tmp-<pid>-<n>`.
+const TEMP_INFIX: &str = ".tmp-";
 
 /// One agent's cache directory.
 #[derive(Debug, Clone)]
@@ -56,6 +62,30 @@ impl Store {
 
     pub(crate) fn record_path(&self, list: &str) -> PathBuf {
         self.dir.join(format!("{list}.record.json"))
+    }
+
+    /// Removes the temporary files a crash during [`Store::save`] of `list`
+    /// left behind (one agent per directory: no write of ours is in
+    /// progress while it starts). Returns how many were removed.
+    pub(crate) fn remove_temporaries(&self, list: &str) -> usize {
+        let prefixes = [
+            format!("{list}.snapshot{TEMP_INFIX}"),
+            format!("{list}.record.json{TEMP_INFIX}"),
+        ];
+        let Ok(entries) = fs::read_dir(&self.dir) else {
+            return 0;
+        };
+        let mut removed = 0;
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            if prefixes.iter().any(|p| name.starts_with(p.as_str())) && fs::remove_file(entry.path()).is_ok()
+            {
+                tracing::info!(file = %name, "removed a temporary file left by an interrupted write");
+                removed += 1;
+            }
+        }
+        removed
     }
 
     /// Reads `list`'s files: the snapshot up to `max_snapshot_bytes`, the
@@ -155,7 +185,7 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let dir = path.parent().unwrap_or_else(|| Path::new("."));
     let mut name = path.file_name().unwrap_or_default().to_owned();
     name.push(format!(
-        ".tmp-{}-{}",
+        "{TEMP_INFIX}{}-{}",
         std::process::id(),
         NEXT.fetch_add(1, Ordering::Relaxed)
     ));
@@ -231,6 +261,43 @@ mod tests {
             .map(|e| e.file_name().to_string_lossy().into_owned())
             .collect();
         assert_eq!(names.len(), 2, "{names:?}");
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn temporaries_of_an_interrupted_write_are_removed_and_nothing_else() {
+        let dir = temp_dir("temporaries");
+        let store = Store::new(dir.clone());
+        assert!(store.save("malware", b"snapshot v1", &record(1)).is_ok());
+        for name in [
+            "malware.snapshot.tmp-123-0",
+            "malware.record.json.tmp-123-1",
+            "phishing.snapshot.tmp-9-0",
+            "notes.txt",
+        ] {
+            assert!(fs::write(dir.join(name), b"partial").is_ok());
+        }
+        assert_eq!(store.remove_temporaries("malware"), 2);
+        let mut names: Vec<String> = fs::read_dir(&dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            [
+                "malware.record.json",
+                "malware.snapshot",
+                "notes.txt",
+                "phishing.snapshot.tmp-9-0"
+            ]
+        );
+        assert_eq!(
+            store.read("malware", 1024).snapshot.as_deref(),
+            Some(&b"snapshot v1"[..])
+        );
         let _ = fs::remove_dir_all(&dir);
     }
 

@@ -75,6 +75,16 @@ pub struct Config {
     /// Seconds a request may take before the server answers 408. By default, 30.
     #[serde(default = "default_request_timeout")]
     pub request_timeout_s: u64,
+    /// Seconds a client may take to send a request's line and headers,
+    /// counted from when the server starts waiting for them, so an idle
+    /// keep-alive connection is closed after this long too; a slower client
+    /// (e.g. one sending a byte a second) is disconnected. By default, 10.
+    #[serde(default = "default_header_read_timeout")]
+    pub header_read_timeout_s: u64,
+    /// Seconds a response write may make no progress (a client that stopped
+    /// reading) before the connection is closed. By default, 30.
+    #[serde(default = "default_write_stall_timeout")]
+    pub write_stall_timeout_s: u64,
     /// Requests served at once; more wait. By default, 1024.
     #[serde(default = "default_max_concurrency")]
     pub max_concurrency: usize,
@@ -316,6 +326,12 @@ fn default_max_prefixes() -> usize {
 fn default_request_timeout() -> u64 {
     30
 }
+fn default_header_read_timeout() -> u64 {
+    10
+}
+fn default_write_stall_timeout() -> u64 {
+    30
+}
 fn default_max_concurrency() -> usize {
     1024
 }
@@ -396,6 +412,8 @@ impl Default for Config {
             max_bucket_entries: default_max_bucket(),
             max_prefixes_per_request: default_max_prefixes(),
             request_timeout_s: default_request_timeout(),
+            header_read_timeout_s: default_header_read_timeout(),
+            write_stall_timeout_s: default_write_stall_timeout(),
             max_concurrency: default_max_concurrency(),
             drain_timeout_s: default_drain(),
             log_format: LogFormat::Text,
@@ -555,6 +573,12 @@ impl Config {
         }
         if self.request_timeout_s == 0 {
             return Err(config_error("request_timeout_s", "must be at least 1"));
+        }
+        if self.header_read_timeout_s == 0 {
+            return Err(config_error("header_read_timeout_s", "must be at least 1"));
+        }
+        if self.write_stall_timeout_s == 0 {
+            return Err(config_error("write_stall_timeout_s", "must be at least 1"));
         }
         check_cron("schedule", &self.schedule)?;
         Ok(())

@@ -14,6 +14,9 @@
 //!   loads the newest one back on start.
 //! - [`Publisher`] holds the [`state::AppState`] that [`server::router`]
 //!   serves; a build swaps a list's [`state::Published`] snapshot atomically.
+//! - [`listener::serve`] accepts HTTP/1.1 connections for the router, with
+//!   the per-connection timeouts (header read, stalled write) that layers
+//!   cannot express.
 //!
 //! [`Publisher::run`] is the daemon: serve what is on disk at once, build
 //! every list, then rebuild each on its cron schedule until shutdown.
@@ -31,6 +34,9 @@ use tokio::net::TcpListener;
 pub mod build;
 pub mod config;
 pub mod fetch;
+#[doc(hidden)]
+pub mod fuzzing;
+pub mod listener;
 pub mod metrics;
 pub mod server;
 pub mod sources;
@@ -200,6 +206,16 @@ impl Publisher {
                 max_concurrency: c.max_concurrency,
             },
         )
+    }
+
+    /// The per-connection limits [`Publisher::run`] serves with.
+    pub fn connection_limits(&self) -> listener::ConnectionLimits {
+        let c = &self.inner.config;
+        listener::ConnectionLimits {
+            header_read_timeout: Duration::from_secs(c.header_read_timeout_s),
+            write_stall_timeout: Duration::from_secs(c.write_stall_timeout_s),
+            max_head_bytes: server::MAX_REQUEST_HEAD_BYTES,
+        }
     }
 
     /// The configuration.
@@ -412,8 +428,7 @@ impl Publisher {
     ///
     /// # Errors
     ///
-    /// [`Error::Config`] when a schedule is invalid, [`Error::Io`] when
-    /// serving fails.
+    /// [`Error::Config`] when a schedule is invalid.
     pub async fn run(
         self,
         listener: TcpListener,
@@ -430,10 +445,13 @@ impl Publisher {
             shutdown.await;
             let _ = stop_tx.send(true);
         };
-        let server = axum::serve(listener, self.router()).with_graceful_shutdown(signal);
+        // Not `axum::serve`: it sets no header-read or write-stall timeout
+        // (see `listener`). `serve` returns once every connection has
+        // finished after the signal; the drain deadline below bounds that.
+        let server = listener::serve(listener, self.router(), self.connection_limits(), signal);
         let mut stopped = stop_rx.clone();
         let served = tokio::select! {
-            r = server => r.map_err(|e| Error::Io(format!("server: {e}"))),
+            () = server => Ok(()),
             () = async move {
                 let _ = stopped.wait_for(|s| *s).await;
                 tokio::time::sleep(drain).await;

@@ -1,12 +1,17 @@
 //! The HTTP API (axum). Every error is mapped to a JSON body in one place,
-//! [`ApiError`]; limits (body size, timeout, concurrency) are layers.
+//! [`ApiError`]; limits (body size, timeout, concurrency) are layers, and
+//! the errors those layers and axum's extractors answer themselves (413,
+//! 408, a path that is not UTF-8) are given the same JSON body by
+//! [`json_errors`]. Requests hyper refuses before routing (a malformed
+//! request line, a head over [`MAX_REQUEST_HEAD_BYTES`]) get hyper's bare
+//! 400 or 431 and the connection is closed.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::Router;
-use axum::body::Body;
-use axum::extract::rejection::JsonRejection;
+use axum::body::{Body, Bytes};
+use axum::extract::rejection::BytesRejection;
 use axum::extract::{MatchedPath, Path, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
@@ -26,6 +31,10 @@ use crate::state::{AppState, Published};
 /// Largest request body accepted, in bytes: 1,000 prefixes of 8 hex digits
 /// in JSON are about 12 KiB.
 pub const MAX_REQUEST_BODY_BYTES: usize = 64 * 1024;
+
+/// Largest request head (request line and headers), in bytes: agents send
+/// a few hundred; the rest is room for proxies' headers.
+pub const MAX_REQUEST_HEAD_BYTES: usize = 32 * 1024;
 
 /// Response header telling agents how many seconds to wait before checking
 /// for a new snapshot.
@@ -55,6 +64,21 @@ impl ApiError {
             code,
             message: message.into(),
         }
+    }
+
+    /// The HTTP status, always 4xx or 5xx.
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    /// The machine-readable error code, e.g. `bad_prefix`.
+    pub fn code(&self) -> &'static str {
+        self.code
+    }
+
+    /// The human-readable message.
+    pub fn message(&self) -> &str {
+        &self.message
     }
 }
 
@@ -98,6 +122,40 @@ pub fn router(state: Arc<AppState>, limits: Limits) -> Router {
         .layer(tower::limit::GlobalConcurrencyLimitLayer::new(
             limits.max_concurrency,
         ))
+        .layer(middleware::from_fn(json_errors))
+}
+
+/// Gives the error responses that layers and extractors write themselves
+/// (tower-http's plain-text 413, the timeout's empty 408, axum's plain-text
+/// path and body rejections) the JSON body of every other error, keeping
+/// their status and text.
+async fn json_errors(request: Request, next: Next) -> Response {
+    let response = next.run(request).await;
+    let status = response.status();
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        return response;
+    }
+    // Rejection texts are one short line; read at most 1 KiB of it.
+    let text = axum::body::to_bytes(response.into_body(), 1024)
+        .await
+        .map(|b| String::from_utf8_lossy(&b).trim().to_owned())
+        .unwrap_or_default();
+    let code = match status {
+        StatusCode::PAYLOAD_TOO_LARGE => "payload_too_large",
+        StatusCode::REQUEST_TIMEOUT => "request_timeout",
+        s if s.is_server_error() => "internal",
+        _ => "bad_request",
+    };
+    let message = if text.is_empty() {
+        status.canonical_reason().unwrap_or("error").to_lowercase()
+    } else {
+        shown(&text)
+    };
+    ApiError::new(status, code, message).into_response()
 }
 
 /// Counts requests and their latency by matched route.
@@ -320,8 +378,13 @@ async fn versioned_snapshot(
         .into_response())
 }
 
-fn parse_prefix(state: &AppState, text: &str) -> Result<RequestPrefix, ApiError> {
-    let prefix: RequestPrefix = text.parse().map_err(|_| {
+/// Parses a hash prefix sent by a client: 2 to 8 lowercase hex digits.
+///
+/// # Errors
+///
+/// `400 bad_prefix` otherwise.
+pub fn parse_request_prefix(text: &str) -> Result<RequestPrefix, ApiError> {
+    text.parse().map_err(|_| {
         ApiError::new(
             StatusCode::BAD_REQUEST,
             "bad_prefix",
@@ -330,7 +393,59 @@ fn parse_prefix(state: &AppState, text: &str) -> Result<RequestPrefix, ApiError>
                 shown(text)
             ),
         )
+    })
+}
+
+/// Parses the body of `POST /v1/hashes:search`: a JSON
+/// [`FullHashSearchRequest`] of 1 to `max_prefixes` valid hash prefixes, in
+/// at most [`MAX_REQUEST_BODY_BYTES`]. Pure, so that the handler, unit tests
+/// and the `full_hash_request` fuzz target run the same code.
+///
+/// # Errors
+///
+/// `413 payload_too_large` for a longer body, `400 bad_request` for bad
+/// JSON or no prefixes, `400 too_many_prefixes`, `400 bad_prefix`.
+pub fn parse_search_request(body: &[u8], max_prefixes: usize) -> Result<Vec<RequestPrefix>, ApiError> {
+    if body.len() > MAX_REQUEST_BODY_BYTES {
+        return Err(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload_too_large",
+            format!(
+                "request body of {} bytes, the limit is {MAX_REQUEST_BODY_BYTES}",
+                body.len()
+            ),
+        ));
+    }
+    let request: FullHashSearchRequest = serde_json::from_slice(body).map_err(|e| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            format!("request body: {}", shown(&e.to_string())),
+        )
     })?;
+    if request.prefixes.is_empty() {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            "no prefixes given",
+        ));
+    }
+    if request.prefixes.len() > max_prefixes {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "too_many_prefixes",
+            format!(
+                "{} prefixes in one request, the limit is {max_prefixes}",
+                request.prefixes.len(),
+            ),
+        ));
+    }
+    request.prefixes.iter().map(|p| parse_request_prefix(p)).collect()
+}
+
+/// Refuses a prefix whose expected bucket over every list is larger than
+/// the configured cap (it would reveal too much of the lists at once).
+fn check_bucket_size(state: &AppState, prefix: RequestPrefix) -> Result<RequestPrefix, ApiError> {
     let expected = state.expected_bucket(prefix.bits());
     if expected > state.max_bucket_entries as f64 {
         return Err(ApiError::new(
@@ -388,7 +503,7 @@ async fn full_hashes(
     State(state): State<Arc<AppState>>,
     Path(prefix_text): Path<String>,
 ) -> Result<Json<FullHashResponse>, ApiError> {
-    let prefix = parse_prefix(&state, &prefix_text)?;
+    let prefix = check_bucket_size(&state, parse_request_prefix(&prefix_text)?)?;
     Ok(Json(FullHashResponse {
         prefix: prefix.to_string(),
         matches: bucket(&state, prefix),
@@ -398,42 +513,34 @@ async fn full_hashes(
 
 async fn search(
     State(state): State<Arc<AppState>>,
-    body: Result<Json<FullHashSearchRequest>, JsonRejection>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<FullHashSearchResponse>, ApiError> {
-    let Json(request) = body.map_err(|e| {
-        let status = if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            StatusCode::PAYLOAD_TOO_LARGE
+    let is_json = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            let essence = v.split(';').next().unwrap_or("").trim();
+            essence.eq_ignore_ascii_case("application/json") || essence.ends_with("+json")
+        });
+    if !is_json {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            "expected a body with Content-Type: application/json",
+        ));
+    }
+    let body = body.map_err(|e| {
+        let (status, code) = if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large")
         } else {
-            StatusCode::BAD_REQUEST
+            (StatusCode::BAD_REQUEST, "bad_request")
         };
-        ApiError::new(
-            status,
-            "bad_request",
-            format!("request body: {}", shown(&e.body_text())),
-        )
+        ApiError::new(status, code, format!("request body: {}", shown(&e.body_text())))
     })?;
-    if request.prefixes.is_empty() {
-        return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "bad_request",
-            "no prefixes given",
-        ));
-    }
-    if request.prefixes.len() > state.max_prefixes_per_request {
-        return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "too_many_prefixes",
-            format!(
-                "{} prefixes in one request, the limit is {}",
-                request.prefixes.len(),
-                state.max_prefixes_per_request
-            ),
-        ));
-    }
-    let prefixes = request
-        .prefixes
-        .iter()
-        .map(|p| parse_prefix(&state, p))
+    let prefixes = parse_search_request(&body, state.max_prefixes_per_request)?
+        .into_iter()
+        .map(|p| check_bucket_size(&state, p))
         .collect::<Result<Vec<_>, _>>()?;
     let results = prefixes
         .into_iter()
@@ -461,5 +568,89 @@ mod tests {
         assert!(!if_none_match_matches(&h, "\"c\""));
         h.insert(header::IF_NONE_MATCH, HeaderValue::from_static("*"));
         assert!(if_none_match_matches(&h, "\"c\""));
+    }
+
+    fn search_error(body: &[u8], max: usize) -> (u16, &'static str) {
+        match parse_search_request(body, max) {
+            Ok(p) => panic!("accepted {p:?}"),
+            Err(e) => (e.status().as_u16(), e.code()),
+        }
+    }
+
+    #[test]
+    fn search_request_parsing() {
+        let ok = parse_search_request(br#"{"prefixes": ["ab", "abc", "abcdef01"]}"#, 3);
+        assert_eq!(
+            ok.ok()
+                .map(|p| p.iter().map(ToString::to_string).collect::<Vec<_>>()),
+            Some(vec!["ab".to_owned(), "abc".to_owned(), "abcdef01".to_owned()])
+        );
+        assert_eq!(
+            search_error(br#"{"prefixes": ["ab", "cd"]}"#, 1),
+            (400, "too_many_prefixes")
+        );
+        assert_eq!(search_error(br#"{"prefixes": []}"#, 1), (400, "bad_request"));
+        assert_eq!(search_error(br#"{"prefixes": ["AB"]}"#, 1), (400, "bad_prefix"));
+        assert_eq!(search_error(br#"{"prefixes": ["a"]}"#, 1), (400, "bad_prefix"));
+        assert_eq!(
+            search_error(br#"{"prefixes": ["abcdef012"]}"#, 1),
+            (400, "bad_prefix")
+        );
+        assert_eq!(
+            search_error(br#"{"prefixes": ["../../x"]}"#, 1),
+            (400, "bad_prefix")
+        );
+        assert_eq!(search_error(br#"{"prefixes": [1]}"#, 1), (400, "bad_request"));
+        assert_eq!(search_error(b"{not json", 1), (400, "bad_request"));
+        assert_eq!(search_error(&[b'['; 10_000], 1), (400, "bad_request"));
+        let huge = vec![b' '; MAX_REQUEST_BODY_BYTES + 1];
+        assert_eq!(search_error(&huge, 1), (413, "payload_too_large"));
+    }
+
+    #[tokio::test]
+    async fn layer_errors_get_a_json_body() {
+        use tower::ServiceExt as _;
+        let app = Router::new()
+            .route(
+                "/slow",
+                get(|| async { tokio::time::sleep(Duration::from_secs(60)).await }),
+            )
+            .route("/echo", post(|body: Bytes| async move { body.len().to_string() }))
+            .layer(RequestBodyLimitLayer::new(16))
+            .layer(TimeoutLayer::with_status_code(
+                StatusCode::REQUEST_TIMEOUT,
+                Duration::from_millis(10),
+            ))
+            .layer(middleware::from_fn(json_errors));
+        let request = |method: &str, uri: &str, body: &'static str| {
+            Request::builder()
+                .method(method)
+                .uri(uri)
+                .header(header::CONTENT_LENGTH, body.len())
+                .body(Body::from(body))
+                .unwrap_or_default()
+        };
+        for (req, status, code) in [
+            (request("GET", "/slow", ""), 408, "request_timeout"),
+            (
+                request("POST", "/echo", "0123456789abcdef0"),
+                413,
+                "payload_too_large",
+            ),
+        ] {
+            let response = app.clone().oneshot(req).await.unwrap_or_else(|e| match e {});
+            assert_eq!(response.status().as_u16(), status);
+            let bytes = axum::body::to_bytes(response.into_body(), 4096)
+                .await
+                .unwrap_or_default();
+            let body: Result<ErrorResponse, _> = serde_json::from_slice(&bytes);
+            assert_eq!(body.ok().map(|b| b.error.code), Some(code.to_owned()));
+        }
+        let ok = app
+            .clone()
+            .oneshot(request("POST", "/echo", "0123"))
+            .await
+            .unwrap_or_else(|e| match e {});
+        assert_eq!(ok.status(), StatusCode::OK);
     }
 }

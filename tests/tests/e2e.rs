@@ -5,4 +5,7 @@
 
 mod api;
 mod end_to_end;
+mod hostile;
+mod load;
 mod publisher;
+mod slow_clients;

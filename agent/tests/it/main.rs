@@ -5,6 +5,7 @@
 mod background;
 mod check;
 mod config;
+mod crash;
 mod faults;
 mod persistence;
 mod privacy;

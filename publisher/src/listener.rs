@@ -1,0 +1,237 @@
+//! The accept loop: HTTP/1.1 connections with the per-connection timeouts
+//! that layers cannot express, and graceful shutdown.
+//!
+//! `axum::serve` (axum 0.8) gives hyper no timer, so hyper enforces no
+//! header-read timeout: a client sending its headers one byte at a time (a
+//! "slowloris") keeps its connection, task and buffer forever, and so does a
+//! client that never reads its response once the socket buffers are full.
+//! Tower layers only see a request once its headers are complete and stop
+//! watching once the response headers exist, so both cases need the
+//! connection itself. [`serve`] is therefore a small hand-written loop over
+//! hyper's HTTP/1 connection builder, the same shape as `axum::serve`:
+//!
+//! - [`ConnectionLimits::header_read_timeout`]: hyper closes a connection
+//!   whose request line and headers are not complete this long after it
+//!   started waiting for them (which also closes idle keep-alive
+//!   connections);
+//! - [`ConnectionLimits::max_head_bytes`]: a request head larger than this is
+//!   answered `431` by hyper, so a slow client holds at most this much;
+//! - [`ConnectionLimits::write_stall_timeout`]: [`StallGuard`] fails a write
+//!   that makes no progress for this long, which ends the connection.
+//!
+//! HTTP/2 is not served: the API's clients speak HTTP/1.1 (TLS and HTTP/2,
+//! if wanted, belong to a reverse proxy in front).
+
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpListener;
+use tokio::time::{Instant, Sleep};
+
+/// Per-connection limits, enforced below the router.
+#[derive(Debug, Clone, Copy)]
+pub struct ConnectionLimits {
+    /// Longest a client may take to send a request's line and headers,
+    /// counted from when the server starts waiting for them.
+    pub header_read_timeout: Duration,
+    /// Longest a response write may make no progress (a client that stopped
+    /// reading) before the connection is closed.
+    pub write_stall_timeout: Duration,
+    /// Largest request head (request line and headers) in bytes; hyper
+    /// answers a larger one `431` and closes the connection. At least 8 KiB.
+    pub max_head_bytes: usize,
+}
+
+/// Serves `router` on `listener` until `shutdown` completes, then stops
+/// accepting, lets every open connection finish its current request, and
+/// returns once all are closed. The caller bounds that wait (the drain
+/// deadline) by dropping this future, which aborts the connections still
+/// open.
+pub async fn serve(
+    listener: TcpListener,
+    router: axum::Router,
+    limits: ConnectionLimits,
+    shutdown: impl Future<Output = ()>,
+) {
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout)
+        .max_buf_size(limits.max_head_bytes.max(8 * 1024));
+    let graceful = GracefulShutdown::new();
+    // Owning the connection tasks means dropping this future ends them.
+    let mut connections = tokio::task::JoinSet::new();
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _peer)) => stream,
+                Err(e) => {
+                    accept_error(e).await;
+                    continue;
+                }
+            },
+            // Reap finished connections so the set does not grow.
+            Some(_) = connections.join_next(), if !connections.is_empty() => continue,
+            () = &mut shutdown => break,
+        };
+        let io = TokioIo::new(StallGuard::new(stream, limits.write_stall_timeout));
+        let service = TowerToHyperService::new(router.clone());
+        let connection = graceful.watch(http.serve_connection(io, service));
+        connections.spawn(async move {
+            if let Err(e) = connection.await {
+                // Header timeouts, stalled writes and resets end up here;
+                // they are the client's problem, not the server's.
+                tracing::debug!(error = %e, "connection closed with an error");
+            }
+        });
+    }
+    drop(listener);
+    graceful.shutdown().await;
+}
+
+/// What to do when `accept` fails: errors about one connection are skipped;
+/// anything else (e.g. out of file descriptors) is logged and retried after
+/// a second, as `axum::serve` does, so the server never stops accepting.
+async fn accept_error(e: io::Error) {
+    if matches!(
+        e.kind(),
+        io::ErrorKind::ConnectionRefused | io::ErrorKind::ConnectionAborted | io::ErrorKind::ConnectionReset
+    ) {
+        return;
+    }
+    tracing::error!(error = %e, "accept failed; retrying in 1 s");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+}
+
+/// A stream whose writes fail with [`io::ErrorKind::TimedOut`] once they
+/// have made no progress for a set time: a client that stops reading cannot
+/// hold a connection (its task, socket and response) forever. Reads are
+/// passed through; their deadlines are hyper's header-read timeout and the
+/// request timeout layer.
+#[derive(Debug)]
+pub struct StallGuard<S> {
+    /// The connection.
+    inner: S,
+    /// How long a write may stay blocked.
+    limit: Duration,
+    /// Armed when a write first returns `Pending`; cleared by any progress.
+    stalled_since: Option<Pin<Box<Sleep>>>,
+}
+
+impl<S> StallGuard<S> {
+    /// Wraps `inner`, failing writes blocked for longer than `limit`.
+    pub fn new(inner: S, limit: Duration) -> Self {
+        Self {
+            inner,
+            limit,
+            stalled_since: None,
+        }
+    }
+
+    /// Passes `result` through, tracking stalls: `Pending` arms the timer
+    /// (once), anything else clears it; an expired timer turns `Pending`
+    /// into an error.
+    fn watch<T>(&mut self, cx: &mut Context<'_>, result: Poll<io::Result<T>>) -> Poll<io::Result<T>> {
+        if result.is_ready() {
+            self.stalled_since = None;
+            return result;
+        }
+        let limit = self.limit;
+        let timer = self
+            .stalled_since
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(Instant::now() + limit)));
+        if timer.as_mut().poll(cx).is_ready() {
+            self.stalled_since = None;
+            return Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("response write stalled for {limit:?}"),
+            )));
+        }
+        Poll::Pending
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for StallGuard<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for StallGuard<S> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        let result = Pin::new(&mut self.inner).poll_write(cx, buf);
+        self.watch(cx, result)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let result = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        self.watch(cx, result)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let result = Pin::new(&mut self.inner).poll_flush(cx);
+        self.watch(cx, result)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let result = Pin::new(&mut self.inner).poll_shutdown(cx);
+        self.watch(cx, result)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::AsyncWriteExt as _;
+
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_write_nobody_reads_fails_after_the_limit() {
+        // A 64-byte pipe whose other end never reads.
+        let (client, _server) = tokio::io::duplex(64);
+        let mut guarded = StallGuard::new(client, Duration::from_secs(5));
+        let started = Instant::now();
+        let err = guarded.write_all(&[0u8; 1024]).await.err();
+        assert_eq!(err.map(|e| e.kind()), Some(io::ErrorKind::TimedOut));
+        assert_eq!(started.elapsed(), Duration::from_secs(5));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_slow_reader_that_keeps_up_is_not_cut() {
+        let (client, mut server) = tokio::io::duplex(64);
+        let mut guarded = StallGuard::new(client, Duration::from_secs(5));
+        let reader = tokio::spawn(async move {
+            let mut buf = [0u8; 64];
+            let mut total = 0;
+            while total < 1024 {
+                // Reads every 4 s: each write waits less than the limit.
+                tokio::time::sleep(Duration::from_secs(4)).await;
+                total += tokio::io::AsyncReadExt::read(&mut server, &mut buf)
+                    .await
+                    .unwrap_or(0);
+            }
+            total
+        });
+        assert!(guarded.write_all(&[0u8; 1024]).await.is_ok());
+        assert_eq!(reader.await.ok(), Some(1024));
+    }
+}
