@@ -610,13 +610,19 @@ impl Config {
 }
 
 fn check_cron(field: &str, expr: &str) -> Result<(), Error> {
-    if expr.split_whitespace().count() != 6 {
-        return Err(config_error(
+    let bad = || {
+        config_error(
             field,
-            format!("{expr:?} is not a 6-field cron expression (sec min hour day month weekday)"),
-        ));
+            format!("{expr:?} is not a valid 6-field cron expression (sec min hour day month weekday)"),
+        )
+    };
+    if expr.split_whitespace().count() != 6 {
+        return Err(bad());
     }
-    Ok(())
+    // Parse it exactly as the scheduler will, so a bad value fails at start.
+    tokio_cron_scheduler::Job::new_async(expr, |_, _| Box::pin(async {}))
+        .map(drop)
+        .map_err(|_| bad())
 }
 
 #[cfg(test)]
@@ -665,6 +671,17 @@ mod tests {
 
         let bad = text.replace("filter = \"bloom\"", "filter = \"cuckoo\"");
         assert!(toml::from_str::<Config>(&bad).is_err());
+
+        let bad = text.replace("padding = 8", "padding = 8\nschedule = \"0 */30 * * * foo\"");
+        let err = toml::from_str::<Config>(&bad)
+            .unwrap()
+            .validate()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("configuration: schedule") && err.contains("foo"),
+            "{err}"
+        );
 
         let bad = text.replace("https://feeds", "ftp://feeds");
         let err = toml::from_str::<Config>(&bad)

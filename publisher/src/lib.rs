@@ -435,10 +435,14 @@ impl Publisher {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), Error> {
         let mut scheduler = self.start_schedules().await?;
-        let initial = self.clone();
-        tokio::spawn(async move {
-            initial.build_all().await;
-        });
+        // Every list's first build at once: a slow source of one list must
+        // not delay the others (each list has its own build lock).
+        for index in 0..self.inner.config.lists.len() {
+            let initial = self.clone();
+            tokio::spawn(async move {
+                initial.build_list(index).await;
+            });
+        }
         let drain = Duration::from_secs(self.inner.config.drain_timeout_s);
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let signal = async move {

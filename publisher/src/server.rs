@@ -94,9 +94,14 @@ impl IntoResponse for ApiError {
     }
 }
 
-/// Shows at most 80 characters of client-supplied text in an error.
+/// Shows at most 200 characters of client-supplied text in an error, marking a cut with `…`.
 fn shown(text: &str) -> String {
-    text.chars().take(80).collect()
+    const MAX_CHARS: usize = 200;
+    let mut out: String = text.chars().take(MAX_CHARS).collect();
+    if text.chars().nth(MAX_CHARS).is_some() {
+        out.push('…');
+    }
+    out
 }
 
 /// The API router over `state`; tests can call it without a socket.
