@@ -44,8 +44,8 @@ pub struct ConnectionLimits {
     /// Longest a response write may make no progress (a client that stopped
     /// reading) before the connection is closed.
     pub write_stall_timeout: Duration,
-    /// Largest request head (request line and headers) in bytes; hyper
-    /// answers a larger one `431` and closes the connection. At least 8 KiB.
+    /// Largest request head (request line and headers) in bytes, complete
+    /// or not; hyper answers a larger one `431` and closes the connection.
     pub max_head_bytes: usize,
 }
 
@@ -63,7 +63,7 @@ pub async fn serve(
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new())
         .header_read_timeout(limits.header_read_timeout)
-        .max_buf_size(limits.max_head_bytes.max(8 * 1024));
+        .max_header_size(limits.max_head_bytes);
     let graceful = GracefulShutdown::new();
     // Owning the connection tasks means dropping this future ends them.
     let mut connections = tokio::task::JoinSet::new();

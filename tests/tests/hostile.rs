@@ -343,7 +343,7 @@ fn check_json_error(case: &Case, r: &RawResponse) {
         )
     });
     assert_eq!(body.error.code, case.code, "{what}: {}", body.error.message);
-    // Client text is echoed at most 80 characters at a time.
+    // Client text is echoed at most 200 characters at a time.
     assert!(
         !body.error.message.is_empty() && body.error.message.len() < 300,
         "{what}: {}",
