@@ -111,6 +111,7 @@ fn reason(e: &CanonError) -> &'static str {
         CanonError::RelativeUrl => "RelativeUrl",
         CanonError::EmptyHost => "EmptyHost",
         CanonError::InvalidIpv6 => "InvalidIpv6",
+        CanonError::DelimiterInHost { .. } => "DelimiterInHost",
         _ => "Other",
     }
 }

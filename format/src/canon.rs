@@ -22,13 +22,32 @@
 //!    is done in one left-to-right pass that re-examines the output after each
 //!    decoded byte, which reaches the same fixed point as repeated passes in
 //!    linear time (a 64 KiB `%252525…` would otherwise take quadratic time).
+//!    The URL is first split on its delimiters *as written* — scheme,
+//!    authority, and within the authority the userinfo, host and port — and
+//!    each part is unescaped on its own; the path and query are unescaped
+//!    together and then split at their first `?`, as v4 says. Unescaping the
+//!    whole URL before splitting it, as the v4 text reads literally, lets an
+//!    escaped delimiter move the host: `https://www.wikipedia.org%2F@evil.bet/`
+//!    would read as host `www.wikipedia.org`, while browsers (WHATWG URL
+//!    Standard, Chromium) split first and go to `evil.bet` — a false negative
+//!    on a crafted URL. A host that holds `/`, `\`, `?`, `@` or `:` once
+//!    unescaped (`http://a.com%2Fb/`) is rejected with
+//!    [`CanonError::DelimiterInHost`]: browsers refuse it, so no page is
+//!    behind it. Only when the input as written has no scheme and unescaping
+//!    reveals one (`http%3A%2F%2Fwackyurl.com:80/`, a Go client vector) is the
+//!    whole URL unescaped first.
 //! 5. Split off the scheme. A scheme is `[A-Za-z][A-Za-z0-9+.-]*:`. Followed by
-//!    `//` it is kept (lowercased). A URL without a scheme is treated as
-//!    `http://` + URL (v4: "if the URL has no scheme, assume http"). A
-//!    `host:port` input such as `example.com:8080/x` is read as a host with a
-//!    port, not as the scheme `example.com`. Any other scheme that is not
-//!    followed by `//` (`mailto:`, `javascript:`, `data:`) is rejected with
-//!    [`CanonError::NotHierarchical`]: these URLs have no host to look up.
+//!    `//` it is kept (lowercased). For `http` and `https` the two slashes
+//!    may be `/` or `\` in any mix, and there may be none or one
+//!    (`https:\\evil.com\x`, `https:/\evil.com/`, `https:evil.com`), since
+//!    browsers go to `evil.com` for each (WHATWG "special authority ignore
+//!    slashes state"); three or more leave an empty authority and are
+//!    rejected (`http:///blah`, conformance section G). A URL without a scheme
+//!    is treated as `http://` + URL (v4: "if the URL has no scheme, assume
+//!    http"). A `host:port` input such as `example.com:8080/x` is read as a
+//!    host with a port, not as the scheme `example.com`. Any other scheme that
+//!    is not followed by `//` (`mailto:`, `javascript:`, `data:`) is rejected
+//!    with [`CanonError::NotHierarchical`]: these URLs have no host to look up.
 //! 6. The query starts at the first `?` after the scheme (so `http://a.com?q`
 //!    has host `a.com`, path `/` and query `q`), and the authority ends at the
 //!    first `/` or `\` (browsers treat `\` as `/` in http(s) URLs). Userinfo
@@ -113,6 +132,9 @@
 //! | whitespace trimmed | v4: "leading and trailing whitespace"; WHATWG: C0 controls and space | every byte `<= 0x20` (WHATWG) |
 //! | `\` in the path | v4 silent; browsers (WHATWG) read it as `/` in http(s) | `/` |
 //! | `http:///host` | WHATWG skips extra slashes; Go and the 2010 Python client reject (`http:///blah`) | rejected (conformance section G) |
+//! | `https:host`, `https:\\host`, `https:/\host` | v4 silent ("a scheme not followed by `//`"); WHATWG and Chromium go to `host` | read as `https://host` for http(s) only |
+//! | when to unescape | v4 text: unescape the whole URL, then parse; browsers: parse, then unescape each part | split on the delimiters as written, then unescape each part (step 4); whole-URL unescape only when no scheme is written |
+//! | host unescaping to `/ \ ? @ :` | v4 silent; WHATWG and Chromium reject the URL | rejected ([`CanonError::DelimiterInHost`]) |
 //! | host bytes such as `<>^`, controls | WHATWG rejects forbidden host code points; Go keeps `W!eird<>Ho$^.com`, Chromium escapes `%01%80.com` | kept and escaped (v4/Go) |
 //! | IPv4 forms | v4: "any legal form" (examples only); WHATWG defines the IPv4 parser | WHATWG parser; an overflowing number stays a name |
 //! | non-numeric port, first vs last `:` | WHATWG: host ends at the first `:`, bad port rejects the URL | host ends at the first `:`, port dropped |
@@ -173,6 +195,15 @@ pub enum CanonError {
     /// A bracketed host is not a valid IPv6 address.
     #[error("bracketed host is not a valid IPv6 address")]
     InvalidIpv6,
+    /// Once percent-unescaped, the host holds a byte that delimits URL parts
+    /// (`/`, `\`, `?`, `@` or `:`), as in `http://a.com%2Fb/`. Browsers
+    /// refuse such hosts (WHATWG URL Standard, "forbidden domain code
+    /// point"; Chromium marks the URL invalid), so no page is behind it.
+    #[error("host holds {:?} once unescaped, a URL delimiter browsers reject in a host", char::from(*byte))]
+    DelimiterInHost {
+        /// The delimiter byte.
+        byte: u8,
+    },
 }
 
 /// What kind of host a canonical URL has; IP address hosts get no host
@@ -451,23 +482,65 @@ fn canonicalize_bytes(input: &[u8]) -> Result<CanonicalUrl, CanonError> {
     // 3. Cut the fragment, noting on the way whether step 1 or 4 has work.
     let (fragment_start, needs_unescape) = scan_fragment(trimmed);
     let without_fragment = &trimmed[..fragment_start];
-    // 4. Unescape to a fixed point (also drops tab, CR and LF as it copies;
-    // decoded %09/%0d/%0a bytes are kept).
-    let raw: Cow<'_, [u8]> = if needs_unescape {
-        Cow::Owned(unescape_fully(without_fragment))
-    } else {
-        Cow::Borrowed(without_fragment)
-    };
-    if raw.is_empty() {
-        return Err(CanonError::Empty);
+    if !needs_unescape {
+        // The common case: nothing to unescape, so the raw delimiters are
+        // the only ones.
+        let (scheme, rest) = split_scheme(without_fragment)?.parts();
+        return assemble(scheme, rest, Unescape::No);
     }
+    // 4. Unescape, per component where the raw input shows its structure.
+    let stripped = strip_tab_cr_lf(without_fragment);
+    match split_scheme(&stripped) {
+        Ok(split) if split.explicit => {
+            let (scheme, rest) = split.parts();
+            assemble(scheme, rest, Unescape::PerComponent)
+        }
+        Ok(_) => {
+            // No scheme as written. If unescaping reveals one
+            // ("http%3A%2F%2Fhost/"), the whole URL was escaped: read it
+            // unescaped, as the v4 text does. Otherwise the input is
+            // "host/path" and is read like "http://" + input.
+            let unescaped = unescape_fully(&stripped);
+            let split = split_scheme(&unescaped)?;
+            if split.explicit {
+                let (scheme, rest) = split.parts();
+                assemble(scheme, rest, Unescape::No)
+            } else {
+                assemble(b"http", &stripped, Unescape::PerComponent)
+            }
+        }
+        Err(_) => {
+            // Not a URL as written ("mailto:", "/path", "host:80%2Fx"):
+            // decide on the unescaped text, as the v4 text does.
+            let unescaped = unescape_fully(&stripped);
+            let (scheme, rest) = split_scheme(&unescaped)?.parts();
+            assemble(scheme, rest, Unescape::No)
+        }
+    }
+}
 
-    // 5. Scheme.
-    let (scheme, rest) = split_scheme(&raw)?;
-    // 6. Authority, path, query: the authority ends at the first '/', '\'
+/// Whether [`assemble`] still has to percent-unescape the parts it is given.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Unescape {
+    /// The parts hold no escapes (or were unescaped as a whole already).
+    No,
+    /// The parts were split on the raw input's delimiters; each is unescaped
+    /// on its own, so an escaped delimiter (`%2F`, `%40`) stays inside the
+    /// part it was written in.
+    PerComponent,
+}
+
+/// Steps 6 to 9: builds the canonical URL from the scheme and what follows
+/// its `//`.
+fn assemble(scheme: &[u8], rest: &[u8], unescape: Unescape) -> Result<CanonicalUrl, CanonError> {
+    // 6. Authority, path, query: the authority ends at the first '/', ''
     // or '?', the path at the first '?' after it.
     let (authority_end, plain_host) = scan_authority(rest);
     let (authority, path_and_query) = rest.split_at(authority_end);
+    let path_and_query: Cow<'_, [u8]> = match unescape {
+        Unescape::No => Cow::Borrowed(path_and_query),
+        Unescape::PerComponent => Cow::Owned(unescape_fully(path_and_query)),
+    };
 
     // Most URLs need no escaping: room for the parts plus a little.
     let mut out: Vec<u8> = Vec::with_capacity(scheme.len() + 3 + rest.len() + 8);
@@ -477,14 +550,14 @@ fn canonicalize_bytes(input: &[u8]) -> Result<CanonicalUrl, CanonError> {
     let host_start = out.len();
     let host_kind = if plain_host {
         // The common case: no userinfo, port, uppercase, stray dots or bytes
-        // to escape, so the host is the authority as it is.
+        // to escape (so no '%' either), so the host is the authority as it is.
         out.extend_from_slice(authority);
         ipv4_or_domain(host_start, &mut out)
     } else {
-        canonical_host(authority, &mut out)?
+        canonical_host(authority, unescape, &mut out)?
     };
     let host_end = out.len();
-    let query_start = canonical_path(path_and_query, &mut out);
+    let query_start = canonical_path(&path_and_query, &mut out);
     let path_end = out.len();
     if let Some(i) = query_start {
         out.push(b'?');
@@ -536,16 +609,50 @@ fn unescape_fully(input: &[u8]) -> Vec<u8> {
     out
 }
 
-/// Splits `raw` into its scheme (not yet lowercased; `http` when it has none)
-/// and the rest after `//`.
-fn split_scheme(raw: &[u8]) -> Result<(&[u8], &[u8]), CanonError> {
+/// The scheme of a URL and what follows it, as [`split_scheme`] found them.
+struct SchemeSplit<'a> {
+    /// The scheme, not yet lowercased; `http` when the URL has none.
+    scheme: &'a [u8],
+    /// What follows the scheme and its slashes: authority, path and query.
+    rest: &'a [u8],
+    /// Whether the input marks where its authority starts: a scheme with
+    /// its slashes (`http://`, `https:\\`), the browser forms `https:host`
+    /// and `https:/host`, or a scheme-relative `//`. A bare `host/path` has
+    /// no such mark.
+    explicit: bool,
+}
+
+impl<'a> SchemeSplit<'a> {
+    fn parts(&self) -> (&'a [u8], &'a [u8]) {
+        (self.scheme, self.rest)
+    }
+}
+
+/// Splits `raw` into its scheme and the rest after the slashes (step 5).
+///
+/// For `http` and `https` the slashes may be `/` or `\` in any mix, and
+/// there may be none or one (`https:host`, `https:/\host`), as browsers
+/// read them (WHATWG URL Standard, "special authority ignore slashes
+/// state"). Three or more slashes leave an empty authority, so
+/// `http:///host` is rejected as the Go and Python clients do (conformance
+/// section G), where browsers would skip them.
+fn split_scheme(raw: &[u8]) -> Result<SchemeSplit<'_>, CanonError> {
+    let implicit = |rest| SchemeSplit {
+        scheme: b"http",
+        rest,
+        explicit: false,
+    };
     let Some(&first) = raw.first() else {
         return Err(CanonError::Empty);
     };
     if first == b'/' || first == b'\\' || first == b'?' {
         // "//host" (scheme-relative) has a host; "/path" and "?q" do not.
         if raw.starts_with(b"//") && !raw.starts_with(b"///") {
-            return Ok((b"http", &raw[2..]));
+            return Ok(SchemeSplit {
+                scheme: b"http",
+                rest: &raw[2..],
+                explicit: true,
+            });
         }
         return Err(CanonError::RelativeUrl);
     }
@@ -555,21 +662,53 @@ fn split_scheme(raw: &[u8]) -> Result<(&[u8], &[u8]), CanonError> {
             .position(|&b| !(b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.')))
             .unwrap_or(raw.len());
         if raw.get(len) == Some(&b':') {
+            let scheme = &raw[..len];
             let after = &raw[len + 1..];
             if let Some(rest) = after.strip_prefix(b"//") {
-                return Ok((&raw[..len], rest));
+                return Ok(SchemeSplit {
+                    scheme,
+                    rest,
+                    explicit: true,
+                });
             }
             // "host:port[/...]" is a host with a port, not a scheme.
             let digits = after.iter().take_while(|b| b.is_ascii_digit()).count();
             let port_ends = matches!(after.get(digits), None | Some(b'/' | b'\\' | b'?'));
-            if !(digits > 0 && port_ends) {
-                return Err(CanonError::NotHierarchical);
+            if digits > 0 && port_ends {
+                return Ok(implicit(raw));
             }
+            if scheme.eq_ignore_ascii_case(b"http") || scheme.eq_ignore_ascii_case(b"https") {
+                let slashes = after.iter().take_while(|&&b| b == b'/' || b == b'\\').count();
+                // Two slashes are the authority's mark; with three or more the
+                // authority is empty (rejected), and none or one is the
+                // browsers' lenient form.
+                let skip = if slashes >= 2 { 2 } else { slashes };
+                return Ok(SchemeSplit {
+                    scheme,
+                    rest: &after[skip..],
+                    explicit: true,
+                });
+            }
+            return Err(CanonError::NotHierarchical);
         }
     } else if first == b':' {
         return Err(CanonError::EmptyHost);
     }
-    Ok((b"http", raw))
+    Ok(implicit(raw))
+}
+
+/// Step 1 when the input has tab, CR or LF bytes: removes them.
+fn strip_tab_cr_lf(url: &[u8]) -> Cow<'_, [u8]> {
+    if url.iter().any(|&b| matches!(b, b'\t' | b'\r' | b'\n')) {
+        Cow::Owned(
+            url.iter()
+                .copied()
+                .filter(|&b| !matches!(b, b'\t' | b'\r' | b'\n'))
+                .collect(),
+        )
+    } else {
+        Cow::Borrowed(url)
+    }
 }
 
 /// Byte classes, so that each scan of the hot path costs one table lookup
@@ -652,8 +791,11 @@ fn escape_into(bytes: &[u8], out: &mut Vec<u8>) {
 const IDNA_DENY: idna::AsciiDenyList = idna::AsciiDenyList::new(false, "%#/:?@[\\]");
 
 /// Writes the canonical, escaped host of `authority` into `out` (steps 6
-/// and 7).
-fn canonical_host(authority: &[u8], out: &mut Vec<u8>) -> Result<HostKind, CanonError> {
+/// and 7). Userinfo and port are cut on the delimiters as written; with
+/// [`Unescape::PerComponent`] the host is unescaped only after that, so an
+/// escaped `%40` or `%3A` cannot move where the host starts or ends, and one
+/// that unescapes to a delimiter is refused as browsers refuse it.
+fn canonical_host(authority: &[u8], unescape: Unescape, out: &mut Vec<u8>) -> Result<HostKind, CanonError> {
     let start = out.len();
     // Drop userinfo.
     let host_port = match authority.iter().rposition(|&b| b == b'@') {
@@ -665,8 +807,11 @@ fn canonical_host(authority: &[u8], out: &mut Vec<u8>) -> Result<HostKind, Canon
             .iter()
             .position(|&b| b == b']')
             .ok_or(CanonError::InvalidIpv6)?;
-        let inner = &host_port[1..close];
-        out.extend_from_slice(canonical_ipv6(inner)?.as_bytes());
+        let inner: Cow<'_, [u8]> = match unescape {
+            Unescape::No => Cow::Borrowed(&host_port[1..close]),
+            Unescape::PerComponent => Cow::Owned(unescape_fully(&host_port[1..close])),
+        };
+        out.extend_from_slice(canonical_ipv6(&inner)?.as_bytes());
         return Ok(HostKind::Ipv6);
     }
     // Drop the port: the host ends at the first ':' (WHATWG host parser).
@@ -674,11 +819,24 @@ fn canonical_host(authority: &[u8], out: &mut Vec<u8>) -> Result<HostKind, Canon
         Some(i) => &host_port[..i],
         None => host_port,
     };
+    let host: Cow<'_, [u8]> = match unescape {
+        Unescape::No => Cow::Borrowed(host),
+        Unescape::PerComponent => {
+            let host = unescape_fully(host);
+            if let Some(&byte) = host
+                .iter()
+                .find(|&&b| matches!(b, b'/' | b'\\' | b'?' | b'@' | b':'))
+            {
+                return Err(CanonError::DelimiterInHost { byte });
+            }
+            Cow::Owned(host)
+        }
+    };
     if host.is_ascii() {
         // The common case, in one pass straight into the output.
-        push_ascii_host(host, out);
+        push_ascii_host(&host, out);
     } else {
-        let mut name = normalize_dots(host);
+        let mut name = normalize_dots(&host);
         if let Ok(s) = std::str::from_utf8(&name) {
             if let Ok(ascii) = idna::domain_to_ascii_cow(s.as_bytes(), IDNA_DENY) {
                 name = normalize_dots(ascii.as_bytes());
@@ -1115,6 +1273,75 @@ mod tests {
         // Was "http://[/": stripping the dot put '[' first.
         assert_eq!(canonicalize("http://.[::1]/"), Err(CanonError::InvalidIpv6));
         assert_fixed_point("http://a[b/", "http://a[b/");
+    }
+
+    /// An escaped delimiter in the authority must not move the host: browsers
+    /// split the URL on the delimiters as written and only then unescape.
+    /// Unescaping the whole URL first read this as host `www.wikipedia.org`.
+    #[test]
+    fn regression_escaped_slash_before_userinfo_does_not_hide_the_host() {
+        assert_fixed_point(
+            "https://www.wikipedia.org%2F@alibaba666.bet/",
+            "https://alibaba666.bet/",
+        );
+        assert_fixed_point("www.wikipedia.org%2F@alibaba666.bet/x", "http://alibaba666.bet/x");
+        assert_fixed_point("ht\ttp://a%2Fb@c.com/", "http://c.com/");
+        assert_fixed_point("http://user%40x@evil.com/", "http://evil.com/");
+        assert_fixed_point("http://good.com%3A80@evil.com/p", "http://evil.com/p");
+        assert_fixed_point("//good.com%2F@evil.com/", "http://evil.com/");
+        assert_fixed_point("http://%31%36%38.1.1.1/", "http://168.1.1.1/");
+        assert_fixed_point("http://[%3A%3A1]/", "http://[::1]/");
+        assert_fixed_point("http://ex%41mple.com/", "http://example.com/");
+        // Path and query are still unescaped before they are split (v4).
+        assert_fixed_point("http://a.com/x%2Fy", "http://a.com/x/y");
+        assert_fixed_point("http://a.com/x%3Fy", "http://a.com/x?y");
+        // A whole URL escaped as one string is still read unescaped.
+        assert_fixed_point("http%3A%2F%2Fwackyurl.com:80/", "http://wackyurl.com/");
+        assert_fixed_point("%2F%2Fa.com/x", "http://a.com/x");
+    }
+
+    /// A host that unescapes to a URL delimiter has no page behind it:
+    /// browsers refuse it (WHATWG forbidden domain code points).
+    #[test]
+    fn escaped_delimiters_in_the_host_are_refused() {
+        for (url, byte) in [
+            ("http://evil.com%40good.com/", b'@'),
+            ("http://a.com%2Fb/", b'/'),
+            ("http://a.com%5Cb/", b'\\'),
+            ("http://a.com%3Fb/", b'?'),
+            ("http://a.com%3A80/", b':'),
+            ("a.com%2Fb", b'/'),
+        ] {
+            assert_eq!(
+                canonicalize(url),
+                Err(CanonError::DelimiterInHost { byte }),
+                "{url}"
+            );
+        }
+        assert_eq!(
+            canonicalize("http://a.com%2Fb/").unwrap_err().to_string(),
+            "host holds '/' once unescaped, a URL delimiter browsers reject in a host"
+        );
+    }
+
+    /// http(s) URLs as browsers read them: backslashes for slashes, and none
+    /// or one slash after the scheme (WHATWG "special authority ignore
+    /// slashes state"). Three slashes stay invalid (conformance section G).
+    #[test]
+    fn browser_forms_of_http_schemes() {
+        assert_fixed_point("https:\\\\evil.com\\x", "https://evil.com/x");
+        assert_fixed_point("https:/\\evil.com/", "https://evil.com/");
+        assert_fixed_point("https:\\/evil.com/", "https://evil.com/");
+        assert_fixed_point("https:evil.com", "https://evil.com/");
+        assert_fixed_point("HTTP:/evil.com/a", "http://evil.com/a");
+        assert_fixed_point("https:evil.com%2F@good.com/", "https://good.com/");
+        assert_eq!(canonicalize("http:///x"), Err(CanonError::EmptyHost));
+        assert_eq!(canonicalize("http:\\\\\\x"), Err(CanonError::EmptyHost));
+        assert_eq!(canonicalize("https:"), Err(CanonError::EmptyHost));
+        // Other schemes still need "//", and "host:port" stays a host.
+        assert_eq!(canonicalize("ftp:\\\\a.com/"), Err(CanonError::NotHierarchical));
+        assert_eq!(canonicalize("mailto:a%40b.com"), Err(CanonError::NotHierarchical));
+        assert_eq!(canon("localhost:8080/x"), "http://localhost/x");
     }
 
     #[test]
