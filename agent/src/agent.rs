@@ -680,18 +680,35 @@ impl Inner {
 
     /// Probes every list's current snapshot.
     fn probe(&self, hashes: &UrlHashes, now: SystemTime) -> Result<LocalLookup, Error> {
-        let mut loaded = Vec::with_capacity(self.slots.len());
-        for slot in &self.slots {
-            let Some(current) = slot.current.load_full() else {
+        // Guards, not `load_full`: cloning the `Arc` writes its shared
+        // reference count on every check, a cache line that concurrent
+        // checkers on other cores then fight over (`bench/`, row 5).
+        if let [slot] = self.slots.as_slice() {
+            // One list, the usual case: no allocation for the guards.
+            let current = slot.current.load();
+            let Some(loaded) = current.as_ref() else {
                 return Err(Error::NotReady {
                     list: slot.name.clone(),
                 });
             };
+            let snapshot = std::iter::once((slot.name.as_str(), &loaded.accepted));
+            return Ok(lookup::probe(hashes, snapshot, now));
+        }
+        let mut loaded = Vec::with_capacity(self.slots.len());
+        for slot in &self.slots {
+            let current = slot.current.load();
+            if current.is_none() {
+                return Err(Error::NotReady {
+                    list: slot.name.clone(),
+                });
+            }
             loaded.push((slot.name.as_str(), current));
         }
         Ok(lookup::probe(
             hashes,
-            loaded.iter().map(|(name, l)| (*name, &l.accepted)),
+            loaded
+                .iter()
+                .filter_map(|(name, l)| l.as_ref().map(|l| (*name, &l.accepted))),
             now,
         ))
     }

@@ -6,11 +6,12 @@
 //!
 //! Binary fuse filters are from Graf & Lemire, "Binary Fuse Filters: Fast
 //! and Smaller Than Xor Filters" (ACM JEA 2022), as implemented by the
-//! `xorf` crate. The body layout is pinned in `FORMAT.md` and checked here
-//! before any byte reaches `xorf`, whose lookup indexes without bounds checks
-//! of its own.
+//! `xorf` crate, which builds them; the lookup is done here with `xorf`'s
+//! arithmetic (`fuse_contains`), so that it inlines into the caller's loop.
+//! The body layout is pinned in `FORMAT.md` and checked here before a filter
+//! is made of it, so every index a lookup computes is in bounds.
 
-use xorf::{BinaryFuse8, BinaryFuse16, BinaryFuse32, Descriptor, Filter as _};
+use xorf::{BinaryFuse8, BinaryFuse16, BinaryFuse32, Descriptor};
 
 use crate::error::DecodeError;
 use crate::reader::Reader;
@@ -154,8 +155,8 @@ pub const BLOOM_SEED: u64 = 0x626c_6f63_6b73_6965; // "blocksie"
 /// Most Bloom hash functions a reader accepts.
 const MAX_BLOOM_HASHES: u8 = 32;
 
-/// murmur3's 64-bit finalizer (`fmix64`), the mixing step of every Bloom
-/// probe; pinned here and in `FORMAT.md`.
+/// murmur3's 64-bit finalizer (`fmix64`), the mixing step of every binary
+/// fuse and Bloom probe; pinned here and in `FORMAT.md`.
 #[inline]
 fn fmix64(mut k: u64) -> u64 {
     k ^= k >> 33;
@@ -164,6 +165,34 @@ fn fmix64(mut k: u64) -> u64 {
     k = k.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
     k ^= k >> 33;
     k
+}
+
+/// The binary fuse lookup of `FORMAT.md` ("Binary fuse"): the arithmetic of
+/// `xorf` 0.13's `contains`, written out here so that it inlines into
+/// [`PrefixFilter::contains`] and its callers; `xorf`'s is an out-of-line
+/// call per probe, which made a probe through a snapshot cost 30 % more
+/// instructions than the bare filter (`benches/probe.rs`, callgrind).
+/// `truncate` cuts the 64-bit fingerprint to the slot width. An index
+/// outside `fingerprints` (impossible for a layout `read_fuse` accepted or
+/// `xorf` built) answers "no" instead of panicking.
+#[inline]
+fn fuse_contains<T>(d: &Descriptor, fingerprints: &[T], key: u64, truncate: impl Fn(u64) -> T) -> bool
+where
+    T: Copy + PartialEq + Default + std::ops::BitXor<Output = T>,
+{
+    let hash = fmix64(key.wrapping_add(d.seed));
+    let h0 = ((u128::from(hash) * u128::from(d.segment_count_length)) >> 64) as u32;
+    let h1 = h0.wrapping_add(d.segment_length) ^ ((hash >> 18) as u32 & d.segment_length_mask);
+    let h2 = h0.wrapping_add(d.segment_length).wrapping_add(d.segment_length)
+        ^ (hash as u32 & d.segment_length_mask);
+    match (
+        fingerprints.get(h0 as usize),
+        fingerprints.get(h1 as usize),
+        fingerprints.get(h2 as usize),
+    ) {
+        (Some(&a), Some(&b), Some(&c)) => truncate(hash ^ (hash >> 32)) ^ a ^ b ^ c == T::default(),
+        _ => false,
+    }
 }
 
 /// A Bloom filter over u64 keys with `hash_count` probes by double hashing:
@@ -293,13 +322,16 @@ impl PrefixFilter {
     }
 
     /// Whether `key` is probably in the set (`false` is certain).
-    #[inline]
+    // Always inlined, with the binary fuse lookups in it: a probe is ~50
+    // instructions and a call per probe added half as many again
+    // (`benches/probe.rs`).
+    #[inline(always)]
     pub fn contains(&self, key: u64) -> bool {
         match &self.inner {
             Inner::Empty => false,
-            Inner::Fuse8(f) => f.contains(&key),
-            Inner::Fuse16(f) => f.contains(&key),
-            Inner::Fuse32(f) => f.contains(&key),
+            Inner::Fuse8(f) => fuse_contains(&f.descriptor, &f.fingerprints, key, |h| h as u8),
+            Inner::Fuse16(f) => fuse_contains(&f.descriptor, &f.fingerprints, key, |h| h as u16),
+            Inner::Fuse32(f) => fuse_contains(&f.descriptor, &f.fingerprints, key, |h| h as u32),
             Inner::Bloom(b) => b.contains(key),
         }
     }
@@ -590,6 +622,37 @@ mod tests {
                 assert_eq!(body.len(), f.body_len());
                 let g = PrefixFilter::read_body(kind, f.param(), n, &body).unwrap();
                 assert!(k.iter().all(|&x| g.contains(x)), "{kind} n={n}");
+            }
+        }
+    }
+
+    #[test]
+    fn fuse_lookup_answers_exactly_as_xorf() {
+        use rand::{Rng as _, SeedableRng as _};
+        use xorf::Filter as _;
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        for n in [1usize, 2, 100, 20_000] {
+            let mut k: Vec<u64> = (0..n).map(|_| u64::from(rng.r#gen::<u32>())).collect();
+            k.sort_unstable();
+            k.dedup();
+            let mut probes = k.clone();
+            probes.extend((0..50_000).map(|_| u64::from(rng.r#gen::<u32>())));
+            probes.extend((0..50_000).map(|_| rng.r#gen::<u64>()));
+            for kind in [
+                FilterKind::BinaryFuse8,
+                FilterKind::BinaryFuse16,
+                FilterKind::BinaryFuse32,
+            ] {
+                let ours = PrefixFilter::build(kind, &k).unwrap();
+                let xorf_says = |key: u64| match &ours.inner {
+                    Inner::Fuse8(f) => f.contains(&key),
+                    Inner::Fuse16(f) => f.contains(&key),
+                    Inner::Fuse32(f) => f.contains(&key),
+                    _ => unreachable!(),
+                };
+                for &p in &probes {
+                    assert_eq!(ours.contains(p), xorf_says(p), "{kind} n={n} key={p:#x}");
+                }
             }
         }
     }

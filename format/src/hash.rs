@@ -39,12 +39,14 @@ impl FullHash {
     }
 
     /// The 32-bit hash prefix: the first four bytes, big-endian.
+    #[inline]
     pub fn prefix(&self) -> HashPrefix {
         HashPrefix(u32::from_be_bytes([self.0[0], self.0[1], self.0[2], self.0[3]]))
     }
 
     /// The first eight bytes as a big-endian `u64`: the filter key of a
     /// snapshot with 64-bit keys.
+    #[inline]
     pub fn prefix64(&self) -> u64 {
         let mut b = [0u8; 8];
         b.copy_from_slice(&self.0[..8]);
@@ -84,6 +86,7 @@ pub struct HashPrefix(pub u32);
 
 impl HashPrefix {
     /// The filter key of this prefix in a snapshot with 32-bit keys.
+    #[inline]
     pub fn key(self) -> u64 {
         u64::from(self.0)
     }

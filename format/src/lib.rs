@@ -36,7 +36,7 @@ pub use filter::{
 pub use hash::{FullHash, HashPrefix, HexError, RequestPrefix};
 pub use keys::{KeyError, KeyId, SigningKey, TrustedKey};
 pub use snapshot::{
-    DecodeLimits, EncodeError, FORMAT_VERSION, KeyBits, MAGIC, MAX_LIST_NAME_BYTES, RawBody, SnapshotHeader,
-    SnapshotParams, VerifiedSnapshot, dangerous_encode_raw, decode, encode, is_valid_list_name,
-    parse_header_unverified,
+    CompressedFilter, DecodeLimits, EncodeError, FORMAT_VERSION, KeyBits, MAGIC, MAX_LIST_NAME_BYTES,
+    RawBody, SnapshotHeader, SnapshotParams, VerifiedSnapshot, compress_filter, dangerous_encode_raw, decode,
+    encode, is_valid_list_name, parse_header_unverified, sign_snapshot,
 };

@@ -212,7 +212,8 @@ impl VerifiedSnapshot {
 
     /// Whether `hash` probably belongs to the list: probes the filter with
     /// the key of the snapshot's key width. `false` is certain.
-    #[inline]
+    // Always inlined, as `PrefixFilter::contains` is: see there.
+    #[inline(always)]
     pub fn probably_contains(&self, hash: &FullHash) -> bool {
         self.filter.contains(self.header.key_bits.key_of(hash))
     }
@@ -222,7 +223,8 @@ fn header_len_for(name_len: usize) -> usize {
     8 + 2 + 2 + 1 + name_len + FIXED_FIELDS_LEN + SIGNATURE_LEN
 }
 
-/// Encodes and signs a snapshot of `filter`.
+/// Encodes and signs a snapshot of `filter`: [`compress_filter`], then
+/// [`sign_snapshot`].
 ///
 /// # Errors
 ///
@@ -232,6 +234,12 @@ pub fn encode(
     filter: &PrefixFilter,
     key: &SigningKey,
 ) -> Result<Vec<u8>, EncodeError> {
+    check_params(params)?;
+    let body = compress_filter(filter, params.zstd_level)?;
+    sign_snapshot(params, &body, key)
+}
+
+fn check_params(params: &SnapshotParams) -> Result<(), EncodeError> {
     if !is_valid_list_name(&params.list_name) {
         return Err(EncodeError::InvalidListName(params.list_name.clone()));
     }
@@ -247,9 +255,41 @@ pub fn encode(
             value: params.measured_fpr.to_string(),
         });
     }
+    Ok(())
+}
+
+/// A filter's body, zstd-compressed for a snapshot: the first half of
+/// [`encode`], kept apart so a publisher can time compression and signing
+/// separately. Only [`compress_filter`] makes one, so a signed body is
+/// always a well-formed one.
+#[derive(Debug, Clone)]
+pub struct CompressedFilter {
+    filter_kind: FilterKind,
+    filter_param: u8,
+    entry_count: u64,
+    decompressed_bytes: u64,
+    theoretical_fpr: f64,
+    compressed: Vec<u8>,
+}
+
+impl CompressedFilter {
+    /// The compressed body length, in bytes.
+    pub fn compressed_bytes(&self) -> usize {
+        self.compressed.len()
+    }
+}
+
+/// Serializes `filter`'s body and compresses it as one zstd frame at
+/// `zstd_level` (1–22), with its content size in the frame header and no
+/// checksum (the header's SHA-256 covers the body).
+///
+/// # Errors
+///
+/// [`EncodeError::Compression`] when zstd fails (e.g. an invalid level).
+pub fn compress_filter(filter: &PrefixFilter, zstd_level: i32) -> Result<CompressedFilter, EncodeError> {
     let mut body = Vec::new();
     filter.write_body(&mut body);
-    let mut compressor = zstd::bulk::Compressor::new(params.zstd_level).map_err(EncodeError::Compression)?;
+    let mut compressor = zstd::bulk::Compressor::new(zstd_level).map_err(EncodeError::Compression)?;
     // Write the content size in the frame header: readers require it.
     compressor
         .set_parameter(zstd::zstd_safe::CParameter::ContentSizeFlag(true))
@@ -258,16 +298,38 @@ pub fn encode(
         .set_parameter(zstd::zstd_safe::CParameter::ChecksumFlag(false))
         .map_err(EncodeError::Compression)?;
     let compressed = compressor.compress(&body).map_err(EncodeError::Compression)?;
+    Ok(CompressedFilter {
+        filter_kind: filter.kind(),
+        filter_param: filter.param(),
+        entry_count: filter.len() as u64,
+        decompressed_bytes: body.len() as u64,
+        theoretical_fpr: filter.theoretical_fpr(),
+        compressed,
+    })
+}
 
+/// Writes the header of a snapshot holding `body`, signs it with `key`
+/// (Ed25519 over the header, which holds the body's SHA-256) and appends
+/// the body: the second half of [`encode`].
+///
+/// # Errors
+///
+/// [`EncodeError`] when a parameter is outside the format.
+pub fn sign_snapshot(
+    params: &SnapshotParams,
+    body: &CompressedFilter,
+    key: &SigningKey,
+) -> Result<Vec<u8>, EncodeError> {
+    check_params(params)?;
     Ok(dangerous_encode_raw(
         params,
         &RawBody {
-            filter_kind: filter.kind(),
-            filter_param: filter.param(),
-            entry_count: filter.len() as u64,
-            decompressed_bytes: body.len() as u64,
-            theoretical_fpr: filter.theoretical_fpr(),
-            compressed: &compressed,
+            filter_kind: body.filter_kind,
+            filter_param: body.filter_param,
+            entry_count: body.entry_count,
+            decompressed_bytes: body.decompressed_bytes,
+            theoretical_fpr: body.theoretical_fpr,
+            compressed: &body.compressed,
         },
         key,
     ))

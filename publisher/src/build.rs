@@ -2,18 +2,19 @@
 //! filter → canary → signed snapshot, and the gates that decide whether it
 //! may be published.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use blocksieve_format::api::{Sizing, SourceStatus};
 use blocksieve_format::{
-    FilterKind, FullHash, KeyBits, PrefixFilter, SigningKey, SnapshotHeader, SnapshotParams, encode,
+    FilterKind, FullHash, KeyBits, PrefixFilter, SigningKey, SnapshotHeader, SnapshotParams, compress_filter,
+    sign_snapshot,
 };
 use rand::{Rng as _, SeedableRng as _};
 
 use crate::Error;
 use crate::config::{FilterChoice, ListConfig, SourceConfig};
 use crate::fetch::{CacheMeta, Fetched, SourceCache};
-use crate::sources::{FormatOptions, ParseReport, parse_source};
+use crate::sources::{EntrySink, FormatOptions, ParseReport, parse_source_into};
 
 /// How many keys absent by construction are probed to measure a filter's
 /// false-positive rate (the canary).
@@ -37,6 +38,9 @@ pub struct LoadedSource {
     pub fetched: Fetched,
     /// Where its last good content is kept, if anywhere.
     pub cache: Option<SourceCache>,
+    /// How long fetching took: reading the file or the HTTP response, and
+    /// gunzip (the build's `read` stage).
+    pub read_duration: Duration,
 }
 
 /// A built, signed, not yet published snapshot of one list.
@@ -61,8 +65,285 @@ pub struct BuildReport {
     pub sources: Vec<SourceStatus>,
     /// Sizing of the filter and the full-hash protocol.
     pub sizing: Sizing,
-    /// Wall time of the build.
-    pub duration: std::time::Duration,
+    /// Wall time of the build (from the parsed sources to the signed
+    /// snapshot; reading and writing are in `timings`).
+    pub duration: Duration,
+    /// Wall time of each stage, from reading the sources to writing the
+    /// snapshot.
+    pub timings: BuildTimings,
+}
+
+/// The stages of a build, in the order they run. Parsing, canonicalizing
+/// and hashing run line by line over each source: canonicalization is timed
+/// per entry, hashing per batch of [`HASH_BATCH`] expressions, and parsing
+/// is the rest of that loop (splitting lines, trimming, formats).
+pub const STAGES: [&str; 12] = [
+    "read",
+    "parse",
+    "canonicalize",
+    "hash",
+    "source_cache",
+    "sort_dedup",
+    "filter",
+    "canary",
+    "compress",
+    "sign",
+    "write",
+    "other",
+];
+
+/// Expressions hashed in one batch: one clock read per batch, not per
+/// expression, so timing does not cost more than the hashing it measures.
+pub const HASH_BATCH: usize = 4096;
+
+/// One stage's wall time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StageTiming {
+    /// The stage, one of [`STAGES`].
+    pub stage: &'static str,
+    /// Wall time spent in it (summed over sources and batches).
+    pub duration: Duration,
+    /// The process's peak resident set (`VmHWM`), in bytes, when the stage
+    /// last ended (Linux only): shows which stage raised the peak.
+    pub peak_rss_bytes: Option<u64>,
+}
+
+/// Where one build's time went, stage by stage.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BuildTimings {
+    /// Stages that ran, in [`STAGES`] order.
+    pub stages: Vec<StageTiming>,
+    /// Expressions hashed with SHA-256 (each accepted entry's, before
+    /// deduplication).
+    pub expressions_hashed: u64,
+    /// Total length of those expressions, in bytes.
+    pub expression_bytes: u64,
+    /// Wall time from the first read to the last write.
+    pub total: Duration,
+}
+
+impl BuildTimings {
+    /// Adds `took` to `stage` and records the peak RSS now.
+    pub fn add(&mut self, stage: &'static str, took: Duration) {
+        let peak = peak_rss_bytes();
+        match self.stages.iter_mut().find(|s| s.stage == stage) {
+            Some(s) => {
+                s.duration += took;
+                s.peak_rss_bytes = peak;
+            }
+            None => {
+                self.stages.push(StageTiming {
+                    stage,
+                    duration: took,
+                    peak_rss_bytes: peak,
+                });
+                let order = |s: &StageTiming| STAGES.iter().position(|n| *n == s.stage);
+                self.stages.sort_by_key(order);
+            }
+        }
+    }
+
+    /// The time spent in `stage` (zero when it did not run).
+    pub fn get(&self, stage: &str) -> Duration {
+        self.stages
+            .iter()
+            .find(|s| s.stage == stage)
+            .map_or(Duration::ZERO, |s| s.duration)
+    }
+
+    /// Sum of every stage.
+    pub fn sum(&self) -> Duration {
+        self.stages.iter().map(|s| s.duration).sum()
+    }
+}
+
+/// The process's peak resident set size (`VmHWM` of `/proc/self/status`),
+/// in bytes; `None` where that file does not exist.
+pub fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line
+        .trim_start_matches("VmHWM:")
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kib * 1024)
+}
+
+/// The build's sink: expressions are copied into a batch and hashed
+/// [`HASH_BATCH`] at a time into `out`, each batch timed as a whole.
+struct HashingSink<'a> {
+    out: &'a mut Vec<FullHash>,
+    timings: &'a mut BuildTimings,
+    canonicalize: Duration,
+    hash: Duration,
+    batch: ExpressionBatch,
+}
+
+/// Expressions stored end to end in one buffer (no allocation per entry).
+#[derive(Default)]
+struct ExpressionBatch {
+    text: Vec<u8>,
+    ends: Vec<usize>,
+}
+
+impl ExpressionBatch {
+    fn push(&mut self, expression: &[u8]) {
+        self.text.extend_from_slice(expression);
+        self.ends.push(self.text.len());
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &[u8]> {
+        let starts = std::iter::once(0).chain(self.ends.iter().copied());
+        starts.zip(&self.ends).map(|(start, &end)| &self.text[start..end])
+    }
+
+    fn clear(&mut self) {
+        self.text.clear();
+        self.ends.clear();
+    }
+}
+
+impl HashingSink<'_> {
+    fn flush(&mut self) {
+        let started = Instant::now();
+        self.out.extend(self.batch.iter().map(FullHash::of));
+        self.hash += started.elapsed();
+        self.timings.expressions_hashed += self.batch.ends.len() as u64;
+        self.timings.expression_bytes += self.batch.text.len() as u64;
+        self.batch.clear();
+    }
+}
+
+impl EntrySink for HashingSink<'_> {
+    const TIMED: bool = true;
+
+    fn expression(&mut self, expression: &[u8]) {
+        self.batch.push(expression);
+    }
+
+    fn full_hash(&mut self, hash: FullHash) {
+        self.out.push(hash);
+    }
+
+    fn canonicalized(&mut self, took: Duration) {
+        self.canonicalize += took;
+    }
+
+    fn end_of_line(&mut self) {
+        if self.batch.ends.len() >= HASH_BATCH {
+            self.flush();
+        }
+    }
+}
+
+/// Parses `bytes` into `out`, adding the parse, canonicalize and hash
+/// stages to `timings`.
+fn parse_timed(
+    bytes: &[u8],
+    config: &SourceConfig,
+    options: &FormatOptions,
+    out: &mut Vec<FullHash>,
+    timings: &mut BuildTimings,
+) -> ParseReport {
+    let started = Instant::now();
+    let mut report = ParseReport::default();
+    let mut sink = HashingSink {
+        out,
+        timings,
+        canonicalize: Duration::ZERO,
+        hash: Duration::ZERO,
+        batch: ExpressionBatch::default(),
+    };
+    parse_source_into(bytes, config.format, options, &mut report, &mut sink);
+    sink.flush();
+    let (canonicalize, hash) = (sink.canonicalize, sink.hash);
+    let total = started.elapsed();
+    timings.add("canonicalize", canonicalize);
+    timings.add("hash", hash);
+    timings.add("parse", total.saturating_sub(canonicalize + hash));
+    report
+}
+
+/// The reference a build's time is compared with: SHA-256 of every
+/// expression the build hashed, alone, in a tight loop.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HashReference {
+    /// Expressions hashed.
+    pub expressions: u64,
+    /// Their total length, in bytes.
+    pub bytes: u64,
+    /// Wall time of the hashing alone.
+    pub duration: Duration,
+}
+
+impl std::ops::AddAssign for HashReference {
+    fn add_assign(&mut self, other: Self) {
+        self.expressions += other.expressions;
+        self.bytes += other.bytes;
+        self.duration += other.duration;
+    }
+}
+
+/// Measures [`HashReference`] over `sources` (content and configuration,
+/// e.g. each source's last good content after a build): parses and
+/// canonicalizes them untimed into batches of 65,536 expressions, then
+/// times only SHA-256 over each batch. Memory stays at one batch.
+pub fn hash_reference<'a>(sources: impl IntoIterator<Item = (&'a [u8], &'a SourceConfig)>) -> HashReference {
+    struct Collect {
+        batch: ExpressionBatch,
+        hashes: Vec<FullHash>,
+        reference: HashReference,
+    }
+    impl Collect {
+        fn flush(&mut self) {
+            self.hashes.clear();
+            let started = Instant::now();
+            self.hashes.extend(self.batch.iter().map(FullHash::of));
+            self.reference.duration += started.elapsed();
+            std::hint::black_box(&self.hashes);
+            self.reference.expressions += self.batch.ends.len() as u64;
+            self.reference.bytes += self.batch.text.len() as u64;
+            self.batch.clear();
+        }
+    }
+    impl EntrySink for Collect {
+        fn expression(&mut self, expression: &[u8]) {
+            self.batch.push(expression);
+        }
+        fn full_hash(&mut self, _hash: FullHash) {}
+        fn end_of_line(&mut self) {
+            if self.batch.ends.len() >= 65_536 {
+                self.flush();
+            }
+        }
+    }
+    let mut sink = Collect {
+        batch: ExpressionBatch::default(),
+        hashes: Vec::with_capacity(65_536 + 2),
+        reference: HashReference {
+            expressions: 0,
+            bytes: 0,
+            duration: Duration::ZERO,
+        },
+    };
+    for (bytes, config) in sources {
+        let options = FormatOptions {
+            column: config.column.clone(),
+            json_key: config.json_key.clone(),
+        };
+        parse_source_into(
+            bytes,
+            config.format,
+            &options,
+            &mut ParseReport::default(),
+            &mut sink,
+        );
+    }
+    sink.flush();
+    sink.reference
 }
 
 /// What a build needs besides its sources.
@@ -161,28 +442,39 @@ pub fn collect_hashes(
     now: u64,
     report: &mut ParseReport,
     statuses: &mut Vec<SourceStatus>,
+    timings: &mut BuildTimings,
 ) -> Result<Vec<FullHash>, Error> {
-    let mut hashes = Vec::new();
+    // One full hash per line is the common case: reserving it avoids the
+    // vector's doublings (up to 3x its size while one reallocates).
+    let lines: usize = sources
+        .iter()
+        .map(|s| match &s.fetched {
+            Fetched::Fresh { bytes, .. } => bytes.iter().filter(|&&b| b == b'\n').count() + 1,
+            _ => 0,
+        })
+        .sum();
+    let mut hashes = Vec::with_capacity(lines);
     for source in sources {
+        timings.add("read", source.read_duration);
         let options = FormatOptions {
             column: source.config.column.clone(),
             json_key: source.config.json_key.clone(),
         };
-        let parse = |bytes: &[u8], out: &mut Vec<FullHash>| {
-            let mut r = ParseReport::default();
-            parse_source(bytes, source.config.format, &options, &mut r, |h| out.push(h));
-            r
+        let parse = |bytes: &[u8], out: &mut Vec<FullHash>, timings: &mut BuildTimings| {
+            parse_timed(bytes, &source.config, &options, out, timings)
         };
         let label = source.config.label();
         let failure: String = match source.fetched {
             Fetched::Fresh { bytes, validators } => {
-                let mut fresh = Vec::new();
-                let r = parse(&bytes, &mut fresh);
+                // Parsed straight into `hashes`; cut back if it collapsed.
+                let before = hashes.len();
+                let r = parse(&bytes, &mut hashes, timings);
                 let entry_lines = r.accepted + r.rejected_total();
                 // The content no longer reads as this format (a changed
                 // layout, an error page in another markup): most lines are
                 // rejected. A list that merely shrank is the gates' business.
                 if entry_lines >= 10 && r.rejected_total() * 2 > entry_lines {
+                    hashes.truncate(before);
                     format!(
                         "parse collapsed: {} of {} entry lines rejected",
                         r.rejected_total(),
@@ -190,6 +482,7 @@ pub fn collect_hashes(
                     )
                 } else {
                     if let Some(cache) = &source.cache {
+                        let started = Instant::now();
                         let meta = CacheMeta {
                             validators,
                             fetched_at: now,
@@ -198,6 +491,7 @@ pub fn collect_hashes(
                         if let Err(e) = cache.store(&bytes, &meta) {
                             tracing::warn!(source = %label, error = %e, "could not cache source content");
                         }
+                        timings.add("source_cache", started.elapsed());
                     }
                     statuses.push(SourceStatus {
                         source: label,
@@ -209,7 +503,6 @@ pub fn collect_hashes(
                         rejected: r.rejected_total(),
                     });
                     report.merge(&r);
-                    hashes.extend(fresh);
                     continue;
                 }
             }
@@ -217,14 +510,17 @@ pub fn collect_hashes(
             Fetched::Failed(reason) => reason,
         };
         // Not modified, failed, or collapsed: use the last good content.
-        let Some((bytes, meta)) = source.cache.as_ref().and_then(SourceCache::load) else {
+        let started = Instant::now();
+        let cached = source.cache.as_ref().and_then(SourceCache::load);
+        timings.add("read", started.elapsed());
+        let Some((bytes, meta)) = cached else {
             return Err(Error::Source(if failure.is_empty() {
                 format!("{label}: server said not modified but no cached content exists")
             } else {
                 format!("{label}: {failure}; no last good content to fall back to")
             }));
         };
-        let r = parse(&bytes, &mut hashes);
+        let r = parse(&bytes, &mut hashes, timings);
         if failure.is_empty() {
             if let Some(cache) = &source.cache {
                 let _ = cache.store_meta(&CacheMeta {
@@ -251,8 +547,11 @@ pub fn collect_hashes(
         });
         report.merge(&r);
     }
+    let started = Instant::now();
     hashes.sort_unstable();
     hashes.dedup();
+    hashes.shrink_to_fit();
+    timings.add("sort_dedup", started.elapsed());
     Ok(hashes)
 }
 
@@ -270,16 +569,23 @@ pub fn build_list(req: &BuildRequest<'_>, sources: Vec<LoadedSource>) -> Result<
     let list = req.list;
     let mut parse = ParseReport::default();
     let mut statuses = Vec::new();
-    let hashes = collect_hashes(sources, req.now, &mut parse, &mut statuses)?;
+    let mut timings = BuildTimings::default();
+    let hashes = collect_hashes(sources, req.now, &mut parse, &mut statuses, &mut timings)?;
+    let started_keys = Instant::now();
     let key_bits = list.key_width();
     let mut keys: Vec<u64> = hashes.iter().map(|h| key_bits.key_of(h)).collect();
     keys.sort_unstable(); // 32-bit keys come sorted already; 64-bit keys too, but be sure
     keys.dedup();
+    timings.add("sort_dedup", started_keys.elapsed());
+    let started_filter = Instant::now();
     let kind = filter_kind_for(list, keys.len() as u64);
     let filter = PrefixFilter::build_with(kind, &keys, list.bloom_bits_per_key)
         .map_err(|e| Error::Build(format!("list {}: {e}", list.name)))?;
+    timings.add("filter", started_filter.elapsed());
+    let started_canary = Instant::now();
     let version = req.previous.map_or(req.now, |p| req.now.max(p.version + 1));
     let measured_fpr = measure_fpr(&filter, &keys, key_bits, CANARY_PROBES, version);
+    timings.add("canary", started_canary.elapsed());
     let request_bits = list
         .request_prefix_bits
         .unwrap_or_else(|| request_prefix_bits(hashes.len() as u64, list.min_anonymity));
@@ -292,10 +598,19 @@ pub fn build_list(req: &BuildRequest<'_>, sources: Vec<LoadedSource>) -> Result<
         request_prefix_bits: request_bits,
         full_hash_count: hashes.len() as u64,
         measured_fpr,
-        zstd_level: 19,
+        // Filter fingerprints are random bytes: on a 950 KB binary fuse8
+        // body level 19 saved 53 bytes (0.006%) over level 1 and took 0.46 s
+        // instead of 0.01 s (BENCHMARKS.md, row 3).
+        zstd_level: 3,
     };
-    let snapshot =
-        encode(&params, &filter, req.key).map_err(|e| Error::Build(format!("list {}: {e}", list.name)))?;
+    let encode_error = |e| Error::Build(format!("list {}: {e}", list.name));
+    let started_compress = Instant::now();
+    let body = compress_filter(&filter, params.zstd_level).map_err(encode_error)?;
+    timings.add("compress", started_compress.elapsed());
+    let started_sign = Instant::now();
+    let snapshot = sign_snapshot(&params, &body, req.key).map_err(encode_error)?;
+    drop(body);
+    timings.add("sign", started_sign.elapsed());
     let n = keys.len() as u64;
     let theoretical_fpr = filter.theoretical_fpr();
     let anonymity_set = hashes.len() as f64 / 2f64.powi(i32::from(request_bits));
@@ -331,6 +646,7 @@ pub fn build_list(req: &BuildRequest<'_>, sources: Vec<LoadedSource>) -> Result<
             sources: statuses,
             sizing,
             duration: started.elapsed(),
+            timings,
         },
     })
 }

@@ -73,6 +73,11 @@ impl SourceCache {
         }
     }
 
+    /// Where the cached content is (it may not exist).
+    pub fn data_path(&self) -> &Path {
+        &self.data
+    }
+
     /// The cached content and its metadata, if any.
     pub fn load(&self) -> Option<(Vec<u8>, CacheMeta)> {
         let meta: CacheMeta = serde_json::from_slice(&std::fs::read(&self.meta).ok()?).ok()?;

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::Context as _;
 use blocksieve_format::{DecodeLimits, TrustedKey, canonicalize, decode, parse_header_unverified};
+use blocksieve_publisher::build::{self, BuildTimings, HashReference};
 use blocksieve_publisher::{Config, Publisher, store};
 use clap::{Parser, Subcommand};
 
@@ -56,6 +57,16 @@ enum Command {
         /// Publish even if a gate refuses.
         #[arg(long)]
         force: bool,
+        /// Also print each list's build stages (read, parse, canonicalize,
+        /// hash, sort/dedup, filter, compress, sign, write, …) with their
+        /// wall time and peak RSS, and the time SHA-256 alone takes over the
+        /// same expressions (re-read from the stored sources after the build).
+        #[arg(long)]
+        timings: bool,
+        /// Write the same stage timings as JSON to FILE (implies the
+        /// SHA-256 reference measurement).
+        #[arg(long, value_name = "FILE")]
+        timings_json: Option<PathBuf>,
     },
     /// Write a new Ed25519 signing key (mode 0600) and print its public key.
     Keygen {
@@ -118,7 +129,13 @@ async fn main() -> anyhow::Result<()> {
             listen,
             force,
         } => serve(config, listen, force).await,
-        Command::Build { config, out, force } => build(config, out, force).await,
+        Command::Build {
+            config,
+            out,
+            force,
+            timings,
+            timings_json,
+        } => build(config, out, force, timings, timings_json).await,
         Command::Keygen { out } => {
             let key = store::generate_signing_key();
             store::write_key_pair(&key, &out)?;
@@ -176,7 +193,13 @@ async fn serve(
     Ok(())
 }
 
-async fn build(config_path: Option<PathBuf>, out: Option<PathBuf>, force: bool) -> anyhow::Result<()> {
+async fn build(
+    config_path: Option<PathBuf>,
+    out: Option<PathBuf>,
+    force: bool,
+    timings: bool,
+    timings_json: Option<PathBuf>,
+) -> anyhow::Result<()> {
     let mut config = load_config(config_path.as_ref())?;
     if let Some(dir) = out {
         config.data_dir = dir;
@@ -202,7 +225,12 @@ async fn build(config_path: Option<PathBuf>, out: Option<PathBuf>, force: bool) 
             bar.println(format!("{}: not published: {e}", outcome.list));
         }
         if let Some(r) = &outcome.report {
-            rows.push((outcome.list.clone(), outcome.result.is_ok(), r.clone()));
+            // Measured after the build, so it adds nothing to the build's
+            // stages; it re-reads the stored sources.
+            let reference = (timings || timings_json.is_some())
+                .then(|| publisher.hash_reference(i))
+                .flatten();
+            rows.push((outcome.list.clone(), outcome.result.is_ok(), r.clone(), reference));
         }
     }
     bar.finish_and_clear();
@@ -210,11 +238,11 @@ async fn build(config_path: Option<PathBuf>, out: Option<PathBuf>, force: bool) 
         "| list | published | lines | rejected | entries | unique keys | filter | bits/key | snapshot bytes | FPR theory | FPR measured | prefix collision n/2^32 | full-hash req. / 1000 checks | request prefix bits | anonymity set | response bytes | build |"
     );
     println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
-    for (name, ok, r) in rows {
+    for (name, ok, r, _) in &rows {
         let s = &r.sizing;
         println!(
             "| {name} | {} | {} | {} | {} | {} | {} | {:.2} | {} | {:.3e} | {:.3e} | {:.3e} | {:.2} | {} | {:.1} | {:.0} | {:.2} s |",
-            if ok { "yes" } else { "no" },
+            if *ok { "yes" } else { "no" },
             r.parse.lines,
             r.parse.rejected_total(),
             s.entries,
@@ -240,10 +268,99 @@ async fn build(config_path: Option<PathBuf>, out: Option<PathBuf>, force: bool) 
             }
         }
     }
+    if timings {
+        for (name, _, r, reference) in &rows {
+            print_timings(name, &r.timings, reference.as_ref());
+        }
+    }
+    if let Some(path) = timings_json {
+        let lists: Vec<serde_json::Value> = rows
+            .iter()
+            .map(|(name, _, r, reference)| timings_json_of(name, r, reference.as_ref()))
+            .collect();
+        let text = serde_json::to_string_pretty(&serde_json::json!({ "lists": lists }))?;
+        std::fs::write(&path, text + "\n").with_context(|| format!("writing {}", path.display()))?;
+    }
     if failed {
         std::process::exit(1);
     }
     Ok(())
+}
+
+fn mib(bytes: Option<u64>) -> String {
+    bytes.map_or_else(
+        || "–".to_owned(),
+        |b| format!("{:.1}", b as f64 / (1024.0 * 1024.0)),
+    )
+}
+
+fn print_timings(name: &str, t: &BuildTimings, reference: Option<&HashReference>) {
+    let total = t.total.as_secs_f64();
+    println!();
+    println!(
+        "Build stages of {name}: {} expressions hashed ({} bytes); wall time, and the peak RSS when the stage last ended",
+        t.expressions_hashed, t.expression_bytes
+    );
+    println!("| stage | seconds | share | peak RSS MiB |");
+    println!("|---|---|---|---|");
+    for s in &t.stages {
+        let secs = s.duration.as_secs_f64();
+        println!(
+            "| {} | {secs:.3} | {:.1}% | {} |",
+            s.stage,
+            if total > 0.0 { secs * 100.0 / total } else { 0.0 },
+            mib(s.peak_rss_bytes)
+        );
+    }
+    println!(
+        "| **total** | {total:.3} | 100% | {} |",
+        mib(build::peak_rss_bytes())
+    );
+    if let Some(r) = reference {
+        let secs = r.duration.as_secs_f64();
+        println!(
+            "| SHA-256 alone of the same {} expressions (reference) | {secs:.3} | total = {:.1} x reference | |",
+            r.expressions,
+            if secs > 0.0 { total / secs } else { 0.0 }
+        );
+    }
+}
+
+fn timings_json_of(
+    name: &str,
+    r: &build::BuildReport,
+    reference: Option<&HashReference>,
+) -> serde_json::Value {
+    let t = &r.timings;
+    let stages: Vec<serde_json::Value> = t
+        .stages
+        .iter()
+        .map(|s| {
+            serde_json::json!({
+                "stage": s.stage,
+                "seconds": s.duration.as_secs_f64(),
+                "peak_rss_bytes": s.peak_rss_bytes,
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "list": name,
+        "lines": r.parse.lines,
+        "entries": r.sizing.entries,
+        "unique_keys": r.sizing.unique_keys,
+        "filter_kind": r.sizing.filter_kind,
+        "snapshot_bytes": r.sizing.snapshot_bytes,
+        "expressions_hashed": t.expressions_hashed,
+        "expression_bytes": t.expression_bytes,
+        "total_seconds": t.total.as_secs_f64(),
+        "stages": stages,
+        "reference": reference.map(|r| serde_json::json!({
+            "what": "SHA-256 alone over the same expressions, in a tight loop",
+            "expressions": r.expressions,
+            "bytes": r.bytes,
+            "seconds": r.duration.as_secs_f64(),
+        })),
+    })
 }
 
 async fn shutdown_signal() {

@@ -27,8 +27,9 @@
 //! loopback addresses.
 
 use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
 
-use blocksieve_format::{FullHash, HostKind, canonicalize};
+use blocksieve_format::{CanonicalUrl, FullHash, HostKind, canonicalize};
 
 use crate::config::SourceFormat;
 
@@ -120,22 +121,136 @@ fn unsafe_entry(host: &str, kind: HostKind) -> Option<&'static str> {
     }
 }
 
+/// Where parsed entries go: the expressions of accepted entries, to be
+/// hashed, and full hashes given as they are. The build's sink hashes in
+/// batches and times each stage; [`parse_source`]'s hashes each at once.
+pub trait EntrySink {
+    /// Whether the parser should time canonicalization (two clock reads per
+    /// entry) and report it with [`EntrySink::canonicalized`].
+    const TIMED: bool = false;
+
+    /// An expression of an accepted entry (hashed with SHA-256 into its
+    /// full hash).
+    fn expression(&mut self, expression: &[u8]);
+
+    /// A full hash given as is (format `sha256`).
+    fn full_hash(&mut self, hash: FullHash);
+
+    /// Time spent canonicalizing one entry (only when [`EntrySink::TIMED`]).
+    fn canonicalized(&mut self, _took: Duration) {}
+
+    /// Called after each line or record: a sink that batches its hashing
+    /// hashes here, outside the canonicalization timing.
+    fn end_of_line(&mut self) {}
+}
+
+/// A sink hashing each expression at once and calling a closure.
+struct HashEach<F>(F);
+
+impl<F: FnMut(FullHash)> EntrySink for HashEach<F> {
+    fn expression(&mut self, expression: &[u8]) {
+        (self.0)(FullHash::of(expression));
+    }
+
+    fn full_hash(&mut self, hash: FullHash) {
+        (self.0)(hash);
+    }
+}
+
+/// Runs `f`, timing it when the sink asks for it.
+fn canonicalizing<S: EntrySink, T>(sink: &mut S, f: impl FnOnce() -> T) -> T {
+    if S::TIMED {
+        let started = Instant::now();
+        let out = f();
+        sink.canonicalized(started.elapsed());
+        out
+    } else {
+        f()
+    }
+}
+
+/// The canonical URLs a URL line stands for (see [`url_expressions`]); the
+/// expressions are slices of them, so no string is copied per entry.
+struct UrlEntry {
+    first: CanonicalUrl,
+    /// The line as written, when it differs from its `&amp;`-decoded form.
+    second: Option<CanonicalUrl>,
+}
+
+impl UrlEntry {
+    fn emit(&self, sink: &mut impl EntrySink) {
+        for url in std::iter::once(&self.first).chain(&self.second) {
+            if let Some(e) = url.expressions().next() {
+                sink.expression(e.as_str().as_bytes());
+            }
+        }
+    }
+
+    fn to_strings(&self) -> Vec<String> {
+        std::iter::once(&self.first)
+            .chain(&self.second)
+            .filter_map(|u| u.expressions().next().map(|e| e.as_str().to_owned()))
+            .collect()
+    }
+}
+
+/// A URL line canonicalized, checked to have an expression and not to
+/// block too much.
+fn url_canonical(line: &[u8]) -> Result<CanonicalUrl, String> {
+    let line = strip_doubled_scheme(line);
+    let url = canonicalize(line).map_err(|e| e.to_string())?;
+    if let Some(reason) = unsafe_entry(url.host(), url.host_kind()) {
+        return Err(reason.to_owned());
+    }
+    if url.expressions().next().is_none() {
+        return Err("no expression".to_owned());
+    }
+    Ok(url)
+}
+
+fn most_specific(url: &CanonicalUrl) -> Option<&str> {
+    url.expressions().next().map(|e| e.as_str())
+}
+
+/// Whether `line` contains `&amp;`. Most lines have no `&` at all, which
+/// `contains` finds with `memchr`; a window compare at every byte cost a
+/// quarter of canonicalizing a URL (callgrind, BENCHMARKS.md row 3).
+fn contains_amp_entity(line: &[u8]) -> bool {
+    line.contains(&b'&') && line.windows(5).any(|w| w == b"&amp;")
+}
+
+fn url_entry(line: &[u8]) -> Result<UrlEntry, String> {
+    let written = url_canonical(line)?;
+    if !contains_amp_entity(line) {
+        return Ok(UrlEntry {
+            first: written,
+            second: None,
+        });
+    }
+    let decoded = url_canonical(&replace_all(line, b"&amp;", b"&"))?;
+    Ok(if most_specific(&decoded) == most_specific(&written) {
+        UrlEntry {
+            first: written,
+            second: None,
+        }
+    } else {
+        UrlEntry {
+            first: decoded,
+            second: Some(written),
+        }
+    })
+}
+
 /// The expression a URL entry stands for: its most specific expression.
 ///
 /// # Errors
 ///
 /// The reason, when the line is not a URL with a host or would block too much.
 pub fn url_expression(line: &[u8]) -> Result<String, String> {
-    let line = strip_doubled_scheme(line);
-    let url = canonicalize(line).map_err(|e| e.to_string())?;
-    if let Some(reason) = unsafe_entry(url.host(), url.host_kind()) {
-        return Err(reason.to_owned());
-    }
-    let first = url
-        .expressions()
-        .next()
-        .ok_or_else(|| "no expression".to_owned())?;
-    Ok(first.to_string())
+    let url = url_canonical(line)?;
+    most_specific(&url)
+        .map(str::to_owned)
+        .ok_or_else(|| "no expression".to_owned())
 }
 
 /// The expressions a URL line stands for: [`url_expression`] of the line as
@@ -147,16 +262,7 @@ pub fn url_expression(line: &[u8]) -> Result<String, String> {
 ///
 /// The reason, when the line as written is not a URL or would block too much.
 pub fn url_expressions(line: &[u8]) -> Result<Vec<String>, String> {
-    let written = url_expression(line)?;
-    if !line.windows(5).any(|w| w == b"&amp;") {
-        return Ok(vec![written]);
-    }
-    let decoded = url_expression(&replace_all(line, b"&amp;", b"&"))?;
-    Ok(if decoded == written {
-        vec![written]
-    } else {
-        vec![decoded, written]
-    })
+    url_entry(line).map(|e| e.to_strings())
 }
 
 /// The expression a domain entry stands for: `host/`.
@@ -228,30 +334,33 @@ pub fn parse_source(
     format: SourceFormat,
     options: &FormatOptions,
     report: &mut ParseReport,
-    mut emit: impl FnMut(FullHash),
+    emit: impl FnMut(FullHash),
+) {
+    parse_source_into(bytes, format, options, report, &mut HashEach(emit));
+}
+
+/// Parses a whole source into `sink`: each accepted entry's expressions
+/// (or given full hashes), line by line.
+pub fn parse_source_into<S: EntrySink>(
+    bytes: &[u8],
+    format: SourceFormat,
+    options: &FormatOptions,
+    report: &mut ParseReport,
+    sink: &mut S,
 ) {
     match format {
-        SourceFormat::Json => return parse_json(bytes, options, report, emit),
-        SourceFormat::Csv => return parse_csv(bytes, options, report, emit),
+        SourceFormat::Json => return parse_json(bytes, options, report, sink),
+        SourceFormat::Csv => return parse_csv(bytes, options, report, sink),
         _ => {}
     }
-    let mut accept = |report: &mut ParseReport, result: Result<Entry, String>, line: &[u8]| match result {
-        Ok(Entry::Expression(e)) => {
-            report.accepted += 1;
-            emit(FullHash::of(e.as_bytes()));
-        }
-        Ok(Entry::Expressions(list)) => {
-            report.accepted += 1;
-            for e in list {
-                emit(FullHash::of(e.as_bytes()));
+    let accept =
+        |report: &mut ParseReport, sink: &mut S, result: Result<Entry, String>, line: &[u8]| match result {
+            Ok(entry) => {
+                report.accepted += 1;
+                entry.emit(sink);
             }
-        }
-        Ok(Entry::Hash(h)) => {
-            report.accepted += 1;
-            emit(h);
-        }
-        Err(reason) => report.reject(line, reason),
-    };
+            Err(reason) => report.reject(line, reason),
+        };
     for raw in lines(bytes) {
         report.lines += 1;
         let line = clean_line(raw);
@@ -259,10 +368,14 @@ pub fn parse_source(
             continue;
         }
         match format {
-            SourceFormat::Urls => accept(report, url_expressions(line).map(Entry::Expressions), line),
+            SourceFormat::Urls => {
+                let entry = canonicalizing(sink, || url_entry(line).map(Entry::Url));
+                accept(report, sink, entry, line);
+            }
             SourceFormat::Domains => {
                 let name = strip_inline_comment(line);
-                accept(report, domain_expression(name).map(Entry::Expression), line);
+                let entry = canonicalizing(sink, || domain_expression(name).map(Entry::Expression));
+                accept(report, sink, entry, line);
             }
             SourceFormat::Hosts => {
                 let content = strip_inline_comment(line);
@@ -284,32 +397,45 @@ pub fn parse_source(
                     {
                         continue;
                     }
-                    accept(report, domain_expression(name).map(Entry::Expression), line);
+                    let entry = canonicalizing(sink, || domain_expression(name).map(Entry::Expression));
+                    accept(report, sink, entry, line);
                 }
             }
             SourceFormat::AdblockHosts => {
-                accept(report, adblock_expression(line).map(Entry::Expression), line)
+                let entry = canonicalizing(sink, || adblock_expression(line).map(Entry::Expression));
+                accept(report, sink, entry, line);
             }
             SourceFormat::Sha256 => {
                 let text = std::str::from_utf8(strip_inline_comment(line)).unwrap_or("");
                 let result = FullHash::from_hex(text.trim())
                     .map(Entry::Hash)
                     .map_err(|_| "not a 64-digit hex SHA-256".to_owned());
-                accept(report, result, line);
+                accept(report, sink, result, line);
             }
             SourceFormat::Json | SourceFormat::Csv => {}
         }
+        sink.end_of_line();
     }
 }
 
 /// What a line stands for.
 enum Entry {
+    /// A URL: one expression, or two for a line with `&amp;`.
+    Url(UrlEntry),
     /// An expression to hash.
     Expression(String),
-    /// Several expressions for one line (`&amp;` written and decoded).
-    Expressions(Vec<String>),
     /// A full hash given as is.
     Hash(FullHash),
+}
+
+impl Entry {
+    fn emit(&self, sink: &mut impl EntrySink) {
+        match self {
+            Entry::Url(u) => u.emit(sink),
+            Entry::Expression(e) => sink.expression(e.as_bytes()),
+            Entry::Hash(h) => sink.full_hash(*h),
+        }
+    }
 }
 
 /// Lines split on LF; a final LF does not start an extra line.
@@ -366,12 +492,7 @@ fn is_ip_literal(field: &[u8]) -> bool {
     std::str::from_utf8(field).is_ok_and(|s| s.parse::<std::net::IpAddr>().is_ok())
 }
 
-fn parse_json(
-    bytes: &[u8],
-    options: &FormatOptions,
-    report: &mut ParseReport,
-    mut emit: impl FnMut(FullHash),
-) {
+fn parse_json<S: EntrySink>(bytes: &[u8], options: &FormatOptions, report: &mut ParseReport, sink: &mut S) {
     let key = options.json_key.as_deref().unwrap_or("blacklist");
     let value: serde_json::Value = match serde_json::from_slice(bytes) {
         Ok(v) => v,
@@ -389,24 +510,20 @@ fn parse_json(
     for item in items {
         report.lines += 1;
         match item.as_str() {
-            Some(name) => match domain_expression(name.trim().as_bytes()) {
+            Some(name) => match canonicalizing(sink, || domain_expression(name.trim().as_bytes())) {
                 Ok(e) => {
                     report.accepted += 1;
-                    emit(FullHash::of(e.as_bytes()));
+                    sink.expression(e.as_bytes());
                 }
                 Err(reason) => report.reject(name.as_bytes(), reason),
             },
             None => report.reject(item.to_string().as_bytes(), "array item is not a string"),
         }
+        sink.end_of_line();
     }
 }
 
-fn parse_csv(
-    bytes: &[u8],
-    options: &FormatOptions,
-    report: &mut ParseReport,
-    mut emit: impl FnMut(FullHash),
-) {
+fn parse_csv<S: EntrySink>(bytes: &[u8], options: &FormatOptions, report: &mut ParseReport, sink: &mut S) {
     let column = options.column.as_deref().unwrap_or("url");
     let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
     let mut reader = csv::ReaderBuilder::new()
@@ -428,12 +545,10 @@ fn parse_csv(
         report.lines += 1;
         match record {
             Ok(r) => match r.get(index).map(<[u8]>::trim_ascii) {
-                Some(url) if !url.is_empty() => match url_expressions(url) {
-                    Ok(list) => {
+                Some(url) if !url.is_empty() => match canonicalizing(sink, || url_entry(url)) {
+                    Ok(entry) => {
                         report.accepted += 1;
-                        for e in list {
-                            emit(FullHash::of(e.as_bytes()));
-                        }
+                        entry.emit(sink);
                     }
                     Err(reason) => report.reject(url, reason),
                 },
@@ -441,6 +556,7 @@ fn parse_csv(
             },
             Err(e) => report.reject(b"<row>", format!("malformed CSV row: {e}")),
         }
+        sink.end_of_line();
     }
 }
 

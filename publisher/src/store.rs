@@ -30,13 +30,28 @@ const TMP_SUFFIX: &str = ".tmp";
 ///
 /// The I/O error, with the path.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), Error> {
+    write_atomic_with(path, |w| w.write_all(bytes))
+}
+
+/// [`write_atomic`] of what `write` writes, through a buffer: for content
+/// that need not be in memory as one slice.
+///
+/// # Errors
+///
+/// The I/O error, with the path.
+pub fn write_atomic_with(
+    path: &Path,
+    write: impl FnOnce(&mut std::io::BufWriter<fs::File>) -> std::io::Result<()>,
+) -> Result<(), Error> {
     let io = |e: std::io::Error| Error::Io(format!("{}: {e}", path.display()));
     let dir = path.parent().unwrap_or(Path::new("."));
     let mut tmp_name = path.file_name().unwrap_or_default().to_owned();
     tmp_name.push(TMP_SUFFIX);
     let tmp = dir.join(tmp_name);
-    let written = fs::File::create(&tmp).and_then(|mut f| {
-        f.write_all(bytes)?;
+    let written = fs::File::create(&tmp).and_then(|f| {
+        let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
+        write(&mut w)?;
+        let f = w.into_inner().map_err(std::io::IntoInnerError::into_error)?;
         f.sync_all()
     });
     if let Err(e) = written.and_then(|()| fs::rename(&tmp, path)) {
@@ -193,11 +208,11 @@ impl ListStore {
         hashes: &[FullHash],
         keep: usize,
     ) -> Result<(), Error> {
-        let mut raw = Vec::with_capacity(hashes.len() * FullHash::LEN);
-        for h in hashes {
-            raw.extend_from_slice(&h.0);
-        }
-        write_atomic(&self.path(version, "hashes"), &raw)?;
+        // Streamed: a copy of the hashes in memory would add 32 bytes per
+        // entry to the build's peak.
+        write_atomic_with(&self.path(version, "hashes"), |w| {
+            hashes.iter().try_for_each(|h| w.write_all(&h.0))
+        })?;
         write_atomic(&self.path(version, "snapshot"), snapshot)?;
         for old in self.versions().into_iter().skip(keep.max(1)) {
             let _ = fs::remove_file(self.path(old, "snapshot"));

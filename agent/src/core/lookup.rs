@@ -11,7 +11,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use blocksieve_format::{FullHash, HashPrefix, canonicalize};
+use blocksieve_format::{CanonicalUrl, FullHash, HashPrefix, canonicalize};
 
 use crate::Error;
 use crate::core::accept::AcceptedSnapshot;
@@ -23,7 +23,13 @@ use crate::core::prefix::RequestPrefix;
 /// (the exact URL first).
 #[derive(Debug, Clone)]
 pub struct UrlHashes {
-    entries: Vec<(String, FullHash)>,
+    /// The canonical URL: every expression is a slice of it, so expression
+    /// strings are only copied for the few that hit a filter. One
+    /// allocation per check (`hashes`) instead of one per expression, on
+    /// the path of every check (`benches/lookup.rs`).
+    canonical: CanonicalUrl,
+    /// The full hash of each expression, in expression order.
+    hashes: Vec<FullHash>,
 }
 
 impl UrlHashes {
@@ -35,16 +41,23 @@ impl UrlHashes {
     /// [`Error::InvalidUrl`] when the URL names no host.
     pub fn of(url: &str) -> Result<Self, Error> {
         let canonical = canonicalize(url).map_err(|reason| Error::InvalidUrl { reason })?;
-        let entries = canonical
-            .expressions()
-            .map(|e| (e.to_string(), e.full_hash()))
-            .collect();
-        Ok(Self { entries })
+        let hashes = canonical.expressions().map(|e| e.full_hash()).collect();
+        Ok(Self { canonical, hashes })
     }
 
     /// Each expression and its full hash, the exact URL first.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &FullHash)> {
-        self.entries.iter().map(|(e, h)| (e.as_str(), h))
+        self.canonical.expressions().map(|e| e.as_str()).zip(&self.hashes)
+    }
+
+    /// The full hashes alone, in expression order.
+    fn hashes(&self) -> &[FullHash] {
+        &self.hashes
+    }
+
+    /// The expression whose full hash is `hashes()[index]`.
+    fn expression(&self, index: usize) -> &str {
+        self.canonical.expressions().nth(index).map_or("", |e| e.as_str())
     }
 }
 
@@ -142,19 +155,22 @@ impl LocalLookup {
 
 /// Probes each list's snapshot (in subscription order) with each of the
 /// URL's full hashes; `now` decides staleness.
-pub fn probe<'a>(
-    hashes: &UrlHashes,
-    snapshots: impl IntoIterator<Item = (&'a str, &'a AcceptedSnapshot)>,
-    now: SystemTime,
-) -> LocalLookup {
-    let snapshots: Vec<(&str, &AcceptedSnapshot)> = snapshots.into_iter().collect();
+///
+/// `snapshots` is walked several times rather than collected: no allocation
+/// beyond the answer on this, the path of every check.
+pub fn probe<'a, I>(hashes: &UrlHashes, snapshots: I, now: SystemTime) -> LocalLookup
+where
+    I: IntoIterator<Item = (&'a str, &'a AcceptedSnapshot)>,
+    I::IntoIter: Clone,
+{
+    let snapshots = snapshots.into_iter();
     let mut hits = Vec::new();
-    for (expression, hash) in hashes.iter() {
-        for (list, snapshot) in &snapshots {
+    for (i, hash) in hashes.hashes().iter().enumerate() {
+        for (list, snapshot) in snapshots.clone() {
             if snapshot.snapshot().probably_contains(hash) {
                 hits.push(PrefixHit {
-                    list: (*list).to_owned(),
-                    expression: expression.to_owned(),
+                    list: list.to_owned(),
+                    expression: hashes.expression(i).to_owned(),
                     full_hash: *hash,
                     request_prefix_bits: snapshot.request_prefix_bits(),
                 });
@@ -164,10 +180,10 @@ pub fn probe<'a>(
     LocalLookup {
         hits,
         snapshot_versions: snapshots
-            .iter()
-            .map(|(l, s)| ((*l).to_owned(), s.header().version))
+            .clone()
+            .map(|(l, s)| (l.to_owned(), s.header().version))
             .collect(),
-        stale: snapshots.iter().any(|(_, s)| s.is_stale(now)),
+        stale: snapshots.clone().any(|(_, s)| s.is_stale(now)),
     }
 }
 

@@ -1,0 +1,99 @@
+//! Row 1 for callgrind: each URL-check workload exactly once over the same
+//! URLs, each in its own function, so that instruction counts (which,
+//! unlike times, do not drift on a shared machine) can be compared:
+//!
+//! ```sh
+//! valgrind --tool=callgrind --callgrind-out-file=url.out \
+//!     --toggle-collect='blocksieve_bench::profile::pass_*' \
+//!     target/release/blocksieve-bench profile-url --snapshot S --signing-key K
+//! callgrind_annotate --inclusive=yes url.out | grep pass_
+//! ```
+//!
+//! Under valgrind the CPU has no SHA-NI, so SHA-256 runs in software and
+//! weighs far more than on the real machine: compare the passes' counts
+//! minus their `sha2::sha256::compress256` share.
+
+use std::hint::black_box;
+use std::path::PathBuf;
+
+use blocksieve_agent::Agent;
+use blocksieve_format::{FullHash, canonicalize};
+
+use crate::workload::{Published, data_dir, urls};
+
+/// `blocksieve-bench profile-url`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// The published snapshot of the 854k list.
+    #[arg(long)]
+    snapshot: PathBuf,
+    /// The publisher's `signing.key` (only its public half is used).
+    #[arg(long)]
+    signing_key: PathBuf,
+    /// A scratch cache directory for the agent.
+    #[arg(long, default_value = "target/bench/profile-cache")]
+    cache_dir: PathBuf,
+}
+
+#[inline(never)]
+fn pass_lookup_local(agent: &Agent, urls: &[String]) -> usize {
+    urls.iter()
+        .filter_map(|u| agent.lookup_local(black_box(u)).ok())
+        .map(|l| l.hits.len())
+        .sum()
+}
+
+#[inline(never)]
+fn pass_canonicalize_sha256(urls: &[String]) -> u8 {
+    let mut acc = 0u8;
+    for url in urls {
+        if let Ok(canonical) = canonicalize(black_box(url)) {
+            for e in canonical.expressions() {
+                acc ^= e.full_hash().0[0];
+            }
+        }
+    }
+    acc
+}
+
+#[inline(never)]
+fn pass_sha256_only(expressions: &[String]) -> u8 {
+    let mut acc = 0u8;
+    for e in expressions {
+        acc ^= FullHash::of(black_box(e.as_bytes())).0[0];
+    }
+    acc
+}
+
+/// Runs each pass once and prints what it covered.
+///
+/// # Errors
+///
+/// When the inputs are missing or the agent cannot load the snapshot.
+pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
+    let urls = urls(&data_dir())?;
+    let published = Published::read(&args.snapshot, &args.signing_key)?;
+    std::fs::create_dir_all(&args.cache_dir)?;
+    let list = &published.header.list_name;
+    std::fs::write(args.cache_dir.join(format!("{list}.snapshot")), &published.bytes)?;
+    let agent = Agent::builder("http://127.0.0.1:9")
+        .list(list.clone())
+        .trusted_key(published.key.public_key().clone())
+        .cache_dir(&args.cache_dir)
+        .build()?;
+    anyhow::ensure!(agent.snapshot_version(list).is_some(), "snapshot not loaded");
+    let expressions: Vec<String> = urls
+        .iter()
+        .filter_map(|u| canonicalize(u).ok())
+        .flat_map(|u| u.expressions().map(|e| e.as_str().to_owned()).collect::<Vec<_>>())
+        .collect();
+    let hits = pass_lookup_local(&agent, &urls);
+    let canon = pass_canonicalize_sha256(&urls);
+    let sha = pass_sha256_only(&expressions);
+    println!(
+        "{} URLs, {} expressions, {hits} prefix hits (checksums {canon} {sha})",
+        urls.len(),
+        expressions.len()
+    );
+    Ok(())
+}
