@@ -21,6 +21,12 @@ pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// The default for [`AgentBuilder::snapshot_timeout`]: 5 minutes.
 pub const DEFAULT_SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(5 * 60);
 
+/// The default for [`AgentBuilder::pool_idle_timeout`]: 5 seconds, half the
+/// publisher's default idle cut (`header_read_timeout_s`, 10 s), so the
+/// agent drops an idle connection before the publisher can close it under
+/// a request (see [`AgentBuilder::pool_idle_timeout`]).
+pub const DEFAULT_POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// The default for [`AgentBuilder::max_snapshot_bytes`]: 256 MiB, the
 /// format's default decode limit.
 pub const DEFAULT_MAX_SNAPSHOT_BYTES: u64 = 256 * 1024 * 1024;
@@ -122,6 +128,7 @@ pub struct AgentBuilder {
     trusted_keys: Vec<TrustedKey>,
     request_timeout: Duration,
     snapshot_timeout: Duration,
+    pool_idle_timeout: Duration,
     max_snapshot_bytes: u64,
     user_agent: String,
     cache_dir: Option<PathBuf>,
@@ -143,6 +150,7 @@ impl AgentBuilder {
             trusted_keys: Vec::new(),
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             snapshot_timeout: DEFAULT_SNAPSHOT_TIMEOUT,
+            pool_idle_timeout: DEFAULT_POOL_IDLE_TIMEOUT,
             max_snapshot_bytes: DEFAULT_MAX_SNAPSHOT_BYTES,
             user_agent: concat!("blocksieve-agent/", env!("CARGO_PKG_VERSION")).to_owned(),
             cache_dir: None,
@@ -232,6 +240,18 @@ impl AgentBuilder {
     /// one day. By default, [`DEFAULT_SNAPSHOT_TIMEOUT`] (5 minutes).
     pub fn snapshot_timeout(mut self, timeout: Duration) -> Self {
         self.snapshot_timeout = timeout;
+        self
+    }
+
+    /// How long an idle connection stays in the agent's pool for reuse. It
+    /// must be shorter than the time after which the publisher closes idle
+    /// connections (its `header_read_timeout_s`, 10 s by default, or a
+    /// proxy's idle timeout): otherwise a request can be sent on a pooled
+    /// connection at the moment the server closes it, and fails. Must be
+    /// between 1 ms and one day. By default, [`DEFAULT_POOL_IDLE_TIMEOUT`]
+    /// (5 seconds).
+    pub fn pool_idle_timeout(mut self, timeout: Duration) -> Self {
+        self.pool_idle_timeout = timeout;
         self
     }
 
@@ -461,22 +481,16 @@ impl AgentBuilder {
         http::fetch_lists(&client, &format!("{base}/v1/lists")).await
     }
 
-    /// The one HTTP client of the agent, with the validated user agent and
-    /// request timeout.
+    /// The one HTTP client of the agent, with the validated user agent,
+    /// request timeout and pool idle timeout.
     fn client(&self) -> Result<reqwest::Client, Error> {
         check_timeout("request_timeout", self.request_timeout)?;
+        check_timeout("pool_idle_timeout", self.pool_idle_timeout)?;
         let user_agent = HeaderValue::from_str(&self.user_agent).map_err(|_| Error::InvalidSetting {
             setting: "user_agent",
             value: format!("{:?}", self.user_agent),
         })?;
-        reqwest::Client::builder()
-            .user_agent(user_agent)
-            .connect_timeout(self.request_timeout)
-            .timeout(self.request_timeout)
-            .build()
-            .map_err(|e| Error::HttpClient {
-                reason: crate::error::error_chain(&e),
-            })
+        http::client(user_agent, self.request_timeout, self.pool_idle_timeout)
     }
 }
 

@@ -35,6 +35,40 @@ const MAX_ERROR_BODY_BYTES: u64 = 64 * 1024;
 /// [`Error::Status`]: enough to explain, too few to flood a log.
 const MAX_ERROR_MESSAGE_CHARS: usize = 256;
 
+/// The agent's HTTP client: `user_agent` on every request, `timeout` to
+/// connect and for a whole request (snapshot downloads override it), and
+/// idle pooled connections dropped after `pool_idle_timeout`.
+///
+/// The pool idle timeout matters because HTTP/1.1 has no way to close an
+/// idle keep-alive connection safely: the publisher closes one after
+/// `header_read_timeout_s` (10 s by default) without a request, and a
+/// request the agent sends on it at that moment is lost with the
+/// connection. reqwest keeps idle connections for 90 s by default, so
+/// every request after a 10–90 s pause raced the close (one of 59,773
+/// requests of the load test failed this way); dropping them after 5 s
+/// ([`crate::DEFAULT_POOL_IDLE_TIMEOUT`]), before the publisher does,
+/// leaves no window. Requests within 5 s of each other, the common case
+/// when checking a page's URLs, still reuse the connection.
+///
+/// # Errors
+///
+/// [`Error::HttpClient`] when the TLS backend cannot be set up.
+pub(crate) fn client(
+    user_agent: HeaderValue,
+    timeout: Duration,
+    pool_idle_timeout: Duration,
+) -> Result<reqwest::Client, Error> {
+    reqwest::Client::builder()
+        .user_agent(user_agent)
+        .connect_timeout(timeout)
+        .timeout(timeout)
+        .pool_idle_timeout(pool_idle_timeout)
+        .build()
+        .map_err(|e| Error::HttpClient {
+            reason: crate::error::error_chain(&e),
+        })
+}
+
 /// The result of a conditional snapshot request.
 pub(crate) enum SnapshotFetch {
     /// `304 Not Modified`: the stored ETag is still current.
@@ -204,5 +238,71 @@ async fn status_error(response: reqwest::Response, url: &str, now: SystemTime) -
         status,
         message,
         retry_after,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+    use super::*;
+
+    /// A keep-alive HTTP/1.1 server answering every request `{"lists":[]}`;
+    /// returns its URL and the number of connections it accepted.
+    async fn counting_server() -> (String, Arc<AtomicUsize>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let count = accepted.clone();
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                count.fetch_add(1, Ordering::SeqCst);
+                tokio::spawn(async move {
+                    let mut head = Vec::new();
+                    let mut buf = [0u8; 1024];
+                    while let Ok(n @ 1..) = stream.read(&mut buf).await {
+                        head.extend_from_slice(&buf[..n]);
+                        if head.windows(4).any(|w| w == b"\r\n\r\n") {
+                            head.clear();
+                            let body = br#"{"lists":[]}"#;
+                            let answer = format!(
+                                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+                                body.len()
+                            );
+                            let _ = stream.write_all(answer.as_bytes()).await;
+                            let _ = stream.write_all(body).await;
+                        }
+                    }
+                });
+            }
+        });
+        (format!("http://{addr}/v1/lists"), accepted)
+    }
+
+    #[tokio::test]
+    async fn idle_connections_are_reused_within_the_pool_idle_timeout_and_dropped_after() {
+        let (url, accepted) = counting_server().await;
+        let idle = Duration::from_millis(300);
+        let client = client(HeaderValue::from_static("test"), Duration::from_secs(5), idle).unwrap();
+        assert!(fetch_lists(&client, &url).await.is_ok());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(fetch_lists(&client, &url).await.is_ok());
+        assert_eq!(
+            accepted.load(Ordering::SeqCst),
+            1,
+            "not reused within the idle timeout"
+        );
+        // Idle longer than the timeout: a server closing idle connections
+        // after this long could have closed it under the next request.
+        tokio::time::sleep(idle * 3).await;
+        assert!(fetch_lists(&client, &url).await.is_ok());
+        assert_eq!(
+            accepted.load(Ordering::SeqCst),
+            2,
+            "an expired idle connection was reused"
+        );
     }
 }

@@ -72,9 +72,16 @@ pub struct Config {
     /// Most prefixes in one `POST /v1/hashes:search`. By default, 1000.
     #[serde(default = "default_max_prefixes")]
     pub max_prefixes_per_request: usize,
-    /// Seconds a request may take before the server answers 408. By default, 30.
+    /// Seconds a request may take, once its body is read, before the server
+    /// answers 408. By default, 30.
     #[serde(default = "default_request_timeout")]
     pub request_timeout_s: u64,
+    /// Seconds a client may take to send a request's body, counted from when
+    /// its headers were read; a slower one is answered 408 and disconnected.
+    /// Bodies are read before a request takes a `max_concurrency` slot, so a
+    /// client slow to send its body holds none. By default, 10.
+    #[serde(default = "default_body_read_timeout")]
+    pub body_read_timeout_s: u64,
     /// Seconds a client may take to send a request's line and headers,
     /// counted from when the server starts waiting for them, so an idle
     /// keep-alive connection is closed after this long too; a slower client
@@ -88,6 +95,11 @@ pub struct Config {
     /// Requests served at once; more wait. By default, 1024.
     #[serde(default = "default_max_concurrency")]
     pub max_concurrency: usize,
+    /// Connections open at once; beyond this many the server stops accepting
+    /// and new connections wait in the kernel's accept backlog until one
+    /// closes. By default, 10,000.
+    #[serde(default = "default_max_connections")]
+    pub max_connections: usize,
     /// Seconds in-flight requests get to finish after a shutdown signal. By
     /// default, 10.
     #[serde(default = "default_drain")]
@@ -326,6 +338,12 @@ fn default_max_prefixes() -> usize {
 fn default_request_timeout() -> u64 {
     30
 }
+fn default_body_read_timeout() -> u64 {
+    10
+}
+fn default_max_connections() -> usize {
+    10_000
+}
 fn default_header_read_timeout() -> u64 {
     10
 }
@@ -412,9 +430,11 @@ impl Default for Config {
             max_bucket_entries: default_max_bucket(),
             max_prefixes_per_request: default_max_prefixes(),
             request_timeout_s: default_request_timeout(),
+            body_read_timeout_s: default_body_read_timeout(),
             header_read_timeout_s: default_header_read_timeout(),
             write_stall_timeout_s: default_write_stall_timeout(),
             max_concurrency: default_max_concurrency(),
+            max_connections: default_max_connections(),
             drain_timeout_s: default_drain(),
             log_format: LogFormat::Text,
             lists: vec![ListConfig::new("phishing", vec![SourceConfig::builtin()])],
@@ -574,6 +594,12 @@ impl Config {
         if self.request_timeout_s == 0 {
             return Err(config_error("request_timeout_s", "must be at least 1"));
         }
+        if self.body_read_timeout_s == 0 {
+            return Err(config_error("body_read_timeout_s", "must be at least 1"));
+        }
+        if self.max_connections == 0 {
+            return Err(config_error("max_connections", "must be at least 1"));
+        }
         if self.header_read_timeout_s == 0 {
             return Err(config_error("header_read_timeout_s", "must be at least 1"));
         }
@@ -695,5 +721,26 @@ mod tests {
     #[test]
     fn default_config_is_valid() {
         Config::default().validate().unwrap();
+    }
+
+    #[test]
+    fn body_read_timeout_and_max_connections_parse_and_must_be_positive() {
+        let lists = "[[lists]]\nname = \"p\"\nsources = [{ path = \"u.txt\", format = \"urls\" }]";
+        let c: Config = toml::from_str(&format!(
+            "body_read_timeout_s = 3\nmax_connections = 500\n{lists}"
+        ))
+        .unwrap();
+        c.validate().unwrap();
+        assert_eq!((c.body_read_timeout_s, c.max_connections), (3, 500));
+        let d = Config::default();
+        assert_eq!((d.body_read_timeout_s, d.max_connections), (10, 10_000));
+        for field in ["body_read_timeout_s", "max_connections"] {
+            let err = toml::from_str::<Config>(&format!("{field} = 0\n{lists}"))
+                .unwrap()
+                .validate()
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(field), "{err}");
+        }
     }
 }

@@ -203,6 +203,7 @@ impl Publisher {
             self.state(),
             server::Limits {
                 request_timeout: Duration::from_secs(c.request_timeout_s),
+                body_read_timeout: Duration::from_secs(c.body_read_timeout_s),
                 max_concurrency: c.max_concurrency,
             },
         )
@@ -215,6 +216,7 @@ impl Publisher {
             header_read_timeout: Duration::from_secs(c.header_read_timeout_s),
             write_stall_timeout: Duration::from_secs(c.write_stall_timeout_s),
             max_head_bytes: server::MAX_REQUEST_HEAD_BYTES,
+            max_connections: c.max_connections,
         }
     }
 
@@ -234,6 +236,52 @@ impl Publisher {
         outcomes
     }
 
+    /// Times SHA-256 alone over every expression list `index`'s last build
+    /// hashed ([`build::hash_reference`]), reading each source's last good
+    /// content from the data directory: the part of a build no
+    /// implementation can skip, to compare the build's stages with. Line
+    /// formats are read in blocks of whole lines, so this adds little to
+    /// the process's peak memory. `None` when a source has no stored content.
+    pub fn hash_reference(&self, index: usize) -> Option<build::HashReference> {
+        use std::io::Read as _;
+        const BLOCK_BYTES: usize = 8 * 1024 * 1024;
+        let config = &self.inner.config;
+        let list = &config.lists[index];
+        let mut total = build::HashReference::default();
+        for (i, source) in list.sources.iter().enumerate() {
+            let cache = SourceCache::new(&config.data_dir, &list.name, i, source);
+            let mut file = std::fs::File::open(cache.data_path()).ok()?;
+            if matches!(
+                source.format,
+                config::SourceFormat::Json | config::SourceFormat::Csv
+            ) {
+                let mut bytes = Vec::new();
+                file.read_to_end(&mut bytes).ok()?;
+                total += build::hash_reference([(bytes.as_slice(), source)]);
+                continue;
+            }
+            let mut block = Vec::with_capacity(BLOCK_BYTES);
+            loop {
+                let filled = block.len();
+                block.resize(BLOCK_BYTES.max(filled * 2), 0);
+                let n = file.read(&mut block[filled..]).ok()?;
+                block.truncate(filled + n);
+                // Whole lines only; the cut line waits for the next block.
+                let cut = if n == 0 {
+                    block.len()
+                } else {
+                    block.iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1)
+                };
+                total += build::hash_reference([(&block[..cut], source)]);
+                block.drain(..cut);
+                if n == 0 {
+                    break;
+                }
+            }
+        }
+        Some(total)
+    }
+
     /// Builds list `index` (serialized with other builds of the same list).
     pub async fn build_list(&self, index: usize) -> ListBuildOutcome {
         let inner = &self.inner;
@@ -244,7 +292,9 @@ impl Publisher {
         let mut loaded = Vec::new();
         for (i, source) in list.sources.iter().enumerate() {
             let cache = SourceCache::new(&inner.config.data_dir, &list.name, i, source);
+            let fetch_started = std::time::Instant::now();
             let fetched = fetch::fetch(&inner.http, source, cache.meta().as_ref()).await;
+            let read_duration = fetch_started.elapsed();
             if let fetch::Fetched::Failed(reason) = &fetched {
                 tracing::warn!(list = %list.name, source = %source.label(), %reason, "source failed");
                 inner.state.metrics.source_failed(&list.name);
@@ -253,17 +303,24 @@ impl Publisher {
                 config: source.clone(),
                 fetched,
                 cache: Some(cache),
+                read_duration,
             });
         }
         let force = inner.force_once[index].swap(false, Ordering::SeqCst);
         let this = self.clone();
-        let outcome = tokio::task::spawn_blocking(move || this.build_and_publish(index, loaded, force))
+        let mut outcome = tokio::task::spawn_blocking(move || this.build_and_publish(index, loaded, force))
             .await
             .unwrap_or_else(|e| ListBuildOutcome {
                 list: list.name.clone(),
                 report: None,
                 result: Err(Error::Build(format!("build task failed: {e}"))),
             });
+        if let Some(timings) = outcome.report.as_mut().map(|r| &mut r.timings) {
+            // What no stage covers: sizing, gates, the blocking-pool hop.
+            timings.total = started.elapsed();
+            let other = timings.total.saturating_sub(timings.sum());
+            timings.add("other", other);
+        }
         self.record(index, &outcome, force, started.elapsed());
         outcome
     }
@@ -301,18 +358,20 @@ impl Publisher {
                 };
             }
         }
-        let published = slot
-            .store
-            .publish(
-                built.version,
-                &built.snapshot,
-                &built.hashes,
-                inner.config.keep_versions,
-            )
-            .and_then(|()| {
-                blocksieve_format::parse_header_unverified(&built.snapshot)
-                    .map_err(|e| Error::Build(format!("list {}: re-reading own snapshot: {e}", list.name)))
-            });
+        let mut built = built;
+        let write_started = std::time::Instant::now();
+        let written = slot.store.publish(
+            built.version,
+            &built.snapshot,
+            &built.hashes,
+            inner.config.keep_versions,
+        );
+        let write_took = write_started.elapsed();
+        built.report.timings.add("write", write_took);
+        let published = written.and_then(|()| {
+            blocksieve_format::parse_header_unverified(&built.snapshot)
+                .map_err(|e| Error::Build(format!("list {}: re-reading own snapshot: {e}", list.name)))
+        });
         match published {
             Ok(header) => {
                 let version = header.version;

@@ -16,8 +16,18 @@
 //!   connections);
 //! - [`ConnectionLimits::max_head_bytes`]: a request head larger than this is
 //!   answered `431` by hyper, so a slow client holds at most this much;
-//! - [`ConnectionLimits::write_stall_timeout`]: [`StallGuard`] fails a write
-//!   that makes no progress for this long, which ends the connection.
+//! - [`ConnectionLimits::write_stall_timeout`]: [`GuardedStream`] fails a
+//!   write that makes no progress for this long, which ends the connection;
+//! - [`ConnectionLimits::max_connections`]: beyond this many open
+//!   connections the loop stops accepting, so new ones wait in the kernel's
+//!   accept backlog until one closes.
+//!
+//! And a lingering close ([`LINGER_TIME`], [`LINGER_MAX_BYTES`]): when the
+//! server closes a connection whose client may still be sending (a `413`
+//! answered on the declared length, before the body was read), closing at
+//! once with unread bytes makes the kernel send a reset, which can destroy
+//! the answer before the client reads it. [`GuardedStream`] therefore
+//! half-closes, then reads and discards what still arrives for a moment.
 //!
 //! HTTP/2 is not served: the API's clients speak HTTP/1.1 (TLS and HTTP/2,
 //! if wanted, belong to a reverse proxy in front).
@@ -47,13 +57,27 @@ pub struct ConnectionLimits {
     /// Largest request head (request line and headers) in bytes, complete
     /// or not; hyper answers a larger one `431` and closes the connection.
     pub max_head_bytes: usize,
+    /// Most connections open at once; more wait in the accept backlog.
+    pub max_connections: usize,
 }
+
+/// Longest a closing connection keeps reading and discarding what its
+/// client still sends (see [`GuardedStream`]): long enough for a client
+/// that writes its whole body before reading to finish writing it and read
+/// the answer, short enough that a closing connection costs little.
+pub const LINGER_TIME: Duration = Duration::from_secs(1);
+
+/// Most bytes a closing connection reads and discards before it closes
+/// anyway: a client still sending after this much is cut with a reset.
+pub const LINGER_MAX_BYTES: usize = 1024 * 1024;
 
 /// Serves `router` on `listener` until `shutdown` completes, then stops
 /// accepting, lets every open connection finish its current request, and
 /// returns once all are closed. The caller bounds that wait (the drain
 /// deadline) by dropping this future, which aborts the connections still
-/// open.
+/// open. While [`ConnectionLimits::max_connections`] are open, nothing is
+/// accepted: new connections wait in the kernel's accept backlog (and
+/// beyond it, their SYNs are retried by the client's kernel).
 pub async fn serve(
     listener: TcpListener,
     router: axum::Router,
@@ -69,8 +93,11 @@ pub async fn serve(
     let mut connections = tokio::task::JoinSet::new();
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
+        // The set holds one task per open connection (finished ones are
+        // reaped by the branch below), so its length is the connection count.
+        let below_cap = connections.len() < limits.max_connections;
         let stream = tokio::select! {
-            accepted = listener.accept() => match accepted {
+            accepted = listener.accept(), if below_cap => match accepted {
                 Ok((stream, _peer)) => stream,
                 Err(e) => {
                     accept_error(e).await;
@@ -81,7 +108,7 @@ pub async fn serve(
             Some(_) = connections.join_next(), if !connections.is_empty() => continue,
             () = &mut shutdown => break,
         };
-        let io = TokioIo::new(StallGuard::new(stream, limits.write_stall_timeout));
+        let io = TokioIo::new(GuardedStream::new(stream, limits.write_stall_timeout));
         let service = TowerToHyperService::new(router.clone());
         let connection = graceful.watch(http.serve_connection(io, service));
         connections.spawn(async move {
@@ -110,28 +137,60 @@ async fn accept_error(e: io::Error) {
     tokio::time::sleep(Duration::from_secs(1)).await;
 }
 
-/// A stream whose writes fail with [`io::ErrorKind::TimedOut`] once they
-/// have made no progress for a set time: a client that stops reading cannot
-/// hold a connection (its task, socket and response) forever. Reads are
-/// passed through; their deadlines are hyper's header-read timeout and the
-/// request timeout layer.
+/// A connection's stream with two guards hyper does not have:
+///
+/// - writes fail with [`io::ErrorKind::TimedOut`] once they have made no
+///   progress for a set time: a client that stops reading cannot hold a
+///   connection (its task, socket and response) forever;
+/// - shutting down is a lingering close: after the write side is shut
+///   (the client sees the end of the answer), what the client still sends
+///   is read and discarded until it closes its side, for at most
+///   [`LINGER_TIME`] and [`LINGER_MAX_BYTES`]. Closing a socket with unread
+///   bytes makes the kernel answer with a reset (RFC 1122 §4.2.2.13), and a
+///   client that writes its whole request body before reading (most HTTP
+///   libraries) would get that reset instead of the `413` sent before the
+///   body was read. hyper shuts the stream down only on a close it chose
+///   (`Connection: close`, an unread body, a graceful shutdown), not on
+///   errors or timeouts, which drop it.
+///
+/// Reads are passed through; their deadlines are hyper's header-read
+/// timeout and the router's body-read timeout.
 #[derive(Debug)]
-pub struct StallGuard<S> {
+pub struct GuardedStream<S> {
     /// The connection.
     inner: S,
     /// How long a write may stay blocked.
     limit: Duration,
     /// Armed when a write first returns `Pending`; cleared by any progress.
     stalled_since: Option<Pin<Box<Sleep>>>,
+    /// Where the lingering close is.
+    closing: Closing,
 }
 
-impl<S> StallGuard<S> {
+/// The steps of [`GuardedStream`]'s lingering close.
+#[derive(Debug)]
+enum Closing {
+    /// Not closing: the write side is open.
+    Open,
+    /// The write side is shut; discarding what arrives until the deadline.
+    Lingering {
+        /// When to stop waiting for the client to close.
+        deadline: Pin<Box<Sleep>>,
+        /// Bytes discarded so far.
+        discarded: usize,
+    },
+    /// Done: the client closed, or the time or byte budget ran out.
+    Closed,
+}
+
+impl<S> GuardedStream<S> {
     /// Wraps `inner`, failing writes blocked for longer than `limit`.
     pub fn new(inner: S, limit: Duration) -> Self {
         Self {
             inner,
             limit,
             stalled_since: None,
+            closing: Closing::Open,
         }
     }
 
@@ -158,7 +217,32 @@ impl<S> StallGuard<S> {
     }
 }
 
-impl<S: AsyncRead + Unpin> AsyncRead for StallGuard<S> {
+impl<S: AsyncRead + Unpin> GuardedStream<S> {
+    /// Reads and discards until the client closes its side, an error, the
+    /// deadline or the byte budget; `Pending` while none of these happened.
+    fn poll_linger(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        let Closing::Lingering { deadline, discarded } = &mut self.closing else {
+            return Poll::Ready(());
+        };
+        let mut scratch = [0u8; 8 * 1024];
+        loop {
+            if deadline.as_mut().poll(cx).is_ready() || *discarded >= LINGER_MAX_BYTES {
+                break;
+            }
+            let mut buf = ReadBuf::new(&mut scratch);
+            match Pin::new(&mut self.inner).poll_read(cx, &mut buf) {
+                Poll::Ready(Ok(())) if !buf.filled().is_empty() => *discarded += buf.filled().len(),
+                // End of stream or an error: nothing more to wait for.
+                Poll::Ready(_) => break,
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+        self.closing = Closing::Closed;
+        Poll::Ready(())
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for GuardedStream<S> {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -168,7 +252,7 @@ impl<S: AsyncRead + Unpin> AsyncRead for StallGuard<S> {
     }
 }
 
-impl<S: AsyncWrite + Unpin> AsyncWrite for StallGuard<S> {
+impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for GuardedStream<S> {
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         let result = Pin::new(&mut self.inner).poll_write(cx, buf);
         self.watch(cx, result)
@@ -193,8 +277,19 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for StallGuard<S> {
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let result = Pin::new(&mut self.inner).poll_shutdown(cx);
-        self.watch(cx, result)
+        if matches!(self.closing, Closing::Open) {
+            let result = Pin::new(&mut self.inner).poll_shutdown(cx);
+            match self.watch(cx, result) {
+                Poll::Ready(Ok(())) => {
+                    self.closing = Closing::Lingering {
+                        deadline: Box::pin(tokio::time::sleep(LINGER_TIME)),
+                        discarded: 0,
+                    };
+                }
+                other => return other,
+            }
+        }
+        self.poll_linger(cx).map(Ok)
     }
 }
 
@@ -208,7 +303,7 @@ mod tests {
     async fn a_write_nobody_reads_fails_after_the_limit() {
         // A 64-byte pipe whose other end never reads.
         let (client, _server) = tokio::io::duplex(64);
-        let mut guarded = StallGuard::new(client, Duration::from_secs(5));
+        let mut guarded = GuardedStream::new(client, Duration::from_secs(5));
         let started = Instant::now();
         let err = guarded.write_all(&[0u8; 1024]).await.err();
         assert_eq!(err.map(|e| e.kind()), Some(io::ErrorKind::TimedOut));
@@ -216,9 +311,69 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn shutdown_discards_what_the_client_still_sends_until_it_closes() {
+        let (server, mut client) = tokio::io::duplex(64 * 1024);
+        let mut guarded = GuardedStream::new(server, Duration::from_secs(5));
+        guarded.write_all(b"HTTP/1.1 413 ...").await.ok();
+        let started = Instant::now();
+        let peer = tokio::spawn(async move {
+            // The rest of a body the server did not want, then the answer.
+            for _ in 0..10 {
+                client.write_all(&[b'x'; 1000]).await.ok();
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            let mut answer = Vec::new();
+            tokio::io::AsyncReadExt::read_to_end(&mut client, &mut answer)
+                .await
+                .ok();
+            answer
+        });
+        assert!(guarded.shutdown().await.is_ok());
+        // Returned when the client closed (after reading to the end), not
+        // at the linger limit.
+        assert_eq!(started.elapsed(), Duration::from_millis(200));
+        assert_eq!(peer.await.ok(), Some(b"HTTP/1.1 413 ...".to_vec()));
+        match guarded.closing {
+            Closing::Closed => {}
+            ref other => panic!("{other:?}"),
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn lingering_stops_at_the_time_limit() {
+        let (server, _client) = tokio::io::duplex(64);
+        let mut guarded = GuardedStream::new(server, Duration::from_secs(5));
+        let started = Instant::now();
+        assert!(guarded.shutdown().await.is_ok());
+        assert_eq!(started.elapsed(), LINGER_TIME);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn lingering_stops_at_the_byte_limit() {
+        let (server, mut client) = tokio::io::duplex(64 * 1024);
+        let mut guarded = GuardedStream::new(server, Duration::from_secs(5));
+        let writer = tokio::spawn(async move {
+            let mut sent = 0usize;
+            while client.write_all(&[b'x'; 4096]).await.is_ok() {
+                sent += 4096;
+            }
+            sent
+        });
+        let started = Instant::now();
+        assert!(guarded.shutdown().await.is_ok());
+        assert!(started.elapsed() < LINGER_TIME);
+        drop(guarded);
+        let sent = writer.await.unwrap_or(0);
+        assert!(
+            (LINGER_MAX_BYTES..LINGER_MAX_BYTES + 128 * 1024).contains(&sent),
+            "{sent} bytes sent before the close"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn a_slow_reader_that_keeps_up_is_not_cut() {
         let (client, mut server) = tokio::io::duplex(64);
-        let mut guarded = StallGuard::new(client, Duration::from_secs(5));
+        let mut guarded = GuardedStream::new(client, Duration::from_secs(5));
         let reader = tokio::spawn(async move {
             let mut buf = [0u8; 64];
             let mut total = 0;

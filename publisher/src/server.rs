@@ -1,5 +1,6 @@
 //! The HTTP API (axum). Every error is mapped to a JSON body in one place,
-//! [`ApiError`]; limits (body size, timeout, concurrency) are layers, and
+//! [`ApiError`]; limits (body size, body-read time, timeout, concurrency)
+//! are layers, and
 //! the errors those layers and axum's extractors answer themselves (413,
 //! 408, a path that is not UTF-8) are given the same JSON body by
 //! [`json_errors`]. Requests hyper refuses before routing (a malformed
@@ -43,8 +44,14 @@ pub const NEXT_CHECK_HEADER: &str = "x-blocksieve-next-check";
 /// Limits applied as layers.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
-    /// Longest a request may take before a 408.
+    /// Longest a request may take, once its body is read, before a 408.
     pub request_timeout: Duration,
+    /// Longest a client may take to send a request's body, counted from
+    /// when its headers were read, before a 408. Bodies are read before a
+    /// request takes one of the `max_concurrency` slots, so a client slow
+    /// to send its body holds no slot, only the bytes it sent (at most
+    /// [`MAX_REQUEST_BODY_BYTES`]).
+    pub body_read_timeout: Duration,
     /// Requests served at once.
     pub max_concurrency: usize,
 }
@@ -119,7 +126,8 @@ pub fn router(state: Arc<AppState>, limits: Limits) -> Router {
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(state.clone(), record))
         .with_state(state)
-        .layer(RequestBodyLimitLayer::new(MAX_REQUEST_BODY_BYTES))
+        // Outermost last: a request passes json_errors, the body limit, the
+        // body read, the concurrency limit, then the timeout.
         .layer(TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,
             limits.request_timeout,
@@ -127,7 +135,55 @@ pub fn router(state: Arc<AppState>, limits: Limits) -> Router {
         .layer(tower::limit::GlobalConcurrencyLimitLayer::new(
             limits.max_concurrency,
         ))
+        .layer(middleware::from_fn_with_state(
+            limits.body_read_timeout,
+            read_body,
+        ))
+        .layer(RequestBodyLimitLayer::new(MAX_REQUEST_BODY_BYTES))
         .layer(middleware::from_fn(json_errors))
+}
+
+/// Reads the request body whole, within `timeout`, before the request
+/// goes on to take a concurrency slot: a slot is for work, and a client
+/// that declares a body and sends it slowly (or never) would otherwise
+/// hold one until the request timeout — 1,100 such connections starved
+/// every healthy request for 30 s. A body not complete in time is
+/// answered `408 request_timeout` and the connection closed. The body
+/// limit layer outside this one bounds what is buffered (a declared length
+/// over the limit is answered `413` before anything is read).
+async fn read_body(State(timeout): State<Duration>, request: Request, next: Next) -> Response {
+    use axum::body::HttpBody as _;
+    use axum::extract::FromRequest as _;
+    if request.body().size_hint().exact() == Some(0) {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    let read = Bytes::from_request(Request::new(body), &());
+    match tokio::time::timeout(timeout, read).await {
+        Ok(Ok(bytes)) => next.run(Request::from_parts(parts, Body::from(bytes))).await,
+        Ok(Err(rejection)) => body_error(&rejection).into_response(),
+        Err(_) => ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "request_timeout",
+            format!("request body not received within {} s", timeout.as_secs_f64()),
+        )
+        .into_response(),
+    }
+}
+
+/// The error for a body that could not be read: `413 payload_too_large`
+/// over the limit, else `400 bad_request` (e.g. the client closed early).
+fn body_error(rejection: &BytesRejection) -> ApiError {
+    let (status, code) = if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large")
+    } else {
+        (StatusCode::BAD_REQUEST, "bad_request")
+    };
+    ApiError::new(
+        status,
+        code,
+        format!("request body: {}", shown(&rejection.body_text())),
+    )
 }
 
 /// Gives the error responses that layers and extractors write themselves
@@ -535,14 +591,7 @@ async fn search(
             "expected a body with Content-Type: application/json",
         ));
     }
-    let body = body.map_err(|e| {
-        let (status, code) = if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large")
-        } else {
-            (StatusCode::BAD_REQUEST, "bad_request")
-        };
-        ApiError::new(status, code, format!("request body: {}", shown(&e.body_text())))
-    })?;
+    let body = body.map_err(|e| body_error(&e))?;
     let prefixes = parse_search_request(&body, state.max_prefixes_per_request)?
         .into_iter()
         .map(|p| check_bucket_size(&state, p))
@@ -610,6 +659,66 @@ mod tests {
         assert_eq!(search_error(&[b'['; 10_000], 1), (400, "bad_request"));
         let huge = vec![b' '; MAX_REQUEST_BODY_BYTES + 1];
         assert_eq!(search_error(&huge, 1), (413, "payload_too_large"));
+    }
+
+    /// A request body whose first bytes come and the rest never does (it
+    /// waits forever for trailers).
+    fn never_finished() -> impl axum::body::HttpBody<Data = Bytes, Error = std::convert::Infallible> + Send {
+        use http_body_util::BodyExt as _;
+        http_body_util::Full::new(Bytes::from_static(b"{\"prefixes\":")).with_trailers(std::future::pending())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_body_not_sent_in_time_gets_408_before_taking_a_concurrency_slot() {
+        use tower::ServiceExt as _;
+        // One slot, held by a request that never finishes: a body read
+        // inside the slot would wait for it forever.
+        let app = Router::new()
+            .route("/hold", get(std::future::pending::<()>))
+            .route("/echo", post(|body: Bytes| async move { body.len().to_string() }))
+            .layer(tower::limit::GlobalConcurrencyLimitLayer::new(1))
+            .layer(middleware::from_fn_with_state(Duration::from_secs(2), read_body))
+            .layer(RequestBodyLimitLayer::new(16))
+            .layer(middleware::from_fn(json_errors));
+        let hold = Request::builder()
+            .uri("/hold")
+            .body(Body::empty())
+            .unwrap_or_default();
+        let holding = tokio::spawn(app.clone().oneshot(hold));
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        let started = tokio::time::Instant::now();
+        let request = Request::builder()
+            .method("POST")
+            .uri("/echo")
+            .body(Body::new(never_finished()))
+            .unwrap_or_default();
+        let response = app.clone().oneshot(request).await.unwrap_or_else(|e| match e {});
+        assert_eq!(response.status(), StatusCode::REQUEST_TIMEOUT);
+        assert_eq!(started.elapsed(), Duration::from_secs(2));
+        let bytes = axum::body::to_bytes(response.into_body(), 4096)
+            .await
+            .unwrap_or_default();
+        let body: Result<ErrorResponse, _> = serde_json::from_slice(&bytes);
+        assert_eq!(
+            body.ok().map(|b| b.error.code),
+            Some("request_timeout".to_owned())
+        );
+        // A body over the limit is refused before the slot, too.
+        let response = app
+            .clone()
+            .oneshot(
+                Request::builder()
+                    .method("POST")
+                    .uri("/echo")
+                    .body(Body::from("0123456789abcdef0"))
+                    .unwrap_or_default(),
+            )
+            .await
+            .unwrap_or_else(|e| match e {});
+        assert_eq!(response.status(), StatusCode::PAYLOAD_TOO_LARGE);
+        holding.abort();
     }
 
     #[tokio::test]

@@ -350,3 +350,184 @@ async fn shutdown_finishes_in_flight_requests_and_cuts_the_rest_at_the_drain_dea
         "shutdown: in-flight request answered, idle closed at once, stuck request cut at {took:.2?} (drain 2 s)"
     );
 }
+
+/// A client that sends a search request's head declaring a 100-byte body
+/// and never sends the body; returns how long until the server answered
+/// and closed, and the answer (`None`: not within `limit`).
+async fn body_never_sent(addr: SocketAddr, limit: Duration) -> Result<(Duration, Option<Vec<u8>>), String> {
+    let started = Instant::now();
+    let mut stream = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
+    stream
+        .write_all(
+            b"POST /v1/hashes:search HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+              Content-Length: 100\r\n\r\n",
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+    let answer = read_to_close(&mut stream, limit).await;
+    Ok((started.elapsed(), answer))
+}
+
+/// Regression: a request whose body never comes used to hold one of the
+/// `max_concurrency` slots until the 30 s request timeout, so 1,100 such
+/// connections (over the default 1,024 slots) starved every healthy request
+/// for 30 s. Bodies are now read before a slot is taken, within
+/// `body_read_timeout_s` (2 s here): each stalled body is answered 408 and
+/// closed at 2 s, and healthy requests never wait for a slot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_whose_body_never_comes_hold_no_concurrency_slot_and_get_408() {
+    let _heavy = heavy_test_lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = slow_config(dir.path());
+    cfg.header_read_timeout_s = 10;
+    cfg.body_read_timeout_s = TIMEOUT_S;
+    // Each stalled connection costs two descriptors here (client and server
+    // side); keep the default number of slots where the limit allows.
+    let slots = match open_files_limit() {
+        Some(limit) if limit < 2_500 => {
+            eprintln!("open files limit {limit}: fewer slots and stalled bodies");
+            ((limit.saturating_sub(400)) / 2) as usize - 76
+        }
+        _ => cfg.max_concurrency,
+    };
+    cfg.max_concurrency = slots;
+    let stalled_count = slots + 76;
+    let server = RunningPublisher::start(cfg).await;
+    server.wait_ready(Duration::from_secs(60)).await;
+    let base = server.base_url();
+    let first = reqwest::get(format!("{base}/v1/lists/phishing/snapshot"))
+        .await
+        .unwrap();
+    let etag = first.headers()["etag"].to_str().unwrap().to_owned();
+    let baseline = healthy_requests(
+        base.clone(),
+        etag.clone(),
+        Instant::now() + Duration::from_secs(1),
+    )
+    .await;
+    assert!(baseline.failures.is_empty(), "{:?}", baseline.failures);
+
+    let started = Instant::now();
+    let limit = Duration::from_secs(3 * TIMEOUT_S + 4);
+    let stalled: Vec<_> = (0..stalled_count)
+        .map(|_| tokio::spawn(body_never_sent(server.addr, limit)))
+        .collect();
+    // Healthy clients (10 s timeout) throughout: with the stalled bodies
+    // holding every slot, they would wait for the 30 s request timeout.
+    let during = healthy_requests(
+        base.clone(),
+        etag,
+        started + Duration::from_secs(2 * TIMEOUT_S + 2),
+    )
+    .await;
+    assert!(during.failures.is_empty(), "{:?}", during.failures);
+
+    let mut answered_after = Vec::new();
+    for task in stalled {
+        let (after, answer) = task.await.unwrap().unwrap();
+        let answer = answer.unwrap_or_else(|| panic!("a stalled body was not answered within {limit:?}"));
+        let text = String::from_utf8_lossy(&answer);
+        assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+        assert!(text.contains("\"request_timeout\""), "{text}");
+        answered_after.push(after);
+    }
+    answered_after.sort();
+    let timeout = Duration::from_secs(TIMEOUT_S);
+    let (first_cut, last_cut) = (answered_after[0], answered_after[answered_after.len() - 1]);
+    assert!(
+        first_cut >= timeout - Duration::from_millis(200),
+        "answered early: {first_cut:?}"
+    );
+    assert!(
+        last_cut <= timeout + Duration::from_secs(3),
+        "answered late: {last_cut:?}"
+    );
+
+    let (b50, b99) = (baseline.percentile(0.5), baseline.percentile(0.99));
+    let (d50, d99, dmax) = (
+        during.percentile(0.5),
+        during.percentile(0.99),
+        during.percentile(1.0),
+    );
+    // Queued behind stalled bodies, a healthy request would wait for the
+    // 30 s request timeout to free a slot (and fail at its own 10 s).
+    assert!(
+        d99 <= (b99 * 5).max(Duration::from_millis(500)) && dmax < Duration::from_secs(5),
+        "healthy p99 {d99:?} max {dmax:?} under attack, p99 {b99:?} alone"
+    );
+    eprintln!(
+        "{stalled_count} requests whose 100-byte body never came ({slots} concurrency slots): each answered 408 \
+         after {first_cut:.2?}..{last_cut:.2?} (body read timeout {timeout:?}); healthy: {} requests alone \
+         p50 {b50:.2?} p99 {b99:.2?}, {} during p50 {d50:.2?} p99 {d99:.2?} max {dmax:.2?}, 0 failures",
+        baseline.latencies.len(),
+        during.latencies.len()
+    );
+    server.stop().await;
+}
+
+/// Sends `GET /healthz` on `stream` and reads one answer; whether it was a
+/// 200 within `limit`.
+async fn healthz_on(stream: &mut TcpStream, limit: Duration) -> bool {
+    let exchange = async {
+        stream
+            .write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            .await
+            .ok()?;
+        let mut buf = [0u8; 1024];
+        let n = stream.read(&mut buf).await.ok()?;
+        Some(buf[..n].starts_with(b"HTTP/1.1 200"))
+    };
+    tokio::time::timeout(limit, exchange).await.ok().flatten() == Some(true)
+}
+
+/// With `max_connections` open, the server accepts no more: the next
+/// connection waits in the accept backlog (its request unanswered) until
+/// one of the open ones closes, then is served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_over_max_connections_wait_in_the_backlog_until_one_closes() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = slow_config(dir.path());
+    cfg.header_read_timeout_s = 60;
+    cfg.max_connections = 20;
+    let server = RunningPublisher::start(cfg).await;
+    server.wait_ready(Duration::from_secs(60)).await;
+    let addr = server.addr;
+
+    // 20 keep-alive connections, each served once and left open.
+    let mut open = Vec::new();
+    for _ in 0..20 {
+        let mut stream = TcpStream::connect(addr).await.unwrap();
+        assert!(healthz_on(&mut stream, Duration::from_secs(5)).await);
+        open.push(stream);
+    }
+    // The 21st connects (the kernel completes the handshake into the
+    // backlog) but is not accepted, so its request gets no answer.
+    let mut waiting = TcpStream::connect(addr).await.unwrap();
+    let pending = tokio::spawn(async move {
+        let started = Instant::now();
+        let served = healthz_on(&mut waiting, Duration::from_secs(10)).await;
+        (served, started.elapsed())
+    });
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(!pending.is_finished(), "the 21st connection was served");
+
+    // One closes: the waiting one is accepted and served.
+    let closed_at = Instant::now();
+    drop(open.pop());
+    let (served, waited) = pending.await.unwrap();
+    assert!(served, "the waiting connection was not served after one closed");
+    let after_close = closed_at.elapsed();
+    assert!(
+        after_close < Duration::from_secs(1),
+        "served {after_close:?} after a slot freed"
+    );
+    // The 19 still open are still served.
+    for stream in &mut open {
+        assert!(healthz_on(stream, Duration::from_secs(5)).await);
+    }
+    eprintln!(
+        "max_connections 20: the 21st connection waited {waited:.2?} unanswered, served {after_close:.2?} after one closed"
+    );
+    drop(open);
+    server.stop().await;
+}

@@ -81,6 +81,7 @@ fn out_of_range_settings_are_refused() {
     let cases = [
         (builder().request_timeout(Duration::ZERO), "request_timeout"),
         (builder().snapshot_timeout(Duration::ZERO), "snapshot_timeout"),
+        (builder().pool_idle_timeout(Duration::ZERO), "pool_idle_timeout"),
         (builder().max_snapshot_bytes(0), "max_snapshot_bytes"),
         (
             builder().max_snapshot_bytes(MAX_SNAPSHOT_BYTES_LIMIT + 1),
