@@ -173,7 +173,7 @@ and took 0.46 s instead of 0.01 s; total/reference went from 23× to 16×); the 
 every URL line (a 5-byte window compare at every byte, about 25% of `url_entry`'s instructions
 under callgrind) now first looks for a `&` with memchr; the `.hashes` file is written to
 disk streamed instead of from a copy; the hash vector is sized from the line count (no doublings).
-Left, biggest first: canonicalization (the lead's `canon.rs`; callgrind: `assemble`,
+Left, biggest first: canonicalization (`format/src/canon.rs`; callgrind: `assemble`,
 `canonicalize_bytes`, `expressions`); the per-line loop (`parse`, 2×: line splitting with a
 per-byte closure, two clock reads per entry for the timing itself, `CanonicalUrl::expressions`
 computing every host suffix to take the first); writing the decompressed source's last good copy

@@ -342,8 +342,7 @@ inclusive); the timeout layer's per-request timer; `Metrics::request` (~6%: a la
 is per-byte work, so the 200 download (memory copies on loopback; nginx uses sendfile) is the
 least affected. Fixes, if a row falls under 0.7: one hand-written tower layer instead of the three
 `from_fn` layers, header values prepared once per published snapshot, metrics handles resolved
-once per route (all in `server.rs`/`metrics.rs`; `server.rs` was being changed for timeouts by
-another engineer during this work, so it was left alone).
+once per route (all in `server.rs`/`metrics.rs`; not done yet).
 """)
 if profile:
     notes.append("### Profile: the publisher under callgrind\n")
