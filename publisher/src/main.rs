@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use anyhow::Context as _;
 use blocksieve_format::{DecodeLimits, TrustedKey, canonicalize, decode, parse_header_unverified};
 use blocksieve_publisher::build::{self, BuildTimings, HashReference};
-use blocksieve_publisher::{Config, Publisher, store};
+use blocksieve_publisher::{Config, ListBuildOutcome, Publisher, store};
 use clap::{Parser, Subcommand};
 
 /// Builds signed Safe-Browsing-style filter snapshots from blocklists and
@@ -46,6 +46,8 @@ enum Command {
     },
     /// Build every list once into a data directory, print the sizing report and exit.
     ///
+    /// The report has a row for every list; a list not published (its build
+    /// failed, or a gate refused it) says `no` and is followed by the reason.
     /// Exits 1 if any list failed or was refused by a gate.
     Build {
         /// TOML configuration file (without it, the built-in list).
@@ -77,6 +79,10 @@ enum Command {
     },
     /// Print each URL's canonical form, then every expression with its full
     /// hash and 32-bit hash prefix.
+    ///
+    /// A URL that cannot be canonicalized is printed as `invalid <url>:
+    /// <reason>` and the others are still explained; the command then exits
+    /// 1, saying on stderr how many of the URLs were invalid.
     Expressions {
         /// URLs to explain.
         #[arg(required = true)]
@@ -86,8 +92,9 @@ enum Command {
     Inspect {
         /// Snapshot file.
         file: PathBuf,
-        /// Public key (base64) to verify with; without it, only the header is shown.
-        #[arg(long, value_name = "BASE64")]
+        /// Public key to verify with: base64, as `keygen` prints it, or 64
+        /// hex digits. Without it, only the header is shown.
+        #[arg(long, value_name = "BASE64|HEX")]
         key: Option<String>,
     },
 }
@@ -148,8 +155,9 @@ async fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Expressions { urls } => {
-            for url in urls {
-                match canonicalize(&url) {
+            let mut invalid = 0usize;
+            for url in &urls {
+                match canonicalize(url) {
                     Ok(c) => {
                         println!("{c}");
                         for e in c.expressions() {
@@ -157,8 +165,15 @@ async fn main() -> anyhow::Result<()> {
                             println!("  {e}\t{h}\t{}", h.prefix());
                         }
                     }
-                    Err(e) => println!("invalid {url}: {e}"),
+                    Err(e) => {
+                        invalid += 1;
+                        println!("invalid {url}: {e}");
+                    }
                 }
+            }
+            if invalid > 0 {
+                eprintln!("{invalid} of {} URLs could not be canonicalized", urls.len());
+                std::process::exit(1);
             }
             Ok(())
         }
@@ -215,68 +230,41 @@ async fn build(
     );
     bar.enable_steady_tick(std::time::Duration::from_millis(200));
     let mut failed = false;
-    let mut rows = Vec::new();
+    // Every list, in configuration order: its outcome, and the SHA-256
+    // reference when asked for.
+    let mut outcomes = Vec::new();
     for (i, list) in publisher.config().lists.iter().enumerate() {
         bar.set_message(format!("building {}", list.name));
         let outcome = publisher.build_list(i).await;
         bar.inc(1);
-        if let Err(e) = &outcome.result {
-            failed = true;
-            bar.println(format!("{}: not published: {e}", outcome.list));
-        }
-        if let Some(r) = &outcome.report {
-            // Measured after the build, so it adds nothing to the build's
-            // stages; it re-reads the stored sources.
-            let reference = (timings || timings_json.is_some())
-                .then(|| publisher.hash_reference(i))
-                .flatten();
-            rows.push((outcome.list.clone(), outcome.result.is_ok(), r.clone(), reference));
-        }
+        failed |= outcome.result.is_err();
+        // Measured after the build, so it adds nothing to the build's
+        // stages; it re-reads the stored sources.
+        let reference = (outcome.report.is_some() && (timings || timings_json.is_some()))
+            .then(|| publisher.hash_reference(i))
+            .flatten();
+        outcomes.push((outcome, reference));
     }
     bar.finish_and_clear();
-    println!(
-        "| list | published | lines | rejected | entries | unique keys | filter | bits/key | snapshot bytes | FPR theory | FPR measured | prefix collision n/2^32 | full-hash req. / 1000 checks | request prefix bits | anonymity set | response bytes | build |"
-    );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
-    for (name, ok, r, _) in &rows {
-        let s = &r.sizing;
-        println!(
-            "| {name} | {} | {} | {} | {} | {} | {} | {:.2} | {} | {:.3e} | {:.3e} | {:.3e} | {:.2} | {} | {:.1} | {:.0} | {:.2} s |",
-            if *ok { "yes" } else { "no" },
-            r.parse.lines,
-            r.parse.rejected_total(),
-            s.entries,
-            s.unique_keys,
-            s.filter_kind,
-            s.bits_per_key,
-            s.snapshot_bytes,
-            s.theoretical_fpr,
-            s.measured_fpr,
-            s.prefix_collision_rate,
-            s.expected_full_hash_requests_per_1000,
-            s.request_prefix_bits,
-            s.anonymity_set,
-            s.expected_response_bytes,
-            r.duration.as_secs_f64(),
-        );
-        for (reason, count) in &r.parse.rejected {
-            println!("|   rejected: {reason} | {count} |");
-        }
-        for src in &r.sources {
-            if let Some(e) = &src.error {
-                println!("|   source {} used its last good content: {e} |", src.source);
-            }
-        }
-    }
+    print_summary(outcomes.iter().map(|(o, _)| o));
+    // Stage timings exist only for lists that got as far as a report.
+    let rows: Vec<_> = outcomes
+        .iter()
+        .filter_map(|(o, reference)| {
+            o.report
+                .as_ref()
+                .map(|r| (o.list.as_str(), r, reference.as_ref()))
+        })
+        .collect();
     if timings {
-        for (name, _, r, reference) in &rows {
-            print_timings(name, &r.timings, reference.as_ref());
+        for (name, r, reference) in &rows {
+            print_timings(name, &r.timings, *reference);
         }
     }
     if let Some(path) = timings_json {
         let lists: Vec<serde_json::Value> = rows
             .iter()
-            .map(|(name, _, r, reference)| timings_json_of(name, r, reference.as_ref()))
+            .map(|(name, r, reference)| timings_json_of(name, r, *reference))
             .collect();
         let text = serde_json::to_string_pretty(&serde_json::json!({ "lists": lists }))?;
         std::fs::write(&path, text + "\n").with_context(|| format!("writing {}", path.display()))?;
@@ -285,6 +273,58 @@ async fn build(
         std::process::exit(1);
     }
     Ok(())
+}
+
+/// Prints the sizing report: one row per list, in the order given. A list
+/// whose build failed before it had a report shows `–` in every column but
+/// the first two; every list not published is followed by a
+/// `not published` line giving the reason.
+fn print_summary<'a>(outcomes: impl IntoIterator<Item = &'a ListBuildOutcome>) {
+    println!(
+        "| list | published | lines | rejected | entries | unique keys | filter | bits/key | snapshot bytes | FPR theory | FPR measured | prefix collision n/2^32 | full-hash req. / 1000 checks | request prefix bits | anonymity set | response bytes | build |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    for outcome in outcomes {
+        let name = &outcome.list;
+        let published = if outcome.result.is_ok() { "yes" } else { "no" };
+        match &outcome.report {
+            Some(r) => {
+                let s = &r.sizing;
+                println!(
+                    "| {name} | {published} | {} | {} | {} | {} | {} | {:.2} | {} | {:.3e} | {:.3e} | {:.3e} | {:.2} | {} | {:.1} | {:.0} | {:.2} s |",
+                    r.parse.lines,
+                    r.parse.rejected_total(),
+                    s.entries,
+                    s.unique_keys,
+                    s.filter_kind,
+                    s.bits_per_key,
+                    s.snapshot_bytes,
+                    s.theoretical_fpr,
+                    s.measured_fpr,
+                    s.prefix_collision_rate,
+                    s.expected_full_hash_requests_per_1000,
+                    s.request_prefix_bits,
+                    s.anonymity_set,
+                    s.expected_response_bytes,
+                    r.duration.as_secs_f64(),
+                );
+            }
+            None => println!("| {name} | {published} |{}", " – |".repeat(15)),
+        }
+        if let Err(e) = &outcome.result {
+            println!("|   not published: {e} |");
+        }
+        if let Some(r) = &outcome.report {
+            for (reason, count) in &r.parse.rejected {
+                println!("|   rejected: {reason} | {count} |");
+            }
+            for src in &r.sources {
+                if let Some(e) = &src.error {
+                    println!("|   source {} used its last good content: {e} |", src.source);
+                }
+            }
+        }
+    }
 }
 
 fn mib(bytes: Option<u64>) -> String {
@@ -386,6 +426,10 @@ async fn shutdown_signal() {
 }
 
 fn inspect(file: &PathBuf, key: Option<&str>) -> anyhow::Result<()> {
+    // A key that does not parse is an error before anything is printed.
+    let key = key
+        .map(|k| TrustedKey::from_base64_or_hex(k).context("--key"))
+        .transpose()?;
     let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
     let h = parse_header_unverified(&bytes).with_context(|| format!("{}", file.display()))?;
     println!("list_name             {}", h.list_name);
@@ -411,16 +455,13 @@ fn inspect(file: &PathBuf, key: Option<&str>) -> anyhow::Result<()> {
         );
     }
     match key {
-        Some(k) => {
-            let key = TrustedKey::from_base64(k)?;
-            match decode(&bytes, &[key], &DecodeLimits::default(), h.created_at) {
-                Ok(_) => println!("verification          ok"),
-                Err(e) => {
-                    println!("verification          FAILED: {e}");
-                    std::process::exit(1);
-                }
+        Some(key) => match decode(&bytes, &[key], &DecodeLimits::default(), h.created_at) {
+            Ok(_) => println!("verification          ok"),
+            Err(e) => {
+                println!("verification          FAILED: {e}");
+                std::process::exit(1);
             }
-        }
+        },
         None => println!("verification          not checked (pass --key)"),
     }
     Ok(())

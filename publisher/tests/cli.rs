@@ -1,0 +1,160 @@
+//! The command line as an operator runs it, its output piped (not a
+//! terminal): exit codes, what goes to stdout and stderr.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use blocksieve_format::SigningKey;
+use blocksieve_publisher::store;
+
+const BIN: &str = env!("CARGO_BIN_EXE_blocksieve-publisher");
+
+fn run(args: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .env("RUST_BACKTRACE", "0")
+        .env("RUST_LOG", "error")
+        .output()
+        .expect("run publisher")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// A configuration in `dir`: list `good` over five URLs, `empty` over an
+/// empty file (refused by the `min_entries` gate) and `missing` over a file
+/// that does not exist (the build fails before it has a report).
+fn write_config(dir: &Path, with_failures: bool) -> PathBuf {
+    let feed: String = (1..=5).map(|i| format!("http://evil{i}.example/x\n")).collect();
+    std::fs::write(dir.join("feed.txt"), feed).unwrap();
+    std::fs::write(dir.join("empty.txt"), "").unwrap();
+    let mut config = format!(
+        "data_dir = {:?}\n[[lists]]\nname = \"good\"\nsources = [{{ path = \"feed.txt\", format = \"urls\" }}]\n",
+        dir.join("data")
+    );
+    if with_failures {
+        config.push_str(
+            "[[lists]]\nname = \"empty\"\nsources = [{ path = \"empty.txt\", format = \"urls\" }]\n\
+             [[lists]]\nname = \"missing\"\nsources = [{ path = \"nope.txt\", format = \"urls\" }]\n",
+        );
+    }
+    let path = dir.join("config.toml");
+    std::fs::write(&path, config).unwrap();
+    path
+}
+
+#[test]
+fn expressions_exits_1_and_counts_invalid_urls_on_stderr() {
+    let all_valid = run(&["expressions", "http://a.b.c/1/2.html?param=1"]);
+    assert_eq!(all_valid.status.code(), Some(0));
+    assert!(text(&all_valid.stdout).contains("  a.b.c/1/2.html?param=1\t"));
+    assert!(all_valid.stderr.is_empty(), "{}", text(&all_valid.stderr));
+
+    let mixed = run(&["expressions", "http://", "http://a.b.c/1"]);
+    assert_eq!(mixed.status.code(), Some(1));
+    let stdout = text(&mixed.stdout);
+    assert!(stdout.contains("invalid http://: "), "{stdout}");
+    assert!(
+        stdout.contains("http://a.b.c/1\n") && stdout.contains("  a.b.c/\t"),
+        "{stdout}"
+    );
+    assert!(
+        text(&mixed.stderr).contains("1 of 2 URLs"),
+        "{}",
+        text(&mixed.stderr)
+    );
+
+    let none_valid = run(&["expressions", "http://", "mailto:x@y.example"]);
+    assert_eq!(none_valid.status.code(), Some(1));
+    assert!(
+        text(&none_valid.stderr).contains("2 of 2 URLs"),
+        "{}",
+        text(&none_valid.stderr)
+    );
+
+    let help = text(&run(&["expressions", "--help"]).stdout);
+    assert!(help.contains("exits 1"), "{help}");
+}
+
+#[test]
+fn build_summary_has_a_row_for_every_list_with_the_reason_it_was_not_published() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), true);
+    let out = run(&["build", "--config", config.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = text(&out.stdout);
+    let rows: Vec<&str> = stdout.lines().filter(|l| l.starts_with("| ")).collect();
+    let row = |name: &str| {
+        rows.iter()
+            .position(|l| l.starts_with(&format!("| {name} |")))
+            .unwrap_or_else(|| panic!("no row for {name}:\n{stdout}"))
+    };
+    assert!(rows[row("good")].starts_with("| good | yes | 5 |"), "{stdout}");
+    let empty = row("empty");
+    assert!(rows[empty].starts_with("| empty | no | 0 |"), "{stdout}");
+    assert!(
+        rows[empty + 1].starts_with("|   not published: refused: gate min_entries"),
+        "{stdout}"
+    );
+    let missing = row("missing");
+    assert!(rows[missing].starts_with("| missing | no | – |"), "{stdout}");
+    assert_eq!(rows[missing].matches('|').count(), 18, "{stdout}");
+    assert!(
+        rows[missing + 1].starts_with("|   not published: source: ")
+            && rows[missing + 1].contains("nope.txt"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn inspect_verifies_with_a_base64_or_hex_public_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), false);
+    let secret = [7u8; 32];
+    let key_path = dir.path().join("data/signing.key");
+    store::write_key_pair(&SigningKey::from_secret_bytes(secret), &key_path).unwrap();
+    let built = run(&["build", "--config", config.to_str().unwrap()]);
+    assert_eq!(built.status.code(), Some(0), "{}", text(&built.stderr));
+    let snapshot = std::fs::read_dir(dir.path().join("data/lists/good"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "snapshot"))
+        .unwrap();
+    let snapshot = snapshot.to_str().unwrap();
+
+    let base64 = std::fs::read_to_string(dir.path().join("data/public.key")).unwrap();
+    let public = ed25519_dalek::SigningKey::from_bytes(&secret)
+        .verifying_key()
+        .to_bytes();
+    let hex = hex::encode(public);
+    for key in [base64.trim(), &hex, &hex.to_uppercase()] {
+        let out = run(&["inspect", snapshot, "--key", key]);
+        assert_eq!(out.status.code(), Some(0), "{key}: {}", text(&out.stderr));
+        assert!(text(&out.stdout).contains("verification          ok"), "{key}");
+    }
+
+    // A well-formed key that did not sign it: the header, then FAILED.
+    let other = hex::encode(
+        ed25519_dalek::SigningKey::from_bytes(&[8; 32])
+            .verifying_key()
+            .to_bytes(),
+    );
+    let out = run(&["inspect", snapshot, "--key", &other]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stdout).contains("verification          FAILED"));
+
+    // Neither form: an error naming both, before anything is printed.
+    for bad in [&hex[..63], "not a key", &base64.trim()[..40]] {
+        let out = run(&["inspect", snapshot, "--key", bad]);
+        assert_eq!(out.status.code(), Some(1), "{bad}");
+        assert!(out.stdout.is_empty(), "{bad}: {}", text(&out.stdout));
+        let stderr = text(&out.stderr);
+        assert!(
+            stderr.contains("--key") && stderr.contains("base64") && stderr.contains("hex"),
+            "{bad}: {stderr}"
+        );
+    }
+}
