@@ -3,9 +3,9 @@
 //! A publisher signs every snapshot header with its [`SigningKey`]; an agent
 //! accepts a snapshot only if its header verifies under one of its
 //! [`TrustedKey`]s. Keys travel as base64 (standard alphabet, padded) of
-//! their 32 raw bytes. A key's [`KeyId`] — the first eight bytes of the
-//! SHA-256 of the public key — is written in the header so the reader knows
-//! which trusted key to try.
+//! their 32 raw bytes; a public key is also read as 64 hex digits. A key's
+//! [`KeyId`] — the first eight bytes of the SHA-256 of the public key — is
+//! written in the header so the reader knows which trusted key to try.
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
@@ -53,8 +53,42 @@ impl TrustedKey {
     /// [`KeyError`] when the text is not base64 of 32 bytes or not a valid
     /// Ed25519 point.
     pub fn from_base64(text: &str) -> Result<Self, KeyError> {
-        let bytes = decode_32(text)?;
-        let key = ed25519_dalek::VerifyingKey::from_bytes(&bytes)
+        Self::from_public_bytes(&decode_32(text)?)
+    }
+
+    /// Parses a public key given either as base64 (44 characters, as
+    /// `blocksieve-publisher keygen` prints it) or as 64 hex digits (either
+    /// case); surrounding whitespace is ignored. Text of 64 hex digits is
+    /// read as hex, anything else as base64.
+    ///
+    /// # Errors
+    ///
+    /// [`KeyError`] when the text is neither form of 32 bytes, or not a
+    /// valid Ed25519 point.
+    pub fn from_base64_or_hex(text: &str) -> Result<Self, KeyError> {
+        let text = text.trim();
+        if text.len() == 64 && text.bytes().all(|b| b.is_ascii_hexdigit()) {
+            let mut bytes = [0u8; 32];
+            hex::decode_to_slice(text, &mut bytes).map_err(|e| KeyError::new(format!("not hex: {e}")))?;
+            return Self::from_public_bytes(&bytes);
+        }
+        let bytes = STANDARD.decode(text).map_err(|_| {
+            KeyError::new(format!(
+                "expected base64 of 32 bytes (44 characters) or 64 hex digits, got {} characters that are neither",
+                text.chars().count()
+            ))
+        })?;
+        let bytes = <[u8; 32]>::try_from(bytes.as_slice()).map_err(|_| {
+            KeyError::new(format!(
+                "expected 32 bytes (44 base64 characters or 64 hex digits), got {} bytes of base64",
+                bytes.len()
+            ))
+        })?;
+        Self::from_public_bytes(&bytes)
+    }
+
+    fn from_public_bytes(bytes: &[u8; 32]) -> Result<Self, KeyError> {
+        let key = ed25519_dalek::VerifyingKey::from_bytes(bytes)
             .map_err(|_| KeyError::new("not a valid Ed25519 public key"))?;
         if key.is_weak() {
             return Err(KeyError::new("weak (small-order) Ed25519 public key"));
@@ -131,5 +165,49 @@ impl SigningKey {
 
     pub(crate) fn sign(&self, message: &[u8]) -> [u8; 64] {
         self.key.sign(message).to_bytes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn public_keys_parse_from_base64_or_hex() {
+        let key = SigningKey::from_secret_bytes([7; 32]);
+        let public = key.public_key();
+        let base64 = public.to_base64();
+        let hex = hex::encode(public.key.as_bytes());
+        assert_eq!(hex.len(), 64);
+        for text in [
+            base64.clone(),
+            format!(" {base64}\n"),
+            hex.clone(),
+            hex.to_uppercase(),
+            format!("{hex}\n"),
+        ] {
+            assert_eq!(
+                TrustedKey::from_base64_or_hex(&text).as_ref(),
+                Ok(public),
+                "{text:?}"
+            );
+        }
+        for bad in [
+            "",
+            "not a key",
+            &hex[..62],
+            &format!("{hex}00"),
+            &hex.replacen(|c: char| c.is_ascii_digit(), "g", 1),
+            &base64[..40],
+        ] {
+            let err = TrustedKey::from_base64_or_hex(bad).map(|k| k.to_base64());
+            let Err(err) = err else {
+                panic!("{bad:?} parsed as {err:?}");
+            };
+            let text = err.to_string();
+            assert!(text.contains("base64") && text.contains("hex"), "{bad:?}: {text}");
+        }
+        // The base64 reader stays as strict as before.
+        assert!(TrustedKey::from_base64(&hex).is_err());
     }
 }
