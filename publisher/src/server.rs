@@ -388,13 +388,7 @@ async fn versioned_snapshot(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let slot = state.list(&name).ok_or_else(|| unknown_list(&name))?;
-    let version: u64 = version.parse().map_err(|_| {
-        ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "bad_version",
-            format!("snapshot version {:?} is not a decimal number", shown(&version)),
-        )
-    })?;
+    let version = parse_version(&version)?;
     // Serve the current snapshot from memory; older kept ones from disk.
     let bytes = match slot.current.load_full() {
         Some(p) if p.header.version == version => p.snapshot.clone(),
@@ -437,6 +431,29 @@ async fn versioned_snapshot(
         Body::from(bytes),
     )
         .into_response())
+}
+
+/// Parses a snapshot version sent by a client in its canonical decimal
+/// form only: ASCII digits, no sign, no leading zero (except `0` itself),
+/// at most `u64::MAX`. Each version thus has exactly one URL.
+///
+/// # Errors
+///
+/// `400 bad_version` otherwise.
+fn parse_version(text: &str) -> Result<u64, ApiError> {
+    let canonical = !text.is_empty()
+        && text.bytes().all(|b| b.is_ascii_digit())
+        && (text == "0" || !text.starts_with('0'));
+    canonical.then(|| text.parse().ok()).flatten().ok_or_else(|| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "bad_version",
+            format!(
+                "snapshot version {:?}: expected a decimal number without sign or leading zeros",
+                shown(text)
+            ),
+        )
+    })
 }
 
 /// Parses a hash prefix sent by a client: 2 to 8 lowercase hex digits.
@@ -622,6 +639,30 @@ mod tests {
         assert!(!if_none_match_matches(&h, "\"c\""));
         h.insert(header::IF_NONE_MATCH, HeaderValue::from_static("*"));
         assert!(if_none_match_matches(&h, "\"c\""));
+    }
+
+    #[test]
+    fn versions_parse_only_in_canonical_decimal_form() {
+        assert_eq!(parse_version("0").ok(), Some(0));
+        assert_eq!(parse_version("1796000811").ok(), Some(1_796_000_811));
+        assert_eq!(parse_version("18446744073709551615").ok(), Some(u64::MAX));
+        for bad in [
+            "",
+            "01",
+            "00",
+            "0001796000811",
+            "+1796000811",
+            "-1",
+            " 1",
+            "1 ",
+            "1_000",
+            "0x10",
+            "１",
+            "18446744073709551616",
+        ] {
+            let err = parse_version(bad).map_err(|e| (e.status().as_u16(), e.code()));
+            assert_eq!(err, Err((400, "bad_version")), "{bad:?}");
+        }
     }
 
     fn search_error(body: &[u8], max: usize) -> (u16, &'static str) {

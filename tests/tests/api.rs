@@ -116,3 +116,44 @@ async fn bad_requests_get_json_errors_and_the_server_stays_up() {
     assert_eq!(r.status(), 200);
     server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn versioned_snapshot_answers_only_the_canonical_version() {
+    let (server, _dir) = start().await;
+    let client = reqwest::Client::new();
+    let base = server.base_url();
+    let latest = client
+        .get(format!("{base}/v1/lists/phishing/snapshot"))
+        .send()
+        .await
+        .unwrap();
+    let location = latest.headers()["content-location"].to_str().unwrap().to_owned();
+    let version = location.rsplit('/').next().unwrap().to_owned();
+    assert!(version.parse::<u64>().is_ok(), "{location}");
+    let ok = client.get(format!("{base}{location}")).send().await.unwrap();
+    assert_eq!(ok.status(), 200, "{location}");
+    assert_eq!(ok.bytes().await.unwrap(), latest.bytes().await.unwrap());
+    for alias in [
+        format!("0{version}"),
+        format!("000{version}"),
+        format!("+{version}"),
+        format!("%2B{version}"),
+        "00".to_owned(),
+    ] {
+        let path = format!("/v1/lists/phishing/snapshots/{alias}");
+        let r = client.get(format!("{base}{path}")).send().await.unwrap();
+        assert_eq!(r.status(), 400, "{path}");
+        let body: ErrorResponse = r.json().await.unwrap();
+        assert_eq!(body.error.code, "bad_version", "{path}");
+    }
+    // A canonical number that names no kept snapshot is a 404.
+    let r = client
+        .get(format!("{base}/v1/lists/phishing/snapshots/0"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+    let body: ErrorResponse = r.json().await.unwrap();
+    assert_eq!(body.error.code, "unknown_version");
+    server.stop().await;
+}

@@ -144,7 +144,8 @@ fn cases() -> Vec<Case> {
             404,
             "unknown_list",
         ),
-        // Versions are u64, formatted back into a file name.
+        // Versions are u64 in canonical decimal, formatted back into a
+        // file name.
         get(
             "traversal as version",
             "/v1/lists/phishing/snapshots/..%2F..%2F..%2Fcanary",
@@ -175,9 +176,23 @@ fn cases() -> Vec<Case> {
             400,
             "bad_version",
         ),
+        // Only the canonical decimal form names a version: no sign, no
+        // leading zeros.
+        get(
+            "leading zeros version",
+            "/v1/lists/phishing/snapshots/00000000000000000001",
+            400,
+            "bad_version",
+        ),
+        get(
+            "plus-signed version",
+            "/v1/lists/phishing/snapshots/+1",
+            400,
+            "bad_version",
+        ),
         get(
             "unknown version",
-            "/v1/lists/phishing/snapshots/00000000000000000001",
+            "/v1/lists/phishing/snapshots/1",
             404,
             "unknown_version",
         ),
