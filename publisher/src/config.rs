@@ -124,15 +124,63 @@ pub enum LogFormat {
     Json,
 }
 
-/// Which filter a list is built with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(untagged)]
+/// Which filter a list is built with. Read from one string: a
+/// [`FilterKind`] name or `auto`; any other value is an error that lists
+/// the valid ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FilterChoice {
     /// A fixed kind: `binary_fuse8`, `binary_fuse16`, `binary_fuse32`, `bloom`.
     Kind(FilterKind),
     /// `auto`: the smallest binary fuse kind whose expected full-hash
     /// requests per 1,000 URL checks stay under the list's target.
     Auto(AutoFilter),
+}
+
+impl FilterChoice {
+    /// The valid values, as written in the configuration: every filter
+    /// kind, then `auto`.
+    fn names() -> impl Iterator<Item = &'static str> {
+        FilterKind::ALL.into_iter().map(FilterKind::name).chain(["auto"])
+    }
+
+    /// The choice named `name`, if any.
+    fn from_name(name: &str) -> Option<Self> {
+        if name == "auto" {
+            return Some(Self::Auto(AutoFilter::Auto));
+        }
+        FilterKind::ALL
+            .into_iter()
+            .find(|k| k.name() == name)
+            .map(Self::Kind)
+    }
+}
+
+impl<'de> Deserialize<'de> for FilterChoice {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = FilterChoice;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(f, "one of {}", valid_filters())
+            }
+
+            fn visit_str<E: serde::de::Error>(self, value: &str) -> Result<FilterChoice, E> {
+                FilterChoice::from_name(value).ok_or_else(|| {
+                    E::custom(format!(
+                        "unknown filter {value:?}, expected one of {}",
+                        valid_filters()
+                    ))
+                })
+            }
+        }
+        deserializer.deserialize_str(Visitor)
+    }
+}
+
+/// `binary_fuse8, binary_fuse16, …, auto`: the valid `filter` values.
+fn valid_filters() -> String {
+    FilterChoice::names().collect::<Vec<_>>().join(", ")
 }
 
 /// The word `auto`.
@@ -695,8 +743,31 @@ mod tests {
             "{err}"
         );
 
-        let bad = text.replace("filter = \"bloom\"", "filter = \"cuckoo\"");
-        assert!(toml::from_str::<Config>(&bad).is_err());
+        let valid = ["binary_fuse8", "binary_fuse16", "binary_fuse32", "bloom", "auto"];
+        for (value, shown) in [
+            ("\"cuckoo\"", "\"cuckoo\""),
+            ("8", "8"),
+            ("\"Bloom\"", "\"Bloom\""),
+        ] {
+            let bad = text.replace("filter = \"bloom\"", &format!("filter = {value}"));
+            let err = toml::from_str::<Config>(&bad).unwrap_err().to_string();
+            assert!(err.contains("filter") && err.contains(shown), "{err}");
+            for name in valid {
+                assert!(err.contains(name), "{name} missing from: {err}");
+            }
+        }
+        let choices = [
+            FilterChoice::Kind(FilterKind::BinaryFuse8),
+            FilterChoice::Kind(FilterKind::BinaryFuse16),
+            FilterChoice::Kind(FilterKind::BinaryFuse32),
+            FilterChoice::Kind(FilterKind::Bloom),
+            FilterChoice::Auto(AutoFilter::Auto),
+        ];
+        for (name, choice) in valid.into_iter().zip(choices) {
+            let good = text.replace("filter = \"bloom\"", &format!("filter = \"{name}\""));
+            let c: Config = toml::from_str(&good).unwrap();
+            assert_eq!(c.lists[1].filter, choice, "{name}");
+        }
 
         let bad = text.replace("padding = 8", "padding = 8\nschedule = \"0 */30 * * * foo\"");
         let err = toml::from_str::<Config>(&bad)
