@@ -143,7 +143,7 @@ mod tests {
     }
 
     fn prefix(e: &str) -> RequestPrefix {
-        match RequestPrefix::of(&FullHash::of(e.as_bytes()), 16) {
+        match crate::core::prefix::request_prefix(&FullHash::of(e.as_bytes()), 16) {
             Some(p) => p,
             None => panic!(),
         }
@@ -205,7 +205,10 @@ mod tests {
     fn the_key_includes_the_prefix_length() {
         let mut c = FullHashCache::new(10);
         let h = FullHash::of(b"a/");
-        let (Some(p16), Some(p32)) = (RequestPrefix::of(&h, 16), RequestPrefix::of(&h, 32)) else {
+        let (Some(p16), Some(p32)) = (
+            crate::core::prefix::request_prefix(&h, 16),
+            crate::core::prefix::request_prefix(&h, 32),
+        ) else {
             panic!()
         };
         c.insert(p16, vec![], Duration::from_secs(300), t(0));

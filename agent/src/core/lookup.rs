@@ -16,7 +16,7 @@ use blocksieve_format::{CanonicalUrl, FullHash, HashPrefix, canonicalize};
 use crate::Error;
 use crate::core::accept::AcceptedSnapshot;
 use crate::core::cache::ListedHash;
-use crate::core::prefix::RequestPrefix;
+use crate::core::prefix::{RequestPrefix, request_prefix};
 
 /// The expressions of one URL with their full hashes, each computed once, in
 /// the order of [`CanonicalUrl::expressions`](blocksieve_format::CanonicalUrl::expressions)
@@ -139,7 +139,7 @@ impl LocalLookup {
             .filter(|h| h.full_hash == *hash)
             .map(|h| h.request_prefix_bits)
             .min()?;
-        RequestPrefix::of(hash, bits)
+        request_prefix(hash, bits)
     }
 
     /// The distinct request prefixes to confirm every hit, sorted.
@@ -378,7 +378,7 @@ mod tests {
     }
 
     fn rp(e: &str, bits: u8) -> RequestPrefix {
-        match RequestPrefix::of(&FullHash::of(e.as_bytes()), bits) {
+        match request_prefix(&FullHash::of(e.as_bytes()), bits) {
             Some(p) => p,
             None => panic!(),
         }

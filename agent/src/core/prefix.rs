@@ -21,9 +21,9 @@
 //! publisher's limit); [`plan_requests`] splits larger sets.
 
 use std::collections::{BTreeSet, HashMap};
-use std::fmt;
 
 use blocksieve_format::FullHash;
+pub use blocksieve_format::RequestPrefix;
 use blocksieve_format::api::FullHashMatch;
 use rand::Rng;
 use rand::seq::SliceRandom;
@@ -33,84 +33,32 @@ use crate::core::cache::ListedHash;
 /// The most prefixes in one `POST /v1/hashes:search`, noise included.
 pub const MAX_PREFIXES_PER_REQUEST: usize = 1_000;
 
-/// The leading `bits` bits of a full hash (8 to 32, a multiple of 4), as sent
-/// to the full-hash endpoint: `bits / 4` lowercase hex digits.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct RequestPrefix {
-    /// The prefix bits, left-aligned: the low `32 - bits` bits are zero.
-    value: u32,
-    /// The prefix length in bits.
-    bits: u8,
+/// The shortest request prefix, in bits (FORMAT.md `request_prefix_bits`).
+pub const MIN_PREFIX_BITS: u8 = 8;
+/// The longest request prefix, in bits.
+pub const MAX_PREFIX_BITS: u8 = 32;
+
+fn valid_bits(bits: u8) -> bool {
+    (MIN_PREFIX_BITS..=MAX_PREFIX_BITS).contains(&bits) && bits % 4 == 0
 }
 
-impl RequestPrefix {
-    /// The shortest request prefix, in bits (FORMAT.md `request_prefix_bits`).
-    pub const MIN_BITS: u8 = 8;
-    /// The longest request prefix, in bits.
-    pub const MAX_BITS: u8 = 32;
-
-    fn valid_bits(bits: u8) -> bool {
-        (Self::MIN_BITS..=Self::MAX_BITS).contains(&bits) && bits % 4 == 0
-    }
-
-    fn mask(bits: u8) -> u32 {
-        u32::MAX.checked_shl(32 - u32::from(bits)).unwrap_or(0)
-    }
-
-    /// The first `bits` bits of `hash`; `None` unless `bits` is 8..=32 and a
-    /// multiple of 4.
-    pub fn of(hash: &FullHash, bits: u8) -> Option<Self> {
-        Self::valid_bits(bits).then(|| Self {
-            value: hash.prefix().0 & Self::mask(bits),
-            bits,
-        })
-    }
-
-    /// A uniformly random prefix of `bits` bits (a noise prefix); `None` for
-    /// an invalid length.
-    pub fn random(bits: u8, rng: &mut impl Rng) -> Option<Self> {
-        Self::valid_bits(bits).then(|| Self {
-            value: rng.r#gen::<u32>() & Self::mask(bits),
-            bits,
-        })
-    }
-
-    /// Parses 2 to 8 lowercase hex digits, as the publisher echoes them.
-    pub fn parse(text: &str) -> Option<Self> {
-        let bits = u8::try_from(text.len()).ok()?.checked_mul(4)?;
-        if !Self::valid_bits(bits) || !text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
-            return None;
-        }
-        let value = u32::from_str_radix(text, 16).ok()?;
-        Some(Self {
-            value: value.checked_shl(32 - u32::from(bits)).unwrap_or(0),
-            bits,
-        })
-    }
-
-    /// The prefix length in bits.
-    pub fn bits(self) -> u8 {
-        self.bits
-    }
-
-    /// Whether `hash` starts with this prefix.
-    pub fn matches(self, hash: &FullHash) -> bool {
-        hash.prefix().0 & Self::mask(self.bits) == self.value
-    }
+/// The first `bits` bits of `hash`; `None` unless `bits` is 8..=32 and a
+/// multiple of 4. ([`RequestPrefix::of`] would round any other length to
+/// a valid one; the agent sends exactly the length a list advertises, or
+/// nothing.)
+pub fn request_prefix(hash: &FullHash, bits: u8) -> Option<RequestPrefix> {
+    valid_bits(bits).then(|| RequestPrefix::of(hash, bits))
 }
 
-impl fmt::Display for RequestPrefix {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let digits = usize::from(self.bits / 4);
-        let full = format!("{:08x}", self.value);
-        f.write_str(full.get(..digits).unwrap_or(&full))
+/// A uniformly random prefix of `bits` bits (a noise prefix); `None` for
+/// an invalid length. Draws one `u32` from `rng`.
+pub fn random_prefix(bits: u8, rng: &mut impl Rng) -> Option<RequestPrefix> {
+    if !valid_bits(bits) {
+        return None;
     }
-}
-
-impl fmt::Debug for RequestPrefix {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "RequestPrefix({self})")
-    }
+    let mut hash = [0u8; FullHash::LEN];
+    hash[..4].copy_from_slice(&rng.r#gen::<u32>().to_be_bytes());
+    request_prefix(&FullHash(hash), bits)
 }
 
 /// One planned full-hash request.
@@ -147,8 +95,8 @@ pub fn plan_requests(real: &[RequestPrefix], noise: usize, rng: &mut impl Rng) -
                 // A few tries per noise prefix: only a crowded 8-bit space
                 // can make them all collide.
                 for _ in 0..16 {
-                    let bits = chunk.choose(rng).map_or(RequestPrefix::MAX_BITS, |p| p.bits);
-                    if let Some(p) = RequestPrefix::random(bits, rng) {
+                    let bits = chunk.choose(rng).map_or(MAX_PREFIX_BITS, |p| p.bits());
+                    if let Some(p) = random_prefix(bits, rng) {
                         if taken.insert(p) {
                             prefixes.push(p);
                             break;
@@ -193,7 +141,7 @@ pub fn sort_answers<'a>(
     let asked: BTreeSet<RequestPrefix> = real.iter().copied().collect();
     let mut answers = Answers::default();
     for (text, matches) in results {
-        let Some(prefix) = RequestPrefix::parse(text) else {
+        let Ok(prefix) = text.parse::<RequestPrefix>() else {
             continue;
         };
         if !asked.contains(&prefix) {
@@ -230,7 +178,7 @@ mod tests {
     use super::*;
 
     fn rp(hash: &FullHash, bits: u8) -> RequestPrefix {
-        match RequestPrefix::of(hash, bits) {
+        match request_prefix(hash, bits) {
             Some(p) => p,
             None => panic!("bits {bits}"),
         }
@@ -245,15 +193,44 @@ mod tests {
         assert_eq!(rp(&h, 12).to_string(), "af3");
         for bits in [8, 12, 16, 20, 24, 28, 32] {
             let p = rp(&h, bits);
-            assert_eq!(RequestPrefix::parse(&p.to_string()), Some(p));
+            assert_eq!(p.to_string().parse::<RequestPrefix>(), Ok(p));
             assert!(p.matches(&h));
         }
         assert!(!rp(&FullHash::of(b"bar.com/"), 16).matches(&h));
         for bad in ["", "a", "AF30", "af30010e0", "zz", "af 3"] {
-            assert_eq!(RequestPrefix::parse(bad), None, "{bad:?}");
+            assert!(bad.parse::<RequestPrefix>().is_err(), "{bad:?}");
         }
         for bits in [0, 4, 6, 33, 36] {
-            assert_eq!(RequestPrefix::of(&h, bits), None);
+            assert_eq!(request_prefix(&h, bits), None);
+        }
+    }
+
+    #[test]
+    fn prefixes_are_the_ones_the_publisher_parses() {
+        let h = FullHash::of(b"foo.com/");
+        for bits in [8, 12, 16, 20, 24, 28, 32] {
+            let sent = rp(&h, bits);
+            let parsed: blocksieve_format::RequestPrefix = match sent.to_string().parse() {
+                Ok(p) => p,
+                Err(e) => panic!("{sent}: {e}"),
+            };
+            assert_eq!(parsed, sent);
+            assert_eq!(blocksieve_format::RequestPrefix::of(&h, bits), sent);
+        }
+    }
+
+    #[test]
+    fn noise_prefixes_take_one_u32_from_the_rng() {
+        let mut rng = StdRng::seed_from_u64(4);
+        let mut same = StdRng::seed_from_u64(4);
+        for bits in [8, 12, 16, 20, 24, 28, 32] {
+            let p = random_prefix(bits, &mut rng);
+            let mut h = [0u8; 32];
+            h[..4].copy_from_slice(&same.r#gen::<u32>().to_be_bytes());
+            assert_eq!(p, Some(rp(&FullHash(h), bits)));
+        }
+        for bits in [0, 4, 6, 33, 36] {
+            assert_eq!(random_prefix(bits, &mut rng), None);
         }
     }
 
