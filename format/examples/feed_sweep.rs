@@ -20,10 +20,13 @@
 //!
 //! Each entry goes through [`canonicalize`], [`CanonicalUrl::expressions`] and
 //! [`Expression::full_hash`], and through the fuzz target's invariant checks
-//! (`blocksieve_format::fuzzing::check_invariants`: printable escaped output,
-//! idempotence, expressions that are host suffixes × path prefixes). A panic
+//! (`blocksieve_format::fuzzing::check_invariants`: the same result as the
+//! canonicalization steps taken one by one, printable escaped output,
+//! idempotence, exactly the expressions of the v4 definition). A panic
 //! anywhere aborts the sweep; an invariant violation is counted and the first
-//! few are printed. The exit code is 1 when any invariant failed.
+//! few are printed. The exit code is 1 when any invariant failed. The
+//! "common case" column counts the entries that `canonicalize` took in its
+//! one-pass common case rather than step by step.
 //!
 //! [`CanonicalUrl::expressions`]: blocksieve_format::CanonicalUrl::expressions
 //! [`Expression::full_hash`]: blocksieve_format::Expression::full_hash
@@ -64,6 +67,8 @@ struct Sweep {
     valid: u64,
     /// Expressions generated (and hashed) from the valid entries.
     expressions: u64,
+    /// Entries `canonicalize` took in its one-pass common case.
+    common_case: u64,
     /// Invalid entries by [`CanonError`] variant.
     invalid: BTreeMap<&'static str, u64>,
     /// The first few invalid entries with their reason, for the report.
@@ -77,6 +82,7 @@ struct Sweep {
 impl Sweep {
     fn entry(&mut self, entry: &[u8]) {
         self.entries += 1;
+        self.common_case += u64::from(blocksieve_format::fuzzing::takes_common_case(entry));
         match canonicalize(entry) {
             Ok(url) => {
                 self.valid += 1;
@@ -226,13 +232,14 @@ fn main() -> ExitCode {
         "RelativeUrl",
         "EmptyHost",
         "InvalidIpv6",
+        "DelimiterInHost",
         "Other",
     ];
     println!(
-        "| file | lines | entries | valid | invalid | {} | expressions | invariant violations | seconds |",
+        "| file | lines | entries | valid | invalid | {} | expressions | common case | invariant violations | seconds |",
         reasons.join(" | ")
     );
-    println!("|---|{}", "---:|".repeat(7 + reasons.len()));
+    println!("|---|{}", "---:|".repeat(8 + reasons.len()));
     let mut failed = false;
     for path in &files {
         let name = path
@@ -257,12 +264,13 @@ fn main() -> ExitCode {
             .map(|r| s.invalid.get(r).copied().unwrap_or(0).to_string())
             .collect();
         println!(
-            "| {name} | {} | {} | {} | {invalid} | {} | {} | {} | {:.1} |",
+            "| {name} | {} | {} | {} | {invalid} | {} | {} | {} | {} | {:.1} |",
             s.lines,
             s.entries,
             s.valid,
             by_reason.join(" | "),
             s.expressions,
+            s.common_case,
             s.violations,
             started.elapsed().as_secs_f64()
         );

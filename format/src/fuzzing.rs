@@ -18,8 +18,10 @@ pub fn check_canonicalize(data: &[u8]) {
     }
 }
 
-/// Canonicalizes `data`; an error is fine (nothing to look up), a URL must
-/// satisfy:
+/// Canonicalizes `data`, and gets the same result, URL or error, by the
+/// steps of the module docs taken one by one (the one-pass common case must
+/// never differ from them). An error is fine (nothing to look up); a URL
+/// must satisfy:
 ///
 /// 1. the canonical string is printable ASCII (`0x21..=0x7e`), `#` never
 ///    appears and `%` only starts an escape with two uppercase hex digits;
@@ -32,13 +34,22 @@ pub fn check_canonicalize(data: &[u8]) {
 ///    each host is the canonical host or a dot-suffix of it with at least two
 ///    labels (IP hosts: only the host itself), each path is a prefix of the
 ///    path with query, ending at `/`, at the end of the path, or at the end of
-///    the query, and each full hash is the SHA-256 of host followed by path.
+///    the query, and each full hash is the SHA-256 of host followed by path;
+///    they are exactly the expressions of the v4 definition, in order, and
+///    [`CanonicalUrl::full_hashes_into`] gives their full hashes.
 ///
 /// # Errors
 ///
 /// A description of the first invariant that does not hold.
 pub fn check_invariants(data: &[u8]) -> Result<(), String> {
-    let Ok(url) = canonicalize(data) else {
+    let result = canonicalize(data);
+    let by_steps = crate::canon::canonicalize_by_steps(data);
+    if result != by_steps {
+        return Err(format!(
+            "canonicalize gives {result:?}, the steps one by one {by_steps:?}"
+        ));
+    }
+    let Ok(url) = result else {
         return Ok(());
     };
     check_url(&url)
@@ -94,6 +105,20 @@ fn check_expressions(url: &CanonicalUrl) -> Result<(), String> {
     if exprs.is_empty() || exprs.len() > MAX_EXPRESSIONS || exprs.len() != url.expressions().len() {
         return Err(format!("{} expressions for {url}", exprs.len()));
     }
+    let mut hashes = Vec::new();
+    url.full_hashes_into(&mut hashes);
+    if hashes != exprs.iter().map(|e| e.full_hash()).collect::<Vec<_>>() {
+        return Err(format!(
+            "full_hashes_into differs from the expressions' hashes for {url}"
+        ));
+    }
+    let listed: Vec<String> = exprs.iter().map(|e| e.to_string()).collect();
+    let expected = expressions_by_definition(url);
+    if listed != expected {
+        return Err(format!(
+            "expressions {listed:?} of {url}, by definition {expected:?}"
+        ));
+    }
     let most_specific = if url.query().is_some_and(|q| !q.is_empty()) {
         pq
     } else {
@@ -126,6 +151,46 @@ fn check_expressions(url: &CanonicalUrl) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Whether [`canonicalize`] takes its one-pass common case for `data`.
+pub fn takes_common_case(data: &[u8]) -> bool {
+    crate::canon::takes_common_case(data)
+}
+
+/// The expressions of `url` straight from the v4 "Suffix/Prefix
+/// Expressions" text, string by string, in the iterator's order: the exact
+/// host, then the suffixes of the last five labels from longest to
+/// shortest (two labels at least, none for IP hosts); for each, the path
+/// with a non-empty query, the path, then the prefixes up to each of the
+/// first four slashes.
+fn expressions_by_definition(url: &CanonicalUrl) -> Vec<String> {
+    let host = url.host();
+    let mut hosts = vec![host.to_owned()];
+    if url.host_kind() == HostKind::Domain {
+        let labels: Vec<&str> = host.split('.').collect();
+        for k in (2..=labels.len().min(5)).rev() {
+            let suffix = labels[labels.len() - k..].join(".");
+            if suffix != host {
+                hosts.push(suffix);
+            }
+        }
+    }
+    let path = url.path();
+    let mut paths = Vec::new();
+    if url.query().is_some_and(|q| !q.is_empty()) {
+        paths.push(url.path_and_query().to_owned());
+    }
+    paths.push(path.to_owned());
+    for (i, _) in path.match_indices('/').take(4) {
+        if i + 1 != path.len() {
+            paths.push(path[..=i].to_owned());
+        }
+    }
+    hosts
+        .iter()
+        .flat_map(|h| paths.iter().map(move |p| format!("{h}{p}")))
+        .collect()
 }
 
 #[cfg(test)]

@@ -24,6 +24,7 @@ pub mod fuzzing;
 mod hash;
 mod keys;
 mod reader;
+mod scan;
 mod snapshot;
 
 pub use canon::{

@@ -313,3 +313,61 @@ fn canonical_form_can_outgrow_the_length_limit() {
     assert!(url.as_str().len() > MAX_URL_BYTES);
     assert!(canonicalize(url.as_str()).is_err());
 }
+
+/// A URL whose interesting bytes land on either side of the 64-byte blocks
+/// that the one-pass common case of `canonicalize` reads: a host and a path
+/// padded to lengths around 64 and 128, then host and path pieces.
+fn across_blocks() -> impl Strategy<Value = String> {
+    (
+        prop::sample::select(vec!["http://", "https://", ""]),
+        0usize..70,
+        prop::collection::vec(host_piece(), 0..3).prop_map(concat),
+        prop::collection::vec(re("[a-z0-9.]{1,3}"), 0..4).prop_map(concat),
+        0usize..140,
+        prop::collection::vec(path_piece(), 0..6).prop_map(concat),
+        prop::collection::vec(path_piece(), 0..6).prop_map(concat),
+    )
+        .prop_map(|(scheme, host_pad, host, tld, path_pad, path, tail)| {
+            let mut s = scheme.to_owned();
+            s.push_str(&"h".repeat(host_pad));
+            s.push_str(&host);
+            s.push_str(&tld);
+            s.push('/');
+            s.push_str(&"p".repeat(path_pad));
+            s.push_str(&path);
+            s.push_str(&tail);
+            s
+        })
+}
+
+proptest! {
+    #![proptest_config(config(4000))]
+
+    /// 6. The one-pass common case gives what the steps give one by one
+    /// (checked inside `check_invariants`), wherever a block boundary falls.
+    #[test]
+    fn common_case_agrees_with_the_steps_across_blocks(input in across_blocks()) {
+        check(input.as_bytes())?;
+    }
+}
+
+/// 6 on real URLs: the 10,000 feed lines of the canonicalization benchmark
+/// (`benches/data/urls-10k.txt`). Nearly all take the common case; the bound
+/// keeps it so (a change that sent them through the steps would halve the
+/// speed of the agent's lookups without failing anything else).
+#[test]
+fn common_case_agrees_with_the_steps_on_feed_urls() {
+    let urls = include_str!("../benches/data/urls-10k.txt");
+    let mut common = 0;
+    for line in urls.lines() {
+        if let Err(broken) = check_invariants(line.as_bytes()) {
+            panic!("{broken}\ninput: {line:?}");
+        }
+        common += usize::from(blocksieve_format::fuzzing::takes_common_case(line.as_bytes()));
+    }
+    assert_eq!(urls.lines().count(), 10_000);
+    assert!(
+        common >= 9_900,
+        "{common} of 10,000 feed URLs took the common case"
+    );
+}

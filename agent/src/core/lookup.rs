@@ -41,7 +41,8 @@ impl UrlHashes {
     /// [`Error::InvalidUrl`] when the URL names no host.
     pub fn of(url: &str) -> Result<Self, Error> {
         let canonical = canonicalize(url).map_err(|reason| Error::InvalidUrl { reason })?;
-        let hashes = canonical.expressions().map(|e| e.full_hash()).collect();
+        let mut hashes = Vec::new();
+        canonical.full_hashes_into(&mut hashes);
         Ok(Self { canonical, hashes })
     }
 
