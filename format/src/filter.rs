@@ -93,7 +93,8 @@ impl std::str::FromStr for FilterKind {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
         Self::ALL.into_iter().find(|k| k.name() == s).ok_or_else(|| {
-            format!("unknown filter kind {s:?} (expected one of binary_fuse8, binary_fuse16, binary_fuse32)")
+            let names: Vec<&str> = Self::ALL.iter().map(|k| k.name()).collect();
+            format!("unknown filter kind {s:?} (expected one of {})", names.join(", "))
         })
     }
 }
@@ -606,6 +607,17 @@ pub(crate) const BODY_HEADER_LEN: usize = 24;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn filter_kinds_parse_by_name_and_a_bad_name_lists_them_all() {
+        for kind in FilterKind::ALL {
+            assert_eq!(kind.name().parse::<FilterKind>(), Ok(kind));
+        }
+        let err = "cuckoo".parse::<FilterKind>().unwrap_err();
+        for kind in FilterKind::ALL {
+            assert!(err.contains(kind.name()), "{err}");
+        }
+    }
 
     fn keys(n: u64, step: u64) -> Vec<u64> {
         (0..n).map(|i| i * step + 7).collect()
