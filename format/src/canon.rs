@@ -433,14 +433,36 @@ impl CanonicalUrl {
     /// assert_eq!(hashes, one_by_one);
     /// ```
     pub fn full_hashes_into(&self, out: &mut Vec<crate::FullHash>) {
-        let all = self.expressions();
+        let layout = &self.layout;
+        // Where each expression starts (its host suffix) and ends (its path
+        // prefix) in the serialization, in the order of `expressions`.
+        let mut starts = [self.host_start; 5];
+        let suffixes = usize::from(layout.suffix_count);
+        for (start, &suffix) in starts[1..].iter_mut().zip(&layout.suffixes[..suffixes]) {
+            *start = suffix as usize;
+        }
+        let mut ends = [self.path_end; 6];
+        let mut path_count = 1;
+        if self.serialization.len() > self.path_end + 1 {
+            // A non-empty query: the most specific expression keeps it.
+            ends[0] = self.serialization.len();
+            ends[1] = self.path_end;
+            path_count = 2;
+        }
+        for (end, &dir) in ends[path_count..]
+            .iter_mut()
+            .zip(&layout.dirs[..usize::from(layout.dir_count)])
+        {
+            *end = dir as usize;
+            path_count += 1;
+        }
         let mut texts = [""; MAX_EXPRESSIONS];
         let mut slots = texts.iter_mut();
         let mut count = 0;
-        for (host, from_host) in all.hosts.iter().zip(&all.from_hosts).take(all.host_count) {
-            for path in &all.paths[..all.path_count] {
-                if let Some(slot) = slots.next() {
-                    *slot = &from_host[..host.len() + path.len()];
+        for &start in &starts[..1 + suffixes] {
+            for &end in &ends[..path_count] {
+                if let (Some(slot), Some(text)) = (slots.next(), self.serialization.get(start..end)) {
+                    *slot = text;
                     count += 1;
                 }
             }
@@ -715,7 +737,8 @@ fn canonicalize_common(input: &[u8]) -> Option<CanonicalUrl> {
     let mut first_block_dots = 0;
     let mut slashes = [usize::MAX; 4];
     let mut slash_count = 0;
-    for base in (0..input.len()).step_by(scan::BLOCK) {
+    let mut base = 0;
+    while base < input.len() {
         let mut m = scan::classify(input, base);
         let hashes = if m.special != 0 {
             scan::find(input, base, b'#')
@@ -732,10 +755,14 @@ fn canonicalize_common(input: &[u8]) -> Option<CanonicalUrl> {
             m.query &= before;
             m.host_work &= before;
         }
-        if base == 0 {
+        let after_scheme = if base == 0 {
             // The "//" of the scheme.
-            m.slash &= !scan::below(0, host_start);
-        }
+            let after = !scan::below(0, host_start);
+            m.slash &= after;
+            after
+        } else {
+            u64::MAX
+        };
         if host_end == usize::MAX {
             let ends = m.slash | m.query;
             if ends != 0 {
@@ -745,7 +772,9 @@ fn canonicalize_common(input: &[u8]) -> Option<CanonicalUrl> {
         if query == usize::MAX && m.query != 0 {
             query = base + m.query.trailing_zeros() as usize;
         }
-        let authority = scan::below(base, host_end.min(fragment)) & !scan::below(base, host_start);
+        // Every mask is cut at the fragment already.
+        let before_host_end = scan::below(base, host_end);
+        let authority = before_host_end & after_scheme;
         let dots = m.dot & authority;
         if m.special & authority != 0 || dots & (dots >> 1) != 0 || (carry_dot && dots & 1 != 0) {
             return None;
@@ -756,7 +785,7 @@ fn canonicalize_common(input: &[u8]) -> Option<CanonicalUrl> {
             first_block_dots = dots;
         }
         if !path_work {
-            let path_slashes = m.slash & scan::below(base, query) & !scan::below(base, host_end);
+            let path_slashes = m.slash & scan::below(base, query) & !before_host_end;
             let dot_or_slash = m.dot | m.slash;
             path_work = m.special & !authority != 0
                 || (carry_slash && dot_or_slash & 1 != 0)
@@ -772,6 +801,7 @@ fn canonicalize_common(input: &[u8]) -> Option<CanonicalUrl> {
         if fragment < input.len() {
             break;
         }
+        base += scan::BLOCK;
     }
     let authority_end = host_end.min(fragment);
     let authority = &input[host_start..authority_end];
