@@ -51,6 +51,10 @@ use std::io::Read as _;
 use std::path::PathBuf;
 use std::time::Duration;
 
+#[path = "../../format/benches/support/interleave.rs"]
+mod interleave;
+use interleave::interleaved;
+
 use blocksieve_agent::Agent;
 use blocksieve_format::{
     DecodeLimits, FilterKind, FullHash, KeyBits, PrefixFilter, SigningKey, SnapshotParams, canonicalize,
@@ -198,24 +202,27 @@ fn bench(c: &mut Criterion) {
             }
             hits
         };
+        // The agent's steps (`UrlHashes::of`), one buffer per pass.
         let canonicalize_sha256_probe = || {
             let mut hits = 0usize;
+            let mut hashes = Vec::new();
             for url in urls {
                 if let Ok(canonical) = canonicalize(black_box(url)) {
-                    for e in canonical.expressions() {
-                        hits += usize::from(decoded.probably_contains(&e.full_hash()));
-                    }
+                    hashes.clear();
+                    canonical.full_hashes_into(&mut hashes);
+                    hits += hashes.iter().filter(|h| decoded.probably_contains(h)).count();
                 }
             }
             hits
         };
         let canonicalize_sha256 = || {
             let mut acc = 0u8;
+            let mut hashes = Vec::new();
             for url in urls {
                 if let Ok(canonical) = canonicalize(black_box(url)) {
-                    for e in canonical.expressions() {
-                        acc ^= e.full_hash().0[0];
-                    }
+                    hashes.clear();
+                    canonical.full_hashes_into(&mut hashes);
+                    acc ^= hashes.iter().fold(0, |a, h| a ^ h.0[0]);
                 }
             }
             acc as usize
@@ -248,68 +255,6 @@ fn bench(c: &mut Criterion) {
             canonicalize_sha256,
             sha256_only,
         );
-    }
-}
-
-/// Rounds of [`interleaved`]: odd, so the median is one round's ratio.
-const ROUNDS: usize = 41;
-
-/// Times one pass of `ours` and one of `reference` per round, alternating
-/// which goes first, and reports the median per-round ratio with the median
-/// time of each (per element), to stderr and, with `BLOCKSIEVE_BENCH_OUT`,
-/// to `<out>/interleaved/<group>.<name>.json`.
-fn interleaved(
-    group: &str,
-    name: &str,
-    elements: usize,
-    ours: impl Fn() -> usize,
-    reference: impl Fn() -> usize,
-) {
-    // Each timed pass follows an untimed one of the same side: both sides
-    // are measured warm, as criterion measures them. (Timing each side
-    // right after the other's pass, cold, the second pass of every round
-    // lost its caches to the first.)
-    let time = |f: &dyn Fn() -> usize| {
-        black_box(f());
-        let started = std::time::Instant::now();
-        black_box(f());
-        started.elapsed().as_secs_f64() * 1e9 / elements as f64
-    };
-    let (mut a, mut b, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
-    // a[i], b[i]: the two passes of round i, in nanoseconds per element.
-    for round in 0..ROUNDS {
-        let (x, y) = if round % 2 == 0 {
-            let x = time(&ours);
-            (x, time(&reference))
-        } else {
-            let y = time(&reference);
-            (time(&ours), y)
-        };
-        a.push(x);
-        b.push(y);
-        ratios.push(x / y);
-    }
-    let median = |v: &mut Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
-    let (ours_ns, reference_ns, ratio) = (
-        median(&mut a.clone()),
-        median(&mut b.clone()),
-        median(&mut ratios),
-    );
-    eprintln!(
-        "{group}/{name} interleaved: {ours_ns:.1} ns vs {reference_ns:.1} ns per URL, ratio {ratio:.3}"
-    );
-    if let Some(out) = std::env::var_os("BLOCKSIEVE_BENCH_OUT") {
-        let dir = std::path::Path::new(&out).join("interleaved");
-        std::fs::create_dir_all(&dir).unwrap();
-        let json = serde_json::json!({
-            "group": group, "name": name, "rounds": ROUNDS, "elements": elements,
-            "ours_ns": ours_ns, "reference_ns": reference_ns, "ratio": ratio,
-            "ours_rounds": a, "reference_rounds": b,
-        });
-        std::fs::write(dir.join(format!("{group}.{name}.json")), json.to_string()).unwrap();
     }
 }
 

@@ -112,6 +112,8 @@
 //!
 //! That is at most 5 × 6 = 30 distinct expressions per URL. Expressions borrow
 //! from the [`CanonicalUrl`]; iterating allocates nothing.
+//! [`CanonicalUrl::full_hashes_into`] hashes them all, in the same order, in
+//! one loop: what a client checking a URL needs.
 //!
 //! # Where the sources disagree
 //!
