@@ -934,11 +934,13 @@ fn shift(position: usize, delta: usize) -> usize {
 
 /// Whether a slash of `candidates` (slashes of the block at `base` that are
 /// followed by `.` or `/`) starts an empty segment (`//`) or a dot segment
-/// (`/.` or `/..` followed by `/`, `?` or the end of `input[..end]`). Most
-/// `/.` begin a name (`/.well-known/`), so the bytes after are looked at.
+/// (`/.` or `/..` followed by `/`, `?`, `#` or the end of `input[..end]`).
+/// Most `/.` begin a name (`/.well-known/`), so the bytes after are looked
+/// at. They may lie in the next block, whose fragment is not cut yet: a `#`
+/// there is the first one, so it ends the path too.
 fn dot_segment_or_empty(input: &[u8], end: usize, base: usize, mut candidates: u64) -> bool {
     let input = &input[..end];
-    let segment_end = |i: usize| matches!(input.get(i), None | Some(b'/' | b'?'));
+    let segment_end = |i: usize| matches!(input.get(i), None | Some(b'/' | b'?' | b'#'));
     while candidates != 0 {
         let at = base + candidates.trailing_zeros() as usize;
         candidates &= candidates - 1;
@@ -1971,6 +1973,30 @@ mod tests {
                         assert_eq!(&out[..], &raw[..q.unwrap_or(raw.len())], "{raw:?}");
                     }
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn regression_dot_segment_before_a_fragment_in_the_next_block() {
+        // A "/." or "/.." whose segment ends at a '#' past the end of the
+        // 64-byte block it starts in was kept as a name, so the canonical
+        // path kept its dot segment (and missed the listed directory).
+        for pad in 1..200 {
+            let parent = format!("http://evil.example/1/2/3/4/5/{}", "p".repeat(pad));
+            for (tail, expected) in [
+                ("/.#x", format!("{parent}/")),
+                ("/.#", format!("{parent}/")),
+                ("/..#x", "http://evil.example/1/2/3/4/5/".to_owned()),
+                ("/..#", "http://evil.example/1/2/3/4/5/".to_owned()),
+            ] {
+                let input = format!("{parent}{tail}");
+                assert_eq!(canon(&input), expected, "{input}");
+                assert_eq!(
+                    canonicalize(&input),
+                    canonicalize_by_steps(input.as_bytes()),
+                    "{input}"
+                );
             }
         }
     }

@@ -371,3 +371,35 @@ fn common_case_agrees_with_the_steps_on_feed_urls() {
         "{common} of 10,000 feed URLs took the common case"
     );
 }
+
+/// 6 at every offset around the first two block edges, deterministically:
+/// each piece starts at every offset from 40 to 140 of the input, in the
+/// host, at the end of the path, inside the path, in the query, and at the
+/// end of a URL without a scheme. (A dot segment ending at a `#` in the
+/// next block was once kept: `…/p/.#` with the `/` at offset 62.)
+#[test]
+fn common_case_agrees_with_the_steps_at_every_offset() {
+    const PIECES: &[&str] = &[
+        "/.", "/..", "/./", "/../", "/.#", "/..#", "/.?", "/..?", "/.x", "/..x", "//", "//#", "#", "?", "/",
+        ".", "..", ":80", ":", ":8a", "%2e", "%2E%2E/", "%", "\t", " ", "\\", "@", "A", "[", "\u{e9}",
+    ];
+    let mut checked = 0;
+    for piece in PIECES {
+        for offset in 40..=140usize {
+            let layouts = [
+                format!("http://{}{piece}.com/x", "h".repeat(offset - 7)),
+                format!("http://a.com/{}{piece}", "p".repeat(offset - 13)),
+                format!("http://a.com/{}{piece}/q#f", "p".repeat(offset - 13)),
+                format!("https://a.com/p?{}{piece}", "q".repeat(offset - 16)),
+                format!("a.com/{}{piece}", "p".repeat(offset - 6)),
+            ];
+            for input in layouts {
+                if let Err(broken) = check_invariants(input.as_bytes()) {
+                    panic!("{broken}\ninput: {input:?}");
+                }
+                checked += 1;
+            }
+        }
+    }
+    assert_eq!(checked, PIECES.len() * 101 * 5);
+}
