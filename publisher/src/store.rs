@@ -44,7 +44,11 @@ pub fn write_atomic_with(
     write: impl FnOnce(&mut std::io::BufWriter<fs::File>) -> std::io::Result<()>,
 ) -> Result<(), Error> {
     let io = |e: std::io::Error| Error::Io(format!("{}: {e}", path.display()));
-    let dir = path.parent().unwrap_or(Path::new("."));
+    // A bare file name has the parent "": its directory is the current one.
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     let mut tmp_name = path.file_name().unwrap_or_default().to_owned();
     tmp_name.push(TMP_SUFFIX);
     let tmp = dir.join(tmp_name);

@@ -158,3 +158,39 @@ fn inspect_verifies_with_a_base64_or_hex_public_key() {
         );
     }
 }
+
+#[test]
+fn keygen_writes_a_key_pair_under_a_bare_file_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(BIN)
+        .args(["keygen", "--out", "k1"])
+        .current_dir(dir.path())
+        .env("RUST_BACKTRACE", "0")
+        .env("RUST_LOG", "error")
+        .output()
+        .expect("run publisher");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let secret = std::fs::read_to_string(dir.path().join("k1")).unwrap();
+    let public = std::fs::read_to_string(dir.path().join("k1.pub")).unwrap();
+    let key = SigningKey::from_base64(secret.trim()).unwrap();
+    assert_eq!(public.trim(), key.public_key().to_base64());
+    assert!(text(&out.stdout).contains(public.trim()), "{}", text(&out.stdout));
+}
+
+#[test]
+fn errors_are_one_line_without_a_backtrace_even_with_rust_backtrace_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing.snapshot");
+    let out = Command::new(BIN)
+        .args(["inspect", missing.to_str().unwrap()])
+        .env("RUST_BACKTRACE", "1")
+        .env("RUST_LOG", "error")
+        .output()
+        .expect("run publisher");
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(stderr.starts_with("Error: "), "{stderr}");
+    assert!(stderr.contains("missing.snapshot"), "{stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(!stderr.to_lowercase().contains("backtrace"), "{stderr}");
+}
