@@ -445,7 +445,7 @@ impl Publisher {
                 );
             }
             (Err(e), _) => {
-                tracing::error!(list = %name, error = %e, "build not published; previous snapshot keeps serving");
+                tracing::error!(list = %name, error = %e, "build not published; the list's previous snapshot, if any, stays current");
             }
             _ => {}
         }

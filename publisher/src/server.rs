@@ -449,7 +449,7 @@ fn parse_version(text: &str) -> Result<u64, ApiError> {
             StatusCode::BAD_REQUEST,
             "bad_version",
             format!(
-                "snapshot version {:?}: expected a decimal number without sign or leading zeros",
+                "snapshot version {:?}: expected a decimal number from 0 to 18446744073709551615, without sign or leading zeros",
                 shown(text)
             ),
         )
