@@ -129,7 +129,7 @@ sanitize() {
         -e "s#$(pwd)/##g" \
         -e 's#(/[^ /\[]+)*/\.cargo/registry/src/[^/ ]+/##g' \
         -e 's#/rustc/[0-9a-f]+/library/#std/#g' \
-        -e 's#(/[^ /\[]+)*/target/#target/#g' \
+        -e 's#(/[^ /\[]+)+/target/#target/#g' \
         -e 's#\[/[^] ]*$#[…]#'
 }
 
