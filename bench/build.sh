@@ -173,10 +173,9 @@ and took 0.46 s instead of 0.01 s; total/reference went from 23× to 16×); the 
 every URL line (a 5-byte window compare at every byte, about 25% of `url_entry`'s instructions
 under callgrind) now first looks for a `&` with memchr; the `.hashes` file is written to
 disk streamed instead of from a copy; the hash vector is sized from the line count (no doublings).
-Left, biggest first: canonicalization (`format/src/canon.rs`; callgrind: `assemble`,
-`canonicalize_bytes`, `expressions`); the per-line loop (`parse`, 2×: line splitting with a
-per-byte closure, two clock reads per entry for the timing itself, `CanonicalUrl::expressions`
-computing every host suffix to take the first); writing the decompressed source's last good copy
+Left, biggest first: canonicalization (`format/src/canon.rs`, its one-pass common case for
+nearly every line; the stage's time includes the two clock reads per entry of the timing
+itself); the per-line loop (`parse`, 2×: line splitting with a per-byte closure); writing the decompressed source's last good copy
 with fsync (`source_cache`, ~1×: storing the compressed bytes would write 5× less); gunzip
 (`read`: flate2's zlib-rs backend is about twice as fast as miniz_oxide); sorting 32-byte hashes
 (`sort_dedup`, 1–1.6×: a radix sort on the 4-byte prefix would do). Parallelism is not used: the
