@@ -157,8 +157,9 @@
 //! Every other input (userinfo, escapes or controls in the host, IPv6,
 //! other schemes, browser forms) goes through the steps one by one.
 //!
-//! Of the 1.14 million entries of the project's threat feeds, all but 49
-//! take the common case, which costs about half as much as the steps. The
+//! Of the 1,137,899 entries of the project's threat feeds, all but 47 take
+//! the common case, as do 105,703 of the 105,715 benign URLs of its traffic
+//! sample; it costs about half as much as the steps. The
 //! two ways must agree exactly on every input: the property tests, the fuzz
 //! target and the feed sweep (`examples/feed_sweep.rs`) compare them on every
 //! input they see (`crate::fuzzing::check_invariants`), and check the
