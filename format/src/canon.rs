@@ -295,6 +295,19 @@ impl Layout {
         layout
     }
 
+    /// This layout for the same URL at `to` rather than `from` (every
+    /// position is at `from` or after it).
+    fn moved(mut self, from: usize, to: usize) -> Self {
+        let (from, to) = (from as u32, to as u32);
+        for start in &mut self.suffixes[..usize::from(self.suffix_count)] {
+            *start = *start - from + to;
+        }
+        for end in &mut self.dirs[..usize::from(self.dir_count)] {
+            *end = *end - from + to;
+        }
+        self
+    }
+
     /// Sets the suffixes from the positions of the host's last five dots,
     /// last first (`usize::MAX` where the host has fewer): the suffix of the
     /// last k labels starts after the (k - 1)-th dot from the end. Never the
@@ -436,46 +449,62 @@ impl CanonicalUrl {
     /// assert_eq!(hashes, one_by_one);
     /// ```
     pub fn full_hashes_into(&self, out: &mut Vec<crate::FullHash>) {
-        let layout = &self.layout;
-        // Where each expression starts (its host suffix) and ends (its path
-        // prefix) in the serialization, in the order of `expressions`.
-        let mut starts = [self.host_start; 5];
-        let suffixes = usize::from(layout.suffix_count);
-        for (start, &suffix) in starts[1..].iter_mut().zip(&layout.suffixes[..suffixes]) {
-            *start = suffix as usize;
-        }
-        let mut ends = [self.path_end; 6];
-        let mut path_count = 1;
-        if self.serialization.len() > self.path_end + 1 {
-            // A non-empty query: the most specific expression keeps it.
-            ends[0] = self.serialization.len();
-            ends[1] = self.path_end;
-            path_count = 2;
-        }
-        for (end, &dir) in ends[path_count..]
-            .iter_mut()
-            .zip(&layout.dirs[..usize::from(layout.dir_count)])
-        {
-            *end = dir as usize;
-            path_count += 1;
-        }
-        let mut texts = [""; MAX_EXPRESSIONS];
-        let mut slots = texts.iter_mut();
-        let mut count = 0;
-        for &start in &starts[..1 + suffixes] {
-            for &end in &ends[..path_count] {
-                if let (Some(slot), Some(text)) = (slots.next(), self.serialization.get(start..end)) {
-                    *slot = text;
-                    count += 1;
-                }
-            }
-        }
-        out.extend(
-            texts[..count]
-                .iter()
-                .map(|text| crate::FullHash::of(text.as_bytes())),
+        hash_expressions(
+            self.serialization.as_bytes(),
+            self.host_start,
+            self.path_end,
+            &self.layout,
+            out,
         );
     }
+}
+
+/// Appends the full hash of every expression of the canonical URL `url`
+/// (its host starting at `host_start`, its path ending at `path_end`, its
+/// suffixes and directory prefixes in `layout`) to `out`, in the order of
+/// [`CanonicalUrl::expressions`]: all expression strings are listed first,
+/// then hashed in one loop.
+fn hash_expressions(
+    url: &[u8],
+    host_start: usize,
+    path_end: usize,
+    layout: &Layout,
+    out: &mut Vec<crate::FullHash>,
+) {
+    // Where each expression starts (its host suffix) and ends (its path
+    // prefix) in `url`, in the order of `expressions`.
+    let mut starts = [host_start; 5];
+    let suffixes = usize::from(layout.suffix_count);
+    for (start, &suffix) in starts[1..].iter_mut().zip(&layout.suffixes[..suffixes]) {
+        *start = suffix as usize;
+    }
+    let mut ends = [path_end; 6];
+    let mut path_count = 1;
+    if url.len() > path_end + 1 {
+        // A non-empty query: the most specific expression keeps it.
+        ends[0] = url.len();
+        ends[1] = path_end;
+        path_count = 2;
+    }
+    for (end, &dir) in ends[path_count..]
+        .iter_mut()
+        .zip(&layout.dirs[..usize::from(layout.dir_count)])
+    {
+        *end = dir as usize;
+        path_count += 1;
+    }
+    let mut texts: [&[u8]; MAX_EXPRESSIONS] = [&[]; MAX_EXPRESSIONS];
+    let mut slots = texts.iter_mut();
+    let mut count = 0;
+    for &start in &starts[..1 + suffixes] {
+        for &end in &ends[..path_count] {
+            if let (Some(slot), Some(text)) = (slots.next(), url.get(start..end)) {
+                *slot = text;
+                count += 1;
+            }
+        }
+    }
+    out.extend(texts[..count].iter().map(|text| crate::FullHash::of(text)));
 }
 
 impl fmt::Display for CanonicalUrl {
@@ -640,6 +669,80 @@ fn canonicalize_bytes(input: &[u8]) -> Result<CanonicalUrl, CanonError> {
     canonicalize_by_steps(input)
 }
 
+/// Canonicalizes `input` and appends the full hash of each of its
+/// expressions to `out`: the same hashes, in the same order, as
+/// `canonicalize(input)?.full_hashes_into(out)` — the check a client runs
+/// for every URL, with no [`CanonicalUrl`] to keep.
+///
+/// When the input is canonical as written (as most URLs in feeds and
+/// traffic are: `https://www.example.com/a/b?q`, `www.example.com/a/`
+/// without a scheme, `http://192.0.2.1/x`), its expressions are slices of
+/// `input` itself, so nothing is copied, allocated or validated as UTF-8
+/// before hashing; a host alone (`example.com`) is copied to the stack to
+/// get its path `/`. Any other input is canonicalized first.
+///
+/// # Errors
+///
+/// As [`canonicalize`]; `out` is left as it was.
+///
+/// ```
+/// use blocksieve_format::{canonicalize, full_hashes};
+/// let mut hashes = Vec::new();
+/// full_hashes("http://a.b.c/1/2.html?param=1", &mut hashes).unwrap();
+/// let mut expected = Vec::new();
+/// canonicalize("http://a.b.c/1/2.html?param=1").unwrap().full_hashes_into(&mut expected);
+/// assert_eq!(hashes, expected);
+/// assert!(full_hashes("mailto:someone@example.com", &mut hashes).is_err());
+/// ```
+pub fn full_hashes(input: impl AsRef<[u8]>, out: &mut Vec<crate::FullHash>) -> Result<(), CanonError> {
+    /// The longest host that [`full_hashes`] copies to the stack to append
+    /// the path `/`; a longer one (at most 253 bytes in DNS) is
+    /// canonicalized.
+    const HOST_ON_STACK: usize = 256;
+    let input = input.as_ref();
+    if input.len() <= MAX_URL_BYTES {
+        match common_case(input) {
+            Some(Common::AsWritten {
+                end,
+                host_start,
+                path_end,
+                add_slash: false,
+                layout,
+                ..
+            }) => {
+                hash_expressions(&input[..end], host_start, path_end, &layout, out);
+                return Ok(());
+            }
+            Some(Common::AsWritten {
+                end,
+                host_start,
+                add_slash: true,
+                layout,
+                ..
+            }) if end - host_start < HOST_ON_STACK => {
+                // "example.com" without a path: its expressions are each
+                // host suffix followed by "/", which the input lacks.
+                let mut buffer = [0; HOST_ON_STACK];
+                let url = &mut buffer[..end - host_start + 1];
+                let (host, slash) = url.split_at_mut(end - host_start);
+                host.copy_from_slice(&input[host_start..end]);
+                slash.copy_from_slice(b"/");
+                hash_expressions(url, 0, url.len(), &layout.moved(host_start, 0), out);
+                return Ok(());
+            }
+            Some(Common::Built(url)) => {
+                url.full_hashes_into(out);
+                return Ok(());
+            }
+            // The steps give the same URL as the common case (checked by
+            // the property tests and the fuzz target).
+            Some(Common::AsWritten { .. }) | None => {}
+        }
+    }
+    canonicalize_by_steps(input)?.full_hashes_into(out);
+    Ok(())
+}
+
 /// [`canonicalize`] by the steps of the module docs, one after the other.
 /// Every input goes this way unless [`canonicalize_common`] takes it; the
 /// two must agree on every input they both accept (checked by the property
@@ -695,6 +798,64 @@ pub(crate) fn canonicalize_by_steps(input: &[u8]) -> Result<CanonicalUrl, CanonE
     }
 }
 
+/// [`common_case`] as a [`CanonicalUrl`].
+fn canonicalize_common(input: &[u8]) -> Option<CanonicalUrl> {
+    match common_case(input)? {
+        Common::Built(url) => Some(url),
+        Common::AsWritten {
+            end,
+            host_start,
+            host_end,
+            path_end,
+            host_kind,
+            add_slash,
+            layout,
+        } => {
+            // A URL without a scheme is read as http:// + URL (step 5).
+            let (prefix, scheme_end) = if host_start == 0 {
+                ("http://", 4)
+            } else {
+                ("", host_start - 3)
+            };
+            let mut serialization = String::with_capacity(prefix.len() + end + 1);
+            serialization.push_str(prefix);
+            serialization.push_str(std::str::from_utf8(&input[..end]).ok()?);
+            let delta = prefix.len();
+            if add_slash {
+                serialization.push('/');
+            }
+            Some(CanonicalUrl {
+                scheme_end,
+                host_start: host_start + delta,
+                host_end: host_end + delta,
+                path_end: path_end + delta,
+                serialization,
+                host_kind,
+                layout: layout.moved(0, delta),
+            })
+        }
+    }
+}
+
+/// What [`common_case`] found.
+enum Common {
+    /// `input[..end]` is the canonical URL as written, but for the
+    /// `http://` that a URL without a scheme (`host_start == 0`) gets and,
+    /// with `add_slash`, the path `/` that a URL without path or query
+    /// (`http://example.com`) gets. The positions are in the input.
+    AsWritten {
+        end: usize,
+        host_start: usize,
+        host_end: usize,
+        path_end: usize,
+        host_kind: HostKind,
+        add_slash: bool,
+        layout: Layout,
+    },
+    /// The canonical URL, built from the input's parts.
+    Built(CanonicalUrl),
+}
+
 /// The common case, in one pass over the input in 64-byte blocks: a URL that
 /// starts with `http://` or `https://`, does not end in a byte that step 2
 /// trims, and whose authority is a host with no userinfo, port, uppercase
@@ -706,9 +867,14 @@ pub(crate) fn canonicalize_by_steps(input: &[u8]) -> Result<CanonicalUrl, CanonE
 /// 8 and 9 exactly as in [`assemble`]. Returns `None` for every other input,
 /// which then goes through [`canonicalize_by_steps`].
 ///
+/// When the input is canonical as written (but for the `http://` that a
+/// URL without a scheme gets), nothing is copied: [`Common::AsWritten`]
+/// says where its parts are, and [`full_hashes`] hashes its expressions as
+/// slices of the input.
+///
 /// Most URLs in feeds and in traffic are of this kind; the steps taken one
 /// by one cost about twice as much on them.
-fn canonicalize_common(input: &[u8]) -> Option<CanonicalUrl> {
+fn common_case(input: &[u8]) -> Option<Common> {
     // The scheme as written and where the host starts in the input; a URL
     // without a scheme is read as http:// + URL (step 5).
     let (scheme, host_start): (&[u8], usize) = if input.starts_with(b"http://") {
@@ -848,20 +1014,31 @@ fn canonicalize_common(input: &[u8]) -> Option<CanonicalUrl> {
         }
         dots
     };
-    if host_start > 0 && !host_work && ip.is_none() && !path_work && path_and_query.first() == Some(&b'/') {
-        // Canonical as written: one copy.
-        let serialization = String::from_utf8(input[..fragment].to_vec()).ok()?;
-        let path_end = query.min(fragment);
+    if !host_work
+        && !path_work
+        && (path_and_query.first() == Some(&b'/') || path_and_query.is_empty())
+        && ip.is_none_or(|_| is_dotted_decimal(host))
+    {
+        // Canonical as written, but perhaps for the path "/".
+        let host_kind = if ip.is_some() {
+            HostKind::Ipv4
+        } else {
+            HostKind::Domain
+        };
+        let add_slash = path_and_query.is_empty();
+        let path_end = query.min(fragment) + usize::from(add_slash);
         let mut layout = Layout::default();
-        layout.set_suffixes(&host_dots(0));
+        if host_kind == HostKind::Domain {
+            layout.set_suffixes(&host_dots(0));
+        }
         layout.set_dirs(&slashes, path_end);
-        return Some(CanonicalUrl {
-            serialization,
-            scheme_end: scheme.len(),
+        return Some(Common::AsWritten {
+            end: fragment,
             host_start,
             host_end: authority_end,
             path_end,
-            host_kind: HostKind::Domain,
+            host_kind,
+            add_slash,
             layout,
         });
     }
@@ -912,7 +1089,7 @@ fn canonicalize_common(input: &[u8]) -> Option<CanonicalUrl> {
         path_end
     };
     let serialization = String::from_utf8(out).ok()?;
-    Some(CanonicalUrl {
+    Some(Common::Built(CanonicalUrl {
         serialization,
         scheme_end,
         host_start,
@@ -920,7 +1097,7 @@ fn canonicalize_common(input: &[u8]) -> Option<CanonicalUrl> {
         path_end,
         host_kind,
         layout,
-    })
+    }))
 }
 
 /// `position` moved by `delta` (a difference taken with `wrapping_sub`,
@@ -959,6 +1136,12 @@ fn dot_segment_or_empty(input: &[u8], end: usize, base: usize, mut candidates: u
 /// Whether [`canonicalize_common`] takes `input` (for tests and benchmarks).
 pub(crate) fn takes_common_case(input: &[u8]) -> bool {
     canonicalize_common(input).is_some()
+}
+
+/// Whether [`full_hashes`] hashes `input`'s expressions as slices of it,
+/// with no copy (for tests and benchmarks).
+pub(crate) fn canonical_as_written(input: &[u8]) -> bool {
+    input.len() <= MAX_URL_BYTES && matches!(common_case(input), Some(Common::AsWritten { .. }))
 }
 
 /// Whether [`assemble`] still has to percent-unescape the parts it is given.
@@ -1400,6 +1583,24 @@ fn ipv4_or_domain(start: usize, out: &mut Vec<u8>) -> HostKind {
 }
 
 /// Writes `ip` in dotted decimal.
+/// Whether `host`, an IPv4 address, is written in canonical dotted decimal:
+/// four parts of at most three digits, none with a leading zero.
+fn is_dotted_decimal(host: &[u8]) -> bool {
+    let mut parts = 0;
+    for part in host.split(|&b| b == b'.') {
+        parts += 1;
+        let canonical = match part {
+            [b'0'] => true,
+            [b'1'..=b'9', rest @ ..] => rest.len() <= 2 && rest.iter().all(u8::is_ascii_digit),
+            _ => false,
+        };
+        if !canonical {
+            return false;
+        }
+    }
+    parts == 4
+}
+
 fn push_ipv4(ip: u32, out: &mut Vec<u8>) {
     for (i, octet) in ip.to_be_bytes().into_iter().enumerate() {
         if i > 0 {

@@ -36,7 +36,10 @@ pub fn check_canonicalize(data: &[u8]) {
 ///    path with query, ending at `/`, at the end of the path, or at the end of
 ///    the query, and each full hash is the SHA-256 of host followed by path;
 ///    they are exactly the expressions of the v4 definition, in order, and
-///    [`CanonicalUrl::full_hashes_into`] gives their full hashes.
+///    [`CanonicalUrl::full_hashes_into`] gives their full hashes;
+/// 5. [`full_hashes`](crate::full_hashes) appends the same full hashes as
+///    canonicalizing and then [`CanonicalUrl::full_hashes_into`], after what
+///    `out` held, or fails with the same error and appends nothing.
 ///
 /// # Errors
 ///
@@ -49,9 +52,27 @@ pub fn check_invariants(data: &[u8]) -> Result<(), String> {
             "canonicalize gives {result:?}, the steps one by one {by_steps:?}"
         ));
     }
+    // The hashes without a CanonicalUrl: the same, or the same error.
+    let mut hashes = vec![FullHash([0xa5; 32])];
+    let direct = crate::full_hashes(data, &mut hashes);
     let Ok(url) = result else {
-        return Ok(());
+        return match direct {
+            Err(e) if result == Err(e) && hashes.len() == 1 => Ok(()),
+            _ => Err(format!(
+                "full_hashes gives {direct:?} with {} hashes where canonicalize gives {result:?}",
+                hashes.len() - 1
+            )),
+        };
     };
+    let mut expected = vec![FullHash([0xa5; 32])];
+    url.full_hashes_into(&mut expected);
+    if direct.is_err() || hashes != expected {
+        return Err(format!(
+            "full_hashes gives {direct:?} and {} hashes, canonicalize then full_hashes_into {}",
+            hashes.len() - 1,
+            expected.len() - 1
+        ));
+    }
     check_url(&url)
 }
 
@@ -156,6 +177,12 @@ fn check_expressions(url: &CanonicalUrl) -> Result<(), String> {
 /// Whether [`canonicalize`] takes its one-pass common case for `data`.
 pub fn takes_common_case(data: &[u8]) -> bool {
     crate::canon::takes_common_case(data)
+}
+
+/// Whether [`full_hashes`](crate::full_hashes) hashes the expressions of
+/// `data` as slices of it: canonical as written, no copy.
+pub fn canonical_as_written(data: &[u8]) -> bool {
+    crate::canon::canonical_as_written(data)
 }
 
 /// The expressions of `url` straight from the v4 "Suffix/Prefix

@@ -4,7 +4,9 @@
 //!
 //! 1. [`canonicalize`] turns a URL into a [`CanonicalUrl`] (Safe Browsing v4
 //!    canonicalization), and [`CanonicalUrl::expressions`] yields its
-//!    host-suffix/path-prefix [`Expression`]s.
+//!    host-suffix/path-prefix [`Expression`]s; [`full_hashes`] gives the
+//!    full hashes of all of a URL's expressions at once, as a client's
+//!    check needs them.
 //! 2. [`FullHash::of`] hashes an expression (SHA-256); its [`HashPrefix`] is
 //!    the first four bytes, big-endian.
 //! 3. The publisher builds a [`PrefixFilter`] over the prefixes of a threat
@@ -28,7 +30,8 @@ mod scan;
 mod snapshot;
 
 pub use canon::{
-    CanonError, CanonicalUrl, Expression, Expressions, HostKind, MAX_EXPRESSIONS, MAX_URL_BYTES, canonicalize,
+    CanonError, CanonicalUrl, Expression, Expressions, HostKind, MAX_EXPRESSIONS, MAX_URL_BYTES,
+    canonicalize, full_hashes,
 };
 pub use error::DecodeError;
 pub use filter::{
