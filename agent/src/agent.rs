@@ -679,7 +679,7 @@ impl Inner {
     }
 
     /// Probes every list's current snapshot.
-    fn probe(&self, hashes: &UrlHashes, now: SystemTime) -> Result<LocalLookup, Error> {
+    fn probe(&self, hashes: &UrlHashes<'_>, now: SystemTime) -> Result<LocalLookup, Error> {
         // Guards, not `load_full`: cloning the `Arc` writes its shared
         // reference count on every check, a cache line that concurrent
         // checkers on other cores then fight over (`bench/`, row 5).

@@ -17,7 +17,7 @@ use std::hint::black_box;
 use std::path::PathBuf;
 
 use blocksieve_agent::Agent;
-use blocksieve_format::{FullHash, canonicalize};
+use blocksieve_format::{FullHash, canonicalize, full_hashes};
 
 use crate::workload::{Published, data_dir, urls};
 
@@ -43,15 +43,15 @@ fn pass_lookup_local(agent: &Agent, urls: &[String]) -> usize {
         .sum()
 }
 
-/// Canonicalization and hashing as the agent does them (`UrlHashes::of`).
+/// Canonicalization and hashing as the agent does them (`UrlHashes::of`:
+/// `full_hashes`).
 #[inline(never)]
 fn pass_canonicalize_sha256(urls: &[String]) -> u8 {
     let mut acc = 0u8;
     let mut hashes = Vec::new();
     for url in urls {
-        if let Ok(canonical) = canonicalize(black_box(url)) {
-            hashes.clear();
-            canonical.full_hashes_into(&mut hashes);
+        hashes.clear();
+        if full_hashes(black_box(url), &mut hashes).is_ok() {
             acc ^= hashes.iter().fold(0, |a, h| a ^ h.0[0]);
         }
     }

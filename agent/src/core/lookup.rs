@@ -8,47 +8,56 @@
 //! [`plan_requests`](crate::core::prefix::plan_requests)) → [`decide`].
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::SystemTime;
 
-use blocksieve_format::{CanonicalUrl, FullHash, HashPrefix, canonicalize};
+use blocksieve_format::{CanonicalUrl, FullHash, HashPrefix, canonicalize, full_hashes};
 
 use crate::Error;
 use crate::core::accept::AcceptedSnapshot;
 use crate::core::cache::ListedHash;
 use crate::core::prefix::{RequestPrefix, request_prefix};
 
-/// The expressions of one URL with their full hashes, each computed once, in
-/// the order of [`CanonicalUrl::expressions`](blocksieve_format::CanonicalUrl::expressions)
+/// The full hashes of one URL's expressions, each computed once, in the
+/// order of [`CanonicalUrl::expressions`](blocksieve_format::CanonicalUrl::expressions)
 /// (the exact URL first).
 #[derive(Debug, Clone)]
-pub struct UrlHashes {
-    /// The canonical URL: every expression is a slice of it, so expression
-    /// strings are only copied for the few that hit a filter. One
-    /// allocation per check (`hashes`) instead of one per expression, on
-    /// the path of every check (`benches/lookup.rs`).
-    canonical: CanonicalUrl,
+pub struct UrlHashes<'a> {
+    /// The URL as given.
+    url: &'a str,
     /// The full hash of each expression, in expression order.
     hashes: Vec<FullHash>,
+    /// The canonical URL, made only when an expression string is asked for
+    /// (a prefix hit, or [`UrlHashes::iter`]): on the path of every check,
+    /// a URL that is canonical as written is hashed in place, with no copy
+    /// ([`full_hashes`], `benches/lookup.rs`).
+    canonical: OnceLock<Option<CanonicalUrl>>,
 }
 
-impl UrlHashes {
+impl<'a> UrlHashes<'a> {
     /// Canonicalizes `url` (Safe Browsing v4 "Canonicalization") and hashes
     /// its expressions.
     ///
     /// # Errors
     ///
     /// [`Error::InvalidUrl`] when the URL names no host.
-    pub fn of(url: &str) -> Result<Self, Error> {
-        let canonical = canonicalize(url).map_err(|reason| Error::InvalidUrl { reason })?;
+    pub fn of(url: &'a str) -> Result<Self, Error> {
         let mut hashes = Vec::new();
-        canonical.full_hashes_into(&mut hashes);
-        Ok(Self { canonical, hashes })
+        full_hashes(url, &mut hashes).map_err(|reason| Error::InvalidUrl { reason })?;
+        Ok(Self {
+            url,
+            hashes,
+            canonical: OnceLock::new(),
+        })
     }
 
     /// Each expression and its full hash, the exact URL first.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &FullHash)> {
-        self.canonical.expressions().map(|e| e.as_str()).zip(&self.hashes)
+        self.canonical()
+            .into_iter()
+            .flat_map(CanonicalUrl::expressions)
+            .map(|e| e.as_str())
+            .zip(&self.hashes)
     }
 
     /// The full hashes alone, in expression order.
@@ -58,7 +67,17 @@ impl UrlHashes {
 
     /// The expression whose full hash is `hashes()[index]`.
     fn expression(&self, index: usize) -> &str {
-        self.canonical.expressions().nth(index).map_or("", |e| e.as_str())
+        self.canonical()
+            .and_then(|c| c.expressions().nth(index))
+            .map_or("", |e| e.as_str())
+    }
+
+    /// The canonical URL (canonicalized on first use; `of` succeeded, so
+    /// this does too).
+    fn canonical(&self) -> Option<&CanonicalUrl> {
+        self.canonical
+            .get_or_init(|| canonicalize(self.url).ok())
+            .as_ref()
     }
 }
 
@@ -159,7 +178,7 @@ impl LocalLookup {
 ///
 /// `snapshots` is walked several times rather than collected: no allocation
 /// beyond the answer on this, the path of every check.
-pub fn probe<'a, I>(hashes: &UrlHashes, snapshots: I, now: SystemTime) -> LocalLookup
+pub fn probe<'a, I>(hashes: &UrlHashes<'_>, snapshots: I, now: SystemTime) -> LocalLookup
 where
     I: IntoIterator<Item = (&'a str, &'a AcceptedSnapshot)>,
     I::IntoIter: Clone,
@@ -354,7 +373,7 @@ pub fn decide(
 mod tests {
     use super::*;
 
-    fn hashes(url: &str) -> UrlHashes {
+    fn hashes(url: &str) -> UrlHashes<'_> {
         match UrlHashes::of(url) {
             Ok(h) => h,
             Err(e) => panic!("{url}: {e}"),
