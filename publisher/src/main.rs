@@ -84,9 +84,11 @@ enum Command {
     /// <reason>` and the others are still explained; the command then exits
     /// 1, saying on stderr how many of the URLs were invalid.
     Expressions {
-        /// URLs to explain.
+        /// URLs to explain. Taken as raw bytes, as a feed line is read: a
+        /// byte that is not UTF-8 (e.g. bash's $'http://a.example/\xff')
+        /// is escaped by canonicalization, not refused.
         #[arg(required = true)]
-        urls: Vec<String>,
+        urls: Vec<std::ffi::OsString>,
     },
     /// Print a snapshot file's header and whether it verifies.
     Inspect {
@@ -97,6 +99,22 @@ enum Command {
         #[arg(long, value_name = "BASE64|HEX")]
         key: Option<String>,
     },
+}
+
+/// An argument's bytes as the shell passed them (Unix), or its text with
+/// any unpaired surrogate replaced (Windows, where arguments are UTF-16).
+fn os_bytes(arg: &std::ffi::OsStr) -> std::borrow::Cow<'_, [u8]> {
+    #[cfg(unix)]
+    {
+        std::borrow::Cow::Borrowed(std::os::unix::ffi::OsStrExt::as_bytes(arg))
+    }
+    #[cfg(not(unix))]
+    {
+        match arg.to_string_lossy() {
+            std::borrow::Cow::Borrowed(s) => std::borrow::Cow::Borrowed(s.as_bytes()),
+            std::borrow::Cow::Owned(s) => std::borrow::Cow::Owned(s.into_bytes()),
+        }
+    }
 }
 
 fn init_logging(json: bool) {
@@ -177,7 +195,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Expressions { urls } => {
             let mut invalid = 0usize;
             for url in &urls {
-                match canonicalize(url) {
+                match canonicalize(os_bytes(url).as_ref()) {
                     Ok(c) => {
                         println!("{c}");
                         for e in c.expressions() {
@@ -187,7 +205,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     }
                     Err(e) => {
                         invalid += 1;
-                        println!("invalid {url}: {e}");
+                        println!("invalid {}: {e}", os_bytes(url).escape_ascii());
                     }
                 }
             }

@@ -79,6 +79,38 @@ fn expressions_exits_1_and_counts_invalid_urls_on_stderr() {
     assert!(help.contains("exits 1"), "{help}");
 }
 
+/// A feed line that is not UTF-8 can be explained as it is: the byte is
+/// escaped, as the publisher's build escapes it.
+#[cfg(unix)]
+#[test]
+fn expressions_takes_arguments_that_are_not_utf8() {
+    use std::os::unix::ffi::OsStrExt;
+    let url = std::ffi::OsStr::from_bytes(b"http://evil.example/caf\xe9");
+    let out = Command::new(BIN)
+        .arg("expressions")
+        .arg(url)
+        .env("RUST_LOG", "error")
+        .output()
+        .expect("run publisher");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(stdout.starts_with("http://evil.example/caf%E9\n"), "{stdout}");
+    assert!(stdout.contains("  evil.example/caf%E9\t"), "{stdout}");
+
+    let invalid = Command::new(BIN)
+        .arg("expressions")
+        .arg(std::ffi::OsStr::from_bytes(b"http:///\xff"))
+        .env("RUST_LOG", "error")
+        .output()
+        .expect("run publisher");
+    assert_eq!(invalid.status.code(), Some(1));
+    assert!(
+        text(&invalid.stdout).starts_with("invalid http:///\\xff: "),
+        "{}",
+        text(&invalid.stdout)
+    );
+}
+
 #[test]
 fn build_summary_has_a_row_for_every_list_with_the_reason_it_was_not_published() {
     let dir = tempfile::tempdir().unwrap();
