@@ -310,10 +310,10 @@ impl Agent {
                 }
             )
         });
-        if let Some(index) = unready {
-            if let (_, ListUpdate::Failed { error, .. }) = lists.swap_remove(index) {
-                return Err(error);
-            }
+        if let Some(index) = unready
+            && let (_, ListUpdate::Failed { error, .. }) = lists.swap_remove(index)
+        {
+            return Err(error);
         }
         Ok(UpdateReport { lists })
     }

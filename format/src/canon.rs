@@ -1494,10 +1494,10 @@ fn canonical_host(authority: &[u8], unescape: Unescape, out: &mut Vec<u8>) -> Re
         push_ascii_host(&host, out);
     } else {
         let mut name = normalize_dots(&host);
-        if let Ok(s) = std::str::from_utf8(&name) {
-            if let Ok(ascii) = idna::domain_to_ascii_cow(s.as_bytes(), IDNA_DENY) {
-                name = normalize_dots(ascii.as_bytes());
-            }
+        if let Ok(s) = std::str::from_utf8(&name)
+            && let Ok(ascii) = idna::domain_to_ascii_cow(s.as_bytes(), IDNA_DENY)
+        {
+            name = normalize_dots(ascii.as_bytes());
         }
         name.make_ascii_lowercase();
         escape_into(&name, out);

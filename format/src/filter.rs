@@ -502,7 +502,7 @@ fn read_bloom(param: u8, entry_count: u64, body: &[u8]) -> Result<Bloom, DecodeE
     if bit_count == 0
         || bit_count % 64 != 0
         || bit_count / 64 != (r.remaining() / 8) as u64
-        || r.remaining() % 8 != 0
+        || !r.remaining().is_multiple_of(8)
     {
         return Err(layout("bloom bit_count", bit_count));
     }

@@ -243,7 +243,7 @@ fn check_params(params: &SnapshotParams) -> Result<(), EncodeError> {
     if !is_valid_list_name(&params.list_name) {
         return Err(EncodeError::InvalidListName(params.list_name.clone()));
     }
-    if !(8..=32).contains(&params.request_prefix_bits) || params.request_prefix_bits % 4 != 0 {
+    if !(8..=32).contains(&params.request_prefix_bits) || !params.request_prefix_bits.is_multiple_of(4) {
         return Err(EncodeError::InvalidParam {
             field: "request_prefix_bits",
             value: params.request_prefix_bits.to_string(),

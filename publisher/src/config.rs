@@ -507,10 +507,10 @@ impl Config {
         let base = path.parent().unwrap_or(Path::new("."));
         for list in &mut config.lists {
             for source in &mut list.sources {
-                if let Some(p) = &source.path {
-                    if p.is_relative() {
-                        source.path = Some(base.join(p));
-                    }
+                if let Some(p) = &source.path
+                    && p.is_relative()
+                {
+                    source.path = Some(base.join(p));
                 }
             }
         }
@@ -568,13 +568,13 @@ impl Config {
                     "must be a positive number",
                 ));
             }
-            if let Some(bits) = list.request_prefix_bits {
-                if !(8..=32).contains(&bits) || bits % 4 != 0 {
-                    return Err(config_error(
-                        field("request_prefix_bits"),
-                        format!("{bits} is not one of 8, 12, ..., 32"),
-                    ));
-                }
+            if let Some(bits) = list.request_prefix_bits
+                && (!(8..=32).contains(&bits) || bits % 4 != 0)
+            {
+                return Err(config_error(
+                    field("request_prefix_bits"),
+                    format!("{bits} is not one of 8, 12, ..., 32"),
+                ));
             }
             if let Some(s) = &list.schedule {
                 check_cron(&field("schedule"), s)?;
@@ -602,10 +602,10 @@ impl Config {
                         "needs exactly one of `path`, `url` or `builtin = true`",
                     ));
                 }
-                if let Some(u) = &s.url {
-                    if !(u.starts_with("http://") || u.starts_with("https://")) {
-                        return Err(config_error(sf("url"), format!("{u:?} is not an http(s) URL")));
-                    }
+                if let Some(u) = &s.url
+                    && !(u.starts_with("http://") || u.starts_with("https://"))
+                {
+                    return Err(config_error(sf("url"), format!("{u:?} is not an http(s) URL")));
                 }
                 if s.timeout_s == 0 {
                     return Err(config_error(sf("timeout_s"), "must be at least 1"));

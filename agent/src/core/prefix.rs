@@ -39,7 +39,7 @@ pub const MIN_PREFIX_BITS: u8 = 8;
 pub const MAX_PREFIX_BITS: u8 = 32;
 
 fn valid_bits(bits: u8) -> bool {
-    (MIN_PREFIX_BITS..=MAX_PREFIX_BITS).contains(&bits) && bits % 4 == 0
+    (MIN_PREFIX_BITS..=MAX_PREFIX_BITS).contains(&bits) && bits.is_multiple_of(4)
 }
 
 /// The first `bits` bits of `hash`; `None` unless `bits` is 8..=32 and a
@@ -96,11 +96,11 @@ pub fn plan_requests(real: &[RequestPrefix], noise: usize, rng: &mut impl Rng) -
                 // can make them all collide.
                 for _ in 0..16 {
                     let bits = chunk.choose(rng).map_or(MAX_PREFIX_BITS, |p| p.bits());
-                    if let Some(p) = random_prefix(bits, rng) {
-                        if taken.insert(p) {
-                            prefixes.push(p);
-                            break;
-                        }
+                    if let Some(p) = random_prefix(bits, rng)
+                        && taken.insert(p)
+                    {
+                        prefixes.push(p);
+                        break;
                     }
                 }
             }

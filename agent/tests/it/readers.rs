@@ -121,7 +121,7 @@ fn sixty_four_readers_never_block_and_always_see_the_old_or_the_new_list() {
                         );
                         versions.insert(version);
                         checks += 1;
-                        if checks % 50 == 0 {
+                        if checks.is_multiple_of(50) {
                             // Leave the two cores some room for the updater.
                             std::thread::sleep(Duration::from_millis(1));
                         }
