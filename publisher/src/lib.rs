@@ -52,7 +52,8 @@ use store::ListStore;
 
 /// Publisher errors, grouped by what the operator does next: fix the
 /// configuration (`Config`), fix a source (`Source`), look at the list
-/// (`Build`, `Refused`), or the machine (`Io`).
+/// (`Build`, `Refused`), the machine (`Io`), or the other publisher using
+/// the same data directory (`InUse`).
 #[non_exhaustive]
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -71,6 +72,10 @@ pub enum Error {
     /// Reading or writing the data directory failed.
     #[error("i/o: {0}")]
     Io(String),
+    /// Another publisher has the data directory open (`<data_dir>/lock`):
+    /// stop it, or use another directory.
+    #[error("data directory in use: {0}")]
+    InUse(String),
 }
 
 /// Current time in Unix seconds.
@@ -97,6 +102,8 @@ struct Inner {
     build_locks: Vec<tokio::sync::Mutex<()>>,
     /// `--force`: skip the gates on the next build of each list, once.
     force_once: Vec<AtomicBool>,
+    /// Held while any clone of the publisher lives.
+    _data_dir_lock: store::DataDirLock,
 }
 
 /// The outcome of building one list.
@@ -111,38 +118,41 @@ pub struct ListBuildOutcome {
 }
 
 impl Publisher {
-    /// Opens the data directory, loads or creates the signing key, and loads
+    /// Opens the data directory and locks it for as long as this publisher
+    /// (any clone of it) lives, loads or creates the signing key, and loads
     /// the newest valid snapshot of every list so it can be served at once.
     ///
     /// # Errors
     ///
-    /// [`Error::Config`] for an invalid configuration, [`Error::Io`] when the
+    /// [`Error::Config`] for an invalid configuration, [`Error::InUse`] when
+    /// another publisher has the data directory open, [`Error::Io`] when the
     /// data directory or key cannot be used.
     pub fn open(config: Config) -> Result<Self, Error> {
         config.validate()?;
         std::fs::create_dir_all(&config.data_dir)
             .map_err(|e| Error::Io(format!("{}: {e}", config.data_dir.display())))?;
+        let data_dir_lock = store::lock_data_dir(&config.data_dir)?;
         let key = store::load_or_create_signing_key(&config.signing_key_path())?;
         let metrics = metrics::Metrics::new();
         let mut lists = Vec::new();
         for list in &config.lists {
             let store = ListStore::open(&config.data_dir, &list.name)?;
             let current = ArcSwapOption::empty();
-            if let Some(stored) = store.load_latest(key.public_key()) {
-                if let Ok(header) = blocksieve_format::parse_header_unverified(&stored.snapshot) {
-                    tracing::info!(list = %list.name, version = header.version, "serving snapshot from disk");
-                    metrics.snapshot_served(
-                        &list.name,
-                        header.version,
-                        header.full_hash_count,
-                        stored.snapshot.len() as u64,
-                    );
-                    current.store(Some(Arc::new(Published::new(
-                        header,
-                        stored.snapshot,
-                        stored.hashes,
-                    ))));
-                }
+            if let Some(stored) = store.load_latest(key.public_key())
+                && let Ok(header) = blocksieve_format::parse_header_unverified(&stored.snapshot)
+            {
+                tracing::info!(list = %list.name, version = header.version, "serving snapshot from disk");
+                metrics.snapshot_served(
+                    &list.name,
+                    header.version,
+                    header.full_hash_count,
+                    stored.snapshot.len() as u64,
+                );
+                current.store(Some(Arc::new(Published::new(
+                    header,
+                    stored.snapshot,
+                    stored.hashes,
+                ))));
             }
             lists.push(ListSlot {
                 name: list.name.clone(),
@@ -171,6 +181,7 @@ impl Publisher {
             inner: Arc::new(Inner {
                 build_locks: (0..n).map(|_| tokio::sync::Mutex::new(())).collect(),
                 force_once: (0..n).map(|_| AtomicBool::new(false)).collect(),
+                _data_dir_lock: data_dir_lock,
                 config,
                 key,
                 state,
@@ -539,11 +550,16 @@ impl Publisher {
                 "lists.{}.schedule {schedule:?}",
                 self.inner.config.lists[index].name
             );
-            let this = self.clone();
+            // A weak reference: the scheduler's job store may outlive
+            // `run`, and must not keep the publisher (and the lock on its
+            // data directory) alive after its last handle is dropped.
+            let publisher = Arc::downgrade(&self.inner);
             let job = Job::new_async(schedule.as_str(), move |_id, _lock| {
-                let this = this.clone();
+                let publisher = publisher.upgrade().map(|inner| Self { inner });
                 Box::pin(async move {
-                    this.build_list(index).await;
+                    if let Some(publisher) = publisher {
+                        publisher.build_list(index).await;
+                    }
                 })
             })
             .map_err(bad(field.clone()))?;

@@ -5,7 +5,15 @@
 //! <data_dir>/public.key                        its public key, base64 (for agent configuration)
 //! <data_dir>/lists/<name>/<version>.hashes     sorted full hashes, 32 raw bytes each
 //! <data_dir>/lists/<name>/<version>.snapshot   the signed snapshot
+//! <data_dir>/lock                              held by the publisher using the directory
 //! ```
+//!
+//! One publisher at a time uses a data directory: two would race on
+//! version numbers and remove each other's temporary files. It holds an
+//! advisory lock on `lock` (the operating system's: `flock` on Unix,
+//! `LockFileEx` on Windows) for as long as it is open; the lock goes with
+//! the process, so a crash leaves no stale lock behind. The file holds the
+//! holder's process id, for the error a second publisher gets.
 //!
 //! A version is published by writing its `.hashes` file and then its
 //! `.snapshot` file, each to a temporary file that is fsynced and renamed into
@@ -22,6 +30,50 @@ use blocksieve_format::{DecodeLimits, FullHash, SigningKey, TrustedKey, decode};
 use crate::Error;
 
 const TMP_SUFFIX: &str = ".tmp";
+
+/// The lock on a data directory, held until dropped; see the module docs.
+#[derive(Debug)]
+pub struct DataDirLock {
+    _file: fs::File,
+}
+
+/// Takes the lock on `dir` (which must exist) without waiting.
+///
+/// # Errors
+///
+/// [`Error::InUse`] when another process holds it, naming that process;
+/// [`Error::Io`] when the lock file cannot be opened or locked.
+pub fn lock_data_dir(dir: &Path) -> Result<DataDirLock, Error> {
+    let path = dir.join("lock");
+    let io = |e: std::io::Error| Error::Io(format!("{}: {e}", path.display()));
+    let mut file = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(io)?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(fs::TryLockError::WouldBlock) => {
+            let holder = fs::read_to_string(&path).unwrap_or_default();
+            let holder = match holder.trim() {
+                "" => String::new(),
+                pid => format!(" (process {pid})"),
+            };
+            return Err(Error::InUse(format!(
+                "{} is used by another publisher{holder}; stop it, or give this one another data_dir",
+                dir.display()
+            )));
+        }
+        Err(fs::TryLockError::Error(e)) => return Err(io(e)),
+    }
+    // The holder's id, for the error above; the lock is what counts.
+    file.set_len(0)
+        .and_then(|()| writeln!(file, "{}", std::process::id()))
+        .map_err(io)?;
+    Ok(DataDirLock { _file: file })
+}
 
 /// Writes `bytes` to `path` atomically: temporary file, fsync, rename, fsync
 /// of the directory.
@@ -287,6 +339,24 @@ impl ListStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_lock_per_data_directory_until_it_is_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = lock_data_dir(dir.path()).unwrap();
+        let pid = std::process::id().to_string();
+        match lock_data_dir(dir.path()) {
+            Err(Error::InUse(message)) => {
+                assert!(message.contains(&format!("(process {pid})")), "{message}");
+                assert!(message.contains(&dir.path().display().to_string()), "{message}");
+            }
+            other => panic!("a second lock: {other:?}"),
+        }
+        drop(first);
+        let again = lock_data_dir(dir.path()).unwrap();
+        assert_eq!(fs::read_to_string(dir.path().join("lock")).unwrap().trim(), pid);
+        drop(again);
+    }
 
     #[test]
     fn a_second_key_pair_never_overwrites_the_first_public_key() {

@@ -111,6 +111,36 @@ fn expressions_takes_arguments_that_are_not_utf8() {
     );
 }
 
+/// A second publisher on a data directory in use is refused, naming the
+/// process that holds it; once that one is gone, the directory is free (no
+/// stale lock).
+#[test]
+fn a_data_directory_in_use_is_refused_with_the_holder() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), false);
+    let cfg = blocksieve_publisher::Config::from_file(&config).unwrap();
+    let holder = blocksieve_publisher::Publisher::open(cfg).unwrap();
+    let refused = run(&["build", "--config", config.to_str().unwrap()]);
+    assert_eq!(refused.status.code(), Some(1));
+    let stderr = text(&refused.stderr);
+    assert!(
+        stderr.contains("data directory in use")
+            && stderr.contains(&format!("(process {})", std::process::id())),
+        "{stderr}"
+    );
+    assert!(
+        !dir.path().join("data/lists/good").exists() || {
+            std::fs::read_dir(dir.path().join("data/lists/good"))
+                .unwrap()
+                .next()
+                .is_none()
+        }
+    );
+    drop(holder);
+    let built = run(&["build", "--config", config.to_str().unwrap()]);
+    assert_eq!(built.status.code(), Some(0), "{}", text(&built.stderr));
+}
+
 #[test]
 fn build_summary_has_a_row_for_every_list_with_the_reason_it_was_not_published() {
     let dir = tempfile::tempdir().unwrap();

@@ -185,6 +185,7 @@ async fn disk_full_while_publishing_fails_cleanly_and_keeps_the_old_snapshot() {
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     assert!(names.iter().all(|n| !n.ends_with(".tmp")), "{names:?}");
+    drop(publisher);
     let reopened = Publisher::open(cfg).unwrap();
     assert_eq!(
         reopened.state().lists[0]
