@@ -26,7 +26,9 @@
 //! anywhere aborts the sweep; an invariant violation is counted and the first
 //! few are printed. The exit code is 1 when any invariant failed. The
 //! "common case" column counts the entries that `canonicalize` took in its
-//! one-pass common case rather than step by step.
+//! one-pass common case rather than step by step, and "as written" those
+//! that are canonical as written, whose expressions `full_hashes` hashes in
+//! place (no copy).
 //!
 //! [`CanonicalUrl::expressions`]: blocksieve_format::CanonicalUrl::expressions
 //! [`Expression::full_hash`]: blocksieve_format::Expression::full_hash
@@ -69,6 +71,8 @@ struct Sweep {
     expressions: u64,
     /// Entries `canonicalize` took in its one-pass common case.
     common_case: u64,
+    /// Entries canonical as written (hashed in place by `full_hashes`).
+    as_written: u64,
     /// Invalid entries by [`CanonError`] variant.
     invalid: BTreeMap<&'static str, u64>,
     /// The first few invalid entries with their reason, for the report.
@@ -83,6 +87,7 @@ impl Sweep {
     fn entry(&mut self, entry: &[u8]) {
         self.entries += 1;
         self.common_case += u64::from(blocksieve_format::fuzzing::takes_common_case(entry));
+        self.as_written += u64::from(blocksieve_format::fuzzing::canonical_as_written(entry));
         match canonicalize(entry) {
             Ok(url) => {
                 self.valid += 1;
@@ -236,10 +241,10 @@ fn main() -> ExitCode {
         "Other",
     ];
     println!(
-        "| file | lines | entries | valid | invalid | {} | expressions | common case | invariant violations | seconds |",
+        "| file | lines | entries | valid | invalid | {} | expressions | common case | as written | invariant violations | seconds |",
         reasons.join(" | ")
     );
-    println!("|---|{}", "---:|".repeat(8 + reasons.len()));
+    println!("|---|{}", "---:|".repeat(9 + reasons.len()));
     let mut failed = false;
     for path in &files {
         let name = path
@@ -264,13 +269,14 @@ fn main() -> ExitCode {
             .map(|r| s.invalid.get(r).copied().unwrap_or(0).to_string())
             .collect();
         println!(
-            "| {name} | {} | {} | {} | {invalid} | {} | {} | {} | {} | {:.1} |",
+            "| {name} | {} | {} | {} | {invalid} | {} | {} | {} | {} | {} | {:.1} |",
             s.lines,
             s.entries,
             s.valid,
             by_reason.join(" | "),
             s.expressions,
             s.common_case,
+            s.as_written,
             s.violations,
             started.elapsed().as_secs_f64()
         );
