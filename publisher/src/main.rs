@@ -19,7 +19,8 @@ Examples:
   blocksieve-publisher serve --config lists.toml   your lists (see docs/configuration.md)
   blocksieve-publisher build --config lists.toml --out /tmp/out
   blocksieve-publisher expressions 'http://a.b.c/1/2.html?param=1'
-  blocksieve-publisher inspect blocksieve-data/lists/phishing/*.snapshot --key \"$(cat blocksieve-data/public.key)\"")]
+  blocksieve-publisher inspect \"$(ls blocksieve-data/lists/phishing/*.snapshot | tail -n 1)\" \\
+      --key \"$(cat blocksieve-data/public.key)\"")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -84,9 +85,11 @@ enum Command {
     /// <reason>` and the others are still explained; the command then exits
     /// 1, saying on stderr how many of the URLs were invalid.
     Expressions {
-        /// URLs to explain. Taken as raw bytes, as a feed line is read: a
-        /// byte that is not UTF-8 (e.g. bash's $'http://a.example/\xff')
-        /// is escaped by canonicalization, not refused.
+        /// URLs to explain. Taken as raw bytes: a byte that is not UTF-8
+        /// (e.g. bash's $'http://a.example/\xff') is escaped by
+        /// canonicalization, as in a feed, not refused. This explains a URL,
+        /// not a feed line: the `urls` feed format's own rules (a doubled
+        /// scheme, public-suffix and loopback hosts, `&amp;`) are not applied.
         #[arg(required = true)]
         urls: Vec<std::ffi::OsString>,
     },

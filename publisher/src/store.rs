@@ -13,7 +13,8 @@
 //! advisory lock on `lock` (the operating system's: `flock` on Unix,
 //! `LockFileEx` on Windows) for as long as it is open; the lock goes with
 //! the process, so a crash leaves no stale lock behind. The file holds the
-//! holder's process id, for the error a second publisher gets.
+//! holder's process id, for the error a second publisher gets (where the
+//! system lets it read a locked file; the lock alone decides).
 //!
 //! A version is published by writing its `.hashes` file and then its
 //! `.snapshot` file, each to a temporary file that is fsynced and renamed into
@@ -56,13 +57,17 @@ pub fn lock_data_dir(dir: &Path) -> Result<DataDirLock, Error> {
     match file.try_lock() {
         Ok(()) => {}
         Err(fs::TryLockError::WouldBlock) => {
-            let holder = fs::read_to_string(&path).unwrap_or_default();
-            let holder = match holder.trim() {
-                "" => String::new(),
-                pid => format!(" (process {pid})"),
-            };
+            // The id the holder wrote, if it is one: whatever else holds
+            // the lock (an operator's `flock`) may leave other content, or
+            // an old publisher's id, and some systems refuse the read.
+            let holder = fs::read_to_string(&path)
+                .ok()
+                .and_then(|text| text.trim().parse::<u32>().ok())
+                .map_or(String::from("another process"), |pid| {
+                    format!("another publisher (process {pid})")
+                });
             return Err(Error::InUse(format!(
-                "{} is used by another publisher{holder}; stop it, or give this one another data_dir",
+                "{} is locked by {holder}; stop it, or give this one another data_dir",
                 dir.display()
             )));
         }
@@ -355,6 +360,15 @@ mod tests {
         drop(first);
         let again = lock_data_dir(dir.path()).unwrap();
         assert_eq!(fs::read_to_string(dir.path().join("lock")).unwrap().trim(), pid);
+        // Content that is not a process id is not shown as one.
+        fs::write(dir.path().join("lock"), "not\na pid\n").unwrap();
+        match lock_data_dir(dir.path()) {
+            Err(Error::InUse(message)) => {
+                assert!(message.contains("is locked by another process;"), "{message}");
+                assert!(!message.contains('\n'), "{message}");
+            }
+            other => panic!("a second lock: {other:?}"),
+        }
         drop(again);
     }
 
