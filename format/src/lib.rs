@@ -41,6 +41,7 @@ pub use hash::{FullHash, HashPrefix, HexError, RequestPrefix};
 pub use keys::{KeyError, KeyId, SigningKey, TrustedKey};
 pub use snapshot::{
     CompressedFilter, DecodeLimits, EncodeError, FORMAT_VERSION, KeyBits, MAGIC, MAX_LIST_NAME_BYTES,
-    RawBody, SnapshotHeader, SnapshotParams, VerifiedSnapshot, compress_filter, dangerous_encode_raw, decode,
-    encode, is_valid_list_name, parse_header_unverified, sign_snapshot,
+    RawBody, SnapshotHeader, SnapshotParams, VerifiedSnapshot, check_unverified, compress_filter,
+    dangerous_encode_raw, decode, decode_ignoring_expiry, encode, is_valid_list_name,
+    parse_header_unverified, sign_snapshot,
 };

@@ -1,10 +1,13 @@
 //! The signed snapshot file: header, signature and compressed filter body.
 //!
 //! See `FORMAT.md` for the byte layout. [`encode`] writes a snapshot;
-//! [`decode`] is the only way to obtain a [`VerifiedSnapshot`], and it checks,
-//! in this order: bounded header parse → known format version → signature
-//! by a trusted key → limits → body length and hash → bounded decompression
-//! of exactly one zstd frame → filter layout → expiry.
+//! [`decode`] and [`decode_ignoring_expiry`] are the only ways to obtain a
+//! [`VerifiedSnapshot`], and they check, in this order: bounded header parse
+//! → known format version → signature by a trusted key → limits → body
+//! length and hash → bounded decompression of exactly one zstd frame →
+//! filter layout → expiry (only [`decode`]; the other leaves expiry to the
+//! caller, who keeps an expired snapshot flagged stale).
+//! [`check_unverified`] runs every check that needs no key, for tools.
 
 use sha2::{Digest, Sha256};
 
@@ -192,7 +195,8 @@ impl Default for DecodeLimits {
 }
 
 /// A snapshot whose signature, hash, limits and layout have been checked.
-/// Only [`decode`] creates one; it is what an agent swaps in.
+/// Only [`decode`] and [`decode_ignoring_expiry`] create one; it is what an
+/// agent swaps in.
 #[derive(Debug, Clone)]
 pub struct VerifiedSnapshot {
     header: SnapshotHeader,
@@ -208,6 +212,13 @@ impl VerifiedSnapshot {
     /// The filter.
     pub fn filter(&self) -> &PrefixFilter {
         &self.filter
+    }
+
+    /// Whether the snapshot has expired at `now` (Unix seconds): `now` is
+    /// past its signed `expires_at`. A reader may keep using an expired
+    /// snapshot, but must report it stale (FORMAT.md, `expires_at`).
+    pub fn is_expired(&self, now: u64) -> bool {
+        now > self.header.expires_at
     }
 
     /// Whether `hash` probably belongs to the list: probes the filter with
@@ -487,19 +498,45 @@ fn parse_header(bytes: &[u8]) -> Result<(SnapshotHeader, usize), DecodeError> {
     ))
 }
 
-/// Decodes and verifies a snapshot.
+/// Decodes and verifies a snapshot: [`decode_ignoring_expiry`], then the
+/// expiry check (`now ≤ expires_at`, FORMAT.md "Reading", step 7).
 ///
 /// `now` is the current time in Unix seconds (this crate reads no clock).
 ///
 /// # Errors
 ///
 /// [`DecodeError`] naming the first check that failed; see the module docs
-/// for the order.
+/// for the order. An expired snapshot is [`DecodeError::Expired`].
 pub fn decode(
     bytes: &[u8],
     trusted_keys: &[TrustedKey],
     limits: &DecodeLimits,
     now: u64,
+) -> Result<VerifiedSnapshot, DecodeError> {
+    let snapshot = decode_ignoring_expiry(bytes, trusted_keys, limits)?;
+    if snapshot.is_expired(now) {
+        return Err(DecodeError::Expired {
+            expires_at: snapshot.header.expires_at,
+            now,
+        });
+    }
+    Ok(snapshot)
+}
+
+/// Decodes and verifies a snapshot, every check of FORMAT.md "Reading" but
+/// the last (expiry): for a reader that keeps an expired snapshot, flagged
+/// stale, rather than none. An agent starting from its cache, or whose
+/// clock runs ahead of the publisher's, uses this and asks
+/// [`VerifiedSnapshot::is_expired`] itself.
+///
+/// # Errors
+///
+/// [`DecodeError`] naming the first check that failed, in the order of the
+/// module docs; never [`DecodeError::Expired`].
+pub fn decode_ignoring_expiry(
+    bytes: &[u8],
+    trusted_keys: &[TrustedKey],
+    limits: &DecodeLimits,
 ) -> Result<VerifiedSnapshot, DecodeError> {
     let (header, header_len) = parse_header(bytes)?;
 
@@ -516,7 +553,36 @@ pub fn decode(
     if !key.verify(signed, &signature) {
         return Err(DecodeError::BadSignature);
     }
+    let filter = check_body(&header, &bytes[header_len..], limits)?;
+    Ok(VerifiedSnapshot { header, filter })
+}
 
+/// Checks everything in a snapshot that needs no key — the header, the
+/// limits, the body's length and SHA-256 against the header, the zstd frame
+/// and the filter layout (FORMAT.md "Reading", steps 1 and 3–6) — and
+/// returns the header and the filter. The signature is **not** checked, so
+/// nothing here may be trusted: this is for `inspect` without a key, to
+/// tell a damaged file (a flipped bit in the body) from a good one.
+///
+/// # Errors
+///
+/// [`DecodeError`] naming the first check that failed.
+pub fn check_unverified(
+    bytes: &[u8],
+    limits: &DecodeLimits,
+) -> Result<(SnapshotHeader, PrefixFilter), DecodeError> {
+    let (header, header_len) = parse_header(bytes)?;
+    let filter = check_body(&header, &bytes[header_len..], limits)?;
+    Ok((header, filter))
+}
+
+/// Steps 3–6 of FORMAT.md "Reading": limits, body length and hash, one
+/// bounded zstd frame, filter layout.
+fn check_body(
+    header: &SnapshotHeader,
+    body: &[u8],
+    limits: &DecodeLimits,
+) -> Result<PrefixFilter, DecodeError> {
     if header.body_compressed_bytes > limits.max_body_bytes {
         return Err(DecodeError::BodyTooLarge {
             declared: header.body_compressed_bytes,
@@ -535,8 +601,6 @@ pub fn decode(
             max: limits.max_entries,
         });
     }
-
-    let body = &bytes[header_len..];
     if body.len() as u64 != header.body_compressed_bytes {
         return Err(DecodeError::BodyLength {
             declared: header.body_compressed_bytes,
@@ -546,22 +610,13 @@ pub fn decode(
     if Sha256::digest(body).as_slice() != header.body_sha256 {
         return Err(DecodeError::BodyHashMismatch);
     }
-
     let decompressed = decompress_one_frame(body, header.body_decompressed_bytes)?;
-    let filter = PrefixFilter::read_body(
+    PrefixFilter::read_body(
         header.filter_kind,
         header.filter_param,
         header.entry_count,
         &decompressed,
-    )?;
-
-    if now > header.expires_at {
-        return Err(DecodeError::Expired {
-            expires_at: header.expires_at,
-            now,
-        });
-    }
-    Ok(VerifiedSnapshot { header, filter })
+    )
 }
 
 /// Decompresses `body`, which must be exactly one zstd frame whose header

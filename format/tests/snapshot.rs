@@ -4,7 +4,7 @@
 
 use blocksieve_format::{
     DecodeError, DecodeLimits, FilterKind, FullHash, KeyBits, PrefixFilter, SigningKey, SnapshotParams,
-    TrustedKey, decode, encode,
+    TrustedKey, check_unverified, decode, decode_ignoring_expiry, encode,
 };
 
 const NOW: u64 = 1_800_000_000;
@@ -193,6 +193,53 @@ fn limits_and_expiry() {
             now: NOW + 3601
         }
     );
+}
+
+#[test]
+fn decode_ignoring_expiry_keeps_an_expired_snapshot_and_checks_the_rest() {
+    let (bytes, hs) = snapshot(FilterKind::BinaryFuse8, 1000);
+    let later = NOW + 3601;
+    let s = decode_ignoring_expiry(&bytes, &trusted(), &DecodeLimits::default()).unwrap();
+    assert!(s.is_expired(later));
+    assert!(!s.is_expired(NOW + 3600), "expires_at itself is still current");
+    assert!(hs.iter().all(|h| s.probably_contains(h)));
+    // Everything but the expiry is still checked.
+    let other = SigningKey::from_secret_bytes([9u8; 32]).public_key().clone();
+    assert!(matches!(
+        decode_ignoring_expiry(&bytes, &[other], &DecodeLimits::default()),
+        Err(DecodeError::UnknownKey { .. })
+    ));
+    let mut flipped = bytes.clone();
+    *flipped.last_mut().unwrap() ^= 1;
+    assert_eq!(
+        decode_ignoring_expiry(&flipped, &trusted(), &DecodeLimits::default()).unwrap_err(),
+        DecodeError::BodyHashMismatch
+    );
+}
+
+#[test]
+fn check_unverified_finds_every_body_bit_flip_without_a_key() {
+    let (bytes, hs) = snapshot(FilterKind::BinaryFuse8, 30);
+    let (header, filter) = check_unverified(&bytes, &DecodeLimits::default()).unwrap();
+    assert_eq!(header.entry_count, 30);
+    assert!(hs.iter().all(|h| filter.contains(h.prefix().key())));
+    let header_len = usize::from(u16::from_le_bytes([bytes[10], bytes[11]]));
+    for i in header_len * 8..bytes.len() * 8 {
+        let mut b = bytes.clone();
+        b[i / 8] ^= 1 << (i % 8);
+        assert!(
+            check_unverified(&b, &DecodeLimits::default()).is_err(),
+            "flip of body bit {i} passed"
+        );
+    }
+    // A flip in the signature is only found with the key.
+    let mut sig = bytes.clone();
+    sig[header_len - 1] ^= 1;
+    assert!(check_unverified(&sig, &DecodeLimits::default()).is_ok());
+    // Truncation at every length is an error, never a panic.
+    for len in 0..bytes.len() {
+        assert!(check_unverified(&bytes[..len], &DecodeLimits::default()).is_err());
+    }
 }
 
 /// A correctly signed snapshot around `compressed`, whose header claims
