@@ -222,6 +222,60 @@ fn inspect_verifies_with_a_base64_or_hex_public_key() {
 }
 
 #[test]
+fn regression_inspect_without_a_key_fails_on_a_bit_flip_in_the_body_and_takes_a_key_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), false);
+    let built = run(&["build", "--config", config.to_str().unwrap()]);
+    assert_eq!(built.status.code(), Some(0), "{}", text(&built.stderr));
+    let snapshot = std::fs::read_dir(dir.path().join("data/lists/good"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "snapshot"))
+        .unwrap();
+    let path = snapshot.to_str().unwrap();
+
+    let out = run(&["inspect", path]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("integrity             ok"), "{stdout}");
+    assert!(stdout.contains("signature not checked"), "{stdout}");
+
+    // The key file the publisher wrote, as `check --key` takes it.
+    let key_file = dir.path().join("data/public.key");
+    let out = run(&["inspect", path, "--key", key_file.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("verification          ok"));
+
+    // One flipped bit in the last byte of the body: without a key the
+    // header still prints, then the integrity check fails.
+    let mut bytes = std::fs::read(&snapshot).unwrap();
+    *bytes.last_mut().unwrap() ^= 0x01;
+    let flipped = dir.path().join("flipped.snapshot");
+    std::fs::write(&flipped, &bytes).unwrap();
+    let out = run(&["inspect", flipped.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("list_name             good"), "{stdout}");
+    assert!(stdout.contains("integrity             FAILED"), "{stdout}");
+    assert!(stdout.contains("SHA-256"), "{stdout}");
+    let out = run(&[
+        "inspect",
+        flipped.to_str().unwrap(),
+        "--key",
+        key_file.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stdout).contains("verification          FAILED"));
+
+    // A key file that holds no key: an error naming the file.
+    let junk = dir.path().join("junk.key");
+    std::fs::write(&junk, "not a key\n").unwrap();
+    let out = run(&["inspect", path, "--key", junk.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("junk.key"), "{}", text(&out.stderr));
+}
+
+#[test]
 fn keygen_writes_a_key_pair_under_a_bare_file_name() {
     let dir = tempfile::tempdir().unwrap();
     let out = Command::new(BIN)
