@@ -215,11 +215,16 @@ impl AgentBuilder {
     /// Persists every accepted snapshot, and the version floor that protects
     /// against rollback, in `dir` (created if missing; one agent per
     /// directory). [`AgentBuilder::build`] loads the snapshots found there
-    /// that verify and have not expired, so the agent answers before it
-    /// reaches the network; a file that fails verification is renamed aside
-    /// (`.quarantined`) and never loaded again. By default, nothing is
-    /// persisted: every start waits for the network, and the floor starts
-    /// empty.
+    /// that verify (signature, limits, list name) and pass the persisted
+    /// version floor, so the agent answers before it reaches the network —
+    /// an expired snapshot too: it answers flagged stale (misses
+    /// [`Verdict::Safe`](crate::Verdict::Safe) with `stale: true`, hits
+    /// confirmed with full hashes or unverified), as it would had it expired
+    /// while in use, until an update brings a newer one; an old list still
+    /// blocks old threats (FORMAT.md, "Expired snapshots"). A file that fails
+    /// verification is renamed aside (`.quarantined`) and never loaded
+    /// again. By default, nothing is persisted: every start waits for the
+    /// network, and the floor starts empty.
     pub fn cache_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.cache_dir = Some(dir.into());
         self
