@@ -320,11 +320,14 @@ impl AgentBuilder {
     }
 
     /// The longest random delay before the background task first checks a
-    /// list that has no usable snapshot (so a fleet started together does
-    /// not stampede, yet an agent that cannot answer does not wait long).
-    /// Lists a cached snapshot already covers wait up to
-    /// [`WARM_START_JITTER`](crate::core::schedule::WARM_START_JITTER) (5 minutes) instead. At most one hour. By
-    /// default, [`COLD_START_JITTER`](crate::core::schedule::COLD_START_JITTER) (5 seconds).
+    /// list that has no fresh snapshot — none, or an expired one from the
+    /// cache directory (so a fleet started together does not stampede, yet
+    /// an agent that cannot answer, or answers stale, does not wait long).
+    /// Lists a fresh cached snapshot already covers wait up to
+    /// [`WARM_START_JITTER`](crate::core::schedule::WARM_START_JITTER) (5
+    /// minutes) instead. At most one hour. By default,
+    /// [`COLD_START_JITTER`](crate::core::schedule::COLD_START_JITTER) (5
+    /// seconds).
     pub fn initial_jitter(mut self, max: Duration) -> Self {
         self.initial_jitter = max;
         self
