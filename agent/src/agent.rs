@@ -17,6 +17,7 @@ use crate::Error;
 use crate::config::{AgentBuilder, Settings};
 use crate::core::accept::{self, AcceptedSnapshot, ListRecord, Restored, VersionFloor};
 use crate::core::cache::FullHashCache;
+use crate::core::clock::SkewSample;
 use crate::core::lookup::{self, Answer, LocalLookup, UrlHashes, Verdict};
 use crate::core::prefix::{self, PlannedRequest, RequestPrefix};
 use crate::core::schedule::FullHashBackoff;
@@ -77,6 +78,12 @@ impl ListSlot {
     }
 }
 
+/// The monotonic clock for [`SkewSample`]: tokio's, so that it agrees with
+/// the update timetable (and with a paused clock in tests).
+fn monotonic_now() -> std::time::Instant {
+    tokio::time::Instant::now().into_std()
+}
+
 /// Sends one answer to every check waiting on the same request prefix.
 type AnswerSender = watch::Sender<Option<Answer>>;
 
@@ -99,6 +106,9 @@ pub(crate) struct Inner {
     /// flight: a second check for the same prefix waits for the first.
     in_flight: Mutex<HashMap<RequestPrefix, watch::Receiver<Option<Answer>>>>,
     backoff: Mutex<FullHashBackoff>,
+    /// The publisher's clock from the `Date` of its latest response, for
+    /// [`Status::clock_skew`]: only reported, never used to decide freshness.
+    publisher_clock: Mutex<Option<SkewSample>>,
     /// Noise prefixes, shuffling, jitter. Seeded from the OS.
     rng: Mutex<StdRng>,
     /// The background update task, if started.
@@ -190,6 +200,7 @@ impl Agent {
             store,
             in_flight: Mutex::new(HashMap::new()),
             backoff: Mutex::new(FullHashBackoff::default()),
+            publisher_clock: Mutex::new(None),
             rng: Mutex::new(StdRng::from_entropy()),
             updater: Mutex::new(None),
             alive: watch::channel(()).0,
@@ -236,7 +247,8 @@ impl Agent {
 
     /// Every list's snapshot (version, age, expiry, stale flag, source,
     /// floor) and update state (last success, last error, consecutive
-    /// failures), and the counters.
+    /// failures), the clock skew, and the counters. Staleness and skew are
+    /// computed against the clock now, at every call.
     pub fn status(&self) -> Status {
         let inner = &self.inner;
         let now = inner.now();
@@ -267,21 +279,27 @@ impl Agent {
             Err(Error::BackingOff { remaining, .. }) => Some(remaining),
             _ => None,
         };
+        let sample = *lock(&inner.publisher_clock);
+        let clock_skew = sample.and_then(|sample| sample.skew(now, monotonic_now()));
         Status {
             lists,
             stats: self.stats(),
             updates_running: self.updates_running(),
             full_hash_paused_for,
+            clock_skew,
         }
     }
 
     /// Brings every list up to date with the publisher now, one list after
     /// the other: a conditional `GET /v1/lists/{list}/snapshot` with the
     /// stored ETag (each base URL in turn until one succeeds), then, for a
-    /// new body, [`crate::core::accept::accept`] (signature, limits, expiry, list
+    /// new body, [`crate::core::accept::accept`] (signature, limits, list
     /// name, version floor), persistence to the cache directory, and an
-    /// atomic swap. A list whose download or verification fails keeps its
-    /// current filter; the report says why.
+    /// atomic swap. A snapshot that has already expired by this agent's
+    /// clock (a frozen feed, or a clock running ahead) is accepted on the
+    /// same terms and used flagged stale, counted in
+    /// [`Stats::expired_snapshots_applied`]. A list whose download or
+    /// verification fails keeps its current filter; the report says why.
     ///
     /// [`Agent::start_updates`] runs this on a schedule; calling it by hand
     /// as well is fine. Updates are serialised; URL checks are never blocked.
@@ -349,7 +367,9 @@ impl Agent {
     /// alone never is. When the full hashes cannot be had the verdict is
     /// [`Verdict::Unverified`], flagged to block under
     /// [`FailurePolicy::FailClosed`](crate::FailurePolicy::FailClosed).
-    /// Verdicts based on an expired snapshot say so (`stale`).
+    /// Verdicts based on an expired snapshot say so (`stale`), computed
+    /// against the clock at each check: a miss is [`Verdict::Safe`] with
+    /// `stale: true`, a hit is confirmed (or unverified) as always.
     ///
     /// # Errors
     ///
@@ -429,6 +449,15 @@ impl Inner {
         self.settings.time.now()
     }
 
+    /// Keeps the publisher's clock from the latest response that had a
+    /// `Date`, for [`Status::clock_skew`].
+    fn observe_publisher_time(&self, server: Option<SystemTime>) {
+        if let Some(server) = server {
+            let sample = SkewSample::new(server, self.now(), monotonic_now());
+            *lock(&self.publisher_clock) = Some(sample);
+        }
+    }
+
     pub(crate) fn list_count(&self) -> usize {
         self.slots.len()
     }
@@ -446,7 +475,7 @@ impl Inner {
     }
 
     /// How long list `index`'s snapshot stays fresh, or `None` without a
-    /// usable one: the input of the initial jitter.
+    /// fresh one (none, or expired): the input of the initial jitter.
     pub(crate) fn time_to_expiry(&self, index: usize) -> Option<Duration> {
         let slot = self.slots.get(index)?;
         let current = slot.current.load();
@@ -455,7 +484,8 @@ impl Inner {
     }
 
     /// Loads each list's cached snapshot and floor (see
-    /// [`crate::core::accept::restore`]); quarantines what fails verification.
+    /// [`crate::core::accept::restore`]) — an expired snapshot too, which
+    /// then answers flagged stale; quarantines what fails verification.
     fn restore_from_cache(&self) {
         let Some(store) = &self.store else {
             return;
@@ -477,21 +507,23 @@ impl Inner {
                 found.record.as_ref(),
                 &self.trusted_keys,
                 &self.settings.limits,
-                now,
             );
             meta.floor = restored.floor;
             meta.etag = restored.etag;
             match restored.snapshot {
                 Restored::Loaded(accepted) => {
-                    tracing::info!(list = %slot.name, version = accepted.header().version, "snapshot loaded from cache");
+                    let version = accepted.header().version;
+                    if accepted.is_stale(now) {
+                        tracing::warn!(list = %slot.name, version, "snapshot loaded from cache has expired; using it, stale, until a newer one arrives");
+                        Counters::bump(&self.counters.expired_snapshots_loaded_from_cache);
+                    } else {
+                        tracing::info!(list = %slot.name, version, "snapshot loaded from cache");
+                    }
                     Counters::bump(&self.counters.snapshots_loaded_from_cache);
                     slot.current.store(Some(Arc::new(Loaded {
                         accepted,
                         source: SnapshotSource::Cache,
                     })));
-                }
-                Restored::Expired { .. } => {
-                    tracing::info!(list = %slot.name, "cached snapshot has expired; waiting for a fresh one");
                 }
                 Restored::Rejected(error) => {
                     Counters::bump(&self.counters.cache_files_quarantined);
@@ -566,6 +598,7 @@ impl Inner {
             let meta = lock(&slot.meta);
             (current.as_ref().and(meta.etag.clone()), meta.floor)
         };
+        let mut date = None;
         let fetched = http::fetch_snapshot(
             &self.client,
             url,
@@ -573,8 +606,11 @@ impl Inner {
             self.settings.max_snapshot_bytes,
             self.settings.snapshot_timeout,
             self.now(),
+            &mut date,
         )
-        .await?;
+        .await;
+        self.observe_publisher_time(date);
+        let fetched = fetched?;
         let (bytes, new_etag, hint) = match (fetched, previous) {
             (SnapshotFetch::NotModified { hint }, Some(version)) => {
                 return Ok((ListUpdate::Unchanged { version }, hint));
@@ -607,6 +643,7 @@ impl Inner {
             lock(&slot.meta).etag = new_etag;
             return Ok((ListUpdate::Unchanged { version }, hint));
         }
+        let expired = accepted.is_stale(self.now());
         self.persist(slot, bytes, new_floor, new_etag.clone()).await;
         slot.current.store(Some(Arc::new(Loaded {
             accepted,
@@ -618,7 +655,19 @@ impl Inner {
             meta.etag = new_etag;
         }
         Counters::bump(&self.counters.snapshots_applied);
-        tracing::info!(list = %slot.name, ?previous, version, "snapshot updated");
+        if expired {
+            // Newer than the one in use (the floor saw to that), so it can
+            // only add protection; stale, so the host sees the freeze or
+            // the clock.
+            Counters::bump(&self.counters.expired_snapshots_applied);
+            let sample = *lock(&self.publisher_clock);
+            let clock_skew = sample
+                .and_then(|sample| sample.skew(self.now(), monotonic_now()))
+                .map(|skew| skew.to_string());
+            tracing::warn!(list = %slot.name, ?previous, version, ?clock_skew, "snapshot updated, but it has already expired: using it, stale");
+        } else {
+            tracing::info!(list = %slot.name, ?previous, version, "snapshot updated");
+        }
         Ok((ListUpdate::Updated { previous, version }, hint))
     }
 
@@ -634,10 +683,9 @@ impl Inner {
     ) -> Result<(AcceptedSnapshot, Vec<u8>), Error> {
         let keys = Arc::clone(&self.trusted_keys);
         let limits = self.settings.limits;
-        let now = self.now();
         let owned_list = list.to_owned();
         let task = tokio::task::spawn_blocking(move || {
-            let result = accept::accept(&owned_list, &bytes, &keys, &limits, floor.as_ref(), now);
+            let result = accept::accept(&owned_list, &bytes, &keys, &limits, floor.as_ref());
             result.map(|accepted| (accepted, bytes))
         });
         match task.await {
@@ -861,7 +909,10 @@ impl Inner {
         let mut first_error = None;
         for base in &self.settings.base_urls {
             let url = format!("{base}/v1/hashes:search");
-            match http::search_full_hashes(&self.client, &url, &request, self.now()).await {
+            let mut date = None;
+            let result = http::search_full_hashes(&self.client, &url, &request, self.now(), &mut date).await;
+            self.observe_publisher_time(date);
+            match result {
                 Ok(response) => return Ok(response),
                 Err(error) => {
                     first_error.get_or_insert(error);

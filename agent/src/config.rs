@@ -215,11 +215,16 @@ impl AgentBuilder {
     /// Persists every accepted snapshot, and the version floor that protects
     /// against rollback, in `dir` (created if missing; one agent per
     /// directory). [`AgentBuilder::build`] loads the snapshots found there
-    /// that verify and have not expired, so the agent answers before it
-    /// reaches the network; a file that fails verification is renamed aside
-    /// (`.quarantined`) and never loaded again. By default, nothing is
-    /// persisted: every start waits for the network, and the floor starts
-    /// empty.
+    /// that verify (signature, limits, list name) and pass the persisted
+    /// version floor, so the agent answers before it reaches the network —
+    /// an expired snapshot too: it answers flagged stale (misses
+    /// [`Verdict::Safe`](crate::Verdict::Safe) with `stale: true`, hits
+    /// confirmed with full hashes or unverified), as it would had it expired
+    /// while in use, until an update brings a newer one; an old list still
+    /// blocks old threats (FORMAT.md, "Expired snapshots"). A file that fails
+    /// verification is renamed aside (`.quarantined`) and never loaded
+    /// again. By default, nothing is persisted: every start waits for the
+    /// network, and the floor starts empty.
     pub fn cache_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.cache_dir = Some(dir.into());
         self
@@ -315,11 +320,14 @@ impl AgentBuilder {
     }
 
     /// The longest random delay before the background task first checks a
-    /// list that has no usable snapshot (so a fleet started together does
-    /// not stampede, yet an agent that cannot answer does not wait long).
-    /// Lists a cached snapshot already covers wait up to
-    /// [`WARM_START_JITTER`](crate::core::schedule::WARM_START_JITTER) (5 minutes) instead. At most one hour. By
-    /// default, [`COLD_START_JITTER`](crate::core::schedule::COLD_START_JITTER) (5 seconds).
+    /// list that has no fresh snapshot — none, or an expired one from the
+    /// cache directory (so a fleet started together does not stampede, yet
+    /// an agent that cannot answer, or answers stale, does not wait long).
+    /// Lists a fresh cached snapshot already covers wait up to
+    /// [`WARM_START_JITTER`](crate::core::schedule::WARM_START_JITTER) (5
+    /// minutes) instead. At most one hour. By default,
+    /// [`COLD_START_JITTER`](crate::core::schedule::COLD_START_JITTER) (5
+    /// seconds).
     pub fn initial_jitter(mut self, max: Duration) -> Self {
         self.initial_jitter = max;
         self

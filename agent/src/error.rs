@@ -11,9 +11,10 @@ use blocksieve_format::{CanonError, DecodeError};
 /// names the group:
 ///
 /// * **Bad data** ([`ErrorKind::BadData`]): the publisher sent something
-///   malformed, forged, stale or oversized. The agent keeps the filter it
-///   already has; report it and try again later (the next snapshot may be
-///   fine), but do not expect a retry of the same download to help.
+///   malformed, forged, rolled back or oversized. The agent keeps the
+///   filter it already has; report it and try again later (the next
+///   snapshot may be fine), but do not expect a retry of the same download
+///   to help.
 /// * **Transport** ([`ErrorKind::Transport`]): the request did not complete or
 ///   the publisher answered with an HTTP error. Retry later.
 /// * **Not ready** ([`ErrorKind::NotReady`]): no snapshot has been loaded for a
@@ -35,7 +36,9 @@ use blocksieve_format::{CanonError, DecodeError};
 pub enum Error {
     // --- Bad data from the publisher: keep the current filter. ---
     /// A downloaded snapshot failed verification (signature, unknown key,
-    /// body hash, layout, limits or expiry).
+    /// body hash, layout or limits). Expiry is not among the reasons: an
+    /// expired snapshot is used, flagged stale (see
+    /// [`core::accept`](crate::core::accept)).
     #[error("snapshot of list {list} rejected: {reason}")]
     Decode {
         /// The list whose snapshot was downloaded.
@@ -218,7 +221,7 @@ pub enum Error {
 #[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ErrorKind {
-    /// The publisher sent malformed, forged, stale or oversized data; the
+    /// The publisher sent malformed, forged, rolled-back or oversized data; the
     /// current filter was kept.
     BadData,
     /// The request failed or got an HTTP error; retry later.

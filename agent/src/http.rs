@@ -1,17 +1,18 @@
 //! The publisher API over HTTP: conditional snapshot downloads and full-hash
 //! searches, every body read with a hard byte limit. No decisions here: the
-//! headers that matter (ETag, next-check hint, `Retry-After`) are handed to
-//! [`crate::core`] as they came.
+//! headers that matter (ETag, next-check hint, `Retry-After`, `Date`) are
+//! handed to [`crate::core`] as they came.
 
 use std::time::{Duration, SystemTime};
 
 use blocksieve_format::api::{ErrorResponse, FullHashSearchRequest, FullHashSearchResponse, ListsResponse};
 use reqwest::StatusCode;
 use reqwest::header::{
-    CACHE_CONTROL, CONTENT_TYPE, ETAG, HeaderMap, HeaderValue, IF_NONE_MATCH, RETRY_AFTER,
+    AGE, CACHE_CONTROL, CONTENT_TYPE, DATE, ETAG, HeaderMap, HeaderValue, IF_NONE_MATCH, RETRY_AFTER,
 };
 
 use crate::Error;
+use crate::core::clock::server_time;
 use crate::core::schedule::{parse_next_check, parse_retry_after};
 
 /// The publisher's next-check hint header on snapshot responses (seconds).
@@ -93,8 +94,16 @@ fn next_check_hint(headers: &HeaderMap) -> Option<Duration> {
     parse_next_check(text(NEXT_CHECK), text(CACHE_CONTROL.as_str()))
 }
 
+/// The publisher's clock when it generated a response (`Date`, plus `Age`
+/// for a cached answer), for [`crate::core::clock`].
+fn publisher_time(headers: &HeaderMap) -> Option<SystemTime> {
+    let text = |name| headers.get(name).and_then(|v: &HeaderValue| v.to_str().ok());
+    server_time(text(DATE), text(AGE))
+}
+
 /// `GET {url}` with `If-None-Match: etag` when an ETag is given. The whole
-/// exchange, body included, must finish within `timeout`.
+/// exchange, body included, must finish within `timeout`. `date` receives
+/// the publisher's clock from any response that came back, error or not.
 pub(crate) async fn fetch_snapshot(
     client: &reqwest::Client,
     url: &str,
@@ -102,6 +111,7 @@ pub(crate) async fn fetch_snapshot(
     limit_bytes: u64,
     timeout: Duration,
     now: SystemTime,
+    date: &mut Option<SystemTime>,
 ) -> Result<SnapshotFetch, Error> {
     let mut request = client.get(url).timeout(timeout);
     let conditional = etag.and_then(|e| HeaderValue::from_str(e).ok());
@@ -110,6 +120,7 @@ pub(crate) async fn fetch_snapshot(
         request = request.header(IF_NONE_MATCH, value);
     }
     let response = request.send().await.map_err(|e| Error::transport(url, e))?;
+    *date = publisher_time(response.headers());
     let hint = next_check_hint(response.headers());
     match response.status() {
         StatusCode::OK => {
@@ -132,11 +143,13 @@ pub(crate) async fn fetch_snapshot(
 
 /// `POST {url}` (`/v1/hashes:search`) with `request` as JSON, parsed as a
 /// [`FullHashSearchResponse`]. The caller decides what of it to believe.
+/// `date` receives the publisher's clock from any response that came back.
 pub(crate) async fn search_full_hashes(
     client: &reqwest::Client,
     url: &str,
     request: &FullHashSearchRequest,
     now: SystemTime,
+    date: &mut Option<SystemTime>,
 ) -> Result<FullHashSearchResponse, Error> {
     let body = serde_json::to_vec(request).map_err(|e| Error::UnexpectedResponse {
         url: url.to_owned(),
@@ -149,6 +162,7 @@ pub(crate) async fn search_full_hashes(
         .send()
         .await
         .map_err(|e| Error::transport(url, e))?;
+    *date = publisher_time(response.headers());
     if response.status() != StatusCode::OK {
         return Err(status_error(response, url, now).await);
     }

@@ -17,8 +17,9 @@
 //!    that, on the [`core::schedule`] timetable, downloads each list's
 //!    snapshot with a conditional GET and hands the bytes to
 //!    [`core::accept`]: only an [`AcceptedSnapshot`](core::accept::AcceptedSnapshot)
-//!    — signature, limits, expiry, list name, version floor checked — is
-//!    persisted and swapped in. ([`Agent::update`] does one round by hand
+//!    — signature, limits, list name, version floor checked — is
+//!    persisted and swapped in. Expiry refuses nothing: an expired snapshot
+//!    is used, flagged stale, rather than an older one or none. ([`Agent::update`] does one round by hand
 //!    and returns an [`UpdateReport`].)
 //! 3. [`Agent::check_urls`] (and [`Agent::check_url`]) probes the filters
 //!    ([`Agent::lookup_local`] gives this [`LocalLookup`] without the
@@ -28,8 +29,9 @@
 //!    returned full hash equals one of the URL's, unverified when the full
 //!    hashes cannot be had.
 //! 4. [`Agent::status`] reports each list's version, age, expiry, staleness
-//!    and errors ([`Status`]) with the counters ([`Stats`]); every failure
-//!    is one [`Error`], whose [`ErrorKind`] says what to do next.
+//!    and errors ([`Status`]), the [`ClockSkew`] to the publisher, and the
+//!    counters ([`Stats`]); every failure is one [`Error`], whose
+//!    [`ErrorKind`] says what to do next.
 //!
 //! The decisions live in [`core`], a sans-I/O module that takes bytes, the
 //! time and an RNG and returns what to do; this crate's runtime (tokio,
@@ -55,6 +57,7 @@ pub use config::{
     MAX_BASE_URLS, MAX_FULL_HASH_CACHE_CAPACITY, MAX_NOISE_PREFIXES, MAX_SNAPSHOT_BYTES_LIMIT, SystemClock,
     TimeProvider,
 };
+pub use core::clock::ClockSkew;
 pub use core::lookup::{FailurePolicy, LocalLookup, PrefixHit, Verdict};
 pub use error::{Error, ErrorKind};
 pub use stats::{Stats, UpdateFailures};

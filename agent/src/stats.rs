@@ -48,8 +48,17 @@ pub struct Stats {
     pub ignored_full_hashes: u64,
     /// Snapshots verified and swapped in from the network.
     pub snapshots_applied: u64,
+    /// Of [`Stats::snapshots_applied`], those that had already expired by
+    /// this agent's clock when downloaded — a publisher whose builds have
+    /// stopped, a frozen feed, or a clock running ahead (see
+    /// [`Status::clock_skew`](crate::Status::clock_skew)). Newer than the
+    /// snapshot they replaced, they are used, flagged stale.
+    pub expired_snapshots_applied: u64,
     /// Snapshots loaded from the cache directory at start.
     pub snapshots_loaded_from_cache: u64,
+    /// Of [`Stats::snapshots_loaded_from_cache`], those that had expired:
+    /// used, flagged stale, until a newer one arrives.
+    pub expired_snapshots_loaded_from_cache: u64,
     /// Per-list update attempts that failed (the filter was kept); by reason
     /// in [`Stats::update_failures_by`].
     pub update_failures: u64,
@@ -98,8 +107,6 @@ pub struct UpdateFailures {
     pub unknown_key: u64,
     /// The signature does not verify.
     pub bad_signature: u64,
-    /// The snapshot had already expired when it was downloaded.
-    pub expired: u64,
     /// A snapshot of another list.
     pub wrong_list: u64,
     /// Older than the version floor, or the same version with another body.
@@ -118,7 +125,6 @@ struct FailureCounters {
     malformed: AtomicU64,
     unknown_key: AtomicU64,
     bad_signature: AtomicU64,
-    expired: AtomicU64,
     wrong_list: AtomicU64,
     rollback: AtomicU64,
     other: AtomicU64,
@@ -138,7 +144,9 @@ pub(crate) struct Counters {
     pub(crate) unverified: AtomicU64,
     pub(crate) ignored_full_hashes: AtomicU64,
     pub(crate) snapshots_applied: AtomicU64,
+    pub(crate) expired_snapshots_applied: AtomicU64,
     pub(crate) snapshots_loaded_from_cache: AtomicU64,
+    pub(crate) expired_snapshots_loaded_from_cache: AtomicU64,
     pub(crate) update_failures: AtomicU64,
     pub(crate) cache_files_quarantined: AtomicU64,
     pub(crate) persist_failures: AtomicU64,
@@ -172,7 +180,9 @@ impl Counters {
             Error::Decode { reason, .. } => match reason {
                 DecodeError::UnknownKey { .. } => &f.unknown_key,
                 DecodeError::BadSignature => &f.bad_signature,
-                DecodeError::Expired { .. } => &f.expired,
+                // Not a rejection the agent makes: an expired snapshot is
+                // accepted, stale (`core::accept`).
+                DecodeError::Expired { .. } => &f.other,
                 DecodeError::BodyTooLarge { .. }
                 | DecodeError::DecompressedTooLarge { .. }
                 | DecodeError::TooManyEntries { .. } => &f.too_large,
@@ -198,7 +208,9 @@ impl Counters {
             unverified: get(&self.unverified),
             ignored_full_hashes: get(&self.ignored_full_hashes),
             snapshots_applied: get(&self.snapshots_applied),
+            expired_snapshots_applied: get(&self.expired_snapshots_applied),
             snapshots_loaded_from_cache: get(&self.snapshots_loaded_from_cache),
+            expired_snapshots_loaded_from_cache: get(&self.expired_snapshots_loaded_from_cache),
             update_failures: get(&self.update_failures),
             update_failures_by: UpdateFailures {
                 transport: get(&f.transport),
@@ -208,7 +220,6 @@ impl Counters {
                 malformed: get(&f.malformed),
                 unknown_key: get(&f.unknown_key),
                 bad_signature: get(&f.bad_signature),
-                expired: get(&f.expired),
                 wrong_list: get(&f.wrong_list),
                 rollback: get(&f.rollback),
                 other: get(&f.other),

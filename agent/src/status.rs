@@ -2,7 +2,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use crate::{Error, Stats};
+use crate::{ClockSkew, Error, Stats};
 
 /// The agent's health: every list's snapshot and update state, and the
 /// counters.
@@ -18,6 +18,16 @@ pub struct Status {
     /// How long full-hash requests are still paused after failures (see
     /// [`core::schedule`](crate::core::schedule)), if they are.
     pub full_hash_paused_for: Option<Duration>,
+    /// How far this agent's clock is from the publisher's, from the `Date`
+    /// header of the latest snapshot or full-hash response; `None` within
+    /// [`CLOCK_SKEW_THRESHOLD`](crate::core::clock::CLOCK_SKEW_THRESHOLD)
+    /// (one minute), before any response, or when the clock has been set
+    /// since that response (see [`core::clock`](crate::core::clock)). A
+    /// clock ahead makes fresh snapshots look expired — they are used,
+    /// [`stale`](ListStatus::stale) — and a clock behind makes expired ones
+    /// look fresh. Reported only: `Date` is not signed, so it never decides
+    /// freshness.
+    pub clock_skew: Option<ClockSkew>,
 }
 
 impl Status {
@@ -31,7 +41,8 @@ impl Status {
         self.lists.iter().all(|l| l.version.is_some())
     }
 
-    /// Whether any list's snapshot in use has expired.
+    /// Whether any list's snapshot in use has expired (by this agent's
+    /// clock, now).
     pub fn is_stale(&self) -> bool {
         self.lists.iter().any(|l| l.stale)
     }
@@ -61,9 +72,13 @@ pub struct ListStatus {
     /// How old the snapshot in use is: now − `created_at` (zero if the
     /// clock is behind the publisher's).
     pub age: Option<Duration>,
-    /// Whether the snapshot in use has expired. It is still used — an
-    /// expired list protects better than none — but every verdict based on
-    /// it is marked stale as well.
+    /// Whether the snapshot in use has expired by this agent's clock, now:
+    /// it expired while in use, was loaded expired from the cache directory,
+    /// or had already expired when downloaded (see
+    /// [`Status::clock_skew`] for a clock running ahead). It is still used —
+    /// an old list still blocks old threats, no list blocks nothing — but
+    /// every verdict based on it is marked stale as well. A newer snapshot,
+    /// or the clock put right, makes it fresh again.
     pub stale: bool,
     /// Where the snapshot in use came from.
     pub source: Option<SnapshotSource>,

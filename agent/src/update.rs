@@ -39,7 +39,9 @@ impl UpdateReport {
 #[non_exhaustive]
 #[derive(Debug)]
 pub enum ListUpdate {
-    /// A newer snapshot was verified and swapped in.
+    /// A newer snapshot was verified and swapped in — possibly one that
+    /// had already expired by this agent's clock, in use flagged stale (see
+    /// [`ListStatus::stale`](crate::ListStatus::stale)).
     Updated {
         /// The version replaced, or `None` for the list's first snapshot.
         previous: Option<u64>,

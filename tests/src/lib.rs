@@ -1,5 +1,7 @@
 //! Helpers for blocksieve's end-to-end tests: a real publisher on
-//! 127.0.0.1:0 over real files, and paths to the fixtures.
+//! 127.0.0.1:0 over real files, and paths to the fixtures; a fault proxy
+//! to put in front of it ([`fault`]) and a shifted clock for agents
+//! ([`clock`]).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -11,6 +13,8 @@ use blocksieve_publisher::{Config, Publisher};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+pub mod clock;
+pub mod fault;
 pub mod feed;
 pub mod raw;
 

@@ -7,5 +7,6 @@ mod api;
 mod end_to_end;
 mod hostile;
 mod load;
+mod outage;
 mod publisher;
 mod slow_clients;

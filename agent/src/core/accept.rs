@@ -3,10 +3,10 @@
 //!
 //! A snapshot is accepted ([`accept`]) only when, in this order:
 //!
-//! 1. [`blocksieve_format::decode`] verifies it against the trusted keys,
-//!    the limits and `now` (FORMAT.md "Reading": signature, body hash,
-//!    layout, not expired) and returns a
-//!    [`VerifiedSnapshot`] — the only way to get one;
+//! 1. [`blocksieve_format::decode_ignoring_expiry`] verifies it against the
+//!    trusted keys and the limits (FORMAT.md "Reading", steps 1–6:
+//!    signature, body hash, layout) and returns a [`VerifiedSnapshot`] — the
+//!    only way to get one;
 //! 2. its signed header names the requested list (a correctly signed
 //!    snapshot of another list is a replay, not an update);
 //! 3. its version is strictly greater than the list's [`VersionFloor`], or
@@ -16,6 +16,24 @@
 //! The result is an [`AcceptedSnapshot`], a type only this module builds:
 //! the agent's atomic swap takes nothing else (rust-tuf's `Verified<T>`).
 //!
+//! # Expiry marks a snapshot stale; it does not refuse it
+//!
+//! Step 7 of FORMAT.md "Reading" (`expires_at` against the clock) is not a
+//! reason to refuse a snapshot here: an expired one that passes the checks
+//! above is accepted — downloaded or read from the cache — and every status
+//! and verdict based on it says *stale* ([`AcceptedSnapshot::is_stale`],
+//! computed against the clock at each use, so an agent whose clock was
+//! wrong recovers as soon as it is right). FORMAT.md "Expired snapshots"
+//! states the rule. Expiry exists against a *freeze attack*, a network
+//! attacker replaying an old genuine snapshot forever to hide newer
+//! entries; the version floor already refuses anything older than what the
+//! agent holds, so the only snapshots this lets in are newer than the one
+//! in use (they add entries it lacked) or, with none in use, any genuine one
+//! (an old list still blocks old threats; no list blocks nothing). Flagged
+//! stale, a freeze stays visible to the host, which is what expiry is for.
+//! Refusing them instead left an agent restarted after an outage, or whose
+//! clock runs ahead of the publisher's, with no list at all.
+//!
 //! The floor is the last accepted `(version, body SHA-256)` of a list. The
 //! runtime persists it in a [`ListRecord`] next to the snapshot, after the
 //! snapshot itself, so that a restarted agent refuses anything older than
@@ -24,7 +42,7 @@
 use std::time::SystemTime;
 
 use blocksieve_format::{
-    DecodeError, DecodeLimits, FullHash, SnapshotHeader, TrustedKey, VerifiedSnapshot, decode,
+    DecodeLimits, FullHash, SnapshotHeader, TrustedKey, VerifiedSnapshot, decode_ignoring_expiry,
 };
 use serde::{Deserialize, Serialize};
 
@@ -106,11 +124,13 @@ impl AcceptedSnapshot {
         from_unix_seconds(self.header().created_at)
     }
 
-    /// Whether the snapshot has expired at `now`: it is still used, but
-    /// every status and verdict based on it says *stale* (FORMAT.md,
-    /// `expires_at`).
+    /// Whether the snapshot has expired at `now` (its signed `expires_at`
+    /// is before `now`): it is still used, but every status and verdict
+    /// based on it says *stale* (FORMAT.md, "Expired snapshots"). Asked
+    /// again at every use, never remembered, so a clock that is put right
+    /// makes the snapshot fresh again.
     pub fn is_stale(&self, now: SystemTime) -> bool {
-        unix_seconds(now) > self.header().expires_at
+        self.snapshot.is_expired(unix_seconds(now))
     }
 
     /// How many leading bits of a full hash to send for this list
@@ -121,23 +141,23 @@ impl AcceptedSnapshot {
 }
 
 /// Verifies `bytes` as the next snapshot of `list`; see the module docs for
-/// the checks, in order.
+/// the checks, in order. No clock is read: an expired snapshot is accepted
+/// like a fresh one, and the caller asks [`AcceptedSnapshot::is_stale`].
 ///
 /// # Errors
 ///
-/// [`Error::Decode`] naming the first failed format check (including
-/// [`DecodeError::Expired`]), [`Error::WrongList`], or [`Error::Rollback`].
-/// Whatever the error, the caller keeps the snapshot it has.
+/// [`Error::Decode`] naming the first failed format check (never
+/// [`DecodeError::Expired`](blocksieve_format::DecodeError::Expired)),
+/// [`Error::WrongList`], or [`Error::Rollback`]. Whatever the error, the
+/// caller keeps the snapshot it has.
 ///
 /// ```
-/// use std::time::{Duration, UNIX_EPOCH};
 /// use blocksieve_agent::Error;
 /// use blocksieve_agent::core::accept::accept;
 /// use blocksieve_format::DecodeLimits;
 ///
 /// // Not a snapshot at all.
-/// let now = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
-/// let err = accept("malware", b"garbage", &[], &DecodeLimits::default(), None, now);
+/// let err = accept("malware", b"garbage", &[], &DecodeLimits::default(), None);
 /// assert!(matches!(err, Err(Error::Decode { .. })));
 /// ```
 pub fn accept(
@@ -146,13 +166,11 @@ pub fn accept(
     trusted_keys: &[TrustedKey],
     limits: &DecodeLimits,
     floor: Option<&VersionFloor>,
-    now: SystemTime,
 ) -> Result<AcceptedSnapshot, Error> {
-    let snapshot =
-        decode(bytes, trusted_keys, limits, unix_seconds(now)).map_err(|reason| Error::Decode {
-            list: list.to_owned(),
-            reason,
-        })?;
+    let snapshot = decode_ignoring_expiry(bytes, trusted_keys, limits).map_err(|reason| Error::Decode {
+        list: list.to_owned(),
+        reason,
+    })?;
     let header = snapshot.header();
     if header.list_name != list {
         return Err(Error::WrongList {
@@ -250,15 +268,11 @@ impl ListRecord {
 pub enum Restored {
     /// No cached snapshot.
     Missing,
-    /// The cached snapshot verified and is not expired: answer lookups from
-    /// it right away.
+    /// The cached snapshot verified and passed the floor: answer lookups
+    /// from it right away — flagged stale if it has expired
+    /// ([`AcceptedSnapshot::is_stale`]), as a snapshot that expires while in
+    /// use is.
     Loaded(AcceptedSnapshot),
-    /// The cached snapshot verified but has expired. It is not used (the
-    /// agent waits for a fresh one), but the file is genuine: keep it.
-    Expired {
-        /// Its expiry time.
-        expires_at: SystemTime,
-    },
     /// The cached snapshot failed verification, is of another list, or is
     /// older than the persisted floor: quarantine the file.
     Rejected(Error),
@@ -280,14 +294,14 @@ pub struct RestoredList {
 
 /// Decides what to do with `list`'s cached files at start:
 /// `snapshot_bytes` (if the file exists) is checked with [`accept`] against
-/// the floor of `record` (if a valid one exists), at `now`.
+/// the floor of `record` (if a valid one exists). Expiry plays no part: the
+/// last verified snapshot is used, stale, rather than none.
 pub fn restore(
     list: &str,
     snapshot_bytes: Option<&[u8]>,
     record: Option<&ListRecord>,
     trusted_keys: &[TrustedKey],
     limits: &DecodeLimits,
-    now: SystemTime,
 ) -> RestoredList {
     let record_floor = record.map(|r| r.floor);
     let Some(bytes) = snapshot_bytes else {
@@ -297,7 +311,7 @@ pub fn restore(
             etag: None,
         };
     };
-    match accept(list, bytes, trusted_keys, limits, record_floor.as_ref(), now) {
+    match accept(list, bytes, trusted_keys, limits, record_floor.as_ref()) {
         Ok(accepted) => {
             let floor = accepted.floor();
             let etag = record.filter(|r| r.floor == floor).and_then(|r| r.etag.clone());
@@ -307,16 +321,6 @@ pub fn restore(
                 etag,
             }
         }
-        Err(Error::Decode {
-            reason: DecodeError::Expired { expires_at, .. },
-            ..
-        }) => RestoredList {
-            snapshot: Restored::Expired {
-                expires_at: from_unix_seconds(expires_at),
-            },
-            floor: record_floor,
-            etag: None,
-        },
         Err(error) => RestoredList {
             snapshot: Restored::Rejected(error),
             floor: record_floor,
@@ -329,7 +333,9 @@ pub fn restore(
 mod tests {
     use std::time::{Duration, UNIX_EPOCH};
 
-    use blocksieve_format::{FilterKind, KeyBits, PrefixFilter, SigningKey, SnapshotParams, encode};
+    use blocksieve_format::{
+        DecodeError, FilterKind, KeyBits, PrefixFilter, SigningKey, SnapshotParams, encode,
+    };
 
     use super::*;
 
@@ -376,14 +382,14 @@ mod tests {
     }
 
     fn ok(list: &str, b: &[u8], floor: Option<&VersionFloor>) -> AcceptedSnapshot {
-        match accept(list, b, &keys(), &DecodeLimits::default(), floor, now()) {
+        match accept(list, b, &keys(), &DecodeLimits::default(), floor) {
             Ok(a) => a,
             Err(e) => panic!("{e}"),
         }
     }
 
     fn err(list: &str, b: &[u8], floor: Option<&VersionFloor>) -> Error {
-        match accept(list, b, &keys(), &DecodeLimits::default(), floor, now()) {
+        match accept(list, b, &keys(), &DecodeLimits::default(), floor) {
             Ok(a) => panic!("accepted {:?}", a.header()),
             Err(e) => e,
         }
@@ -423,17 +429,10 @@ mod tests {
     }
 
     #[test]
-    fn other_list_expired_and_forged_are_refused() {
+    fn other_list_and_forged_are_refused() {
         assert!(matches!(
             err("malware", &bytes("phishing", 9, &[], NOW + 60), None),
             Error::WrongList { .. }
-        ));
-        assert!(matches!(
-            err("malware", &bytes("malware", 9, &[], NOW - 1), None),
-            Error::Decode {
-                reason: DecodeError::Expired { .. },
-                ..
-            }
         ));
         let mut forged = bytes("malware", 9, &[], NOW + 60);
         forged[28] ^= 1;
@@ -443,6 +442,54 @@ mod tests {
                 reason: DecodeError::BadSignature,
                 ..
             }
+        ));
+        // An expired forgery is still a forgery: expiry is no shortcut past
+        // the signature.
+        let mut forged = bytes("malware", 9, &[], NOW - 1);
+        forged[28] ^= 1;
+        assert!(matches!(
+            err("malware", &forged, None),
+            Error::Decode {
+                reason: DecodeError::BadSignature,
+                ..
+            }
+        ));
+    }
+
+    /// Issue 13, item 9: a clock ahead of the publisher's makes every fresh
+    /// download look expired. With nothing held, or over an older floor,
+    /// the expired snapshot is accepted and reads stale until the clock is
+    /// right again.
+    #[test]
+    fn expired_download_is_accepted_stale_with_no_floor_or_over_an_older_one() {
+        let expired = bytes("malware", 9, &["a/"], NOW - 1);
+        let a = ok("malware", &expired, None);
+        assert!(a.is_stale(now()));
+        // The clock put back before `expires_at`: fresh again, no re-accept.
+        assert!(!a.is_stale(now() - Duration::from_secs(2)));
+
+        let floor = ok("malware", &bytes("malware", 8, &["a/"], NOW + 60), None).floor();
+        let a = ok("malware", &expired, Some(&floor));
+        assert_eq!(a.floor().version, 9);
+        assert!(a.is_stale(now()));
+    }
+
+    /// Expiry lets nothing past the version floor: an expired snapshot
+    /// older than the one held is the rollback (freeze) it always was.
+    #[test]
+    fn expired_download_older_than_the_floor_is_still_a_rollback() {
+        let floor = ok("malware", &bytes("malware", 8, &["a/"], NOW + 60), None).floor();
+        assert_eq!(
+            err("malware", &bytes("malware", 7, &["a/"], NOW - 1), Some(&floor)),
+            Error::Rollback {
+                list: "malware".into(),
+                trusted_version: 8,
+                new_version: 7
+            }
+        );
+        assert!(matches!(
+            err("malware", &bytes("malware", 8, &["b/"], NOW - 1), Some(&floor)),
+            Error::Rollback { .. }
         ));
     }
 
@@ -465,7 +512,7 @@ mod tests {
     }
 
     #[test]
-    fn restore_loads_valid_keeps_expired_rejects_below_floor() {
+    fn restore_loads_valid_and_expired_rejects_below_floor() {
         let v5 = bytes("malware", 5, &["a/"], NOW + 60);
         let loaded = ok("malware", &v5, None);
         let record = ListRecord {
@@ -479,7 +526,6 @@ mod tests {
             Some(&record),
             &keys(),
             &DecodeLimits::default(),
-            now(),
         );
         assert!(matches!(r.snapshot, Restored::Loaded(_)));
         assert_eq!(r.etag.as_deref(), Some("\"e5\""));
@@ -493,7 +539,6 @@ mod tests {
             Some(&record),
             &keys(),
             &DecodeLimits::default(),
-            now(),
         );
         assert_eq!(r.floor.map(|f| f.version), Some(6));
         assert_eq!(r.etag, None);
@@ -505,7 +550,6 @@ mod tests {
             Some(&record),
             &keys(),
             &DecodeLimits::default(),
-            now(),
         );
         assert!(matches!(r.snapshot, Restored::Rejected(Error::Rollback { .. })));
         assert_eq!(r.floor.map(|f| f.version), Some(5));
@@ -517,30 +561,42 @@ mod tests {
             Some(&record),
             &keys(),
             &DecodeLimits::default(),
-            now(),
         );
-        assert!(matches!(r.snapshot, Restored::Expired { .. }));
-        assert_eq!(r.floor.map(|f| f.version), Some(5));
+        assert!(matches!(&r.snapshot, Restored::Loaded(a) if a.is_stale(now())));
+        assert_eq!(r.floor.map(|f| f.version), Some(7));
 
-        let r = restore(
-            "malware",
-            None,
-            Some(&record),
-            &keys(),
-            &DecodeLimits::default(),
-            now(),
-        );
+        let r = restore("malware", None, Some(&record), &keys(), &DecodeLimits::default());
         assert!(matches!(r.snapshot, Restored::Missing));
         assert_eq!(r.floor, Some(record.floor));
 
+        let r = restore("malware", Some(b"junk"), None, &keys(), &DecodeLimits::default());
+        assert!(matches!(r.snapshot, Restored::Rejected(Error::Decode { .. })));
+    }
+
+    /// Issue 13, item 8: a restart after the cached snapshot's `expires_at`
+    /// loads it — stale, with its floor and ETag — instead of leaving the
+    /// list without a snapshot until the publisher answers.
+    #[test]
+    fn restart_after_expiry_loads_the_cached_snapshot_stale() {
+        let v5 = bytes("malware", 5, &["a/"], NOW - 1);
+        let record = ListRecord {
+            list: "malware".into(),
+            floor: VersionFloor::of(ok("malware", &v5, None).header()),
+            etag: Some("\"e5\"".into()),
+        };
         let r = restore(
             "malware",
-            Some(b"junk"),
-            None,
+            Some(&v5),
+            Some(&record),
             &keys(),
             &DecodeLimits::default(),
-            now(),
         );
-        assert!(matches!(r.snapshot, Restored::Rejected(Error::Decode { .. })));
+        let Restored::Loaded(loaded) = &r.snapshot else {
+            panic!("expected the expired snapshot loaded, got {:?}", r.snapshot);
+        };
+        assert_eq!(loaded.header().version, 5);
+        assert!(loaded.is_stale(now()));
+        assert_eq!(r.floor, Some(record.floor));
+        assert_eq!(r.etag.as_deref(), Some("\"e5\""));
     }
 }

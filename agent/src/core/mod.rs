@@ -10,7 +10,8 @@
 //!
 //! | module | decides |
 //! |---|---|
-//! | [`accept`] | whether downloaded or cached snapshot bytes may replace the filter in use: [`blocksieve_format::decode`] (signature, limits, expiry), list name, and the persisted [`VersionFloor`](accept::VersionFloor) against rollback; how the floor is persisted ([`ListRecord`](accept::ListRecord)) |
+//! | [`accept`] | whether downloaded or cached snapshot bytes may replace the filter in use: [`blocksieve_format::decode_ignoring_expiry`] (signature, limits, layout), list name, and the persisted [`VersionFloor`](accept::VersionFloor) against rollback — expiry only marks a snapshot stale; how the floor is persisted ([`ListRecord`](accept::ListRecord)) |
+//! | [`clock`] | how far this agent's clock is from the publisher's ([`ClockSkew`](clock::ClockSkew)), from the `Date` of its responses, for the status only |
 //! | [`schedule`] | when to check for the next snapshot: initial jitter, the publisher's next-check hint, exponential backoff with full jitter after failures, `Retry-After` |
 //! | [`prefix`] | which hash prefixes a full-hash request carries: the shortened [`RequestPrefix`](prefix::RequestPrefix)es of the real hits plus shuffled noise, in chunks |
 //! | [`cache`] | how long a full-hash answer may be reused ([`FullHashCache`](cache::FullHashCache), Safe Browsing v5 semantics: per requested prefix, misses included) |
@@ -20,13 +21,16 @@
 //! compared with signed Unix times (snapshot expiry) or server-given
 //! durations that must survive a process pause (cache and backoff
 //! deadlines); plain [`Duration`](std::time::Duration)s for "wait this long",
-//! which the runtime sleeps on its monotonic clock. Wall-clock values that run
-//! backwards are treated as "the deadline has passed", never as "wait longer".
+//! which the runtime sleeps on its monotonic clock ([`clock`] also takes a
+//! monotonic `Instant`, to tell a clock that was set from time passing).
+//! Wall-clock values that run backwards are treated as "the deadline has
+//! passed", never as "wait longer".
 //!
 //! [`SystemTime`]: std::time::SystemTime
 
 pub mod accept;
 pub mod cache;
+pub mod clock;
 pub mod lookup;
 pub mod prefix;
 pub mod schedule;

@@ -9,9 +9,11 @@
 //!
 //! * **Start**: a uniform random delay ("initial jitter") so that a fleet
 //!   restarted together does not stampede: up to [`COLD_START_JITTER`]
-//!   (5 s, configurable) when the list has no usable snapshot and the agent
-//!   cannot answer yet, up to [`WARM_START_JITTER`] (5 minutes, and at most half the time
-//!   left before it expires) when a cached snapshot already answers.
+//!   (5 s, configurable) when the list has no fresh snapshot (none, and
+//!   the agent cannot answer yet, or an expired one loaded from the cache,
+//!   from which it answers stale), up to [`WARM_START_JITTER`] (5 minutes,
+//!   and at most half the time left before it expires) when a fresh cached
+//!   snapshot already answers.
 //! * **After a success** (`200` or `304`): the publisher's next-check hint
 //!   (`X-Blocksieve-Next-Check: <seconds>`, else `Cache-Control: max-age`),
 //!   clamped to [`MIN_CHECK_INTERVAL`]..=[`MAX_SERVER_DELAY`], or the
@@ -92,13 +94,13 @@ pub const MAX_SERVER_DELAY: Duration = Duration::from_secs(60 * 60);
 /// often would only load it.
 pub const MIN_CHECK_INTERVAL: Duration = Duration::from_secs(60);
 
-/// The longest initial jitter for a list without a usable snapshot: 5 s.
-/// The agent cannot answer for that list until it has one, so do not wait
-/// long.
+/// The longest initial jitter for a list without a fresh snapshot: 5 s.
+/// The agent cannot answer for that list until it has one, or answers
+/// stale, so do not wait long.
 pub const COLD_START_JITTER: Duration = Duration::from_secs(5);
 
-/// The longest initial jitter for a list that a cached snapshot already
-/// covers: 5 minutes.
+/// The longest initial jitter for a list that a fresh cached snapshot
+/// already covers: 5 minutes.
 pub const WARM_START_JITTER: Duration = Duration::from_secs(5 * 60);
 
 /// A uniform random duration in `[low, high]` (in milliseconds); `low` when
@@ -175,7 +177,7 @@ pub fn parse_next_check(next_check: Option<&str>, cache_control: Option<&str>) -
 pub struct UpdateSchedule {
     /// The wait after a success without a next-check hint.
     interval: Duration,
-    /// The longest initial jitter without a usable snapshot.
+    /// The longest initial jitter without a fresh snapshot.
     cold_start_jitter: Duration,
     /// Consecutive failed updates; reset by a success.
     failures: u32,
@@ -192,7 +194,7 @@ impl UpdateSchedule {
         }
     }
 
-    /// Sets the longest initial jitter for a list without a usable snapshot
+    /// Sets the longest initial jitter for a list without a fresh snapshot
     /// (by default, [`COLD_START_JITTER`]).
     pub fn with_cold_start_jitter(mut self, jitter: Duration) -> Self {
         self.cold_start_jitter = jitter;
@@ -205,7 +207,8 @@ impl UpdateSchedule {
     }
 
     /// The delay before the first check. `time_to_expiry` is how long the
-    /// list's cached snapshot stays fresh, or `None` without a usable one.
+    /// list's cached snapshot stays fresh, or `None` without a fresh one
+    /// (none, or an expired one).
     pub fn initial_delay(&self, time_to_expiry: Option<Duration>, rng: &mut impl Rng) -> Duration {
         match time_to_expiry {
             Some(left) if !left.is_zero() => uniform(rng, Duration::ZERO, WARM_START_JITTER.min(left / 2)),

@@ -290,24 +290,61 @@ async fn same_version_with_different_content_is_a_rollback() {
     still_answers(&agent).await;
 }
 
+/// A newer snapshot that has already expired by the agent's clock (a frozen
+/// feed, or a clock ahead) is not a failure: it is used, stale, and counted
+/// as applied-expired (issue 13, item 9).
 #[tokio::test]
-async fn already_expired_snapshot() {
+async fn already_expired_newer_snapshot_is_accepted_stale_not_counted_as_a_failure() {
     let (fake, agent) = loaded().await;
     let now = unix_now();
-    fake.serve_snapshot(&Snap::new("malware", 3, &[]).valid(now - 7200, now - 60));
+    fake.serve_snapshot(&Snap::new("malware", 3, &["evil.example/"]).valid(now - 7200, now - 60));
+    let report = agent.update().await.unwrap();
+    assert!(
+        matches!(
+            report.get("malware"),
+            Some(ListUpdate::Updated {
+                previous: Some(2),
+                version: 3
+            })
+        ),
+        "{report:?}"
+    );
+    let stats = agent.stats();
+    assert_eq!(stats.update_failures, 0, "{stats:?}");
+    assert_eq!((stats.snapshots_applied, stats.expired_snapshots_applied), (2, 1));
+    let status = agent.status();
+    let list = status.list("malware").unwrap();
+    assert!(list.stale && list.last_error.is_none() && list.consecutive_failures == 0);
+    assert!(agent.check_url(LISTED).await.unwrap().is_stale());
+    assert!(agent.check_url(LISTED).await.unwrap().is_unsafe());
+    assert_eq!(
+        agent.check_url("http://fine.example/").await.unwrap(),
+        blocksieve_agent::Verdict::Safe { stale: true }
+    );
+}
+
+/// Expiry opens nothing past the version floor: an expired older snapshot
+/// (the replay of a freeze attack) is the rollback it always was.
+#[tokio::test]
+async fn already_expired_older_snapshot_is_a_rollback() {
+    let (fake, agent) = loaded().await;
+    let now = unix_now();
+    fake.serve_snapshot(&Snap::new("malware", 1, &[]).valid(now - 7200, now - 60));
     let report = agent.update().await.unwrap();
     let error = kept_v2_because(&report);
     assert!(
         matches!(
             error,
-            Error::Decode {
-                reason: DecodeError::Expired { expires_at, .. },
+            Error::Rollback {
+                trusted_version: 2,
+                new_version: 1,
                 ..
-            } if *expires_at == now - 60
+            }
         ),
         "{error}"
     );
-    counted_once(&agent, |f| f.expired);
+    counted_once(&agent, |f| f.rollback);
+    assert_eq!(agent.stats().expired_snapshots_applied, 0);
     still_answers(&agent).await;
 }
 

@@ -4,6 +4,7 @@
 
 mod background;
 mod check;
+mod clock;
 mod config;
 mod crash;
 mod faults;

@@ -1,12 +1,16 @@
-//! The cache directory: offline start, staleness, the version floor across
-//! restarts, quarantine of corrupt files.
+//! The cache directory: offline start, staleness (an expired cached
+//! snapshot is used, stale), the version floor across restarts, quarantine
+//! of corrupt files.
 
 use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use axum::http::StatusCode;
 use blocksieve_agent::{Agent, AgentBuilder, Error, FailurePolicy, ListUpdate, SnapshotSource, Verdict};
 
-use crate::server::{FakePublisher, ManualClock, Snap, trusted, unix_now, unreachable_url};
+use crate::server::{
+    FakePublisher, ManualClock, SearchMode, Served, Snap, trusted, unix_now, unreachable_url,
+};
 
 const LISTED: &str = "http://evil.example/landing";
 
@@ -100,39 +104,165 @@ async fn offline_start_answers_from_the_cache_and_flags_staleness_after_expiry()
     assert!(agent.check_url(LISTED).await.unwrap().is_stale());
 }
 
+/// Issue 13, item 8: a restart after the cached snapshot's `expires_at`,
+/// with the publisher down, answers from that snapshot, flagged stale,
+/// instead of `NotReady`.
 #[tokio::test]
-async fn an_expired_cached_snapshot_is_not_used_but_its_floor_is() {
+async fn restart_after_expiry_with_the_publisher_down_answers_stale_from_the_cache() {
     let dir = tempfile::tempdir().unwrap();
     let now = unix_now();
-    let fake = persist_v2(dir.path(), now).await;
+    persist_v2(dir.path(), now).await;
 
     let clock = ManualClock::new(at(now + 3601));
-    let agent = builder(&fake.base_url, dir.path(), &clock).build().unwrap();
+    let agent = builder(&unreachable_url(), dir.path(), &clock)
+        .failure_policy(FailurePolicy::FailClosed)
+        .build()
+        .unwrap();
 
-    assert_eq!(agent.snapshot_version("malware"), None);
-    assert!(matches!(
-        agent.check_url(LISTED).await,
-        Err(Error::NotReady { .. })
-    ));
-    assert_eq!(agent.status().list("malware").unwrap().version_floor, Some(2));
-    // Genuine, only old: not quarantined.
-    assert!(dir.path().join("malware.snapshot").is_file());
-    assert_eq!(agent.stats().cache_files_quarantined, 0);
-
-    // An older snapshot, even fresh, is still a rollback.
-    fake.serve_snapshot(&Snap::new("malware", 1, &[]).valid(now, now + 7200));
-    let error = agent.update().await.unwrap_err();
+    assert_eq!(agent.snapshot_version("malware"), Some(2));
+    let status = agent.status();
+    assert!(status.is_ready() && status.is_stale());
+    let list = status.list("malware").unwrap();
+    assert_eq!(list.source, Some(SnapshotSource::Cache));
+    assert_eq!(list.version_floor, Some(2));
+    // Misses are safe as of the old snapshot, and say so.
+    assert_eq!(
+        agent.check_url("http://fine.example/").await.unwrap(),
+        Verdict::Safe { stale: true }
+    );
+    // Hits cannot be confirmed offline: unverified (blocked under
+    // fail-closed), stale.
+    let verdict = agent.check_url(LISTED).await.unwrap();
     assert!(
         matches!(
-            error,
-            Error::Rollback {
-                trusted_version: 2,
-                new_version: 1,
+            &verdict,
+            Verdict::Unverified {
+                block: true,
+                stale: true,
                 ..
             }
         ),
-        "{error}"
+        "{verdict:?}"
     );
+    // The failed update leaves the agent ready: a report, not NotReady.
+    let report = agent.update().await.unwrap();
+    assert!(matches!(
+        report.get("malware"),
+        Some(ListUpdate::Failed {
+            kept_version: Some(2),
+            ..
+        })
+    ));
+    let stats = agent.stats();
+    assert_eq!(stats.snapshots_loaded_from_cache, 1);
+    assert_eq!(stats.expired_snapshots_loaded_from_cache, 1);
+    assert_eq!(stats.cache_files_quarantined, 0);
+    assert_eq!(stats.update_failures_by.transport, 1);
+}
+
+/// Issue 13, item 8, with the publisher answering 4xx: the expired cached
+/// snapshot answers (hits confirmed as soon as the full-hash endpoint
+/// works), the version floor still holds, and the background updates make
+/// the list fresh once the publisher serves again.
+#[tokio::test]
+async fn restart_after_expiry_with_the_publisher_answering_400_answers_stale_then_updates() {
+    let dir = tempfile::tempdir().unwrap();
+    let now = unix_now();
+    let fake = persist_v2(dir.path(), now).await;
+    fake.serve("malware", Served::Status(StatusCode::BAD_REQUEST));
+    fake.set_search_mode(SearchMode::Status(StatusCode::BAD_REQUEST));
+    fake.list_expressions("malware", &["evil.example/"]);
+
+    let clock = ManualClock::new(at(now + 3601));
+    // A cold-start jitter of zero: the first background check of a list
+    // without a fresh snapshot comes at once (a fresh one would wait).
+    let agent = builder(&fake.base_url, dir.path(), &clock)
+        .initial_jitter(Duration::ZERO)
+        .build()
+        .unwrap();
+    let report = agent.update().await.unwrap();
+    assert!(
+        matches!(
+            report.get("malware"),
+            Some(ListUpdate::Failed {
+                error: Error::Status { status: 400, .. },
+                kept_version: Some(2),
+            })
+        ),
+        "{report:?}"
+    );
+    assert!(agent.status().list("malware").unwrap().stale);
+    assert_eq!(
+        agent.check_url("http://fine.example/").await.unwrap(),
+        Verdict::Safe { stale: true }
+    );
+    let verdict = agent.check_url(LISTED).await.unwrap();
+    assert!(
+        matches!(
+            &verdict,
+            Verdict::Unverified {
+                block: false,
+                stale: true,
+                ..
+            }
+        ),
+        "{verdict:?}"
+    );
+    // The full-hash endpoint works again (the snapshot still does not): the
+    // hit is confirmed, still stale.
+    fake.set_search_mode(SearchMode::Normal);
+    clock.advance(Duration::from_secs(2)); // past the full-hash backoff (at most 1 s)
+    let verdict = agent.check_url(LISTED).await.unwrap();
+    assert!(
+        matches!(&verdict, Verdict::Unsafe { stale: true, .. }),
+        "{verdict:?}"
+    );
+
+    // An older snapshot, even fresh, is still a rollback.
+    fake.serve_snapshot(&Snap::new("malware", 1, &[]).valid(now, now + 7200));
+    let report = agent.update().await.unwrap();
+    assert!(
+        matches!(
+            report.get("malware"),
+            Some(ListUpdate::Failed {
+                error: Error::Rollback {
+                    trusted_version: 2,
+                    new_version: 1,
+                    ..
+                },
+                kept_version: Some(2),
+            })
+        ),
+        "{report:?}"
+    );
+
+    // The publisher is back with a fresh v3: the background task, whose
+    // first check comes soon for a list without a fresh snapshot, loads it.
+    fake.serve_snapshot(&Snap::new("malware", 3, &["evil.example/"]).valid(now, now + 7200));
+    let updates = agent.start_updates().unwrap();
+    for _ in 0..500 {
+        if agent.snapshot_version("malware") == Some(3) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    updates.shutdown().await;
+    assert_eq!(agent.snapshot_version("malware"), Some(3));
+    let status = agent.status();
+    assert!(!status.is_stale());
+    assert_eq!(
+        status.list("malware").unwrap().source,
+        Some(SnapshotSource::Network)
+    );
+    assert_eq!(
+        agent.check_url("http://fine.example/").await.unwrap(),
+        Verdict::Safe { stale: false }
+    );
+    assert!(matches!(
+        agent.check_url(LISTED).await.unwrap(),
+        Verdict::Unsafe { stale: false, .. }
+    ));
+    assert_eq!(agent.stats().expired_snapshots_applied, 0);
 }
 
 #[tokio::test]

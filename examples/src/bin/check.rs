@@ -21,7 +21,8 @@
 //! repeatable (default: every list the publisher has a snapshot of);
 //! `--key BASE64_OR_FILE`, repeatable (default: `./blocksieve-data/public.key`,
 //! which the publisher writes on first start); `--cache-dir DIR` (persist
-//! snapshots; with it, checks work offline from the last snapshot);
+//! snapshots; with it, checks work offline from the last snapshot, even an
+//! expired one, with a warning that it is stale);
 //! `--noise N` (noise prefixes per full-hash request, default 4);
 //! `--fail-closed`; `--timeout SECONDS` (per request, default 10).
 
@@ -63,7 +64,8 @@ struct Args {
     mirrors: Vec<String>,
 
     /// Persist verified snapshots here and load them at start, so that
-    /// checks work while the publisher is unreachable.
+    /// checks work while the publisher is unreachable (from an expired
+    /// snapshot too, with a warning that it is stale).
     #[arg(long, value_name = "DIR")]
     cache_dir: Option<PathBuf>,
 
@@ -159,11 +161,15 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
     for (list, error) in report.failures() {
         eprintln!("check: warning: list {list} not updated, using the snapshot in use: {error}");
     }
-    for list in agent.status().lists.iter().filter(|l| l.stale) {
+    let status = agent.status();
+    for list in status.lists.iter().filter(|l| l.stale) {
         eprintln!(
             "check: warning: the snapshot of list {} has expired; verdicts may miss newer entries",
             list.name
         );
+    }
+    if let Some(skew) = status.clock_skew {
+        eprintln!("check: warning: {skew} (from its Date header); snapshot expiry is judged by this clock");
     }
 
     let mut tally = Tally::default();

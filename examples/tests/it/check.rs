@@ -4,7 +4,7 @@ use std::sync::atomic::Ordering;
 
 use blocksieve_format::SigningKey;
 
-use crate::publisher::{key, start, temp_dir, text};
+use crate::publisher::{key, start, start_valid_for, temp_dir, text};
 
 fn check(args: &[&str], stdin: Option<&str>, dir: &std::path::Path) -> std::process::Output {
     crate::publisher::run(env!("CARGO_BIN_EXE_check"), args, stdin, dir)
@@ -236,6 +236,136 @@ fn cache_dir_lets_checks_run_offline() {
         stderr.contains("not updated, using the snapshot in use"),
         "{stderr}"
     );
+}
+
+/// Waits until the wall clock is past `unix` (Unix seconds).
+fn wait_past(unix: u64) {
+    while std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        <= unix
+    {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+/// Runs `check --cache-dir` against a publisher whose snapshot expires in a
+/// second, then waits until it has expired; returns the publisher.
+fn cache_a_snapshot_then_let_it_expire(dir: &std::path::Path, cache: &str) -> crate::publisher::Publisher {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let publisher = start_valid_for(1);
+    let key = key().public_key().to_base64();
+    let out = check(
+        &[
+            "--publisher",
+            &publisher.base_url,
+            "--key",
+            &key,
+            "--cache-dir",
+            cache,
+            "http://good.example/",
+        ],
+        None,
+        dir,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(dir.join("cache/malware.snapshot").is_file());
+    wait_past(now + 1);
+    publisher
+}
+
+/// Issue 13, item 8: a restart with `--cache-dir` after the snapshot
+/// expired, with the publisher down, gives verdicts from the stale
+/// snapshot, not exit 2 "loading snapshots".
+#[test]
+fn cache_dir_restart_after_expiry_with_the_publisher_down_gives_stale_verdicts() {
+    let dir = temp_dir();
+    let cache = dir.join("cache");
+    let cache = cache.to_str().unwrap();
+    drop(cache_a_snapshot_then_let_it_expire(&dir, cache));
+    let addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let key = key().public_key().to_base64();
+    let out = check(
+        &[
+            "--publisher",
+            &format!("http://{addr}"),
+            "--key",
+            &key,
+            "--list",
+            "malware",
+            "--cache-dir",
+            cache,
+            "--fail-closed",
+            "http://good.example/",
+            "http://evil.example/",
+        ],
+        None,
+        &dir,
+    );
+    let stdout = text(&out.stdout);
+    let stderr = text(&out.stderr);
+    // The hit cannot be confirmed offline: blocked under --fail-closed.
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(!stderr.contains("loading snapshots"), "{stderr}");
+    assert!(
+        stdout.starts_with("safe http://good.example/\nunverified http://evil.example/ "),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains("the snapshot of list malware has expired; verdicts may miss newer entries"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("2 urls: 0 unsafe, 1 safe, 0 invalid, 1 unverified"),
+        "{stderr}"
+    );
+}
+
+/// Issue 13, item 8, with the publisher answering 400 to snapshot requests
+/// (its full-hash endpoint still works): the hit is confirmed online.
+#[test]
+fn cache_dir_restart_after_expiry_with_the_publisher_answering_400_confirms_hits() {
+    let dir = temp_dir();
+    let cache = dir.join("cache");
+    let cache = cache.to_str().unwrap();
+    let publisher = cache_a_snapshot_then_let_it_expire(&dir, cache);
+    publisher.state.fail_snapshots.store(true, Ordering::Relaxed);
+    let key = key().public_key().to_base64();
+    let out = check(
+        &[
+            "--publisher",
+            &publisher.base_url,
+            "--key",
+            &key,
+            "--list",
+            "malware",
+            "--cache-dir",
+            cache,
+            "http://good.example/",
+            "http://evil.example/",
+        ],
+        None,
+        &dir,
+    );
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(
+        text(&out.stdout),
+        "safe http://good.example/\nunsafe malware http://evil.example/\n"
+    );
+    assert!(stderr.contains("answered HTTP 400"), "{stderr}");
+    assert!(
+        stderr.contains("not updated, using the snapshot in use"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("has expired"), "{stderr}");
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! A fake publisher for the examples: `malware` lists `evil.example/`; an
 //! `empty` list has no snapshot yet. Serves snapshots and
 //! `POST /v1/hashes:search`, records the prefixes it is asked for, and can
-//! fail full-hash requests.
+//! fail full-hash requests and snapshot downloads.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -30,6 +30,8 @@ pub struct Fake {
     snapshot: Vec<u8>,
     /// Answer full-hash requests with 500.
     pub fail_hashes: AtomicBool,
+    /// Answer snapshot requests with 400.
+    pub fail_snapshots: AtomicBool,
     /// The prefixes of every full-hash request, oldest first.
     pub searches: Mutex<Vec<Vec<String>>>,
 }
@@ -43,6 +45,11 @@ pub struct Publisher {
 }
 
 pub fn start() -> Publisher {
+    start_valid_for(3600)
+}
+
+/// [`start`], with a snapshot that expires `seconds` from now.
+pub fn start_valid_for(seconds: u64) -> Publisher {
     let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
     let hash = FullHash::of(LISTED.as_bytes());
     let filter = PrefixFilter::build(FilterKind::BinaryFuse8, &[hash.prefix().key()]).unwrap();
@@ -50,7 +57,7 @@ pub fn start() -> Publisher {
         list_name: "malware".into(),
         version: 1,
         created_at: now,
-        expires_at: now + 3600,
+        expires_at: now + seconds,
         key_bits: KeyBits::Bits32,
         request_prefix_bits: 32,
         full_hash_count: 1,
@@ -60,6 +67,7 @@ pub fn start() -> Publisher {
     let state = Arc::new(Fake {
         snapshot: encode(&params, &filter, &key()).unwrap(),
         fail_hashes: AtomicBool::new(false),
+        fail_snapshots: AtomicBool::new(false),
         searches: Mutex::new(Vec::new()),
     });
     let app = Router::new()
@@ -106,6 +114,9 @@ async fn lists(State(state): State<Arc<Fake>>) -> Json<ListsResponse> {
 async fn snapshot(State(state): State<Arc<Fake>>, Path(name): Path<String>) -> Response {
     if name != "malware" {
         return StatusCode::NOT_FOUND.into_response();
+    }
+    if state.fail_snapshots.load(Ordering::Relaxed) {
+        return StatusCode::BAD_REQUEST.into_response();
     }
     (StatusCode::OK, [(header::ETAG, "\"v1\"")], state.snapshot.clone()).into_response()
 }

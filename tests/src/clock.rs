@@ -1,0 +1,49 @@
+//! A wall clock for agents that runs with real time at a settable offset:
+//! a machine whose clock is ahead (or behind), and is then put right.
+
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime};
+
+use blocksieve_agent::TimeProvider;
+
+/// The system clock shifted by an offset the test sets.
+#[derive(Debug, Default)]
+pub struct OffsetClock {
+    /// Seconds added to the system clock; negative for a clock behind.
+    offset_s: Mutex<i64>,
+}
+
+impl OffsetClock {
+    /// A clock `offset_s` seconds ahead of the system clock (behind if
+    /// negative).
+    pub fn new(offset_s: i64) -> Self {
+        Self {
+            offset_s: Mutex::new(offset_s),
+        }
+    }
+
+    /// Moves the clock to `offset_s` seconds from the system clock.
+    pub fn set_offset(&self, offset_s: i64) {
+        *self
+            .offset_s
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = offset_s;
+    }
+}
+
+impl TimeProvider for OffsetClock {
+    fn now(&self) -> SystemTime {
+        let offset = *self
+            .offset_s
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let now = SystemTime::now();
+        let by = Duration::from_secs(offset.unsigned_abs());
+        let shifted = if offset >= 0 {
+            now.checked_add(by)
+        } else {
+            now.checked_sub(by)
+        };
+        shifted.unwrap_or(now)
+    }
+}

@@ -1,0 +1,171 @@
+//! A fault-injecting proxy on 127.0.0.1:0 in front of a real publisher:
+//! agents keep its one URL while the test makes the publisher answer an
+//! error status, go down (the proxy then answers `502 Bad Gateway`, as a
+//! reverse proxy in front of a dead publisher does) or come back on another
+//! port. Snapshot downloads and full-hash searches fail independently.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderName, Method, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+
+/// What the proxy does with one kind of request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// Forwards it to the upstream publisher and relays the answer.
+    Forward,
+    /// Answers this status itself, with a JSON error body.
+    Status(u16),
+}
+
+#[derive(Debug)]
+struct Shared {
+    /// The publisher's base URL, `http://127.0.0.1:<port>`.
+    upstream: String,
+    /// For `GET /v1/lists/{name}/snapshot`.
+    snapshots: Fault,
+    /// For `POST /v1/hashes:search`.
+    searches: Fault,
+}
+
+/// A running proxy.
+#[derive(Debug, Clone)]
+pub struct FaultProxy {
+    /// Where it listens.
+    pub addr: SocketAddr,
+    shared: Arc<Mutex<Shared>>,
+}
+
+/// Request headers an agent sends that the publisher reads.
+const REQUEST_HEADERS: [HeaderName; 3] = [header::IF_NONE_MATCH, header::CONTENT_TYPE, header::USER_AGENT];
+
+/// Response headers the agent reads, relayed as the publisher sent them
+/// (`Date` included, so that the agent sees the publisher's clock).
+const RESPONSE_HEADERS: [&str; 8] = [
+    "etag",
+    "date",
+    "age",
+    "cache-control",
+    "content-type",
+    "retry-after",
+    "x-blocksieve-next-check",
+    "last-modified",
+];
+
+impl FaultProxy {
+    /// Starts forwarding everything to `upstream` (a base URL).
+    ///
+    /// # Panics
+    ///
+    /// When no port can be bound.
+    pub async fn start(upstream: &str) -> Self {
+        let shared = Arc::new(Mutex::new(Shared {
+            upstream: upstream.to_owned(),
+            snapshots: Fault::Forward,
+            searches: Fault::Forward,
+        }));
+        let client = reqwest::Client::new();
+        let app = Router::new()
+            .fallback(forward)
+            .with_state((Arc::clone(&shared), client));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("local addr");
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Self { addr, shared }
+    }
+
+    /// `http://127.0.0.1:<port>`.
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    fn shared(&self) -> MutexGuard<'_, Shared> {
+        self.shared.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Forwards to `upstream` from now on (a publisher restarted elsewhere).
+    pub fn set_upstream(&self, upstream: &str) {
+        upstream.clone_into(&mut self.shared().upstream);
+    }
+
+    /// What snapshot downloads get.
+    pub fn set_snapshots(&self, fault: Fault) {
+        self.shared().snapshots = fault;
+    }
+
+    /// What full-hash searches get.
+    pub fn set_searches(&self, fault: Fault) {
+        self.shared().searches = fault;
+    }
+}
+
+type ProxyState = State<(Arc<Mutex<Shared>>, reqwest::Client)>;
+
+fn error(status: StatusCode, message: &str) -> Response {
+    let body = serde_json::json!({ "error": { "code": "injected", "message": message } });
+    (status, axum::Json(body)).into_response()
+}
+
+async fn forward(
+    State((shared, client)): ProxyState,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let path = uri.path_and_query().map_or("/", |p| p.as_str()).to_owned();
+    let (upstream, fault) = {
+        let s = shared.lock().unwrap_or_else(PoisonError::into_inner);
+        let fault = if path.ends_with("/snapshot") {
+            s.snapshots
+        } else if path.starts_with("/v1/hashes:search") {
+            s.searches
+        } else {
+            Fault::Forward
+        };
+        (s.upstream.clone(), fault)
+    };
+    if let Fault::Status(code) = fault {
+        let status = StatusCode::from_u16(code).unwrap_or(StatusCode::BAD_REQUEST);
+        return error(status, &format!("injected {code}"));
+    }
+    let Ok(method) = reqwest::Method::from_bytes(method.as_str().as_bytes()) else {
+        return error(StatusCode::METHOD_NOT_ALLOWED, "unknown method");
+    };
+    let mut request = client.request(method, format!("{upstream}{path}")).body(body);
+    for name in REQUEST_HEADERS {
+        if let Some(value) = headers.get(&name).and_then(|v| v.to_str().ok()) {
+            request = request.header(name.as_str(), value);
+        }
+    }
+    let Ok(answer) = request.send().await else {
+        return error(StatusCode::BAD_GATEWAY, "the publisher is down");
+    };
+    let status = StatusCode::from_u16(answer.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
+    let relayed: Vec<(String, String)> = RESPONSE_HEADERS
+        .iter()
+        .filter_map(|name| {
+            let value = answer.headers().get(*name)?.to_str().ok()?;
+            Some(((*name).to_owned(), value.to_owned()))
+        })
+        .collect();
+    let Ok(bytes) = answer.bytes().await else {
+        return error(StatusCode::BAD_GATEWAY, "the publisher's answer was cut");
+    };
+    let mut response = (status, bytes).into_response();
+    for (name, value) in relayed {
+        if let (Ok(name), Ok(value)) = (
+            HeaderName::from_bytes(name.as_bytes()),
+            axum::http::HeaderValue::from_str(&value),
+        ) {
+            response.headers_mut().insert(name, value);
+        }
+    }
+    response
+}

@@ -1,0 +1,267 @@
+//! Issue 13, items 8 and 9, end to end: a real publisher behind a fault
+//! proxy, and agents with a shifted clock. An old list still blocks old
+//! threats; no list blocks nothing.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use blocksieve_agent::{Agent, ClockSkew, FailurePolicy, ListUpdate, SnapshotSource, Verdict};
+use blocksieve_publisher::config::SourceFormat;
+use blocksieve_tests::clock::OffsetClock;
+use blocksieve_tests::fault::{Fault, FaultProxy};
+use blocksieve_tests::{RunningPublisher, config, fixture_lines, fixture_source};
+
+const READY: Duration = Duration::from_secs(60);
+const DAY_S: i64 = 24 * 60 * 60;
+/// Benign URLs, one of which misses the filter (a filter hit on a benign
+/// URL is a false positive, confirmed safe only online).
+const BENIGN: [&str; 4] = [
+    "https://www.wikipedia.org/",
+    "https://www.rust-lang.org/learn",
+    "https://example.com/",
+    "https://docs.rs/tokio",
+];
+
+/// A benign URL that misses `agent`'s filters, so that its verdict comes
+/// from the snapshot alone.
+fn a_miss(agent: &Agent) -> &'static str {
+    BENIGN
+        .into_iter()
+        .find(|url| agent.lookup_local(url).is_ok_and(|l| l.is_empty()))
+        .expect("a benign URL that misses the filter")
+}
+
+/// A publisher of `phishing` from the fixture feed, with snapshots that
+/// expire `ttl_s` after they are built, rebuilt only at start.
+fn publisher_config(data_dir: &std::path::Path, ttl_s: u64) -> blocksieve_publisher::Config {
+    let mut cfg = config(
+        data_dir,
+        "phishing",
+        vec![fixture_source("phishing-urls.txt", SourceFormat::Urls)],
+    );
+    cfg.snapshot_ttl_s = ttl_s;
+    cfg.schedule = "0 0 0 1 1 *".to_owned(); // once a year: only the start-up build runs
+    cfg
+}
+
+fn version(server: &RunningPublisher) -> Option<u64> {
+    server.publisher.state().lists[0]
+        .current
+        .load()
+        .as_ref()
+        .map(|s| s.header.version)
+}
+
+/// Whether `skew` is `expected_s` seconds (ahead if positive) give or take
+/// what a test takes and the `Date` header's one-second resolution.
+fn about(skew: Option<ClockSkew>, expected_s: i64) -> bool {
+    let near = |d: Duration| d.as_secs().abs_diff(expected_s.unsigned_abs()) <= 15;
+    match skew {
+        Some(ClockSkew::Ahead(d)) => expected_s > 0 && near(d),
+        Some(ClockSkew::Behind(d)) => expected_s < 0 && near(d),
+        _ => false,
+    }
+}
+
+async fn until(what: &str, mut done: impl FnMut() -> bool) {
+    for _ in 0..1000 {
+        if done() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+/// Item 8: an agent restarted after its cached snapshot expired, while the
+/// publisher is down and its front answers errors, answers from that
+/// snapshot (stale), confirms hits once the full-hash endpoint is back, and
+/// becomes fresh by itself when the publisher serves again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restart_after_expiry_with_the_publisher_down_answers_stale_then_fresh_when_it_returns() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let cache = dir.path().join("agent-cache");
+    let listed = fixture_lines("phishing-urls.txt")[0].clone();
+
+    // The publisher's snapshots expire a minute after they are built.
+    let first = RunningPublisher::start(publisher_config(&data, 60)).await;
+    first.wait_ready(READY).await;
+    let v1 = version(&first).unwrap();
+    let key = first.public_key();
+    let proxy = FaultProxy::start(&first.base_url()).await;
+    let agent = |clock: &Arc<OffsetClock>| {
+        Agent::builder(proxy.base_url())
+            .list("phishing")
+            .trusted_key(key.clone())
+            .cache_dir(&cache)
+            .time_provider(clock.clone())
+            .failure_policy(FailurePolicy::FailClosed)
+            .initial_jitter(Duration::ZERO)
+            .build()
+            .unwrap()
+    };
+    let before = agent(&Arc::new(OffsetClock::new(0)));
+    before.update().await.unwrap();
+    assert!(before.check_url(&listed).await.unwrap().is_unsafe());
+    drop(before);
+
+    // The publisher goes down (the proxy answers 502 for it) and its front
+    // answers 400 to snapshot requests; the agent restarts two minutes
+    // later by its clock, past the snapshot's expiry.
+    first.stop().await;
+    proxy.set_snapshots(Fault::Status(400));
+    let clock = Arc::new(OffsetClock::new(120));
+    let agent = agent(&clock);
+    assert_eq!(agent.snapshot_version("phishing"), Some(v1));
+    let status = agent.status();
+    assert!(status.is_ready() && status.is_stale(), "{status:?}");
+    assert_eq!(
+        status.list("phishing").unwrap().source,
+        Some(SnapshotSource::Cache)
+    );
+    assert_eq!(agent.stats().expired_snapshots_loaded_from_cache, 1);
+    let report = agent.update().await.unwrap();
+    assert!(
+        matches!(
+            report.get("phishing"),
+            Some(ListUpdate::Failed {
+                kept_version: Some(v),
+                ..
+            }) if *v == v1
+        ),
+        "{report:?}"
+    );
+    assert_eq!(
+        agent.check_url(a_miss(&agent)).await.unwrap(),
+        Verdict::Safe { stale: true }
+    );
+    let verdict = agent.check_url(&listed).await.unwrap();
+    assert!(
+        matches!(
+            &verdict,
+            Verdict::Unverified {
+                block: true,
+                stale: true,
+                ..
+            }
+        ),
+        "{verdict:?}"
+    );
+
+    // The publisher is back (on another port, behind the same front), its
+    // snapshots now valid for a day; snapshot requests still fail at the
+    // front, but the full-hash endpoint answers: the hit is confirmed.
+    let second = RunningPublisher::start(publisher_config(&data, 24 * 60 * 60)).await;
+    let started = second.base_url();
+    until("the restarted publisher's build", || {
+        version(&second).is_some_and(|v| v > v1)
+    })
+    .await;
+    let v2 = version(&second).unwrap();
+    proxy.set_upstream(&started);
+    clock.set_offset(122); // past the full-hash backoff (at most 1 s)
+    let verdict = agent.check_url(&listed).await.unwrap();
+    assert!(
+        matches!(&verdict, Verdict::Unsafe { stale: true, .. }),
+        "{verdict:?}"
+    );
+
+    // Snapshots served again: the background updates, whose first check
+    // comes at once for a list without a fresh snapshot, make it fresh.
+    proxy.set_snapshots(Fault::Forward);
+    let updates = agent.start_updates().unwrap();
+    until("the fresh snapshot", || {
+        agent.snapshot_version("phishing") == Some(v2)
+    })
+    .await;
+    updates.shutdown().await;
+    let status = agent.status();
+    assert!(!status.is_stale(), "{status:?}");
+    assert_eq!(
+        status.list("phishing").unwrap().source,
+        Some(SnapshotSource::Network)
+    );
+    // Two minutes ahead is past the one-minute threshold: reported.
+    assert!(about(status.clock_skew, 122), "{:?}", status.clock_skew);
+    assert_eq!(
+        agent.check_url(a_miss(&agent)).await.unwrap(),
+        Verdict::Safe { stale: false }
+    );
+    assert!(matches!(
+        agent.check_url(&listed).await.unwrap(),
+        Verdict::Unsafe { stale: false, .. }
+    ));
+    second.stop().await;
+}
+
+/// Item 9: an agent whose clock is two days ahead at start uses the newest
+/// verified snapshot, stale, reports the skew, and is fresh again — without
+/// a restart — as soon as its clock is put right.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clock_two_days_ahead_at_start_uses_the_newest_snapshot_stale_and_recovers_with_the_clock() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = RunningPublisher::start(publisher_config(&dir.path().join("data"), 7200)).await;
+    server.wait_ready(READY).await;
+    let proxy = FaultProxy::start(&server.base_url()).await;
+    let listed = fixture_lines("phishing-urls.txt")[0].clone();
+    let clock = Arc::new(OffsetClock::new(2 * DAY_S));
+    let agent = Agent::builder(proxy.base_url())
+        .list("phishing")
+        .trusted_key(server.public_key())
+        .time_provider(clock.clone())
+        .build()
+        .unwrap();
+
+    // Every fresh snapshot has expired by this clock: used all the same.
+    let report = agent.update().await.unwrap();
+    assert!(
+        matches!(
+            report.get("phishing"),
+            Some(ListUpdate::Updated { previous: None, .. })
+        ),
+        "{report:?}"
+    );
+    let status = agent.status();
+    assert!(status.is_ready() && status.is_stale(), "{status:?}");
+    assert!(about(status.clock_skew, 2 * DAY_S), "{:?}", status.clock_skew);
+    let stats = agent.stats();
+    assert_eq!((stats.snapshots_applied, stats.expired_snapshots_applied), (1, 1));
+    assert_eq!(stats.update_failures, 0);
+    assert_eq!(
+        agent.check_url(a_miss(&agent)).await.unwrap(),
+        Verdict::Safe { stale: true }
+    );
+    let verdict = agent.check_url(&listed).await.unwrap();
+    assert!(
+        matches!(&verdict, Verdict::Unsafe { stale: true, .. }),
+        "{verdict:?}"
+    );
+
+    // A newer build replaces it: the newest verified snapshot is the one
+    // in use.
+    let v1 = version(&server).unwrap();
+    server.publisher.build_all().await;
+    let v2 = version(&server).unwrap();
+    assert!(v2 > v1);
+    agent.update().await.unwrap();
+    assert_eq!(agent.snapshot_version("phishing"), Some(v2));
+    assert!(agent.status().is_stale());
+
+    // The clock is put right: fresh, no skew, at once.
+    clock.set_offset(0);
+    let status = agent.status();
+    assert!(!status.is_stale(), "{status:?}");
+    assert_eq!(status.clock_skew, None);
+    assert_eq!(
+        agent.check_url(a_miss(&agent)).await.unwrap(),
+        Verdict::Safe { stale: false }
+    );
+    assert!(matches!(
+        agent.check_url(&listed).await.unwrap(),
+        Verdict::Unsafe { stale: false, .. }
+    ));
+    agent.update().await.unwrap();
+    assert_eq!(agent.status().clock_skew, None);
+    server.stop().await;
+}
