@@ -7,5 +7,6 @@ mod api;
 mod end_to_end;
 mod hostile;
 mod load;
+mod memory;
 mod publisher;
 mod slow_clients;
