@@ -191,7 +191,7 @@ impl Agent {
         let store = settings.cache_dir.clone().map(Store::new);
         let inner = Inner {
             trusted_keys: settings.trusted_keys.clone().into(),
-            cache: Mutex::new(FullHashCache::new(settings.full_hash_cache_capacity)),
+            cache: Mutex::new(FullHashCache::new(settings.full_hash_cache_bytes)),
             settings,
             slots,
             client,
@@ -873,8 +873,9 @@ impl Inner {
                     let now = self.now();
                     let mut cache = lock(&self.cache);
                     for (p, hashes) in sorted.by_prefix {
-                        cache.insert(p, hashes.clone(), duration, now);
-                        answers.insert(p, Ok(hashes.into()));
+                        let hashes = Arc::new(hashes);
+                        cache.insert(p, Arc::clone(&hashes), duration, now);
+                        answers.insert(p, Ok(hashes));
                     }
                     for p in sorted.missing {
                         answers.insert(

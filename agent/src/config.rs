@@ -35,15 +35,19 @@ pub const DEFAULT_MAX_SNAPSHOT_BYTES: u64 = 256 * 1024 * 1024;
 /// snapshot is held in memory whole, twice while it is decompressed.
 pub const MAX_SNAPSHOT_BYTES_LIMIT: u64 = 4 * 1024 * 1024 * 1024;
 
-/// The default for [`AgentBuilder::full_hash_cache_capacity`]: 10,000
-/// request prefixes. At a few percent of URL checks needing a full-hash
-/// request, that covers the distinct prefix hits of a busy client's cache
-/// duration many times over, in well under a megabyte.
-pub const DEFAULT_FULL_HASH_CACHE_CAPACITY: usize = 10_000;
+/// The default for [`AgentBuilder::full_hash_cache_bytes`]: 4 MiB. An
+/// answer costs 32 bytes per full hash listed under its request prefix,
+/// about 90 bytes per list among them and about 170 bytes of bookkeeping:
+/// the budget holds some 600 answers under 12-bit request prefixes of an
+/// 840,000-entry list (about 205 full hashes, 6.8 KB each), or about 25,000
+/// misses. A URL check whose answer was evicted costs one more full-hash
+/// request.
+pub const DEFAULT_FULL_HASH_CACHE_BYTES: usize = 4 * 1024 * 1024;
 
-/// The hard upper bound of [`AgentBuilder::full_hash_cache_capacity`]: one
-/// million request prefixes.
-pub const MAX_FULL_HASH_CACHE_CAPACITY: usize = 1_000_000;
+/// The hard upper bound of [`AgentBuilder::full_hash_cache_bytes`]: 1 GiB,
+/// room for the full hashes of a 30-million-entry list. Larger values are
+/// almost certainly unit mistakes.
+pub const MAX_FULL_HASH_CACHE_BYTES: usize = 1024 * 1024 * 1024;
 
 /// The default for [`AgentBuilder::noise_prefixes`]: 4 random prefixes per
 /// full-hash request, so the real one is one of at least five.
@@ -102,8 +106,8 @@ pub(crate) struct Settings {
     pub(crate) snapshot_timeout: Duration,
     /// Where accepted snapshots and floors are persisted, if anywhere.
     pub(crate) cache_dir: Option<PathBuf>,
-    /// How many request prefixes' answers are cached.
-    pub(crate) full_hash_cache_capacity: usize,
+    /// The most bytes the cached full-hash answers may take.
+    pub(crate) full_hash_cache_bytes: usize,
     /// Random prefixes added to each full-hash request.
     pub(crate) noise_prefixes: usize,
     /// What an unverifiable prefix hit advises.
@@ -132,7 +136,7 @@ pub struct AgentBuilder {
     max_snapshot_bytes: u64,
     user_agent: String,
     cache_dir: Option<PathBuf>,
-    full_hash_cache_capacity: usize,
+    full_hash_cache_bytes: usize,
     noise_prefixes: usize,
     noise_disabled: bool,
     failure_policy: FailurePolicy,
@@ -154,7 +158,7 @@ impl AgentBuilder {
             max_snapshot_bytes: DEFAULT_MAX_SNAPSHOT_BYTES,
             user_agent: concat!("blocksieve-agent/", env!("CARGO_PKG_VERSION")).to_owned(),
             cache_dir: None,
-            full_hash_cache_capacity: DEFAULT_FULL_HASH_CACHE_CAPACITY,
+            full_hash_cache_bytes: DEFAULT_FULL_HASH_CACHE_BYTES,
             noise_prefixes: DEFAULT_NOISE_PREFIXES,
             noise_disabled: false,
             failure_policy: FailurePolicy::FailOpen,
@@ -271,12 +275,18 @@ impl AgentBuilder {
         self
     }
 
-    /// How many request prefixes' full-hash answers are cached (least
-    /// recently used evicted first); 0 disables the cache. At most
-    /// [`MAX_FULL_HASH_CACHE_CAPACITY`]. By default,
-    /// [`DEFAULT_FULL_HASH_CACHE_CAPACITY`] (10,000).
-    pub fn full_hash_cache_capacity(mut self, prefixes: usize) -> Self {
-        self.full_hash_cache_capacity = prefixes;
+    /// The most memory the full-hash cache may take, in bytes: the answers
+    /// to full-hash requests, each kept for its cache duration and reused
+    /// for every check whose request prefix it covers. Each answer is
+    /// accounted at its real size — about 32 bytes per full hash listed
+    /// under its request prefix, plus its bookkeeping
+    /// ([`FullHashCache::bytes`](crate::core::cache::FullHashCache::bytes))
+    /// — and the least recently used answers are evicted past the budget; 0
+    /// disables the cache (every prefix hit then sends a request). At most
+    /// [`MAX_FULL_HASH_CACHE_BYTES`]. By default,
+    /// [`DEFAULT_FULL_HASH_CACHE_BYTES`] (4 MiB).
+    pub fn full_hash_cache_bytes(mut self, limit_bytes: usize) -> Self {
+        self.full_hash_cache_bytes = limit_bytes;
         self
     }
 
@@ -413,8 +423,8 @@ impl AgentBuilder {
         if !(1..=MAX_SNAPSHOT_BYTES_LIMIT).contains(&self.max_snapshot_bytes) {
             return Err(invalid("max_snapshot_bytes", self.max_snapshot_bytes));
         }
-        if self.full_hash_cache_capacity > MAX_FULL_HASH_CACHE_CAPACITY {
-            return Err(invalid("full_hash_cache_capacity", self.full_hash_cache_capacity));
+        if self.full_hash_cache_bytes > MAX_FULL_HASH_CACHE_BYTES {
+            return Err(invalid("full_hash_cache_bytes", self.full_hash_cache_bytes));
         }
         let noise_prefixes = if self.noise_disabled {
             0
@@ -460,7 +470,7 @@ impl AgentBuilder {
             max_snapshot_bytes: self.max_snapshot_bytes,
             snapshot_timeout: self.snapshot_timeout,
             cache_dir: self.cache_dir,
-            full_hash_cache_capacity: self.full_hash_cache_capacity,
+            full_hash_cache_bytes: self.full_hash_cache_bytes,
             noise_prefixes,
             failure_policy: self.failure_policy,
             update_interval: self.update_interval,

@@ -7,6 +7,7 @@ mod api;
 mod end_to_end;
 mod hostile;
 mod load;
+mod memory;
 mod outage;
 mod publisher;
 mod slow_clients;

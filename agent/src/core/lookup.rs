@@ -15,7 +15,7 @@ use blocksieve_format::{CanonicalUrl, FullHash, HashPrefix, canonicalize, full_h
 
 use crate::Error;
 use crate::core::accept::AcceptedSnapshot;
-use crate::core::cache::ListedHash;
+use crate::core::cache::ListedHashes;
 use crate::core::prefix::{RequestPrefix, request_prefix};
 
 /// The full hashes of one URL's expressions, each computed once, in the
@@ -304,7 +304,7 @@ impl Verdict {
 
 /// What is known about one request prefix: the listed full hashes under it
 /// (from the cache or a response), or why they are unknown.
-pub type Answer = Result<Arc<[ListedHash]>, Error>;
+pub type Answer = Result<Arc<ListedHashes>, Error>;
 
 /// The verdict for a URL whose local probe gave `local`, once `answers`
 /// holds an [`Answer`] for each of [`LocalLookup::request_prefixes`].
@@ -329,11 +329,7 @@ pub fn decide(
         };
         match answers.get(&prefix) {
             Some(Ok(listed)) => {
-                let list = lists.iter().find(|l| {
-                    listed
-                        .iter()
-                        .any(|m| m.full_hash == hit.full_hash && m.list == **l)
-                });
+                let list = lists.iter().find(|l| listed.contains(&hit.full_hash, l));
                 if let Some(list) = list {
                     return Verdict::Unsafe {
                         list: (*list).to_owned(),
@@ -404,11 +400,10 @@ mod tests {
         }
     }
 
-    fn listed(e: &str, list: &str) -> ListedHash {
-        ListedHash {
-            full_hash: FullHash::of(e.as_bytes()),
-            list: list.into(),
-        }
+    fn listed(pairs: &[(&str, &str)]) -> Arc<ListedHashes> {
+        Arc::new(ListedHashes::new(
+            pairs.iter().map(|(e, list)| (*list, FullHash::of(e.as_bytes()))),
+        ))
     }
 
     fn transport() -> Error {
@@ -460,14 +455,10 @@ mod tests {
     fn confirmed_hash_is_unsafe_on_the_first_subscribed_list() {
         let l = local(vec![hit("malware", "x/y", 16), hit("malware", "x/", 16)]);
         let answers = HashMap::from([
-            (rp("x/y", 16), Ok(Arc::from(vec![listed("x/zzz", "malware")]))),
+            (rp("x/y", 16), Ok(listed(&[("x/zzz", "malware")]))),
             (
                 rp("x/", 16),
-                Ok(Arc::from(vec![
-                    listed("x/", "social"),
-                    listed("x/", "phishing"),
-                    listed("x/", "malware"),
-                ])),
+                Ok(listed(&[("x/", "social"), ("x/", "phishing"), ("x/", "malware")])),
             ),
         ]);
         let v = decide(&l, &answers, &["malware", "phishing"], FailurePolicy::FailOpen);
@@ -486,7 +477,7 @@ mod tests {
     #[test]
     fn refuted_hits_are_a_safe_false_positive() {
         let l = local(vec![hit("malware", "x/", 32)]);
-        let answers = HashMap::from([(rp("x/", 32), Ok(Arc::from(vec![listed("other/", "malware")])))]);
+        let answers = HashMap::from([(rp("x/", 32), Ok(listed(&[("other/", "malware")])))]);
         let v = decide(&l, &answers, &["malware"], FailurePolicy::FailClosed);
         assert_eq!(v, Verdict::Safe { stale: false });
     }
@@ -522,7 +513,7 @@ mod tests {
         let l = local(vec![hit("malware", "x/y", 32), hit("malware", "x/", 32)]);
         let answers = HashMap::from([
             (rp("x/y", 32), Err(transport())),
-            (rp("x/", 32), Ok(Arc::from(vec![listed("x/", "malware")]))),
+            (rp("x/", 32), Ok(listed(&[("x/", "malware")]))),
         ]);
         assert!(decide(&l, &answers, &["malware"], FailurePolicy::FailOpen).is_unsafe());
     }

@@ -14,7 +14,7 @@
 //! | [`clock`] | how far this agent's clock is from the publisher's ([`ClockSkew`](clock::ClockSkew)), from the `Date` of its responses, for the status only |
 //! | [`schedule`] | when to check for the next snapshot: initial jitter, the publisher's next-check hint, exponential backoff with full jitter after failures, `Retry-After` |
 //! | [`prefix`] | which hash prefixes a full-hash request carries: the shortened [`RequestPrefix`](prefix::RequestPrefix)es of the real hits plus shuffled noise, in chunks |
-//! | [`cache`] | how long a full-hash answer may be reused ([`FullHashCache`](cache::FullHashCache), Safe Browsing v5 semantics: per requested prefix, misses included) |
+//! | [`cache`] | how long a full-hash answer may be reused ([`FullHashCache`](cache::FullHashCache), Safe Browsing v5 semantics: per requested prefix, misses included) and which answers to keep within the cache's byte budget ([`ListedHashes`](cache::ListedHashes), least recently used evicted first) |
 //! | [`lookup`] | which expressions of a URL hit the local filters ([`LocalLookup`](lookup::LocalLookup)) and the [`Verdict`](lookup::Verdict) once the full hashes are known |
 //!
 //! Two clocks appear: wall-clock `now` ([`SystemTime`]) for everything

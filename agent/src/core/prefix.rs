@@ -28,7 +28,7 @@ use blocksieve_format::api::FullHashMatch;
 use rand::Rng;
 use rand::seq::SliceRandom;
 
-use crate::core::cache::ListedHash;
+use crate::core::cache::ListedHashes;
 
 /// The most prefixes in one `POST /v1/hashes:search`, noise included.
 pub const MAX_PREFIXES_PER_REQUEST: usize = 1_000;
@@ -119,7 +119,7 @@ pub fn plan_requests(real: &[RequestPrefix], noise: usize, rng: &mut impl Rng) -
 pub struct Answers {
     /// For each real prefix the publisher answered: the full hashes listed
     /// under it on subscribed lists (empty for a miss), deduplicated.
-    pub by_prefix: HashMap<RequestPrefix, Vec<ListedHash>>,
+    pub by_prefix: HashMap<RequestPrefix, ListedHashes>,
     /// Real prefixes the answer says nothing about: they stay unverified
     /// and uncached.
     pub missing: Vec<RequestPrefix>,
@@ -139,7 +139,8 @@ pub fn sort_answers<'a>(
     subscribed: impl Fn(&str) -> bool,
 ) -> Answers {
     let asked: BTreeSet<RequestPrefix> = real.iter().copied().collect();
-    let mut answers = Answers::default();
+    let mut buckets: HashMap<RequestPrefix, Vec<(&str, FullHash)>> = HashMap::new();
+    let mut ignored = 0;
     for (text, matches) in results {
         let Ok(prefix) = text.parse::<RequestPrefix>() else {
             continue;
@@ -147,27 +148,27 @@ pub fn sort_answers<'a>(
         if !asked.contains(&prefix) {
             continue;
         }
-        let bucket = answers.by_prefix.entry(prefix).or_default();
+        let bucket = buckets.entry(prefix).or_default();
         for m in matches {
             match FullHash::from_hex(&m.full_hash) {
                 Ok(hash) if prefix.matches(&hash) => {
-                    let listed = ListedHash {
-                        full_hash: hash,
-                        list: m.list.clone(),
-                    };
-                    if subscribed(&m.list) && !bucket.contains(&listed) {
-                        bucket.push(listed);
+                    if subscribed(&m.list) {
+                        bucket.push((m.list.as_str(), hash));
                     }
                 }
-                _ => answers.ignored += 1,
+                _ => ignored += 1,
             }
         }
     }
-    answers.missing = asked
-        .into_iter()
-        .filter(|p| !answers.by_prefix.contains_key(p))
-        .collect();
-    answers
+    let missing = asked.into_iter().filter(|p| !buckets.contains_key(p)).collect();
+    Answers {
+        by_prefix: buckets
+            .into_iter()
+            .map(|(prefix, bucket)| (prefix, ListedHashes::new(bucket)))
+            .collect(),
+        missing,
+        ignored,
+    }
 }
 
 #[cfg(test)]
@@ -329,10 +330,7 @@ mod tests {
         );
         assert_eq!(
             answers.by_prefix.get(&p),
-            Some(&vec![ListedHash {
-                full_hash: listed,
-                list: "malware".into()
-            }])
+            Some(&ListedHashes::new([("malware", listed)]))
         );
         assert!(!answers.by_prefix.contains_key(&unasked));
         assert!(!answers.by_prefix.contains_key(&noise));

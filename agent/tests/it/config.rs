@@ -2,7 +2,9 @@
 
 use std::time::Duration;
 
-use blocksieve_agent::{Agent, Error, ErrorKind, MAX_NOISE_PREFIXES, MAX_SNAPSHOT_BYTES_LIMIT};
+use blocksieve_agent::{
+    Agent, Error, ErrorKind, MAX_FULL_HASH_CACHE_BYTES, MAX_NOISE_PREFIXES, MAX_SNAPSHOT_BYTES_LIMIT,
+};
 
 use crate::server::{FakePublisher, Snap, trusted};
 
@@ -91,8 +93,8 @@ fn out_of_range_settings_are_refused() {
         (builder().noise_prefixes(0), "noise_prefixes"),
         (builder().noise_prefixes(MAX_NOISE_PREFIXES + 1), "noise_prefixes"),
         (
-            builder().full_hash_cache_capacity(10_000_000),
-            "full_hash_cache_capacity",
+            builder().full_hash_cache_bytes(MAX_FULL_HASH_CACHE_BYTES + 1),
+            "full_hash_cache_bytes",
         ),
         (
             builder().update_interval(Duration::from_millis(10)),
@@ -151,7 +153,7 @@ fn noise_can_only_be_disabled_by_the_dangerous_method() {
             .build()
             .is_ok()
     );
-    assert!(builder().full_hash_cache_capacity(0).build().is_ok());
+    assert!(builder().full_hash_cache_bytes(0).build().is_ok());
 }
 
 #[test]

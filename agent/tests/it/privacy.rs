@@ -24,7 +24,7 @@ async fn a_request_carries_the_advertised_prefix_length_plus_noise_shuffled_and_
     // No cache, so that every check sends a request.
     let agent = fake
         .agent_builder(&["malware"])
-        .full_hash_cache_capacity(0)
+        .full_hash_cache_bytes(0)
         .build()
         .unwrap();
     agent.update().await.unwrap();

@@ -24,7 +24,17 @@
 //! snapshots; with it, checks work offline from the last snapshot, even an
 //! expired one, with a warning that it is stale);
 //! `--noise N` (noise prefixes per full-hash request, default 4);
-//! `--fail-closed`; `--timeout SECONDS` (per request, default 10).
+//! `--fail-closed`; `--timeout SECONDS` (default 10, see below).
+//!
+//! `--timeout` bounds every network wait of the run: each request to the
+//! publisher — the list query, each snapshot download (headers and whole
+//! body), each full-hash request — is given up after that many seconds, and
+//! each mirror tried gets as long again. A publisher that accepts
+//! connections and never answers thus ends the run after about `SECONDS`
+//! (one list query, or one snapshot download with `--list`), with exit code
+//! 2 and a message naming `--timeout`; a full-hash request that times out
+//! makes its URLs `unverified`. Raise it for a large snapshot over a slow
+//! link: the download must finish within it.
 
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
@@ -78,7 +88,9 @@ struct Args {
     #[arg(long)]
     fail_closed: bool,
 
-    /// Timeout of each request, in seconds.
+    /// The longest any one request may take, in seconds: the list query,
+    /// each snapshot download (headers and whole body), each full-hash
+    /// request; each mirror tried gets as long again.
     #[arg(long, value_name = "SECONDS", default_value_t = 10)]
     timeout: u64,
 
@@ -124,11 +136,16 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         FailurePolicy::FailOpen
     };
+    // One timeout for every request, the snapshot download included: the
+    // library's own snapshot timeout (minutes, for large lists) would let a
+    // publisher that never answers hold the run that long.
+    let timeout = Duration::from_secs(args.timeout);
     let mut builder = Agent::builder(&args.publisher)
         .trusted_keys(keys)
         .noise_prefixes(args.noise)
         .failure_policy(policy)
-        .request_timeout(Duration::from_secs(args.timeout));
+        .request_timeout(timeout)
+        .snapshot_timeout(timeout);
     for mirror in &args.mirrors {
         builder = builder.mirror(mirror);
     }
@@ -136,10 +153,14 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
         builder = builder.cache_dir(dir);
     }
     let lists = if args.lists.is_empty() {
-        let served = builder.fetch_publisher_lists().await.with_context(|| {
-            format!(
-                "asking {} for its lists (pass --list to skip this)",
-                args.publisher
+        let served = builder.fetch_publisher_lists().await.map_err(|e| {
+            network_error(
+                e,
+                format!(
+                    "asking {} for its lists (pass --list to skip this)",
+                    args.publisher
+                ),
+                args.timeout,
             )
         })?;
         let ready: Vec<String> = served
@@ -157,7 +178,10 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     builder = builder.lists(lists);
     let agent = builder.build().context("configuring the agent")?;
-    let report = agent.update().await.context("loading snapshots")?;
+    let report = agent
+        .update()
+        .await
+        .map_err(|e| network_error(e, "loading snapshots".to_owned(), args.timeout))?;
     for (list, error) in report.failures() {
         eprintln!("check: warning: list {list} not updated, using the snapshot in use: {error}");
     }
@@ -256,6 +280,17 @@ async fn check(agent: &Agent, urls: &[String], tally: &mut Tally) {
             }
         }
     }
+}
+
+/// `error` with `step` as context, naming `--timeout` when the request ran
+/// out of time, so that the user knows which knob bounds the wait.
+fn network_error(error: Error, step: String, timeout_s: u64) -> anyhow::Error {
+    let step = if error.is_timeout() {
+        format!("{step}: no answer within --timeout {timeout_s} s")
+    } else {
+        step
+    };
+    anyhow::Error::new(error).context(step)
 }
 
 /// The keys from `--key` values (base64, or a file holding it), or from the

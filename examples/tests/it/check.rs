@@ -1,10 +1,13 @@
 //! The `check` example: flags, output lines, exit codes.
 
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use blocksieve_format::SigningKey;
 
-use crate::publisher::{key, start, start_valid_for, temp_dir, text};
+use crate::publisher::{
+    Hang, hanging_server, key, run_with_deadline, start, start_valid_for, temp_dir, text,
+};
 
 fn check(args: &[&str], stdin: Option<&str>, dir: &std::path::Path) -> std::process::Output {
     crate::publisher::run(env!("CARGO_BIN_EXE_check"), args, stdin, dir)
@@ -443,4 +446,96 @@ fn unreachable_publisher_exits_2() {
         &temp_dir(),
     );
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+}
+
+/// `--timeout` in the tests below, and how much longer than it the run may
+/// take (process start, the agent's set-up) before the test fails.
+const TIMEOUT: Duration = Duration::from_secs(1);
+const SLACK: Duration = Duration::from_secs(4);
+
+/// Runs `check --timeout 1` with `args`; fails the test if the run outlives
+/// the timeout by more than [`SLACK`] (it used to wait out the agent's
+/// 5-minute snapshot timeout).
+fn check_with_timeout(args: &[&str]) -> (std::process::Output, Duration) {
+    let timeout = TIMEOUT.as_secs().to_string();
+    let mut all = vec!["--timeout", timeout.as_str()];
+    all.extend_from_slice(args);
+    let (out, elapsed) = run_with_deadline(env!("CARGO_BIN_EXE_check"), &all, &temp_dir(), TIMEOUT + SLACK);
+    eprintln!("check {all:?} ran {elapsed:?}");
+    assert!(elapsed >= TIMEOUT, "{elapsed:?}: no wait at all?");
+    (out, elapsed)
+}
+
+#[test]
+fn timeout_bounds_list_discovery_on_a_publisher_that_never_answers() {
+    let silent = hanging_server(Hang::Silent);
+    let key = key().public_key().to_base64();
+    let (out, _) = check_with_timeout(&["--publisher", &silent, "--key", &key, "http://evil.example/"]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("asking"), "{stderr}");
+    assert!(stderr.contains("no answer within --timeout 1 s"), "{stderr}");
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn timeout_bounds_the_snapshot_download_on_a_publisher_that_never_answers() {
+    let silent = hanging_server(Hang::Silent);
+    let key = key().public_key().to_base64();
+    let (out, _) = check_with_timeout(&[
+        "--publisher",
+        &silent,
+        "--key",
+        &key,
+        "--list",
+        "malware",
+        "http://evil.example/",
+    ]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("loading snapshots"), "{stderr}");
+    assert!(stderr.contains("no answer within --timeout 1 s"), "{stderr}");
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn timeout_bounds_a_snapshot_download_that_stalls_after_its_headers() {
+    let stalling = hanging_server(Hang::AfterHeaders);
+    let key = key().public_key().to_base64();
+    let (out, _) = check_with_timeout(&[
+        "--publisher",
+        &stalling,
+        "--key",
+        &key,
+        "--list",
+        "malware",
+        "http://evil.example/",
+    ]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("loading snapshots"), "{stderr}");
+    assert!(stderr.contains("no answer within --timeout 1 s"), "{stderr}");
+}
+
+#[test]
+fn timeout_bounds_a_full_hash_request_that_never_answers() {
+    let publisher = start();
+    publisher.state.stall_hashes.store(true, Ordering::Relaxed);
+    let key = key().public_key().to_base64();
+    let (out, _) = check_with_timeout(&[
+        "--publisher",
+        &publisher.base_url,
+        "--key",
+        &key,
+        "http://evil.example/",
+        "http://good.example/",
+    ]);
+    let stdout = text(&out.stdout);
+    let stderr = text(&out.stderr);
+    // The hit cannot be confirmed in time: unverified (exit 2 when fail-open),
+    // while the clean URL is answered from the filter.
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stdout.starts_with("unverified http://evil.example/ "), "{stdout}");
+    assert!(stdout.contains("timed out"), "{stdout}");
+    assert!(stdout.ends_with("safe http://good.example/\n"), "{stdout}");
 }

@@ -1,14 +1,17 @@
 //! A fake publisher for the examples: `malware` lists `evil.example/`; an
 //! `empty` list has no snapshot yet. Serves snapshots and
 //! `POST /v1/hashes:search`, records the prefixes it is asked for, and can
-//! fail full-hash requests and snapshot downloads.
+//! fail or stall full-hash requests and fail snapshot downloads. Also raw
+//! TCP fault servers that accept connections and then hang, and a runner
+//! that kills an example that outlives its deadline.
 
-use std::io::Write;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use axum::Json;
 use axum::Router;
@@ -32,6 +35,8 @@ pub struct Fake {
     pub fail_hashes: AtomicBool,
     /// Answer snapshot requests with 400.
     pub fail_snapshots: AtomicBool,
+    /// Never answer full-hash requests.
+    pub stall_hashes: AtomicBool,
     /// The prefixes of every full-hash request, oldest first.
     pub searches: Mutex<Vec<Vec<String>>>,
 }
@@ -68,6 +73,7 @@ pub fn start_valid_for(seconds: u64) -> Publisher {
         snapshot: encode(&params, &filter, &key()).unwrap(),
         fail_hashes: AtomicBool::new(false),
         fail_snapshots: AtomicBool::new(false),
+        stall_hashes: AtomicBool::new(false),
         searches: Mutex::new(Vec::new()),
     });
     let app = Router::new()
@@ -130,6 +136,9 @@ async fn search(State(state): State<Arc<Fake>>, Json(body): Json<Value>) -> Resp
     if state.fail_hashes.load(Ordering::Relaxed) {
         return StatusCode::INTERNAL_SERVER_ERROR.into_response();
     }
+    if state.stall_hashes.load(Ordering::Relaxed) {
+        std::future::pending::<()>().await;
+    }
     let hash = FullHash::of(LISTED.as_bytes()).to_string();
     let results: Vec<Value> = prefixes
         .iter()
@@ -143,6 +152,75 @@ async fn search(State(state): State<Arc<Fake>>, Json(body): Json<Value>) -> Resp
         })
         .collect();
     Json(json!({"results": results, "cache_duration_s": 300})).into_response()
+}
+
+/// How a [`hanging_server`] treats each connection it accepts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hang {
+    /// Reads the request and never answers.
+    Silent,
+    /// Answers `200 OK` headers promising a 1 MB body, sends a few bytes of
+    /// it, and stalls.
+    AfterHeaders,
+}
+
+/// A raw TCP server on 127.0.0.1:0 that accepts every connection and then
+/// hangs as `hang` says, holding the connections open until the test
+/// process exits; returns its base URL.
+pub fn hanging_server(hang: Hang) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let base_url = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        let mut held: Vec<TcpStream> = Vec::new();
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let _ = stream.set_read_timeout(Some(Duration::from_millis(200)));
+            let mut head = [0u8; 4096];
+            let _ = stream.read(&mut head);
+            if hang == Hang::AfterHeaders {
+                let _ = stream.write_all(
+                    b"HTTP/1.1 200 OK\r\ncontent-type: application/octet-stream\r\n\
+                      content-length: 1000000\r\n\r\nBSNP",
+                );
+            }
+            held.push(stream);
+        }
+    });
+    base_url
+}
+
+/// Runs `bin` like [`run`], but kills it and panics if it has not exited
+/// `deadline` after it started; returns its output and how long it ran.
+pub fn run_with_deadline(
+    bin: &str,
+    args: &[&str],
+    dir: &std::path::Path,
+    deadline: Duration,
+) -> (Output, Duration) {
+    let started = Instant::now();
+    let mut child = Command::new(bin)
+        .args(args)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            let elapsed = started.elapsed();
+            return (child.wait_with_output().unwrap(), elapsed);
+        }
+        if started.elapsed() > deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "{bin} {args:?} still running after {deadline:?}; stderr: {}",
+                text(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// A fresh empty directory to run the example in.
