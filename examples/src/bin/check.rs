@@ -19,7 +19,7 @@
 //! Options: `--publisher URL` (default `http://127.0.0.1:8080`); `--mirror
 //! URL`, repeatable, tried in order after the publisher; `--list NAME`,
 //! repeatable (default: every list the publisher has a snapshot of);
-//! `--key BASE64_OR_FILE`, repeatable (default: `./blocksieve-data/public.key`,
+//! `--key KEY_OR_FILE`, repeatable (default: `./blocksieve-data/public.key`,
 //! which the publisher writes on first start); `--cache-dir DIR` (persist
 //! snapshots; with it, checks work offline from the last snapshot, even an
 //! expired one, with a warning that it is stale);
@@ -63,9 +63,9 @@ struct Args {
     #[arg(long = "list", value_name = "NAME")]
     lists: Vec<String>,
 
-    /// A trusted publisher public key: base64, or a file holding it
+    /// A trusted publisher public key: base64, 64 hex digits, or a file holding either
     /// (repeatable). Default: ./blocksieve-data/public.key.
-    #[arg(long = "key", value_name = "BASE64_OR_FILE")]
+    #[arg(long = "key", value_name = "KEY_OR_FILE")]
     keys: Vec<String>,
 
     /// A mirror of the publisher, tried in order when the ones before it
@@ -293,13 +293,13 @@ fn network_error(error: Error, step: String, timeout_s: u64) -> anyhow::Error {
     anyhow::Error::new(error).context(step)
 }
 
-/// The keys from `--key` values (base64, or a file holding it), or from the
+/// The keys from `--key` values (base64 or hex, or a file holding either), or from the
 /// publisher's default key file.
 fn trusted_keys(values: &[String]) -> anyhow::Result<Vec<TrustedKey>> {
     if values.is_empty() {
         if !Path::new(DEFAULT_KEY_FILE).is_file() {
             bail!(
-                "no trusted key: pass --key BASE64_OR_FILE (the publisher writes its public key to \
+                "no trusted key: pass --key KEY_OR_FILE (the publisher writes its public key to \
                  {DEFAULT_KEY_FILE} on first start)"
             );
         }
@@ -311,8 +311,8 @@ fn trusted_keys(values: &[String]) -> anyhow::Result<Vec<TrustedKey>> {
 fn key_from(value: &str) -> anyhow::Result<TrustedKey> {
     if Path::new(value).is_file() {
         let text = std::fs::read_to_string(value).with_context(|| format!("reading key file {value}"))?;
-        TrustedKey::from_base64(text.trim()).with_context(|| format!("key file {value}"))
+        TrustedKey::from_base64_or_hex(text.trim()).with_context(|| format!("key file {value}"))
     } else {
-        TrustedKey::from_base64(value.trim()).context("--key is neither an existing file nor a base64 key")
+        TrustedKey::from_base64_or_hex(value.trim()).context("--key is neither an existing file nor a key")
     }
 }
