@@ -333,6 +333,7 @@ pub fn hash_reference<'a>(sources: impl IntoIterator<Item = (&'a [u8], &'a Sourc
         let options = FormatOptions {
             column: config.column.clone(),
             json_key: config.json_key.clone(),
+            json_key_optional: false,
         };
         parse_source_into(
             bytes,
@@ -459,6 +460,7 @@ pub fn collect_hashes(
         let options = FormatOptions {
             column: source.config.column.clone(),
             json_key: source.config.json_key.clone(),
+            json_key_optional: false,
         };
         let parse = |bytes: &[u8], out: &mut Vec<FullHash>, timings: &mut BuildTimings| {
             parse_timed(bytes, &source.config, &options, out, timings)

@@ -6,7 +6,7 @@ use std::time::Duration;
 use blocksieve_format::api::{ErrorResponse, FullHashResponse, FullHashSearchResponse, ListsResponse};
 use blocksieve_format::{FullHash, canonicalize};
 use blocksieve_publisher::config::{ListConfig, SourceConfig, SourceFormat};
-use blocksieve_publisher::sources::{url_expression, url_expressions};
+use blocksieve_publisher::sources::{reason, url_expression, url_expressions};
 use blocksieve_publisher::{Config, Error, Publisher};
 use blocksieve_tests::feed::FakeFeed;
 use blocksieve_tests::{RunningPublisher, config, fixture_lines, fixtures};
@@ -143,11 +143,9 @@ async fn public_suffix_and_loopback_entries_are_never_published() {
     let o = p.build_list(0).await;
     let r = o.report.unwrap();
     assert_eq!(r.sizing.entries, 2, "{:?}", r.parse.rejected);
-    assert_eq!(
-        r.parse.rejected["host is a public suffix (would block a whole registry)"],
-        4
-    );
-    assert_eq!(r.parse.rejected["host is a loopback or unspecified address"], 1);
+    assert_eq!(r.parse.rejected[reason::PUBLIC_SUFFIX_ICANN], 2);
+    assert_eq!(r.parse.rejected[reason::PUBLIC_SUFFIX_PRIVATE], 2);
+    assert_eq!(r.parse.rejected[reason::LOOPBACK], 1);
     assert!(r.parse.samples.iter().any(|(line, _)| line == "com"));
 }
 
