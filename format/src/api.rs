@@ -83,6 +83,11 @@ pub struct BuildStatus {
     /// A few rejected lines with their reason.
     #[serde(default)]
     pub rejected_samples: Vec<(String, String)>,
+    /// Entry lines read differently from their raw bytes, by what was
+    /// removed or read twice: Unicode white space, surrounding quotes, a
+    /// tab-separated column, a trailing comment, a space inside a URL.
+    #[serde(default)]
+    pub cleaned_by_kind: std::collections::BTreeMap<String, u64>,
     /// Per source: where its content came from.
     #[serde(default)]
     pub sources: Vec<SourceStatus>,

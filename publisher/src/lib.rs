@@ -478,6 +478,11 @@ impl Publisher {
                 .as_ref()
                 .map(|r| r.parse.samples.clone())
                 .unwrap_or_default(),
+            cleaned_by_kind: outcome
+                .report
+                .as_ref()
+                .map(|r| r.parse.cleaned.clone())
+                .unwrap_or_default(),
             sources: outcome
                 .report
                 .as_ref()

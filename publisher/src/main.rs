@@ -359,6 +359,9 @@ fn print_summary<'a>(outcomes: impl IntoIterator<Item = &'a ListBuildOutcome>) {
             for (reason, count) in &r.parse.rejected {
                 println!("|   rejected: {reason} | {count} |");
             }
+            for (kind, count) in &r.parse.cleaned {
+                println!("|   cleaned: {kind} | {count} |");
+            }
             for src in &r.sources {
                 if let Some(e) = &src.error {
                     println!("|   source {} used its last good content: {e} |", src.source);

@@ -44,7 +44,7 @@
 //!    nothing it lists is lost.
 //!
 //! What each step removed is counted by kind in [`ParseReport::cleaned`]
-//! (kinds in [`cleaned`]).
+//! (kinds in [`cleaned`]), shown in the build report and in `/v1/lists`.
 //! CSV values and JSON array strings are read as items: steps 1 and 3 only.
 //!
 //! # What an entry stands for

@@ -6,7 +6,7 @@ use std::time::Duration;
 use blocksieve_format::api::{ErrorResponse, FullHashResponse, FullHashSearchResponse, ListsResponse};
 use blocksieve_format::{FullHash, canonicalize};
 use blocksieve_publisher::config::{ListConfig, SourceConfig, SourceFormat};
-use blocksieve_publisher::sources::{reason, url_expression, url_expressions};
+use blocksieve_publisher::sources::{cleaned, reason, url_expression, url_expressions};
 use blocksieve_publisher::{Config, Error, Publisher};
 use blocksieve_tests::feed::FakeFeed;
 use blocksieve_tests::{RunningPublisher, config, fixture_lines, fixtures};
@@ -147,6 +147,53 @@ async fn public_suffix_and_loopback_entries_are_never_published() {
     assert_eq!(r.parse.rejected[reason::PUBLIC_SUFFIX_PRIVATE], 2);
     assert_eq!(r.parse.rejected[reason::LOOPBACK], 1);
     assert!(r.parse.samples.iter().any(|(line, _)| line == "com"));
+}
+
+// Issue 13, item 2: what was cut from lines is counted in the build report
+// and in `/v1/lists`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cleaned_lines_are_counted_in_v1_lists() {
+    let dir = tempfile::tempdir().unwrap();
+    let feed = dir.path().join("u.txt");
+    std::fs::write(
+        &feed,
+        "http://comment.example/p # seen 2020-01-01\nhttp://tab.example/mid\t2020-01-01\n\
+         http://ulvis.net/IFHc\u{a0}\n\"https://x.example/a,b,c\"\n",
+    )
+    .unwrap();
+    let server = RunningPublisher::start(config(
+        dir.path(),
+        "urls",
+        vec![SourceConfig::file(&feed, SourceFormat::Urls)],
+    ))
+    .await;
+    server.wait_ready(Duration::from_secs(60)).await;
+    let lists: ListsResponse = reqwest::get(format!("{}/v1/lists", server.base_url()))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let build = lists.lists[0].last_build.as_ref().unwrap();
+    assert_eq!((build.lines, build.rejected), (4, 0));
+    for kind in [
+        cleaned::COMMENT,
+        cleaned::TAB_COLUMN,
+        cleaned::UNICODE_WHITE_SPACE,
+        cleaned::QUOTES,
+    ] {
+        assert_eq!(build.cleaned_by_kind.get(kind), Some(&1), "{kind}: {build:?}");
+    }
+    let listed = entries(&server.publisher, 0);
+    for e in [
+        "comment.example/p",
+        "tab.example/mid",
+        "ulvis.net/IFHc",
+        "x.example/a,b,c",
+    ] {
+        assert!(listed.contains(&FullHash::of(e.as_bytes())), "{e}");
+    }
+    server.stop().await;
 }
 
 fn http_list(url: &str) -> ListConfig {
