@@ -367,6 +367,26 @@ fn print_summary<'a>(outcomes: impl IntoIterator<Item = &'a ListBuildOutcome>) {
                     println!("|   source {} used its last good content: {e} |", src.source);
                 }
             }
+            let a = &r.allow;
+            if !a.sources.is_empty() {
+                println!(
+                    "|   allowlists: {} lines, {} allowed entries ({} distinct full hashes), {} listed full hashes removed |",
+                    a.parse.lines, a.parse.accepted, a.entries, a.removed
+                );
+            }
+            for (reason, count) in &a.parse.rejected {
+                println!("|   allowlist rejected: {reason} | {count} |");
+            }
+            for src in &a.sources {
+                if let Some(e) = &src.error {
+                    let used = if src.state == "failed" {
+                        "was left out"
+                    } else {
+                        "used its last good content"
+                    };
+                    println!("|   allow source {} {used}: {e} |", src.source);
+                }
+            }
         }
     }
 }

@@ -84,6 +84,10 @@
 //!   common;
 //! - any entry on the unspecified or a loopback address (`0.0.0.0`,
 //!   `127.0.0.0/8`, `[::]`, `[::1]`).
+//!
+//! Allowlists (the `allow` sources of a list, and a JSON document's allow
+//! array) are read by the same code; the build removes their full hashes
+//! from the list's (see `crate::build`).
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
