@@ -392,6 +392,37 @@ pub enum SourceFormat {
     Sha256,
 }
 
+impl SourceFormat {
+    /// Every format, as listed in `docs/configuration.md`.
+    pub const ALL: [SourceFormat; 7] = [
+        SourceFormat::Urls,
+        SourceFormat::Hosts,
+        SourceFormat::Domains,
+        SourceFormat::AdblockHosts,
+        SourceFormat::Csv,
+        SourceFormat::Json,
+        SourceFormat::Sha256,
+    ];
+
+    /// The format's name in the configuration, e.g. `adblock-hosts`.
+    pub fn name(self) -> &'static str {
+        match self {
+            SourceFormat::Urls => "urls",
+            SourceFormat::Hosts => "hosts",
+            SourceFormat::Domains => "domains",
+            SourceFormat::AdblockHosts => "adblock-hosts",
+            SourceFormat::Csv => "csv",
+            SourceFormat::Json => "json",
+            SourceFormat::Sha256 => "sha256",
+        }
+    }
+
+    /// The format named `name` (as in the configuration), if any.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|f| f.name() == name)
+    }
+}
+
 fn default_listen() -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], 8080))
 }
@@ -904,6 +935,19 @@ mod tests {
             err.contains("lists.crypto.allow[0]") && err.contains("exactly one"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn source_format_names_round_trip() {
+        for f in SourceFormat::ALL {
+            assert_eq!(SourceFormat::from_name(f.name()), Some(f));
+            let parsed: SourceFormat = toml::from_str::<std::collections::HashMap<String, SourceFormat>>(
+                &format!("f = \"{}\"", f.name()),
+            )
+            .unwrap()["f"];
+            assert_eq!(parsed, f);
+        }
+        assert_eq!(SourceFormat::from_name("adblock_hosts"), None);
     }
 
     #[test]
