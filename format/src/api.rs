@@ -83,6 +83,14 @@ pub struct BuildStatus {
     /// A few rejected lines with their reason.
     #[serde(default)]
     pub rejected_samples: Vec<(String, String)>,
+    /// Entry lines read differently from their raw bytes, by what was
+    /// removed or read twice: Unicode white space, surrounding quotes, a
+    /// tab-separated column, a trailing comment, a space inside a URL.
+    #[serde(default)]
+    pub cleaned_by_kind: std::collections::BTreeMap<String, u64>,
+    /// What the list's allowlists read and removed.
+    #[serde(default)]
+    pub allow: AllowStatus,
     /// Per source: where its content came from.
     #[serde(default)]
     pub sources: Vec<SourceStatus>,
@@ -93,13 +101,48 @@ pub struct BuildStatus {
     pub duration_ms: u64,
 }
 
+/// A build's allowlists: the list's `allow` sources and the allow arrays of
+/// its JSON sources. An allowed full hash is removed from the list.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AllowStatus {
+    /// Allow lines read (JSON: array items).
+    #[serde(default)]
+    pub lines: u64,
+    /// Allow entries accepted.
+    #[serde(default)]
+    pub accepted: u64,
+    /// Allow lines rejected.
+    #[serde(default)]
+    pub rejected: u64,
+    /// Rejected allow lines by reason.
+    #[serde(default)]
+    pub rejected_by_reason: std::collections::BTreeMap<String, u64>,
+    /// Allow lines read differently from their raw bytes, by what was
+    /// removed (as [`BuildStatus::cleaned_by_kind`]).
+    #[serde(default)]
+    pub cleaned_by_kind: std::collections::BTreeMap<String, u64>,
+    /// Distinct allowed full hashes.
+    #[serde(default)]
+    pub entries: u64,
+    /// Distinct full hashes the sources listed that were removed because
+    /// they are allowed.
+    #[serde(default)]
+    pub removed: u64,
+    /// Per allow source (a JSON source's allow array is named
+    /// `<source> (<json_allow_key>)`): where its content came from.
+    #[serde(default)]
+    pub sources: Vec<SourceStatus>,
+}
+
 /// Where one source's content came from in a build.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SourceStatus {
     /// The file path or URL.
     pub source: String,
-    /// `fresh`, `not_modified` (HTTP 304, cached copy used) or `last_good`
-    /// (the source failed; its last good content was used).
+    /// `fresh`, `not_modified` (HTTP 304, cached copy used), `last_good`
+    /// (the source failed; its last good content was used) or, for an
+    /// allow source only, `failed` (it failed with no last good content and
+    /// the build went on without it: a missing allowlist only blocks more).
     pub state: String,
     /// Why the source failed, for `last_good`.
     pub error: Option<String>,

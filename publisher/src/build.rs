@@ -1,10 +1,18 @@
 //! One build of one threat list: sources → expressions → full hashes →
 //! filter → canary → signed snapshot, and the gates that decide whether it
 //! may be published.
+//!
+//! Allowlists (a list's `allow` sources, and the allow array of each JSON
+//! source) are read like sources into a second set of full hashes; after
+//! both sets are sorted and deduplicated, every allowed full hash is
+//! removed from the list's (allow wins for the same expression, as in
+//! MetaMask, uBlock Origin and Pi-hole). Removal is by full hash only: a
+//! filter has no exceptions, so an allowed subdomain of a listed domain
+//! stays blocked by the domain's `host/` expression.
 
 use std::time::{Duration, Instant};
 
-use blocksieve_format::api::{Sizing, SourceStatus};
+use blocksieve_format::api::{AllowStatus, Sizing, SourceStatus};
 use blocksieve_format::{
     FilterKind, FullHash, KeyBits, PrefixFilter, SigningKey, SnapshotHeader, SnapshotParams, compress_filter,
     sign_snapshot,
@@ -29,11 +37,24 @@ pub const MEAN_EXPRESSIONS_PER_URL: f64 = 4.607;
 /// (`{"full_hash":"<64 hex>","list":"<name>"},`), excluding the name.
 const RESPONSE_BYTES_PER_MATCH: f64 = 35.0 + 64.0;
 
+/// Whether a source lists threats or allowed entries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SourceRole {
+    /// One of a list's `sources`: its entries are published (and a JSON
+    /// source's allow array is read as an allowlist).
+    Block,
+    /// One of a list's `allow` sources: its entries are removed from the
+    /// list.
+    Allow,
+}
+
 /// A source's content after fetching: fresh bytes, or the reason it failed.
 #[derive(Debug)]
 pub struct LoadedSource {
     /// The source's configuration.
     pub config: SourceConfig,
+    /// Whether it lists threats or allowed entries.
+    pub role: SourceRole,
     /// What fetching produced.
     pub fetched: Fetched,
     /// Where its last good content is kept, if anywhere.
@@ -63,6 +84,8 @@ pub struct BuildReport {
     pub parse: ParseReport,
     /// Per source: where its content came from.
     pub sources: Vec<SourceStatus>,
+    /// What the allowlists read and removed.
+    pub allow: AllowReport,
     /// Sizing of the filter and the full-hash protocol.
     pub sizing: Sizing,
     /// Wall time of the build (from the parsed sources to the signed
@@ -71,6 +94,36 @@ pub struct BuildReport {
     /// Wall time of each stage, from reading the sources to writing the
     /// snapshot.
     pub timings: BuildTimings,
+}
+
+/// What a build's allowlists read and removed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AllowReport {
+    /// Allow lines read and rejected, over all allowlists.
+    pub parse: ParseReport,
+    /// Per allowlist: where its content came from (a JSON source's allow
+    /// array is named `<source> (<json_allow_key>)`).
+    pub sources: Vec<SourceStatus>,
+    /// Distinct allowed full hashes.
+    pub entries: u64,
+    /// Distinct full hashes of the sources removed because allowed.
+    pub removed: u64,
+}
+
+impl AllowReport {
+    /// The `/v1/lists` form of this report.
+    pub fn status(&self) -> AllowStatus {
+        AllowStatus {
+            lines: self.parse.lines,
+            accepted: self.parse.accepted,
+            rejected: self.parse.rejected_total(),
+            rejected_by_reason: self.parse.rejected.clone(),
+            cleaned_by_kind: self.parse.cleaned.clone(),
+            entries: self.entries,
+            removed: self.removed,
+            sources: self.sources.clone(),
+        }
+    }
 }
 
 /// The stages of a build, in the order they run. Parsing, canonicalizing
@@ -330,10 +383,7 @@ pub fn hash_reference<'a>(sources: impl IntoIterator<Item = (&'a [u8], &'a Sourc
         },
     };
     for (bytes, config) in sources {
-        let options = FormatOptions {
-            column: config.column.clone(),
-            json_key: config.json_key.clone(),
-        };
+        let options = entry_options(config, SourceRole::Block);
         parse_source_into(
             bytes,
             config.format,
@@ -431,125 +481,217 @@ fn filter_kind_for(list: &ListConfig, unique_keys: u64) -> FilterKind {
     }
 }
 
-/// Parses every source, falling back to a source's last good content when
-/// it failed or its parse collapsed; returns sorted, unique full hashes.
+/// How a source's entries are read: its format options, with the JSON
+/// array of its role (`json_key` for a block source, `json_allow_key` for
+/// an allow source).
+fn entry_options(config: &SourceConfig, role: SourceRole) -> FormatOptions {
+    FormatOptions {
+        column: config.column.clone(),
+        json_key: match role {
+            SourceRole::Block => config.json_key.clone(),
+            SourceRole::Allow => config.json_allow_key().map(str::to_owned),
+        },
+        json_key_optional: false,
+    }
+}
+
+/// The allow array of a JSON block source, read when the document has it.
+fn allow_array_options(config: &SourceConfig, role: SourceRole) -> Option<FormatOptions> {
+    let key = config.json_allow_key()?;
+    (role == SourceRole::Block && config.format == crate::config::SourceFormat::Json).then(|| FormatOptions {
+        column: None,
+        json_key: Some(key.to_owned()),
+        json_key_optional: true,
+    })
+}
+
+/// What one source's content gave: its entries' report, and the report of
+/// a JSON block source's allow array.
+struct SourceParse {
+    entries: ParseReport,
+    allow_array: ParseReport,
+}
+
+/// Parses one source's `bytes`: a block source's entries into `hashes` and
+/// its JSON allow array into `allowed`, an allow source's entries into
+/// `allowed`.
+fn parse_source_content(
+    bytes: &[u8],
+    source: &LoadedSource,
+    hashes: &mut Vec<FullHash>,
+    allowed: &mut Vec<FullHash>,
+    timings: &mut BuildTimings,
+) -> SourceParse {
+    let config = &source.config;
+    let options = entry_options(config, source.role);
+    let entries = match source.role {
+        SourceRole::Block => parse_timed(bytes, config, &options, hashes, timings),
+        SourceRole::Allow => parse_timed(bytes, config, &options, allowed, timings),
+    };
+    let allow_array = allow_array_options(config, source.role)
+        .map(|o| parse_timed(bytes, config, &o, allowed, timings))
+        .unwrap_or_default();
+    SourceParse { entries, allow_array }
+}
+
+/// Parses every source and allowlist, falling back to a source's last good
+/// content when it failed or its parse collapsed; returns the list's
+/// sorted, unique full hashes, every allowed one removed.
 ///
 /// # Errors
 ///
-/// [`Error::Source`] when a source failed and has no last good content.
+/// [`Error::Source`] when a block source failed and has no last good
+/// content. An allow source in that state is left out (a missing allowlist
+/// only blocks more) and reported as `failed` in `allow`.
 pub fn collect_hashes(
     sources: Vec<LoadedSource>,
     now: u64,
     report: &mut ParseReport,
     statuses: &mut Vec<SourceStatus>,
+    allow: &mut AllowReport,
     timings: &mut BuildTimings,
 ) -> Result<Vec<FullHash>, Error> {
     // One full hash per line is the common case: reserving it avoids the
     // vector's doublings (up to 3x its size while one reallocates).
     let lines: usize = sources
         .iter()
+        .filter(|s| s.role == SourceRole::Block)
         .map(|s| match &s.fetched {
             Fetched::Fresh { bytes, .. } => bytes.iter().filter(|&&b| b == b'\n').count() + 1,
             _ => 0,
         })
         .sum();
     let mut hashes = Vec::with_capacity(lines);
+    let mut allowed = Vec::new();
     for source in sources {
         timings.add("read", source.read_duration);
-        let options = FormatOptions {
-            column: source.config.column.clone(),
-            json_key: source.config.json_key.clone(),
-        };
-        let parse = |bytes: &[u8], out: &mut Vec<FullHash>, timings: &mut BuildTimings| {
-            parse_timed(bytes, &source.config, &options, out, timings)
-        };
         let label = source.config.label();
-        let failure: String = match source.fetched {
+        let (parsed, content_fetched_at, failure) = match &source.fetched {
             Fetched::Fresh { bytes, validators } => {
-                // Parsed straight into `hashes`; cut back if it collapsed.
-                let before = hashes.len();
-                let r = parse(&bytes, &mut hashes, timings);
+                // Parsed straight into the sets; cut back if it collapsed.
+                let (before, allowed_before) = (hashes.len(), allowed.len());
+                let parsed = parse_source_content(bytes, &source, &mut hashes, &mut allowed, timings);
+                let r = &parsed.entries;
                 let entry_lines = r.accepted + r.rejected_total();
                 // The content no longer reads as this format (a changed
                 // layout, an error page in another markup): most lines are
                 // rejected. A list that merely shrank is the gates' business.
                 if entry_lines >= 10 && r.rejected_total() * 2 > entry_lines {
                     hashes.truncate(before);
-                    format!(
-                        "parse collapsed: {} of {} entry lines rejected",
-                        r.rejected_total(),
-                        entry_lines
+                    allowed.truncate(allowed_before);
+                    (
+                        None,
+                        None,
+                        format!(
+                            "parse collapsed: {} of {} entry lines rejected",
+                            r.rejected_total(),
+                            entry_lines
+                        ),
                     )
                 } else {
                     if let Some(cache) = &source.cache {
                         let started = Instant::now();
                         let meta = CacheMeta {
-                            validators,
+                            validators: validators.clone(),
                             fetched_at: now,
                             accepted: r.accepted,
                         };
-                        if let Err(e) = cache.store(&bytes, &meta) {
+                        if let Err(e) = cache.store(bytes, &meta) {
                             tracing::warn!(source = %label, error = %e, "could not cache source content");
                         }
                         timings.add("source_cache", started.elapsed());
                     }
-                    statuses.push(SourceStatus {
-                        source: label,
-                        state: "fresh".to_owned(),
-                        error: None,
-                        content_fetched_at: Some(now),
-                        lines: r.lines,
-                        accepted: r.accepted,
-                        rejected: r.rejected_total(),
-                    });
-                    report.merge(&r);
-                    continue;
+                    (Some(parsed), Some(now), String::new())
                 }
             }
-            Fetched::NotModified => String::new(),
-            Fetched::Failed(reason) => reason,
+            Fetched::NotModified => (None, None, String::new()),
+            Fetched::Failed(reason) => (None, None, reason.clone()),
         };
-        // Not modified, failed, or collapsed: use the last good content.
-        let started = Instant::now();
-        let cached = source.cache.as_ref().and_then(SourceCache::load);
-        timings.add("read", started.elapsed());
-        let Some((bytes, meta)) = cached else {
-            return Err(Error::Source(if failure.is_empty() {
-                format!("{label}: server said not modified but no cached content exists")
-            } else {
-                format!("{label}: {failure}; no last good content to fall back to")
-            }));
+        let (parsed, content_fetched_at, state) = match parsed {
+            Some(parsed) => (parsed, content_fetched_at, "fresh"),
+            None => {
+                // Not modified, failed, or collapsed: use the last good content.
+                let started = Instant::now();
+                let cached = source.cache.as_ref().and_then(SourceCache::load);
+                timings.add("read", started.elapsed());
+                let Some((bytes, meta)) = cached else {
+                    let message = if failure.is_empty() {
+                        format!("{label}: server said not modified but no cached content exists")
+                    } else {
+                        format!("{label}: {failure}; no last good content to fall back to")
+                    };
+                    if source.role == SourceRole::Block {
+                        return Err(Error::Source(message));
+                    }
+                    tracing::warn!(source = %label, reason = %message, "allow source failed with no last good content; building without it");
+                    allow.sources.push(SourceStatus {
+                        source: label,
+                        state: "failed".to_owned(),
+                        error: Some(message),
+                        content_fetched_at: None,
+                        lines: 0,
+                        accepted: 0,
+                        rejected: 0,
+                    });
+                    continue;
+                };
+                let parsed = parse_source_content(&bytes, &source, &mut hashes, &mut allowed, timings);
+                if failure.is_empty() {
+                    if let Some(cache) = &source.cache {
+                        let _ = cache.store_meta(&CacheMeta {
+                            fetched_at: now,
+                            ..meta.clone()
+                        });
+                    }
+                } else {
+                    tracing::warn!(source = %label, reason = %failure, fetched_at = meta.fetched_at, "source failed; using its last good content");
+                }
+                let state = if failure.is_empty() {
+                    "not_modified"
+                } else {
+                    "last_good"
+                };
+                (parsed, Some(meta.fetched_at), state)
+            }
         };
-        let r = parse(&bytes, &mut hashes, timings);
-        if failure.is_empty() {
-            if let Some(cache) = &source.cache {
-                let _ = cache.store_meta(&CacheMeta {
-                    fetched_at: now,
-                    ..meta.clone()
-                });
-            }
-        } else {
-            tracing::warn!(source = %label, reason = %failure, fetched_at = meta.fetched_at, "source failed; using its last good content");
-        }
-        statuses.push(SourceStatus {
-            source: label,
-            state: if failure.is_empty() {
-                "not_modified"
-            } else {
-                "last_good"
-            }
-            .to_owned(),
-            error: (!failure.is_empty()).then_some(failure),
-            content_fetched_at: Some(meta.fetched_at),
+        let status = |source: String, r: &ParseReport| SourceStatus {
+            source,
+            state: state.to_owned(),
+            error: (!failure.is_empty()).then(|| failure.clone()),
+            content_fetched_at,
             lines: r.lines,
             accepted: r.accepted,
             rejected: r.rejected_total(),
-        });
-        report.merge(&r);
+        };
+        match source.role {
+            SourceRole::Block => {
+                statuses.push(status(label.clone(), &parsed.entries));
+                report.merge(&parsed.entries);
+            }
+            SourceRole::Allow => {
+                allow.sources.push(status(label.clone(), &parsed.entries));
+                allow.parse.merge(&parsed.entries);
+            }
+        }
+        if parsed.allow_array.lines > 0 {
+            let key = source.config.json_allow_key().unwrap_or_default();
+            allow
+                .sources
+                .push(status(format!("{label} ({key})"), &parsed.allow_array));
+            allow.parse.merge(&parsed.allow_array);
+        }
     }
     let started = Instant::now();
     hashes.sort_unstable();
     hashes.dedup();
+    allowed.sort_unstable();
+    allowed.dedup();
+    let listed = hashes.len();
+    if !allowed.is_empty() {
+        hashes.retain(|h| allowed.binary_search(h).is_err());
+    }
+    allow.entries = allowed.len() as u64;
+    allow.removed = (listed - hashes.len()) as u64;
     hashes.shrink_to_fit();
     timings.add("sort_dedup", started.elapsed());
     Ok(hashes)
@@ -569,8 +711,16 @@ pub fn build_list(req: &BuildRequest<'_>, sources: Vec<LoadedSource>) -> Result<
     let list = req.list;
     let mut parse = ParseReport::default();
     let mut statuses = Vec::new();
+    let mut allow = AllowReport::default();
     let mut timings = BuildTimings::default();
-    let hashes = collect_hashes(sources, req.now, &mut parse, &mut statuses, &mut timings)?;
+    let hashes = collect_hashes(
+        sources,
+        req.now,
+        &mut parse,
+        &mut statuses,
+        &mut allow,
+        &mut timings,
+    )?;
     let started_keys = Instant::now();
     let key_bits = list.key_width();
     let mut keys: Vec<u64> = hashes.iter().map(|h| key_bits.key_of(h)).collect();
@@ -644,6 +794,7 @@ pub fn build_list(req: &BuildRequest<'_>, sources: Vec<LoadedSource>) -> Result<
         report: BuildReport {
             parse,
             sources: statuses,
+            allow,
             sizing,
             duration: started.elapsed(),
             timings,
@@ -693,6 +844,124 @@ pub fn check_gates(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::SourceFormat;
+
+    fn loaded(bytes: &str, format: SourceFormat, role: SourceRole) -> LoadedSource {
+        LoadedSource {
+            config: SourceConfig::file(format!("{format:?}-{role:?}"), format),
+            role,
+            fetched: Fetched::Fresh {
+                bytes: bytes.as_bytes().to_vec(),
+                validators: Default::default(),
+            },
+            cache: None,
+            read_duration: Duration::ZERO,
+        }
+    }
+
+    fn collect(sources: Vec<LoadedSource>) -> Result<(Vec<FullHash>, ParseReport, AllowReport), Error> {
+        let (mut report, mut allow) = (ParseReport::default(), AllowReport::default());
+        let hashes = collect_hashes(
+            sources,
+            1,
+            &mut report,
+            &mut Vec::new(),
+            &mut allow,
+            &mut BuildTimings::default(),
+        )?;
+        Ok((hashes, report, allow))
+    }
+
+    fn sorted(exprs: &[&str]) -> Vec<FullHash> {
+        let mut v: Vec<FullHash> = exprs.iter().map(|e| FullHash::of(e.as_bytes())).collect();
+        v.sort_unstable();
+        v
+    }
+
+    // Issue 13, item 7: real entries of MetaMask's eth-phishing-config.json
+    // (1.2.0). `metmask.com`, `coinbased.xyz` and `spi.club` are on both
+    // lists; `cpanel.coinbased.xyz` and `usermd.net` on the blacklist only,
+    // `imagine.usermd.net` and `auctic.net` on the whitelist only.
+    #[test]
+    fn metamask_whitelist_overrides_its_blacklist() {
+        let json = r#"{"whitelist": ["metmask.com", "coinbased.xyz", "spi.club", "imagine.usermd.net", "auctic.net"],
+                       "blacklist": ["metmask.com", "coinbased.xyz", "spi.club", "cpanel.coinbased.xyz", "usermd.net"]}"#;
+        let (hashes, report, allow) =
+            collect(vec![loaded(json, SourceFormat::Json, SourceRole::Block)]).unwrap();
+        // Allow wins for the same expression only: a blocked subdomain of an
+        // allowed domain stays, and so does the domain of an allowed
+        // subdomain (`usermd.net/` matches `imagine.usermd.net` too).
+        assert_eq!(hashes, sorted(&["cpanel.coinbased.xyz/", "usermd.net/"]));
+        assert_eq!(report.accepted, 5);
+        assert_eq!((allow.parse.lines, allow.entries, allow.removed), (5, 5, 3));
+        assert_eq!(allow.sources[0].source, "Json-Block (whitelist)");
+
+        // `json_allow_key = ""` reads no allow array.
+        let mut source = loaded(json, SourceFormat::Json, SourceRole::Block);
+        source.config.json_allow_key = Some(String::new());
+        let (hashes, _, allow) = collect(vec![source]).unwrap();
+        assert_eq!(hashes.len(), 5);
+        assert_eq!(allow, AllowReport::default());
+
+        // The same document as an allow source of another list.
+        let urls = "http://metmask.com/\nhttp://cpanel.coinbased.xyz\n";
+        let (hashes, _, allow) = collect(vec![
+            loaded(urls, SourceFormat::Urls, SourceRole::Block),
+            loaded(json, SourceFormat::Json, SourceRole::Allow),
+        ])
+        .unwrap();
+        assert_eq!(hashes, sorted(&["cpanel.coinbased.xyz/"]));
+        assert_eq!((allow.entries, allow.removed), (5, 1));
+    }
+
+    #[test]
+    fn allow_sources_remove_the_same_expression_from_every_source() {
+        let (hashes, _, allow) = collect(vec![
+            loaded(
+                "http://a.example/p\nhttp://c.example/x\nhttp://x.b.example/\n",
+                SourceFormat::Urls,
+                SourceRole::Block,
+            ),
+            loaded("b.example\nc.example\n", SourceFormat::Domains, SourceRole::Block),
+            loaded(
+                "# allowed\nhttp://a.example/p\nb.example\n\"x\"\n",
+                SourceFormat::Urls,
+                SourceRole::Allow,
+            ),
+        ])
+        .unwrap();
+        assert_eq!(hashes, sorted(&["c.example/x", "x.b.example/", "c.example/"]));
+        assert_eq!((allow.parse.lines, allow.parse.accepted), (4, 2));
+        assert_eq!(allow.parse.rejected[crate::sources::reason::SINGLE_LABEL], 1);
+        assert_eq!((allow.entries, allow.removed), (2, 2));
+        assert_eq!(allow.sources[0].state, "fresh");
+    }
+
+    // A missing allowlist only blocks more; a missing threat feed would
+    // publish less.
+    #[test]
+    fn failing_allow_source_is_left_out_but_a_failing_block_source_fails() {
+        let failed = |role| LoadedSource {
+            fetched: Fetched::Failed("HTTP 503".to_owned()),
+            ..loaded("", SourceFormat::Domains, role)
+        };
+        let (hashes, _, allow) = collect(vec![
+            loaded("evil.example\n", SourceFormat::Domains, SourceRole::Block),
+            failed(SourceRole::Allow),
+        ])
+        .unwrap();
+        assert_eq!(hashes, sorted(&["evil.example/"]));
+        assert_eq!(allow.sources[0].state, "failed");
+        assert!(
+            allow.sources[0]
+                .error
+                .as_deref()
+                .unwrap_or_default()
+                .contains("HTTP 503")
+        );
+        let err = collect(vec![failed(SourceRole::Block)]).unwrap_err();
+        assert!(matches!(err, Error::Source(_)), "{err}");
+    }
 
     #[test]
     fn request_prefix_length_keeps_the_anonymity_set() {

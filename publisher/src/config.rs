@@ -19,6 +19,10 @@ use crate::Error;
 /// publisher (phishunt, CC0; see `publisher/data/README.md`).
 pub const BUILTIN_LIST: &[u8] = include_bytes!("../data/phishunt-urls.txt");
 
+/// The JSON array of allowed domains read by default
+/// ([`SourceConfig::json_allow_key`]): MetaMask's `whitelist`.
+pub const DEFAULT_JSON_ALLOW_KEY: &str = "whitelist";
+
 /// Environment variable that overrides [`Config::signing_key`].
 pub const SIGNING_KEY_ENV: &str = "BLOCKSIEVE_SIGNING_KEY";
 
@@ -228,6 +232,19 @@ pub struct ListConfig {
     pub gates: Gates,
     /// Where the entries come from.
     pub sources: Vec<SourceConfig>,
+    /// Allowlists: sources of the same shape as `sources` whose entries are
+    /// removed from the list. An entry is allowed by its full hash, so an
+    /// allowed expression is removed wherever a source lists the same
+    /// expression (allow wins), and nothing else is: an allowed `a.example`
+    /// does not unblock a listed `x.a.example`, and an allowed `x.a.example`
+    /// stays blocked by a listed `a.example`, whose `a.example/` matches
+    /// every subdomain (a filter has no exceptions). A JSON block source's own allow array
+    /// (`json_allow_key`) is read the same way. An allow source that fails
+    /// keeps its last good content like any source; one that has none is
+    /// left out of the build with a warning, since a missing allowlist can
+    /// only block more, never less. By default, none.
+    #[serde(default)]
+    pub allow: Vec<SourceConfig>,
 }
 
 /// Checks a build must pass before it is published. A refused build leaves
@@ -278,9 +295,17 @@ pub struct SourceConfig {
     #[serde(default)]
     pub column: Option<String>,
     /// For `format = "json"`: the array of domains to read. By default,
-    /// `blacklist` (MetaMask `eth-phishing-config`).
+    /// `blacklist` (MetaMask `eth-phishing-config`). Not used in an allow
+    /// source, which reads `json_allow_key`.
     #[serde(default)]
     pub json_key: Option<String>,
+    /// For `format = "json"`: the array of allowed domains. In a list's
+    /// `sources`, its entries, when the document has that array, are
+    /// removed from the list as an `allow` source's are (MetaMask's
+    /// `whitelist` overrides its `blacklist`); `""` reads no allow array. In
+    /// a list's `allow`, the array read. By default, `whitelist`.
+    #[serde(default)]
+    pub json_allow_key: Option<String>,
     /// Seconds an HTTP fetch may take. By default, 60.
     #[serde(default = "default_source_timeout")]
     pub timeout_s: u64,
@@ -300,6 +325,7 @@ impl SourceConfig {
             format,
             column: None,
             json_key: None,
+            json_allow_key: None,
             timeout_s: default_source_timeout(),
             max_bytes: default_source_max(),
         }
@@ -320,6 +346,16 @@ impl SourceConfig {
             path: None,
             builtin: true,
             ..Self::file("", SourceFormat::Urls)
+        }
+    }
+
+    /// The JSON array of allowed domains: `json_allow_key`, by default
+    /// `whitelist`; `None` when set to `""`.
+    pub fn json_allow_key(&self) -> Option<&str> {
+        match self.json_allow_key.as_deref() {
+            None => Some(DEFAULT_JSON_ALLOW_KEY),
+            Some("") => None,
+            Some(key) => Some(key),
         }
     }
 
@@ -354,6 +390,37 @@ pub enum SourceFormat {
     Json,
     /// One SHA-256 full hash per line, 64 hex digits (already hashed lists).
     Sha256,
+}
+
+impl SourceFormat {
+    /// Every format, as listed in `docs/configuration.md`.
+    pub const ALL: [SourceFormat; 7] = [
+        SourceFormat::Urls,
+        SourceFormat::Hosts,
+        SourceFormat::Domains,
+        SourceFormat::AdblockHosts,
+        SourceFormat::Csv,
+        SourceFormat::Json,
+        SourceFormat::Sha256,
+    ];
+
+    /// The format's name in the configuration, e.g. `adblock-hosts`.
+    pub fn name(self) -> &'static str {
+        match self {
+            SourceFormat::Urls => "urls",
+            SourceFormat::Hosts => "hosts",
+            SourceFormat::Domains => "domains",
+            SourceFormat::AdblockHosts => "adblock-hosts",
+            SourceFormat::Csv => "csv",
+            SourceFormat::Json => "json",
+            SourceFormat::Sha256 => "sha256",
+        }
+    }
+
+    /// The format named `name` (as in the configuration), if any.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|f| f.name() == name)
+    }
 }
 
 fn default_listen() -> SocketAddr {
@@ -449,6 +516,7 @@ impl ListConfig {
             schedule: None,
             gates: Gates::default(),
             sources,
+            allow: Vec::new(),
         }
     }
 
@@ -506,7 +574,7 @@ impl Config {
         let mut config: Config = toml::from_str(&text).map_err(|e| config_error(path.display(), e))?;
         let base = path.parent().unwrap_or(Path::new("."));
         for list in &mut config.lists {
-            for source in &mut list.sources {
+            for source in list.sources.iter_mut().chain(&mut list.allow) {
                 if let Some(p) = &source.path
                     && p.is_relative()
                 {
@@ -593,25 +661,30 @@ impl Config {
                 ));
             }
             for (i, s) in list.sources.iter().enumerate() {
-                let sf = |f: &str| format!("lists.{}.sources[{i}].{f}", list.name);
-                let set =
-                    usize::from(s.path.is_some()) + usize::from(s.url.is_some()) + usize::from(s.builtin);
-                if set != 1 {
+                check_source(&format!("lists.{}.sources[{i}]", list.name), s)?;
+            }
+            for (i, s) in list.allow.iter().enumerate() {
+                let field = format!("lists.{}.allow[{i}]", list.name);
+                if s.builtin {
                     return Err(config_error(
-                        format!("lists.{}.sources[{i}]", list.name),
-                        "needs exactly one of `path`, `url` or `builtin = true`",
+                        &field,
+                        "`builtin` is the built-in threat feed, not an allowlist",
                     ));
                 }
-                if let Some(u) = &s.url
-                    && !(u.starts_with("http://") || u.starts_with("https://"))
-                {
-                    return Err(config_error(sf("url"), format!("{u:?} is not an http(s) URL")));
-                }
-                if s.timeout_s == 0 {
-                    return Err(config_error(sf("timeout_s"), "must be at least 1"));
-                }
-                if s.max_bytes == 0 {
-                    return Err(config_error(sf("max_bytes"), "must be at least 1"));
+                check_source(&field, s)?;
+                if s.format == SourceFormat::Json {
+                    if s.json_key.is_some() {
+                        return Err(config_error(
+                            format!("{field}.json_key"),
+                            "an allow source reads `json_allow_key`, not `json_key`",
+                        ));
+                    }
+                    if s.json_allow_key().is_none() {
+                        return Err(config_error(
+                            format!("{field}.json_allow_key"),
+                            "must name the array of allowed domains",
+                        ));
+                    }
                 }
             }
         }
@@ -681,6 +754,32 @@ impl Config {
             .and_then(|l| l.schedule.as_deref())
             .unwrap_or(&self.schedule)
     }
+}
+
+/// Checks one source, `field` naming it (`lists.<name>.sources[i]`).
+fn check_source(field: &str, s: &SourceConfig) -> Result<(), Error> {
+    let set = usize::from(s.path.is_some()) + usize::from(s.url.is_some()) + usize::from(s.builtin);
+    if set != 1 {
+        return Err(config_error(
+            field,
+            "needs exactly one of `path`, `url` or `builtin = true`",
+        ));
+    }
+    if let Some(u) = &s.url
+        && !(u.starts_with("http://") || u.starts_with("https://"))
+    {
+        return Err(config_error(
+            format!("{field}.url"),
+            format!("{u:?} is not an http(s) URL"),
+        ));
+    }
+    if s.timeout_s == 0 {
+        return Err(config_error(format!("{field}.timeout_s"), "must be at least 1"));
+    }
+    if s.max_bytes == 0 {
+        return Err(config_error(format!("{field}.max_bytes"), "must be at least 1"));
+    }
+    Ok(())
 }
 
 fn check_cron(field: &str, expr: &str) -> Result<(), Error> {
@@ -787,6 +886,68 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("sources[0].url"), "{err}");
+    }
+
+    #[test]
+    fn allow_sources_parse_and_are_checked() {
+        let text = r#"
+            [[lists]]
+            name = "crypto"
+            sources = [{ path = "m.json", format = "json" }]
+            allow = [
+              { path = "ok.txt", format = "domains" },
+              { url = "https://feeds.example/m.json", format = "json", json_allow_key = "fuzzylist" },
+            ]
+        "#;
+        let c: Config = toml::from_str(text).unwrap();
+        c.validate().unwrap();
+        let list = &c.lists[0];
+        assert_eq!(list.allow.len(), 2);
+        assert_eq!(list.sources[0].json_allow_key(), Some("whitelist"));
+        assert_eq!(list.allow[1].json_allow_key(), Some("fuzzylist"));
+        assert!(ListConfig::new("x", vec![]).allow.is_empty());
+        for (bad, field) in [
+            ("json_allow_key = \"fuzzylist\"", "allow[1].json_allow_key"),
+            ("json_key = \"blacklist\"", "allow[1].json_key"),
+            ("builtin = true", "allow[1]"),
+        ] {
+            let replaced = match bad {
+                "json_allow_key = \"fuzzylist\"" => text.replace(bad, "json_allow_key = \"\""),
+                "builtin = true" => {
+                    text.replace("url = \"https://feeds.example/m.json\", ", "builtin = true, ")
+                }
+                _ => text.replace("json_allow_key = \"fuzzylist\"", bad),
+            };
+            let err = toml::from_str::<Config>(&replaced)
+                .unwrap()
+                .validate()
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(&format!("lists.crypto.{field}")), "{err}");
+        }
+        let no_source = text.replace("path = \"ok.txt\", ", "");
+        let err = toml::from_str::<Config>(&no_source)
+            .unwrap()
+            .validate()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("lists.crypto.allow[0]") && err.contains("exactly one"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn source_format_names_round_trip() {
+        for f in SourceFormat::ALL {
+            assert_eq!(SourceFormat::from_name(f.name()), Some(f));
+            let parsed: SourceFormat = toml::from_str::<std::collections::HashMap<String, SourceFormat>>(
+                &format!("f = \"{}\"", f.name()),
+            )
+            .unwrap()["f"];
+            assert_eq!(parsed, f);
+        }
+        assert_eq!(SourceFormat::from_name("adblock_hosts"), None);
     }
 
     #[test]

@@ -14,7 +14,7 @@ use blocksieve_format::{
 
 use crate::config::SourceFormat;
 use crate::server::{parse_request_prefix, parse_search_request};
-use crate::sources::{FormatOptions, ParseReport, REJECT_SAMPLES, parse_source};
+use crate::sources::{EntryOutcome, FormatOptions, ParseReport, REJECT_SAMPLES, parse_source, read_line};
 
 /// The key of the golden snapshots in `format/tests/data/golden` (the
 /// snapshot seed corpus): `SigningKey::from_secret_bytes([0x42; 32])`, a
@@ -144,9 +144,12 @@ pub fn feed_format(selector: u8) -> SourceFormat {
 /// Feed parsing: the first byte of `data` selects the format
 /// ([`feed_format`]; its top bit also sets the CSV column and JSON key to
 /// non-defaults), the rest is the feed, parsed with [`parse_source`]. Every
-/// accepted entry must emit one or two full hashes (two for a URL written
-/// with `&amp;`), line formats must count every line, and the report must
-/// keep at most [`REJECT_SAMPLES`] samples.
+/// accepted entry must emit one to four full hashes (two for a URL written
+/// with `&amp;`, twice that for a `urls` line with a space inside, read
+/// both cut and as written), line formats must count every line, the
+/// report must keep at most [`REJECT_SAMPLES`] samples, and for line
+/// formats [`read_line`] over each line must find exactly the entries,
+/// rejections and full hashes the build did.
 ///
 /// # Panics
 ///
@@ -162,19 +165,21 @@ pub fn check_feed(data: &[u8]) {
         FormatOptions {
             column: Some("URL".to_owned()),
             json_key: Some("fuzz".to_owned()),
+            json_key_optional: true,
         }
     };
     let mut report = ParseReport::default();
-    let mut emitted = 0u64;
-    parse_source(feed, format, &options, &mut report, |_| emitted += 1);
+    let mut emitted = Vec::new();
+    parse_source(feed, format, &options, &mut report, |h| emitted.push(h));
+    let emitted_count = emitted.len() as u64;
     let broken = |rule: &str| -> ! {
         panic!(
-            "{rule} ({format:?}): {report:?}, {emitted} hashes emitted\ninput: {:?}",
+            "{rule} ({format:?}): {report:?}, {emitted_count} hashes emitted\ninput: {:?}",
             feed.escape_ascii().to_string()
         )
     };
-    if emitted < report.accepted || emitted > 2 * report.accepted {
-        broken("each accepted entry emits one or two full hashes");
+    if emitted_count < report.accepted || emitted_count > 4 * report.accepted {
+        broken("each accepted entry emits one to four full hashes");
     }
     if report.samples.len() > REJECT_SAMPLES {
         broken("too many rejection samples kept");
@@ -193,6 +198,23 @@ pub fn check_feed(data: &[u8]) {
         }
         if format != SourceFormat::Hosts && report.accepted + report.rejected_total() > lines {
             broken("one line is at most one entry");
+        }
+        // The per-line reader finds what the build found, line by line.
+        let (mut accepted, mut rejected, mut hashes) = (0u64, 0u64, Vec::new());
+        let body = feed.strip_suffix(b"\n").unwrap_or(feed);
+        for line in body.split(|&b| b == b'\n').filter(|_| !feed.is_empty()) {
+            for entry in read_line(format, line).entries {
+                match entry {
+                    EntryOutcome::Accepted(readings) => {
+                        accepted += 1;
+                        hashes.extend(readings.into_iter().flat_map(|r| r.full_hashes));
+                    }
+                    EntryOutcome::Rejected { .. } => rejected += 1,
+                }
+            }
+        }
+        if accepted != report.accepted || rejected != report.rejected_total() || hashes != emitted {
+            broken("read_line finds what the build found");
         }
     }
 }

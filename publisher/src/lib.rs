@@ -45,7 +45,7 @@ pub mod store;
 
 pub use config::Config;
 
-use build::{BuildRequest, LoadedSource};
+use build::{BuildRequest, LoadedSource, SourceRole};
 use fetch::SourceCache;
 use state::{AppState, ListSlot, Published};
 use store::ListStore;
@@ -248,7 +248,8 @@ impl Publisher {
     }
 
     /// Times SHA-256 alone over every expression list `index`'s last build
-    /// hashed ([`build::hash_reference`]), reading each source's last good
+    /// hashed from its sources' entries, allowlists aside
+    /// ([`build::hash_reference`]), reading each source's last good
     /// content from the data directory: the part of a build no
     /// implementation can skip, to compare the build's stages with. Line
     /// formats are read in blocks of whole lines, so this adds little to
@@ -299,10 +300,17 @@ impl Publisher {
         let list = &inner.config.lists[index];
         let _guard = inner.build_locks[index].lock().await;
         let started = std::time::Instant::now();
-        // Fetch every source (I/O), then build on the blocking pool (CPU).
+        // Fetch every source and allowlist (I/O), then build on the
+        // blocking pool (CPU). Allowlists keep their last good content in a
+        // directory of their own, `sources/<list>.allow/`.
         let mut loaded = Vec::new();
-        for (i, source) in list.sources.iter().enumerate() {
-            let cache = SourceCache::new(&inner.config.data_dir, &list.name, i, source);
+        let allow_dir = format!("{}.allow", list.name);
+        let block =
+            (list.sources.iter().enumerate()).map(|(i, s)| (i, s, SourceRole::Block, list.name.as_str()));
+        let allow =
+            (list.allow.iter().enumerate()).map(|(i, s)| (i, s, SourceRole::Allow, allow_dir.as_str()));
+        for (i, source, role, cache_dir) in block.chain(allow) {
+            let cache = SourceCache::new(&inner.config.data_dir, cache_dir, i, source);
             let fetch_started = std::time::Instant::now();
             let fetched = fetch::fetch(&inner.http, source, cache.meta().as_ref()).await;
             let read_duration = fetch_started.elapsed();
@@ -312,6 +320,7 @@ impl Publisher {
             }
             loaded.push(LoadedSource {
                 config: source.clone(),
+                role,
                 fetched,
                 cache: Some(cache),
                 read_duration,
@@ -451,6 +460,7 @@ impl Publisher {
                     request_prefix_bits = s.request_prefix_bits,
                     lines = r.parse.lines,
                     rejected = r.parse.rejected_total(),
+                    allow_removed = r.allow.removed,
                     duration_ms = elapsed.as_millis() as u64,
                     "published snapshot"
                 );
@@ -477,6 +487,16 @@ impl Publisher {
                 .report
                 .as_ref()
                 .map(|r| r.parse.samples.clone())
+                .unwrap_or_default(),
+            cleaned_by_kind: outcome
+                .report
+                .as_ref()
+                .map(|r| r.parse.cleaned.clone())
+                .unwrap_or_default(),
+            allow: outcome
+                .report
+                .as_ref()
+                .map(|r| r.allow.status())
                 .unwrap_or_default(),
             sources: outcome
                 .report

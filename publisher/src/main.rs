@@ -9,6 +9,8 @@ use blocksieve_format::{
     DecodeLimits, TrustedKey, canonicalize, check_unverified, decode_ignoring_expiry, parse_header_unverified,
 };
 use blocksieve_publisher::build::{self, BuildTimings, HashReference};
+use blocksieve_publisher::config::SourceFormat;
+use blocksieve_publisher::sources::{EntryOutcome, read_line};
 use blocksieve_publisher::{Config, ListBuildOutcome, Publisher, store};
 use clap::{Parser, Subcommand};
 
@@ -21,6 +23,7 @@ Examples:
   blocksieve-publisher serve --config lists.toml   your lists (see docs/configuration.md)
   blocksieve-publisher build --config lists.toml --out /tmp/out
   blocksieve-publisher expressions 'http://a.b.c/1/2.html?param=1'
+  blocksieve-publisher expressions --feed-line urls 'http://a.example/p # seen 2020-01-01'
   blocksieve-publisher inspect \"$(ls blocksieve-data/lists/phishing/*.snapshot | tail -n 1)\" \\
       --key blocksieve-data/public.key")]
 struct Cli {
@@ -81,17 +84,29 @@ enum Command {
         out: PathBuf,
     },
     /// Print each URL's canonical form, then every expression with its full
-    /// hash and 32-bit hash prefix.
+    /// hash and 32-bit hash prefix; with --feed-line, how a build reads each
+    /// argument as a line of a feed.
     ///
     /// A URL that cannot be canonicalized is printed as `invalid <url>:
     /// <reason>` and the others are still explained; the command then exits
-    /// 1, saying on stderr how many of the URLs were invalid.
+    /// 1, saying on stderr how many of the URLs were invalid. With
+    /// --feed-line, each line prints what was cleaned from it, then each
+    /// entry as the build reads it with the expressions it publishes, or
+    /// `rejected <entry>: <reason>`; the command exits 1 when an entry was
+    /// rejected.
     Expressions {
-        /// URLs to explain. Taken as raw bytes: a byte that is not UTF-8
-        /// (e.g. bash's $'http://a.example/\xff') is escaped by
-        /// canonicalization, as in a feed, not refused. This explains a URL,
-        /// not a feed line: the `urls` feed format's own rules (a doubled
-        /// scheme, public-suffix and loopback hosts, `&amp;`) are not applied.
+        /// Explain each argument as a line of a feed in FORMAT (urls, hosts,
+        /// domains, adblock-hosts, csv, json, sha256; for csv a URL value,
+        /// for json an array string), as the build reads it: white space,
+        /// quotes, columns and comments removed, the feed's own rules
+        /// applied (public-suffix and loopback hosts, a doubled scheme,
+        /// `&amp;`).
+        #[arg(long, value_name = "FORMAT", value_parser = parse_format)]
+        feed_line: Option<SourceFormat>,
+        /// URLs (or feed lines) to explain. Taken as raw bytes: a byte that
+        /// is not UTF-8 (e.g. bash's $'http://a.example/\xff') is escaped by
+        /// canonicalization, as in a feed, not refused. Without --feed-line
+        /// this explains a URL as an agent checks it, not a feed line.
         #[arg(required = true)]
         urls: Vec<std::ffi::OsString>,
     },
@@ -111,6 +126,53 @@ enum Command {
         #[arg(long, value_name = "BASE64|HEX|FILE")]
         key: Option<String>,
     },
+}
+
+/// A `--feed-line` format name.
+fn parse_format(name: &str) -> Result<SourceFormat, String> {
+    SourceFormat::from_name(name).ok_or_else(|| {
+        let names: Vec<&str> = SourceFormat::ALL.iter().map(|f| f.name()).collect();
+        format!("unknown format {name:?}, expected one of {}", names.join(", "))
+    })
+}
+
+/// Prints how the build reads each of `lines` as a line of a `format`
+/// feed; returns how many entries were rejected.
+fn explain_feed_lines(format: SourceFormat, lines: &[std::ffi::OsString]) -> usize {
+    let mut rejected = 0;
+    for line in lines {
+        let bytes = os_bytes(line);
+        println!("line {}", bytes.escape_ascii());
+        let outcome = read_line(format, &bytes);
+        for kind in &outcome.cleaned {
+            println!("  cleaned: {kind}");
+        }
+        if outcome.is_skipped() {
+            println!("  skipped: blank, a comment or hosts boilerplate");
+        }
+        for entry in &outcome.entries {
+            match entry {
+                EntryOutcome::Accepted(readings) => {
+                    for r in readings {
+                        println!("  entry {}", r.text.escape_ascii());
+                        for (e, h) in r.expressions.iter().zip(&r.full_hashes) {
+                            println!("    {e}\t{h}\t{}", h.prefix());
+                        }
+                        if r.expressions.is_empty() {
+                            for h in &r.full_hashes {
+                                println!("    {h}\t{}", h.prefix());
+                            }
+                        }
+                    }
+                }
+                EntryOutcome::Rejected { text, reason } => {
+                    rejected += 1;
+                    println!("  rejected {}: {reason}", text.escape_ascii());
+                }
+            }
+        }
+    }
+    rejected
 }
 
 /// An argument's bytes as the shell passed them (Unix), or its text with
@@ -204,7 +266,21 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             );
             Ok(())
         }
-        Command::Expressions { urls } => {
+        Command::Expressions {
+            feed_line: Some(format),
+            urls,
+        } => {
+            let rejected = explain_feed_lines(format, &urls);
+            if rejected > 0 {
+                eprintln!("{rejected} entries of {} lines were rejected", urls.len());
+                std::process::exit(1);
+            }
+            Ok(())
+        }
+        Command::Expressions {
+            feed_line: None,
+            urls,
+        } => {
             let mut invalid = 0usize;
             for url in &urls {
                 match canonicalize(os_bytes(url).as_ref()) {
@@ -368,9 +444,32 @@ fn print_summary<'a>(outcomes: impl IntoIterator<Item = &'a ListBuildOutcome>) {
             for (reason, count) in &r.parse.rejected {
                 println!("|   rejected: {reason} | {count} |");
             }
+            for (kind, count) in &r.parse.cleaned {
+                println!("|   cleaned: {kind} | {count} |");
+            }
             for src in &r.sources {
                 if let Some(e) = &src.error {
                     println!("|   source {} used its last good content: {e} |", src.source);
+                }
+            }
+            let a = &r.allow;
+            if !a.sources.is_empty() {
+                println!(
+                    "|   allowlists: {} lines, {} allowed entries ({} distinct full hashes), {} listed full hashes removed |",
+                    a.parse.lines, a.parse.accepted, a.entries, a.removed
+                );
+            }
+            for (reason, count) in &a.parse.rejected {
+                println!("|   allowlist rejected: {reason} | {count} |");
+            }
+            for src in &a.sources {
+                if let Some(e) = &src.error {
+                    let used = if src.state == "failed" {
+                        "was left out"
+                    } else {
+                        "used its last good content"
+                    };
+                    println!("|   allow source {} {used}: {e} |", src.source);
                 }
             }
         }

@@ -79,6 +79,55 @@ fn expressions_exits_1_and_counts_invalid_urls_on_stderr() {
     assert!(help.contains("exits 1"), "{help}");
 }
 
+/// `expressions --feed-line FORMAT` explains lines as the build reads them:
+/// what was cleaned, each entry with its expressions, or the rejection.
+#[test]
+fn expressions_explains_feed_lines_as_the_build_reads_them() {
+    let out = run(&[
+        "expressions",
+        "--feed-line",
+        "urls",
+        "http://comment.example/p # seen 2020-01-01",
+        "http://ulvis.net/IFHc\u{a0}",
+        "# a comment",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    for needle in [
+        "line http://comment.example/p # seen 2020-01-01\n  cleaned: trailing comment removed\n  entry http://comment.example/p\n    comment.example/p\t",
+        "  cleaned: Unicode white space trimmed\n  entry http://ulvis.net/IFHc\n    ulvis.net/IFHc\t",
+        "line # a comment\n  skipped",
+    ] {
+        assert!(stdout.contains(needle), "{needle:?} not in\n{stdout}");
+    }
+
+    let out = run(&[
+        "expressions",
+        "--feed-line",
+        "hosts",
+        "0.0.0.0 s3.amazonaws.com evil.example",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("  rejected s3.amazonaws.com: host-wide entry on a public suffix"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("  entry evil.example\n    evil.example/\t"),
+        "{stdout}"
+    );
+    assert!(text(&out.stderr).contains("1 entries of 1 lines were rejected"));
+
+    let bad = run(&["expressions", "--feed-line", "tsv", "x"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        text(&bad.stderr).contains("adblock-hosts"),
+        "{}",
+        text(&bad.stderr)
+    );
+}
+
 /// A feed line that is not UTF-8 can be explained as it is: the byte is
 /// escaped, as the publisher's build escapes it.
 #[cfg(unix)]

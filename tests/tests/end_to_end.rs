@@ -6,7 +6,7 @@ use std::time::Duration;
 use blocksieve_agent::{Agent, Verdict};
 use blocksieve_format::canonicalize;
 use blocksieve_publisher::config::SourceFormat;
-use blocksieve_publisher::sources::{domain_expression, url_expression};
+use blocksieve_publisher::sources::{EntryOutcome, domain_expression, read_line, reason, url_expression};
 use blocksieve_tests::{RunningPublisher, config, fixture_lines, fixture_source};
 
 const READY: Duration = Duration::from_secs(60);
@@ -220,4 +220,57 @@ async fn restart_serves_last_snapshot_before_any_rebuild() {
 
 fn serde_json_from<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> T {
     serde_json::from_slice(bytes).unwrap()
+}
+
+/// Issue 13, items 1 to 3, end to end on real lines: every line of the
+/// 2018-2020 union feed that the build rejected before (187 as "host is a
+/// public suffix", 3 invalid), and the 14 with Unicode white space at an
+/// end. Each entry the build accepts answers `unsafe` as the build read it
+/// (what a user would visit); each it rejects says why, truly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn union_feed_quirk_lines_answer_unsafe_or_are_rejected_truly() {
+    let name = "phishing-urls-union-quirks.txt";
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(
+        dir.path(),
+        "phishing",
+        vec![fixture_source(name, SourceFormat::Urls)],
+    );
+    let server = RunningPublisher::start(cfg).await;
+    server.wait_ready(READY).await;
+    let agent = Agent::builder(server.base_url())
+        .list("phishing")
+        .trusted_key(server.public_key())
+        .build()
+        .unwrap();
+    assert!(agent.update().await.unwrap().is_complete());
+    let bytes = std::fs::read(blocksieve_tests::fixtures().join(name)).unwrap();
+    let (mut unsafe_entries, mut rejected) = (0, Vec::new());
+    for line in bytes.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+        for entry in read_line(SourceFormat::Urls, line).entries {
+            match entry {
+                EntryOutcome::Accepted(readings) => {
+                    for r in readings {
+                        let url = String::from_utf8(r.text.clone()).unwrap();
+                        let v = agent.check_url(&url).await.unwrap();
+                        assert!(v.is_unsafe(), "{url}: {v:?}");
+                    }
+                    unsafe_entries += 1;
+                }
+                EntryOutcome::Rejected { reason, .. } => rejected.push(reason),
+            }
+        }
+    }
+    assert_eq!(unsafe_entries, 193);
+    rejected.sort_unstable();
+    let mut want = vec![reason::EMPTY_HOST; 3];
+    want.extend([reason::SINGLE_LABEL; 4]);
+    want.extend([reason::NOT_A_HOST_NAME; 3]);
+    want.push(reason::PUBLIC_SUFFIX_PRIVATE);
+    want.sort_unstable();
+    assert_eq!(rejected, want);
+    // The trimmed URL, not the line with its U+00A0, is the page listed.
+    let v = agent.check_url("http://ulvis.net/IFHc").await.unwrap();
+    assert!(v.is_unsafe(), "{v:?}");
+    server.stop().await;
 }

@@ -6,10 +6,10 @@ use std::time::Duration;
 use blocksieve_format::api::{ErrorResponse, FullHashResponse, FullHashSearchResponse, ListsResponse};
 use blocksieve_format::{FullHash, canonicalize};
 use blocksieve_publisher::config::{ListConfig, SourceConfig, SourceFormat};
-use blocksieve_publisher::sources::{url_expression, url_expressions};
+use blocksieve_publisher::sources::{cleaned, reason, url_expression, url_expressions};
 use blocksieve_publisher::{Config, Error, Publisher};
 use blocksieve_tests::feed::FakeFeed;
-use blocksieve_tests::{RunningPublisher, config, fixture_lines, fixtures};
+use blocksieve_tests::{RunningPublisher, config, fixture_lines, fixture_source, fixtures};
 
 fn publisher_with(dir: &std::path::Path, lists: Vec<ListConfig>) -> Publisher {
     let mut cfg = config(dir, "unused", vec![]);
@@ -143,12 +143,120 @@ async fn public_suffix_and_loopback_entries_are_never_published() {
     let o = p.build_list(0).await;
     let r = o.report.unwrap();
     assert_eq!(r.sizing.entries, 2, "{:?}", r.parse.rejected);
-    assert_eq!(
-        r.parse.rejected["host is a public suffix (would block a whole registry)"],
-        4
-    );
-    assert_eq!(r.parse.rejected["host is a loopback or unspecified address"], 1);
+    assert_eq!(r.parse.rejected[reason::PUBLIC_SUFFIX_ICANN], 2);
+    assert_eq!(r.parse.rejected[reason::PUBLIC_SUFFIX_PRIVATE], 2);
+    assert_eq!(r.parse.rejected[reason::LOOPBACK], 1);
     assert!(r.parse.samples.iter().any(|(line, _)| line == "com"));
+}
+
+// Issue 13, item 7: MetaMask's whitelist overrides its blacklist, and
+// `/v1/lists` says how much it removed. The fixture holds every name of the
+// real config that is on both arrays, or on one under a name on the other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metamask_whitelist_is_removed_and_counted_in_v1_lists() {
+    let dir = tempfile::tempdir().unwrap();
+    let allow_file = dir.path().join("allow.txt");
+    std::fs::write(&allow_file, "# local allowlist\nusermd.net\n\"fanclub.rocks\"\n").unwrap();
+    let mut list = ListConfig::new(
+        "crypto",
+        vec![fixture_source(
+            "metamask-whitelist-overlap.json",
+            SourceFormat::Json,
+        )],
+    );
+    list.allow = vec![
+        SourceConfig::file(&allow_file, SourceFormat::Domains),
+        SourceConfig::file(dir.path().join("missing.txt"), SourceFormat::Urls),
+    ];
+    let mut cfg = config(dir.path(), "unused", vec![]);
+    cfg.lists = vec![list];
+    let server = RunningPublisher::start(cfg).await;
+    server.wait_ready(Duration::from_secs(60)).await;
+    let lists: ListsResponse = reqwest::get(format!("{}/v1/lists", server.base_url()))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let build = lists.lists[0].last_build.as_ref().unwrap();
+    assert!(build.ok, "{build:?}");
+    // 13 blacklisted names: metmask.com, coinbased.xyz and spi.club are
+    // whitelisted, usermd.net and fanclub.rocks allowed by the local file.
+    assert_eq!(build.sizing.as_ref().unwrap().entries, 8);
+    let allow = &build.allow;
+    assert_eq!(
+        (allow.lines, allow.accepted, allow.entries, allow.removed),
+        (16, 15, 15, 5)
+    );
+    let states: Vec<(&str, &str)> = allow
+        .sources
+        .iter()
+        .map(|s| (s.source.rsplit('/').next().unwrap_or_default(), s.state.as_str()))
+        .collect();
+    assert_eq!(
+        states,
+        [
+            ("metamask-whitelist-overlap.json (whitelist)", "fresh"),
+            ("allow.txt", "fresh"),
+            ("missing.txt", "failed")
+        ]
+    );
+    assert_eq!(allow.cleaned_by_kind[cleaned::QUOTES], 1);
+    assert!(build.cleaned_by_kind.is_empty());
+    // The subdomains MetaMask's own checker would also allow stay listed.
+    let listed = entries(&server.publisher, 0);
+    for kept in ["cpanel.coinbased.xyz/", "airdrop.updog.co/"] {
+        assert!(listed.contains(&FullHash::of(kept.as_bytes())), "{kept}");
+    }
+    assert!(!listed.contains(&FullHash::of(b"metmask.com/")));
+    server.stop().await;
+}
+
+// Issue 13, item 2: what was cut from lines is counted in the build report
+// and in `/v1/lists`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cleaned_lines_are_counted_in_v1_lists() {
+    let dir = tempfile::tempdir().unwrap();
+    let feed = dir.path().join("u.txt");
+    std::fs::write(
+        &feed,
+        "http://comment.example/p # seen 2020-01-01\nhttp://tab.example/mid\t2020-01-01\n\
+         http://ulvis.net/IFHc\u{a0}\n\"https://x.example/a,b,c\"\n",
+    )
+    .unwrap();
+    let server = RunningPublisher::start(config(
+        dir.path(),
+        "urls",
+        vec![SourceConfig::file(&feed, SourceFormat::Urls)],
+    ))
+    .await;
+    server.wait_ready(Duration::from_secs(60)).await;
+    let lists: ListsResponse = reqwest::get(format!("{}/v1/lists", server.base_url()))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let build = lists.lists[0].last_build.as_ref().unwrap();
+    assert_eq!((build.lines, build.rejected), (4, 0));
+    for kind in [
+        cleaned::COMMENT,
+        cleaned::TAB_COLUMN,
+        cleaned::UNICODE_WHITE_SPACE,
+        cleaned::QUOTES,
+    ] {
+        assert_eq!(build.cleaned_by_kind.get(kind), Some(&1), "{kind}: {build:?}");
+    }
+    let listed = entries(&server.publisher, 0);
+    for e in [
+        "comment.example/p",
+        "tab.example/mid",
+        "ulvis.net/IFHc",
+        "x.example/a,b,c",
+    ] {
+        assert!(listed.contains(&FullHash::of(e.as_bytes())), "{e}");
+    }
+    server.stop().await;
 }
 
 fn http_list(url: &str) -> ListConfig {
