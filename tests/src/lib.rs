@@ -16,6 +16,7 @@ use tokio::task::JoinHandle;
 pub mod clock;
 pub mod fault;
 pub mod feed;
+pub mod feed_check;
 pub mod raw;
 
 /// Serializes the tests that load the machine (the load and slow-client

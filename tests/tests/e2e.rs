@@ -5,6 +5,7 @@
 
 mod api;
 mod end_to_end;
+mod feeds;
 mod hostile;
 mod load;
 mod memory;

@@ -1,0 +1,47 @@
+//! Every line of every feed fixture, published by a real publisher and
+//! checked by a real agent: each entry the build accepts answers `unsafe`,
+//! each host-wide entry blocks its subdomains too, the build's counts are
+//! the line-by-line reading's, and no benign fixture URL is blocked unless
+//! a feed entry lists it (`blocksieve_tests::feed_check`; the same check
+//! runs on whole real feeds with `tests/examples/feed_check.rs`).
+
+use blocksieve_publisher::config::SourceFormat;
+use blocksieve_tests::feed_check::{FeedCheck, check_feed};
+use blocksieve_tests::{fixture_lines, fixtures};
+
+async fn check(name: &str, format: SourceFormat) -> FeedCheck {
+    let benign = fixture_lines("benign-urls.txt");
+    let report = check_feed(&fixtures().join(name), format, &benign)
+        .await
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+    assert!(report.passed(), "{name}:\n{}", report.summary());
+    assert!(report.entry_checks > 0, "{name}: nothing checked");
+    report
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_accepted_line_of_the_url_fixtures_answers_unsafe() {
+    for name in ["phishing-urls.txt", "phishing-urls-union-quirks.txt"] {
+        let report = check(name, SourceFormat::Urls).await;
+        assert_eq!(report.verdicts[0], report.checked, "{name}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_accepted_line_of_the_host_and_domain_fixtures_blocks_its_host_and_subdomains() {
+    for (name, format) in [
+        ("phishing-hosts.txt", SourceFormat::Hosts),
+        ("stevenblack-domains.txt", SourceFormat::Domains),
+        ("urlhaus-filter.txt", SourceFormat::AdblockHosts),
+    ] {
+        let report = check(name, format).await;
+        assert!(report.subdomain_checks > 0, "{name}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metamask_blacklist_is_blocked_and_its_whitelist_is_not() {
+    let report = check("metamask-whitelist-overlap.json", SourceFormat::Json).await;
+    assert!(report.removed_by_allow > 0, "{}", report.summary());
+    assert!(report.allowed_checks.0 > 0, "{}", report.summary());
+}
