@@ -257,23 +257,18 @@ pub fn read_items(bytes: &[u8], format: SourceFormat) -> Result<(Vec<Item>, Vec<
     Ok((items, Vec::new()))
 }
 
-/// `bytes` as a URL string the agent's API takes: as is when UTF-8, else
-/// with every byte over 0x7F percent-escaped (the canonicalizer escapes a
-/// raw byte the same way).
+/// `bytes` as a URL string the agent's API takes: each byte that is not
+/// part of valid UTF-8 percent-escaped (the canonicalizer escapes a raw
+/// byte the same way), as the `check` example reads its input.
 fn url_text(bytes: &[u8]) -> String {
-    match std::str::from_utf8(bytes) {
-        Ok(s) => s.to_owned(),
-        Err(_) => bytes
-            .iter()
-            .map(|&b| {
-                if b.is_ascii() {
-                    char::from(b).to_string()
-                } else {
-                    format!("%{b:02X}")
-                }
-            })
-            .collect(),
+    let mut url = String::with_capacity(bytes.len());
+    for chunk in bytes.utf8_chunks() {
+        url.push_str(chunk.valid());
+        for byte in chunk.invalid() {
+            url.push_str(&format!("%{byte:02X}"));
+        }
     }
+    url
 }
 
 /// What one check is for.

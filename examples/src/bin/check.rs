@@ -200,13 +200,12 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.urls.is_empty() {
         let mut batch = Vec::with_capacity(BATCH);
         // Lines are read as bytes: one line that is not UTF-8 must not stop
-        // the run (it is checked with invalid bytes replaced by U+FFFD).
+        // the run (see `url_from_line`).
         for line in std::io::stdin().lock().split(b'\n') {
             let line = line.context("reading URLs from stdin")?;
-            let line = String::from_utf8_lossy(&line);
-            let url = line.trim();
+            let url = url_from_line(&line);
             if !url.is_empty() {
-                batch.push(url.to_owned());
+                batch.push(url);
             }
             if batch.len() == BATCH {
                 check(&agent, &batch, &mut tally).await;
@@ -240,6 +239,23 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// A URL from one line of standard input: white space trimmed at both ends
+/// (Unicode white space and U+FEFF too, as the publisher trims feed lines),
+/// and each byte that is not part of valid UTF-8 percent-escaped — the
+/// canonicalizer escapes a raw byte so, where replacing it with U+FFFD
+/// would check another URL (a Latin-1 `caf\xe9` is `caf%E9`).
+fn url_from_line(line: &[u8]) -> String {
+    let mut url = String::with_capacity(line.len());
+    for chunk in line.utf8_chunks() {
+        url.push_str(chunk.valid());
+        for byte in chunk.invalid() {
+            url.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    url.trim_matches(|c: char| c.is_whitespace() || c == '\u{feff}')
+        .to_owned()
 }
 
 /// Checks a batch of URLs and prints one line each, in order.
@@ -314,5 +330,40 @@ fn key_from(value: &str) -> anyhow::Result<TrustedKey> {
         TrustedKey::from_base64_or_hex(text.trim()).with_context(|| format!("key file {value}"))
     } else {
         TrustedKey::from_base64_or_hex(value.trim()).context("--key is neither an existing file nor a key")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::url_from_line;
+
+    /// Real lines of the union feed the check read as another URL: one with
+    /// Latin-1 bytes (read with U+FFFD, it missed its listed expression)
+    /// and one ending in U+FEFF.
+    #[test]
+    fn regression_a_line_that_is_not_utf8_is_checked_as_the_canonicalizer_reads_its_bytes() {
+        for line in [
+            &b"http://email302.com/l/5fc15ea1/[email\xc3\x83\xc2\x83\xe9\xff]\r"[..],
+            b"  http://x.example/caf\xe9?q=\xe9 ",
+            b"http://www.ethereum-airdrops.info/erc20-tokens/DENT\xef\xbb\xbf",
+            "http://ulvis.net/IFHc\u{a0}".as_bytes(),
+        ] {
+            let url = url_from_line(line);
+            let trimmed = line.trim_ascii();
+            let trimmed = trimmed.strip_suffix(b"\xef\xbb\xbf").unwrap_or(trimmed);
+            let trimmed = trimmed.strip_suffix("\u{a0}".as_bytes()).unwrap_or(trimmed);
+            let (mut want, mut got) = (Vec::new(), Vec::new());
+            blocksieve_format::full_hashes(trimmed, &mut want).unwrap();
+            blocksieve_format::full_hashes(url.as_bytes(), &mut got).unwrap();
+            assert_eq!(got, want, "{url}");
+        }
+        assert_eq!(
+            url_from_line(b"http://x.example/caf\xe9"),
+            "http://x.example/caf%E9"
+        );
+        assert_eq!(
+            url_from_line("http://x.example/é".as_bytes()),
+            "http://x.example/é"
+        );
     }
 }
