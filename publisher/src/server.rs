@@ -3,7 +3,7 @@
 //! are layers, and
 //! the errors those layers and axum's extractors answer themselves (413,
 //! 408, a path that is not UTF-8) are given the same JSON body by
-//! [`json_errors`]. Requests hyper refuses before routing (a malformed
+//! `json_errors`. Requests hyper refuses before routing (a malformed
 //! request line, a head over [`MAX_REQUEST_HEAD_BYTES`]) get hyper's bare
 //! 400 or 431 and the connection is closed.
 

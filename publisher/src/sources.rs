@@ -11,37 +11,51 @@
 //! [`parse_source_into`], goes through the same code), so a harness can
 //! check a whole feed line by line. In order:
 //!
-//! 1. Lines are split on LF. A UTF-8 byte-order mark at the start of a line
-//!    is dropped, then white space is trimmed at both ends: ASCII white
-//!    space (so a trailing CR too) and Unicode white space — U+00A0 NO-BREAK
-//!    SPACE, U+2000 to U+200A, U+202F, U+205F, U+3000, U+FEFF and the other
-//!    characters Unicode calls white space (U+0085, U+1680, U+2028, U+2029).
-//!    Feeds copied from web pages carry them (`http://ulvis.net/IFHc` +
-//!    U+00A0); kept, they would be escaped into the URL (`…/IFHc%C2%A0`), a
-//!    page nobody visits. The canonicalizer itself is not changed: a URL
-//!    checked by an agent is read as browsers read it.
+//! 1. Lines are split on LF, and on a CR that is not part of CRLF ([`feed_lines`]:
+//!    no URL holds a raw CR, browsers drop it). A UTF-8 byte-order mark at
+//!    the start of a line is dropped, then white space is trimmed at both
+//!    ends: ASCII white space and Unicode white space — U+00A0 NO-BREAK
+//!    SPACE, U+2000 to U+200A, U+202F, U+205F, U+3000 and the other
+//!    characters Unicode calls white space (U+0085, U+1680, U+2028, U+2029)
+//!    — and the invisible U+FEFF, U+200B and U+2060. Feeds copied from web
+//!    pages carry them (`http://ulvis.net/IFHc` + U+00A0); kept, they would
+//!    be escaped into the URL (`…/IFHc%C2%A0`), a page nobody visits. The
+//!    canonicalizer itself is not changed: a URL checked by an agent is
+//!    read as browsers read it.
 //! 2. Blank lines and comments are skipped: a line starting with `#`, and
 //!    with `!` in adblock lists.
-//! 3. One pair of matching surrounding quotes is removed (`"…"` or `'…'`,
-//!    a CSV-export artifact: `"https://x.example/a,b,c"`), and the rest
-//!    trimmed again; a quoted value is taken whole, so the next step does
-//!    not look inside it.
-//! 4. Trailing columns and comments are removed:
-//!    - `urls`: an ASCII TAB ends the URL (a tab-separated column follows:
-//!      `http://tab.example/mid<TAB>2020-01-01`); then ASCII white space
-//!      followed by `#` starts a comment (`http://comment.example/p # seen
-//!      2020-01-01`). A `#` right after a non-space character is a URL
-//!      fragment, not a comment. Then the line is trimmed, and unquoted when
-//!      it is now quoted (`"http://x.example/"  # note`).
+//! 3. Quotes. `urls`: a line starting with `"` or `'` holds a quoted URL up
+//!    to the matching quote that ends the line or is followed by white
+//!    space, `,`, `;` or `#` (a CSV-export artifact:
+//!    `"https://x.example/a,b,c"`, `"http://x.example/p","2020-01-01"`);
+//!    what follows it is a column or a comment. Other formats: one pair of
+//!    matching surrounding quotes is removed, and a `hosts` name loses its
+//!    own.
+//! 4. Columns and comments:
+//!    - `urls`: the line (or the quoted field) is split into fields at
+//!      ASCII or Unicode white space. A field starting with `#` after the
+//!      first starts a comment (`http://comment.example/p # seen
+//!      2020-01-01`); a `#` right after the URL is its fragment. The URL
+//!      fields are those starting with a scheme (`http://…`), or the first
+//!      field when none does; the others are columns and are dropped
+//!      (`http://tab.example/mid<TAB>2020-01-01`, `1<TAB>http://a.example/p`,
+//!      `phishing http://a.example/p`). Several URL fields are each read.
 //!    - `hosts`, `domains`, `sha256`: a `#` anywhere starts a comment (no
 //!      host name or hex digit holds one).
 //! 5. `urls`: a URL as written never holds a raw space, but browsers escape
-//!    one (`%20`) where a page's link has it, so a space left inside the
-//!    line (before any `#`) is ambiguous: a column separator, or part of the
-//!    URL. Both readings are published: the URL cut at the first space, and
-//!    the line as written (the canonicalizer escapes the space, as browsers
-//!    do). No real feed of the project's has such a line; when one does,
-//!    nothing it lists is lost.
+//!    one (`%20`) where a page's link has it, so fields that follow a URL
+//!    field after spaces (no TAB) are ambiguous: columns, or part of the
+//!    URL. Both readings are published: the URL field alone, and as written
+//!    with them (the canonicalizer escapes the space, as browsers do). No
+//!    real feed of the project's has such a line; when one does, nothing it
+//!    lists is lost.
+//!
+//! A domain entry must look like a host name (letters, digits, `-`, `_`,
+//! `.`, `%`-escapes, non-ASCII characters, an optional `:port`, or an IPv6
+//! address, bare or bracketed); anything else is [`reason::NOT_A_HOST_NAME`],
+//! never a garbage `host/` entry. Commas belong to a URL
+//! (`https://x.example/a,b,c`): a comma-separated export is read with the
+//! `csv` format.
 //!
 //! What each step removed is counted by kind in [`ParseReport::cleaned`]
 //! (kinds in [`cleaned`]), shown in the build report and in `/v1/lists`.
@@ -164,12 +178,15 @@ pub mod cleaned {
     pub const UNICODE_WHITE_SPACE: &str = "Unicode white space trimmed";
     /// One pair of surrounding quotes removed.
     pub const QUOTES: &str = "surrounding quotes removed";
-    /// `urls`: a TAB and everything after it removed.
-    pub const TAB_COLUMN: &str = "tab-separated column removed";
+    /// `urls`: other columns removed — a field after a TAB, a field around
+    /// the URL when another holds none (`1 http://…`), or what follows a
+    /// quoted URL (`"http://…","2020-01-01"`).
+    pub const COLUMN: &str = "other columns removed";
     /// A trailing comment removed (`urls`: white space then `#`; `hosts`,
     /// `domains`, `sha256`: `#`).
     pub const COMMENT: &str = "trailing comment removed";
-    /// `urls`: a space inside; read both cut at the space and as written.
+    /// `urls`: a space inside the URL field; read both cut at the space and
+    /// as written.
     pub const SPACE: &str = "space inside: read cut at the space and as written";
 }
 
@@ -341,7 +358,20 @@ const HOSTS_BOILERPLATE: &[&str] = &[
 fn too_broad(host: &str, kind: HostKind, host_wide: bool) -> Option<&'static str> {
     match kind {
         HostKind::Ipv4 => (host == "0.0.0.0" || host.starts_with("127.")).then_some(reason::LOOPBACK),
-        HostKind::Ipv6 => matches!(host, "[::]" | "[::1]").then_some(reason::LOOPBACK),
+        HostKind::Ipv6 => {
+            let address = host
+                .strip_prefix('[')
+                .and_then(|h| h.strip_suffix(']'))
+                .and_then(|h| h.parse::<std::net::Ipv6Addr>().ok());
+            address
+                .is_some_and(|a| {
+                    a.is_loopback()
+                        || a.is_unspecified()
+                        || a.to_ipv4_mapped()
+                            .is_some_and(|v4| v4.is_loopback() || v4.is_unspecified())
+                })
+                .then_some(reason::LOOPBACK)
+        }
         HostKind::Domain if host_wide => public_suffix(host),
         HostKind::Domain => None,
     }
@@ -552,10 +582,16 @@ fn domain_entry(name: &[u8]) -> Result<String, &'static str> {
     if name.is_empty() {
         return Err(reason::EMPTY_HOST_NAME);
     }
-    if name
-        .iter()
-        .any(|&b| matches!(b, b'/' | b'?' | b'@' | b'\\' | b'*') || b <= b' ')
-    {
+    // A bare IPv6 address (`2001:db8::1`) is read as the host `[…]`, not as
+    // a host `2001` with a port.
+    let bracketed;
+    let name = if is_bare_ipv6(name) {
+        bracketed = [&b"["[..], name, b"]"].concat();
+        &bracketed[..]
+    } else {
+        name
+    };
+    if !is_host_name_like(name) {
         return Err(reason::NOT_A_HOST_NAME);
     }
     let url = canonicalize(name).map_err(domain_error)?;
@@ -563,6 +599,37 @@ fn domain_entry(name: &[u8]) -> Result<String, &'static str> {
         return Err(reason);
     }
     Ok(format!("{}/", url.host()))
+}
+
+/// Whether `name` is a bare IPv6 address (no brackets).
+fn is_bare_ipv6(name: &[u8]) -> bool {
+    name.contains(&b':') && std::str::from_utf8(name).is_ok_and(|s| s.parse::<std::net::Ipv6Addr>().is_ok())
+}
+
+/// Whether a domain entry can be a host name, as browsers take one: a
+/// bracketed IPv6 address, or letters, digits, `-`, `_`, `.`, `%`-escapes
+/// and non-ASCII (internationalized) characters, with an optional `:port`.
+/// Anything else — `, ; | ^ " ' [ ] ! { } < > = & + $ ~` and the like —
+/// is a column, rule syntax or a mistake, not a host (RFC 1123 §2.1, and
+/// the forbidden host code points of the WHATWG URL Standard).
+fn is_host_name_like(name: &[u8]) -> bool {
+    if let Some(inner) = name.strip_prefix(b"[") {
+        let inner = inner.strip_suffix(b"]").unwrap_or(b"");
+        return std::str::from_utf8(inner).is_ok_and(|s| s.parse::<std::net::Ipv6Addr>().is_ok());
+    }
+    let host = match memchr::memrchr(b':', name) {
+        Some(colon) => {
+            let (host, port) = name.split_at(colon);
+            let port = port.get(1..).unwrap_or_default();
+            if port.is_empty() || !port.iter().all(u8::is_ascii_digit) {
+                return false;
+            }
+            host
+        }
+        None => name,
+    };
+    host.iter()
+        .all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'%') || !b.is_ascii())
 }
 
 fn replace_all(haystack: &[u8], from: &[u8], to: &[u8]) -> Vec<u8> {
@@ -636,7 +703,7 @@ pub fn parse_source_into<S: EntrySink>(
         SourceFormat::Json => parse_json(bytes, options, &mut reader),
         SourceFormat::Csv => parse_csv(bytes, options, &mut reader),
         _ => {
-            for raw in lines(bytes) {
+            for raw in feed_lines(bytes) {
                 reader.report.lines += 1;
                 read_line_with(format, raw, &mut reader);
                 reader.sink.end_of_line();
@@ -769,10 +836,16 @@ impl Visit for Collect {
     }
 }
 
-/// Lines split on LF; a final LF does not start an extra line.
-fn lines(bytes: &[u8]) -> impl Iterator<Item = &[u8]> {
+/// A feed's lines, as the build splits them: on LF, and on a CR that is
+/// not part of a CRLF pair (a file with old Mac line ends, or a stray CR
+/// between two URLs: no URL holds a raw CR, browsers drop it). A final line
+/// end does not start an extra line.
+pub fn feed_lines(bytes: &[u8]) -> impl Iterator<Item = &[u8]> {
     let trimmed = bytes.strip_suffix(b"\n").unwrap_or(bytes);
-    trimmed.split(|&b| b == b'\n').filter(move |_| !bytes.is_empty())
+    trimmed
+        .split(|&b| b == b'\n')
+        .filter(move |_| !bytes.is_empty())
+        .flat_map(|line| line.strip_suffix(b"\r").unwrap_or(line).split(|&b| b == b'\r'))
 }
 
 /// What cleaning did to a line (bits of [`CLEANED_KINDS`]).
@@ -783,7 +856,7 @@ struct Cuts(u8);
 const CLEANED_KINDS: [(u8, &str); 5] = [
     (Cuts::UNICODE, cleaned::UNICODE_WHITE_SPACE),
     (Cuts::QUOTES, cleaned::QUOTES),
-    (Cuts::TAB, cleaned::TAB_COLUMN),
+    (Cuts::COLUMN, cleaned::COLUMN),
     (Cuts::COMMENT, cleaned::COMMENT),
     (Cuts::SPACE, cleaned::SPACE),
 ];
@@ -791,7 +864,7 @@ const CLEANED_KINDS: [(u8, &str); 5] = [
 impl Cuts {
     const UNICODE: u8 = 1;
     const QUOTES: u8 = 2;
-    const TAB: u8 = 4;
+    const COLUMN: u8 = 4;
     const COMMENT: u8 = 8;
     const SPACE: u8 = 16;
 
@@ -805,10 +878,12 @@ impl Cuts {
 
 /// A line ready to read: its entry text and what cleaning did.
 struct Cleaned<'a> {
-    /// The entry text (for `urls` with a space inside: cut at the space).
+    /// The entry text (for `urls`, the first reading).
     text: &'a [u8],
-    /// `urls` with a space inside: the whole line, the second reading.
-    as_written: Option<&'a [u8]>,
+    /// `urls`: the further readings of the line — the URL field as written
+    /// when a space is inside it, further URLs on the line (steps 4 and 5
+    /// of the module docs). Empty for almost every line.
+    more: Vec<&'a [u8]>,
     cuts: Cuts,
 }
 
@@ -826,35 +901,20 @@ fn clean_line(format: SourceFormat, raw: &[u8]) -> Option<Cleaned<'_>> {
     if is_line_format(format) && (first == b'#' || (format == SourceFormat::AdblockHosts && first == b'!')) {
         return None;
     }
-    // Most lines hold no tab, space or `#`: nothing below can change them.
-    let plain = memchr::memchr3(b'\t', b' ', b'#', text).is_none();
+    if format == SourceFormat::Urls {
+        return clean_url_line(text, cuts);
+    }
+    // Most lines hold no `#` and no quote: nothing below can change them.
     if let Some(inner) = unquote(text) {
         text = trim_white(inner, &mut cuts);
         cuts.0 |= Cuts::QUOTES;
-    } else if !plain {
-        match format {
-            SourceFormat::Urls => {
-                if let Some(before) = before_first(text, b'\t') {
-                    text = before;
-                    cuts.0 |= Cuts::TAB;
-                }
-                if text.contains(&b'#') {
-                    let before = text.len();
-                    text = strip_url_comment(text);
-                    if text.len() < before {
-                        cuts.0 |= Cuts::COMMENT;
-                    }
-                }
-            }
-            SourceFormat::Hosts | SourceFormat::Domains | SourceFormat::Sha256 => {
-                if let Some(before) = before_first(text, b'#') {
-                    text = before;
-                    cuts.0 |= Cuts::COMMENT;
-                }
-            }
-            _ => {}
-        }
-        text = trim_white(text, &mut cuts);
+    } else if matches!(
+        format,
+        SourceFormat::Hosts | SourceFormat::Domains | SourceFormat::Sha256
+    ) && let Some(before) = before_first(text, b'#')
+    {
+        text = trim_white(before, &mut cuts);
+        cuts.0 |= Cuts::COMMENT;
         if let Some(inner) = unquote(text) {
             text = trim_white(inner, &mut cuts);
             cuts.0 |= Cuts::QUOTES;
@@ -863,27 +923,217 @@ fn clean_line(format: SourceFormat, raw: &[u8]) -> Option<Cleaned<'_>> {
     if text.is_empty() {
         return None;
     }
-    let mut as_written = None;
-    if format == SourceFormat::Urls && !plain && text.contains(&b' ') {
-        let before_fragment = before_first(text, b'#').unwrap_or(text);
-        if let Some(before) = before_first(before_fragment, b' ') {
-            as_written = Some(text);
-            text = before;
-            cuts.0 |= Cuts::SPACE;
-        }
-    }
     Some(Cleaned {
         text,
-        as_written,
+        more: Vec::new(),
         cuts,
     })
 }
 
+/// Steps 3 to 5 of the module docs for a `urls` line (trimmed, not a
+/// comment).
+fn clean_url_line(text: &[u8], mut cuts: Cuts) -> Option<Cleaned<'_>> {
+    // A quoted URL field: what follows its closing quote is a column or a
+    // comment (a space inside belongs to the field, step 5 below).
+    let (field, quoted) = match quoted_field(text) {
+        Some((inner, rest)) => {
+            cuts.0 |= Cuts::QUOTES;
+            let rest = trim_white(rest, &mut cuts);
+            if rest.first() == Some(&b'#') {
+                cuts.0 |= Cuts::COMMENT;
+            } else if !rest.is_empty() {
+                cuts.0 |= Cuts::COLUMN;
+            }
+            (trim_white(inner, &mut cuts), true)
+        }
+        None => (text, false),
+    };
+    // Most lines are one field with no white space inside.
+    let tokens = white_separated(field);
+    let first = tokens.first()?;
+    if tokens.len() == 1 {
+        return Some(Cleaned {
+            text: first.text,
+            more: Vec::new(),
+            cuts,
+        });
+    }
+    // White space then `#` starts a comment (unless the `#` is inside the
+    // quoted field).
+    let tokens = match tokens
+        .iter()
+        .skip(1)
+        .position(|t| !quoted && t.text.first() == Some(&b'#'))
+    {
+        Some(i) => {
+            cuts.0 |= Cuts::COMMENT;
+            tokens.get(..=i).unwrap_or_default()
+        }
+        None => &tokens[..],
+    };
+    // The URL fields: every field that starts with a scheme, or, when none
+    // does, the first. Each reads as itself and, when fields without a
+    // scheme follow it after spaces (no TAB), also as written with them: a
+    // space is a column separator or part of the URL.
+    let schemed: Vec<usize> = (0..tokens.len())
+        .filter(|&i| {
+            tokens
+                .get(i)
+                .is_some_and(|t| has_scheme(unquote(t.text).unwrap_or(t.text)))
+        })
+        .collect();
+    let starts = if schemed.is_empty() { vec![0] } else { schemed };
+    let mut readings: Vec<&[u8]> = Vec::new();
+    let mut used = 0;
+    for (n, &i) in starts.iter().enumerate() {
+        let Some(token) = tokens.get(i) else { continue };
+        let next_start = starts.get(n + 1).copied().unwrap_or(tokens.len());
+        // Fields joined to this one by spaces only.
+        let mut last = i;
+        while last + 1 < next_start && tokens.get(last + 1).is_some_and(|t| t.after_spaces) {
+            last += 1;
+        }
+        used += 1 + last - i;
+        let own = match unquote(token.text) {
+            Some(inner) if tokens.len() > 1 => {
+                cuts.0 |= Cuts::QUOTES;
+                inner
+            }
+            _ => token.text,
+        };
+        readings.push(own);
+        if last > i
+            && let Some(end) = tokens.get(last)
+        {
+            cuts.0 |= Cuts::SPACE;
+            readings.push(
+                field
+                    .get(token.start..end.start + end.text.len())
+                    .unwrap_or(token.text),
+            );
+        }
+    }
+    if used < tokens.len() {
+        cuts.0 |= Cuts::COLUMN;
+    }
+    let mut readings = readings.into_iter();
+    let text = readings.next()?;
+    Some(Cleaned {
+        text,
+        more: readings.collect(),
+        cuts,
+    })
+}
+
+/// One field of a line and where it starts.
+#[derive(Debug, Clone, Copy)]
+struct Token<'a> {
+    text: &'a [u8],
+    start: usize,
+    /// Whether the white space before it holds no TAB (or other ASCII
+    /// control): spaces, and Unicode white space, may be inside a URL.
+    after_spaces: bool,
+}
+
+/// The fields of `text` separated by white space (ASCII, and the Unicode
+/// white space of [`is_unicode_white`]).
+fn white_separated(text: &[u8]) -> Vec<Token<'_>> {
+    let mut tokens = Vec::new();
+    let mut start = None;
+    let mut spaces_only = true;
+    let mut i = 0;
+    while let Some(rest) = text.get(i..).filter(|r| !r.is_empty()) {
+        let white = white_len(rest);
+        if white == 0 {
+            if start.is_none() {
+                start = Some((i, spaces_only));
+            }
+            i += 1;
+            continue;
+        }
+        if let Some((s, after_spaces)) = start.take() {
+            tokens.push(Token {
+                text: text.get(s..i).unwrap_or_default(),
+                start: s,
+                after_spaces,
+            });
+            spaces_only = true;
+        }
+        if rest
+            .first()
+            .is_some_and(|&b| b.is_ascii_whitespace() && b != b' ')
+        {
+            spaces_only = false;
+        }
+        i += white;
+    }
+    if let Some((s, after_spaces)) = start {
+        tokens.push(Token {
+            text: text.get(s..).unwrap_or_default(),
+            start: s,
+            after_spaces,
+        });
+    }
+    tokens
+}
+
+/// The length of the white space `bytes` start with: one ASCII white-space
+/// byte, or one Unicode white-space character; 0 when it starts with none.
+fn white_len(bytes: &[u8]) -> usize {
+    match bytes.first() {
+        Some(b) if b.is_ascii_whitespace() => 1,
+        Some(b) if !b.is_ascii() => first_char(bytes)
+            .filter(|(c, _)| is_unicode_white(*c))
+            .map_or(0, |(_, len)| len),
+        _ => 0,
+    }
+}
+
+/// Whether `text` starts with a URL scheme and `://` (`http://`,
+/// `hxxp://` too: any scheme, RFC 3986 §3.1).
+fn has_scheme(text: &[u8]) -> bool {
+    let Some(colon) = memchr::memchr(b':', text) else {
+        return false;
+    };
+    let (scheme, rest) = text.split_at(colon);
+    rest.starts_with(b"://")
+        && scheme.first().is_some_and(u8::is_ascii_alphabetic)
+        && scheme
+            .iter()
+            .all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.'))
+}
+
+/// A leading quoted field, `"…"` or `'…'`, whose closing quote ends the
+/// line or is followed by white space, `,`, `;` or `#`: what is inside,
+/// and what follows the closing quote.
+fn quoted_field(text: &[u8]) -> Option<(&[u8], &[u8])> {
+    let (&open, rest) = text.split_first()?;
+    if !matches!(open, b'"' | b'\'') {
+        return None;
+    }
+    let mut from = 0;
+    while let Some(at) = rest.get(from..).and_then(|r| memchr::memchr(open, r)) {
+        let close = from + at;
+        let after = rest.get(close + 1..).unwrap_or_default();
+        let ends = match after.first() {
+            None => true,
+            Some(b) => matches!(b, b',' | b';' | b'#') || white_len(after) > 0,
+        };
+        if ends {
+            return Some((rest.get(..close).unwrap_or_default(), after));
+        }
+        from = close + 1;
+    }
+    None
+}
+
 /// Unicode white space trimmed from feed lines besides ASCII white space:
 /// what Unicode calls white space (U+00A0, U+2000 to U+200A, U+202F,
-/// U+205F, U+3000, …) and U+FEFF ZERO WIDTH NO-BREAK SPACE.
+/// U+205F, U+3000, …) and the invisible U+FEFF ZERO WIDTH NO-BREAK SPACE,
+/// U+200B ZERO WIDTH SPACE and U+2060 WORD JOINER, which copying from a web
+/// page leaves behind.
 fn is_unicode_white(c: char) -> bool {
-    c.is_whitespace() || c == '\u{FEFF}'
+    c.is_whitespace() || matches!(c, '\u{FEFF}' | '\u{200B}' | '\u{2060}')
 }
 
 /// The UTF-8 character `bytes` start with, and its length, when it is not
@@ -955,25 +1205,6 @@ fn unquote(text: &[u8]) -> Option<&[u8]> {
     (matches!(open, b'"' | b'\'') && open == close).then_some(inner)
 }
 
-/// A `urls` line without its comment: ASCII white space followed by `#`
-/// starts one (a `#` right after other bytes is a URL fragment).
-fn strip_url_comment(text: &[u8]) -> &[u8] {
-    let mut from = 0;
-    while let Some(space) = text
-        .get(from..)
-        .and_then(|rest| rest.iter().position(u8::is_ascii_whitespace))
-    {
-        let start = from + space;
-        let rest = text.get(start..).unwrap_or_default();
-        let end = start + (rest.len() - rest.trim_ascii_start().len());
-        if text.get(end) == Some(&b'#') {
-            return text.get(..start).unwrap_or(text);
-        }
-        from = end;
-    }
-    text
-}
-
 /// Reads one line (or CSV value, or JSON string) into `v`; false when it
 /// holds no entry.
 fn read_line_with(format: SourceFormat, raw: &[u8], v: &mut impl Visit) -> bool {
@@ -1011,23 +1242,36 @@ fn url_read(text: &[u8], entry: UrlEntry) -> Read<'_> {
     }
 }
 
-/// A `urls` line: one reading, or two for a space inside (step 5 of the
-/// module docs). The entry is accepted when either reading is.
+/// A `urls` line: one reading, or more (step 5 of the module docs). The
+/// entry is accepted when any reading is, with every reading accepted;
+/// rejected with the first reading's reason when none is.
 fn read_url_line(line: &Cleaned<'_>, v: &mut impl Visit) {
-    let Some(whole) = line.as_written else {
+    if line.more.is_empty() {
         return read_url(line.text, v);
-    };
-    let cut = v.canonicalizing(|| url_entry(line.text));
-    let written = v.canonicalizing(|| url_entry(whole));
-    let read = url_read;
-    match (cut, written) {
-        (Ok(a), Ok(b)) if most_specific(&a.first) == most_specific(&b.first) => {
-            v.accepted(&[read(line.text, a)]);
+    }
+    let mut accepted: Vec<Read<'_>> = Vec::new();
+    let mut first_error = None;
+    for text in std::iter::once(line.text).chain(line.more.iter().copied()) {
+        match v.canonicalizing(|| url_entry(text)) {
+            Ok(entry) => {
+                let read = url_read(text, entry);
+                let same = |r: &Read<'_>| match (&r.entry, &read.entry) {
+                    (Entry::Url(a), Entry::Url(b)) => a.to_strings() == b.to_strings(),
+                    _ => false,
+                };
+                if !accepted.iter().any(same) {
+                    accepted.push(read);
+                }
+            }
+            Err(reason) => {
+                first_error.get_or_insert(reason);
+            }
         }
-        (Ok(a), Ok(b)) => v.accepted(&[read(line.text, a), read(whole, b)]),
-        (Ok(a), Err(_)) => v.accepted(&[read(line.text, a)]),
-        (Err(_), Ok(b)) => v.accepted(&[read(whole, b)]),
-        (Err(reason), Err(_)) => v.rejected(whole, reason),
+    }
+    if accepted.is_empty() {
+        v.rejected(line.text, first_error.unwrap_or(reason::NOT_A_URL));
+    } else {
+        v.accepted(&accepted);
     }
 }
 
@@ -1052,6 +1296,7 @@ fn read_hosts(text: &[u8], v: &mut impl Visit) {
     let mut named = false;
     for name in std::iter::once(first).filter(|_| !address).chain(fields) {
         named = true;
+        let name = unquote(name).unwrap_or(name);
         if HOSTS_BOILERPLATE
             .iter()
             .any(|b| b.as_bytes().eq_ignore_ascii_case(name))
@@ -1089,13 +1334,22 @@ fn adblock_rule(line: &[u8]) -> Result<AdblockRule<'_>, &'static str> {
     {
         return Err(reason::ADBLOCK_COSMETIC);
     }
-    // Options after `$`, then the `^` separator and `|` anchors.
-    let rule = match line.iter().rposition(|&b| b == b'$') {
-        Some(i) => &line[..i],
-        None => line,
+    // Options after the last `$` — none when the rule ends with the `|`
+    // end anchor, and none that hold `/` or `?` (then the `$` is in a URL's
+    // query) — then the `|` end anchor, then the `^` separator before it.
+    let rule = match memchr::memrchr(b'$', line) {
+        Some(i) if !line.ends_with(b"|") => {
+            let options = line.get(i + 1..).unwrap_or_default();
+            if options.iter().any(|&b| matches!(b, b'/' | b'?')) {
+                line
+            } else {
+                line.get(..i).unwrap_or_default()
+            }
+        }
+        _ => line,
     };
-    let rule = rule.strip_suffix(b"^").unwrap_or(rule);
     let rule = rule.strip_suffix(b"|").unwrap_or(rule);
+    let rule = rule.strip_suffix(b"^").unwrap_or(rule);
     let (rule, anchored_host) = match rule.strip_prefix(b"||") {
         Some(r) => (r, true),
         None => (rule.strip_prefix(b"|").unwrap_or(rule), false),
@@ -1137,8 +1391,14 @@ fn read_sha256(text: &[u8], v: &mut impl Visit) {
     }
 }
 
+/// Whether a hosts-file field is an address: IPv4, or IPv6 with an
+/// optional zone (`fe80::1%lo0`, the macOS default hosts file).
 fn is_ip_literal(field: &[u8]) -> bool {
-    std::str::from_utf8(field).is_ok_and(|s| s.parse::<std::net::IpAddr>().is_ok())
+    let address = match memchr::memchr(b'%', field) {
+        Some(zone) if field.contains(&b':') => field.get(..zone).unwrap_or_default(),
+        _ => field,
+    };
+    std::str::from_utf8(address).is_ok_and(|s| s.parse::<std::net::IpAddr>().is_ok())
 }
 
 fn parse_json<S: EntrySink>(bytes: &[u8], options: &FormatOptions, r: &mut Reader<'_, S>) {
@@ -1177,11 +1437,15 @@ fn parse_json<S: EntrySink>(bytes: &[u8], options: &FormatOptions, r: &mut Reade
 
 fn parse_csv<S: EntrySink>(bytes: &[u8], options: &FormatOptions, r: &mut Reader<'_, S>) {
     let column = options.column.as_deref().unwrap_or("url");
-    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
-    let mut reader = csv::ReaderBuilder::new()
-        .flexible(true)
-        .comment(Some(b'#'))
-        .from_reader(bytes);
+    let mut bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+    // Comment lines before the header row are skipped (and counted); after
+    // it, a row is a comment only when it is one field starting with `#`:
+    // a row whose first column starts with `#` (`#3,http://…`) is data.
+    while bytes.first() == Some(&b'#') {
+        r.report.lines += 1;
+        bytes = memchr::memchr(b'\n', bytes).map_or(&[][..], |i| bytes.get(i + 1..).unwrap_or_default());
+    }
+    let mut reader = csv::ReaderBuilder::new().flexible(true).from_reader(bytes);
     let index = match reader.byte_headers() {
         Ok(h) => h
             .iter()
@@ -1197,6 +1461,8 @@ fn parse_csv<S: EntrySink>(bytes: &[u8], options: &FormatOptions, r: &mut Reader
     for record in reader.byte_records() {
         r.report.lines += 1;
         match record {
+            Ok(row)
+                if row.len() == 1 && row.get(0).is_some_and(|f| f.trim_ascii_start().starts_with(b"#")) => {}
             Ok(row) => {
                 let read = row
                     .get(index)
@@ -1259,6 +1525,144 @@ mod tests {
             .join("../tests/fixtures")
             .join(name);
         std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    }
+
+    /// Lines shaped unlike the project's real feeds, found by trying to
+    /// break the reader: each names a URL or host the build must publish
+    /// (or refuse with a true reason), never a garbage entry in its place.
+    #[test]
+    fn regression_columns_quotes_and_separators_around_the_url_keep_the_url() {
+        let ipv6_host = exprs(SourceFormat::Urls, b"http://[2001:db8::1]/").unwrap();
+        for (format, line, want) in [
+            // A quoted URL followed by a column or a comment.
+            (
+                SourceFormat::Urls,
+                &b"\"http://qtab.example/x\"\t\"2020-01-01\""[..],
+                vec!["qtab.example/x"],
+            ),
+            (
+                SourceFormat::Urls,
+                b"\"http://qcomment.example/x\" # \"note\"",
+                vec!["qcomment.example/x"],
+            ),
+            (
+                SourceFormat::Urls,
+                b"\"http://qcsv.example/x\",\"2020-01-01\"",
+                vec!["qcsv.example/x"],
+            ),
+            // A column before the URL (it was read as a dword IPv4 host).
+            (SourceFormat::Urls, b"1\thttp://a.example/p", vec!["a.example/p"]),
+            (
+                SourceFormat::Urls,
+                b"12345\thttp://b.example/p",
+                vec!["b.example/p"],
+            ),
+            (SourceFormat::Urls, b"1 http://c.example/p", vec!["c.example/p"]),
+            (
+                SourceFormat::Urls,
+                b"phishing http://d.example/p",
+                vec!["d.example/p"],
+            ),
+            (
+                SourceFormat::Urls,
+                b"2020-01-01\thttp://e.example/p",
+                vec!["e.example/p"],
+            ),
+            (
+                SourceFormat::Urls,
+                b"7\t\"http://f.example/p\"",
+                vec!["f.example/p"],
+            ),
+            // Two URLs on one line.
+            (
+                SourceFormat::Urls,
+                b"http://two1.example/a http://two2.example/b",
+                vec!["two1.example/a", "two2.example/b"],
+            ),
+            // Invisible characters at the end, and Unicode white space before `#`.
+            (
+                SourceFormat::Urls,
+                "http://zwsp.example/p\u{200b}".as_bytes(),
+                vec!["zwsp.example/p"],
+            ),
+            (
+                SourceFormat::Urls,
+                "http://a.example/p\u{3000}# seen".as_bytes(),
+                vec!["a.example/p"],
+            ),
+            // Quoted names in a hosts file; an IPv6 address as a name.
+            (
+                SourceFormat::Hosts,
+                b"0.0.0.0 \"qhost.example\"",
+                vec!["qhost.example/"],
+            ),
+            (SourceFormat::Domains, b"2001:db8::1", vec![ipv6_host[0].as_str()]),
+            // Adblock: the `|` end anchor after `^`; a `$` in a URL's query.
+            (
+                SourceFormat::AdblockHosts,
+                b"||adb2.example^|",
+                vec!["adb2.example/"],
+            ),
+            (
+                SourceFormat::AdblockHosts,
+                b"|http://adb3.example/p?x=$y|",
+                vec!["adb3.example/p?x=$y"],
+            ),
+            (
+                SourceFormat::AdblockHosts,
+                b"||adb4.example^$third-party",
+                vec!["adb4.example/"],
+            ),
+            (
+                SourceFormat::AdblockHosts,
+                b"||2001:db8::1^",
+                vec![ipv6_host[0].as_str()],
+            ),
+        ] {
+            let shown = line.escape_ascii().to_string();
+            assert_eq!(
+                exprs(format, line),
+                Ok(want.iter().map(|w| (*w).to_owned()).collect()),
+                "{shown}"
+            );
+        }
+        // Tokens that cannot be host names are refused as such, not
+        // published as garbage hosts.
+        for (format, line) in [
+            (SourceFormat::Domains, &b"evil.example,2020-01-01,phishing"[..]),
+            (SourceFormat::Domains, b"semidom.example;"),
+            (SourceFormat::Domains, b"||adbdom.example^"),
+            (SourceFormat::Hosts, b"0.0.0.0 commahost.example,other.example"),
+            (SourceFormat::Json, b"json4.example,"),
+        ] {
+            let shown = line.escape_ascii().to_string();
+            assert_eq!(
+                read_one(format, line).map(|_| ()),
+                Err(reason::NOT_A_HOST_NAME),
+                "{shown}"
+            );
+        }
+        // Loopback in every IPv6 form, and a zone id in a hosts address.
+        assert_eq!(
+            read_one(SourceFormat::Domains, b"[::ffff:127.0.0.1]").map(|_| ()),
+            Err(reason::LOOPBACK)
+        );
+        assert!(read_line(SourceFormat::Hosts, b"fe80::1%lo0 localhost").is_skipped());
+        // A CR alone ends a line (old Mac line ends, a stray CR).
+        let (out, report) = collect(
+            b"http://cr1.example/a\rhttp://cr2.example/b\r\n",
+            SourceFormat::Urls,
+        );
+        assert_eq!(out, hashes(&["cr1.example/a", "cr2.example/b"]));
+        assert_eq!(report.lines, 2);
+        // CSV: a row whose first column starts with `#` is data; a row that
+        // is one `#` field is a comment, as are `#` lines before the header.
+        let (out, report) = collect(
+            b"# exported 2020\nid,url\n#3,http://csv3.example/p\n# note\n4,http://csv4.example/p\n",
+            SourceFormat::Csv,
+        );
+        assert_eq!(out, hashes(&["csv3.example/p", "csv4.example/p"]));
+        assert_eq!((report.lines, report.rejected_total()), (5, 0));
     }
 
     #[test]
@@ -1511,8 +1915,17 @@ mod tests {
             SourceFormat::Urls,
         );
         assert_eq!(out, hashes(&["comment.example/p", "c.example/q"]));
-        assert_eq!(report.cleaned[cleaned::COMMENT], 1);
-        assert_eq!(report.cleaned[cleaned::TAB_COLUMN], 1);
+        // A TAB before the `#` is white space before a comment.
+        assert_eq!(report.cleaned[cleaned::COMMENT], 2);
+        assert!(!report.cleaned.contains_key(cleaned::COLUMN));
+        // Unicode white space before `#` too.
+        assert_eq!(
+            exprs(
+                SourceFormat::Urls,
+                "http://a.example/p\u{a0}# seen 2020".as_bytes()
+            ),
+            Ok(vec!["a.example/p".to_owned()])
+        );
     }
 
     // Issue 13, item 2.
@@ -1524,7 +1937,7 @@ mod tests {
         assert_eq!(readings[0].expressions, ["tab.example/mid"]);
         let (out, report) = collect(line, SourceFormat::Urls);
         assert_eq!(out, hashes(&["tab.example/mid"]));
-        assert_eq!(report.cleaned[cleaned::TAB_COLUMN], 1);
+        assert_eq!(report.cleaned[cleaned::COLUMN], 1);
         assert_eq!(report.accepted, 1);
     }
 
@@ -1591,10 +2004,11 @@ mod tests {
             exprs(SourceFormat::Json, "\u{feff}evil.example\u{3000}".as_bytes()),
             Ok(vec!["evil.example/".to_owned()])
         );
-        // Inside a URL, U+00A0 is the canonicalizer's to escape.
+        // Inside a URL, U+00A0 separates fields as a space does: the line is
+        // read cut there and as written (the canonicalizer escapes it).
         assert_eq!(
             exprs(SourceFormat::Urls, "http://a.example/x\u{a0}y".as_bytes()),
-            Ok(vec!["a.example/x%C2%A0y".to_owned()])
+            Ok(vec!["a.example/x".to_owned(), "a.example/x%C2%A0y".to_owned()])
         );
         // A byte that is not UTF-8 at the end is no white space.
         assert_eq!(
@@ -1629,8 +2043,11 @@ mod tests {
             exprs(SourceFormat::Urls, b"\"\"https://x.example/a\"\""),
             Ok(vec!["\"https/x.example/a\"".to_owned()])
         );
-        let readings = read_one(SourceFormat::Domains, b"'evil.example\"").unwrap();
-        assert_eq!(readings[0].text, b"'evil.example\"");
+        // Unmatched quotes stay, and a host name holds none.
+        assert_eq!(
+            read_one(SourceFormat::Domains, b"'evil.example\"").map(|_| ()),
+            Err(reason::NOT_A_HOST_NAME)
+        );
         // An empty quoted line is blank.
         assert!(read_line(SourceFormat::Urls, b"\"\"").is_skipped());
     }

@@ -31,7 +31,7 @@ use blocksieve_agent::{Agent, Verdict};
 use blocksieve_format::FullHash;
 use blocksieve_format::api::ListsResponse;
 use blocksieve_publisher::config::{SourceConfig, SourceFormat};
-use blocksieve_publisher::sources::{EntryOutcome, LineOutcome, read_line};
+use blocksieve_publisher::sources::{EntryOutcome, LineOutcome, feed_lines, read_line};
 
 use crate::{RunningPublisher, config};
 
@@ -214,8 +214,8 @@ pub fn read_feed(path: &Path) -> Result<Vec<u8>, BoxError> {
     }
 }
 
-/// Every item of the feed: its lines, split as the build splits them (on
-/// LF; a final LF starts no line), or the strings of a JSON document's
+/// Every item of the feed: its lines, split as the build splits them
+/// ([`feed_lines`]), or the strings of a JSON document's
 /// `blacklist` array; and, for JSON, the strings of its `whitelist` array.
 ///
 /// # Errors
@@ -242,12 +242,7 @@ pub fn read_items(bytes: &[u8], format: SourceFormat) -> Result<(Vec<Item>, Vec<
         };
         return Ok((array("blacklist"), array("whitelist")));
     }
-    if bytes.is_empty() {
-        return Ok((Vec::new(), Vec::new()));
-    }
-    let trimmed = bytes.strip_suffix(b"\n").unwrap_or(bytes);
-    let items = trimmed
-        .split(|&b| b == b'\n')
+    let items = feed_lines(bytes)
         .enumerate()
         .map(|(i, line)| Item {
             at: format!("line {}", i + 1),

@@ -241,7 +241,7 @@ async fn cleaned_lines_are_counted_in_v1_lists() {
     assert_eq!((build.lines, build.rejected), (4, 0));
     for kind in [
         cleaned::COMMENT,
-        cleaned::TAB_COLUMN,
+        cleaned::COLUMN,
         cleaned::UNICODE_WHITE_SPACE,
         cleaned::QUOTES,
     ] {
