@@ -581,8 +581,13 @@ fn key_arg(value: &str) -> anyhow::Result<TrustedKey> {
     if path.is_file() {
         let text =
             std::fs::read_to_string(path).with_context(|| format!("--key: reading key file {value}"))?;
+        // An editor may have written a byte-order mark before the key.
+        let text = text.trim_start_matches('\u{feff}');
         return TrustedKey::from_base64_or_hex(text.trim())
             .with_context(|| format!("--key: key file {value}"));
+    }
+    if path.is_dir() {
+        anyhow::bail!("--key: {value} is a directory, not a key file");
     }
     TrustedKey::from_base64_or_hex(value.trim()).context("--key is not an existing key file")
 }

@@ -91,7 +91,8 @@ struct Args {
     /// The longest any one request may take, in seconds: the list query,
     /// each snapshot download (headers and whole body), each full-hash
     /// request; each mirror tried gets as long again.
-    #[arg(long, value_name = "SECONDS", default_value_t = 10)]
+    #[arg(long, value_name = "SECONDS", default_value_t = 10,
+          value_parser = clap::value_parser!(u64).range(1..))]
     timeout: u64,
 
     /// URLs to check. Default: read from stdin, one per line.
@@ -178,6 +179,14 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     builder = builder.lists(lists);
     let agent = builder.build().context("configuring the agent")?;
+    // A cached snapshot that failed verification was set aside at start:
+    // say so before the network is tried, so an offline run explains why
+    // it has no list.
+    for list in &agent.status().lists {
+        if let Some(error) = &list.last_storage_error {
+            eprintln!("check: warning: list {}: {error}", list.name);
+        }
+    }
     let report = agent
         .update()
         .await
@@ -327,6 +336,8 @@ fn trusted_keys(values: &[String]) -> anyhow::Result<Vec<TrustedKey>> {
 fn key_from(value: &str) -> anyhow::Result<TrustedKey> {
     if Path::new(value).is_file() {
         let text = std::fs::read_to_string(value).with_context(|| format!("reading key file {value}"))?;
+        // An editor may have written a byte-order mark before the key.
+        let text = text.trim_start_matches('\u{feff}');
         TrustedKey::from_base64_or_hex(text.trim()).with_context(|| format!("key file {value}"))
     } else {
         TrustedKey::from_base64_or_hex(value.trim()).context("--key is neither an existing file nor a key")

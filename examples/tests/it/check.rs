@@ -539,3 +539,49 @@ fn timeout_bounds_a_full_hash_request_that_never_answers() {
     assert!(stdout.contains("timed out"), "{stdout}");
     assert!(stdout.ends_with("safe http://good.example/\n"), "{stdout}");
 }
+
+/// A cached snapshot that fails verification is set aside at start; with
+/// the publisher down, the run says so instead of only the network error.
+#[test]
+fn cache_dir_with_a_corrupt_snapshot_and_the_publisher_down_names_the_quarantined_file() {
+    let dir = temp_dir();
+    let cache = dir.join("cache");
+    let publisher = start();
+    let key = key().public_key().to_base64();
+    let args = |base: &str| {
+        vec![
+            "--publisher".to_owned(),
+            base.to_owned(),
+            "--key".to_owned(),
+            key.clone(),
+            "--list".to_owned(),
+            "malware".to_owned(),
+            "--cache-dir".to_owned(),
+            cache.to_str().unwrap().to_owned(),
+            "http://good.example/".to_owned(),
+        ]
+    };
+    let run = |base: &str| {
+        let args = args(base);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        check(&args, None, &dir)
+    };
+    let out = run(&publisher.base_url);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    drop(publisher);
+    let file = cache.join("malware.snapshot");
+    let mut bytes = std::fs::read(&file).unwrap();
+    *bytes.last_mut().unwrap() ^= 1;
+    std::fs::write(&file, bytes).unwrap();
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let out = run(&format!("http://{closed}"));
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("warning: list malware: cache file") && stderr.contains("quarantined"),
+        "{stderr}"
+    );
+}
