@@ -125,20 +125,10 @@ fn probe(snapshot: &VerifiedSnapshot, data: &[u8]) {
     let _ = snapshot.probably_contains(&FullHash::of(data));
 }
 
-/// Every source format, in the order the first input byte selects them.
-const FORMATS: [SourceFormat; 7] = [
-    SourceFormat::Urls,
-    SourceFormat::Hosts,
-    SourceFormat::Domains,
-    SourceFormat::AdblockHosts,
-    SourceFormat::Csv,
-    SourceFormat::Json,
-    SourceFormat::Sha256,
-];
-
-/// The source format the first byte of a feed fuzz input selects.
+/// The source format the first byte of a feed fuzz input selects, in
+/// [`SourceFormat::ALL`] order.
 pub fn feed_format(selector: u8) -> SourceFormat {
-    FORMATS[usize::from(selector) % FORMATS.len()]
+    SourceFormat::ALL[usize::from(selector) % SourceFormat::ALL.len()]
 }
 
 /// Feed parsing: the first byte of `data` selects the format
