@@ -480,23 +480,32 @@ impl AgentBuilder {
         Ok(Agent::new(settings, client))
     }
 
-    /// Asks the publisher which threat lists it serves (`GET /v1/lists` on
-    /// the first base URL), to subscribe to all of them. Uses this builder's
-    /// timeout and user agent; lists and keys are not needed yet.
+    /// Asks the publisher which threat lists it serves (`GET /v1/lists`), to
+    /// subscribe to all of them: the base URLs are tried in order, the
+    /// publisher's then each mirror's, until one answers. Uses this
+    /// builder's timeout and user agent; lists and keys are not needed yet.
     ///
     /// # Errors
     ///
-    /// A misconfiguration error as from [`AgentBuilder::build`], or a
-    /// transport or bad-data error from the request.
+    /// A misconfiguration error as from [`AgentBuilder::build`], or, when
+    /// no base URL answers, the transport or bad-data error of the first.
     pub async fn fetch_publisher_lists(&self) -> Result<ListsResponse, Error> {
-        let base = self
+        let bases = self
             .base_urls
-            .first()
+            .iter()
             .map(|u| validate_base_url(u, self.allow_plain_http))
-            .transpose()?
-            .unwrap_or_default();
+            .collect::<Result<Vec<_>, _>>()?;
         let client = self.client()?;
-        http::fetch_lists(&client, &format!("{base}/v1/lists")).await
+        let mut first_error = None;
+        for base in &bases {
+            match http::fetch_lists(&client, &format!("{base}/v1/lists")).await {
+                Ok(lists) => return Ok(lists),
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        Err(first_error.unwrap_or_else(|| invalid("base_url", "none")))
     }
 
     /// The one HTTP client of the agent, with the validated user agent,

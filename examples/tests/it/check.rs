@@ -398,6 +398,33 @@ fn mirror_takes_over_when_the_publisher_is_down() {
     assert_eq!(text(&out.stdout), "unsafe malware http://evil.example/\n");
 }
 
+/// Without `--list`, the lists are asked of the mirrors too when the
+/// publisher is down (they were asked of the publisher only: exit 2).
+#[test]
+fn regression_mirror_takes_over_list_discovery_when_the_publisher_is_down() {
+    let publisher = start();
+    let addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let key = key().public_key().to_base64();
+    let out = check(
+        &[
+            "--publisher",
+            &format!("http://{addr}"),
+            "--mirror",
+            &publisher.base_url,
+            "--key",
+            &key,
+            "http://evil.example/",
+        ],
+        None,
+        &temp_dir(),
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "unsafe malware http://evil.example/\n");
+}
+
 #[test]
 fn untrusted_key_exits_2() {
     let publisher = start();
