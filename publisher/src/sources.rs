@@ -24,35 +24,46 @@
 //!    read as browsers read it.
 //! 2. Blank lines and comments are skipped: a line starting with `#`, and
 //!    with `!` in adblock lists.
-//! 3. Quotes. `urls`: a line starting with `"` or `'` holds a quoted URL up
-//!    to the matching quote that ends the line or is followed by white
-//!    space, `,`, `;` or `#` (a CSV-export artifact:
-//!    `"https://x.example/a,b,c"`, `"http://x.example/p","2020-01-01"`);
-//!    what follows it is a column or a comment. Other formats: one pair of
-//!    matching surrounding quotes is removed, and a `hosts` name loses its
-//!    own.
+//! 3. Quotes. `urls`: a field starting with `"` or `'` runs to the
+//!    matching quote that ends the line or is followed by white space, `,`,
+//!    `;` or `#` (a CSV-export artifact: `"https://x.example/a,b,c"`,
+//!    `"2020-01-01","http://x.example/p"`), and a `,` or `;` right after it
+//!    separates it from the next field. A whole line in quotes whose last
+//!    quote no field took is also read whole (`"http://a.example/q?x="a",b"`).
+//!    Other formats: one pair of matching surrounding quotes is removed, and
+//!    a `hosts` name loses its own.
 //! 4. Columns and comments:
-//!    - `urls`: the line (or the quoted field) is split into fields at
-//!      ASCII or Unicode white space. A field starting with `#` after the
-//!      first starts a comment (`http://comment.example/p # seen
-//!      2020-01-01`); a `#` right after the URL is its fragment. The URL
-//!      fields are those starting with a scheme (`http://…`), or the first
-//!      field when none does; the others are columns and are dropped
-//!      (`http://tab.example/mid<TAB>2020-01-01`, `1<TAB>http://a.example/p`,
-//!      `phishing http://a.example/p`). Several URL fields are each read.
+//!    - `urls`: the line is split into fields at ASCII or Unicode white
+//!      space (not at the invisible U+FEFF, U+200B, U+2060, which stay in a
+//!      URL for the canonicalizer to escape). An unquoted field starting
+//!      with `#` after the first starts a comment
+//!      (`http://comment.example/p # seen`); a `#` right after the URL is
+//!      its fragment. The
+//!      URL fields are those starting with a scheme (`http://…`); when none
+//!      does, the first that holds a `/` or a `.` and a letter, else the
+//!      first dotted-quad address, else the first field. The others are
+//!      columns and are dropped (`http://tab.example/mid<TAB>2020-01-01`,
+//!      `1<TAB>http://a.example/p`, `"Phishing" http://a.example/p`,
+//!      `2020-01-01 a.example/login`). Several URL fields with a scheme are
+//!      each read.
 //!    - `hosts`, `domains`, `sha256`: a `#` anywhere starts a comment (no
-//!      host name or hex digit holds one).
+//!      host name or hex digit holds one); `hosts` names are separated by
+//!      ASCII or Unicode white space.
 //! 5. `urls`: a URL as written never holds a raw space, but browsers escape
-//!    one (`%20`) where a page's link has it, so fields that follow a URL
-//!    field after spaces (no TAB) are ambiguous: columns, or part of the
-//!    URL. Both readings are published: the URL field alone, and as written
-//!    with them (the canonicalizer escapes the space, as browsers do). No
-//!    real feed of the project's has such a line; when one does, nothing it
-//!    lists is lost.
+//!    one (`%20`) where a page's link has it, so unquoted fields that follow
+//!    a URL field after spaces (no TAB) are ambiguous: columns, or part of
+//!    the URL. The URL is read as written with them and — only when the
+//!    space falls after the host (the field holds a `/`, `\`, `?` or `#`
+//!    past its authority) — as the field alone. A space inside a host makes
+//!    no URL, and the field alone would list a host-wide expression for a
+//!    host the line does not name (`http://bank.example .evil.example/`).
+//!    The same holds for a space inside a quoted URL. No real feed of the
+//!    project's has such a line; when one does, nothing it lists is lost.
 //!
 //! A domain entry must look like a host name (letters, digits, `-`, `_`,
-//! `.`, `%`-escapes, non-ASCII characters, an optional `:port`, or an IPv6
-//! address, bare or bracketed); anything else is [`reason::NOT_A_HOST_NAME`],
+//! `.`, `%`-escapes, non-ASCII characters other than white space, an
+//! optional `:port`, or an IPv6 address, bare or bracketed with an optional
+//! `:port`); anything else is [`reason::NOT_A_HOST_NAME`],
 //! never a garbage `host/` entry. Commas belong to a URL
 //! (`https://x.example/a,b,c`): a comma-separated export is read with the
 //! `csv` format.
@@ -613,23 +624,29 @@ fn is_bare_ipv6(name: &[u8]) -> bool {
 /// is a column, rule syntax or a mistake, not a host (RFC 1123 §2.1, and
 /// the forbidden host code points of the WHATWG URL Standard).
 fn is_host_name_like(name: &[u8]) -> bool {
-    if let Some(inner) = name.strip_prefix(b"[") {
+    // `host:port`, `[v6]:port`: the port is digits.
+    let (host, port) = match memchr::memrchr(b':', name) {
+        Some(colon) if !name.starts_with(b"[") || name.get(colon.saturating_sub(1)) == Some(&b']') => {
+            let (host, port) = name.split_at(colon);
+            (host, Some(port.get(1..).unwrap_or_default()))
+        }
+        _ => (name, None),
+    };
+    if port.is_some_and(|p| p.is_empty() || !p.iter().all(u8::is_ascii_digit)) {
+        return false;
+    }
+    if let Some(inner) = host.strip_prefix(b"[") {
         let inner = inner.strip_suffix(b"]").unwrap_or(b"");
         return std::str::from_utf8(inner).is_ok_and(|s| s.parse::<std::net::Ipv6Addr>().is_ok());
     }
-    let host = match memchr::memrchr(b':', name) {
-        Some(colon) => {
-            let (host, port) = name.split_at(colon);
-            let port = port.get(1..).unwrap_or_default();
-            if port.is_empty() || !port.iter().all(u8::is_ascii_digit) {
-                return false;
-            }
-            host
-        }
-        None => name,
-    };
-    host.iter()
-        .all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'%') || !b.is_ascii())
+    host.utf8_chunks().all(|chunk| {
+        // Bytes that are not UTF-8 are the canonicalizer's to escape.
+        chunk.valid().chars().all(|c| {
+            c.is_ascii_alphanumeric()
+                || matches!(c, '-' | '_' | '.' | '%')
+                || !c.is_ascii() && !is_unicode_white(c) && !c.is_control()
+        })
+    })
 }
 
 fn replace_all(haystack: &[u8], from: &[u8], to: &[u8]) -> Vec<u8> {
@@ -933,157 +950,234 @@ fn clean_line(format: SourceFormat, raw: &[u8]) -> Option<Cleaned<'_>> {
 /// Steps 3 to 5 of the module docs for a `urls` line (trimmed, not a
 /// comment).
 fn clean_url_line(text: &[u8], mut cuts: Cuts) -> Option<Cleaned<'_>> {
-    // A quoted URL field: what follows its closing quote is a column or a
-    // comment (a space inside belongs to the field, step 5 below).
-    let (field, quoted) = match quoted_field(text) {
-        Some((inner, rest)) => {
-            cuts.0 |= Cuts::QUOTES;
-            let rest = trim_white(rest, &mut cuts);
-            if rest.first() == Some(&b'#') {
-                cuts.0 |= Cuts::COMMENT;
-            } else if !rest.is_empty() {
-                cuts.0 |= Cuts::COLUMN;
-            }
-            (trim_white(inner, &mut cuts), true)
-        }
-        None => (text, false),
-    };
-    // Most lines are one field with no white space inside.
-    let tokens = white_separated(field);
-    let first = tokens.first()?;
-    if tokens.len() == 1 {
+    // Most lines are one URL: ASCII, no white space, no quote at the start.
+    if !matches!(text.first(), Some(b'"' | b'\''))
+        && !text.iter().any(|&b| b.is_ascii_whitespace() || !b.is_ascii())
+    {
         return Some(Cleaned {
-            text: first.text,
+            text,
             more: Vec::new(),
             cuts,
         });
     }
-    // White space then `#` starts a comment (unless the `#` is inside the
-    // quoted field).
-    let tokens = match tokens
-        .iter()
-        .skip(1)
-        .position(|t| !quoted && t.text.first() == Some(&b'#'))
-    {
-        Some(i) => {
-            cuts.0 |= Cuts::COMMENT;
-            tokens.get(..=i).unwrap_or_default()
-        }
-        None => &tokens[..],
-    };
-    // The URL fields: every field that starts with a scheme, or, when none
-    // does, the first. Each reads as itself and, when fields without a
-    // scheme follow it after spaces (no TAB), also as written with them: a
-    // space is a column separator or part of the URL.
-    let schemed: Vec<usize> = (0..tokens.len())
-        .filter(|&i| {
-            tokens
-                .get(i)
-                .is_some_and(|t| has_scheme(unquote(t.text).unwrap_or(t.text)))
-        })
+    let (fields, comment) = url_fields(text);
+    if comment {
+        cuts.0 |= Cuts::COMMENT;
+    }
+    // The URL fields: those starting with a scheme; when none does, the
+    // first that looks like a host or URL, else the first.
+    let mut chosen: Vec<usize> = (0..fields.len())
+        .filter(|&i| fields.get(i).is_some_and(|f| has_scheme(f.text)))
         .collect();
-    let starts = if schemed.is_empty() { vec![0] } else { schemed };
+    if chosen.is_empty() {
+        let nonempty = || (0..fields.len()).filter(|&i| fields.get(i).is_some_and(|f| !f.text.is_empty()));
+        let like = |i: &usize, min: u8| fields.get(*i).is_some_and(|f| url_likeness(f.text) >= min);
+        let pick = nonempty()
+            .find(|i| like(i, 2))
+            .or_else(|| nonempty().find(|i| like(i, 1)))
+            .or_else(|| nonempty().next());
+        chosen.extend(pick);
+    }
     let mut readings: Vec<&[u8]> = Vec::new();
     let mut used = 0;
-    for (n, &i) in starts.iter().enumerate() {
-        let Some(token) = tokens.get(i) else { continue };
-        let next_start = starts.get(n + 1).copied().unwrap_or(tokens.len());
-        // Fields joined to this one by spaces only.
+    for (n, &i) in chosen.iter().enumerate() {
+        let Some(field) = fields.get(i) else { continue };
+        used += 1;
+        if field.quoted {
+            cuts.0 |= Cuts::QUOTES;
+            readings.push(field.text);
+            // A space inside a quoted URL: also the URL cut there, when the
+            // cut falls after the host.
+            if let Some(cut) = cut_at_white(field.text)
+                && cuts_after_host(cut)
+            {
+                cuts.0 |= Cuts::SPACE;
+                readings.push(cut);
+            }
+            continue;
+        }
+        // Unquoted fields joined to this one by spaces may belong to it.
+        let next_chosen = chosen.get(n + 1).copied().unwrap_or(fields.len());
         let mut last = i;
-        while last + 1 < next_start && tokens.get(last + 1).is_some_and(|t| t.after_spaces) {
+        while last + 1 < next_chosen && fields.get(last + 1).is_some_and(|f| f.after_spaces && !f.quoted) {
             last += 1;
         }
-        used += 1 + last - i;
-        let own = match unquote(token.text) {
-            Some(inner) if tokens.len() > 1 => {
-                cuts.0 |= Cuts::QUOTES;
-                inner
-            }
-            _ => token.text,
-        };
-        readings.push(own);
-        if last > i
-            && let Some(end) = tokens.get(last)
-        {
-            cuts.0 |= Cuts::SPACE;
-            readings.push(
-                field
-                    .get(token.start..end.start + end.text.len())
-                    .unwrap_or(token.text),
-            );
+        used += last - i;
+        let Some(end) = fields.get(last) else { continue };
+        if last == i {
+            readings.push(field.text);
+            continue;
         }
+        cuts.0 |= Cuts::SPACE;
+        // The field alone only when the space falls after the host: a space
+        // inside a host makes no URL, and the cut would list a host-wide
+        // expression for a host the line does not name
+        // (`http://bank.example .evil.example/login`).
+        if cuts_after_host(field.text) {
+            readings.push(field.text);
+        }
+        readings.push(text.get(field.start..end.end).unwrap_or(field.text));
     }
-    if used < tokens.len() {
+    if used < fields.iter().filter(|f| !f.text.is_empty() || f.quoted).count() {
         cuts.0 |= Cuts::COLUMN;
     }
+    // A line in quotes whose closing quote no field took may be one URL
+    // holding its quote character (`"http://a.example/q?x="a",b"`): read
+    // it whole too.
+    if let Some(inner) = unquote(text)
+        && fields.last().is_some_and(|f| !f.quoted)
+        && readings.first().is_some_and(|r| *r != inner)
+        && has_scheme(inner)
+    {
+        cuts.0 |= Cuts::QUOTES;
+        readings.push(inner);
+    }
     let mut readings = readings.into_iter();
-    let text = readings.next()?;
+    let first = readings.next()?;
     Some(Cleaned {
-        text,
+        text: first,
         more: readings.collect(),
         cuts,
     })
 }
 
-/// One field of a line and where it starts.
+/// One field of a `urls` line.
 #[derive(Debug, Clone, Copy)]
-struct Token<'a> {
+struct Field<'a> {
+    /// The field, without its quotes.
     text: &'a [u8],
+    /// Where it starts and ends in the line (quotes included).
     start: usize,
+    end: usize,
+    /// Whether it was quoted.
+    quoted: bool,
     /// Whether the white space before it holds no TAB (or other ASCII
     /// control): spaces, and Unicode white space, may be inside a URL.
     after_spaces: bool,
 }
 
-/// The fields of `text` separated by white space (ASCII, and the Unicode
-/// white space of [`is_unicode_white`]).
-fn white_separated(text: &[u8]) -> Vec<Token<'_>> {
-    let mut tokens = Vec::new();
-    let mut start = None;
-    let mut spaces_only = true;
+/// The fields of a `urls` line, split at white space (ASCII, and the
+/// Unicode white space of [`is_field_white`]); a field starting with a
+/// quote runs to its closing quote ([`closing_quote`]), and a `,` or `;`
+/// right after it separates it from the next. Also whether a comment was
+/// cut: an unquoted field starting with `#` after the first starts one.
+fn url_fields(text: &[u8]) -> (Vec<Field<'_>>, bool) {
+    let mut fields = Vec::new();
     let mut i = 0;
+    let mut spaces_only = true;
     while let Some(rest) = text.get(i..).filter(|r| !r.is_empty()) {
         let white = white_len(rest);
-        if white == 0 {
-            if start.is_none() {
-                start = Some((i, spaces_only));
+        if white > 0 {
+            if rest
+                .first()
+                .is_some_and(|&b| b.is_ascii_whitespace() && b != b' ')
+            {
+                spaces_only = false;
             }
-            i += 1;
+            i += white;
             continue;
         }
-        if let Some((s, after_spaces)) = start.take() {
-            tokens.push(Token {
-                text: text.get(s..i).unwrap_or_default(),
-                start: s,
-                after_spaces,
+        let after_spaces = spaces_only && !fields.is_empty();
+        spaces_only = true;
+        if let Some(close) = closing_quote(rest) {
+            fields.push(Field {
+                text: rest.get(1..close).unwrap_or_default(),
+                start: i,
+                end: i + close + 1,
+                quoted: true,
+                after_spaces: false,
             });
-            spaces_only = true;
+            i += close + 1;
+            if text.get(i).is_some_and(|b| matches!(b, b',' | b';')) {
+                i += 1;
+                spaces_only = false;
+            }
+            continue;
         }
-        if rest
-            .first()
-            .is_some_and(|&b| b.is_ascii_whitespace() && b != b' ')
-        {
-            spaces_only = false;
+        if rest.first() == Some(&b'#') && !fields.is_empty() {
+            return (fields, true);
         }
-        i += white;
-    }
-    if let Some((s, after_spaces)) = start {
-        tokens.push(Token {
-            text: text.get(s..).unwrap_or_default(),
-            start: s,
+        let len = (0..rest.len())
+            .find(|&j| rest.get(j..).is_some_and(|r| white_len(r) > 0))
+            .unwrap_or(rest.len());
+        fields.push(Field {
+            text: rest.get(..len).unwrap_or_default(),
+            start: i,
+            end: i + len,
+            quoted: false,
             after_spaces,
         });
+        i += len;
     }
-    tokens
+    (fields, false)
 }
 
-/// The length of the white space `bytes` start with: one ASCII white-space
-/// byte, or one Unicode white-space character; 0 when it starts with none.
+/// How much a field without a scheme looks like a URL or host rather than
+/// a column: 2 when it holds a `/`, or a `.` and a letter (`a.example`,
+/// `a.example/p`); 1 for a dotted-quad IPv4 address (also the address
+/// column of a hosts line); 0 for dates, counts and words.
+fn url_likeness(field: &[u8]) -> u8 {
+    let dots = field.iter().filter(|&&b| b == b'.').count();
+    if field.contains(&b'/') || dots > 0 && field.iter().any(u8::is_ascii_alphabetic) {
+        2
+    } else if dots == 3 {
+        1
+    } else {
+        0
+    }
+}
+
+/// `text` cut at its first white space, if it holds any.
+fn cut_at_white(text: &[u8]) -> Option<&[u8]> {
+    let at = (0..text.len()).find(|&j| text.get(j..).is_some_and(|r| white_len(r) > 0))?;
+    text.get(..at)
+}
+
+/// Whether URL text (with or without a scheme) goes on past its host: it
+/// holds a `/`, `\`, `?` or `#` after the authority's start. A URL cut
+/// there still names the host the whole URL names.
+fn cuts_after_host(url: &[u8]) -> bool {
+    let authority = match memchr::memmem::find(url, b"://") {
+        Some(at) if has_scheme(url) => url.get(at + 3..).unwrap_or_default(),
+        _ => url,
+    };
+    authority.iter().any(|b| matches!(b, b'/' | b'\\' | b'?' | b'#'))
+}
+
+/// The white space that separates fields: ASCII white space and Unicode
+/// white space, but not the invisible U+FEFF, U+200B and U+2060 (inside a
+/// URL they are the canonicalizer's to escape; trimmed at the ends only).
+fn is_field_white(c: char) -> bool {
+    c.is_whitespace()
+}
+
+/// The fields of `text` separated by white space ([`white_len`]).
+fn split_white(text: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut rest = text;
+    std::iter::from_fn(move || {
+        while white_len(rest) > 0 {
+            rest = rest.get(white_len(rest)..).unwrap_or_default();
+        }
+        if rest.is_empty() {
+            return None;
+        }
+        let len = (0..rest.len())
+            .find(|&j| rest.get(j..).is_some_and(|r| white_len(r) > 0))
+            .unwrap_or(rest.len());
+        let (field, after) = rest.split_at(len);
+        rest = after;
+        Some(field)
+    })
+}
+
+/// The length of the field-separating white space `bytes` start with: one
+/// ASCII white-space byte, or one character of [`is_field_white`]; 0 when
+/// it starts with none.
 fn white_len(bytes: &[u8]) -> usize {
     match bytes.first() {
         Some(b) if b.is_ascii_whitespace() => 1,
         Some(b) if !b.is_ascii() => first_char(bytes)
-            .filter(|(c, _)| is_unicode_white(*c))
+            .filter(|(c, _)| is_field_white(*c))
             .map_or(0, |(_, len)| len),
         _ => 0,
     }
@@ -1103,10 +1197,10 @@ fn has_scheme(text: &[u8]) -> bool {
             .all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.'))
 }
 
-/// A leading quoted field, `"…"` or `'…'`, whose closing quote ends the
-/// line or is followed by white space, `,`, `;` or `#`: what is inside,
-/// and what follows the closing quote.
-fn quoted_field(text: &[u8]) -> Option<(&[u8], &[u8])> {
+/// Where the field `text` starts with closes, when it starts with a quote
+/// (`"` or `'`): the first matching quote that ends the text or is
+/// followed by white space, `,`, `;` or `#`.
+fn closing_quote(text: &[u8]) -> Option<usize> {
     let (&open, rest) = text.split_first()?;
     if !matches!(open, b'"' | b'\'') {
         return None;
@@ -1120,7 +1214,7 @@ fn quoted_field(text: &[u8]) -> Option<(&[u8], &[u8])> {
             Some(b) => matches!(b, b',' | b';' | b'#') || white_len(after) > 0,
         };
         if ends {
-            return Some((rest.get(..close).unwrap_or_default(), after));
+            return Some(close + 1);
         }
         from = close + 1;
     }
@@ -1289,7 +1383,7 @@ fn read_domain(name: &[u8], shown: &[u8], v: &mut impl Visit) {
 
 /// A hosts line: `address name [name…]`, or bare names.
 fn read_hosts(text: &[u8], v: &mut impl Visit) {
-    let mut fields = text.split(u8::is_ascii_whitespace).filter(|f| !f.is_empty());
+    let mut fields = split_white(text);
     let Some(first) = fields.next() else { return };
     // A bare name without an address column is a name too.
     let address = is_ip_literal(first);
@@ -1334,17 +1428,12 @@ fn adblock_rule(line: &[u8]) -> Result<AdblockRule<'_>, &'static str> {
     {
         return Err(reason::ADBLOCK_COSMETIC);
     }
-    // Options after the last `$` — none when the rule ends with the `|`
-    // end anchor, and none that hold `/` or `?` (then the `$` is in a URL's
-    // query) — then the `|` end anchor, then the `^` separator before it.
+    // Options after the last `$` when they are options (else the `$` is
+    // part of a URL: `|http://a.example/p?x=$y|`), then the `|` end anchor,
+    // then the `^` separator before it.
     let rule = match memchr::memrchr(b'$', line) {
-        Some(i) if !line.ends_with(b"|") => {
-            let options = line.get(i + 1..).unwrap_or_default();
-            if options.iter().any(|&b| matches!(b, b'/' | b'?')) {
-                line
-            } else {
-                line.get(..i).unwrap_or_default()
-            }
+        Some(i) if are_adblock_options(line.get(i + 1..).unwrap_or_default()) => {
+            line.get(..i).unwrap_or_default()
         }
         _ => line,
     };
@@ -1365,6 +1454,82 @@ fn adblock_rule(line: &[u8]) -> Result<AdblockRule<'_>, &'static str> {
             AdblockRule::Host(rule)
         },
     )
+}
+
+/// Network-rule option names of Adblock Plus and uBlock Origin (their
+/// filter syntax documentation), which may follow a rule's last `$`.
+const ADBLOCK_OPTIONS: &[&str] = &[
+    "1p",
+    "3p",
+    "all",
+    "badfilter",
+    "cname",
+    "csp",
+    "css",
+    "denyallow",
+    "doc",
+    "document",
+    "domain",
+    "ehide",
+    "elemhide",
+    "empty",
+    "first-party",
+    "font",
+    "frame",
+    "from",
+    "generichide",
+    "genericblock",
+    "ghide",
+    "header",
+    "image",
+    "important",
+    "inline-font",
+    "inline-script",
+    "ipaddress",
+    "match-case",
+    "media",
+    "method",
+    "mp4",
+    "object",
+    "other",
+    "permissions",
+    "ping",
+    "popunder",
+    "popup",
+    "redirect",
+    "redirect-rule",
+    "removeparam",
+    "replace",
+    "rewrite",
+    "script",
+    "shide",
+    "specifichide",
+    "strict1p",
+    "strict3p",
+    "stylesheet",
+    "subdocument",
+    "third-party",
+    "to",
+    "urlskip",
+    "uritransform",
+    "webrtc",
+    "websocket",
+    "xhr",
+    "xmlhttprequest",
+];
+
+/// Whether `text` (after a rule's last `$`) is a list of adblock options:
+/// comma-separated known names, each maybe negated (`~`) and with a value
+/// (`domain=a.example|b.example`).
+fn are_adblock_options(text: &[u8]) -> bool {
+    !text.is_empty()
+        && text.split(|&b| b == b',').all(|option| {
+            let option = option.strip_prefix(b"~").unwrap_or(option);
+            let name = option.split(|&b| b == b'=').next().unwrap_or_default();
+            ADBLOCK_OPTIONS
+                .iter()
+                .any(|known| known.as_bytes().eq_ignore_ascii_case(name))
+        })
 }
 
 fn read_adblock(line: &[u8], v: &mut impl Visit) {
@@ -1663,6 +1828,121 @@ mod tests {
         );
         assert_eq!(out, hashes(&["csv3.example/p", "csv4.example/p"]));
         assert_eq!((report.lines, report.rejected_total()), (5, 0));
+    }
+
+    /// More lines found by trying to break the reader: a quoted column
+    /// before the URL, an empty quoted field, a URL without a scheme after
+    /// a column, Unicode white space inside names, an IPv6 host with a
+    /// port, adblock options holding `/`.
+    #[test]
+    fn regression_quoted_columns_schemeless_urls_and_options_keep_the_url() {
+        let ipv6_host = exprs(SourceFormat::Urls, b"http://[2001:db8::1]/").unwrap();
+        for (format, line, want) in [
+            (
+                SourceFormat::Urls,
+                &b"\"Phishing\" http://b.example/p"[..],
+                vec!["b.example/p"],
+            ),
+            (
+                SourceFormat::Urls,
+                b"\"2020-01-01\",\"http://a.example/p\"",
+                vec!["a.example/p"],
+            ),
+            (
+                SourceFormat::Urls,
+                b"'phish' http://c2.example/p",
+                vec!["c2.example/p"],
+            ),
+            (
+                SourceFormat::Urls,
+                b"\"http://a.example/p\" http://b.example/q",
+                vec!["a.example/p", "b.example/q"],
+            ),
+            (
+                SourceFormat::Urls,
+                b"\"\",\"http://e1.example/p\",\"2020\"",
+                vec!["e1.example/p"],
+            ),
+            (
+                SourceFormat::Urls,
+                b"\"\" http://e2.example/p",
+                vec!["e2.example/p"],
+            ),
+            (
+                SourceFormat::Urls,
+                b"\"#\" http://e3.example/p",
+                vec!["e3.example/p"],
+            ),
+            (SourceFormat::Urls, b"1\ta.example/p", vec!["a.example/p"]),
+            (SourceFormat::Urls, b"2020 a2.example/p", vec!["a2.example/p"]),
+            (
+                SourceFormat::Urls,
+                b"2020-01-01 a3.example/login",
+                vec!["a3.example/login"],
+            ),
+            (SourceFormat::Urls, b"0.0.0.0 a4.example", vec!["a4.example/"]),
+            (
+                SourceFormat::Urls,
+                b"\"http://a.example/q?x=\"a\",b\"",
+                vec!["a.example/q?x=\"a", "a.example/q?x=\"a\",b"],
+            ),
+            (
+                SourceFormat::Domains,
+                b"[2001:db8::1]:8080",
+                vec![ipv6_host[0].as_str()],
+            ),
+            (
+                SourceFormat::AdblockHosts,
+                b"||a.example^$removeparam=/utm_/",
+                vec!["a.example/"],
+            ),
+            (
+                SourceFormat::AdblockHosts,
+                b"||b.example^$domain=x.example|y.example",
+                vec!["b.example/"],
+            ),
+            (
+                SourceFormat::Hosts,
+                "0.0.0.0\u{a0}a5.example".as_bytes(),
+                vec!["a5.example/"],
+            ),
+            (
+                SourceFormat::Hosts,
+                "0.0.0.0 a6.example\u{a0}b6.example".as_bytes(),
+                vec!["a6.example/", "b6.example/"],
+            ),
+        ] {
+            let shown = line.escape_ascii().to_string();
+            let got: Vec<String> = read_line(format, line)
+                .entries
+                .into_iter()
+                .flat_map(|e| match e {
+                    EntryOutcome::Accepted(rs) => rs.into_iter().flat_map(|r| r.expressions).collect(),
+                    EntryOutcome::Rejected { reason, .. } => vec![format!("rejected: {reason}")],
+                })
+                .collect();
+            assert_eq!(got, want, "{shown}");
+        }
+        // White space inside a host makes no host-wide entry for the part
+        // before it: a feed URL must not get the site it imitates blocked.
+        for line in [
+            "http://bank.example\u{200b}.evil.example/login",
+            "http://bank.example\u{a0}.evil.example/login",
+            "http://bank.example\u{3000}.evil.example/login",
+            "http://bank.example .evil.example/login",
+            "http://www.bank.example\u{feff}@evil.example/login",
+        ] {
+            let got = exprs(SourceFormat::Urls, line.as_bytes()).unwrap();
+            assert!(
+                got.iter()
+                    .all(|e| e != "bank.example/" && e != "www.bank.example/"),
+                "{line:?}: {got:?}"
+            );
+        }
+        assert_eq!(
+            read_one(SourceFormat::Domains, "a.example\u{a0}2020-01-01".as_bytes()).map(|_| ()),
+            Err(reason::NOT_A_HOST_NAME)
+        );
     }
 
     #[test]
