@@ -1097,9 +1097,7 @@ fn url_fields(text: &[u8]) -> (Vec<Field<'_>>, bool) {
         if rest.first() == Some(&b'#') && !fields.is_empty() {
             return (fields, true);
         }
-        let len = (0..rest.len())
-            .find(|&j| rest.get(j..).is_some_and(|r| white_len(r) > 0))
-            .unwrap_or(rest.len());
+        let len = first_white(rest).unwrap_or(rest.len());
         fields.push(Field {
             text: rest.get(..len).unwrap_or_default(),
             start: i,
@@ -1127,10 +1125,15 @@ fn url_likeness(field: &[u8]) -> u8 {
     }
 }
 
+/// Where the first field-separating white space of `text` starts
+/// ([`white_len`]), if it holds any.
+fn first_white(text: &[u8]) -> Option<usize> {
+    (0..text.len()).find(|&j| text.get(j..).is_some_and(|r| white_len(r) > 0))
+}
+
 /// `text` cut at its first white space, if it holds any.
 fn cut_at_white(text: &[u8]) -> Option<&[u8]> {
-    let at = (0..text.len()).find(|&j| text.get(j..).is_some_and(|r| white_len(r) > 0))?;
-    text.get(..at)
+    text.get(..first_white(text)?)
 }
 
 /// Whether URL text (with or without a scheme) goes on past its host: it
@@ -1161,9 +1164,7 @@ fn split_white(text: &[u8]) -> impl Iterator<Item = &[u8]> {
         if rest.is_empty() {
             return None;
         }
-        let len = (0..rest.len())
-            .find(|&j| rest.get(j..).is_some_and(|r| white_len(r) > 0))
-            .unwrap_or(rest.len());
+        let len = first_white(rest).unwrap_or(rest.len());
         let (field, after) = rest.split_at(len);
         rest = after;
         Some(field)
