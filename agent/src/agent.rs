@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use arc_swap::ArcSwapOption;
-use blocksieve_format::api::{FullHashSearchRequest, FullHashSearchResponse};
+use blocksieve_format::api::{FullHashSearchRequest, FullHashSearchResponse, routes};
 use blocksieve_format::{SnapshotHeader, TrustedKey};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
@@ -571,7 +571,7 @@ impl Inner {
     async fn fetch_and_apply(&self, slot: &ListSlot) -> Result<(ListUpdate, Option<Duration>), Error> {
         let mut first_error = None;
         for base in &self.settings.base_urls {
-            let url = format!("{base}/v1/lists/{}/snapshot", slot.name);
+            let url = format!("{base}{}", routes::latest_snapshot(&slot.name));
             match self.fetch_and_apply_from(slot, &url).await {
                 Ok(done) => return Ok(done),
                 Err(error) => {
@@ -909,7 +909,7 @@ impl Inner {
         };
         let mut first_error = None;
         for base in &self.settings.base_urls {
-            let url = format!("{base}/v1/hashes:search");
+            let url = format!("{base}{}", routes::SEARCH);
             let mut date = None;
             let result = http::search_full_hashes(&self.client, &url, &request, self.now(), &mut date).await;
             self.observe_publisher_time(date);

@@ -498,7 +498,12 @@ impl AgentBuilder {
         let client = self.client()?;
         let mut first_error = None;
         for base in &bases {
-            match http::fetch_lists(&client, &format!("{base}/v1/lists")).await {
+            match http::fetch_lists(
+                &client,
+                &format!("{base}{}", blocksieve_format::api::routes::LISTS),
+            )
+            .await
+            {
                 Ok(lists) => return Ok(lists),
                 Err(e) => {
                     first_error.get_or_insert(e);

@@ -15,8 +15,7 @@ use crate::Error;
 use crate::core::clock::server_time;
 use crate::core::schedule::{parse_next_check, parse_retry_after};
 
-/// The publisher's next-check hint header on snapshot responses (seconds).
-const NEXT_CHECK: &str = "x-blocksieve-next-check";
+use blocksieve_format::api::NEXT_CHECK_HEADER as NEXT_CHECK;
 
 /// The most bytes read of a full-hash search answer. Up to 1,000 prefixes,
 /// each with every listed full hash under it (more for short request

@@ -11,8 +11,73 @@
 //!
 //! A hash prefix in a request is 2 to 8 lowercase hex digits (8 to 32 bits);
 //! the answer holds every listed full hash that starts with it.
+//!
+//! This module is the one place the protocol is spelled: the [`routes`],
+//! the [`NEXT_CHECK_HEADER`], the [`MAX_PREFIXES_PER_REQUEST`] limit and the
+//! request-prefix rule ([`RequestPrefix::new`],
+//! [`is_valid_request_prefix_bits`]).
+
+use std::fmt;
+use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
+
+use crate::hash::{FullHash, HashPrefix, HexError};
+
+/// The API's routes, as axum path templates (`{name}` is a path
+/// parameter), and the functions that fill them in. Publisher and agent both
+/// use these, so a route is spelled once.
+pub mod routes {
+    use super::RequestPrefix;
+
+    /// `GET`: every threat list the publisher serves ([`super::ListsResponse`]).
+    pub const LISTS: &str = "/v1/lists";
+    /// `GET`: the latest snapshot of list `{name}`.
+    pub const LATEST_SNAPSHOT: &str = "/v1/lists/{name}/snapshot";
+    /// `GET`: snapshot `{version}` of list `{name}`, immutable.
+    pub const VERSIONED_SNAPSHOT: &str = "/v1/lists/{name}/snapshots/{version}";
+    /// `GET`: the full hashes in the bucket of one request prefix
+    /// ([`super::FullHashResponse`]).
+    pub const FULL_HASHES: &str = "/v1/hashes/{prefix}";
+    /// `POST`: the full hashes of several request prefixes
+    /// ([`super::FullHashSearchRequest`] → [`super::FullHashSearchResponse`]).
+    pub const SEARCH: &str = "/v1/hashes:search";
+
+    /// The path of list `name`'s latest snapshot.
+    pub fn latest_snapshot(name: &str) -> String {
+        format!("/v1/lists/{name}/snapshot")
+    }
+
+    /// The path of version `version` of list `name`'s snapshot.
+    pub fn versioned_snapshot(name: &str, version: u64) -> String {
+        format!("/v1/lists/{name}/snapshots/{version}")
+    }
+
+    /// The path of the full-hash bucket of `prefix`.
+    pub fn full_hashes(prefix: RequestPrefix) -> String {
+        format!("/v1/hashes/{prefix}")
+    }
+}
+
+/// The publisher's next-check hint on snapshot responses: whole seconds
+/// until an agent should ask again (lowercase, as HTTP/2 sends header names).
+pub const NEXT_CHECK_HEADER: &str = "x-blocksieve-next-check";
+
+/// The most hash prefixes in one `POST /v1/hashes:search`, noise prefixes
+/// included. A longer request is refused with `400 too_many_prefixes`.
+pub const MAX_PREFIXES_PER_REQUEST: usize = 1_000;
+
+/// The shortest request prefix, in bits (FORMAT.md `request_prefix_bits`).
+pub const MIN_REQUEST_PREFIX_BITS: u8 = 8;
+/// The longest request prefix, in bits.
+pub const MAX_REQUEST_PREFIX_BITS: u8 = 32;
+
+/// Whether `bits` is a valid request prefix length: 8 to 32, a multiple of
+/// 4 (whole hex digits). Snapshots, the publisher's configuration and the
+/// agent all apply this one rule.
+pub fn is_valid_request_prefix_bits(bits: u8) -> bool {
+    (MIN_REQUEST_PREFIX_BITS..=MAX_REQUEST_PREFIX_BITS).contains(&bits) && bits.is_multiple_of(4)
+}
 
 /// `GET /v1/lists`: every threat list the publisher serves.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -250,4 +315,128 @@ pub struct ErrorDetail {
     pub code: String,
     /// A human-readable explanation that includes the offending value.
     pub message: String,
+}
+
+/// A hash prefix of 8 to 32 bits (2 to 8 hex digits), as sent to the
+/// full-hash endpoints: shorter prefixes name bigger buckets, so a request
+/// reveals less about the URL (k-anonymity).
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RequestPrefix {
+    /// Prefix length in bits: 8, 12, …, 32.
+    bits: u8,
+    /// The prefix left-aligned in a u32 (low bits zero).
+    value: u32,
+}
+
+impl RequestPrefix {
+    /// The first `bits` bits of `hash`; `None` unless
+    /// [`is_valid_request_prefix_bits`]`(bits)`. The agent sends exactly the
+    /// length a list advertises, or nothing.
+    pub fn new(hash: &FullHash, bits: u8) -> Option<Self> {
+        is_valid_request_prefix_bits(bits).then(|| Self::of(hash, bits))
+    }
+
+    /// The first `bits` bits of `hash` (`bits` is clamped to 8..=32 and
+    /// rounded down to a multiple of 4).
+    pub fn of(hash: &FullHash, bits: u8) -> Self {
+        let bits = bits.clamp(8, 32) / 4 * 4;
+        Self {
+            bits,
+            value: hash.prefix().0 & Self::mask(bits),
+        }
+    }
+
+    fn mask(bits: u8) -> u32 {
+        if bits >= 32 { u32::MAX } else { !(u32::MAX >> bits) }
+    }
+
+    /// Prefix length in bits.
+    pub fn bits(self) -> u8 {
+        self.bits
+    }
+
+    /// The smallest and largest 32-bit prefixes in this bucket.
+    pub fn range32(self) -> (u32, u32) {
+        (self.value, self.value | !Self::mask(self.bits))
+    }
+
+    /// Whether `hash` starts with this prefix.
+    pub fn matches(self, hash: &FullHash) -> bool {
+        hash.prefix().0 & Self::mask(self.bits) == self.value
+    }
+}
+
+impl fmt::Display for RequestPrefix {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let digits = usize::from(self.bits / 4);
+        let full = format!("{:08x}", self.value);
+        f.write_str(&full[..digits])
+    }
+}
+
+impl fmt::Debug for RequestPrefix {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "RequestPrefix({self})")
+    }
+}
+
+impl FromStr for RequestPrefix {
+    type Err = HexError;
+
+    /// Parses 2 to 8 lowercase hex digits.
+    fn from_str(s: &str) -> Result<Self, HexError> {
+        let err = HexError {
+            expected_len: 8,
+            found_len: s.len(),
+        };
+        if !(2..=8).contains(&s.len()) || !s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+            return Err(err);
+        }
+        let v = u32::from_str_radix(s, 16).map_err(|_| err)?;
+        let bits = (s.len() * 4) as u8;
+        let value = if bits == 32 { v } else { v << (32 - bits) };
+        Ok(Self { bits, value })
+    }
+}
+
+impl From<HashPrefix> for RequestPrefix {
+    fn from(p: HashPrefix) -> Self {
+        Self { bits: 32, value: p.0 }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_prefixes() {
+        let h = FullHash::of(b"a.b.c/"); // f9c142c4...
+        let p: RequestPrefix = "f9c".parse().unwrap();
+        assert_eq!(p.bits(), 12);
+        assert!(p.matches(&h));
+        assert_eq!(RequestPrefix::of(&h, 12), p);
+        assert_eq!(p.to_string(), "f9c");
+        assert_eq!(p.range32(), (0xf9c0_0000, 0xf9cf_ffff));
+        assert_eq!(RequestPrefix::of(&h, 32).to_string(), "f9c142c4");
+        assert!(!"f9d".parse::<RequestPrefix>().unwrap().matches(&h));
+        assert!("f".parse::<RequestPrefix>().is_err());
+        assert!("F9C".parse::<RequestPrefix>().is_err());
+        assert!("f9c142c4a".parse::<RequestPrefix>().is_err());
+    }
+
+    #[test]
+    fn request_prefix_lengths() {
+        let h = FullHash::of(b"a.b.c/");
+        assert_eq!(RequestPrefix::new(&h, 12), Some(RequestPrefix::of(&h, 12)));
+        for bad in [0, 4, 7, 9, 13, 36, 255] {
+            assert_eq!(RequestPrefix::new(&h, bad), None, "{bad} bits");
+        }
+        assert_eq!(routes::full_hashes(RequestPrefix::of(&h, 12)), "/v1/hashes/f9c");
+        assert_eq!(routes::latest_snapshot("malware"), "/v1/lists/malware/snapshot");
+        assert_eq!(
+            routes::versioned_snapshot("malware", 7),
+            "/v1/lists/malware/snapshots/7"
+        );
+    }
 }

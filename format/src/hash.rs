@@ -126,87 +126,6 @@ impl FromStr for HashPrefix {
     }
 }
 
-/// A hash prefix of 8 to 32 bits (2 to 8 hex digits), as sent to the
-/// full-hash endpoints: shorter prefixes name bigger buckets, so a request
-/// reveals less about the URL (k-anonymity).
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct RequestPrefix {
-    /// Prefix length in bits: 8, 12, …, 32.
-    bits: u8,
-    /// The prefix left-aligned in a u32 (low bits zero).
-    value: u32,
-}
-
-impl RequestPrefix {
-    /// The first `bits` bits of `hash` (`bits` is clamped to 8..=32 and
-    /// rounded down to a multiple of 4).
-    pub fn of(hash: &FullHash, bits: u8) -> Self {
-        let bits = bits.clamp(8, 32) / 4 * 4;
-        Self {
-            bits,
-            value: hash.prefix().0 & Self::mask(bits),
-        }
-    }
-
-    fn mask(bits: u8) -> u32 {
-        if bits >= 32 { u32::MAX } else { !(u32::MAX >> bits) }
-    }
-
-    /// Prefix length in bits.
-    pub fn bits(self) -> u8 {
-        self.bits
-    }
-
-    /// The smallest and largest 32-bit prefixes in this bucket.
-    pub fn range32(self) -> (u32, u32) {
-        (self.value, self.value | !Self::mask(self.bits))
-    }
-
-    /// Whether `hash` starts with this prefix.
-    pub fn matches(self, hash: &FullHash) -> bool {
-        hash.prefix().0 & Self::mask(self.bits) == self.value
-    }
-}
-
-impl fmt::Display for RequestPrefix {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let digits = usize::from(self.bits / 4);
-        let full = format!("{:08x}", self.value);
-        f.write_str(&full[..digits])
-    }
-}
-
-impl fmt::Debug for RequestPrefix {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "RequestPrefix({self})")
-    }
-}
-
-impl FromStr for RequestPrefix {
-    type Err = HexError;
-
-    /// Parses 2 to 8 lowercase hex digits.
-    fn from_str(s: &str) -> Result<Self, HexError> {
-        let err = HexError {
-            expected_len: 8,
-            found_len: s.len(),
-        };
-        if !(2..=8).contains(&s.len()) || !s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
-            return Err(err);
-        }
-        let v = u32::from_str_radix(s, 16).map_err(|_| err)?;
-        let bits = (s.len() * 4) as u8;
-        let value = if bits == 32 { v } else { v << (32 - bits) };
-        Ok(Self { bits, value })
-    }
-}
-
-impl From<HashPrefix> for RequestPrefix {
-    fn from(p: HashPrefix) -> Self {
-        Self { bits: 32, value: p.0 }
-    }
-}
-
 /// Text that should have been a fixed number of hex digits was not.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("expected up to {expected_len} lowercase hex digits, got {found_len} characters that are not")]
@@ -227,22 +146,6 @@ mod tests {
         assert_eq!(FullHash::of(b"abc").prefix(), HashPrefix(0xba78_16bf));
         assert_eq!(FullHash::of(b"a.b.c/").prefix().to_string(), "f9c142c4");
         assert_eq!(FullHash::of_parts(b"a.b.c", b"/"), FullHash::of(b"a.b.c/"));
-    }
-
-    #[test]
-    fn request_prefixes() {
-        let h = FullHash::of(b"a.b.c/"); // f9c142c4...
-        let p: RequestPrefix = "f9c".parse().unwrap();
-        assert_eq!(p.bits(), 12);
-        assert!(p.matches(&h));
-        assert_eq!(RequestPrefix::of(&h, 12), p);
-        assert_eq!(p.to_string(), "f9c");
-        assert_eq!(p.range32(), (0xf9c0_0000, 0xf9cf_ffff));
-        assert_eq!(RequestPrefix::of(&h, 32).to_string(), "f9c142c4");
-        assert!(!"f9d".parse::<RequestPrefix>().unwrap().matches(&h));
-        assert!("f".parse::<RequestPrefix>().is_err());
-        assert!("F9C".parse::<RequestPrefix>().is_err());
-        assert!("f9c142c4a".parse::<RequestPrefix>().is_err());
     }
 
     #[test]

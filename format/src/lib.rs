@@ -29,6 +29,7 @@ mod reader;
 mod scan;
 mod snapshot;
 
+pub use api::RequestPrefix;
 pub use canon::{
     CanonError, CanonicalUrl, Expression, Expressions, HostKind, MAX_EXPRESSIONS, MAX_URL_BYTES,
     canonicalize, full_hashes,
@@ -37,7 +38,7 @@ pub use error::DecodeError;
 pub use filter::{
     BLOOM_SEED, BuildError, DEFAULT_BLOOM_BITS_PER_KEY, FilterKind, MAX_FILTER_KEYS, PrefixFilter,
 };
-pub use hash::{FullHash, HashPrefix, HexError, RequestPrefix};
+pub use hash::{FullHash, HashPrefix, HexError};
 pub use keys::{KeyError, KeyId, SigningKey, TrustedKey};
 pub use snapshot::{
     CompressedFilter, DecodeLimits, EncodeError, FORMAT_VERSION, KeyBits, MAGIC, MAX_LIST_NAME_BYTES,

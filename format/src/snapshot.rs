@@ -254,7 +254,7 @@ fn check_params(params: &SnapshotParams) -> Result<(), EncodeError> {
     if !is_valid_list_name(&params.list_name) {
         return Err(EncodeError::InvalidListName(params.list_name.clone()));
     }
-    if !(8..=32).contains(&params.request_prefix_bits) || !params.request_prefix_bits.is_multiple_of(4) {
+    if !crate::api::is_valid_request_prefix_bits(params.request_prefix_bits) {
         return Err(EncodeError::InvalidParam {
             field: "request_prefix_bits",
             value: params.request_prefix_bits.to_string(),
@@ -445,7 +445,7 @@ fn parse_header(bytes: &[u8]) -> Result<(SnapshotHeader, usize), DecodeError> {
     let key_bits_raw = r.u8().ok_or(t("key_bits"))?;
     let key_bits = KeyBits::from_bits(key_bits_raw).ok_or(invalid("key_bits", key_bits_raw.into()))?;
     let request_prefix_bits = r.u8().ok_or(t("request_prefix_bits"))?;
-    if !(8..=32).contains(&request_prefix_bits) || request_prefix_bits % 4 != 0 {
+    if !crate::api::is_valid_request_prefix_bits(request_prefix_bits) {
         return Err(invalid("request_prefix_bits", request_prefix_bits.into()));
     }
     let kind_raw = r.u8().ok_or(t("filter_kind"))?;

@@ -452,11 +452,12 @@ pub fn expected_requests_per_1000(per_probe: f64) -> f64 {
 /// whose expected bucket still holds `min_anonymity` listed full hashes (8
 /// when even that is too few).
 pub fn request_prefix_bits(full_hashes: u64, min_anonymity: u64) -> u8 {
-    (8..=32u8)
+    use blocksieve_format::api::{MAX_REQUEST_PREFIX_BITS, MIN_REQUEST_PREFIX_BITS};
+    (MIN_REQUEST_PREFIX_BITS..=MAX_REQUEST_PREFIX_BITS)
         .rev()
         .step_by(4)
         .find(|&bits| full_hashes as f64 / 2f64.powi(i32::from(bits)) >= min_anonymity as f64)
-        .unwrap_or(8)
+        .unwrap_or(MIN_REQUEST_PREFIX_BITS)
 }
 
 fn filter_kind_for(list: &ListConfig, unique_keys: u64) -> FilterKind {

@@ -448,7 +448,7 @@ fn default_max_bucket() -> u64 {
     4096
 }
 fn default_max_prefixes() -> usize {
-    1000
+    blocksieve_format::api::MAX_PREFIXES_PER_REQUEST
 }
 fn default_request_timeout() -> u64 {
     30
@@ -637,7 +637,7 @@ impl Config {
                 ));
             }
             if let Some(bits) = list.request_prefix_bits
-                && (!(8..=32).contains(&bits) || bits % 4 != 0)
+                && !blocksieve_format::api::is_valid_request_prefix_bits(bits)
             {
                 return Err(config_error(
                     field("request_prefix_bits"),

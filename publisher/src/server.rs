@@ -20,7 +20,8 @@ use axum::response::{IntoResponse, Json, Response};
 use axum::routing::{get, post};
 use blocksieve_format::api::{
     ErrorDetail, ErrorResponse, FullHashMatch, FullHashResponse, FullHashSearchRequest,
-    FullHashSearchResponse, ListStatus, ListsResponse, PrefixResult, SnapshotStatus,
+    FullHashSearchResponse, ListStatus, ListsResponse, NEXT_CHECK_HEADER, PrefixResult, SnapshotStatus,
+    routes,
 };
 use blocksieve_format::{FullHash, RequestPrefix};
 use rand::RngCore as _;
@@ -36,10 +37,6 @@ pub const MAX_REQUEST_BODY_BYTES: usize = 64 * 1024;
 /// Largest request head (request line and headers), in bytes: agents send
 /// a few hundred; the rest is room for proxies' headers.
 pub const MAX_REQUEST_HEAD_BYTES: usize = 32 * 1024;
-
-/// Response header telling agents how many seconds to wait before checking
-/// for a new snapshot.
-pub const NEXT_CHECK_HEADER: &str = "x-blocksieve-next-check";
 
 /// Limits applied as layers.
 #[derive(Debug, Clone, Copy)]
@@ -117,11 +114,11 @@ pub fn router(state: Arc<AppState>, limits: Limits) -> Router {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
-        .route("/v1/lists", get(lists))
-        .route("/v1/lists/{name}/snapshot", get(latest_snapshot))
-        .route("/v1/lists/{name}/snapshots/{version}", get(versioned_snapshot))
-        .route("/v1/hashes/{prefix}", get(full_hashes))
-        .route("/v1/hashes:search", post(search))
+        .route(routes::LISTS, get(lists))
+        .route(routes::LATEST_SNAPSHOT, get(latest_snapshot))
+        .route(routes::VERSIONED_SNAPSHOT, get(versioned_snapshot))
+        .route(routes::FULL_HASHES, get(full_hashes))
+        .route(routes::SEARCH, post(search))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(state.clone(), record))
@@ -351,9 +348,8 @@ async fn latest_snapshot(
     let cache_control = HeaderValue::from_str(&format!("public, max-age={next}"))
         .unwrap_or(HeaderValue::from_static("no-cache"));
     let next_check = HeaderValue::from(next);
-    let version_url =
-        HeaderValue::from_str(&format!("/v1/lists/{name}/snapshots/{}", current.header.version))
-            .unwrap_or(HeaderValue::from_static("/"));
+    let version_url = HeaderValue::from_str(&routes::versioned_snapshot(&name, current.header.version))
+        .unwrap_or(HeaderValue::from_static("/"));
     if if_none_match_matches(&headers, &current.etag) {
         return Ok((
             StatusCode::NOT_MODIFIED,

@@ -30,30 +30,18 @@ use rand::seq::SliceRandom;
 
 use crate::core::cache::ListedHashes;
 
-/// The most prefixes in one `POST /v1/hashes:search`, noise included.
-pub const MAX_PREFIXES_PER_REQUEST: usize = 1_000;
-
-/// The shortest request prefix, in bits (FORMAT.md `request_prefix_bits`).
-pub const MIN_PREFIX_BITS: u8 = 8;
-/// The longest request prefix, in bits.
-pub const MAX_PREFIX_BITS: u8 = 32;
-
-fn valid_bits(bits: u8) -> bool {
-    (MIN_PREFIX_BITS..=MAX_PREFIX_BITS).contains(&bits) && bits.is_multiple_of(4)
-}
+pub use blocksieve_format::api::MAX_PREFIXES_PER_REQUEST;
 
 /// The first `bits` bits of `hash`; `None` unless `bits` is 8..=32 and a
-/// multiple of 4. ([`RequestPrefix::of`] would round any other length to
-/// a valid one; the agent sends exactly the length a list advertises, or
-/// nothing.)
+/// multiple of 4 ([`RequestPrefix::new`], the protocol's one rule).
 pub fn request_prefix(hash: &FullHash, bits: u8) -> Option<RequestPrefix> {
-    valid_bits(bits).then(|| RequestPrefix::of(hash, bits))
+    RequestPrefix::new(hash, bits)
 }
 
 /// A uniformly random prefix of `bits` bits (a noise prefix); `None` for
 /// an invalid length. Draws one `u32` from `rng`.
 pub fn random_prefix(bits: u8, rng: &mut impl Rng) -> Option<RequestPrefix> {
-    if !valid_bits(bits) {
+    if !blocksieve_format::api::is_valid_request_prefix_bits(bits) {
         return None;
     }
     let mut hash = [0u8; FullHash::LEN];
@@ -95,7 +83,9 @@ pub fn plan_requests(real: &[RequestPrefix], noise: usize, rng: &mut impl Rng) -
                 // A few tries per noise prefix: only a crowded 8-bit space
                 // can make them all collide.
                 for _ in 0..16 {
-                    let bits = chunk.choose(rng).map_or(MAX_PREFIX_BITS, |p| p.bits());
+                    let bits = chunk
+                        .choose(rng)
+                        .map_or(blocksieve_format::api::MAX_REQUEST_PREFIX_BITS, |p| p.bits());
                     if let Some(p) = random_prefix(bits, rng)
                         && taken.insert(p)
                     {
