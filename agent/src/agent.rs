@@ -1,4 +1,4 @@
-//! [`Agent`]: the runtime around [`crate::core`] — per-list filter slots,
+//! [`Agent`]: the runtime around [`crate::engine`] — per-list filter slots,
 //! the update round, persistence, URL checks with cache and single flight.
 
 use std::collections::{BTreeSet, HashMap};
@@ -15,12 +15,12 @@ use tokio::sync::watch;
 
 use crate::Error;
 use crate::config::{AgentBuilder, Settings};
-use crate::core::accept::{self, AcceptedSnapshot, ListRecord, Restored, VersionFloor};
-use crate::core::cache::FullHashCache;
-use crate::core::clock::SkewSample;
-use crate::core::lookup::{self, Answer, LocalLookup, UrlHashes, Verdict};
-use crate::core::prefix::{self, PlannedRequest, RequestPrefix};
-use crate::core::schedule::FullHashBackoff;
+use crate::engine::accept::{self, AcceptedSnapshot, ListRecord, Restored, VersionFloor};
+use crate::engine::cache::FullHashCache;
+use crate::engine::clock::SkewSample;
+use crate::engine::lookup::{self, Answer, LocalLookup, UrlHashes, Verdict};
+use crate::engine::prefix::{self, PlannedRequest, RequestPrefix};
+use crate::engine::schedule::FullHashBackoff;
 use crate::http::{self, SnapshotFetch};
 use crate::stats::{Counters, Stats};
 use crate::status::{ListStatus, SnapshotSource, Status};
@@ -293,7 +293,7 @@ impl Agent {
     /// Brings every list up to date with the publisher now, one list after
     /// the other: a conditional `GET /v1/lists/{list}/snapshot` with the
     /// stored ETag (each base URL in turn until one succeeds), then, for a
-    /// new body, [`crate::core::accept::accept`] (signature, limits, list
+    /// new body, [`crate::engine::accept::accept`] (signature, limits, list
     /// name, version floor), persistence to the cache directory, and an
     /// atomic swap. A snapshot that has already expired by this agent's
     /// clock (a frozen feed, or a clock running ahead) is accepted on the
@@ -484,7 +484,7 @@ impl Inner {
     }
 
     /// Loads each list's cached snapshot and floor (see
-    /// [`crate::core::accept::restore`]) — an expired snapshot too, which
+    /// [`crate::engine::accept::restore`]) — an expired snapshot too, which
     /// then answers flagged stale; quarantines what fails verification.
     fn restore_from_cache(&self) {
         let Some(store) = &self.store else {
@@ -671,7 +671,7 @@ impl Inner {
         Ok((ListUpdate::Updated { previous, version }, hint))
     }
 
-    /// [`crate::core::accept::accept`] on the blocking pool: hashing and
+    /// [`crate::engine::accept::accept`] on the blocking pool: hashing and
     /// decompressing up to the snapshot limit would stall an async worker.
     /// Hands the bytes back for persistence.
     async fn accept_blocking(

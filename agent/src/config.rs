@@ -11,8 +11,8 @@ use blocksieve_format::{DecodeLimits, TrustedKey, is_valid_list_name};
 use reqwest::header::HeaderValue;
 
 use crate::agent::Agent;
-use crate::core::lookup::FailurePolicy;
-use crate::core::schedule::{COLD_START_JITTER, MAX_SERVER_DELAY};
+use crate::engine::lookup::FailurePolicy;
+use crate::engine::schedule::{COLD_START_JITTER, MAX_SERVER_DELAY};
 use crate::{Error, http};
 
 /// The default for [`AgentBuilder::request_timeout`]: 10 seconds.
@@ -280,7 +280,7 @@ impl AgentBuilder {
     /// for every check whose request prefix it covers. Each answer is
     /// accounted at its real size — about 32 bytes per full hash listed
     /// under its request prefix, plus its bookkeeping
-    /// ([`FullHashCache::bytes`](crate::core::cache::FullHashCache::bytes))
+    /// ([`FullHashCache::bytes`](crate::engine::cache::FullHashCache::bytes))
     /// — and the least recently used answers are evicted past the budget; 0
     /// disables the cache (every prefix hit then sends a request). At most
     /// [`MAX_FULL_HASH_CACHE_BYTES`]. By default,
@@ -321,7 +321,7 @@ impl AgentBuilder {
 
     /// The wait between background update checks when the publisher sends
     /// no next-check hint (`X-Blocksieve-Next-Check` or `Cache-Control:
-    /// max-age`); see [`core::schedule`](crate::core::schedule). Must be
+    /// max-age`); see [`engine::schedule`](crate::engine::schedule). Must be
     /// between 1 s and one day. By default, [`DEFAULT_UPDATE_INTERVAL`]
     /// (10 minutes).
     pub fn update_interval(mut self, interval: Duration) -> Self {
@@ -334,9 +334,9 @@ impl AgentBuilder {
     /// cache directory (so a fleet started together does not stampede, yet
     /// an agent that cannot answer, or answers stale, does not wait long).
     /// Lists a fresh cached snapshot already covers wait up to
-    /// [`WARM_START_JITTER`](crate::core::schedule::WARM_START_JITTER) (5
+    /// [`WARM_START_JITTER`](crate::engine::schedule::WARM_START_JITTER) (5
     /// minutes) instead. At most one hour. By default,
-    /// [`COLD_START_JITTER`](crate::core::schedule::COLD_START_JITTER) (5
+    /// [`COLD_START_JITTER`](crate::engine::schedule::COLD_START_JITTER) (5
     /// seconds).
     pub fn initial_jitter(mut self, max: Duration) -> Self {
         self.initial_jitter = max;

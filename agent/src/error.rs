@@ -38,7 +38,7 @@ pub enum Error {
     /// A downloaded snapshot failed verification (signature, unknown key,
     /// body hash, layout or limits). Expiry is not among the reasons: an
     /// expired snapshot is used, flagged stale (see
-    /// [`core::accept`](crate::core::accept)).
+    /// [`engine::accept`](crate::engine::accept)).
     #[error("snapshot of list {list} rejected: {reason}")]
     Decode {
         /// The list whose snapshot was downloaded.
@@ -113,13 +113,13 @@ pub enum Error {
         /// when the body was not one.
         message: String,
         /// The `Retry-After` of a `429` or `503` answer (RFC 9110 §10.2.3),
-        /// capped at [`MAX_SERVER_DELAY`](crate::core::schedule::MAX_SERVER_DELAY):
+        /// capped at [`MAX_SERVER_DELAY`](crate::engine::schedule::MAX_SERVER_DELAY):
         /// no request of the same kind is sent before it has passed.
         retry_after: Option<Duration>,
     },
     /// Full-hash requests are paused after failures (exponential backoff, or
     /// the publisher's `Retry-After`); no request was sent. See
-    /// [`core::schedule::FULL_HASH_BACKOFF`](crate::core::schedule::FULL_HASH_BACKOFF).
+    /// [`engine::schedule::FULL_HASH_BACKOFF`](crate::engine::schedule::FULL_HASH_BACKOFF).
     #[error("full-hash requests are paused for {remaining:?} after {failures} failures")]
     BackingOff {
         /// How long the pause still lasts.

@@ -1,7 +1,7 @@
 //! The publisher API over HTTP: conditional snapshot downloads and full-hash
 //! searches, every body read with a hard byte limit. No decisions here: the
 //! headers that matter (ETag, next-check hint, `Retry-After`, `Date`) are
-//! handed to [`crate::core`] as they came.
+//! handed to [`crate::engine`] as they came.
 
 use std::time::{Duration, SystemTime};
 
@@ -12,8 +12,8 @@ use reqwest::header::{
 };
 
 use crate::Error;
-use crate::core::clock::server_time;
-use crate::core::schedule::{parse_next_check, parse_retry_after};
+use crate::engine::clock::server_time;
+use crate::engine::schedule::{parse_next_check, parse_retry_after};
 
 use blocksieve_format::api::NEXT_CHECK_HEADER as NEXT_CHECK;
 
@@ -94,7 +94,7 @@ fn next_check_hint(headers: &HeaderMap) -> Option<Duration> {
 }
 
 /// The publisher's clock when it generated a response (`Date`, plus `Age`
-/// for a cached answer), for [`crate::core::clock`].
+/// for a cached answer), for [`crate::engine::clock`].
 fn publisher_time(headers: &HeaderMap) -> Option<SystemTime> {
     let text = |name| headers.get(name).and_then(|v: &HeaderValue| v.to_str().ok());
     server_time(text(DATE), text(AGE))

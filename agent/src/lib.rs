@@ -14,9 +14,9 @@
 //!    snapshots cached in the cache directory so that it answers before the
 //!    network is reached.
 //! 2. [`Agent::start_updates`] runs one background task ([`UpdateHandle`])
-//!    that, on the [`core::schedule`] timetable, downloads each list's
+//!    that, on the [`engine::schedule`] timetable, downloads each list's
 //!    snapshot with a conditional GET and hands the bytes to
-//!    [`core::accept`]: only an [`AcceptedSnapshot`](core::accept::AcceptedSnapshot)
+//!    [`engine::accept`]: only an [`AcceptedSnapshot`](engine::accept::AcceptedSnapshot)
 //!    — signature, limits, list name, version floor checked — is
 //!    persisted and swapped in. Expiry refuses nothing: an expired snapshot
 //!    is used, flagged stale, rather than an older one or none. ([`Agent::update`] does one round by hand
@@ -24,8 +24,8 @@
 //! 3. [`Agent::check_urls`] (and [`Agent::check_url`]) probes the filters
 //!    ([`Agent::lookup_local`] gives this [`LocalLookup`] without the
 //!    network), confirms the hits with the full-hash cache or one
-//!    `POST /v1/hashes:search` with noise prefixes ([`core::prefix`],
-//!    [`core::cache`]) and returns a [`Verdict`]: unsafe only when a
+//!    `POST /v1/hashes:search` with noise prefixes ([`engine::prefix`],
+//!    [`engine::cache`]) and returns a [`Verdict`]: unsafe only when a
 //!    returned full hash equals one of the URL's, unverified when the full
 //!    hashes cannot be had.
 //! 4. [`Agent::status`] reports each list's version, age, expiry, staleness
@@ -33,7 +33,7 @@
 //!    counters ([`Stats`]); every failure is one [`Error`], whose
 //!    [`ErrorKind`] says what to do next.
 //!
-//! The decisions live in [`core`], a sans-I/O module that takes bytes, the
+//! The decisions live in [`engine`], a sans-I/O module that takes bytes, the
 //! time and an RNG and returns what to do; this crate's runtime (tokio,
 //! reqwest, the file system) is a thin layer around it. Readers never block:
 //! filters live behind `arc_swap`, so a check sees either the old snapshot
@@ -41,7 +41,7 @@
 
 mod agent;
 mod config;
-pub mod core;
+pub mod engine;
 mod error;
 mod http;
 mod stats;
@@ -57,8 +57,8 @@ pub use config::{
     MAX_BASE_URLS, MAX_FULL_HASH_CACHE_BYTES, MAX_NOISE_PREFIXES, MAX_SNAPSHOT_BYTES_LIMIT, SystemClock,
     TimeProvider,
 };
-pub use core::clock::ClockSkew;
-pub use core::lookup::{FailurePolicy, LocalLookup, PrefixHit, Verdict};
+pub use engine::clock::ClockSkew;
+pub use engine::lookup::{FailurePolicy, LocalLookup, PrefixHit, Verdict};
 pub use error::{Error, ErrorKind};
 pub use stats::{Stats, UpdateFailures};
 pub use status::{ListStatus, SnapshotSource, Status};

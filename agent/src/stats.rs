@@ -181,7 +181,7 @@ impl Counters {
                 DecodeError::UnknownKey { .. } => &f.unknown_key,
                 DecodeError::BadSignature => &f.bad_signature,
                 // Not a rejection the agent makes: an expired snapshot is
-                // accepted, stale (`core::accept`).
+                // accepted, stale (`engine::accept`).
                 DecodeError::Expired { .. } => &f.other,
                 DecodeError::BodyTooLarge { .. }
                 | DecodeError::DecompressedTooLarge { .. }

@@ -16,13 +16,13 @@ pub struct Status {
     /// Whether the background update task is running.
     pub updates_running: bool,
     /// How long full-hash requests are still paused after failures (see
-    /// [`core::schedule`](crate::core::schedule)), if they are.
+    /// [`engine::schedule`](crate::engine::schedule)), if they are.
     pub full_hash_paused_for: Option<Duration>,
     /// How far this agent's clock is from the publisher's, from the `Date`
     /// header of the latest snapshot or full-hash response; `None` within
-    /// [`CLOCK_SKEW_THRESHOLD`](crate::core::clock::CLOCK_SKEW_THRESHOLD)
+    /// [`CLOCK_SKEW_THRESHOLD`](crate::engine::clock::CLOCK_SKEW_THRESHOLD)
     /// (one minute), before any response, or when the clock has been set
-    /// since that response (see [`core::clock`](crate::core::clock)). A
+    /// since that response (see [`engine::clock`](crate::engine::clock)). A
     /// clock ahead makes fresh snapshots look expired — they are used,
     /// [`stale`](ListStatus::stale) — and a clock behind makes expired ones
     /// look fresh. Reported only: `Date` is not signed, so it never decides

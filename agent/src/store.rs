@@ -14,7 +14,7 @@
 //! leaves either the old file or the new one. The snapshot is written before
 //! the record, so the persisted floor never names a snapshot that is not on
 //! disk; a crash between the two leaves the floor one version behind, which
-//! [`restore`](crate::core::accept::restore) repairs from the snapshot. A
+//! [`restore`](crate::engine::accept::restore) repairs from the snapshot. A
 //! crash during a write leaves a temporary file (`L.snapshot.tmp-…`), which
 //! the next start removes ([`Store::remove_temporaries`]).
 
@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::Error;
-use crate::core::accept::ListRecord;
+use crate::engine::accept::ListRecord;
 
 /// Suffix of a quarantined file.
 const QUARANTINE_SUFFIX: &str = "quarantined";
@@ -222,7 +222,7 @@ mod tests {
     use blocksieve_format::FullHash;
 
     use super::*;
-    use crate::core::accept::VersionFloor;
+    use crate::engine::accept::VersionFloor;
 
     fn temp_dir(name: &str) -> PathBuf {
         let dir = std::env::temp_dir().join(format!("blocksieve-store-{}-{name}", std::process::id()));

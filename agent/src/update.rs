@@ -1,5 +1,5 @@
 //! What one update round did to each list. The rule that decides whether a
-//! snapshot may replace the current one is [`crate::core::accept`].
+//! snapshot may replace the current one is [`crate::engine::accept`].
 
 use crate::Error;
 

@@ -17,7 +17,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::agent::{Inner, lock};
-use crate::core::schedule::UpdateSchedule;
+use crate::engine::schedule::UpdateSchedule;
 use crate::update::ListUpdate;
 use crate::{Agent, Error};
 
@@ -93,7 +93,7 @@ fn take_task(inner: &Inner, stop: Option<&watch::Sender<bool>>) -> Option<JoinHa
 
 impl Agent {
     /// Starts the background updates: one task that checks every list for a
-    /// new snapshot on the schedule of [`core::schedule`](crate::core::schedule)
+    /// new snapshot on the schedule of [`engine::schedule`](crate::engine::schedule)
     /// — initial jitter, the publisher's next-check hint (or
     /// [`AgentBuilder::update_interval`](crate::AgentBuilder::update_interval)),
     /// exponential backoff with full jitter after failures, `Retry-After` —
@@ -259,7 +259,7 @@ mod tests {
     use rand::rngs::StdRng;
 
     use super::*;
-    use crate::core::schedule::{COLD_START_JITTER, MIN_CHECK_INTERVAL, UPDATE_BACKOFF};
+    use crate::engine::schedule::{COLD_START_JITTER, MIN_CHECK_INTERVAL, UPDATE_BACKOFF};
 
     type StepFuture = std::pin::Pin<Box<dyn Future<Output = Option<Checked>> + Send>>;
 

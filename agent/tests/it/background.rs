@@ -1,7 +1,7 @@
 //! The background update task at runtime level: it loads lists, follows new
 //! versions, stops on shutdown or when its handle or agent is dropped.
 //! (Its timetable — jitter, hints, backoff, `Retry-After` — is tested with a
-//! paused clock in the crate's `updater` unit tests and `core::schedule`.)
+//! paused clock in the crate's `updater` unit tests and `engine::schedule`.)
 
 use std::time::Duration;
 

@@ -24,10 +24,8 @@ use std::mem::size_of;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use blocksieve_format::FullHash;
+use blocksieve_format::{FullHash, RequestPrefix};
 use lru::LruCache;
-
-use crate::core::prefix::RequestPrefix;
 
 /// The longest a full-hash answer is cached, whatever the publisher says:
 /// one hour. An unsigned answer that wrongly says "not listed" (a broken
@@ -51,7 +49,7 @@ const ALLOCATION_OVERHEAD_BYTES: usize = 16;
 /// takes about 32 n bytes ([`ListedHashes::heap_bytes`]).
 ///
 /// ```
-/// use blocksieve_agent::core::cache::ListedHashes;
+/// use blocksieve_agent::engine::cache::ListedHashes;
 /// use blocksieve_format::FullHash;
 ///
 /// let evil = FullHash::of(b"evil.example/");
@@ -303,7 +301,7 @@ mod tests {
     }
 
     fn prefix(e: &str) -> RequestPrefix {
-        match crate::core::prefix::request_prefix(&FullHash::of(e.as_bytes()), 16) {
+        match RequestPrefix::new(&FullHash::of(e.as_bytes()), 16) {
             Some(p) => p,
             None => panic!(),
         }
@@ -489,10 +487,7 @@ mod tests {
     fn the_key_includes_the_prefix_length() {
         let mut c = FullHashCache::new(SMALL);
         let h = FullHash::of(b"a/");
-        let (Some(p16), Some(p32)) = (
-            crate::core::prefix::request_prefix(&h, 16),
-            crate::core::prefix::request_prefix(&h, 32),
-        ) else {
+        let (Some(p16), Some(p32)) = (RequestPrefix::new(&h, 16), RequestPrefix::new(&h, 32)) else {
             panic!()
         };
         c.insert(p16, none(), Duration::from_secs(300), t(0));

@@ -46,7 +46,7 @@ pub const CLOCK_SKEW_THRESHOLD: Duration = Duration::from_secs(60);
 const MAX_AGE_SECONDS: u64 = 24 * 60 * 60;
 
 /// How far this agent's wall clock is from the publisher's, as far as the
-/// publisher's `Date` headers tell (see [`core::clock`](self)).
+/// publisher's `Date` headers tell (see [`engine::clock`](self)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ClockSkew {
     /// This agent's clock is ahead of the publisher's by this much: fresh

@@ -1,12 +1,29 @@
-//! The agent's decisions, without I/O: the sans-I/O core.
+//! The agent's decisions, without I/O: the protocol engine.
 //!
 //! Everything here takes bytes, the current time (`now`, a [`SystemTime`]
 //! the caller reads from its clock) and, where randomness is involved, an RNG
 //! the caller passes in — and returns a value that says what to do next. No
-//! function here opens a socket, reads a file, reads a clock or sleeps, so the
-//! tokio/reqwest/filesystem layer of [`Agent`](crate::Agent) stays thin, later
-//! C and WASM bindings can reuse the same rules, and tests drive every
-//! decision with fixed times and seeded RNGs.
+//! function here opens a socket, reads a file, reads a clock or sleeps, and
+//! nothing here depends on tokio or reqwest, so the runtime layer of
+//! [`Agent`](crate::Agent) stays thin, C, WASM and Python bindings can wrap
+//! the same rules, and tests drive every decision with fixed times and
+//! seeded RNGs.
+//!
+//! The surface a binding wraps, in the order a client meets it:
+//!
+//! 1. a downloaded or cached snapshot → [`accept::accept`] or
+//!    [`accept::restore`] → an [`AcceptedSnapshot`](accept::AcceptedSnapshot)
+//!    and the [`ListRecord`](accept::ListRecord) to persist;
+//! 2. when to download next → an [`UpdateSchedule`](schedule::UpdateSchedule)
+//!    per list, fed the publisher's hints and failures;
+//! 3. a URL → [`UrlHashes`](lookup::UrlHashes) → [`lookup::probe`] against
+//!    the accepted snapshots → a [`LocalLookup`](lookup::LocalLookup) and its
+//!    [`RequestPrefix`](prefix::RequestPrefix)es;
+//! 4. those prefixes → the [`FullHashCache`](cache::FullHashCache), the
+//!    [`FullHashBackoff`](schedule::FullHashBackoff), and for the rest
+//!    [`prefix::plan_requests`] (noise, shuffling, chunks) → the response,
+//!    read by [`prefix::sort_answers`] and cached;
+//! 5. the answers → [`lookup::decide`] → a [`Verdict`](lookup::Verdict).
 //!
 //! | module | decides |
 //! |---|---|
@@ -26,6 +43,10 @@
 //! Wall-clock values that run backwards are treated as "the deadline has
 //! passed", never as "wait longer".
 //!
+//! Inside the engine, dependencies run one way: [`lookup`] uses [`accept`],
+//! [`cache`] and [`prefix`]; [`prefix`] uses [`cache`]; the others use
+//! nothing of the engine. Errors are the crate's one [`Error`](crate::Error).
+//!
 //! [`SystemTime`]: std::time::SystemTime
 
 pub mod accept;
@@ -34,21 +55,3 @@ pub mod clock;
 pub mod lookup;
 pub mod prefix;
 pub mod schedule;
-
-use std::time::{SystemTime, UNIX_EPOCH};
-
-/// `now` as Unix seconds, the unit of snapshot headers. A clock before 1970
-/// is wrong; it reads as 0, which rejects nothing extra.
-pub(crate) fn unix_seconds(now: SystemTime) -> u64 {
-    now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
-}
-
-/// Unix seconds as a [`SystemTime`], saturating at a far future the
-/// platform can represent.
-pub(crate) fn from_unix_seconds(seconds: u64) -> SystemTime {
-    use std::time::Duration;
-    UNIX_EPOCH
-        .checked_add(Duration::from_secs(seconds))
-        .or_else(|| UNIX_EPOCH.checked_add(Duration::from_secs(1 << 32)))
-        .unwrap_or(UNIX_EPOCH)
-}

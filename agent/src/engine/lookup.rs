@@ -5,7 +5,7 @@
 //! [`Agent::check_urls`](crate::Agent::check_urls) is these steps with the
 //! cache and HTTP in between: [`UrlHashes::of`] → [`probe`] →
 //! [`LocalLookup::request_prefixes`] → (cache, then
-//! [`plan_requests`](crate::core::prefix::plan_requests)) → [`decide`].
+//! [`plan_requests`](crate::engine::prefix::plan_requests)) → [`decide`].
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, OnceLock};
@@ -14,9 +14,9 @@ use std::time::SystemTime;
 use blocksieve_format::{CanonicalUrl, FullHash, HashPrefix, canonicalize, full_hashes};
 
 use crate::Error;
-use crate::core::accept::AcceptedSnapshot;
-use crate::core::cache::ListedHashes;
-use crate::core::prefix::{RequestPrefix, request_prefix};
+use crate::engine::accept::AcceptedSnapshot;
+use crate::engine::cache::ListedHashes;
+use crate::engine::prefix::{RequestPrefix, request_prefix};
 
 /// The full hashes of one URL's expressions, each computed once, in the
 /// order of [`CanonicalUrl::expressions`](blocksieve_format::CanonicalUrl::expressions)

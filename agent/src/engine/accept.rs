@@ -39,7 +39,7 @@
 //! snapshot itself, so that a restarted agent refuses anything older than
 //! what it once trusted, even if its cached snapshot is gone.
 
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use blocksieve_format::{
     DecodeLimits, FullHash, SnapshotHeader, TrustedKey, VerifiedSnapshot, decode_ignoring_expiry,
@@ -47,7 +47,6 @@ use blocksieve_format::{
 use serde::{Deserialize, Serialize};
 
 use crate::Error;
-use crate::core::{from_unix_seconds, unix_seconds};
 
 /// The rollback floor of one list: the version and body hash of the last
 /// snapshot accepted for it.
@@ -153,7 +152,7 @@ impl AcceptedSnapshot {
 ///
 /// ```
 /// use blocksieve_agent::Error;
-/// use blocksieve_agent::core::accept::accept;
+/// use blocksieve_agent::engine::accept::accept;
 /// use blocksieve_format::DecodeLimits;
 ///
 /// // Not a snapshot at all.
@@ -327,6 +326,21 @@ pub fn restore(
             etag: None,
         },
     }
+}
+
+/// `now` as Unix seconds, the unit of snapshot headers. A clock before 1970
+/// is wrong; it reads as 0, which rejects nothing extra.
+fn unix_seconds(now: SystemTime) -> u64 {
+    now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+/// Unix seconds as a [`SystemTime`], saturating at a far future the
+/// platform can represent.
+fn from_unix_seconds(seconds: u64) -> SystemTime {
+    UNIX_EPOCH
+        .checked_add(Duration::from_secs(seconds))
+        .or_else(|| UNIX_EPOCH.checked_add(Duration::from_secs(1 << 32)))
+        .unwrap_or(UNIX_EPOCH)
 }
 
 #[cfg(test)]

@@ -28,7 +28,7 @@ use blocksieve_format::api::FullHashMatch;
 use rand::Rng;
 use rand::seq::SliceRandom;
 
-use crate::core::cache::ListedHashes;
+use crate::engine::cache::ListedHashes;
 
 pub use blocksieve_format::api::MAX_PREFIXES_PER_REQUEST;
 
