@@ -10,7 +10,6 @@ use blocksieve_format::api::ListsResponse;
 use blocksieve_format::{DecodeLimits, TrustedKey, is_valid_list_name};
 use reqwest::header::HeaderValue;
 
-use crate::agent::Agent;
 use crate::engine::lookup::FailurePolicy;
 use crate::engine::schedule::{COLD_START_JITTER, MAX_SERVER_DELAY};
 use crate::{Error, http};
@@ -120,7 +119,8 @@ pub(crate) struct Settings {
     pub(crate) time: Arc<dyn TimeProvider>,
 }
 
-/// Builds an [`Agent`]; see [`Agent::builder`]. Every setting is checked by
+/// Builds an [`Agent`](crate::Agent); see
+/// [`Agent::builder`](crate::Agent::builder). Every setting is checked by
 /// [`AgentBuilder::build`], so a misconfiguration fails at start rather than
 /// at the first update. Settings that weaken security or privacy are named
 /// `dangerous_*`.
@@ -171,9 +171,10 @@ impl AgentBuilder {
 
     /// Adds a further publisher base URL (a mirror serving the same signed
     /// snapshots). Every request tries the base URLs in the order given —
-    /// the one passed to [`Agent::builder`] first — and moves to the next
-    /// when one fails. At most [`MAX_BASE_URLS`] in all. By default, only the
-    /// base URL given to [`Agent::builder`] is used.
+    /// the one passed to [`Agent::builder`](crate::Agent::builder) first —
+    /// and moves to the next when one fails. At most [`MAX_BASE_URLS`] in
+    /// all. By default, only the base URL given to
+    /// [`Agent::builder`](crate::Agent::builder) is used.
     pub fn mirror(mut self, base_url: impl Into<String>) -> Self {
         self.base_urls.push(base_url.into());
         self
@@ -336,7 +337,7 @@ impl AgentBuilder {
     /// Lists a fresh cached snapshot already covers wait up to
     /// [`WARM_START_JITTER`](crate::engine::schedule::WARM_START_JITTER) (5
     /// minutes) instead. At most one hour. By default,
-    /// [`COLD_START_JITTER`](crate::engine::schedule::COLD_START_JITTER) (5
+    /// [`COLD_START_JITTER`] (5
     /// seconds).
     pub fn initial_jitter(mut self, max: Duration) -> Self {
         self.initial_jitter = max;
@@ -367,44 +368,10 @@ impl AgentBuilder {
         self
     }
 
-    /// Validates the settings and creates the agent. No request is sent.
-    /// With a [`cache_dir`](AgentBuilder::cache_dir), the cached snapshots
-    /// are read and verified here (blocking file I/O and, for large lists,
-    /// some CPU), so lookups answer right away; otherwise call
-    /// [`Agent::update`] or [`Agent::start_updates`] to load the first
-    /// snapshots.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::NoLists`], [`Error::NoTrustedKeys`],
-    /// [`Error::InvalidListName`], [`Error::InvalidBaseUrl`],
-    /// [`Error::InvalidSetting`] for the setting at fault,
-    /// [`Error::InvalidCacheDir`] when the cache directory cannot be created,
-    /// and [`Error::HttpClient`] if the HTTP client cannot be created. A
-    /// corrupt cached file is not an error: it is quarantined and reported in
-    /// [`Agent::status`].
-    ///
-    /// ```
-    /// use blocksieve_agent::{Agent, Error};
-    /// use blocksieve_format::SigningKey;
-    ///
-    /// let key = SigningKey::from_secret_bytes([7; 32]).public_key().clone();
-    /// let agent = Agent::builder("https://publisher.example")
-    ///     .list("malware")
-    ///     .trusted_key(key.clone())
-    ///     .build()?;
-    /// assert_eq!(agent.snapshot_version("malware"), None);
-    ///
-    /// // Upper case is not a valid list name.
-    /// let err = Agent::builder("https://publisher.example").list("Malware").trusted_key(key.clone()).build();
-    /// assert!(matches!(err, Err(Error::InvalidListName { .. })));
-    ///
-    /// // Plain HTTP leaves full-hash answers open to tampering.
-    /// let err = Agent::builder("http://publisher.example").list("malware").trusted_key(key).build();
-    /// assert!(matches!(err, Err(Error::InvalidBaseUrl { .. })));
-    /// # Ok::<(), Error>(())
-    /// ```
-    pub fn build(self) -> Result<Agent, Error> {
+    /// Validates the settings and creates the agent's HTTP client and
+    /// cache directory: the checks of [`AgentBuilder::build`], which hands
+    /// the result to the agent.
+    pub(crate) fn validate(self) -> Result<(Settings, reqwest::Client), Error> {
         let mut lists: Vec<String> = Vec::with_capacity(self.lists.len());
         for name in &self.lists {
             if !is_valid_list_name(name) {
@@ -477,7 +444,7 @@ impl AgentBuilder {
             initial_jitter: self.initial_jitter,
             time: self.time,
         };
-        Ok(Agent::new(settings, client))
+        Ok((settings, client))
     }
 
     /// Asks the publisher which threat lists it serves (`GET /v1/lists`), to

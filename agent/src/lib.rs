@@ -10,40 +10,45 @@
 //!
 //! 1. [`AgentBuilder`] (from [`Agent::builder`]) validates the settings —
 //!    base URLs, lists, trusted Ed25519 keys, cache directory, limits,
-//!    privacy and [`FailurePolicy`] — and builds an [`Agent`], loading any
-//!    snapshots cached in the cache directory so that it answers before the
-//!    network is reached.
+//!    privacy and [`FailurePolicy`] — and builds an [`Agent`]. The agent
+//!    composes two components: the **lists** (each list's snapshot and its
+//!    update round: download, [`engine::accept`], persistence, swap) and the
+//!    **confirmation** (full hashes: cache, single flight, backoff,
+//!    `POST /v1/hashes:search`). The lists load any snapshots cached in the
+//!    cache directory, so that the agent answers before the network is
+//!    reached.
 //! 2. [`Agent::start_updates`] runs one background task ([`UpdateHandle`])
-//!    that, on the [`engine::schedule`] timetable, downloads each list's
-//!    snapshot with a conditional GET and hands the bytes to
-//!    [`engine::accept`]: only an [`AcceptedSnapshot`](engine::accept::AcceptedSnapshot)
-//!    — signature, limits, list name, version floor checked — is
-//!    persisted and swapped in. Expiry refuses nothing: an expired snapshot
-//!    is used, flagged stale, rather than an older one or none. ([`Agent::update`] does one round by hand
-//!    and returns an [`UpdateReport`].)
-//! 3. [`Agent::check_urls`] (and [`Agent::check_url`]) probes the filters
-//!    ([`Agent::lookup_local`] gives this [`LocalLookup`] without the
-//!    network), confirms the hits with the full-hash cache or one
-//!    `POST /v1/hashes:search` with noise prefixes ([`engine::prefix`],
-//!    [`engine::cache`]) and returns a [`Verdict`]: unsafe only when a
-//!    returned full hash equals one of the URL's, unverified when the full
-//!    hashes cannot be had.
+//!    that, on the [`engine::schedule`] timetable, has the lists download
+//!    each snapshot with a conditional GET; only an
+//!    [`AcceptedSnapshot`](engine::accept::AcceptedSnapshot) — signature,
+//!    limits, list name, version floor checked — is persisted and swapped
+//!    in; an expired one is used, flagged stale, rather than an older one or
+//!    none. [`Agent::update`] does one round by hand ([`UpdateReport`]).
+//! 3. [`Agent::check_urls`] (and [`Agent::check_url`]) probes the lists'
+//!    filters ([`Agent::lookup_local`] gives this [`LocalLookup`] without
+//!    the network), has the confirmation answer the hits' request prefixes
+//!    ([`engine::prefix`], [`engine::cache`]) and returns a [`Verdict`]:
+//!    unsafe only when a returned full hash equals one of the URL's,
+//!    unverified when the full hashes cannot be had.
 //! 4. [`Agent::status`] reports each list's version, age, expiry, staleness
 //!    and errors ([`Status`]), the [`ClockSkew`] to the publisher, and the
 //!    counters ([`Stats`]); every failure is one [`Error`], whose
 //!    [`ErrorKind`] says what to do next.
 //!
 //! The decisions live in [`engine`], a sans-I/O module that takes bytes, the
-//! time and an RNG and returns what to do; this crate's runtime (tokio,
-//! reqwest, the file system) is a thin layer around it. Readers never block:
-//! filters live behind `arc_swap`, so a check sees either the old snapshot
-//! or the new one, never a half-updated filter.
+//! time and an RNG and returns what to do; the components are a thin tokio,
+//! reqwest and file-system layer around it. Readers never block: filters
+//! live behind `arc_swap`, so a check sees either the old snapshot or the
+//! new one, never a half-updated filter.
 
 mod agent;
 mod config;
+mod confirm;
 pub mod engine;
 mod error;
 mod http;
+mod lists;
+mod shared;
 mod stats;
 mod status;
 mod store;

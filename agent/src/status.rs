@@ -2,7 +2,9 @@
 
 use std::time::{Duration, SystemTime};
 
-use crate::{ClockSkew, Error, Stats};
+use crate::Error;
+use crate::engine::clock::ClockSkew;
+use crate::stats::Stats;
 
 /// The agent's health: every list's snapshot and update state, and the
 /// counters.

@@ -1,14 +1,15 @@
 //! The background update task: one per agent, started explicitly, stopped
-//! by [`Agent::shutdown`], [`UpdateHandle::shutdown`], or dropping the
-//! handle or the agent.
+//! by [`Agent::shutdown`](crate::Agent::shutdown),
+//! [`UpdateHandle::shutdown`], or dropping the handle or the agent.
 //!
-//! The task only sleeps and calls [`Agent`]'s update of one list; every
-//! decision about *when* is [`UpdateSchedule`]'s. The loop itself
-//! ([`run_schedule`]) takes the update step as a closure, so tests drive it
-//! with a scripted publisher under `tokio::time::pause()`.
+//! The task only sleeps and calls the lists component's update of one list
+//! ([`Lists::update_one`]); every decision about *when* is
+//! [`UpdateSchedule`]'s. The loop itself ([`run_schedule`]) takes the update
+//! step as a closure, so tests drive it with a scripted publisher under
+//! `tokio::time::pause()`.
 
 use std::future::Future;
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use rand::{Rng, SeedableRng};
@@ -16,20 +17,25 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::agent::{Inner, lock};
+use crate::Error;
 use crate::engine::schedule::UpdateSchedule;
+use crate::lists::Lists;
+use crate::shared::{Shared, lock};
 use crate::update::ListUpdate;
-use crate::{Agent, Error};
 
 /// The running task, as the agent holds it.
 #[derive(Debug)]
-pub(crate) struct Running {
+struct Running {
     /// Set to `true` to stop the task.
     stop: watch::Sender<bool>,
     task: JoinHandle<()>,
 }
 
-/// The background updates of an agent, from [`Agent::start_updates`].
+/// Where the agent keeps its running task, if any.
+type TaskSlot = Mutex<Option<Running>>;
+
+/// The background updates of an agent, from
+/// [`Agent::start_updates`](crate::Agent::start_updates).
 ///
 /// Dropping the handle stops the updates (the task ends at its next await
 /// point, abandoning a download in progress); keep it for as long as the
@@ -39,7 +45,8 @@ pub(crate) struct Running {
 #[must_use = "dropping the UpdateHandle stops the background updates"]
 pub struct UpdateHandle {
     stop: watch::Sender<bool>,
-    agent: Weak<Inner>,
+    /// The agent's task slot: gone with the agent.
+    updates: Weak<TaskSlot>,
 }
 
 impl UpdateHandle {
@@ -47,9 +54,9 @@ impl UpdateHandle {
     pub fn is_running(&self) -> bool {
         !*self.stop.borrow()
             && self
-                .agent
+                .updates
                 .upgrade()
-                .is_some_and(|inner| running(&inner, &self.stop))
+                .is_some_and(|slot| running(&slot, &self.stop))
     }
 
     /// Stops the updates and waits until the task has ended. The agent keeps
@@ -57,9 +64,9 @@ impl UpdateHandle {
     pub async fn shutdown(self) {
         self.stop.send_replace(true);
         let task = self
-            .agent
+            .updates
             .upgrade()
-            .and_then(|inner| take_task(&inner, Some(&self.stop)));
+            .and_then(|slot| take_task(&slot, Some(&self.stop)));
         if let Some(task) = task {
             let _ = task.await;
         }
@@ -73,16 +80,16 @@ impl Drop for UpdateHandle {
 }
 
 /// Whether `stop` belongs to the task the agent holds and it has not ended.
-fn running(inner: &Inner, stop: &watch::Sender<bool>) -> bool {
-    lock(&inner.updater)
+fn running(slot: &TaskSlot, stop: &watch::Sender<bool>) -> bool {
+    lock(slot)
         .as_ref()
         .is_some_and(|r| r.stop.same_channel(stop) && !r.task.is_finished())
 }
 
 /// Takes the agent's task out if it is the one of `stop` (or any, for
 /// `None`), after signalling it to stop.
-fn take_task(inner: &Inner, stop: Option<&watch::Sender<bool>>) -> Option<JoinHandle<()>> {
-    let mut updater = lock(&inner.updater);
+fn take_task(slot: &TaskSlot, stop: Option<&watch::Sender<bool>>) -> Option<JoinHandle<()>> {
+    let mut updater = lock(slot);
     if stop.is_some_and(|s| updater.as_ref().is_some_and(|r| !r.stop.same_channel(s))) {
         return None;
     }
@@ -91,25 +98,38 @@ fn take_task(inner: &Inner, stop: Option<&watch::Sender<bool>>) -> Option<JoinHa
     Some(running.task)
 }
 
-impl Agent {
-    /// Starts the background updates: one task that checks every list for a
-    /// new snapshot on the schedule of [`engine::schedule`](crate::engine::schedule)
-    /// — initial jitter, the publisher's next-check hint (or
-    /// [`AgentBuilder::update_interval`](crate::AgentBuilder::update_interval)),
-    /// exponential backoff with full jitter after failures, `Retry-After` —
-    /// one list update at a time, serialised with [`Agent::update`].
-    ///
-    /// The updates run until [`Agent::shutdown`] or
-    /// [`UpdateHandle::shutdown`], or until the handle or every clone of the
-    /// agent is dropped.
+/// An agent's background updates: the timetable and the task, if started.
+#[derive(Debug)]
+pub(crate) struct Updates {
+    /// The timetable every list starts from.
+    schedule: UpdateSchedule,
+    /// The background update task, if started. Only the agent holds it
+    /// strongly: an [`UpdateHandle`] outliving the agent finds it gone.
+    task: Arc<TaskSlot>,
+    /// Dropped with the agent: the update task notices and exits.
+    alive: watch::Sender<()>,
+}
+
+impl Updates {
+    /// No task yet; `schedule` is the timetable each list will start from.
+    pub(crate) fn new(schedule: UpdateSchedule) -> Self {
+        Self {
+            schedule,
+            task: Arc::new(Mutex::new(None)),
+            alive: watch::channel(()).0,
+        }
+    }
+
+    /// Starts the task over `lists`, drawing its RNG from `shared`'s; see
+    /// [`Agent::start_updates`](crate::Agent::start_updates).
     ///
     /// # Errors
     ///
     /// [`Error::NoRuntime`] outside a tokio runtime;
     /// [`Error::UpdatesAlreadyRunning`] if they are already running.
-    pub fn start_updates(&self) -> Result<UpdateHandle, Error> {
+    pub(crate) fn start(&self, lists: &Arc<Lists>, shared: &Arc<Shared>) -> Result<UpdateHandle, Error> {
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| Error::NoRuntime)?;
-        let mut updater = lock(&self.inner.updater);
+        let mut updater = lock(&self.task);
         if updater
             .as_ref()
             .is_some_and(|r| !r.task.is_finished() && !*r.stop.borrow())
@@ -117,28 +137,34 @@ impl Agent {
             return Err(Error::UpdatesAlreadyRunning);
         }
         let (stop, stop_rx) = watch::channel(false);
-        let weak = Arc::downgrade(&self.inner);
-        let alive = self.inner.alive.subscribe();
-        let task = runtime.spawn(run(weak.clone(), stop_rx, alive));
+        let alive = self.alive.subscribe();
+        let task = runtime.spawn(run(
+            Arc::downgrade(lists),
+            Arc::downgrade(shared),
+            self.schedule.clone(),
+            stop_rx,
+            alive,
+        ));
         *updater = Some(Running {
             stop: stop.clone(),
             task,
         });
-        Ok(UpdateHandle { stop, agent: weak })
+        Ok(UpdateHandle {
+            stop,
+            updates: Arc::downgrade(&self.task),
+        })
     }
 
-    /// Stops the background updates, if running, and waits until the task
-    /// has ended. Lookups keep working from the snapshots in use; updates
-    /// can be started again.
-    pub async fn shutdown(&self) {
-        if let Some(task) = take_task(&self.inner, None) {
+    /// Stops the task, if running, and waits until it has ended.
+    pub(crate) async fn shutdown(&self) {
+        if let Some(task) = take_task(&self.task, None) {
             let _ = task.await;
         }
     }
 
-    /// Whether the background updates are running.
-    pub fn updates_running(&self) -> bool {
-        lock(&self.inner.updater)
+    /// Whether the task is running.
+    pub(crate) fn is_running(&self) -> bool {
+        lock(&self.task)
             .as_ref()
             .is_some_and(|r| !r.task.is_finished() && !*r.stop.borrow())
     }
@@ -170,30 +196,34 @@ impl Checked {
     }
 }
 
-/// The task body: [`run_schedule`] over the agent's lists, each step
-/// upgrading the weak reference (so a dropped agent ends the task).
-async fn run(agent: Weak<Inner>, stop: watch::Receiver<bool>, alive: watch::Receiver<()>) {
-    let Some(inner) = agent.upgrade() else {
+/// The task body: [`run_schedule`] over the lists, each step upgrading the
+/// weak reference (so a dropped agent ends the task).
+async fn run(
+    lists: Weak<Lists>,
+    shared: Weak<Shared>,
+    schedule: UpdateSchedule,
+    stop: watch::Receiver<bool>,
+    alive: watch::Receiver<()>,
+) {
+    let Some(current) = lists.upgrade() else {
         return;
     };
-    let lists = inner.list_count();
-    let interval = inner.update_interval();
-    let jitter = inner.initial_jitter();
-    let fresh_for: Vec<Option<Duration>> = (0..lists).map(|i| inner.time_to_expiry(i)).collect();
-    let rng = inner.with_rng(|r| rand::rngs::StdRng::from_rng(r).ok());
-    drop(inner);
+    let fresh_for: Vec<Option<Duration>> = (0..current.len()).map(|i| current.time_to_expiry(i)).collect();
+    drop(current);
+    let rng = shared
+        .upgrade()
+        .and_then(|shared| shared.with_rng(|r| rand::rngs::StdRng::from_rng(r).ok()));
     let Some(rng) = rng else {
         return;
     };
     let step = move |index: usize| {
-        let agent = agent.clone();
+        let lists = lists.clone();
         async move {
-            let inner = agent.upgrade()?;
-            let (update, hint) = inner.update_one(index).await?;
+            let lists = lists.upgrade()?;
+            let (update, hint) = lists.update_one(index).await?;
             Some(Checked::of(&update, hint))
         }
     };
-    let schedule = UpdateSchedule::new(interval).with_cold_start_jitter(jitter);
     run_schedule(fresh_for, schedule, rng, stop, alive, step).await;
 }
 

@@ -1,0 +1,268 @@
+//! The confirmation component: turns the request prefixes of local hits
+//! into the publisher's full hashes — from the full-hash cache, from a
+//! request already in flight for the same prefix (single flight), or from
+//! new `POST /v1/hashes:search` requests with noise prefixes, paused while
+//! the full-hash backoff says so.
+//!
+//! The get-hash half of the protocol, as Chromium's
+//! `V4GetHashProtocolManager` is: it owns the cache, the in-flight map and
+//! the backoff; the clock, the RNG, the HTTP client and the counters are
+//! handed in ([`Shared`]). The rules are the engine's
+//! ([`crate::engine::cache`], [`crate::engine::prefix`],
+//! [`crate::engine::schedule::FullHashBackoff`]).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use blocksieve_format::api::{FullHashSearchRequest, FullHashSearchResponse, routes};
+use tokio::sync::watch;
+
+use crate::Error;
+use crate::engine::cache::FullHashCache;
+use crate::engine::lookup::Answer;
+use crate::engine::prefix::{self, PlannedRequest, RequestPrefix};
+use crate::engine::schedule::FullHashBackoff;
+use crate::http;
+use crate::shared::{Shared, lock};
+use crate::stats::Counters;
+
+/// Sends one answer to every check waiting on the same request prefix.
+type AnswerSender = watch::Sender<Option<Answer>>;
+
+/// Request prefixes with a full-hash request in flight, each with the
+/// receiver its answer will arrive on.
+type InFlight = Mutex<HashMap<RequestPrefix, watch::Receiver<Option<Answer>>>>;
+
+/// The full-hash side of an agent: cache, single flight and backoff.
+#[derive(Debug)]
+pub(crate) struct Confirmer {
+    /// The subscribed lists: full hashes listed on others are dropped.
+    lists: Vec<String>,
+    /// Random prefixes added to each request.
+    noise_prefixes: usize,
+    cache: Mutex<FullHashCache>,
+    /// Request prefixes with a full-hash request in flight, for single
+    /// flight: a second check for the same prefix waits for the first.
+    in_flight: InFlight,
+    backoff: Mutex<FullHashBackoff>,
+    shared: Arc<Shared>,
+}
+
+impl Confirmer {
+    /// A confirmer for `lists`, with an empty cache of at most
+    /// `cache_bytes` and `noise_prefixes` per request.
+    pub(crate) fn new(
+        lists: Vec<String>,
+        cache_bytes: usize,
+        noise_prefixes: usize,
+        shared: Arc<Shared>,
+    ) -> Self {
+        Self {
+            lists,
+            noise_prefixes,
+            cache: Mutex::new(FullHashCache::new(cache_bytes)),
+            in_flight: Mutex::new(HashMap::new()),
+            backoff: Mutex::new(FullHashBackoff::default()),
+            shared,
+        }
+    }
+
+    /// How much longer full-hash requests stay paused after failures at
+    /// `now`, or `None` if they are not.
+    pub(crate) fn paused_for(&self, now: SystemTime) -> Option<Duration> {
+        match lock(&self.backoff).check(now) {
+            Err(Error::BackingOff { remaining, .. }) => Some(remaining),
+            _ => None,
+        }
+    }
+
+    /// An answer for each of `needed`: from the cache, from a request in
+    /// flight (single flight), or from new requests.
+    pub(crate) async fn resolve(&self, needed: Vec<RequestPrefix>) -> HashMap<RequestPrefix, Answer> {
+        let mut answers = HashMap::with_capacity(needed.len());
+        let mut pending = needed;
+        // A waiter whose leader was cancelled retries; two retries bound the
+        // loop even if that keeps happening.
+        for _ in 0..3 {
+            if pending.is_empty() {
+                break;
+            }
+            let now = self.shared.now();
+            let mut misses = Vec::new();
+            {
+                let mut cache = lock(&self.cache);
+                for p in pending.drain(..) {
+                    match cache.get(p, now) {
+                        Some(hashes) => {
+                            Counters::bump(&self.shared.counters.cache_hits);
+                            answers.insert(p, Ok(hashes));
+                        }
+                        None => misses.push(p),
+                    }
+                }
+            }
+            let mut claim = Claim {
+                in_flight: &self.in_flight,
+                senders: Vec::new(),
+            };
+            let mut joined = Vec::new();
+            {
+                let mut in_flight = lock(&self.in_flight);
+                for p in misses {
+                    match in_flight.get(&p) {
+                        Some(rx) => joined.push((p, rx.clone())),
+                        None => {
+                            let (tx, rx) = watch::channel(None);
+                            in_flight.insert(p, rx);
+                            claim.senders.push((p, tx));
+                        }
+                    }
+                }
+            }
+            if !claim.senders.is_empty() {
+                let prefixes: Vec<RequestPrefix> = claim.senders.iter().map(|(p, _)| *p).collect();
+                let mut fetched = self.fetch_full_hashes(prefixes).await;
+                for (p, tx) in &claim.senders {
+                    let answer = fetched.remove(p).unwrap_or_else(|| {
+                        Err(Error::UnexpectedResponse {
+                            url: String::new(),
+                            reason: format!("no answer for prefix {p}"),
+                        })
+                    });
+                    tx.send_replace(Some(answer.clone()));
+                    answers.insert(*p, answer);
+                }
+            }
+            drop(claim);
+            for (p, mut rx) in joined {
+                let shared = rx.wait_for(Option::is_some).await.ok().and_then(|v| v.clone());
+                match shared {
+                    Some(answer) => {
+                        Counters::bump(&self.shared.counters.coalesced);
+                        answers.insert(p, answer);
+                    }
+                    None => pending.push(p),
+                }
+            }
+        }
+        for p in pending {
+            answers.insert(
+                p,
+                Err(Error::Transport {
+                    url: String::new(),
+                    reason: "the shared full-hash request was cancelled".to_owned(),
+                    timed_out: false,
+                }),
+            );
+        }
+        answers
+    }
+
+    /// Sends full-hash requests for `prefixes` (none cached, none in
+    /// flight): planned by [`prefix::plan_requests`], each answer read by
+    /// [`prefix::sort_answers`] and cached.
+    async fn fetch_full_hashes(&self, prefixes: Vec<RequestPrefix>) -> HashMap<RequestPrefix, Answer> {
+        let plans = self
+            .shared
+            .with_rng(|rng| prefix::plan_requests(&prefixes, self.noise_prefixes, rng));
+        let mut answers = HashMap::with_capacity(prefixes.len());
+        for plan in plans {
+            if let Err(paused) = lock(&self.backoff).check(self.shared.now()) {
+                for p in &plan.real {
+                    answers.insert(*p, Err(paused.clone()));
+                }
+                continue;
+            }
+            Counters::bump(&self.shared.counters.full_hash_requests);
+            match self.search(&plan).await {
+                Ok(response) => {
+                    lock(&self.backoff).on_success();
+                    let sorted = prefix::sort_answers(
+                        &plan.real,
+                        response
+                            .results
+                            .iter()
+                            .map(|r| (r.prefix.as_str(), r.matches.as_slice())),
+                        |list| self.lists.iter().any(|l| l == list),
+                    );
+                    Counters::add(&self.shared.counters.ignored_full_hashes, sorted.ignored as u64);
+                    let duration = Duration::from_secs(response.cache_duration_s);
+                    let now = self.shared.now();
+                    let mut cache = lock(&self.cache);
+                    for (p, hashes) in sorted.by_prefix {
+                        let hashes = Arc::new(hashes);
+                        cache.insert(p, Arc::clone(&hashes), duration, now);
+                        answers.insert(p, Ok(hashes));
+                    }
+                    for p in sorted.missing {
+                        answers.insert(
+                            p,
+                            Err(Error::UnexpectedResponse {
+                                url: String::new(),
+                                reason: format!("the answer has no result for requested prefix {p}"),
+                            }),
+                        );
+                    }
+                }
+                Err(error) => {
+                    Counters::bump(&self.shared.counters.full_hash_failures);
+                    tracing::warn!(%error, "full-hash request failed");
+                    let now = self.shared.now();
+                    let retry_after = error.retry_after();
+                    self.shared
+                        .with_rng(|rng| lock(&self.backoff).on_failure(retry_after, now, rng));
+                    for p in &plan.real {
+                        answers.insert(*p, Err(error.clone()));
+                    }
+                }
+            }
+        }
+        answers
+    }
+
+    /// One `POST /v1/hashes:search`, each base URL in turn.
+    async fn search(&self, plan: &PlannedRequest) -> Result<FullHashSearchResponse, Error> {
+        let request = FullHashSearchRequest {
+            prefixes: plan.prefixes.iter().map(ToString::to_string).collect(),
+        };
+        let mut first_error = None;
+        for base in &self.shared.base_urls {
+            let url = format!("{base}{}", routes::SEARCH);
+            let mut date = None;
+            let result =
+                http::search_full_hashes(&self.shared.client, &url, &request, self.shared.now(), &mut date)
+                    .await;
+            self.shared.observe_publisher_time(date);
+            match result {
+                Ok(response) => return Ok(response),
+                Err(error) => {
+                    first_error.get_or_insert(error);
+                }
+            }
+        }
+        // Unreachable: `build` guarantees at least one base URL.
+        Err(first_error.unwrap_or(Error::NoLists))
+    }
+}
+
+/// The request prefixes a check has claimed for its own full-hash request.
+/// Dropped when the answers are out (or the check is cancelled): the
+/// prefixes leave the in-flight map, and waiters of a cancelled request see
+/// the sender gone and retry.
+struct Claim<'a> {
+    in_flight: &'a InFlight,
+    senders: Vec<(RequestPrefix, AnswerSender)>,
+}
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        if self.senders.is_empty() {
+            return;
+        }
+        let mut in_flight = lock(self.in_flight);
+        for (p, _) in &self.senders {
+            in_flight.remove(p);
+        }
+    }
+}

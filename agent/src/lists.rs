@@ -1,0 +1,486 @@
+//! The lists component: one slot per subscribed threat list with the
+//! snapshot in use, the update round that replaces it (a conditional
+//! download, [`crate::engine::accept`] on the blocking pool, persistence to
+//! the cache directory, an atomic swap), the restore from that directory at
+//! start, and the probe of every list's filter with a URL's full hashes.
+//!
+//! The update half of the protocol, as Chromium's `V4UpdateProtocolManager`
+//! is: it owns its slots and their bookkeeping; the clock, the HTTP client
+//! and the counters are handed in ([`Shared`]). The background task
+//! ([`crate::updater`]) goes through its methods ([`Lists::update_one`],
+//! [`Lists::time_to_expiry`]).
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use arc_swap::ArcSwapOption;
+use blocksieve_format::api::routes;
+use blocksieve_format::{DecodeLimits, SnapshotHeader, TrustedKey};
+
+use crate::Error;
+use crate::config::Settings;
+use crate::engine::accept::{self, AcceptedSnapshot, ListRecord, Restored, VersionFloor};
+use crate::engine::lookup::{self, LocalLookup, UrlHashes};
+use crate::http::{self, SnapshotFetch};
+use crate::shared::{Shared, lock};
+use crate::stats::Counters;
+use crate::status::{ListStatus, SnapshotSource};
+use crate::store::Store;
+use crate::update::ListUpdate;
+
+/// A snapshot in use. The only way in is an [`AcceptedSnapshot`]: nothing
+/// unverified can be swapped into a [`ListSlot`].
+#[derive(Debug)]
+struct Loaded {
+    accepted: AcceptedSnapshot,
+    /// Where it came from, for [`Agent::status`](crate::Agent::status).
+    source: SnapshotSource,
+}
+
+/// The bookkeeping of one list, touched by updates and status only — never
+/// by lookups.
+#[derive(Debug, Default)]
+struct ListMeta {
+    /// Sent back as `If-None-Match` so an unchanged snapshot costs a 304.
+    etag: Option<String>,
+    /// The last accepted (version, body hash): nothing older is accepted.
+    floor: Option<VersionFloor>,
+    /// For [`ListStatus::last_success`]: when an update last succeeded.
+    last_success: Option<SystemTime>,
+    /// For [`ListStatus::last_error`]: why the last update failed.
+    last_error: Option<Error>,
+    /// For [`ListStatus::consecutive_failures`].
+    consecutive_failures: u32,
+    /// For [`ListStatus::last_storage_error`]: a failed write or a
+    /// quarantined file.
+    last_storage_error: Option<Error>,
+}
+
+/// One subscribed list and its current snapshot.
+#[derive(Debug)]
+struct ListSlot {
+    name: String,
+    /// Swapped whole by updates; readers take an `Arc` and never block, so a
+    /// check sees either the old filter or the new one, never a mix.
+    current: ArcSwapOption<Loaded>,
+    meta: Mutex<ListMeta>,
+}
+
+impl ListSlot {
+    fn version(&self) -> Option<u64> {
+        self.current.load().as_ref().map(|l| l.accepted.header().version)
+    }
+}
+
+/// Every subscribed list's snapshot and update state.
+#[derive(Debug)]
+pub(crate) struct Lists {
+    /// One per subscribed list, in subscription order.
+    slots: Vec<ListSlot>,
+    /// Shared with decoding tasks on the blocking pool.
+    trusted_keys: Arc<[TrustedKey]>,
+    /// Decode limits; the body limits equal `max_snapshot_bytes`.
+    limits: DecodeLimits,
+    /// The most snapshot bytes downloaded or read from the cache.
+    max_snapshot_bytes: u64,
+    /// Total time allowed for one snapshot download.
+    snapshot_timeout: Duration,
+    /// The cache directory, for the path of a storage error.
+    cache_dir: Option<PathBuf>,
+    /// Where accepted snapshots and floors are persisted, if anywhere.
+    store: Option<Store>,
+    /// One update in flight at a time: serialises manual rounds and the
+    /// background task, so that two updates cannot race a floor check
+    /// against each other's swap (and roll a list back).
+    update_lock: tokio::sync::Mutex<()>,
+    shared: Arc<Shared>,
+}
+
+impl Lists {
+    /// A slot per list of `settings`, each loaded from the cache directory
+    /// if a verified snapshot is found there.
+    pub(crate) fn new(settings: &Settings, shared: Arc<Shared>) -> Self {
+        let slots = settings
+            .lists
+            .iter()
+            .map(|name| ListSlot {
+                name: name.clone(),
+                current: ArcSwapOption::empty(),
+                meta: Mutex::new(ListMeta::default()),
+            })
+            .collect();
+        let lists = Self {
+            slots,
+            trusted_keys: settings.trusted_keys.clone().into(),
+            limits: settings.limits,
+            max_snapshot_bytes: settings.max_snapshot_bytes,
+            snapshot_timeout: settings.snapshot_timeout,
+            cache_dir: settings.cache_dir.clone(),
+            store: settings.cache_dir.clone().map(Store::new),
+            update_lock: tokio::sync::Mutex::new(()),
+            shared,
+        };
+        lists.restore_from_cache();
+        lists
+    }
+
+    /// The subscribed lists' names, in subscription order.
+    pub(crate) fn names(&self) -> impl Iterator<Item = &str> {
+        self.slots.iter().map(|s| s.name.as_str())
+    }
+
+    /// How many lists are subscribed.
+    pub(crate) fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    fn slot(&self, list: &str) -> Option<&ListSlot> {
+        self.slots.iter().find(|s| s.name == list)
+    }
+
+    /// The version of `list`'s snapshot in use, if any.
+    pub(crate) fn version(&self, list: &str) -> Option<u64> {
+        self.slot(list).and_then(ListSlot::version)
+    }
+
+    /// The verified header of `list`'s snapshot in use, if any.
+    pub(crate) fn header(&self, list: &str) -> Option<SnapshotHeader> {
+        let slot = self.slot(list)?;
+        slot.current.load().as_ref().map(|l| l.accepted.header().clone())
+    }
+
+    /// Each list's status at `now`, in subscription order.
+    pub(crate) fn statuses(&self, now: SystemTime) -> Vec<ListStatus> {
+        self.slots
+            .iter()
+            .map(|slot| {
+                let current = slot.current.load_full();
+                let meta = lock(&slot.meta);
+                let accepted = current.as_ref().map(|l| &l.accepted);
+                ListStatus {
+                    name: slot.name.clone(),
+                    version: accepted.map(|a| a.header().version),
+                    created_at: accepted.map(AcceptedSnapshot::created_at),
+                    expires_at: accepted.map(AcceptedSnapshot::expires_at),
+                    age: accepted.map(|a| now.duration_since(a.created_at()).unwrap_or(Duration::ZERO)),
+                    stale: accepted.is_some_and(|a| a.is_stale(now)),
+                    source: current.as_ref().map(|l| l.source),
+                    version_floor: meta.floor.map(|f| f.version),
+                    last_success: meta.last_success,
+                    last_error: meta.last_error.clone(),
+                    consecutive_failures: meta.consecutive_failures,
+                    last_storage_error: meta.last_storage_error.clone(),
+                }
+            })
+            .collect()
+    }
+
+    /// How long list `index`'s snapshot stays fresh, or `None` without a
+    /// fresh one (none, or expired): the input of the initial jitter.
+    pub(crate) fn time_to_expiry(&self, index: usize) -> Option<Duration> {
+        let slot = self.slots.get(index)?;
+        let current = slot.current.load();
+        let loaded = current.as_ref()?;
+        loaded
+            .accepted
+            .expires_at()
+            .duration_since(self.shared.now())
+            .ok()
+    }
+
+    /// One update round: every list, one after the other, with the update
+    /// lock held throughout. Each list's name and outcome, in subscription
+    /// order.
+    pub(crate) async fn update_all(&self) -> Vec<(String, ListUpdate)> {
+        let _round = self.update_lock.lock().await;
+        let mut lists = Vec::with_capacity(self.slots.len());
+        for slot in &self.slots {
+            let (outcome, _) = self.update_list_locked(slot).await;
+            lists.push((slot.name.clone(), outcome));
+        }
+        lists
+    }
+
+    /// Loads each list's cached snapshot and floor (see
+    /// [`crate::engine::accept::restore`]) — an expired snapshot too, which
+    /// then answers flagged stale; quarantines what fails verification.
+    fn restore_from_cache(&self) {
+        let Some(store) = &self.store else {
+            return;
+        };
+        let now = self.shared.now();
+        for slot in &self.slots {
+            store.remove_temporaries(&slot.name);
+            let found = store.read(&slot.name, self.max_snapshot_bytes);
+            let mut meta = lock(&slot.meta);
+            for problem in found.problems {
+                if matches!(problem, Error::CorruptCache { .. }) {
+                    Counters::bump(&self.shared.counters.cache_files_quarantined);
+                }
+                meta.last_storage_error = Some(problem);
+            }
+            let restored = accept::restore(
+                &slot.name,
+                found.snapshot.as_deref(),
+                found.record.as_ref(),
+                &self.trusted_keys,
+                &self.limits,
+            );
+            meta.floor = restored.floor;
+            meta.etag = restored.etag;
+            match restored.snapshot {
+                Restored::Loaded(accepted) => {
+                    let version = accepted.header().version;
+                    if accepted.is_stale(now) {
+                        tracing::warn!(list = %slot.name, version, "snapshot loaded from cache has expired; using it, stale, until a newer one arrives");
+                        Counters::bump(&self.shared.counters.expired_snapshots_loaded_from_cache);
+                    } else {
+                        tracing::info!(list = %slot.name, version, "snapshot loaded from cache");
+                    }
+                    Counters::bump(&self.shared.counters.snapshots_loaded_from_cache);
+                    slot.current.store(Some(Arc::new(Loaded {
+                        accepted,
+                        source: SnapshotSource::Cache,
+                    })));
+                }
+                Restored::Rejected(error) => {
+                    Counters::bump(&self.shared.counters.cache_files_quarantined);
+                    let path = store.snapshot_path(&slot.name);
+                    meta.last_storage_error = Some(store.quarantine(&path, error.to_string()));
+                }
+                Restored::Missing => {}
+            }
+        }
+    }
+
+    /// Updates list `index` with the update lock held; for the background
+    /// task. Returns the outcome and the publisher's next-check hint.
+    pub(crate) async fn update_one(&self, index: usize) -> Option<(ListUpdate, Option<Duration>)> {
+        let slot = self.slots.get(index)?;
+        let _round = self.update_lock.lock().await;
+        Some(self.update_list_locked(slot).await)
+    }
+
+    /// One list's update, with the update lock held by the caller: the
+    /// outcome (counted and recorded in the list's status) and the
+    /// publisher's next-check hint.
+    async fn update_list_locked(&self, slot: &ListSlot) -> (ListUpdate, Option<Duration>) {
+        match self.fetch_and_apply(slot).await {
+            Ok((outcome, hint)) => {
+                let mut meta = lock(&slot.meta);
+                meta.last_success = Some(self.shared.now());
+                meta.last_error = None;
+                meta.consecutive_failures = 0;
+                (outcome, hint)
+            }
+            Err(error) => {
+                self.shared.counters.update_failed(&error);
+                let kept_version = slot.version();
+                tracing::warn!(list = %slot.name, ?kept_version, %error, "snapshot update failed");
+                let mut meta = lock(&slot.meta);
+                meta.last_error = Some(error.clone());
+                meta.consecutive_failures = meta.consecutive_failures.saturating_add(1);
+                (ListUpdate::Failed { error, kept_version }, None)
+            }
+        }
+    }
+
+    /// Tries each base URL in turn; the first error is reported if all fail.
+    async fn fetch_and_apply(&self, slot: &ListSlot) -> Result<(ListUpdate, Option<Duration>), Error> {
+        let mut first_error = None;
+        for base in &self.shared.base_urls {
+            let url = format!("{base}{}", routes::latest_snapshot(&slot.name));
+            match self.fetch_and_apply_from(slot, &url).await {
+                Ok(done) => return Ok(done),
+                Err(error) => {
+                    if self.shared.base_urls.len() > 1 {
+                        tracing::debug!(%url, %error, "snapshot source failed");
+                    }
+                    first_error.get_or_insert(error);
+                }
+            }
+        }
+        Err(first_error.unwrap_or(Error::NotReady {
+            list: slot.name.clone(),
+        }))
+    }
+
+    async fn fetch_and_apply_from(
+        &self,
+        slot: &ListSlot,
+        url: &str,
+    ) -> Result<(ListUpdate, Option<Duration>), Error> {
+        let current = slot.current.load_full();
+        let previous = current.as_ref().map(|l| l.accepted.header().version);
+        let (etag, floor) = {
+            let meta = lock(&slot.meta);
+            (current.as_ref().and(meta.etag.clone()), meta.floor)
+        };
+        let mut date = None;
+        let fetched = http::fetch_snapshot(
+            &self.shared.client,
+            url,
+            etag.as_deref(),
+            self.max_snapshot_bytes,
+            self.snapshot_timeout,
+            self.shared.now(),
+            &mut date,
+        )
+        .await;
+        self.shared.observe_publisher_time(date);
+        let fetched = fetched?;
+        let (bytes, new_etag, hint) = match (fetched, previous) {
+            (SnapshotFetch::NotModified { hint }, Some(version)) => {
+                return Ok((ListUpdate::Unchanged { version }, hint));
+            }
+            (SnapshotFetch::NotModified { .. }, None) => {
+                // Not reachable: If-None-Match is only sent with a snapshot loaded.
+                return Err(Error::UnexpectedResponse {
+                    url: url.to_owned(),
+                    reason: "304 Not Modified without a snapshot loaded".to_owned(),
+                });
+            }
+            (
+                SnapshotFetch::Body {
+                    etag: Some(e), hint, ..
+                },
+                Some(version),
+            ) if Some(e.as_str()) == etag.as_deref() => {
+                // The publisher ignored If-None-Match but serves the same
+                // representation: nothing to verify.
+                return Ok((ListUpdate::Unchanged { version }, hint));
+            }
+            (SnapshotFetch::Body { bytes, etag, hint }, _) => (bytes, etag, hint),
+        };
+        let (accepted, bytes) = self.accept_blocking(&slot.name, url, bytes, floor).await?;
+        let version = accepted.header().version;
+        let new_floor = accepted.floor();
+        if current.as_ref().is_some_and(|l| l.accepted.floor() == new_floor) {
+            // The very snapshot in use, under a new ETag: remember the ETag
+            // so the next request can be a 304.
+            lock(&slot.meta).etag = new_etag;
+            return Ok((ListUpdate::Unchanged { version }, hint));
+        }
+        let expired = accepted.is_stale(self.shared.now());
+        self.persist(slot, bytes, new_floor, new_etag.clone()).await;
+        slot.current.store(Some(Arc::new(Loaded {
+            accepted,
+            source: SnapshotSource::Network,
+        })));
+        {
+            let mut meta = lock(&slot.meta);
+            meta.floor = Some(new_floor);
+            meta.etag = new_etag;
+        }
+        Counters::bump(&self.shared.counters.snapshots_applied);
+        if expired {
+            // Newer than the one in use (the floor saw to that), so it can
+            // only add protection; stale, so the host sees the freeze or
+            // the clock.
+            Counters::bump(&self.shared.counters.expired_snapshots_applied);
+            let clock_skew = self
+                .shared
+                .clock_skew(self.shared.now())
+                .map(|skew| skew.to_string());
+            tracing::warn!(list = %slot.name, ?previous, version, ?clock_skew, "snapshot updated, but it has already expired: using it, stale");
+        } else {
+            tracing::info!(list = %slot.name, ?previous, version, "snapshot updated");
+        }
+        Ok((ListUpdate::Updated { previous, version }, hint))
+    }
+
+    /// [`crate::engine::accept::accept`] on the blocking pool: hashing and
+    /// decompressing up to the snapshot limit would stall an async worker.
+    /// Hands the bytes back for persistence.
+    async fn accept_blocking(
+        &self,
+        list: &str,
+        url: &str,
+        bytes: Vec<u8>,
+        floor: Option<VersionFloor>,
+    ) -> Result<(AcceptedSnapshot, Vec<u8>), Error> {
+        let keys = Arc::clone(&self.trusted_keys);
+        let limits = self.limits;
+        let owned_list = list.to_owned();
+        let task = tokio::task::spawn_blocking(move || {
+            let result = accept::accept(&owned_list, &bytes, &keys, &limits, floor.as_ref());
+            result.map(|accepted| (accepted, bytes))
+        });
+        match task.await {
+            Ok(result) => result,
+            // A panic in verification is a bug; report it instead of taking
+            // the host down. Cancellation means the runtime is shutting down.
+            Err(join) => Err(Error::UnexpectedResponse {
+                url: url.to_owned(),
+                reason: format!("snapshot verification did not finish: {join}"),
+            }),
+        }
+    }
+
+    /// Writes an accepted snapshot and its floor to the cache directory, if
+    /// any. A failure is counted and reported in the list's status; the
+    /// snapshot is used all the same (protection now beats persistence).
+    async fn persist(&self, slot: &ListSlot, bytes: Vec<u8>, floor: VersionFloor, etag: Option<String>) {
+        let Some(store) = self.store.clone() else {
+            return;
+        };
+        let record = ListRecord {
+            list: slot.name.clone(),
+            floor,
+            etag,
+        };
+        let list = slot.name.clone();
+        let result = tokio::task::spawn_blocking(move || store.save(&list, &bytes, &record)).await;
+        let error = match result {
+            Ok(Ok(())) => return,
+            Ok(Err(e)) => e,
+            Err(join) => Error::Storage {
+                path: self.cache_dir.clone().unwrap_or_default(),
+                reason: format!("write did not finish: {join}"),
+            },
+        };
+        tracing::warn!(list = %slot.name, %error, "cannot persist snapshot");
+        Counters::bump(&self.shared.counters.persist_failures);
+        lock(&slot.meta).last_storage_error = Some(error);
+    }
+
+    /// Probes every list's current snapshot.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotReady`] when a list has no snapshot yet.
+    pub(crate) fn probe(&self, hashes: &UrlHashes<'_>, now: SystemTime) -> Result<LocalLookup, Error> {
+        // Guards, not `load_full`: cloning the `Arc` writes its shared
+        // reference count on every check, a cache line that concurrent
+        // checkers on other cores then fight over (`bench/`, row 5).
+        if let [slot] = self.slots.as_slice() {
+            // One list, the usual case: no allocation for the guards.
+            let current = slot.current.load();
+            let Some(loaded) = current.as_ref() else {
+                return Err(Error::NotReady {
+                    list: slot.name.clone(),
+                });
+            };
+            let snapshot = std::iter::once((slot.name.as_str(), &loaded.accepted));
+            return Ok(lookup::probe(hashes, snapshot, now));
+        }
+        let mut loaded = Vec::with_capacity(self.slots.len());
+        for slot in &self.slots {
+            let current = slot.current.load();
+            if current.is_none() {
+                return Err(Error::NotReady {
+                    list: slot.name.clone(),
+                });
+            }
+            loaded.push((slot.name.as_str(), current));
+        }
+        Ok(lookup::probe(
+            hashes,
+            loaded
+                .iter()
+                .filter_map(|(name, l)| l.as_ref().map(|l| (*name, &l.accepted))),
+            now,
+        ))
+    }
+}
