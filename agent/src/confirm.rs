@@ -41,11 +41,14 @@ pub(crate) struct Confirmer {
     lists: Vec<String>,
     /// Random prefixes added to each request.
     noise_prefixes: usize,
+    /// Answers by request prefix, misses included, for their cache duration.
     cache: Mutex<FullHashCache>,
     /// Request prefixes with a full-hash request in flight, for single
     /// flight: a second check for the same prefix waits for the first.
     in_flight: InFlight,
+    /// Pauses requests after failures, for every check at once.
     backoff: Mutex<FullHashBackoff>,
+    /// The client, clock, RNG and counters, shared with the lists.
     shared: Arc<Shared>,
 }
 

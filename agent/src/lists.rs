@@ -94,6 +94,7 @@ pub(crate) struct Lists {
     /// background task, so that two updates cannot race a floor check
     /// against each other's swap (and roll a list back).
     update_lock: tokio::sync::Mutex<()>,
+    /// The client, clock and counters, shared with the confirmation.
     shared: Arc<Shared>,
 }
 
