@@ -15,7 +15,7 @@ pub(super) fn parse_csv<S: EntrySink>(bytes: &[u8], options: &FormatOptions, r: 
         r.report.lines += 1;
         bytes = memchr::memchr(b'\n', bytes).map_or(&[][..], |i| bytes.get(i + 1..).unwrap_or_default());
     }
-    let mut reader = csv::ReaderBuilder::new().flexible(true).from_reader(bytes);
+    let mut reader = ::csv::ReaderBuilder::new().flexible(true).from_reader(bytes);
     let index = match reader.byte_headers() {
         Ok(h) => h
             .iter()
