@@ -2,7 +2,9 @@
 //!
 //! Every field, its default and its limits are documented in
 //! `docs/configuration.md`; [`Config::validate`] checks them at start and
-//! names the offending field. The signing key path may be overridden by the
+//! names the offending field, and [`Config::resolve`] turns a valid
+//! configuration into the [`Settings`] a publisher runs with, its times as
+//! `Duration`s. The signing key path may be overridden by the
 //! environment variable `BLOCKSIEVE_SIGNING_KEY`, so secrets need not live in
 //! the file.
 
@@ -14,6 +16,10 @@ use blocksieve_format::{FilterKind, KeyBits, is_valid_list_name};
 use serde::Deserialize;
 
 use crate::Error;
+
+mod settings;
+
+pub use settings::Settings;
 
 /// The built-in threat list: a real phishing URL feed shipped with the
 /// publisher (phishunt, CC0; see `publisher/data/README.md`).
@@ -27,93 +33,78 @@ pub const DEFAULT_JSON_ALLOW_KEY: &str = "whitelist";
 pub const SIGNING_KEY_ENV: &str = "BLOCKSIEVE_SIGNING_KEY";
 
 /// The whole publisher configuration.
+///
+/// A field left out of the file takes its value in [`Config::default`],
+/// except `lists`, which is then empty: a file names its lists.
 #[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct Config {
     /// Address the HTTP server listens on. By default, `127.0.0.1:8080`.
-    #[serde(default = "default_listen")]
     pub listen: SocketAddr,
     /// Directory holding the signing key, source caches and published
     /// snapshots. By default, `./blocksieve-data`.
-    #[serde(default = "default_data_dir")]
     pub data_dir: PathBuf,
     /// Rebuild schedule for lists without their own, a 6-field cron
     /// expression with seconds first. By default, `0 */30 * * * *` (every 30
     /// minutes).
-    #[serde(default = "default_schedule")]
     pub schedule: String,
     /// Path of the Ed25519 signing key; created (mode 0600) when missing.
     /// `BLOCKSIEVE_SIGNING_KEY` overrides it. By default,
     /// `<data_dir>/signing.key`.
-    #[serde(default)]
     pub signing_key: Option<PathBuf>,
     /// Seconds a snapshot stays current after it is built (its expiry). By
     /// default, 7200 (two hours: four missed 30-minute rebuilds).
-    #[serde(default = "default_ttl")]
     pub snapshot_ttl_s: u64,
     /// Seconds agents should wait before checking for a new snapshot (the
     /// `X-Blocksieve-Next-Check` hint and the latest snapshot's `max-age`).
     /// By default, 300.
-    #[serde(default = "default_next_check")]
     pub next_check_s: u64,
     /// Seconds agents may cache a full-hash answer, hits and misses alike. By
     /// default, 300.
-    #[serde(default = "default_cache_duration")]
     pub cache_duration_s: u64,
     /// Published versions kept on disk per list (each stays downloadable at
     /// its immutable URL). By default, 5.
-    #[serde(default = "default_keep_versions")]
     pub keep_versions: usize,
     /// Pad every full-hash bucket in responses to at least this many entries
     /// with random hashes of the same prefix, so a hit and a miss have the
     /// same size (0 turns padding off). By default, 0.
-    #[serde(default)]
     pub padding: usize,
     /// Refuse (400) a request prefix whose expected bucket, over all lists,
     /// holds more full hashes than this. By default, 4096.
-    #[serde(default = "default_max_bucket")]
     pub max_bucket_entries: u64,
     /// Most prefixes in one `POST /v1/hashes:search`. By default, 1000.
-    #[serde(default = "default_max_prefixes")]
     pub max_prefixes_per_request: usize,
     /// Seconds a request may take, once its body is read, before the server
     /// answers 408. By default, 30.
-    #[serde(default = "default_request_timeout")]
     pub request_timeout_s: u64,
     /// Seconds a client may take to send a request's body, counted from when
     /// its headers were read; a slower one is answered 408 and disconnected.
     /// Bodies are read before a request takes a `max_concurrency` slot, so a
     /// client slow to send its body holds none. By default, 10.
-    #[serde(default = "default_body_read_timeout")]
     pub body_read_timeout_s: u64,
     /// Seconds a client may take to send a request's line and headers,
     /// counted from when the server starts waiting for them, so an idle
     /// keep-alive connection is closed after this long too; a slower client
     /// (e.g. one sending a byte a second) is disconnected. By default, 10.
-    #[serde(default = "default_header_read_timeout")]
     pub header_read_timeout_s: u64,
     /// Seconds a response write may make no progress (a client that stopped
     /// reading) before the connection is closed. By default, 30.
-    #[serde(default = "default_write_stall_timeout")]
     pub write_stall_timeout_s: u64,
     /// Requests served at once; more wait. By default, 1024.
-    #[serde(default = "default_max_concurrency")]
     pub max_concurrency: usize,
     /// Connections open at once; beyond this many the server stops accepting
     /// and new connections wait in the kernel's accept backlog until one
     /// closes. By default, 10,000.
-    #[serde(default = "default_max_connections")]
     pub max_connections: usize,
     /// Seconds in-flight requests get to finish after a shutdown signal. By
     /// default, 10.
-    #[serde(default = "default_drain")]
     pub drain_timeout_s: u64,
     /// Log format: `text` or `json`. By default, `text`.
-    #[serde(default)]
     pub log_format: LogFormat,
     /// The threat lists to build and serve. By default, one list `phishing`
-    /// from the built-in feed.
-    #[serde(default)]
+    /// from the built-in feed; a file without `[[lists]]` names none (and is
+    /// refused by [`Config::from_file`]).
+    #[serde(default = "Vec::new")]
     pub lists: Vec<ListConfig>,
 }
 
@@ -250,28 +241,25 @@ pub struct ListConfig {
 /// Checks a build must pass before it is published. A refused build leaves
 /// the previous snapshot serving; `--force` overrides the gates once.
 #[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct Gates {
     /// Refuse a list with fewer distinct entries. By default, 1 (refuse an
     /// empty list).
-    #[serde(default = "default_min_entries")]
     pub min_entries: u64,
     /// Refuse a list that shrank by more than this fraction since the last
     /// published snapshot. By default, 0.5.
-    #[serde(default = "default_max_shrink")]
     pub max_shrink: f64,
     /// Refuse a filter whose measured false-positive rate exceeds this
     /// multiple of its theoretical rate. By default, 2.0.
-    #[serde(default = "default_max_fpr_ratio")]
     pub max_fpr_ratio: f64,
 }
 
 impl Default for Gates {
     fn default() -> Self {
         Self {
-            min_entries: default_min_entries(),
-            max_shrink: default_max_shrink(),
-            max_fpr_ratio: default_max_fpr_ratio(),
+            min_entries: 1,
+            max_shrink: 0.5,
+            max_fpr_ratio: 2.0,
         }
     }
 }
@@ -349,6 +337,11 @@ impl SourceConfig {
         }
     }
 
+    /// How long an HTTP fetch of this source may take (`timeout_s`).
+    pub fn timeout(&self) -> Duration {
+        Duration::from_secs(self.timeout_s)
+    }
+
     /// The JSON array of allowed domains: `json_allow_key`, by default
     /// `whitelist`; `None` when set to `""`.
     pub fn json_allow_key(&self) -> Option<&str> {
@@ -423,54 +416,10 @@ impl SourceFormat {
     }
 }
 
-fn default_listen() -> SocketAddr {
-    SocketAddr::from(([127, 0, 0, 1], 8080))
-}
-fn default_data_dir() -> PathBuf {
-    PathBuf::from("./blocksieve-data")
-}
-fn default_schedule() -> String {
-    "0 */30 * * * *".to_owned()
-}
-fn default_ttl() -> u64 {
-    2 * 60 * 60
-}
-fn default_next_check() -> u64 {
-    5 * 60
-}
-fn default_cache_duration() -> u64 {
-    5 * 60
-}
-fn default_keep_versions() -> usize {
-    5
-}
-fn default_max_bucket() -> u64 {
-    4096
-}
-fn default_max_prefixes() -> usize {
-    blocksieve_format::api::MAX_PREFIXES_PER_REQUEST
-}
-fn default_request_timeout() -> u64 {
-    30
-}
-fn default_body_read_timeout() -> u64 {
-    10
-}
-fn default_max_connections() -> usize {
-    10_000
-}
-fn default_header_read_timeout() -> u64 {
-    10
-}
-fn default_write_stall_timeout() -> u64 {
-    30
-}
-fn default_max_concurrency() -> usize {
-    1024
-}
-fn default_drain() -> u64 {
-    10
-}
+// `ListConfig` and `SourceConfig` have required keys (`name`, `sources`,
+// `format`), which serde's container `default` cannot leave required: their
+// other keys name their defaults one by one, here, and `ListConfig::new` and
+// `SourceConfig::file` use the same functions.
 fn default_filter() -> FilterChoice {
     FilterChoice::Kind(FilterKind::BinaryFuse8)
 }
@@ -485,15 +434,6 @@ fn default_fh_target() -> f64 {
 }
 fn default_min_anonymity() -> u64 {
     64
-}
-fn default_min_entries() -> u64 {
-    1
-}
-fn default_max_shrink() -> f64 {
-    0.5
-}
-fn default_max_fpr_ratio() -> f64 {
-    2.0
 }
 fn default_source_timeout() -> u64 {
     60
@@ -534,24 +474,24 @@ impl Default for Config {
     /// The built-in default: one list `phishing` from the shipped feed.
     fn default() -> Self {
         Self {
-            listen: default_listen(),
-            data_dir: default_data_dir(),
-            schedule: default_schedule(),
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            data_dir: PathBuf::from("./blocksieve-data"),
+            schedule: "0 */30 * * * *".to_owned(),
             signing_key: None,
-            snapshot_ttl_s: default_ttl(),
-            next_check_s: default_next_check(),
-            cache_duration_s: default_cache_duration(),
-            keep_versions: default_keep_versions(),
+            snapshot_ttl_s: 2 * 60 * 60,
+            next_check_s: 5 * 60,
+            cache_duration_s: 5 * 60,
+            keep_versions: 5,
             padding: 0,
-            max_bucket_entries: default_max_bucket(),
-            max_prefixes_per_request: default_max_prefixes(),
-            request_timeout_s: default_request_timeout(),
-            body_read_timeout_s: default_body_read_timeout(),
-            header_read_timeout_s: default_header_read_timeout(),
-            write_stall_timeout_s: default_write_stall_timeout(),
-            max_concurrency: default_max_concurrency(),
-            max_connections: default_max_connections(),
-            drain_timeout_s: default_drain(),
+            max_bucket_entries: 4096,
+            max_prefixes_per_request: blocksieve_format::api::MAX_PREFIXES_PER_REQUEST,
+            request_timeout_s: 30,
+            body_read_timeout_s: 10,
+            header_read_timeout_s: 10,
+            write_stall_timeout_s: 30,
+            max_concurrency: 1024,
+            max_connections: 10_000,
+            drain_timeout_s: 10,
             log_format: LogFormat::Text,
             lists: vec![ListConfig::new("phishing", vec![SourceConfig::builtin()])],
         }
@@ -734,12 +674,7 @@ impl Config {
     /// The signing key path: `BLOCKSIEVE_SIGNING_KEY`, else `signing_key`,
     /// else `<data_dir>/signing.key`.
     pub fn signing_key_path(&self) -> PathBuf {
-        if let Some(p) = std::env::var_os(SIGNING_KEY_ENV).filter(|p| !p.is_empty()) {
-            return PathBuf::from(p);
-        }
-        self.signing_key
-            .clone()
-            .unwrap_or_else(|| self.data_dir.join("signing.key"))
+        signing_key_path(self.signing_key.as_deref(), &self.data_dir)
     }
 
     /// Full-hash cache duration.
@@ -749,11 +684,25 @@ impl Config {
 
     /// The schedule of list `index`.
     pub fn schedule_of(&self, index: usize) -> &str {
-        self.lists
-            .get(index)
-            .and_then(|l| l.schedule.as_deref())
-            .unwrap_or(&self.schedule)
+        schedule_of(&self.lists, &self.schedule, index)
     }
+}
+
+/// `BLOCKSIEVE_SIGNING_KEY`, else `signing_key`, else
+/// `<data_dir>/signing.key`.
+fn signing_key_path(signing_key: Option<&Path>, data_dir: &Path) -> PathBuf {
+    if let Some(p) = std::env::var_os(SIGNING_KEY_ENV).filter(|p| !p.is_empty()) {
+        return PathBuf::from(p);
+    }
+    signing_key.map_or_else(|| data_dir.join("signing.key"), Path::to_path_buf)
+}
+
+/// The schedule of list `index` of `lists`: its own, else `schedule`.
+fn schedule_of<'a>(lists: &'a [ListConfig], schedule: &'a str, index: usize) -> &'a str {
+    lists
+        .get(index)
+        .and_then(|l| l.schedule.as_deref())
+        .unwrap_or(schedule)
 }
 
 /// Checks one source, `field` naming it (`lists.<name>.sources[i]`).

@@ -1,0 +1,300 @@
+//! Steps 1 to 3 of reading a line, for every line format: a byte-order
+//! mark and white space trimmed, comments skipped, quotes removed (a
+//! `urls` line goes on in `urls`); and the white space that separates
+//! fields.
+
+use crate::config::SourceFormat;
+
+use super::cleaned;
+use super::urls::clean_url_line;
+
+/// What cleaning did to a line (bits of [`CLEANED_KINDS`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Cuts(pub(super) u8);
+
+/// Each [`Cuts`] bit and the [`cleaned`] kind it counts as.
+const CLEANED_KINDS: [(u8, &str); 5] = [
+    (Cuts::UNICODE, cleaned::UNICODE_WHITE_SPACE),
+    (Cuts::QUOTES, cleaned::QUOTES),
+    (Cuts::COLUMN, cleaned::COLUMN),
+    (Cuts::COMMENT, cleaned::COMMENT),
+    (Cuts::SPACE, cleaned::SPACE),
+];
+
+impl Cuts {
+    pub(super) const UNICODE: u8 = 1;
+    pub(super) const QUOTES: u8 = 2;
+    pub(super) const COLUMN: u8 = 4;
+    pub(super) const COMMENT: u8 = 8;
+    pub(super) const SPACE: u8 = 16;
+
+    pub(super) fn kinds(self) -> impl Iterator<Item = &'static str> {
+        CLEANED_KINDS
+            .into_iter()
+            .filter(move |(bit, _)| self.0 & bit != 0)
+            .map(|(_, kind)| kind)
+    }
+}
+
+/// A line ready to read: its entry text and what cleaning did.
+pub(super) struct Cleaned<'a> {
+    /// The entry text (for `urls`, the first reading).
+    pub(super) text: &'a [u8],
+    /// `urls`: the further readings of the line — the URL field as written
+    /// when a space is inside it, further URLs on the line (steps 4 and 5
+    /// of the module docs). Empty for almost every line.
+    pub(super) more: Vec<&'a [u8]>,
+    pub(super) cuts: Cuts,
+}
+
+/// Whether `format` is read line by line (else a CSV value or JSON string).
+fn is_line_format(format: SourceFormat) -> bool {
+    !matches!(format, SourceFormat::Csv | SourceFormat::Json)
+}
+
+/// Steps 1 to 5 of the module docs; `None` for a line with no entry.
+pub(super) fn clean_line(format: SourceFormat, raw: &[u8]) -> Option<Cleaned<'_>> {
+    let mut cuts = Cuts::default();
+    let line = raw.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(raw);
+    let mut text = trim_white(line, &mut cuts);
+    let first = *text.first()?;
+    if is_line_format(format) && (first == b'#' || (format == SourceFormat::AdblockHosts && first == b'!')) {
+        return None;
+    }
+    if format == SourceFormat::Urls {
+        return clean_url_line(text, cuts);
+    }
+    // Most lines hold no `#` and no quote: nothing below can change them.
+    if let Some(inner) = unquote(text) {
+        text = trim_white(inner, &mut cuts);
+        cuts.0 |= Cuts::QUOTES;
+    } else if matches!(
+        format,
+        SourceFormat::Hosts | SourceFormat::Domains | SourceFormat::Sha256
+    ) && let Some(before) = before_first(text, b'#')
+    {
+        text = trim_white(before, &mut cuts);
+        cuts.0 |= Cuts::COMMENT;
+        if let Some(inner) = unquote(text) {
+            text = trim_white(inner, &mut cuts);
+            cuts.0 |= Cuts::QUOTES;
+        }
+    }
+    if text.is_empty() {
+        return None;
+    }
+    Some(Cleaned {
+        text,
+        more: Vec::new(),
+        cuts,
+    })
+}
+
+/// Where the first field-separating white space of `text` starts
+/// ([`white_len`]), if it holds any.
+pub(super) fn first_white(text: &[u8]) -> Option<usize> {
+    (0..text.len()).find(|&j| text.get(j..).is_some_and(|r| white_len(r) > 0))
+}
+
+/// The white space that separates fields: ASCII white space and Unicode
+/// white space, but not the invisible U+FEFF, U+200B and U+2060 (inside a
+/// URL they are the canonicalizer's to escape; trimmed at the ends only).
+pub(super) fn is_field_white(c: char) -> bool {
+    c.is_whitespace()
+}
+
+/// The fields of `text` separated by white space ([`white_len`]).
+pub(super) fn split_white(text: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut rest = text;
+    std::iter::from_fn(move || {
+        while white_len(rest) > 0 {
+            rest = rest.get(white_len(rest)..).unwrap_or_default();
+        }
+        if rest.is_empty() {
+            return None;
+        }
+        let len = first_white(rest).unwrap_or(rest.len());
+        let (field, after) = rest.split_at(len);
+        rest = after;
+        Some(field)
+    })
+}
+
+/// The length of the field-separating white space `bytes` start with: one
+/// ASCII white-space byte, or one character of [`is_field_white`]; 0 when
+/// it starts with none.
+pub(super) fn white_len(bytes: &[u8]) -> usize {
+    match bytes.first() {
+        Some(b) if b.is_ascii_whitespace() => 1,
+        Some(b) if !b.is_ascii() => first_char(bytes)
+            .filter(|(c, _)| is_field_white(*c))
+            .map_or(0, |(_, len)| len),
+        _ => 0,
+    }
+}
+
+/// Unicode white space trimmed from feed lines besides ASCII white space:
+/// what Unicode calls white space (U+00A0, U+2000 to U+200A, U+202F,
+/// U+205F, U+3000, …) and the invisible U+FEFF ZERO WIDTH NO-BREAK SPACE,
+/// U+200B ZERO WIDTH SPACE and U+2060 WORD JOINER, which copying from a web
+/// page leaves behind.
+pub(super) fn is_unicode_white(c: char) -> bool {
+    c.is_whitespace() || matches!(c, '\u{FEFF}' | '\u{200B}' | '\u{2060}')
+}
+
+/// The UTF-8 character `bytes` start with, and its length, when it is not
+/// ASCII.
+fn first_char(bytes: &[u8]) -> Option<(char, usize)> {
+    let len = match bytes.first()? {
+        0xC0..=0xDF => 2,
+        0xE0..=0xEF => 3,
+        0xF0..=0xF7 => 4,
+        _ => return None,
+    };
+    let c = std::str::from_utf8(bytes.get(..len)?).ok()?.chars().next()?;
+    Some((c, len))
+}
+
+/// The UTF-8 character `bytes` end with, and its length, when it is not
+/// ASCII.
+fn last_char(bytes: &[u8]) -> Option<(char, usize)> {
+    if bytes.last()?.is_ascii() {
+        return None;
+    }
+    let start = bytes.len().saturating_sub(4);
+    let tail = bytes.get(start..)?;
+    let lead = tail.iter().rposition(|&b| b & 0xC0 != 0x80)?;
+    let mut chars = std::str::from_utf8(tail.get(lead..)?).ok()?.chars();
+    let c = chars.next()?;
+    chars.next().is_none().then_some((c, tail.len() - lead))
+}
+
+/// `bytes` without ASCII and Unicode white space at either end; sets
+/// [`Cuts::UNICODE`] when Unicode white space was removed.
+fn trim_white<'a>(mut bytes: &'a [u8], cuts: &mut Cuts) -> &'a [u8] {
+    loop {
+        bytes = bytes.trim_ascii_start();
+        match first_char(bytes) {
+            Some((c, len)) if is_unicode_white(c) => {
+                bytes = bytes.get(len..).unwrap_or_default();
+                cuts.0 |= Cuts::UNICODE;
+            }
+            _ => break,
+        }
+    }
+    loop {
+        bytes = bytes.trim_ascii_end();
+        match last_char(bytes) {
+            Some((c, len)) if is_unicode_white(c) => {
+                bytes = bytes.get(..bytes.len() - len).unwrap_or_default();
+                cuts.0 |= Cuts::UNICODE;
+            }
+            _ => break,
+        }
+    }
+    bytes
+}
+
+/// The bytes of `text` before its first `byte`, if it holds one. Most
+/// lines hold none, which `contains` finds with a word-at-a-time scan.
+fn before_first(text: &[u8], byte: u8) -> Option<&[u8]> {
+    if !text.contains(&byte) {
+        return None;
+    }
+    text.split(|&b| b == byte).next()
+}
+
+/// `"…"` or `'…'` → `…` (one pair of matching quotes).
+pub(super) fn unquote(text: &[u8]) -> Option<&[u8]> {
+    let (&open, rest) = text.split_first()?;
+    let (&close, inner) = rest.split_last()?;
+    (matches!(open, b'"' | b'\'') && open == close).then_some(inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::SourceFormat;
+    use crate::sources::tests::{collect, exprs, read_one};
+    use crate::sources::{cleaned, read_line, reason};
+
+    // Issue 13, item 3: real lines of the union feed end in U+00A0 or U+FEFF.
+    #[test]
+    fn unicode_white_space_is_trimmed_from_feed_lines() {
+        for (line, expression) in [
+            ("http://ulvis.net/IFHc\u{a0}", "ulvis.net/IFHc"),
+            ("https://clck.ru/NdB3a\u{a0}", "clck.ru/NdB3a"),
+            ("https://clck.ru/PR3CL?/w/seed/\u{a0}", "clck.ru/PR3CL?/w/seed/"),
+            ("https://j.mp/2Ru15Ss\u{a0}", "j.mp/2Ru15Ss"),
+            (
+                "https://ginexis.blogspot.com/?23sk\u{feff}",
+                "ginexis.blogspot.com/?23sk",
+            ),
+            (
+                "\u{3000}\u{2003}http://lead.example/x\u{202f}\u{205f}\u{200a} ",
+                "lead.example/x",
+            ),
+        ] {
+            let out = read_line(SourceFormat::Urls, line.as_bytes());
+            assert_eq!(out.cleaned, [cleaned::UNICODE_WHITE_SPACE], "{line:?}");
+            assert_eq!(
+                exprs(SourceFormat::Urls, line.as_bytes()),
+                Ok(vec![expression.to_owned()])
+            );
+        }
+        // Every line format, and JSON strings.
+        assert_eq!(
+            exprs(SourceFormat::Hosts, "0.0.0.0 evil.example\u{a0}".as_bytes()),
+            Ok(vec!["evil.example/".to_owned()])
+        );
+        assert_eq!(
+            exprs(SourceFormat::Json, "\u{feff}evil.example\u{3000}".as_bytes()),
+            Ok(vec!["evil.example/".to_owned()])
+        );
+        // Inside a URL, U+00A0 separates fields as a space does: the line is
+        // read cut there and as written (the canonicalizer escapes it).
+        assert_eq!(
+            exprs(SourceFormat::Urls, "http://a.example/x\u{a0}y".as_bytes()),
+            Ok(vec!["a.example/x".to_owned(), "a.example/x%C2%A0y".to_owned()])
+        );
+        // A byte that is not UTF-8 at the end is no white space.
+        assert_eq!(
+            exprs(SourceFormat::Urls, b"http://a.example/x\xa0"),
+            Ok(vec!["a.example/x%A0".to_owned()])
+        );
+        let (_, report) = collect("http://ulvis.net/IFHc\u{a0}\n".as_bytes(), SourceFormat::Urls);
+        assert_eq!(report.cleaned[cleaned::UNICODE_WHITE_SPACE], 1);
+    }
+
+    // Issue 13, item 4.
+    #[test]
+    fn quoted_lines_lose_one_pair_of_quotes() {
+        let readings = read_one(SourceFormat::Urls, b"\"https://x.example/a,b,c\"").unwrap();
+        assert_eq!(readings[0].text, b"https://x.example/a,b,c");
+        assert_eq!(readings[0].expressions, ["x.example/a,b,c"]);
+        assert_eq!(
+            read_line(SourceFormat::Urls, b"\"https://x.example/a,b,c\"").cleaned,
+            [cleaned::QUOTES]
+        );
+        assert_eq!(
+            exprs(SourceFormat::Urls, b"'https://x.example/a'"),
+            Ok(vec!["x.example/a".to_owned()])
+        );
+        // Quotes then a comment or a column.
+        assert_eq!(
+            exprs(SourceFormat::Urls, b"\"https://x.example/a\"  # note"),
+            Ok(vec!["x.example/a".to_owned()])
+        );
+        // Only one pair, and only a matching one.
+        assert_eq!(
+            exprs(SourceFormat::Urls, b"\"\"https://x.example/a\"\""),
+            Ok(vec!["\"https/x.example/a\"".to_owned()])
+        );
+        // Unmatched quotes stay, and a host name holds none.
+        assert_eq!(
+            read_one(SourceFormat::Domains, b"'evil.example\"").map(|_| ()),
+            Err(reason::NOT_A_HOST_NAME)
+        );
+        // An empty quoted line is blank.
+        assert!(read_line(SourceFormat::Urls, b"\"\"").is_skipped());
+    }
+}

@@ -1,0 +1,192 @@
+//! What a host or domain name stands for (`host/`), and the `hosts`
+//! format's lines: an address and names, or bare names.
+
+use blocksieve_format::{CanonError, canonicalize};
+
+use super::breadth::too_broad;
+use super::clean::{is_unicode_white, split_white, unquote};
+use super::read::{Entry, Read, Visit};
+use super::reason;
+
+/// Names in hosts files that are not threats (the file's own boilerplate).
+const HOSTS_BOILERPLATE: &[&str] = &[
+    "localhost",
+    "localhost.localdomain",
+    "local",
+    "broadcasthost",
+    "ip6-localhost",
+    "ip6-loopback",
+    "ip6-localnet",
+    "ip6-mcastprefix",
+    "ip6-allnodes",
+    "ip6-allrouters",
+    "ip6-allhosts",
+    "0.0.0.0",
+];
+
+/// The reason for a domain entry that does not canonicalize.
+fn domain_error(e: CanonError) -> &'static str {
+    match e {
+        CanonError::Empty | CanonError::EmptyHost => reason::EMPTY_HOST_NAME,
+        CanonError::TooLong { .. } => reason::TOO_LONG,
+        _ => reason::NOT_A_HOST_NAME,
+    }
+}
+
+/// The expression a domain entry stands for: `host/`. A leading `*.` is
+/// removed first; no other line cleaning is done (see [`read_line`](super::read_line)).
+///
+/// # Errors
+///
+/// The reason, one of [`reason`], when the name is not a host name or
+/// would block too much.
+pub fn domain_expression(name: &[u8]) -> Result<String, String> {
+    Ok(domain_entry(strip_wildcard(name))?)
+}
+
+/// `*.name` → `name`.
+fn strip_wildcard(name: &[u8]) -> &[u8] {
+    name.strip_prefix(b"*.").unwrap_or(name)
+}
+
+/// `host/` of a domain entry (its `*.` already removed).
+fn domain_entry(name: &[u8]) -> Result<String, &'static str> {
+    if name.is_empty() {
+        return Err(reason::EMPTY_HOST_NAME);
+    }
+    // A bare IPv6 address (`2001:db8::1`) is read as the host `[…]`, not as
+    // a host `2001` with a port.
+    let bracketed;
+    let name = if is_bare_ipv6(name) {
+        bracketed = [&b"["[..], name, b"]"].concat();
+        &bracketed[..]
+    } else {
+        name
+    };
+    if !is_host_name_like(name) {
+        return Err(reason::NOT_A_HOST_NAME);
+    }
+    let url = canonicalize(name).map_err(domain_error)?;
+    if let Some(reason) = too_broad(url.host(), url.host_kind(), true) {
+        return Err(reason);
+    }
+    Ok(format!("{}/", url.host()))
+}
+
+/// Whether `name` is a bare IPv6 address (no brackets).
+fn is_bare_ipv6(name: &[u8]) -> bool {
+    name.contains(&b':') && std::str::from_utf8(name).is_ok_and(|s| s.parse::<std::net::Ipv6Addr>().is_ok())
+}
+
+/// Whether a domain entry can be a host name, as browsers take one: a
+/// bracketed IPv6 address, or letters, digits, `-`, `_`, `.`, `%`-escapes
+/// and non-ASCII (internationalized) characters, with an optional `:port`.
+/// Anything else — `, ; | ^ " ' [ ] ! { } < > = & + $ ~` and the like —
+/// is a column, rule syntax or a mistake, not a host (RFC 1123 §2.1, and
+/// the forbidden host code points of the WHATWG URL Standard).
+fn is_host_name_like(name: &[u8]) -> bool {
+    // `host:port`, `[v6]:port`: the port is digits.
+    let (host, port) = match memchr::memrchr(b':', name) {
+        Some(colon) if !name.starts_with(b"[") || name.get(colon.saturating_sub(1)) == Some(&b']') => {
+            let (host, port) = name.split_at(colon);
+            (host, Some(port.get(1..).unwrap_or_default()))
+        }
+        _ => (name, None),
+    };
+    if port.is_some_and(|p| p.is_empty() || !p.iter().all(u8::is_ascii_digit)) {
+        return false;
+    }
+    if let Some(inner) = host.strip_prefix(b"[") {
+        let inner = inner.strip_suffix(b"]").unwrap_or(b"");
+        return std::str::from_utf8(inner).is_ok_and(|s| s.parse::<std::net::Ipv6Addr>().is_ok());
+    }
+    host.utf8_chunks().all(|chunk| {
+        // Bytes that are not UTF-8 are the canonicalizer's to escape.
+        chunk.valid().chars().all(|c| {
+            c.is_ascii_alphanumeric()
+                || matches!(c, '-' | '_' | '.' | '%')
+                || !c.is_ascii() && !is_unicode_white(c) && !c.is_control()
+        })
+    })
+}
+
+/// A domain entry `name`; `shown` is what a rejection sample shows.
+pub(super) fn read_domain(name: &[u8], shown: &[u8], v: &mut impl Visit) {
+    let name = strip_wildcard(name);
+    match v.canonicalizing(|| domain_entry(name)) {
+        Ok(e) => v.accepted(&[Read {
+            text: name,
+            entry: Entry::Expression(e),
+        }]),
+        Err(reason) => v.rejected(shown, reason),
+    }
+}
+
+/// A hosts line: `address name [name…]`, or bare names.
+pub(super) fn read_hosts(text: &[u8], v: &mut impl Visit) {
+    let mut fields = split_white(text);
+    let Some(first) = fields.next() else { return };
+    // A bare name without an address column is a name too.
+    let address = is_ip_literal(first);
+    let mut named = false;
+    for name in std::iter::once(first).filter(|_| !address).chain(fields) {
+        named = true;
+        let name = unquote(name).unwrap_or(name);
+        if HOSTS_BOILERPLATE
+            .iter()
+            .any(|b| b.as_bytes().eq_ignore_ascii_case(name))
+        {
+            continue;
+        }
+        read_domain(name, name, v);
+    }
+    if !named {
+        v.rejected(text, reason::HOSTS_NO_NAME);
+    }
+}
+
+/// Whether a hosts-file field is an address: IPv4, or IPv6 with an
+/// optional zone (`fe80::1%lo0`, the macOS default hosts file).
+fn is_ip_literal(field: &[u8]) -> bool {
+    let address = match memchr::memchr(b'%', field) {
+        Some(zone) if field.contains(&b':') => field.get(..zone).unwrap_or_default(),
+        _ => field,
+    };
+    std::str::from_utf8(address).is_ok_and(|s| s.parse::<std::net::IpAddr>().is_ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::SourceFormat;
+    use crate::sources::tests::{collect, hashes, read_one};
+    use crate::sources::{cleaned, reason};
+
+    #[test]
+    fn hosts_lines() {
+        let text = b"\xEF\xBB\xBF# header\r\n127.0.0.1 localhost\n0.0.0.0 Evil.Example. other.example # note\r\n\n0.0.0.0\nbare.example\n";
+        let (out, report) = collect(text, SourceFormat::Hosts);
+        assert_eq!(out, hashes(&["evil.example/", "other.example/", "bare.example/"]));
+        assert_eq!(report.lines, 6);
+        assert_eq!(report.rejected_total(), 1);
+        assert_eq!(report.rejected[reason::HOSTS_NO_NAME], 1);
+        assert_eq!(report.cleaned[cleaned::COMMENT], 1);
+    }
+
+    #[test]
+    fn domains_and_wildcards() {
+        let text = b"example.com\n*.wild.example\nfoo.example/path\nEXAMPLE.ORG.\n\xc3\xbcmlat.example\n";
+        let (out, report) = collect(text, SourceFormat::Domains);
+        assert_eq!(
+            out,
+            hashes(&[
+                "example.com/",
+                "wild.example/",
+                "example.org/",
+                "xn--mlat-zra.example/"
+            ])
+        );
+        assert_eq!(report.rejected[reason::NOT_A_HOST_NAME], 1);
+        let readings = read_one(SourceFormat::Domains, b"*.wild.example").unwrap();
+        assert_eq!(readings[0].text, b"wild.example");
+    }
+}

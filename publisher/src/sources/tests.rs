@@ -1,0 +1,479 @@
+//! Tests of reading lines of several formats, and the helpers every test
+//! of `sources` uses.
+
+use blocksieve_format::{FullHash, canonicalize};
+
+use crate::config::SourceFormat;
+
+use super::breadth::is_host_wide;
+use super::url_entry::{most_specific, strip_doubled_scheme};
+use super::*;
+
+pub(super) fn collect(text: &[u8], format: SourceFormat) -> (Vec<FullHash>, ParseReport) {
+    let mut report = ParseReport::default();
+    let mut out = Vec::new();
+    parse_source(text, format, &FormatOptions::default(), &mut report, |h| {
+        out.push(h)
+    });
+    (out, report)
+}
+
+pub(super) fn hashes(exprs: &[&str]) -> Vec<FullHash> {
+    exprs.iter().map(|e| FullHash::of(e.as_bytes())).collect()
+}
+
+/// The readings of a line's only entry, or its rejection reason.
+pub(super) fn read_one(format: SourceFormat, line: &[u8]) -> Result<Vec<Reading>, &'static str> {
+    let out = read_line(format, line);
+    assert_eq!(
+        out.entries.len(),
+        1,
+        "{:?}: {out:?}",
+        line.escape_ascii().to_string()
+    );
+    match out.entries.into_iter().next() {
+        Some(EntryOutcome::Accepted(readings)) => Ok(readings),
+        Some(EntryOutcome::Rejected { reason, .. }) => Err(reason),
+        None => Err("no entry"),
+    }
+}
+
+/// The expressions of a line's only entry, all readings.
+pub(super) fn exprs(format: SourceFormat, line: &[u8]) -> Result<Vec<String>, &'static str> {
+    read_one(format, line).map(|rs| rs.into_iter().flat_map(|r| r.expressions).collect())
+}
+
+/// `tests/fixtures/<name>`, the real feed slices shared with the
+/// end-to-end tests.
+pub(super) fn fixture(name: &str) -> Vec<u8> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures")
+        .join(name);
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Lines shaped unlike the project's real feeds, found by trying to
+/// break the reader: each names a URL or host the build must publish
+/// (or refuse with a true reason), never a garbage entry in its place.
+#[test]
+fn regression_columns_quotes_and_separators_around_the_url_keep_the_url() {
+    let ipv6_host = exprs(SourceFormat::Urls, b"http://[2001:db8::1]/").unwrap();
+    for (format, line, want) in [
+        // A quoted URL followed by a column or a comment.
+        (
+            SourceFormat::Urls,
+            &b"\"http://qtab.example/x\"\t\"2020-01-01\""[..],
+            vec!["qtab.example/x"],
+        ),
+        (
+            SourceFormat::Urls,
+            b"\"http://qcomment.example/x\" # \"note\"",
+            vec!["qcomment.example/x"],
+        ),
+        (
+            SourceFormat::Urls,
+            b"\"http://qcsv.example/x\",\"2020-01-01\"",
+            vec!["qcsv.example/x"],
+        ),
+        // A column before the URL (it was read as a dword IPv4 host).
+        (SourceFormat::Urls, b"1\thttp://a.example/p", vec!["a.example/p"]),
+        (
+            SourceFormat::Urls,
+            b"12345\thttp://b.example/p",
+            vec!["b.example/p"],
+        ),
+        (SourceFormat::Urls, b"1 http://c.example/p", vec!["c.example/p"]),
+        (
+            SourceFormat::Urls,
+            b"phishing http://d.example/p",
+            vec!["d.example/p"],
+        ),
+        (
+            SourceFormat::Urls,
+            b"2020-01-01\thttp://e.example/p",
+            vec!["e.example/p"],
+        ),
+        (
+            SourceFormat::Urls,
+            b"7\t\"http://f.example/p\"",
+            vec!["f.example/p"],
+        ),
+        // Two URLs on one line.
+        (
+            SourceFormat::Urls,
+            b"http://two1.example/a http://two2.example/b",
+            vec!["two1.example/a", "two2.example/b"],
+        ),
+        // Invisible characters at the end, and Unicode white space before `#`.
+        (
+            SourceFormat::Urls,
+            "http://zwsp.example/p\u{200b}".as_bytes(),
+            vec!["zwsp.example/p"],
+        ),
+        (
+            SourceFormat::Urls,
+            "http://a.example/p\u{3000}# seen".as_bytes(),
+            vec!["a.example/p"],
+        ),
+        // Quoted names in a hosts file; an IPv6 address as a name.
+        (
+            SourceFormat::Hosts,
+            b"0.0.0.0 \"qhost.example\"",
+            vec!["qhost.example/"],
+        ),
+        (SourceFormat::Domains, b"2001:db8::1", vec![ipv6_host[0].as_str()]),
+        // Adblock: the `|` end anchor after `^`; a `$` in a URL's query.
+        (
+            SourceFormat::AdblockHosts,
+            b"||adb2.example^|",
+            vec!["adb2.example/"],
+        ),
+        (
+            SourceFormat::AdblockHosts,
+            b"|http://adb3.example/p?x=$y|",
+            vec!["adb3.example/p?x=$y"],
+        ),
+        (
+            SourceFormat::AdblockHosts,
+            b"||adb4.example^$third-party",
+            vec!["adb4.example/"],
+        ),
+        (
+            SourceFormat::AdblockHosts,
+            b"||2001:db8::1^",
+            vec![ipv6_host[0].as_str()],
+        ),
+    ] {
+        let shown = line.escape_ascii().to_string();
+        assert_eq!(
+            exprs(format, line),
+            Ok(want.iter().map(|w| (*w).to_owned()).collect()),
+            "{shown}"
+        );
+    }
+    // Tokens that cannot be host names are refused as such, not
+    // published as garbage hosts.
+    for (format, line) in [
+        (SourceFormat::Domains, &b"evil.example,2020-01-01,phishing"[..]),
+        (SourceFormat::Domains, b"semidom.example;"),
+        (SourceFormat::Domains, b"||adbdom.example^"),
+        (SourceFormat::Hosts, b"0.0.0.0 commahost.example,other.example"),
+        (SourceFormat::Json, b"json4.example,"),
+    ] {
+        let shown = line.escape_ascii().to_string();
+        assert_eq!(
+            read_one(format, line).map(|_| ()),
+            Err(reason::NOT_A_HOST_NAME),
+            "{shown}"
+        );
+    }
+    // Loopback in every IPv6 form, and a zone id in a hosts address.
+    assert_eq!(
+        read_one(SourceFormat::Domains, b"[::ffff:127.0.0.1]").map(|_| ()),
+        Err(reason::LOOPBACK)
+    );
+    assert!(read_line(SourceFormat::Hosts, b"fe80::1%lo0 localhost").is_skipped());
+    // A CR alone ends a line (old Mac line ends, a stray CR).
+    let (out, report) = collect(
+        b"http://cr1.example/a\rhttp://cr2.example/b\r\n",
+        SourceFormat::Urls,
+    );
+    assert_eq!(out, hashes(&["cr1.example/a", "cr2.example/b"]));
+    assert_eq!(report.lines, 2);
+    // CSV: a row whose first column starts with `#` is data; a row that
+    // is one `#` field is a comment, as are `#` lines before the header.
+    let (out, report) = collect(
+        b"# exported 2020\nid,url\n#3,http://csv3.example/p\n# note\n4,http://csv4.example/p\n",
+        SourceFormat::Csv,
+    );
+    assert_eq!(out, hashes(&["csv3.example/p", "csv4.example/p"]));
+    assert_eq!((report.lines, report.rejected_total()), (5, 0));
+}
+
+/// More lines found by trying to break the reader: a quoted column
+/// before the URL, an empty quoted field, a URL without a scheme after
+/// a column, Unicode white space inside names, an IPv6 host with a
+/// port, adblock options holding `/`.
+#[test]
+fn regression_quoted_columns_schemeless_urls_and_options_keep_the_url() {
+    let ipv6_host = exprs(SourceFormat::Urls, b"http://[2001:db8::1]/").unwrap();
+    for (format, line, want) in [
+        (
+            SourceFormat::Urls,
+            &b"\"Phishing\" http://b.example/p"[..],
+            vec!["b.example/p"],
+        ),
+        (
+            SourceFormat::Urls,
+            b"\"2020-01-01\",\"http://a.example/p\"",
+            vec!["a.example/p"],
+        ),
+        (
+            SourceFormat::Urls,
+            b"'phish' http://c2.example/p",
+            vec!["c2.example/p"],
+        ),
+        (
+            SourceFormat::Urls,
+            b"\"http://a.example/p\" http://b.example/q",
+            vec!["a.example/p", "b.example/q"],
+        ),
+        (
+            SourceFormat::Urls,
+            b"\"\",\"http://e1.example/p\",\"2020\"",
+            vec!["e1.example/p"],
+        ),
+        (
+            SourceFormat::Urls,
+            b"\"\" http://e2.example/p",
+            vec!["e2.example/p"],
+        ),
+        (
+            SourceFormat::Urls,
+            b"\"#\" http://e3.example/p",
+            vec!["e3.example/p"],
+        ),
+        (SourceFormat::Urls, b"1\ta.example/p", vec!["a.example/p"]),
+        (SourceFormat::Urls, b"2020 a2.example/p", vec!["a2.example/p"]),
+        (
+            SourceFormat::Urls,
+            b"2020-01-01 a3.example/login",
+            vec!["a3.example/login"],
+        ),
+        (SourceFormat::Urls, b"0.0.0.0 a4.example", vec!["a4.example/"]),
+        (
+            SourceFormat::Urls,
+            b"\"http://a.example/q?x=\"a\",b\"",
+            vec!["a.example/q?x=\"a", "a.example/q?x=\"a\",b"],
+        ),
+        (
+            SourceFormat::Domains,
+            b"[2001:db8::1]:8080",
+            vec![ipv6_host[0].as_str()],
+        ),
+        (
+            SourceFormat::AdblockHosts,
+            b"||a.example^$removeparam=/utm_/",
+            vec!["a.example/"],
+        ),
+        (
+            SourceFormat::AdblockHosts,
+            b"||b.example^$domain=x.example|y.example",
+            vec!["b.example/"],
+        ),
+        (
+            SourceFormat::Hosts,
+            "0.0.0.0\u{a0}a5.example".as_bytes(),
+            vec!["a5.example/"],
+        ),
+        (
+            SourceFormat::Hosts,
+            "0.0.0.0 a6.example\u{a0}b6.example".as_bytes(),
+            vec!["a6.example/", "b6.example/"],
+        ),
+    ] {
+        let shown = line.escape_ascii().to_string();
+        let got: Vec<String> = read_line(format, line)
+            .entries
+            .into_iter()
+            .flat_map(|e| match e {
+                EntryOutcome::Accepted(rs) => rs.into_iter().flat_map(|r| r.expressions).collect(),
+                EntryOutcome::Rejected { reason, .. } => vec![format!("rejected: {reason}")],
+            })
+            .collect();
+        assert_eq!(got, want, "{shown}");
+    }
+    // White space inside a host makes no host-wide entry for the part
+    // before it: a feed URL must not get the site it imitates blocked.
+    for line in [
+        "http://bank.example\u{200b}.evil.example/login",
+        "http://bank.example\u{a0}.evil.example/login",
+        "http://bank.example\u{3000}.evil.example/login",
+        "http://bank.example .evil.example/login",
+        "http://www.bank.example\u{feff}@evil.example/login",
+    ] {
+        let got = exprs(SourceFormat::Urls, line.as_bytes()).unwrap();
+        assert!(
+            got.iter()
+                .all(|e| e != "bank.example/" && e != "www.bank.example/"),
+            "{line:?}: {got:?}"
+        );
+    }
+    assert_eq!(
+        read_one(SourceFormat::Domains, "a.example\u{a0}2020-01-01".as_bytes()).map(|_| ()),
+        Err(reason::NOT_A_HOST_NAME)
+    );
+}
+
+// Issue 13, item 5: a quoted line, a `!` token or a single-label host
+// was reported as a public suffix.
+#[test]
+fn rejection_reasons_are_true_for_the_line() {
+    for (format, line, why) in [
+        (SourceFormat::Domains, &b"!"[..], reason::NOT_A_HOST_NAME),
+        (SourceFormat::Hosts, b"0.0.0.0 !", reason::NOT_A_HOST_NAME),
+        (SourceFormat::Domains, b"intranet", reason::SINGLE_LABEL),
+        // Real lines of the union feed.
+        (SourceFormat::Urls, b"http://09-2019-n", reason::SINGLE_LABEL),
+        (SourceFormat::Urls, b"http://{apple", reason::NOT_A_HOST_NAME),
+        (
+            SourceFormat::Urls,
+            b"http://jppost-266681122132d024f53a75b&amp;session=73b277c11266681122132d024f53a75b73b277c11266681122132d024f53a75b",
+            reason::NOT_A_HOST_NAME,
+        ),
+        (SourceFormat::Urls, b"http://:q!", reason::EMPTY_HOST),
+        (SourceFormat::Urls, b"https:///2t2sAZF", reason::EMPTY_HOST),
+        // Real items of MetaMask's blacklist.
+        (SourceFormat::Json, b"com12786312634", reason::SINGLE_LABEL),
+        (SourceFormat::Json, b"iclexofmarket", reason::SINGLE_LABEL),
+        (SourceFormat::Domains, b"*.", reason::EMPTY_HOST_NAME),
+        (SourceFormat::Domains, b"..", reason::EMPTY_HOST_NAME),
+        (SourceFormat::AdblockHosts, b"@@||ok.example^", reason::ADBLOCK_EXCEPTION),
+        (SourceFormat::AdblockHosts, b"||*.ads^", reason::ADBLOCK_NOT_HOST_OR_URL),
+        (SourceFormat::Sha256, b"not-hex", reason::NOT_SHA256),
+    ] {
+        let shown = line.escape_ascii().to_string();
+        assert_eq!(exprs(format, line), Err(why), "{format:?} {shown}");
+    }
+    // A quoted line is read, not rejected.
+    assert_eq!(
+        exprs(SourceFormat::Domains, b"\"evil.example\""),
+        Ok(vec!["evil.example/".to_owned()])
+    );
+    // A URL with a path on a single-label host names one page.
+    assert_eq!(
+        exprs(SourceFormat::Urls, b"http://adp/login.html"),
+        Ok(vec!["adp/login.html".to_owned()])
+    );
+}
+
+#[test]
+fn json_and_csv_and_sha256() {
+    let mut report = ParseReport::default();
+    let mut out = Vec::new();
+    let json = br#"{"whitelist": ["good.example"], "blacklist": ["bad.example", 7, "com"]}"#;
+    parse_source(
+        json,
+        SourceFormat::Json,
+        &FormatOptions::default(),
+        &mut report,
+        |h| out.push(h),
+    );
+    assert_eq!(out, hashes(&["bad.example/"]));
+    assert_eq!(report.rejected_total(), 2);
+
+    // The allow array is read the same way; a missing one may be fine.
+    let mut out = Vec::new();
+    let opts = FormatOptions {
+        json_key: Some("whitelist".into()),
+        ..FormatOptions::default()
+    };
+    parse_source(
+        json,
+        SourceFormat::Json,
+        &opts,
+        &mut ParseReport::default(),
+        |h| out.push(h),
+    );
+    assert_eq!(out, hashes(&["good.example/"]));
+    let opts = FormatOptions {
+        json_key: Some("allowlist".into()),
+        json_key_optional: true,
+        ..FormatOptions::default()
+    };
+    let mut report = ParseReport::default();
+    parse_source(json, SourceFormat::Json, &opts, &mut report, |_| {
+        panic!("no entries")
+    });
+    assert_eq!(report, ParseReport::default());
+
+    let mut out = Vec::new();
+    let csv = b"id,URL,date\n1,http://a.example/x,2020\n2,,2020\n3,\"http://b.example/y,z\",2021\n4, 'http://c.example/q' ,2021\n";
+    let opts = FormatOptions {
+        column: Some("URL".into()),
+        ..FormatOptions::default()
+    };
+    let mut report = ParseReport::default();
+    parse_source(csv, SourceFormat::Csv, &opts, &mut report, |h| out.push(h));
+    assert_eq!(out, hashes(&["a.example/x", "b.example/y,z", "c.example/q"]));
+    assert_eq!(report.rejected_total(), 1);
+
+    let h = FullHash::of(b"x.example/");
+    let text = format!("# hashes\n{h}\nnot-hex\n\"{h}\" # quoted\n");
+    let (out, report) = collect(text.as_bytes(), SourceFormat::Sha256);
+    assert_eq!(out, vec![h, h]);
+    assert_eq!(report.rejected_total(), 1);
+}
+
+/// Every line of the union feed the build rejected before issue 13, and
+/// every line with white space Unicode calls so at an end: each is now
+/// accepted, except those whose reason below is true for them.
+#[test]
+fn union_feed_quirk_lines_are_read_as_listed() {
+    let bytes = fixture("phishing-urls-union-quirks.txt");
+    let mut rejected: Vec<(String, &str)> = Vec::new();
+    let mut accepted = 0;
+    let mut trimmed = 0;
+    for line in bytes.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+        let out = read_line(SourceFormat::Urls, line);
+        trimmed += usize::from(out.cleaned.contains(&cleaned::UNICODE_WHITE_SPACE));
+        for entry in out.entries {
+            match entry {
+                EntryOutcome::Accepted(readings) => {
+                    accepted += 1;
+                    for r in readings {
+                        // The entry text canonicalizes to what is published,
+                        // and a page URL publishes a page, never `host/`.
+                        let url = canonicalize(strip_doubled_scheme(&r.text)).unwrap();
+                        let own = most_specific(&url).unwrap_or_default();
+                        assert!(r.expressions.iter().any(|e| e == own), "{own}");
+                        if is_host_wide(&url) {
+                            assert!(psl::domain_str(url.host()).is_some(), "{}", r.expressions[0]);
+                        }
+                        assert!(!r.text.ends_with("\u{a0}".as_bytes()));
+                    }
+                }
+                EntryOutcome::Rejected { text, reason } => {
+                    rejected.push((String::from_utf8_lossy(&text).into_owned(), reason));
+                }
+            }
+        }
+    }
+    let want = [
+        ("http:///bonuscommissions.com/", reason::EMPTY_HOST),
+        ("http://09-2019-n", reason::SINGLE_LABEL),
+        ("http://:q!", reason::EMPTY_HOST),
+        ("http://adp", reason::SINGLE_LABEL),
+        (
+            "http://dmanpoco637c06e82c748d695694d9ad5",
+            reason::NOT_A_HOST_NAME,
+        ),
+        ("http://ec2-34-222-67-1577696e64696e2e303", reason::SINGLE_LABEL),
+        // A whole EC2 host: `*.compute-1.amazonaws.com` makes it a suffix.
+        (
+            "http://ec2-54-84-170-157.compute-1.amazonaws.com",
+            reason::PUBLIC_SUFFIX_PRIVATE,
+        ),
+        (
+            "http://jppost-266681122132d024f53a75b&amp;",
+            reason::NOT_A_HOST_NAME,
+        ),
+        ("http://{apple", reason::NOT_A_HOST_NAME),
+        ("https:///2t2sAZF", reason::EMPTY_HOST),
+        ("https://acct-piedmontcancerinstitute-inv", reason::SINGLE_LABEL),
+    ];
+    assert_eq!(rejected.len(), want.len(), "{rejected:?}");
+    for ((text, why), (start, want_why)) in rejected.iter().zip(want) {
+        assert!(text.starts_with(start) && *why == want_why, "{text}: {why}");
+    }
+    assert_eq!((accepted, trimmed), (193, 14));
+}
+
+#[test]
+fn read_line_finds_what_the_build_finds() {
+    let feed = "http://a.example/x # c\n\"http://b.example/y\"\thit\nhttp://c.example/p q\nhttp://ulvis.net/IFHc\u{a0}\n\
+                http://s3.amazonaws.com/\nhttp://s3.amazonaws.com/b/k.html\nhttp://d.example/p?x=1&amp;y=2 z\n";
+    crate::fuzzing::check_feed(&[&[0u8][..], feed.as_bytes()].concat());
+    let hosts = "0.0.0.0 a.example com b.example # c\n'0.0.0.0 c.example'\n";
+    crate::fuzzing::check_feed(&[&[1u8][..], hosts.as_bytes()].concat());
+}

@@ -1,0 +1,212 @@
+//! What a URL entry stands for: its most specific expression (and that of
+//! the line as written, for a URL written with `&amp;`).
+
+use blocksieve_format::{CanonError, CanonicalUrl, canonicalize};
+
+use super::EntrySink;
+use super::breadth::{is_host_wide, too_broad};
+use super::read::{Entry, Read, Visit};
+use super::reason;
+
+/// The canonical URLs a URL entry stands for (see [`url_expressions`]); the
+/// expressions are slices of them, so no string is copied per entry.
+pub(super) struct UrlEntry {
+    first: CanonicalUrl,
+    /// The line as written, when it differs from its `&amp;`-decoded form.
+    second: Option<CanonicalUrl>,
+}
+
+impl UrlEntry {
+    pub(super) fn emit(&self, sink: &mut impl EntrySink) {
+        for url in std::iter::once(&self.first).chain(&self.second) {
+            if let Some(e) = url.expressions().next() {
+                sink.expression(e.as_str().as_bytes());
+            }
+        }
+    }
+
+    pub(super) fn to_strings(&self) -> Vec<String> {
+        std::iter::once(&self.first)
+            .chain(&self.second)
+            .filter_map(|u| most_specific(u).map(str::to_owned))
+            .collect()
+    }
+}
+
+/// A URL canonicalized, checked to have an expression and not to block too
+/// much.
+fn url_canonical(line: &[u8]) -> Result<CanonicalUrl, &'static str> {
+    let line = strip_doubled_scheme(line);
+    let url = canonicalize(line).map_err(url_error)?;
+    if let Some(reason) = too_broad(url.host(), url.host_kind(), is_host_wide(&url)) {
+        return Err(reason);
+    }
+    if url.expressions().next().is_none() {
+        return Err(reason::NO_EXPRESSION);
+    }
+    Ok(url)
+}
+
+pub(super) fn most_specific(url: &CanonicalUrl) -> Option<&str> {
+    url.expressions().next().map(|e| e.as_str())
+}
+
+/// Whether `line` contains `&amp;`. Most lines have no `&` at all, which
+/// `contains` finds with `memchr`; a window compare at every byte cost a
+/// quarter of canonicalizing a URL (callgrind, BENCHMARKS.md row 3).
+fn contains_amp_entity(line: &[u8]) -> bool {
+    line.contains(&b'&') && line.windows(5).any(|w| w == b"&amp;")
+}
+
+pub(super) fn url_entry(line: &[u8]) -> Result<UrlEntry, &'static str> {
+    let written = url_canonical(line)?;
+    if !contains_amp_entity(line) {
+        return Ok(UrlEntry {
+            first: written,
+            second: None,
+        });
+    }
+    let decoded = url_canonical(&replace_all(line, b"&amp;", b"&"))?;
+    Ok(if most_specific(&decoded) == most_specific(&written) {
+        UrlEntry {
+            first: written,
+            second: None,
+        }
+    } else {
+        UrlEntry {
+            first: decoded,
+            second: Some(written),
+        }
+    })
+}
+
+/// The expression a URL entry stands for: its most specific expression.
+/// `line` is the URL itself: no line cleaning is done (see [`read_line`](super::read_line)).
+///
+/// # Errors
+///
+/// The reason, one of [`reason`], when the line is not a URL with a host
+/// or would block too much.
+pub fn url_expression(line: &[u8]) -> Result<String, String> {
+    let url = url_canonical(line)?;
+    most_specific(&url)
+        .map(str::to_owned)
+        .ok_or_else(|| reason::NO_EXPRESSION.to_owned())
+}
+
+/// The expressions a URL line stands for: [`url_expression`] of the line as
+/// written and, when it contains `&amp;`, also of the line with `&amp;`
+/// decoded to `&` (the URL a browser actually visits). Listing both keeps
+/// the entry as written matching, so nothing the feed names is missed.
+///
+/// # Errors
+///
+/// The reason, one of [`reason`], when the line as written is not a URL or
+/// would block too much.
+pub fn url_expressions(line: &[u8]) -> Result<Vec<String>, String> {
+    Ok(url_entry(line)?.to_strings())
+}
+
+/// The reason for a URL entry that does not canonicalize.
+fn url_error(e: CanonError) -> &'static str {
+    match e {
+        CanonError::Empty => reason::EMPTY_URL,
+        CanonError::TooLong { .. } => reason::TOO_LONG,
+        CanonError::NotHierarchical => reason::NOT_HIERARCHICAL,
+        CanonError::RelativeUrl => reason::RELATIVE_URL,
+        CanonError::EmptyHost => reason::EMPTY_HOST,
+        CanonError::InvalidIpv6 => reason::INVALID_IPV6,
+        CanonError::DelimiterInHost { .. } => reason::DELIMITER_IN_HOST,
+        _ => reason::NOT_A_URL,
+    }
+}
+
+fn replace_all(haystack: &[u8], from: &[u8], to: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(haystack.len());
+    let mut rest = haystack;
+    while !rest.is_empty() {
+        if let Some(after) = rest.strip_prefix(from) {
+            out.extend_from_slice(to);
+            rest = after;
+        } else if let Some((&b, after)) = rest.split_first() {
+            out.push(b);
+            rest = after;
+        }
+    }
+    out
+}
+
+/// `http://https://host/…` → `https://host/…` (a feed artifact).
+pub(super) fn strip_doubled_scheme(line: &[u8]) -> &[u8] {
+    for outer in [&b"http://"[..], b"https://"] {
+        if let Some(inner) = strip_prefix_ignore_case(line, outer)
+            && (strip_prefix_ignore_case(inner, b"http://").is_some()
+                || strip_prefix_ignore_case(inner, b"https://").is_some())
+        {
+            return inner;
+        }
+    }
+    line
+}
+
+/// `s` without `prefix`, compared ignoring ASCII case.
+fn strip_prefix_ignore_case<'a>(s: &'a [u8], prefix: &[u8]) -> Option<&'a [u8]> {
+    let (head, tail) = s.split_at_checked(prefix.len())?;
+    head.eq_ignore_ascii_case(prefix).then_some(tail)
+}
+
+/// A URL entry with one reading.
+pub(super) fn read_url(text: &[u8], v: &mut impl Visit) {
+    match v.canonicalizing(|| url_entry(text)) {
+        Ok(entry) => v.accepted(&[url_read(text, entry)]),
+        Err(reason) => v.rejected(text, reason),
+    }
+}
+
+/// The reading of URL `text`: the text the build reads is the URL after a
+/// doubled scheme is removed.
+pub(super) fn url_read(text: &[u8], entry: UrlEntry) -> Read<'_> {
+    Read {
+        text: strip_doubled_scheme(text),
+        entry: Entry::Url(entry),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::SourceFormat;
+    use crate::sources::reason;
+    use crate::sources::tests::{collect, hashes, read_one};
+
+    #[test]
+    fn url_lines_keep_path_and_query() {
+        let text = b"http://a.example/x/y?q=1\nhttps://b.example\nmailto:x@y\n/relative/path\n";
+        let (out, report) = collect(text, SourceFormat::Urls);
+        assert_eq!(out, hashes(&["a.example/x/y?q=1", "b.example/"]));
+        assert_eq!(report.rejected[reason::NOT_HIERARCHICAL], 1);
+        assert_eq!(report.rejected[reason::RELATIVE_URL], 1);
+        assert_eq!(report.samples.len(), 2);
+    }
+
+    #[test]
+    fn url_quirks() {
+        let text = b"http://a.example/p?x=1&amp;y=2\nhttp://https://inner.example/login\r\n  http://b.example/trailing  \n\xEF\xBB\xBFhttp://c.example/\nhttp://d.example/\xff\xfe\n";
+        let (out, report) = collect(text, SourceFormat::Urls);
+        assert_eq!(
+            out,
+            hashes(&[
+                "a.example/p?x=1&y=2",
+                "a.example/p?x=1&amp;y=2",
+                "inner.example/login",
+                "b.example/trailing",
+                "c.example/",
+                "d.example/%FF%FE"
+            ])
+        );
+        assert_eq!(report.rejected_total(), 0);
+        assert!(report.cleaned.is_empty(), "{:?}", report.cleaned);
+        // The entry text of a doubled scheme is the inner URL the build reads.
+        let readings = read_one(SourceFormat::Urls, b"http://https://inner.example/login").unwrap();
+        assert_eq!(readings[0].text, b"https://inner.example/login");
+    }
+}

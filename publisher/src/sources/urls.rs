@@ -1,0 +1,363 @@
+//! Steps 3 to 5 of reading a `urls` line: its fields, quoted or not, which
+//! of them are URLs, and the readings of a URL with a space inside.
+
+use super::clean::{Cleaned, Cuts, first_white, unquote, white_len};
+use super::read::{Entry, Read, Visit};
+use super::reason;
+use super::url_entry::{read_url, url_entry, url_read};
+
+/// Steps 3 to 5 of the module docs for a `urls` line (trimmed, not a
+/// comment).
+pub(super) fn clean_url_line(text: &[u8], mut cuts: Cuts) -> Option<Cleaned<'_>> {
+    // Most lines are one URL: ASCII, no white space, no quote at the start.
+    if !matches!(text.first(), Some(b'"' | b'\''))
+        && !text.iter().any(|&b| b.is_ascii_whitespace() || !b.is_ascii())
+    {
+        return Some(Cleaned {
+            text,
+            more: Vec::new(),
+            cuts,
+        });
+    }
+    let (fields, comment) = url_fields(text);
+    if comment {
+        cuts.0 |= Cuts::COMMENT;
+    }
+    // The URL fields: those starting with a scheme; when none does, the
+    // first that looks like a host or URL, else the first.
+    let mut chosen: Vec<usize> = (0..fields.len())
+        .filter(|&i| fields.get(i).is_some_and(|f| has_scheme(f.text)))
+        .collect();
+    if chosen.is_empty() {
+        let nonempty = || (0..fields.len()).filter(|&i| fields.get(i).is_some_and(|f| !f.text.is_empty()));
+        let like = |i: &usize, min: u8| fields.get(*i).is_some_and(|f| url_likeness(f.text) >= min);
+        let pick = nonempty()
+            .find(|i| like(i, 2))
+            .or_else(|| nonempty().find(|i| like(i, 1)))
+            .or_else(|| nonempty().next());
+        chosen.extend(pick);
+    }
+    let mut readings: Vec<&[u8]> = Vec::new();
+    let mut used = 0;
+    for (n, &i) in chosen.iter().enumerate() {
+        let Some(field) = fields.get(i) else { continue };
+        used += 1;
+        if field.quoted {
+            cuts.0 |= Cuts::QUOTES;
+            readings.push(field.text);
+            // A space inside a quoted URL: also the URL cut there, when the
+            // cut falls after the host.
+            if let Some(cut) = cut_at_white(field.text)
+                && cuts_after_host(cut)
+            {
+                cuts.0 |= Cuts::SPACE;
+                readings.push(cut);
+            }
+            continue;
+        }
+        // Unquoted fields joined to this one by spaces may belong to it.
+        let next_chosen = chosen.get(n + 1).copied().unwrap_or(fields.len());
+        let mut last = i;
+        while last + 1 < next_chosen && fields.get(last + 1).is_some_and(|f| f.after_spaces && !f.quoted) {
+            last += 1;
+        }
+        used += last - i;
+        let Some(end) = fields.get(last) else { continue };
+        if last == i {
+            readings.push(field.text);
+            continue;
+        }
+        cuts.0 |= Cuts::SPACE;
+        // The field alone only when the space falls after the host: a space
+        // inside a host makes no URL, and the cut would list a host-wide
+        // expression for a host the line does not name
+        // (`http://bank.example .evil.example/login`).
+        if cuts_after_host(field.text) {
+            readings.push(field.text);
+        }
+        readings.push(text.get(field.start..end.end).unwrap_or(field.text));
+    }
+    if used < fields.iter().filter(|f| !f.text.is_empty() || f.quoted).count() {
+        cuts.0 |= Cuts::COLUMN;
+    }
+    // A line in quotes whose closing quote no field took may be one URL
+    // holding its quote character (`"http://a.example/q?x="a",b"`): read
+    // it whole too.
+    if let Some(inner) = unquote(text)
+        && fields.last().is_some_and(|f| !f.quoted)
+        && readings.first().is_some_and(|r| *r != inner)
+        && has_scheme(inner)
+    {
+        cuts.0 |= Cuts::QUOTES;
+        readings.push(inner);
+    }
+    let mut readings = readings.into_iter();
+    let first = readings.next()?;
+    Some(Cleaned {
+        text: first,
+        more: readings.collect(),
+        cuts,
+    })
+}
+
+/// One field of a `urls` line.
+#[derive(Debug, Clone, Copy)]
+struct Field<'a> {
+    /// The field, without its quotes.
+    text: &'a [u8],
+    /// Where it starts and ends in the line (quotes included).
+    start: usize,
+    end: usize,
+    /// Whether it was quoted.
+    quoted: bool,
+    /// Whether the white space before it holds no TAB (or other ASCII
+    /// control): spaces, and Unicode white space, may be inside a URL.
+    after_spaces: bool,
+}
+
+/// The fields of a `urls` line, split at white space (ASCII, and the
+/// Unicode white space of
+/// [`is_field_white`](super::clean::is_field_white)); a field starting
+/// with a quote runs to its closing quote ([`closing_quote`]), and a `,`
+/// or `;` right after it separates it from the next. Also whether a comment was
+/// cut: an unquoted field starting with `#` after the first starts one.
+fn url_fields(text: &[u8]) -> (Vec<Field<'_>>, bool) {
+    let mut fields = Vec::new();
+    let mut i = 0;
+    let mut spaces_only = true;
+    while let Some(rest) = text.get(i..).filter(|r| !r.is_empty()) {
+        let white = white_len(rest);
+        if white > 0 {
+            if rest
+                .first()
+                .is_some_and(|&b| b.is_ascii_whitespace() && b != b' ')
+            {
+                spaces_only = false;
+            }
+            i += white;
+            continue;
+        }
+        let after_spaces = spaces_only && !fields.is_empty();
+        spaces_only = true;
+        if let Some(close) = closing_quote(rest) {
+            fields.push(Field {
+                text: rest.get(1..close).unwrap_or_default(),
+                start: i,
+                end: i + close + 1,
+                quoted: true,
+                after_spaces: false,
+            });
+            i += close + 1;
+            if text.get(i).is_some_and(|b| matches!(b, b',' | b';')) {
+                i += 1;
+                spaces_only = false;
+            }
+            continue;
+        }
+        if rest.first() == Some(&b'#') && !fields.is_empty() {
+            return (fields, true);
+        }
+        let len = first_white(rest).unwrap_or(rest.len());
+        fields.push(Field {
+            text: rest.get(..len).unwrap_or_default(),
+            start: i,
+            end: i + len,
+            quoted: false,
+            after_spaces,
+        });
+        i += len;
+    }
+    (fields, false)
+}
+
+/// How much a field without a scheme looks like a URL or host rather than
+/// a column: 2 when it holds a `/`, or a `.` and a letter (`a.example`,
+/// `a.example/p`); 1 for a dotted-quad IPv4 address (also the address
+/// column of a hosts line); 0 for dates, counts and words.
+fn url_likeness(field: &[u8]) -> u8 {
+    let dots = field.iter().filter(|&&b| b == b'.').count();
+    if field.contains(&b'/') || dots > 0 && field.iter().any(u8::is_ascii_alphabetic) {
+        2
+    } else if dots == 3 {
+        1
+    } else {
+        0
+    }
+}
+
+/// `text` cut at its first white space, if it holds any.
+fn cut_at_white(text: &[u8]) -> Option<&[u8]> {
+    text.get(..first_white(text)?)
+}
+
+/// Whether URL text (with or without a scheme) goes on past its host: it
+/// holds a `/`, `\`, `?` or `#` after the authority's start. A URL cut
+/// there still names the host the whole URL names.
+fn cuts_after_host(url: &[u8]) -> bool {
+    let authority = match memchr::memmem::find(url, b"://") {
+        Some(at) if has_scheme(url) => url.get(at + 3..).unwrap_or_default(),
+        _ => url,
+    };
+    authority.iter().any(|b| matches!(b, b'/' | b'\\' | b'?' | b'#'))
+}
+
+/// Whether `text` starts with a URL scheme and `://` (`http://`,
+/// `hxxp://` too: any scheme, RFC 3986 §3.1).
+fn has_scheme(text: &[u8]) -> bool {
+    let Some(colon) = memchr::memchr(b':', text) else {
+        return false;
+    };
+    let (scheme, rest) = text.split_at(colon);
+    rest.starts_with(b"://")
+        && scheme.first().is_some_and(u8::is_ascii_alphabetic)
+        && scheme
+            .iter()
+            .all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.'))
+}
+
+/// Where the field `text` starts with closes, when it starts with a quote
+/// (`"` or `'`): the first matching quote that ends the text or is
+/// followed by white space, `,`, `;` or `#`.
+fn closing_quote(text: &[u8]) -> Option<usize> {
+    let (&open, rest) = text.split_first()?;
+    if !matches!(open, b'"' | b'\'') {
+        return None;
+    }
+    let mut from = 0;
+    while let Some(at) = rest.get(from..).and_then(|r| memchr::memchr(open, r)) {
+        let close = from + at;
+        let after = rest.get(close + 1..).unwrap_or_default();
+        let ends = match after.first() {
+            None => true,
+            Some(b) => matches!(b, b',' | b';' | b'#') || white_len(after) > 0,
+        };
+        if ends {
+            return Some(close + 1);
+        }
+        from = close + 1;
+    }
+    None
+}
+
+/// A `urls` line: one reading, or more (step 5 of the module docs). The
+/// entry is accepted when any reading is, with every reading accepted;
+/// rejected with the first reading's reason when none is.
+pub(super) fn read_url_line(line: &Cleaned<'_>, v: &mut impl Visit) {
+    if line.more.is_empty() {
+        return read_url(line.text, v);
+    }
+    let mut accepted: Vec<Read<'_>> = Vec::new();
+    let mut first_error = None;
+    for text in std::iter::once(line.text).chain(line.more.iter().copied()) {
+        match v.canonicalizing(|| url_entry(text)) {
+            Ok(entry) => {
+                let read = url_read(text, entry);
+                let same = |r: &Read<'_>| match (&r.entry, &read.entry) {
+                    (Entry::Url(a), Entry::Url(b)) => a.to_strings() == b.to_strings(),
+                    _ => false,
+                };
+                if !accepted.iter().any(same) {
+                    accepted.push(read);
+                }
+            }
+            Err(reason) => {
+                first_error.get_or_insert(reason);
+            }
+        }
+    }
+    if accepted.is_empty() {
+        v.rejected(line.text, first_error.unwrap_or(reason::NOT_A_URL));
+    } else {
+        v.accepted(&accepted);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::SourceFormat;
+    use crate::sources::tests::{collect, exprs, hashes, read_one};
+    use crate::sources::{cleaned, read_line};
+
+    // Issue 13, item 2.
+    #[test]
+    fn url_line_with_a_trailing_comment_is_cut_and_counted() {
+        let line = b"http://comment.example/p # seen 2020-01-01";
+        let out = read_line(SourceFormat::Urls, line);
+        assert_eq!(out.cleaned, [cleaned::COMMENT]);
+        let readings = read_one(SourceFormat::Urls, line).unwrap();
+        assert_eq!(readings[0].text, b"http://comment.example/p");
+        assert_eq!(readings[0].expressions, ["comment.example/p"]);
+        // A `#` right after the URL is its fragment, not a comment.
+        let out = read_line(
+            SourceFormat::Urls,
+            b"https://bcpzonasegurabeta.viabcp.com/#/iniciar-sesion",
+        );
+        assert!(out.cleaned.is_empty());
+        assert_eq!(
+            exprs(
+                SourceFormat::Urls,
+                b"https://bcpzonasegurabeta.viabcp.com/#/iniciar-sesion"
+            ),
+            Ok(vec!["bcpzonasegurabeta.viabcp.com/".to_owned()])
+        );
+        let (out, report) = collect(
+            b"http://comment.example/p\t# x\nhttp://c.example/q  #\n",
+            SourceFormat::Urls,
+        );
+        assert_eq!(out, hashes(&["comment.example/p", "c.example/q"]));
+        // A TAB before the `#` is white space before a comment.
+        assert_eq!(report.cleaned[cleaned::COMMENT], 2);
+        assert!(!report.cleaned.contains_key(cleaned::COLUMN));
+        // Unicode white space before `#` too.
+        assert_eq!(
+            exprs(
+                SourceFormat::Urls,
+                "http://a.example/p\u{a0}# seen 2020".as_bytes()
+            ),
+            Ok(vec!["a.example/p".to_owned()])
+        );
+    }
+
+    // Issue 13, item 2.
+    #[test]
+    fn url_line_with_a_tab_column_is_cut_and_counted() {
+        let line = b"http://tab.example/mid\t2020-01-01";
+        let readings = read_one(SourceFormat::Urls, line).unwrap();
+        assert_eq!(readings[0].text, b"http://tab.example/mid");
+        assert_eq!(readings[0].expressions, ["tab.example/mid"]);
+        let (out, report) = collect(line, SourceFormat::Urls);
+        assert_eq!(out, hashes(&["tab.example/mid"]));
+        assert_eq!(report.cleaned[cleaned::COLUMN], 1);
+        assert_eq!(report.accepted, 1);
+    }
+
+    // Issue 13, item 2: a space is a column separator or part of the URL;
+    // both readings are published so that neither is lost.
+    #[test]
+    fn url_line_with_a_space_inside_is_read_both_ways() {
+        let line = b"http://x.example/my file.html";
+        let readings = read_one(SourceFormat::Urls, line).unwrap();
+        let texts: Vec<&[u8]> = readings.iter().map(|r| r.text.as_slice()).collect();
+        assert_eq!(texts, [&b"http://x.example/my"[..], &line[..]]);
+        assert_eq!(
+            exprs(SourceFormat::Urls, line),
+            Ok(vec![
+                "x.example/my".to_owned(),
+                "x.example/my%20file.html".to_owned()
+            ])
+        );
+        let (out, report) = collect(b"http://x.example/p seen 2020-01-01\n", SourceFormat::Urls);
+        assert_eq!(out, hashes(&["x.example/p", "x.example/p%20seen%202020-01-01"]));
+        assert_eq!((report.accepted, report.cleaned[cleaned::SPACE]), (1, 1));
+        // A space in the fragment changes nothing.
+        assert_eq!(
+            exprs(SourceFormat::Urls, b"http://x.example/p#a b"),
+            Ok(vec!["x.example/p".to_owned()])
+        );
+        // When the cut reading is refused, the line as written still counts.
+        assert_eq!(
+            exprs(SourceFormat::Urls, b"http://evil .example/p"),
+            Ok(vec!["evil%20.example/p".to_owned()])
+        );
+    }
+}
