@@ -167,7 +167,7 @@ impl Agent {
         let now = inner.shared.now();
         let lists = inner.lists.statuses(now);
         let full_hash_paused_for = inner.confirmer.paused_for(now);
-        let clock_skew = inner.shared.clock_skew(now);
+        let clock_skew = inner.shared.clock_skew(|| now);
         Status {
             lists,
             stats: self.stats(),

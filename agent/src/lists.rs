@@ -382,7 +382,7 @@ impl Lists {
             Counters::bump(&self.shared.counters.expired_snapshots_applied);
             let clock_skew = self
                 .shared
-                .clock_skew(self.shared.now())
+                .clock_skew(|| self.shared.now())
                 .map(|skew| skew.to_string());
             tracing::warn!(list = %slot.name, ?previous, version, ?clock_skew, "snapshot updated, but it has already expired: using it, stale");
         } else {

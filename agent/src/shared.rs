@@ -77,10 +77,10 @@ impl Shared {
         }
     }
 
-    /// How far this agent's clock is from the publisher's at `now`, if a
-    /// response has told.
-    pub(crate) fn clock_skew(&self, now: SystemTime) -> Option<ClockSkew> {
+    /// How far this agent's clock is from the publisher's at the time `now`
+    /// returns, if a response has told (the clock is read only then).
+    pub(crate) fn clock_skew(&self, now: impl FnOnce() -> SystemTime) -> Option<ClockSkew> {
         let sample = *lock(&self.publisher_clock);
-        sample.and_then(|sample| sample.skew(now, monotonic_now()))
+        sample.and_then(|sample| sample.skew(now(), monotonic_now()))
     }
 }

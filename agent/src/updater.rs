@@ -41,12 +41,20 @@ type TaskSlot = Mutex<Option<Running>>;
 /// point, abandoning a download in progress); keep it for as long as the
 /// agent should stay up to date. [`UpdateHandle::shutdown`] stops them and
 /// waits until the task has ended.
-#[derive(Debug)]
 #[must_use = "dropping the UpdateHandle stops the background updates"]
 pub struct UpdateHandle {
     stop: watch::Sender<bool>,
     /// The agent's task slot: gone with the agent.
     updates: Weak<TaskSlot>,
+}
+
+impl std::fmt::Debug for UpdateHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UpdateHandle")
+            .field("stop", &self.stop)
+            .field("agent", &self.updates)
+            .finish()
+    }
 }
 
 impl UpdateHandle {
@@ -139,6 +147,7 @@ impl Updates {
         let (stop, stop_rx) = watch::channel(false);
         let alive = self.alive.subscribe();
         let task = runtime.spawn(run(
+            Arc::downgrade(&self.task),
             Arc::downgrade(lists),
             Arc::downgrade(shared),
             self.schedule.clone(),
@@ -197,8 +206,12 @@ impl Checked {
 }
 
 /// The task body: [`run_schedule`] over the lists, each step upgrading the
-/// weak reference (so a dropped agent ends the task).
+/// weak references (so a dropped agent ends the task). A step holds the
+/// agent's task slot as well as the lists: an agent dropped during a step
+/// keeps its slot until the step ends, so [`UpdateHandle::is_running`] stays
+/// true and [`UpdateHandle::shutdown`] still waits for the task.
 async fn run(
+    slot: Weak<TaskSlot>,
     lists: Weak<Lists>,
     shared: Weak<Shared>,
     schedule: UpdateSchedule,
@@ -218,7 +231,9 @@ async fn run(
     };
     let step = move |index: usize| {
         let lists = lists.clone();
+        let slot = slot.clone();
         async move {
+            let _slot = slot.upgrade()?;
             let lists = lists.upgrade()?;
             let (update, hint) = lists.update_one(index).await?;
             Some(Checked::of(&update, hint))

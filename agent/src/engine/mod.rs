@@ -4,7 +4,9 @@
 //! the caller reads from its clock) and, where randomness is involved, an RNG
 //! the caller passes in — and returns a value that says what to do next. No
 //! function here opens a socket, reads a file, reads a clock or sleeps, and
-//! nothing here depends on tokio or reqwest, so the runtime layer of
+//! nothing here uses tokio or reqwest (only the crate's one
+//! [`Error`](crate::Error), whose transport case wraps a reqwest error,
+//! ties the engine to the crate), so the runtime layer of
 //! [`Agent`](crate::Agent) stays thin, C, WASM and Python bindings can wrap
 //! the same rules, and tests drive every decision with fixed times and
 //! seeded RNGs.
