@@ -508,3 +508,157 @@ async fn search(State(state): Shared, body: Bytes) -> Response {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Read as _, Write as _};
+
+    use super::*;
+
+    async fn get(url: &str, if_none_match: Option<&str>) -> reqwest::Response {
+        let mut request = reqwest::Client::new().get(url);
+        if let Some(etag) = if_none_match {
+            request = request.header("if-none-match", etag);
+        }
+        request.send().await.expect("answer")
+    }
+
+    #[tokio::test]
+    async fn lists_give_a_snapshot_status_only_for_lists_served_a_snapshot() {
+        let fake = FakePublisher::start().await;
+        let snap = Snap::new("malware", 3, &["evil.example/"]);
+        fake.serve_snapshot(&snap);
+        fake.serve("empty", Served::NotBuilt);
+        fake.serve("broken", Served::Status(StatusCode::SERVICE_UNAVAILABLE));
+
+        let lists: ListsResponse = get(&format!("{}/v1/lists", fake.base_url), None)
+            .await
+            .json()
+            .await
+            .expect("lists JSON");
+
+        let names: Vec<&str> = lists.lists.iter().map(|l| l.name.as_str()).collect();
+        assert_eq!(names, ["broken", "empty", "malware"]);
+        assert!(lists.lists[0].snapshot.is_none());
+        assert!(lists.lists[1].snapshot.is_none());
+        let status = lists.lists[2].snapshot.as_ref().expect("malware has a snapshot");
+        let bytes = snap.encode();
+        assert_eq!(status.version, 3);
+        assert_eq!(status.entries, 1);
+        assert_eq!(status.snapshot_bytes, bytes.len() as u64);
+        assert_eq!(status.etag, etag_of(&bytes));
+        assert_eq!(status.request_prefix_bits, 32);
+    }
+
+    #[tokio::test]
+    async fn snapshot_downloads_are_conditional_and_recorded() {
+        let fake = FakePublisher::start().await;
+        let bytes = Snap::new("malware", 1, &[]).encode();
+        fake.serve("malware", Served::Snapshot(bytes.clone()));
+        fake.serve("empty", Served::NotBuilt);
+        let url = format!("{}/v1/lists/malware/snapshot", fake.base_url);
+
+        let first = get(&url, None).await;
+        assert_eq!(first.status(), reqwest::StatusCode::OK);
+        assert_eq!(first.bytes().await.expect("body"), bytes);
+        let again = get(&url, Some(&etag_of(&bytes))).await;
+        assert_eq!(again.status(), reqwest::StatusCode::NOT_MODIFIED);
+        let empty = get(&format!("{}/v1/lists/empty/snapshot", fake.base_url), None).await;
+        assert_eq!(empty.status(), reqwest::StatusCode::NOT_FOUND);
+
+        let seen = fake.snapshot_requests();
+        assert_eq!(seen.len(), 3);
+        assert_eq!(seen[0].if_none_match, None);
+        assert_eq!(seen[1].if_none_match, Some(etag_of(&bytes)));
+        assert_eq!(seen[2].path, "/v1/lists/empty/snapshot");
+        assert!(fake.searches().is_empty());
+    }
+
+    #[tokio::test]
+    async fn searches_answer_the_listed_full_hashes_and_injected_faults() {
+        let fake = FakePublisher::start().await;
+        let listed = FullHash::of(b"evil.example/");
+        fake.list_expressions("malware", &["evil.example/"]);
+        let prefix = listed.to_string()[..8].to_owned();
+        let url = format!("{}{}", fake.base_url, routes::SEARCH);
+        let search = || {
+            reqwest::Client::new()
+                .post(&url)
+                .json(&FullHashSearchRequest {
+                    prefixes: vec![prefix.clone()],
+                })
+                .send()
+        };
+
+        let answer: FullHashSearchResponse = search().await.expect("answer").json().await.expect("JSON");
+        assert_eq!(answer.cache_duration_s, 300);
+        assert_eq!(answer.results[0].matches[0].full_hash, listed.to_string());
+        fake.set_search_mode(SearchMode::Status(StatusCode::INTERNAL_SERVER_ERROR));
+        let failed = search().await.expect("answer");
+        assert_eq!(failed.status(), reqwest::StatusCode::INTERNAL_SERVER_ERROR);
+
+        let seen = fake.searches();
+        assert_eq!(seen.len(), 2);
+        assert_eq!(seen[1].prefixes, [prefix]);
+    }
+
+    /// One HTTP/1.1 `GET` on a fresh connection; the status line.
+    fn status_line(base_url: &str, path: &str) -> std::io::Result<String> {
+        let addr = base_url.trim_start_matches("http://");
+        let mut stream = std::net::TcpStream::connect(addr)?;
+        write!(
+            stream,
+            "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+        )?;
+        let mut answer = Vec::new();
+        stream.read_to_end(&mut answer)?;
+        let answer = String::from_utf8_lossy(&answer);
+        Ok(answer.lines().next().unwrap_or_default().to_owned())
+    }
+
+    #[test]
+    fn a_blocking_fake_serves_until_dropped() {
+        let fake = FakePublisher::start_blocking();
+        fake.serve_snapshot(&Snap::new("malware", 1, &[]));
+        let base_url = fake.base_url.clone();
+        assert_eq!(
+            status_line(&base_url, "/v1/lists/malware/snapshot").expect("answer"),
+            "HTTP/1.1 200 OK"
+        );
+        drop(fake);
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while status_line(&base_url, "/v1/lists").is_ok() {
+            assert!(std::time::Instant::now() < deadline, "still serving");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    #[test]
+    fn a_repeating_raw_server_answers_every_connection_and_a_stall_never_ends_the_body() {
+        let mut body = b"BSNP".to_vec();
+        body.resize(1_000, 0);
+        let server = RawServer::repeat_blocking(RawServer::stall(&body, 4));
+        for connection in 1..=2 {
+            let addr = server.base_url.trim_start_matches("http://");
+            let mut stream = std::net::TcpStream::connect(addr).expect("connect");
+            stream
+                .set_read_timeout(Some(Duration::from_millis(300)))
+                .expect("timeout");
+            write!(stream, "GET / HTTP/1.1\r\nHost: {addr}\r\n\r\n").expect("request");
+            let mut answer = Vec::new();
+            let error = stream.read_to_end(&mut answer).expect_err("no end of body");
+            assert!(
+                matches!(
+                    error.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ),
+                "{error}"
+            );
+            let text = String::from_utf8_lossy(&answer);
+            assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{text}");
+            assert!(text.contains("Content-Length: 1000\r\n"), "{text}");
+            assert!(text.ends_with("\r\n\r\nBSNP"), "{text}");
+            assert_eq!(server.connections(), connection);
+        }
+    }
+}

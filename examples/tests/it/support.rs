@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use blocksieve_tests::fake::{FakePublisher, Served};
 use blocksieve_tests::snapshot::{Snap, unix_now};
 
+/// The one expression on the `malware` list.
 pub const LISTED: &str = "evil.example/";
 
 /// A publisher serving `malware` (listing `evil.example/`) and an `empty`
