@@ -1,7 +1,13 @@
-//! Helpers for blocksieve's end-to-end tests: a real publisher on
-//! 127.0.0.1:0 over real files, and paths to the fixtures; a fault proxy
-//! to put in front of it ([`fault`]) and a shifted clock for agents
-//! ([`clock`]).
+//! Helpers for blocksieve's tests: a real publisher on 127.0.0.1:0 over
+//! real files ([`RunningPublisher`]), and paths to the fixtures; a fault
+//! proxy to put in front of it ([`fault`]); a fake publisher whose every
+//! answer the test sets, recording the requests it sees, and a raw TCP
+//! server for answers no HTTP framework gives ([`fake`]); signed test
+//! snapshots and the fixed keys ([`snapshot`]); clocks for agents
+//! ([`clock`]) and agents for the fakes ([`agents`]).
+//!
+//! The fake publisher and the test snapshots use only the wire format
+//! (`blocksieve-format`): they stand in for the publisher.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -13,11 +19,14 @@ use blocksieve_publisher::{Config, Publisher};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+pub mod agents;
 pub mod clock;
+pub mod fake;
 pub mod fault;
 pub mod feed;
 pub mod feed_check;
 pub mod raw;
+pub mod snapshot;
 
 /// Serializes the tests that load the machine (the load and slow-client
 /// tests): run side by side on two cores, each would measure the other.

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use blocksieve_agent::Error;
 
-use crate::server::{FakePublisher, Snap, unix_now};
+use blocksieve_tests::fake::FakePublisher;
+use blocksieve_tests::snapshot::{Snap, unix_now};
 
 async fn until(what: &str, mut done: impl FnMut() -> bool) {
     for _ in 0..500 {

@@ -7,7 +7,8 @@ use axum::http::StatusCode;
 use blocksieve_agent::{Agent, Error, ErrorKind, FailurePolicy, Verdict};
 use blocksieve_format::{CanonError, FullHash, KeyBits};
 
-use crate::server::{FakePublisher, SearchMode, Snap};
+use blocksieve_tests::fake::{FakePublisher, SearchMode};
+use blocksieve_tests::snapshot::Snap;
 
 const SAFE: Verdict = Verdict::Safe { stale: false };
 

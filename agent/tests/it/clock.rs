@@ -7,7 +7,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use blocksieve_agent::{ClockSkew, ListUpdate, SnapshotSource, Verdict};
 
-use crate::server::{FakePublisher, ManualClock, Snap, unix_now};
+use blocksieve_tests::clock::ManualClock;
+use blocksieve_tests::fake::FakePublisher;
+use blocksieve_tests::snapshot::{Snap, unix_now};
 
 const LISTED: &str = "http://evil.example/landing";
 const DAY: u64 = 24 * 60 * 60;

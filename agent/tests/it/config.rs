@@ -6,7 +6,8 @@ use blocksieve_agent::{
     Agent, Error, ErrorKind, MAX_FULL_HASH_CACHE_BYTES, MAX_NOISE_PREFIXES, MAX_SNAPSHOT_BYTES_LIMIT,
 };
 
-use crate::server::{FakePublisher, Snap, trusted};
+use blocksieve_tests::fake::FakePublisher;
+use blocksieve_tests::snapshot::{Snap, trusted};
 
 fn builder() -> blocksieve_agent::AgentBuilder {
     Agent::builder("http://127.0.0.1:8080")

@@ -18,7 +18,8 @@ use blocksieve_format::{
 };
 use rand::{Rng as _, SeedableRng as _};
 
-use crate::server::{FakePublisher, Served, Snap, publisher_key, trusted, unix_now, unreachable_url};
+use blocksieve_tests::fake::{FakePublisher, Served, unreachable_url};
+use blocksieve_tests::snapshot::{Snap, publisher_key, trusted, unix_now};
 
 /// Set in the child's environment: its cache directory.
 const CHILD_DIR: &str = "BLOCKSIEVE_CRASH_CHILD_DIR";

@@ -7,7 +7,8 @@ use axum::http::StatusCode;
 use blocksieve_agent::{Agent, Error, ErrorKind, ListUpdate, UpdateFailures, UpdateReport};
 use blocksieve_format::DecodeError;
 
-use crate::server::{FakePublisher, RawServer, Served, Snap, stranger_key, unix_now};
+use blocksieve_tests::fake::{FakePublisher, RawServer, Served};
+use blocksieve_tests::snapshot::{Snap, stranger_key, unix_now};
 
 const LISTED: &str = "http://evil.example/landing";
 
@@ -88,7 +89,7 @@ async fn server_error_5xx() {
 #[tokio::test]
 async fn timeout_server_accepts_and_never_answers() {
     let v2 = Snap::new("malware", 2, &["evil.example/"]).encode();
-    let raw = RawServer::start(vec![RawServer::ok(&v2), crate::server::Raw::Hang]).await;
+    let raw = RawServer::start(vec![RawServer::ok(&v2), blocksieve_tests::fake::Raw::Hang]).await;
     let agent = raw
         .agent_builder()
         .snapshot_timeout(Duration::from_millis(300))

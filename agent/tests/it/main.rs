@@ -1,5 +1,5 @@
-//! Agent tests against fake publishers on real sockets (127.0.0.1:0): one
-//! binary, one module per area.
+//! Agent tests against fake publishers on real sockets (127.0.0.1:0), from
+//! `blocksieve_tests::fake`: one binary, one module per area.
 #![allow(clippy::unwrap_used, missing_docs, unreachable_pub, dead_code)]
 
 mod background;
@@ -11,5 +11,4 @@ mod faults;
 mod persistence;
 mod privacy;
 mod readers;
-mod server;
 mod update;

@@ -8,9 +8,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use axum::http::StatusCode;
 use blocksieve_agent::{Agent, AgentBuilder, Error, FailurePolicy, ListUpdate, SnapshotSource, Verdict};
 
-use crate::server::{
-    FakePublisher, ManualClock, SearchMode, Served, Snap, trusted, unix_now, unreachable_url,
-};
+use blocksieve_tests::clock::ManualClock;
+use blocksieve_tests::fake::{FakePublisher, SearchMode, Served, unreachable_url};
+use blocksieve_tests::snapshot::{Snap, trusted, unix_now};
 
 const LISTED: &str = "http://evil.example/landing";
 
@@ -402,7 +402,7 @@ async fn a_cached_snapshot_signed_by_a_key_no_longer_trusted_is_quarantined() {
     persist_v2(dir.path(), now).await;
     let agent = Agent::builder(unreachable_url())
         .list("malware")
-        .trusted_key(crate::server::stranger_key().public_key().clone())
+        .trusted_key(blocksieve_tests::snapshot::stranger_key().public_key().clone())
         .cache_dir(dir.path())
         .build()
         .unwrap();

@@ -8,7 +8,9 @@ use std::time::{Duration, SystemTime};
 use blocksieve_agent::{Agent, Verdict};
 use blocksieve_format::FullHash;
 
-use crate::server::{FakePublisher, ManualClock, SearchMode, Snap};
+use blocksieve_tests::clock::ManualClock;
+use blocksieve_tests::fake::{FakePublisher, SearchMode};
+use blocksieve_tests::snapshot::Snap;
 
 /// `malware` listing `evil.example/` with 16-bit request prefixes.
 async fn sixteen_bit() -> FakePublisher {

@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 
 use blocksieve_format::{DecodeLimits, canonicalize, decode};
 
-use crate::server::{FakePublisher, Snap, trusted, unix_now};
+use blocksieve_tests::fake::FakePublisher;
+use blocksieve_tests::snapshot::{Snap, trusted, unix_now};
 
 const READERS: usize = 64;
 const RUN_FOR: Duration = Duration::from_secs(2);
@@ -77,7 +78,7 @@ fn sixty_four_readers_never_block_and_always_see_the_old_or_the_new_list() {
 
     let (fake, agent) = runtime.block_on(async {
         let fake = FakePublisher::start().await;
-        fake.serve("malware", crate::server::Served::Snapshot(snap(1)));
+        fake.serve("malware", blocksieve_tests::fake::Served::Snapshot(snap(1)));
         let agent = fake.agent(&["malware"]);
         agent.update().await.unwrap();
         (fake, agent)
@@ -93,7 +94,7 @@ fn sixty_four_readers_never_block_and_always_see_the_old_or_the_new_list() {
             let mut version = 1;
             while !stop.load(Ordering::Relaxed) {
                 version += 1;
-                fake_ref.serve("malware", crate::server::Served::Snapshot(snap(version)));
+                fake_ref.serve("malware", blocksieve_tests::fake::Served::Snapshot(snap(version)));
                 let report = handle.block_on(agent_ref.update()).unwrap();
                 assert!(report.is_complete(), "{report:?}");
                 swaps.fetch_add(1, Ordering::Relaxed);

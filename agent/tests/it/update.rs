@@ -4,7 +4,8 @@
 use axum::http::StatusCode;
 use blocksieve_agent::{Agent, Error, ErrorKind, ListUpdate, SnapshotSource};
 
-use crate::server::{FakePublisher, SearchMode, Served, Snap, etag_of, trusted, unreachable_url};
+use blocksieve_tests::fake::{FakePublisher, SearchMode, Served, etag_of, unreachable_url};
+use blocksieve_tests::snapshot::{Snap, trusted};
 
 const LISTED: &str = "http://evil.example/landing";
 

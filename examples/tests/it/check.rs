@@ -1,22 +1,22 @@
 //! The `check` example: flags, output lines, exit codes.
 
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use axum::http::StatusCode;
 use blocksieve_format::SigningKey;
+use blocksieve_tests::fake::{FakePublisher, Raw, RawServer, SearchMode, Served};
+use blocksieve_tests::snapshot::publisher_key;
 
-use crate::publisher::{
-    Hang, hanging_server, key, run_with_deadline, start, start_valid_for, temp_dir, text,
-};
+use crate::support::{run_with_deadline, start, start_valid_for, temp_dir, text};
 
 fn check(args: &[&str], stdin: Option<&str>, dir: &std::path::Path) -> std::process::Output {
-    crate::publisher::run(env!("CARGO_BIN_EXE_check"), args, stdin, dir)
+    crate::support::run(env!("CARGO_BIN_EXE_check"), args, stdin, dir)
 }
 
 #[test]
 fn prints_one_line_per_url_and_exits_1_when_unsafe() {
     let publisher = start();
-    let key = key().public_key().to_base64();
+    let key = publisher_key().public_key().to_base64();
     let out = check(
         &[
             "--publisher",
@@ -51,7 +51,7 @@ fn reads_urls_from_stdin_and_the_default_key_file() {
     std::fs::create_dir_all(dir.join("blocksieve-data")).unwrap();
     std::fs::write(
         dir.join("blocksieve-data/public.key"),
-        format!("{}\n", key().public_key().to_base64()),
+        format!("{}\n", publisher_key().public_key().to_base64()),
     )
     .unwrap();
     let out = check(
@@ -76,7 +76,7 @@ fn key_from_file_argument() {
     let publisher = start();
     let dir = temp_dir();
     let key_file = dir.join("trusted.key");
-    std::fs::write(&key_file, key().public_key().to_base64()).unwrap();
+    std::fs::write(&key_file, publisher_key().public_key().to_base64()).unwrap();
     let out = check(
         &[
             "--publisher",
@@ -94,8 +94,8 @@ fn key_from_file_argument() {
 #[test]
 fn failed_full_hash_request_is_unverified_and_exits_2() {
     let publisher = start();
-    publisher.state.fail_hashes.store(true, Ordering::Relaxed);
-    let key = key().public_key().to_base64();
+    publisher.set_search_mode(SearchMode::Status(StatusCode::INTERNAL_SERVER_ERROR));
+    let key = publisher_key().public_key().to_base64();
     let out = check(
         &[
             "--publisher",
@@ -120,8 +120,8 @@ fn failed_full_hash_request_is_unverified_and_exits_2() {
 #[test]
 fn fail_closed_blocks_unverified_urls_with_exit_1() {
     let publisher = start();
-    publisher.state.fail_hashes.store(true, Ordering::Relaxed);
-    let key = key().public_key().to_base64();
+    publisher.set_search_mode(SearchMode::Status(StatusCode::INTERNAL_SERVER_ERROR));
+    let key = publisher_key().public_key().to_base64();
     let out = check(
         &[
             "--publisher",
@@ -141,7 +141,7 @@ fn fail_closed_blocks_unverified_urls_with_exit_1() {
 #[test]
 fn noise_flag_sets_the_prefixes_per_request() {
     let publisher = start();
-    let key = key().public_key().to_base64();
+    let key = publisher_key().public_key().to_base64();
     let out = check(
         &[
             "--publisher",
@@ -156,9 +156,9 @@ fn noise_flag_sets_the_prefixes_per_request() {
         &temp_dir(),
     );
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
-    let searches = publisher.state.searches.lock().unwrap().clone();
+    let searches = publisher.searches();
     assert_eq!(searches.len(), 1);
-    assert_eq!(searches[0].len(), 8, "{searches:?}");
+    assert_eq!(searches[0].prefixes.len(), 8, "{searches:?}");
     let out = check(
         &[
             "--publisher",
@@ -183,7 +183,7 @@ fn noise_flag_sets_the_prefixes_per_request() {
 #[test]
 fn cache_dir_lets_checks_run_offline() {
     let dir = temp_dir();
-    let key = key().public_key().to_base64();
+    let key = publisher_key().public_key().to_base64();
     let cache = dir.join("cache");
     let cache = cache.to_str().unwrap();
     {
@@ -255,13 +255,13 @@ fn wait_past(unix: u64) {
 
 /// Runs `check --cache-dir` against a publisher whose snapshot expires in a
 /// second, then waits until it has expired; returns the publisher.
-fn cache_a_snapshot_then_let_it_expire(dir: &std::path::Path, cache: &str) -> crate::publisher::Publisher {
+fn cache_a_snapshot_then_let_it_expire(dir: &std::path::Path, cache: &str) -> FakePublisher {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_secs();
     let publisher = start_valid_for(1);
-    let key = key().public_key().to_base64();
+    let key = publisher_key().public_key().to_base64();
     let out = check(
         &[
             "--publisher",
@@ -294,7 +294,7 @@ fn cache_dir_restart_after_expiry_with_the_publisher_down_gives_stale_verdicts()
         .unwrap()
         .local_addr()
         .unwrap();
-    let key = key().public_key().to_base64();
+    let key = publisher_key().public_key().to_base64();
     let out = check(
         &[
             "--publisher",
@@ -339,8 +339,8 @@ fn cache_dir_restart_after_expiry_with_the_publisher_answering_400_confirms_hits
     let cache = dir.join("cache");
     let cache = cache.to_str().unwrap();
     let publisher = cache_a_snapshot_then_let_it_expire(&dir, cache);
-    publisher.state.fail_snapshots.store(true, Ordering::Relaxed);
-    let key = key().public_key().to_base64();
+    publisher.serve("malware", Served::Status(StatusCode::BAD_REQUEST));
+    let key = publisher_key().public_key().to_base64();
     let out = check(
         &[
             "--publisher",
@@ -378,7 +378,7 @@ fn mirror_takes_over_when_the_publisher_is_down() {
         .unwrap()
         .local_addr()
         .unwrap();
-    let key = key().public_key().to_base64();
+    let key = publisher_key().public_key().to_base64();
     let out = check(
         &[
             "--publisher",
@@ -407,7 +407,7 @@ fn regression_mirror_takes_over_list_discovery_when_the_publisher_is_down() {
         .unwrap()
         .local_addr()
         .unwrap();
-    let key = key().public_key().to_base64();
+    let key = publisher_key().public_key().to_base64();
     let out = check(
         &[
             "--publisher",
@@ -460,7 +460,7 @@ fn unreachable_publisher_exits_2() {
         .unwrap()
         .local_addr()
         .unwrap();
-    let key = key().public_key().to_base64();
+    let key = publisher_key().public_key().to_base64();
     let out = check(
         &[
             "--publisher",
@@ -495,9 +495,15 @@ fn check_with_timeout(args: &[&str]) -> (std::process::Output, Duration) {
 
 #[test]
 fn timeout_bounds_list_discovery_on_a_publisher_that_never_answers() {
-    let silent = hanging_server(Hang::Silent);
-    let key = key().public_key().to_base64();
-    let (out, _) = check_with_timeout(&["--publisher", &silent, "--key", &key, "http://evil.example/"]);
+    let silent = RawServer::repeat_blocking(Raw::Hang);
+    let key = publisher_key().public_key().to_base64();
+    let (out, _) = check_with_timeout(&[
+        "--publisher",
+        &silent.base_url,
+        "--key",
+        &key,
+        "http://evil.example/",
+    ]);
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("asking"), "{stderr}");
@@ -507,11 +513,11 @@ fn timeout_bounds_list_discovery_on_a_publisher_that_never_answers() {
 
 #[test]
 fn timeout_bounds_the_snapshot_download_on_a_publisher_that_never_answers() {
-    let silent = hanging_server(Hang::Silent);
-    let key = key().public_key().to_base64();
+    let silent = RawServer::repeat_blocking(Raw::Hang);
+    let key = publisher_key().public_key().to_base64();
     let (out, _) = check_with_timeout(&[
         "--publisher",
-        &silent,
+        &silent.base_url,
         "--key",
         &key,
         "--list",
@@ -527,11 +533,14 @@ fn timeout_bounds_the_snapshot_download_on_a_publisher_that_never_answers() {
 
 #[test]
 fn timeout_bounds_a_snapshot_download_that_stalls_after_its_headers() {
-    let stalling = hanging_server(Hang::AfterHeaders);
-    let key = key().public_key().to_base64();
+    // Headers promising a 1 MB snapshot, its first bytes, then nothing.
+    let mut snapshot = b"BSNP".to_vec();
+    snapshot.resize(1_000_000, 0);
+    let stalling = RawServer::repeat_blocking(RawServer::stall(&snapshot, 4));
+    let key = publisher_key().public_key().to_base64();
     let (out, _) = check_with_timeout(&[
         "--publisher",
-        &stalling,
+        &stalling.base_url,
         "--key",
         &key,
         "--list",
@@ -547,8 +556,8 @@ fn timeout_bounds_a_snapshot_download_that_stalls_after_its_headers() {
 #[test]
 fn timeout_bounds_a_full_hash_request_that_never_answers() {
     let publisher = start();
-    publisher.state.stall_hashes.store(true, Ordering::Relaxed);
-    let key = key().public_key().to_base64();
+    publisher.set_search_mode(SearchMode::Hang);
+    let key = publisher_key().public_key().to_base64();
     let (out, _) = check_with_timeout(&[
         "--publisher",
         &publisher.base_url,
@@ -574,7 +583,7 @@ fn cache_dir_with_a_corrupt_snapshot_and_the_publisher_down_names_the_quarantine
     let dir = temp_dir();
     let cache = dir.join("cache");
     let publisher = start();
-    let key = key().public_key().to_base64();
+    let key = publisher_key().public_key().to_base64();
     let args = |base: &str| {
         vec![
             "--publisher".to_owned(),

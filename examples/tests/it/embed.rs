@@ -1,6 +1,8 @@
 //! The `embed` example: build, start updates, check, shut down.
 
-use crate::publisher::{key, run_with_env, start, temp_dir, text};
+use blocksieve_tests::snapshot::publisher_key;
+
+use crate::support::{run_with_env, start, temp_dir, text};
 
 #[test]
 fn embeds_the_agent_checks_and_shuts_down() {
@@ -11,7 +13,7 @@ fn embeds_the_agent_checks_and_shuts_down() {
         env!("CARGO_BIN_EXE_embed"),
         &[
             &publisher.base_url,
-            &key().public_key().to_base64(),
+            &publisher_key().public_key().to_base64(),
             "malware",
             "http://evil.example/login",
             "https://good.example/",
