@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use blocksieve_agent::Error;
 
-use blocksieve_tests::fake::FakePublisher;
+use blocksieve_tests::fake::{FakePublisher, Raw, RawServer};
 use blocksieve_tests::snapshot::{Snap, unix_now};
 
 async fn until(what: &str, mut done: impl FnMut() -> bool) {
@@ -120,6 +120,29 @@ async fn dropping_the_agent_ends_the_task() {
     tokio::time::sleep(Duration::from_millis(1_300)).await;
     assert_eq!(fake.snapshot_requests().len(), requests);
     updates.shutdown().await;
+}
+
+/// An agent dropped while its task is in the middle of a download keeps the
+/// task's slot until that step ends: the handle still reports the task as
+/// running and `shutdown` still waits for it to end.
+#[tokio::test]
+async fn dropping_the_agent_during_a_download_keeps_the_handle_truthful() {
+    let raw = RawServer::repeat(Raw::Hang).await;
+    let agent = raw
+        .agent_builder()
+        .initial_jitter(Duration::ZERO)
+        .update_interval(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let updates = agent.start_updates().unwrap();
+    until("the download to start", || raw.connections() > 0).await;
+
+    drop(agent);
+
+    assert!(updates.is_running(), "the step still runs");
+    tokio::time::timeout(Duration::from_secs(10), updates.shutdown())
+        .await
+        .expect("shutdown ends the task, abandoning the download");
 }
 
 #[tokio::test]
