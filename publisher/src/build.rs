@@ -19,10 +19,10 @@ use blocksieve_format::{
 };
 use rand::{Rng as _, SeedableRng as _};
 
-use crate::Error;
 use crate::config::{FilterChoice, ListConfig, SourceConfig};
 use crate::fetch::{CacheMeta, Fetched, SourceCache};
 use crate::sources::{EntrySink, FormatOptions, ParseReport, parse_source_into};
+use crate::{Error, GateRefusal};
 
 /// How many keys absent by construction are probed to measure a filter's
 /// false-positive rate (the canary).
@@ -545,6 +545,7 @@ fn parse_source_content(
 /// content. An allow source in that state is left out (a missing allowlist
 /// only blocks more) and reported as `failed` in `allow`.
 pub fn collect_hashes(
+    list: &str,
     sources: Vec<LoadedSource>,
     now: u64,
     report: &mut ParseReport,
@@ -616,13 +617,18 @@ pub fn collect_hashes(
                 let cached = source.cache.as_ref().and_then(SourceCache::load);
                 timings.add("read", started.elapsed());
                 let Some((bytes, meta)) = cached else {
-                    let message = if failure.is_empty() {
-                        format!("{label}: server said not modified but no cached content exists")
+                    let reason = if failure.is_empty() {
+                        "server said not modified but no cached content exists".to_owned()
                     } else {
-                        format!("{label}: {failure}; no last good content to fall back to")
+                        format!("{failure}; no last good content to fall back to")
                     };
+                    let message = format!("{label}: {reason}");
                     if source.role == SourceRole::Block {
-                        return Err(Error::Source(message));
+                        return Err(Error::Source {
+                            list: list.to_owned(),
+                            label,
+                            reason,
+                        });
                     }
                     tracing::warn!(source = %label, reason = %message, "allow source failed with no last good content; building without it");
                     allow.sources.push(SourceStatus {
@@ -705,8 +711,8 @@ pub fn collect_hashes(
 ///
 /// # Errors
 ///
-/// [`Error::Source`] when a failed source has no fallback, [`Error::Build`]
-/// when the filter cannot be built or encoded.
+/// [`Error::Source`] when a failed source has no fallback, [`Error::Filter`]
+/// or [`Error::Encode`] when the filter cannot be built or encoded.
 pub fn build_list(req: &BuildRequest<'_>, sources: Vec<LoadedSource>) -> Result<BuiltList, Error> {
     let started = Instant::now();
     let list = req.list;
@@ -715,6 +721,7 @@ pub fn build_list(req: &BuildRequest<'_>, sources: Vec<LoadedSource>) -> Result<
     let mut allow = AllowReport::default();
     let mut timings = BuildTimings::default();
     let hashes = collect_hashes(
+        &list.name,
         sources,
         req.now,
         &mut parse,
@@ -730,8 +737,11 @@ pub fn build_list(req: &BuildRequest<'_>, sources: Vec<LoadedSource>) -> Result<
     timings.add("sort_dedup", started_keys.elapsed());
     let started_filter = Instant::now();
     let kind = filter_kind_for(list, keys.len() as u64);
-    let filter = PrefixFilter::build_with(kind, &keys, list.bloom_bits_per_key)
-        .map_err(|e| Error::Build(format!("list {}: {e}", list.name)))?;
+    let filter =
+        PrefixFilter::build_with(kind, &keys, list.bloom_bits_per_key).map_err(|reason| Error::Filter {
+            list: list.name.clone(),
+            reason,
+        })?;
     timings.add("filter", started_filter.elapsed());
     let started_canary = Instant::now();
     let version = req.previous.map_or(req.now, |p| req.now.max(p.version + 1));
@@ -754,7 +764,10 @@ pub fn build_list(req: &BuildRequest<'_>, sources: Vec<LoadedSource>) -> Result<
         // instead of 0.01 s (BENCHMARKS.md, row 3).
         zstd_level: 3,
     };
-    let encode_error = |e| Error::Build(format!("list {}: {e}", list.name));
+    let encode_error = |reason| Error::Encode {
+        list: list.name.clone(),
+        reason,
+    };
     let started_compress = Instant::now();
     let body = compress_filter(&filter, params.zstd_level).map_err(encode_error)?;
     timings.add("compress", started_compress.elapsed());
@@ -809,35 +822,34 @@ pub fn check_gates(
     list: &ListConfig,
     previous: Option<&SnapshotHeader>,
     report: &BuildReport,
-) -> Option<String> {
+) -> Option<GateRefusal> {
     let g = &list.gates;
     let s = &report.sizing;
     if s.entries < g.min_entries {
-        return Some(format!(
-            "gate min_entries: {} entries, fewer than {} ({} lines read, {} rejected)",
-            s.entries,
-            g.min_entries,
-            report.parse.lines,
-            report.parse.rejected_total()
-        ));
+        return Some(GateRefusal::MinEntries {
+            entries: s.entries,
+            min_entries: g.min_entries,
+            lines: report.parse.lines,
+            rejected: report.parse.rejected_total(),
+        });
     }
     if let Some(prev) = previous {
         let floor = prev.full_hash_count as f64 * (1.0 - g.max_shrink);
         if (s.entries as f64) < floor {
-            return Some(format!(
-                "gate max_shrink: {} entries, down from {} in version {} (more than {:.0}% smaller)",
-                s.entries,
-                prev.full_hash_count,
-                prev.version,
-                g.max_shrink * 100.0
-            ));
+            return Some(GateRefusal::MaxShrink {
+                entries: s.entries,
+                previous_entries: prev.full_hash_count,
+                previous_version: prev.version,
+                max_shrink: g.max_shrink,
+            });
         }
     }
     if s.theoretical_fpr > 0.0 && s.measured_fpr > g.max_fpr_ratio * s.theoretical_fpr {
-        return Some(format!(
-            "gate max_fpr_ratio: measured false-positive rate {:.3e} is over {} x the theoretical {:.3e}",
-            s.measured_fpr, g.max_fpr_ratio, s.theoretical_fpr
-        ));
+        return Some(GateRefusal::MaxFprRatio {
+            measured_fpr: s.measured_fpr,
+            theoretical_fpr: s.theoretical_fpr,
+            max_fpr_ratio: g.max_fpr_ratio,
+        });
     }
     None
 }
@@ -863,6 +875,7 @@ mod tests {
     fn collect(sources: Vec<LoadedSource>) -> Result<(Vec<FullHash>, ParseReport, AllowReport), Error> {
         let (mut report, mut allow) = (ParseReport::default(), AllowReport::default());
         let hashes = collect_hashes(
+            "test",
             sources,
             1,
             &mut report,
@@ -961,7 +974,7 @@ mod tests {
                 .contains("HTTP 503")
         );
         let err = collect(vec![failed(SourceRole::Block)]).unwrap_err();
-        assert!(matches!(err, Error::Source(_)), "{err}");
+        assert!(matches!(err, Error::Source { .. }), "{err}");
     }
 
     #[test]

@@ -94,23 +94,25 @@ impl SourceCache {
     ///
     /// # Errors
     ///
-    /// [`crate::Error::Io`] when writing fails.
+    /// [`crate::Error::Storage`] when writing fails.
     pub fn store(&self, bytes: &[u8], meta: &CacheMeta) -> Result<(), crate::Error> {
         if let Some(dir) = self.data.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| crate::Error::Io(format!("{}: {e}", dir.display())))?;
+            std::fs::create_dir_all(dir).map_err(crate::Error::storage(dir))?;
         }
         write_atomic(&self.data, bytes)?;
-        let json = serde_json::to_vec_pretty(meta).map_err(|e| crate::Error::Io(e.to_string()))?;
-        write_atomic(&self.meta, &json)
+        self.store_meta(meta)
     }
 
     /// Updates only the metadata (after a 304).
     ///
     /// # Errors
     ///
-    /// [`crate::Error::Io`] when writing fails.
+    /// [`crate::Error::Storage`] when writing fails.
     pub fn store_meta(&self, meta: &CacheMeta) -> Result<(), crate::Error> {
-        let json = serde_json::to_vec_pretty(meta).map_err(|e| crate::Error::Io(e.to_string()))?;
+        let json = serde_json::to_vec_pretty(meta).map_err(|e| crate::Error::Storage {
+            path: self.meta.clone(),
+            reason: std::io::Error::other(e),
+        })?;
         write_atomic(&self.meta, &json)
     }
 }

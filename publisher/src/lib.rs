@@ -33,6 +33,7 @@ use tokio::net::TcpListener;
 
 pub mod build;
 pub mod config;
+mod error;
 pub mod fetch;
 #[doc(hidden)]
 pub mod fuzzing;
@@ -44,39 +45,12 @@ pub mod state;
 pub mod store;
 
 pub use config::Config;
+pub use error::{Error, GateRefusal};
 
 use build::{BuildRequest, LoadedSource, SourceRole};
 use fetch::SourceCache;
 use state::{AppState, ListSlot, Published};
 use store::ListStore;
-
-/// Publisher errors, grouped by what the operator does next: fix the
-/// configuration (`Config`), fix a source (`Source`), look at the list
-/// (`Build`, `Refused`), the machine (`Io`), or the other publisher using
-/// the same data directory (`InUse`).
-#[non_exhaustive]
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// The configuration is invalid; the message names the field.
-    #[error("configuration: {0}")]
-    Config(String),
-    /// A source could not be read and has no last good content.
-    #[error("source: {0}")]
-    Source(String),
-    /// A list could not be built.
-    #[error("build: {0}")]
-    Build(String),
-    /// A publishing gate refused the build; the previous snapshot keeps serving.
-    #[error("refused: {0}")]
-    Refused(String),
-    /// Reading or writing the data directory failed.
-    #[error("i/o: {0}")]
-    Io(String),
-    /// Another publisher has the data directory open (`<data_dir>/lock`):
-    /// stop it, or use another directory.
-    #[error("data directory in use: {0}")]
-    InUse(String),
-}
 
 /// Current time in Unix seconds.
 pub fn unix_now() -> u64 {
@@ -124,13 +98,13 @@ impl Publisher {
     ///
     /// # Errors
     ///
-    /// [`Error::Config`] for an invalid configuration, [`Error::InUse`] when
-    /// another publisher has the data directory open, [`Error::Io`] when the
-    /// data directory or key cannot be used.
+    /// [`Error::Config`] for an invalid configuration, [`Error::SigningKey`]
+    /// for a key file that holds no key, [`Error::InUse`] when another
+    /// publisher has the data directory open, [`Error::Storage`] when the
+    /// data directory or key cannot be read or written.
     pub fn open(config: Config) -> Result<Self, Error> {
         config.validate()?;
-        std::fs::create_dir_all(&config.data_dir)
-            .map_err(|e| Error::Io(format!("{}: {e}", config.data_dir.display())))?;
+        std::fs::create_dir_all(&config.data_dir).map_err(Error::storage(&config.data_dir))?;
         let data_dir_lock = store::lock_data_dir(&config.data_dir)?;
         let key = store::load_or_create_signing_key(&config.signing_key_path())?;
         let metrics = metrics::Metrics::new();
@@ -175,7 +149,10 @@ impl Publisher {
             .user_agent(concat!("blocksieve-publisher/", env!("CARGO_PKG_VERSION")))
             .connect_timeout(Duration::from_secs(15))
             .build()
-            .map_err(|e| Error::Config(format!("HTTP client: {e}")))?;
+            .map_err(|e| Error::Config {
+                field: "HTTP client".to_owned(),
+                reason: e.to_string(),
+            })?;
         let n = config.lists.len();
         Ok(Self {
             inner: Arc::new(Inner {
@@ -333,7 +310,10 @@ impl Publisher {
             .unwrap_or_else(|e| ListBuildOutcome {
                 list: list.name.clone(),
                 report: None,
-                result: Err(Error::Build(format!("build task failed: {e}"))),
+                result: Err(Error::BuildTask {
+                    list: list.name.clone(),
+                    reason: e.to_string(),
+                }),
             });
         if let Some(timings) = outcome.report.as_mut().map(|r| &mut r.timings) {
             // What no stage covers: sizing, gates, the blocking-pool hop.
@@ -374,7 +354,7 @@ impl Publisher {
                 return ListBuildOutcome {
                     list: list.name.clone(),
                     report: Some(built.report),
-                    result: Err(Error::Refused(refusal)),
+                    result: Err(Error::Refused { gate: refusal }),
                 };
             }
         }
@@ -389,8 +369,10 @@ impl Publisher {
         let write_took = write_started.elapsed();
         built.report.timings.add("write", write_took);
         let published = written.and_then(|()| {
-            blocksieve_format::parse_header_unverified(&built.snapshot)
-                .map_err(|e| Error::Build(format!("list {}: re-reading own snapshot: {e}", list.name)))
+            blocksieve_format::parse_header_unverified(&built.snapshot).map_err(|reason| Error::Reread {
+                list: list.name.clone(),
+                reason,
+            })
         });
         match published {
             Ok(header) => {
@@ -427,17 +409,7 @@ impl Publisher {
         let measured = outcome.report.as_ref().map(|r| r.sizing.measured_fpr);
         let (label, gate) = match &outcome.result {
             Ok(_) => ("published", None),
-            Err(Error::Refused(reason)) => (
-                "refused",
-                Some(
-                    reason
-                        .split(':')
-                        .next()
-                        .unwrap_or("gate")
-                        .trim_start_matches("gate ")
-                        .to_owned(),
-                ),
-            ),
+            Err(Error::Refused { gate }) => ("refused", Some(gate.name().to_owned())),
             Err(_) => ("failed", None),
         };
         metrics.build_finished(name, label, elapsed.as_secs_f64(), measured);
@@ -561,7 +533,10 @@ impl Publisher {
     async fn start_schedules(&self) -> Result<tokio_cron_scheduler::JobScheduler, Error> {
         use tokio_cron_scheduler::{Job, JobScheduler};
         let bad = |field: String| {
-            move |e: tokio_cron_scheduler::JobSchedulerError| Error::Config(format!("{field}: {e}"))
+            move |e: tokio_cron_scheduler::JobSchedulerError| Error::Config {
+                field,
+                reason: e.to_string(),
+            }
         };
         let scheduler = JobScheduler::new().await.map_err(bad("scheduler".into()))?;
         for index in 0..self.inner.config.lists.len() {

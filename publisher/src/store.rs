@@ -43,17 +43,17 @@ pub struct DataDirLock {
 /// # Errors
 ///
 /// [`Error::InUse`] when another process holds it, naming that process;
-/// [`Error::Io`] when the lock file cannot be opened or locked.
+/// [`Error::Storage`] when the lock file cannot be opened or locked.
 pub fn lock_data_dir(dir: &Path) -> Result<DataDirLock, Error> {
     let path = dir.join("lock");
-    let io = |e: std::io::Error| Error::Io(format!("{}: {e}", path.display()));
+    let io = Error::storage(&path);
     let mut file = fs::OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
         .truncate(false)
         .open(&path)
-        .map_err(io)?;
+        .map_err(&io)?;
     match file.try_lock() {
         Ok(()) => {}
         Err(fs::TryLockError::WouldBlock) => {
@@ -62,21 +62,18 @@ pub fn lock_data_dir(dir: &Path) -> Result<DataDirLock, Error> {
             // an old publisher's id, and some systems refuse the read.
             let holder = fs::read_to_string(&path)
                 .ok()
-                .and_then(|text| text.trim().parse::<u32>().ok())
-                .map_or(String::from("another process"), |pid| {
-                    format!("another publisher (process {pid})")
-                });
-            return Err(Error::InUse(format!(
-                "{} is locked by {holder}; stop it, or give this one another data_dir",
-                dir.display()
-            )));
+                .and_then(|text| text.trim().parse::<u32>().ok());
+            return Err(Error::InUse {
+                data_dir: dir.to_owned(),
+                holder,
+            });
         }
         Err(fs::TryLockError::Error(e)) => return Err(io(e)),
     }
     // The holder's id, for the error above; the lock is what counts.
     file.set_len(0)
         .and_then(|()| writeln!(file, "{}", std::process::id()))
-        .map_err(io)?;
+        .map_err(&io)?;
     Ok(DataDirLock { _file: file })
 }
 
@@ -100,7 +97,7 @@ pub fn write_atomic_with(
     path: &Path,
     write: impl FnOnce(&mut std::io::BufWriter<fs::File>) -> std::io::Result<()>,
 ) -> Result<(), Error> {
-    let io = |e: std::io::Error| Error::Io(format!("{}: {e}", path.display()));
+    let io = Error::storage(path);
     // A bare file name has the parent "": its directory is the current one.
     let dir = path
         .parent()
@@ -120,7 +117,7 @@ pub fn write_atomic_with(
         let _ = fs::remove_file(&tmp);
         return Err(io(e));
     }
-    fs::File::open(dir).and_then(|d| d.sync_all()).map_err(io)?;
+    fs::File::open(dir).and_then(|d| d.sync_all()).map_err(&io)?;
     Ok(())
 }
 
@@ -129,19 +126,21 @@ pub fn write_atomic_with(
 ///
 /// # Errors
 ///
-/// [`Error::Io`] or [`Error::Config`] when the key cannot be read, parsed or written.
+/// [`Error::Storage`] when the key cannot be read or written,
+/// [`Error::SigningKey`] when the file holds no key.
 pub fn load_or_create_signing_key(path: &Path) -> Result<SigningKey, Error> {
     match fs::read_to_string(path) {
-        Ok(text) => {
-            SigningKey::from_base64(&text).map_err(|e| Error::Config(format!("{}: {e}", path.display())))
-        }
+        Ok(text) => SigningKey::from_base64(&text).map_err(|reason| Error::SigningKey {
+            path: path.to_owned(),
+            reason,
+        }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             let key = generate_signing_key();
             write_key_pair(&key, path)?;
             tracing::info!(path = %path.display(), public_key = %key.public_key().to_base64(), "created a new signing key");
             Ok(key)
         }
-        Err(e) => Err(Error::Io(format!("{}: {e}", path.display()))),
+        Err(e) => Err(Error::storage(path)(e)),
     }
 }
 
@@ -158,11 +157,11 @@ pub fn generate_signing_key() -> SigningKey {
 ///
 /// # Errors
 ///
-/// [`Error::Io`] when a file cannot be written or the key file exists.
+/// [`Error::Storage`] when a file cannot be written or the key file exists.
 pub fn write_key_pair(key: &SigningKey, path: &Path) -> Result<(), Error> {
-    let io = |e: std::io::Error| Error::Io(format!("{}: {e}", path.display()));
+    let io = Error::storage(path);
     if let Some(dir) = path.parent() {
-        fs::create_dir_all(dir).map_err(io)?;
+        fs::create_dir_all(dir).map_err(&io)?;
     }
     let mut options = fs::OpenOptions::new();
     options.write(true).create_new(true);
@@ -171,9 +170,9 @@ pub fn write_key_pair(key: &SigningKey, path: &Path) -> Result<(), Error> {
         use std::os::unix::fs::OpenOptionsExt as _;
         options.mode(0o600);
     }
-    let mut f = options.open(path).map_err(io)?;
-    writeln!(f, "{}", key.to_base64()).map_err(io)?;
-    f.sync_all().map_err(io)?;
+    let mut f = options.open(path).map_err(&io)?;
+    writeln!(f, "{}", key.to_base64()).map_err(&io)?;
+    f.sync_all().map_err(&io)?;
     write_atomic(
         &public_key_path(path),
         format!("{}\n", key.public_key().to_base64()).as_bytes(),
@@ -213,10 +212,10 @@ impl ListStore {
     ///
     /// # Errors
     ///
-    /// [`Error::Io`] when the directory cannot be created.
+    /// [`Error::Storage`] when the directory cannot be created.
     pub fn open(data_dir: &Path, name: &str) -> Result<Self, Error> {
         let dir = data_dir.join("lists").join(name);
-        fs::create_dir_all(&dir).map_err(|e| Error::Io(format!("{}: {e}", dir.display())))?;
+        fs::create_dir_all(&dir).map_err(Error::storage(&dir))?;
         let store = Self { dir };
         store.remove_temporaries();
         Ok(store)
@@ -261,7 +260,7 @@ impl ListStore {
     ///
     /// # Errors
     ///
-    /// [`Error::Io`]; a failed write leaves the previous version in place.
+    /// [`Error::Storage`]; a failed write leaves the previous version in place.
     pub fn publish(
         &self,
         version: u64,
@@ -298,30 +297,36 @@ impl ListStore {
 
     fn load(&self, version: u64, key: &TrustedKey) -> Result<StoredVersion, Error> {
         let snapshot_path = self.path(version, "snapshot");
-        let snapshot =
-            fs::read(&snapshot_path).map_err(|e| Error::Io(format!("{}: {e}", snapshot_path.display())))?;
+        let snapshot = fs::read(&snapshot_path).map_err(Error::storage(&snapshot_path))?;
         // Verify as an agent would; an expired snapshot is still served (agents
         // flag it stale), so check expiry against its own creation time.
-        let header = blocksieve_format::parse_header_unverified(&snapshot)
-            .map_err(|e| Error::Io(format!("{}: {e}", snapshot_path.display())))?;
+        let header = blocksieve_format::parse_header_unverified(&snapshot).map_err(|e| Error::Corrupt {
+            path: snapshot_path.clone(),
+            reason: e.to_string(),
+        })?;
         let verified = decode(
             &snapshot,
             std::slice::from_ref(key),
             &DecodeLimits::default(),
             header.created_at,
         )
-        .map_err(|e| Error::Io(format!("{}: {e}", snapshot_path.display())))?;
+        .map_err(|e| Error::Corrupt {
+            path: snapshot_path.clone(),
+            reason: e.to_string(),
+        })?;
         let hashes_path = self.path(version, "hashes");
-        let raw = fs::read(&hashes_path).map_err(|e| Error::Io(format!("{}: {e}", hashes_path.display())))?;
+        let raw = fs::read(&hashes_path).map_err(Error::storage(&hashes_path))?;
         if raw.len() % FullHash::LEN != 0
             || (raw.len() / FullHash::LEN) as u64 != verified.header().full_hash_count
         {
-            return Err(Error::Io(format!(
-                "{}: {} bytes does not hold the {} full hashes the snapshot declares",
-                hashes_path.display(),
-                raw.len(),
-                verified.header().full_hash_count
-            )));
+            return Err(Error::Corrupt {
+                path: hashes_path,
+                reason: format!(
+                    "{} bytes does not hold the {} full hashes the snapshot declares",
+                    raw.len(),
+                    verified.header().full_hash_count
+                ),
+            });
         }
         let hashes: Vec<FullHash> = raw
             .chunks_exact(FullHash::LEN)
@@ -332,10 +337,10 @@ impl ListStore {
             })
             .collect();
         if hashes.windows(2).any(|w| w[0] >= w[1]) {
-            return Err(Error::Io(format!(
-                "{}: hashes are not sorted",
-                hashes_path.display()
-            )));
+            return Err(Error::Corrupt {
+                path: hashes_path,
+                reason: "hashes are not sorted".to_owned(),
+            });
         }
         Ok(StoredVersion { snapshot, hashes })
     }
@@ -351,7 +356,8 @@ mod tests {
         let first = lock_data_dir(dir.path()).unwrap();
         let pid = std::process::id().to_string();
         match lock_data_dir(dir.path()) {
-            Err(Error::InUse(message)) => {
+            Err(e @ Error::InUse { .. }) => {
+                let message = e.to_string();
                 assert!(message.contains(&format!("(process {pid})")), "{message}");
                 assert!(message.contains(&dir.path().display().to_string()), "{message}");
             }
@@ -363,7 +369,8 @@ mod tests {
         // Content that is not a process id is not shown as one.
         fs::write(dir.path().join("lock"), "not\na pid\n").unwrap();
         match lock_data_dir(dir.path()) {
-            Err(Error::InUse(message)) => {
+            Err(e @ Error::InUse { .. }) => {
+                let message = e.to_string();
                 assert!(message.contains("is locked by another process;"), "{message}");
                 assert!(!message.contains('\n'), "{message}");
             }
