@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use blocksieve_format::SigningKey;
-use blocksieve_publisher::store;
+use blocksieve_publisher::internal::store;
 
 const BIN: &str = env!("CARGO_BIN_EXE_blocksieve-publisher");
 

@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use blocksieve_format::api::{ErrorResponse, FullHashResponse, FullHashSearchResponse, ListsResponse};
 use blocksieve_format::{FullHash, canonicalize};
-use blocksieve_publisher::config::{ListConfig, SourceConfig, SourceFormat};
-use blocksieve_publisher::sources::{cleaned, reason, url_expression, url_expressions};
+use blocksieve_publisher::internal::sources::{cleaned, reason, url_expression, url_expressions};
 use blocksieve_publisher::{Config, Error, Publisher};
+use blocksieve_publisher::{ListConfig, SourceConfig, SourceFormat};
 use blocksieve_tests::feed::FakeFeed;
 use blocksieve_tests::{RunningPublisher, config, fixture_lines, fixture_source, fixtures};
 
