@@ -34,7 +34,7 @@ mod publisher;
 mod server;
 mod sources;
 mod state;
-mod store;
+mod storage;
 
 pub use build::BuildReport;
 pub use config::{
@@ -75,7 +75,7 @@ pub mod internal {
     pub mod state {
         pub use crate::state::*;
     }
-    pub mod store {
-        pub use crate::store::*;
+    pub mod storage {
+        pub use crate::storage::*;
     }
 }

@@ -11,7 +11,7 @@ use blocksieve_format::{
 use blocksieve_publisher::SourceFormat;
 use blocksieve_publisher::internal::build::{self, BuildTimings, HashReference};
 use blocksieve_publisher::internal::sources::{EntryOutcome, read_line};
-use blocksieve_publisher::internal::store;
+use blocksieve_publisher::internal::storage;
 use blocksieve_publisher::{Config, ListBuildOutcome, Publisher};
 use clap::{Parser, Subcommand};
 
@@ -257,13 +257,13 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             timings_json,
         } => build(config, out, force, timings, timings_json).await,
         Command::Keygen { out } => {
-            let key = store::generate_signing_key();
-            store::write_key_pair(&key, &out)?;
+            let key = storage::generate_signing_key();
+            storage::write_key_pair(&key, &out)?;
             println!("{}", key.public_key().to_base64());
             eprintln!(
                 "wrote {} (private, mode 0600) and {}",
                 out.display(),
-                store::public_key_path(&out).display()
+                storage::public_key_path(&out).display()
             );
             Ok(())
         }

@@ -12,12 +12,12 @@ use blocksieve_format::api::BuildStatus;
 use blocksieve_format::{SigningKey, TrustedKey};
 use tokio::net::TcpListener;
 
-use crate::build::{self, BuildRequest, LoadedSource, SourceRole};
+use crate::build::{self, BuildRequest, LastGood, LoadedSource, SourceRole, SourceUpdate};
 use crate::config::{self, Config};
 use crate::error::Error;
-use crate::fetch::{self, SourceCache};
+use crate::fetch;
 use crate::state::{AppState, ListSlot, Published};
-use crate::store::{self, ListStore};
+use crate::storage::{self, ListStore, LocalStorage, SourceCache, Storage};
 use crate::{listener, metrics, server};
 
 /// Current time in Unix seconds.
@@ -38,6 +38,8 @@ struct Inner {
     config: Config,
     key: SigningKey,
     state: Arc<AppState>,
+    /// Where snapshots and the sources' last good content are kept.
+    storage: Arc<dyn Storage>,
     http: reqwest::Client,
     /// One lock per list: a scheduled build never overlaps a running build
     /// of the same list, and lists never wait for each other.
@@ -45,7 +47,7 @@ struct Inner {
     /// `--force`: skip the gates on the next build of each list, once.
     force_once: Vec<AtomicBool>,
     /// Held while any clone of the publisher lives.
-    _data_dir_lock: store::DataDirLock,
+    _data_dir_lock: storage::DataDirLock,
 }
 
 /// The outcome of building one list.
@@ -72,13 +74,14 @@ impl Publisher {
     /// data directory or key cannot be read or written.
     pub fn open(config: Config) -> Result<Self, Error> {
         config.validate()?;
-        std::fs::create_dir_all(&config.data_dir).map_err(Error::storage(&config.data_dir))?;
-        let data_dir_lock = store::lock_data_dir(&config.data_dir)?;
-        let key = store::load_or_create_signing_key(&config.signing_key_path())?;
+        let local = LocalStorage::open(&config.data_dir)?;
+        let data_dir_lock = storage::lock_data_dir(&config.data_dir)?;
+        let storage: Arc<dyn Storage> = Arc::new(local);
+        let key = storage::load_or_create_signing_key(&config.signing_key_path())?;
         let metrics = metrics::Metrics::new();
         let mut lists = Vec::new();
         for list in &config.lists {
-            let store = ListStore::open(&config.data_dir, &list.name)?;
+            let store = ListStore::open(storage.clone(), &list.name)?;
             let current = ArcSwapOption::empty();
             if let Some(stored) = store.load_latest(key.public_key())
                 && let Ok(header) = blocksieve_format::parse_header_unverified(&stored.snapshot)
@@ -127,6 +130,7 @@ impl Publisher {
                 build_locks: (0..n).map(|_| tokio::sync::Mutex::new(())).collect(),
                 force_once: (0..n).map(|_| AtomicBool::new(false)).collect(),
                 _data_dir_lock: data_dir_lock,
+                storage,
                 config,
                 key,
                 state,
@@ -200,29 +204,29 @@ impl Publisher {
     /// formats are read in blocks of whole lines, so this adds little to
     /// the process's peak memory. `None` when a source has no stored content.
     pub fn hash_reference(&self, index: usize) -> Option<build::HashReference> {
-        use std::io::Read as _;
         const BLOCK_BYTES: usize = 8 * 1024 * 1024;
         let config = &self.inner.config;
         let list = &config.lists[index];
         let mut total = build::HashReference::default();
         for (i, source) in list.sources.iter().enumerate() {
-            let cache = SourceCache::new(&config.data_dir, &list.name, i, source);
-            let mut file = std::fs::File::open(cache.data_path()).ok()?;
+            let cache = SourceCache::new(self.inner.storage.clone(), &list.name, i, source);
             if matches!(
                 source.format,
                 config::SourceFormat::Json | config::SourceFormat::Csv
             ) {
-                let mut bytes = Vec::new();
-                file.read_to_end(&mut bytes).ok()?;
+                let bytes = cache.read_range(0..u64::MAX)?;
                 total += build::hash_reference([(bytes.as_slice(), source)]);
                 continue;
             }
             let mut block = Vec::with_capacity(BLOCK_BYTES);
+            let mut offset = 0u64;
             loop {
-                let filled = block.len();
-                block.resize(BLOCK_BYTES.max(filled * 2), 0);
-                let n = file.read(&mut block[filled..]).ok()?;
-                block.truncate(filled + n);
+                let want = BLOCK_BYTES.max(block.len() * 2) - block.len();
+                let read = cache.read_range(offset..offset + want as u64)?;
+                let n = read.len();
+                offset += n as u64;
+                block.extend_from_slice(&read);
+                drop(read);
                 // Whole lines only; the cut line waits for the next block.
                 let cut = if n == 0 {
                     block.len()
@@ -249,40 +253,48 @@ impl Publisher {
         // blocking pool (CPU). Allowlists keep their last good content in a
         // directory of their own, `sources/<list>.allow/`.
         let mut loaded = Vec::new();
+        let mut caches = Vec::new();
         let allow_dir = format!("{}.allow", list.name);
         let block =
             (list.sources.iter().enumerate()).map(|(i, s)| (i, s, SourceRole::Block, list.name.as_str()));
         let allow =
             (list.allow.iter().enumerate()).map(|(i, s)| (i, s, SourceRole::Allow, allow_dir.as_str()));
         for (i, source, role, cache_dir) in block.chain(allow) {
-            let cache = SourceCache::new(&inner.config.data_dir, cache_dir, i, source);
+            let cache = SourceCache::new(inner.storage.clone(), cache_dir, i, source);
             let fetch_started = std::time::Instant::now();
-            let fetched = fetch::fetch(&inner.http, source, cache.meta().as_ref()).await;
+            let validators = cache.meta().map(|m| m.validators);
+            let fetched = fetch::fetch(&inner.http, source, validators.as_ref()).await;
             let read_duration = fetch_started.elapsed();
             if let fetch::Fetched::Failed(reason) = &fetched {
                 tracing::warn!(list = %list.name, source = %source.label(), %reason, "source failed");
                 inner.state.metrics.source_failed(&list.name);
             }
+            let last_good = {
+                let cache = cache.clone();
+                LastGood::deferred(move || cache.load())
+            };
             loaded.push(LoadedSource {
                 config: source.clone(),
                 role,
                 fetched,
-                cache: Some(cache),
+                last_good,
                 read_duration,
             });
+            caches.push((cache, source.label()));
         }
         let force = inner.force_once[index].swap(false, Ordering::SeqCst);
         let this = self.clone();
-        let mut outcome = tokio::task::spawn_blocking(move || this.build_and_publish(index, loaded, force))
-            .await
-            .unwrap_or_else(|e| ListBuildOutcome {
-                list: list.name.clone(),
-                report: None,
-                result: Err(Error::BuildTask {
+        let mut outcome =
+            tokio::task::spawn_blocking(move || this.build_and_publish(index, loaded, &caches, force))
+                .await
+                .unwrap_or_else(|e| ListBuildOutcome {
                     list: list.name.clone(),
-                    reason: e.to_string(),
-                }),
-            });
+                    report: None,
+                    result: Err(Error::BuildTask {
+                        list: list.name.clone(),
+                        reason: e.to_string(),
+                    }),
+                });
         if let Some(timings) = outcome.report.as_mut().map(|r| &mut r.timings) {
             // What no stage covers: sizing, gates, the blocking-pool hop.
             timings.total = started.elapsed();
@@ -293,7 +305,16 @@ impl Publisher {
         outcome
     }
 
-    fn build_and_publish(&self, index: usize, loaded: Vec<LoadedSource>, force: bool) -> ListBuildOutcome {
+    /// Build (pure) and store: reads the sources, keeps what the build
+    /// asks to keep of them in `caches` (one per source, with its label),
+    /// builds the snapshot, checks the gates and publishes.
+    fn build_and_publish(
+        &self,
+        index: usize,
+        loaded: Vec<LoadedSource>,
+        caches: &[(SourceCache, String)],
+        force: bool,
+    ) -> ListBuildOutcome {
         let inner = &self.inner;
         let list = &inner.config.lists[index];
         let slot = &inner.state.lists[index];
@@ -305,7 +326,33 @@ impl Publisher {
             ttl_s: inner.config.snapshot_ttl_s,
             key: &inner.key,
         };
-        let built = match build::build_list(&request, loaded) {
+        let mut updates = Vec::new();
+        let read = build::read_sources(&list.name, loaded, request.now, &mut updates);
+        // Kept before the filter is built, which then has the sources'
+        // memory back.
+        let mut source_cache = None;
+        for (i, update) in updates {
+            let (cache, label) = &caches[i];
+            match update {
+                SourceUpdate::Store { bytes, meta } => {
+                    let started = std::time::Instant::now();
+                    if let Err(e) = cache.store(&bytes, &meta) {
+                        tracing::warn!(source = %label, error = %e, "could not cache source content");
+                    }
+                    *source_cache.get_or_insert(Duration::ZERO) += started.elapsed();
+                }
+                SourceUpdate::Meta(meta) => {
+                    let _ = cache.store_meta(&meta);
+                }
+            }
+        }
+        let built = read.and_then(|mut read| {
+            if let Some(took) = source_cache {
+                read.timings.add("source_cache", took);
+            }
+            build::build_snapshot(&request, read)
+        });
+        let built = match built {
             Ok(b) => b,
             Err(e) => {
                 return ListBuildOutcome {
