@@ -209,7 +209,7 @@ impl Publisher {
         let list = &config.lists[index];
         let mut total = build::HashReference::default();
         for (i, source) in list.sources.iter().enumerate() {
-            let cache = SourceCache::new(self.inner.storage.clone(), &list.name, i, source);
+            let cache = SourceCache::source(self.inner.storage.clone(), &list.name, i, source);
             if matches!(
                 source.format,
                 config::SourceFormat::Json | config::SourceFormat::Csv
@@ -249,18 +249,18 @@ impl Publisher {
         let list = &inner.config.lists[index];
         let _guard = inner.build_locks[index].lock().await;
         let started = std::time::Instant::now();
-        // Fetch every source and allowlist (I/O), then build on the
-        // blocking pool (CPU). Allowlists keep their last good content in a
-        // directory of their own, `sources/<list>.allow/`.
+        // Fetch every source and allowlist (I/O), then build and store on
+        // the blocking pool (CPU, then disk).
         let mut loaded = Vec::new();
         let mut caches = Vec::new();
-        let allow_dir = format!("{}.allow", list.name);
-        let block =
-            (list.sources.iter().enumerate()).map(|(i, s)| (i, s, SourceRole::Block, list.name.as_str()));
-        let allow =
-            (list.allow.iter().enumerate()).map(|(i, s)| (i, s, SourceRole::Allow, allow_dir.as_str()));
-        for (i, source, role, cache_dir) in block.chain(allow) {
-            let cache = SourceCache::new(inner.storage.clone(), cache_dir, i, source);
+        let block = (list.sources.iter().enumerate()).map(|(i, s)| (i, s, SourceRole::Block));
+        let allow = (list.allow.iter().enumerate()).map(|(i, s)| (i, s, SourceRole::Allow));
+        for (i, source, role) in block.chain(allow) {
+            let storage = inner.storage.clone();
+            let cache = match role {
+                SourceRole::Block => SourceCache::source(storage, &list.name, i, source),
+                SourceRole::Allow => SourceCache::allow(storage, &list.name, i, source),
+            };
             let fetch_started = std::time::Instant::now();
             let validators = cache.meta().map(|m| m.validators);
             let fetched = fetch::fetch(&inner.http, source, validators.as_ref()).await;

@@ -72,7 +72,11 @@ pub enum PutMode {
 /// Where the publisher keeps its artifacts: bytes under `/`-separated keys.
 ///
 /// Every write is atomic: a reader sees the old value or the new one,
-/// whole. Calls block; the publisher makes them from its blocking pool.
+/// whole. Calls block: the publisher makes the large ones (a build's
+/// writes, the served old versions) from its blocking pool. An object
+/// store's client would run its requests to completion there (`put` with
+/// [`PutMode::Create`] and [`PutMode::Update`] are `object_store`'s
+/// `PutMode`s of the same names).
 pub trait Storage: std::fmt::Debug + Send + Sync {
     /// Makes keys under `prefix` ready to store and removes what an
     /// interrupted write left there (for a directory: creates it and
@@ -644,16 +648,26 @@ pub struct SourceCache {
 }
 
 impl SourceCache {
-    /// The last good content of source `index` of `list` (a list's name,
-    /// or `<name>.allow` for its allowlists), keyed also by the source's
-    /// label so a reconfigured source never reads another's content.
-    pub fn new(storage: Arc<dyn Storage>, list: &str, index: usize, source: &SourceConfig) -> Self {
+    /// The last good content of source `index` of list `list`.
+    pub fn source(storage: Arc<dyn Storage>, list: &str, index: usize, source: &SourceConfig) -> Self {
+        Self::new(storage, list, index, source)
+    }
+
+    /// The last good content of allowlist `index` of list `list`: in a
+    /// directory of its own, `sources/<list>.allow/`.
+    pub fn allow(storage: Arc<dyn Storage>, list: &str, index: usize, source: &SourceConfig) -> Self {
+        Self::new(storage, &format!("{list}.allow"), index, source)
+    }
+
+    /// Keyed also by the source's label, so a reconfigured source never
+    /// reads another's content.
+    fn new(storage: Arc<dyn Storage>, dir: &str, index: usize, source: &SourceConfig) -> Self {
         use sha2::Digest as _;
         let key = hex::encode(&sha2::Sha256::digest(source.label().as_bytes())[..8]);
         Self {
             storage,
-            data: format!("sources/{list}/{index}-{key}.data"),
-            meta: format!("sources/{list}/{index}-{key}.meta.json"),
+            data: format!("sources/{dir}/{index}-{key}.data"),
+            meta: format!("sources/{dir}/{index}-{key}.meta.json"),
         }
     }
 
