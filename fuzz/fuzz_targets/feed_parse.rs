@@ -4,4 +4,4 @@
 //! function that the publisher's unit tests also call.
 #![no_main]
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| blocksieve_publisher::fuzzing::check_feed(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| blocksieve_publisher::internal::fuzzing::check_feed(data));

@@ -4,4 +4,4 @@
 //! publisher's handler and unit tests also call.
 #![no_main]
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| blocksieve_publisher::fuzzing::check_search_request(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| blocksieve_publisher::internal::fuzzing::check_search_request(data));

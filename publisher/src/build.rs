@@ -19,10 +19,14 @@ use blocksieve_format::{
 };
 use rand::{Rng as _, SeedableRng as _};
 
-use crate::Error;
 use crate::config::{FilterChoice, ListConfig, SourceConfig};
-use crate::fetch::{CacheMeta, Fetched, SourceCache};
+use crate::error::{Error, GateRefusal};
+use crate::fetch::Fetched;
 use crate::sources::{EntrySink, FormatOptions, ParseReport, parse_source_into};
+use crate::storage::CacheMeta;
+
+mod timings;
+pub use timings::{BuildTimings, HASH_BATCH, STAGES, StageTiming, peak_rss_bytes};
 
 /// How many keys absent by construction are probed to measure a filter's
 /// false-positive rate (the canary).
@@ -57,11 +61,84 @@ pub struct LoadedSource {
     pub role: SourceRole,
     /// What fetching produced.
     pub fetched: Fetched,
-    /// Where its last good content is kept, if anywhere.
-    pub cache: Option<SourceCache>,
+    /// Its last good content, for when the fetch failed, was not modified
+    /// or does not parse.
+    pub last_good: LastGood,
     /// How long fetching took: reading the file or the HTTP response, and
     /// gunzip (the build's `read` stage).
     pub read_duration: Duration,
+}
+
+/// A source's last good content and its metadata, handed to the build by
+/// its caller and read only when the build falls back to it: most builds
+/// never need it, and it is as large as the source.
+pub struct LastGood(Option<Box<ReadLastGood>>);
+
+/// Reads a source's last good content and its metadata.
+type ReadLastGood = dyn FnOnce() -> Option<(Vec<u8>, CacheMeta)> + Send;
+
+impl LastGood {
+    /// No last good content.
+    pub fn none() -> Self {
+        Self(None)
+    }
+
+    /// Content already in memory.
+    pub fn in_memory(bytes: Vec<u8>, meta: CacheMeta) -> Self {
+        Self(Some(Box::new(move || Some((bytes, meta)))))
+    }
+
+    /// Content that `read` gets when (and only if) the build needs it.
+    pub fn deferred(read: impl FnOnce() -> Option<(Vec<u8>, CacheMeta)> + Send + 'static) -> Self {
+        Self(Some(Box::new(read)))
+    }
+
+    fn take(self) -> Option<(Vec<u8>, CacheMeta)> {
+        self.0.and_then(|read| read())
+    }
+}
+
+impl std::fmt::Debug for LastGood {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "LastGood(..)"
+        } else {
+            "LastGood(None)"
+        })
+    }
+}
+
+/// What a build asks its caller to keep of a source.
+#[derive(Debug)]
+pub enum SourceUpdate {
+    /// Fresh content that parsed: the new last good content.
+    Store {
+        /// The content.
+        bytes: Vec<u8>,
+        /// Its metadata.
+        meta: CacheMeta,
+    },
+    /// The last good content is current (the server said not modified):
+    /// only its metadata changes.
+    Meta(CacheMeta),
+}
+
+/// The first half of a build: every source read into the list's full
+/// hashes ([`read_sources`]).
+#[derive(Debug)]
+pub struct ReadSources {
+    /// The list's full hashes, sorted and unique, every allowed one removed.
+    pub hashes: Vec<FullHash>,
+    /// Lines read and rejected, over all sources.
+    pub parse: ParseReport,
+    /// Per source: where its content came from.
+    pub sources: Vec<SourceStatus>,
+    /// What the allowlists read and removed.
+    pub allow: AllowReport,
+    /// The stages so far.
+    pub timings: BuildTimings,
+    /// When reading began.
+    started: Instant,
 }
 
 /// A built, signed, not yet published snapshot of one list.
@@ -124,105 +201,6 @@ impl AllowReport {
             sources: self.sources.clone(),
         }
     }
-}
-
-/// The stages of a build, in the order they run. Parsing, canonicalizing
-/// and hashing run line by line over each source: canonicalization is timed
-/// per entry, hashing per batch of [`HASH_BATCH`] expressions, and parsing
-/// is the rest of that loop (splitting lines, trimming, formats).
-pub const STAGES: [&str; 12] = [
-    "read",
-    "parse",
-    "canonicalize",
-    "hash",
-    "source_cache",
-    "sort_dedup",
-    "filter",
-    "canary",
-    "compress",
-    "sign",
-    "write",
-    "other",
-];
-
-/// Expressions hashed in one batch: one clock read per batch, not per
-/// expression, so timing does not cost more than the hashing it measures.
-pub const HASH_BATCH: usize = 4096;
-
-/// One stage's wall time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StageTiming {
-    /// The stage, one of [`STAGES`].
-    pub stage: &'static str,
-    /// Wall time spent in it (summed over sources and batches).
-    pub duration: Duration,
-    /// The process's peak resident set (`VmHWM`), in bytes, when the stage
-    /// last ended (Linux only): shows which stage raised the peak.
-    pub peak_rss_bytes: Option<u64>,
-}
-
-/// Where one build's time went, stage by stage.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct BuildTimings {
-    /// Stages that ran, in [`STAGES`] order.
-    pub stages: Vec<StageTiming>,
-    /// Expressions hashed with SHA-256 (each accepted entry's, before
-    /// deduplication).
-    pub expressions_hashed: u64,
-    /// Total length of those expressions, in bytes.
-    pub expression_bytes: u64,
-    /// Wall time from the first read to the last write.
-    pub total: Duration,
-}
-
-impl BuildTimings {
-    /// Adds `took` to `stage` and records the peak RSS now.
-    pub fn add(&mut self, stage: &'static str, took: Duration) {
-        let peak = peak_rss_bytes();
-        match self.stages.iter_mut().find(|s| s.stage == stage) {
-            Some(s) => {
-                s.duration += took;
-                s.peak_rss_bytes = peak;
-            }
-            None => {
-                self.stages.push(StageTiming {
-                    stage,
-                    duration: took,
-                    peak_rss_bytes: peak,
-                });
-                let order = |s: &StageTiming| STAGES.iter().position(|n| *n == s.stage);
-                self.stages.sort_by_key(order);
-            }
-        }
-    }
-
-    /// The time spent in `stage` (zero when it did not run).
-    pub fn get(&self, stage: &str) -> Duration {
-        self.stages
-            .iter()
-            .find(|s| s.stage == stage)
-            .map_or(Duration::ZERO, |s| s.duration)
-    }
-
-    /// Sum of every stage.
-    pub fn sum(&self) -> Duration {
-        self.stages.iter().map(|s| s.duration).sum()
-    }
-}
-
-/// The process's peak resident set size (`VmHWM` of `/proc/self/status`),
-/// in bytes; `None` where that file does not exist.
-pub fn peak_rss_bytes() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kib: u64 = line
-        .trim_start_matches("VmHWM:")
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .ok()?;
-    Some(kib * 1024)
 }
 
 /// The build's sink: expressions are copied into a batch and hashed
@@ -518,40 +496,47 @@ struct SourceParse {
 /// `allowed`.
 fn parse_source_content(
     bytes: &[u8],
-    source: &LoadedSource,
+    config: &SourceConfig,
+    role: SourceRole,
     hashes: &mut Vec<FullHash>,
     allowed: &mut Vec<FullHash>,
     timings: &mut BuildTimings,
 ) -> SourceParse {
-    let config = &source.config;
-    let options = entry_options(config, source.role);
-    let entries = match source.role {
+    let options = entry_options(config, role);
+    let entries = match role {
         SourceRole::Block => parse_timed(bytes, config, &options, hashes, timings),
         SourceRole::Allow => parse_timed(bytes, config, &options, allowed, timings),
     };
-    let allow_array = allow_array_options(config, source.role)
+    let allow_array = allow_array_options(config, role)
         .map(|o| parse_timed(bytes, config, &o, allowed, timings))
         .unwrap_or_default();
     SourceParse { entries, allow_array }
 }
 
 /// Parses every source and allowlist, falling back to a source's last good
-/// content when it failed or its parse collapsed; returns the list's
-/// sorted, unique full hashes, every allowed one removed.
+/// content when it failed, was not modified or its parse collapsed; the
+/// list's sorted, unique full hashes, every allowed one removed. What to
+/// store of each source goes to `updates`, with the source's index in
+/// `sources` — also when a later source fails the build — for the caller to
+/// store before [`build_snapshot`], so the sources' bytes are freed before
+/// the filter is built. `now` (Unix seconds) stamps fresh content.
 ///
 /// # Errors
 ///
 /// [`Error::Source`] when a block source failed and has no last good
 /// content. An allow source in that state is left out (a missing allowlist
 /// only blocks more) and reported as `failed` in `allow`.
-pub fn collect_hashes(
+pub fn read_sources(
+    list: &str,
     sources: Vec<LoadedSource>,
     now: u64,
-    report: &mut ParseReport,
-    statuses: &mut Vec<SourceStatus>,
-    allow: &mut AllowReport,
-    timings: &mut BuildTimings,
-) -> Result<Vec<FullHash>, Error> {
+    updates: &mut Vec<(usize, SourceUpdate)>,
+) -> Result<ReadSources, Error> {
+    let started = Instant::now();
+    let mut report = ParseReport::default();
+    let mut statuses = Vec::new();
+    let mut allow = AllowReport::default();
+    let mut timings = BuildTimings::default();
     // One full hash per line is the common case: reserving it avoids the
     // vector's doublings (up to 3x its size while one reallocates).
     let lines: usize = sources
@@ -564,14 +549,23 @@ pub fn collect_hashes(
         .sum();
     let mut hashes = Vec::with_capacity(lines);
     let mut allowed = Vec::new();
-    for source in sources {
-        timings.add("read", source.read_duration);
-        let label = source.config.label();
-        let (parsed, content_fetched_at, failure) = match &source.fetched {
+    for (index, source) in sources.into_iter().enumerate() {
+        let LoadedSource {
+            config,
+            role,
+            fetched,
+            last_good,
+            read_duration,
+        } = source;
+        timings.add("read", read_duration);
+        let label = config.label();
+        let mut update = None;
+        let (parsed, content_fetched_at, failure) = match fetched {
             Fetched::Fresh { bytes, validators } => {
                 // Parsed straight into the sets; cut back if it collapsed.
                 let (before, allowed_before) = (hashes.len(), allowed.len());
-                let parsed = parse_source_content(bytes, &source, &mut hashes, &mut allowed, timings);
+                let parsed =
+                    parse_source_content(&bytes, &config, role, &mut hashes, &mut allowed, &mut timings);
                 let r = &parsed.entries;
                 let entry_lines = r.accepted + r.rejected_total();
                 // The content no longer reads as this format (a changed
@@ -590,39 +584,38 @@ pub fn collect_hashes(
                         ),
                     )
                 } else {
-                    if let Some(cache) = &source.cache {
-                        let started = Instant::now();
-                        let meta = CacheMeta {
-                            validators: validators.clone(),
-                            fetched_at: now,
-                            accepted: r.accepted,
-                        };
-                        if let Err(e) = cache.store(bytes, &meta) {
-                            tracing::warn!(source = %label, error = %e, "could not cache source content");
-                        }
-                        timings.add("source_cache", started.elapsed());
-                    }
+                    let meta = CacheMeta {
+                        validators,
+                        fetched_at: now,
+                        accepted: r.accepted,
+                    };
+                    update = Some(SourceUpdate::Store { bytes, meta });
                     (Some(parsed), Some(now), String::new())
                 }
             }
             Fetched::NotModified => (None, None, String::new()),
-            Fetched::Failed(reason) => (None, None, reason.clone()),
+            Fetched::Failed(reason) => (None, None, reason),
         };
         let (parsed, content_fetched_at, state) = match parsed {
             Some(parsed) => (parsed, content_fetched_at, "fresh"),
             None => {
                 // Not modified, failed, or collapsed: use the last good content.
                 let started = Instant::now();
-                let cached = source.cache.as_ref().and_then(SourceCache::load);
+                let cached = last_good.take();
                 timings.add("read", started.elapsed());
                 let Some((bytes, meta)) = cached else {
-                    let message = if failure.is_empty() {
-                        format!("{label}: server said not modified but no cached content exists")
+                    let reason = if failure.is_empty() {
+                        "server said not modified but no cached content exists".to_owned()
                     } else {
-                        format!("{label}: {failure}; no last good content to fall back to")
+                        format!("{failure}; no last good content to fall back to")
                     };
-                    if source.role == SourceRole::Block {
-                        return Err(Error::Source(message));
+                    let message = format!("{label}: {reason}");
+                    if role == SourceRole::Block {
+                        return Err(Error::Source {
+                            list: list.to_owned(),
+                            label,
+                            reason,
+                        });
                     }
                     tracing::warn!(source = %label, reason = %message, "allow source failed with no last good content; building without it");
                     allow.sources.push(SourceStatus {
@@ -636,14 +629,13 @@ pub fn collect_hashes(
                     });
                     continue;
                 };
-                let parsed = parse_source_content(&bytes, &source, &mut hashes, &mut allowed, timings);
+                let parsed =
+                    parse_source_content(&bytes, &config, role, &mut hashes, &mut allowed, &mut timings);
                 if failure.is_empty() {
-                    if let Some(cache) = &source.cache {
-                        let _ = cache.store_meta(&CacheMeta {
-                            fetched_at: now,
-                            ..meta.clone()
-                        });
-                    }
+                    update = Some(SourceUpdate::Meta(CacheMeta {
+                        fetched_at: now,
+                        ..meta.clone()
+                    }));
                 } else {
                     tracing::warn!(source = %label, reason = %failure, fetched_at = meta.fetched_at, "source failed; using its last good content");
                 }
@@ -655,6 +647,7 @@ pub fn collect_hashes(
                 (parsed, Some(meta.fetched_at), state)
             }
         };
+        updates.extend(update.map(|u| (index, u)));
         let status = |source: String, r: &ParseReport| SourceStatus {
             source,
             state: state.to_owned(),
@@ -664,7 +657,7 @@ pub fn collect_hashes(
             accepted: r.accepted,
             rejected: r.rejected_total(),
         };
-        match source.role {
+        match role {
             SourceRole::Block => {
                 statuses.push(status(label.clone(), &parsed.entries));
                 report.merge(&parsed.entries);
@@ -675,14 +668,14 @@ pub fn collect_hashes(
             }
         }
         if parsed.allow_array.lines > 0 {
-            let key = source.config.json_allow_key().unwrap_or_default();
+            let key = config.json_allow_key().unwrap_or_default();
             allow
                 .sources
                 .push(status(format!("{label} ({key})"), &parsed.allow_array));
             allow.parse.merge(&parsed.allow_array);
         }
     }
-    let started = Instant::now();
+    let sorting = Instant::now();
     hashes.sort_unstable();
     hashes.dedup();
     allowed.sort_unstable();
@@ -694,34 +687,52 @@ pub fn collect_hashes(
     allow.entries = allowed.len() as u64;
     allow.removed = (listed - hashes.len()) as u64;
     hashes.shrink_to_fit();
-    timings.add("sort_dedup", started.elapsed());
-    Ok(hashes)
+    timings.add("sort_dedup", sorting.elapsed());
+    Ok(ReadSources {
+        hashes,
+        parse: report,
+        sources: statuses,
+        allow,
+        timings,
+        started,
+    })
 }
 
-/// Builds and signs a snapshot of `req.list` from its loaded sources.
+/// Builds and signs a snapshot of `req.list` from its loaded sources: the
+/// whole build, pure — bytes, the time and the key in; the snapshot, its
+/// full hashes and the report out. What [`read_sources`] asks to store is
+/// dropped; the publisher, which stores it, calls the two halves itself.
+/// The build reads no file and no clock but its stage timers.
 ///
 /// The new version is `max(previous + 1, now)`, so versions keep increasing
 /// even if the data directory is lost.
 ///
 /// # Errors
 ///
-/// [`Error::Source`] when a failed source has no fallback, [`Error::Build`]
-/// when the filter cannot be built or encoded.
+/// [`Error::Source`] when a failed source has no fallback, [`Error::Filter`]
+/// or [`Error::Encode`] when the filter cannot be built or encoded.
 pub fn build_list(req: &BuildRequest<'_>, sources: Vec<LoadedSource>) -> Result<BuiltList, Error> {
-    let started = Instant::now();
+    let read = read_sources(&req.list.name, sources, req.now, &mut Vec::new())?;
+    build_snapshot(req, read)
+}
+
+/// The second half of a build: the filter over `read`'s full hashes, its
+/// canary, and the signed snapshot.
+///
+/// # Errors
+///
+/// [`Error::Filter`] or [`Error::Encode`] when the filter cannot be built or
+/// encoded.
+pub fn build_snapshot(req: &BuildRequest<'_>, read: ReadSources) -> Result<BuiltList, Error> {
+    let ReadSources {
+        hashes,
+        parse,
+        sources: statuses,
+        allow,
+        mut timings,
+        started,
+    } = read;
     let list = req.list;
-    let mut parse = ParseReport::default();
-    let mut statuses = Vec::new();
-    let mut allow = AllowReport::default();
-    let mut timings = BuildTimings::default();
-    let hashes = collect_hashes(
-        sources,
-        req.now,
-        &mut parse,
-        &mut statuses,
-        &mut allow,
-        &mut timings,
-    )?;
     let started_keys = Instant::now();
     let key_bits = list.key_width();
     let mut keys: Vec<u64> = hashes.iter().map(|h| key_bits.key_of(h)).collect();
@@ -730,8 +741,11 @@ pub fn build_list(req: &BuildRequest<'_>, sources: Vec<LoadedSource>) -> Result<
     timings.add("sort_dedup", started_keys.elapsed());
     let started_filter = Instant::now();
     let kind = filter_kind_for(list, keys.len() as u64);
-    let filter = PrefixFilter::build_with(kind, &keys, list.bloom_bits_per_key)
-        .map_err(|e| Error::Build(format!("list {}: {e}", list.name)))?;
+    let filter =
+        PrefixFilter::build_with(kind, &keys, list.bloom_bits_per_key).map_err(|reason| Error::Filter {
+            list: list.name.clone(),
+            reason,
+        })?;
     timings.add("filter", started_filter.elapsed());
     let started_canary = Instant::now();
     let version = req.previous.map_or(req.now, |p| req.now.max(p.version + 1));
@@ -754,7 +768,10 @@ pub fn build_list(req: &BuildRequest<'_>, sources: Vec<LoadedSource>) -> Result<
         // instead of 0.01 s (BENCHMARKS.md, row 3).
         zstd_level: 3,
     };
-    let encode_error = |e| Error::Build(format!("list {}: {e}", list.name));
+    let encode_error = |reason| Error::Encode {
+        list: list.name.clone(),
+        reason,
+    };
     let started_compress = Instant::now();
     let body = compress_filter(&filter, params.zstd_level).map_err(encode_error)?;
     timings.add("compress", started_compress.elapsed());
@@ -809,179 +826,37 @@ pub fn check_gates(
     list: &ListConfig,
     previous: Option<&SnapshotHeader>,
     report: &BuildReport,
-) -> Option<String> {
+) -> Option<GateRefusal> {
     let g = &list.gates;
     let s = &report.sizing;
     if s.entries < g.min_entries {
-        return Some(format!(
-            "gate min_entries: {} entries, fewer than {} ({} lines read, {} rejected)",
-            s.entries,
-            g.min_entries,
-            report.parse.lines,
-            report.parse.rejected_total()
-        ));
+        return Some(GateRefusal::MinEntries {
+            entries: s.entries,
+            min_entries: g.min_entries,
+            lines: report.parse.lines,
+            rejected: report.parse.rejected_total(),
+        });
     }
     if let Some(prev) = previous {
         let floor = prev.full_hash_count as f64 * (1.0 - g.max_shrink);
         if (s.entries as f64) < floor {
-            return Some(format!(
-                "gate max_shrink: {} entries, down from {} in version {} (more than {:.0}% smaller)",
-                s.entries,
-                prev.full_hash_count,
-                prev.version,
-                g.max_shrink * 100.0
-            ));
+            return Some(GateRefusal::MaxShrink {
+                entries: s.entries,
+                previous_entries: prev.full_hash_count,
+                previous_version: prev.version,
+                max_shrink: g.max_shrink,
+            });
         }
     }
     if s.theoretical_fpr > 0.0 && s.measured_fpr > g.max_fpr_ratio * s.theoretical_fpr {
-        return Some(format!(
-            "gate max_fpr_ratio: measured false-positive rate {:.3e} is over {} x the theoretical {:.3e}",
-            s.measured_fpr, g.max_fpr_ratio, s.theoretical_fpr
-        ));
+        return Some(GateRefusal::MaxFprRatio {
+            measured_fpr: s.measured_fpr,
+            theoretical_fpr: s.theoretical_fpr,
+            max_fpr_ratio: g.max_fpr_ratio,
+        });
     }
     None
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::config::SourceFormat;
-
-    fn loaded(bytes: &str, format: SourceFormat, role: SourceRole) -> LoadedSource {
-        LoadedSource {
-            config: SourceConfig::file(format!("{format:?}-{role:?}"), format),
-            role,
-            fetched: Fetched::Fresh {
-                bytes: bytes.as_bytes().to_vec(),
-                validators: Default::default(),
-            },
-            cache: None,
-            read_duration: Duration::ZERO,
-        }
-    }
-
-    fn collect(sources: Vec<LoadedSource>) -> Result<(Vec<FullHash>, ParseReport, AllowReport), Error> {
-        let (mut report, mut allow) = (ParseReport::default(), AllowReport::default());
-        let hashes = collect_hashes(
-            sources,
-            1,
-            &mut report,
-            &mut Vec::new(),
-            &mut allow,
-            &mut BuildTimings::default(),
-        )?;
-        Ok((hashes, report, allow))
-    }
-
-    fn sorted(exprs: &[&str]) -> Vec<FullHash> {
-        let mut v: Vec<FullHash> = exprs.iter().map(|e| FullHash::of(e.as_bytes())).collect();
-        v.sort_unstable();
-        v
-    }
-
-    // Issue 13, item 7: real entries of MetaMask's eth-phishing-config.json
-    // (1.2.0). `metmask.com`, `coinbased.xyz` and `spi.club` are on both
-    // lists; `cpanel.coinbased.xyz` and `usermd.net` on the blacklist only,
-    // `imagine.usermd.net` and `auctic.net` on the whitelist only.
-    #[test]
-    fn metamask_whitelist_overrides_its_blacklist() {
-        let json = r#"{"whitelist": ["metmask.com", "coinbased.xyz", "spi.club", "imagine.usermd.net", "auctic.net"],
-                       "blacklist": ["metmask.com", "coinbased.xyz", "spi.club", "cpanel.coinbased.xyz", "usermd.net"]}"#;
-        let (hashes, report, allow) =
-            collect(vec![loaded(json, SourceFormat::Json, SourceRole::Block)]).unwrap();
-        // Allow wins for the same expression only: a blocked subdomain of an
-        // allowed domain stays, and so does the domain of an allowed
-        // subdomain (`usermd.net/` matches `imagine.usermd.net` too).
-        assert_eq!(hashes, sorted(&["cpanel.coinbased.xyz/", "usermd.net/"]));
-        assert_eq!(report.accepted, 5);
-        assert_eq!((allow.parse.lines, allow.entries, allow.removed), (5, 5, 3));
-        assert_eq!(allow.sources[0].source, "Json-Block (whitelist)");
-
-        // `json_allow_key = ""` reads no allow array.
-        let mut source = loaded(json, SourceFormat::Json, SourceRole::Block);
-        source.config.json_allow_key = Some(String::new());
-        let (hashes, _, allow) = collect(vec![source]).unwrap();
-        assert_eq!(hashes.len(), 5);
-        assert_eq!(allow, AllowReport::default());
-
-        // The same document as an allow source of another list.
-        let urls = "http://metmask.com/\nhttp://cpanel.coinbased.xyz\n";
-        let (hashes, _, allow) = collect(vec![
-            loaded(urls, SourceFormat::Urls, SourceRole::Block),
-            loaded(json, SourceFormat::Json, SourceRole::Allow),
-        ])
-        .unwrap();
-        assert_eq!(hashes, sorted(&["cpanel.coinbased.xyz/"]));
-        assert_eq!((allow.entries, allow.removed), (5, 1));
-    }
-
-    #[test]
-    fn allow_sources_remove_the_same_expression_from_every_source() {
-        let (hashes, _, allow) = collect(vec![
-            loaded(
-                "http://a.example/p\nhttp://c.example/x\nhttp://x.b.example/\n",
-                SourceFormat::Urls,
-                SourceRole::Block,
-            ),
-            loaded("b.example\nc.example\n", SourceFormat::Domains, SourceRole::Block),
-            loaded(
-                "# allowed\nhttp://a.example/p\nb.example\n\"x\"\n",
-                SourceFormat::Urls,
-                SourceRole::Allow,
-            ),
-        ])
-        .unwrap();
-        assert_eq!(hashes, sorted(&["c.example/x", "x.b.example/", "c.example/"]));
-        assert_eq!((allow.parse.lines, allow.parse.accepted), (4, 2));
-        assert_eq!(allow.parse.rejected[crate::sources::reason::SINGLE_LABEL], 1);
-        assert_eq!((allow.entries, allow.removed), (2, 2));
-        assert_eq!(allow.sources[0].state, "fresh");
-    }
-
-    // A missing allowlist only blocks more; a missing threat feed would
-    // publish less.
-    #[test]
-    fn failing_allow_source_is_left_out_but_a_failing_block_source_fails() {
-        let failed = |role| LoadedSource {
-            fetched: Fetched::Failed("HTTP 503".to_owned()),
-            ..loaded("", SourceFormat::Domains, role)
-        };
-        let (hashes, _, allow) = collect(vec![
-            loaded("evil.example\n", SourceFormat::Domains, SourceRole::Block),
-            failed(SourceRole::Allow),
-        ])
-        .unwrap();
-        assert_eq!(hashes, sorted(&["evil.example/"]));
-        assert_eq!(allow.sources[0].state, "failed");
-        assert!(
-            allow.sources[0]
-                .error
-                .as_deref()
-                .unwrap_or_default()
-                .contains("HTTP 503")
-        );
-        let err = collect(vec![failed(SourceRole::Block)]).unwrap_err();
-        assert!(matches!(err, Error::Source(_)), "{err}");
-    }
-
-    #[test]
-    fn request_prefix_length_keeps_the_anonymity_set() {
-        assert_eq!(request_prefix_bits(813_641, 64), 12); // 813641/4096 = 198 ≥ 64; /65536 = 12
-        assert_eq!(request_prefix_bits(90_000, 64), 8);
-        assert_eq!(request_prefix_bits(500, 64), 8);
-        assert_eq!(request_prefix_bits(1 << 30, 64), 24);
-        assert_eq!(request_prefix_bits(1 << 40, 64), 32);
-    }
-
-    #[test]
-    fn auto_picks_the_smallest_kind_under_target() {
-        let mut list = ListConfig::new("x", vec![]);
-        list.filter = FilterChoice::Auto(crate::config::AutoFilter::Auto);
-        // BinaryFuse8: ~18 requests per 1,000 checks; over a target of 10.
-        assert_eq!(filter_kind_for(&list, 100_000), FilterKind::BinaryFuse16);
-        list.target_full_hash_requests_per_1000 = 20.0;
-        assert_eq!(filter_kind_for(&list, 100_000), FilterKind::BinaryFuse8);
-        let r8 = expected_requests_per_1000(false_hit_per_probe(1.0 / 256.0, 100_000, KeyBits::Bits32));
-        assert!((17.0..19.0).contains(&r8), "{r8}");
-    }
-}
+mod tests;

@@ -499,7 +499,10 @@ impl Default for Config {
 }
 
 fn config_error(field: impl std::fmt::Display, problem: impl std::fmt::Display) -> Error {
-    Error::Config(format!("{field}: {problem}"))
+    Error::Config {
+        field: field.to_string(),
+        reason: problem.to_string(),
+    }
 }
 
 impl Config {

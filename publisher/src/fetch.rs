@@ -5,16 +5,16 @@
 //! page instead of a list, over its size limit, or (decided in
 //! [`crate::build`]) a parse that collapses, most of its lines rejected —
 //! keeps its last good content for that build, and the build report says so.
+//! That content is kept by [`crate::storage`]; this module does no more than
+//! get bytes.
 
 use std::io::Read as _;
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 use crate::config::{BUILTIN_LIST, SourceConfig};
 use crate::sources::looks_like_html;
-use crate::store::write_atomic;
 
 /// What fetching a source produced.
 #[derive(Debug)]
@@ -39,80 +39,6 @@ pub struct Validators {
     pub etag: Option<String>,
     /// The `Last-Modified` the server sent.
     pub last_modified: Option<String>,
-}
-
-/// Metadata stored next to a source's cached content.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct CacheMeta {
-    /// Validators for the next conditional GET.
-    pub validators: Validators,
-    /// When the content was fetched, Unix seconds.
-    pub fetched_at: u64,
-    /// Entries the content yielded when it was accepted.
-    pub accepted: u64,
-}
-
-/// The on-disk copy of one source's last good content.
-#[derive(Debug, Clone)]
-pub struct SourceCache {
-    data: PathBuf,
-    meta: PathBuf,
-}
-
-impl SourceCache {
-    /// The cache of source `index` of list `list` under `data_dir`, keyed
-    /// also by the source's label so a reconfigured source never reads
-    /// another's content.
-    pub fn new(data_dir: &Path, list: &str, index: usize, source: &SourceConfig) -> Self {
-        use sha2::Digest as _;
-        let key = hex::encode(&sha2::Sha256::digest(source.label().as_bytes())[..8]);
-        let dir = data_dir.join("sources").join(list);
-        Self {
-            data: dir.join(format!("{index}-{key}.data")),
-            meta: dir.join(format!("{index}-{key}.meta.json")),
-        }
-    }
-
-    /// Where the cached content is (it may not exist).
-    pub fn data_path(&self) -> &Path {
-        &self.data
-    }
-
-    /// The cached content and its metadata, if any.
-    pub fn load(&self) -> Option<(Vec<u8>, CacheMeta)> {
-        let meta: CacheMeta = serde_json::from_slice(&std::fs::read(&self.meta).ok()?).ok()?;
-        let data = std::fs::read(&self.data).ok()?;
-        Some((data, meta))
-    }
-
-    /// Only the metadata (cheap: for validators and the collapse check).
-    pub fn meta(&self) -> Option<CacheMeta> {
-        serde_json::from_slice(&std::fs::read(&self.meta).ok()?).ok()
-    }
-
-    /// Stores good content (data first, then metadata).
-    ///
-    /// # Errors
-    ///
-    /// [`crate::Error::Io`] when writing fails.
-    pub fn store(&self, bytes: &[u8], meta: &CacheMeta) -> Result<(), crate::Error> {
-        if let Some(dir) = self.data.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| crate::Error::Io(format!("{}: {e}", dir.display())))?;
-        }
-        write_atomic(&self.data, bytes)?;
-        let json = serde_json::to_vec_pretty(meta).map_err(|e| crate::Error::Io(e.to_string()))?;
-        write_atomic(&self.meta, &json)
-    }
-
-    /// Updates only the metadata (after a 304).
-    ///
-    /// # Errors
-    ///
-    /// [`crate::Error::Io`] when writing fails.
-    pub fn store_meta(&self, meta: &CacheMeta) -> Result<(), crate::Error> {
-        let json = serde_json::to_vec_pretty(meta).map_err(|e| crate::Error::Io(e.to_string()))?;
-        write_atomic(&self.meta, &json)
-    }
 }
 
 /// Decompresses gzip content (detected by its magic bytes), up to `max_bytes`.
@@ -146,8 +72,9 @@ fn check_content(bytes: Vec<u8>, source: &SourceConfig) -> Result<Vec<u8>, Strin
     Ok(bytes)
 }
 
-/// Fetches `source`, conditionally when `cached` validators exist.
-pub async fn fetch(client: &reqwest::Client, source: &SourceConfig, cached: Option<&CacheMeta>) -> Fetched {
+/// Fetches `source`, conditionally when the validators of its last good
+/// content, `cached`, exist.
+pub async fn fetch(client: &reqwest::Client, source: &SourceConfig, cached: Option<&Validators>) -> Fetched {
     if source.builtin {
         return Fetched::Fresh {
             bytes: BUILTIN_LIST.to_vec(),
@@ -179,14 +106,14 @@ async fn fetch_http(
     client: &reqwest::Client,
     url: &str,
     source: &SourceConfig,
-    cached: Option<&CacheMeta>,
+    cached: Option<&Validators>,
 ) -> Fetched {
     let mut request = client.get(url).timeout(Duration::from_secs(source.timeout_s));
-    if let Some(meta) = cached {
-        if let Some(etag) = &meta.validators.etag {
+    if let Some(validators) = cached {
+        if let Some(etag) = &validators.etag {
             request = request.header(reqwest::header::IF_NONE_MATCH, etag);
         }
-        if let Some(lm) = &meta.validators.last_modified {
+        if let Some(lm) = &validators.last_modified {
             request = request.header(reqwest::header::IF_MODIFIED_SINCE, lm);
         }
     }

@@ -8,10 +8,11 @@ use anyhow::Context as _;
 use blocksieve_format::{
     DecodeLimits, TrustedKey, canonicalize, check_unverified, decode_ignoring_expiry, parse_header_unverified,
 };
-use blocksieve_publisher::build::{self, BuildTimings, HashReference};
-use blocksieve_publisher::config::SourceFormat;
-use blocksieve_publisher::sources::{EntryOutcome, read_line};
-use blocksieve_publisher::{Config, ListBuildOutcome, Publisher, store};
+use blocksieve_publisher::SourceFormat;
+use blocksieve_publisher::internal::build::{self, BuildTimings, HashReference};
+use blocksieve_publisher::internal::sources::{EntryOutcome, read_line};
+use blocksieve_publisher::internal::storage;
+use blocksieve_publisher::{Config, ListBuildOutcome, Publisher};
 use clap::{Parser, Subcommand};
 
 /// Builds signed Safe-Browsing-style filter snapshots from blocklists and
@@ -238,7 +239,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Serve { config, .. } | Command::Build { config, .. } => config
             .as_ref()
             .and_then(|p| Config::from_file(p).ok())
-            .is_some_and(|c| c.log_format == blocksieve_publisher::config::LogFormat::Json),
+            .is_some_and(|c| c.log_format == blocksieve_publisher::LogFormat::Json),
         _ => false,
     };
     init_logging(json_logs);
@@ -256,13 +257,13 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             timings_json,
         } => build(config, out, force, timings, timings_json).await,
         Command::Keygen { out } => {
-            let key = store::generate_signing_key();
-            store::write_key_pair(&key, &out)?;
+            let key = storage::generate_signing_key();
+            storage::write_key_pair(&key, &out)?;
             println!("{}", key.public_key().to_base64());
             eprintln!(
                 "wrote {} (private, mode 0600) and {}",
                 out.display(),
-                store::public_key_path(&out).display()
+                storage::public_key_path(&out).display()
             );
             Ok(())
         }

@@ -10,7 +10,7 @@ use blocksieve_format::api::BuildStatus;
 use blocksieve_format::{FullHash, RequestPrefix, SnapshotHeader};
 
 use crate::metrics::Metrics;
-use crate::store::ListStore;
+use crate::storage::ListStore;
 
 /// A published snapshot and the full hashes behind it.
 #[derive(Debug)]

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use blocksieve_format::SigningKey;
-use blocksieve_publisher::store;
+use blocksieve_publisher::internal::storage;
 
 const BIN: &str = env!("CARGO_BIN_EXE_blocksieve-publisher");
 
@@ -226,7 +226,7 @@ fn inspect_verifies_with_a_base64_or_hex_public_key() {
     let config = write_config(dir.path(), false);
     let secret = [7u8; 32];
     let key_path = dir.path().join("data/signing.key");
-    store::write_key_pair(&SigningKey::from_secret_bytes(secret), &key_path).unwrap();
+    storage::write_key_pair(&SigningKey::from_secret_bytes(secret), &key_path).unwrap();
     let built = run(&["build", "--config", config.to_str().unwrap()]);
     assert_eq!(built.status.code(), Some(0), "{}", text(&built.stderr));
     let snapshot = std::fs::read_dir(dir.path().join("data/lists/good"))

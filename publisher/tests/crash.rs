@@ -9,8 +9,8 @@ use std::process::Command;
 use std::time::Instant;
 
 use blocksieve_format::{DecodeLimits, TrustedKey, decode, parse_header_unverified};
-use blocksieve_publisher::config::{ListConfig, SourceConfig, SourceFormat};
 use blocksieve_publisher::{Config, Publisher};
+use blocksieve_publisher::{ListConfig, SourceConfig, SourceFormat};
 use rand::{Rng as _, SeedableRng as _};
 
 const BIN: &str = env!("CARGO_BIN_EXE_blocksieve-publisher");

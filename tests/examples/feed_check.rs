@@ -21,7 +21,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use blocksieve_publisher::config::SourceFormat;
+use blocksieve_publisher::SourceFormat;
 use blocksieve_tests::feed_check::{BoxError, check_feed};
 
 struct Args {

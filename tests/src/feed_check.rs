@@ -30,8 +30,8 @@ use std::time::{Duration, Instant};
 use blocksieve_agent::{Agent, Verdict};
 use blocksieve_format::FullHash;
 use blocksieve_format::api::ListsResponse;
-use blocksieve_publisher::config::{SourceConfig, SourceFormat};
-use blocksieve_publisher::sources::{EntryOutcome, LineOutcome, feed_lines, read_line};
+use blocksieve_publisher::internal::sources::{EntryOutcome, LineOutcome, feed_lines, read_line};
+use blocksieve_publisher::{SourceConfig, SourceFormat};
 
 use crate::{RunningPublisher, config};
 

@@ -14,8 +14,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use blocksieve_format::TrustedKey;
-use blocksieve_publisher::config::{ListConfig, SourceConfig, SourceFormat};
 use blocksieve_publisher::{Config, Publisher};
+use blocksieve_publisher::{ListConfig, SourceConfig, SourceFormat};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 

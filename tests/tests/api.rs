@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use blocksieve_format::api::{ErrorResponse, FullHashResponse};
 use blocksieve_format::{FullHash, canonicalize};
-use blocksieve_publisher::config::SourceFormat;
+use blocksieve_publisher::SourceFormat;
 use blocksieve_tests::{RunningPublisher, config, fixture_lines, fixture_source};
 
 async fn start() -> (RunningPublisher, tempfile::TempDir) {

@@ -5,8 +5,10 @@ use std::time::Duration;
 
 use blocksieve_agent::{Agent, Verdict};
 use blocksieve_format::canonicalize;
-use blocksieve_publisher::config::SourceFormat;
-use blocksieve_publisher::sources::{EntryOutcome, domain_expression, read_line, reason, url_expression};
+use blocksieve_publisher::SourceFormat;
+use blocksieve_publisher::internal::sources::{
+    EntryOutcome, domain_expression, read_line, reason, url_expression,
+};
 use blocksieve_tests::{RunningPublisher, config, fixture_lines, fixture_source};
 
 const READY: Duration = Duration::from_secs(60);
@@ -147,7 +149,7 @@ async fn restart_serves_last_snapshot_before_any_rebuild() {
     let mut cfg = config(
         &dir.path().join("data"),
         "phishing",
-        vec![blocksieve_publisher::config::SourceConfig::file(
+        vec![blocksieve_publisher::SourceConfig::file(
             &feed,
             SourceFormat::Urls,
         )],

@@ -5,7 +5,7 @@
 //! a feed entry lists it (`blocksieve_tests::feed_check`; the same check
 //! runs on whole real feeds with `tests/examples/feed_check.rs`).
 
-use blocksieve_publisher::config::SourceFormat;
+use blocksieve_publisher::SourceFormat;
 use blocksieve_tests::feed_check::{FeedCheck, check_feed};
 use blocksieve_tests::{fixture_lines, fixtures};
 

@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime};
 
 use blocksieve_format::api::ErrorResponse;
 use blocksieve_format::{DecodeLimits, decode, parse_header_unverified};
-use blocksieve_publisher::config::SourceFormat;
+use blocksieve_publisher::SourceFormat;
 use blocksieve_tests::raw::{RawResponse, request_bytes, send};
 use blocksieve_tests::{RunningPublisher, config, fixture_source};
 

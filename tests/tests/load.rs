@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use blocksieve_format::api::{FullHashResponse, FullHashSearchResponse};
 use blocksieve_format::{FullHash, RequestPrefix};
-use blocksieve_publisher::config::SourceFormat;
+use blocksieve_publisher::SourceFormat;
 use blocksieve_tests::{RunningPublisher, config, fixture_source, heavy_test_lock, vm_rss_bytes};
 use rand::rngs::StdRng;
 use rand::{Rng as _, SeedableRng as _};

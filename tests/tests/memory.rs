@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use blocksieve_agent::{Agent, Verdict};
 use blocksieve_format::{FullHash, TrustedKey};
-use blocksieve_publisher::config::{SourceConfig, SourceFormat};
+use blocksieve_publisher::{SourceConfig, SourceFormat};
 use blocksieve_tests::{RunningPublisher, config, heavy_test_lock, vm_rss_bytes};
 use serde::{Deserialize, Serialize};
 

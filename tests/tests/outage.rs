@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use blocksieve_agent::{Agent, ClockSkew, FailurePolicy, ListUpdate, SnapshotSource, Verdict};
-use blocksieve_publisher::config::SourceFormat;
+use blocksieve_publisher::SourceFormat;
 use blocksieve_tests::clock::OffsetClock;
 use blocksieve_tests::fault::{Fault, FaultProxy};
 use blocksieve_tests::{RunningPublisher, config, fixture_lines, fixture_source};

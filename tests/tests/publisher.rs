@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use blocksieve_format::api::{ErrorResponse, FullHashResponse, FullHashSearchResponse, ListsResponse};
 use blocksieve_format::{FullHash, canonicalize};
-use blocksieve_publisher::config::{ListConfig, SourceConfig, SourceFormat};
-use blocksieve_publisher::sources::{cleaned, reason, url_expression, url_expressions};
+use blocksieve_publisher::internal::sources::{cleaned, reason, url_expression, url_expressions};
 use blocksieve_publisher::{Config, Error, Publisher};
+use blocksieve_publisher::{ListConfig, SourceConfig, SourceFormat};
 use blocksieve_tests::feed::FakeFeed;
 use blocksieve_tests::{RunningPublisher, config, fixture_lines, fixture_source, fixtures};
 
@@ -346,7 +346,7 @@ async fn a_source_with_no_last_good_content_fails_the_build() {
     let p = publisher_with(dir.path(), vec![http_list(&feed.url())]);
     let o = p.build_list(0).await;
     assert!(
-        matches!(&o.result, Err(Error::Source(m)) if m.contains("503") && m.contains("no last good")),
+        matches!(&o.result, Err(e @ Error::Source { .. }) if e.to_string().contains("503") && e.to_string().contains("no last good")),
         "{:?}",
         o.result
     );
@@ -364,7 +364,7 @@ async fn gates_refuse_empty_and_shrunken_lists_and_force_overrides_once() {
     feed.set(|r| r.body = n_urls(90).into_bytes());
     let o = p.build_list(0).await;
     assert!(
-        matches!(&o.result, Err(Error::Refused(m)) if m.contains("max_shrink")),
+        matches!(&o.result, Err(e @ Error::Refused { gate }) if gate.name() == "max_shrink" && e.to_string().contains("max_shrink")),
         "{:?}",
         o.result
     );
@@ -391,7 +391,7 @@ async fn gates_refuse_empty_and_shrunken_lists_and_force_overrides_once() {
             .forced
     );
     feed.set(|r| r.body = n_urls(10).into_bytes());
-    assert!(matches!(p.build_list(0).await.result, Err(Error::Refused(_))));
+    assert!(matches!(p.build_list(0).await.result, Err(Error::Refused { .. })));
 
     // A list of nothing but comments: the empty gate.
     let dir2 = tempfile::tempdir().unwrap();
@@ -399,7 +399,7 @@ async fn gates_refuse_empty_and_shrunken_lists_and_force_overrides_once() {
     let p2 = publisher_with(dir2.path(), vec![http_list(&empty.url())]);
     let o = p2.build_list(0).await;
     assert!(
-        matches!(&o.result, Err(Error::Refused(m)) if m.contains("min_entries")),
+        matches!(&o.result, Err(e @ Error::Refused { gate }) if gate.name() == "min_entries" && e.to_string().contains("min_entries")),
         "{:?}",
         o.result
     );

@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use blocksieve_publisher::Config;
-use blocksieve_publisher::config::{SourceConfig, SourceFormat};
+use blocksieve_publisher::{SourceConfig, SourceFormat};
 use blocksieve_tests::{RunningPublisher, config, heavy_test_lock, open_files_limit};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpSocket, TcpStream};

@@ -354,8 +354,8 @@ pub struct Reading {
 /// the build reads them (white space and quotes only; no comments).
 ///
 /// ```
-/// use blocksieve_publisher::config::SourceFormat;
-/// use blocksieve_publisher::sources::{EntryOutcome, read_line, reason};
+/// use blocksieve_publisher::SourceFormat;
+/// use blocksieve_publisher::internal::sources::{EntryOutcome, read_line, reason};
 ///
 /// let out = read_line(SourceFormat::Urls, b"http://comment.example/p # seen 2020-01-01");
 /// let EntryOutcome::Accepted(readings) = &out.entries[0] else { panic!() };

@@ -1,0 +1,133 @@
+//! Unit tests of the build: allowlists, fallbacks, sizing.
+
+use super::*;
+use crate::config::SourceFormat;
+
+fn loaded(bytes: &str, format: SourceFormat, role: SourceRole) -> LoadedSource {
+    LoadedSource {
+        config: SourceConfig::file(format!("{format:?}-{role:?}"), format),
+        role,
+        fetched: Fetched::Fresh {
+            bytes: bytes.as_bytes().to_vec(),
+            validators: Default::default(),
+        },
+        last_good: LastGood::none(),
+        read_duration: Duration::ZERO,
+    }
+}
+
+fn collect(sources: Vec<LoadedSource>) -> Result<(Vec<FullHash>, ParseReport, AllowReport), Error> {
+    let read = read_sources("test", sources, 1, &mut Vec::new())?;
+    Ok((read.hashes, read.parse, read.allow))
+}
+
+fn sorted(exprs: &[&str]) -> Vec<FullHash> {
+    let mut v: Vec<FullHash> = exprs.iter().map(|e| FullHash::of(e.as_bytes())).collect();
+    v.sort_unstable();
+    v
+}
+
+// Issue 13, item 7: real entries of MetaMask's eth-phishing-config.json
+// (1.2.0). `metmask.com`, `coinbased.xyz` and `spi.club` are on both
+// lists; `cpanel.coinbased.xyz` and `usermd.net` on the blacklist only,
+// `imagine.usermd.net` and `auctic.net` on the whitelist only.
+#[test]
+fn metamask_whitelist_overrides_its_blacklist() {
+    let json = r#"{"whitelist": ["metmask.com", "coinbased.xyz", "spi.club", "imagine.usermd.net", "auctic.net"],
+                   "blacklist": ["metmask.com", "coinbased.xyz", "spi.club", "cpanel.coinbased.xyz", "usermd.net"]}"#;
+    let (hashes, report, allow) = collect(vec![loaded(json, SourceFormat::Json, SourceRole::Block)]).unwrap();
+    // Allow wins for the same expression only: a blocked subdomain of an
+    // allowed domain stays, and so does the domain of an allowed
+    // subdomain (`usermd.net/` matches `imagine.usermd.net` too).
+    assert_eq!(hashes, sorted(&["cpanel.coinbased.xyz/", "usermd.net/"]));
+    assert_eq!(report.accepted, 5);
+    assert_eq!((allow.parse.lines, allow.entries, allow.removed), (5, 5, 3));
+    assert_eq!(allow.sources[0].source, "Json-Block (whitelist)");
+
+    // `json_allow_key = ""` reads no allow array.
+    let mut source = loaded(json, SourceFormat::Json, SourceRole::Block);
+    source.config.json_allow_key = Some(String::new());
+    let (hashes, _, allow) = collect(vec![source]).unwrap();
+    assert_eq!(hashes.len(), 5);
+    assert_eq!(allow, AllowReport::default());
+
+    // The same document as an allow source of another list.
+    let urls = "http://metmask.com/\nhttp://cpanel.coinbased.xyz\n";
+    let (hashes, _, allow) = collect(vec![
+        loaded(urls, SourceFormat::Urls, SourceRole::Block),
+        loaded(json, SourceFormat::Json, SourceRole::Allow),
+    ])
+    .unwrap();
+    assert_eq!(hashes, sorted(&["cpanel.coinbased.xyz/"]));
+    assert_eq!((allow.entries, allow.removed), (5, 1));
+}
+
+#[test]
+fn allow_sources_remove_the_same_expression_from_every_source() {
+    let (hashes, _, allow) = collect(vec![
+        loaded(
+            "http://a.example/p\nhttp://c.example/x\nhttp://x.b.example/\n",
+            SourceFormat::Urls,
+            SourceRole::Block,
+        ),
+        loaded("b.example\nc.example\n", SourceFormat::Domains, SourceRole::Block),
+        loaded(
+            "# allowed\nhttp://a.example/p\nb.example\n\"x\"\n",
+            SourceFormat::Urls,
+            SourceRole::Allow,
+        ),
+    ])
+    .unwrap();
+    assert_eq!(hashes, sorted(&["c.example/x", "x.b.example/", "c.example/"]));
+    assert_eq!((allow.parse.lines, allow.parse.accepted), (4, 2));
+    assert_eq!(allow.parse.rejected[crate::sources::reason::SINGLE_LABEL], 1);
+    assert_eq!((allow.entries, allow.removed), (2, 2));
+    assert_eq!(allow.sources[0].state, "fresh");
+}
+
+// A missing allowlist only blocks more; a missing threat feed would
+// publish less.
+#[test]
+fn failing_allow_source_is_left_out_but_a_failing_block_source_fails() {
+    let failed = |role| LoadedSource {
+        fetched: Fetched::Failed("HTTP 503".to_owned()),
+        ..loaded("", SourceFormat::Domains, role)
+    };
+    let (hashes, _, allow) = collect(vec![
+        loaded("evil.example\n", SourceFormat::Domains, SourceRole::Block),
+        failed(SourceRole::Allow),
+    ])
+    .unwrap();
+    assert_eq!(hashes, sorted(&["evil.example/"]));
+    assert_eq!(allow.sources[0].state, "failed");
+    assert!(
+        allow.sources[0]
+            .error
+            .as_deref()
+            .unwrap_or_default()
+            .contains("HTTP 503")
+    );
+    let err = collect(vec![failed(SourceRole::Block)]).unwrap_err();
+    assert!(matches!(err, Error::Source { .. }), "{err}");
+}
+
+#[test]
+fn request_prefix_length_keeps_the_anonymity_set() {
+    assert_eq!(request_prefix_bits(813_641, 64), 12); // 813641/4096 = 198 ≥ 64; /65536 = 12
+    assert_eq!(request_prefix_bits(90_000, 64), 8);
+    assert_eq!(request_prefix_bits(500, 64), 8);
+    assert_eq!(request_prefix_bits(1 << 30, 64), 24);
+    assert_eq!(request_prefix_bits(1 << 40, 64), 32);
+}
+
+#[test]
+fn auto_picks_the_smallest_kind_under_target() {
+    let mut list = ListConfig::new("x", vec![]);
+    list.filter = FilterChoice::Auto(crate::config::AutoFilter::Auto);
+    // BinaryFuse8: ~18 requests per 1,000 checks; over a target of 10.
+    assert_eq!(filter_kind_for(&list, 100_000), FilterKind::BinaryFuse16);
+    list.target_full_hash_requests_per_1000 = 20.0;
+    assert_eq!(filter_kind_for(&list, 100_000), FilterKind::BinaryFuse8);
+    let r8 = expected_requests_per_1000(false_hit_per_probe(1.0 / 256.0, 100_000, KeyBits::Bits32));
+    assert!((17.0..19.0).contains(&r8), "{r8}");
+}

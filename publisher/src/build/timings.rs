@@ -1,0 +1,102 @@
+//! Where a build's time goes, stage by stage.
+
+use std::time::Duration;
+
+/// The stages of a build, in the order they run. Parsing, canonicalizing
+/// and hashing run line by line over each source: canonicalization is timed
+/// per entry, hashing per batch of [`HASH_BATCH`] expressions, and parsing
+/// is the rest of that loop (splitting lines, trimming, formats).
+pub const STAGES: [&str; 12] = [
+    "read",
+    "parse",
+    "canonicalize",
+    "hash",
+    "source_cache",
+    "sort_dedup",
+    "filter",
+    "canary",
+    "compress",
+    "sign",
+    "write",
+    "other",
+];
+
+/// Expressions hashed in one batch: one clock read per batch, not per
+/// expression, so timing does not cost more than the hashing it measures.
+pub const HASH_BATCH: usize = 4096;
+
+/// One stage's wall time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StageTiming {
+    /// The stage, one of [`STAGES`].
+    pub stage: &'static str,
+    /// Wall time spent in it (summed over sources and batches).
+    pub duration: Duration,
+    /// The process's peak resident set (`VmHWM`), in bytes, when the stage
+    /// last ended (Linux only): shows which stage raised the peak.
+    pub peak_rss_bytes: Option<u64>,
+}
+
+/// Where one build's time went, stage by stage.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BuildTimings {
+    /// Stages that ran, in [`STAGES`] order.
+    pub stages: Vec<StageTiming>,
+    /// Expressions hashed with SHA-256 (each accepted entry's, before
+    /// deduplication).
+    pub expressions_hashed: u64,
+    /// Total length of those expressions, in bytes.
+    pub expression_bytes: u64,
+    /// Wall time from the first read to the last write.
+    pub total: Duration,
+}
+
+impl BuildTimings {
+    /// Adds `took` to `stage` and records the peak RSS now.
+    pub fn add(&mut self, stage: &'static str, took: Duration) {
+        let peak = peak_rss_bytes();
+        match self.stages.iter_mut().find(|s| s.stage == stage) {
+            Some(s) => {
+                s.duration += took;
+                s.peak_rss_bytes = peak;
+            }
+            None => {
+                self.stages.push(StageTiming {
+                    stage,
+                    duration: took,
+                    peak_rss_bytes: peak,
+                });
+                let order = |s: &StageTiming| STAGES.iter().position(|n| *n == s.stage);
+                self.stages.sort_by_key(order);
+            }
+        }
+    }
+
+    /// The time spent in `stage` (zero when it did not run).
+    pub fn get(&self, stage: &str) -> Duration {
+        self.stages
+            .iter()
+            .find(|s| s.stage == stage)
+            .map_or(Duration::ZERO, |s| s.duration)
+    }
+
+    /// Sum of every stage.
+    pub fn sum(&self) -> Duration {
+        self.stages.iter().map(|s| s.duration).sum()
+    }
+}
+
+/// The process's peak resident set size (`VmHWM` of `/proc/self/status`),
+/// in bytes; `None` where that file does not exist.
+pub fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line
+        .trim_start_matches("VmHWM:")
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kib * 1024)
+}

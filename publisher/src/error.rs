@@ -1,0 +1,209 @@
+//! The publisher's one error type.
+
+use std::path::PathBuf;
+
+use blocksieve_format::{BuildError, DecodeError, EncodeError, KeyError};
+
+/// Everything that can go wrong in the publisher, grouped by what the
+/// operator does next:
+///
+/// * **Configuration** ([`Error::Config`], [`Error::SigningKey`]): fix the
+///   configuration file or the key file, then start again.
+/// * **Source** ([`Error::Source`]): a threat list's source failed and has
+///   no last good content; fix the source (or its URL). The list keeps
+///   serving its previous snapshot, if any.
+/// * **Gate refusal** ([`Error::Refused`]): a publishing gate refused the
+///   build; look at the list (or publish once with `--force`). The previous
+///   snapshot keeps serving.
+/// * **Build** ([`Error::Filter`], [`Error::Encode`], [`Error::Reread`],
+///   [`Error::BuildTask`]): the snapshot could not be built; look at the
+///   list's size and the logs.
+/// * **Storage** ([`Error::Storage`], [`Error::Corrupt`]): the data
+///   directory could not be read or written; fix the disk.
+/// * **In use** ([`Error::InUse`]): another publisher has the data directory
+///   open; stop it, or use another directory.
+///
+/// The Display texts are those shown in `/v1/lists` (`last_build.error`),
+/// in the `build` summary and in the logs.
+#[non_exhaustive]
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    // --- Configuration: fix it and start again. ---
+    /// A configuration field is invalid.
+    #[error("configuration: {field}: {reason}")]
+    Config {
+        /// The field (e.g. `lists.phishing.schedule`), or the file when the
+        /// file itself cannot be read or parsed.
+        field: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The signing key file does not hold a key.
+    #[error("configuration: {}: {reason}", path.display())]
+    SigningKey {
+        /// The key file.
+        path: PathBuf,
+        /// Why it could not be parsed.
+        reason: KeyError,
+    },
+
+    // --- Source: fix the source. ---
+    /// A threat-list source failed and has no last good content to fall
+    /// back to.
+    #[error("source: {label}: {reason}")]
+    Source {
+        /// The list the source belongs to.
+        list: String,
+        /// The source's label (its path or URL).
+        label: String,
+        /// Why it failed, and that there was nothing to fall back to.
+        reason: String,
+    },
+
+    // --- Gate refusal: look at the list; the previous snapshot serves. ---
+    /// A publishing gate refused the build.
+    #[error("refused: {gate}")]
+    Refused {
+        /// The gate, with the value it measured and its limit.
+        gate: GateRefusal,
+    },
+
+    // --- Build: look at the list and the logs. ---
+    /// The filter could not be built over the list's keys.
+    #[error("build: list {list}: {reason}")]
+    Filter {
+        /// The list.
+        list: String,
+        /// Why the filter could not be built.
+        reason: BuildError,
+    },
+    /// The snapshot could not be compressed or signed.
+    #[error("build: list {list}: {reason}")]
+    Encode {
+        /// The list.
+        list: String,
+        /// Why encoding failed.
+        reason: EncodeError,
+    },
+    /// The snapshot just built does not parse back.
+    #[error("build: list {list}: re-reading own snapshot: {reason}")]
+    Reread {
+        /// The list.
+        list: String,
+        /// The first check that failed.
+        reason: DecodeError,
+    },
+    /// The build task panicked or was cancelled.
+    #[error("build: build task failed: {reason}")]
+    BuildTask {
+        /// The list.
+        list: String,
+        /// The task's failure.
+        reason: String,
+    },
+
+    // --- Storage: fix the disk. ---
+    /// Reading or writing the data directory failed.
+    #[error("i/o: {}: {reason}", path.display())]
+    Storage {
+        /// The file or directory.
+        path: PathBuf,
+        /// The I/O error.
+        reason: std::io::Error,
+    },
+    /// A stored file is not what it should be (a snapshot that does not
+    /// verify, a hashes file that does not match it).
+    #[error("i/o: {}: {reason}", path.display())]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+
+    // --- In use: stop the other publisher. ---
+    /// Another process holds the data directory's lock (`<data_dir>/lock`).
+    #[error(
+        "data directory in use: {} is locked by {}; stop it, or give this one another data_dir",
+        data_dir.display(),
+        match holder { Some(pid) => format!("another publisher (process {pid})"), None => "another process".to_owned() }
+    )]
+    InUse {
+        /// The data directory.
+        data_dir: PathBuf,
+        /// The holder's process id, when the lock file names one.
+        holder: Option<u32>,
+    },
+}
+
+impl Error {
+    /// A [`Error::Storage`] error about `path`.
+    pub(crate) fn storage(path: impl Into<PathBuf>) -> impl Fn(std::io::Error) -> Self {
+        let path = path.into();
+        move |reason| Self::Storage {
+            path: path.clone(),
+            reason,
+        }
+    }
+}
+
+/// The publishing gate that refused a build, with what it measured and its
+/// limit (the `[lists.gates]` of the configuration).
+#[non_exhaustive]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum GateRefusal {
+    /// Fewer full hashes than `min_entries`.
+    #[error(
+        "gate min_entries: {entries} entries, fewer than {min_entries} ({lines} lines read, {rejected} rejected)"
+    )]
+    MinEntries {
+        /// Full hashes built.
+        entries: u64,
+        /// The limit.
+        min_entries: u64,
+        /// Lines read over all sources.
+        lines: u64,
+        /// Lines rejected over all sources.
+        rejected: u64,
+    },
+    /// The list shrank by more than `max_shrink` since the version served.
+    #[error(
+        "gate max_shrink: {entries} entries, down from {previous_entries} in version {previous_version} (more than {:.0}% smaller)",
+        max_shrink * 100.0
+    )]
+    MaxShrink {
+        /// Full hashes built.
+        entries: u64,
+        /// Full hashes of the version served.
+        previous_entries: u64,
+        /// The version served.
+        previous_version: u64,
+        /// The limit, a fraction.
+        max_shrink: f64,
+    },
+    /// The canary's false-positive rate is over `max_fpr_ratio` times the
+    /// filter's theoretical one.
+    #[error(
+        "gate max_fpr_ratio: measured false-positive rate {measured_fpr:.3e} is over {max_fpr_ratio} x the theoretical {theoretical_fpr:.3e}"
+    )]
+    MaxFprRatio {
+        /// The false-positive rate the canary measured.
+        measured_fpr: f64,
+        /// The filter kind's theoretical rate.
+        theoretical_fpr: f64,
+        /// The limit, a ratio.
+        max_fpr_ratio: f64,
+    },
+}
+
+impl GateRefusal {
+    /// The gate's name in the configuration, in `/v1/lists`
+    /// (`refused_by_gate`) and in the `gate` label of the metrics.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::MinEntries { .. } => "min_entries",
+            Self::MaxShrink { .. } => "max_shrink",
+            Self::MaxFprRatio { .. } => "max_fpr_ratio",
+        }
+    }
+}

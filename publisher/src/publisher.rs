@@ -1,0 +1,596 @@
+//! The orchestrator: a [`Publisher`] fetches each threat list's sources,
+//! builds a snapshot from them, stores it and swaps it into what the
+//! router serves; [`Publisher::run`] is the daemon around that.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use arc_swap::ArcSwapOption;
+use blocksieve_format::api::BuildStatus;
+use blocksieve_format::{SigningKey, TrustedKey};
+use tokio::net::TcpListener;
+
+use crate::build::{self, BuildRequest, LastGood, LoadedSource, SourceRole, SourceUpdate};
+use crate::config::{self, Config};
+use crate::error::Error;
+use crate::fetch;
+use crate::state::{AppState, ListSlot, Published};
+use crate::storage::{self, ListStore, LocalStorage, SourceCache, Storage};
+use crate::{listener, metrics, server};
+
+/// Current time in Unix seconds.
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// A configured publisher: its signing key, its lists and what it serves.
+#[derive(Debug, Clone)]
+pub struct Publisher {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    config: Config,
+    key: SigningKey,
+    state: Arc<AppState>,
+    /// Where snapshots and the sources' last good content are kept.
+    storage: Arc<dyn Storage>,
+    http: reqwest::Client,
+    /// One lock per list: a scheduled build never overlaps a running build
+    /// of the same list, and lists never wait for each other.
+    build_locks: Vec<tokio::sync::Mutex<()>>,
+    /// `--force`: skip the gates on the next build of each list, once.
+    force_once: Vec<AtomicBool>,
+    /// Held while any clone of the publisher lives.
+    _data_dir_lock: storage::DataDirLock,
+}
+
+/// The outcome of building one list.
+#[derive(Debug)]
+pub struct ListBuildOutcome {
+    /// The list name.
+    pub list: String,
+    /// The report when a snapshot was built (published or refused).
+    pub report: Option<build::BuildReport>,
+    /// `Ok(version)` when published; otherwise why not.
+    pub result: Result<u64, Error>,
+}
+
+impl Publisher {
+    /// Opens the data directory and locks it for as long as this publisher
+    /// (any clone of it) lives, loads or creates the signing key, and loads
+    /// the newest valid snapshot of every list so it can be served at once.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] for an invalid configuration, [`Error::SigningKey`]
+    /// for a key file that holds no key, [`Error::InUse`] when another
+    /// publisher has the data directory open, [`Error::Storage`] when the
+    /// data directory or key cannot be read or written.
+    pub fn open(config: Config) -> Result<Self, Error> {
+        config.validate()?;
+        let local = LocalStorage::open(&config.data_dir)?;
+        let data_dir_lock = storage::lock_data_dir(&config.data_dir)?;
+        let storage: Arc<dyn Storage> = Arc::new(local);
+        let key = storage::load_or_create_signing_key(&config.signing_key_path())?;
+        let metrics = metrics::Metrics::new();
+        let mut lists = Vec::new();
+        for list in &config.lists {
+            let store = ListStore::open(storage.clone(), &list.name)?;
+            let current = ArcSwapOption::empty();
+            if let Some(stored) = store.load_latest(key.public_key())
+                && let Ok(header) = blocksieve_format::parse_header_unverified(&stored.snapshot)
+            {
+                tracing::info!(list = %list.name, version = header.version, "serving snapshot from disk");
+                metrics.snapshot_served(
+                    &list.name,
+                    header.version,
+                    header.full_hash_count,
+                    stored.snapshot.len() as u64,
+                );
+                current.store(Some(Arc::new(Published::new(
+                    header,
+                    stored.snapshot,
+                    stored.hashes,
+                ))));
+            }
+            lists.push(ListSlot {
+                name: list.name.clone(),
+                current,
+                last_build: Mutex::new(None),
+                store,
+            });
+        }
+        let state = AppState {
+            lists,
+            cache_duration: config.cache_duration(),
+            next_check: Duration::from_secs(config.next_check_s),
+            padding: config.padding,
+            max_bucket_entries: config.max_bucket_entries,
+            max_prefixes_per_request: config.max_prefixes_per_request,
+            metrics,
+        }
+        .shared();
+        let http = reqwest::Client::builder()
+            .user_agent(concat!("blocksieve-publisher/", env!("CARGO_PKG_VERSION")))
+            .connect_timeout(Duration::from_secs(15))
+            .build()
+            .map_err(|e| Error::Config {
+                field: "HTTP client".to_owned(),
+                reason: e.to_string(),
+            })?;
+        let n = config.lists.len();
+        Ok(Self {
+            inner: Arc::new(Inner {
+                build_locks: (0..n).map(|_| tokio::sync::Mutex::new(())).collect(),
+                force_once: (0..n).map(|_| AtomicBool::new(false)).collect(),
+                _data_dir_lock: data_dir_lock,
+                storage,
+                config,
+                key,
+                state,
+                http,
+            }),
+        })
+    }
+
+    /// Skip the publishing gates on the next build of every list (once).
+    pub fn force_next_build(&self) {
+        for f in &self.inner.force_once {
+            f.store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// The public key agents must trust.
+    pub fn public_key(&self) -> &TrustedKey {
+        self.inner.key.public_key()
+    }
+
+    /// The shared state the router serves.
+    pub fn state(&self) -> Arc<AppState> {
+        self.inner.state.clone()
+    }
+
+    /// The HTTP router, with the configured limits as layers.
+    pub fn router(&self) -> axum::Router {
+        let c = &self.inner.config;
+        server::router(
+            self.state(),
+            server::Limits {
+                request_timeout: Duration::from_secs(c.request_timeout_s),
+                body_read_timeout: Duration::from_secs(c.body_read_timeout_s),
+                max_concurrency: c.max_concurrency,
+            },
+        )
+    }
+
+    /// The per-connection limits [`Publisher::run`] serves with.
+    pub fn connection_limits(&self) -> listener::ConnectionLimits {
+        let c = &self.inner.config;
+        listener::ConnectionLimits {
+            header_read_timeout: Duration::from_secs(c.header_read_timeout_s),
+            write_stall_timeout: Duration::from_secs(c.write_stall_timeout_s),
+            max_head_bytes: server::MAX_REQUEST_HEAD_BYTES,
+            max_connections: c.max_connections,
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.inner.config
+    }
+
+    /// Builds every list once (one after another) and publishes what passes
+    /// its gates. A list that fails or is refused keeps serving its previous
+    /// snapshot; the outcome is logged, counted and shown in `/v1/lists`.
+    pub async fn build_all(&self) -> Vec<ListBuildOutcome> {
+        let mut outcomes = Vec::new();
+        for i in 0..self.inner.config.lists.len() {
+            outcomes.push(self.build_list(i).await);
+        }
+        outcomes
+    }
+
+    /// Times SHA-256 alone over every expression list `index`'s last build
+    /// hashed from its sources' entries, allowlists aside
+    /// ([`build::hash_reference`]), reading each source's last good
+    /// content from the data directory: the part of a build no
+    /// implementation can skip, to compare the build's stages with. Line
+    /// formats are read in blocks of whole lines, so this adds little to
+    /// the process's peak memory. `None` when a source has no stored content.
+    pub fn hash_reference(&self, index: usize) -> Option<build::HashReference> {
+        const BLOCK_BYTES: usize = 8 * 1024 * 1024;
+        let config = &self.inner.config;
+        let list = &config.lists[index];
+        let mut total = build::HashReference::default();
+        for (i, source) in list.sources.iter().enumerate() {
+            let cache = SourceCache::source(self.inner.storage.clone(), &list.name, i, source);
+            if matches!(
+                source.format,
+                config::SourceFormat::Json | config::SourceFormat::Csv
+            ) {
+                let bytes = cache.read_range(0..u64::MAX)?;
+                total += build::hash_reference([(bytes.as_slice(), source)]);
+                continue;
+            }
+            let mut block = Vec::with_capacity(BLOCK_BYTES);
+            let mut offset = 0u64;
+            loop {
+                let want = BLOCK_BYTES.max(block.len() * 2) - block.len();
+                let read = cache.read_range(offset..offset + want as u64)?;
+                let n = read.len();
+                offset += n as u64;
+                block.extend_from_slice(&read);
+                drop(read);
+                // Whole lines only; the cut line waits for the next block.
+                let cut = if n == 0 {
+                    block.len()
+                } else {
+                    block.iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1)
+                };
+                total += build::hash_reference([(&block[..cut], source)]);
+                block.drain(..cut);
+                if n == 0 {
+                    break;
+                }
+            }
+        }
+        Some(total)
+    }
+
+    /// Builds list `index` (serialized with other builds of the same list).
+    pub async fn build_list(&self, index: usize) -> ListBuildOutcome {
+        let inner = &self.inner;
+        let list = &inner.config.lists[index];
+        let _guard = inner.build_locks[index].lock().await;
+        let started = std::time::Instant::now();
+        // Fetch every source and allowlist (I/O), then build and store on
+        // the blocking pool (CPU, then disk).
+        let mut loaded = Vec::new();
+        let mut caches = Vec::new();
+        let block = (list.sources.iter().enumerate()).map(|(i, s)| (i, s, SourceRole::Block));
+        let allow = (list.allow.iter().enumerate()).map(|(i, s)| (i, s, SourceRole::Allow));
+        for (i, source, role) in block.chain(allow) {
+            let storage = inner.storage.clone();
+            let cache = match role {
+                SourceRole::Block => SourceCache::source(storage, &list.name, i, source),
+                SourceRole::Allow => SourceCache::allow(storage, &list.name, i, source),
+            };
+            let fetch_started = std::time::Instant::now();
+            let validators = cache.meta().map(|m| m.validators);
+            let fetched = fetch::fetch(&inner.http, source, validators.as_ref()).await;
+            let read_duration = fetch_started.elapsed();
+            if let fetch::Fetched::Failed(reason) = &fetched {
+                tracing::warn!(list = %list.name, source = %source.label(), %reason, "source failed");
+                inner.state.metrics.source_failed(&list.name);
+            }
+            let last_good = {
+                let cache = cache.clone();
+                LastGood::deferred(move || cache.load())
+            };
+            loaded.push(LoadedSource {
+                config: source.clone(),
+                role,
+                fetched,
+                last_good,
+                read_duration,
+            });
+            caches.push((cache, source.label()));
+        }
+        let force = inner.force_once[index].swap(false, Ordering::SeqCst);
+        let this = self.clone();
+        let mut outcome =
+            tokio::task::spawn_blocking(move || this.build_and_publish(index, loaded, &caches, force))
+                .await
+                .unwrap_or_else(|e| ListBuildOutcome {
+                    list: list.name.clone(),
+                    report: None,
+                    result: Err(Error::BuildTask {
+                        list: list.name.clone(),
+                        reason: e.to_string(),
+                    }),
+                });
+        if let Some(timings) = outcome.report.as_mut().map(|r| &mut r.timings) {
+            // What no stage covers: sizing, gates, the blocking-pool hop.
+            timings.total = started.elapsed();
+            let other = timings.total.saturating_sub(timings.sum());
+            timings.add("other", other);
+        }
+        self.record(index, &outcome, force, started.elapsed());
+        outcome
+    }
+
+    /// Build (pure) and store: reads the sources, keeps what the build
+    /// asks to keep of them in `caches` (one per source, with its label),
+    /// builds the snapshot, checks the gates and publishes.
+    fn build_and_publish(
+        &self,
+        index: usize,
+        loaded: Vec<LoadedSource>,
+        caches: &[(SourceCache, String)],
+        force: bool,
+    ) -> ListBuildOutcome {
+        let inner = &self.inner;
+        let list = &inner.config.lists[index];
+        let slot = &inner.state.lists[index];
+        let previous = slot.current.load_full();
+        let request = BuildRequest {
+            list,
+            previous: previous.as_ref().map(|p| &p.header),
+            now: unix_now(),
+            ttl_s: inner.config.snapshot_ttl_s,
+            key: &inner.key,
+        };
+        let mut updates = Vec::new();
+        let read = build::read_sources(&list.name, loaded, request.now, &mut updates);
+        // Kept before the filter is built, which then has the sources'
+        // memory back.
+        let mut source_cache = None;
+        for (i, update) in updates {
+            let (cache, label) = &caches[i];
+            match update {
+                SourceUpdate::Store { bytes, meta } => {
+                    let started = std::time::Instant::now();
+                    if let Err(e) = cache.store(&bytes, &meta) {
+                        tracing::warn!(source = %label, error = %e, "could not cache source content");
+                    }
+                    *source_cache.get_or_insert(Duration::ZERO) += started.elapsed();
+                }
+                SourceUpdate::Meta(meta) => {
+                    let _ = cache.store_meta(&meta);
+                }
+            }
+        }
+        let built = read.and_then(|mut read| {
+            if let Some(took) = source_cache {
+                read.timings.add("source_cache", took);
+            }
+            build::build_snapshot(&request, read)
+        });
+        let built = match built {
+            Ok(b) => b,
+            Err(e) => {
+                return ListBuildOutcome {
+                    list: list.name.clone(),
+                    report: None,
+                    result: Err(e),
+                };
+            }
+        };
+        if let Some(refusal) = build::check_gates(list, request.previous, &built.report) {
+            if force {
+                tracing::warn!(list = %list.name, %refusal, "gate overridden by --force");
+            } else {
+                return ListBuildOutcome {
+                    list: list.name.clone(),
+                    report: Some(built.report),
+                    result: Err(Error::Refused { gate: refusal }),
+                };
+            }
+        }
+        let mut built = built;
+        let write_started = std::time::Instant::now();
+        let written = slot.store.publish(
+            built.version,
+            &built.snapshot,
+            &built.hashes,
+            inner.config.keep_versions,
+        );
+        let write_took = write_started.elapsed();
+        built.report.timings.add("write", write_took);
+        let published = written.and_then(|()| {
+            blocksieve_format::parse_header_unverified(&built.snapshot).map_err(|reason| Error::Reread {
+                list: list.name.clone(),
+                reason,
+            })
+        });
+        match published {
+            Ok(header) => {
+                let version = header.version;
+                inner.state.metrics.snapshot_served(
+                    &list.name,
+                    version,
+                    header.full_hash_count,
+                    built.snapshot.len() as u64,
+                );
+                slot.current.store(Some(Arc::new(Published::new(
+                    header,
+                    built.snapshot,
+                    built.hashes,
+                ))));
+                ListBuildOutcome {
+                    list: list.name.clone(),
+                    report: Some(built.report),
+                    result: Ok(version),
+                }
+            }
+            Err(e) => ListBuildOutcome {
+                list: list.name.clone(),
+                report: Some(built.report),
+                result: Err(e),
+            },
+        }
+    }
+
+    fn record(&self, index: usize, outcome: &ListBuildOutcome, forced: bool, elapsed: Duration) {
+        let inner = &self.inner;
+        let name = &inner.config.lists[index].name;
+        let metrics = &inner.state.metrics;
+        let measured = outcome.report.as_ref().map(|r| r.sizing.measured_fpr);
+        let (label, gate) = match &outcome.result {
+            Ok(_) => ("published", None),
+            Err(Error::Refused { gate }) => ("refused", Some(gate.name().to_owned())),
+            Err(_) => ("failed", None),
+        };
+        metrics.build_finished(name, label, elapsed.as_secs_f64(), measured);
+        if let Some(g) = &gate {
+            metrics.gate_refused(name, g);
+        }
+        match (&outcome.result, &outcome.report) {
+            (Ok(version), Some(r)) => {
+                let s = &r.sizing;
+                tracing::info!(
+                    list = %name,
+                    version,
+                    entries = s.entries,
+                    unique_keys = s.unique_keys,
+                    filter = %s.filter_kind,
+                    snapshot_bytes = s.snapshot_bytes,
+                    bits_per_key = format_args!("{:.2}", s.bits_per_key),
+                    theoretical_fpr = s.theoretical_fpr,
+                    measured_fpr = s.measured_fpr,
+                    request_prefix_bits = s.request_prefix_bits,
+                    lines = r.parse.lines,
+                    rejected = r.parse.rejected_total(),
+                    allow_removed = r.allow.removed,
+                    duration_ms = elapsed.as_millis() as u64,
+                    "published snapshot"
+                );
+            }
+            (Err(e), _) => {
+                tracing::error!(list = %name, error = %e, "build not published; the list's previous snapshot, if any, stays current");
+            }
+            _ => {}
+        }
+        let status = BuildStatus {
+            finished_at: unix_now(),
+            ok: outcome.result.is_ok(),
+            error: outcome.result.as_ref().err().map(ToString::to_string),
+            refused_by_gate: gate,
+            forced,
+            lines: outcome.report.as_ref().map_or(0, |r| r.parse.lines),
+            rejected: outcome.report.as_ref().map_or(0, |r| r.parse.rejected_total()),
+            rejected_by_reason: outcome
+                .report
+                .as_ref()
+                .map(|r| r.parse.rejected.clone())
+                .unwrap_or_default(),
+            rejected_samples: outcome
+                .report
+                .as_ref()
+                .map(|r| r.parse.samples.clone())
+                .unwrap_or_default(),
+            cleaned_by_kind: outcome
+                .report
+                .as_ref()
+                .map(|r| r.parse.cleaned.clone())
+                .unwrap_or_default(),
+            allow: outcome
+                .report
+                .as_ref()
+                .map(|r| r.allow.status())
+                .unwrap_or_default(),
+            sources: outcome
+                .report
+                .as_ref()
+                .map(|r| r.sources.clone())
+                .unwrap_or_default(),
+            sizing: outcome.report.as_ref().map(|r| r.sizing.clone()),
+            duration_ms: elapsed.as_millis() as u64,
+        };
+        if let Ok(mut g) = inner.state.lists[index].last_build.lock() {
+            *g = Some(status);
+        }
+    }
+
+    /// Runs the daemon on `listener` until `shutdown` completes: serves what
+    /// is on disk at once, builds every list in the background, then
+    /// rebuilds each on its cron schedule. After `shutdown`, in-flight
+    /// requests get `drain_timeout_s` to finish.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] when a schedule is invalid.
+    pub async fn run(
+        self,
+        listener: TcpListener,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<(), Error> {
+        let mut scheduler = self.start_schedules().await?;
+        // Every list's first build at once: a slow source of one list must
+        // not delay the others (each list has its own build lock).
+        for index in 0..self.inner.config.lists.len() {
+            let initial = self.clone();
+            tokio::spawn(async move {
+                initial.build_list(index).await;
+            });
+        }
+        let drain = Duration::from_secs(self.inner.config.drain_timeout_s);
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let signal = async move {
+            shutdown.await;
+            let _ = stop_tx.send(true);
+        };
+        // Not `axum::serve`: it sets no header-read or write-stall timeout
+        // (see `listener`). `serve` returns once every connection has
+        // finished after the signal; the drain deadline below bounds that.
+        let server = listener::serve(listener, self.router(), self.connection_limits(), signal);
+        let mut stopped = stop_rx.clone();
+        let served = tokio::select! {
+            () = server => Ok(()),
+            () = async move {
+                let _ = stopped.wait_for(|s| *s).await;
+                tokio::time::sleep(drain).await;
+            } => {
+                tracing::warn!(drain_s = drain.as_secs(), "drain deadline passed; closing remaining connections");
+                Ok(())
+            }
+        };
+        let _ = scheduler.shutdown().await;
+        served
+    }
+
+    async fn start_schedules(&self) -> Result<tokio_cron_scheduler::JobScheduler, Error> {
+        use tokio_cron_scheduler::{Job, JobScheduler};
+        let bad = |field: String| {
+            move |e: tokio_cron_scheduler::JobSchedulerError| Error::Config {
+                field,
+                reason: e.to_string(),
+            }
+        };
+        let scheduler = JobScheduler::new().await.map_err(bad("scheduler".into()))?;
+        for index in 0..self.inner.config.lists.len() {
+            let schedule = self.inner.config.schedule_of(index).to_owned();
+            let field = format!(
+                "lists.{}.schedule {schedule:?}",
+                self.inner.config.lists[index].name
+            );
+            // A weak reference: the scheduler's job store may outlive
+            // `run`, and must not keep the publisher (and the lock on its
+            // data directory) alive after its last handle is dropped.
+            let publisher = Arc::downgrade(&self.inner);
+            let job = Job::new_async(schedule.as_str(), move |_id, _lock| {
+                let publisher = publisher.upgrade().map(|inner| Self { inner });
+                Box::pin(async move {
+                    if let Some(publisher) = publisher {
+                        publisher.build_list(index).await;
+                    }
+                })
+            })
+            .map_err(bad(field.clone()))?;
+            scheduler.add(job).await.map_err(bad(field))?;
+        }
+        scheduler.start().await.map_err(bad("scheduler".into()))?;
+        Ok(scheduler)
+    }
+}
+
+/// Waits until every list has a snapshot or `timeout` passes; for tests and
+/// readiness checks.
+pub async fn wait_until_ready(state: &AppState, timeout: Duration) -> bool {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if state.ready() {
+            return true;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

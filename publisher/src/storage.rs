@@ -1,0 +1,828 @@
+//! Every artifact the publisher stores, and its layout: one module owns
+//! them all behind a small key-value interface, [`Storage`], whose keys are
+//! `/`-separated paths and whose values are bytes. [`LocalStorage`], the
+//! data directory, is its one implementation:
+//!
+//! ```text
+//! <data_dir>/signing.key                             Ed25519 secret key, base64, mode 0600
+//! <data_dir>/public.key                              its public key, base64 (for agent configuration)
+//! <data_dir>/lists/<name>/<version>.hashes           sorted full hashes, 32 raw bytes each
+//! <data_dir>/lists/<name>/<version>.snapshot         the signed snapshot
+//! <data_dir>/sources/<list>/<i>-<label>.data         source i's last good content
+//! <data_dir>/sources/<list>/<i>-<label>.meta.json    its validators, fetch time and entry count
+//! <data_dir>/sources/<list>.allow/...                the same for the list's allowlists
+//! <data_dir>/lock                                    held by the publisher using the directory
+//! ```
+//!
+//! `<version>` is the version in 20 decimal digits; `<label>` is the first
+//! 8 bytes of the SHA-256 of the source's label (its path or URL), in hex,
+//! so a reconfigured source never reads another's content. The signing key
+//! may be configured elsewhere ([`load_or_create_signing_key`] takes its
+//! path).
+//!
+//! One publisher at a time uses a data directory: two would race on
+//! version numbers and remove each other's temporary files. It holds an
+//! advisory lock on `lock` (the operating system's: `flock` on Unix,
+//! `LockFileEx` on Windows) for as long as it is open; the lock goes with
+//! the process, so a crash leaves no stale lock behind. The file holds the
+//! holder's process id, for the error a second publisher gets (where the
+//! system lets it read a locked file; the lock alone decides).
+//!
+//! A version is published by writing its `.hashes` file and then its
+//! `.snapshot` file, each to a temporary file that is fsynced and renamed into
+//! place, then fsyncing the directory. A version counts only once its
+//! snapshot exists, so a crash at any point leaves either the old or the new
+//! version complete; temporary files left by a crash are removed on start.
+//!
+//! [`Storage`] is shaped like an object store (put, get, list, delete,
+//! create-if-absent and compare-and-swap on a version), so that one can
+//! stand in for the data directory.
+
+use std::fs;
+use std::io::{Read as _, Seek as _, Write as _};
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use blocksieve_format::{DecodeLimits, FullHash, SigningKey, TrustedKey, decode};
+use serde::{Deserialize, Serialize};
+
+use crate::config::SourceConfig;
+use crate::error::Error;
+use crate::fetch::Validators;
+
+const TMP_SUFFIX: &str = ".tmp";
+
+/// A stored value's version, for compare-and-swap ([`PutMode::Update`]): an
+/// entity tag, as an object store gives one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Version(String);
+
+/// What [`Storage::put`] does when the key exists.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PutMode {
+    /// Replace the value.
+    Overwrite,
+    /// Store only if the key does not exist.
+    Create,
+    /// Store only if the value is still at this version.
+    Update(Version),
+}
+
+/// Where the publisher keeps its artifacts: bytes under `/`-separated keys.
+///
+/// Every write is atomic: a reader sees the old value or the new one,
+/// whole. Calls block: the publisher makes the large ones (a build's
+/// writes, the served old versions) from its blocking pool. An object
+/// store's client would run its requests to completion there (`put` with
+/// [`PutMode::Create`] and [`PutMode::Update`] are `object_store`'s
+/// `PutMode`s of the same names).
+pub trait Storage: std::fmt::Debug + Send + Sync {
+    /// Makes keys under `prefix` ready to store and removes what an
+    /// interrupted write left there (for a directory: creates it and
+    /// removes its temporary files).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Storage`] when that fails.
+    fn prepare(&self, prefix: &str) -> Result<(), Error>;
+
+    /// The value of `key`, `None` when there is none.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Storage`] when it exists but cannot be read.
+    fn get(&self, key: &str) -> Result<Option<Vec<u8>>, Error>;
+
+    /// The bytes `range` of `key`'s value (fewer at its end), `None` when
+    /// there is none.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Storage`] when it exists but cannot be read.
+    fn get_range(&self, key: &str, range: Range<u64>) -> Result<Option<Vec<u8>>, Error>;
+
+    /// The current version of `key`, `None` when there is none.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Storage`] when it cannot be read.
+    fn version(&self, key: &str) -> Result<Option<Version>, Error>;
+
+    /// Stores the concatenation of `chunks` under `key` (streamed: the value
+    /// need not be in memory as one slice). Returns the new version, or
+    /// `None` when `mode`'s condition does not hold (the key exists, for
+    /// [`PutMode::Create`]; its version changed, for [`PutMode::Update`]).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Storage`]; a failed write leaves the previous value.
+    fn put_chunks(
+        &self,
+        key: &str,
+        chunks: &mut dyn Iterator<Item = &[u8]>,
+        mode: PutMode,
+    ) -> Result<Option<Version>, Error>;
+
+    /// Stores `value` under `key`; see [`Storage::put_chunks`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Storage`]; a failed write leaves the previous value.
+    fn put(&self, key: &str, value: &[u8], mode: PutMode) -> Result<Option<Version>, Error> {
+        self.put_chunks(key, &mut std::iter::once(value), mode)
+    }
+
+    /// The keys directly under `prefix` (one level, like a directory
+    /// listing), in no particular order.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Storage`] when the listing fails.
+    fn list(&self, prefix: &str) -> Result<Vec<String>, Error>;
+
+    /// Removes `key`; nothing when it does not exist.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Storage`] when it cannot be removed.
+    fn delete(&self, key: &str) -> Result<(), Error>;
+
+    /// Where `key` is, for messages (a file path, an object's URL).
+    fn location(&self, key: &str) -> PathBuf;
+}
+
+/// The data directory: each key a file under it.
+///
+/// Compare-and-swap compares the file's size and modification time; it
+/// needs no more because one publisher at a time holds the directory
+/// ([`lock_data_dir`]).
+#[derive(Debug, Clone)]
+pub struct LocalStorage {
+    root: PathBuf,
+}
+
+impl LocalStorage {
+    /// The data directory `root` (created if missing).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Storage`] when it cannot be created.
+    pub fn open(root: &Path) -> Result<Self, Error> {
+        fs::create_dir_all(root).map_err(Error::storage(root))?;
+        Ok(Self {
+            root: root.to_owned(),
+        })
+    }
+
+    fn path(&self, key: &str) -> PathBuf {
+        self.root.join(key)
+    }
+}
+
+fn file_version(metadata: &fs::Metadata) -> Version {
+    let modified = metadata
+        .modified()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_nanos());
+    Version(format!("{:x}-{modified:x}", metadata.len()))
+}
+
+fn not_found_is_none<T>(result: std::io::Result<T>) -> std::io::Result<Option<T>> {
+    match result {
+        Ok(v) => Ok(Some(v)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+impl Storage for LocalStorage {
+    fn prepare(&self, prefix: &str) -> Result<(), Error> {
+        let dir = self.path(prefix);
+        fs::create_dir_all(&dir).map_err(Error::storage(&dir))?;
+        if let Ok(entries) = fs::read_dir(&dir) {
+            for e in entries.flatten() {
+                if e.file_name().to_string_lossy().ends_with(TMP_SUFFIX) {
+                    let _ = fs::remove_file(e.path());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn get(&self, key: &str) -> Result<Option<Vec<u8>>, Error> {
+        let path = self.path(key);
+        not_found_is_none(fs::read(&path)).map_err(Error::storage(&path))
+    }
+
+    fn get_range(&self, key: &str, range: Range<u64>) -> Result<Option<Vec<u8>>, Error> {
+        let path = self.path(key);
+        let Some(mut file) = not_found_is_none(fs::File::open(&path)).map_err(Error::storage(&path))? else {
+            return Ok(None);
+        };
+        let mut out = Vec::new();
+        file.seek(std::io::SeekFrom::Start(range.start))
+            .and_then(|_| {
+                file.take(range.end.saturating_sub(range.start))
+                    .read_to_end(&mut out)
+            })
+            .map_err(Error::storage(&path))?;
+        Ok(Some(out))
+    }
+
+    fn version(&self, key: &str) -> Result<Option<Version>, Error> {
+        let path = self.path(key);
+        let metadata = not_found_is_none(fs::metadata(&path)).map_err(Error::storage(&path))?;
+        Ok(metadata.as_ref().map(file_version))
+    }
+
+    fn put_chunks(
+        &self,
+        key: &str,
+        chunks: &mut dyn Iterator<Item = &[u8]>,
+        mode: PutMode,
+    ) -> Result<Option<Version>, Error> {
+        let path = self.path(key);
+        if let Some(dir) = path.parent()
+            && !dir.is_dir()
+        {
+            fs::create_dir_all(dir).map_err(Error::storage(dir))?;
+        }
+        let mut chunks = chunks;
+        let write = |w: &mut std::io::BufWriter<fs::File>| (&mut chunks).try_for_each(|c| w.write_all(c));
+        match mode {
+            PutMode::Overwrite => write_atomic_with(&path, write)?,
+            PutMode::Update(expected) => {
+                if self.version(key)?.as_ref() != Some(&expected) {
+                    return Ok(None);
+                }
+                write_atomic_with(&path, write)?;
+            }
+            PutMode::Create => {
+                if !create_atomic_with(&path, write)? {
+                    return Ok(None);
+                }
+            }
+        }
+        self.version(key)
+    }
+
+    fn list(&self, prefix: &str) -> Result<Vec<String>, Error> {
+        let dir = self.path(prefix);
+        let Some(entries) = not_found_is_none(fs::read_dir(&dir)).map_err(Error::storage(&dir))? else {
+            return Ok(Vec::new());
+        };
+        Ok(entries
+            .flatten()
+            .filter_map(|e| e.file_name().into_string().ok())
+            .map(|name| format!("{}/{name}", prefix.trim_end_matches('/')))
+            .collect())
+    }
+
+    fn delete(&self, key: &str) -> Result<(), Error> {
+        let path = self.path(key);
+        not_found_is_none(fs::remove_file(&path))
+            .map(drop)
+            .map_err(Error::storage(&path))
+    }
+
+    fn location(&self, key: &str) -> PathBuf {
+        self.path(key)
+    }
+}
+
+/// The lock on a data directory, held until dropped; see the module docs.
+#[derive(Debug)]
+pub struct DataDirLock {
+    _file: fs::File,
+}
+
+/// Takes the lock on `dir` (which must exist) without waiting.
+///
+/// # Errors
+///
+/// [`Error::InUse`] when another process holds it, naming that process;
+/// [`Error::Storage`] when the lock file cannot be opened or locked.
+pub fn lock_data_dir(dir: &Path) -> Result<DataDirLock, Error> {
+    let path = dir.join("lock");
+    let io = Error::storage(&path);
+    let mut file = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(&io)?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(fs::TryLockError::WouldBlock) => {
+            // The id the holder wrote, if it is one: whatever else holds
+            // the lock (an operator's `flock`) may leave other content, or
+            // an old publisher's id, and some systems refuse the read.
+            let holder = fs::read_to_string(&path)
+                .ok()
+                .and_then(|text| text.trim().parse::<u32>().ok());
+            return Err(Error::InUse {
+                data_dir: dir.to_owned(),
+                holder,
+            });
+        }
+        Err(fs::TryLockError::Error(e)) => return Err(io(e)),
+    }
+    // The holder's id, for the error above; the lock is what counts.
+    file.set_len(0)
+        .and_then(|()| writeln!(file, "{}", std::process::id()))
+        .map_err(&io)?;
+    Ok(DataDirLock { _file: file })
+}
+
+/// Writes `bytes` to `path` atomically: temporary file, fsync, rename, fsync
+/// of the directory.
+///
+/// # Errors
+///
+/// The I/O error, with the path.
+fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), Error> {
+    write_atomic_with(path, |w| w.write_all(bytes))
+}
+
+/// [`write_atomic`] of what `write` writes, through a buffer: for content
+/// that need not be in memory as one slice.
+///
+/// # Errors
+///
+/// The I/O error, with the path.
+fn write_atomic_with(
+    path: &Path,
+    write: impl FnOnce(&mut std::io::BufWriter<fs::File>) -> std::io::Result<()>,
+) -> Result<(), Error> {
+    let io = Error::storage(path);
+    // A bare file name has the parent "": its directory is the current one.
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let mut tmp_name = path.file_name().unwrap_or_default().to_owned();
+    tmp_name.push(TMP_SUFFIX);
+    let tmp = dir.join(tmp_name);
+    let written = fs::File::create(&tmp).and_then(|f| {
+        let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
+        write(&mut w)?;
+        let f = w.into_inner().map_err(std::io::IntoInnerError::into_error)?;
+        f.sync_all()
+    });
+    if let Err(e) = written.and_then(|()| fs::rename(&tmp, path)) {
+        // A full disk or an I/O error: leave nothing half-written behind.
+        let _ = fs::remove_file(&tmp);
+        return Err(io(e));
+    }
+    fs::File::open(dir).and_then(|d| d.sync_all()).map_err(&io)?;
+    Ok(())
+}
+
+/// Like [`write_atomic_with`], but never replaces a file: the temporary file
+/// is linked to `path`, which fails when `path` exists. Returns whether it
+/// was written.
+///
+/// # Errors
+///
+/// The I/O error, with the path.
+fn create_atomic_with(
+    path: &Path,
+    write: impl FnOnce(&mut std::io::BufWriter<fs::File>) -> std::io::Result<()>,
+) -> Result<bool, Error> {
+    let io = Error::storage(path);
+    let mut tmp_name = path.file_name().unwrap_or_default().to_owned();
+    tmp_name.push(".create");
+    tmp_name.push(TMP_SUFFIX);
+    let tmp = path.with_file_name(tmp_name);
+    write_atomic_with(&tmp, write)?;
+    let linked = fs::hard_link(&tmp, path);
+    let _ = fs::remove_file(&tmp);
+    match linked {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(false),
+        Err(e) => return Err(io(e)),
+    }
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    fs::File::open(dir).and_then(|d| d.sync_all()).map_err(&io)?;
+    Ok(true)
+}
+
+/// Loads the signing key at `path`, or creates one (mode 0600) with its
+/// `public.key` beside it when there is none.
+///
+/// # Errors
+///
+/// [`Error::Storage`] when the key cannot be read or written,
+/// [`Error::SigningKey`] when the file holds no key.
+pub fn load_or_create_signing_key(path: &Path) -> Result<SigningKey, Error> {
+    match fs::read_to_string(path) {
+        Ok(text) => SigningKey::from_base64(&text).map_err(|reason| Error::SigningKey {
+            path: path.to_owned(),
+            reason,
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let key = generate_signing_key();
+            write_key_pair(&key, path)?;
+            tracing::info!(path = %path.display(), public_key = %key.public_key().to_base64(), "created a new signing key");
+            Ok(key)
+        }
+        Err(e) => Err(Error::storage(path)(e)),
+    }
+}
+
+/// A new signing key from the operating system's random source.
+pub fn generate_signing_key() -> SigningKey {
+    use rand::RngCore as _;
+    let mut secret = [0u8; 32];
+    rand::rngs::OsRng.fill_bytes(&mut secret);
+    SigningKey::from_secret_bytes(secret)
+}
+
+/// Writes the private key (mode 0600, never replacing an existing file) and
+/// its public key next to it ([`public_key_path`]).
+///
+/// # Errors
+///
+/// [`Error::Storage`] when a file cannot be written or the key file exists.
+pub fn write_key_pair(key: &SigningKey, path: &Path) -> Result<(), Error> {
+    let io = Error::storage(path);
+    if let Some(dir) = path.parent() {
+        fs::create_dir_all(dir).map_err(&io)?;
+    }
+    let mut options = fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        options.mode(0o600);
+    }
+    let mut f = options.open(path).map_err(&io)?;
+    writeln!(f, "{}", key.to_base64()).map_err(&io)?;
+    f.sync_all().map_err(&io)?;
+    write_atomic(
+        &public_key_path(path),
+        format!("{}\n", key.public_key().to_base64()).as_bytes(),
+    )
+}
+
+/// Where the public key of the private key file `path` is written:
+/// `public.key` beside the default `signing.key`, else `<file>.pub`, so a
+/// second key pair never overwrites the first one's public key.
+pub fn public_key_path(path: &Path) -> PathBuf {
+    if path.file_name().is_some_and(|n| n == "signing.key") {
+        path.with_file_name("public.key")
+    } else {
+        let mut name = path.file_name().unwrap_or_default().to_owned();
+        name.push(".pub");
+        path.with_file_name(name)
+    }
+}
+
+/// One list's published versions.
+#[derive(Debug, Clone)]
+pub struct ListStore {
+    storage: Arc<dyn Storage>,
+    /// `lists/<name>`.
+    prefix: String,
+}
+
+/// A published version read back from storage.
+#[derive(Debug)]
+pub struct StoredVersion {
+    /// The snapshot file's bytes.
+    pub snapshot: Vec<u8>,
+    /// The sorted full hashes.
+    pub hashes: Vec<FullHash>,
+}
+
+impl ListStore {
+    /// The versions of list `name` in `storage`, whose place is made ready
+    /// (see [`Storage::prepare`]).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Storage`] when it cannot be.
+    pub fn open(storage: Arc<dyn Storage>, name: &str) -> Result<Self, Error> {
+        let prefix = format!("lists/{name}");
+        storage.prepare(&prefix)?;
+        Ok(Self { storage, prefix })
+    }
+
+    fn key(&self, version: u64, ext: &str) -> String {
+        format!("{}/{version:020}.{ext}", self.prefix)
+    }
+
+    /// Published versions (those with a snapshot), newest first.
+    pub fn versions(&self) -> Vec<u64> {
+        let mut versions: Vec<u64> = (self.storage.list(&self.prefix).unwrap_or_default().iter())
+            .filter_map(|key| key.rsplit('/').next()?.strip_suffix(".snapshot")?.parse().ok())
+            .collect();
+        versions.sort_unstable_by(|a, b| b.cmp(a));
+        versions
+    }
+
+    /// The snapshot bytes of `version`, if it is still stored.
+    pub fn read_snapshot(&self, version: u64) -> Option<Vec<u8>> {
+        self.storage.get(&self.key(version, "snapshot")).ok().flatten()
+    }
+
+    /// Publishes a version: hashes first, then the snapshot, then prunes all
+    /// but the newest `keep` versions.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Storage`]; a failed write leaves the previous version in place.
+    pub fn publish(
+        &self,
+        version: u64,
+        snapshot: &[u8],
+        hashes: &[FullHash],
+        keep: usize,
+    ) -> Result<(), Error> {
+        // Streamed: a copy of the hashes in memory would add 32 bytes per
+        // entry to the build's peak.
+        let mut chunks = hashes.iter().map(|h| &h.0[..]);
+        (self.storage).put_chunks(&self.key(version, "hashes"), &mut chunks, PutMode::Overwrite)?;
+        (self.storage).put(&self.key(version, "snapshot"), snapshot, PutMode::Overwrite)?;
+        for old in self.versions().into_iter().skip(keep.max(1)) {
+            let _ = self.storage.delete(&self.key(old, "snapshot"));
+            let _ = self.storage.delete(&self.key(old, "hashes"));
+        }
+        Ok(())
+    }
+
+    /// The newest version whose snapshot verifies under `key` and whose
+    /// hashes match it; corrupt versions are skipped with a warning.
+    pub fn load_latest(&self, key: &TrustedKey) -> Option<StoredVersion> {
+        for version in self.versions() {
+            match self.load(version, key) {
+                Ok(v) => return Some(v),
+                Err(e) => {
+                    let dir = self.storage.location(&self.prefix);
+                    tracing::warn!(dir = %dir.display(), version, error = %e, "skipping unreadable snapshot")
+                }
+            }
+        }
+        None
+    }
+
+    fn load(&self, version: u64, key: &TrustedKey) -> Result<StoredVersion, Error> {
+        let snapshot_key = self.key(version, "snapshot");
+        let corrupt = |reason: String| Error::Corrupt {
+            path: self.storage.location(&snapshot_key),
+            reason,
+        };
+        let missing =
+            |key: &str| Error::storage(self.storage.location(key))(std::io::ErrorKind::NotFound.into());
+        let snapshot = self
+            .storage
+            .get(&snapshot_key)?
+            .ok_or_else(|| missing(&snapshot_key))?;
+        // Verify as an agent would; an expired snapshot is still served (agents
+        // flag it stale), so check expiry against its own creation time.
+        let header =
+            blocksieve_format::parse_header_unverified(&snapshot).map_err(|e| corrupt(e.to_string()))?;
+        let verified = decode(
+            &snapshot,
+            std::slice::from_ref(key),
+            &DecodeLimits::default(),
+            header.created_at,
+        )
+        .map_err(|e| corrupt(e.to_string()))?;
+        let hashes_key = self.key(version, "hashes");
+        let corrupt = |reason: String| Error::Corrupt {
+            path: self.storage.location(&hashes_key),
+            reason,
+        };
+        let raw = self
+            .storage
+            .get(&hashes_key)?
+            .ok_or_else(|| missing(&hashes_key))?;
+        if raw.len() % FullHash::LEN != 0
+            || (raw.len() / FullHash::LEN) as u64 != verified.header().full_hash_count
+        {
+            return Err(corrupt(format!(
+                "{} bytes does not hold the {} full hashes the snapshot declares",
+                raw.len(),
+                verified.header().full_hash_count
+            )));
+        }
+        let hashes: Vec<FullHash> = raw
+            .chunks_exact(FullHash::LEN)
+            .map(|c| {
+                let mut h = [0u8; 32];
+                h.copy_from_slice(c);
+                FullHash(h)
+            })
+            .collect();
+        if hashes.windows(2).any(|w| w[0] >= w[1]) {
+            return Err(corrupt("hashes are not sorted".to_owned()));
+        }
+        Ok(StoredVersion { snapshot, hashes })
+    }
+}
+
+/// Metadata stored next to a source's last good content.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CacheMeta {
+    /// Validators for the next conditional GET.
+    pub validators: Validators,
+    /// When the content was fetched, Unix seconds.
+    pub fetched_at: u64,
+    /// Entries the content yielded when it was accepted.
+    pub accepted: u64,
+}
+
+/// One source's last good content and its metadata.
+#[derive(Debug, Clone)]
+pub struct SourceCache {
+    storage: Arc<dyn Storage>,
+    data: String,
+    meta: String,
+}
+
+impl SourceCache {
+    /// The last good content of source `index` of list `list`.
+    pub fn source(storage: Arc<dyn Storage>, list: &str, index: usize, source: &SourceConfig) -> Self {
+        Self::new(storage, list, index, source)
+    }
+
+    /// The last good content of allowlist `index` of list `list`: in a
+    /// directory of its own, `sources/<list>.allow/`.
+    pub fn allow(storage: Arc<dyn Storage>, list: &str, index: usize, source: &SourceConfig) -> Self {
+        Self::new(storage, &format!("{list}.allow"), index, source)
+    }
+
+    /// Keyed also by the source's label, so a reconfigured source never
+    /// reads another's content.
+    fn new(storage: Arc<dyn Storage>, dir: &str, index: usize, source: &SourceConfig) -> Self {
+        use sha2::Digest as _;
+        let key = hex::encode(&sha2::Sha256::digest(source.label().as_bytes())[..8]);
+        Self {
+            storage,
+            data: format!("sources/{dir}/{index}-{key}.data"),
+            meta: format!("sources/{dir}/{index}-{key}.meta.json"),
+        }
+    }
+
+    /// The cached content and its metadata, if any.
+    pub fn load(&self) -> Option<(Vec<u8>, CacheMeta)> {
+        let meta = self.meta()?;
+        let data = self.storage.get(&self.data).ok()??;
+        Some((data, meta))
+    }
+
+    /// Only the metadata (cheap: for validators and the collapse check).
+    pub fn meta(&self) -> Option<CacheMeta> {
+        serde_json::from_slice(&self.storage.get(&self.meta).ok()??).ok()
+    }
+
+    /// Bytes `range` of the cached content (fewer at its end), if any.
+    pub fn read_range(&self, range: Range<u64>) -> Option<Vec<u8>> {
+        self.storage.get_range(&self.data, range).ok()?
+    }
+
+    /// Stores good content (data first, then metadata).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Storage`] when writing fails.
+    pub fn store(&self, bytes: &[u8], meta: &CacheMeta) -> Result<(), Error> {
+        self.storage.put(&self.data, bytes, PutMode::Overwrite)?;
+        self.store_meta(meta)
+    }
+
+    /// Updates only the metadata (after a 304).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Storage`] when writing fails.
+    pub fn store_meta(&self, meta: &CacheMeta) -> Result<(), Error> {
+        let json = serde_json::to_vec_pretty(meta).map_err(|e| Error::Storage {
+            path: self.storage.location(&self.meta),
+            reason: std::io::Error::other(e),
+        })?;
+        self.storage.put(&self.meta, &json, PutMode::Overwrite).map(drop)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_lock_per_data_directory_until_it_is_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = lock_data_dir(dir.path()).unwrap();
+        let pid = std::process::id().to_string();
+        match lock_data_dir(dir.path()) {
+            Err(e @ Error::InUse { .. }) => {
+                let message = e.to_string();
+                assert!(message.contains(&format!("(process {pid})")), "{message}");
+                assert!(message.contains(&dir.path().display().to_string()), "{message}");
+            }
+            other => panic!("a second lock: {other:?}"),
+        }
+        drop(first);
+        let again = lock_data_dir(dir.path()).unwrap();
+        assert_eq!(fs::read_to_string(dir.path().join("lock")).unwrap().trim(), pid);
+        // Content that is not a process id is not shown as one.
+        fs::write(dir.path().join("lock"), "not\na pid\n").unwrap();
+        match lock_data_dir(dir.path()) {
+            Err(e @ Error::InUse { .. }) => {
+                let message = e.to_string();
+                assert!(message.contains("is locked by another process;"), "{message}");
+                assert!(!message.contains('\n'), "{message}");
+            }
+            other => panic!("a second lock: {other:?}"),
+        }
+        drop(again);
+    }
+
+    #[test]
+    fn a_second_key_pair_never_overwrites_the_first_public_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = generate_signing_key();
+        write_key_pair(&first, &dir.path().join("signing.key")).unwrap();
+        let second = generate_signing_key();
+        write_key_pair(&second, &dir.path().join("other.key")).unwrap();
+        let read = |name: &str| std::fs::read_to_string(dir.path().join(name)).unwrap();
+        assert_eq!(read("public.key").trim(), first.public_key().to_base64());
+        assert_eq!(read("other.key.pub").trim(), second.public_key().to_base64());
+        // The private key file is never replaced.
+        assert!(write_key_pair(&second, &dir.path().join("signing.key")).is_err());
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            let mode = std::fs::metadata(dir.path().join("other.key"))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+    }
+
+    #[test]
+    fn local_storage_puts_gets_lists_and_compares_versions() {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = LocalStorage::open(dir.path()).unwrap();
+        assert_eq!(storage.get("lists/a/1.snapshot").unwrap(), None);
+        assert_eq!(storage.list("lists/a").unwrap(), Vec::<String>::new());
+        let v1 = storage
+            .put("lists/a/1.snapshot", b"one", PutMode::Overwrite)
+            .unwrap()
+            .unwrap();
+        // A key is a file under the data directory, byte for byte.
+        assert_eq!(fs::read(dir.path().join("lists/a/1.snapshot")).unwrap(), b"one");
+        assert_eq!(storage.list("lists/a").unwrap(), ["lists/a/1.snapshot"]);
+        assert_eq!(
+            storage.get_range("lists/a/1.snapshot", 1..10).unwrap().unwrap(),
+            b"ne"
+        );
+
+        // Create never replaces.
+        assert_eq!(
+            storage
+                .put("lists/a/1.snapshot", b"other", PutMode::Create)
+                .unwrap(),
+            None
+        );
+        assert_eq!(storage.get("lists/a/1.snapshot").unwrap().unwrap(), b"one");
+        assert!(
+            storage
+                .put("lists/a/2.snapshot", b"two", PutMode::Create)
+                .unwrap()
+                .is_some()
+        );
+
+        // Update replaces only the version it was given.
+        let v2 = (storage.put("lists/a/1.snapshot", b"uno!", PutMode::Update(v1.clone())))
+            .unwrap()
+            .unwrap();
+        assert_ne!(v1, v2);
+        assert_eq!(
+            storage
+                .put("lists/a/1.snapshot", b"stale", PutMode::Update(v1))
+                .unwrap(),
+            None
+        );
+        assert_eq!(storage.get("lists/a/1.snapshot").unwrap().unwrap(), b"uno!");
+
+        let mut chunks = [&b"ab"[..], b"cd"].into_iter();
+        storage.put_chunks("k", &mut chunks, PutMode::Overwrite).unwrap();
+        assert_eq!(storage.get("k").unwrap().unwrap(), b"abcd");
+        storage.delete("k").unwrap();
+        storage.delete("k").unwrap();
+        assert_eq!(storage.get("k").unwrap(), None);
+        // No temporary file is left behind.
+        let mut names = storage.list("lists/a").unwrap();
+        names.sort();
+        assert_eq!(names, ["lists/a/1.snapshot", "lists/a/2.snapshot"]);
+    }
+}

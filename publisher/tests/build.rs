@@ -1,0 +1,114 @@
+//! The build is pure: feed bytes, a signing key and a time in; a signed
+//! snapshot, its full hashes and a report out — no data directory, no clock.
+
+#![allow(clippy::unwrap_used, missing_docs)]
+
+use std::time::Duration;
+
+use blocksieve_format::{DecodeLimits, FullHash, SigningKey, decode};
+use blocksieve_publisher::internal::build::{
+    BuildRequest, LastGood, LoadedSource, SourceRole, SourceUpdate, build_list, read_sources,
+};
+use blocksieve_publisher::internal::fetch::{Fetched, Validators};
+use blocksieve_publisher::internal::storage::CacheMeta;
+use blocksieve_publisher::{ListConfig, SourceConfig, SourceFormat};
+
+/// A fixed build time, Unix seconds.
+const NOW: u64 = 1_800_000_000;
+
+const FEED: &str = "http://phish.example/login\nhttp://evil.example/a/b.html?x=1\n# a comment\nbad.example\n";
+
+fn source(bytes: &str) -> LoadedSource {
+    LoadedSource {
+        config: SourceConfig::file("feed.txt", SourceFormat::Urls),
+        role: SourceRole::Block,
+        fetched: Fetched::Fresh {
+            bytes: bytes.as_bytes().to_vec(),
+            validators: Validators::default(),
+        },
+        last_good: LastGood::none(),
+        read_duration: Duration::ZERO,
+    }
+}
+
+fn expected_hashes() -> Vec<FullHash> {
+    let mut hashes: Vec<FullHash> = ["phish.example/login", "evil.example/a/b.html?x=1", "bad.example/"]
+        .iter()
+        .map(|e| FullHash::of(e.as_bytes()))
+        .collect();
+    hashes.sort_unstable();
+    hashes
+}
+
+#[test]
+fn a_build_from_feed_bytes_in_memory_decodes_and_holds_the_feed_full_hashes() {
+    let key = SigningKey::from_secret_bytes([7; 32]);
+    let mut list = ListConfig::new("phishing", vec![]);
+    list.gates.min_entries = 0;
+    let request = BuildRequest {
+        list: &list,
+        previous: None,
+        now: NOW,
+        ttl_s: 3600,
+        key: &key,
+    };
+    let built = build_list(&request, vec![source(FEED)]).unwrap();
+
+    assert_eq!(built.version, NOW);
+    assert_eq!(built.hashes, expected_hashes());
+    assert_eq!(built.report.sources[0].state, "fresh");
+    assert_eq!(built.report.sizing.entries, 3);
+    let snapshot = decode(
+        &built.snapshot,
+        &[key.public_key().clone()],
+        &DecodeLimits::default(),
+        NOW,
+    )
+    .unwrap();
+    assert_eq!(snapshot.header().list_name, "phishing");
+    assert_eq!(snapshot.header().created_at, NOW);
+    assert_eq!(snapshot.header().expires_at, NOW + 3600);
+    assert_eq!(snapshot.header().full_hash_count, 3);
+    for hash in expected_hashes() {
+        assert!(snapshot.probably_contains(&hash), "{hash:?}");
+    }
+    // The same inputs give the same bytes.
+    let again = build_list(&request, vec![source(FEED)]).unwrap();
+    assert_eq!(again.snapshot, built.snapshot);
+}
+
+#[test]
+fn a_source_not_modified_is_built_from_the_last_good_content_it_is_given() {
+    let validators = Validators {
+        etag: Some("\"v1\"".to_owned()),
+        last_modified: None,
+    };
+    let meta = CacheMeta {
+        validators: validators.clone(),
+        fetched_at: NOW - 60,
+        accepted: 3,
+    };
+    let not_modified = LoadedSource {
+        fetched: Fetched::NotModified,
+        last_good: LastGood::in_memory(FEED.as_bytes().to_vec(), meta),
+        ..source("")
+    };
+    let mut updates = Vec::new();
+    let read = read_sources("phishing", vec![not_modified], NOW, &mut updates).unwrap();
+    assert_eq!(read.hashes, expected_hashes());
+    assert_eq!(read.sources[0].state, "not_modified");
+    assert_eq!(read.sources[0].content_fetched_at, Some(NOW - 60));
+    // Only the metadata is to be stored again, stamped with the build time.
+    assert!(matches!(
+        updates.as_slice(),
+        [(0, SourceUpdate::Meta(CacheMeta { fetched_at: NOW, accepted: 3, validators: v }))] if *v == validators
+    ));
+
+    // Fresh content is to be stored whole.
+    let mut updates = Vec::new();
+    read_sources("phishing", vec![source(FEED)], NOW, &mut updates).unwrap();
+    assert!(matches!(
+        updates.as_slice(),
+        [(0, SourceUpdate::Store { bytes, meta })] if bytes == FEED.as_bytes() && meta.fetched_at == NOW && meta.accepted == 3
+    ));
+}
