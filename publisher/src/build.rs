@@ -383,8 +383,8 @@ pub struct BuildRequest<'a> {
     pub previous: Option<&'a SnapshotHeader>,
     /// Build time, Unix seconds.
     pub now: u64,
-    /// Snapshot lifetime in seconds.
-    pub ttl_s: u64,
+    /// Snapshot lifetime: the snapshot expires this long after `now`.
+    pub ttl: Duration,
     /// The signing key.
     pub key: &'a SigningKey,
 }
@@ -758,7 +758,7 @@ pub fn build_snapshot(req: &BuildRequest<'_>, read: ReadSources) -> Result<Built
         list_name: list.name.clone(),
         version,
         created_at: req.now,
-        expires_at: req.now + req.ttl_s,
+        expires_at: req.now.saturating_add(req.ttl.as_secs()),
         key_bits,
         request_prefix_bits: request_bits,
         full_hash_count: hashes.len() as u64,

@@ -673,39 +673,6 @@ impl Config {
         check_cron("schedule", &self.schedule)?;
         Ok(())
     }
-
-    /// The signing key path: `BLOCKSIEVE_SIGNING_KEY`, else `signing_key`,
-    /// else `<data_dir>/signing.key`.
-    pub fn signing_key_path(&self) -> PathBuf {
-        signing_key_path(self.signing_key.as_deref(), &self.data_dir)
-    }
-
-    /// Full-hash cache duration.
-    pub fn cache_duration(&self) -> Duration {
-        Duration::from_secs(self.cache_duration_s)
-    }
-
-    /// The schedule of list `index`.
-    pub fn schedule_of(&self, index: usize) -> &str {
-        schedule_of(&self.lists, &self.schedule, index)
-    }
-}
-
-/// `BLOCKSIEVE_SIGNING_KEY`, else `signing_key`, else
-/// `<data_dir>/signing.key`.
-fn signing_key_path(signing_key: Option<&Path>, data_dir: &Path) -> PathBuf {
-    if let Some(p) = std::env::var_os(SIGNING_KEY_ENV).filter(|p| !p.is_empty()) {
-        return PathBuf::from(p);
-    }
-    signing_key.map_or_else(|| data_dir.join("signing.key"), Path::to_path_buf)
-}
-
-/// The schedule of list `index` of `lists`: its own, else `schedule`.
-fn schedule_of<'a>(lists: &'a [ListConfig], schedule: &'a str, index: usize) -> &'a str {
-    lists
-        .get(index)
-        .and_then(|l| l.schedule.as_deref())
-        .unwrap_or(schedule)
 }
 
 /// Checks one source, `field` naming it (`lists.<name>.sources[i]`).

@@ -9,7 +9,6 @@
 //! get bytes.
 
 use std::io::Read as _;
-use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
@@ -108,7 +107,7 @@ async fn fetch_http(
     source: &SourceConfig,
     cached: Option<&Validators>,
 ) -> Fetched {
-    let mut request = client.get(url).timeout(Duration::from_secs(source.timeout_s));
+    let mut request = client.get(url).timeout(source.timeout());
     if let Some(validators) = cached {
         if let Some(etag) = &validators.etag {
             request = request.header(reqwest::header::IF_NONE_MATCH, etag);

@@ -38,7 +38,7 @@ mod storage;
 
 pub use build::BuildReport;
 pub use config::{
-    AutoFilter, Config, FilterChoice, Gates, ListConfig, LogFormat, SourceConfig, SourceFormat,
+    AutoFilter, Config, FilterChoice, Gates, ListConfig, LogFormat, Settings, SourceConfig, SourceFormat,
 };
 pub use error::{Error, GateRefusal};
 pub use publisher::{ListBuildOutcome, Publisher, wait_until_ready};

@@ -13,7 +13,7 @@ use blocksieve_format::{SigningKey, TrustedKey};
 use tokio::net::TcpListener;
 
 use crate::build::{self, BuildRequest, LastGood, LoadedSource, SourceRole, SourceUpdate};
-use crate::config::{self, Config};
+use crate::config::{self, Config, Settings};
 use crate::error::Error;
 use crate::fetch;
 use crate::state::{AppState, ListSlot, Published};
@@ -35,7 +35,8 @@ pub struct Publisher {
 
 #[derive(Debug)]
 struct Inner {
-    config: Config,
+    /// The validated configuration, times as `Duration`s.
+    config: Settings,
     key: SigningKey,
     state: Arc<AppState>,
     /// Where snapshots and the sources' last good content are kept.
@@ -73,7 +74,7 @@ impl Publisher {
     /// publisher has the data directory open, [`Error::Storage`] when the
     /// data directory or key cannot be read or written.
     pub fn open(config: Config) -> Result<Self, Error> {
-        config.validate()?;
+        let config = config.resolve()?;
         let local = LocalStorage::open(&config.data_dir)?;
         let data_dir_lock = storage::lock_data_dir(&config.data_dir)?;
         let storage: Arc<dyn Storage> = Arc::new(local);
@@ -108,8 +109,8 @@ impl Publisher {
         }
         let state = AppState {
             lists,
-            cache_duration: config.cache_duration(),
-            next_check: Duration::from_secs(config.next_check_s),
+            cache_duration: config.cache_duration,
+            next_check: config.next_check,
             padding: config.padding,
             max_bucket_entries: config.max_bucket_entries,
             max_prefixes_per_request: config.max_prefixes_per_request,
@@ -162,8 +163,8 @@ impl Publisher {
         server::router(
             self.state(),
             server::Limits {
-                request_timeout: Duration::from_secs(c.request_timeout_s),
-                body_read_timeout: Duration::from_secs(c.body_read_timeout_s),
+                request_timeout: c.request_timeout,
+                body_read_timeout: c.body_read_timeout,
                 max_concurrency: c.max_concurrency,
             },
         )
@@ -173,15 +174,15 @@ impl Publisher {
     pub fn connection_limits(&self) -> listener::ConnectionLimits {
         let c = &self.inner.config;
         listener::ConnectionLimits {
-            header_read_timeout: Duration::from_secs(c.header_read_timeout_s),
-            write_stall_timeout: Duration::from_secs(c.write_stall_timeout_s),
+            header_read_timeout: c.header_read_timeout,
+            write_stall_timeout: c.write_stall_timeout,
             max_head_bytes: server::MAX_REQUEST_HEAD_BYTES,
             max_connections: c.max_connections,
         }
     }
 
-    /// The configuration.
-    pub fn config(&self) -> &Config {
+    /// The configuration, validated ([`Config::resolve`]).
+    pub fn config(&self) -> &Settings {
         &self.inner.config
     }
 
@@ -323,7 +324,7 @@ impl Publisher {
             list,
             previous: previous.as_ref().map(|p| &p.header),
             now: unix_now(),
-            ttl_s: inner.config.snapshot_ttl_s,
+            ttl: inner.config.snapshot_ttl,
             key: &inner.key,
         };
         let mut updates = Vec::new();
@@ -520,7 +521,7 @@ impl Publisher {
                 initial.build_list(index).await;
             });
         }
-        let drain = Duration::from_secs(self.inner.config.drain_timeout_s);
+        let drain = self.inner.config.drain_timeout;
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let signal = async move {
             shutdown.await;

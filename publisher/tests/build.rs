@@ -49,7 +49,7 @@ fn a_build_from_feed_bytes_in_memory_decodes_and_holds_the_feed_full_hashes() {
         list: &list,
         previous: None,
         now: NOW,
-        ttl_s: 3600,
+        ttl: std::time::Duration::from_secs(3600),
         key: &key,
     };
     let built = build_list(&request, vec![source(FEED)]).unwrap();

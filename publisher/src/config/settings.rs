@@ -110,14 +110,22 @@ impl Config {
 
 impl Settings {
     /// The signing key path: `BLOCKSIEVE_SIGNING_KEY`, else `signing_key`,
-    /// else `<data_dir>/signing.key` (as [`Config::signing_key_path`]).
+    /// else `<data_dir>/signing.key`.
     pub fn signing_key_path(&self) -> PathBuf {
-        super::signing_key_path(self.signing_key.as_deref(), &self.data_dir)
+        if let Some(p) = std::env::var_os(super::SIGNING_KEY_ENV).filter(|p| !p.is_empty()) {
+            return PathBuf::from(p);
+        }
+        self.signing_key
+            .clone()
+            .unwrap_or_else(|| self.data_dir.join("signing.key"))
     }
 
     /// The schedule of list `index`: its own, else the global `schedule`.
     pub fn schedule_of(&self, index: usize) -> &str {
-        super::schedule_of(&self.lists, &self.schedule, index)
+        self.lists
+            .get(index)
+            .and_then(|l| l.schedule.as_deref())
+            .unwrap_or(&self.schedule)
     }
 }
 
@@ -199,7 +207,7 @@ mod tests {
             ),
             (secs(30), secs(10), secs(10), secs(30), secs(10))
         );
-        assert_eq!(s.cache_duration, c.cache_duration());
+        assert_eq!(s.cache_duration, Duration::from_secs(c.cache_duration_s));
         assert_eq!(
             (s.listen, &s.data_dir, &s.schedule, &s.signing_key),
             (c.listen, &c.data_dir, &c.schedule, &c.signing_key)
