@@ -12,3 +12,4 @@ mod memory;
 mod outage;
 mod publisher;
 mod slow_clients;
+mod tidy;

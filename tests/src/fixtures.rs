@@ -1,0 +1,26 @@
+//! The checked-in fixtures (`tests/fixtures`, license notes in its README).
+
+use std::path::{Path, PathBuf};
+
+use blocksieve_publisher::{SourceConfig, SourceFormat};
+
+/// The directory of the checked-in fixtures (`tests/fixtures`).
+pub fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures")
+}
+
+/// Reads a fixture's non-empty, non-comment lines.
+pub fn fixture_lines(name: &str) -> Vec<String> {
+    let bytes = std::fs::read(fixtures().join(name)).unwrap_or_default();
+    String::from_utf8_lossy(&bytes)
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// A source reading `fixtures/<name>` in `format`.
+pub fn fixture_source(name: &str, format: SourceFormat) -> SourceConfig {
+    SourceConfig::file(fixtures().join(name), format)
+}

@@ -1,0 +1,93 @@
+//! A real publisher daemon on 127.0.0.1:0 over real files.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use blocksieve_format::TrustedKey;
+use blocksieve_publisher::{Config, ListConfig, Publisher, SourceConfig};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// A configuration with one list `name` over `sources`, data in `data_dir`.
+pub fn config(data_dir: &Path, name: &str, sources: Vec<SourceConfig>) -> Config {
+    Config {
+        listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+        data_dir: data_dir.to_owned(),
+        lists: vec![ListConfig::new(name, sources)],
+        ..Config::default()
+    }
+}
+
+/// A publisher daemon serving on 127.0.0.1:0 until stopped or dropped.
+pub struct RunningPublisher {
+    /// Where it listens.
+    pub addr: SocketAddr,
+    /// The publisher (shares state with the running server).
+    pub publisher: Publisher,
+    shutdown: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<Result<(), blocksieve_publisher::Error>>>,
+}
+
+impl RunningPublisher {
+    /// Opens `config` and runs the daemon (initial build in the background).
+    ///
+    /// # Panics
+    ///
+    /// When the publisher cannot be opened or the port cannot be bound.
+    pub async fn start(config: Config) -> Self {
+        let publisher = Publisher::open(config).expect("open publisher");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("local addr");
+        let (tx, rx) = oneshot::channel();
+        let task = tokio::spawn(publisher.clone().run(listener, async move {
+            let _ = rx.await;
+        }));
+        Self {
+            addr,
+            publisher,
+            shutdown: Some(tx),
+            task: Some(task),
+        }
+    }
+
+    /// `http://127.0.0.1:<port>`.
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The key agents must trust.
+    pub fn public_key(&self) -> TrustedKey {
+        self.publisher.public_key().clone()
+    }
+
+    /// Waits until every list has a snapshot.
+    ///
+    /// # Panics
+    ///
+    /// When that takes longer than `timeout`.
+    pub async fn wait_ready(&self, timeout: Duration) {
+        assert!(
+            blocksieve_publisher::wait_until_ready(&self.publisher.state(), timeout).await,
+            "publisher not ready within {timeout:?}"
+        );
+    }
+
+    /// Stops the server and waits for it to drain.
+    pub async fn stop(mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for RunningPublisher {
+    fn drop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+    }
+}
