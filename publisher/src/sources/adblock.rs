@@ -2,9 +2,9 @@
 //! URL.
 
 use super::hosts::read_domain;
-use super::read::Visit;
-use super::reason;
+use super::outcome::reason;
 use super::url_entry::{url_entry, url_read};
+use super::visit::Visit;
 
 /// What an adblock rule blocks.
 enum AdblockRule<'a> {

@@ -4,7 +4,7 @@
 
 use blocksieve_format::{CanonicalUrl, HostKind};
 
-use super::reason;
+use super::outcome::reason;
 
 /// Why an entry is refused even though it parses: it would block too much.
 /// `host_wide` says whether it publishes `host/` (see the module docs).

@@ -1,12 +1,11 @@
 //! Steps 1 to 3 of reading a line, for every line format: a byte-order
 //! mark and white space trimmed, comments skipped, quotes removed (a
-//! `urls` line goes on in `urls`); and the white space that separates
-//! fields.
+//! `urls` line goes on in `urls`).
 
 use crate::config::SourceFormat;
 
-use super::cleaned;
-use super::urls::clean_url_line;
+use super::outcome::cleaned;
+use super::white::{first_char, is_unicode_white, last_char, unquote};
 
 /// What cleaning did to a line (bits of [`CLEANED_KINDS`]).
 #[derive(Debug, Clone, Copy, Default)]
@@ -52,18 +51,23 @@ fn is_line_format(format: SourceFormat) -> bool {
     !matches!(format, SourceFormat::Csv | SourceFormat::Json)
 }
 
-/// Steps 1 to 5 of the module docs; `None` for a line with no entry.
-pub(super) fn clean_line(format: SourceFormat, raw: &[u8]) -> Option<Cleaned<'_>> {
+/// Steps 1 and 2 of the module docs: the line without a byte-order mark
+/// and trimmed; `None` for a blank line or a comment.
+pub(super) fn trim_line(format: SourceFormat, raw: &[u8]) -> Option<(&[u8], Cuts)> {
     let mut cuts = Cuts::default();
     let line = raw.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(raw);
-    let mut text = trim_white(line, &mut cuts);
+    let text = trim_white(line, &mut cuts);
     let first = *text.first()?;
     if is_line_format(format) && (first == b'#' || (format == SourceFormat::AdblockHosts && first == b'!')) {
         return None;
     }
-    if format == SourceFormat::Urls {
-        return clean_url_line(text, cuts);
-    }
+    Some((text, cuts))
+}
+
+/// Steps 3 and 4 of the module docs for a trimmed line of any format but
+/// `urls` (read on by [`clean_url_line`](super::urls::clean_url_line)), or
+/// a CSV value or JSON string; `None` for a line with no entry.
+pub(super) fn clean_entry(format: SourceFormat, mut text: &[u8], mut cuts: Cuts) -> Option<Cleaned<'_>> {
     // Most lines hold no `#` and no quote: nothing below can change them.
     if let Some(inner) = unquote(text) {
         text = trim_white(inner, &mut cuts);
@@ -88,85 +92,6 @@ pub(super) fn clean_line(format: SourceFormat, raw: &[u8]) -> Option<Cleaned<'_>
         more: Vec::new(),
         cuts,
     })
-}
-
-/// Where the first field-separating white space of `text` starts
-/// ([`white_len`]), if it holds any.
-pub(super) fn first_white(text: &[u8]) -> Option<usize> {
-    (0..text.len()).find(|&j| text.get(j..).is_some_and(|r| white_len(r) > 0))
-}
-
-/// The white space that separates fields: ASCII white space and Unicode
-/// white space, but not the invisible U+FEFF, U+200B and U+2060 (inside a
-/// URL they are the canonicalizer's to escape; trimmed at the ends only).
-pub(super) fn is_field_white(c: char) -> bool {
-    c.is_whitespace()
-}
-
-/// The fields of `text` separated by white space ([`white_len`]).
-pub(super) fn split_white(text: &[u8]) -> impl Iterator<Item = &[u8]> {
-    let mut rest = text;
-    std::iter::from_fn(move || {
-        while white_len(rest) > 0 {
-            rest = rest.get(white_len(rest)..).unwrap_or_default();
-        }
-        if rest.is_empty() {
-            return None;
-        }
-        let len = first_white(rest).unwrap_or(rest.len());
-        let (field, after) = rest.split_at(len);
-        rest = after;
-        Some(field)
-    })
-}
-
-/// The length of the field-separating white space `bytes` start with: one
-/// ASCII white-space byte, or one character of [`is_field_white`]; 0 when
-/// it starts with none.
-pub(super) fn white_len(bytes: &[u8]) -> usize {
-    match bytes.first() {
-        Some(b) if b.is_ascii_whitespace() => 1,
-        Some(b) if !b.is_ascii() => first_char(bytes)
-            .filter(|(c, _)| is_field_white(*c))
-            .map_or(0, |(_, len)| len),
-        _ => 0,
-    }
-}
-
-/// Unicode white space trimmed from feed lines besides ASCII white space:
-/// what Unicode calls white space (U+00A0, U+2000 to U+200A, U+202F,
-/// U+205F, U+3000, …) and the invisible U+FEFF ZERO WIDTH NO-BREAK SPACE,
-/// U+200B ZERO WIDTH SPACE and U+2060 WORD JOINER, which copying from a web
-/// page leaves behind.
-pub(super) fn is_unicode_white(c: char) -> bool {
-    c.is_whitespace() || matches!(c, '\u{FEFF}' | '\u{200B}' | '\u{2060}')
-}
-
-/// The UTF-8 character `bytes` start with, and its length, when it is not
-/// ASCII.
-fn first_char(bytes: &[u8]) -> Option<(char, usize)> {
-    let len = match bytes.first()? {
-        0xC0..=0xDF => 2,
-        0xE0..=0xEF => 3,
-        0xF0..=0xF7 => 4,
-        _ => return None,
-    };
-    let c = std::str::from_utf8(bytes.get(..len)?).ok()?.chars().next()?;
-    Some((c, len))
-}
-
-/// The UTF-8 character `bytes` end with, and its length, when it is not
-/// ASCII.
-fn last_char(bytes: &[u8]) -> Option<(char, usize)> {
-    if bytes.last()?.is_ascii() {
-        return None;
-    }
-    let start = bytes.len().saturating_sub(4);
-    let tail = bytes.get(start..)?;
-    let lead = tail.iter().rposition(|&b| b & 0xC0 != 0x80)?;
-    let mut chars = std::str::from_utf8(tail.get(lead..)?).ok()?.chars();
-    let c = chars.next()?;
-    chars.next().is_none().then_some((c, tail.len() - lead))
 }
 
 /// `bytes` without ASCII and Unicode white space at either end; sets
@@ -202,13 +127,6 @@ fn before_first(text: &[u8], byte: u8) -> Option<&[u8]> {
         return None;
     }
     text.split(|&b| b == byte).next()
-}
-
-/// `"…"` or `'…'` → `…` (one pair of matching quotes).
-pub(super) fn unquote(text: &[u8]) -> Option<&[u8]> {
-    let (&open, rest) = text.split_first()?;
-    let (&close, inner) = rest.split_last()?;
-    (matches!(open, b'"' | b'\'') && open == close).then_some(inner)
 }
 
 #[cfg(test)]

@@ -2,8 +2,11 @@
 
 use crate::config::SourceFormat;
 
-use super::read::{Reader, read_line_with};
-use super::{EntrySink, FormatOptions, reason};
+use super::options::FormatOptions;
+use super::outcome::reason;
+use super::read::read_line_with;
+use super::sink::EntrySink;
+use super::visit::Reader;
 
 pub(super) fn parse_csv<S: EntrySink>(bytes: &[u8], options: &FormatOptions, r: &mut Reader<'_, S>) {
     let column = options.column.as_deref().unwrap_or("url");

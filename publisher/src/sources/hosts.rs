@@ -4,9 +4,10 @@
 use blocksieve_format::{CanonError, canonicalize};
 
 use super::breadth::too_broad;
-use super::clean::{is_unicode_white, split_white, unquote};
-use super::read::{Entry, Read, Visit};
-use super::reason;
+use super::entry::{Entry, Read};
+use super::outcome::reason;
+use super::visit::Visit;
+use super::white::{is_unicode_white, split_white, unquote};
 
 /// Names in hosts files that are not threats (the file's own boilerplate).
 const HOSTS_BOILERPLATE: &[&str] = &[

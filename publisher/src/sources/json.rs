@@ -3,8 +3,11 @@
 
 use crate::config::SourceFormat;
 
-use super::read::{Reader, read_line_with};
-use super::{EntrySink, FormatOptions, reason};
+use super::options::FormatOptions;
+use super::outcome::reason;
+use super::read::read_line_with;
+use super::sink::EntrySink;
+use super::visit::Reader;
 
 pub(super) fn parse_json<S: EntrySink>(bytes: &[u8], options: &FormatOptions, r: &mut Reader<'_, S>) {
     let key = options.json_key.as_deref().unwrap_or("blacklist");

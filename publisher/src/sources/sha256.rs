@@ -2,8 +2,9 @@
 
 use blocksieve_format::FullHash;
 
-use super::read::{Entry, Read, Visit};
-use super::reason;
+use super::entry::{Entry, Read};
+use super::outcome::reason;
+use super::visit::Visit;
 
 pub(super) fn read_sha256(text: &[u8], v: &mut impl Visit) {
     let hash = std::str::from_utf8(text)

@@ -6,7 +6,8 @@ use blocksieve_format::{FullHash, canonicalize};
 use crate::config::SourceFormat;
 
 use super::breadth::is_host_wide;
-use super::url_entry::{most_specific, strip_doubled_scheme};
+use super::entry::most_specific;
+use super::url_entry::strip_doubled_scheme;
 use super::*;
 
 pub(super) fn collect(text: &[u8], format: SourceFormat) -> (Vec<FullHash>, ParseReport) {

@@ -3,35 +3,10 @@
 
 use blocksieve_format::{CanonError, CanonicalUrl, canonicalize};
 
-use super::EntrySink;
 use super::breadth::{is_host_wide, too_broad};
-use super::read::{Entry, Read, Visit};
-use super::reason;
-
-/// The canonical URLs a URL entry stands for (see [`url_expressions`]); the
-/// expressions are slices of them, so no string is copied per entry.
-pub(super) struct UrlEntry {
-    first: CanonicalUrl,
-    /// The line as written, when it differs from its `&amp;`-decoded form.
-    second: Option<CanonicalUrl>,
-}
-
-impl UrlEntry {
-    pub(super) fn emit(&self, sink: &mut impl EntrySink) {
-        for url in std::iter::once(&self.first).chain(&self.second) {
-            if let Some(e) = url.expressions().next() {
-                sink.expression(e.as_str().as_bytes());
-            }
-        }
-    }
-
-    pub(super) fn to_strings(&self) -> Vec<String> {
-        std::iter::once(&self.first)
-            .chain(&self.second)
-            .filter_map(|u| most_specific(u).map(str::to_owned))
-            .collect()
-    }
-}
+use super::entry::{Entry, Read, UrlEntry, most_specific};
+use super::outcome::reason;
+use super::visit::Visit;
 
 /// A URL canonicalized, checked to have an expression and not to block too
 /// much.
@@ -45,10 +20,6 @@ fn url_canonical(line: &[u8]) -> Result<CanonicalUrl, &'static str> {
         return Err(reason::NO_EXPRESSION);
     }
     Ok(url)
-}
-
-pub(super) fn most_specific(url: &CanonicalUrl) -> Option<&str> {
-    url.expressions().next().map(|e| e.as_str())
 }
 
 /// Whether `line` contains `&amp;`. Most lines have no `&` at all, which

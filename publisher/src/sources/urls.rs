@@ -1,10 +1,12 @@
 //! Steps 3 to 5 of reading a `urls` line: its fields, quoted or not, which
 //! of them are URLs, and the readings of a URL with a space inside.
 
-use super::clean::{Cleaned, Cuts, first_white, unquote, white_len};
-use super::read::{Entry, Read, Visit};
-use super::reason;
+use super::clean::{Cleaned, Cuts};
+use super::entry::{Entry, Read};
+use super::outcome::reason;
 use super::url_entry::{read_url, url_entry, url_read};
+use super::visit::Visit;
+use super::white::{first_white, unquote, white_len};
 
 /// Steps 3 to 5 of the module docs for a `urls` line (trimmed, not a
 /// comment).
@@ -117,7 +119,7 @@ struct Field<'a> {
 
 /// The fields of a `urls` line, split at white space (ASCII, and the
 /// Unicode white space of
-/// [`is_field_white`](super::clean::is_field_white)); a field starting
+/// [`is_field_white`](super::white::is_field_white)); a field starting
 /// with a quote runs to its closing quote ([`closing_quote`]), and a `,`
 /// or `;` right after it separates it from the next. Also whether a comment was
 /// cut: an unquoted field starting with `#` after the first starts one.

@@ -1,0 +1,82 @@
+//! What an entry stands for: a URL's canonical forms, an expression to
+//! hash, or a full hash given as is; and one reading of an entry.
+
+use blocksieve_format::{CanonicalUrl, FullHash};
+
+use super::outcome::Reading;
+use super::sink::EntrySink;
+
+/// What an entry stands for.
+pub(super) enum Entry {
+    /// A URL: one expression, or two for a line with `&amp;`.
+    Url(UrlEntry),
+    /// An expression to hash.
+    Expression(String),
+    /// A full hash given as is.
+    Hash(FullHash),
+}
+
+impl Entry {
+    pub(super) fn emit(&self, sink: &mut impl EntrySink) {
+        match self {
+            Entry::Url(u) => u.emit(sink),
+            Entry::Expression(e) => sink.expression(e.as_bytes()),
+            Entry::Hash(h) => sink.full_hash(*h),
+        }
+    }
+}
+
+/// One reading of an entry: the text read and what it stands for.
+pub(super) struct Read<'a> {
+    pub(super) text: &'a [u8],
+    pub(super) entry: Entry,
+}
+
+impl Read<'_> {
+    pub(super) fn to_reading(&self) -> Reading {
+        let expressions = match &self.entry {
+            Entry::Url(u) => u.to_strings(),
+            Entry::Expression(e) => vec![e.clone()],
+            Entry::Hash(_) => Vec::new(),
+        };
+        let full_hashes = match &self.entry {
+            Entry::Hash(h) => vec![*h],
+            _ => expressions.iter().map(|e| FullHash::of(e.as_bytes())).collect(),
+        };
+        Reading {
+            text: self.text.to_vec(),
+            expressions,
+            full_hashes,
+        }
+    }
+}
+
+/// The canonical URLs a URL entry stands for (see
+/// [`url_expressions`](super::url_expressions)); the
+/// expressions are slices of them, so no string is copied per entry.
+pub(super) struct UrlEntry {
+    pub(super) first: CanonicalUrl,
+    /// The line as written, when it differs from its `&amp;`-decoded form.
+    pub(super) second: Option<CanonicalUrl>,
+}
+
+impl UrlEntry {
+    pub(super) fn emit(&self, sink: &mut impl EntrySink) {
+        for url in std::iter::once(&self.first).chain(&self.second) {
+            if let Some(e) = url.expressions().next() {
+                sink.expression(e.as_str().as_bytes());
+            }
+        }
+    }
+
+    pub(super) fn to_strings(&self) -> Vec<String> {
+        std::iter::once(&self.first)
+            .chain(&self.second)
+            .filter_map(|u| most_specific(u).map(str::to_owned))
+            .collect()
+    }
+}
+
+pub(super) fn most_specific(url: &CanonicalUrl) -> Option<&str> {
+    url.expressions().next().map(|e| e.as_str())
+}

@@ -1,0 +1,190 @@
+//! What reading a feed produces: the report of a source and the outcome
+//! of a line, and the fixed words they count by ([`reason`], [`cleaned`]).
+
+use std::collections::BTreeMap;
+
+use blocksieve_format::FullHash;
+
+/// How many rejected lines a report keeps as examples.
+pub const REJECT_SAMPLES: usize = 10;
+
+/// Why a line or entry is rejected: the keys of [`ParseReport::rejected`].
+/// Each is true of every line it counts. Only the JSON and CSV
+/// document-level reasons (no such array, no such column, not valid JSON)
+/// are written out with the key, column or parser error.
+pub mod reason {
+    /// A host-wide entry (`host/`) whose host is on the ICANN section of
+    /// the Public Suffix List (`com`, `co.uk`, a `*.ck` name).
+    pub const PUBLIC_SUFFIX_ICANN: &str = "host-wide entry on a public suffix (ICANN section of the Public Suffix List): would block a whole registry";
+    /// A host-wide entry (`host/`) whose host is on the private section of
+    /// the Public Suffix List (`github.io`, `s3.amazonaws.com`, an
+    /// `ec2-….compute-1.amazonaws.com` name by the wildcard rule).
+    pub const PUBLIC_SUFFIX_PRIVATE: &str = "host-wide entry on a public suffix (private section of the Public Suffix List): would block every site under it";
+    /// A host-wide entry (`host/`) whose host is one label of letters,
+    /// digits, `-` and `_` the Public Suffix List does not know (`adp`).
+    pub const SINGLE_LABEL: &str = "host-wide entry on a single-label host: no registrable domain";
+    /// A token that cannot be a host name: a domain entry holding `/`, `?`,
+    /// `@`, `\`, `*` or white space, or a host-wide entry on a single label
+    /// holding other characters (`!`, `{apple`).
+    pub const NOT_A_HOST_NAME: &str = "not a host name";
+    /// A domain entry that is empty once `*.`, dots or a port are removed.
+    pub const EMPTY_HOST_NAME: &str = "empty host name";
+    /// An entry on the unspecified or a loopback address.
+    pub const LOOPBACK: &str = "host is a loopback or unspecified address";
+    /// [`CanonError::Empty`](blocksieve_format::CanonError::Empty).
+    pub const EMPTY_URL: &str = "empty URL";
+    /// [`CanonError::TooLong`](blocksieve_format::CanonError::TooLong).
+    pub const TOO_LONG: &str = "longer than the 2 MiB URL limit";
+    /// [`CanonError::NotHierarchical`](blocksieve_format::CanonError::NotHierarchical).
+    pub const NOT_HIERARCHICAL: &str = "scheme is not followed by \"//\" (URL has no host)";
+    /// [`CanonError::RelativeUrl`](blocksieve_format::CanonError::RelativeUrl).
+    pub const RELATIVE_URL: &str = "URL has no host (it starts with a path or query)";
+    /// [`CanonError::EmptyHost`](blocksieve_format::CanonError::EmptyHost).
+    pub const EMPTY_HOST: &str = "URL has an empty host";
+    /// [`CanonError::InvalidIpv6`](blocksieve_format::CanonError::InvalidIpv6).
+    pub const INVALID_IPV6: &str = "bracketed host is not a valid IPv6 address";
+    /// [`CanonError::DelimiterInHost`](blocksieve_format::CanonError::DelimiterInHost).
+    pub const DELIMITER_IN_HOST: &str = "host holds a URL delimiter once unescaped, which browsers reject";
+    /// A canonicalization error this version does not know.
+    pub const NOT_A_URL: &str = "not a URL";
+    /// A canonical URL with no expression (never seen; kept for safety).
+    pub const NO_EXPRESSION: &str = "no expression";
+    /// A hosts line with an address and no name.
+    pub const HOSTS_NO_NAME: &str = "hosts line has an address but no name";
+    /// An adblock exception rule (`@@…`): it allows, it does not block.
+    pub const ADBLOCK_EXCEPTION: &str = "exception rule";
+    /// An adblock cosmetic rule (`example.com##.ad`): it hides page
+    /// elements, it does not block the site.
+    pub const ADBLOCK_COSMETIC: &str = "cosmetic (element hiding) rule";
+    /// An adblock rule with a wildcard, a regular expression or no host.
+    pub const ADBLOCK_NOT_HOST_OR_URL: &str = "adblock rule is not a host or URL";
+    /// A `sha256` line that is not 64 hex digits.
+    pub const NOT_SHA256: &str = "not a 64-digit hex SHA-256";
+    /// A JSON array item that is not a string.
+    pub const JSON_NOT_STRING: &str = "array item is not a string";
+    /// A CSV row the CSV reader could not read.
+    pub const CSV_MALFORMED: &str = "malformed CSV row";
+}
+
+/// What reading removed from an entry line or read twice: the keys of
+/// [`ParseReport::cleaned`] and the items of [`LineOutcome::cleaned`].
+pub mod cleaned {
+    /// Unicode (not ASCII) white space trimmed at either end.
+    pub const UNICODE_WHITE_SPACE: &str = "Unicode white space trimmed";
+    /// One pair of surrounding quotes removed.
+    pub const QUOTES: &str = "surrounding quotes removed";
+    /// `urls`: other columns removed — a field after a TAB, a field around
+    /// the URL when another holds none (`1 http://…`), or what follows a
+    /// quoted URL (`"http://…","2020-01-01"`).
+    pub const COLUMN: &str = "other columns removed";
+    /// A trailing comment removed (`urls`: white space then `#`; `hosts`,
+    /// `domains`, `sha256`: `#`).
+    pub const COMMENT: &str = "trailing comment removed";
+    /// `urls`: a space inside the URL field; read both cut at the space and
+    /// as written.
+    pub const SPACE: &str = "space inside: read cut at the space and as written";
+}
+
+/// What reading one or more sources produced.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct ParseReport {
+    /// Lines read, including comments and blank lines.
+    pub lines: u64,
+    /// Entries that became a full hash.
+    pub accepted: u64,
+    /// Rejected lines by reason (see [`reason`]).
+    pub rejected: BTreeMap<String, u64>,
+    /// The first few rejected lines with their reason.
+    pub samples: Vec<(String, String)>,
+    /// Entry lines read differently from their raw bytes, by what was
+    /// removed (see [`cleaned`]); a line can count under several kinds.
+    pub cleaned: BTreeMap<String, u64>,
+}
+
+impl ParseReport {
+    /// Total rejected lines.
+    pub fn rejected_total(&self) -> u64 {
+        self.rejected.values().sum()
+    }
+
+    pub(super) fn reject(&mut self, line: &[u8], reason: impl Into<String>) {
+        let reason = reason.into();
+        if self.samples.len() < REJECT_SAMPLES {
+            let shown: String = String::from_utf8_lossy(line).chars().take(200).collect();
+            self.samples.push((shown, reason.clone()));
+        }
+        *self.rejected.entry(reason).or_default() += 1;
+    }
+
+    /// Adds `other`'s counts to this report.
+    pub fn merge(&mut self, other: &ParseReport) {
+        self.lines += other.lines;
+        self.accepted += other.accepted;
+        for (k, v) in &other.rejected {
+            *self.rejected.entry(k.clone()).or_default() += v;
+        }
+        for (k, v) in &other.cleaned {
+            *self.cleaned.entry(k.clone()).or_default() += v;
+        }
+        for s in &other.samples {
+            if self.samples.len() < REJECT_SAMPLES {
+                self.samples.push(s.clone());
+            }
+        }
+    }
+}
+
+/// What the build reads from one feed line: see [`read_line`](super::read_line).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LineOutcome {
+    /// What was removed from the line, or read twice, before its entries
+    /// were read (items of [`cleaned`]); counted in [`ParseReport::cleaned`].
+    pub cleaned: Vec<&'static str>,
+    /// The line's entries, in order: none for a blank line or a comment,
+    /// one for most lines, one per name of a `hosts` line (boilerplate
+    /// names such as `localhost` are no entries).
+    pub entries: Vec<EntryOutcome>,
+}
+
+impl LineOutcome {
+    /// Whether the line holds no entry (blank, a comment, or only hosts
+    /// boilerplate).
+    pub fn is_skipped(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+/// One entry of a line: published, or rejected with its reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EntryOutcome {
+    /// Published. One reading, or two for a `urls` line with a space inside
+    /// (cut at the space, and as written) when both are accepted and
+    /// differ.
+    Accepted(Vec<Reading>),
+    /// Not published; counted in [`ParseReport::rejected`] under `reason`.
+    Rejected {
+        /// The entry as read (for a `urls` line with a space inside, the
+        /// whole line), also kept as the report's sample.
+        text: Vec<u8>,
+        /// Why, one of [`reason`].
+        reason: &'static str,
+    },
+}
+
+/// One reading of an accepted entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reading {
+    /// The entry exactly as the build reads it, what a user would visit:
+    /// the URL or host name once white space, quotes, columns, comments,
+    /// a doubled scheme, `*.` or adblock rule syntax are removed.
+    /// Canonicalized, its most specific expression is one of `expressions`
+    /// (the last for a URL written with `&amp;`).
+    pub text: Vec<u8>,
+    /// The expressions published for it: its most specific expression, and
+    /// for a URL written with `&amp;` also that of the line as written.
+    /// Empty for a `sha256` line.
+    pub expressions: Vec<String>,
+    /// The full hashes published: SHA-256 of each expression, or the
+    /// `sha256` line's hash.
+    pub full_hashes: Vec<FullHash>,
+}

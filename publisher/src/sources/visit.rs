@@ -1,0 +1,87 @@
+//! What receives what reading a line finds: the build's [`Reader`] counts
+//! and hashes it, [`Collect`] keeps it for [`read_line`](super::read_line).
+
+use std::time::Instant;
+
+use super::entry::Read;
+use super::outcome::{EntryOutcome, LineOutcome, ParseReport};
+use super::sink::EntrySink;
+
+/// Receives what reading a line finds: the build's [`Reader`] counts and
+/// hashes it, [`read_line`](super::read_line)'s [`Collect`] keeps it.
+pub(super) trait Visit {
+    /// Runs one entry's canonicalization (timed for a timed sink).
+    fn canonicalizing<T>(&mut self, f: impl FnOnce() -> T) -> T {
+        f()
+    }
+
+    /// Something was removed from the line or read twice (a [`cleaned`](super::cleaned) kind).
+    fn cleaned(&mut self, kind: &'static str);
+
+    /// An accepted entry, with its one or two readings.
+    fn accepted(&mut self, readings: &[Read<'_>]);
+
+    /// A rejected entry.
+    fn rejected(&mut self, text: &[u8], reason: &'static str);
+}
+
+/// The build's visitor: counts into the report, emits into the sink.
+pub(super) struct Reader<'a, S> {
+    pub(super) report: &'a mut ParseReport,
+    pub(super) sink: &'a mut S,
+}
+
+impl<S: EntrySink> Visit for Reader<'_, S> {
+    fn canonicalizing<T>(&mut self, f: impl FnOnce() -> T) -> T {
+        if S::TIMED {
+            let started = Instant::now();
+            let out = f();
+            self.sink.canonicalized(started.elapsed());
+            out
+        } else {
+            f()
+        }
+    }
+
+    fn cleaned(&mut self, kind: &'static str) {
+        match self.report.cleaned.get_mut(kind) {
+            Some(n) => *n += 1,
+            None => {
+                self.report.cleaned.insert(kind.to_owned(), 1);
+            }
+        }
+    }
+
+    fn accepted(&mut self, readings: &[Read<'_>]) {
+        self.report.accepted += 1;
+        for r in readings {
+            r.entry.emit(self.sink);
+        }
+    }
+
+    fn rejected(&mut self, text: &[u8], reason: &'static str) {
+        self.report.reject(text, reason);
+    }
+}
+
+/// [`read_line`](super::read_line)'s visitor: keeps everything as a [`LineOutcome`].
+#[derive(Default)]
+pub(super) struct Collect(pub(super) LineOutcome);
+
+impl Visit for Collect {
+    fn cleaned(&mut self, kind: &'static str) {
+        self.0.cleaned.push(kind);
+    }
+
+    fn accepted(&mut self, readings: &[Read<'_>]) {
+        let readings = readings.iter().map(Read::to_reading).collect();
+        self.0.entries.push(EntryOutcome::Accepted(readings));
+    }
+
+    fn rejected(&mut self, text: &[u8], reason: &'static str) {
+        self.0.entries.push(EntryOutcome::Rejected {
+            text: text.to_vec(),
+            reason,
+        });
+    }
+}
