@@ -15,7 +15,8 @@
 #   cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run --release --debug-assertions \
 #       --sanitizer none --codegen-units 16 <target> artifacts/<target>/<file>
 # then add a regression test named for the case beside the library function
-# the target calls (format/src/fuzzing.rs or publisher/src/fuzzing.rs).
+# the target calls: format/src/fuzzing.rs (canonicalize, snapshot_decode) or
+# publisher/src/fuzzing.rs (feed_parse, full_hash_request).
 set -euo pipefail
 cd "$(dirname "$0")/../fuzz"
 

@@ -1,9 +1,24 @@
-//! Invariants of [`canonicalize`] and [`CanonicalUrl::expressions`], checked
-//! on any input: the body of the `canonicalize` fuzz target in `fuzz/`, which
-//! the property tests (`tests/properties.rs`) and a unit test below also call,
-//! so a fuzz finding reproduces with `cargo test`. Not a stable API.
+//! Bodies of the fuzz targets in `fuzz/` over what this crate reads from
+//! untrusted input; each target is a one-line shim over a function here:
+//!
+//! - `canonicalize`: [`check_canonicalize`], the invariants of
+//!   [`canonicalize`] and [`CanonicalUrl::expressions`] on any input, which
+//!   the property tests (`tests/properties.rs`) and a unit test below also
+//!   call;
+//! - `snapshot_decode`: [`check_snapshot`], snapshot decoding as every reader
+//!   runs it, which the unit tests below call on the seed corpus, the golden
+//!   snapshots and snapshots cut or flipped anywhere.
+//!
+//! A fuzz finding therefore reproduces with `cargo test`. Not a stable API.
+//!
+//! Every `check_*` function panics, with the input, when an invariant does
+//! not hold: that is what the fuzzer looks for. Errors are expected and fine.
 
-use crate::{CanonicalUrl, FullHash, HostKind, MAX_EXPRESSIONS, MAX_URL_BYTES, canonicalize};
+use crate::{
+    CanonicalUrl, DecodeLimits, FullHash, HostKind, MAX_EXPRESSIONS, MAX_URL_BYTES, RawBody, SigningKey,
+    SnapshotHeader, SnapshotParams, TrustedKey, VerifiedSnapshot, canonicalize, dangerous_encode_raw, decode,
+    parse_header_unverified,
+};
 
 /// Canonicalizes `data` and, when it names a URL, checks every invariant of
 /// [`check_invariants`].
@@ -220,8 +235,124 @@ fn expressions_by_definition(url: &CanonicalUrl) -> Vec<String> {
         .collect()
 }
 
+/// The key of the golden snapshots in `tests/data/golden` (the
+/// snapshot seed corpus): `SigningKey::from_secret_bytes([0x42; 32])`, a
+/// test key never used for anything else.
+pub fn fuzz_signing_key() -> SigningKey {
+    SigningKey::from_secret_bytes([0x42; 32])
+}
+
+/// The trusted key matching [`fuzz_signing_key`].
+pub fn fuzz_trusted_key() -> TrustedKey {
+    fuzz_signing_key().public_key().clone()
+}
+
+/// "Now" for decoding: just after the golden snapshots' `created_at`
+/// (1,800,000,000) and long before their `expires_at` (2100).
+pub const FUZZ_NOW: u64 = 1_800_000_060;
+
+/// Limits small enough that the fuzzer cannot spend its time in a 256 MiB
+/// allocation, large enough for every seed.
+pub const FUZZ_LIMITS: DecodeLimits = DecodeLimits {
+    max_body_bytes: 1024 * 1024,
+    max_decompressed_bytes: 4 * 1024 * 1024,
+    max_entries: 1 << 20,
+};
+
+/// Snapshot decoding, as every reader runs it (agents on download, the
+/// publisher on its own data directory at start): `data` is
+///
+/// 1. parsed with [`parse_header_unverified`] and decoded with [`decode`]
+///    against the fixed trusted key; a decoded snapshot must have the header
+///    the unverified parse saw and answer probes;
+/// 2. if its header parses, re-signed as it stands (header fields from the
+///    input, body = the input's bytes after the header) with that key and
+///    decoded again, so that the fuzzer reaches the body checks — zstd frame,
+///    lengths, filter layout — that a forged signature would otherwise hide.
+///
+/// # Panics
+///
+/// When a decoded snapshot contradicts its header or a probe panics.
+pub fn check_snapshot(data: &[u8]) {
+    let key = fuzz_signing_key();
+    let trusted = [key.public_key().clone()];
+    let header = parse_header_unverified(data);
+    if let Ok(snapshot) = decode(data, &trusted, &FUZZ_LIMITS, FUZZ_NOW) {
+        match &header {
+            Ok(h) => assert_eq!(
+                h,
+                snapshot.header(),
+                "decode and parse_header_unverified disagree"
+            ),
+            Err(e) => panic!("decoded, but the header does not parse: {e}"),
+        }
+        probe(&snapshot, data);
+    }
+    let Ok(header) = header else { return };
+    // FORMAT.md "Header": header_len = 193 + n; the parse checked it.
+    let body = data.get(193 + header.list_name.len()..).unwrap_or_default();
+    let resigned = resign(&header, body, &key);
+    if let Ok(snapshot) = decode(&resigned, &trusted, &FUZZ_LIMITS, FUZZ_NOW) {
+        let h = snapshot.header();
+        assert!(
+            h.list_name == header.list_name
+                && h.filter_kind == header.filter_kind
+                && h.entry_count == header.entry_count
+                && h.body_compressed_bytes == body.len() as u64,
+            "re-signed snapshot decoded to another header: {h:?} from {header:?}"
+        );
+        assert_eq!(
+            snapshot.filter().len() as u64,
+            h.entry_count,
+            "filter holds another number of keys than the header declares"
+        );
+        probe(&snapshot, data);
+    }
+}
+
+/// Signs `header`'s fields around `body` as it is.
+fn resign(header: &SnapshotHeader, body: &[u8], key: &SigningKey) -> Vec<u8> {
+    let params = SnapshotParams {
+        list_name: header.list_name.clone(),
+        version: header.version,
+        created_at: header.created_at,
+        expires_at: header.expires_at,
+        key_bits: header.key_bits,
+        request_prefix_bits: header.request_prefix_bits,
+        full_hash_count: header.full_hash_count,
+        measured_fpr: header.measured_fpr,
+        zstd_level: 1,
+    };
+    let raw = RawBody {
+        filter_kind: header.filter_kind,
+        filter_param: header.filter_param,
+        entry_count: header.entry_count,
+        decompressed_bytes: header.body_decompressed_bytes,
+        theoretical_fpr: header.theoretical_fpr,
+        compressed: body,
+    };
+    dangerous_encode_raw(&params, &raw, key)
+}
+
+/// Probes `snapshot` with keys taken from `data` and a few fixed ones: a
+/// layout that passed the checks must never index out of bounds.
+fn probe(snapshot: &VerifiedSnapshot, data: &[u8]) {
+    let filter = snapshot.filter();
+    for chunk in data.chunks(8).take(64) {
+        let mut key = [0u8; 8];
+        key[..chunk.len()].copy_from_slice(chunk);
+        let _ = filter.contains(u64::from_le_bytes(key));
+    }
+    for k in [0, 1, u64::from(u32::MAX), u64::MAX] {
+        let _ = filter.contains(k);
+    }
+    let _ = snapshot.probably_contains(&FullHash::of(data));
+}
+
 #[cfg(test)]
 mod tests {
+    use std::path::PathBuf;
+
     use super::*;
 
     /// The fuzz target's body on the conformance-style inputs it is seeded
@@ -240,6 +371,67 @@ mod tests {
             b"",
         ] {
             check_canonicalize(input);
+        }
+    }
+
+    fn golden() -> Vec<Vec<u8>> {
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/golden");
+        ["binary_fuse8", "binary_fuse16", "binary_fuse32", "bloom"]
+            .iter()
+            .map(|k| std::fs::read(dir.join(format!("{k}.snapshot"))).unwrap_or_default())
+            .collect()
+    }
+
+    #[test]
+    fn golden_snapshots_decode_under_the_fuzz_key_and_limits() {
+        for bytes in golden() {
+            assert!(decode(&bytes, &[fuzz_trusted_key()], &FUZZ_LIMITS, FUZZ_NOW).is_ok());
+            check_snapshot(&bytes);
+            // Re-signing a genuine snapshot gives a decodable one, so the
+            // fuzzer's mutations of the body do reach the body checks.
+            let header = parse_header_unverified(&bytes).ok();
+            let resigned = header.map(|h| resign(&h, &bytes[193 + h.list_name.len()..], &fuzz_signing_key()));
+            let decoded = resigned.map(|r| decode(&r, &[fuzz_trusted_key()], &FUZZ_LIMITS, FUZZ_NOW).is_ok());
+            assert_eq!(decoded, Some(true));
+        }
+    }
+
+    /// The committed seed corpus of fuzz target `target`.
+    fn corpus(target: &str) -> Vec<Vec<u8>> {
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../fuzz/corpus")
+            .join(target);
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .map(|d| d.flatten().map(|e| e.path()).collect())
+            .unwrap_or_default();
+        files.sort();
+        files
+            .iter()
+            .map(|f| std::fs::read(f).unwrap_or_default())
+            .collect()
+    }
+
+    #[test]
+    fn snapshot_seed_corpus_passes_the_checks() {
+        let snapshots = corpus("snapshot_decode");
+        assert!(snapshots.len() >= 4, "snapshot seeds missing");
+        for bytes in &snapshots {
+            // Every seed is a genuine snapshot under the fuzz key and time.
+            assert!(decode(bytes, &[fuzz_trusted_key()], &FUZZ_LIMITS, FUZZ_NOW).is_ok());
+            check_snapshot(bytes);
+        }
+    }
+
+    #[test]
+    fn snapshots_cut_or_flipped_anywhere_pass_the_checks() {
+        let bytes = golden().swap_remove(0);
+        for len in 0..bytes.len() {
+            check_snapshot(&bytes[..len]);
+        }
+        for i in (0..bytes.len()).step_by(7) {
+            let mut flipped = bytes.clone();
+            flipped[i] ^= 0x5a;
+            check_snapshot(&flipped);
         }
     }
 }

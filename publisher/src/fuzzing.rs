@@ -1,131 +1,18 @@
 //! Bodies of the fuzz targets in `fuzz/` for the untrusted input the
-//! publisher and its agents parse: snapshot files, feed lines and full-hash
-//! requests. Each target is a one-line shim over a function here, and the
-//! unit tests below call the same functions on the seed corpora's kind of
-//! input, so a fuzz finding reproduces with `cargo test`. Not a stable API.
+//! publisher parses: feed lines and full-hash requests (the snapshot
+//! target's body is `blocksieve_format::fuzzing::check_snapshot`). Each
+//! target is a one-line shim over a function here, and the unit tests below
+//! call the same functions on the seed corpora's kind of input, so a fuzz
+//! finding reproduces with `cargo test`. Not a stable API.
 //!
 //! Every function panics, with the input, when an invariant does not hold:
 //! that is what the fuzzer looks for. Errors are expected and fine.
-
-use blocksieve_format::{
-    DecodeLimits, FullHash, RawBody, SigningKey, SnapshotHeader, SnapshotParams, TrustedKey,
-    VerifiedSnapshot, dangerous_encode_raw, decode, parse_header_unverified,
-};
 
 use crate::config::SourceFormat;
 use crate::server::{parse_request_prefix, parse_search_request};
 use crate::sources::{
     EntryOutcome, FormatOptions, ParseReport, REJECT_SAMPLES, feed_lines, parse_source, read_line,
 };
-
-/// The key of the golden snapshots in `format/tests/data/golden` (the
-/// snapshot seed corpus): `SigningKey::from_secret_bytes([0x42; 32])`, a
-/// test key never used for anything else.
-pub fn fuzz_signing_key() -> SigningKey {
-    SigningKey::from_secret_bytes([0x42; 32])
-}
-
-/// "Now" for decoding: just after the golden snapshots' `created_at`
-/// (1,800,000,000) and long before their `expires_at` (2100).
-pub const FUZZ_NOW: u64 = 1_800_000_060;
-
-/// Limits small enough that the fuzzer cannot spend its time in a 256 MiB
-/// allocation, large enough for every seed.
-pub const FUZZ_LIMITS: DecodeLimits = DecodeLimits {
-    max_body_bytes: 1024 * 1024,
-    max_decompressed_bytes: 4 * 1024 * 1024,
-    max_entries: 1 << 20,
-};
-
-/// Snapshot decoding, as every reader runs it (agents on download, the
-/// publisher on its own data directory at start): `data` is
-///
-/// 1. parsed with [`parse_header_unverified`] and decoded with [`decode`]
-///    against the fixed trusted key; a decoded snapshot must have the header
-///    the unverified parse saw and answer probes;
-/// 2. if its header parses, re-signed as it stands (header fields from the
-///    input, body = the input's bytes after the header) with that key and
-///    decoded again, so that the fuzzer reaches the body checks — zstd frame,
-///    lengths, filter layout — that a forged signature would otherwise hide.
-///
-/// # Panics
-///
-/// When a decoded snapshot contradicts its header or a probe panics.
-pub fn check_snapshot(data: &[u8]) {
-    let key = fuzz_signing_key();
-    let trusted = [key.public_key().clone()];
-    let header = parse_header_unverified(data);
-    if let Ok(snapshot) = decode(data, &trusted, &FUZZ_LIMITS, FUZZ_NOW) {
-        match &header {
-            Ok(h) => assert_eq!(
-                h,
-                snapshot.header(),
-                "decode and parse_header_unverified disagree"
-            ),
-            Err(e) => panic!("decoded, but the header does not parse: {e}"),
-        }
-        probe(&snapshot, data);
-    }
-    let Ok(header) = header else { return };
-    // FORMAT.md "Header": header_len = 193 + n; the parse checked it.
-    let body = data.get(193 + header.list_name.len()..).unwrap_or_default();
-    let resigned = resign(&header, body, &key);
-    if let Ok(snapshot) = decode(&resigned, &trusted, &FUZZ_LIMITS, FUZZ_NOW) {
-        let h = snapshot.header();
-        assert!(
-            h.list_name == header.list_name
-                && h.filter_kind == header.filter_kind
-                && h.entry_count == header.entry_count
-                && h.body_compressed_bytes == body.len() as u64,
-            "re-signed snapshot decoded to another header: {h:?} from {header:?}"
-        );
-        assert_eq!(
-            snapshot.filter().len() as u64,
-            h.entry_count,
-            "filter holds another number of keys than the header declares"
-        );
-        probe(&snapshot, data);
-    }
-}
-
-/// Signs `header`'s fields around `body` as it is.
-fn resign(header: &SnapshotHeader, body: &[u8], key: &SigningKey) -> Vec<u8> {
-    let params = SnapshotParams {
-        list_name: header.list_name.clone(),
-        version: header.version,
-        created_at: header.created_at,
-        expires_at: header.expires_at,
-        key_bits: header.key_bits,
-        request_prefix_bits: header.request_prefix_bits,
-        full_hash_count: header.full_hash_count,
-        measured_fpr: header.measured_fpr,
-        zstd_level: 1,
-    };
-    let raw = RawBody {
-        filter_kind: header.filter_kind,
-        filter_param: header.filter_param,
-        entry_count: header.entry_count,
-        decompressed_bytes: header.body_decompressed_bytes,
-        theoretical_fpr: header.theoretical_fpr,
-        compressed: body,
-    };
-    dangerous_encode_raw(&params, &raw, key)
-}
-
-/// Probes `snapshot` with keys taken from `data` and a few fixed ones: a
-/// layout that passed the checks must never index out of bounds.
-fn probe(snapshot: &VerifiedSnapshot, data: &[u8]) {
-    let filter = snapshot.filter();
-    for chunk in data.chunks(8).take(64) {
-        let mut key = [0u8; 8];
-        key[..chunk.len()].copy_from_slice(chunk);
-        let _ = filter.contains(u64::from_le_bytes(key));
-    }
-    for k in [0, 1, u64::from(u32::MAX), u64::MAX] {
-        let _ = filter.contains(k);
-    }
-    let _ = snapshot.probably_contains(&FullHash::of(data));
-}
 
 /// The source format the first byte of a feed fuzz input selects, in
 /// [`SourceFormat::ALL`] order.
@@ -254,38 +141,11 @@ pub fn check_search_request(data: &[u8]) {
     }
 }
 
-/// The trusted key matching [`fuzz_signing_key`].
-pub fn fuzz_trusted_key() -> TrustedKey {
-    fuzz_signing_key().public_key().clone()
-}
-
 #[cfg(test)]
 mod tests {
     use std::path::PathBuf;
 
     use super::*;
-
-    fn golden() -> Vec<Vec<u8>> {
-        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../format/tests/data/golden");
-        ["binary_fuse8", "binary_fuse16", "binary_fuse32", "bloom"]
-            .iter()
-            .map(|k| std::fs::read(dir.join(format!("{k}.snapshot"))).unwrap_or_default())
-            .collect()
-    }
-
-    #[test]
-    fn golden_snapshots_decode_under_the_fuzz_key_and_limits() {
-        for bytes in golden() {
-            assert!(decode(&bytes, &[fuzz_trusted_key()], &FUZZ_LIMITS, FUZZ_NOW).is_ok());
-            check_snapshot(&bytes);
-            // Re-signing a genuine snapshot gives a decodable one, so the
-            // fuzzer's mutations of the body do reach the body checks.
-            let header = parse_header_unverified(&bytes).ok();
-            let resigned = header.map(|h| resign(&h, &bytes[193 + h.list_name.len()..], &fuzz_signing_key()));
-            let decoded = resigned.map(|r| decode(&r, &[fuzz_trusted_key()], &FUZZ_LIMITS, FUZZ_NOW).is_ok());
-            assert_eq!(decoded, Some(true));
-        }
-    }
 
     /// The committed seed corpus of fuzz target `target`.
     fn corpus(target: &str) -> Vec<Vec<u8>> {
@@ -304,13 +164,6 @@ mod tests {
 
     #[test]
     fn seed_corpora_pass_the_checks() {
-        let snapshots = corpus("snapshot_decode");
-        assert!(snapshots.len() >= 4, "snapshot seeds missing");
-        for bytes in &snapshots {
-            // Every seed is a genuine snapshot under the fuzz key and time.
-            assert!(decode(bytes, &[fuzz_trusted_key()], &FUZZ_LIMITS, FUZZ_NOW).is_ok());
-            check_snapshot(bytes);
-        }
         let feeds = corpus("feed_parse");
         assert!(!feeds.is_empty(), "feed seeds missing");
         for data in &feeds {
@@ -320,19 +173,6 @@ mod tests {
         assert!(!requests.is_empty(), "request seeds missing");
         for data in &requests {
             check_search_request(data);
-        }
-    }
-
-    #[test]
-    fn snapshots_cut_or_flipped_anywhere_pass_the_checks() {
-        let bytes = golden().swap_remove(0);
-        for len in 0..bytes.len() {
-            check_snapshot(&bytes[..len]);
-        }
-        for i in (0..bytes.len()).step_by(7) {
-            let mut flipped = bytes.clone();
-            flipped[i] ^= 0x5a;
-            check_snapshot(&flipped);
         }
     }
 
