@@ -165,7 +165,7 @@ notes.append("""### Why rows 3.x miss, and what was fixed
 
 **Time (≤ 3× SHA-256 is not reachable with this design).** SHA-256 runs on the CPU's SHA
 extensions (`sha2` detects SHA-NI): about 170 ns per expression. Canonicalization alone
-(`format/src/canon.rs`, Safe Browsing rules, IDNA, public-suffix check) costs 5–6× that, and
+(`format/src/canon/`, Safe Browsing rules, IDNA, public-suffix check) costs 5–6× that, and
 reading the gzip feed (miniz_oxide) about 3× on the 854k feed, so even a build with every other
 stage free would be ~9× the reference. Fixed here: zstd level 19 → 3 for the filter body (binary
 fuse fingerprints are random: on the 854k list's 950 KB body level 19 saved 53 bytes over level 1
@@ -173,7 +173,7 @@ and took 0.46 s instead of 0.01 s; total/reference went from 23× to 16×); the 
 every URL line (a 5-byte window compare at every byte, about 25% of `url_entry`'s instructions
 under callgrind) now first looks for a `&` with memchr; the `.hashes` file is written to
 disk streamed instead of from a copy; the hash vector is sized from the line count (no doublings).
-Left, biggest first: canonicalization (`format/src/canon.rs`, its one-pass common case for
+Left, biggest first: canonicalization (`format/src/canon/`, its one-pass common case for
 nearly every line; the stage's time includes the two clock reads per entry of the timing
 itself); the per-line loop (`parse`, 2×: line splitting with a per-byte closure); writing the decompressed source's last good copy
 with fsync (`source_cache`, ~1×: storing the compressed bytes would write 5× less); gunzip

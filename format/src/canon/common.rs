@@ -2,11 +2,10 @@
 //! byte classes of `scan` (portable SIMD); see "Two ways through, one
 //! result" in the module docs.
 
-use super::expressions::{Layout, first_slashes, last_dots};
+use super::escape::unescape_fully;
 use super::host::{is_dotted_decimal, parse_ipv4, push_ipv4};
 use super::path::push_path_and_query;
-use super::steps::unescape_fully;
-use super::{CanonicalUrl, HostKind, MAX_URL_BYTES};
+use super::url::{CanonicalUrl, HostKind, Layout, MAX_URL_BYTES, first_slashes, last_dots};
 use crate::scan;
 
 /// [`common_case`] as a [`CanonicalUrl`].

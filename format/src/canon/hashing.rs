@@ -2,8 +2,8 @@
 //! loop, from a [`CanonicalUrl`] or straight from the URL as given.
 
 use super::common::{Common, common_case};
-use super::expressions::Layout;
-use super::{CanonError, CanonicalUrl, MAX_EXPRESSIONS, MAX_URL_BYTES, canonicalize_by_steps};
+use super::steps::canonicalize_by_steps;
+use super::url::{CanonError, CanonicalUrl, Layout, MAX_EXPRESSIONS, MAX_URL_BYTES};
 
 impl CanonicalUrl {
     /// Appends the full hash of every expression to `out`, in the order of

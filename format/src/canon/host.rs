@@ -4,8 +4,8 @@
 use std::borrow::Cow;
 use std::net::Ipv6Addr;
 
-use super::steps::{Unescape, escape_into, hex_value, push_escaped, unescape_fully};
-use super::{CanonError, HostKind};
+use super::escape::{Unescape, escape_into, hex_value, push_escaped, unescape_fully};
+use super::url::{CanonError, HostKind};
 
 /// Bytes that must not come out of UTS #46 processing of a non-ASCII host:
 /// they delimit URL parts or start escapes, so a host holding them would not

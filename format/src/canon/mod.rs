@@ -180,150 +180,38 @@
 //! longer than its input, so a canonical URL longer than [`MAX_URL_BYTES`] is
 //! rejected as [`CanonError::TooLong`] when canonicalized again. The property
 //! tests (`tests/properties.rs`) and the fuzz target (`fuzz/`) check this.
+//!
+//! # Where each part lives
+//!
+//! | file | what |
+//! |---|---|
+//! | `url` | [`CanonicalUrl`] (one buffer and the offsets of its parts, with the layout of its host suffixes and directory prefixes), [`CanonError`], [`HostKind`], the limits |
+//! | `escape` | step 4's unescaping, step 9's escaping, the byte classes |
+//! | `steps` | the general path: steps 1 to 6, then `host` (step 7) and `path` (step 8) |
+//! | `common` | the one-pass common case, which must agree with the steps |
+//! | `expressions` | [`CanonicalUrl::expressions`]: the host-suffix/path-prefix expressions |
+//! | `hashing` | [`full_hashes`]: a URL's expressions hashed in one pass |
+//!
+//! Files import one way: `url` and `escape` use nothing of the module,
+//! `hashing` and `common` sit on top, and this file only picks the common
+//! case or the steps.
 
 mod common;
+mod escape;
 mod expressions;
 mod hashing;
 mod host;
 mod path;
 mod steps;
-
-use std::fmt;
+mod url;
 
 use common::canonicalize_common;
-use expressions::Layout;
 
 pub(crate) use common::{canonical_as_written, takes_common_case};
 pub use expressions::{Expression, Expressions};
 pub use hashing::full_hashes;
 pub(crate) use steps::canonicalize_by_steps;
-
-/// The longest URL accepted, in bytes, before any processing: 2 MiB, the
-/// limit Chromium applies to URLs (`url::kMaxURLChars`). Real feeds carry
-/// URLs of up to 64 KiB.
-pub const MAX_URL_BYTES: usize = 2 * 1024 * 1024;
-
-/// The most expressions one URL can produce: 5 hosts × 6 paths.
-pub const MAX_EXPRESSIONS: usize = 30;
-
-/// Why a string could not be canonicalized into a URL with a host.
-///
-/// Every variant means "there is nothing to look up": the caller reports the
-/// input as invalid, it is never "safe" or "unsafe".
-#[non_exhaustive]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum CanonError {
-    /// The input was empty once whitespace and the fragment were removed.
-    #[error("empty URL")]
-    Empty,
-    /// The input was longer than [`MAX_URL_BYTES`].
-    #[error("URL is {len} bytes long, the maximum is {max}")]
-    TooLong {
-        /// The input length in bytes.
-        len: usize,
-        /// The maximum accepted length in bytes.
-        max: usize,
-    },
-    /// The URL has a scheme that is not followed by `//` (such as `mailto:`
-    /// or `javascript:`), so it names no host.
-    #[error("scheme is not followed by \"//\" (URL has no host)")]
-    NotHierarchical,
-    /// The URL starts with a path, a query or a fragment: there is no host.
-    #[error("URL has no host (it starts with a path or query)")]
-    RelativeUrl,
-    /// The authority part is empty, or only dots, userinfo or a port.
-    #[error("URL has an empty host")]
-    EmptyHost,
-    /// A bracketed host is not a valid IPv6 address.
-    #[error("bracketed host is not a valid IPv6 address")]
-    InvalidIpv6,
-    /// Once percent-unescaped, the host holds a byte that delimits URL parts
-    /// (`/`, `\`, `?`, `@` or `:`), as in `http://a.com%2Fb/`. Browsers
-    /// refuse such hosts (WHATWG URL Standard, "forbidden domain code
-    /// point"; Chromium marks the URL invalid), so no page is behind it.
-    #[error("host holds {:?} once unescaped, a URL delimiter browsers reject in a host", char::from(*byte))]
-    DelimiterInHost {
-        /// The delimiter byte.
-        byte: u8,
-    },
-}
-
-/// What kind of host a canonical URL has; IP address hosts get no host
-/// suffixes in expressions.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum HostKind {
-    /// A domain name (possibly a single label, possibly Punycode).
-    Domain,
-    /// A dotted-decimal IPv4 address.
-    Ipv4,
-    /// A bracketed IPv6 address.
-    Ipv6,
-}
-
-/// A URL in Safe Browsing canonical form: `scheme://host/path[?query]`,
-/// ASCII only, every byte `<= 0x20`, `>= 0x7f`, `#` and `%` escaped.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct CanonicalUrl {
-    /// The whole canonical URL. Kept in one buffer so that canonicalizing
-    /// allocates once and every part, and every expression, is a slice of it.
-    serialization: String,
-    /// End of the scheme (the `:` of `://`).
-    scheme_end: usize,
-    /// Start of the host, just after `://`.
-    host_start: usize,
-    /// End of the host and start of the path.
-    host_end: usize,
-    /// End of the path: the `?` of the query, or the end of the string.
-    path_end: usize,
-    host_kind: HostKind,
-    /// Where the host suffixes start and the directory prefixes end, found
-    /// while canonicalizing so that listing the expressions scans nothing.
-    layout: Layout,
-}
-
-impl CanonicalUrl {
-    /// The whole canonical URL, e.g. `http://www.example.com/a/b?q`.
-    pub fn as_str(&self) -> &str {
-        &self.serialization
-    }
-
-    /// The lowercased scheme, e.g. `http`.
-    pub fn scheme(&self) -> &str {
-        &self.serialization[..self.scheme_end]
-    }
-
-    /// The canonical host, e.g. `www.example.com`, `192.0.2.1` or `[2001:db8::1]`.
-    pub fn host(&self) -> &str {
-        &self.serialization[self.host_start..self.host_end]
-    }
-
-    /// Whether the host is a domain name or an IP address.
-    pub fn host_kind(&self) -> HostKind {
-        self.host_kind
-    }
-
-    /// The canonical path, always starting with `/`.
-    pub fn path(&self) -> &str {
-        &self.serialization[self.host_end..self.path_end]
-    }
-
-    /// The query without its `?`: `None` when the URL has no `?`, `Some("")`
-    /// for an empty query.
-    pub fn query(&self) -> Option<&str> {
-        self.serialization.get(self.path_end + 1..)
-    }
-
-    /// The path followed by `?query` when the URL has a query.
-    pub fn path_and_query(&self) -> &str {
-        &self.serialization[self.host_end..]
-    }
-}
-
-impl fmt::Display for CanonicalUrl {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.serialization)
-    }
-}
+pub use url::{CanonError, CanonicalUrl, HostKind, MAX_EXPRESSIONS, MAX_URL_BYTES};
 
 /// Canonicalizes `input` by the Safe Browsing v4 rules (see the module docs).
 ///

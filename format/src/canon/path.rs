@@ -1,7 +1,7 @@
 //! Step 8: the canonical path (separators, dot segments, empty segments),
 //! and the escaped query after it.
 
-use super::steps::{CLASS, ESCAPE, QUERY, SEPARATOR, escape_into, needs_escape};
+use super::escape::{CLASS, ESCAPE, QUERY, SEPARATOR, escape_into, needs_escape};
 
 /// Steps 8 and 9 for what follows the authority (already unescaped):
 /// appends the canonical path and, when there is a query, `?` and the
