@@ -26,7 +26,7 @@ use crate::sources::{EntrySink, FormatOptions, ParseReport, parse_source_into};
 use crate::storage::CacheMeta;
 
 mod timings;
-pub use timings::{BuildTimings, HASH_BATCH, STAGES, StageTiming, peak_rss_bytes};
+pub use timings::{BuildTimings, HASH_BATCH, PeakRssProbe, STAGES, StageTiming, peak_rss_bytes};
 
 /// How many keys absent by construction are probed to measure a filter's
 /// false-positive rate (the canary).
@@ -387,6 +387,8 @@ pub struct BuildRequest<'a> {
     pub ttl: Duration,
     /// The signing key.
     pub key: &'a SigningKey,
+    /// How the stage timings sample peak memory.
+    pub probe: PeakRssProbe,
 }
 
 /// The fraction of `probes` random keys, absent from `keys` by construction,
@@ -519,7 +521,8 @@ fn parse_source_content(
 /// store of each source goes to `updates`, with the source's index in
 /// `sources` — also when a later source fails the build — for the caller to
 /// store before [`build_snapshot`], so the sources' bytes are freed before
-/// the filter is built. `now` (Unix seconds) stamps fresh content.
+/// the filter is built. `now` (Unix seconds) stamps fresh content; `probe`
+/// samples peak memory for the stage timings.
 ///
 /// # Errors
 ///
@@ -530,13 +533,14 @@ pub fn read_sources(
     list: &str,
     sources: Vec<LoadedSource>,
     now: u64,
+    probe: PeakRssProbe,
     updates: &mut Vec<(usize, SourceUpdate)>,
 ) -> Result<ReadSources, Error> {
     let started = Instant::now();
     let mut report = ParseReport::default();
     let mut statuses = Vec::new();
     let mut allow = AllowReport::default();
-    let mut timings = BuildTimings::default();
+    let mut timings = BuildTimings::new(probe);
     // One full hash per line is the common case: reserving it avoids the
     // vector's doublings (up to 3x its size while one reallocates).
     let lines: usize = sources
@@ -712,7 +716,7 @@ pub fn read_sources(
 /// [`Error::Source`] when a failed source has no fallback, [`Error::Filter`]
 /// or [`Error::Encode`] when the filter cannot be built or encoded.
 pub fn build_list(req: &BuildRequest<'_>, sources: Vec<LoadedSource>) -> Result<BuiltList, Error> {
-    let read = read_sources(&req.list.name, sources, req.now, &mut Vec::new())?;
+    let read = read_sources(&req.list.name, sources, req.now, req.probe, &mut Vec::new())?;
     build_snapshot(req, read)
 }
 

@@ -326,9 +326,10 @@ impl Publisher {
             now: unix_now(),
             ttl: inner.config.snapshot_ttl,
             key: &inner.key,
+            probe: build::PeakRssProbe::new(build::peak_rss_bytes),
         };
         let mut updates = Vec::new();
-        let read = build::read_sources(&list.name, loaded, request.now, &mut updates);
+        let read = build::read_sources(&list.name, loaded, request.now, request.probe, &mut updates);
         // Kept before the filter is built, which then has the sources'
         // memory back.
         let mut source_cache = None;

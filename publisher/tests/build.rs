@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use blocksieve_format::{DecodeLimits, FullHash, SigningKey, decode};
 use blocksieve_publisher::internal::build::{
-    BuildRequest, LastGood, LoadedSource, SourceRole, SourceUpdate, build_list, read_sources,
+    BuildRequest, LastGood, LoadedSource, PeakRssProbe, SourceRole, SourceUpdate, build_list, read_sources,
 };
 use blocksieve_publisher::internal::fetch::{Fetched, Validators};
 use blocksieve_publisher::internal::storage::CacheMeta;
@@ -49,7 +49,8 @@ fn a_build_from_feed_bytes_in_memory_decodes_and_holds_the_feed_full_hashes() {
         list: &list,
         previous: None,
         now: NOW,
-        ttl: std::time::Duration::from_secs(3600),
+        ttl: Duration::from_secs(3600),
+        probe: PeakRssProbe::NONE,
         key: &key,
     };
     let built = build_list(&request, vec![source(FEED)]).unwrap();
@@ -72,6 +73,16 @@ fn a_build_from_feed_bytes_in_memory_decodes_and_holds_the_feed_full_hashes() {
     for hash in expected_hashes() {
         assert!(snapshot.probably_contains(&hash), "{hash:?}");
     }
+    // No probe, no memory read: the build sampled nothing of the process.
+    assert!(!built.report.timings.stages.is_empty());
+    assert!(
+        built
+            .report
+            .timings
+            .stages
+            .iter()
+            .all(|s| s.peak_rss_bytes.is_none())
+    );
     // The same inputs give the same bytes.
     let again = build_list(&request, vec![source(FEED)]).unwrap();
     assert_eq!(again.snapshot, built.snapshot);
@@ -94,7 +105,14 @@ fn a_source_not_modified_is_built_from_the_last_good_content_it_is_given() {
         ..source("")
     };
     let mut updates = Vec::new();
-    let read = read_sources("phishing", vec![not_modified], NOW, &mut updates).unwrap();
+    let read = read_sources(
+        "phishing",
+        vec![not_modified],
+        NOW,
+        PeakRssProbe::NONE,
+        &mut updates,
+    )
+    .unwrap();
     assert_eq!(read.hashes, expected_hashes());
     assert_eq!(read.sources[0].state, "not_modified");
     assert_eq!(read.sources[0].content_fetched_at, Some(NOW - 60));
@@ -106,7 +124,14 @@ fn a_source_not_modified_is_built_from_the_last_good_content_it_is_given() {
 
     // Fresh content is to be stored whole.
     let mut updates = Vec::new();
-    read_sources("phishing", vec![source(FEED)], NOW, &mut updates).unwrap();
+    read_sources(
+        "phishing",
+        vec![source(FEED)],
+        NOW,
+        PeakRssProbe::NONE,
+        &mut updates,
+    )
+    .unwrap();
     assert!(matches!(
         updates.as_slice(),
         [(0, SourceUpdate::Store { bytes, meta })] if bytes == FEED.as_bytes() && meta.fetched_at == NOW && meta.accepted == 3

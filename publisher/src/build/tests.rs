@@ -17,7 +17,7 @@ fn loaded(bytes: &str, format: SourceFormat, role: SourceRole) -> LoadedSource {
 }
 
 fn collect(sources: Vec<LoadedSource>) -> Result<(Vec<FullHash>, ParseReport, AllowReport), Error> {
-    let read = read_sources("test", sources, 1, &mut Vec::new())?;
+    let read = read_sources("test", sources, 1, PeakRssProbe::NONE, &mut Vec::new())?;
     Ok((read.hashes, read.parse, read.allow))
 }
 

@@ -1,5 +1,10 @@
 //! Where a build's time goes, stage by stage.
+//!
+//! Stage durations come from the monotonic clock; the process's peak memory
+//! comes from a [`PeakRssProbe`] the build's caller passes in, so the build
+//! itself reads no file.
 
+use std::fmt;
 use std::time::Duration;
 
 /// The stages of a build, in the order they run. Parsing, canonicalizing
@@ -37,6 +42,45 @@ pub struct StageTiming {
     pub peak_rss_bytes: Option<u64>,
 }
 
+/// How a build samples the process's peak resident set for its stage
+/// timings: the publisher passes [`peak_rss_bytes`]; a build from memory (a
+/// test, a benchmark) may pass [`PeakRssProbe::NONE`] and read nothing.
+#[derive(Clone, Copy, Default)]
+pub struct PeakRssProbe(Option<fn() -> Option<u64>>);
+
+impl PeakRssProbe {
+    /// No sampling: every stage's `peak_rss_bytes` is `None`.
+    pub const NONE: Self = Self(None);
+
+    /// Samples with `sample`.
+    pub const fn new(sample: fn() -> Option<u64>) -> Self {
+        Self(Some(sample))
+    }
+
+    fn sample(self) -> Option<u64> {
+        self.0.and_then(|sample| sample())
+    }
+}
+
+impl fmt::Debug for PeakRssProbe {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "PeakRssProbe(sampling)"
+        } else {
+            "PeakRssProbe::NONE"
+        })
+    }
+}
+
+/// Probes never make two timings differ: equality is about what was measured.
+impl PartialEq for PeakRssProbe {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for PeakRssProbe {}
+
 /// Where one build's time went, stage by stage.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct BuildTimings {
@@ -49,12 +93,22 @@ pub struct BuildTimings {
     pub expression_bytes: u64,
     /// Wall time from the first read to the last write.
     pub total: Duration,
+    /// How each stage's peak RSS is sampled.
+    pub probe: PeakRssProbe,
 }
 
 impl BuildTimings {
+    /// No stages yet; peak RSS sampled with `probe`.
+    pub fn new(probe: PeakRssProbe) -> Self {
+        Self {
+            probe,
+            ..Self::default()
+        }
+    }
+
     /// Adds `took` to `stage` and records the peak RSS now.
     pub fn add(&mut self, stage: &'static str, took: Duration) {
-        let peak = peak_rss_bytes();
+        let peak = self.probe.sample();
         match self.stages.iter_mut().find(|s| s.stage == stage) {
             Some(s) => {
                 s.duration += took;
