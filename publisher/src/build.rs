@@ -26,7 +26,7 @@ use crate::sources::{EntrySink, FormatOptions, ParseReport, parse_source_into};
 use crate::storage::CacheMeta;
 
 mod timings;
-pub use timings::{BuildTimings, HASH_BATCH, PeakRssProbe, STAGES, StageTiming, peak_rss_bytes};
+pub use timings::{BuildTimings, HASH_BATCH, PeakRssProbe, STAGES, StageTiming};
 
 /// How many keys absent by construction are probed to measure a filter's
 /// false-positive rate (the canary).

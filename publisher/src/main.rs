@@ -504,7 +504,7 @@ fn print_timings(name: &str, t: &BuildTimings, reference: Option<&HashReference>
     }
     println!(
         "| **total** | {total:.3} | 100% | {} |",
-        mib(build::peak_rss_bytes())
+        mib(blocksieve_publisher::internal::metrics::peak_rss_bytes())
     );
     if let Some(r) = reference {
         let secs = r.duration.as_secs_f64();

@@ -1,6 +1,7 @@
 //! Prometheus metrics, served at `GET /metrics` in the text exposition
 //! format. One registry per publisher (no global state), so several
-//! publishers can live in one process (tests do).
+//! publishers can live in one process (tests do). Also the process's peak
+//! memory, which builds sample for their stage timings.
 
 use std::sync::atomic::AtomicU64;
 
@@ -174,4 +175,19 @@ impl Metrics {
         }
         out
     }
+}
+
+/// The process's peak resident set size (`VmHWM` of `/proc/self/status`),
+/// in bytes; `None` where that file does not exist.
+pub fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line
+        .trim_start_matches("VmHWM:")
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kib * 1024)
 }

@@ -326,7 +326,7 @@ impl Publisher {
             now: unix_now(),
             ttl: inner.config.snapshot_ttl,
             key: &inner.key,
-            probe: build::PeakRssProbe::new(build::peak_rss_bytes),
+            probe: build::PeakRssProbe::new(metrics::peak_rss_bytes),
         };
         let mut updates = Vec::new();
         let read = build::read_sources(&list.name, loaded, request.now, request.probe, &mut updates);

@@ -413,6 +413,12 @@ fn create_atomic_with(
     Ok(true)
 }
 
+/// Where the signing key lives when the configuration names no other
+/// path: `<data_dir>/signing.key`.
+pub fn default_signing_key_path(data_dir: &Path) -> PathBuf {
+    data_dir.join("signing.key")
+}
+
 /// Loads the signing key at `path`, or creates one (mode 0600) with its
 /// `public.key` beside it when there is none.
 ///

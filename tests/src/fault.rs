@@ -52,7 +52,7 @@ const RESPONSE_HEADERS: [&str; 8] = [
     "cache-control",
     "content-type",
     "retry-after",
-    "x-blocksieve-next-check",
+    blocksieve_format::api::NEXT_CHECK_HEADER,
     "last-modified",
 ];
 

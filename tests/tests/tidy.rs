@@ -92,6 +92,48 @@ fn no_source_file_is_over_900_lines_of_code() {
     assert!(over.is_empty(), "over {MAX_CODE_LINES} lines of code: {over:#?}");
 }
 
+/// The sans-I/O parts (ARCHITECTURE.md rule 4) and what they must not
+/// touch: the file system, sockets, an async runtime or a clock. The
+/// publisher's build may time its stages on the monotonic clock.
+#[test]
+fn the_sans_io_parts_do_no_io_and_read_no_wall_clock() {
+    let mut files = Vec::new();
+    rust_files(&root().join("format/src"), &mut files);
+    rust_files(&root().join("agent/src/engine"), &mut files);
+    let mut build = vec![root().join("publisher/src/build.rs")];
+    rust_files(&root().join("publisher/src/build"), &mut build);
+    let banned = [
+        "std::fs",
+        "tokio::",
+        "reqwest",
+        "std::net::Tcp",
+        "SystemTime::now",
+        "Instant::now",
+    ];
+    let mut found = Vec::new();
+    for (path, allowed) in files
+        .iter()
+        .map(|p| (p, None))
+        .chain(build.iter().map(|p| (p, Some("Instant::now"))))
+    {
+        let text = std::fs::read_to_string(path).expect("source");
+        for line in code(&text) {
+            for word in banned {
+                if line.contains(word) && allowed != Some(word) {
+                    found.push(format!("{}: {}", path.display(), line.trim()));
+                }
+            }
+        }
+    }
+    assert!(
+        files.len() > 10 && build.len() > 1,
+        "read {} + {} files",
+        files.len(),
+        build.len()
+    );
+    assert!(found.is_empty(), "I/O or a clock in a sans-I/O part: {found:#?}");
+}
+
 /// The `[dependencies]` of a crate's manifest, by name.
 fn dependencies(krate: &str) -> BTreeSet<String> {
     let text = std::fs::read_to_string(root().join(krate).join("Cargo.toml")).expect("Cargo.toml");

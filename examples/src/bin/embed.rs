@@ -9,7 +9,7 @@
 //! Arguments: publisher base URL, the publisher's public key (base64), the
 //! list to subscribe to, then URLs. Prints one line per URL (`unsafe`,
 //! `safe`, `unverified` or `invalid`) and keeps its cache in
-//! `$BLOCKSIEVE_CACHE_DIR` when that is set. `examples/tests/embed.rs` runs
+//! `$BLOCKSIEVE_CACHE_DIR` when that is set. `examples/tests/it/embed.rs` runs
 //! it against a fake publisher.
 
 use std::time::Duration;

@@ -43,7 +43,8 @@ pub struct StageTiming {
 }
 
 /// How a build samples the process's peak resident set for its stage
-/// timings: the publisher passes [`peak_rss_bytes`]; a build from memory (a
+/// timings: the publisher passes
+/// [`metrics::peak_rss_bytes`](crate::metrics::peak_rss_bytes); a build from memory (a
 /// test, a benchmark) may pass [`PeakRssProbe::NONE`] and read nothing.
 #[derive(Clone, Copy, Default)]
 pub struct PeakRssProbe(Option<fn() -> Option<u64>>);
@@ -138,19 +139,4 @@ impl BuildTimings {
     pub fn sum(&self) -> Duration {
         self.stages.iter().map(|s| s.duration).sum()
     }
-}
-
-/// The process's peak resident set size (`VmHWM` of `/proc/self/status`),
-/// in bytes; `None` where that file does not exist.
-pub fn peak_rss_bytes() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kib: u64 = line
-        .trim_start_matches("VmHWM:")
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .ok()?;
-    Some(kib * 1024)
 }

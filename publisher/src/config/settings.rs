@@ -117,7 +117,7 @@ impl Settings {
         }
         self.signing_key
             .clone()
-            .unwrap_or_else(|| self.data_dir.join("signing.key"))
+            .unwrap_or_else(|| crate::storage::default_signing_key_path(&self.data_dir))
     }
 
     /// The schedule of list `index`: its own, else the global `schedule`.
