@@ -101,6 +101,21 @@ pub struct Config {
     pub drain_timeout_s: u64,
     /// Log format: `text` or `json`. By default, `text`.
     pub log_format: LogFormat,
+    /// Where published snapshots and the sources' last good content are
+    /// stored: an object store URL, `s3://bucket/prefix` (the keys of the
+    /// data directory under `prefix`). The signing key and the lock stay in
+    /// `data_dir`; one publisher at a time may build into a store. By
+    /// default, none: the data directory.
+    pub store: Option<String>,
+    /// Options of the `store`'s client, over the `AWS_*` environment
+    /// variables: `endpoint`, `region`, `allow_http`, `access_key_id`,
+    /// `secret_access_key`, ... (the keys of `object_store`'s
+    /// `AmazonS3ConfigKey`). By default, none.
+    pub store_options: std::collections::BTreeMap<String, String>,
+    /// Use a `store` that fails the start-up self-test of conditional
+    /// writes (it ignores `If-None-Match` or `If-Match`): safe only while one
+    /// publisher at a time builds into it. By default, false.
+    pub dangerous_store_ignores_conditions: bool,
     /// The threat lists to build and serve. By default, one list `phishing`
     /// from the built-in feed; a file without `[[lists]]` names none (and is
     /// refused by [`Config::from_file`]).
@@ -493,6 +508,9 @@ impl Default for Config {
             max_connections: 10_000,
             drain_timeout_s: 10,
             log_format: LogFormat::Text,
+            store: None,
+            store_options: std::collections::BTreeMap::new(),
+            dangerous_store_ignores_conditions: false,
             lists: vec![ListConfig::new("phishing", vec![SourceConfig::builtin()])],
         }
     }
@@ -540,6 +558,16 @@ impl Config {
     pub fn validate(&self) -> Result<(), Error> {
         if self.lists.is_empty() {
             return Err(config_error("lists", "at least one list is required"));
+        }
+        if let Some(store) = &self.store
+            && !store
+                .strip_prefix("s3://")
+                .is_some_and(|bucket| !bucket.is_empty())
+        {
+            return Err(config_error(
+                "store",
+                format!("{store:?} is not s3://bucket[/prefix]"),
+            ));
         }
         let mut names = std::collections::HashSet::new();
         for list in &self.lists {
