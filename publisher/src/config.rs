@@ -560,9 +560,9 @@ impl Config {
             return Err(config_error("lists", "at least one list is required"));
         }
         if let Some(store) = &self.store
-            && !store
-                .strip_prefix("s3://")
-                .is_some_and(|bucket| !bucket.is_empty())
+            && (store.strip_prefix("s3://"))
+                .and_then(|rest| rest.split('/').next())
+                .is_none_or(str::is_empty)
         {
             return Err(config_error(
                 "store",
@@ -748,6 +748,35 @@ fn check_cron(field: &str, expr: &str) -> Result<(), Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn store_is_an_s3_url_with_a_bucket_and_takes_options() {
+        let config: Config = toml::from_str(
+            r#"
+            store = "s3://bucket/some/prefix"
+            store_options = { endpoint = "http://127.0.0.1:5000", allow_http = "true" }
+            [[lists]]
+            name = "phishing"
+            sources = [{ path = "a.txt", format = "urls" }]
+            "#,
+        )
+        .unwrap();
+        config.validate().unwrap();
+        assert_eq!(config.store.as_deref(), Some("s3://bucket/some/prefix"));
+        assert_eq!(config.store_options["allow_http"], "true");
+        assert!(!config.dangerous_store_ignores_conditions);
+        assert_eq!(Config::default().store, None);
+        for bad in ["bucket/prefix", "s3://", "s3:///prefix", "https://bucket/prefix"] {
+            let config = Config {
+                store: Some(bad.to_owned()),
+                ..Config::default()
+            };
+            match config.validate() {
+                Err(Error::Config { field, .. }) => assert_eq!(field, "store", "{bad}"),
+                other => panic!("{bad}: {other:?}"),
+            }
+        }
+    }
 
     #[test]
     fn parses_every_field_and_names_bad_ones() {
