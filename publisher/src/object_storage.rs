@@ -226,6 +226,8 @@ impl Storage for ObjectStorage {
         chunks: &mut dyn Iterator<Item = &[u8]>,
         mode: PutMode,
     ) -> Result<Option<Version>, Error> {
+        // One request with the whole value: a single PUT takes up to 5 GB,
+        // far more than a list's hashes (32 bytes per full hash).
         let mut value = Vec::new();
         for chunk in chunks {
             value.extend_from_slice(chunk);

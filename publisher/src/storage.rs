@@ -92,6 +92,10 @@ pub enum PutMode {
 /// store's client runs its requests to completion there (`put` with
 /// [`PutMode::Create`] and [`PutMode::Update`] are `object_store`'s
 /// `PutMode`s of the same names).
+///
+/// The errors below are those of the data directory; an object store
+/// ([`ObjectStorage`](crate::object_storage::ObjectStorage)) answers
+/// [`Error::Store`] instead.
 pub trait Storage: std::fmt::Debug + Send + Sync {
     /// Makes keys under `prefix` ready to store and removes what an
     /// interrupted write left there (for a directory: creates it and
