@@ -101,6 +101,21 @@ pub struct Config {
     pub drain_timeout_s: u64,
     /// Log format: `text` or `json`. By default, `text`.
     pub log_format: LogFormat,
+    /// Where published snapshots and the sources' last good content are
+    /// stored: an object store URL, `s3://bucket/prefix` (the keys of the
+    /// data directory under `prefix`). The signing key and the lock stay in
+    /// `data_dir`; one publisher at a time may build into a store. By
+    /// default, none: the data directory.
+    pub store: Option<String>,
+    /// Options of the `store`'s client, over the `AWS_*` environment
+    /// variables: `endpoint`, `region`, `allow_http`, `access_key_id`,
+    /// `secret_access_key`, ... (the keys of `object_store`'s
+    /// `AmazonS3ConfigKey`). By default, none.
+    pub store_options: std::collections::BTreeMap<String, String>,
+    /// Use a `store` that fails the start-up self-test of conditional
+    /// writes (it ignores `If-None-Match` or `If-Match`): safe only while one
+    /// publisher at a time builds into it. By default, false.
+    pub dangerous_store_ignores_conditions: bool,
     /// The threat lists to build and serve. By default, one list `phishing`
     /// from the built-in feed; a file without `[[lists]]` names none (and is
     /// refused by [`Config::from_file`]).
@@ -493,6 +508,9 @@ impl Default for Config {
             max_connections: 10_000,
             drain_timeout_s: 10,
             log_format: LogFormat::Text,
+            store: None,
+            store_options: std::collections::BTreeMap::new(),
+            dangerous_store_ignores_conditions: false,
             lists: vec![ListConfig::new("phishing", vec![SourceConfig::builtin()])],
         }
     }
@@ -540,6 +558,16 @@ impl Config {
     pub fn validate(&self) -> Result<(), Error> {
         if self.lists.is_empty() {
             return Err(config_error("lists", "at least one list is required"));
+        }
+        if let Some(store) = &self.store
+            && (store.strip_prefix("s3://"))
+                .and_then(|rest| rest.split('/').next())
+                .is_none_or(str::is_empty)
+        {
+            return Err(config_error(
+                "store",
+                format!("{store:?} is not s3://bucket[/prefix]"),
+            ));
         }
         let mut names = std::collections::HashSet::new();
         for list in &self.lists {
@@ -720,6 +748,35 @@ fn check_cron(field: &str, expr: &str) -> Result<(), Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn store_is_an_s3_url_with_a_bucket_and_takes_options() {
+        let config: Config = toml::from_str(
+            r#"
+            store = "s3://bucket/some/prefix"
+            store_options = { endpoint = "http://127.0.0.1:5000", allow_http = "true" }
+            [[lists]]
+            name = "phishing"
+            sources = [{ path = "a.txt", format = "urls" }]
+            "#,
+        )
+        .unwrap();
+        config.validate().unwrap();
+        assert_eq!(config.store.as_deref(), Some("s3://bucket/some/prefix"));
+        assert_eq!(config.store_options["allow_http"], "true");
+        assert!(!config.dangerous_store_ignores_conditions);
+        assert_eq!(Config::default().store, None);
+        for bad in ["bucket/prefix", "s3://", "s3:///prefix", "https://bucket/prefix"] {
+            let config = Config {
+                store: Some(bad.to_owned()),
+                ..Config::default()
+            };
+            match config.validate() {
+                Err(Error::Config { field, .. }) => assert_eq!(field, "store", "{bad}"),
+                other => panic!("{bad}: {other:?}"),
+            }
+        }
+    }
 
     #[test]
     fn parses_every_field_and_names_bad_ones() {

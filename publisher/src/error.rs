@@ -18,8 +18,11 @@ use blocksieve_format::{BuildError, DecodeError, EncodeError, KeyError};
 /// * **Build** ([`Error::Filter`], [`Error::Encode`], [`Error::Reread`],
 ///   [`Error::BuildTask`]): the snapshot could not be built; look at the
 ///   list's size and the logs.
-/// * **Storage** ([`Error::Storage`], [`Error::Corrupt`]): the data
-///   directory could not be read or written; fix the disk.
+/// * **Storage** ([`Error::Storage`], [`Error::Corrupt`], [`Error::Store`]):
+///   the data directory or the object store could not be read or written;
+///   fix the disk or the store (its address, credentials, permissions).
+/// * **Unsafe store** ([`Error::StoreIgnoresConditions`]): the configured
+///   object store does not enforce conditional writes; use one that does.
 /// * **In use** ([`Error::InUse`]): another publisher has the data directory
 ///   open; stop it, or use another directory.
 ///
@@ -121,6 +124,33 @@ pub enum Error {
         reason: String,
     },
 
+    /// An object store failed a request (the `store` of the configuration).
+    #[error("store: {store}: {key}: {answer}")]
+    Store {
+        /// The store, as configured (`s3://bucket/prefix`).
+        store: String,
+        /// The key asked for, under the store's prefix (empty when the
+        /// failure concerns no key).
+        key: String,
+        /// What kind of failure it is.
+        kind: StoreFailure,
+        /// What the store answered.
+        answer: String,
+    },
+
+    // --- Unsafe store: use a store that enforces conditional writes. ---
+    /// The object store ignored a conditional write in the start-up
+    /// self-test: two publishers could replace each other's objects unseen.
+    #[error(
+        "store: {store} does not enforce conditional writes: {reason}; use a store that does (or, with one publisher at a time, set dangerous_store_ignores_conditions)"
+    )]
+    StoreIgnoresConditions {
+        /// The store, as configured.
+        store: String,
+        /// The check that failed.
+        reason: String,
+    },
+
     // --- In use: stop the other publisher. ---
     /// Another process holds the data directory's lock (`<data_dir>/lock`).
     #[error(
@@ -145,6 +175,22 @@ impl Error {
             reason,
         }
     }
+}
+
+/// What kind of failure an object store answered ([`Error::Store`]).
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreFailure {
+    /// A write's condition did not hold: the key exists (create-only) or
+    /// its version changed (compare-and-swap).
+    Precondition,
+    /// No object under the key.
+    NotFound,
+    /// The store does not support the request.
+    Unsupported,
+    /// Anything else: the store could not be reached, refused the
+    /// credentials, answered an error.
+    Other,
 }
 
 /// The publishing gate that refused a build, with what it measured and its

@@ -14,8 +14,9 @@
 //!    build is pure: bytes and the time in, snapshot and [`BuildReport`]
 //!    out. The publishing gates may refuse it ([`GateRefusal`]).
 //! 4. **Store**: the snapshot and its full hashes are published atomically
-//!    to the data directory, which also keeps each source's last good
-//!    content and the signing key, and are loaded back on start.
+//!    to the data directory (or an object store: `store = "s3://…"`),
+//!    which also keeps each source's last good content, and are loaded
+//!    back on start.
 //! 5. **Serve**: the [`AppState`] holds one [`ListSlot`] per list, whose
 //!    [`Published`] snapshot a build swaps atomically; [`Publisher::router`]
 //!    serves it. [`Publisher::run`] is the daemon: serve what is on disk at
@@ -30,6 +31,7 @@ mod fetch;
 mod fuzzing;
 mod listener;
 mod metrics;
+mod object_storage;
 mod publisher;
 mod server;
 mod sources;
@@ -40,7 +42,7 @@ pub use build::BuildReport;
 pub use config::{
     AutoFilter, Config, FilterChoice, Gates, ListConfig, LogFormat, Settings, SourceConfig, SourceFormat,
 };
-pub use error::{Error, GateRefusal};
+pub use error::{Error, GateRefusal, StoreFailure};
 pub use publisher::{ListBuildOutcome, Publisher, wait_until_ready};
 pub use state::{AppState, ListSlot, Published};
 
@@ -76,6 +78,7 @@ pub mod internal {
         pub use crate::state::*;
     }
     pub mod storage {
+        pub use crate::object_storage::*;
         pub use crate::storage::*;
     }
 }

@@ -18,7 +18,7 @@ use crate::error::Error;
 use crate::fetch;
 use crate::state::{AppState, ListSlot, Published};
 use crate::storage::{self, ListStore, LocalStorage, SourceCache, Storage};
-use crate::{listener, metrics, server};
+use crate::{listener, metrics, object_storage, server};
 
 /// Current time in Unix seconds.
 fn unix_now() -> u64 {
@@ -64,20 +64,32 @@ pub struct ListBuildOutcome {
 
 impl Publisher {
     /// Opens the data directory and locks it for as long as this publisher
-    /// (any clone of it) lives, loads or creates the signing key, and loads
-    /// the newest valid snapshot of every list so it can be served at once.
+    /// (any clone of it) lives, opens the object store when one is
+    /// configured (and checks that it enforces conditional writes), loads
+    /// or creates the signing key, and loads the newest valid snapshot of
+    /// every list so it can be served at once.
     ///
     /// # Errors
     ///
     /// [`Error::Config`] for an invalid configuration, [`Error::SigningKey`]
     /// for a key file that holds no key, [`Error::InUse`] when another
     /// publisher has the data directory open, [`Error::Storage`] when the
-    /// data directory or key cannot be read or written.
+    /// data directory or key cannot be read or written, [`Error::Store`]
+    /// when the object store cannot be reached,
+    /// [`Error::StoreIgnoresConditions`] when it does not enforce
+    /// conditional writes.
     pub fn open(config: Config) -> Result<Self, Error> {
         let config = config.resolve()?;
         let local = LocalStorage::open(&config.data_dir)?;
         let data_dir_lock = storage::lock_data_dir(&config.data_dir)?;
-        let storage: Arc<dyn Storage> = Arc::new(local);
+        let storage: Arc<dyn Storage> = match &config.store {
+            None => Arc::new(local),
+            Some(url) => object_storage::open_store(
+                url,
+                &config.store_options,
+                config.dangerous_store_ignores_conditions,
+            )?,
+        };
         let key = storage::load_or_create_signing_key(&config.signing_key_path())?;
         let metrics = metrics::Metrics::new();
         let mut lists = Vec::new();

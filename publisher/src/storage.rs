@@ -35,8 +35,11 @@
 //! version complete; temporary files left by a crash are removed on start.
 //!
 //! [`Storage`] is shaped like an object store (put, get, list, delete,
-//! create-if-absent and compare-and-swap on a version), so that one can
-//! stand in for the data directory.
+//! create-if-absent and compare-and-swap on a version), and one stands in
+//! for the data directory when the configuration names a `store`
+//! ([`ObjectStorage`](crate::object_storage::ObjectStorage)): the same keys
+//! under the store's prefix. The signing key and the lock stay in the data
+//! directory.
 
 use std::fs;
 use std::io::{Read as _, Seek as _, Write as _};
@@ -58,6 +61,18 @@ const TMP_SUFFIX: &str = ".tmp";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Version(String);
 
+impl Version {
+    /// The version whose entity tag is `tag`.
+    pub(crate) fn new(tag: String) -> Self {
+        Self(tag)
+    }
+
+    /// Its entity tag.
+    pub(crate) fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
 /// What [`Storage::put`] does when the key exists.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PutMode {
@@ -74,9 +89,13 @@ pub enum PutMode {
 /// Every write is atomic: a reader sees the old value or the new one,
 /// whole. Calls block: the publisher makes the large ones (a build's
 /// writes, the served old versions) from its blocking pool. An object
-/// store's client would run its requests to completion there (`put` with
+/// store's client runs its requests to completion there (`put` with
 /// [`PutMode::Create`] and [`PutMode::Update`] are `object_store`'s
 /// `PutMode`s of the same names).
+///
+/// The errors below are those of the data directory; an object store
+/// ([`ObjectStorage`](crate::object_storage::ObjectStorage)) answers
+/// [`Error::Store`] instead.
 pub trait Storage: std::fmt::Debug + Send + Sync {
     /// Makes keys under `prefix` ready to store and removes what an
     /// interrupted write left there (for a directory: creates it and

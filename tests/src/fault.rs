@@ -3,6 +3,8 @@
 //! error status, go down (the proxy then answers `502 Bad Gateway`, as a
 //! reverse proxy in front of a dead publisher does) or come back on another
 //! port. Snapshot downloads and full-hash searches fail independently.
+//! [`ignoring_conditions`] is a proxy in front of an S3 API server that
+//! makes it ignore conditional writes.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -168,4 +170,49 @@ async fn forward(
         }
     }
     response
+}
+
+/// Starts a proxy in front of the S3 API server at `upstream` (a base URL)
+/// that drops `If-None-Match` and `If-Match` from every request and
+/// forwards the rest as sent: a store that ignores conditional writes, as
+/// some S3-compatible servers do. Returns where it listens.
+///
+/// # Panics
+///
+/// When no port can be bound.
+pub async fn ignoring_conditions(upstream: &str) -> SocketAddr {
+    let upstream = upstream.to_owned();
+    let client = reqwest::Client::new();
+    let app = Router::new().fallback(
+        move |method: Method, uri: Uri, mut headers: HeaderMap, body: Bytes| {
+            let (upstream, client) = (upstream.clone(), client.clone());
+            async move {
+                for name in [header::IF_NONE_MATCH, header::IF_MATCH, header::HOST] {
+                    headers.remove(name);
+                }
+                let path = uri.path_and_query().map_or("/", |p| p.as_str());
+                let request = client
+                    .request(method, format!("{upstream}{path}"))
+                    .headers(headers)
+                    .body(body);
+                let Ok(answer) = request.send().await else {
+                    return error(StatusCode::BAD_GATEWAY, "the store is down");
+                };
+                let (status, mut headers) = (answer.status(), answer.headers().clone());
+                let Ok(bytes) = answer.bytes().await else {
+                    return error(StatusCode::BAD_GATEWAY, "the store's answer was cut");
+                };
+                headers.remove(header::TRANSFER_ENCODING);
+                let mut response = (status, bytes).into_response();
+                response.headers_mut().extend(headers);
+                response
+            }
+        },
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("local addr");
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    addr
 }

@@ -4,7 +4,8 @@
 //! answer the test sets, recording the requests it sees, and a raw TCP
 //! server for answers no HTTP framework gives ([`fake`]); signed test
 //! snapshots and the fixed keys ([`snapshot`]); clocks for agents
-//! ([`clock`]) and agents for the fakes ([`agents`]).
+//! ([`clock`]) and agents for the fakes ([`agents`]); a real S3 API server
+//! for the object-store tests ([`moto`]).
 //!
 //! The fake publisher and the test snapshots use only the wire format
 //! (`blocksieve-format`): they stand in for the publisher.
@@ -17,6 +18,7 @@ pub mod feed;
 pub mod feed_check;
 mod fixtures;
 mod machine;
+pub mod moto;
 pub mod raw;
 mod running;
 pub mod snapshot;

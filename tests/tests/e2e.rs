@@ -12,4 +12,5 @@ mod memory;
 mod outage;
 mod publisher;
 mod slow_clients;
+mod store;
 mod tidy;

@@ -68,6 +68,13 @@ pub struct Settings {
     pub drain_timeout: Duration,
     /// Log format ([`Config::log_format`]).
     pub log_format: LogFormat,
+    /// The object store URL, when set ([`Config::store`]).
+    pub store: Option<String>,
+    /// Options of the store's client ([`Config::store_options`]).
+    pub store_options: std::collections::BTreeMap<String, String>,
+    /// Use a store that ignores conditional writes
+    /// ([`Config::dangerous_store_ignores_conditions`]).
+    pub dangerous_store_ignores_conditions: bool,
     /// The threat lists to build and serve ([`Config::lists`]); a source's
     /// fetch timeout is [`SourceConfig::timeout`](super::SourceConfig::timeout).
     pub lists: Vec<ListConfig>,
@@ -103,6 +110,9 @@ impl Config {
             max_connections: self.max_connections,
             drain_timeout: Duration::from_secs(self.drain_timeout_s),
             log_format: self.log_format,
+            store: self.store,
+            store_options: self.store_options,
+            dangerous_store_ignores_conditions: self.dangerous_store_ignores_conditions,
             lists: self.lists,
         })
     }

@@ -1,0 +1,556 @@
+//! [`Storage`] on an object store (`object_store`): S3 and S3-compatible
+//! stores (with the `aws` feature), or any other [`ObjectStore`].
+//!
+//! Keys are those of the data directory ([`crate::storage`]), under the
+//! store's prefix: `s3://bucket/prefix` holds `prefix/lists/<name>/<version>.snapshot`
+//! where a data directory holds `lists/<name>/<version>.snapshot`, so a
+//! bucket holds what a data directory holds. The signing key and the lock
+//! stay in the local data directory.
+//!
+//! [`PutMode::Create`] is `object_store`'s `PutMode::Create` (`If-None-Match:
+//! *`), [`PutMode::Update`] its `PutMode::Update` (`If-Match` on the ETag).
+//! A store that ignores those headers would let two writers replace each
+//! other's objects unseen, so [`check_conditional_writes`] tries both on a
+//! scratch key when the publisher starts and refuses such a store.
+//!
+//! [`Storage`]'s calls block; `object_store`'s are async. Each call runs on
+//! a small runtime of the store's own and the calling thread waits for it,
+//! so calls work from any thread: the publisher's blocking pool, a plain
+//! thread, or (briefly blocking it) an async task.
+
+use std::future::Future;
+use std::ops::Range;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use object_store::path::{Path, PathPart};
+use object_store::{ObjectStore, ObjectStoreExt as _, PutOptions, PutPayload, UpdateVersion};
+
+use crate::error::{Error, StoreFailure};
+use crate::storage::{PutMode, Storage, Version};
+
+/// [`Storage`] on an [`ObjectStore`], every key under a prefix.
+#[derive(Debug)]
+pub struct ObjectStorage {
+    store: Arc<dyn ObjectStore>,
+    /// The keys' common prefix in the store (may be empty).
+    prefix: Path,
+    /// The store as configured (`s3://bucket/prefix`), for messages.
+    name: String,
+    runtime: Bridge,
+}
+
+/// The runtime [`ObjectStorage`]'s requests run on.
+#[derive(Debug)]
+struct Bridge(Option<tokio::runtime::Runtime>);
+
+impl Drop for Bridge {
+    fn drop(&mut self) {
+        // Dropping a runtime waits for its tasks, which is not allowed
+        // from async code; the publisher may drop its storage there.
+        if let Some(runtime) = self.0.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+impl ObjectStorage {
+    /// `store`'s keys under `prefix` (`/`-separated, may be empty); `name`
+    /// names the store in messages (its URL).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Store`] when the store's runtime cannot be started.
+    pub fn new(store: Arc<dyn ObjectStore>, prefix: &str, name: &str) -> Result<Self, Error> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("blocksieve-store")
+            .enable_all()
+            .build()
+            .map_err(|e| Error::Store {
+                store: name.to_owned(),
+                key: String::new(),
+                kind: StoreFailure::Other,
+                answer: format!("starting its runtime: {e}"),
+            })?;
+        Ok(Self {
+            store,
+            prefix: split(prefix).collect(),
+            name: name.to_owned(),
+            runtime: Bridge(Some(runtime)),
+        })
+    }
+
+    /// The S3 (or S3-compatible) store at `url`, `s3://bucket/prefix`,
+    /// configured from the `AWS_*` environment variables and then `options`
+    /// (keys of `object_store`'s `AmazonS3ConfigKey`: `endpoint`, `region`,
+    /// `allow_http`, `access_key_id`, ...).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] for a URL or option the store's client refuses.
+    #[cfg(feature = "aws")]
+    pub fn s3<'a>(
+        url: &str,
+        options: impl IntoIterator<Item = (&'a String, &'a String)>,
+    ) -> Result<Self, Error> {
+        use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
+        let config = |field: String, e: &dyn std::fmt::Display| Error::Config {
+            field,
+            reason: e.to_string(),
+        };
+        let Some(rest) = url.strip_prefix("s3://") else {
+            return Err(config("store".to_owned(), &"not an s3:// URL"));
+        };
+        let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+        let mut builder = AmazonS3Builder::from_env().with_bucket_name(bucket);
+        for (key, value) in options {
+            let field = format!("store_options.{key}");
+            let key: AmazonS3ConfigKey = key.parse().map_err(|e| config(field, &e))?;
+            builder = builder.with_config(key, value);
+        }
+        let store = builder.build().map_err(|e| config("store".to_owned(), &e))?;
+        Self::new(Arc::new(store), prefix, url)
+    }
+
+    /// The store's path of `key`.
+    fn path(&self, key: &str) -> Path {
+        let prefix = self.prefix.parts().map(|p| PathPart::from(p.as_ref().to_owned()));
+        prefix.chain(split(key)).collect()
+    }
+
+    /// `key` of a path under the prefix.
+    fn key_of(&self, path: &Path) -> Option<String> {
+        let parts: Vec<String> = path
+            .prefix_match(&self.prefix)?
+            .map(|p| p.as_ref().to_owned())
+            .collect();
+        Some(parts.join("/"))
+    }
+
+    fn error(&self, key: &str, e: &object_store::Error) -> Error {
+        Error::Store {
+            store: self.name.clone(),
+            key: key.to_owned(),
+            kind: match e {
+                object_store::Error::Precondition { .. } | object_store::Error::AlreadyExists { .. } => {
+                    StoreFailure::Precondition
+                }
+                object_store::Error::NotFound { .. } => StoreFailure::NotFound,
+                object_store::Error::NotSupported { .. } | object_store::Error::NotImplemented { .. } => {
+                    StoreFailure::Unsupported
+                }
+                _ => StoreFailure::Other,
+            },
+            answer: e.to_string(),
+        }
+    }
+
+    /// Runs `future` on the store's runtime and waits for it.
+    fn run<T: Send + 'static>(
+        &self,
+        key: &str,
+        future: impl Future<Output = object_store::Result<T>> + Send + 'static,
+    ) -> Result<T, Error> {
+        let stopped = || Error::Store {
+            store: self.name.clone(),
+            key: key.to_owned(),
+            kind: StoreFailure::Other,
+            answer: "the store's runtime stopped".to_owned(),
+        };
+        let runtime = self.runtime.0.as_ref().ok_or_else(stopped)?;
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        runtime.spawn(async move {
+            let _ = tx.send(future.await);
+        });
+        rx.recv().map_err(|_| stopped())?.map_err(|e| self.error(key, &e))
+    }
+}
+
+/// The non-empty `/`-separated parts of `key`.
+fn split(key: &str) -> impl Iterator<Item = PathPart<'static>> + '_ {
+    key.split('/')
+        .filter(|p| !p.is_empty())
+        .map(|p| PathPart::from(p.to_owned()))
+}
+
+/// `Ok(None)` for a missing object.
+fn not_found_is_none<T>(result: Result<T, Error>) -> Result<Option<T>, Error> {
+    match result {
+        Ok(v) => Ok(Some(v)),
+        Err(Error::Store {
+            kind: StoreFailure::NotFound,
+            ..
+        }) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+impl Storage for ObjectStorage {
+    /// Nothing to do: an object store has no directories, and its writes
+    /// leave no temporary objects.
+    fn prepare(&self, _prefix: &str) -> Result<(), Error> {
+        Ok(())
+    }
+
+    fn get(&self, key: &str) -> Result<Option<Vec<u8>>, Error> {
+        let (store, path) = (self.store.clone(), self.path(key));
+        not_found_is_none(self.run(key, async move { store.get(&path).await?.bytes().await }))
+            .map(|b| b.map(Vec::from))
+    }
+
+    fn get_range(&self, key: &str, range: Range<u64>) -> Result<Option<Vec<u8>>, Error> {
+        // A range past the end is an error to a store, not fewer bytes.
+        let (store, path) = (self.store.clone(), self.path(key));
+        let Some(size) = not_found_is_none(self.run(key, async move { store.head(&path).await }))? else {
+            return Ok(None);
+        };
+        let range = range.start.min(size.size)..range.end.min(size.size);
+        if range.is_empty() {
+            return Ok(Some(Vec::new()));
+        }
+        let (store, path) = (self.store.clone(), self.path(key));
+        not_found_is_none(self.run(key, async move { store.get_range(&path, range).await }))
+            .map(|b| b.map(Vec::from))
+    }
+
+    fn version(&self, key: &str) -> Result<Option<Version>, Error> {
+        let (store, path) = (self.store.clone(), self.path(key));
+        let meta = not_found_is_none(self.run(key, async move { store.head(&path).await }))?;
+        Ok(meta.map(|m| Version::new(m.e_tag.unwrap_or_default())))
+    }
+
+    fn put_chunks(
+        &self,
+        key: &str,
+        chunks: &mut dyn Iterator<Item = &[u8]>,
+        mode: PutMode,
+    ) -> Result<Option<Version>, Error> {
+        // One request with the whole value: a single PUT takes up to 5 GB,
+        // far more than a list's hashes (32 bytes per full hash).
+        let mut value = Vec::new();
+        for chunk in chunks {
+            value.extend_from_slice(chunk);
+        }
+        let update = matches!(mode, PutMode::Update(_));
+        let mode = match mode {
+            PutMode::Overwrite => object_store::PutMode::Overwrite,
+            PutMode::Create => object_store::PutMode::Create,
+            PutMode::Update(version) => object_store::PutMode::Update(UpdateVersion {
+                e_tag: Some(version.as_str().to_owned()),
+                version: None,
+            }),
+        };
+        let (store, path) = (self.store.clone(), self.path(key));
+        let put = self.run(key, async move {
+            (store.put_opts(&path, PutPayload::from(value), PutOptions::from(mode))).await
+        });
+        match put {
+            Ok(result) => Ok(Some(Version::new(result.e_tag.unwrap_or_default()))),
+            // The condition does not hold: the key exists (Create), its
+            // version changed or it is gone (Update).
+            Err(Error::Store {
+                kind: StoreFailure::Precondition,
+                ..
+            }) => Ok(None),
+            Err(Error::Store {
+                kind: StoreFailure::NotFound,
+                ..
+            }) if update => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn list(&self, prefix: &str) -> Result<Vec<String>, Error> {
+        let (store, path) = (self.store.clone(), self.path(prefix));
+        let listed = self.run(
+            prefix,
+            async move { store.list_with_delimiter(Some(&path)).await },
+        )?;
+        Ok((listed.objects.iter().map(|o| &o.location))
+            .chain(&listed.common_prefixes)
+            .filter_map(|p| self.key_of(p))
+            .collect())
+    }
+
+    fn delete(&self, key: &str) -> Result<(), Error> {
+        let (store, path) = (self.store.clone(), self.path(key));
+        not_found_is_none(self.run(key, async move { store.delete(&path).await })).map(drop)
+    }
+
+    fn location(&self, key: &str) -> PathBuf {
+        PathBuf::from(format!("{}/{key}", self.name.trim_end_matches('/')))
+    }
+}
+
+/// The store at `url` (`s3://bucket/prefix`, with `options`), checked by
+/// [`check_conditional_writes`]: a store that fails the check is refused
+/// unless `ignore_conditions` (the configuration's
+/// `dangerous_store_ignores_conditions`), and then only logged.
+///
+/// # Errors
+///
+/// [`Error::Config`] for a URL or option the client refuses, or when the
+/// publisher was built without the `aws` feature;
+/// [`Error::StoreIgnoresConditions`] and [`Error::Store`] as
+/// [`check_conditional_writes`].
+pub fn open_store(
+    url: &str,
+    options: &std::collections::BTreeMap<String, String>,
+    ignore_conditions: bool,
+) -> Result<Arc<dyn Storage>, Error> {
+    #[cfg(not(feature = "aws"))]
+    {
+        let _ = (options, ignore_conditions);
+        Err(Error::Config {
+            field: "store".to_owned(),
+            reason: format!("{url}: this publisher was built without the `aws` feature"),
+        })
+    }
+    #[cfg(feature = "aws")]
+    {
+        let storage = ObjectStorage::s3(url, options)?;
+        match check_conditional_writes(&storage, url) {
+            Ok(()) => {}
+            Err(e @ Error::StoreIgnoresConditions { .. }) if ignore_conditions => {
+                tracing::warn!(error = %e, "using the store anyway (dangerous_store_ignores_conditions)")
+            }
+            Err(e) => return Err(e),
+        }
+        tracing::info!(store = url, "storing in the object store");
+        Ok(Arc::new(storage))
+    }
+}
+
+/// Checks that `storage` enforces conditional writes, on a scratch key
+/// under `.blocksieve-selftest/` that it removes afterwards: a second
+/// [`PutMode::Create`] of a key must fail, and so must a
+/// [`PutMode::Update`] with a stale version; an update with the current
+/// version must succeed. `name` names the store in the error.
+///
+/// # Errors
+///
+/// [`Error::StoreIgnoresConditions`] when a check fails; [`Error::Store`]
+/// when the store cannot be reached.
+pub fn check_conditional_writes(storage: &dyn Storage, name: &str) -> Result<(), Error> {
+    use std::time::{SystemTime, UNIX_EPOCH};
+    let nanos = (SystemTime::now().duration_since(UNIX_EPOCH)).map_or(0, |d| d.as_nanos());
+    let key = format!(".blocksieve-selftest/{}-{nanos:x}", std::process::id());
+    let result = check_on(storage, &key);
+    let _ = storage.delete(&key);
+    result.map_err(|reason| match reason {
+        Check::Ignored(reason) => Error::StoreIgnoresConditions {
+            store: name.to_owned(),
+            reason: reason.to_owned(),
+        },
+        Check::Failed(e) => e,
+    })
+}
+
+enum Check {
+    Ignored(&'static str),
+    Failed(Error),
+}
+
+fn check_on(storage: &dyn Storage, key: &str) -> Result<(), Check> {
+    let put = |value: &[u8], mode| storage.put(key, value, mode).map_err(Check::Failed);
+    let Some(first) = put(b"first", PutMode::Create)? else {
+        return Err(Check::Ignored("creating a new scratch object was refused"));
+    };
+    if put(b"second", PutMode::Create)?.is_some() {
+        return Err(Check::Ignored(
+            "a create-only write (If-None-Match: *) replaced an existing object",
+        ));
+    }
+    let Some(current) = put(b"third", PutMode::Update(first.clone()))? else {
+        return Err(Check::Ignored(
+            "a write conditional on the current version (If-Match) was refused",
+        ));
+    };
+    if current == first {
+        return Err(Check::Ignored(
+            "an object's version did not change when it was replaced",
+        ));
+    }
+    if put(b"fourth", PutMode::Update(first))?.is_some() {
+        return Err(Check::Ignored(
+            "a write conditional on a stale version (If-Match) replaced the object",
+        ));
+    }
+    match storage.get(key).map_err(Check::Failed)? {
+        Some(value) if value == b"third" => Ok(()),
+        _ => Err(Check::Ignored("a refused conditional write changed the object")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use object_store::memory::InMemory;
+
+    use super::*;
+
+    fn in_memory() -> ObjectStorage {
+        ObjectStorage::new(Arc::new(InMemory::new()), "some/prefix", "memory://some/prefix").unwrap()
+    }
+
+    #[test]
+    fn create_twice_fails_and_a_stale_update_fails() {
+        let storage = in_memory();
+        let v1 = (storage.put("lists/a/1.snapshot", b"one", PutMode::Create))
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            storage
+                .put("lists/a/1.snapshot", b"other", PutMode::Create)
+                .unwrap(),
+            None
+        );
+        assert_eq!(storage.get("lists/a/1.snapshot").unwrap().unwrap(), b"one");
+        assert_eq!(storage.version("lists/a/1.snapshot").unwrap(), Some(v1.clone()));
+        let v2 = (storage.put("lists/a/1.snapshot", b"uno!", PutMode::Update(v1.clone())))
+            .unwrap()
+            .unwrap();
+        assert_ne!(v1, v2);
+        assert_eq!(
+            (storage.put("lists/a/1.snapshot", b"stale", PutMode::Update(v1))).unwrap(),
+            None
+        );
+        assert_eq!(storage.get("lists/a/1.snapshot").unwrap().unwrap(), b"uno!");
+        // An update of a key that does not exist does not hold either.
+        assert_eq!(storage.put("missing", b"x", PutMode::Update(v2)).unwrap(), None);
+        assert_eq!(storage.get("missing").unwrap(), None);
+    }
+
+    #[test]
+    fn lists_reads_ranges_and_deletes_under_its_prefix() {
+        let memory = Arc::new(InMemory::new());
+        let storage = ObjectStorage::new(memory.clone(), "p", "memory://p").unwrap();
+        assert_eq!(storage.get("lists/a/1.snapshot").unwrap(), None);
+        assert_eq!(storage.get_range("lists/a/1.snapshot", 0..1).unwrap(), None);
+        assert_eq!(storage.version("lists/a/1.snapshot").unwrap(), None);
+        assert_eq!(storage.list("lists/a").unwrap(), Vec::<String>::new());
+        storage
+            .put("lists/a/1.snapshot", b"one", PutMode::Overwrite)
+            .unwrap();
+        let mut chunks = [&b"ab"[..], b"cd"].into_iter();
+        (storage.put_chunks("lists/a/1.hashes", &mut chunks, PutMode::Overwrite)).unwrap();
+        storage.put("lists/a/deeper/x", b"x", PutMode::Overwrite).unwrap();
+        storage
+            .put("lists/b/1.snapshot", b"b", PutMode::Overwrite)
+            .unwrap();
+
+        // The layout's keys, under the prefix, as a data directory has them.
+        let stored = |key: &str| {
+            let runtime = tokio::runtime::Runtime::new().unwrap();
+            runtime.block_on(async { memory.get(&Path::from(key)).await.ok()?.bytes().await.ok() })
+        };
+        assert_eq!(stored("p/lists/a/1.hashes").unwrap(), &b"abcd"[..]);
+        assert_eq!(stored("lists/a/1.hashes"), None);
+
+        let mut names = storage.list("lists/a").unwrap();
+        names.sort();
+        assert_eq!(
+            names,
+            ["lists/a/1.hashes", "lists/a/1.snapshot", "lists/a/deeper"]
+        );
+        assert_eq!(storage.list("lists/a/").unwrap().len(), 3);
+
+        assert_eq!(
+            storage.get_range("lists/a/1.hashes", 1..3).unwrap().unwrap(),
+            b"bc"
+        );
+        // Fewer bytes at its end; none past it.
+        assert_eq!(
+            storage.get_range("lists/a/1.hashes", 2..10).unwrap().unwrap(),
+            b"cd"
+        );
+        assert_eq!(
+            storage.get_range("lists/a/1.hashes", 7..10).unwrap().unwrap(),
+            b""
+        );
+
+        storage.delete("lists/a/1.hashes").unwrap();
+        storage.delete("lists/a/1.hashes").unwrap();
+        assert_eq!(storage.get("lists/a/1.hashes").unwrap(), None);
+        assert!(
+            storage
+                .location("lists/a/1.snapshot")
+                .ends_with("p/lists/a/1.snapshot")
+        );
+    }
+
+    /// Passes every write on as an overwrite, as a store that ignores
+    /// `If-None-Match` and `If-Match` does.
+    #[derive(Debug)]
+    struct IgnoresConditions(ObjectStorage);
+
+    impl Storage for IgnoresConditions {
+        fn prepare(&self, prefix: &str) -> Result<(), Error> {
+            self.0.prepare(prefix)
+        }
+        fn get(&self, key: &str) -> Result<Option<Vec<u8>>, Error> {
+            self.0.get(key)
+        }
+        fn get_range(&self, key: &str, range: Range<u64>) -> Result<Option<Vec<u8>>, Error> {
+            self.0.get_range(key, range)
+        }
+        fn version(&self, key: &str) -> Result<Option<Version>, Error> {
+            self.0.version(key)
+        }
+        fn put_chunks(
+            &self,
+            key: &str,
+            chunks: &mut dyn Iterator<Item = &[u8]>,
+            _mode: PutMode,
+        ) -> Result<Option<Version>, Error> {
+            self.0.put_chunks(key, chunks, PutMode::Overwrite)
+        }
+        fn list(&self, prefix: &str) -> Result<Vec<String>, Error> {
+            self.0.list(prefix)
+        }
+        fn delete(&self, key: &str) -> Result<(), Error> {
+            self.0.delete(key)
+        }
+        fn location(&self, key: &str) -> PathBuf {
+            self.0.location(key)
+        }
+    }
+
+    #[test]
+    fn the_self_test_passes_on_a_store_that_enforces_conditions_and_leaves_nothing() {
+        let storage = in_memory();
+        check_conditional_writes(&storage, "memory://some/prefix").unwrap();
+        assert_eq!(
+            storage.list(".blocksieve-selftest").unwrap(),
+            Vec::<String>::new()
+        );
+    }
+
+    #[test]
+    fn the_self_test_refuses_a_store_that_ignores_conditions_naming_it() {
+        let storage = IgnoresConditions(in_memory());
+        match check_conditional_writes(&storage, "memory://some/prefix") {
+            Err(e @ Error::StoreIgnoresConditions { .. }) => {
+                let message = e.to_string();
+                assert!(message.contains("memory://some/prefix"), "{message}");
+                assert!(message.contains("If-None-Match"), "{message}");
+            }
+            other => panic!("a store that ignores conditions: {other:?}"),
+        }
+        assert_eq!(
+            storage.list(".blocksieve-selftest").unwrap(),
+            Vec::<String>::new()
+        );
+    }
+
+    #[test]
+    fn works_from_async_code_and_is_dropped_there() {
+        let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        runtime.block_on(async {
+            let storage = in_memory();
+            storage.put("k", b"v", PutMode::Overwrite).unwrap();
+            assert_eq!(storage.get("k").unwrap().unwrap(), b"v");
+            drop(storage);
+        });
+    }
+}

@@ -1,0 +1,162 @@
+//! The publisher on an object store (`store = "s3://…"`) against a real S3
+//! API server (moto): build, serve, restart from the store, and the
+//! start-up self-test of conditional writes.
+
+use std::time::Duration;
+
+use blocksieve_agent::Agent;
+use blocksieve_publisher::internal::storage::{
+    ObjectStorage, PutMode, Storage as _, check_conditional_writes,
+};
+use blocksieve_publisher::{Config, Error, Publisher, SourceFormat, StoreFailure};
+use blocksieve_tests::fault::ignoring_conditions;
+use blocksieve_tests::moto::Moto;
+use blocksieve_tests::{RunningPublisher, config, fixture_lines, fixture_source};
+
+const READY: Duration = Duration::from_secs(60);
+
+fn on_store(moto: &Moto, data_dir: &std::path::Path, prefix: &str) -> Config {
+    Config {
+        store: Some(moto.store_url(prefix)),
+        store_options: moto.store_options(),
+        ..config(
+            data_dir,
+            "phishing",
+            vec![fixture_source("phishing-urls.txt", SourceFormat::Urls)],
+        )
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_publisher_on_s3_builds_serves_and_restarts_from_the_store() {
+    let Some(moto) = Moto::start().await else { return };
+    let first_dir = tempfile::tempdir().unwrap();
+    let server = RunningPublisher::start(on_store(&moto, first_dir.path(), "some/prefix")).await;
+    server.wait_ready(READY).await;
+    let version = server.publisher.state().lists[0]
+        .current
+        .load_full()
+        .unwrap()
+        .header
+        .version;
+
+    // An agent verifies the snapshot and checks a URL with it.
+    let agent = Agent::builder(server.base_url())
+        .list("phishing")
+        .trusted_key(server.public_key())
+        .build()
+        .unwrap();
+    let report = agent.update().await.unwrap();
+    assert!(report.is_complete(), "{report:?}");
+    let listed = &fixture_lines("phishing-urls.txt")[0];
+    assert!(agent.check_url(listed).await.unwrap().is_unsafe(), "{listed}");
+    assert!(!agent.check_url("https://example.com/").await.unwrap().is_unsafe());
+
+    // The bucket holds the data directory's layout under the prefix; the
+    // data directory holds only the key and the lock.
+    let bucket = ObjectStorage::s3(&moto.store_url("some/prefix"), &moto.store_options()).unwrap();
+    let mut keys = bucket.list("lists/phishing").unwrap();
+    keys.sort();
+    assert_eq!(
+        keys,
+        [
+            format!("lists/phishing/{version:020}.hashes"),
+            format!("lists/phishing/{version:020}.snapshot")
+        ]
+    );
+    assert_eq!(bucket.list("sources/phishing").unwrap().len(), 2);
+    assert!(!first_dir.path().join("lists").exists());
+    assert!(first_dir.path().join("signing.key").exists());
+    // The self-test left nothing behind.
+    assert_eq!(bucket.list(".blocksieve-selftest").unwrap(), Vec::<String>::new());
+    let key = first_dir.path().join("signing.key");
+    server.stop().await;
+
+    // A publisher on another data directory, with the same key, serves the
+    // stored snapshot at once: before any build.
+    let second_dir = tempfile::tempdir().unwrap();
+    let restarted = Publisher::open(Config {
+        signing_key: Some(key),
+        ..on_store(&moto, second_dir.path(), "some/prefix")
+    })
+    .unwrap();
+    let served = restarted.state().lists[0]
+        .current
+        .load_full()
+        .expect("served from the store");
+    assert_eq!(served.header.version, version);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn moto_enforces_conditional_writes_and_passes_the_self_test() {
+    let Some(moto) = Moto::start().await else { return };
+    let url = moto.store_url("checks");
+    let storage = ObjectStorage::s3(&url, &moto.store_options()).unwrap();
+    check_conditional_writes(&storage, &url).unwrap();
+
+    let v1 = storage.put("k", b"one", PutMode::Create).unwrap().unwrap();
+    assert_eq!(storage.put("k", b"two", PutMode::Create).unwrap(), None);
+    let v2 = storage
+        .put("k", b"three", PutMode::Update(v1.clone()))
+        .unwrap()
+        .unwrap();
+    assert_ne!(v1, v2);
+    assert_eq!(storage.put("k", b"stale", PutMode::Update(v1)).unwrap(), None);
+    assert_eq!(storage.get("k").unwrap().unwrap(), b"three");
+    assert_eq!(storage.get_range("k", 1..100).unwrap().unwrap(), b"hree");
+    storage.delete("k").unwrap();
+    assert_eq!(storage.get("k").unwrap(), None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_that_cannot_be_used_is_refused_at_start_naming_it() {
+    let Some(moto) = Moto::start().await else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = on_store(&moto, dir.path(), "p");
+    cfg.store = Some("s3://no-such-bucket/p".to_owned());
+    match Publisher::open(cfg) {
+        Err(
+            e @ Error::Store {
+                kind: StoreFailure::Other | StoreFailure::NotFound,
+                ..
+            },
+        ) => {
+            assert!(e.to_string().contains("s3://no-such-bucket/p"), "{e}");
+        }
+        other => panic!("a missing bucket: {other:?}"),
+    }
+    let mut cfg = on_store(&moto, dir.path(), "p");
+    cfg.store_options
+        .insert("no_such_option".to_owned(), "1".to_owned());
+    match Publisher::open(cfg) {
+        Err(Error::Config { field, .. }) => assert_eq!(field, "store_options.no_such_option"),
+        other => panic!("an unknown option: {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_that_ignores_conditional_writes_is_refused_unless_dangerously_allowed() {
+    let Some(moto) = Moto::start().await else { return };
+    let proxy = ignoring_conditions(&moto.endpoint()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = on_store(&moto, dir.path(), "p");
+    cfg.store_options
+        .insert("endpoint".to_owned(), format!("http://{proxy}"));
+    match Publisher::open(cfg.clone()) {
+        Err(e @ Error::StoreIgnoresConditions { .. }) => {
+            let message = e.to_string();
+            assert!(
+                message.contains("s3://blocksieve-test/p does not enforce"),
+                "{message}"
+            );
+            assert!(message.contains("If-None-Match"), "{message}");
+        }
+        other => panic!("a store that ignores conditions: {other:?}"),
+    }
+    cfg.dangerous_store_ignores_conditions = true;
+    let publisher = Publisher::open(cfg).unwrap();
+    assert!(publisher.state().lists[0].current.load().is_none());
+    // Nothing of the self-test is left behind.
+    let bucket = ObjectStorage::s3(&moto.store_url("p"), &moto.store_options()).unwrap();
+    assert_eq!(bucket.list(".blocksieve-selftest").unwrap(), Vec::<String>::new());
+}
