@@ -5,10 +5,13 @@
 
 use std::time::{Duration, SystemTime};
 
-use blocksieve_format::api::{ErrorResponse, FullHashSearchRequest, FullHashSearchResponse, ListsResponse};
+use blocksieve_format::api::{
+    ErrorResponse, FULL_HASHES_ACCEPT, FullHashAnswer, FullHashSearchRequest, FullHashSearchResponse,
+    ListsResponse, is_full_hashes_content_type,
+};
 use reqwest::StatusCode;
 use reqwest::header::{
-    AGE, CACHE_CONTROL, CONTENT_TYPE, DATE, ETAG, HeaderMap, HeaderValue, IF_NONE_MATCH, RETRY_AFTER,
+    ACCEPT, AGE, CACHE_CONTROL, CONTENT_TYPE, DATE, ETAG, HeaderMap, HeaderValue, IF_NONE_MATCH, RETRY_AFTER,
 };
 
 use crate::Error;
@@ -140,9 +143,13 @@ pub(crate) async fn fetch_snapshot(
     }
 }
 
-/// `POST {url}` (`/v1/hashes:search`) with `request` as JSON, parsed as a
-/// [`FullHashSearchResponse`]. The caller decides what of it to believe.
-/// `date` receives the publisher's clock from any response that came back.
+/// `POST {url}` (`/v1/hashes:search`) with `request` as JSON, asking for
+/// the binary answer ([`FULL_HASHES_ACCEPT`]) and reading the one that
+/// comes by its `Content-Type`: binary ([`FullHashAnswer::decode`]) or
+/// JSON (a publisher older than the binary answer), both as a
+/// [`FullHashSearchResponse`] within [`MAX_SEARCH_RESPONSE_BYTES`]. The
+/// caller decides what of it to believe. `date` receives the publisher's
+/// clock from any response that came back.
 pub(crate) async fn search_full_hashes(
     client: &reqwest::Client,
     url: &str,
@@ -157,6 +164,7 @@ pub(crate) async fn search_full_hashes(
     let response = client
         .post(url)
         .header(CONTENT_TYPE, "application/json")
+        .header(ACCEPT, FULL_HASHES_ACCEPT)
         .body(body)
         .send()
         .await
@@ -165,7 +173,20 @@ pub(crate) async fn search_full_hashes(
     if response.status() != StatusCode::OK {
         return Err(status_error(response, url, now).await);
     }
+    let binary = response
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(is_full_hashes_content_type);
     let bytes = read_limited(response, url, MAX_SEARCH_RESPONSE_BYTES).await?;
+    if binary {
+        return FullHashAnswer::decode(&bytes)
+            .map(FullHashSearchResponse::from)
+            .map_err(|e| Error::UnexpectedResponse {
+                url: url.to_owned(),
+                reason: format!("invalid full-hash answer: {e}"),
+            });
+    }
     serde_json::from_slice(&bytes).map_err(|e| Error::UnexpectedResponse {
         url: url.to_owned(),
         reason: format!("invalid JSON: {e}"),
