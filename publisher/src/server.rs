@@ -729,6 +729,58 @@ async fn search(
 mod tests {
     use super::*;
 
+    #[tokio::test]
+    async fn full_hash_answers_are_negotiated_by_accept() {
+        let h = FullHash::of(b"a.b.c/");
+        let prefix = RequestPrefix::of(&h, 12);
+        let answer = FullHashAnswer {
+            cache_duration_s: 300,
+            results: vec![PrefixAnswer {
+                prefix,
+                matches: vec![ListedFullHash {
+                    full_hash: h,
+                    list: "malware".to_owned(),
+                }],
+            }],
+        };
+        let json = |a: FullHashAnswer| Json(FullHashSearchResponse::from(a)).into_response();
+        for (accept, binary) in [
+            (None, false),
+            (Some("application/json"), false),
+            (Some("*/*"), false),
+            (Some("application/vnd.blocksieve.full-hashes;q=0"), false),
+            (Some(blocksieve_format::api::FULL_HASHES_ACCEPT), true),
+            (Some("application/vnd.blocksieve.full-hashes"), true),
+        ] {
+            let mut headers = HeaderMap::new();
+            if let Some(accept) = accept {
+                headers.insert(header::ACCEPT, HeaderValue::from_static(accept));
+            }
+            let response = full_hash_answer(&headers, answer.clone(), json).unwrap();
+            assert_eq!(response.headers()[header::VARY], "accept", "{accept:?}");
+            let content_type = response.headers()[header::CONTENT_TYPE]
+                .to_str()
+                .unwrap()
+                .to_owned();
+            let bytes = axum::body::to_bytes(response.into_body(), 1 << 20).await.unwrap();
+            if binary {
+                assert_eq!(content_type, FULL_HASHES_CONTENT_TYPE);
+                assert_eq!(FullHashAnswer::decode(&bytes), Ok(answer.clone()));
+            } else {
+                assert_eq!(content_type, "application/json", "{accept:?}");
+                let parsed: FullHashSearchResponse = serde_json::from_slice(&bytes).unwrap();
+                assert_eq!(parsed, FullHashSearchResponse::from(answer.clone()));
+            }
+        }
+    }
+
+    #[test]
+    fn error_responses_are_not_stored_by_caches() {
+        let response = unknown_list("x").into_response();
+        assert_eq!(response.status(), StatusCode::NOT_FOUND);
+        assert_eq!(response.headers()[header::CACHE_CONTROL], "no-store");
+    }
+
     #[test]
     fn etag_matching() {
         let mut h = HeaderMap::new();

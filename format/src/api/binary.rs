@@ -95,7 +95,7 @@ pub enum AnswerError {
         /// The version in the answer.
         found: u8,
     },
-    /// A count is over its maximum, or over what the bytes left can hold.
+    /// A count is over its maximum.
     #[error("full-hash answer field {field} is {count}, the maximum is {max}")]
     TooMany {
         /// The count field, as in FORMAT.md.
@@ -258,7 +258,7 @@ impl FullHashAnswer {
         }
         let cache_duration_s = r.u64().ok_or(t("cache_duration_s"))?;
         let list_count = usize::from(r.u8().ok_or(t("list_count"))?);
-        check_count("list_count", list_count, MAX_ANSWER_LISTS, 2, &r)?;
+        check_count(("list_count", "list_name"), list_count, MAX_ANSWER_LISTS, 2, &r)?;
         let mut lists: Vec<String> = Vec::with_capacity(list_count);
         for _ in 0..list_count {
             let len = usize::from(r.u8().ok_or(t("list_name_len"))?);
@@ -280,7 +280,13 @@ impl FullHashAnswer {
         }
         let prefix_count = usize::from(r.u16().ok_or(t("prefix_count"))?);
         // A prefix takes at least 6 bytes: bits, 1 prefix byte, a count.
-        check_count("prefix_count", prefix_count, MAX_PREFIXES_PER_REQUEST, 6, &r)?;
+        check_count(
+            ("prefix_count", "prefix"),
+            prefix_count,
+            MAX_PREFIXES_PER_REQUEST,
+            6,
+            &r,
+        )?;
         let mut results = Vec::with_capacity(prefix_count);
         let mut total = 0usize;
         for _ in 0..prefix_count {
@@ -304,7 +310,13 @@ impl FullHashAnswer {
             let count = r.u32().ok_or(t("match_count"))?;
             let count = usize::try_from(count).unwrap_or(usize::MAX);
             let tail = tail_bytes(bits);
-            check_count("match_count", count, MAX_ANSWER_MATCHES - total, 1 + tail, &r)?;
+            check_count(
+                ("match_count", "full_hash"),
+                count,
+                MAX_ANSWER_MATCHES - total,
+                1 + tail,
+                &r,
+            )?;
             total += count;
             let skip = 32 - tail;
             let mut matches = Vec::with_capacity(count);
@@ -353,22 +365,26 @@ impl FullHashAnswer {
     }
 }
 
-/// Refuses `count` items over `max` or over what the bytes left can hold
-/// at `min_bytes` each, before anything is allocated for them.
+/// Refuses, before anything is allocated for them, `count` items over
+/// `max` ([`AnswerError::TooMany`] naming `field`) or over what the bytes
+/// left can hold at `min_bytes` each ([`AnswerError::Truncated`] naming the
+/// `item`).
 fn check_count(
-    field: &'static str,
+    (field, item): (&'static str, &'static str),
     count: usize,
     max: usize,
     min_bytes: usize,
     r: &Reader<'_>,
 ) -> Result<(), AnswerError> {
-    let fits = r.remaining() / min_bytes;
-    if count > max || count > fits {
+    if count > max {
         return Err(AnswerError::TooMany {
             field,
             count: count as u64,
-            max: max.min(fits) as u64,
+            max: max as u64,
         });
+    }
+    if count > r.remaining() / min_bytes {
+        return Err(AnswerError::Truncated { field: item });
     }
     Ok(())
 }
@@ -506,10 +522,7 @@ mod tests {
         ));
         assert!(matches!(
             with(22, 0xff),
-            Err(AnswerError::TooMany {
-                field: "prefix_count",
-                ..
-            })
+            Err(AnswerError::Truncated { field: "prefix" })
         ));
         assert!(matches!(
             with(24, 13),
@@ -525,10 +538,7 @@ mod tests {
         ));
         assert!(matches!(
             with(27, 2),
-            Err(AnswerError::TooMany {
-                field: "match_count",
-                ..
-            })
+            Err(AnswerError::Truncated { field: "full_hash" })
         ));
         assert!(matches!(
             with(31, 1),
@@ -544,7 +554,7 @@ mod tests {
                 prefix: "f9c".parse().unwrap()
             })
         );
-        // A count that cannot fit is refused before any allocation.
+        // A count over the maximum is refused before any allocation.
         let mut huge = good[..27].to_vec();
         huge[22] = 1;
         huge.extend_from_slice(&u32::MAX.to_le_bytes());
