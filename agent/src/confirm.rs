@@ -2,7 +2,9 @@
 //! into the publisher's full hashes — from the full-hash cache, from a
 //! request already in flight for the same prefix (single flight), or from
 //! new `POST /v1/hashes:search` requests with noise prefixes, paused while
-//! the full-hash backoff says so.
+//! the full-hash backoff says so. The answer comes in binary or JSON
+//! ([`http::search_full_hashes`] reads either); both arrive here as one
+//! [`FullHashSearchResponse`].
 //!
 //! The get-hash half of the protocol, as Chromium's
 //! `V4GetHashProtocolManager` is: it owns the cache, the in-flight map and

@@ -5,10 +5,13 @@
 
 use std::time::{Duration, SystemTime};
 
-use blocksieve_format::api::{ErrorResponse, FullHashSearchRequest, FullHashSearchResponse, ListsResponse};
+use blocksieve_format::api::{
+    ErrorResponse, FULL_HASHES_ACCEPT, FullHashAnswer, FullHashSearchRequest, FullHashSearchResponse,
+    ListsResponse, is_full_hashes_content_type,
+};
 use reqwest::StatusCode;
 use reqwest::header::{
-    AGE, CACHE_CONTROL, CONTENT_TYPE, DATE, ETAG, HeaderMap, HeaderValue, IF_NONE_MATCH, RETRY_AFTER,
+    ACCEPT, AGE, CACHE_CONTROL, CONTENT_TYPE, DATE, ETAG, HeaderMap, HeaderValue, IF_NONE_MATCH, RETRY_AFTER,
 };
 
 use crate::Error;
@@ -140,9 +143,13 @@ pub(crate) async fn fetch_snapshot(
     }
 }
 
-/// `POST {url}` (`/v1/hashes:search`) with `request` as JSON, parsed as a
-/// [`FullHashSearchResponse`]. The caller decides what of it to believe.
-/// `date` receives the publisher's clock from any response that came back.
+/// `POST {url}` (`/v1/hashes:search`) with `request` as JSON, asking for
+/// the binary answer ([`FULL_HASHES_ACCEPT`]) and reading the one that
+/// comes by its `Content-Type`: binary ([`FullHashAnswer::decode`]) or
+/// JSON (a publisher older than the binary answer), both as a
+/// [`FullHashSearchResponse`] within [`MAX_SEARCH_RESPONSE_BYTES`]. The
+/// caller decides what of it to believe. `date` receives the publisher's
+/// clock from any response that came back.
 pub(crate) async fn search_full_hashes(
     client: &reqwest::Client,
     url: &str,
@@ -157,6 +164,7 @@ pub(crate) async fn search_full_hashes(
     let response = client
         .post(url)
         .header(CONTENT_TYPE, "application/json")
+        .header(ACCEPT, FULL_HASHES_ACCEPT)
         .body(body)
         .send()
         .await
@@ -165,7 +173,20 @@ pub(crate) async fn search_full_hashes(
     if response.status() != StatusCode::OK {
         return Err(status_error(response, url, now).await);
     }
+    let binary = response
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(is_full_hashes_content_type);
     let bytes = read_limited(response, url, MAX_SEARCH_RESPONSE_BYTES).await?;
+    if binary {
+        return FullHashAnswer::decode(&bytes)
+            .map(FullHashSearchResponse::from)
+            .map_err(|e| Error::UnexpectedResponse {
+                url: url.to_owned(),
+                reason: format!("invalid full-hash answer: {e}"),
+            });
+    }
     serde_json::from_slice(&bytes).map_err(|e| Error::UnexpectedResponse {
         url: url.to_owned(),
         reason: format!("invalid JSON: {e}"),
@@ -293,6 +314,100 @@ mod tests {
             }
         });
         (format!("http://{addr}/v1/lists"), accepted)
+    }
+
+    /// An HTTP/1.1 server answering one request with `content_type` and
+    /// `body`, and sending back the request head it read; returns its URL.
+    async fn one_answer(
+        content_type: &'static str,
+        body: Vec<u8>,
+    ) -> (String, tokio::sync::oneshot::Receiver<String>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        tokio::spawn(async move {
+            let Ok((mut stream, _)) = listener.accept().await else {
+                return;
+            };
+            let mut head = Vec::new();
+            let mut buf = [0u8; 4096];
+            while let Ok(n @ 1..) = stream.read(&mut buf).await {
+                head.extend_from_slice(&buf[..n]);
+                if head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    break;
+                }
+            }
+            let answer = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                body.len()
+            );
+            let _ = stream.write_all(answer.as_bytes()).await;
+            let _ = stream.write_all(&body).await;
+            let _ = tx.send(String::from_utf8_lossy(&head).into_owned());
+        });
+        (format!("http://{addr}/v1/hashes:search"), rx)
+    }
+
+    #[tokio::test]
+    async fn search_answers_are_read_by_their_content_type() {
+        use blocksieve_format::api::{FULL_HASHES_CONTENT_TYPE, ListedFullHash, PrefixAnswer};
+        use blocksieve_format::{FullHash, RequestPrefix};
+
+        let client = client(
+            HeaderValue::from_static("test"),
+            Duration::from_secs(5),
+            Duration::from_secs(5),
+        )
+        .unwrap();
+        let h = FullHash::of(b"evil.example/");
+        let prefix = RequestPrefix::of(&h, 12);
+        let request = FullHashSearchRequest {
+            prefixes: vec![prefix.to_string()],
+        };
+        let answer = FullHashAnswer {
+            cache_duration_s: 60,
+            results: vec![PrefixAnswer {
+                prefix,
+                matches: vec![ListedFullHash {
+                    full_hash: h,
+                    list: "malware".to_owned(),
+                }],
+            }],
+        };
+        let expected = FullHashSearchResponse::from(answer.clone());
+        let search = |url: String| {
+            let client = client.clone();
+            let request = request.clone();
+            async move {
+                let mut date = None;
+                search_full_hashes(&client, &url, &request, SystemTime::now(), &mut date).await
+            }
+        };
+
+        // Binary, as asked for.
+        let (url, head) = one_answer(FULL_HASHES_CONTENT_TYPE, answer.encode().unwrap()).await;
+        assert_eq!(search(url).await.unwrap(), expected);
+        let head = head.await.unwrap().to_lowercase();
+        assert!(
+            head.contains(&format!("accept: {}", FULL_HASHES_ACCEPT.to_lowercase())),
+            "{head}"
+        );
+
+        // JSON, from a publisher without the binary answer.
+        let json = serde_json::to_vec(&expected).unwrap();
+        let (url, _) = one_answer("application/json", json).await;
+        assert_eq!(search(url).await.unwrap(), expected);
+
+        // A binary answer cut short is an unexpected response, not a panic.
+        let mut cut = answer.encode().unwrap();
+        cut.pop();
+        let (url, _) = one_answer(FULL_HASHES_CONTENT_TYPE, cut).await;
+        match search(url).await {
+            Err(Error::UnexpectedResponse { reason, .. }) => {
+                assert!(reason.contains("full-hash answer truncated"), "{reason}");
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[tokio::test]

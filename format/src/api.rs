@@ -5,12 +5,15 @@
 //! | `GET /v1/lists` | [`ListsResponse`] |
 //! | `GET /v1/lists/{name}/snapshot` | latest snapshot bytes (`application/octet-stream`), strong `ETag`, `X-Blocksieve-Next-Check` |
 //! | `GET /v1/lists/{name}/snapshots/{version}` | that version's bytes, immutable |
-//! | `GET /v1/hashes/{prefix}` | [`FullHashResponse`] |
-//! | `POST /v1/hashes:search` | [`FullHashSearchRequest`] → [`FullHashSearchResponse`] |
+//! | `GET /v1/hashes/{prefix}` | [`FullHashResponse`], or binary ([`FullHashAnswer`]) |
+//! | `POST /v1/hashes:search` | [`FullHashSearchRequest`] → [`FullHashSearchResponse`], or binary |
 //! | any error | 4xx/5xx with [`ErrorResponse`] |
 //!
 //! A hash prefix in a request is 2 to 8 lowercase hex digits (8 to 32 bits);
-//! the answer holds every listed full hash that starts with it.
+//! the answer holds every listed full hash that starts with it. A request
+//! whose `Accept` names [`FULL_HASHES_CONTENT_TYPE`] gets the answer in the
+//! binary encoding of FORMAT.md "Full-hash answers" ([`FullHashAnswer`]),
+//! about a third of the JSON bytes; any other gets JSON.
 //!
 //! This module is the one place the protocol is spelled: the [`routes`],
 //! the [`NEXT_CHECK_HEADER`], the [`MAX_PREFIXES_PER_REQUEST`] limit and the
@@ -19,6 +22,14 @@
 
 use std::fmt;
 use std::str::FromStr;
+
+mod binary;
+
+pub use binary::{
+    AnswerError, FULL_HASHES_ACCEPT, FULL_HASHES_CONTENT_TYPE, FULL_HASHES_MAGIC, FULL_HASHES_VERSION,
+    FullHashAnswer, ListedFullHash, MAX_ANSWER_LISTS, MAX_ANSWER_MATCHES, PrefixAnswer,
+    accepts_full_hashes_binary, is_full_hashes_content_type,
+};
 
 use serde::{Deserialize, Serialize};
 

@@ -7,13 +7,17 @@
 //!   call;
 //! - `snapshot_decode`: [`check_snapshot`], snapshot decoding as every reader
 //!   runs it, which the unit tests below call on the seed corpus, the golden
-//!   snapshots and snapshots cut or flipped anywhere.
+//!   snapshots and snapshots cut or flipped anywhere;
+//! - `full_hash_answer`: [`check_full_hash_answer`], the binary full-hash
+//!   answer's decoder, which the unit tests below call on the seed corpus
+//!   and on answers cut or flipped anywhere.
 //!
 //! A fuzz finding therefore reproduces with `cargo test`. Not a stable API.
 //!
 //! Every `check_*` function panics, with the input, when an invariant does
 //! not hold: that is what the fuzzer looks for. Errors are expected and fine.
 
+use crate::api::FullHashAnswer;
 use crate::{
     CanonicalUrl, DecodeLimits, FullHash, HostKind, MAX_EXPRESSIONS, MAX_URL_BYTES, RawBody, SigningKey,
     SnapshotHeader, SnapshotParams, TrustedKey, VerifiedSnapshot, canonicalize, dangerous_encode_raw, decode,
@@ -310,6 +314,39 @@ pub fn check_snapshot(data: &[u8]) {
     }
 }
 
+/// Decodes `data` as a binary full-hash answer (what an agent reads from
+/// an untrusted publisher). An error is fine; a decoded answer must hold
+/// only full hashes under their prefix, and encode to bytes that decode to
+/// the same answer.
+///
+/// # Panics
+///
+/// When a decoded answer breaks one of these rules.
+pub fn check_full_hash_answer(data: &[u8]) {
+    let Ok(answer) = FullHashAnswer::decode(data) else {
+        return;
+    };
+    for result in &answer.results {
+        for m in &result.matches {
+            assert!(
+                result.prefix.matches(&m.full_hash),
+                "{} is not under {}",
+                m.full_hash,
+                result.prefix
+            );
+        }
+    }
+    let again = answer
+        .encode()
+        .unwrap_or_else(|e| panic!("a decoded answer does not encode: {e}"));
+    assert_eq!(
+        FullHashAnswer::decode(&again).as_ref(),
+        Ok(&answer),
+        "encode then decode changed the answer"
+    );
+    assert!(again.len() <= data.len(), "the encoding grew");
+}
+
 /// Signs `header`'s fields around `body` as it is.
 fn resign(header: &SnapshotHeader, body: &[u8], key: &SigningKey) -> Vec<u8> {
     let params = SnapshotParams {
@@ -432,6 +469,31 @@ mod tests {
             let mut flipped = bytes.clone();
             flipped[i] ^= 0x5a;
             check_snapshot(&flipped);
+        }
+    }
+
+    #[test]
+    fn full_hash_answer_seed_corpus_passes_the_checks() {
+        let answers = corpus("full_hash_answer");
+        assert!(answers.len() >= 3, "full-hash answer seeds missing");
+        for bytes in &answers {
+            // Every seed is a real answer.
+            assert!(FullHashAnswer::decode(bytes).is_ok());
+            check_full_hash_answer(bytes);
+        }
+    }
+
+    #[test]
+    fn full_hash_answers_cut_or_flipped_anywhere_pass_the_checks() {
+        for bytes in corpus("full_hash_answer") {
+            for len in 0..bytes.len() {
+                check_full_hash_answer(&bytes[..len]);
+            }
+            for i in 0..bytes.len() {
+                let mut flipped = bytes.clone();
+                flipped[i] ^= 0x5a;
+                check_full_hash_answer(&flipped);
+            }
         }
     }
 }

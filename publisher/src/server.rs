@@ -6,6 +6,16 @@
 //! `json_errors`. Requests hyper refuses before routing (a malformed
 //! request line, a head over [`MAX_REQUEST_HEAD_BYTES`]) get hyper's bare
 //! 400 or 431 and the connection is closed.
+//!
+//! The full-hash routes answer in JSON or, to an `Accept` naming
+//! [`FULL_HASHES_CONTENT_TYPE`], in the binary encoding of FORMAT.md
+//! "Full-hash answers"; both say `Vary: Accept`. JSON answers are
+//! gzip-compressed for a client that accepts it ([`compress_json`]); the
+//! binary answers and snapshots are not (full hashes and zstd bodies do not
+//! compress). Caching by CDNs: errors `no-store`; the latest snapshot
+//! `public, max-age=<next check>, stale-if-error=`[`STALE_IF_ERROR_S`];
+//! versioned snapshots `public, max-age=31536000, immutable`;
+//! `GET /v1/hashes/{prefix}` `public, max-age=<cache_duration_s>`.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -19,12 +29,14 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Json, Response};
 use axum::routing::{get, post};
 use blocksieve_format::api::{
-    ErrorDetail, ErrorResponse, FullHashMatch, FullHashResponse, FullHashSearchRequest,
-    FullHashSearchResponse, ListStatus, ListsResponse, NEXT_CHECK_HEADER, PrefixResult, SnapshotStatus,
-    routes,
+    ErrorDetail, ErrorResponse, FULL_HASHES_CONTENT_TYPE, FullHashAnswer, FullHashSearchRequest,
+    FullHashSearchResponse, ListStatus, ListedFullHash, ListsResponse, NEXT_CHECK_HEADER, PrefixAnswer,
+    SnapshotStatus, accepts_full_hashes_binary, routes,
 };
 use blocksieve_format::{FullHash, RequestPrefix};
 use rand::RngCore as _;
+use tower_http::compression::CompressionLayer;
+use tower_http::compression::predicate::{Predicate as _, SizeAbove};
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::timeout::TimeoutLayer;
 
@@ -37,6 +49,15 @@ pub const MAX_REQUEST_BODY_BYTES: usize = 64 * 1024;
 /// Largest request head (request line and headers), in bytes: agents send
 /// a few hundred; the rest is room for proxies' headers.
 pub const MAX_REQUEST_HEAD_BYTES: usize = 32 * 1024;
+
+/// How long, in seconds, a CDN may keep serving the latest snapshot it
+/// holds when the publisher answers with an error or not at all
+/// (`stale-if-error`, RFC 5861): one day. A snapshot stays valid until its
+/// own expiry, which the agent checks, so a stale copy is safe to serve.
+pub const STALE_IF_ERROR_S: u64 = 24 * 60 * 60;
+
+/// Smallest response body, in bytes, worth gzip-compressing.
+const MIN_COMPRESSED_BYTES: u16 = 256;
 
 /// Limits applied as layers.
 #[derive(Debug, Clone, Copy)]
@@ -94,7 +115,12 @@ impl IntoResponse for ApiError {
                 message: self.message,
             },
         };
-        (self.status, Json(body)).into_response()
+        (
+            self.status,
+            [(header::CACHE_CONTROL, HeaderValue::from_static("no-store"))],
+            Json(body),
+        )
+            .into_response()
     }
 }
 
@@ -138,6 +164,24 @@ pub fn router(state: Arc<AppState>, limits: Limits) -> Router {
         ))
         .layer(RequestBodyLimitLayer::new(MAX_REQUEST_BODY_BYTES))
         .layer(middleware::from_fn(json_errors))
+        .layer(compress_json())
+}
+
+/// gzip for JSON answers over [`MIN_COMPRESSED_BYTES`] to clients that
+/// send `Accept-Encoding: gzip` (full-hash answers in hex shrink to about
+/// half); nothing else is compressed: binary full hashes and zstd snapshots
+/// do not compress, and the metrics are scraped nearby.
+fn compress_json() -> CompressionLayer<impl tower_http::compression::Predicate> {
+    let is_json = |_: StatusCode, _: axum::http::Version, headers: &HeaderMap, _: &axum::http::Extensions| {
+        headers
+            .get(header::CONTENT_TYPE)
+            .is_some_and(|v| v.as_bytes().starts_with(b"application/json"))
+    };
+    CompressionLayer::new()
+        .no_br()
+        .no_deflate()
+        .no_zstd()
+        .compress_when(SizeAbove::new(MIN_COMPRESSED_BYTES).and(is_json))
 }
 
 /// Reads the request body whole, within `timeout`, before the request
@@ -345,8 +389,10 @@ async fn latest_snapshot(
     let etag = HeaderValue::from_str(&current.etag)
         .map_err(|_| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "bad etag"))?;
     let next = state.next_check.as_secs();
-    let cache_control = HeaderValue::from_str(&format!("public, max-age={next}"))
-        .unwrap_or(HeaderValue::from_static("no-cache"));
+    let cache_control = HeaderValue::from_str(&format!(
+        "public, max-age={next}, stale-if-error={STALE_IF_ERROR_S}"
+    ))
+    .unwrap_or(HeaderValue::from_static("no-cache"));
     let next_check = HeaderValue::from(next);
     let version_url = HeaderValue::from_str(&routes::versioned_snapshot(&name, current.header.version))
         .unwrap_or(HeaderValue::from_static("/"));
@@ -537,13 +583,13 @@ fn check_bucket_size(state: &AppState, prefix: RequestPrefix) -> Result<RequestP
 
 /// Every listed full hash starting with `prefix`, padded with random hashes
 /// of the same prefix up to the configured padding.
-fn bucket(state: &AppState, prefix: RequestPrefix) -> Vec<FullHashMatch> {
+fn bucket(state: &AppState, prefix: RequestPrefix) -> Vec<ListedFullHash> {
     let mut matches = Vec::new();
     for slot in &state.lists {
         if let Some(current) = slot.current.load().as_deref() {
             for h in current.bucket(prefix) {
-                matches.push(FullHashMatch {
-                    full_hash: h.to_string(),
+                matches.push(ListedFullHash {
+                    full_hash: *h,
                     list: slot.name.clone(),
                 });
             }
@@ -561,8 +607,8 @@ fn bucket(state: &AppState, prefix: RequestPrefix) -> Vec<FullHashMatch> {
             rng.fill_bytes(&mut h);
             let p = lo | (u32::from_be_bytes([h[0], h[1], h[2], h[3]]) & (hi - lo));
             h[..4].copy_from_slice(&p.to_be_bytes());
-            matches.push(FullHashMatch {
-                full_hash: FullHash(h).to_string(),
+            matches.push(ListedFullHash {
+                full_hash: FullHash(h),
                 list: pad_list.clone(),
             });
         }
@@ -576,20 +622,74 @@ fn bucket(state: &AppState, prefix: RequestPrefix) -> Vec<FullHashMatch> {
 async fn full_hashes(
     State(state): State<Arc<AppState>>,
     Path(prefix_text): Path<String>,
-) -> Result<Json<FullHashResponse>, ApiError> {
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
     let prefix = check_bucket_size(&state, parse_request_prefix(&prefix_text)?)?;
-    Ok(Json(FullHashResponse {
-        prefix: prefix.to_string(),
-        matches: bucket(&state, prefix),
-        cache_duration_s: state.cache_duration.as_secs(),
-    }))
+    let cache_duration_s = state.cache_duration.as_secs();
+    let answer = FullHashAnswer {
+        cache_duration_s,
+        results: vec![PrefixAnswer {
+            prefix,
+            matches: bucket(&state, prefix),
+        }],
+    };
+    let mut response = full_hash_answer(&headers, answer, |a| Json(a.into_single(prefix)).into_response())?;
+    // A GET answer is the same for everyone; CDNs may keep it as long as
+    // agents do.
+    if let Ok(value) = HeaderValue::from_str(&format!("public, max-age={cache_duration_s}")) {
+        response.headers_mut().insert(header::CACHE_CONTROL, value);
+    }
+    Ok(response)
+}
+
+/// `answer` in the encoding the request's `Accept` asks for: binary when it
+/// names [`FULL_HASHES_CONTENT_TYPE`], else `json(answer)`; `Vary: Accept`
+/// either way.
+///
+/// # Errors
+///
+/// `500 internal` when the answer cannot be encoded (a list name the binary
+/// encoding refuses; configuration validates them).
+fn full_hash_answer(
+    headers: &HeaderMap,
+    answer: FullHashAnswer,
+    json: impl FnOnce(FullHashAnswer) -> Response,
+) -> Result<Response, ApiError> {
+    let binary = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(accepts_full_hashes_binary);
+    let mut response = if binary {
+        let bytes = answer.encode().map_err(|e| {
+            ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal",
+                format!("cannot encode the full-hash answer: {e}"),
+            )
+        })?;
+        (
+            [(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static(FULL_HASHES_CONTENT_TYPE),
+            )],
+            bytes,
+        )
+            .into_response()
+    } else {
+        json(answer)
+    };
+    response
+        .headers_mut()
+        .append(header::VARY, HeaderValue::from_static("accept"));
+    Ok(response)
 }
 
 async fn search(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
-) -> Result<Json<FullHashSearchResponse>, ApiError> {
+) -> Result<Response, ApiError> {
     let is_json = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -611,20 +711,75 @@ async fn search(
         .collect::<Result<Vec<_>, _>>()?;
     let results = prefixes
         .into_iter()
-        .map(|p| PrefixResult {
-            prefix: p.to_string(),
-            matches: bucket(&state, p),
+        .map(|prefix| PrefixAnswer {
+            prefix,
+            matches: bucket(&state, prefix),
         })
         .collect();
-    Ok(Json(FullHashSearchResponse {
+    let answer = FullHashAnswer {
         results,
         cache_duration_s: state.cache_duration.as_secs(),
-    }))
+    };
+    full_hash_answer(&headers, answer, |a| {
+        Json(FullHashSearchResponse::from(a)).into_response()
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn full_hash_answers_are_negotiated_by_accept() {
+        let h = FullHash::of(b"a.b.c/");
+        let prefix = RequestPrefix::of(&h, 12);
+        let answer = FullHashAnswer {
+            cache_duration_s: 300,
+            results: vec![PrefixAnswer {
+                prefix,
+                matches: vec![ListedFullHash {
+                    full_hash: h,
+                    list: "malware".to_owned(),
+                }],
+            }],
+        };
+        let json = |a: FullHashAnswer| Json(FullHashSearchResponse::from(a)).into_response();
+        for (accept, binary) in [
+            (None, false),
+            (Some("application/json"), false),
+            (Some("*/*"), false),
+            (Some("application/vnd.blocksieve.full-hashes;q=0"), false),
+            (Some(blocksieve_format::api::FULL_HASHES_ACCEPT), true),
+            (Some("application/vnd.blocksieve.full-hashes"), true),
+        ] {
+            let mut headers = HeaderMap::new();
+            if let Some(accept) = accept {
+                headers.insert(header::ACCEPT, HeaderValue::from_static(accept));
+            }
+            let response = full_hash_answer(&headers, answer.clone(), json).unwrap();
+            assert_eq!(response.headers()[header::VARY], "accept", "{accept:?}");
+            let content_type = response.headers()[header::CONTENT_TYPE]
+                .to_str()
+                .unwrap()
+                .to_owned();
+            let bytes = axum::body::to_bytes(response.into_body(), 1 << 20).await.unwrap();
+            if binary {
+                assert_eq!(content_type, FULL_HASHES_CONTENT_TYPE);
+                assert_eq!(FullHashAnswer::decode(&bytes), Ok(answer.clone()));
+            } else {
+                assert_eq!(content_type, "application/json", "{accept:?}");
+                let parsed: FullHashSearchResponse = serde_json::from_slice(&bytes).unwrap();
+                assert_eq!(parsed, FullHashSearchResponse::from(answer.clone()));
+            }
+        }
+    }
+
+    #[test]
+    fn error_responses_are_not_stored_by_caches() {
+        let response = unknown_list("x").into_response();
+        assert_eq!(response.status(), StatusCode::NOT_FOUND);
+        assert_eq!(response.headers()[header::CACHE_CONTROL], "no-store");
+    }
 
     #[test]
     fn etag_matching() {

@@ -25,8 +25,9 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use blocksieve_format::api::{
-    ErrorDetail, ErrorResponse, FullHashMatch, FullHashSearchRequest, FullHashSearchResponse, ListStatus,
-    ListsResponse, PrefixResult, SnapshotStatus, routes,
+    ErrorDetail, ErrorResponse, FULL_HASHES_CONTENT_TYPE, FullHashAnswer, FullHashMatch,
+    FullHashSearchRequest, FullHashSearchResponse, ListStatus, ListedFullHash, ListsResponse, PrefixAnswer,
+    PrefixResult, SnapshotStatus, accepts_full_hashes_binary, routes,
 };
 use blocksieve_format::{FullHash, parse_header_unverified};
 use tokio::net::TcpListener;
@@ -94,6 +95,8 @@ pub struct Recorded {
     pub prefixes: Vec<String>,
     /// The raw body of a full-hash search.
     pub body: String,
+    /// The `Accept` header of a full-hash search.
+    pub accept: Option<String>,
 }
 
 /// The answers the test has set, and the requests seen.
@@ -112,6 +115,8 @@ struct FakeState {
     next_check_s: Option<u64>,
     /// Answers 200 even to a matching `If-None-Match`.
     ignore_if_none_match: bool,
+    /// Answers full-hash searches in binary to an `Accept` naming it.
+    binary_answers: bool,
     requests: Vec<Recorded>,
 }
 
@@ -153,6 +158,7 @@ impl FakePublisher {
             cache_duration_s: 300,
             next_check_s: None,
             ignore_if_none_match: false,
+            binary_answers: false,
             requests: Vec::new(),
         }));
         let app = Router::new()
@@ -221,6 +227,15 @@ impl FakePublisher {
     /// Every full-hash answer waits this long first.
     pub fn set_search_delay(&self, delay: Duration) {
         self.state().search_delay = delay;
+    }
+
+    /// Answers full-hash searches whose `Accept` names the binary answer in
+    /// the binary encoding, as the real publisher does (the answers of
+    /// [`SearchMode::Normal`] and [`SearchMode::NoResults`]; the others stay
+    /// as they are). By default every answer is JSON, as from a publisher
+    /// older than the binary answer.
+    pub fn set_binary_answers(&self, on: bool) {
+        self.state().binary_answers = on;
     }
 
     /// The `cache_duration_s` of full-hash answers.
@@ -386,6 +401,7 @@ async fn snapshot(State(state): Shared, Path(name): Path<String>, headers: Heade
             if_none_match,
             prefixes: Vec::new(),
             body: String::new(),
+            accept: None,
         });
         (
             s.snapshots.get(&name).cloned(),
@@ -434,14 +450,20 @@ async fn snapshot(State(state): Shared, Path(name): Path<String>, headers: Heade
     response
 }
 
-async fn search(State(state): Shared, body: Bytes) -> Response {
+async fn search(State(state): Shared, headers: HeaderMap, body: Bytes) -> Response {
     let request: Result<FullHashSearchRequest, _> = serde_json::from_slice(&body);
+    let accept = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let binary = lock(&state).binary_answers && accept.as_deref().is_some_and(accepts_full_hashes_binary);
     lock(&state).requests.push(Recorded {
         method: "POST",
         path: routes::SEARCH.to_owned(),
         if_none_match: None,
         prefixes: request.as_ref().map(|r| r.prefixes.clone()).unwrap_or_default(),
         body: String::from_utf8_lossy(&body).into_owned(),
+        accept,
     });
     let Ok(request) = request else {
         return error(StatusCode::BAD_REQUEST, "bad_request", "not json".into());
@@ -491,14 +513,17 @@ async fn search(State(state): Shared, body: Bytes) -> Response {
             .collect(),
         cache_duration_s,
     };
+    let answer = |json: FullHashSearchResponse| match binary.then(|| encode_binary(&json)).flatten() {
+        Some(bytes) => ([(header::CONTENT_TYPE, FULL_HASHES_CONTENT_TYPE)], bytes).into_response(),
+        None => Json(json).into_response(),
+    };
     match mode {
-        SearchMode::Normal => Json(results(None)).into_response(),
+        SearchMode::Normal => answer(results(None)),
         SearchMode::Foreign(e) => Json(results(Some(&e))).into_response(),
-        SearchMode::NoResults => Json(FullHashSearchResponse {
+        SearchMode::NoResults => answer(FullHashSearchResponse {
             results: vec![],
             cache_duration_s,
-        })
-        .into_response(),
+        }),
         SearchMode::Status(status) => injected(status),
         SearchMode::RetryAfter(status, after) => with_retry_after(status, &after),
         SearchMode::Garbage => (StatusCode::OK, "<html>not json</html>").into_response(),
@@ -507,6 +532,36 @@ async fn search(State(state): Shared, body: Bytes) -> Response {
             StatusCode::GATEWAY_TIMEOUT.into_response()
         }
     }
+}
+
+/// The binary encoding of a JSON answer.
+fn encode_binary(json: &FullHashSearchResponse) -> Option<Vec<u8>> {
+    let results = json
+        .results
+        .iter()
+        .map(|r| {
+            let matches = r
+                .matches
+                .iter()
+                .map(|m| {
+                    Some(ListedFullHash {
+                        full_hash: FullHash::from_hex(&m.full_hash).ok()?,
+                        list: m.list.clone(),
+                    })
+                })
+                .collect::<Option<Vec<_>>>()?;
+            Some(PrefixAnswer {
+                prefix: r.prefix.parse().ok()?,
+                matches,
+            })
+        })
+        .collect::<Option<Vec<_>>>()?;
+    FullHashAnswer {
+        cache_duration_s: json.cache_duration_s,
+        results,
+    }
+    .encode()
+    .ok()
 }
 
 #[cfg(test)]

@@ -32,6 +32,8 @@ struct Shared {
     snapshots: Fault,
     /// For `POST /v1/hashes:search`.
     searches: Fault,
+    /// The full-hash search answers relayed: `Content-Type` and body bytes.
+    search_answers: Vec<(String, usize)>,
 }
 
 /// A running proxy.
@@ -43,7 +45,12 @@ pub struct FaultProxy {
 }
 
 /// Request headers an agent sends that the publisher reads.
-const REQUEST_HEADERS: [HeaderName; 3] = [header::IF_NONE_MATCH, header::CONTENT_TYPE, header::USER_AGENT];
+const REQUEST_HEADERS: [HeaderName; 4] = [
+    header::IF_NONE_MATCH,
+    header::CONTENT_TYPE,
+    header::USER_AGENT,
+    header::ACCEPT,
+];
 
 /// Response headers the agent reads, relayed as the publisher sent them
 /// (`Date` included, so that the agent sees the publisher's clock).
@@ -69,6 +76,7 @@ impl FaultProxy {
             upstream: upstream.to_owned(),
             snapshots: Fault::Forward,
             searches: Fault::Forward,
+            search_answers: Vec::new(),
         }));
         let client = reqwest::Client::new();
         let app = Router::new()
@@ -104,6 +112,12 @@ impl FaultProxy {
     /// What full-hash searches get.
     pub fn set_searches(&self, fault: Fault) {
         self.shared().searches = fault;
+    }
+
+    /// The full-hash search answers relayed so far, oldest first: each
+    /// one's `Content-Type` and body size in bytes.
+    pub fn search_answers(&self) -> Vec<(String, usize)> {
+        self.shared().search_answers.clone()
     }
 }
 
@@ -160,6 +174,15 @@ async fn forward(
     let Ok(bytes) = answer.bytes().await else {
         return error(StatusCode::BAD_GATEWAY, "the publisher's answer was cut");
     };
+    if path.starts_with("/v1/hashes:search") {
+        let content_type = relayed
+            .iter()
+            .find(|(name, _)| name == "content-type")
+            .map(|(_, value)| value.clone())
+            .unwrap_or_default();
+        let mut s = shared.lock().unwrap_or_else(PoisonError::into_inner);
+        s.search_answers.push((content_type, bytes.len()));
+    }
     let mut response = (status, bytes).into_response();
     for (name, value) in relayed {
         if let (Ok(name), Ok(value)) = (

@@ -6,6 +6,7 @@
 mod api;
 mod end_to_end;
 mod feeds;
+mod full_hashes;
 mod hostile;
 mod load;
 mod memory;

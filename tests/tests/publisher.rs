@@ -465,7 +465,10 @@ async fn latest_and_immutable_snapshot_urls() {
         .await
         .unwrap();
     assert_eq!(latest.status(), 200);
-    assert_eq!(latest.headers()["cache-control"], "public, max-age=300");
+    assert_eq!(
+        latest.headers()["cache-control"],
+        "public, max-age=300, stale-if-error=86400"
+    );
     assert_eq!(latest.headers()["x-blocksieve-next-check"], "300");
     let location = latest.headers()["content-location"].to_str().unwrap().to_owned();
     let etag = latest.headers()["etag"].to_str().unwrap().to_owned();
