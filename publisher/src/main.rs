@@ -137,43 +137,83 @@ fn parse_format(name: &str) -> Result<SourceFormat, String> {
     })
 }
 
-/// Prints how the build reads each of `lines` as a line of a `format`
-/// feed; returns how many entries were rejected.
-fn explain_feed_lines(format: SourceFormat, lines: &[std::ffi::OsString]) -> usize {
+/// Writes to `out` how the build reads each of `lines` as a line of a
+/// `format` feed; returns how many entries were rejected.
+fn explain_feed_lines(
+    out: &mut impl std::io::Write,
+    format: SourceFormat,
+    lines: &[std::ffi::OsString],
+) -> std::io::Result<usize> {
     let mut rejected = 0;
     for line in lines {
         let bytes = os_bytes(line);
-        println!("line {}", bytes.escape_ascii());
+        writeln!(out, "line {}", bytes.escape_ascii())?;
         let outcome = read_line(format, &bytes);
         for kind in &outcome.cleaned {
-            println!("  cleaned: {kind}");
+            writeln!(out, "  cleaned: {kind}")?;
         }
         if outcome.is_skipped() {
-            println!("  skipped: blank, a comment or hosts boilerplate");
+            writeln!(out, "  skipped: blank, a comment or hosts boilerplate")?;
         }
         for entry in &outcome.entries {
             match entry {
                 EntryOutcome::Accepted(readings) => {
                     for r in readings {
-                        println!("  entry {}", r.text.escape_ascii());
+                        writeln!(out, "  entry {}", r.text.escape_ascii())?;
                         for (e, h) in r.expressions.iter().zip(&r.full_hashes) {
-                            println!("    {e}\t{h}\t{}", h.prefix());
+                            writeln!(out, "    {e}\t{h}\t{}", h.prefix())?;
                         }
                         if r.expressions.is_empty() {
                             for h in &r.full_hashes {
-                                println!("    {h}\t{}", h.prefix());
+                                writeln!(out, "    {h}\t{}", h.prefix())?;
                             }
                         }
                     }
                 }
                 EntryOutcome::Rejected { text, reason } => {
                     rejected += 1;
-                    println!("  rejected {}: {reason}", text.escape_ascii());
+                    writeln!(out, "  rejected {}: {reason}", text.escape_ascii())?;
                 }
             }
         }
     }
-    rejected
+    Ok(rejected)
+}
+
+/// Writes to `out` each of `urls` canonicalized, with its expressions and
+/// their full hashes; returns how many could not be canonicalized.
+fn explain_urls(out: &mut impl std::io::Write, urls: &[std::ffi::OsString]) -> std::io::Result<usize> {
+    let mut invalid = 0usize;
+    for url in urls {
+        match canonicalize(os_bytes(url).as_ref()) {
+            Ok(c) => {
+                writeln!(out, "{c}")?;
+                for e in c.expressions() {
+                    let h = e.full_hash();
+                    writeln!(out, "  {e}\t{h}\t{}", h.prefix())?;
+                }
+            }
+            Err(e) => {
+                invalid += 1;
+                writeln!(out, "invalid {}: {e}", os_bytes(url).escape_ascii())?;
+            }
+        }
+    }
+    Ok(invalid)
+}
+
+/// Runs `write` on a buffered, locked stdout. A reader that stops reading
+/// (`… | head`) ends the output quietly: `Ok(None)`, as command-line tools
+/// do, rather than a panic or an error.
+fn until_closed<T>(
+    write: impl FnOnce(&mut std::io::BufWriter<std::io::StdoutLock<'static>>) -> std::io::Result<T>,
+) -> anyhow::Result<Option<T>> {
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    match write(&mut out).and_then(|value| std::io::Write::flush(&mut out).map(|()| value)) {
+        Ok(value) => Ok(Some(value)),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(None),
+        Err(e) => Err(anyhow::Error::new(e).context("writing to standard output")),
+    }
 }
 
 /// An argument's bytes as the shell passed them (Unix), or its text with
@@ -271,7 +311,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             feed_line: Some(format),
             urls,
         } => {
-            let rejected = explain_feed_lines(format, &urls);
+            let Some(rejected) = until_closed(|out| explain_feed_lines(out, format, &urls))? else {
+                return Ok(());
+            };
             if rejected > 0 {
                 eprintln!("{rejected} entries of {} lines were rejected", urls.len());
                 std::process::exit(1);
@@ -282,22 +324,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             feed_line: None,
             urls,
         } => {
-            let mut invalid = 0usize;
-            for url in &urls {
-                match canonicalize(os_bytes(url).as_ref()) {
-                    Ok(c) => {
-                        println!("{c}");
-                        for e in c.expressions() {
-                            let h = e.full_hash();
-                            println!("  {e}\t{h}\t{}", h.prefix());
-                        }
-                    }
-                    Err(e) => {
-                        invalid += 1;
-                        println!("invalid {}: {e}", os_bytes(url).escape_ascii());
-                    }
-                }
-            }
+            let Some(invalid) = until_closed(|out| explain_urls(out, &urls))? else {
+                return Ok(());
+            };
             if invalid > 0 {
                 eprintln!("{invalid} of {} URLs could not be canonicalized", urls.len());
                 std::process::exit(1);

@@ -131,6 +131,39 @@ fn expressions_explains_feed_lines_as_the_build_reads_them() {
 /// A feed line that is not UTF-8 can be explained as it is: the byte is
 /// escaped, as the publisher's build escapes it.
 #[cfg(unix)]
+/// `expressions … | head`: a reader that stops reading ends the output
+/// quietly (exit 0, nothing on stderr), in both modes.
+#[test]
+fn regression_expressions_piped_into_a_reader_that_stops_ends_quietly() {
+    use std::io::Read as _;
+    let urls: Vec<String> = (0..20_000).map(|i| format!("http://a{i}.example/x/y")).collect();
+    for feed_line in [false, true] {
+        let mut command = Command::new(BIN);
+        command.arg("expressions");
+        if feed_line {
+            command.args(["--feed-line", "urls"]);
+        }
+        let mut child = command
+            .args(&urls)
+            .env("RUST_BACKTRACE", "0")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("run publisher");
+        let mut first = [0u8; 64];
+        child.stdout.take().unwrap().read_exact(&mut first).unwrap();
+        // The pipe's read end is closed here, with most of the output unread.
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "feed_line {feed_line}: {:?} {}",
+            out.status,
+            text(&out.stderr)
+        );
+        assert_eq!(text(&out.stderr), "", "feed_line {feed_line}");
+    }
+}
+
 #[test]
 fn expressions_takes_arguments_that_are_not_utf8() {
     use std::os::unix::ffi::OsStrExt;
