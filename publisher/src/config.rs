@@ -12,7 +12,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use blocksieve_format::{FilterKind, KeyBits, is_valid_list_name};
+use blocksieve_format::{FilterKind, KeyBits, TrustedKey, is_valid_list_name};
 use serde::Deserialize;
 
 use crate::Error;
@@ -116,11 +116,67 @@ pub struct Config {
     /// writes (it ignores `If-None-Match` or `If-Match`): safe only while one
     /// publisher at a time builds into it. By default, false.
     pub dangerous_store_ignores_conditions: bool,
+    /// What `serve` does: `all` fetches, builds, stores and serves;
+    /// `builder` fetches, builds and stores, and serves only the
+    /// operational routes; `replica` builds nothing and serves, from
+    /// memory, what a builder has published to `store` (which it then
+    /// requires). By default, `all`.
+    pub role: Role,
+    /// Seconds between a replica's checks of the store for a newer
+    /// version of each list (one listing per list per check). By default, 5.
+    pub replica_poll_s: u64,
+    /// The public key snapshots are verified with, base64 as `keygen`
+    /// prints it, for a replica, which has no signing key. By default,
+    /// none: a replica reads the public key file beside the signing key
+    /// (`<data_dir>/public.key`); the other roles use the signing key's.
+    pub public_key: Option<String>,
     /// The threat lists to build and serve. By default, one list `phishing`
     /// from the built-in feed; a file without `[[lists]]` names none (and is
     /// refused by [`Config::from_file`]).
     #[serde(default = "Vec::new")]
     pub lists: Vec<ListConfig>,
+}
+
+/// What a publisher process does ([`Config::role`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// Fetch, build, store and serve everything.
+    #[default]
+    All,
+    /// Fetch, build and store on the schedule; serve only `/healthz`,
+    /// `/readyz` and `/metrics`.
+    Builder,
+    /// Build nothing: follow the store and serve the whole API from memory.
+    Replica,
+}
+
+impl Role {
+    /// The role's name in the configuration and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::All => "all",
+            Self::Builder => "builder",
+            Self::Replica => "replica",
+        }
+    }
+
+    /// The role named `name`, if any.
+    pub fn from_name(name: &str) -> Option<Self> {
+        [Self::All, Self::Builder, Self::Replica]
+            .into_iter()
+            .find(|r| r.name() == name)
+    }
+
+    /// Whether this role fetches feeds and builds snapshots.
+    pub fn builds(self) -> bool {
+        self != Self::Replica
+    }
+
+    /// Whether this role serves the `/v1` API.
+    pub fn serves_api(self) -> bool {
+        self != Self::Builder
+    }
 }
 
 /// How logs are written.
@@ -511,6 +567,9 @@ impl Default for Config {
             store: None,
             store_options: std::collections::BTreeMap::new(),
             dangerous_store_ignores_conditions: false,
+            role: Role::All,
+            replica_poll_s: 5,
+            public_key: None,
             lists: vec![ListConfig::new("phishing", vec![SourceConfig::builtin()])],
         }
     }
@@ -568,6 +627,20 @@ impl Config {
                 "store",
                 format!("{store:?} is not s3://bucket[/prefix]"),
             ));
+        }
+        if self.role == Role::Replica && self.store.is_none() {
+            return Err(config_error(
+                "role",
+                "a replica follows an object store: set store = \"s3://bucket/prefix\"",
+            ));
+        }
+        if self.replica_poll_s == 0 {
+            return Err(config_error("replica_poll_s", "must be at least 1"));
+        }
+        if let Some(key) = &self.public_key
+            && TrustedKey::from_base64(key.trim()).is_err()
+        {
+            return Err(config_error("public_key", "not a base64 Ed25519 public key"));
         }
         let mut names = std::collections::HashSet::new();
         for list in &self.lists {

@@ -21,6 +21,9 @@
 //!    [`Published`] snapshot a build swaps atomically; [`Publisher::router`]
 //!    serves it. [`Publisher::run`] is the daemon: serve what is on disk at
 //!    once, build every list, then rebuild each on its cron schedule.
+//! 6. **Roles** ([`Role`]): `all` does all of the above; a `builder` serves
+//!    only the operational routes; a `replica` builds nothing, follows the
+//!    store a builder publishes to and swaps each new version in.
 //!
 //! Every failure is one [`Error`], grouped by what the operator does next.
 
@@ -33,6 +36,7 @@ mod listener;
 mod metrics;
 mod object_storage;
 mod publisher;
+mod replica;
 mod server;
 mod sources;
 mod state;
@@ -40,7 +44,8 @@ mod storage;
 
 pub use build::BuildReport;
 pub use config::{
-    AutoFilter, Config, FilterChoice, Gates, ListConfig, LogFormat, Settings, SourceConfig, SourceFormat,
+    AutoFilter, Config, FilterChoice, Gates, ListConfig, LogFormat, Role, Settings, SourceConfig,
+    SourceFormat,
 };
 pub use error::{Error, GateRefusal, StoreFailure};
 pub use publisher::{ListBuildOutcome, Publisher, wait_until_ready};

@@ -12,7 +12,7 @@ use blocksieve_publisher::SourceFormat;
 use blocksieve_publisher::internal::build::{self, BuildTimings, HashReference};
 use blocksieve_publisher::internal::sources::{EntryOutcome, read_line};
 use blocksieve_publisher::internal::storage;
-use blocksieve_publisher::{Config, ListBuildOutcome, Publisher};
+use blocksieve_publisher::{Config, ListBuildOutcome, Publisher, Role};
 use clap::{Parser, Subcommand};
 
 /// Builds signed Safe-Browsing-style filter snapshots from blocklists and
@@ -50,6 +50,17 @@ enum Command {
         /// shrink, canary) refuses it. Applies once.
         #[arg(long)]
         force: bool,
+        /// What this process does (overrides `role`): all (fetch, build,
+        /// store, serve), builder (fetch, build, store; serve only
+        /// /healthz, /readyz, /metrics) or replica (build nothing; follow
+        /// the object store and serve the whole API from memory).
+        #[arg(long, value_name = "ROLE", value_parser = parse_role)]
+        role: Option<Role>,
+        /// A replica's public key (overrides `public_key`): base64, 64 hex
+        /// digits, or a file holding either (such as the builder's
+        /// `public.key`).
+        #[arg(long, value_name = "BASE64|HEX|FILE")]
+        key: Option<String>,
     },
     /// Build every list once into a data directory, print the sizing report and exit.
     ///
@@ -127,6 +138,11 @@ enum Command {
         #[arg(long, value_name = "BASE64|HEX|FILE")]
         key: Option<String>,
     },
+}
+
+/// A `--role` name.
+fn parse_role(name: &str) -> Result<Role, String> {
+    Role::from_name(name).ok_or_else(|| format!("unknown role {name:?}, expected all, builder or replica"))
 }
 
 /// A `--feed-line` format name.
@@ -288,7 +304,21 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             config,
             listen,
             force,
-        } => serve(config, listen, force).await,
+            role,
+            key,
+        } => {
+            let mut config = load_config(config.as_ref())?;
+            if let Some(addr) = listen {
+                config.listen = addr;
+            }
+            if let Some(role) = role {
+                config.role = role;
+            }
+            if let Some(key) = key {
+                config.public_key = Some(key_arg(&key)?.to_base64());
+            }
+            serve(config, force).await
+        }
         Command::Build {
             config,
             out,
@@ -337,15 +367,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
-async fn serve(
-    config_path: Option<PathBuf>,
-    listen: Option<std::net::SocketAddr>,
-    force: bool,
-) -> anyhow::Result<()> {
-    let mut config = load_config(config_path.as_ref())?;
-    if let Some(addr) = listen {
-        config.listen = addr;
-    }
+async fn serve(config: Config, force: bool) -> anyhow::Result<()> {
     let publisher = Publisher::open(config)?;
     if force {
         publisher.force_next_build();
@@ -356,6 +378,7 @@ async fn serve(
     tracing::info!(
         addr = %listener.local_addr()?,
         public_key = %publisher.public_key().to_base64(),
+        role = publisher.config().role.name(),
         lists = publisher.config().lists.len(),
         "publisher listening"
     );

@@ -37,6 +37,7 @@ pub struct Metrics {
     source_failures: Family<Labels, Counter>,
     requests: Family<Labels, Counter>,
     latency: Family<Labels, Histogram, LatencyBuckets>,
+    store_reachable: Gauge,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -70,6 +71,7 @@ impl Metrics {
             source_failures: Family::default(),
             requests: Family::default(),
             latency: Family::new_with_constructor(LatencyBuckets),
+            store_reachable: Gauge::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -118,6 +120,11 @@ impl Metrics {
             "HTTP request latency by route",
             m.latency.clone(),
         );
+        registry.register(
+            "replica_store_reachable",
+            "1 when a replica's last check of the store succeeded, else 0 (always 0 on other roles)",
+            m.store_reachable.clone(),
+        );
         Self { registry, ..m }
     }
 
@@ -133,6 +140,11 @@ impl Metrics {
         self.snapshot_bytes
             .get_or_create(&l)
             .set(i64::try_from(bytes).unwrap_or(i64::MAX));
+    }
+
+    /// Records whether a replica's last check of the store succeeded.
+    pub fn store_reachable(&self, reachable: bool) {
+        self.store_reachable.set(i64::from(reachable));
     }
 
     /// Records a build attempt: `outcome` is `published`, `refused` or `failed`.

@@ -322,6 +322,33 @@ pub fn open_store(
     }
 }
 
+/// The store at `url` for a replica, which only reads it: no self-test
+/// (it writes) and no request at all, so a replica starts while the store
+/// is unreachable and finds it once it answers.
+///
+/// # Errors
+///
+/// [`Error::Config`] for a URL or option the store's client refuses, or a
+/// publisher built without the `aws` feature.
+pub fn follow_store(
+    url: &str,
+    options: &std::collections::BTreeMap<String, String>,
+) -> Result<Arc<dyn Storage>, Error> {
+    #[cfg(not(feature = "aws"))]
+    {
+        let _ = options;
+        Err(Error::Config {
+            field: "store".to_owned(),
+            reason: format!("{url}: this publisher was built without the `aws` feature"),
+        })
+    }
+    #[cfg(feature = "aws")]
+    {
+        tracing::info!(store = url, "following the object store (replica)");
+        Ok(Arc::new(ObjectStorage::s3(url, options)?))
+    }
+}
+
 /// Checks that `storage` enforces conditional writes, on a scratch key
 /// under `.blocksieve-selftest/` that it removes afterwards: a second
 /// [`PutMode::Create`] of a key must fail, and so must a

@@ -13,12 +13,12 @@ use blocksieve_format::{SigningKey, TrustedKey};
 use tokio::net::TcpListener;
 
 use crate::build::{self, BuildRequest, LastGood, LoadedSource, SourceRole, SourceUpdate};
-use crate::config::{self, Config, Settings};
+use crate::config::{self, Config, Role, Settings};
 use crate::error::Error;
 use crate::fetch;
 use crate::state::{AppState, ListSlot, Published};
 use crate::storage::{self, ListStore, LocalStorage, SourceCache, Storage};
-use crate::{listener, metrics, object_storage, server};
+use crate::{listener, metrics, object_storage, replica, server};
 
 /// Current time in Unix seconds.
 fn unix_now() -> u64 {
@@ -37,7 +37,11 @@ pub struct Publisher {
 struct Inner {
     /// The validated configuration, times as `Duration`s.
     config: Settings,
-    key: SigningKey,
+    /// The signing key; none on a replica, which builds nothing.
+    key: Option<SigningKey>,
+    /// The key snapshots verify under (the signing key's, or a replica's
+    /// configured one).
+    public_key: TrustedKey,
     state: Arc<AppState>,
     /// Where snapshots and the sources' last good content are kept.
     storage: Arc<dyn Storage>,
@@ -47,8 +51,9 @@ struct Inner {
     build_locks: Vec<tokio::sync::Mutex<()>>,
     /// `--force`: skip the gates on the next build of each list, once.
     force_once: Vec<AtomicBool>,
-    /// Held while any clone of the publisher lives.
-    _data_dir_lock: storage::DataDirLock,
+    /// Held while any clone of the publisher lives (not by a replica,
+    /// which keeps nothing in the data directory).
+    _data_dir_lock: Option<storage::DataDirLock>,
 }
 
 /// The outcome of building one list.
@@ -78,8 +83,17 @@ impl Publisher {
     /// when the object store cannot be reached,
     /// [`Error::StoreIgnoresConditions`] when it does not enforce
     /// conditional writes.
+    ///
+    /// A [`Role::Replica`] instead opens the object store without a request
+    /// (it may be unreachable), neither locks the data directory nor reads
+    /// or creates a signing key (its public key is `public_key`, else the
+    /// public key file beside the signing key), and loads nothing: its
+    /// follower does, once [`Publisher::run`] starts it.
     pub fn open(config: Config) -> Result<Self, Error> {
         let config = config.resolve()?;
+        if config.role == Role::Replica {
+            return Self::open_replica(config);
+        }
         let local = LocalStorage::open(&config.data_dir)?;
         let data_dir_lock = storage::lock_data_dir(&config.data_dir)?;
         let storage: Arc<dyn Storage> = match &config.store {
@@ -91,12 +105,44 @@ impl Publisher {
             )?,
         };
         let key = storage::load_or_create_signing_key(&config.signing_key_path())?;
+        let public_key = key.public_key().clone();
+        if config.public_key.as_ref().is_some_and(|k| *k != public_key) {
+            return Err(Error::Config {
+                field: "public_key".to_owned(),
+                reason: "is not the signing key's public key".to_owned(),
+            });
+        }
+        Self::assemble(config, storage, Some(key), public_key, Some(data_dir_lock))
+    }
+
+    /// A replica's [`Publisher::open`].
+    fn open_replica(config: Settings) -> Result<Self, Error> {
+        let public_key = match &config.public_key {
+            Some(key) => key.clone(),
+            None => storage::load_public_key(&storage::public_key_path(&config.signing_key_path()))?,
+        };
+        // `validate` requires a store of a replica.
+        let url = config.store.clone().unwrap_or_default();
+        let storage = object_storage::follow_store(&url, &config.store_options)?;
+        Self::assemble(config, storage, None, public_key, None)
+    }
+
+    /// The publisher over opened storage: every list's slot, with its
+    /// newest valid stored version unless this is a replica.
+    fn assemble(
+        config: Settings,
+        storage: Arc<dyn Storage>,
+        key: Option<SigningKey>,
+        public_key: TrustedKey,
+        data_dir_lock: Option<storage::DataDirLock>,
+    ) -> Result<Self, Error> {
         let metrics = metrics::Metrics::new();
         let mut lists = Vec::new();
         for list in &config.lists {
             let store = ListStore::open(storage.clone(), &list.name)?;
             let current = ArcSwapOption::empty();
-            if let Some(stored) = store.load_latest(key.public_key())
+            if config.role.builds()
+                && let Some(stored) = store.load_latest(&public_key)
                 && let Ok(header) = blocksieve_format::parse_header_unverified(&stored.snapshot)
             {
                 tracing::info!(list = %list.name, version = header.version, "serving snapshot from disk");
@@ -146,6 +192,7 @@ impl Publisher {
                 storage,
                 config,
                 key,
+                public_key,
                 state,
                 http,
             }),
@@ -161,7 +208,7 @@ impl Publisher {
 
     /// The public key agents must trust.
     pub fn public_key(&self) -> &TrustedKey {
-        self.inner.key.public_key()
+        &self.inner.public_key
     }
 
     /// The shared state the router serves.
@@ -169,17 +216,20 @@ impl Publisher {
         self.inner.state.clone()
     }
 
-    /// The HTTP router, with the configured limits as layers.
+    /// The HTTP router, with the configured limits as layers: the whole
+    /// API, or only the operational routes for a [`Role::Builder`].
     pub fn router(&self) -> axum::Router {
         let c = &self.inner.config;
-        server::router(
-            self.state(),
-            server::Limits {
-                request_timeout: c.request_timeout,
-                body_read_timeout: c.body_read_timeout,
-                max_concurrency: c.max_concurrency,
-            },
-        )
+        let limits = server::Limits {
+            request_timeout: c.request_timeout,
+            body_read_timeout: c.body_read_timeout,
+            max_concurrency: c.max_concurrency,
+        };
+        if c.role.serves_api() {
+            server::router(self.state(), limits)
+        } else {
+            server::operational_router(self.state(), limits)
+        }
     }
 
     /// The per-connection limits [`Publisher::run`] serves with.
@@ -257,9 +307,13 @@ impl Publisher {
     }
 
     /// Builds list `index` (serialized with other builds of the same list).
+    /// A replica builds nothing: its outcome is an [`Error::Config`].
     pub async fn build_list(&self, index: usize) -> ListBuildOutcome {
         let inner = &self.inner;
         let list = &inner.config.lists[index];
+        if inner.key.is_none() {
+            return builds_nothing(&list.name);
+        }
         let _guard = inner.build_locks[index].lock().await;
         let started = std::time::Instant::now();
         // Fetch every source and allowlist (I/O), then build and store on
@@ -332,12 +386,15 @@ impl Publisher {
         let list = &inner.config.lists[index];
         let slot = &inner.state.lists[index];
         let previous = slot.current.load_full();
+        let Some(key) = inner.key.as_ref() else {
+            return builds_nothing(&list.name);
+        };
         let request = BuildRequest {
             list,
             previous: previous.as_ref().map(|p| &p.header),
             now: unix_now(),
             ttl: inner.config.snapshot_ttl,
-            key: &inner.key,
+            key,
             probe: build::PeakRssProbe::new(metrics::peak_rss_bytes),
         };
         let mut updates = Vec::new();
@@ -514,8 +571,9 @@ impl Publisher {
 
     /// Runs the daemon on `listener` until `shutdown` completes: serves what
     /// is on disk at once, builds every list in the background, then
-    /// rebuilds each on its cron schedule. After `shutdown`, in-flight
-    /// requests get `drain_timeout_s` to finish.
+    /// rebuilds each on its cron schedule. A replica instead checks the
+    /// store at once and then every `replica_poll_s` ([`replica`]). After
+    /// `shutdown`, in-flight requests get `drain_timeout_s` to finish.
     ///
     /// # Errors
     ///
@@ -525,14 +583,21 @@ impl Publisher {
         listener: TcpListener,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), Error> {
-        let mut scheduler = self.start_schedules().await?;
-        // Every list's first build at once: a slow source of one list must
-        // not delay the others (each list has its own build lock).
-        for index in 0..self.inner.config.lists.len() {
-            let initial = self.clone();
-            tokio::spawn(async move {
-                initial.build_list(index).await;
-            });
+        let mut scheduler = None;
+        let mut _follower = None;
+        if self.inner.config.role.builds() {
+            scheduler = Some(self.start_schedules().await?);
+            // Every list's first build at once: a slow source of one list
+            // must not delay the others (each list has its own build lock).
+            for index in 0..self.inner.config.lists.len() {
+                let initial = self.clone();
+                tokio::spawn(async move {
+                    initial.build_list(index).await;
+                });
+            }
+        } else {
+            let follower = replica::Follower::new(self.state(), self.inner.public_key.clone());
+            _follower = Some(follower.spawn(self.inner.config.replica_poll));
         }
         let drain = self.inner.config.drain_timeout;
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
@@ -555,7 +620,9 @@ impl Publisher {
                 Ok(())
             }
         };
-        let _ = scheduler.shutdown().await;
+        if let Some(mut scheduler) = scheduler {
+            let _ = scheduler.shutdown().await;
+        }
         served
     }
 
@@ -591,6 +658,18 @@ impl Publisher {
         }
         scheduler.start().await.map_err(bad("scheduler".into()))?;
         Ok(scheduler)
+    }
+}
+
+/// The outcome of asking a replica, which has no signing key, to build.
+fn builds_nothing(list: &str) -> ListBuildOutcome {
+    ListBuildOutcome {
+        list: list.to_owned(),
+        report: None,
+        result: Err(Error::Config {
+            field: "role".to_owned(),
+            reason: "a replica builds nothing".to_owned(),
+        }),
     }
 }
 

@@ -136,15 +136,31 @@ fn shown(text: &str) -> String {
 
 /// The API router over `state`; tests can call it without a socket.
 pub fn router(state: Arc<AppState>, limits: Limits) -> Router {
-    Router::new()
-        .route("/healthz", get(healthz))
-        .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics))
+    let api = operational_routes()
         .route(routes::LISTS, get(lists))
         .route(routes::LATEST_SNAPSHOT, get(latest_snapshot))
         .route(routes::VERSIONED_SNAPSHOT, get(versioned_snapshot))
         .route(routes::FULL_HASHES, get(full_hashes))
-        .route(routes::SEARCH, post(search))
+        .route(routes::SEARCH, post(search));
+    with_layers(api, state, limits)
+}
+
+/// A builder's router: only `/healthz`, `/readyz` and `/metrics`, with the
+/// same limits; every `/v1` route is 404, as any unknown route.
+pub fn operational_router(state: Arc<AppState>, limits: Limits) -> Router {
+    with_layers(operational_routes(), state, limits)
+}
+
+fn operational_routes() -> Router<Arc<AppState>> {
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+}
+
+/// `routes` with the fallbacks, the metrics middleware and the limits.
+fn with_layers(routes: Router<Arc<AppState>>, state: Arc<AppState>, limits: Limits) -> Router {
+    routes
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(state.clone(), record))

@@ -461,6 +461,22 @@ pub fn load_or_create_signing_key(path: &Path) -> Result<SigningKey, Error> {
     }
 }
 
+/// Loads the public key file at `path` (base64, as [`write_key_pair`]
+/// writes it beside the signing key): what a replica verifies snapshots
+/// with. Never creates a key.
+///
+/// # Errors
+///
+/// [`Error::Storage`] when the file cannot be read, [`Error::SigningKey`]
+/// when it holds no key.
+pub fn load_public_key(path: &Path) -> Result<TrustedKey, Error> {
+    let text = fs::read_to_string(path).map_err(Error::storage(path))?;
+    TrustedKey::from_base64(text.trim()).map_err(|reason| Error::SigningKey {
+        path: path.to_owned(),
+        reason,
+    })
+}
+
 /// A new signing key from the operating system's random source.
 pub fn generate_signing_key() -> SigningKey {
     use rand::RngCore as _;
@@ -545,11 +561,23 @@ impl ListStore {
 
     /// Published versions (those with a snapshot), newest first.
     pub fn versions(&self) -> Vec<u64> {
-        let mut versions: Vec<u64> = (self.storage.list(&self.prefix).unwrap_or_default().iter())
+        self.try_versions().unwrap_or_default()
+    }
+
+    /// Published versions (those with a snapshot), newest first, from one
+    /// listing of the list's keys.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Storage`] or [`Error::Store`] when the keys cannot be
+    /// listed: unlike [`ListStore::versions`], an unreachable store is not
+    /// an empty one.
+    pub fn try_versions(&self) -> Result<Vec<u64>, Error> {
+        let mut versions: Vec<u64> = (self.storage.list(&self.prefix)?.iter())
             .filter_map(|key| key.rsplit('/').next()?.strip_suffix(".snapshot")?.parse().ok())
             .collect();
         versions.sort_unstable_by(|a, b| b.cmp(a));
-        versions
+        Ok(versions)
     }
 
     /// The snapshot bytes of `version`, if it is still stored.
@@ -597,7 +625,14 @@ impl ListStore {
         None
     }
 
-    fn load(&self, version: u64, key: &TrustedKey) -> Result<StoredVersion, Error> {
+    /// `version`, verified under `key` as an agent would (expiry aside),
+    /// with hashes that match its snapshot.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Storage`] or [`Error::Store`] when it cannot be read,
+    /// [`Error::Corrupt`] when it does not verify.
+    pub fn load(&self, version: u64, key: &TrustedKey) -> Result<StoredVersion, Error> {
         let snapshot_key = self.key(version, "snapshot");
         let corrupt = |reason: String| Error::Corrupt {
             path: self.storage.location(&snapshot_key),

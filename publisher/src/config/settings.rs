@@ -5,7 +5,9 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::{Config, ListConfig, LogFormat};
+use blocksieve_format::TrustedKey;
+
+use super::{Config, ListConfig, LogFormat, Role};
 use crate::Error;
 
 /// A validated [`Config`]: the same settings, with every time a
@@ -75,6 +77,13 @@ pub struct Settings {
     /// Use a store that ignores conditional writes
     /// ([`Config::dangerous_store_ignores_conditions`]).
     pub dangerous_store_ignores_conditions: bool,
+    /// What `serve` does ([`Config::role`]).
+    pub role: Role,
+    /// How often a replica checks the store ([`Config::replica_poll_s`]).
+    pub replica_poll: Duration,
+    /// The key snapshots are verified with, when configured
+    /// ([`Config::public_key`]).
+    pub public_key: Option<TrustedKey>,
     /// The threat lists to build and serve ([`Config::lists`]); a source's
     /// fetch timeout is [`SourceConfig::timeout`](super::SourceConfig::timeout).
     pub lists: Vec<ListConfig>,
@@ -113,6 +122,10 @@ impl Config {
             store: self.store,
             store_options: self.store_options,
             dangerous_store_ignores_conditions: self.dangerous_store_ignores_conditions,
+            role: self.role,
+            replica_poll: Duration::from_secs(self.replica_poll_s),
+            // Checked by `validate`.
+            public_key: (self.public_key.as_deref()).and_then(|k| TrustedKey::from_base64(k.trim()).ok()),
             lists: self.lists,
         })
     }
@@ -237,6 +250,7 @@ mod tests {
         assert_eq!(s.lists.len(), 1);
         assert_eq!(s.lists[0].name, "phishing");
         assert!(s.lists[0].sources[0].builtin);
+        assert_eq!((s.role, s.replica_poll, s.public_key), (Role::All, secs(5), None));
         assert_eq!(SourceConfig::builtin().timeout(), secs(60));
     }
 
