@@ -55,6 +55,21 @@ impl Moto {
     ///
     /// When moto is missing and may not be skipped, or does not start.
     pub async fn start() -> Option<Self> {
+        // A free port: bound, read and released for moto to take.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        Self::start_on(port).await
+    }
+
+    /// [`Moto::start`] on `port` of 127.0.0.1: a store that a test points
+    /// a publisher at before it answers.
+    ///
+    /// # Panics
+    ///
+    /// As [`Moto::start`].
+    pub async fn start_on(port: u16) -> Option<Self> {
         let Some(program) = find_moto_server() else {
             let in_ci = std::env::var_os("CI").is_some_and(|v| !v.is_empty());
             if !in_ci && std::env::var(SKIP_MOTO_ENV).is_ok_and(|v| v == "1") {
@@ -66,11 +81,6 @@ impl Moto {
                  or set {SKIP_MOTO_ENV}=1 to skip the object-store tests outside CI"
             );
         };
-        // A free port: bound, read and released for moto to take.
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
         let addr = SocketAddr::from(([127, 0, 0, 1], port));
         let child = Command::new(&program)
             .args(["-H", "127.0.0.1", "-p", &port.to_string()])
@@ -122,17 +132,22 @@ impl Moto {
     /// plain HTTP and moto's placeholder credentials (requests are signed,
     /// as conditional writes need).
     pub fn store_options(&self) -> BTreeMap<String, String> {
-        [
-            ("endpoint", self.endpoint()),
-            ("allow_http", "true".to_owned()),
-            ("region", "us-east-1".to_owned()),
-            ("access_key_id", "testing".to_owned()),
-            ("secret_access_key", "testing".to_owned()),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v))
-        .collect()
+        store_options_at(self.addr)
     }
+}
+
+/// [`Moto::store_options`] for a server at `addr`, running or not.
+pub fn store_options_at(addr: SocketAddr) -> BTreeMap<String, String> {
+    [
+        ("endpoint", format!("http://{addr}")),
+        ("allow_http", "true".to_owned()),
+        ("region", "us-east-1".to_owned()),
+        ("access_key_id", "testing".to_owned()),
+        ("secret_access_key", "testing".to_owned()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect()
 }
 
 impl Drop for Moto {

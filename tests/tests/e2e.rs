@@ -12,6 +12,7 @@ mod load;
 mod memory;
 mod outage;
 mod publisher;
+mod replica;
 mod slow_clients;
 mod store;
 mod tidy;

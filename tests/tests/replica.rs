@@ -1,0 +1,253 @@
+//! Publisher roles on one object store (moto): a builder publishes, and
+//! replicas, which build nothing and hold no signing key, follow the store
+//! and serve the API — the same bytes and ETags — through store outages.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use blocksieve_agent::Agent;
+use blocksieve_format::api::routes;
+use blocksieve_publisher::internal::storage::{generate_signing_key, write_key_pair};
+use blocksieve_publisher::{Config, Role, SourceConfig, SourceFormat};
+use blocksieve_tests::moto::{Moto, store_options_at};
+use blocksieve_tests::{RunningPublisher, config, fixture_lines};
+
+const READY: Duration = Duration::from_secs(60);
+/// How long a replica may take to follow a new build: a few checks of the
+/// store, one second apart.
+const FOLLOW: Duration = Duration::from_secs(20);
+/// The store's URL on every moto of these tests (one bucket, one prefix).
+const STORE: &str = "s3://blocksieve-test/shared";
+
+/// A publisher in `role` on the store at `store`, over the feed `feed`.
+fn on_store(role: Role, store: SocketAddr, data_dir: &Path, feed: &Path) -> Config {
+    Config {
+        role,
+        store: Some(STORE.to_owned()),
+        store_options: store_options_at(store),
+        replica_poll_s: 1,
+        ..config(
+            data_dir,
+            "phishing",
+            vec![SourceConfig::file(feed, SourceFormat::Urls)],
+        )
+    }
+}
+
+/// A replica of that store, trusting `public_key` (base64).
+fn replica(store: SocketAddr, data_dir: &Path, public_key: &str) -> Config {
+    Config {
+        public_key: Some(public_key.to_owned()),
+        ..on_store(Role::Replica, store, data_dir, Path::new("unused"))
+    }
+}
+
+/// A signing key in `dir` (the builder's data directory) and its public
+/// key, base64: replicas are configured before the builder first runs.
+fn key_pair(dir: &Path) -> String {
+    let key = generate_signing_key();
+    write_key_pair(&key, &dir.join("signing.key")).unwrap();
+    key.public_key().to_base64()
+}
+
+/// A feed file of the fixture's lines in `dir`.
+fn feed(dir: &Path) -> std::path::PathBuf {
+    let path = dir.join("feed.txt");
+    std::fs::write(&path, fixture_lines("phishing-urls.txt").join("\n") + "\n").unwrap();
+    path
+}
+
+async fn status(base: &str, path: &str) -> u16 {
+    reqwest::get(format!("{base}{path}"))
+        .await
+        .map_or(0, |r| r.status().as_u16())
+}
+
+/// The latest snapshot's version, ETag and bytes.
+async fn latest(base: &str) -> (u64, String, Vec<u8>) {
+    let answer = reqwest::get(format!("{base}{}", routes::latest_snapshot("phishing")))
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 200);
+    let etag = answer.headers()["etag"].to_str().unwrap().to_owned();
+    let bytes = answer.bytes().await.unwrap().to_vec();
+    let version = blocksieve_format::parse_header_unverified(&bytes)
+        .unwrap()
+        .version;
+    (version, etag, bytes)
+}
+
+fn served_version(server: &RunningPublisher) -> Option<u64> {
+    let current = server.publisher.state().lists[0].current.load_full();
+    current.map(|p| p.header.version)
+}
+
+async fn wait_for_version(server: &RunningPublisher, version: u64, within: Duration) {
+    let started = Instant::now();
+    while served_version(server) != Some(version) {
+        assert!(
+            started.elapsed() < within,
+            "version {version} not served within {within:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn agent_of(server: &RunningPublisher, public_key: &str) -> Agent {
+    Agent::builder(server.base_url())
+        .list("phishing")
+        .trusted_key(blocksieve_format::TrustedKey::from_base64(public_key).unwrap())
+        .build()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_builder_and_two_replicas_on_one_bucket_serve_the_same_snapshot_and_follow_builds() {
+    let Some(moto) = Moto::start().await else { return };
+    let (builder_dir, dirs) = (
+        tempfile::tempdir().unwrap(),
+        [(); 2].map(|()| tempfile::tempdir().unwrap()),
+    );
+    let public_key = key_pair(builder_dir.path());
+    let feed = feed(builder_dir.path());
+
+    // Replicas first: nothing is published, so they are not ready.
+    let replicas = [0, 1].map(|i| replica(moto.addr, dirs[i].path(), &public_key));
+    let [first, second] = replicas;
+    let (first, second) = (
+        RunningPublisher::start(first).await,
+        RunningPublisher::start(second).await,
+    );
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    for r in [&first, &second] {
+        assert_eq!(status(&r.base_url(), "/readyz").await, 503);
+        assert_eq!(status(&r.base_url(), routes::LISTS).await, 200);
+    }
+    // A replica neither needs nor creates a signing key, nor any file.
+    for dir in &dirs {
+        assert!(std::fs::read_dir(dir.path()).unwrap().next().is_none());
+    }
+
+    let builder =
+        RunningPublisher::start(on_store(Role::Builder, moto.addr, builder_dir.path(), &feed)).await;
+    builder.wait_ready(READY).await;
+    let version = served_version(&builder).unwrap();
+    // The builder serves only the operational routes.
+    assert_eq!(status(&builder.base_url(), "/readyz").await, 200);
+    assert_eq!(status(&builder.base_url(), "/metrics").await, 200);
+    assert_eq!(status(&builder.base_url(), routes::LISTS).await, 404);
+
+    first.wait_ready(READY).await;
+    second.wait_ready(READY).await;
+    let (v1, etag1, bytes1) = latest(&first.base_url()).await;
+    let (v2, etag2, bytes2) = latest(&second.base_url()).await;
+    assert_eq!((v1, v2), (version, version));
+    assert_eq!(etag1, etag2);
+    assert!(bytes1 == bytes2, "replicas serve different bytes");
+    let built = builder.publisher.state().lists[0].current.load_full().unwrap();
+    assert!(bytes1 == built.snapshot.as_ref(), "not the builder's bytes");
+    assert_eq!(etag1, built.etag);
+
+    // An agent pointed at a replica: a listed URL is unsafe, another safe.
+    let agent = agent_of(&first, &public_key);
+    assert!(agent.update().await.unwrap().is_complete());
+    let listed = &fixture_lines("phishing-urls.txt")[0];
+    assert!(agent.check_url(listed).await.unwrap().is_unsafe(), "{listed}");
+    let added = "https://replica-follows.example/new-entry";
+    assert!(!agent.check_url(added).await.unwrap().is_unsafe());
+
+    // The feed changes and the builder rebuilds: both replicas follow.
+    let mut text = std::fs::read_to_string(&feed).unwrap();
+    text.push_str(added);
+    text.push('\n');
+    std::fs::write(&feed, text).unwrap();
+    let rebuilt = builder.publisher.build_list(0).await.result.unwrap();
+    assert!(rebuilt > version);
+    wait_for_version(&first, rebuilt, FOLLOW).await;
+    wait_for_version(&second, rebuilt, FOLLOW).await;
+    let (_, etag1, bytes1) = latest(&first.base_url()).await;
+    let (_, etag2, bytes2) = latest(&second.base_url()).await;
+    assert_eq!(etag1, etag2);
+    assert!(bytes1 == bytes2, "replicas serve different bytes after a rebuild");
+    let agent = agent_of(&second, &public_key);
+    assert!(agent.update().await.unwrap().is_complete());
+    assert!(agent.check_url(added).await.unwrap().is_unsafe(), "{added}");
+    assert!(!agent.check_url("https://example.com/").await.unwrap().is_unsafe());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_started_while_the_store_is_unreachable_becomes_ready_once_it_answers() {
+    // A port where nothing listens yet; moto takes it later.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap()
+        .port();
+    let store = SocketAddr::from(([127, 0, 0, 1], port));
+    let (builder_dir, replica_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let public_key = key_pair(builder_dir.path());
+    let replica = RunningPublisher::start(replica(store, replica_dir.path(), &public_key)).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(status(&replica.base_url(), "/readyz").await, 503);
+    assert_eq!(status(&replica.base_url(), "/healthz").await, 200);
+
+    let Some(_moto) = Moto::start_on(port).await else {
+        return;
+    };
+    let feed = feed(builder_dir.path());
+    let builder = RunningPublisher::start(on_store(Role::Builder, store, builder_dir.path(), &feed)).await;
+    builder.wait_ready(READY).await;
+    // No operator action: the replica's next check finds the store.
+    replica.wait_ready(READY).await;
+    assert_eq!(status(&replica.base_url(), "/readyz").await, 200);
+    assert_eq!(served_version(&replica), served_version(&builder));
+    wait_for_metric(&replica, "blocksieve_replica_store_reachable 1", FOLLOW).await;
+}
+
+/// Waits until `/metrics` has the line `line`.
+async fn wait_for_metric(server: &RunningPublisher, line: &str, within: Duration) {
+    let started = Instant::now();
+    loop {
+        let metrics = reqwest::get(format!("{}/metrics", server.base_url()))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        if metrics.lines().any(|l| l == line) {
+            return;
+        }
+        assert!(
+            started.elapsed() < within,
+            "no {line:?} within {within:?}: {metrics}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_keeps_serving_what_it_loaded_when_the_store_goes_away() {
+    let Some(moto) = Moto::start().await else { return };
+    let (builder_dir, replica_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let public_key = key_pair(builder_dir.path());
+    let feed = feed(builder_dir.path());
+    let builder = RunningPublisher::start(on_store(Role::All, moto.addr, builder_dir.path(), &feed)).await;
+    builder.wait_ready(READY).await;
+    let replica = RunningPublisher::start(replica(moto.addr, replica_dir.path(), &public_key)).await;
+    replica.wait_ready(READY).await;
+    let before = latest(&replica.base_url()).await;
+
+    builder.stop().await;
+    drop(moto);
+    // The replica notices, and keeps serving.
+    wait_for_metric(&replica, "blocksieve_replica_store_reachable 0", READY).await;
+    assert_eq!(status(&replica.base_url(), "/readyz").await, 200);
+    let after = latest(&replica.base_url()).await;
+    assert_eq!((after.0, &after.1), (before.0, &before.1));
+    assert!(after.2 == before.2, "the snapshot changed");
+    let agent = agent_of(&replica, &public_key);
+    assert!(agent.update().await.unwrap().is_complete());
+    let listed = &fixture_lines("phishing-urls.txt")[0];
+    assert!(agent.check_url(listed).await.unwrap().is_unsafe(), "{listed}");
+    assert!(!agent.check_url("https://example.com/").await.unwrap().is_unsafe());
+}
