@@ -852,6 +852,52 @@ mod tests {
     }
 
     #[test]
+    fn role_parses_and_a_replica_needs_a_store_and_takes_a_public_key() {
+        let key = crate::storage::generate_signing_key().public_key().to_base64();
+        let config: Config = toml::from_str(&format!(
+            r#"
+            role = "replica"
+            replica_poll_s = 2
+            public_key = "{key}"
+            store = "s3://bucket/p"
+            [[lists]]
+            name = "phishing"
+            sources = [{{ path = "a.txt", format = "urls" }}]
+            "#
+        ))
+        .unwrap();
+        config.validate().unwrap();
+        assert_eq!((config.role, config.replica_poll_s), (Role::Replica, 2));
+        assert!(config.role.serves_api() && !config.role.builds());
+        assert!(Role::Builder.builds() && !Role::Builder.serves_api());
+        assert_eq!(Config::default().role, Role::All);
+        for role in [Role::All, Role::Builder, Role::Replica] {
+            assert_eq!(Role::from_name(role.name()), Some(role));
+        }
+        assert_eq!(Role::from_name("leader"), None);
+        let field_of = |config: Config| match config.validate() {
+            Err(Error::Config { field, .. }) => field,
+            other => panic!("{other:?}"),
+        };
+        let no_store = Config {
+            store: None,
+            ..config.clone()
+        };
+        assert_eq!(field_of(no_store), "role");
+        let never = Config {
+            replica_poll_s: 0,
+            ..config.clone()
+        };
+        assert_eq!(field_of(never), "replica_poll_s");
+        let bad_key = Config {
+            public_key: Some("not a key".to_owned()),
+            ..config.clone()
+        };
+        assert_eq!(field_of(bad_key), "public_key");
+        assert!(toml::from_str::<Config>("role = \"leader\"").is_err());
+    }
+
+    #[test]
     fn parses_every_field_and_names_bad_ones() {
         let text = r#"
             listen = "127.0.0.1:9000"

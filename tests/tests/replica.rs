@@ -251,3 +251,29 @@ async fn a_replica_keeps_serving_what_it_loaded_when_the_store_goes_away() {
     assert!(agent.check_url(listed).await.unwrap().is_unsafe(), "{listed}");
     assert!(!agent.check_url("https://example.com/").await.unwrap().is_unsafe());
 }
+
+#[tokio::test]
+async fn a_replica_takes_the_public_key_file_and_never_creates_a_signing_key() {
+    // No request reaches the store when a replica opens: nothing listens.
+    let store = SocketAddr::from(([127, 0, 0, 1], 9));
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = on_store(Role::Replica, store, dir.path(), Path::new("unused"));
+    match blocksieve_publisher::Publisher::open(cfg.clone()) {
+        Err(blocksieve_publisher::Error::Storage { .. }) => {}
+        other => panic!("a replica without a public key: {other:?}"),
+    }
+    let key = generate_signing_key();
+    let public = key.public_key().to_base64();
+    std::fs::write(dir.path().join("public.key"), format!("{public}\n")).unwrap();
+    let replica = blocksieve_publisher::Publisher::open(cfg.clone()).unwrap();
+    assert_eq!(replica.public_key().to_base64(), public);
+    assert!(replica.build_list(0).await.result.is_err());
+    drop(replica);
+    assert!(!dir.path().join("signing.key").exists());
+    assert!(!dir.path().join("lock").exists());
+    // A key given in the configuration wins over the file.
+    let other = generate_signing_key().public_key().to_base64();
+    cfg.public_key = Some(other.clone());
+    let replica = blocksieve_publisher::Publisher::open(cfg).unwrap();
+    assert_eq!(replica.public_key().to_base64(), other);
+}
