@@ -392,3 +392,33 @@ fn errors_are_one_line_without_a_backtrace_even_with_rust_backtrace_set() {
     assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
     assert!(!stderr.to_lowercase().contains("backtrace"), "{stderr}");
 }
+
+#[test]
+fn serve_role_is_checked_at_start_and_a_replica_needs_a_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), false);
+    let config = config.to_str().unwrap();
+    let unknown = run(&["serve", "--config", config, "--role", "leader"]);
+    assert_eq!(unknown.status.code(), Some(2));
+    let stderr = text(&unknown.stderr);
+    assert!(
+        stderr.contains("unknown role \"leader\", expected all, builder or replica"),
+        "{stderr}"
+    );
+
+    let replica = run(&[
+        "serve",
+        "--config",
+        config,
+        "--role",
+        "replica",
+        "--listen",
+        "127.0.0.1:0",
+    ]);
+    assert_eq!(replica.status.code(), Some(1));
+    let stderr = text(&replica.stderr);
+    assert!(stderr.contains("role"), "{stderr}");
+    assert!(stderr.contains("set store = \"s3://bucket/prefix\""), "{stderr}");
+    // It refused before touching the data directory.
+    assert!(!dir.path().join("data").exists());
+}
