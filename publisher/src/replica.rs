@@ -168,6 +168,106 @@ pub(crate) struct FollowerHandle {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::build::{BuildRequest, LastGood, LoadedSource, PeakRssProbe, SourceRole, build_list};
+    use crate::config::{ListConfig, SourceConfig, SourceFormat};
+    use crate::fetch::{Fetched, Validators};
+    use crate::storage::{ListStore, LocalStorage, PutMode, Storage};
+    use blocksieve_format::SigningKey;
+
+    /// A list `phishing` stored in a data directory, served by nobody yet.
+    fn state_over(dir: &std::path::Path) -> (Arc<AppState>, Arc<dyn Storage>) {
+        let storage: Arc<dyn Storage> = Arc::new(LocalStorage::open(dir).unwrap());
+        let slot = ListSlot {
+            name: "phishing".to_owned(),
+            current: arc_swap::ArcSwapOption::empty(),
+            last_build: std::sync::Mutex::new(None),
+            store: ListStore::open(storage.clone(), "phishing").unwrap(),
+        };
+        let state = AppState {
+            lists: vec![slot],
+            cache_duration: Duration::from_secs(300),
+            next_check: Duration::from_secs(300),
+            padding: 0,
+            max_bucket_entries: 4096,
+            max_prefixes_per_request: 1000,
+            metrics: crate::metrics::Metrics::new(),
+        };
+        (state.shared(), storage)
+    }
+
+    /// Builds a snapshot of `feed` at `now` and publishes it.
+    fn publish(store: &ListStore, key: &SigningKey, feed: &str, now: u64) -> u64 {
+        let list = ListConfig::new("phishing", vec![]);
+        let request = BuildRequest {
+            list: &list,
+            previous: None,
+            now,
+            ttl: Duration::from_secs(3600),
+            probe: PeakRssProbe::NONE,
+            key,
+        };
+        let source = LoadedSource {
+            config: SourceConfig::file("feed.txt", SourceFormat::Urls),
+            role: SourceRole::Block,
+            fetched: Fetched::Fresh {
+                bytes: feed.as_bytes().to_vec(),
+                validators: Validators::default(),
+            },
+            last_good: LastGood::none(),
+            read_duration: Duration::ZERO,
+        };
+        let built = build_list(&request, vec![source]).unwrap();
+        store
+            .publish(built.version, &built.snapshot, &built.hashes, 5)
+            .unwrap();
+        built.version
+    }
+
+    fn served(state: &AppState) -> Option<u64> {
+        state.lists[0].current.load().as_ref().map(|p| p.header.version)
+    }
+
+    #[test]
+    fn a_follower_serves_the_newest_version_that_verifies_and_skips_a_forged_one_for_good() {
+        let dir = tempfile::tempdir().unwrap();
+        let (state, storage) = state_over(dir.path());
+        let key = SigningKey::from_secret_bytes([7; 32]);
+        let mut follower = Follower::new(state.clone(), key.public_key().clone());
+        assert!(follower.poll(), "an empty store is a reachable one");
+        assert_eq!(served(&state), None);
+
+        let store = &state.lists[0].store;
+        let first = publish(store, &key, "http://phish.example/a\n", 1_800_000_000);
+        // A newer version signed by another key, as a second, mistaken
+        // builder or a forger would write it.
+        let other = SigningKey::from_secret_bytes([8; 32]);
+        let forged = publish(store, &other, "http://phish.example/b\n", 1_800_000_100);
+        assert!(follower.poll());
+        assert_eq!(served(&state), Some(first));
+        assert!(follower.rejected[0].contains(&forged));
+        // Whatever its bytes become, the rejected version stays skipped
+        // (`decide` leaves it out) and the served version stays.
+        storage
+            .put(
+                &format!("lists/phishing/{forged:020}.snapshot"),
+                b"junk",
+                PutMode::Overwrite,
+            )
+            .unwrap();
+        assert!(follower.poll());
+        assert_eq!(served(&state), Some(first));
+        assert_eq!(follower.rejected[0].len(), 1);
+
+        let newer = publish(store, &key, "http://phish.example/c\n", 1_800_000_200);
+        assert!(follower.poll());
+        assert_eq!(served(&state), Some(newer));
+        assert!(
+            state
+                .metrics
+                .render()
+                .contains("blocksieve_replica_store_reachable 1")
+        );
+    }
 
     fn none() -> BTreeSet<u64> {
         BTreeSet::new()
