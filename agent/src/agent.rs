@@ -12,7 +12,7 @@ use blocksieve_format::SnapshotHeader;
 
 use crate::Error;
 use crate::config::{AgentBuilder, Settings};
-use crate::confirm::Confirmer;
+use crate::confirm::{Confirmer, Versions};
 use crate::engine::lookup::{self, FailurePolicy, LocalLookup, UrlHashes, Verdict};
 use crate::engine::prefix::RequestPrefix;
 use crate::engine::schedule::UpdateSchedule;
@@ -285,7 +285,17 @@ impl Agent {
         let answers = if needed.is_empty() {
             HashMap::new()
         } else {
-            inner.confirmer.resolve(needed.into_iter().collect()).await
+            // The versions probed (or newer): answers must be at least as
+            // new, or a listed URL the older data lacks would pass as safe.
+            let versions: Versions = inner
+                .lists
+                .names()
+                .filter_map(|name| Some((name.to_owned(), inner.lists.version(name)?)))
+                .collect();
+            inner
+                .confirmer
+                .resolve(needed.into_iter().collect(), &versions)
+                .await
         };
         let lists: Vec<&str> = inner.lists.names().collect();
         locals

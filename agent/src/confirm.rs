@@ -13,7 +13,7 @@
 //! ([`crate::engine::cache`], [`crate::engine::prefix`],
 //! [`crate::engine::schedule::FullHashBackoff`]).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
@@ -33,8 +33,23 @@ use crate::stats::Counters;
 type AnswerSender = watch::Sender<Option<Answer>>;
 
 /// Request prefixes with a full-hash request in flight, each with the
-/// receiver its answer will arrive on.
-type InFlight = Mutex<HashMap<RequestPrefix, watch::Receiver<Option<Answer>>>>;
+/// snapshot versions it was asked for and the receiver its answer will
+/// arrive on.
+type InFlight = Mutex<HashMap<RequestPrefix, (Versions, watch::Receiver<Option<Answer>>)>>;
+
+/// The snapshot version the agent holds of each list, by name: what a
+/// full-hash answer must be at least as new as (`min_versions` of the
+/// request), and what the cached answers were made for.
+pub(crate) type Versions = BTreeMap<String, u64>;
+
+/// The cached answers and the snapshot versions they were made for: a
+/// snapshot update empties the cache, since an answer made before it may
+/// lack a full hash the new snapshot lists.
+#[derive(Debug)]
+struct Cache {
+    answers: FullHashCache,
+    versions: Versions,
+}
 
 /// The full-hash side of an agent: cache, single flight and backoff.
 #[derive(Debug)]
@@ -43,8 +58,9 @@ pub(crate) struct Confirmer {
     lists: Vec<String>,
     /// Random prefixes added to each request.
     noise_prefixes: usize,
-    /// Answers by request prefix, misses included, for their cache duration.
-    cache: Mutex<FullHashCache>,
+    /// Answers by request prefix, misses included, for their cache
+    /// duration, while the snapshot versions stay the same.
+    cache: Mutex<Cache>,
     /// Request prefixes with a full-hash request in flight, for single
     /// flight: a second check for the same prefix waits for the first.
     in_flight: InFlight,
@@ -66,7 +82,10 @@ impl Confirmer {
         Self {
             lists,
             noise_prefixes,
-            cache: Mutex::new(FullHashCache::new(cache_bytes)),
+            cache: Mutex::new(Cache {
+                answers: FullHashCache::new(cache_bytes),
+                versions: Versions::new(),
+            }),
             in_flight: Mutex::new(HashMap::new()),
             backoff: Mutex::new(FullHashBackoff::default()),
             shared,
@@ -82,9 +101,15 @@ impl Confirmer {
         }
     }
 
-    /// An answer for each of `needed`: from the cache, from a request in
-    /// flight (single flight), or from new requests.
-    pub(crate) async fn resolve(&self, needed: Vec<RequestPrefix>) -> HashMap<RequestPrefix, Answer> {
+    /// An answer for each of `needed`, as new as the snapshot `versions` the
+    /// check probed: from the cache (emptied when the versions changed), from
+    /// a request in flight for the same versions (single flight), or from new
+    /// requests, which ask for answers at least that new.
+    pub(crate) async fn resolve(
+        &self,
+        needed: Vec<RequestPrefix>,
+        versions: &Versions,
+    ) -> HashMap<RequestPrefix, Answer> {
         let mut answers = HashMap::with_capacity(needed.len());
         let mut pending = needed;
         // A waiter whose leader was cancelled retries; two retries bound the
@@ -97,8 +122,12 @@ impl Confirmer {
             let mut misses = Vec::new();
             {
                 let mut cache = lock(&self.cache);
+                if cache.versions != *versions {
+                    cache.answers.clear();
+                    cache.versions.clone_from(versions);
+                }
                 for p in pending.drain(..) {
-                    match cache.get(p, now) {
+                    match cache.answers.get(p, now) {
                         Some(hashes) => {
                             Counters::bump(&self.shared.counters.cache_hits);
                             answers.insert(p, Ok(hashes));
@@ -112,22 +141,30 @@ impl Confirmer {
                 senders: Vec::new(),
             };
             let mut joined = Vec::new();
+            // In flight for other versions: asked again, not claimed.
+            let mut unclaimed = Vec::new();
             {
                 let mut in_flight = lock(&self.in_flight);
                 for p in misses {
                     match in_flight.get(&p) {
-                        Some(rx) => joined.push((p, rx.clone())),
+                        Some((for_versions, rx)) if for_versions == versions => joined.push((p, rx.clone())),
+                        Some(_) => unclaimed.push(p),
                         None => {
                             let (tx, rx) = watch::channel(None);
-                            in_flight.insert(p, rx);
+                            in_flight.insert(p, (versions.clone(), rx));
                             claim.senders.push((p, tx));
                         }
                     }
                 }
             }
-            if !claim.senders.is_empty() {
-                let prefixes: Vec<RequestPrefix> = claim.senders.iter().map(|(p, _)| *p).collect();
-                let mut fetched = self.fetch_full_hashes(prefixes).await;
+            if !claim.senders.is_empty() || !unclaimed.is_empty() {
+                let prefixes: Vec<RequestPrefix> = claim
+                    .senders
+                    .iter()
+                    .map(|(p, _)| *p)
+                    .chain(unclaimed.iter().copied())
+                    .collect();
+                let mut fetched = self.fetch_full_hashes(prefixes, versions).await;
                 for (p, tx) in &claim.senders {
                     let answer = fetched.remove(p).unwrap_or_else(|| {
                         Err(Error::UnexpectedResponse {
@@ -137,6 +174,15 @@ impl Confirmer {
                     });
                     tx.send_replace(Some(answer.clone()));
                     answers.insert(*p, answer);
+                }
+                for p in unclaimed {
+                    let answer = fetched.remove(&p).unwrap_or_else(|| {
+                        Err(Error::UnexpectedResponse {
+                            url: String::new(),
+                            reason: format!("no answer for prefix {p}"),
+                        })
+                    });
+                    answers.insert(p, answer);
                 }
             }
             drop(claim);
@@ -166,8 +212,13 @@ impl Confirmer {
 
     /// Sends full-hash requests for `prefixes` (none cached, none in
     /// flight): planned by [`prefix::plan_requests`], each answer read by
-    /// [`prefix::sort_answers`] and cached.
-    async fn fetch_full_hashes(&self, prefixes: Vec<RequestPrefix>) -> HashMap<RequestPrefix, Answer> {
+    /// [`prefix::sort_answers`] and cached if the snapshot `versions` they
+    /// were asked for are still those of the cache.
+    async fn fetch_full_hashes(
+        &self,
+        prefixes: Vec<RequestPrefix>,
+        versions: &Versions,
+    ) -> HashMap<RequestPrefix, Answer> {
         let plans = self
             .shared
             .with_rng(|rng| prefix::plan_requests(&prefixes, self.noise_prefixes, rng));
@@ -180,7 +231,7 @@ impl Confirmer {
                 continue;
             }
             Counters::bump(&self.shared.counters.full_hash_requests);
-            match self.search(&plan).await {
+            match self.search(&plan, versions).await {
                 Ok(response) => {
                     lock(&self.backoff).on_success();
                     let sorted = prefix::sort_answers(
@@ -195,9 +246,12 @@ impl Confirmer {
                     let duration = Duration::from_secs(response.cache_duration_s);
                     let now = self.shared.now();
                     let mut cache = lock(&self.cache);
+                    let current = cache.versions == *versions;
                     for (p, hashes) in sorted.by_prefix {
                         let hashes = Arc::new(hashes);
-                        cache.insert(p, Arc::clone(&hashes), duration, now);
+                        if current {
+                            cache.answers.insert(p, Arc::clone(&hashes), duration, now);
+                        }
                         answers.insert(p, Ok(hashes));
                     }
                     for p in sorted.missing {
@@ -226,10 +280,17 @@ impl Confirmer {
         answers
     }
 
-    /// One `POST /v1/hashes:search`, each base URL in turn.
-    async fn search(&self, plan: &PlannedRequest) -> Result<FullHashSearchResponse, Error> {
+    /// One `POST /v1/hashes:search`, each base URL in turn, asking for
+    /// answers at least as new as `versions` (a server behind answers `503`
+    /// and the next one is asked).
+    async fn search(
+        &self,
+        plan: &PlannedRequest,
+        versions: &Versions,
+    ) -> Result<FullHashSearchResponse, Error> {
         let request = FullHashSearchRequest {
             prefixes: plan.prefixes.iter().map(ToString::to_string).collect(),
+            min_versions: versions.clone(),
         };
         let mut first_error = None;
         for base in &self.shared.base_urls {

@@ -363,6 +363,7 @@ mod tests {
         let prefix = RequestPrefix::of(&h, 12);
         let request = FullHashSearchRequest {
             prefixes: vec![prefix.to_string()],
+            ..FullHashSearchRequest::default()
         };
         let answer = FullHashAnswer {
             cache_duration_s: 60,

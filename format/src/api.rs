@@ -287,10 +287,18 @@ pub struct FullHashMatch {
 }
 
 /// `POST /v1/hashes:search` request body.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FullHashSearchRequest {
     /// Hash prefixes, 2 to 8 lowercase hex digits each, at most 1,000.
     pub prefixes: Vec<String>,
+    /// The snapshot version the client holds of each threat list, by list
+    /// name. A server that serves an older version of one of them, or none,
+    /// answers `503 behind` instead of answering from older data (a replica
+    /// that has not loaded the newest build yet would otherwise report a
+    /// newly listed URL's full hash as absent). Empty (and left out) for
+    /// clients that send no versions; by default, empty.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub min_versions: std::collections::BTreeMap<String, u64>,
 }
 
 /// `POST /v1/hashes:search` response.

@@ -17,6 +17,7 @@
 //! versioned snapshots `public, max-age=31536000, immutable`;
 //! `GET /v1/hashes/{prefix}` `public, max-age=<cache_duration_s>`.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -80,6 +81,8 @@ pub struct ApiError {
     status: StatusCode,
     code: &'static str,
     message: String,
+    /// `Retry-After` in seconds, for an error the client should retry.
+    retry_after_s: Option<u64>,
 }
 
 impl ApiError {
@@ -88,7 +91,14 @@ impl ApiError {
             status,
             code,
             message: message.into(),
+            retry_after_s: None,
         }
+    }
+
+    /// The same error with `Retry-After: seconds`.
+    fn retry_after(mut self, seconds: u64) -> Self {
+        self.retry_after_s = Some(seconds);
+        self
     }
 
     /// The HTTP status, always 4xx or 5xx.
@@ -115,12 +125,18 @@ impl IntoResponse for ApiError {
                 message: self.message,
             },
         };
-        (
+        let mut response = (
             self.status,
             [(header::CACHE_CONTROL, HeaderValue::from_static("no-store"))],
             Json(body),
         )
-            .into_response()
+            .into_response();
+        if let Some(seconds) = self.retry_after_s {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        response
     }
 }
 
@@ -542,6 +558,18 @@ pub fn parse_request_prefix(text: &str) -> Result<RequestPrefix, ApiError> {
 /// `413 payload_too_large` for a longer body, `400 bad_request` for bad
 /// JSON or no prefixes, `400 too_many_prefixes`, `400 bad_prefix`.
 pub fn parse_search_request(body: &[u8], max_prefixes: usize) -> Result<Vec<RequestPrefix>, ApiError> {
+    parse_search(body, max_prefixes).map(|(prefixes, _)| prefixes)
+}
+
+/// [`parse_search_request`], with the request's `min_versions`.
+///
+/// # Errors
+///
+/// As [`parse_search_request`].
+pub fn parse_search(
+    body: &[u8],
+    max_prefixes: usize,
+) -> Result<(Vec<RequestPrefix>, BTreeMap<String, u64>), ApiError> {
     if body.len() > MAX_REQUEST_BODY_BYTES {
         return Err(ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -576,7 +604,38 @@ pub fn parse_search_request(body: &[u8], max_prefixes: usize) -> Result<Vec<Requ
             ),
         ));
     }
-    request.prefixes.iter().map(|p| parse_request_prefix(p)).collect()
+    let prefixes = request
+        .prefixes
+        .iter()
+        .map(|p| parse_request_prefix(p))
+        .collect::<Result<_, _>>()?;
+    Ok((prefixes, request.min_versions))
+}
+
+/// Refuses to answer from older data than the client holds: `503 behind`
+/// when this server serves an older version of a list in `min_versions`
+/// than the client has, or none yet (a replica that has not loaded the
+/// newest build), with `Retry-After: 1` so the client asks again or asks
+/// another server; `404 unknown_list` for a list this server does not serve.
+fn check_not_behind(state: &AppState, min_versions: &BTreeMap<String, u64>) -> Result<(), ApiError> {
+    for (name, &needed) in min_versions {
+        let slot = state.list(name).ok_or_else(|| unknown_list(name))?;
+        let served = slot.current.load().as_deref().map(|p| p.header.version);
+        if served.is_none_or(|v| v < needed) {
+            let served = served.map_or_else(|| "no snapshot".to_owned(), |v| format!("version {v}"));
+            return Err(ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "behind",
+                format!(
+                    "list {}: this server has {served}, the request needs at least version {needed}; \
+                     ask again or ask another server",
+                    shown(name)
+                ),
+            )
+            .retry_after(1));
+        }
+    }
+    Ok(())
 }
 
 /// Refuses a prefix whose expected bucket over every list is larger than
@@ -721,7 +780,9 @@ async fn search(
         ));
     }
     let body = body.map_err(|e| body_error(&e))?;
-    let prefixes = parse_search_request(&body, state.max_prefixes_per_request)?
+    let (prefixes, min_versions) = parse_search(&body, state.max_prefixes_per_request)?;
+    check_not_behind(&state, &min_versions)?;
+    let prefixes = prefixes
         .into_iter()
         .map(|p| check_bucket_size(&state, p))
         .collect::<Result<Vec<_>, _>>()?;

@@ -641,6 +641,7 @@ mod tests {
                 .post(&url)
                 .json(&FullHashSearchRequest {
                     prefixes: vec![prefix.clone()],
+                    ..FullHashSearchRequest::default()
                 })
                 .send()
         };

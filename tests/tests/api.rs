@@ -157,3 +157,56 @@ async fn versioned_snapshot_answers_only_the_canonical_version() {
     assert_eq!(body.error.code, "unknown_version");
     server.stop().await;
 }
+
+/// `min_versions`: a search that needs a newer snapshot than the server
+/// serves is refused `503 behind` with `Retry-After`, never answered from
+/// the older data; the served version or older is answered; a list the
+/// server does not serve is `404 unknown_list`; no versions, as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn search_with_min_versions_is_refused_when_the_server_is_behind() {
+    let (server, _dir) = start().await;
+    let client = reqwest::Client::new();
+    let served = server
+        .publisher
+        .state()
+        .list("phishing")
+        .unwrap()
+        .current
+        .load()
+        .as_ref()
+        .unwrap()
+        .header
+        .version;
+    let url = format!("{}/v1/hashes:search", server.base_url());
+    let search = |versions: serde_json::Value| {
+        client
+            .post(&url)
+            .json(&serde_json::json!({"prefixes": ["af30"], "min_versions": versions}))
+            .send()
+    };
+    let behind = search(serde_json::json!({"phishing": served + 1})).await.unwrap();
+    assert_eq!(behind.status(), 503);
+    assert_eq!(behind.headers()["retry-after"], "1");
+    assert_eq!(behind.headers()["cache-control"], "no-store");
+    let error: ErrorResponse = behind.json().await.unwrap();
+    assert_eq!(error.error.code, "behind");
+    assert!(
+        error.error.message.contains(&(served + 1).to_string()),
+        "{}",
+        error.error.message
+    );
+    for versions in [
+        serde_json::json!({"phishing": served}),
+        serde_json::json!({"phishing": 1}),
+        serde_json::json!({}),
+    ] {
+        assert_eq!(
+            search(versions.clone()).await.unwrap().status(),
+            200,
+            "{versions}"
+        );
+    }
+    let unknown = search(serde_json::json!({"malware": 1})).await.unwrap();
+    assert_eq!(unknown.status(), 404);
+    server.stop().await;
+}

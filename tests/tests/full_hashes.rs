@@ -45,7 +45,11 @@ fn listed() -> (String, FullHash) {
 fn search_body(hit: RequestPrefix) -> String {
     let mut prefixes = vec!["3f0".to_owned(), "b21".to_owned(), hit.to_string()];
     prefixes.extend(["07c".to_owned(), "e5d".to_owned()]);
-    serde_json::to_string(&FullHashSearchRequest { prefixes }).unwrap()
+    serde_json::to_string(&FullHashSearchRequest {
+        prefixes,
+        ..FullHashSearchRequest::default()
+    })
+    .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -277,3 +277,72 @@ async fn a_replica_takes_the_public_key_file_and_never_creates_a_signing_key() {
     let replica = blocksieve_publisher::Publisher::open(cfg).unwrap();
     assert_eq!(replica.public_key().to_base64(), other);
 }
+
+/// Two replicas behind one name are not in lockstep: an agent whose filter
+/// came from the replica that followed a rebuild may ask one that has not
+/// yet. The request carries the versions the agent holds, so the lagging
+/// replica answers `503 behind` rather than "no match" for a newly listed
+/// URL: the check is unverified (never safe), and with the fresh replica as
+/// a mirror it is unsafe.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn regression_a_lagging_replica_never_answers_safe_for_a_url_the_agents_filter_lists() {
+    let Some(moto) = Moto::start().await else { return };
+    let (builder_dir, dirs) = (
+        tempfile::tempdir().unwrap(),
+        [(); 2].map(|()| tempfile::tempdir().unwrap()),
+    );
+    let public_key = key_pair(builder_dir.path());
+    let feed = feed(builder_dir.path());
+    let builder =
+        RunningPublisher::start(on_store(Role::Builder, moto.addr, builder_dir.path(), &feed)).await;
+    builder.wait_ready(READY).await;
+    let fresh = RunningPublisher::start(replica(moto.addr, dirs[0].path(), &public_key)).await;
+    // The lagging one checks the store every 10 minutes (or is stuck).
+    let lagging = RunningPublisher::start(Config {
+        replica_poll_s: 600,
+        ..replica(moto.addr, dirs[1].path(), &public_key)
+    })
+    .await;
+    fresh.wait_ready(READY).await;
+    lagging.wait_ready(READY).await;
+
+    let added = "https://replica-lag.example/new-phish";
+    let mut text = std::fs::read_to_string(&feed).unwrap();
+    text.push_str(added);
+    text.push('\n');
+    std::fs::write(&feed, text).unwrap();
+    let rebuilt = builder.publisher.build_list(0).await.result.unwrap();
+    wait_for_version(&fresh, rebuilt, FOLLOW).await;
+    assert_ne!(served_version(&lagging), Some(rebuilt));
+
+    let cache = tempfile::tempdir().unwrap();
+    let key = blocksieve_format::TrustedKey::from_base64(&public_key).unwrap();
+    let via = |base: String, mirror: Option<String>| {
+        let mut builder = Agent::builder(base)
+            .list("phishing")
+            .trusted_key(key.clone())
+            .cache_dir(cache.path());
+        if let Some(mirror) = mirror {
+            builder = builder.mirror(mirror);
+        }
+        builder.build().unwrap()
+    };
+    let a = via(fresh.base_url(), None);
+    assert!(a.update().await.unwrap().is_complete());
+    assert!(a.check_url(added).await.unwrap().is_unsafe());
+    drop(a);
+    // The same agent state (its cache directory), the next request routed
+    // to the lagging replica.
+    let b = via(lagging.base_url(), None);
+    let _ = b.update().await;
+    let verdict = b.check_url(added).await.unwrap();
+    assert!(
+        verdict.is_unverified(),
+        "{added} is in the agent's filter: {verdict:?}"
+    );
+    drop(b);
+    // With the fresh replica as a mirror, the agent asks it next.
+    let c = via(lagging.base_url(), Some(fresh.base_url()));
+    let verdict = c.check_url(added).await.unwrap();
+    assert!(verdict.is_unsafe(), "{verdict:?}");
+}

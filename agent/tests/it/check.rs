@@ -383,3 +383,26 @@ async fn snapshots_with_64_bit_keys_work() {
     assert!(agent.check_url("http://evil.example/").await.unwrap().is_unsafe());
     assert_eq!(agent.check_url("http://good.example/").await.unwrap(), SAFE);
 }
+
+/// A snapshot update empties the full-hash cache: a miss cached before it
+/// would otherwise hide, for its whole cache duration, a URL that the new
+/// snapshot lists (the filter says "maybe", the stale cached answer "no").
+#[tokio::test]
+async fn regression_a_snapshot_update_empties_the_full_hash_cache() {
+    let fake = FakePublisher::start().await;
+    fake.set_cache_duration_s(3_600);
+    // Version 1's filter holds the expression, but the full-hash endpoint
+    // does not list it yet: the answer is a miss, cached for an hour.
+    fake.serve_snapshot(&Snap::new("malware", 1, &["late.example/"]));
+    let agent = fake.agent(&["malware"]);
+    agent.update().await.unwrap();
+    assert!(agent.check_url("http://late.example/").await.unwrap().is_safe());
+    // Version 2 lists it, and so does the endpoint.
+    fake.serve_snapshot(&Snap::new("malware", 2, &["late.example/"]));
+    fake.list_expressions("malware", &["late.example/"]);
+    agent.update().await.unwrap();
+    assert_eq!(agent.snapshot_version("malware"), Some(2));
+    let verdict = agent.check_url("http://late.example/").await.unwrap();
+    assert!(verdict.is_unsafe(), "{verdict:?}");
+    assert_eq!(fake.searches().len(), 2, "the second check asked again");
+}
