@@ -269,6 +269,51 @@ mod tests {
         );
     }
 
+    /// A signed snapshot copied under a newer version's key is refused (it
+    /// would be a rollback), and so is a version whose full hashes are
+    /// another build's with the same count (they would answer "no match" for
+    /// URLs its filter lists): the served version stays.
+    #[test]
+    fn regression_a_snapshot_under_another_key_or_with_another_builds_hashes_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let (state, storage) = state_over(dir.path());
+        let key = SigningKey::from_secret_bytes([7; 32]);
+        let mut follower = Follower::new(state.clone(), key.public_key().clone());
+        let store = &state.lists[0].store;
+        let v1 = publish(store, &key, "http://phish.example/a\n", 1_800_000_000);
+        let v2 = publish(store, &key, "http://phish.example/b\n", 1_800_000_100);
+        assert!(follower.poll());
+        assert_eq!(served(&state), Some(v2));
+
+        // Version 1's bytes under a version 3 key.
+        let v3 = v2 + 1;
+        let key_of = |v: u64, ext: &str| format!("lists/phishing/{v:020}.{ext}");
+        for ext in ["hashes", "snapshot"] {
+            let bytes = storage.get(&key_of(v1, ext)).unwrap().unwrap();
+            storage.put(&key_of(v3, ext), &bytes, PutMode::Overwrite).unwrap();
+        }
+        assert!(matches!(
+            store.load(v3, key.public_key()),
+            Err(Error::Corrupt { .. })
+        ));
+        assert!(follower.poll());
+        assert_eq!(served(&state), Some(v2));
+
+        // Version 4: its own snapshot, version 1's hashes (one full hash each).
+        let v4 = publish(store, &key, "http://phish.example/c\n", v3 + 1);
+        let other = storage.get(&key_of(v1, "hashes")).unwrap().unwrap();
+        storage
+            .put(&key_of(v4, "hashes"), &other, PutMode::Overwrite)
+            .unwrap();
+        let refused = store.load(v4, key.public_key());
+        assert!(
+            matches!(&refused, Err(Error::Corrupt { reason, .. }) if reason.contains("another build")),
+            "{refused:?}"
+        );
+        assert!(follower.poll());
+        assert_eq!(served(&state), Some(v2));
+    }
+
     fn none() -> BTreeSet<u64> {
         BTreeSet::new()
     }

@@ -655,14 +655,29 @@ impl ListStore {
             header.created_at,
         )
         .map_err(|e| corrupt(e.to_string()))?;
+        // A signed snapshot copied under another version's key would be
+        // served as that version: a rollback anyone who can write the store
+        // could cause without the signing key.
+        if verified.header().version != version {
+            return Err(corrupt(format!(
+                "holds version {} under the key of version {version}",
+                verified.header().version
+            )));
+        }
         let hashes_key = self.key(version, "hashes");
         let corrupt = |reason: String| Error::Corrupt {
             path: self.storage.location(&hashes_key),
             reason,
         };
+        // Read at most one byte more than the snapshot declares, so an
+        // oversized object costs no more memory than the right one.
+        let declared_bytes = verified
+            .header()
+            .full_hash_count
+            .saturating_mul(FullHash::LEN as u64);
         let raw = self
             .storage
-            .get(&hashes_key)?
+            .get_range(&hashes_key, 0..declared_bytes.saturating_add(1))?
             .ok_or_else(|| missing(&hashes_key))?;
         if raw.len() % FullHash::LEN != 0
             || (raw.len() / FullHash::LEN) as u64 != verified.header().full_hash_count
@@ -683,6 +698,15 @@ impl ListStore {
             .collect();
         if hashes.windows(2).any(|w| w[0] >= w[1]) {
             return Err(corrupt("hashes are not sorted".to_owned()));
+        }
+        // The full hashes must be the snapshot's: hashes of another build
+        // (two builders writing one version) would answer "no match" for
+        // URLs the filter lists. Every listed hash is in the filter; another
+        // build's are not (each passes with the false-positive rate).
+        if let Some(stranger) = hashes.iter().find(|h| !verified.probably_contains(h)) {
+            return Err(corrupt(format!(
+                "full hash {stranger} is not in the snapshot's filter: the hashes belong to another build"
+            )));
         }
         Ok(StoredVersion { snapshot, hashes })
     }
