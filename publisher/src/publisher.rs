@@ -16,7 +16,7 @@ use crate::build::{self, BuildRequest, LastGood, LoadedSource, SourceRole, Sourc
 use crate::config::{self, Config, Role, Settings};
 use crate::error::Error;
 use crate::fetch;
-use crate::state::{AppState, ListSlot, Published};
+use crate::state::{AppState, ListSlot};
 use crate::storage::{self, ListStore, LocalStorage, SourceCache, Storage};
 use crate::{listener, metrics, object_storage, replica, server};
 
@@ -139,31 +139,20 @@ impl Publisher {
         let metrics = metrics::Metrics::new();
         let mut lists = Vec::new();
         for list in &config.lists {
-            let store = ListStore::open(storage.clone(), &list.name)?;
-            let current = ArcSwapOption::empty();
+            let slot = ListSlot {
+                name: list.name.clone(),
+                current: ArcSwapOption::empty(),
+                last_build: Mutex::new(None),
+                store: ListStore::open(storage.clone(), &list.name)?,
+            };
             if config.role.builds()
-                && let Some(stored) = store.load_latest(&public_key)
+                && let Some(stored) = slot.store.load_latest(&public_key)
                 && let Ok(header) = blocksieve_format::parse_header_unverified(&stored.snapshot)
             {
                 tracing::info!(list = %list.name, version = header.version, "serving snapshot from disk");
-                metrics.snapshot_served(
-                    &list.name,
-                    header.version,
-                    header.full_hash_count,
-                    stored.snapshot.len() as u64,
-                );
-                current.store(Some(Arc::new(Published::new(
-                    header,
-                    stored.snapshot,
-                    stored.hashes,
-                ))));
+                slot.serve(&metrics, header, stored.snapshot, stored.hashes);
             }
-            lists.push(ListSlot {
-                name: list.name.clone(),
-                current,
-                last_build: Mutex::new(None),
-                store,
-            });
+            lists.push(slot);
         }
         let state = AppState {
             lists,
@@ -463,17 +452,7 @@ impl Publisher {
         match published {
             Ok(header) => {
                 let version = header.version;
-                inner.state.metrics.snapshot_served(
-                    &list.name,
-                    version,
-                    header.full_hash_count,
-                    built.snapshot.len() as u64,
-                );
-                slot.current.store(Some(Arc::new(Published::new(
-                    header,
-                    built.snapshot,
-                    built.hashes,
-                ))));
+                slot.serve(&inner.state.metrics, header, built.snapshot, built.hashes);
                 ListBuildOutcome {
                     list: list.name.clone(),
                     report: Some(built.report),

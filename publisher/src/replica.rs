@@ -24,7 +24,7 @@ use std::time::Duration;
 use blocksieve_format::TrustedKey;
 
 use crate::error::Error;
-use crate::state::{AppState, ListSlot, Published};
+use crate::state::{AppState, ListSlot};
 
 /// What one check of a list decides.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -121,17 +121,7 @@ impl Follower {
                     reason: e.to_string(),
                 })?;
             tracing::info!(list = %slot.name, version, "serving snapshot from the store");
-            self.state.metrics.snapshot_served(
-                &slot.name,
-                version,
-                header.full_hash_count,
-                stored.snapshot.len() as u64,
-            );
-            slot.current.store(Some(Arc::new(Published::new(
-                header,
-                stored.snapshot,
-                stored.hashes,
-            ))));
+            slot.serve(&self.state.metrics, header, stored.snapshot, stored.hashes);
             return Ok(());
         }
         Ok(())

@@ -60,6 +60,22 @@ pub struct ListSlot {
     pub store: ListStore,
 }
 
+impl ListSlot {
+    /// Serves `snapshot` (its verified `header`) with its sorted full
+    /// `hashes`, swapped in whole, and records it in `metrics`: how a build,
+    /// a restart and a replica all put a version in service.
+    pub fn serve(&self, metrics: &Metrics, header: SnapshotHeader, snapshot: Vec<u8>, hashes: Vec<FullHash>) {
+        metrics.snapshot_served(
+            &self.name,
+            header.version,
+            header.full_hash_count,
+            snapshot.len() as u64,
+        );
+        self.current
+            .store(Some(Arc::new(Published::new(header, snapshot, hashes))));
+    }
+}
+
 /// State shared by all handlers.
 #[derive(Debug)]
 pub struct AppState {
