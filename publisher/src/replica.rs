@@ -111,6 +111,16 @@ impl Follower {
                     self.rejected[index].insert(version);
                     continue;
                 }
+                // Listed, but half of it is gone (its full hashes: a
+                // builder writes them before the snapshot, so they were
+                // pruned or lost): skipped for good, and an older version
+                // may still serve.
+                Err(e @ Error::Storage { .. }) if matches!(&e, Error::Storage { reason, .. } if reason.kind() == std::io::ErrorKind::NotFound) =>
+                {
+                    tracing::warn!(list = %slot.name, version, error = %e, "stored version is incomplete; skipped");
+                    self.rejected[index].insert(version);
+                    continue;
+                }
                 // Pruned since the listing, or the store went away: the
                 // next check decides again.
                 Err(e) => return Err(e),
@@ -302,6 +312,29 @@ mod tests {
         );
         assert!(follower.poll());
         assert_eq!(served(&state), Some(v2));
+    }
+
+    /// A listed version whose full hashes are gone does not block an older
+    /// complete one, and is not downloaded again.
+    #[test]
+    fn regression_an_incomplete_newest_version_does_not_block_an_older_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let (state, storage) = state_over(dir.path());
+        let key = SigningKey::from_secret_bytes([7; 32]);
+        let mut follower = Follower::new(state.clone(), key.public_key().clone());
+        let store = &state.lists[0].store;
+        let v1 = publish(store, &key, "http://phish.example/a\n", 1_800_000_000);
+        let v2 = publish(store, &key, "http://phish.example/b\n", 1_800_000_100);
+        storage
+            .delete(&format!("lists/phishing/{v2:020}.hashes"))
+            .unwrap();
+        assert!(follower.poll());
+        assert_eq!(served(&state), Some(v1));
+        assert!(follower.rejected[0].contains(&v2));
+        assert_eq!(
+            decide(served(&state), &[v2, v1], &follower.rejected[0]),
+            PollDecision::Keep
+        );
     }
 
     fn none() -> BTreeSet<u64> {
