@@ -27,7 +27,7 @@ use object_store::path::{Path, PathPart};
 use object_store::{ObjectStore, ObjectStoreExt as _, PutOptions, PutPayload, UpdateVersion};
 
 use crate::error::{Error, StoreFailure};
-use crate::storage::{PutMode, Storage, Version};
+use crate::storage::{Conditional, PutMode, Storage, Version};
 
 /// [`Storage`] on an [`ObjectStore`], every key under a prefix.
 #[derive(Debug)]
@@ -218,6 +218,33 @@ impl Storage for ObjectStorage {
         let (store, path) = (self.store.clone(), self.path(key));
         let meta = not_found_is_none(self.run(key, async move { store.head(&path).await }))?;
         Ok(meta.map(|m| Version::new(m.e_tag.unwrap_or_default())))
+    }
+
+    fn get_if_changed(&self, key: &str, known: Option<&Version>) -> Result<Conditional, Error> {
+        let (store, path) = (self.store.clone(), self.path(key));
+        let options = object_store::GetOptions {
+            if_none_match: known.map(|v| v.as_str().to_owned()),
+            ..Default::default()
+        };
+        // One GET: the ETag is that of the bytes it returns.
+        let got = self.run(key, async move {
+            match store.get_opts(&path, options).await {
+                Ok(got) => {
+                    let e_tag = got.meta.e_tag.clone().unwrap_or_default();
+                    Ok(Some((got.bytes().await?, e_tag)))
+                }
+                Err(object_store::Error::NotModified { .. }) => Ok(None),
+                Err(e) => Err(e),
+            }
+        });
+        Ok(match not_found_is_none(got)? {
+            None => Conditional::Missing,
+            Some(None) => Conditional::NotModified,
+            Some(Some((bytes, e_tag))) => Conditional::Value {
+                bytes: Vec::from(bytes),
+                version: Version::new(e_tag),
+            },
+        })
     }
 
     fn put_chunks(
@@ -496,6 +523,24 @@ mod tests {
             b""
         );
 
+        // A conditional read: the value with its ETag, then nothing until
+        // it changes.
+        let Conditional::Value { bytes, version } = storage.get_if_changed("lists/a/1.hashes", None).unwrap()
+        else {
+            panic!("the value");
+        };
+        assert_eq!(bytes, b"abcd");
+        assert_eq!(
+            storage
+                .get_if_changed("lists/a/1.hashes", Some(&version))
+                .unwrap(),
+            Conditional::NotModified
+        );
+        assert_eq!(
+            storage.get_if_changed("lists/a/none", Some(&version)).unwrap(),
+            Conditional::Missing
+        );
+
         storage.delete("lists/a/1.hashes").unwrap();
         storage.delete("lists/a/1.hashes").unwrap();
         assert_eq!(storage.get("lists/a/1.hashes").unwrap(), None);
@@ -520,6 +565,9 @@ mod tests {
         }
         fn get_range(&self, key: &str, range: Range<u64>) -> Result<Option<Vec<u8>>, Error> {
             self.0.get_range(key, range)
+        }
+        fn get_if_changed(&self, key: &str, known: Option<&Version>) -> Result<Conditional, Error> {
+            self.0.get_if_changed(key, known)
         }
         fn version(&self, key: &str) -> Result<Option<Version>, Error> {
             self.0.version(key)

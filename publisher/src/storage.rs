@@ -84,6 +84,22 @@ pub enum PutMode {
     Update(Version),
 }
 
+/// What [`Storage::get_if_changed`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Conditional {
+    /// There is no value under the key.
+    Missing,
+    /// The value is still at the version the caller knows.
+    NotModified,
+    /// The value, and the version of exactly these bytes.
+    Value {
+        /// The value.
+        bytes: Vec<u8>,
+        /// Its version, for the next conditional read or a compare-and-swap.
+        version: Version,
+    },
+}
+
 /// Where the publisher keeps its artifacts: bytes under `/`-separated keys.
 ///
 /// Every write is atomic: a reader sees the old value or the new one,
@@ -127,6 +143,16 @@ pub trait Storage: std::fmt::Debug + Send + Sync {
     ///
     /// [`Error::Storage`] when it cannot be read.
     fn version(&self, key: &str) -> Result<Option<Version>, Error>;
+
+    /// The value of `key` with its version, read together (a compare-and-swap
+    /// on that version replaces exactly these bytes), unless its version is
+    /// still `known`: a conditional GET (`If-None-Match`), so an unchanged
+    /// value costs no transfer.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Storage`] when it exists but cannot be read.
+    fn get_if_changed(&self, key: &str, known: Option<&Version>) -> Result<Conditional, Error>;
 
     /// Stores the concatenation of `chunks` under `key` (streamed: the value
     /// need not be in memory as one slice). Returns the new version, or
@@ -199,13 +225,20 @@ impl LocalStorage {
     }
 }
 
+/// A file's version: its size, modification time and (on Unix) inode. Every
+/// write renames a new file into place, so the inode tells two writes apart
+/// within the file system's timestamp granularity.
 fn file_version(metadata: &fs::Metadata) -> Version {
     let modified = metadata
         .modified()
         .ok()
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
         .map_or(0, |d| d.as_nanos());
-    Version(format!("{:x}-{modified:x}", metadata.len()))
+    #[cfg(unix)]
+    let inode = std::os::unix::fs::MetadataExt::ino(metadata);
+    #[cfg(not(unix))]
+    let inode = 0u64;
+    Version(format!("{:x}-{modified:x}-{inode:x}", metadata.len()))
 }
 
 fn not_found_is_none<T>(result: std::io::Result<T>) -> std::io::Result<Option<T>> {
@@ -254,6 +287,23 @@ impl Storage for LocalStorage {
         let path = self.path(key);
         let metadata = not_found_is_none(fs::metadata(&path)).map_err(Error::storage(&path))?;
         Ok(metadata.as_ref().map(file_version))
+    }
+
+    fn get_if_changed(&self, key: &str, known: Option<&Version>) -> Result<Conditional, Error> {
+        let path = self.path(key);
+        let io = Error::storage(&path);
+        // The open file's own metadata: a write renames another file into
+        // place, so this version is that of the bytes read below.
+        let Some(mut file) = not_found_is_none(fs::File::open(&path)).map_err(&io)? else {
+            return Ok(Conditional::Missing);
+        };
+        let version = file_version(&file.metadata().map_err(&io)?);
+        if known == Some(&version) {
+            return Ok(Conditional::NotModified);
+        }
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes).map_err(&io)?;
+        Ok(Conditional::Value { bytes, version })
     }
 
     fn put_chunks(
@@ -897,6 +947,33 @@ mod tests {
             None
         );
         assert_eq!(storage.get("lists/a/1.snapshot").unwrap().unwrap(), b"uno!");
+
+        // A conditional read: the value with its version, then nothing
+        // until it changes.
+        let Conditional::Value { bytes, version } =
+            storage.get_if_changed("lists/a/1.snapshot", None).unwrap()
+        else {
+            panic!("the value");
+        };
+        assert_eq!(bytes, b"uno!");
+        assert_eq!(version, v2);
+        assert_eq!(
+            storage.get_if_changed("lists/a/1.snapshot", Some(&v2)).unwrap(),
+            Conditional::NotModified
+        );
+        // Two writes of the same size in quick succession are two versions.
+        let v3 = (storage.put("lists/a/1.snapshot", b"dos!", PutMode::Update(v2.clone())))
+            .unwrap()
+            .unwrap();
+        assert_ne!(v2, v3);
+        assert!(matches!(
+            storage.get_if_changed("lists/a/1.snapshot", Some(&v2)).unwrap(),
+            Conditional::Value { bytes, .. } if bytes == b"dos!"
+        ));
+        assert_eq!(
+            storage.get_if_changed("nothing", None).unwrap(),
+            Conditional::Missing
+        );
 
         let mut chunks = [&b"ab"[..], b"cd"].into_iter();
         storage.put_chunks("k", &mut chunks, PutMode::Overwrite).unwrap();
