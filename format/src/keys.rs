@@ -119,7 +119,28 @@ impl TrustedKey {
         let sig = ed25519_dalek::Signature::from_bytes(signature);
         self.key.verify_strict(message, &sig).is_ok()
     }
+
+    /// Verifies a signature made by [`SigningKey::sign_in_context`] over
+    /// `message` in `context`.
+    pub fn verify_in_context(&self, context: &str, message: &[u8], signature: &[u8; 64]) -> bool {
+        self.verify(&in_context(context, message), signature)
+    }
 }
+
+/// What a signature in `context` covers: a prefix no snapshot header
+/// starts with, the context, a zero byte, then the message, so a signature
+/// made for one kind of object never verifies as another's.
+fn in_context(context: &str, message: &[u8]) -> Vec<u8> {
+    let mut signed = Vec::with_capacity(CONTEXT_PREFIX.len() + context.len() + 1 + message.len());
+    signed.extend_from_slice(CONTEXT_PREFIX);
+    signed.extend_from_slice(context.as_bytes());
+    signed.push(0);
+    signed.extend_from_slice(message);
+    signed
+}
+
+/// The first bytes of every message signed in a context.
+const CONTEXT_PREFIX: &[u8] = b"blocksieve signed object\0";
 
 /// A publisher's private signing key.
 pub struct SigningKey {
@@ -166,11 +187,35 @@ impl SigningKey {
     pub(crate) fn sign(&self, message: &[u8]) -> [u8; 64] {
         self.key.sign(message).to_bytes()
     }
+
+    /// Signs `message` for use in `context` (e.g. `"manifest v1"`): the
+    /// signature verifies with [`TrustedKey::verify_in_context`] in that
+    /// context only, never as a snapshot's or another context's.
+    pub fn sign_in_context(&self, context: &str, message: &[u8]) -> [u8; 64] {
+        self.sign(&in_context(context, message))
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_signature_in_a_context_verifies_in_that_context_only() {
+        let key = SigningKey::from_secret_bytes([3; 32]);
+        let signature = key.sign_in_context("manifest v1", b"body");
+        let public = key.public_key();
+        assert!(public.verify_in_context("manifest v1", b"body", &signature));
+        assert!(!public.verify_in_context("manifest v2", b"body", &signature));
+        assert!(!public.verify_in_context("manifest v1", b"body!", &signature));
+        assert!(!public.verify(b"body", &signature));
+        let other = SigningKey::from_secret_bytes([4; 32]);
+        assert!(
+            !other
+                .public_key()
+                .verify_in_context("manifest v1", b"body", &signature)
+        );
+    }
 
     #[test]
     fn public_keys_parse_from_base64_or_hex() {

@@ -123,8 +123,15 @@ pub struct Config {
     /// requires). By default, `all`.
     pub role: Role,
     /// Seconds between a replica's checks of the store for a newer
-    /// version of each list (one listing per list per check). By default, 5.
+    /// generation of each list (one conditional GET of its `latest` pointer
+    /// per list per check). Builders on a store check it as often. By
+    /// default, 5.
     pub replica_poll_s: u64,
+    /// Seconds a builder on an object store holds a list's lease for one
+    /// build: other builders skip that list's build meanwhile. Longer than
+    /// a build takes; a builder that stops holds it until it expires. By
+    /// default, 600.
+    pub lease_s: u64,
     /// The public key snapshots are verified with, base64 as `keygen`
     /// prints it, for a replica, which has no signing key. By default,
     /// none: a replica reads the public key file beside the signing key
@@ -569,6 +576,7 @@ impl Default for Config {
             dangerous_store_ignores_conditions: false,
             role: Role::All,
             replica_poll_s: 5,
+            lease_s: 600,
             public_key: None,
             lists: vec![ListConfig::new("phishing", vec![SourceConfig::builtin()])],
         }
@@ -636,6 +644,9 @@ impl Config {
         }
         if self.replica_poll_s == 0 {
             return Err(config_error("replica_poll_s", "must be at least 1"));
+        }
+        if self.lease_s == 0 {
+            return Err(config_error("lease_s", "must be at least 1"));
         }
         if let Some(key) = &self.public_key
             && TrustedKey::from_base64(key.trim()).is_err()

@@ -25,6 +25,9 @@ use blocksieve_format::{BuildError, DecodeError, EncodeError, KeyError};
 ///   object store does not enforce conditional writes; use one that does.
 /// * **In use** ([`Error::InUse`]): another publisher has the data directory
 ///   open; stop it, or use another directory.
+/// * **Another builder's turn** ([`Error::LeaseHeld`], [`Error::Superseded`]):
+///   nothing to do; with several builders on one store, another one built
+///   or published this round, and its generation is served.
 ///
 /// The Display texts are those shown in `/v1/lists` (`last_build.error`),
 /// in the `build` summary and in the logs.
@@ -122,6 +125,28 @@ pub enum Error {
         path: PathBuf,
         /// What is wrong with it.
         reason: String,
+    },
+
+    // --- Another builder's turn: nothing to do. ---
+    /// Another builder holds the list's lease: this builder does not build
+    /// this round.
+    #[error("skipped: builder {holder} holds the lease on list {list} until {expires_at} (Unix seconds)")]
+    LeaseHeld {
+        /// The list.
+        list: String,
+        /// The other builder's id.
+        holder: String,
+        /// When its lease expires, Unix seconds.
+        expires_at: u64,
+    },
+    /// Another builder published the generation this build was for first;
+    /// this build was discarded and that generation serves.
+    #[error("superseded: another builder published generation {generation} of list {list} first")]
+    Superseded {
+        /// The list.
+        list: String,
+        /// The generation the other builder published.
+        generation: u64,
     },
 
     /// An object store failed a request (the `store` of the configuration).

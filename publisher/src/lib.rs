@@ -13,10 +13,9 @@
 //!    false-positive rate measured (the canary), and a snapshot signed. The
 //!    build is pure: bytes and the time in, snapshot and [`BuildReport`]
 //!    out. The publishing gates may refuse it ([`GateRefusal`]).
-//! 4. **Store**: the snapshot and its full hashes are published atomically
-//!    to the data directory (or an object store: `store = "s3://…"`),
-//!    which also keeps each source's last good content, and are loaded
-//!    back on start.
+//! 4. **Store**: the snapshot and its full hashes are published as a new
+//!    generation (immutable objects, a signed manifest, a pointer moved by
+//!    compare-and-swap) in the data directory or an object store.
 //! 5. **Serve**: the [`AppState`] holds one [`ListSlot`] per list, whose
 //!    [`Published`] snapshot a build swaps atomically; [`Publisher::router`]
 //!    serves it. [`Publisher::run`] is the daemon: serve what is on disk at
@@ -32,6 +31,7 @@ mod config;
 mod error;
 mod fetch;
 mod fuzzing;
+mod generations;
 mod listener;
 mod metrics;
 mod object_storage;
@@ -83,6 +83,7 @@ pub mod internal {
         pub use crate::state::*;
     }
     pub mod storage {
+        pub use crate::generations::*;
         pub use crate::object_storage::*;
         pub use crate::storage::*;
     }

@@ -16,8 +16,9 @@ use crate::build::{self, BuildRequest, LastGood, LoadedSource, SourceRole, Sourc
 use crate::config::{self, Config, Role, Settings};
 use crate::error::Error;
 use crate::fetch;
+use crate::generations::{LeaseOutcome, ListStore, PublishOutcome};
 use crate::state::{AppState, ListSlot};
-use crate::storage::{self, ListStore, LocalStorage, SourceCache, Storage};
+use crate::storage::{self, LocalStorage, SourceCache, Storage};
 use crate::{listener, metrics, object_storage, replica, server};
 
 /// Current time in Unix seconds.
@@ -54,6 +55,9 @@ struct Inner {
     /// Held while any clone of the publisher lives (not by a replica,
     /// which keeps nothing in the data directory).
     _data_dir_lock: Option<storage::DataDirLock>,
+    /// This process's id as a builder, in the lists' leases: random, so
+    /// a restarted builder is another holder.
+    holder: String,
 }
 
 /// The outcome of building one list.
@@ -143,7 +147,7 @@ impl Publisher {
                 name: list.name.clone(),
                 current: ArcSwapOption::empty(),
                 last_build: Mutex::new(None),
-                store: ListStore::open(storage.clone(), &list.name)?,
+                store: ListStore::open(storage.clone(), &list.name, config.keep_versions)?,
             };
             if config.role.builds()
                 && let Some(stored) = slot.store.load_latest(&public_key)
@@ -178,6 +182,7 @@ impl Publisher {
                 build_locks: (0..n).map(|_| tokio::sync::Mutex::new(())).collect(),
                 force_once: (0..n).map(|_| AtomicBool::new(false)).collect(),
                 _data_dir_lock: data_dir_lock,
+                holder: format!("{}-{:08x}", std::process::id(), rand::random::<u32>()),
                 storage,
                 config,
                 key,
@@ -305,6 +310,18 @@ impl Publisher {
         }
         let _guard = inner.build_locks[index].lock().await;
         let started = std::time::Instant::now();
+        let lease = match self.acquire_lease(index).await {
+            Ok(lease) => lease,
+            Err(e) => {
+                let outcome = ListBuildOutcome {
+                    list: list.name.clone(),
+                    report: None,
+                    result: Err(e),
+                };
+                self.record(index, &outcome, false, started.elapsed());
+                return outcome;
+            }
+        };
         // Fetch every source and allowlist (I/O), then build and store on
         // the blocking pool (CPU, then disk).
         let mut loaded = Vec::new();
@@ -358,7 +375,47 @@ impl Publisher {
             timings.add("other", other);
         }
         self.record(index, &outcome, force, started.elapsed());
+        if let Some(version) = lease {
+            let this = self.clone();
+            let _ = tokio::task::spawn_blocking(move || {
+                let slot = &this.inner.state.lists[index];
+                slot.store.release_lease(&this.inner.holder, version);
+            })
+            .await;
+        }
         outcome
+    }
+
+    /// Takes list `index`'s lease for one build when the publisher writes
+    /// to an object store (another builder may share it; a data directory
+    /// has one writer, its lock's holder). `Ok(None)` when there is no
+    /// lease to take.
+    async fn acquire_lease(&self, index: usize) -> Result<Option<storage::Version>, Error> {
+        if self.inner.config.store.is_none() {
+            return Ok(None);
+        }
+        let this = self.clone();
+        let acquired = tokio::task::spawn_blocking(move || {
+            let inner = &this.inner;
+            let now = unix_now();
+            let until = now.saturating_add(inner.config.lease.as_secs());
+            inner.state.lists[index]
+                .store
+                .acquire_lease(&inner.holder, until, now)
+        })
+        .await
+        .map_err(|e| Error::BuildTask {
+            list: self.inner.config.lists[index].name.clone(),
+            reason: e.to_string(),
+        })??;
+        match acquired {
+            LeaseOutcome::Acquired(version) => Ok(Some(version)),
+            LeaseOutcome::HeldBy(lease) => Err(Error::LeaseHeld {
+                list: self.inner.config.lists[index].name.clone(),
+                holder: lease.holder,
+                expires_at: lease.expires_at,
+            }),
+        }
     }
 
     /// Build (pure) and store: reads the sources, keeps what the build
@@ -374,10 +431,31 @@ impl Publisher {
         let inner = &self.inner;
         let list = &inner.config.lists[index];
         let slot = &inner.state.lists[index];
-        let previous = slot.current.load_full();
         let Some(key) = inner.key.as_ref() else {
             return builds_nothing(&list.name);
         };
+        let failed = |e| ListBuildOutcome {
+            list: list.name.clone(),
+            report: None,
+            result: Err(e),
+        };
+        // The generation this build follows; newer than what is served
+        // when another builder published it: served first, so that the
+        // build's version and gates follow it.
+        let base = match slot.store.latest() {
+            Ok(base) => base,
+            Err(e) => return failed(e),
+        };
+        if let Some(base) = &base {
+            let served = slot.current.load().as_ref().map(|p| p.header.version);
+            if served.is_none_or(|v| v < base.pointer.version)
+                && let Some(stored) = slot.store.load_from(base.pointer.generation, &inner.public_key)
+                && let Ok(header) = blocksieve_format::parse_header_unverified(&stored.snapshot)
+            {
+                slot.serve(&inner.state.metrics, header, stored.snapshot, stored.hashes);
+            }
+        }
+        let previous = slot.current.load_full();
         let request = BuildRequest {
             list,
             previous: previous.as_ref().map(|p| &p.header),
@@ -439,11 +517,20 @@ impl Publisher {
             built.version,
             &built.snapshot,
             &built.hashes,
-            inner.config.keep_versions,
+            base.as_ref(),
+            key,
+            request.now,
         );
         let write_took = write_started.elapsed();
         built.report.timings.add("write", write_took);
-        let published = written.and_then(|()| {
+        let published = written.and_then(|outcome| match outcome {
+            PublishOutcome::Published { .. } => Ok(()),
+            PublishOutcome::Superseded { generation } => Err(Error::Superseded {
+                list: list.name.clone(),
+                generation,
+            }),
+        });
+        let published = published.and_then(|()| {
             blocksieve_format::parse_header_unverified(&built.snapshot).map_err(|reason| Error::Reread {
                 list: list.name.clone(),
                 reason,
@@ -475,6 +562,8 @@ impl Publisher {
         let (label, gate) = match &outcome.result {
             Ok(_) => ("published", None),
             Err(Error::Refused { gate }) => ("refused", Some(gate.name().to_owned())),
+            Err(Error::LeaseHeld { .. }) => ("skipped", None),
+            Err(Error::Superseded { .. }) => ("superseded", None),
             Err(_) => ("failed", None),
         };
         metrics.build_finished(name, label, elapsed.as_secs_f64(), measured);
@@ -501,6 +590,14 @@ impl Publisher {
                     duration_ms = elapsed.as_millis() as u64,
                     "published snapshot"
                 );
+            }
+            (Err(e @ Error::LeaseHeld { .. }), _) => {
+                // Not a build: the last one's status stays.
+                tracing::info!(list = %name, error = %e, "another builder builds this list now");
+                return;
+            }
+            (Err(e @ Error::Superseded { .. }), _) => {
+                tracing::info!(list = %name, error = %e, "build not published; the other builder's generation serves");
             }
             (Err(e), _) => {
                 tracing::error!(list = %name, error = %e, "build not published; the list's previous snapshot, if any, stays current");
@@ -564,6 +661,12 @@ impl Publisher {
     ) -> Result<(), Error> {
         let mut scheduler = None;
         let mut _follower = None;
+        // Builders on an object store follow it too: another builder may
+        // publish the next generation.
+        if !self.inner.config.role.builds() || self.inner.config.store.is_some() {
+            let follower = replica::Follower::new(self.state(), self.inner.public_key.clone());
+            _follower = Some(follower.spawn(self.inner.config.replica_poll));
+        }
         if self.inner.config.role.builds() {
             scheduler = Some(self.start_schedules().await?);
             // Every list's first build at once: a slow source of one list
@@ -574,9 +677,6 @@ impl Publisher {
                     initial.build_list(index).await;
                 });
             }
-        } else {
-            let follower = replica::Follower::new(self.state(), self.inner.public_key.clone());
-            _follower = Some(follower.spawn(self.inner.config.replica_poll));
         }
         let drain = self.inner.config.drain_timeout;
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);

@@ -1,20 +1,27 @@
 //! A replica ([`Role::Replica`](crate::Role::Replica)): builds nothing and
-//! holds no signing key; it follows what a builder publishes to the object
-//! store and serves it from memory.
+//! holds no signing key; it follows what builders publish to the object
+//! store and serves it from memory. Builders on a store follow it the same
+//! way, for the generations other builders publish.
 //!
-//! Every `replica_poll_s` a [`Follower`] lists each list's keys once (one
-//! LIST request per list: the cheap check), and [`decide`] compares the
-//! versions found with the one served. Only a newer version is downloaded
-//! (its snapshot and hashes), verified with the publisher's public key as
-//! an agent would, and swapped into the list's slot, as a build swaps its
-//! own. A version that does not verify is remembered and not downloaded
-//! again. The served snapshot's bytes are the stored bytes, and its ETag
-//! depends only on them, so every replica answers alike for a version.
+//! Every `replica_poll_s` a [`Follower`] asks for each list's `latest`
+//! pointer with a conditional GET (`If-None-Match` on the ETag it last
+//! saw: an unchanged pointer costs no transfer), and [`decide`] compares
+//! the generation it names with the version served. Only a newer one is
+//! downloaded — its signed manifest, then the snapshot and full hashes it
+//! names, each checked against the manifest's size and SHA-256 and
+//! verified with the publisher's public key as an agent would — and swapped
+//! into the list's slot, as a build swaps its own. A generation that does
+//! not verify is remembered and not downloaded again; a replica that has
+//! nothing yet walks back to the newest generation that verifies. The
+//! served snapshot's bytes are the stored bytes, and its ETag depends only
+//! on them, so every replica answers alike for a generation.
 //!
 //! A store that cannot be reached is logged once, counted in the
-//! `replica_store_reachable` metric, and tried again at the next check:
-//! a replica keeps serving what it has loaded, and one that has loaded
-//! nothing yet is not ready (`/readyz`) until the store answers.
+//! `replica_store_reachable` metric, and tried again with backoff (the
+//! interval doubles per failed check, up to 12 times it or a minute,
+//! whichever is longer): a replica keeps serving what it has loaded, and
+//! one that has loaded nothing yet is not ready (`/readyz`) until the
+//! store answers.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -24,60 +31,70 @@ use std::time::Duration;
 use blocksieve_format::TrustedKey;
 
 use crate::error::Error;
+use crate::generations::Pointer;
 use crate::state::{AppState, ListSlot};
+use crate::storage::{Conditional, Version};
 
 /// What one check of a list decides.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum PollDecision {
     /// Nothing newer than the served version: download nothing.
     Keep,
-    /// Download these versions, newest first, and serve the first that
-    /// verifies.
-    Load(Vec<u64>),
+    /// Download this generation (and, with nothing served, walk back from
+    /// it to the newest that verifies).
+    Load(u64),
 }
 
-/// The decision for a list serving `served` whose store lists `listed`
-/// (newest first), skipping the versions `rejected` before: only versions
-/// newer than the served one are worth a download, so a replica never
-/// goes back to an older version.
-pub(crate) fn decide(served: Option<u64>, listed: &[u64], rejected: &BTreeSet<u64>) -> PollDecision {
-    let newer: Vec<u64> = (listed.iter().copied())
-        .filter(|v| served.is_none_or(|s| *v > s) && !rejected.contains(v))
-        .collect();
-    if newer.is_empty() {
+/// The decision for a list serving version `served` whose `latest`
+/// pointer is `pointer`, skipping the generations `rejected` before: only a
+/// newer version is worth a download, so a replica never goes back to an
+/// older version.
+pub(crate) fn decide(served: Option<u64>, pointer: &Pointer, rejected: &BTreeSet<u64>) -> PollDecision {
+    if served.is_some_and(|s| s >= pointer.version) || rejected.contains(&pointer.generation) {
         PollDecision::Keep
     } else {
-        PollDecision::Load(newer)
+        PollDecision::Load(pointer.generation)
     }
+}
+
+/// What a follower knows of one list.
+#[derive(Debug, Default)]
+struct Followed {
+    /// The ETag of the pointer last handled: asked for conditionally.
+    seen: Option<Version>,
+    /// The generations that did not verify: not downloaded again.
+    rejected: BTreeSet<u64>,
 }
 
 /// Follows the store for every list of a state.
 #[derive(Debug)]
 pub(crate) struct Follower {
     state: Arc<AppState>,
-    /// The publisher's public key: what a stored snapshot must verify under.
+    /// The publisher's public key: what a stored generation must verify under.
     key: TrustedKey,
-    /// Per list, the versions that did not verify: not downloaded again.
-    rejected: Vec<BTreeSet<u64>>,
+    lists: Vec<Followed>,
     /// Whether the last check reached the store (`None` before the first),
     /// so that a change is logged once, not at every check.
     reachable: Option<bool>,
+    /// Checks in a row that did not reach the store, for the backoff.
+    failures: u32,
 }
 
 impl Follower {
     /// A follower of `state`'s lists, verifying with `key`.
     pub(crate) fn new(state: Arc<AppState>, key: TrustedKey) -> Self {
-        let rejected = vec![BTreeSet::new(); state.lists.len()];
+        let lists = state.lists.iter().map(|_| Followed::default()).collect();
         Self {
             state,
             key,
-            rejected,
+            lists,
             reachable: None,
+            failures: 0,
         }
     }
 
     /// Checks every list once and swaps in what is newer; blocks on the
-    /// store. Returns whether every list's keys could be listed.
+    /// store. Returns whether every list's pointer could be read.
     pub(crate) fn poll(&mut self) -> bool {
         let state = Arc::clone(&self.state);
         let mut reachable = true;
@@ -85,7 +102,7 @@ impl Follower {
             if let Err(e) = self.poll_list(index, slot) {
                 reachable = false;
                 if self.reachable != Some(false) {
-                    tracing::warn!(list = %slot.name, error = %e, "store unreachable; serving what is loaded, trying again at the next check");
+                    tracing::warn!(list = %slot.name, error = %e, "store unreachable; serving what is loaded, trying again with backoff");
                 }
             }
         }
@@ -93,52 +110,81 @@ impl Follower {
             tracing::info!("store reachable again");
         }
         self.reachable = Some(reachable);
+        self.failures = if reachable {
+            0
+        } else {
+            self.failures.saturating_add(1)
+        };
         state.metrics.store_reachable(reachable);
         reachable
     }
 
     fn poll_list(&mut self, index: usize, slot: &ListSlot) -> Result<(), Error> {
-        let listed = slot.store.try_versions()?;
+        let followed = &mut self.lists[index];
+        let (bytes, seen) = match slot.store.latest_if_changed(followed.seen.as_ref())? {
+            // No generation yet (a new store), or nothing new.
+            Conditional::Missing | Conditional::NotModified => return Ok(()),
+            Conditional::Value { bytes, version } => (bytes, version),
+        };
+        let pointer = match slot.store.parse_pointer(&bytes) {
+            Ok(pointer) => pointer,
+            Err(e) => {
+                tracing::warn!(list = %slot.name, error = %e, "the latest pointer is not one; waiting for the next");
+                followed.seen = Some(seen);
+                return Ok(());
+            }
+        };
         let served = slot.current.load().as_ref().map(|p| p.header.version);
-        let PollDecision::Load(candidates) = decide(served, &listed, &self.rejected[index]) else {
+        let PollDecision::Load(generation) = decide(served, &pointer, &followed.rejected) else {
+            followed.seen = Some(seen);
             return Ok(());
         };
-        for version in candidates {
-            let stored = match slot.store.load(version, &self.key) {
-                Ok(stored) => stored,
-                Err(e @ Error::Corrupt { .. }) => {
-                    tracing::warn!(list = %slot.name, version, error = %e, "stored version does not verify; skipped");
-                    self.rejected[index].insert(version);
-                    continue;
+        let loaded = if served.is_none() {
+            // Nothing to serve yet: the newest generation that verifies.
+            slot.store.load_from(generation, &self.key).ok_or(None)
+        } else {
+            slot.store.load_generation(generation, &self.key).map_err(Some)
+        };
+        let stored = match loaded {
+            Ok(stored) => stored,
+            Err(Some(e)) if !is_definitive(&e) => return Err(e),
+            Err(e) => {
+                if let Some(e) = e {
+                    tracing::warn!(list = %slot.name, generation, error = %e, "generation does not verify or is incomplete; skipped");
                 }
-                // Listed, but half of it is gone (its full hashes: a
-                // builder writes them before the snapshot, so they were
-                // pruned or lost): skipped for good, and an older version
-                // may still serve.
-                Err(e @ Error::Storage { .. }) if matches!(&e, Error::Storage { reason, .. } if reason.kind() == std::io::ErrorKind::NotFound) =>
-                {
-                    tracing::warn!(list = %slot.name, version, error = %e, "stored version is incomplete; skipped");
-                    self.rejected[index].insert(version);
-                    continue;
-                }
-                // Pruned since the listing, or the store went away: the
-                // next check decides again.
-                Err(e) => return Err(e),
-            };
-            let header =
-                blocksieve_format::parse_header_unverified(&stored.snapshot).map_err(|e| Error::Corrupt {
-                    path: version.to_string().into(),
-                    reason: e.to_string(),
-                })?;
-            tracing::info!(list = %slot.name, version, "serving snapshot from the store");
-            slot.serve(&self.state.metrics, header, stored.snapshot, stored.hashes);
-            return Ok(());
+                followed.rejected.insert(generation);
+                followed.seen = Some(seen);
+                return Ok(());
+            }
+        };
+        let header =
+            blocksieve_format::parse_header_unverified(&stored.snapshot).map_err(|e| Error::Corrupt {
+                path: generation.to_string().into(),
+                reason: e.to_string(),
+            })?;
+        if let Some(loaded) = stored.generation {
+            if loaded < generation {
+                // Walked back past it: the pointed generation did not load.
+                followed.rejected.insert(generation);
+            }
+            tracing::info!(list = %slot.name, generation = loaded, version = header.version, "serving a generation from the store");
+            slot.store.remember_older(loaded, &self.key);
         }
+        slot.serve(&self.state.metrics, header, stored.snapshot, stored.hashes);
+        followed.seen = Some(seen);
         Ok(())
     }
 
-    /// Checks the store at once and then every `every`, on a thread of its
-    /// own (the store's calls block), until the returned handle is dropped.
+    /// How long to wait before the next check: `every`, doubled per check
+    /// in a row that failed, up to 12 times `every` or a minute.
+    fn next_wait(&self, every: Duration) -> Duration {
+        let cap = (every * 12).max(Duration::from_secs(60)).max(every);
+        every.saturating_mul(1 << self.failures.min(10)).min(cap)
+    }
+
+    /// Checks the store at once and then every `every` (with backoff while
+    /// it cannot be reached), on a thread of its own (the store's calls
+    /// block), until the returned handle is dropped.
     pub(crate) fn spawn(mut self, every: Duration) -> FollowerHandle {
         let (stop, stopped) = mpsc::channel::<()>();
         let spawned = std::thread::Builder::new()
@@ -146,7 +192,7 @@ impl Follower {
             .spawn(move || {
                 loop {
                     self.poll();
-                    match stopped.recv_timeout(every) {
+                    match stopped.recv_timeout(self.next_wait(every)) {
                         Err(mpsc::RecvTimeoutError::Timeout) => {}
                         Ok(()) | Err(mpsc::RecvTimeoutError::Disconnected) => break,
                     }
@@ -156,6 +202,16 @@ impl Follower {
             tracing::error!(error = %e, "could not start following the store");
         }
         FollowerHandle { _stop: stop }
+    }
+}
+
+/// Whether `e` says the generation itself is bad (it does not verify, or
+/// an object it names is gone), not that the store could not answer now.
+fn is_definitive(e: &Error) -> bool {
+    match e {
+        Error::Corrupt { .. } => true,
+        Error::Storage { reason, .. } => reason.kind() == std::io::ErrorKind::NotFound,
+        _ => false,
     }
 }
 
@@ -171,7 +227,8 @@ mod tests {
     use crate::build::{BuildRequest, LastGood, LoadedSource, PeakRssProbe, SourceRole, build_list};
     use crate::config::{ListConfig, SourceConfig, SourceFormat};
     use crate::fetch::{Fetched, Validators};
-    use crate::storage::{ListStore, LocalStorage, PutMode, Storage};
+    use crate::generations::{ListStore, PublishOutcome};
+    use crate::storage::{LocalStorage, PutMode, Storage};
     use blocksieve_format::SigningKey;
 
     /// A list `phishing` stored in a data directory, served by nobody yet.
@@ -181,7 +238,7 @@ mod tests {
             name: "phishing".to_owned(),
             current: arc_swap::ArcSwapOption::empty(),
             last_build: std::sync::Mutex::new(None),
-            store: ListStore::open(storage.clone(), "phishing").unwrap(),
+            store: ListStore::open(storage.clone(), "phishing", 5).unwrap(),
         };
         let state = AppState {
             lists: vec![slot],
@@ -195,8 +252,9 @@ mod tests {
         (state.shared(), storage)
     }
 
-    /// Builds a snapshot of `feed` at `now` and publishes it.
-    fn publish(store: &ListStore, key: &SigningKey, feed: &str, now: u64) -> u64 {
+    /// Builds a snapshot of `feed` at `now` and publishes it as the next
+    /// generation; returns (generation, version).
+    fn publish(store: &ListStore, key: &SigningKey, feed: &str, now: u64) -> (u64, u64) {
         let list = ListConfig::new("phishing", vec![]);
         let request = BuildRequest {
             list: &list,
@@ -217,18 +275,33 @@ mod tests {
             read_duration: Duration::ZERO,
         };
         let built = build_list(&request, vec![source]).unwrap();
-        store
-            .publish(built.version, &built.snapshot, &built.hashes, 5)
+        let base = store.latest().unwrap();
+        let outcome = store
+            .publish(
+                built.version,
+                &built.snapshot,
+                &built.hashes,
+                base.as_ref(),
+                key,
+                now,
+            )
             .unwrap();
-        built.version
+        let PublishOutcome::Published { generation } = outcome else {
+            panic!("{outcome:?}")
+        };
+        (generation, built.version)
     }
 
     fn served(state: &AppState) -> Option<u64> {
         state.lists[0].current.load().as_ref().map(|p| p.header.version)
     }
 
+    fn manifest_key(generation: u64) -> String {
+        format!("lists/phishing/generations/{generation:020}.json")
+    }
+
     #[test]
-    fn a_follower_serves_the_newest_version_that_verifies_and_skips_a_forged_one_for_good() {
+    fn a_follower_serves_the_newest_generation_that_verifies_and_skips_a_forged_one_for_good() {
         let dir = tempfile::tempdir().unwrap();
         let (state, storage) = state_over(dir.path());
         let key = SigningKey::from_secret_bytes([7; 32]);
@@ -237,28 +310,26 @@ mod tests {
         assert_eq!(served(&state), None);
 
         let store = &state.lists[0].store;
-        let first = publish(store, &key, "http://phish.example/a\n", 1_800_000_000);
-        // A newer version signed by another key, as a second, mistaken
-        // builder or a forger would write it.
-        let other = SigningKey::from_secret_bytes([8; 32]);
-        let forged = publish(store, &other, "http://phish.example/b\n", 1_800_000_100);
+        let (_, first) = publish(store, &key, "http://phish.example/a\n", 1_800_000_000);
         assert!(follower.poll());
         assert_eq!(served(&state), Some(first));
-        assert!(follower.rejected[0].contains(&forged));
-        // Whatever its bytes become, the rejected version stays skipped
-        // (`decide` leaves it out) and the served version stays.
+        // A newer generation signed by another key, as a mistaken builder
+        // or a forger would write it.
+        let other = SigningKey::from_secret_bytes([8; 32]);
+        let (forged, _) = publish(store, &other, "http://phish.example/b\n", 1_800_000_100);
+        assert!(follower.poll());
+        assert_eq!(served(&state), Some(first));
+        assert!(follower.lists[0].rejected.contains(&forged));
+        // Whatever its manifest becomes, the rejected generation stays
+        // skipped and the served version stays.
         storage
-            .put(
-                &format!("lists/phishing/{forged:020}.snapshot"),
-                b"junk",
-                PutMode::Overwrite,
-            )
+            .put(&manifest_key(forged), b"junk", PutMode::Overwrite)
             .unwrap();
         assert!(follower.poll());
         assert_eq!(served(&state), Some(first));
-        assert_eq!(follower.rejected[0].len(), 1);
+        assert_eq!(follower.lists[0].rejected.len(), 1);
 
-        let newer = publish(store, &key, "http://phish.example/c\n", 1_800_000_200);
+        let (_, newer) = publish(store, &key, "http://phish.example/c\n", 1_800_000_200);
         assert!(follower.poll());
         assert_eq!(served(&state), Some(newer));
         assert!(
@@ -269,114 +340,101 @@ mod tests {
         );
     }
 
-    /// A signed snapshot copied under a newer version's key is refused (it
-    /// would be a rollback), and so is a version whose full hashes are
-    /// another build's with the same count (they would answer "no match" for
-    /// URLs its filter lists): the served version stays.
+    /// Objects that do not match their manifest are refused: a snapshot of
+    /// another version, or full hashes of another build (they would answer
+    /// "no match" for URLs its filter lists). The served version stays.
     #[test]
-    fn regression_a_snapshot_under_another_key_or_with_another_builds_hashes_is_refused() {
+    fn regression_objects_that_are_not_their_manifests_are_refused() {
         let dir = tempfile::tempdir().unwrap();
         let (state, storage) = state_over(dir.path());
         let key = SigningKey::from_secret_bytes([7; 32]);
         let mut follower = Follower::new(state.clone(), key.public_key().clone());
         let store = &state.lists[0].store;
-        let v1 = publish(store, &key, "http://phish.example/a\n", 1_800_000_000);
-        let v2 = publish(store, &key, "http://phish.example/b\n", 1_800_000_100);
+        let (g1, _) = publish(store, &key, "http://phish.example/a\n", 1_800_000_000);
+        let (g2, v2) = publish(store, &key, "http://phish.example/b\n", 1_800_000_100);
         assert!(follower.poll());
         assert_eq!(served(&state), Some(v2));
-
-        // Version 1's bytes under a version 3 key.
-        let v3 = v2 + 1;
-        let key_of = |v: u64, ext: &str| format!("lists/phishing/{v:020}.{ext}");
-        for ext in ["hashes", "snapshot"] {
-            let bytes = storage.get(&key_of(v1, ext)).unwrap().unwrap();
-            storage.put(&key_of(v3, ext), &bytes, PutMode::Overwrite).unwrap();
-        }
-        assert!(matches!(
-            store.load(v3, key.public_key()),
-            Err(Error::Corrupt { .. })
-        ));
-        assert!(follower.poll());
-        assert_eq!(served(&state), Some(v2));
-
-        // Version 4: its own snapshot, version 1's hashes (one full hash each).
-        let v4 = publish(store, &key, "http://phish.example/c\n", v3 + 1);
-        let other = storage.get(&key_of(v1, "hashes")).unwrap().unwrap();
-        storage
-            .put(&key_of(v4, "hashes"), &other, PutMode::Overwrite)
-            .unwrap();
-        let refused = store.load(v4, key.public_key());
+        let m1 = store.manifest(g1, key.public_key()).unwrap();
+        let (g3, _) = publish(store, &key, "http://phish.example/c\n", 1_800_000_200);
+        let m3 = store.manifest(g3, key.public_key()).unwrap();
+        // Generation 3's hashes replaced by generation 1's (one full hash each).
+        let object = |m: &crate::generations::Manifest| format!("lists/phishing/{}", m.hashes.key);
+        let other = storage.get(&object(&m1)).unwrap().unwrap();
+        storage.put(&object(&m3), &other, PutMode::Overwrite).unwrap();
+        let refused = store.load_generation(g3, key.public_key());
         assert!(
-            matches!(&refused, Err(Error::Corrupt { reason, .. }) if reason.contains("another build")),
+            matches!(&refused, Err(Error::Corrupt { reason, .. }) if reason.contains("SHA-256")),
             "{refused:?}"
         );
         assert!(follower.poll());
         assert_eq!(served(&state), Some(v2));
+        assert!(follower.lists[0].rejected.contains(&g3));
+        let _ = g2;
     }
 
-    /// A listed version whose full hashes are gone does not block an older
-    /// complete one, and is not downloaded again.
+    /// A generation whose full hashes are gone is skipped for good and a
+    /// replica with nothing serves the newest complete one.
     #[test]
-    fn regression_an_incomplete_newest_version_does_not_block_an_older_one() {
+    fn regression_an_incomplete_newest_generation_does_not_block_an_older_one() {
         let dir = tempfile::tempdir().unwrap();
         let (state, storage) = state_over(dir.path());
         let key = SigningKey::from_secret_bytes([7; 32]);
-        let mut follower = Follower::new(state.clone(), key.public_key().clone());
         let store = &state.lists[0].store;
-        let v1 = publish(store, &key, "http://phish.example/a\n", 1_800_000_000);
-        let v2 = publish(store, &key, "http://phish.example/b\n", 1_800_000_100);
+        let (_, v1) = publish(store, &key, "http://phish.example/a\n", 1_800_000_000);
+        let (g2, _) = publish(store, &key, "http://phish.example/b\n", 1_800_000_100);
+        let m2 = store.manifest(g2, key.public_key()).unwrap();
         storage
-            .delete(&format!("lists/phishing/{v2:020}.hashes"))
+            .delete(&format!("lists/phishing/{}", m2.hashes.key))
             .unwrap();
+        let mut follower = Follower::new(state.clone(), key.public_key().clone());
         assert!(follower.poll());
         assert_eq!(served(&state), Some(v1));
-        assert!(follower.rejected[0].contains(&v2));
-        assert_eq!(
-            decide(served(&state), &[v2, v1], &follower.rejected[0]),
-            PollDecision::Keep
-        );
+        assert!(follower.lists[0].rejected.contains(&g2));
+        // The pointer is asked for conditionally: nothing is downloaded again.
+        assert!(follower.poll());
+        assert_eq!(served(&state), Some(v1));
     }
 
-    fn none() -> BTreeSet<u64> {
-        BTreeSet::new()
-    }
-
-    #[test]
-    fn an_empty_store_or_nothing_newer_downloads_nothing() {
-        assert_eq!(decide(None, &[], &none()), PollDecision::Keep);
-        assert_eq!(decide(Some(7), &[], &none()), PollDecision::Keep);
-        assert_eq!(decide(Some(7), &[7, 6, 5], &none()), PollDecision::Keep);
+    fn pointer(generation: u64, version: u64) -> Pointer {
+        Pointer {
+            list: "phishing".to_owned(),
+            generation,
+            version,
+        }
     }
 
     #[test]
-    fn a_replica_with_nothing_tries_every_version_newest_first() {
-        assert_eq!(
-            decide(None, &[9, 8, 3], &none()),
-            PollDecision::Load(vec![9, 8, 3])
-        );
-    }
-
-    #[test]
-    fn only_versions_newer_than_the_served_one_are_downloaded() {
-        assert_eq!(
-            decide(Some(8), &[10, 9, 8, 7], &none()),
-            PollDecision::Load(vec![10, 9])
-        );
-    }
-
-    #[test]
-    fn a_replica_never_goes_back_to_an_older_version() {
+    fn only_a_newer_version_is_downloaded_and_never_an_older_one() {
+        let none = BTreeSet::new();
+        assert_eq!(decide(None, &pointer(3, 30), &none), PollDecision::Load(3));
+        assert_eq!(decide(Some(20), &pointer(3, 30), &none), PollDecision::Load(3));
+        assert_eq!(decide(Some(30), &pointer(3, 30), &none), PollDecision::Keep);
         // The store was reset or restored from an older backup.
-        assert_eq!(decide(Some(8), &[5, 4], &none()), PollDecision::Keep);
+        assert_eq!(decide(Some(40), &pointer(3, 30), &none), PollDecision::Keep);
     }
 
     #[test]
-    fn a_version_that_did_not_verify_is_not_downloaded_again() {
-        let rejected = BTreeSet::from([10]);
-        assert_eq!(decide(Some(8), &[10], &rejected), PollDecision::Keep);
+    fn a_generation_that_did_not_verify_is_not_downloaded_again() {
+        let rejected = BTreeSet::from([3]);
+        assert_eq!(decide(Some(20), &pointer(3, 30), &rejected), PollDecision::Keep);
         assert_eq!(
-            decide(Some(8), &[11, 10, 9], &rejected),
-            PollDecision::Load(vec![11, 9])
+            decide(Some(20), &pointer(4, 40), &rejected),
+            PollDecision::Load(4)
         );
+    }
+
+    #[test]
+    fn checks_back_off_while_the_store_is_unreachable_and_not_past_their_cap() {
+        let dir = tempfile::tempdir().unwrap();
+        let (state, _) = state_over(dir.path());
+        let mut follower = Follower::new(state, SigningKey::from_secret_bytes([7; 32]).public_key().clone());
+        let every = Duration::from_secs(5);
+        assert_eq!(follower.next_wait(every), every);
+        follower.failures = 1;
+        assert_eq!(follower.next_wait(every), every * 2);
+        follower.failures = 3;
+        assert_eq!(follower.next_wait(every), every * 8);
+        follower.failures = 30;
+        assert_eq!(follower.next_wait(every), Duration::from_secs(60));
     }
 }

@@ -9,8 +9,8 @@ use axum::body::Bytes;
 use blocksieve_format::api::BuildStatus;
 use blocksieve_format::{FullHash, RequestPrefix, SnapshotHeader};
 
+use crate::generations::ListStore;
 use crate::metrics::Metrics;
-use crate::storage::ListStore;
 
 /// A published snapshot and the full hashes behind it.
 #[derive(Debug)]
@@ -63,16 +63,34 @@ pub struct ListSlot {
 impl ListSlot {
     /// Serves `snapshot` (its verified `header`) with its sorted full
     /// `hashes`, swapped in whole, and records it in `metrics`: how a build,
-    /// a restart and a replica all put a version in service.
-    pub fn serve(&self, metrics: &Metrics, header: SnapshotHeader, snapshot: Vec<u8>, hashes: Vec<FullHash>) {
-        metrics.snapshot_served(
-            &self.name,
-            header.version,
-            header.full_hash_count,
-            snapshot.len() as u64,
-        );
-        self.current
-            .store(Some(Arc::new(Published::new(header, snapshot, hashes))));
+    /// a restart and a replica all put a version in service. A version not
+    /// newer than the one served is not swapped in (a builder's own publish
+    /// and its follower may both offer one), so what agents see never goes
+    /// back. Returns whether it was.
+    pub fn serve(
+        &self,
+        metrics: &Metrics,
+        header: SnapshotHeader,
+        snapshot: Vec<u8>,
+        hashes: Vec<FullHash>,
+    ) -> bool {
+        let (version, count, bytes) = (header.version, header.full_hash_count, snapshot.len() as u64);
+        let offered = Arc::new(Published::new(header, snapshot, hashes));
+        let mut swapped = false;
+        self.current.rcu(|current| match current {
+            Some(c) if c.header.version >= version => {
+                swapped = false;
+                current.clone()
+            }
+            _ => {
+                swapped = true;
+                Some(offered.clone())
+            }
+        });
+        if swapped {
+            metrics.snapshot_served(&self.name, version, count, bytes);
+        }
+        swapped
     }
 }
 

@@ -6,15 +6,14 @@
 //! ```text
 //! <data_dir>/signing.key                             Ed25519 secret key, base64, mode 0600
 //! <data_dir>/public.key                              its public key, base64 (for agent configuration)
-//! <data_dir>/lists/<name>/<version>.hashes           sorted full hashes, 32 raw bytes each
-//! <data_dir>/lists/<name>/<version>.snapshot         the signed snapshot
+//! <data_dir>/lists/<name>/...                        its generations (see `generations`)
 //! <data_dir>/sources/<list>/<i>-<label>.data         source i's last good content
 //! <data_dir>/sources/<list>/<i>-<label>.meta.json    its validators, fetch time and entry count
 //! <data_dir>/sources/<list>.allow/...                the same for the list's allowlists
 //! <data_dir>/lock                                    held by the publisher using the directory
 //! ```
 //!
-//! `<version>` is the version in 20 decimal digits; `<label>` is the first
+//! `<label>` is the first
 //! 8 bytes of the SHA-256 of the source's label (its path or URL), in hex,
 //! so a reconfigured source never reads another's content. The signing key
 //! may be configured elsewhere ([`load_or_create_signing_key`] takes its
@@ -28,11 +27,12 @@
 //! holder's process id, for the error a second publisher gets (where the
 //! system lets it read a locked file; the lock alone decides).
 //!
-//! A version is published by writing its `.hashes` file and then its
-//! `.snapshot` file, each to a temporary file that is fsynced and renamed into
-//! place, then fsyncing the directory. A version counts only once its
-//! snapshot exists, so a crash at any point leaves either the old or the new
-//! version complete; temporary files left by a crash are removed on start.
+//! Every file is written to a temporary file that is fsynced and renamed
+//! into place (linked, for a create-only write), then the directory is
+//! fsynced, so a crash leaves the old value or the new one whole;
+//! temporary files left by a crash are removed on start. How a list's
+//! generations are committed on top of that is
+//! [`generations`](crate::generations)'s.
 //!
 //! [`Storage`] is shaped like an object store (put, get, list, delete,
 //! create-if-absent and compare-and-swap on a version), and one stands in
@@ -47,7 +47,7 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use blocksieve_format::{DecodeLimits, FullHash, SigningKey, TrustedKey, decode};
+use blocksieve_format::{SigningKey, TrustedKey};
 use serde::{Deserialize, Serialize};
 
 use crate::config::SourceConfig;
@@ -572,193 +572,6 @@ pub fn public_key_path(path: &Path) -> PathBuf {
         let mut name = path.file_name().unwrap_or_default().to_owned();
         name.push(".pub");
         path.with_file_name(name)
-    }
-}
-
-/// One list's published versions.
-#[derive(Debug, Clone)]
-pub struct ListStore {
-    storage: Arc<dyn Storage>,
-    /// `lists/<name>`.
-    prefix: String,
-}
-
-/// A published version read back from storage.
-#[derive(Debug)]
-pub struct StoredVersion {
-    /// The snapshot file's bytes.
-    pub snapshot: Vec<u8>,
-    /// The sorted full hashes.
-    pub hashes: Vec<FullHash>,
-}
-
-impl ListStore {
-    /// The versions of list `name` in `storage`, whose place is made ready
-    /// (see [`Storage::prepare`]).
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Storage`] when it cannot be.
-    pub fn open(storage: Arc<dyn Storage>, name: &str) -> Result<Self, Error> {
-        let prefix = format!("lists/{name}");
-        storage.prepare(&prefix)?;
-        Ok(Self { storage, prefix })
-    }
-
-    fn key(&self, version: u64, ext: &str) -> String {
-        format!("{}/{version:020}.{ext}", self.prefix)
-    }
-
-    /// Published versions (those with a snapshot), newest first.
-    pub fn versions(&self) -> Vec<u64> {
-        self.try_versions().unwrap_or_default()
-    }
-
-    /// Published versions (those with a snapshot), newest first, from one
-    /// listing of the list's keys.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Storage`] or [`Error::Store`] when the keys cannot be
-    /// listed: unlike [`ListStore::versions`], an unreachable store is not
-    /// an empty one.
-    pub fn try_versions(&self) -> Result<Vec<u64>, Error> {
-        let mut versions: Vec<u64> = (self.storage.list(&self.prefix)?.iter())
-            .filter_map(|key| key.rsplit('/').next()?.strip_suffix(".snapshot")?.parse().ok())
-            .collect();
-        versions.sort_unstable_by(|a, b| b.cmp(a));
-        Ok(versions)
-    }
-
-    /// The snapshot bytes of `version`, if it is still stored.
-    pub fn read_snapshot(&self, version: u64) -> Option<Vec<u8>> {
-        self.storage.get(&self.key(version, "snapshot")).ok().flatten()
-    }
-
-    /// Publishes a version: hashes first, then the snapshot, then prunes all
-    /// but the newest `keep` versions.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Storage`]; a failed write leaves the previous version in place.
-    pub fn publish(
-        &self,
-        version: u64,
-        snapshot: &[u8],
-        hashes: &[FullHash],
-        keep: usize,
-    ) -> Result<(), Error> {
-        // Streamed: a copy of the hashes in memory would add 32 bytes per
-        // entry to the build's peak.
-        let mut chunks = hashes.iter().map(|h| &h.0[..]);
-        (self.storage).put_chunks(&self.key(version, "hashes"), &mut chunks, PutMode::Overwrite)?;
-        (self.storage).put(&self.key(version, "snapshot"), snapshot, PutMode::Overwrite)?;
-        for old in self.versions().into_iter().skip(keep.max(1)) {
-            let _ = self.storage.delete(&self.key(old, "snapshot"));
-            let _ = self.storage.delete(&self.key(old, "hashes"));
-        }
-        Ok(())
-    }
-
-    /// The newest version whose snapshot verifies under `key` and whose
-    /// hashes match it; corrupt versions are skipped with a warning.
-    pub fn load_latest(&self, key: &TrustedKey) -> Option<StoredVersion> {
-        for version in self.versions() {
-            match self.load(version, key) {
-                Ok(v) => return Some(v),
-                Err(e) => {
-                    let dir = self.storage.location(&self.prefix);
-                    tracing::warn!(dir = %dir.display(), version, error = %e, "skipping unreadable snapshot")
-                }
-            }
-        }
-        None
-    }
-
-    /// `version`, verified under `key` as an agent would (expiry aside),
-    /// with hashes that match its snapshot.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Storage`] or [`Error::Store`] when it cannot be read,
-    /// [`Error::Corrupt`] when it does not verify.
-    pub fn load(&self, version: u64, key: &TrustedKey) -> Result<StoredVersion, Error> {
-        let snapshot_key = self.key(version, "snapshot");
-        let corrupt = |reason: String| Error::Corrupt {
-            path: self.storage.location(&snapshot_key),
-            reason,
-        };
-        let missing =
-            |key: &str| Error::storage(self.storage.location(key))(std::io::ErrorKind::NotFound.into());
-        let snapshot = self
-            .storage
-            .get(&snapshot_key)?
-            .ok_or_else(|| missing(&snapshot_key))?;
-        // Verify as an agent would; an expired snapshot is still served (agents
-        // flag it stale), so check expiry against its own creation time.
-        let header =
-            blocksieve_format::parse_header_unverified(&snapshot).map_err(|e| corrupt(e.to_string()))?;
-        let verified = decode(
-            &snapshot,
-            std::slice::from_ref(key),
-            &DecodeLimits::default(),
-            header.created_at,
-        )
-        .map_err(|e| corrupt(e.to_string()))?;
-        // A signed snapshot copied under another version's key would be
-        // served as that version: a rollback anyone who can write the store
-        // could cause without the signing key.
-        if verified.header().version != version {
-            return Err(corrupt(format!(
-                "holds version {} under the key of version {version}",
-                verified.header().version
-            )));
-        }
-        let hashes_key = self.key(version, "hashes");
-        let corrupt = |reason: String| Error::Corrupt {
-            path: self.storage.location(&hashes_key),
-            reason,
-        };
-        // Read at most one byte more than the snapshot declares, so an
-        // oversized object costs no more memory than the right one.
-        let declared_bytes = verified
-            .header()
-            .full_hash_count
-            .saturating_mul(FullHash::LEN as u64);
-        let raw = self
-            .storage
-            .get_range(&hashes_key, 0..declared_bytes.saturating_add(1))?
-            .ok_or_else(|| missing(&hashes_key))?;
-        if raw.len() % FullHash::LEN != 0
-            || (raw.len() / FullHash::LEN) as u64 != verified.header().full_hash_count
-        {
-            return Err(corrupt(format!(
-                "{} bytes does not hold the {} full hashes the snapshot declares",
-                raw.len(),
-                verified.header().full_hash_count
-            )));
-        }
-        let hashes: Vec<FullHash> = raw
-            .chunks_exact(FullHash::LEN)
-            .map(|c| {
-                let mut h = [0u8; 32];
-                h.copy_from_slice(c);
-                FullHash(h)
-            })
-            .collect();
-        if hashes.windows(2).any(|w| w[0] >= w[1]) {
-            return Err(corrupt("hashes are not sorted".to_owned()));
-        }
-        // The full hashes must be the snapshot's: hashes of another build
-        // (two builders writing one version) would answer "no match" for
-        // URLs the filter lists. Every listed hash is in the filter; another
-        // build's are not (each passes with the false-positive rate).
-        if let Some(stranger) = hashes.iter().find(|h| !verified.probably_contains(h)) {
-            return Err(corrupt(format!(
-                "full hash {stranger} is not in the snapshot's filter: the hashes belong to another build"
-            )));
-        }
-        Ok(StoredVersion { snapshot, hashes })
     }
 }
 

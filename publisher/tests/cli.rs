@@ -210,13 +210,14 @@ fn a_data_directory_in_use_is_refused_with_the_holder() {
             && stderr.contains(&format!("(process {})", std::process::id())),
         "{stderr}"
     );
+    // Nothing was published: no generation, no build objects.
+    assert!(!dir.path().join("data/lists/good/latest").exists());
     assert!(
-        !dir.path().join("data/lists/good").exists() || {
-            std::fs::read_dir(dir.path().join("data/lists/good"))
+        !dir.path().join("data/lists/good/builds").exists()
+            || std::fs::read_dir(dir.path().join("data/lists/good/builds"))
                 .unwrap()
                 .next()
                 .is_none()
-        }
     );
     drop(holder);
     let built = run(&["build", "--config", config.to_str().unwrap()]);
@@ -262,7 +263,7 @@ fn inspect_verifies_with_a_base64_or_hex_public_key() {
     storage::write_key_pair(&SigningKey::from_secret_bytes(secret), &key_path).unwrap();
     let built = run(&["build", "--config", config.to_str().unwrap()]);
     assert_eq!(built.status.code(), Some(0), "{}", text(&built.stderr));
-    let snapshot = std::fs::read_dir(dir.path().join("data/lists/good"))
+    let snapshot = std::fs::read_dir(dir.path().join("data/lists/good/builds"))
         .unwrap()
         .map(|e| e.unwrap().path())
         .find(|p| p.extension().is_some_and(|e| e == "snapshot"))
@@ -309,7 +310,7 @@ fn regression_inspect_without_a_key_fails_on_a_bit_flip_in_the_body_and_takes_a_
     let config = write_config(dir.path(), false);
     let built = run(&["build", "--config", config.to_str().unwrap()]);
     assert_eq!(built.status.code(), Some(0), "{}", text(&built.stderr));
-    let snapshot = std::fs::read_dir(dir.path().join("data/lists/good"))
+    let snapshot = std::fs::read_dir(dir.path().join("data/lists/good/builds"))
         .unwrap()
         .map(|e| e.unwrap().path())
         .find(|p| p.extension().is_some_and(|e| e == "snapshot"))

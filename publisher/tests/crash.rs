@@ -9,6 +9,7 @@ use std::process::Command;
 use std::time::Instant;
 
 use blocksieve_format::{DecodeLimits, TrustedKey, decode, parse_header_unverified};
+use blocksieve_publisher::internal::storage::{ListStore, LocalStorage};
 use blocksieve_publisher::{Config, Publisher};
 use blocksieve_publisher::{ListConfig, SourceConfig, SourceFormat};
 use rand::{Rng as _, SeedableRng as _};
@@ -45,13 +46,14 @@ fn build(config: &Path) -> std::process::Child {
         .expect("spawn publisher")
 }
 
-/// Every snapshot file on disk verifies; returns the versions found.
-fn check_disk(list_dir: &Path, key: &TrustedKey) -> Vec<u64> {
-    let mut versions = Vec::new();
-    for entry in std::fs::read_dir(list_dir).unwrap() {
+/// Every build's snapshot on disk verifies and has its full hashes beside
+/// it, the latest pointer names a generation that loads whole, and every
+/// kept generation does; returns the kept generations' versions.
+fn check_disk(data_dir: &Path, list_dir: &Path, key: &TrustedKey) -> Vec<u64> {
+    for entry in std::fs::read_dir(list_dir.join("builds")).unwrap() {
         let path = entry.unwrap().path();
         let name = path.file_name().unwrap().to_string_lossy().into_owned();
-        if let Some(v) = name.strip_suffix(".snapshot") {
+        if let Some(build) = name.strip_suffix(".snapshot") {
             let bytes = std::fs::read(&path).unwrap();
             let header = parse_header_unverified(&bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
             decode(
@@ -61,12 +63,37 @@ fn check_disk(list_dir: &Path, key: &TrustedKey) -> Vec<u64> {
                 header.created_at,
             )
             .unwrap_or_else(|e| panic!("partial or corrupt snapshot {name}: {e}"));
-            let hashes = list_dir.join(format!("{v}.hashes"));
-            assert!(hashes.exists(), "{name} published before its hashes");
-            versions.push(v.parse().unwrap());
+            let hashes = list_dir.join("builds").join(format!("{build}.hashes"));
+            assert!(hashes.exists(), "{name} written before its hashes");
         }
     }
+    let storage = std::sync::Arc::new(LocalStorage::open(data_dir).unwrap());
+    let store = ListStore::open(storage, "crash", 5).unwrap();
+    let latest = store.latest().unwrap().expect("a latest generation");
+    let mut versions = Vec::new();
+    let oldest = latest.pointer.generation.saturating_sub(4).max(1);
+    for generation in oldest..=latest.pointer.generation {
+        let loaded = store
+            .load_generation(generation, key)
+            .unwrap_or_else(|e| panic!("generation {generation} of {latest:?}: {e}"));
+        versions.push(parse_header_unverified(&loaded.snapshot).unwrap().version);
+    }
+    assert_eq!(versions.last(), Some(&latest.pointer.version));
     versions
+}
+
+/// Temporary files under `dir` and its directories.
+fn leftovers(dir: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            found.extend(leftovers(&path));
+        } else if path.to_string_lossy().ends_with(".tmp") {
+            found.push(path.display().to_string());
+        }
+    }
+    found
 }
 
 #[test]
@@ -83,7 +110,7 @@ fn sigkill_during_builds_never_leaves_a_partial_snapshot() {
     let full = started.elapsed();
     let cfg = Config::from_file(&config).unwrap();
     let key = Publisher::open(cfg.clone()).unwrap().public_key().clone();
-    let first = check_disk(&list_dir, &key);
+    let first = check_disk(&dir.path().join("data"), &list_dir, &key);
     assert_eq!(first.len(), 1);
 
     let mut rng = rand::rngs::StdRng::seed_from_u64(0x5eed_c4a5);
@@ -115,13 +142,9 @@ fn sigkill_during_builds_never_leaves_a_partial_snapshot() {
             kept_old += 1;
         }
         served = current.header.version;
-        let versions = check_disk(&list_dir, &key);
+        let versions = check_disk(&dir.path().join("data"), &list_dir, &key);
         assert!(versions.contains(&served));
-        let leftovers: Vec<_> = std::fs::read_dir(&list_dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .filter(|n| n.ends_with(".tmp"))
-            .collect();
+        let leftovers = leftovers(&list_dir);
         assert!(
             leftovers.is_empty(),
             "round {round}: temporary files left: {leftovers:?}"
@@ -180,11 +203,8 @@ async fn disk_full_while_publishing_fails_cleanly_and_keeps_the_old_snapshot() {
 
     // Nothing half-written is left, and a restart serves the old snapshot.
     let list_dir = data.join("lists/full");
-    let names: Vec<String> = std::fs::read_dir(&list_dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    assert!(names.iter().all(|n| !n.ends_with(".tmp")), "{names:?}");
+    let names = leftovers(&list_dir);
+    assert!(names.is_empty(), "{names:?}");
     drop(publisher);
     let reopened = Publisher::open(cfg).unwrap();
     assert_eq!(

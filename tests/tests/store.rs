@@ -60,9 +60,20 @@ async fn a_publisher_on_s3_builds_serves_and_restarts_from_the_store() {
     assert_eq!(
         keys,
         [
-            format!("lists/phishing/{version:020}.hashes"),
-            format!("lists/phishing/{version:020}.snapshot")
+            "lists/phishing/builds",
+            "lists/phishing/generations",
+            "lists/phishing/latest",
+            "lists/phishing/lease"
         ]
+    );
+    // One build's two objects, named by its version, and one generation.
+    let builds = bucket.list("lists/phishing/builds").unwrap();
+    assert_eq!(builds.len(), 2, "{builds:?}");
+    let build_prefix = format!("lists/phishing/builds/{version:020}-");
+    assert!(builds.iter().all(|k| k.starts_with(&build_prefix)), "{builds:?}");
+    assert_eq!(
+        bucket.list("lists/phishing/generations").unwrap(),
+        ["lists/phishing/generations/00000000000000000001.json"]
     );
     assert_eq!(bucket.list("sources/phishing").unwrap().len(), 2);
     assert!(!first_dir.path().join("lists").exists());

@@ -81,6 +81,8 @@ pub struct Settings {
     pub role: Role,
     /// How often a replica checks the store ([`Config::replica_poll_s`]).
     pub replica_poll: Duration,
+    /// How long a builder's lease on a list lasts ([`Config::lease_s`]).
+    pub lease: Duration,
     /// The key snapshots are verified with, when configured
     /// ([`Config::public_key`]).
     pub public_key: Option<TrustedKey>,
@@ -124,6 +126,7 @@ impl Config {
             dangerous_store_ignores_conditions: self.dangerous_store_ignores_conditions,
             role: self.role,
             replica_poll: Duration::from_secs(self.replica_poll_s),
+            lease: Duration::from_secs(self.lease_s),
             // Checked by `validate`.
             public_key: (self.public_key.as_deref()).and_then(|k| TrustedKey::from_base64(k.trim()).ok()),
             lists: self.lists,

@@ -1,0 +1,655 @@
+//! One list's published generations in [`Storage`]: how a builder
+//! publishes one, and how a reader (a restart, a replica, another builder)
+//! finds and verifies the latest.
+//!
+//! ```text
+//! lists/<name>/builds/<build>.snapshot     one build's signed snapshot
+//! lists/<name>/builds/<build>.hashes       its sorted full hashes, 32 raw bytes each
+//! lists/<name>/generations/<g>.json        generation g's signed manifest
+//! lists/<name>/latest                      the pointer to the latest generation
+//! lists/<name>/lease                       which builder builds now (object stores)
+//! ```
+//!
+//! `<build>` is the snapshot's version in 20 decimal digits, `-`, and 64
+//! random bits in hex: never reused, so a build's objects are written once
+//! and never replaced. `<g>` is the generation in 20 decimal digits.
+//!
+//! **Publishing** writes immutable data first and one commit point last
+//! ([`ListStore::publish`]):
+//!
+//! 1. the build's snapshot and full hashes, create-only;
+//! 2. the [`Manifest`] of generation g + 1 (g is the generation the build
+//!    started from), naming both objects with their size and SHA-256,
+//!    signed, create-only (`If-None-Match: *`): when it exists, another
+//!    builder published g + 1 first, and this build is garbage;
+//! 3. the `latest` [`Pointer`], moved from g to g + 1 by compare-and-swap
+//!    (`If-Match` on the ETag read in step 0).
+//!
+//! A crash before step 2 leaves garbage only; after step 2, the next
+//! builder that tries to create g + 1 finds it and rolls the pointer
+//! forward to it. Readers follow pointer → manifest → objects and check
+//! every signature, size and hash, so none sees a half-written publish.
+//!
+//! **Retention**: after publishing generation g, the manifests of all but
+//! the newest `keep` generations are removed, and so are the build objects
+//! no kept manifest names that are older than the oldest kept generation
+//! (an unfinished build of another builder is newer, so it is left alone).
+//!
+//! Data directories written before generations existed hold
+//! `lists/<name>/<version>.snapshot` and `.hashes`; they are still read
+//! (the newest that verifies) until the first generation is published, and
+//! removed by its retention.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use blocksieve_format::{DecodeLimits, FullHash, SigningKey, TrustedKey, decode};
+
+mod manifest;
+
+use crate::error::Error;
+use crate::storage::{Conditional, PutMode, Storage, Version};
+pub use manifest::{Lease, MANIFEST_CONTEXT, Manifest, ObjectRef, Pointer};
+
+/// One list's published generations (clones share their index).
+#[derive(Debug, Clone)]
+pub struct ListStore {
+    storage: Arc<dyn Storage>,
+    /// The list's name.
+    name: String,
+    /// `lists/<name>`.
+    prefix: String,
+    /// Generations kept by retention.
+    keep: usize,
+    /// Snapshot keys by version, of the generations read or published
+    /// lately (at most `keep`): what the versioned snapshot route serves.
+    known: Arc<Mutex<BTreeMap<u64, String>>>,
+}
+
+/// A published version read back from storage.
+#[derive(Debug)]
+pub struct StoredVersion {
+    /// The snapshot's bytes.
+    pub snapshot: Vec<u8>,
+    /// The sorted full hashes.
+    pub hashes: Vec<FullHash>,
+    /// Its generation (`None` for a version of the older layout).
+    pub generation: Option<u64>,
+}
+
+/// The `latest` pointer as read, with the version a compare-and-swap
+/// replaces.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Latest {
+    /// What it points to.
+    pub pointer: Pointer,
+    /// Its version (ETag).
+    pub version: Version,
+}
+
+/// What [`ListStore::publish`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PublishOutcome {
+    /// This build is generation `generation`, and `latest` points to it
+    /// (or already to a newer one).
+    Published {
+        /// Its generation.
+        generation: u64,
+    },
+    /// Another builder published `generation` first from the same
+    /// generation; this build's objects were removed.
+    Superseded {
+        /// The generation the other builder published.
+        generation: u64,
+    },
+}
+
+/// What [`ListStore::acquire_lease`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LeaseOutcome {
+    /// Held by the caller until the time it asked for; the version
+    /// releases it.
+    Acquired(Version),
+    /// Held by another builder.
+    HeldBy(Lease),
+}
+
+/// How many generations below a broken latest one a reader tries.
+const WALK_BACK: u64 = 16;
+
+impl ListStore {
+    /// The generations of list `name` in `storage`, keeping `keep`, whose
+    /// place is made ready (see [`Storage::prepare`]).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Storage`] when it cannot be.
+    pub fn open(storage: Arc<dyn Storage>, name: &str, keep: usize) -> Result<Self, Error> {
+        let prefix = format!("lists/{name}");
+        for dir in ["", "/builds", "/generations"] {
+            storage.prepare(&format!("{prefix}{dir}"))?;
+        }
+        Ok(Self {
+            storage,
+            name: name.to_owned(),
+            prefix,
+            keep: keep.max(1),
+            known: Arc::new(Mutex::new(BTreeMap::new())),
+        })
+    }
+
+    fn key(&self, under: &str) -> String {
+        format!("{}/{under}", self.prefix)
+    }
+
+    fn pointer_key(&self) -> String {
+        self.key("latest")
+    }
+
+    fn manifest_key(&self, generation: u64) -> String {
+        self.key(&format!("generations/{generation:020}.json"))
+    }
+
+    fn corrupt(&self, key: &str, reason: impl Into<String>) -> Error {
+        Error::Corrupt {
+            path: self.storage.location(key),
+            reason: reason.into(),
+        }
+    }
+
+    fn missing(&self, key: &str) -> Error {
+        Error::storage(self.storage.location(key))(std::io::ErrorKind::NotFound.into())
+    }
+
+    /// The `latest` pointer, `None` before the first generation.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Storage`] or [`Error::Store`] when it cannot be read,
+    /// [`Error::Corrupt`] when it is not a pointer of this list.
+    pub fn latest(&self) -> Result<Option<Latest>, Error> {
+        match self.latest_if_changed(None)? {
+            Conditional::Value { bytes, version } => Ok(Some(Latest {
+                pointer: self.parse_pointer(&bytes)?,
+                version,
+            })),
+            Conditional::Missing | Conditional::NotModified => Ok(None),
+        }
+    }
+
+    /// The `latest` pointer's bytes unless its version is still `known`:
+    /// one conditional GET, what a follower polls.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Storage`] or [`Error::Store`] when it cannot be read.
+    pub fn latest_if_changed(&self, known: Option<&Version>) -> Result<Conditional, Error> {
+        self.storage.get_if_changed(&self.pointer_key(), known)
+    }
+
+    /// `bytes` as a pointer of this list.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Corrupt`] when they are not one.
+    pub fn parse_pointer(&self, bytes: &[u8]) -> Result<Pointer, Error> {
+        let key = self.pointer_key();
+        let pointer = Pointer::parse(bytes).map_err(|reason| self.corrupt(&key, reason))?;
+        if pointer.list != self.name {
+            return Err(self.corrupt(&key, format!("points into list {:?}", pointer.list)));
+        }
+        Ok(pointer)
+    }
+
+    /// Generation `generation`'s manifest, verified under `key`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Storage`] or [`Error::Store`] when it cannot be read (a
+    /// missing one is `NotFound`), [`Error::Corrupt`] when it does not
+    /// verify or is not that generation of this list.
+    pub fn manifest(&self, generation: u64, key: &TrustedKey) -> Result<Manifest, Error> {
+        let manifest_key = self.manifest_key(generation);
+        let bytes = (self.storage.get(&manifest_key)?).ok_or_else(|| self.missing(&manifest_key))?;
+        let manifest = Manifest::verify(&bytes, key).map_err(|reason| self.corrupt(&manifest_key, reason))?;
+        if manifest.list != self.name || manifest.generation != generation {
+            return Err(self.corrupt(
+                &manifest_key,
+                format!(
+                    "is generation {} of list {:?}",
+                    manifest.generation, manifest.list
+                ),
+            ));
+        }
+        Ok(manifest)
+    }
+
+    /// Generation `generation`, verified under `key` as an agent would
+    /// (expiry aside), every object checked against its manifest.
+    ///
+    /// # Errors
+    ///
+    /// As [`ListStore::manifest`]; an object that is missing is `NotFound`,
+    /// one that does not match its manifest or verify is [`Error::Corrupt`].
+    pub fn load_generation(&self, generation: u64, key: &TrustedKey) -> Result<StoredVersion, Error> {
+        let manifest = self.manifest(generation, key)?;
+        let snapshot_key = self.key(&manifest.snapshot.key);
+        let hashes_key = self.key(&manifest.hashes.key);
+        let snapshot = (self.storage.get(&snapshot_key)?).ok_or_else(|| self.missing(&snapshot_key))?;
+        if let Some(reason) = manifest.snapshot.mismatch(&snapshot) {
+            return Err(self.corrupt(&snapshot_key, reason));
+        }
+        // At most one byte more than the manifest says: an oversized
+        // object costs no more memory than the right one.
+        let raw = (self.storage)
+            .get_range(&hashes_key, 0..manifest.hashes.size.saturating_add(1))?
+            .ok_or_else(|| self.missing(&hashes_key))?;
+        if let Some(reason) = manifest.hashes.mismatch(&raw) {
+            return Err(self.corrupt(&hashes_key, reason));
+        }
+        let hashes = self.verify(&snapshot, &snapshot_key, &raw, &hashes_key, manifest.version, key)?;
+        self.remember(manifest.version, snapshot_key);
+        Ok(StoredVersion {
+            snapshot,
+            hashes,
+            generation: Some(generation),
+        })
+    }
+
+    /// Checks a snapshot and its full hashes as an agent and the full-hash
+    /// endpoint rely on them: the snapshot verifies under `key` and holds
+    /// `version`, and the hashes are sorted, as many as it declares, and
+    /// every one in its filter. Returns the hashes.
+    fn verify(
+        &self,
+        snapshot: &[u8],
+        snapshot_key: &str,
+        raw: &[u8],
+        hashes_key: &str,
+        version: u64,
+        key: &TrustedKey,
+    ) -> Result<Vec<FullHash>, Error> {
+        // An expired snapshot is still served (agents flag it stale), so
+        // check expiry against its own creation time.
+        let header = blocksieve_format::parse_header_unverified(snapshot)
+            .map_err(|e| self.corrupt(snapshot_key, e.to_string()))?;
+        let verified = decode(
+            snapshot,
+            std::slice::from_ref(key),
+            &DecodeLimits::default(),
+            header.created_at,
+        )
+        .map_err(|e| self.corrupt(snapshot_key, e.to_string()))?;
+        // A signed snapshot stored as another version would be served as
+        // that version: a rollback anyone who can write the store could
+        // cause without the signing key.
+        if verified.header().version != version {
+            return Err(self.corrupt(
+                snapshot_key,
+                format!(
+                    "holds version {} where version {version} was published",
+                    verified.header().version
+                ),
+            ));
+        }
+        let declared = verified.header().full_hash_count;
+        if !raw.len().is_multiple_of(FullHash::LEN) || (raw.len() / FullHash::LEN) as u64 != declared {
+            return Err(self.corrupt(
+                hashes_key,
+                format!(
+                    "{} bytes does not hold the {declared} full hashes the snapshot declares",
+                    raw.len()
+                ),
+            ));
+        }
+        let hashes: Vec<FullHash> = raw
+            .chunks_exact(FullHash::LEN)
+            .map(|c| {
+                let mut h = [0u8; 32];
+                h.copy_from_slice(c);
+                FullHash(h)
+            })
+            .collect();
+        if hashes.windows(2).any(|w| w[0] >= w[1]) {
+            return Err(self.corrupt(hashes_key, "hashes are not sorted"));
+        }
+        // The full hashes must be the snapshot's: another build's would
+        // answer "no match" for URLs the filter lists. Every listed hash is
+        // in the filter; another build's are not (each passes with the
+        // false-positive rate).
+        if let Some(stranger) = hashes.iter().find(|h| !verified.probably_contains(h)) {
+            return Err(self.corrupt(
+                hashes_key,
+                format!(
+                    "full hash {stranger} is not in the snapshot's filter: the hashes belong to another build"
+                ),
+            ));
+        }
+        Ok(hashes)
+    }
+
+    /// The newest generation that verifies under `key`, from `generation`
+    /// down (a broken one is skipped with a warning, at most 16).
+    pub fn load_from(&self, generation: u64, key: &TrustedKey) -> Option<StoredVersion> {
+        let oldest = generation.saturating_sub(WALK_BACK).max(1);
+        for g in (oldest..=generation).rev() {
+            match self.load_generation(g, key) {
+                Ok(stored) => return Some(stored),
+                Err(e) => {
+                    tracing::warn!(list = %self.name, generation = g, error = %e, "skipping a generation that cannot be loaded")
+                }
+            }
+        }
+        None
+    }
+
+    /// What to serve on start: the newest generation that verifies under
+    /// `key`, else the newest version of the older layout, and the older
+    /// kept generations' versions for the versioned route.
+    pub fn load_latest(&self, key: &TrustedKey) -> Option<StoredVersion> {
+        let latest = match self.latest() {
+            Ok(latest) => latest,
+            Err(e) => {
+                tracing::warn!(list = %self.name, error = %e, "cannot read the latest generation");
+                None
+            }
+        };
+        let Some(latest) = latest else {
+            return self.load_latest_legacy(key);
+        };
+        let stored = self.load_from(latest.pointer.generation, key)?;
+        if let Some(generation) = stored.generation {
+            self.remember_older(generation, key);
+        }
+        Some(stored)
+    }
+
+    /// Fills the versioned route's index from the manifests of the kept
+    /// generations below `generation`.
+    pub fn remember_older(&self, generation: u64, key: &TrustedKey) {
+        let oldest = generation.saturating_sub(self.keep as u64 - 1).max(1);
+        for g in oldest..generation {
+            if let Ok(manifest) = self.manifest(g, key) {
+                self.remember(manifest.version, self.key(&manifest.snapshot.key));
+            }
+        }
+    }
+
+    fn remember(&self, version: u64, snapshot_key: String) {
+        if let Ok(mut known) = self.known.lock() {
+            known.insert(version, snapshot_key);
+            while known.len() > self.keep {
+                known.pop_first();
+            }
+        }
+    }
+
+    /// The snapshot bytes of `version`, if it is a kept generation's (or a
+    /// version of the older layout still stored).
+    pub fn read_snapshot(&self, version: u64) -> Option<Vec<u8>> {
+        let key = (self.known.lock().ok()?.get(&version).cloned())
+            .unwrap_or_else(|| self.key(&format!("{version:020}.snapshot")));
+        self.storage.get(&key).ok().flatten()
+    }
+
+    /// Publishes a build of `version` (its signed `snapshot` and sorted
+    /// `hashes`) as the generation after `base` (what [`ListStore::latest`]
+    /// read before the build; `None` when there was none), signing its
+    /// manifest with `key`, then applies retention. See the module docs.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Storage`] or [`Error::Store`] when a write fails (the
+    /// latest generation stays), [`Error::Corrupt`] when `version` is not
+    /// newer than `base`'s.
+    pub fn publish(
+        &self,
+        version: u64,
+        snapshot: &[u8],
+        hashes: &[FullHash],
+        base: Option<&Latest>,
+        key: &SigningKey,
+        now: u64,
+    ) -> Result<PublishOutcome, Error> {
+        if let Some(base) = base
+            && version <= base.pointer.version
+        {
+            return Err(self.corrupt(
+                &self.pointer_key(),
+                format!(
+                    "points to version {}, not older than the build's {version}",
+                    base.pointer.version
+                ),
+            ));
+        }
+        let build = format!("{version:020}-{:016x}", rand::random::<u64>());
+        let snapshot_ref = ObjectRef::of(format!("builds/{build}.snapshot"), snapshot);
+        let hashes_ref =
+            ObjectRef::of_chunks(format!("builds/{build}.hashes"), hashes.iter().map(|h| &h.0[..]));
+        // Streamed: a copy of the hashes in memory would add 32 bytes per
+        // entry to the build's peak.
+        let mut chunks = hashes.iter().map(|h| &h.0[..]);
+        let created = (self.storage).put_chunks(&self.key(&hashes_ref.key), &mut chunks, PutMode::Create)?;
+        let created = created.is_some()
+            && (self.storage)
+                .put(&self.key(&snapshot_ref.key), snapshot, PutMode::Create)?
+                .is_some();
+        if !created {
+            return Err(self.corrupt(&self.key(&snapshot_ref.key), "a never-reused build id exists"));
+        }
+        let parent = base.map(|b| b.pointer.generation);
+        let generation = parent.map_or(1, |g| g + 1);
+        let manifest = Manifest {
+            list: self.name.clone(),
+            generation,
+            parent,
+            version,
+            created_at: now,
+            build,
+            snapshot: snapshot_ref,
+            hashes: hashes_ref,
+        };
+        let manifest_key = self.manifest_key(generation);
+        if (self.storage)
+            .put(&manifest_key, &manifest.sign(key), PutMode::Create)?
+            .is_none()
+        {
+            // Another builder published this generation first (and may have
+            // stopped before moving the pointer): this build is garbage.
+            for object in [&manifest.snapshot, &manifest.hashes] {
+                let _ = self.storage.delete(&self.key(&object.key));
+            }
+            self.roll_forward(generation, base, key.public_key())?;
+            return Ok(PublishOutcome::Superseded { generation });
+        }
+        self.move_pointer(&manifest, base)?;
+        self.remember(version, self.key(&manifest.snapshot.key));
+        self.prune(generation, key.public_key());
+        Ok(PublishOutcome::Published { generation })
+    }
+
+    /// Moves `latest` from `base` to `manifest`'s generation by
+    /// compare-and-swap. A lost race is re-read: a pointer already at this
+    /// generation or past it means it was published (the manifest is
+    /// create-only, so that generation is this one).
+    fn move_pointer(&self, manifest: &Manifest, base: Option<&Latest>) -> Result<(), Error> {
+        let pointer = Pointer {
+            list: self.name.clone(),
+            generation: manifest.generation,
+            version: manifest.version,
+        };
+        let mut expected = base.map(|b| b.version.clone());
+        for _ in 0..8 {
+            let mode = expected.clone().map_or(PutMode::Create, PutMode::Update);
+            if (self.storage)
+                .put(&self.pointer_key(), &pointer.to_bytes(), mode)?
+                .is_some()
+            {
+                return Ok(());
+            }
+            match self.latest()? {
+                Some(now) if now.pointer.generation >= manifest.generation => return Ok(()),
+                now => expected = now.map(|n| n.version),
+            }
+        }
+        Err(self.corrupt(
+            &self.pointer_key(),
+            format!(
+                "kept changing while generation {} was published; it is complete, and the next publish rolls the pointer forward to it",
+                manifest.generation
+            ),
+        ))
+    }
+
+    /// Points `latest` at `generation` (published by another builder) if it
+    /// still points at `base` and the manifest verifies: the step a builder
+    /// that stopped after creating it did not take.
+    fn roll_forward(&self, generation: u64, base: Option<&Latest>, key: &TrustedKey) -> Result<(), Error> {
+        let manifest = self.manifest(generation, key)?;
+        for object in [&manifest.snapshot, &manifest.hashes] {
+            if self.storage.version(&self.key(&object.key))?.is_none() {
+                return Err(self.missing(&self.key(&object.key)));
+            }
+        }
+        let pointer = Pointer {
+            list: self.name.clone(),
+            generation,
+            version: manifest.version,
+        };
+        let mode = base.map_or(PutMode::Create, |b| PutMode::Update(b.version.clone()));
+        if (self.storage)
+            .put(&self.pointer_key(), &pointer.to_bytes(), mode)?
+            .is_some()
+        {
+            tracing::info!(list = %self.name, generation, "rolled the latest pointer forward to a generation another builder published");
+        }
+        Ok(())
+    }
+
+    /// Retention after publishing `generation`; failures are logged, never
+    /// fatal (what is left is removed next time).
+    fn prune(&self, generation: u64, key: &TrustedKey) {
+        if let Err(e) = self.try_prune(generation, key) {
+            tracing::warn!(list = %self.name, error = %e, "retention did not finish; it continues after the next publish");
+        }
+    }
+
+    fn try_prune(&self, generation: u64, key: &TrustedKey) -> Result<(), Error> {
+        let oldest_kept = generation.saturating_sub(self.keep as u64 - 1).max(1);
+        let mut kept_builds = std::collections::BTreeSet::new();
+        let mut oldest_version = u64::MAX;
+        for g in oldest_kept..=generation {
+            let manifest = self.manifest(g, key)?;
+            oldest_version = oldest_version.min(manifest.version);
+            kept_builds.insert(manifest.build);
+        }
+        for manifest_key in self.storage.list(&self.key("generations"))? {
+            let number = (manifest_key.rsplit('/').next())
+                .and_then(|n| n.strip_suffix(".json"))
+                .and_then(|n| n.parse::<u64>().ok());
+            if number.is_some_and(|g| g < oldest_kept) {
+                self.storage.delete(&manifest_key)?;
+            }
+        }
+        for object_key in self.storage.list(&self.key("builds"))? {
+            let Some(name) = object_key.rsplit('/').next() else {
+                continue;
+            };
+            let build = name.rsplit_once('.').map_or(name, |(b, _)| b);
+            let version = build.split('-').next().and_then(|v| v.parse::<u64>().ok());
+            if !kept_builds.contains(build) && version.is_some_and(|v| v < oldest_version) {
+                self.storage.delete(&object_key)?;
+            }
+        }
+        // The older layout's versions, superseded by the first generation.
+        for legacy in self.storage.list(&self.prefix)? {
+            if legacy.ends_with(".snapshot") || legacy.ends_with(".hashes") {
+                self.storage.delete(&legacy)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes the lease for `holder` until `until` (Unix seconds) if it is
+    /// free, expired at `now`, unreadable or already `holder`'s.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Storage`] or [`Error::Store`] when the store cannot be
+    /// read or written.
+    pub fn acquire_lease(&self, holder: &str, until: u64, now: u64) -> Result<LeaseOutcome, Error> {
+        let key = self.key("lease");
+        let ours = Lease {
+            holder: holder.to_owned(),
+            expires_at: until,
+        };
+        let mode = match self.storage.get_if_changed(&key, None)? {
+            Conditional::Missing | Conditional::NotModified => PutMode::Create,
+            Conditional::Value { bytes, version } => match Lease::parse(&bytes) {
+                Some(lease) if lease.holder != holder && lease.expires_at > now => {
+                    return Ok(LeaseOutcome::HeldBy(lease));
+                }
+                _ => PutMode::Update(version),
+            },
+        };
+        match self.storage.put(&key, &ours.to_bytes(), mode)? {
+            Some(version) => Ok(LeaseOutcome::Acquired(version)),
+            // Another builder took it between the read and the write.
+            None => {
+                let held = (self.storage.get(&key)?)
+                    .and_then(|b| Lease::parse(&b))
+                    .unwrap_or(Lease {
+                        holder: "another builder".to_owned(),
+                        expires_at: until,
+                    });
+                Ok(LeaseOutcome::HeldBy(held))
+            }
+        }
+    }
+
+    /// Gives the lease up (if it is still at `version`), so the next
+    /// builder need not wait for it to expire.
+    pub fn release_lease(&self, holder: &str, version: Version) {
+        let released = Lease {
+            holder: holder.to_owned(),
+            expires_at: 0,
+        };
+        let _ = self
+            .storage
+            .put(&self.key("lease"), &released.to_bytes(), PutMode::Update(version));
+    }
+
+    /// The newest version of the older layout that verifies under `key`.
+    fn load_latest_legacy(&self, key: &TrustedKey) -> Option<StoredVersion> {
+        let listed = self.storage.list(&self.prefix).ok()?;
+        let mut versions: Vec<u64> = (listed.iter())
+            .filter_map(|k| k.rsplit('/').next()?.strip_suffix(".snapshot")?.parse().ok())
+            .collect();
+        versions.sort_unstable_by(|a, b| b.cmp(a));
+        for version in versions {
+            let snapshot_key = self.key(&format!("{version:020}.snapshot"));
+            let hashes_key = self.key(&format!("{version:020}.hashes"));
+            let loaded = (|| {
+                let snapshot =
+                    (self.storage.get(&snapshot_key)?).ok_or_else(|| self.missing(&snapshot_key))?;
+                let raw = (self.storage.get(&hashes_key)?).ok_or_else(|| self.missing(&hashes_key))?;
+                let hashes = self.verify(&snapshot, &snapshot_key, &raw, &hashes_key, version, key)?;
+                Ok::<_, Error>(StoredVersion {
+                    snapshot,
+                    hashes,
+                    generation: None,
+                })
+            })();
+            match loaded {
+                Ok(stored) => return Some(stored),
+                Err(e) => {
+                    tracing::warn!(list = %self.name, version, error = %e, "skipping unreadable snapshot")
+                }
+            }
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,311 @@
+use std::time::Duration;
+
+use super::*;
+use crate::build::{BuildRequest, BuiltList, LastGood, LoadedSource, PeakRssProbe, SourceRole, build_list};
+use crate::config::{ListConfig, SourceConfig, SourceFormat};
+use crate::fetch::{Fetched, Validators};
+use crate::storage::LocalStorage;
+
+fn key() -> SigningKey {
+    SigningKey::from_secret_bytes([9; 32])
+}
+
+/// A build of `feed` at `now` (version `now`).
+fn build(feed: &str, now: u64) -> BuiltList {
+    let list = ListConfig::new("phishing", vec![]);
+    let key = key();
+    let request = BuildRequest {
+        list: &list,
+        previous: None,
+        now,
+        ttl: Duration::from_secs(3600),
+        probe: PeakRssProbe::NONE,
+        key: &key,
+    };
+    let source = LoadedSource {
+        config: SourceConfig::file("feed.txt", SourceFormat::Urls),
+        role: SourceRole::Block,
+        fetched: Fetched::Fresh {
+            bytes: feed.as_bytes().to_vec(),
+            validators: Validators::default(),
+        },
+        last_good: LastGood::none(),
+        read_duration: Duration::ZERO,
+    };
+    build_list(&request, vec![source]).unwrap()
+}
+
+fn store(dir: &std::path::Path, keep: usize) -> (ListStore, Arc<dyn Storage>) {
+    let storage: Arc<dyn Storage> = Arc::new(LocalStorage::open(dir).unwrap());
+    (
+        ListStore::open(storage.clone(), "phishing", keep).unwrap(),
+        storage,
+    )
+}
+
+fn publish(store: &ListStore, built: &BuiltList, base: Option<&Latest>) -> PublishOutcome {
+    let now = built.version;
+    (store.publish(built.version, &built.snapshot, &built.hashes, base, &key(), now)).unwrap()
+}
+
+fn sorted(mut keys: Vec<String>) -> Vec<String> {
+    keys.sort();
+    keys
+}
+
+#[test]
+fn generations_follow_one_another_and_every_kept_version_stays_readable() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = store(dir.path(), 5);
+    assert_eq!(store.latest().unwrap(), None);
+    let first = build("http://phish.example/a\n", 1_800_000_000);
+    assert_eq!(
+        publish(&store, &first, None),
+        PublishOutcome::Published { generation: 1 }
+    );
+    let base = store.latest().unwrap().unwrap();
+    assert_eq!(
+        (base.pointer.generation, base.pointer.version),
+        (1, first.version)
+    );
+    let second = build("http://phish.example/b\n", 1_800_000_100);
+    assert_eq!(
+        publish(&store, &second, Some(&base)),
+        PublishOutcome::Published { generation: 2 }
+    );
+
+    let public = key().public_key().clone();
+    let manifest = store.manifest(2, &public).unwrap();
+    assert_eq!((manifest.parent, manifest.version), (Some(1), second.version));
+    let loaded = store.load_generation(2, &public).unwrap();
+    assert_eq!(
+        (loaded.snapshot, loaded.hashes),
+        (second.snapshot.clone(), second.hashes.clone())
+    );
+    // A restart serves the latest and can still serve the older version.
+    let (reopened, _) = self::store(dir.path(), 5);
+    let latest = reopened.load_latest(&public).unwrap();
+    assert_eq!(latest.generation, Some(2));
+    assert_eq!(reopened.read_snapshot(first.version), Some(first.snapshot));
+    assert_eq!(reopened.read_snapshot(second.version), Some(second.snapshot));
+    assert_eq!(reopened.read_snapshot(7), None);
+}
+
+#[test]
+fn of_two_builders_from_one_generation_exactly_one_publishes_and_the_other_leaves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, storage) = store(dir.path(), 5);
+    publish(&store, &build("http://phish.example/a\n", 1_800_000_000), None);
+    let base = store.latest().unwrap().unwrap();
+    let one = build("http://phish.example/b\n", 1_800_000_100);
+    let other = build("http://phish.example/c\n", 1_800_000_101);
+    assert_eq!(
+        publish(&store, &one, Some(&base)),
+        PublishOutcome::Published { generation: 2 }
+    );
+    assert_eq!(
+        publish(&store, &other, Some(&base)),
+        PublishOutcome::Superseded { generation: 2 }
+    );
+    let latest = store.latest().unwrap().unwrap();
+    assert_eq!(
+        (latest.pointer.generation, latest.pointer.version),
+        (2, one.version)
+    );
+    // The loser's objects are gone: two builds, four objects.
+    assert_eq!(storage.list("lists/phishing/builds").unwrap().len(), 4);
+}
+
+/// A builder that stops after creating its manifest leaves the pointer
+/// behind; the next builder finds the manifest, rolls the pointer forward
+/// to it, and the build after that continues from it.
+#[test]
+fn a_manifest_left_without_its_pointer_is_rolled_forward_by_the_next_builder() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, storage) = store(dir.path(), 5);
+    publish(&store, &build("http://phish.example/a\n", 1_800_000_000), None);
+    let stale = store.latest().unwrap().unwrap();
+    let crashed = build("http://phish.example/b\n", 1_800_000_100);
+    publish(&store, &crashed, Some(&stale));
+    // Back to generation 1's pointer, as if the crash came before it moved.
+    storage
+        .put(
+            "lists/phishing/latest",
+            &stale.pointer.to_bytes(),
+            PutMode::Overwrite,
+        )
+        .unwrap();
+    let base = store.latest().unwrap().unwrap();
+    assert_eq!(base.pointer.generation, 1);
+    let next = build("http://phish.example/c\n", 1_800_000_200);
+    assert_eq!(
+        publish(&store, &next, Some(&base)),
+        PublishOutcome::Superseded { generation: 2 }
+    );
+    let rolled = store.latest().unwrap().unwrap();
+    assert_eq!(
+        (rolled.pointer.generation, rolled.pointer.version),
+        (2, crashed.version)
+    );
+    let again = build("http://phish.example/c\n", 1_800_000_300);
+    assert_eq!(
+        publish(&store, &again, Some(&rolled)),
+        PublishOutcome::Published { generation: 3 }
+    );
+}
+
+#[test]
+fn a_build_not_newer_than_the_latest_generation_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = store(dir.path(), 5);
+    publish(&store, &build("http://phish.example/a\n", 1_800_000_000), None);
+    let base = store.latest().unwrap().unwrap();
+    let older = build("http://phish.example/b\n", 1_700_000_000);
+    let refused = store.publish(
+        older.version,
+        &older.snapshot,
+        &older.hashes,
+        Some(&base),
+        &key(),
+        0,
+    );
+    assert!(matches!(refused, Err(Error::Corrupt { .. })), "{refused:?}");
+    assert_eq!(store.latest().unwrap().unwrap(), base);
+}
+
+#[test]
+fn retention_keeps_the_newest_generations_and_removes_older_garbage_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, storage) = store(dir.path(), 2);
+    // A version of the older layout, and garbage of a build that never
+    // made it: one older than what is kept, one newer (still running).
+    let legacy = build("http://phish.example/legacy\n", 1_799_999_000);
+    let mut chunks = legacy.hashes.iter().map(|h| &h.0[..]);
+    (storage.put_chunks(
+        "lists/phishing/01799999000.hashes",
+        &mut chunks,
+        PutMode::Overwrite,
+    ))
+    .unwrap();
+    for (key, bytes) in [
+        ("lists/phishing/01799999000.snapshot", &b"old"[..]),
+        (
+            "lists/phishing/builds/01799999500-00000000000000aa.snapshot",
+            b"old garbage",
+        ),
+        (
+            "lists/phishing/builds/01900000000-00000000000000bb.snapshot",
+            b"unfinished",
+        ),
+    ] {
+        storage.put(key, bytes, PutMode::Overwrite).unwrap();
+    }
+    let mut base = None;
+    for (i, now) in [1_800_000_000u64, 1_800_000_100, 1_800_000_200, 1_800_000_300]
+        .into_iter()
+        .enumerate()
+    {
+        let built = build(&format!("http://phish.example/{i}\n"), now);
+        publish(&store, &built, base.as_ref());
+        base = store.latest().unwrap();
+    }
+    assert_eq!(
+        sorted(storage.list("lists/phishing/generations").unwrap()),
+        [
+            "lists/phishing/generations/00000000000000000003.json",
+            "lists/phishing/generations/00000000000000000004.json"
+        ]
+    );
+    let builds = sorted(storage.list("lists/phishing/builds").unwrap());
+    assert_eq!(builds.len(), 5, "{builds:?}");
+    assert!(builds.iter().any(|k| k.contains("01900000000-00000000000000bb")));
+    assert!(!builds.iter().any(|k| k.contains("01799999500")), "{builds:?}");
+    assert!(
+        builds
+            .iter()
+            .filter(|k| k.contains("/000000000018000002"))
+            .count()
+            == 2
+    );
+    assert!(
+        builds
+            .iter()
+            .filter(|k| k.contains("/000000000018000003"))
+            .count()
+            == 2
+    );
+    // The older layout is gone once a generation exists.
+    let top = storage.list("lists/phishing").unwrap();
+    assert!(
+        !top.iter()
+            .any(|k| k.ends_with(".snapshot") || k.ends_with(".hashes")),
+        "{top:?}"
+    );
+}
+
+#[test]
+fn a_data_directory_of_the_older_layout_serves_until_the_first_generation() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, storage) = store(dir.path(), 5);
+    let legacy = build("http://phish.example/legacy\n", 1_799_999_000);
+    let mut chunks = legacy.hashes.iter().map(|h| &h.0[..]);
+    let hashes_key = format!("lists/phishing/{:020}.hashes", legacy.version);
+    (storage.put_chunks(&hashes_key, &mut chunks, PutMode::Overwrite)).unwrap();
+    let snapshot_key = format!("lists/phishing/{:020}.snapshot", legacy.version);
+    storage
+        .put(&snapshot_key, &legacy.snapshot, PutMode::Overwrite)
+        .unwrap();
+    let loaded = store.load_latest(key().public_key()).unwrap();
+    assert_eq!((loaded.generation, loaded.hashes), (None, legacy.hashes.clone()));
+    assert_eq!(store.read_snapshot(legacy.version), Some(legacy.snapshot));
+    publish(&store, &build("http://phish.example/new\n", 1_800_000_000), None);
+    assert_eq!(store.load_latest(key().public_key()).unwrap().generation, Some(1));
+    assert_eq!(storage.get(&snapshot_key).unwrap(), None);
+}
+
+#[test]
+fn a_lease_is_held_by_one_builder_until_it_expires_or_is_released() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, storage) = store(dir.path(), 5);
+    let LeaseOutcome::Acquired(version) = store.acquire_lease("a", 1_000, 900).unwrap() else {
+        panic!("a free lease")
+    };
+    assert_eq!(
+        store.acquire_lease("b", 1_100, 950).unwrap(),
+        LeaseOutcome::HeldBy(Lease {
+            holder: "a".to_owned(),
+            expires_at: 1_000
+        })
+    );
+    // Its holder renews it; another takes it once it expires.
+    assert!(matches!(
+        store.acquire_lease("a", 1_050, 960).unwrap(),
+        LeaseOutcome::Acquired(_)
+    ));
+    assert!(matches!(
+        store.acquire_lease("b", 1_200, 1_050).unwrap(),
+        LeaseOutcome::Acquired(_)
+    ));
+    // A released lease is free at once; an unreadable one is anybody's.
+    let LeaseOutcome::Acquired(held) = store.acquire_lease("b", 2_000, 1_060).unwrap() else {
+        panic!("b's own lease")
+    };
+    store.release_lease("b", held);
+    assert!(matches!(
+        store.acquire_lease("c", 2_000, 1_070).unwrap(),
+        LeaseOutcome::Acquired(_)
+    ));
+    storage
+        .put("lists/phishing/lease", b"garbage", PutMode::Overwrite)
+        .unwrap();
+    assert!(matches!(
+        store.acquire_lease("d", 2_000, 1_080).unwrap(),
+        LeaseOutcome::Acquired(_)
+    ));
+    // A release with a stale version leaves the new holder's lease.
+    store.release_lease("a", version);
+    assert!(matches!(
+        store.acquire_lease("e", 2_000, 1_090).unwrap(),
+        LeaseOutcome::HeldBy(_)
+    ));
+}
