@@ -61,9 +61,10 @@ pub struct ListStore {
     prefix: String,
     /// Generations kept by retention.
     keep: usize,
-    /// Snapshot keys by version, of the generations read or published
-    /// lately (at most `keep`): what the versioned snapshot route serves.
-    known: Arc<Mutex<BTreeMap<u64, String>>>,
+    /// Generation and snapshot key by version, of the generations read or
+    /// published lately (at most `keep`): what the versioned snapshot route
+    /// serves.
+    known: Arc<Mutex<BTreeMap<u64, (u64, String)>>>,
 }
 
 /// A published version read back from storage.
@@ -248,7 +249,7 @@ impl ListStore {
             return Err(self.corrupt(&hashes_key, reason));
         }
         let hashes = self.verify(&snapshot, &snapshot_key, &raw, &hashes_key, manifest.version, key)?;
-        self.remember(manifest.version, snapshot_key);
+        self.remember(manifest.version, generation, snapshot_key);
         Ok(StoredVersion {
             snapshot,
             hashes,
@@ -365,19 +366,22 @@ impl ListStore {
     }
 
     /// Fills the versioned route's index from the manifests of the kept
-    /// generations below `generation`.
+    /// generations below `generation` it does not hold yet.
     pub fn remember_older(&self, generation: u64, key: &TrustedKey) {
         let oldest = generation.saturating_sub(self.keep as u64 - 1).max(1);
-        for g in oldest..generation {
+        let held: std::collections::BTreeSet<u64> = (self.known.lock())
+            .map(|k| k.values().map(|(g, _)| *g).collect())
+            .unwrap_or_default();
+        for g in (oldest..generation).filter(|g| !held.contains(g)) {
             if let Ok(manifest) = self.manifest(g, key) {
-                self.remember(manifest.version, self.key(&manifest.snapshot.key));
+                self.remember(manifest.version, g, self.key(&manifest.snapshot.key));
             }
         }
     }
 
-    fn remember(&self, version: u64, snapshot_key: String) {
+    fn remember(&self, version: u64, generation: u64, snapshot_key: String) {
         if let Ok(mut known) = self.known.lock() {
-            known.insert(version, snapshot_key);
+            known.insert(version, (generation, snapshot_key));
             while known.len() > self.keep {
                 known.pop_first();
             }
@@ -387,7 +391,7 @@ impl ListStore {
     /// The snapshot bytes of `version`, if it is a kept generation's (or a
     /// version of the older layout still stored).
     pub fn read_snapshot(&self, version: u64) -> Option<Vec<u8>> {
-        let key = (self.known.lock().ok()?.get(&version).cloned())
+        let key = (self.known.lock().ok()?.get(&version).map(|(_, k)| k.clone()))
             .unwrap_or_else(|| self.key(&format!("{version:020}.snapshot")));
         self.storage.get(&key).ok().flatten()
     }
@@ -463,7 +467,7 @@ impl ListStore {
             return Ok(PublishOutcome::Superseded { generation });
         }
         self.move_pointer(&manifest, base)?;
-        self.remember(version, self.key(&manifest.snapshot.key));
+        self.remember(version, generation, self.key(&manifest.snapshot.key));
         self.prune(generation, key.public_key());
         Ok(PublishOutcome::Published { generation })
     }

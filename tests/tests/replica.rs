@@ -346,3 +346,139 @@ async fn regression_a_lagging_replica_never_answers_safe_for_a_url_the_agents_fi
     let verdict = c.check_url(added).await.unwrap();
     assert!(verdict.is_unsafe(), "{verdict:?}");
 }
+
+/// Two builders and three replicas on one store, 50 generations: every
+/// replica serves every generation, the agents' versions only increase
+/// and every URL added by a generation is unsafe to each agent once it
+/// holds that generation, and a watcher that follows `latest` throughout
+/// always finds a generation that loads whole (retention runs meanwhile).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_builders_and_three_replicas_serve_fifty_generations_in_order() {
+    use blocksieve_publisher::internal::storage::{ListStore, ObjectStorage, Storage};
+    const GENERATIONS: u64 = 50;
+    let Some(moto) = Moto::start().await else { return };
+    let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let public_key = key_pair(dir_a.path());
+    let feed = feed(dir_a.path());
+    let builders = [
+        RunningPublisher::start(on_store(Role::Builder, moto.addr, dir_a.path(), &feed)).await,
+        RunningPublisher::start(Config {
+            signing_key: Some(dir_a.path().join("signing.key")),
+            ..on_store(Role::Builder, moto.addr, dir_b.path(), &feed)
+        })
+        .await,
+    ];
+    let replica_dirs = [(); 3].map(|()| tempfile::tempdir().unwrap());
+    let mut replicas = Vec::new();
+    for dir in &replica_dirs {
+        replicas.push(RunningPublisher::start(replica(moto.addr, dir.path(), &public_key)).await);
+    }
+    let key = blocksieve_format::TrustedKey::from_base64(&public_key).unwrap();
+    let storage: std::sync::Arc<dyn Storage> =
+        std::sync::Arc::new(ObjectStorage::s3(STORE, &store_options_at(moto.addr)).unwrap());
+    let store = ListStore::open(storage, "phishing", 5).unwrap();
+
+    // The watcher: every pointer it sees names a generation that loads.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watcher = {
+        let (store, key, stop) = (store.clone(), key.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut seen = std::collections::BTreeSet::new();
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                if let Some(latest) = store.latest().unwrap() {
+                    let g = latest.pointer.generation;
+                    if let Err(e) = store.load_generation(g, &key) {
+                        panic!("latest points at generation {g}, which does not load: {e}");
+                    }
+                    seen.insert(g);
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            seen
+        })
+    };
+
+    // Each builder's first build (started with it) is over once a build
+    // of its own has taken the list's build lock after it.
+    for builder in &builders {
+        let _ = builder.publisher.build_list(0).await;
+    }
+    let agents: Vec<Agent> = replicas.iter().map(|r| agent_of(r, &public_key)).collect();
+    let mut history: Vec<Vec<u64>> = vec![Vec::new(); agents.len()];
+    let mut published = 0u64;
+    let mut round = 0;
+    let mut outcomes = std::collections::BTreeMap::new();
+    while published < GENERATIONS {
+        round += 1;
+        assert!(
+            round < 2 * GENERATIONS as usize,
+            "{published} generations in {round} rounds"
+        );
+        let added = format!("https://generation-{round}.example/phish");
+        let mut text = std::fs::read_to_string(&feed).unwrap();
+        text.push_str(&added);
+        text.push('\n');
+        std::fs::write(&feed, text).unwrap();
+        // Both builders build at once: the lease lets one build, the
+        // conditional writes let one publish.
+        let (a, b) = tokio::join!(
+            builders[0].publisher.build_list(0),
+            builders[1].publisher.build_list(0)
+        );
+        for outcome in [&a, &b] {
+            let kind = match &outcome.result {
+                Ok(_) => "published",
+                Err(blocksieve_publisher::Error::LeaseHeld { .. }) => "skipped",
+                Err(blocksieve_publisher::Error::Superseded { .. }) => "superseded",
+                Err(e) => panic!("a build failed: {e}"),
+            };
+            *outcomes.entry(kind).or_insert(0) += 1;
+        }
+        let versions: Vec<u64> = [&a, &b]
+            .iter()
+            .filter_map(|o| o.result.as_ref().ok().copied())
+            .collect();
+        assert!(versions.len() <= 1, "two publishes of one round: {a:?} {b:?}");
+        let Some(&version) = versions.first() else {
+            continue;
+        };
+        published = store.latest().unwrap().unwrap().pointer.generation;
+        for replica in &replicas {
+            wait_for_version(replica, version, FOLLOW).await;
+        }
+        for (agent, history) in agents.iter().zip(&mut history) {
+            assert!(agent.update().await.unwrap().is_complete());
+            history.push(agent.snapshot_version("phishing").unwrap());
+            assert!(
+                agent.check_url(&added).await.unwrap().is_unsafe(),
+                "{added} at version {version}"
+            );
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let seen = watcher.join().unwrap();
+    for history in &history {
+        assert!(history.windows(2).all(|w| w[0] < w[1]), "{history:?}");
+        assert!(history.len() as u64 >= GENERATIONS - 4, "{history:?}");
+    }
+    assert!(seen.len() > 1, "the watcher saw {seen:?}");
+    eprintln!(
+        "{published} generations in {round} rounds; builds: {outcomes:?}; the watcher loaded {} distinct latest generations",
+        seen.len()
+    );
+    // Every replica answers the same bytes and ETag for the latest.
+    let answers: Vec<_> = futures_join_all(replicas.iter().map(|r| latest_of(r))).await;
+    assert!(answers.windows(2).all(|w| w[0] == w[1]), "replicas differ");
+}
+
+async fn latest_of(server: &RunningPublisher) -> (u64, String, Vec<u8>) {
+    latest(&server.base_url()).await
+}
+
+async fn futures_join_all<F: std::future::Future>(futures: impl Iterator<Item = F>) -> Vec<F::Output> {
+    let mut out = Vec::new();
+    for f in futures {
+        out.push(f.await);
+    }
+    out
+}
