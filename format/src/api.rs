@@ -106,6 +106,23 @@ pub struct ListStatus {
     pub snapshot: Option<SnapshotStatus>,
     /// The outcome of the most recent build attempt, if any since start.
     pub last_build: Option<BuildStatus>,
+    /// How following the object store goes, for a replica (or a builder
+    /// on a store); absent for a publisher on a data directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store: Option<StoreStatus>,
+}
+
+/// A replica's view of the object store it follows for one list.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoreStatus {
+    /// Whether the last check reached the store. `false` while it cannot:
+    /// the served snapshot is the last one loaded, and may be behind.
+    pub reachable: bool,
+    /// When a check last reached the store, Unix seconds (`None`: never
+    /// since start).
+    pub last_checked_at: Option<u64>,
+    /// The latest generation loaded from the store, if any.
+    pub generation: Option<u64>,
 }
 
 /// The snapshot currently served for a list.

@@ -147,6 +147,7 @@ impl Publisher {
                 name: list.name.clone(),
                 current: ArcSwapOption::empty(),
                 last_build: Mutex::new(None),
+                store_status: Mutex::new(None),
                 store: ListStore::open(storage.clone(), &list.name, config.keep_versions)?,
             };
             if config.role.builds()

@@ -99,7 +99,9 @@ impl Follower {
         let state = Arc::clone(&self.state);
         let mut reachable = true;
         for (index, slot) in state.lists.iter().enumerate() {
-            if let Err(e) = self.poll_list(index, slot) {
+            let checked = self.poll_list(index, slot);
+            slot.checked(checked.is_ok());
+            if let Err(e) = checked {
                 reachable = false;
                 if self.reachable != Some(false) {
                     tracing::warn!(list = %slot.name, error = %e, "store unreachable; serving what is loaded, trying again with backoff");
@@ -163,6 +165,7 @@ impl Follower {
                 reason: e.to_string(),
             })?;
         if let Some(loaded) = stored.generation {
+            slot.loaded_generation(loaded);
             if loaded < generation {
                 // Walked back past it: the pointed generation did not load.
                 followed.rejected.insert(generation);
@@ -238,6 +241,7 @@ mod tests {
             name: "phishing".to_owned(),
             current: arc_swap::ArcSwapOption::empty(),
             last_build: std::sync::Mutex::new(None),
+            store_status: std::sync::Mutex::new(None),
             store: ListStore::open(storage.clone(), "phishing", 5).unwrap(),
         };
         let state = AppState {

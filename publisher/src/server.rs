@@ -380,6 +380,7 @@ async fn lists(State(state): State<Arc<AppState>>) -> Json<ListsResponse> {
             name: slot.name.clone(),
             snapshot: slot.current.load().as_deref().map(snapshot_status),
             last_build: slot.last_build.lock().map(|g| g.clone()).unwrap_or(None),
+            store: slot.store_status.lock().map(|g| g.clone()).unwrap_or(None),
         })
         .collect();
     Json(ListsResponse { lists })

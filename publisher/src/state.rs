@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use arc_swap::ArcSwapOption;
 use axum::body::Bytes;
-use blocksieve_format::api::BuildStatus;
+use blocksieve_format::api::{BuildStatus, StoreStatus};
 use blocksieve_format::{FullHash, RequestPrefix, SnapshotHeader};
 
 use crate::generations::ListStore;
@@ -56,8 +56,11 @@ pub struct ListSlot {
     pub current: ArcSwapOption<Published>,
     /// The outcome of the last build attempt.
     pub last_build: Mutex<Option<BuildStatus>>,
-    /// Where its versions live on disk (for the immutable version URLs).
+    /// Where its generations are stored (for the immutable version URLs).
     pub store: ListStore,
+    /// How following the object store goes (`None` when nothing follows
+    /// it: a publisher on a data directory).
+    pub store_status: Mutex<Option<StoreStatus>>,
 }
 
 impl ListSlot {
@@ -91,6 +94,39 @@ impl ListSlot {
             metrics.snapshot_served(&self.name, version, count, bytes);
         }
         swapped
+    }
+}
+
+impl ListSlot {
+    /// Records a check of the store (for `/v1/lists`): whether it was
+    /// reached, and when.
+    pub fn checked(&self, reachable: bool) {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        if let Ok(mut status) = self.store_status.lock() {
+            let status = status.get_or_insert(StoreStatus {
+                reachable,
+                last_checked_at: None,
+                generation: None,
+            });
+            status.reachable = reachable;
+            if reachable {
+                status.last_checked_at = Some(now);
+            }
+        }
+    }
+
+    /// Records the generation loaded from the store (for `/v1/lists`).
+    pub fn loaded_generation(&self, generation: u64) {
+        if let Ok(mut status) = self.store_status.lock() {
+            let status = status.get_or_insert(StoreStatus {
+                reachable: true,
+                last_checked_at: None,
+                generation: None,
+            });
+            status.generation = Some(status.generation.map_or(generation, |g| g.max(generation)));
+        }
     }
 }
 

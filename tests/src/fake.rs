@@ -383,6 +383,7 @@ async fn lists(State(state): Shared) -> Json<ListsResponse> {
                     Served::Status(_) | Served::RetryAfter(..) | Served::NotBuilt => None,
                 },
                 last_build: None,
+                store: None,
             })
             .collect(),
     })

@@ -242,6 +242,19 @@ async fn a_replica_keeps_serving_what_it_loaded_when_the_store_goes_away() {
     // The replica notices, and keeps serving.
     wait_for_metric(&replica, "blocksieve_replica_store_reachable 0", READY).await;
     assert_eq!(status(&replica.base_url(), "/readyz").await, 200);
+    // `/v1/lists` flags it too: the store is not reached, since when, and
+    // which generation serves.
+    let lists: blocksieve_format::api::ListsResponse =
+        reqwest::get(format!("{}{}", replica.base_url(), routes::LISTS))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+    let store = lists.lists[0].store.clone().expect("a replica's store status");
+    assert!(!store.reachable, "{store:?}");
+    assert!(store.last_checked_at.is_some(), "{store:?}");
+    assert_eq!(store.generation, Some(1), "{store:?}");
     let after = latest(&replica.base_url()).await;
     assert_eq!((after.0, &after.1), (before.0, &before.1));
     assert!(after.2 == before.2, "the snapshot changed");
