@@ -241,8 +241,8 @@ impl Confirmer {
                     lock(&self.backoff).on_success();
                     let sorted = prefix::sort_answers(&plan.real, &answer, &self.lists);
                     let duration = Duration::from_secs(answer.answer.cache_duration_s);
-                    // Noise results and padding on other lists go now, before
-                    // the cache is touched.
+                    // The answer as read, noise results and unsubscribed
+                    // lists included, goes before the cache is touched.
                     drop(answer);
                     Counters::add(&self.shared.counters.ignored_full_hashes, sorted.ignored as u64);
                     let now = self.shared.now();
