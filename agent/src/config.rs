@@ -36,7 +36,8 @@ pub const MAX_SNAPSHOT_BYTES_LIMIT: u64 = 4 * 1024 * 1024 * 1024;
 
 /// The default for [`AgentBuilder::full_hash_cache_bytes`]: 4 MiB. An
 /// answer costs 32 bytes per full hash listed under its request prefix,
-/// about 90 bytes per list among them and about 170 bytes of bookkeeping:
+/// 48 bytes per list among them (list names are shared, not copied per
+/// answer), 16 bytes for its table of lists and 168 bytes of bookkeeping:
 /// the budget holds some 600 answers under 12-bit request prefixes of an
 /// 840,000-entry list (about 205 full hashes, 6.8 KB each), or about 25,000
 /// misses. A URL check whose answer was evicted costs one more full-hash

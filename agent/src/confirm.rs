@@ -3,8 +3,12 @@
 //! request already in flight for the same prefix (single flight), or from
 //! new `POST /v1/hashes:search` requests with noise prefixes, paused while
 //! the full-hash backoff says so. The answer comes in binary or JSON
-//! ([`http::search_full_hashes`] reads either); both arrive here as one
-//! [`FullHashSearchResponse`].
+//! ([`http::search_full_hashes`] reads either); both arrive here in one
+//! compact form, a [`SearchAnswer`] (32 bytes and a list index per full
+//! hash), sorted into the cached [`ListedHashes`] whose list names are the
+//! confirmer's own.
+//!
+//! [`ListedHashes`]: crate::engine::cache::ListedHashes
 //!
 //! The get-hash half of the protocol, as Chromium's
 //! `V4GetHashProtocolManager` is: it owns the cache, the in-flight map and
@@ -17,13 +21,13 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use blocksieve_format::api::{FullHashSearchRequest, FullHashSearchResponse, routes};
+use blocksieve_format::api::{FullHashSearchRequest, routes};
 use tokio::sync::watch;
 
 use crate::Error;
 use crate::engine::cache::FullHashCache;
 use crate::engine::lookup::Answer;
-use crate::engine::prefix::{self, PlannedRequest, RequestPrefix};
+use crate::engine::prefix::{self, PlannedRequest, RequestPrefix, SearchAnswer};
 use crate::engine::schedule::FullHashBackoff;
 use crate::http;
 use crate::shared::{Shared, lock};
@@ -54,8 +58,9 @@ struct Cache {
 /// The full-hash side of an agent: cache, single flight and backoff.
 #[derive(Debug)]
 pub(crate) struct Confirmer {
-    /// The subscribed lists: full hashes listed on others are dropped.
-    lists: Vec<String>,
+    /// The subscribed lists: full hashes listed on others are dropped. The
+    /// one copy of each name, shared by every cached answer.
+    lists: Vec<Arc<str>>,
     /// Random prefixes added to each request.
     noise_prefixes: usize,
     /// Answers by request prefix, misses included, for their cache
@@ -80,7 +85,7 @@ impl Confirmer {
         shared: Arc<Shared>,
     ) -> Self {
         Self {
-            lists,
+            lists: lists.iter().map(|l| Arc::from(l.as_str())).collect(),
             noise_prefixes,
             cache: Mutex::new(Cache {
                 answers: FullHashCache::new(cache_bytes),
@@ -232,18 +237,14 @@ impl Confirmer {
             }
             Counters::bump(&self.shared.counters.full_hash_requests);
             match self.search(&plan, versions).await {
-                Ok(response) => {
+                Ok(answer) => {
                     lock(&self.backoff).on_success();
-                    let sorted = prefix::sort_answers(
-                        &plan.real,
-                        response
-                            .results
-                            .iter()
-                            .map(|r| (r.prefix.as_str(), r.matches.as_slice())),
-                        |list| self.lists.iter().any(|l| l == list),
-                    );
+                    let sorted = prefix::sort_answers(&plan.real, &answer, &self.lists);
+                    let duration = Duration::from_secs(answer.answer.cache_duration_s);
+                    // The answer as read, noise results and unsubscribed
+                    // lists included, goes before the cache is touched.
+                    drop(answer);
                     Counters::add(&self.shared.counters.ignored_full_hashes, sorted.ignored as u64);
-                    let duration = Duration::from_secs(response.cache_duration_s);
                     let now = self.shared.now();
                     let mut cache = lock(&self.cache);
                     let current = cache.versions == *versions;
@@ -283,11 +284,7 @@ impl Confirmer {
     /// One `POST /v1/hashes:search`, each base URL in turn, asking for
     /// answers at least as new as `versions` (a server behind answers `503`
     /// and the next one is asked).
-    async fn search(
-        &self,
-        plan: &PlannedRequest,
-        versions: &Versions,
-    ) -> Result<FullHashSearchResponse, Error> {
+    async fn search(&self, plan: &PlannedRequest, versions: &Versions) -> Result<SearchAnswer, Error> {
         let request = FullHashSearchRequest {
             prefixes: plan.prefixes.iter().map(ToString::to_string).collect(),
             min_versions: versions.clone(),

@@ -6,8 +6,8 @@
 use std::time::{Duration, SystemTime};
 
 use blocksieve_format::api::{
-    ErrorResponse, FULL_HASHES_ACCEPT, FullHashAnswer, FullHashSearchRequest, FullHashSearchResponse,
-    ListsResponse, is_full_hashes_content_type,
+    ErrorResponse, FULL_HASHES_ACCEPT, FullHashSearchRequest, FullHashSearchResponse, ListsResponse,
+    is_full_hashes_content_type,
 };
 use reqwest::StatusCode;
 use reqwest::header::{
@@ -16,6 +16,7 @@ use reqwest::header::{
 
 use crate::Error;
 use crate::engine::clock::server_time;
+use crate::engine::prefix::SearchAnswer;
 use crate::engine::schedule::{parse_next_check, parse_retry_after};
 
 use blocksieve_format::api::NEXT_CHECK_HEADER as NEXT_CHECK;
@@ -145,18 +146,18 @@ pub(crate) async fn fetch_snapshot(
 
 /// `POST {url}` (`/v1/hashes:search`) with `request` as JSON, asking for
 /// the binary answer ([`FULL_HASHES_ACCEPT`]) and reading the one that
-/// comes by its `Content-Type`: binary ([`FullHashAnswer::decode`]) or
-/// JSON (a publisher older than the binary answer), both as a
-/// [`FullHashSearchResponse`] within [`MAX_SEARCH_RESPONSE_BYTES`]. The
-/// caller decides what of it to believe. `date` receives the publisher's
-/// clock from any response that came back.
+/// comes by its `Content-Type` within [`MAX_SEARCH_RESPONSE_BYTES`]:
+/// binary ([`SearchAnswer::from_binary`]) or JSON (a publisher older than
+/// the binary answer; [`SearchAnswer::from_json`]), both into the one
+/// compact [`SearchAnswer`]. The caller decides what of it to believe.
+/// `date` receives the publisher's clock from any response that came back.
 pub(crate) async fn search_full_hashes(
     client: &reqwest::Client,
     url: &str,
     request: &FullHashSearchRequest,
     now: SystemTime,
     date: &mut Option<SystemTime>,
-) -> Result<FullHashSearchResponse, Error> {
+) -> Result<SearchAnswer, Error> {
     let body = serde_json::to_vec(request).map_err(|e| Error::UnexpectedResponse {
         url: url.to_owned(),
         reason: format!("cannot encode request: {e}"),
@@ -179,18 +180,20 @@ pub(crate) async fn search_full_hashes(
         .and_then(|v| v.to_str().ok())
         .is_some_and(is_full_hashes_content_type);
     let bytes = read_limited(response, url, MAX_SEARCH_RESPONSE_BYTES).await?;
-    if binary {
-        return FullHashAnswer::decode(&bytes)
-            .map(FullHashSearchResponse::from)
-            .map_err(|e| Error::UnexpectedResponse {
-                url: url.to_owned(),
-                reason: format!("invalid full-hash answer: {e}"),
-            });
-    }
-    serde_json::from_slice(&bytes).map_err(|e| Error::UnexpectedResponse {
+    let invalid = |e| Error::UnexpectedResponse {
         url: url.to_owned(),
-        reason: format!("invalid JSON: {e}"),
-    })
+        reason: format!("invalid full-hash answer: {e}"),
+    };
+    if binary {
+        return SearchAnswer::from_binary(&bytes).map_err(invalid);
+    }
+    let json: FullHashSearchResponse =
+        serde_json::from_slice(&bytes).map_err(|e| Error::UnexpectedResponse {
+            url: url.to_owned(),
+            reason: format!("invalid JSON: {e}"),
+        })?;
+    drop(bytes);
+    SearchAnswer::from_json(json).map_err(invalid)
 }
 
 /// `GET {url}` for the publisher's list of threat lists.
@@ -350,7 +353,10 @@ mod tests {
 
     #[tokio::test]
     async fn search_answers_are_read_by_their_content_type() {
-        use blocksieve_format::api::{FULL_HASHES_CONTENT_TYPE, ListedFullHash, PrefixAnswer};
+        use blocksieve_format::api::{
+            FULL_HASHES_CONTENT_TYPE, FullHashAnswer, IndexedAnswer, IndexedFullHash, IndexedPrefixAnswer,
+            ListedFullHash, PrefixAnswer,
+        };
         use blocksieve_format::{FullHash, RequestPrefix};
 
         let client = client(
@@ -375,7 +381,22 @@ mod tests {
                 }],
             }],
         };
-        let expected = FullHashSearchResponse::from(answer.clone());
+        // Either encoding, the same compact answer: the list named once, the
+        // full hash as bytes.
+        let expected = SearchAnswer {
+            answer: IndexedAnswer {
+                cache_duration_s: 60,
+                lists: vec!["malware".to_owned()],
+                results: vec![IndexedPrefixAnswer {
+                    prefix,
+                    matches: vec![IndexedFullHash {
+                        list: 0,
+                        full_hash: h,
+                    }],
+                }],
+            },
+            unreadable: Vec::new(),
+        };
         let search = |url: String| {
             let client = client.clone();
             let request = request.clone();
@@ -395,7 +416,7 @@ mod tests {
         );
 
         // JSON, from a publisher without the binary answer.
-        let json = serde_json::to_vec(&expected).unwrap();
+        let json = serde_json::to_vec(&FullHashSearchResponse::from(answer.clone())).unwrap();
         let (url, _) = one_answer("application/json", json).await;
         assert_eq!(search(url).await.unwrap(), expected);
 

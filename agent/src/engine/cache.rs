@@ -13,12 +13,14 @@
 //! is set by the list, not by the agent: under a 12-bit request prefix an
 //! 840,000-entry list has about 205 full hashes, under a 32-bit one most
 //! answers are empty. Each answer is stored compactly ([`ListedHashes`]: the
-//! full hashes of a list in one sorted boxed slice, the list's name once)
-//! and accounted at what it holds on the heap plus the cache's bookkeeping
-//! ([`FullHashCache::bytes`]); least recently used answers are evicted
-//! (the `lru` crate) until the total is back within the budget, and an
-//! answer larger than the whole budget is not cached. Cache durations are
-//! capped at [`MAX_CACHE_DURATION`].
+//! full hashes of a list in one sorted boxed slice, the list's name shared
+//! with the agent's subscriptions) and accounted at what it holds on the
+//! heap plus the cache's bookkeeping ([`FullHashCache::bytes`]): an answer
+//! of n full hashes on one list costs 32 n + 64 bytes and 168 bytes of
+//! bookkeeping (on 64-bit targets), a cached miss only the latter. Least
+//! recently used answers are evicted (the `lru` crate) until the total is
+//! back within the budget, and an answer larger than the whole budget is
+//! not cached. Cache durations are capped at [`MAX_CACHE_DURATION`].
 
 use std::mem::size_of;
 use std::sync::Arc;
@@ -43,10 +45,14 @@ const ALLOCATION_OVERHEAD_BYTES: usize = 16;
 /// full-hash request, as cached. Empty for a prefix under which nothing is
 /// listed (a miss).
 ///
-/// Stored compactly, for the cache's sake: per threat list, its name once
-/// and its full hashes (32 bytes each) sorted in one boxed slice, so a
-/// lookup is a binary search and an answer of n full hashes on one list
-/// takes about 32 n bytes ([`ListedHashes::heap_bytes`]).
+/// Stored compactly, for the cache's sake: per threat list, its name
+/// (an `Arc<str>`: answers made by [`sort_answers`] share the agent's one
+/// copy of each subscribed list's name) and its full hashes (32 bytes each)
+/// sorted in one boxed slice, so a lookup is a binary search and an answer
+/// of n full hashes on one list takes 32 n + 64 bytes
+/// ([`ListedHashes::heap_bytes`]).
+///
+/// [`sort_answers`]: crate::engine::prefix::sort_answers
 ///
 /// ```
 /// use blocksieve_agent::engine::cache::ListedHashes;
@@ -70,8 +76,8 @@ pub struct ListedHashes {
 /// The full hashes listed on one threat list under a request prefix.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct OnList {
-    /// The threat list's name.
-    list: Box<str>,
+    /// The threat list's name, shared: not a copy per answer.
+    list: Arc<str>,
     /// Its listed full hashes, sorted and distinct: a lookup is a binary
     /// search.
     hashes: Box<[FullHash]>,
@@ -79,24 +85,36 @@ struct OnList {
 
 impl ListedHashes {
     /// The answer listing each `(list, full hash)` pair, in any order;
-    /// repeated pairs are kept once.
-    pub fn new<'a>(pairs: impl IntoIterator<Item = (&'a str, FullHash)>) -> Self {
+    /// repeated pairs are kept once. Each list's name is kept as the first
+    /// pair gave it: an `Arc<str>` is shared, a `&str` copied once per list.
+    pub fn new<L>(pairs: impl IntoIterator<Item = (L, FullHash)>) -> Self
+    where
+        L: AsRef<str> + Into<Arc<str>>,
+    {
         // Few lists per answer (only subscribed ones reach here), many full
         // hashes: a linear search over the lists is the cheap part.
-        let mut groups: Vec<(&str, Vec<FullHash>)> = Vec::new();
+        let mut groups: Vec<(L, Vec<FullHash>)> = Vec::new();
         for (list, hash) in pairs {
-            match groups.iter_mut().find(|(l, _)| *l == list) {
+            match groups.iter_mut().find(|(l, _)| l.as_ref() == list.as_ref()) {
                 Some((_, hashes)) => hashes.push(hash),
                 None => groups.push((list, vec![hash])),
             }
         }
-        let by_list = groups
+        Self::from_lists(groups.into_iter().map(|(list, hashes)| (list.into(), hashes)))
+    }
+
+    /// The answer listing, per threat list, its full hashes in any order;
+    /// each list appears once. Repeated full hashes are kept once; a
+    /// vector with room for exactly its full hashes and none repeated
+    /// becomes the stored slice without a copy.
+    pub(crate) fn from_lists(lists: impl IntoIterator<Item = (Arc<str>, Vec<FullHash>)>) -> Self {
+        let by_list = lists
             .into_iter()
             .map(|(list, mut hashes)| {
                 hashes.sort_unstable();
                 hashes.dedup();
                 OnList {
-                    list: Box::from(list),
+                    list,
                     hashes: hashes.into_boxed_slice(),
                 }
             })
@@ -130,9 +148,14 @@ impl ListedHashes {
         self.by_list.iter().all(|on| on.hashes.is_empty())
     }
 
-    /// What this answer holds on the heap, in bytes: the full hashes,
-    /// the list names, the per-list table, and the allocator's overhead of
-    /// each of these allocations.
+    /// What this answer holds on the heap, in bytes: the full hashes and
+    /// the per-list table (a name and a slice, 32 bytes a list), with the
+    /// allocator's overhead of each allocation — 32 n + 64 bytes for n full
+    /// hashes on one list, 0 for a miss. The list names are not counted:
+    /// they are shared (answers made by
+    /// [`sort_answers`](crate::engine::prefix::sort_answers) share the
+    /// agent's one copy of each subscribed list's name, whatever the cache
+    /// holds).
     pub fn heap_bytes(&self) -> usize {
         let table = if self.by_list.is_empty() {
             0
@@ -140,7 +163,7 @@ impl ListedHashes {
             self.by_list.len() * size_of::<OnList>() + ALLOCATION_OVERHEAD_BYTES
         };
         self.by_list.iter().fold(table, |total, on| {
-            total + on.list.len() + on.hashes.len() * size_of::<FullHash>() + 2 * ALLOCATION_OVERHEAD_BYTES
+            total + on.hashes.len() * size_of::<FullHash>() + ALLOCATION_OVERHEAD_BYTES
         })
     }
 }
@@ -166,6 +189,7 @@ struct Entry {
 /// allocation), its hash table slot (two pointers and a control byte, at a
 /// load factor that can be as low as one half: four words), and the `Arc`
 /// around the answer (two counts and the [`ListedHashes`], one allocation).
+/// On 64-bit targets, 168 bytes: all a cached miss costs.
 const ENTRY_OVERHEAD_BYTES: usize = size_of::<RequestPrefix>()
     + size_of::<Entry>()
     + 2 * size_of::<usize>()
@@ -348,7 +372,7 @@ mod tests {
         assert!(l.contains(&a, "malware") && l.contains(&c, "malware") && !l.contains(&b, "malware"));
         assert!(l.contains(&b, "phishing") && !l.contains(&c, "phishing"));
         assert!(!l.contains(&a, "social"));
-        let miss = ListedHashes::new([]);
+        let miss = ListedHashes::new::<&str>([]);
         assert!(miss.is_empty() && miss.heap_bytes() == 0);
         assert_eq!((miss.len(), miss), (0, ListedHashes::default()));
     }
@@ -378,6 +402,11 @@ mod tests {
             (150..=190).contains(&ENTRY_OVERHEAD_BYTES),
             "{ENTRY_OVERHEAD_BYTES}"
         );
+        // The figures of the module docs, on 64-bit targets.
+        if cfg!(target_pointer_width = "64") {
+            assert_eq!(ENTRY_OVERHEAD_BYTES, 168);
+            assert_eq!(bucket.heap_bytes(), 205 * 32 + 64);
+        }
         assert!((22_000..=28_000).contains(&(budget / ENTRY_OVERHEAD_BYTES)));
     }
 

@@ -24,7 +24,9 @@
 //! 4. those prefixes → the [`FullHashCache`](cache::FullHashCache), the
 //!    [`FullHashBackoff`](schedule::FullHashBackoff), and for the rest
 //!    [`prefix::plan_requests`] (noise, shuffling, chunks) → the response,
-//!    read by [`prefix::sort_answers`] and cached;
+//!    binary or JSON, read into one compact
+//!    [`SearchAnswer`](prefix::SearchAnswer), sorted by
+//!    [`prefix::sort_answers`] and cached;
 //! 5. the answers → [`lookup::decide`] → a [`Verdict`](lookup::Verdict).
 //!
 //! | module | decides |
@@ -32,7 +34,7 @@
 //! | [`accept`] | whether downloaded or cached snapshot bytes may replace the filter in use: [`blocksieve_format::decode_ignoring_expiry`] (signature, limits, layout), list name, and the persisted [`VersionFloor`](accept::VersionFloor) against rollback — expiry only marks a snapshot stale; how the floor is persisted ([`ListRecord`](accept::ListRecord)) |
 //! | [`clock`] | how far this agent's clock is from the publisher's ([`ClockSkew`](clock::ClockSkew)), from the `Date` of its responses, for the status only |
 //! | [`schedule`] | when to check for the next snapshot: initial jitter, the publisher's next-check hint, exponential backoff with full jitter after failures, `Retry-After` |
-//! | [`prefix`] | which hash prefixes a full-hash request carries: the shortened [`RequestPrefix`](prefix::RequestPrefix)es of the real hits plus shuffled noise, in chunks |
+//! | [`prefix`] | which hash prefixes a full-hash request carries: the shortened [`RequestPrefix`](prefix::RequestPrefix)es of the real hits plus shuffled noise, in chunks; and what of the answer ([`SearchAnswer`](prefix::SearchAnswer), either encoding) to believe |
 //! | [`cache`] | how long a full-hash answer may be reused ([`FullHashCache`](cache::FullHashCache), Safe Browsing v5 semantics: per requested prefix, misses included) and which answers to keep within the cache's byte budget ([`ListedHashes`](cache::ListedHashes), least recently used evicted first) |
 //! | [`lookup`] | which expressions of a URL hit the local filters ([`LocalLookup`](lookup::LocalLookup)) and the [`Verdict`](lookup::Verdict) once the full hashes are known |
 //!

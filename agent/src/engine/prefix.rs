@@ -17,14 +17,23 @@
 //!   prefix it is listed under is ignored: it cannot be about anything the
 //!   agent asked.
 //!
+//! An answer comes in binary or JSON; both are read into one compact form,
+//! a [`SearchAnswer`] (32 bytes and a list index per full hash, each list
+//! named once), which [`sort_answers`] sorts into the cached
+//! [`ListedHashes`].
+//!
 //! A request holds at most [`MAX_PREFIXES_PER_REQUEST`] prefixes (the
 //! publisher's limit); [`plan_requests`] splits larger sets.
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 
 use blocksieve_format::FullHash;
 pub use blocksieve_format::RequestPrefix;
-use blocksieve_format::api::FullHashMatch;
+use blocksieve_format::api::{
+    AnswerError, FullHashSearchResponse, IndexedAnswer, IndexedFullHash, IndexedPrefixAnswer,
+    MAX_ANSWER_LISTS,
+};
 use rand::Rng;
 use rand::seq::SliceRandom;
 
@@ -103,6 +112,93 @@ pub fn plan_requests(real: &[RequestPrefix], noise: usize, rng: &mut impl Rng) -
         .collect()
 }
 
+/// The answer to one full-hash request as the agent reads it, whichever
+/// encoding it came in: an [`IndexedAnswer`], each full hash as its 32
+/// bytes and a one-byte index into the answer's table of list names — a
+/// binary answer as decoded ([`SearchAnswer::from_binary`]), a JSON one
+/// converted ([`SearchAnswer::from_json`]), never the other way round.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SearchAnswer {
+    /// The answer: the cache duration, the list table, and per requested
+    /// prefix its full hashes.
+    pub answer: IndexedAnswer,
+    /// For each full hash of a JSON answer that is not 64 hex digits, the
+    /// prefix it was listed under: it is dropped, and [`sort_answers`]
+    /// counts it as ignored if that prefix was asked. Empty for a binary
+    /// answer, which has no such full hash.
+    pub unreadable: Vec<RequestPrefix>,
+}
+
+impl SearchAnswer {
+    /// Reads a binary full-hash answer ([`IndexedAnswer::decode`]).
+    ///
+    /// # Errors
+    ///
+    /// The [`AnswerError`] of the first field that is wrong.
+    pub fn from_binary(bytes: &[u8]) -> Result<Self, AnswerError> {
+        IndexedAnswer::decode(bytes).map(|answer| Self {
+            answer,
+            unreadable: Vec::new(),
+        })
+    }
+
+    /// Converts a JSON full-hash answer, as [`sort_answers`] reads it:
+    /// results whose prefix is not a request prefix are dropped (they
+    /// cannot answer a request), full hashes that are not 64 hex digits are
+    /// dropped and noted in [`SearchAnswer::unreadable`], list names are
+    /// kept once each. A full hash that does not start with its prefix is
+    /// kept: [`sort_answers`] ignores it.
+    ///
+    /// # Errors
+    ///
+    /// [`AnswerError::TooMany`] (`list_count`) when the matches name more
+    /// than [`MAX_ANSWER_LISTS`] threat lists, the limit of a binary
+    /// answer: a list index is one byte.
+    pub fn from_json(json: FullHashSearchResponse) -> Result<Self, AnswerError> {
+        let mut lists: Vec<String> = Vec::new();
+        let mut unreadable = Vec::new();
+        let mut results = Vec::with_capacity(json.results.len());
+        for result in json.results {
+            let Ok(prefix) = result.prefix.parse::<RequestPrefix>() else {
+                continue;
+            };
+            let mut matches = Vec::with_capacity(result.matches.len());
+            for m in result.matches {
+                let Ok(full_hash) = FullHash::from_hex(&m.full_hash) else {
+                    unreadable.push(prefix);
+                    continue;
+                };
+                let list = match lists.iter().position(|l| *l == m.list) {
+                    Some(index) => index,
+                    None if lists.len() < MAX_ANSWER_LISTS => {
+                        lists.push(m.list);
+                        lists.len() - 1
+                    }
+                    None => {
+                        return Err(AnswerError::TooMany {
+                            field: "list_count",
+                            count: lists.len() as u64 + 1,
+                            max: MAX_ANSWER_LISTS as u64,
+                        });
+                    }
+                };
+                // Below MAX_ANSWER_LISTS (64): fits in a byte.
+                let list = u8::try_from(list).unwrap_or(u8::MAX);
+                matches.push(IndexedFullHash { list, full_hash });
+            }
+            results.push(IndexedPrefixAnswer { prefix, matches });
+        }
+        Ok(Self {
+            answer: IndexedAnswer {
+                cache_duration_s: json.cache_duration_s,
+                lists,
+                results,
+            },
+            unreadable,
+        })
+    }
+}
+
 /// The useful part of a full-hash answer for the real prefixes of one
 /// request.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -118,35 +214,52 @@ pub struct Answers {
     pub ignored: usize,
 }
 
-/// Sorts a full-hash answer (`(prefix, matches)` per result, as in
-/// `{"results": [{"prefix", "matches"}]}`) by the `real` prefixes of the
-/// request. Results for prefixes that were not asked for (noise, or
-/// anything else) are dropped; so are matches on lists `subscribed`
-/// rejects, and full hashes that do not start with their result's prefix.
-pub fn sort_answers<'a>(
-    real: &[RequestPrefix],
-    results: impl IntoIterator<Item = (&'a str, &'a [FullHashMatch])>,
-    subscribed: impl Fn(&str) -> bool,
-) -> Answers {
+/// The full hashes of one asked prefix, per subscribed list, while an
+/// answer is sorted.
+type Bucket = Vec<(Arc<str>, Vec<FullHash>)>;
+
+/// Sorts a full-hash answer by the `real` prefixes of the request. Results
+/// for prefixes that were not asked for (noise, or anything else) are
+/// dropped; so are matches on lists other than the `subscribed` ones, and
+/// full hashes that do not start with their result's prefix. The listed
+/// full hashes share their list's name with `subscribed`: nothing is
+/// allocated per name, and per full hash only its 32 bytes.
+pub fn sort_answers(real: &[RequestPrefix], answer: &SearchAnswer, subscribed: &[Arc<str>]) -> Answers {
     let asked: BTreeSet<RequestPrefix> = real.iter().copied().collect();
-    let mut buckets: HashMap<RequestPrefix, Vec<(&str, FullHash)>> = HashMap::new();
-    let mut ignored = 0;
-    for (text, matches) in results {
-        let Ok(prefix) = text.parse::<RequestPrefix>() else {
-            continue;
-        };
+    // The answer's list table, each name looked up once among the
+    // subscribed lists.
+    let lists: Vec<Option<&Arc<str>>> = answer
+        .answer
+        .lists
+        .iter()
+        .map(|name| subscribed.iter().find(|s| ***s == **name))
+        .collect();
+    let mut buckets: HashMap<RequestPrefix, Bucket> = HashMap::new();
+    let mut ignored = answer.unreadable.iter().filter(|p| asked.contains(p)).count();
+    for result in &answer.answer.results {
+        let prefix = result.prefix;
         if !asked.contains(&prefix) {
             continue;
         }
         let bucket = buckets.entry(prefix).or_default();
-        for m in matches {
-            match FullHash::from_hex(&m.full_hash) {
-                Ok(hash) if prefix.matches(&hash) => {
-                    if subscribed(&m.list) {
-                        bucket.push((m.list.as_str(), hash));
-                    }
+        for m in &result.matches {
+            if !prefix.matches(&m.full_hash) {
+                ignored += 1;
+                continue;
+            }
+            let Some(list) = lists.get(usize::from(m.list)).copied().flatten() else {
+                continue;
+            };
+            match bucket.iter_mut().find(|(l, _)| Arc::ptr_eq(l, list)) {
+                Some((_, hashes)) => hashes.push(m.full_hash),
+                None => {
+                    // Room for every full hash of the result on this list,
+                    // so that the cached slice is this vector, not a copy.
+                    let on_list = result.matches.iter().filter(|n| n.list == m.list).count();
+                    let mut hashes = Vec::with_capacity(on_list);
+                    hashes.push(m.full_hash);
+                    bucket.push((Arc::clone(list), hashes));
                 }
-                _ => ignored += 1,
             }
         }
     }
@@ -154,7 +267,7 @@ pub fn sort_answers<'a>(
     Answers {
         by_prefix: buckets
             .into_iter()
-            .map(|(prefix, bucket)| (prefix, ListedHashes::new(bucket)))
+            .map(|(prefix, bucket)| (prefix, ListedHashes::from_lists(bucket)))
             .collect(),
         missing,
         ignored,
@@ -163,6 +276,7 @@ pub fn sort_answers<'a>(
 
 #[cfg(test)]
 mod tests {
+    use blocksieve_format::api::{FullHashAnswer, FullHashMatch, ListedFullHash, PrefixAnswer, PrefixResult};
     use rand::SeedableRng;
     use rand::rngs::StdRng;
 
@@ -284,6 +398,23 @@ mod tests {
         assert_eq!(plans[0].prefixes.len(), 256);
     }
 
+    fn subscribed(names: &[&str]) -> Vec<Arc<str>> {
+        names.iter().map(|n| Arc::from(*n)).collect()
+    }
+
+    /// The same answer in both encodings, as a publisher sends it.
+    fn both_encodings(answer: &FullHashAnswer) -> [SearchAnswer; 2] {
+        let binary = match SearchAnswer::from_binary(&answer.encode().unwrap()) {
+            Ok(a) => a,
+            Err(e) => panic!("{e}"),
+        };
+        let json = match SearchAnswer::from_json(FullHashSearchResponse::from(answer.clone())) {
+            Ok(a) => a,
+            Err(e) => panic!("{e}"),
+        };
+        [binary, json]
+    }
+
     #[test]
     fn answers_keep_only_asked_prefixes_matching_hashes_and_subscribed_lists() {
         let listed = FullHash::of(b"evil.example/");
@@ -305,19 +436,37 @@ mod tests {
                 list: "malware".into(),
             },
         ];
-        let other = vec![m(&FullHash::of(b"other/"), "malware")];
-        let p_text = p.to_string();
-        let unasked_text = unasked.to_string();
-        let real = vec![rp(&FullHash::of(b"missing/"), 32), p];
-        let answers = sort_answers(
-            &real,
-            [
-                (p_text.as_str(), p_matches.as_slice()),
-                (unasked_text.as_str(), other.as_slice()),
-                ("not hex", other.as_slice()),
+        let other = vec![
+            m(&FullHash::of(b"other/"), "malware"),
+            FullHashMatch {
+                full_hash: "not a hash either".into(),
+                list: "malware".into(),
+            },
+        ];
+        let result = |prefix: &str, matches: &[FullHashMatch]| PrefixResult {
+            prefix: prefix.to_owned(),
+            matches: matches.to_vec(),
+        };
+        let json = FullHashSearchResponse {
+            results: vec![
+                result(&p.to_string(), &p_matches),
+                result(&unasked.to_string(), &other),
+                result("not hex", &other),
             ],
-            |l| l == "malware",
-        );
+            cache_duration_s: 300,
+        };
+        let answer = match SearchAnswer::from_json(json) {
+            Ok(a) => a,
+            Err(e) => panic!("{e}"),
+        };
+        // Converted: the list names once, the unreadable full hashes noted
+        // under their prefix, the result with no request prefix dropped.
+        assert_eq!(answer.answer.lists, ["malware", "unsubscribed"]);
+        assert_eq!(answer.unreadable, [p, unasked]);
+        assert_eq!(answer.answer.results.len(), 2);
+        let real = vec![rp(&FullHash::of(b"missing/"), 32), p];
+        let lists = subscribed(&["phishing", "malware"]);
+        let answers = sort_answers(&real, &answer, &lists);
         assert_eq!(
             answers.by_prefix.get(&p),
             Some(&ListedHashes::new([("malware", listed)]))
@@ -325,6 +474,102 @@ mod tests {
         assert!(!answers.by_prefix.contains_key(&unasked));
         assert!(!answers.by_prefix.contains_key(&noise));
         assert_eq!(answers.missing, vec![rp(&FullHash::of(b"missing/"), 32)]);
+        // The foreign full hash and the unreadable one under `p`; not the
+        // unreadable one under the prefix nobody asked.
         assert_eq!(answers.ignored, 2);
+    }
+
+    #[test]
+    fn both_encodings_sort_to_the_same_answers_sharing_the_subscribed_names() {
+        let evil = FullHash::of(b"evil.example/");
+        let p = rp(&evil, 12);
+        let q = rp(&FullHash::of(b"quiet.example/"), 12);
+        let noise = rp(&FullHash::of(b"noise/"), 12);
+        // Padding: random full hashes under the prefix, on a real list.
+        let pad = |i: u8| {
+            let mut h = FullHash::of(&[i]).0;
+            h[..2].copy_from_slice(&evil.0[..2]);
+            FullHash(h)
+        };
+        let on = |list: &str, full_hash: FullHash| ListedFullHash {
+            full_hash,
+            list: list.to_owned(),
+        };
+        let answer = FullHashAnswer {
+            cache_duration_s: 60,
+            results: vec![
+                PrefixAnswer {
+                    prefix: noise,
+                    matches: vec![on("malware", FullHash::of(b"noise/"))],
+                },
+                PrefixAnswer {
+                    prefix: p,
+                    matches: vec![
+                        on("phishing", pad(1)),
+                        on("malware", evil),
+                        on("social", pad(2)),
+                        on("phishing", evil),
+                        on("phishing", pad(3)),
+                    ],
+                },
+                PrefixAnswer {
+                    prefix: q,
+                    matches: vec![],
+                },
+            ],
+        };
+        let lists = subscribed(&["malware", "phishing"]);
+        let [binary, json] = both_encodings(&answer);
+        assert_eq!(binary, json);
+        assert_eq!(binary.answer.lists, ["malware", "phishing", "social"]);
+        for read in [&binary, &json] {
+            let sorted = sort_answers(&[q, p], read, &lists);
+            assert_eq!((sorted.missing.len(), sorted.ignored), (0, 0));
+            assert_eq!(sorted.by_prefix.len(), 2);
+            let listed = &sorted.by_prefix[&p];
+            assert_eq!(listed.len(), 4);
+            assert!(listed.contains(&evil, "malware") && listed.contains(&evil, "phishing"));
+            assert!(!listed.contains(&pad(2), "social"));
+            assert!(sorted.by_prefix[&q].is_empty());
+            // The names are the subscribed ones, not copies.
+            for (name, _) in listed.iter() {
+                assert!(lists.iter().any(|l| std::ptr::eq(&**l, name)), "{name} copied");
+            }
+            // 32 bytes a full hash and two lists' table: nothing per name.
+            assert_eq!(listed.heap_bytes(), 4 * 32 + 2 * 32 + 3 * 16);
+        }
+    }
+
+    #[test]
+    fn a_json_answer_naming_more_lists_than_a_binary_one_can_is_refused() {
+        let h = FullHash::of(b"evil.example/");
+        let answer = |lists: usize| FullHashSearchResponse {
+            results: vec![PrefixResult {
+                prefix: rp(&h, 16).to_string(),
+                matches: (0..lists)
+                    .map(|i| FullHashMatch {
+                        full_hash: h.to_string(),
+                        list: format!("list-{i}"),
+                    })
+                    .collect(),
+            }],
+            cache_duration_s: 60,
+        };
+        let read = SearchAnswer::from_json(answer(MAX_ANSWER_LISTS));
+        assert!(read.is_ok_and(|a| {
+            a.answer.lists.len() == MAX_ANSWER_LISTS
+                && a.answer.results[0]
+                    .matches
+                    .last()
+                    .is_some_and(|m| usize::from(m.list) == MAX_ANSWER_LISTS - 1)
+        }));
+        assert_eq!(
+            SearchAnswer::from_json(answer(MAX_ANSWER_LISTS + 1)),
+            Err(AnswerError::TooMany {
+                field: "list_count",
+                count: MAX_ANSWER_LISTS as u64 + 1,
+                max: MAX_ANSWER_LISTS as u64,
+            })
+        );
     }
 }

@@ -9,6 +9,11 @@
 //! Decoding goes through the crate's one bounded reader; every count is
 //! checked against its maximum and the bytes left before anything is
 //! allocated.
+//!
+//! [`IndexedAnswer::decode`] reads the encoding as it is laid out — the
+//! list names once, each full hash with its list's index: 33 bytes a full
+//! hash, what a client keeps of an answer. [`FullHashAnswer::decode`] is the
+//! same reading, each full hash then given its list's name.
 
 use crate::hash::FullHash;
 use crate::reader::Reader;
@@ -70,6 +75,45 @@ pub struct ListedFullHash {
     pub full_hash: FullHash,
     /// The threat list it is on.
     pub list: String,
+}
+
+/// A full-hash answer as the binary encoding lays it out: the names of its
+/// threat lists once, in a table, and each listed full hash with the index
+/// of its list there. In memory a full hash takes 33 bytes (the full hash
+/// and a one-byte index), against a name of its own in a
+/// [`FullHashAnswer`]; a client reads answers this way
+/// ([`IndexedAnswer::decode`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexedAnswer {
+    /// How long, in seconds, the agent may cache every result, hits and
+    /// misses alike.
+    pub cache_duration_s: u64,
+    /// The threat lists the matches are on, each named once; a decoded
+    /// answer holds at most [`MAX_ANSWER_LISTS`] valid names
+    /// ([`crate::is_valid_list_name`]).
+    pub lists: Vec<String>,
+    /// One result per requested prefix, in request order.
+    pub results: Vec<IndexedPrefixAnswer>,
+}
+
+/// The bucket of one requested hash prefix in an [`IndexedAnswer`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexedPrefixAnswer {
+    /// The requested prefix.
+    pub prefix: RequestPrefix,
+    /// Every listed full hash that starts with it.
+    pub matches: Vec<IndexedFullHash>,
+}
+
+/// One listed full hash and the index of its threat list in
+/// [`IndexedAnswer::lists`]: 33 bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IndexedFullHash {
+    /// The index of the threat list it is on; below the length of the
+    /// answer's list table in a decoded answer.
+    pub list: u8,
+    /// The full hash.
+    pub full_hash: FullHash,
 }
 
 /// Why a binary full-hash answer could not be read (or written: the
@@ -239,8 +283,37 @@ impl FullHashAnswer {
         Ok(out)
     }
 
+    /// Reads a binary answer ([`IndexedAnswer::decode`]), each full hash
+    /// given its list's name.
+    ///
+    /// # Errors
+    ///
+    /// An [`AnswerError`] naming the first field that is wrong; never
+    /// panics, whatever the input.
+    pub fn decode(bytes: &[u8]) -> Result<Self, AnswerError> {
+        IndexedAnswer::decode(bytes).map(Self::from)
+    }
+
+    /// The JSON answer of `GET /v1/hashes/{prefix}`: the first result (an
+    /// empty bucket of `prefix` if there is none).
+    pub fn into_single(self, prefix: RequestPrefix) -> FullHashResponse {
+        let result = self.results.into_iter().next().unwrap_or(PrefixAnswer {
+            prefix,
+            matches: Vec::new(),
+        });
+        FullHashResponse {
+            prefix: result.prefix.to_string(),
+            matches: result.matches.into_iter().map(FullHashMatch::from).collect(),
+            cache_duration_s: self.cache_duration_s,
+        }
+    }
+}
+
+impl IndexedAnswer {
     /// Reads a binary answer, checking every count against its maximum and
-    /// the bytes left before allocating.
+    /// the bytes left before allocating. The list table is read as it is,
+    /// each list index checked against it: nothing is allocated per full
+    /// hash but its 33 bytes.
     ///
     /// # Errors
     ///
@@ -321,23 +394,22 @@ impl FullHashAnswer {
             let skip = 32 - tail;
             let mut matches = Vec::with_capacity(count);
             for _ in 0..count {
-                let index = usize::from(r.u8().ok_or(t("list_index"))?);
-                let list = lists.get(index).ok_or(AnswerError::InvalidField {
-                    field: "list_index",
-                    value: index as u64,
-                })?;
+                let list = r.u8().ok_or(t("list_index"))?;
+                if usize::from(list) >= lists.len() {
+                    return Err(AnswerError::InvalidField {
+                        field: "list_index",
+                        value: u64::from(list),
+                    });
+                }
                 let mut full_hash = first;
                 full_hash[skip..].copy_from_slice(r.take(tail).ok_or(t("full_hash"))?);
                 let full_hash = FullHash(full_hash);
                 if !prefix.matches(&full_hash) {
                     return Err(AnswerError::MatchOutsidePrefix { prefix });
                 }
-                matches.push(ListedFullHash {
-                    full_hash,
-                    list: list.clone(),
-                });
+                matches.push(IndexedFullHash { list, full_hash });
             }
-            results.push(PrefixAnswer { prefix, matches });
+            results.push(IndexedPrefixAnswer { prefix, matches });
         }
         if r.remaining() > 0 {
             return Err(AnswerError::TrailingBytes {
@@ -346,22 +418,9 @@ impl FullHashAnswer {
         }
         Ok(Self {
             cache_duration_s,
+            lists,
             results,
         })
-    }
-
-    /// The JSON answer of `GET /v1/hashes/{prefix}`: the first result (an
-    /// empty bucket of `prefix` if there is none).
-    pub fn into_single(self, prefix: RequestPrefix) -> FullHashResponse {
-        let result = self.results.into_iter().next().unwrap_or(PrefixAnswer {
-            prefix,
-            matches: Vec::new(),
-        });
-        FullHashResponse {
-            prefix: result.prefix.to_string(),
-            matches: result.matches.into_iter().map(FullHashMatch::from).collect(),
-            cache_duration_s: self.cache_duration_s,
-        }
     }
 }
 
@@ -387,6 +446,32 @@ fn check_count(
         return Err(AnswerError::Truncated { field: item });
     }
     Ok(())
+}
+
+/// Each full hash given its list's name; a list index outside the table
+/// (possible only in an answer built by hand) names no list: `""`.
+impl From<IndexedAnswer> for FullHashAnswer {
+    fn from(a: IndexedAnswer) -> Self {
+        let name = |list: u8| a.lists.get(usize::from(list)).cloned().unwrap_or_default();
+        Self {
+            cache_duration_s: a.cache_duration_s,
+            results: a
+                .results
+                .into_iter()
+                .map(|r| PrefixAnswer {
+                    prefix: r.prefix,
+                    matches: r
+                        .matches
+                        .into_iter()
+                        .map(|m| ListedFullHash {
+                            full_hash: m.full_hash,
+                            list: name(m.list),
+                        })
+                        .collect(),
+                })
+                .collect(),
+        }
+    }
 }
 
 impl From<ListedFullHash> for FullHashMatch {
@@ -479,6 +564,32 @@ mod tests {
             4 + 1 + 8 + 1 + 8 + 2 + (1 + 2 + 4 + 32) + (1 + 4 + 4)
         );
         assert_eq!(FullHashAnswer::decode(&bytes), Ok(golden()));
+    }
+
+    /// The indexed reading is the encoding's own layout: the list table
+    /// once, an index per full hash.
+    #[test]
+    fn golden_answer_indexed() {
+        let h = FullHash::of(b"a.b.c/");
+        let indexed = IndexedAnswer::decode(&golden_bytes()).unwrap();
+        assert_eq!(indexed.cache_duration_s, 300);
+        assert_eq!(indexed.lists, ["malware"]);
+        assert_eq!(indexed.results.len(), 2);
+        assert_eq!(indexed.results[0].prefix, RequestPrefix::of(&h, 12));
+        assert_eq!(
+            indexed.results[0].matches,
+            [IndexedFullHash {
+                list: 0,
+                full_hash: h
+            }]
+        );
+        assert!(indexed.results[1].matches.is_empty());
+        assert_eq!(std::mem::size_of::<IndexedFullHash>(), 33);
+        assert_eq!(FullHashAnswer::from(indexed.clone()), golden());
+        // An index outside the table, only possible by hand, names no list.
+        let mut by_hand = indexed;
+        by_hand.results[0].matches[0].list = 1;
+        assert_eq!(FullHashAnswer::from(by_hand).results[0].matches[0].list, "");
     }
 
     #[test]
