@@ -7,15 +7,16 @@
 //! <data_dir>/signing.key                             Ed25519 secret key, base64, mode 0600
 //! <data_dir>/public.key                              its public key, base64 (for agent configuration)
 //! <data_dir>/lists/<name>/...                        its generations (see `generations`)
-//! <data_dir>/sources/<list>/<i>-<label>.data         source i's last good content
-//! <data_dir>/sources/<list>/<i>-<label>.meta.json    its validators, fetch time and entry count
+//! <data_dir>/sources/<list>/<i>-<label>.<hash>.data  source i's last good content
+//! <data_dir>/sources/<list>/<i>-<label>.meta.json    its validators, fetch time, entry count and content key
 //! <data_dir>/sources/<list>.allow/...                the same for the list's allowlists
 //! <data_dir>/lock                                    held by the publisher using the directory
 //! ```
 //!
 //! `<label>` is the first
 //! 8 bytes of the SHA-256 of the source's label (its path or URL), in hex,
-//! so a reconfigured source never reads another's content. The signing key
+//! so a reconfigured source never reads another's content; `<hash>` is the
+//! first 16 hex digits of the content's SHA-256 ([`SourceCache`]). The signing key
 //! may be configured elsewhere ([`load_or_create_signing_key`] takes its
 //! path).
 //!
@@ -586,12 +587,39 @@ pub struct CacheMeta {
     pub accepted: u64,
 }
 
+/// What is stored as a source's metadata: [`CacheMeta`] and which content
+/// object it describes.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct StoredMeta {
+    #[serde(flatten)]
+    meta: CacheMeta,
+    /// The key of the content object (`None`: written before content keys
+    /// named their hash, at the source's fixed `.data` key).
+    #[serde(default)]
+    data: Option<String>,
+    /// The content's SHA-256, hex (`None` as for `data`).
+    #[serde(default)]
+    sha256: Option<String>,
+}
+
 /// One source's last good content and its metadata.
+///
+/// The content is stored under a key named by its SHA-256
+/// (`<i>-<label>.<first 16 hex digits>.data`), then the metadata, which
+/// names that key and carries the fetch's validators. Metadata and content
+/// therefore always agree, even when two builders store the same source at
+/// once: whichever metadata is written last names its own content. Content
+/// objects no metadata names are removed after each store. Metadata whose
+/// content is gone counts as none, so the next fetch is unconditional: a
+/// `304 Not Modified` is never answered to validators whose content is not
+/// the one kept.
 #[derive(Debug, Clone)]
 pub struct SourceCache {
     storage: Arc<dyn Storage>,
-    data: String,
-    meta: String,
+    /// `sources/<dir>`.
+    dir: String,
+    /// `<i>-<label>`: the start of every key of this source.
+    stem: String,
 }
 
 impl SourceCache {
@@ -613,49 +641,108 @@ impl SourceCache {
         let key = hex::encode(&sha2::Sha256::digest(source.label().as_bytes())[..8]);
         Self {
             storage,
-            data: format!("sources/{dir}/{index}-{key}.data"),
-            meta: format!("sources/{dir}/{index}-{key}.meta.json"),
+            dir: format!("sources/{dir}"),
+            stem: format!("{index}-{key}"),
         }
     }
 
-    /// The cached content and its metadata, if any.
-    pub fn load(&self) -> Option<(Vec<u8>, CacheMeta)> {
-        let meta = self.meta()?;
-        let data = self.storage.get(&self.data).ok()??;
-        Some((data, meta))
+    fn meta_key(&self) -> String {
+        format!("{}/{}.meta.json", self.dir, self.stem)
     }
 
-    /// Only the metadata (cheap: for validators and the collapse check).
+    fn stored_meta(&self) -> Option<StoredMeta> {
+        serde_json::from_slice(&self.storage.get(&self.meta_key()).ok()??).ok()
+    }
+
+    /// The stored metadata and the key of the content it names, if that
+    /// content is still stored.
+    fn described(&self) -> Option<(StoredMeta, String)> {
+        let stored = self.stored_meta()?;
+        let data = (stored.data.clone()).unwrap_or_else(|| format!("{}/{}.data", self.dir, self.stem));
+        self.storage.version(&data).ok()??;
+        Some((stored, data))
+    }
+
+    /// The cached content and its metadata, if any (and if the content is
+    /// the one the metadata describes).
+    pub fn load(&self) -> Option<(Vec<u8>, CacheMeta)> {
+        use sha2::Digest as _;
+        let (stored, data) = self.described()?;
+        let bytes = self.storage.get(&data).ok()??;
+        if let Some(expected) = &stored.sha256
+            && hex::encode(sha2::Sha256::digest(&bytes)) != *expected
+        {
+            tracing::warn!(key = %data, "cached source content does not match its metadata; ignored");
+            return None;
+        }
+        Some((bytes, stored.meta))
+    }
+
+    /// Only the metadata (cheap: for validators and the collapse check),
+    /// if the content it describes is stored.
     pub fn meta(&self) -> Option<CacheMeta> {
-        serde_json::from_slice(&self.storage.get(&self.meta).ok()??).ok()
+        self.described().map(|(stored, _)| stored.meta)
     }
 
     /// Bytes `range` of the cached content (fewer at its end), if any.
     pub fn read_range(&self, range: Range<u64>) -> Option<Vec<u8>> {
-        self.storage.get_range(&self.data, range).ok()?
+        let (_, data) = self.described()?;
+        self.storage.get_range(&data, range).ok()?
     }
 
-    /// Stores good content (data first, then metadata).
+    /// Stores good content: the content, then metadata naming it, then
+    /// removes this source's content objects the metadata does not name.
     ///
     /// # Errors
     ///
     /// [`Error::Storage`] when writing fails.
     pub fn store(&self, bytes: &[u8], meta: &CacheMeta) -> Result<(), Error> {
-        self.storage.put(&self.data, bytes, PutMode::Overwrite)?;
-        self.store_meta(meta)
+        use sha2::Digest as _;
+        let sha256 = hex::encode(sha2::Sha256::digest(bytes));
+        let data = format!("{}/{}.{}.data", self.dir, self.stem, &sha256[..16]);
+        self.storage.put(&data, bytes, PutMode::Overwrite)?;
+        self.write_meta(&StoredMeta {
+            meta: meta.clone(),
+            data: Some(data.clone()),
+            sha256: Some(sha256),
+        })?;
+        let own = format!("{}/{}.", self.dir, self.stem);
+        if let Ok(keys) = self.storage.list(&self.dir) {
+            for key in keys {
+                if key.starts_with(&own) && key.ends_with(".data") && key != data {
+                    let _ = self.storage.delete(&key);
+                }
+            }
+        }
+        Ok(())
     }
 
-    /// Updates only the metadata (after a 304).
+    /// Updates only the metadata (after a 304), still naming the content
+    /// stored.
     ///
     /// # Errors
     ///
     /// [`Error::Storage`] when writing fails.
     pub fn store_meta(&self, meta: &CacheMeta) -> Result<(), Error> {
-        let json = serde_json::to_vec_pretty(meta).map_err(|e| Error::Storage {
-            path: self.storage.location(&self.meta),
+        let Some((stored, _)) = self.described() else {
+            // Nothing to describe: without content, validators would only
+            // bring another 304.
+            return Ok(());
+        };
+        self.write_meta(&StoredMeta {
+            meta: meta.clone(),
+            ..stored
+        })
+    }
+
+    fn write_meta(&self, stored: &StoredMeta) -> Result<(), Error> {
+        let json = serde_json::to_vec_pretty(stored).map_err(|e| Error::Storage {
+            path: self.storage.location(&self.meta_key()),
             reason: std::io::Error::other(e),
         })?;
-        self.storage.put(&self.meta, &json, PutMode::Overwrite).map(drop)
+        self.storage
+            .put(&self.meta_key(), &json, PutMode::Overwrite)
+            .map(drop)
     }
 }
 
@@ -798,5 +885,144 @@ mod tests {
         let mut names = storage.list("lists/a").unwrap();
         names.sort();
         assert_eq!(names, ["lists/a/1.snapshot", "lists/a/2.snapshot"]);
+    }
+
+    fn meta_with(etag: &str) -> CacheMeta {
+        CacheMeta {
+            validators: crate::fetch::Validators {
+                etag: Some(etag.to_owned()),
+                last_modified: None,
+            },
+            fetched_at: 1,
+            accepted: 1,
+        }
+    }
+
+    /// Runs `hook` (once) just before the first metadata write through it,
+    /// as a second builder storing the same source at that moment would.
+    struct BeforeMeta {
+        inner: LocalStorage,
+        hook: std::sync::Mutex<Option<Box<dyn FnOnce() + Send>>>,
+    }
+
+    impl std::fmt::Debug for BeforeMeta {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("BeforeMeta")
+        }
+    }
+
+    impl Storage for BeforeMeta {
+        fn prepare(&self, prefix: &str) -> Result<(), Error> {
+            self.inner.prepare(prefix)
+        }
+        fn get(&self, key: &str) -> Result<Option<Vec<u8>>, Error> {
+            self.inner.get(key)
+        }
+        fn get_range(&self, key: &str, range: Range<u64>) -> Result<Option<Vec<u8>>, Error> {
+            self.inner.get_range(key, range)
+        }
+        fn version(&self, key: &str) -> Result<Option<Version>, Error> {
+            self.inner.version(key)
+        }
+        fn get_if_changed(&self, key: &str, known: Option<&Version>) -> Result<Conditional, Error> {
+            self.inner.get_if_changed(key, known)
+        }
+        fn put_chunks(
+            &self,
+            key: &str,
+            chunks: &mut dyn Iterator<Item = &[u8]>,
+            mode: PutMode,
+        ) -> Result<Option<Version>, Error> {
+            if key.ends_with(".meta.json")
+                && let Some(hook) = self.hook.lock().unwrap().take()
+            {
+                hook();
+            }
+            self.inner.put_chunks(key, chunks, mode)
+        }
+        fn list(&self, prefix: &str) -> Result<Vec<String>, Error> {
+            self.inner.list(prefix)
+        }
+        fn delete(&self, key: &str) -> Result<(), Error> {
+            self.inner.delete(key)
+        }
+        fn location(&self, key: &str) -> PathBuf {
+            self.inner.location(key)
+        }
+    }
+
+    /// Two builders store one source at once: the content kept and the
+    /// validators kept always belong together. Content of one fetch under
+    /// the other's validators would let a `304` keep old content as new, and
+    /// additions in between would never be listed.
+    #[test]
+    fn regression_two_builders_storing_one_source_never_pair_content_with_the_others_validators() {
+        let dir = tempfile::tempdir().unwrap();
+        let source = SourceConfig::file("feed.txt", crate::config::SourceFormat::Urls);
+        let local = LocalStorage::open(dir.path()).unwrap();
+        let other = SourceCache::source(Arc::new(local.clone()), "phishing", 0, &source);
+        let racing = Arc::new(BeforeMeta {
+            inner: local,
+            hook: std::sync::Mutex::new(Some(Box::new(move || {
+                other.store(b"newer content\n", &meta_with("\"new\"")).unwrap();
+            }))),
+        });
+        let cache = SourceCache::source(racing, "phishing", 0, &source);
+        cache.store(b"older content\n", &meta_with("\"old\"")).unwrap();
+        match cache.load() {
+            None => {}
+            Some((bytes, meta)) => {
+                let etag = meta.validators.etag.unwrap();
+                let pair = (bytes.as_slice(), etag.as_str());
+                assert!(
+                    pair == (b"older content\n", "\"old\"") || pair == (b"newer content\n", "\"new\""),
+                    "content {:?} kept with validators {etag}",
+                    String::from_utf8_lossy(&bytes)
+                );
+            }
+        }
+        // Validators are offered only with the content they describe.
+        assert_eq!(cache.meta().is_some(), cache.load().is_some());
+    }
+
+    #[test]
+    fn a_source_cache_keeps_content_with_its_metadata_and_refuses_what_does_not_match() {
+        let dir = tempfile::tempdir().unwrap();
+        let storage: Arc<dyn Storage> = Arc::new(LocalStorage::open(dir.path()).unwrap());
+        let source = SourceConfig::file("feed.txt", crate::config::SourceFormat::Urls);
+        let cache = SourceCache::source(storage.clone(), "phishing", 0, &source);
+        assert!(cache.meta().is_none() && cache.load().is_none());
+        cache.store(b"one\n", &meta_with("a")).unwrap();
+        cache.store(b"two\n", &meta_with("b")).unwrap();
+        let (bytes, meta) = cache.load().unwrap();
+        assert_eq!(
+            (bytes.as_slice(), meta.validators.etag.as_deref()),
+            (&b"two\n"[..], Some("b"))
+        );
+        assert_eq!(cache.read_range(1..3).unwrap(), b"wo");
+        // One content object: the older one was removed.
+        let data: Vec<String> = (storage.list("sources/phishing").unwrap().into_iter())
+            .filter(|k| k.ends_with(".data"))
+            .collect();
+        assert_eq!(data.len(), 1, "{data:?}");
+        // A 304 updates the metadata and keeps the content.
+        cache.store_meta(&meta_with("c")).unwrap();
+        let (bytes, meta) = cache.load().unwrap();
+        assert_eq!(
+            (bytes.as_slice(), meta.validators.etag.as_deref()),
+            (&b"two\n"[..], Some("c"))
+        );
+        // Changed content is refused; gone content takes its validators along.
+        storage.put(&data[0], b"tampered\n", PutMode::Overwrite).unwrap();
+        assert!(cache.load().is_none());
+        storage.delete(&data[0]).unwrap();
+        assert!(cache.meta().is_none(), "validators without content");
+        // Metadata of the older form (no content key) still reads its `.data`.
+        let meta_key = cache.meta_key();
+        let legacy = format!("{}/{}.data", cache.dir, cache.stem);
+        storage.put(&legacy, b"legacy\n", PutMode::Overwrite).unwrap();
+        let old = serde_json::to_vec(&meta_with("d")).unwrap();
+        storage.put(&meta_key, &old, PutMode::Overwrite).unwrap();
+        assert_eq!(cache.load().unwrap().0, b"legacy\n");
     }
 }
