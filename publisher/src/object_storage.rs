@@ -17,6 +17,13 @@
 //! a small runtime of the store's own and the calling thread waits for it,
 //! so calls work from any thread: the publisher's blocking pool, a plain
 //! thread, or (briefly blocking it) an async task.
+//!
+//! A listing skips the keys `object_store` cannot represent as a path (an
+//! empty segment as in `a//b`, a `.` or `..` segment, a control
+//! character): anyone who can write the bucket can put one, and it must not
+//! hide the others. `object_store` fails a whole S3 listing for one such
+//! key, so an S3 listing that fails so is made again by a request of our own
+//! ([`s3_list`]), whose keys are checked one by one.
 
 use std::future::Future;
 use std::ops::Range;
@@ -29,6 +36,9 @@ use object_store::{ObjectStore, ObjectStoreExt as _, PutOptions, PutPayload, Upd
 use crate::error::{Error, StoreFailure};
 use crate::storage::{Conditional, PutMode, Storage, Version};
 
+#[cfg(feature = "aws")]
+mod s3_list;
+
 /// [`Storage`] on an [`ObjectStore`], every key under a prefix.
 #[derive(Debug)]
 pub struct ObjectStorage {
@@ -38,6 +48,17 @@ pub struct ObjectStorage {
     /// The store as configured (`s3://bucket/prefix`), for messages.
     name: String,
     runtime: Bridge,
+    /// For an S3 store: the listing made when `object_store`'s fails on a
+    /// key it cannot represent.
+    #[cfg(feature = "aws")]
+    raw_listing: Option<Arc<s3_list::S3Lister>>,
+}
+
+/// One level of keys, as `object_store` or a raw S3 listing gives them.
+enum Listed {
+    Paths(object_store::ListResult),
+    #[cfg(feature = "aws")]
+    Raw(s3_list::RawListing),
 }
 
 /// The runtime [`ObjectStorage`]'s requests run on.
@@ -78,6 +99,8 @@ impl ObjectStorage {
             prefix: split(prefix).collect(),
             name: name.to_owned(),
             runtime: Bridge(Some(runtime)),
+            #[cfg(feature = "aws")]
+            raw_listing: None,
         })
     }
 
@@ -109,8 +132,13 @@ impl ObjectStorage {
             let key: AmazonS3ConfigKey = key.parse().map_err(|e| config(field, &e))?;
             builder = builder.with_config(key, value);
         }
-        let store = builder.build().map_err(|e| config("store".to_owned(), &e))?;
-        Self::new(Arc::new(store), prefix, url)
+        let store = Arc::new((builder.clone().build()).map_err(|e| config("store".to_owned(), &e))?);
+        let raw_listing =
+            s3_list::S3Lister::new(&builder, store.clone()).map_err(|e| config("store".to_owned(), &e))?;
+        Ok(Self {
+            raw_listing: raw_listing.map(Arc::new),
+            ..Self::new(store, prefix, url)?
+        })
     }
 
     /// The store's path of `key`.
@@ -126,6 +154,34 @@ impl ObjectStorage {
             .map(|p| p.as_ref().to_owned())
             .collect();
         Some(parts.join("/"))
+    }
+
+    /// The keys of a raw listing under `prefix`, those that are no path
+    /// skipped with one warning.
+    #[cfg(feature = "aws")]
+    fn keys_of_raw(&self, prefix: &str, raw: s3_list::RawListing) -> Vec<String> {
+        let mut skipped = raw.undecodable;
+        let mut first_skipped = None;
+        let mut keys = Vec::new();
+        for raw_key in raw.objects.iter().chain(&raw.prefixes) {
+            match Path::parse(raw_key) {
+                Ok(path) => keys.extend(self.key_of(&path)),
+                Err(e) => {
+                    skipped += 1;
+                    first_skipped.get_or_insert(e);
+                }
+            }
+        }
+        if skipped > 0 {
+            tracing::warn!(
+                store = %self.name,
+                prefix,
+                skipped,
+                first = %first_skipped.map_or_else(String::new, |e| e.to_string()),
+                "listing skipped keys that are no object_store path"
+            );
+        }
+        keys
     }
 
     fn error(&self, key: &str, e: &object_store::Error) -> Error {
@@ -290,14 +346,33 @@ impl Storage for ObjectStorage {
 
     fn list(&self, prefix: &str) -> Result<Vec<String>, Error> {
         let (store, path) = (self.store.clone(), self.path(prefix));
-        let listed = self.run(
-            prefix,
-            async move { store.list_with_delimiter(Some(&path)).await },
-        )?;
-        Ok((listed.objects.iter().map(|o| &o.location))
-            .chain(&listed.common_prefixes)
-            .filter_map(|p| self.key_of(p))
-            .collect())
+        #[cfg(feature = "aws")]
+        let raw_listing = self.raw_listing.clone();
+        let listed = self.run(prefix, async move {
+            match store.list_with_delimiter(Some(&path)).await {
+                Ok(listed) => Ok(Listed::Paths(listed)),
+                // A key that is no path: list again, raw.
+                #[cfg(feature = "aws")]
+                Err(e @ object_store::Error::InvalidPath { .. }) => {
+                    let Some(raw) = raw_listing else { return Err(e) };
+                    let prefix = if path.as_ref().is_empty() {
+                        String::new()
+                    } else {
+                        format!("{}/", path.as_ref())
+                    };
+                    raw.list(&prefix).await.map(Listed::Raw)
+                }
+                Err(e) => Err(e),
+            }
+        })?;
+        match listed {
+            Listed::Paths(listed) => Ok((listed.objects.iter().map(|o| &o.location))
+                .chain(&listed.common_prefixes)
+                .filter_map(|p| self.key_of(p))
+                .collect()),
+            #[cfg(feature = "aws")]
+            Listed::Raw(raw) => Ok(self.keys_of_raw(prefix, raw)),
+        }
     }
 
     fn delete(&self, key: &str) -> Result<(), Error> {

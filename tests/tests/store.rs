@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use blocksieve_agent::Agent;
 use blocksieve_publisher::internal::storage::{
-    LocalStorage, ObjectStorage, Storage as _, check_conditional_writes,
+    LocalStorage, ObjectStorage, PutMode, Storage as _, check_conditional_writes,
 };
 use blocksieve_publisher::{Config, Error, Publisher, SourceFormat, StoreFailure};
 use blocksieve_tests::fault::ignoring_conditions;
@@ -203,4 +203,32 @@ async fn a_store_that_ignores_conditional_writes_is_refused_unless_dangerously_a
     // Nothing of the self-test is left behind.
     let bucket = ObjectStorage::s3(&moto.store_url("p"), &moto.store_options()).unwrap();
     assert_eq!(bucket.list(".blocksieve-selftest").unwrap(), Vec::<String>::new());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stray_key_that_is_no_object_store_path_does_not_break_a_listing() {
+    let Some(moto) = Moto::start().await else { return };
+    let storage = ObjectStorage::s3(&moto.store_url("stray"), &moto.store_options()).unwrap();
+    for key in ["lists/a/1.snapshot", "lists/a/b/c", "lists/z"] {
+        storage.put(key, key.as_bytes(), PutMode::Overwrite).unwrap();
+    }
+    // Keys that object_store cannot represent as a path, put by plain
+    // requests (which moto takes unsigned): an empty segment, which lists
+    // as the "directory" `lists/a//`, and control characters.
+    let client = reqwest::Client::new();
+    for raw in ["lists/a//x", "lists/a/del%7F", "lists/a/ctl%01x"] {
+        let url = format!("{}/{}/stray/{raw}", moto.endpoint(), moto.bucket);
+        let put = client.put(&url).body("stray").send().await.unwrap();
+        assert!(put.status().is_success(), "{url}: {}", put.status());
+    }
+    let mut keys = storage.list("lists/a").unwrap();
+    keys.sort();
+    assert_eq!(keys, ["lists/a/1.snapshot", "lists/a/b"]);
+    let mut keys = storage.list("lists").unwrap();
+    keys.sort();
+    assert_eq!(keys, ["lists/a", "lists/z"]);
+    assert_eq!(
+        storage.get("lists/a/1.snapshot").unwrap().unwrap(),
+        b"lists/a/1.snapshot"
+    );
 }
