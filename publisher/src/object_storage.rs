@@ -196,6 +196,7 @@ impl ObjectStorage {
                 object_store::Error::NotSupported { .. } | object_store::Error::NotImplemented { .. } => {
                     StoreFailure::Unsupported
                 }
+                e if is_transient(e) => StoreFailure::Transient,
                 _ => StoreFailure::Other,
             },
             answer: e.to_string(),
@@ -221,6 +222,45 @@ impl ObjectStorage {
         });
         rx.recv().map_err(|_| stopped())?.map_err(|e| self.error(key, &e))
     }
+}
+
+/// Whether `e` is one the same request may not meet later: the store was
+/// not reached or did not answer in time, or answered a server error.
+///
+/// `object_store` keeps a failed request's status in an error type it does
+/// not export, so the status is read from that error's message (`Server
+/// returned non-2xx status code: 503 ...`); the unit tests pin it.
+fn is_transient(e: &object_store::Error) -> bool {
+    use object_store::client::{HttpError, HttpErrorKind};
+    const STATUS: &str = "Server returned non-2xx status code: ";
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(error) = source {
+        if let Some(http) = error.downcast_ref::<HttpError>() {
+            return matches!(
+                http.kind(),
+                HttpErrorKind::Connect
+                    | HttpErrorKind::Request
+                    | HttpErrorKind::Timeout
+                    | HttpErrorKind::Interrupted
+            );
+        }
+        #[cfg(feature = "aws")]
+        if let Some(status) = error.downcast_ref::<s3_list::StatusError>() {
+            return transient_status(status.status);
+        }
+        let message = error.to_string();
+        if let Some(status) = message.strip_prefix(STATUS) {
+            let code = status.split(|c: char| !c.is_ascii_digit()).next();
+            return code.and_then(|c| c.parse().ok()).is_some_and(transient_status);
+        }
+        source = error.source();
+    }
+    false
+}
+
+/// A server error (5xx) or 429 Too Many Requests.
+fn transient_status(status: u16) -> bool {
+    status == 429 || (500..600).contains(&status)
 }
 
 /// The non-empty `/`-separated parts of `key`.
@@ -612,6 +652,103 @@ mod tests {
             storage.list(".blocksieve-selftest").unwrap(),
             Vec::<String>::new()
         );
+    }
+
+    /// An S3 store at `addr` whose client does not retry and waits at most
+    /// half a second for an answer.
+    #[cfg(feature = "aws")]
+    fn s3_at(addr: std::net::SocketAddr) -> ObjectStorage {
+        use object_store::aws::AmazonS3Builder;
+        use object_store::{BackoffConfig, ClientOptions, RetryConfig};
+        let builder = AmazonS3Builder::new()
+            .with_endpoint(format!("http://{addr}"))
+            .with_bucket_name("bucket")
+            .with_region("us-east-1")
+            .with_access_key_id("testing")
+            .with_secret_access_key("testing")
+            .with_retry(RetryConfig {
+                backoff: BackoffConfig::default(),
+                max_retries: 0,
+                retry_timeout: std::time::Duration::from_secs(1),
+            })
+            .with_client_options(
+                ClientOptions::new()
+                    .with_allow_http(true)
+                    .with_timeout(std::time::Duration::from_millis(500)),
+            );
+        let s3 = Arc::new(builder.clone().build().unwrap());
+        let raw_listing = s3_list::S3Lister::new(&builder, s3.clone()).unwrap();
+        ObjectStorage {
+            raw_listing: raw_listing.map(Arc::new),
+            ..ObjectStorage::new(s3, "p", "s3://bucket/p").unwrap()
+        }
+    }
+
+    /// A server on 127.0.0.1:0 that reads each request and answers it
+    /// `answer` (raw HTTP), or never when `answer` is empty.
+    #[cfg(feature = "aws")]
+    fn answering(answer: &'static str) -> std::net::SocketAddr {
+        use std::io::{BufRead as _, Write as _};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { return };
+                std::thread::spawn(move || {
+                    let mut reader = std::io::BufReader::new(stream.try_clone().unwrap());
+                    let mut line = String::new();
+                    while reader.read_line(&mut line).is_ok_and(|n| n > 0) && line != "\r\n" {
+                        line.clear();
+                    }
+                    if answer.is_empty() {
+                        std::thread::sleep(std::time::Duration::from_secs(5));
+                    } else {
+                        let _ = stream.write_all(answer.as_bytes());
+                    }
+                });
+            }
+        });
+        addr
+    }
+
+    #[cfg(feature = "aws")]
+    fn failure(result: Result<Option<Vec<u8>>, Error>) -> StoreFailure {
+        match result {
+            Err(Error::Store { kind, .. }) => kind,
+            other => panic!("a store error: {other:?}"),
+        }
+    }
+
+    #[cfg(feature = "aws")]
+    #[test]
+    fn unreachable_stores_and_server_errors_are_transient_and_refusals_are_not() {
+        let status = |line: &str| -> &'static str {
+            format!("HTTP/1.1 {line}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").leak()
+        };
+        for (answer, kind) in [
+            (status("503 Service Unavailable"), StoreFailure::Transient),
+            (status("500 Internal Server Error"), StoreFailure::Transient),
+            (status("429 Too Many Requests"), StoreFailure::Transient),
+            // No answer within the client's timeout.
+            ("", StoreFailure::Transient),
+            (status("400 Bad Request"), StoreFailure::Other),
+            (status("403 Forbidden"), StoreFailure::Other),
+        ] {
+            let storage = s3_at(answering(answer));
+            assert_eq!(failure(storage.get("k")), kind, "{answer:?}");
+        }
+        // A refused connection: a port nothing listens on any more.
+        let closed = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        assert_eq!(failure(s3_at(closed).get("k")), StoreFailure::Transient);
+        // The raw listing's own answers too.
+        let storage = s3_at(answering(status("503 Service Unavailable")));
+        let raw = storage.raw_listing.clone().unwrap();
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        let e = runtime.block_on(raw.list("p/")).unwrap_err();
+        assert!(is_transient(&e), "{e}");
     }
 
     #[test]

@@ -87,6 +87,18 @@ struct CommonPrefix {
     prefix: String,
 }
 
+/// A listing answered with a status other than success.
+#[derive(Debug, thiserror::Error)]
+#[error("listing {prefix}: status {status}: {answer}")]
+pub(super) struct StatusError {
+    /// The listed prefix.
+    prefix: String,
+    /// The HTTP status.
+    pub(super) status: u16,
+    /// The start of the answer's body.
+    answer: String,
+}
+
 fn generic(source: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> object_store::Error {
     object_store::Error::Generic {
         store: "S3",
@@ -183,7 +195,11 @@ impl S3Lister {
         let body = response.into_body().bytes().await.map_err(generic)?;
         if !status.is_success() {
             let answer = String::from_utf8_lossy(&body[..body.len().min(512)]).into_owned();
-            return Err(generic(format!("listing {prefix}: {status}: {answer}")));
+            return Err(generic(StatusError {
+                prefix: prefix.to_owned(),
+                status: status.as_u16(),
+                answer,
+            }));
         }
         quick_xml::de::from_reader(&body[..]).map_err(generic)
     }
