@@ -166,19 +166,21 @@ impl ObjectStorage {
         for raw_key in raw.objects.iter().chain(&raw.prefixes) {
             match Path::parse(raw_key) {
                 Ok(path) => keys.extend(self.key_of(&path)),
-                Err(e) => {
+                Err(_) => {
                     skipped += 1;
-                    first_skipped.get_or_insert(e);
+                    first_skipped.get_or_insert(raw_key);
                 }
             }
         }
         if skipped > 0 {
+            // The key as Debug: it may hold control characters, which
+            // must not reach the log as they are.
             tracing::warn!(
                 store = %self.name,
                 prefix,
                 skipped,
-                first = %first_skipped.map_or_else(String::new, |e| e.to_string()),
-                "listing skipped keys that are no object_store path"
+                first = ?first_skipped,
+                "listing skipped keys that are no object_store path (an empty, `.` or `..` segment, a control character)"
             );
         }
         keys

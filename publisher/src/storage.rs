@@ -109,6 +109,13 @@ pub enum Conditional {
 /// [`PutMode::Create`] and [`PutMode::Update`] are `object_store`'s
 /// `PutMode`s of the same names).
 ///
+/// Conditional writes decide between concurrent writers: of several
+/// writers creating one key ([`PutMode::Create`]) exactly one succeeds, on
+/// every implementation. Of several writers updating one key from the same
+/// version ([`PutMode::Update`]) exactly one succeeds on an object store,
+/// which decides; the data directory compares and then renames, which is
+/// safe only because one publisher at a time holds it ([`LocalStorage`]).
+///
 /// The errors below are those of the data directory; an object store
 /// ([`ObjectStorage`](crate::object_storage::ObjectStorage)) answers
 /// [`Error::Store`] instead.
@@ -179,7 +186,9 @@ pub trait Storage: std::fmt::Debug + Send + Sync {
     }
 
     /// The keys directly under `prefix` (one level, like a directory
-    /// listing), in no particular order.
+    /// listing), in no particular order. Names that are no key of this
+    /// storage (a file name that is not UTF-8, an object key with an empty
+    /// segment) are left out.
     ///
     /// # Errors
     ///
@@ -199,9 +208,12 @@ pub trait Storage: std::fmt::Debug + Send + Sync {
 
 /// The data directory: each key a file under it.
 ///
-/// Compare-and-swap compares the file's size and modification time; it
-/// needs no more because one publisher at a time holds the directory
-/// ([`lock_data_dir`]).
+/// Compare-and-swap compares the file's version (size, modification time
+/// and inode) and then renames the new file into place; it needs no more
+/// because one publisher at a time holds the directory ([`lock_data_dir`]),
+/// but two writers updating one key at once could both succeed. Create is
+/// atomic without the lock: the new file is hard-linked into place, which
+/// fails when the key exists.
 #[derive(Debug, Clone)]
 pub struct LocalStorage {
     root: PathBuf,
