@@ -213,8 +213,13 @@ pub enum StoreFailure {
     NotFound,
     /// The store does not support the request.
     Unsupported,
-    /// Anything else: the store could not be reached, refused the
-    /// credentials, answered an error.
+    /// The store could not answer for now: it could not be reached (a
+    /// refused connection, a timeout, a cut request) or answered a server
+    /// error (a 5xx status, or 429 Too Many Requests), after the client's
+    /// own retries. The same request may succeed later: back off and retry.
+    Transient,
+    /// Anything else, which retrying will not mend: the store refused the
+    /// credentials or the request, or answered something unreadable.
     Other,
 }
 

@@ -17,6 +17,13 @@
 //! a small runtime of the store's own and the calling thread waits for it,
 //! so calls work from any thread: the publisher's blocking pool, a plain
 //! thread, or (briefly blocking it) an async task.
+//!
+//! A listing skips the keys `object_store` cannot represent as a path (an
+//! empty segment as in `a//b`, a `.` or `..` segment, a control
+//! character): anyone who can write the bucket can put one, and it must not
+//! hide the others. `object_store` fails a whole S3 listing for one such
+//! key, so an S3 listing that fails so is made again by a request of our own
+//! ([`s3_list`]), whose keys are checked one by one.
 
 use std::future::Future;
 use std::ops::Range;
@@ -29,6 +36,9 @@ use object_store::{ObjectStore, ObjectStoreExt as _, PutOptions, PutPayload, Upd
 use crate::error::{Error, StoreFailure};
 use crate::storage::{Conditional, PutMode, Storage, Version};
 
+#[cfg(feature = "aws")]
+mod s3_list;
+
 /// [`Storage`] on an [`ObjectStore`], every key under a prefix.
 #[derive(Debug)]
 pub struct ObjectStorage {
@@ -38,6 +48,17 @@ pub struct ObjectStorage {
     /// The store as configured (`s3://bucket/prefix`), for messages.
     name: String,
     runtime: Bridge,
+    /// For an S3 store: the listing made when `object_store`'s fails on a
+    /// key it cannot represent.
+    #[cfg(feature = "aws")]
+    raw_listing: Option<Arc<s3_list::S3Lister>>,
+}
+
+/// One level of keys, as `object_store` or a raw S3 listing gives them.
+enum Listed {
+    Paths(object_store::ListResult),
+    #[cfg(feature = "aws")]
+    Raw(s3_list::RawListing),
 }
 
 /// The runtime [`ObjectStorage`]'s requests run on.
@@ -78,6 +99,8 @@ impl ObjectStorage {
             prefix: split(prefix).collect(),
             name: name.to_owned(),
             runtime: Bridge(Some(runtime)),
+            #[cfg(feature = "aws")]
+            raw_listing: None,
         })
     }
 
@@ -109,8 +132,13 @@ impl ObjectStorage {
             let key: AmazonS3ConfigKey = key.parse().map_err(|e| config(field, &e))?;
             builder = builder.with_config(key, value);
         }
-        let store = builder.build().map_err(|e| config("store".to_owned(), &e))?;
-        Self::new(Arc::new(store), prefix, url)
+        let store = Arc::new((builder.clone().build()).map_err(|e| config("store".to_owned(), &e))?);
+        let raw_listing =
+            s3_list::S3Lister::new(&builder, store.clone()).map_err(|e| config("store".to_owned(), &e))?;
+        Ok(Self {
+            raw_listing: raw_listing.map(Arc::new),
+            ..Self::new(store, prefix, url)?
+        })
     }
 
     /// The store's path of `key`.
@@ -128,6 +156,36 @@ impl ObjectStorage {
         Some(parts.join("/"))
     }
 
+    /// The keys of a raw listing under `prefix`, those that are no path
+    /// skipped with one warning.
+    #[cfg(feature = "aws")]
+    fn keys_of_raw(&self, prefix: &str, raw: s3_list::RawListing) -> Vec<String> {
+        let mut skipped = raw.undecodable;
+        let mut first_skipped = None;
+        let mut keys = Vec::new();
+        for raw_key in raw.objects.iter().chain(&raw.prefixes) {
+            match Path::parse(raw_key) {
+                Ok(path) => keys.extend(self.key_of(&path)),
+                Err(_) => {
+                    skipped += 1;
+                    first_skipped.get_or_insert(raw_key);
+                }
+            }
+        }
+        if skipped > 0 {
+            // The key as Debug: it may hold control characters, which
+            // must not reach the log as they are.
+            tracing::warn!(
+                store = %self.name,
+                prefix,
+                skipped,
+                first = ?first_skipped,
+                "listing skipped keys that are no object_store path (an empty, `.` or `..` segment, a control character)"
+            );
+        }
+        keys
+    }
+
     fn error(&self, key: &str, e: &object_store::Error) -> Error {
         Error::Store {
             store: self.name.clone(),
@@ -140,6 +198,7 @@ impl ObjectStorage {
                 object_store::Error::NotSupported { .. } | object_store::Error::NotImplemented { .. } => {
                     StoreFailure::Unsupported
                 }
+                e if is_transient(e) => StoreFailure::Transient,
                 _ => StoreFailure::Other,
             },
             answer: e.to_string(),
@@ -165,6 +224,45 @@ impl ObjectStorage {
         });
         rx.recv().map_err(|_| stopped())?.map_err(|e| self.error(key, &e))
     }
+}
+
+/// Whether `e` is one the same request may not meet later: the store was
+/// not reached or did not answer in time, or answered a server error.
+///
+/// `object_store` keeps a failed request's status in an error type it does
+/// not export, so the status is read from that error's message (`Server
+/// returned non-2xx status code: 503 ...`); the unit tests pin it.
+fn is_transient(e: &object_store::Error) -> bool {
+    use object_store::client::{HttpError, HttpErrorKind};
+    const STATUS: &str = "Server returned non-2xx status code: ";
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(error) = source {
+        if let Some(http) = error.downcast_ref::<HttpError>() {
+            return matches!(
+                http.kind(),
+                HttpErrorKind::Connect
+                    | HttpErrorKind::Request
+                    | HttpErrorKind::Timeout
+                    | HttpErrorKind::Interrupted
+            );
+        }
+        #[cfg(feature = "aws")]
+        if let Some(status) = error.downcast_ref::<s3_list::StatusError>() {
+            return transient_status(status.status);
+        }
+        let message = error.to_string();
+        if let Some(status) = message.strip_prefix(STATUS) {
+            let code = status.split(|c: char| !c.is_ascii_digit()).next();
+            return code.and_then(|c| c.parse().ok()).is_some_and(transient_status);
+        }
+        source = error.source();
+    }
+    false
+}
+
+/// A server error (5xx) or 429 Too Many Requests.
+fn transient_status(status: u16) -> bool {
+    status == 429 || (500..600).contains(&status)
 }
 
 /// The non-empty `/`-separated parts of `key`.
@@ -290,14 +388,33 @@ impl Storage for ObjectStorage {
 
     fn list(&self, prefix: &str) -> Result<Vec<String>, Error> {
         let (store, path) = (self.store.clone(), self.path(prefix));
-        let listed = self.run(
-            prefix,
-            async move { store.list_with_delimiter(Some(&path)).await },
-        )?;
-        Ok((listed.objects.iter().map(|o| &o.location))
-            .chain(&listed.common_prefixes)
-            .filter_map(|p| self.key_of(p))
-            .collect())
+        #[cfg(feature = "aws")]
+        let raw_listing = self.raw_listing.clone();
+        let listed = self.run(prefix, async move {
+            match store.list_with_delimiter(Some(&path)).await {
+                Ok(listed) => Ok(Listed::Paths(listed)),
+                // A key that is no path: list again, raw.
+                #[cfg(feature = "aws")]
+                Err(e @ object_store::Error::InvalidPath { .. }) => {
+                    let Some(raw) = raw_listing else { return Err(e) };
+                    let prefix = if path.as_ref().is_empty() {
+                        String::new()
+                    } else {
+                        format!("{}/", path.as_ref())
+                    };
+                    raw.list(&prefix).await.map(Listed::Raw)
+                }
+                Err(e) => Err(e),
+            }
+        })?;
+        match listed {
+            Listed::Paths(listed) => Ok((listed.objects.iter().map(|o| &o.location))
+                .chain(&listed.common_prefixes)
+                .filter_map(|p| self.key_of(p))
+                .collect()),
+            #[cfg(feature = "aws")]
+            Listed::Raw(raw) => Ok(self.keys_of_raw(prefix, raw)),
+        }
     }
 
     fn delete(&self, key: &str) -> Result<(), Error> {
@@ -447,51 +564,15 @@ mod tests {
         ObjectStorage::new(Arc::new(InMemory::new()), "some/prefix", "memory://some/prefix").unwrap()
     }
 
-    #[test]
-    fn create_twice_fails_and_a_stale_update_fails() {
-        let storage = in_memory();
-        let v1 = (storage.put("lists/a/1.snapshot", b"one", PutMode::Create))
-            .unwrap()
-            .unwrap();
-        assert_eq!(
-            storage
-                .put("lists/a/1.snapshot", b"other", PutMode::Create)
-                .unwrap(),
-            None
-        );
-        assert_eq!(storage.get("lists/a/1.snapshot").unwrap().unwrap(), b"one");
-        assert_eq!(storage.version("lists/a/1.snapshot").unwrap(), Some(v1.clone()));
-        let v2 = (storage.put("lists/a/1.snapshot", b"uno!", PutMode::Update(v1.clone())))
-            .unwrap()
-            .unwrap();
-        assert_ne!(v1, v2);
-        assert_eq!(
-            (storage.put("lists/a/1.snapshot", b"stale", PutMode::Update(v1))).unwrap(),
-            None
-        );
-        assert_eq!(storage.get("lists/a/1.snapshot").unwrap().unwrap(), b"uno!");
-        // An update of a key that does not exist does not hold either.
-        assert_eq!(storage.put("missing", b"x", PutMode::Update(v2)).unwrap(), None);
-        assert_eq!(storage.get("missing").unwrap(), None);
-    }
+    // The calls themselves are checked by the storage contract (the tests
+    // crate's `storage_contract`), on this store in memory and on moto.
 
     #[test]
-    fn lists_reads_ranges_and_deletes_under_its_prefix() {
+    fn keys_are_the_data_directory_layout_under_the_prefix() {
         let memory = Arc::new(InMemory::new());
         let storage = ObjectStorage::new(memory.clone(), "p", "memory://p").unwrap();
-        assert_eq!(storage.get("lists/a/1.snapshot").unwrap(), None);
-        assert_eq!(storage.get_range("lists/a/1.snapshot", 0..1).unwrap(), None);
-        assert_eq!(storage.version("lists/a/1.snapshot").unwrap(), None);
-        assert_eq!(storage.list("lists/a").unwrap(), Vec::<String>::new());
-        storage
-            .put("lists/a/1.snapshot", b"one", PutMode::Overwrite)
-            .unwrap();
         let mut chunks = [&b"ab"[..], b"cd"].into_iter();
         (storage.put_chunks("lists/a/1.hashes", &mut chunks, PutMode::Overwrite)).unwrap();
-        storage.put("lists/a/deeper/x", b"x", PutMode::Overwrite).unwrap();
-        storage
-            .put("lists/b/1.snapshot", b"b", PutMode::Overwrite)
-            .unwrap();
 
         // The layout's keys, under the prefix, as a data directory has them.
         let stored = |key: &str| {
@@ -500,50 +581,7 @@ mod tests {
         };
         assert_eq!(stored("p/lists/a/1.hashes").unwrap(), &b"abcd"[..]);
         assert_eq!(stored("lists/a/1.hashes"), None);
-
-        let mut names = storage.list("lists/a").unwrap();
-        names.sort();
-        assert_eq!(
-            names,
-            ["lists/a/1.hashes", "lists/a/1.snapshot", "lists/a/deeper"]
-        );
-        assert_eq!(storage.list("lists/a/").unwrap().len(), 3);
-
-        assert_eq!(
-            storage.get_range("lists/a/1.hashes", 1..3).unwrap().unwrap(),
-            b"bc"
-        );
-        // Fewer bytes at its end; none past it.
-        assert_eq!(
-            storage.get_range("lists/a/1.hashes", 2..10).unwrap().unwrap(),
-            b"cd"
-        );
-        assert_eq!(
-            storage.get_range("lists/a/1.hashes", 7..10).unwrap().unwrap(),
-            b""
-        );
-
-        // A conditional read: the value with its ETag, then nothing until
-        // it changes.
-        let Conditional::Value { bytes, version } = storage.get_if_changed("lists/a/1.hashes", None).unwrap()
-        else {
-            panic!("the value");
-        };
-        assert_eq!(bytes, b"abcd");
-        assert_eq!(
-            storage
-                .get_if_changed("lists/a/1.hashes", Some(&version))
-                .unwrap(),
-            Conditional::NotModified
-        );
-        assert_eq!(
-            storage.get_if_changed("lists/a/none", Some(&version)).unwrap(),
-            Conditional::Missing
-        );
-
-        storage.delete("lists/a/1.hashes").unwrap();
-        storage.delete("lists/a/1.hashes").unwrap();
-        assert_eq!(storage.get("lists/a/1.hashes").unwrap(), None);
+        assert_eq!(storage.list("lists/a").unwrap(), ["lists/a/1.hashes"]);
         assert!(
             storage
                 .location("lists/a/1.snapshot")
@@ -616,6 +654,103 @@ mod tests {
             storage.list(".blocksieve-selftest").unwrap(),
             Vec::<String>::new()
         );
+    }
+
+    /// An S3 store at `addr` whose client does not retry and waits at most
+    /// half a second for an answer.
+    #[cfg(feature = "aws")]
+    fn s3_at(addr: std::net::SocketAddr) -> ObjectStorage {
+        use object_store::aws::AmazonS3Builder;
+        use object_store::{BackoffConfig, ClientOptions, RetryConfig};
+        let builder = AmazonS3Builder::new()
+            .with_endpoint(format!("http://{addr}"))
+            .with_bucket_name("bucket")
+            .with_region("us-east-1")
+            .with_access_key_id("testing")
+            .with_secret_access_key("testing")
+            .with_retry(RetryConfig {
+                backoff: BackoffConfig::default(),
+                max_retries: 0,
+                retry_timeout: std::time::Duration::from_secs(1),
+            })
+            .with_client_options(
+                ClientOptions::new()
+                    .with_allow_http(true)
+                    .with_timeout(std::time::Duration::from_millis(500)),
+            );
+        let s3 = Arc::new(builder.clone().build().unwrap());
+        let raw_listing = s3_list::S3Lister::new(&builder, s3.clone()).unwrap();
+        ObjectStorage {
+            raw_listing: raw_listing.map(Arc::new),
+            ..ObjectStorage::new(s3, "p", "s3://bucket/p").unwrap()
+        }
+    }
+
+    /// A server on 127.0.0.1:0 that reads each request and answers it
+    /// `answer` (raw HTTP), or never when `answer` is empty.
+    #[cfg(feature = "aws")]
+    fn answering(answer: &'static str) -> std::net::SocketAddr {
+        use std::io::{BufRead as _, Write as _};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { return };
+                std::thread::spawn(move || {
+                    let mut reader = std::io::BufReader::new(stream.try_clone().unwrap());
+                    let mut line = String::new();
+                    while reader.read_line(&mut line).is_ok_and(|n| n > 0) && line != "\r\n" {
+                        line.clear();
+                    }
+                    if answer.is_empty() {
+                        std::thread::sleep(std::time::Duration::from_secs(5));
+                    } else {
+                        let _ = stream.write_all(answer.as_bytes());
+                    }
+                });
+            }
+        });
+        addr
+    }
+
+    #[cfg(feature = "aws")]
+    fn failure(result: Result<Option<Vec<u8>>, Error>) -> StoreFailure {
+        match result {
+            Err(Error::Store { kind, .. }) => kind,
+            other => panic!("a store error: {other:?}"),
+        }
+    }
+
+    #[cfg(feature = "aws")]
+    #[test]
+    fn unreachable_stores_and_server_errors_are_transient_and_refusals_are_not() {
+        let status = |line: &str| -> &'static str {
+            format!("HTTP/1.1 {line}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").leak()
+        };
+        for (answer, kind) in [
+            (status("503 Service Unavailable"), StoreFailure::Transient),
+            (status("500 Internal Server Error"), StoreFailure::Transient),
+            (status("429 Too Many Requests"), StoreFailure::Transient),
+            // No answer within the client's timeout.
+            ("", StoreFailure::Transient),
+            (status("400 Bad Request"), StoreFailure::Other),
+            (status("403 Forbidden"), StoreFailure::Other),
+        ] {
+            let storage = s3_at(answering(answer));
+            assert_eq!(failure(storage.get("k")), kind, "{answer:?}");
+        }
+        // A refused connection: a port nothing listens on any more.
+        let closed = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        assert_eq!(failure(s3_at(closed).get("k")), StoreFailure::Transient);
+        // The raw listing's own answers too.
+        let storage = s3_at(answering(status("503 Service Unavailable")));
+        let raw = storage.raw_listing.clone().unwrap();
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        let e = runtime.block_on(raw.list("p/")).unwrap_err();
+        assert!(is_transient(&e), "{e}");
     }
 
     #[test]

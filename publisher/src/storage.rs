@@ -110,6 +110,13 @@ pub enum Conditional {
 /// [`PutMode::Create`] and [`PutMode::Update`] are `object_store`'s
 /// `PutMode`s of the same names).
 ///
+/// Conditional writes decide between concurrent writers: of several
+/// writers creating one key ([`PutMode::Create`]) exactly one succeeds, on
+/// every implementation. Of several writers updating one key from the same
+/// version ([`PutMode::Update`]) exactly one succeeds on an object store,
+/// which decides; the data directory compares and then renames, which is
+/// safe only because one publisher at a time holds it ([`LocalStorage`]).
+///
 /// The errors below are those of the data directory; an object store
 /// ([`ObjectStorage`](crate::object_storage::ObjectStorage)) answers
 /// [`Error::Store`] instead.
@@ -180,7 +187,9 @@ pub trait Storage: std::fmt::Debug + Send + Sync {
     }
 
     /// The keys directly under `prefix` (one level, like a directory
-    /// listing), in no particular order.
+    /// listing), in no particular order. Names that are no key of this
+    /// storage (a file name that is not UTF-8, an object key with an empty
+    /// segment) are left out.
     ///
     /// # Errors
     ///
@@ -200,9 +209,12 @@ pub trait Storage: std::fmt::Debug + Send + Sync {
 
 /// The data directory: each key a file under it.
 ///
-/// Compare-and-swap compares the file's size and modification time; it
-/// needs no more because one publisher at a time holds the directory
-/// ([`lock_data_dir`]).
+/// Compare-and-swap compares the file's version (size, modification time
+/// and inode) and then renames the new file into place; it needs no more
+/// because one publisher at a time holds the directory ([`lock_data_dir`]),
+/// but two writers updating one key at once could both succeed. Create is
+/// atomic without the lock: the new file is hard-linked into place, which
+/// fails when the key exists.
 #[derive(Debug, Clone)]
 pub struct LocalStorage {
     root: PathBuf,
@@ -462,9 +474,13 @@ fn create_atomic_with(
     path: &Path,
     write: impl FnOnce(&mut std::io::BufWriter<fs::File>) -> std::io::Result<()>,
 ) -> Result<bool, Error> {
+    // A temporary name of this writer's own: writers racing to create one
+    // key must not write, rename or remove each other's temporary file.
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let writer = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let io = Error::storage(path);
     let mut tmp_name = path.file_name().unwrap_or_default().to_owned();
-    tmp_name.push(".create");
+    tmp_name.push(format!(".create-{}-{writer}", std::process::id()));
     tmp_name.push(TMP_SUFFIX);
     let tmp = path.with_file_name(tmp_name);
     write_atomic_with(&tmp, write)?;
@@ -802,89 +818,39 @@ mod tests {
         }
     }
 
+    // The calls themselves are checked by the storage contract (the tests
+    // crate's `storage_contract`), on a data directory and on object stores.
+
     #[test]
-    fn local_storage_puts_gets_lists_and_compares_versions() {
+    fn a_key_is_a_file_under_the_data_directory_and_no_temporary_file_stays() {
         let dir = tempfile::tempdir().unwrap();
         let storage = LocalStorage::open(dir.path()).unwrap();
-        assert_eq!(storage.get("lists/a/1.snapshot").unwrap(), None);
-        assert_eq!(storage.list("lists/a").unwrap(), Vec::<String>::new());
-        let v1 = storage
+        storage
             .put("lists/a/1.snapshot", b"one", PutMode::Overwrite)
             .unwrap()
             .unwrap();
-        // A key is a file under the data directory, byte for byte.
-        assert_eq!(fs::read(dir.path().join("lists/a/1.snapshot")).unwrap(), b"one");
-        assert_eq!(storage.list("lists/a").unwrap(), ["lists/a/1.snapshot"]);
-        assert_eq!(
-            storage.get_range("lists/a/1.snapshot", 1..10).unwrap().unwrap(),
-            b"ne"
-        );
-
-        // Create never replaces.
-        assert_eq!(
-            storage
-                .put("lists/a/1.snapshot", b"other", PutMode::Create)
-                .unwrap(),
-            None
-        );
-        assert_eq!(storage.get("lists/a/1.snapshot").unwrap().unwrap(), b"one");
         assert!(
             storage
                 .put("lists/a/2.snapshot", b"two", PutMode::Create)
                 .unwrap()
                 .is_some()
         );
-
-        // Update replaces only the version it was given.
-        let v2 = (storage.put("lists/a/1.snapshot", b"uno!", PutMode::Update(v1.clone())))
-            .unwrap()
-            .unwrap();
-        assert_ne!(v1, v2);
         assert_eq!(
             storage
-                .put("lists/a/1.snapshot", b"stale", PutMode::Update(v1))
+                .put("lists/a/2.snapshot", b"other", PutMode::Create)
                 .unwrap(),
             None
         );
-        assert_eq!(storage.get("lists/a/1.snapshot").unwrap().unwrap(), b"uno!");
-
-        // A conditional read: the value with its version, then nothing
-        // until it changes.
-        let Conditional::Value { bytes, version } =
-            storage.get_if_changed("lists/a/1.snapshot", None).unwrap()
-        else {
-            panic!("the value");
-        };
-        assert_eq!(bytes, b"uno!");
-        assert_eq!(version, v2);
-        assert_eq!(
-            storage.get_if_changed("lists/a/1.snapshot", Some(&v2)).unwrap(),
-            Conditional::NotModified
-        );
-        // Two writes of the same size in quick succession are two versions.
-        let v3 = (storage.put("lists/a/1.snapshot", b"dos!", PutMode::Update(v2.clone())))
-            .unwrap()
-            .unwrap();
-        assert_ne!(v2, v3);
-        assert!(matches!(
-            storage.get_if_changed("lists/a/1.snapshot", Some(&v2)).unwrap(),
-            Conditional::Value { bytes, .. } if bytes == b"dos!"
-        ));
-        assert_eq!(
-            storage.get_if_changed("nothing", None).unwrap(),
-            Conditional::Missing
-        );
-
-        let mut chunks = [&b"ab"[..], b"cd"].into_iter();
-        storage.put_chunks("k", &mut chunks, PutMode::Overwrite).unwrap();
-        assert_eq!(storage.get("k").unwrap().unwrap(), b"abcd");
-        storage.delete("k").unwrap();
-        storage.delete("k").unwrap();
-        assert_eq!(storage.get("k").unwrap(), None);
+        // A key is a file under the data directory, byte for byte.
+        assert_eq!(fs::read(dir.path().join("lists/a/1.snapshot")).unwrap(), b"one");
+        assert_eq!(fs::read(dir.path().join("lists/a/2.snapshot")).unwrap(), b"two");
         // No temporary file is left behind.
-        let mut names = storage.list("lists/a").unwrap();
+        let mut names: Vec<_> = fs::read_dir(dir.path().join("lists/a"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
         names.sort();
-        assert_eq!(names, ["lists/a/1.snapshot", "lists/a/2.snapshot"]);
+        assert_eq!(names, ["1.snapshot", "2.snapshot"]);
     }
 
     fn meta_with(etag: &str) -> CacheMeta {

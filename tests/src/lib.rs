@@ -5,7 +5,8 @@
 //! server for answers no HTTP framework gives ([`fake`]); signed test
 //! snapshots and the fixed keys ([`snapshot`]); clocks for agents
 //! ([`clock`]) and agents for the fakes ([`agents`]); a real S3 API server
-//! for the object-store tests ([`moto`]).
+//! for the object-store tests ([`moto`]), and the contract every storage
+//! backend of the publisher keeps ([`storage_contract`]).
 //!
 //! The fake publisher and the test snapshots use only the wire format
 //! (`blocksieve-format`): they stand in for the publisher.
@@ -22,6 +23,7 @@ pub mod moto;
 pub mod raw;
 mod running;
 pub mod snapshot;
+pub mod storage_contract;
 
 pub use fixtures::{fixture_lines, fixture_source, fixtures};
 pub use machine::{heavy_test_lock, open_files_limit, vm_rss_bytes};

@@ -1,17 +1,19 @@
 //! The publisher on an object store (`store = "s3://…"`) against a real S3
 //! API server (moto): build, serve, restart from the store, and the
-//! start-up self-test of conditional writes.
+//! start-up self-test of conditional writes; and the storage contract on
+//! every backend: the data directory, an in-memory object store and moto.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use blocksieve_agent::Agent;
 use blocksieve_publisher::internal::storage::{
-    ObjectStorage, PutMode, Storage as _, check_conditional_writes,
+    LocalStorage, ObjectStorage, PutMode, Storage as _, check_conditional_writes,
 };
 use blocksieve_publisher::{Config, Error, Publisher, SourceFormat, StoreFailure};
 use blocksieve_tests::fault::ignoring_conditions;
 use blocksieve_tests::moto::Moto;
-use blocksieve_tests::{RunningPublisher, config, fixture_lines, fixture_source};
+use blocksieve_tests::{RunningPublisher, config, fixture_lines, fixture_source, storage_contract};
 
 const READY: Duration = Duration::from_secs(60);
 
@@ -105,18 +107,60 @@ async fn moto_enforces_conditional_writes_and_passes_the_self_test() {
     let storage = ObjectStorage::s3(&url, &moto.store_options()).unwrap();
     check_conditional_writes(&storage, &url).unwrap();
 
-    let v1 = storage.put("k", b"one", PutMode::Create).unwrap().unwrap();
-    assert_eq!(storage.put("k", b"two", PutMode::Create).unwrap(), None);
-    let v2 = storage
-        .put("k", b"three", PutMode::Update(v1.clone()))
-        .unwrap()
-        .unwrap();
-    assert_ne!(v1, v2);
-    assert_eq!(storage.put("k", b"stale", PutMode::Update(v1)).unwrap(), None);
-    assert_eq!(storage.get("k").unwrap().unwrap(), b"three");
-    assert_eq!(storage.get_range("k", 1..100).unwrap().unwrap(), b"hree");
-    storage.delete("k").unwrap();
-    assert_eq!(storage.get("k").unwrap(), None);
+    // The self-test leaves nothing behind.
+    assert_eq!(
+        storage.list(".blocksieve-selftest").unwrap(),
+        Vec::<String>::new()
+    );
+}
+
+#[test]
+fn the_data_directory_keeps_the_storage_contract() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage = LocalStorage::open(dir.path()).unwrap();
+    storage_contract::check(&storage);
+    // Create links a file into place, atomic against other writers; Update
+    // relies on the data directory's lock and is not raced here.
+    for round in 0..3 {
+        storage_contract::create_race(&storage, &format!("contract/race/create-{round}"));
+    }
+    // The writers that lost left no temporary file behind.
+    let mut race = storage.list("contract/race").unwrap();
+    race.sort();
+    assert_eq!(
+        race,
+        [
+            "contract/race/create-0",
+            "contract/race/create-1",
+            "contract/race/create-2"
+        ]
+    );
+}
+
+#[test]
+fn an_in_memory_object_store_keeps_the_storage_contract() {
+    let memory = Arc::new(object_store::memory::InMemory::new());
+    let storage = ObjectStorage::new(memory, "some/prefix", "memory://some/prefix").unwrap();
+    storage_contract::check(&storage);
+    for round in 0..3 {
+        storage_contract::create_race(&storage, &format!("contract/race/create-{round}"));
+        storage_contract::update_race(&storage, &format!("contract/race/update-{round}"));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn moto_keeps_the_storage_contract_with_signed_requests() {
+    let Some(moto) = Moto::start().await else { return };
+    let storage = ObjectStorage::s3(&moto.store_url("contract-prefix"), &moto.store_options()).unwrap();
+    tokio::task::spawn_blocking(move || {
+        storage_contract::check(&storage);
+        for round in 0..3 {
+            storage_contract::create_race(&storage, &format!("contract/race/create-{round}"));
+            storage_contract::update_race(&storage, &format!("contract/race/update-{round}"));
+        }
+    })
+    .await
+    .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -170,4 +214,32 @@ async fn a_store_that_ignores_conditional_writes_is_refused_unless_dangerously_a
     // Nothing of the self-test is left behind.
     let bucket = ObjectStorage::s3(&moto.store_url("p"), &moto.store_options()).unwrap();
     assert_eq!(bucket.list(".blocksieve-selftest").unwrap(), Vec::<String>::new());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stray_key_that_is_no_object_store_path_does_not_break_a_listing() {
+    let Some(moto) = Moto::start().await else { return };
+    let storage = ObjectStorage::s3(&moto.store_url("stray"), &moto.store_options()).unwrap();
+    for key in ["lists/a/1.snapshot", "lists/a/b/c", "lists/z"] {
+        storage.put(key, key.as_bytes(), PutMode::Overwrite).unwrap();
+    }
+    // Keys that object_store cannot represent as a path, put by plain
+    // requests (which moto takes unsigned): an empty segment, which lists
+    // as the "directory" `lists/a//`, and control characters.
+    let client = reqwest::Client::new();
+    for raw in ["lists/a//x", "lists/a/del%7F", "lists/a/ctl%01x"] {
+        let url = format!("{}/{}/stray/{raw}", moto.endpoint(), moto.bucket);
+        let put = client.put(&url).body("stray").send().await.unwrap();
+        assert!(put.status().is_success(), "{url}: {}", put.status());
+    }
+    let mut keys = storage.list("lists/a").unwrap();
+    keys.sort();
+    assert_eq!(keys, ["lists/a/1.snapshot", "lists/a/b"]);
+    let mut keys = storage.list("lists").unwrap();
+    keys.sort();
+    assert_eq!(keys, ["lists/a", "lists/z"]);
+    assert_eq!(
+        storage.get("lists/a/1.snapshot").unwrap().unwrap(),
+        b"lists/a/1.snapshot"
+    );
 }
