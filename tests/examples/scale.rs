@@ -680,13 +680,16 @@ async fn throughput(args: &Args, bases: &[String], pids: &[String], snapshot_pat
     }
     println!(
         "{} keep-alive clients, {:.1} s × {} rounds per point (N in the order 1, 2, 3 then 3, 2, 1), round-robin \
-         over the first N replicas; CPU as a share of one core over the point's wall time\n",
-        args.clients, args.seconds, args.rounds
+         over the first N replicas; CPU in % of one core over the point's wall time ({}00 % = every CPU)\n",
+        args.clients,
+        args.seconds,
+        args.rounds,
+        std::thread::available_parallelism().map_or(1, usize::from)
     );
     println!(
-        "| route | replicas | requests/s | ratio to 1 | p50 ms | p99 ms | requests | errors | MB/s | CPU of each replica | load generator CPU | machine busy |"
+        "| route | replicas | requests/s | ratio to 1 | p50 ms | p99 ms | requests | errors | MB/s | CPU of each replica | requests per replica CPU-second | load generator CPU | CPU of other processes | machine busy |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|");
     for (label, mut totals) in rows {
         let one = totals[0].per_second();
         for (i, t) in totals.iter_mut().enumerate() {
@@ -697,9 +700,15 @@ async fn throughput(args: &Args, bases: &[String], pids: &[String], snapshot_pat
                 .map(|d| share(*d))
                 .collect::<Vec<_>>()
                 .join(", ");
+            let replica_cpu: Duration = t.cpu.replicas[..=i].iter().sum();
+            let per_cpu_second = t.requests as f64 / replica_cpu.as_secs_f64().max(1e-9);
             let (busy, total) = t.cpu.machine;
+            let busy_share = busy as f64 / total.max(1) as f64;
+            // Moto, the idle builder, and whatever else runs on the machine.
+            let elsewhere = busy_share * cores as f64 * 100.0
+                - 100.0 * (replica_cpu + t.cpu.load_generator).as_secs_f64() / wall;
             println!(
-                "| {label} | {} | {:.0} | {:.2} | {:.2} | {:.2} | {} | {} | {:.1} | {replicas} | {} | {:.0} % of {cores} CPUs |",
+                "| {label} | {} | {:.0} | {:.2} | {:.2} | {:.2} | {} | {} | {:.1} | {replicas} | {per_cpu_second:.0} | {} | {elsewhere:.0} % | {:.0} % of {cores} CPUs |",
                 i + 1,
                 t.per_second(),
                 t.per_second() / one,
@@ -709,7 +718,7 @@ async fn throughput(args: &Args, bases: &[String], pids: &[String], snapshot_pat
                 t.errors,
                 t.body_bytes as f64 / wall / 1e6,
                 share(t.cpu.load_generator),
-                100.0 * busy as f64 / total.max(1) as f64,
+                100.0 * busy_share,
             );
         }
     }
@@ -1154,7 +1163,7 @@ fn print_fleet(
 ) {
     print_fleet_header(args, plan, info);
     println!(
-        "| route | requests | bytes to agents | bytes from origin (nginx log) | origin requests (nginx) | bytes served by the cache | bytes from origin (headers) | origin requests (headers) | errors |"
+        "| route | requests | bytes to agents | bytes from origin (nginx log) | origin requests (nginx) | share served by the cache | bytes from origin (headers) | origin requests (headers) | errors |"
     );
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     let mut total = (RouteBytes::default(), RouteBytes::default());
@@ -1196,7 +1205,7 @@ fn print_fleet(
 fn print_fleet_headers(args: &Args, plan: &FleetPlan, headers: &[RouteBytes; 4], info: &Served) {
     print_fleet_header(args, plan, info);
     println!(
-        "| route | requests | bytes to agents | bytes from origin (headers) | origin requests | bytes served by a cache |"
+        "| route | requests | bytes to agents | bytes from origin (headers) | origin requests | share served by a cache |"
     );
     println!("|---|---:|---:|---:|---:|---:|");
     for (i, h) in headers.iter().enumerate() {
