@@ -817,8 +817,6 @@ async fn start_nginx(nginx: &Path, dir: &Path, bases: &[String]) -> Result<Proxy
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    // The probe above is not part of the fleet.
-    std::fs::write(&access_log, b"")?;
     Ok(Proxy { server, access_log })
 }
 
@@ -860,15 +858,19 @@ const FLEET_ROUTES: [&str; 4] = [
     "`POST /v1/hashes:search` (binary)",
 ];
 
-fn route_of(method: &str, uri: &str) -> usize {
+/// Which of [`FLEET_ROUTES`] a logged request is; `None` for the readiness
+/// probe.
+fn route_of(method: &str, uri: &str) -> Option<usize> {
     if method == "POST" {
-        3
+        Some(3)
     } else if uri.starts_with("/v1/hashes/") {
-        2
+        Some(2)
     } else if uri.contains("/snapshots/") {
-        1
+        Some(1)
+    } else if uri.ends_with("/snapshot") {
+        Some(0)
     } else {
-        0
+        None
     }
 }
 
@@ -976,7 +978,9 @@ async fn fleet_through(
     let expected: u64 = client_side.iter().map(|r| r.requests).sum();
     let waited = Instant::now();
     let mut log = std::fs::read_to_string(&proxy.access_log)?;
-    while (log.lines().count() as u64) < expected && waited.elapsed() < Duration::from_secs(10) {
+    while (log.lines().filter(|l| !l.ends_with("/healthz")).count() as u64) < expected
+        && waited.elapsed() < Duration::from_secs(10)
+    {
         tokio::time::sleep(Duration::from_millis(100)).await;
         log = std::fs::read_to_string(&proxy.access_log)?;
     }
@@ -986,7 +990,10 @@ async fn fleet_through(
         let [status, sent, upstream, method, uri] = f[..] else {
             return Err(format!("unexpected access log line {line:?}").into());
         };
-        let r = &mut logged[route_of(method, uri)];
+        let Some(route) = route_of(method, uri) else {
+            continue;
+        };
+        let r = &mut logged[route];
         r.requests += 1;
         r.to_agents += sent.parse::<u64>().unwrap_or(0);
         // "-" when no replica was asked (a hit); "a, b" when nginx tried two.
