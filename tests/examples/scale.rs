@@ -756,8 +756,11 @@ async fn start_nginx(nginx: &Path, dir: &Path, bases: &[String]) -> Result<Proxy
     // it (nginx also keeps a variant per Vary value); proxy_cache_lock
     // collapses concurrent misses of one key into one origin request, as
     // CDNs do.
+    // One process (no master): stopping the child stops nginx, with no
+    // worker left behind. Only the cache manager is missing, which trims
+    // the cache to `max_size`, far above what a replay stores.
     let conf = format!(
-        "daemon off;\nmaster_process on;\nworker_processes 1;\npid {r}/nginx.pid;\nerror_log {r}/error.log warn;\n\
+        "daemon off;\nmaster_process off;\npid {r}/nginx.pid;\nerror_log {r}/error.log warn;\n\
          events {{ worker_connections 1024; }}\n\
          http {{\n\
          \x20   log_format cache '$upstream_cache_status $body_bytes_sent $upstream_response_length $request_method $uri';\n\
