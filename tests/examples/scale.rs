@@ -35,8 +35,10 @@
 //!    The same is computed from the response headers alone (an ideal shared
 //!    cache fetches each cacheable URL and `Accept` once) as a cross-check.
 //!
-//! Everything listens on 127.0.0.1, every phase is bounded in time or
-//! count, and the processes are stopped at the end. Prints Markdown tables.
+//! Needs `moto_server` (`bash .ci/moto.sh`). Everything listens on
+//! 127.0.0.1, every phase is bounded in time or count, and the processes are
+//! stopped at the end. Prints Markdown tables on stdout and progress on
+//! stderr; exits 2 on bad arguments, 1 when the run could not complete.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::{BufRead, BufReader, Write};
@@ -66,17 +68,27 @@ const FLEET_CONCURRENCY: usize = 32;
 /// Warm-up before the throughput points, through all replicas.
 const WARM_UP: Duration = Duration::from_secs(1);
 
+/// The command line; see the module docs.
 struct Args {
+    /// The feed the builder publishes (`urls` format, gzip or plain).
     feed: PathBuf,
     /// Lines of the feed to publish; 0 = all.
     lines: usize,
+    /// Length of one throughput point, in seconds.
     seconds: f64,
+    /// Points per route and N, alternating the order of N.
     rounds: usize,
+    /// Concurrent keep-alive clients of the throughput points.
     clients: usize,
+    /// Agents in the fleet replay.
     agents: usize,
+    /// Full-hash buckets each agent asks for.
     buckets: usize,
+    /// Seed of every random draw (prefixes, the fleet).
     seed: u64,
+    /// The `blocksieve-publisher` binary the builder and replicas run.
     publisher: PathBuf,
+    /// The nginx binary, if given.
     nginx: Option<PathBuf>,
 }
 
