@@ -388,11 +388,19 @@ impl ListStore {
         }
     }
 
-    /// The snapshot bytes of `version`, if it is a kept generation's (or a
-    /// version of the older layout still stored).
+    /// The snapshot bytes of `version`, if it is a kept generation's (or,
+    /// before the first generation, a version of the older layout still
+    /// stored). A version no kept generation has costs no store request:
+    /// asking for made-up versions cannot make a replica call its store.
     pub fn read_snapshot(&self, version: u64) -> Option<Vec<u8>> {
-        let key = (self.known.lock().ok()?.get(&version).map(|(_, k)| k.clone()))
-            .unwrap_or_else(|| self.key(&format!("{version:020}.snapshot")));
+        let key = {
+            let known = self.known.lock().ok()?;
+            match known.get(&version) {
+                Some((_, key)) => key.clone(),
+                None if known.is_empty() => self.key(&format!("{version:020}.snapshot")),
+                None => return None,
+            }
+        };
         self.storage.get(&key).ok().flatten()
     }
 

@@ -147,10 +147,15 @@ impl Metrics {
         self.store_reachable.set(i64::from(reachable));
     }
 
-    /// Records a build attempt: `outcome` is `published`, `refused` or `failed`.
+    /// Records a build attempt: `outcome` is `published`, `refused`,
+    /// `failed`, `superseded` (another builder published first) or
+    /// `skipped` (another builder held the lease: no build, so the last
+    /// build's duration stays).
     pub fn build_finished(&self, name: &str, outcome: &'static str, seconds: f64, measured_fpr: Option<f64>) {
         let mut l = list(name);
-        self.build_duration.get_or_create(&l).set(seconds);
+        if outcome != "skipped" {
+            self.build_duration.get_or_create(&l).set(seconds);
+        }
         if let Some(f) = measured_fpr {
             self.measured_fpr.get_or_create(&l).set(f);
         }
