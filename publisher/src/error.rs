@@ -21,8 +21,9 @@ use blocksieve_format::{BuildError, DecodeError, EncodeError, KeyError};
 /// * **Storage** ([`Error::Storage`], [`Error::Corrupt`], [`Error::Store`]):
 ///   the data directory or the object store could not be read or written;
 ///   fix the disk or the store (its address, credentials, permissions).
-/// * **Unsafe store** ([`Error::StoreIgnoresConditions`]): the configured
-///   object store does not enforce conditional writes; use one that does.
+/// * **Unsafe store** ([`Error::StoreIgnoresConditions`],
+///   [`Error::SecondBuilder`]): the configured object store does not
+///   enforce conditional writes; use one that does, or run one builder.
 /// * **In use** ([`Error::InUse`]): another publisher has the data directory
 ///   open; stop it, or use another directory.
 /// * **Another builder's turn** ([`Error::LeaseHeld`], [`Error::Superseded`]):
@@ -174,6 +175,22 @@ pub enum Error {
         store: String,
         /// The check that failed.
         reason: String,
+    },
+
+    /// A second builder writes a store that does not enforce conditional
+    /// writes (allowed with `dangerous_store_ignores_conditions` for one
+    /// builder only): two builders would overwrite each other's
+    /// generations unseen, so this one does not build.
+    #[error(
+        "store: {store} does not enforce conditional writes, so only one builder may write it, and builder {holder} also does (list {list}); stop one of them"
+    )]
+    SecondBuilder {
+        /// The store, as configured.
+        store: String,
+        /// The list whose lease showed it.
+        list: String,
+        /// The other builder's id.
+        holder: String,
     },
 
     // --- In use: stop the other publisher. ---

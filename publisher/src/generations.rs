@@ -619,6 +619,18 @@ impl ListStore {
         }
     }
 
+    /// The lease as stored, `None` when there is none or it is not one.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Storage`] or [`Error::Store`] when it cannot be read.
+    pub fn lease(&self) -> Result<Option<Lease>, Error> {
+        Ok(self
+            .storage
+            .get(&self.key("lease"))?
+            .and_then(|b| Lease::parse(&b)))
+    }
+
     /// Gives the lease up (if it is still at `version`), so the next
     /// builder need not wait for it to expire.
     pub fn release_lease(&self, holder: &str, version: Version) {

@@ -55,8 +55,9 @@ struct Inner {
     /// Held while any clone of the publisher lives (not by a replica,
     /// which keeps nothing in the data directory).
     _data_dir_lock: Option<storage::DataDirLock>,
-    /// This process's id as a builder, in the lists' leases: random, so
-    /// a restarted builder is another holder.
+    /// This builder's id in the lists' leases: kept in the data directory
+    /// (`builder-id`), so a restarted builder takes its own lease back at
+    /// once, and two builders (two data directories) never share one.
     holder: String,
 }
 
@@ -183,7 +184,7 @@ impl Publisher {
                 build_locks: (0..n).map(|_| tokio::sync::Mutex::new(())).collect(),
                 force_once: (0..n).map(|_| AtomicBool::new(false)).collect(),
                 _data_dir_lock: data_dir_lock,
-                holder: format!("{}-{:08x}", std::process::id(), rand::random::<u32>()),
+                holder: builder_id(&config.data_dir),
                 storage,
                 config,
                 key,
@@ -376,7 +377,9 @@ impl Publisher {
             timings.add("other", other);
         }
         self.record(index, &outcome, force, started.elapsed());
-        if let Some(version) = lease {
+        // On a store that ignores conditional writes the lease is kept: it
+        // is how a second builder is seen.
+        if let Some(version) = lease.filter(|_| !inner.config.dangerous_store_ignores_conditions) {
             let this = self.clone();
             let _ = tokio::task::spawn_blocking(move || {
                 let slot = &this.inner.state.lists[index];
@@ -409,10 +412,35 @@ impl Publisher {
             list: self.inner.config.lists[index].name.clone(),
             reason: e.to_string(),
         })??;
+        let config = &self.inner.config;
+        let list = config.lists[index].name.clone();
+        let second_builder = |holder: String| Error::SecondBuilder {
+            store: config.store.clone().unwrap_or_default(),
+            list: list.clone(),
+            holder,
+        };
         match acquired {
+            // A store that ignores conditional writes lets two builders
+            // both "acquire": read the lease back to see whose it is.
+            LeaseOutcome::Acquired(version) if config.dangerous_store_ignores_conditions => {
+                let this = self.clone();
+                let holder = tokio::task::spawn_blocking(move || this.inner.state.lists[index].store.lease())
+                    .await
+                    .ok()
+                    .and_then(Result::ok)
+                    .flatten()
+                    .map(|lease| lease.holder);
+                match holder {
+                    Some(holder) if holder != self.inner.holder => Err(second_builder(holder)),
+                    _ => Ok(Some(version)),
+                }
+            }
             LeaseOutcome::Acquired(version) => Ok(Some(version)),
+            LeaseOutcome::HeldBy(lease) if config.dangerous_store_ignores_conditions => {
+                Err(second_builder(lease.holder))
+            }
             LeaseOutcome::HeldBy(lease) => Err(Error::LeaseHeld {
-                list: self.inner.config.lists[index].name.clone(),
+                list,
                 holder: lease.holder,
                 expires_at: lease.expires_at,
             }),
@@ -739,6 +767,22 @@ impl Publisher {
         scheduler.start().await.map_err(bad("scheduler".into()))?;
         Ok(scheduler)
     }
+}
+
+/// This builder's id: the one in `<data_dir>/builder-id`, created (random)
+/// when there is none; a random one when it cannot be read or written.
+fn builder_id(data_dir: &std::path::Path) -> String {
+    let path = data_dir.join("builder-id");
+    if let Ok(id) = std::fs::read_to_string(&path)
+        && !id.trim().is_empty()
+    {
+        return id.trim().to_owned();
+    }
+    let id = format!("{:016x}", rand::random::<u64>());
+    if let Err(e) = std::fs::write(&path, format!("{id}\n")) {
+        tracing::warn!(path = %path.display(), error = %e, "cannot keep the builder id; a restart will be another builder");
+    }
+    id
 }
 
 /// The outcome of asking a replica, which has no signing key, to build.

@@ -209,11 +209,35 @@ async fn a_store_that_ignores_conditional_writes_is_refused_unless_dangerously_a
         other => panic!("a store that ignores conditions: {other:?}"),
     }
     cfg.dangerous_store_ignores_conditions = true;
-    let publisher = Publisher::open(cfg).unwrap();
+    let publisher = Publisher::open(cfg.clone()).unwrap();
     assert!(publisher.state().lists[0].current.load().is_none());
     // Nothing of the self-test is left behind.
     let bucket = ObjectStorage::s3(&moto.store_url("p"), &moto.store_options()).unwrap();
     assert_eq!(bucket.list(".blocksieve-selftest").unwrap(), Vec::<String>::new());
+
+    // One builder may write such a store; a second one is refused with a
+    // clear error while the first holds its lease, and the first goes on.
+    let version = publisher.build_list(0).await.result.unwrap();
+    let other_dir = tempfile::tempdir().unwrap();
+    let second = Publisher::open(Config {
+        data_dir: other_dir.path().to_owned(),
+        signing_key: Some(dir.path().join("signing.key")),
+        ..cfg.clone()
+    })
+    .unwrap();
+    match second.build_list(0).await.result {
+        Err(e @ Error::SecondBuilder { .. }) => {
+            let message = e.to_string();
+            assert!(message.contains("only one builder may write it"), "{message}");
+            assert!(message.contains("s3://blocksieve-test/p"), "{message}");
+        }
+        other => panic!("a second builder on a store that ignores conditions: {other:?}"),
+    }
+    assert!(publisher.build_list(0).await.result.unwrap() > version);
+    // A restarted builder (the same data directory) is the same builder.
+    drop(publisher);
+    let restarted = Publisher::open(cfg).unwrap();
+    assert!(restarted.build_list(0).await.result.is_ok());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
