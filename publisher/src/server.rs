@@ -31,19 +31,20 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Json, Response};
 use axum::routing::{get, post};
+use blocksieve_format::RequestPrefix;
 use blocksieve_format::api::{
     ErrorDetail, ErrorResponse, FULL_HASHES_CONTENT_TYPE, FullHashAnswer, FullHashSearchRequest,
-    FullHashSearchResponse, HASHES_HEADER, ListStatus, ListedFullHash, ListsResponse, NEXT_CHECK_HEADER,
-    PrefixAnswer, SnapshotStatus, accepts_full_hashes_binary, routes,
+    FullHashSearchResponse, HASHES_HEADER, ListStatus, ListsResponse, NEXT_CHECK_HEADER, PrefixAnswer,
+    SnapshotStatus, accepts_full_hashes_binary, routes,
 };
-use blocksieve_format::{FullHash, RequestPrefix};
-use rand::RngCore as _;
 use tower_http::compression::CompressionLayer;
 use tower_http::compression::predicate::{Predicate as _, SizeAbove};
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::timeout::TimeoutLayer;
 
-use crate::state::{AppState, ListSlot, Published};
+use crate::state::{AppState, Published};
+
+mod buckets;
 
 /// Largest request body accepted, in bytes: 1,000 prefixes of 8 hex digits
 /// in JSON are about 12 KiB.
@@ -681,44 +682,6 @@ fn check_bucket_size(state: &AppState, prefix: RequestPrefix) -> Result<RequestP
     Ok(prefix)
 }
 
-/// Every listed full hash starting with `prefix`, padded with random hashes
-/// of the same prefix up to the configured padding.
-fn bucket(state: &AppState, prefix: RequestPrefix) -> Vec<ListedFullHash> {
-    let mut matches = Vec::new();
-    for slot in &state.lists {
-        if let Some(current) = slot.current.load().as_deref() {
-            for h in current.bucket(prefix) {
-                matches.push(ListedFullHash {
-                    full_hash: *h,
-                    list: slot.name.clone(),
-                });
-            }
-        }
-    }
-    if matches.len() < state.padding {
-        // Padding entries look like real ones (same prefix, a real list name)
-        // and can never match a URL: a random 256-bit hash collides with
-        // probability 2^-(256 - bits).
-        let pad_list = state.lists.first().map(|l| l.name.clone()).unwrap_or_default();
-        let mut rng = rand::thread_rng();
-        let (lo, hi) = prefix.range32();
-        while matches.len() < state.padding {
-            let mut h = [0u8; 32];
-            rng.fill_bytes(&mut h);
-            let p = lo | (u32::from_be_bytes([h[0], h[1], h[2], h[3]]) & (hi - lo));
-            h[..4].copy_from_slice(&p.to_be_bytes());
-            matches.push(ListedFullHash {
-                full_hash: FullHash(h),
-                list: pad_list.clone(),
-            });
-        }
-        // Shuffle so padding cannot be told apart by position.
-        use rand::seq::SliceRandom as _;
-        matches.shuffle(&mut rng);
-    }
-    matches
-}
-
 async fn full_hashes(
     State(state): State<Arc<AppState>>,
     Path(prefix_text): Path<String>,
@@ -730,7 +693,7 @@ async fn full_hashes(
         cache_duration_s,
         results: vec![PrefixAnswer {
             prefix,
-            matches: bucket(&state, prefix),
+            matches: buckets::bucket(&state, prefix),
         }],
     };
     let mut response = full_hash_answer(&headers, answer, |a| Json(a.into_single(prefix)).into_response())?;
@@ -794,7 +757,13 @@ async fn list_hashes(
         cache_duration_s: state.cache_duration.as_secs(),
         results: vec![PrefixAnswer {
             prefix,
-            matches: list_bucket(slot, &published, prefix, state.padding),
+            matches: buckets::list_bucket(
+                &slot.name,
+                version,
+                published.bucket(prefix),
+                prefix,
+                state.padding,
+            ),
         }],
     };
     let mut response = full_hash_answer(&headers, answer, |a| Json(a.into_single(prefix)).into_response())?;
@@ -803,45 +772,6 @@ async fn list_hashes(
         HeaderValue::from_static("public, max-age=31536000, immutable"),
     );
     Ok(response)
-}
-
-/// The full hashes of `published` (list `slot`) starting with `prefix`,
-/// padded up to `padding` entries as [`bucket`] does, but with padding
-/// derived from the list, version and prefix rather than drawn at random,
-/// and everything sorted by full hash: an immutable URL must give the same
-/// bytes on every replica and on every request. Padding hides only the
-/// size of a bucket from someone who sees the encrypted response, so
-/// padding anyone can recompute serves it as well as random padding; it
-/// never matches a URL (a full hash that is SHA-256 output, 2^-(256 -
-/// bits) per expression).
-fn list_bucket(
-    slot: &ListSlot,
-    published: &Published,
-    prefix: RequestPrefix,
-    padding: usize,
-) -> Vec<ListedFullHash> {
-    let mut hashes: Vec<FullHash> = published.bucket(prefix).to_vec();
-    let (lo, hi) = prefix.range32();
-    let mut n: u64 = 0;
-    while hashes.len() < padding {
-        let seed = format!(
-            "blocksieve bucket padding\0{}\0{}\0{prefix}\0{n}",
-            slot.name, published.header.version
-        );
-        let FullHash(mut h) = FullHash::of(seed.as_bytes());
-        let p = lo | (u32::from_be_bytes([h[0], h[1], h[2], h[3]]) & (hi - lo));
-        h[..4].copy_from_slice(&p.to_be_bytes());
-        hashes.push(FullHash(h));
-        n += 1;
-    }
-    hashes.sort_unstable();
-    hashes
-        .into_iter()
-        .map(|full_hash| ListedFullHash {
-            full_hash,
-            list: slot.name.clone(),
-        })
-        .collect()
 }
 
 /// `answer` in the encoding the request's `Accept` asks for: binary when it
@@ -917,7 +847,7 @@ async fn search(
         .into_iter()
         .map(|prefix| PrefixAnswer {
             prefix,
-            matches: bucket(&state, prefix),
+            matches: buckets::bucket(&state, prefix),
         })
         .collect();
     let answer = FullHashAnswer {
@@ -931,6 +861,9 @@ async fn search(
 
 #[cfg(test)]
 mod tests {
+    use blocksieve_format::FullHash;
+    use blocksieve_format::api::ListedFullHash;
+
     use super::*;
 
     #[tokio::test]
