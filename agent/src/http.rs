@@ -1,13 +1,15 @@
-//! The publisher API over HTTP: conditional snapshot downloads and full-hash
-//! searches, every body read with a hard byte limit. No decisions here: the
-//! headers that matter (ETag, next-check hint, `Retry-After`, `Date`) are
+//! The publisher API over HTTP: conditional snapshot downloads, full-hash
+//! searches and immutable full-hash buckets, every body read with a hard
+//! byte limit. No decisions here: the
+//! headers that matter (ETag, next-check hint, bucket advertisement,
+//! `Retry-After`, `Date`) are
 //! handed to [`crate::engine`] as they came.
 
 use std::time::{Duration, SystemTime};
 
 use blocksieve_format::api::{
-    ErrorResponse, FULL_HASHES_ACCEPT, FullHashSearchRequest, FullHashSearchResponse, ListsResponse,
-    is_full_hashes_content_type,
+    ErrorResponse, FULL_HASHES_ACCEPT, FullHashResponse, FullHashSearchRequest, FullHashSearchResponse,
+    ListsResponse, PrefixResult, is_full_hashes_content_type,
 };
 use reqwest::StatusCode;
 use reqwest::header::{
@@ -19,6 +21,7 @@ use crate::engine::clock::server_time;
 use crate::engine::prefix::SearchAnswer;
 use crate::engine::schedule::{parse_next_check, parse_retry_after};
 
+use blocksieve_format::api::HASHES_HEADER;
 use blocksieve_format::api::NEXT_CHECK_HEADER as NEXT_CHECK;
 
 /// The most bytes read of a full-hash search answer. Up to 1,000 prefixes,
@@ -79,6 +82,8 @@ pub(crate) enum SnapshotFetch {
     NotModified {
         /// The publisher's next-check hint.
         hint: Option<Duration>,
+        /// The response's [`HASHES_HEADER`], if any.
+        buckets: Option<String>,
     },
     /// `200 OK` with the complete body, not yet verified.
     Body {
@@ -88,6 +93,9 @@ pub(crate) enum SnapshotFetch {
         etag: Option<String>,
         /// The publisher's next-check hint.
         hint: Option<Duration>,
+        /// The response's [`HASHES_HEADER`]: where the immutable
+        /// full-hash buckets of the snapshot's version are, if advertised.
+        buckets: Option<String>,
     },
 }
 
@@ -125,6 +133,11 @@ pub(crate) async fn fetch_snapshot(
     let response = request.send().await.map_err(|e| Error::transport(url, e))?;
     *date = publisher_time(response.headers());
     let hint = next_check_hint(response.headers());
+    let buckets = response
+        .headers()
+        .get(HASHES_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
     match response.status() {
         StatusCode::OK => {
             let etag = response
@@ -133,9 +146,14 @@ pub(crate) async fn fetch_snapshot(
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_owned);
             let bytes = read_limited(response, url, limit_bytes).await?;
-            Ok(SnapshotFetch::Body { bytes, etag, hint })
+            Ok(SnapshotFetch::Body {
+                bytes,
+                etag,
+                hint,
+                buckets,
+            })
         }
-        StatusCode::NOT_MODIFIED if sent_condition => Ok(SnapshotFetch::NotModified { hint }),
+        StatusCode::NOT_MODIFIED if sent_condition => Ok(SnapshotFetch::NotModified { hint, buckets }),
         StatusCode::NOT_MODIFIED => Err(Error::UnexpectedResponse {
             url: url.to_owned(),
             reason: "304 Not Modified to a request without If-None-Match".to_owned(),
@@ -171,6 +189,49 @@ pub(crate) async fn search_full_hashes(
         .await
         .map_err(|e| Error::transport(url, e))?;
     *date = publisher_time(response.headers());
+    read_answer(response, url, now, |bytes| serde_json::from_slice(bytes)).await
+}
+
+/// `GET {url}` of one immutable full-hash bucket
+/// (`/v1/lists/{name}/hashes/{version}/{prefix}`), asking for the binary
+/// answer and reading either encoding as [`search_full_hashes`] does (a
+/// JSON bucket is one [`FullHashResponse`]). Any status but `200` is an
+/// error: the caller asks `POST /v1/hashes:search` instead. `date`
+/// receives the publisher's clock from any response that came back.
+pub(crate) async fn fetch_bucket(
+    client: &reqwest::Client,
+    url: &str,
+    now: SystemTime,
+    date: &mut Option<SystemTime>,
+) -> Result<SearchAnswer, Error> {
+    let response = client
+        .get(url)
+        .header(ACCEPT, FULL_HASHES_ACCEPT)
+        .send()
+        .await
+        .map_err(|e| Error::transport(url, e))?;
+    *date = publisher_time(response.headers());
+    read_answer(response, url, now, |bytes| {
+        serde_json::from_slice::<FullHashResponse>(bytes).map(|single| FullHashSearchResponse {
+            results: vec![PrefixResult {
+                prefix: single.prefix,
+                matches: single.matches,
+            }],
+            cache_duration_s: single.cache_duration_s,
+        })
+    })
+    .await
+}
+
+/// Reads a full-hash answer by its `Content-Type` within
+/// [`MAX_SEARCH_RESPONSE_BYTES`]: binary ([`SearchAnswer::from_binary`]) or
+/// JSON, parsed by `json` ([`SearchAnswer::from_json`]).
+async fn read_answer(
+    response: reqwest::Response,
+    url: &str,
+    now: SystemTime,
+    json: impl FnOnce(&[u8]) -> serde_json::Result<FullHashSearchResponse>,
+) -> Result<SearchAnswer, Error> {
     if response.status() != StatusCode::OK {
         return Err(status_error(response, url, now).await);
     }
@@ -187,11 +248,10 @@ pub(crate) async fn search_full_hashes(
     if binary {
         return SearchAnswer::from_binary(&bytes).map_err(invalid);
     }
-    let json: FullHashSearchResponse =
-        serde_json::from_slice(&bytes).map_err(|e| Error::UnexpectedResponse {
-            url: url.to_owned(),
-            reason: format!("invalid JSON: {e}"),
-        })?;
+    let json = json(&bytes).map_err(|e| Error::UnexpectedResponse {
+        url: url.to_owned(),
+        reason: format!("invalid JSON: {e}"),
+    })?;
     drop(bytes);
     SearchAnswer::from_json(json).map_err(invalid)
 }

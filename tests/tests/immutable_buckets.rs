@@ -252,3 +252,235 @@ async fn list_bucket_urls_answer_only_the_version_they_name() {
     assert_eq!(fresh.status(), 200);
     server.stop().await;
 }
+
+/// How many requests `server` answered on `route` (a route template), by
+/// its metrics.
+async fn route_requests(server: &RunningPublisher, route: &str) -> u64 {
+    let text = reqwest::get(format!("{}/metrics", server.base_url()))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let label = format!("route=\"{route}\"");
+    text.lines()
+        .filter(|l| l.starts_with("blocksieve_http_requests_total{") && l.contains(&label))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>() as u64
+}
+
+/// `n` URLs on host `host`, one a line.
+fn urls(host: &str, n: usize) -> String {
+    (0..n).map(|i| format!("http://{host}/page/{i}\n")).collect()
+}
+
+/// The full hash of a URL's listed expression.
+fn hash_of(url: &str) -> FullHash {
+    FullHash::of(url_expression(url.as_bytes()).unwrap().as_bytes())
+}
+
+/// A list `name` over the URL file `path`, with `bits`-bit request prefixes.
+fn file_list(name: &str, path: &std::path::Path, bits: u8) -> ListConfig {
+    let mut list = ListConfig::new(name, vec![SourceConfig::file(path, SourceFormat::Urls)]);
+    list.request_prefix_bits = Some(bits);
+    list
+}
+
+/// A real agent confirms a listed URL at the immutable bucket URLs of the
+/// version it holds, without a single `POST`; a safe URL stays safe. After
+/// a rebuild the agent still holds the old version: its bucket is
+/// `version_gone`, and the agent asks by `POST` (with `min_versions`) and
+/// gets `unsafe`, not "no match". Once it downloads the new version it
+/// follows the new version's URLs (no more fallbacks, no more `POST`s) and
+/// finds a URL only the new version lists.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agent_confirms_at_immutable_bucket_urls_and_follows_new_versions() {
+    let dir = tempfile::tempdir().unwrap();
+    let feed = dir.path().join("feed.txt");
+    std::fs::write(&feed, urls("listed.example", 40)).unwrap();
+    let mut cfg = config(dir.path(), "unused", vec![]);
+    cfg.lists = vec![file_list("phishing", &feed, 12)];
+    cfg.padding = 8;
+    let server = RunningPublisher::start(cfg).await;
+    let first_version = wait_served(&server, "phishing").await;
+    let agent = blocksieve_agent::Agent::builder(server.base_url())
+        .list("phishing")
+        .trusted_key(server.public_key())
+        .build()
+        .unwrap();
+    assert!(agent.update().await.unwrap().is_complete());
+
+    let listed = "http://listed.example/page/0";
+    assert!(agent.check_url(listed).await.unwrap().is_unsafe());
+    let safe = "https://unlisted.example/page/0";
+    assert!(!agent.check_url(safe).await.unwrap().is_unsafe());
+    let stats = agent.stats();
+    assert!(stats.immutable_bucket_requests > 0, "{stats:?}");
+    assert_eq!(
+        stats.full_hash_requests, stats.immutable_bucket_requests,
+        "{stats:?}"
+    );
+    assert_eq!(stats.immutable_bucket_fallbacks, 0, "{stats:?}");
+    assert_eq!(route_requests(&server, routes::SEARCH).await, 0);
+    assert!(route_requests(&server, routes::LIST_HASHES).await > 0);
+
+    // A rebuild the agent has not downloaded yet: its version's buckets are
+    // gone, and a listed URL whose bucket is not cached is confirmed by POST.
+    let new_url = "http://newly-listed.example/page/0";
+    let mut text = urls("listed.example", 40);
+    text.push_str(new_url);
+    text.push('\n');
+    std::fs::write(&feed, text).unwrap();
+    server.publisher.build_list(0).await.result.unwrap();
+    let second_version = served(&server, "phishing").unwrap();
+    assert!(second_version > first_version);
+    let cached = RequestPrefix::of(&hash_of(listed), 12);
+    let other = (1..40)
+        .map(|i| format!("http://listed.example/page/{i}"))
+        .find(|u| RequestPrefix::of(&hash_of(u), 12) != cached)
+        .unwrap();
+    assert!(agent.check_url(&other).await.unwrap().is_unsafe());
+    let after_gone = agent.stats();
+    assert_eq!(after_gone.immutable_bucket_fallbacks, 1, "{after_gone:?}");
+    assert_eq!(route_requests(&server, routes::SEARCH).await, 1);
+
+    // The new version, downloaded: its own buckets, no POST.
+    assert!(agent.update().await.unwrap().is_complete());
+    assert!(agent.check_url(new_url).await.unwrap().is_unsafe());
+    assert!(agent.check_url(listed).await.unwrap().is_unsafe());
+    let stats = agent.stats();
+    assert!(
+        stats.immutable_bucket_requests > after_gone.immutable_bucket_requests,
+        "{stats:?}"
+    );
+    assert_eq!(stats.immutable_bucket_fallbacks, 1, "{stats:?}");
+    assert_eq!(route_requests(&server, routes::SEARCH).await, 1);
+    server.stop().await;
+}
+
+/// Two subscribed lists: the answer cached for a request prefix holds both
+/// lists' full hashes. A URL listed only on the second list, whose prefix
+/// was fetched (and cached) for a hit on the first, is still unsafe when
+/// its check is answered from the cache. An answer made of the first
+/// list's bucket alone would have cached "no match" for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cached_bucket_answer_covers_every_subscribed_list() {
+    let dir = tempfile::tempdir().unwrap();
+    let on_alpha = "http://alpha-only.example/page";
+    let prefix = RequestPrefix::of(&hash_of(on_alpha), 8);
+    let on_beta = (0..10_000)
+        .map(|i| format!("http://beta-only-{i}.example/page"))
+        .find(|u| RequestPrefix::of(&hash_of(u), 8) == prefix)
+        .unwrap();
+    let (alpha, beta) = (dir.path().join("alpha.txt"), dir.path().join("beta.txt"));
+    std::fs::write(
+        &alpha,
+        format!("{on_alpha}\n{}", urls("alpha-filler.example", 20)),
+    )
+    .unwrap();
+    std::fs::write(&beta, format!("{on_beta}\n{}", urls("beta-filler.example", 20))).unwrap();
+    let mut cfg = config(dir.path(), "unused", vec![]);
+    cfg.lists = vec![file_list("alpha", &alpha, 8), file_list("beta", &beta, 8)];
+    let server = RunningPublisher::start(cfg).await;
+    server.wait_ready(Duration::from_secs(60)).await;
+    let agent = blocksieve_agent::Agent::builder(server.base_url())
+        .lists(["alpha", "beta"])
+        .trusted_key(server.public_key())
+        .build()
+        .unwrap();
+    assert!(agent.update().await.unwrap().is_complete());
+
+    let first = agent.check_url(on_alpha).await.unwrap();
+    assert!(first.is_unsafe(), "{first:?}");
+    let before = agent.stats();
+    let second = agent.check_url(&on_beta).await.unwrap();
+    match &second {
+        blocksieve_agent::Verdict::Unsafe { list, .. } => assert_eq!(list, "beta"),
+        other => panic!("{on_beta}, listed on beta, was {other:?}"),
+    }
+    let after = agent.stats();
+    assert!(after.cache_hits > before.cache_hits, "{after:?}");
+    assert_eq!(after.full_hash_requests, before.full_hash_requests, "{after:?}");
+    assert!(after.immutable_bucket_requests > 0, "{after:?}");
+    assert_eq!(
+        after.full_hash_requests, after.immutable_bucket_requests,
+        "{after:?}"
+    );
+    assert_eq!(route_requests(&server, routes::SEARCH).await, 0);
+    server.stop().await;
+}
+
+/// A server behind the version the agent holds (a replica that has not
+/// loaded the newest build) answers its bucket `503 behind`; the agent
+/// then asks by `POST` with `min_versions`, which that server refuses too:
+/// the verdict is unverified, never safe, though the lagging server's data
+/// lacks the URL. With a mirror that serves the version, the bucket comes
+/// from the mirror and the URL is unsafe.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lagging_server_leads_to_post_and_never_to_safe() {
+    use blocksieve_tests::fault::FaultProxy;
+    let dir = tempfile::tempdir().unwrap();
+    let new_url = "http://newly-listed.example/page/0";
+    let (old_feed, new_feed) = (dir.path().join("old.txt"), dir.path().join("new.txt"));
+    std::fs::write(&old_feed, urls("listed.example", 20)).unwrap();
+    std::fs::write(&new_feed, format!("{new_url}\n{}", urls("listed.example", 20))).unwrap();
+    // Two publishers with one signing key: the lagging one never saw the
+    // new URL, the current one serves a newer version that lists it.
+    let key = dir.path().join("signing.key");
+    let start = |data: &str, feed: &std::path::Path| {
+        let mut cfg = config(&dir.path().join(data), "unused", vec![]);
+        cfg.lists = vec![file_list("phishing", feed, 12)];
+        cfg.signing_key = Some(key.clone());
+        RunningPublisher::start(cfg)
+    };
+    let lagging = start("lagging", &old_feed).await;
+    let lagging_version = wait_served(&lagging, "phishing").await;
+    let current = start("current", &new_feed).await;
+    let mut current_version = wait_served(&current, "phishing").await;
+    while current_version <= lagging_version {
+        current.publisher.build_list(0).await.result.unwrap();
+        current_version = served(&current, "phishing").unwrap();
+    }
+    let proxy = FaultProxy::start(&current.base_url()).await;
+    proxy.relay_bucket_advertisement();
+    let alone = blocksieve_agent::Agent::builder(proxy.base_url())
+        .list("phishing")
+        .trusted_key(current.public_key())
+        .build()
+        .unwrap();
+    let with_mirror = blocksieve_agent::Agent::builder(proxy.base_url())
+        .mirror(current.base_url())
+        .list("phishing")
+        .trusted_key(current.public_key())
+        .build()
+        .unwrap();
+    for agent in [&alone, &with_mirror] {
+        assert!(agent.update().await.unwrap().is_complete());
+        assert_eq!(agent.status().lists[0].version, Some(current_version));
+    }
+    proxy.set_upstream(&lagging.base_url());
+
+    let verdict = alone.check_url(new_url).await.unwrap();
+    assert!(
+        matches!(verdict, blocksieve_agent::Verdict::Unverified { .. }),
+        "{new_url} from a lagging server: {verdict:?}"
+    );
+    let stats = alone.stats();
+    assert_eq!(stats.immutable_bucket_fallbacks, 1, "{stats:?}");
+    assert_eq!(stats.immutable_bucket_requests, 0, "{stats:?}");
+    assert_eq!(stats.full_hash_failures, 1, "{stats:?}");
+    assert!(route_requests(&lagging, routes::LIST_HASHES).await > 0);
+    assert_eq!(route_requests(&lagging, routes::SEARCH).await, 1);
+
+    let verdict = with_mirror.check_url(new_url).await.unwrap();
+    assert!(
+        verdict.is_unsafe(),
+        "{new_url} with a current mirror: {verdict:?}"
+    );
+    let stats = with_mirror.stats();
+    assert_eq!(stats.immutable_bucket_requests, 1, "{stats:?}");
+    assert_eq!(stats.immutable_bucket_fallbacks, 0, "{stats:?}");
+    assert_eq!(route_requests(&current, routes::SEARCH).await, 0);
+    lagging.stop().await;
+    current.stop().await;
+}
