@@ -484,3 +484,64 @@ async fn a_lagging_server_leads_to_post_and_never_to_safe() {
     lagging.stop().await;
     current.stop().await;
 }
+
+/// A snapshot restored from the cache directory carries no advertisement:
+/// its hits are confirmed by `POST` until a download or a `304` says where
+/// that version's buckets are; from then on by the buckets.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restored_snapshot_uses_post_until_a_304_advertises_its_buckets() {
+    let dir = tempfile::tempdir().unwrap();
+    let feed = dir.path().join("feed.txt");
+    std::fs::write(&feed, urls("listed.example", 40)).unwrap();
+    let mut cfg = config(dir.path(), "unused", vec![]);
+    cfg.lists = vec![file_list("phishing", &feed, 12)];
+    let server = RunningPublisher::start(cfg).await;
+    wait_served(&server, "phishing").await;
+    let cache = dir.path().join("agent-cache");
+    let agent = || {
+        blocksieve_agent::Agent::builder(server.base_url())
+            .list("phishing")
+            .trusted_key(server.public_key())
+            .cache_dir(&cache)
+            .build()
+            .unwrap()
+    };
+    assert!(agent().update().await.unwrap().is_complete());
+
+    let restored = agent();
+    assert_eq!(restored.stats().snapshots_loaded_from_cache, 1);
+    assert!(
+        restored
+            .check_url("http://listed.example/page/0")
+            .await
+            .unwrap()
+            .is_unsafe()
+    );
+    let stats = restored.stats();
+    assert_eq!(
+        (stats.full_hash_requests, stats.immutable_bucket_requests),
+        (1, 0)
+    );
+    assert_eq!(route_requests(&server, routes::SEARCH).await, 1);
+
+    let report = restored.update().await.unwrap();
+    assert!(
+        matches!(report.lists[0].1, blocksieve_agent::ListUpdate::Unchanged { .. }),
+        "{report:?}"
+    );
+    let other = (1..40)
+        .map(|i| format!("http://listed.example/page/{i}"))
+        .find(|u| {
+            RequestPrefix::of(&hash_of(u), 12)
+                != RequestPrefix::of(&hash_of("http://listed.example/page/0"), 12)
+        })
+        .unwrap();
+    assert!(restored.check_url(&other).await.unwrap().is_unsafe());
+    let stats = restored.stats();
+    assert_eq!(
+        (stats.full_hash_requests, stats.immutable_bucket_requests),
+        (2, 1)
+    );
+    assert_eq!(route_requests(&server, routes::SEARCH).await, 1);
+    server.stop().await;
+}
