@@ -493,6 +493,61 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn buckets_are_read_by_their_content_type() {
+        use blocksieve_format::api::{
+            FULL_HASHES_CONTENT_TYPE, FullHashAnswer, FullHashMatch, ListedFullHash, PrefixAnswer,
+        };
+        use blocksieve_format::{FullHash, RequestPrefix};
+
+        let client = client(
+            HeaderValue::from_static("test"),
+            Duration::from_secs(5),
+            Duration::from_secs(5),
+        )
+        .unwrap();
+        let h = FullHash::of(b"evil.example/");
+        let prefix = RequestPrefix::of(&h, 12);
+        let answer = FullHashAnswer {
+            cache_duration_s: 60,
+            results: vec![PrefixAnswer {
+                prefix,
+                matches: vec![ListedFullHash {
+                    full_hash: h,
+                    list: "malware".to_owned(),
+                }],
+            }],
+        };
+        let fetch = |url: String| {
+            let client = client.clone();
+            async move {
+                let mut date = None;
+                fetch_bucket(&client, &url, SystemTime::now(), &mut date).await
+            }
+        };
+        let (url, head) = one_answer(FULL_HASHES_CONTENT_TYPE, answer.encode().unwrap()).await;
+        let binary = fetch(url).await.unwrap();
+        let head = head.await.unwrap().to_lowercase();
+        assert!(head.starts_with("get "), "{head}");
+        assert!(
+            head.contains(&format!("accept: {}", FULL_HASHES_ACCEPT.to_lowercase())),
+            "{head}"
+        );
+        // A JSON bucket is one FullHashResponse: the same answer.
+        let json = serde_json::to_vec(&FullHashResponse {
+            prefix: prefix.to_string(),
+            matches: vec![FullHashMatch {
+                full_hash: h.to_string(),
+                list: "malware".to_owned(),
+            }],
+            cache_duration_s: 60,
+        })
+        .unwrap();
+        let (url, _) = one_answer("application/json", json).await;
+        assert_eq!(fetch(url).await.unwrap(), binary);
+        assert_eq!(binary.answer.results[0].matches[0].full_hash, h);
+    }
+
+    #[tokio::test]
     async fn idle_connections_are_reused_within_the_pool_idle_timeout_and_dropped_after() {
         let (url, accepted) = counting_server().await;
         let idle = Duration::from_millis(300);
