@@ -39,8 +39,9 @@ use crate::stats::Counters;
 
 /// The most bucket GETs (lists × prefixes, noise included) one planned
 /// request may take; a larger one is sent as one `POST`, cheaper than that
-/// many GETs.
-const MAX_BUCKET_REQUESTS: usize = 64;
+/// many GETs. Together they read at most what one search answer may.
+const MAX_BUCKET_REQUESTS: usize =
+    (http::MAX_SEARCH_RESPONSE_BYTES / http::MAX_BUCKET_RESPONSE_BYTES) as usize;
 
 /// Sends one answer to every check waiting on the same request prefix.
 type AnswerSender = watch::Sender<Option<Answer>>;

@@ -30,6 +30,13 @@ use blocksieve_format::api::NEXT_CHECK_HEADER as NEXT_CHECK;
 /// room for 16-bit prefixes on large lists.
 pub(crate) const MAX_SEARCH_RESPONSE_BYTES: u64 = 32 * 1024 * 1024;
 
+/// The most bytes read of one immutable full-hash bucket (one list, one
+/// prefix): 512 KiB, about 15,000 full hashes in binary, so that the 64
+/// bucket GETs one full-hash request may take read at most what one search
+/// answer may ([`MAX_SEARCH_RESPONSE_BYTES`]), whatever a hostile server
+/// sends. A larger bucket fails, and the request goes by `POST`.
+pub(crate) const MAX_BUCKET_RESPONSE_BYTES: u64 = 512 * 1024;
+
 /// The most bytes read of the list status JSON (`GET /v1/lists`): a few
 /// hundred bytes per list, so 4 MiB is generous while still bounding memory
 /// against a hostile server.
@@ -189,13 +196,17 @@ pub(crate) async fn search_full_hashes(
         .await
         .map_err(|e| Error::transport(url, e))?;
     *date = publisher_time(response.headers());
-    read_answer(response, url, now, |bytes| serde_json::from_slice(bytes)).await
+    read_answer(response, url, now, MAX_SEARCH_RESPONSE_BYTES, |bytes| {
+        serde_json::from_slice(bytes)
+    })
+    .await
 }
 
 /// `GET {url}` of one immutable full-hash bucket
 /// (`/v1/lists/{name}/hashes/{version}/{prefix}`), asking for the binary
 /// answer and reading either encoding as [`search_full_hashes`] does (a
-/// JSON bucket is one [`FullHashResponse`]). Any status but `200` is an
+/// JSON bucket is one [`FullHashResponse`]), within
+/// [`MAX_BUCKET_RESPONSE_BYTES`]. Any status but `200` is an
 /// error: the caller asks `POST /v1/hashes:search` instead. `date`
 /// receives the publisher's clock from any response that came back.
 pub(crate) async fn fetch_bucket(
@@ -211,7 +222,7 @@ pub(crate) async fn fetch_bucket(
         .await
         .map_err(|e| Error::transport(url, e))?;
     *date = publisher_time(response.headers());
-    read_answer(response, url, now, |bytes| {
+    read_answer(response, url, now, MAX_BUCKET_RESPONSE_BYTES, |bytes| {
         serde_json::from_slice::<FullHashResponse>(bytes).map(|single| FullHashSearchResponse {
             results: vec![PrefixResult {
                 prefix: single.prefix,
@@ -223,13 +234,14 @@ pub(crate) async fn fetch_bucket(
     .await
 }
 
-/// Reads a full-hash answer by its `Content-Type` within
-/// [`MAX_SEARCH_RESPONSE_BYTES`]: binary ([`SearchAnswer::from_binary`]) or
+/// Reads a full-hash answer by its `Content-Type` within `limit_bytes`:
+/// binary ([`SearchAnswer::from_binary`]) or
 /// JSON, parsed by `json` ([`SearchAnswer::from_json`]).
 async fn read_answer(
     response: reqwest::Response,
     url: &str,
     now: SystemTime,
+    limit_bytes: u64,
     json: impl FnOnce(&[u8]) -> serde_json::Result<FullHashSearchResponse>,
 ) -> Result<SearchAnswer, Error> {
     if response.status() != StatusCode::OK {
@@ -240,7 +252,7 @@ async fn read_answer(
         .get(CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(is_full_hashes_content_type);
-    let bytes = read_limited(response, url, MAX_SEARCH_RESPONSE_BYTES).await?;
+    let bytes = read_limited(response, url, limit_bytes).await?;
     let invalid = |e| Error::UnexpectedResponse {
         url: url.to_owned(),
         reason: format!("invalid full-hash answer: {e}"),
@@ -545,6 +557,16 @@ mod tests {
         let (url, _) = one_answer("application/json", json).await;
         assert_eq!(fetch(url).await.unwrap(), binary);
         assert_eq!(binary.answer.results[0].matches[0].full_hash, h);
+        // A bucket over the limit is refused, unread.
+        let huge = vec![0u8; MAX_BUCKET_RESPONSE_BYTES as usize + 1];
+        let (url, _) = one_answer(FULL_HASHES_CONTENT_TYPE, huge).await;
+        assert!(matches!(
+            fetch(url).await,
+            Err(Error::ResponseTooLarge {
+                limit_bytes: MAX_BUCKET_RESPONSE_BYTES,
+                ..
+            })
+        ));
     }
 
     #[tokio::test]

@@ -40,7 +40,7 @@ struct Loaded {
 }
 
 /// The bookkeeping of one list, touched by updates and status only — never
-/// by lookups.
+/// by local lookups (a confirmation reads `buckets_advertised`).
 #[derive(Debug, Default)]
 struct ListMeta {
     /// Sent back as `If-None-Match` so an unchanged snapshot costs a 304.
