@@ -292,9 +292,11 @@ impl Agent {
                 .names()
                 .filter_map(|name| Some((name.to_owned(), inner.lists.version(name)?)))
                 .collect();
+            // Immutable buckets only for exactly these versions, of every list.
+            let buckets = inner.lists.buckets_advertised(&versions);
             inner
                 .confirmer
-                .resolve(needed.into_iter().collect(), &versions)
+                .resolve(needed.into_iter().collect(), &versions, buckets)
                 .await
         };
         let lists: Vec<&str> = inner.lists.names().collect();

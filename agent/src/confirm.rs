@@ -1,8 +1,12 @@
 //! The confirmation component: turns the request prefixes of local hits
 //! into the publisher's full hashes — from the full-hash cache, from a
 //! request already in flight for the same prefix (single flight), or from
-//! new `POST /v1/hashes:search` requests with noise prefixes, paused while
-//! the full-hash backoff says so. The answer comes in binary or JSON
+//! new requests with noise prefixes, paused while the full-hash backoff
+//! says so. A request is answered by the immutable buckets of the snapshot
+//! versions held (`GET /v1/lists/{name}/hashes/{version}/{prefix}`, which
+//! CDNs can cache) when every subscribed list advertised them, else — or
+//! when one of those GETs fails — by `POST /v1/hashes:search` with the
+//! versions held. The answer comes in binary or JSON
 //! ([`http::search_full_hashes`] reads either); both arrive here in one
 //! compact form, a [`SearchAnswer`] (32 bytes and a list index per full
 //! hash), sorted into the cached [`ListedHashes`] whose list names are the
@@ -32,6 +36,12 @@ use crate::engine::schedule::FullHashBackoff;
 use crate::http;
 use crate::shared::{Shared, lock};
 use crate::stats::Counters;
+
+/// The most bucket GETs (lists × prefixes, noise included) one planned
+/// request may take; a larger one is sent as one `POST`, cheaper than that
+/// many GETs. Together they read at most what one search answer may.
+const MAX_BUCKET_REQUESTS: usize =
+    (http::MAX_SEARCH_RESPONSE_BYTES / http::MAX_BUCKET_RESPONSE_BYTES) as usize;
 
 /// Sends one answer to every check waiting on the same request prefix.
 type AnswerSender = watch::Sender<Option<Answer>>;
@@ -109,11 +119,14 @@ impl Confirmer {
     /// An answer for each of `needed`, as new as the snapshot `versions` the
     /// check probed: from the cache (emptied when the versions changed), from
     /// a request in flight for the same versions (single flight), or from new
-    /// requests, which ask for answers at least that new.
+    /// requests, which ask for answers at least that new. With `buckets`
+    /// (every subscribed list advertised the immutable buckets of exactly
+    /// these versions) new requests go to those buckets first.
     pub(crate) async fn resolve(
         &self,
         needed: Vec<RequestPrefix>,
         versions: &Versions,
+        buckets: bool,
     ) -> HashMap<RequestPrefix, Answer> {
         let mut answers = HashMap::with_capacity(needed.len());
         let mut pending = needed;
@@ -169,7 +182,7 @@ impl Confirmer {
                     .map(|(p, _)| *p)
                     .chain(unclaimed.iter().copied())
                     .collect();
-                let mut fetched = self.fetch_full_hashes(prefixes, versions).await;
+                let mut fetched = self.fetch_full_hashes(prefixes, versions, buckets).await;
                 for (p, tx) in &claim.senders {
                     let answer = fetched.remove(p).unwrap_or_else(|| {
                         Err(Error::UnexpectedResponse {
@@ -218,11 +231,14 @@ impl Confirmer {
     /// Sends full-hash requests for `prefixes` (none cached, none in
     /// flight): planned by [`prefix::plan_requests`], each answer read by
     /// [`prefix::sort_answers`] and cached if the snapshot `versions` they
-    /// were asked for are still those of the cache.
+    /// were asked for are still those of the cache. With `buckets`, each
+    /// request is first asked of the immutable buckets
+    /// ([`Confirmer::fetch_buckets`]), then by `POST` if that fails.
     async fn fetch_full_hashes(
         &self,
         prefixes: Vec<RequestPrefix>,
         versions: &Versions,
+        buckets: bool,
     ) -> HashMap<RequestPrefix, Answer> {
         let plans = self
             .shared
@@ -236,7 +252,26 @@ impl Confirmer {
                 continue;
             }
             Counters::bump(&self.shared.counters.full_hash_requests);
-            match self.search(&plan, versions).await {
+            let from_buckets = if buckets && plan.prefixes.len() * self.lists.len() <= MAX_BUCKET_REQUESTS {
+                match self.fetch_buckets(&plan, versions).await {
+                    Ok(answer) => {
+                        Counters::bump(&self.shared.counters.immutable_bucket_requests);
+                        Some(answer)
+                    }
+                    Err(error) => {
+                        Counters::bump(&self.shared.counters.immutable_bucket_fallbacks);
+                        tracing::debug!(%error, "immutable full-hash buckets failed; searching by POST");
+                        None
+                    }
+                }
+            } else {
+                None
+            };
+            let result = match from_buckets {
+                Some(answer) => Ok(answer),
+                None => self.search(&plan, versions).await,
+            };
+            match result {
                 Ok(answer) => {
                     lock(&self.backoff).on_success();
                     let sorted = prefix::sort_answers(&plan.real, &answer, &self.lists);
@@ -281,6 +316,49 @@ impl Confirmer {
         answers
     }
 
+    /// The answer to `plan` from the immutable full-hash buckets of the
+    /// snapshot `versions`: one GET per subscribed list and prefix of the
+    /// plan (noise included, so the publisher and a CDN see the same
+    /// prefixes as a `POST` would carry), all at once, each from the base
+    /// URLs in turn, merged ([`prefix::merge_buckets`]) so that the answer
+    /// for a prefix holds every subscribed list's full hashes.
+    ///
+    /// # Errors
+    ///
+    /// The first failure: a bucket no base URL answered (`404
+    /// version_gone`, `503 behind`, transport, a bad answer) or one
+    /// without its prefix's result. The caller then asks by `POST`.
+    async fn fetch_buckets(&self, plan: &PlannedRequest, versions: &Versions) -> Result<SearchAnswer, Error> {
+        let mut tasks = tokio::task::JoinSet::new();
+        for (index, list) in self.lists.iter().enumerate() {
+            let Some(&version) = versions.get(&**list) else {
+                return Err(Error::NotReady {
+                    list: list.to_string(),
+                });
+            };
+            for &prefix in &plan.prefixes {
+                let path = routes::list_hashes(list, version, prefix);
+                let shared = Arc::clone(&self.shared);
+                tasks.spawn(async move { (index, prefix, fetch_bucket(&shared, &path).await) });
+            }
+        }
+        let mut buckets = HashMap::with_capacity(tasks.len());
+        // Dropping the set on the first failure aborts the other GETs.
+        while let Some(joined) = tasks.join_next().await {
+            let (index, prefix, answer) = joined.map_err(|join| Error::UnexpectedResponse {
+                url: String::new(),
+                reason: format!("a full-hash bucket request did not finish: {join}"),
+            })?;
+            buckets.insert((index, prefix), answer?);
+        }
+        prefix::merge_buckets(&plan.prefixes, &self.lists, &buckets).map_err(|reason| {
+            Error::UnexpectedResponse {
+                url: String::new(),
+                reason,
+            }
+        })
+    }
+
     /// One `POST /v1/hashes:search`, each base URL in turn, asking for
     /// answers at least as new as `versions` (a server behind answers `503`
     /// and the next one is asked).
@@ -307,6 +385,26 @@ impl Confirmer {
         // Unreachable: `build` guarantees at least one base URL.
         Err(first_error.unwrap_or(Error::NoLists))
     }
+}
+
+/// `GET` of the immutable full-hash bucket at `path`, each base URL in
+/// turn; the first error if none answers.
+async fn fetch_bucket(shared: &Shared, path: &str) -> Result<SearchAnswer, Error> {
+    let mut first_error = None;
+    for base in &shared.base_urls {
+        let url = format!("{base}{path}");
+        let mut date = None;
+        let result = http::fetch_bucket(&shared.client, &url, shared.now(), &mut date).await;
+        shared.observe_publisher_time(date);
+        match result {
+            Ok(answer) => return Ok(answer),
+            Err(error) => {
+                first_error.get_or_insert(error);
+            }
+        }
+    }
+    // Unreachable: `build` guarantees at least one base URL.
+    Err(first_error.unwrap_or(Error::NoLists))
 }
 
 /// The request prefixes a check has claimed for its own full-hash request.

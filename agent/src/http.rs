@@ -1,13 +1,15 @@
-//! The publisher API over HTTP: conditional snapshot downloads and full-hash
-//! searches, every body read with a hard byte limit. No decisions here: the
-//! headers that matter (ETag, next-check hint, `Retry-After`, `Date`) are
+//! The publisher API over HTTP: conditional snapshot downloads, full-hash
+//! searches and immutable full-hash buckets, every body read with a hard
+//! byte limit. No decisions here: the
+//! headers that matter (ETag, next-check hint, bucket advertisement,
+//! `Retry-After`, `Date`) are
 //! handed to [`crate::engine`] as they came.
 
 use std::time::{Duration, SystemTime};
 
 use blocksieve_format::api::{
-    ErrorResponse, FULL_HASHES_ACCEPT, FullHashSearchRequest, FullHashSearchResponse, ListsResponse,
-    is_full_hashes_content_type,
+    ErrorResponse, FULL_HASHES_ACCEPT, FullHashResponse, FullHashSearchRequest, FullHashSearchResponse,
+    ListsResponse, PrefixResult, is_full_hashes_content_type,
 };
 use reqwest::StatusCode;
 use reqwest::header::{
@@ -19,6 +21,7 @@ use crate::engine::clock::server_time;
 use crate::engine::prefix::SearchAnswer;
 use crate::engine::schedule::{parse_next_check, parse_retry_after};
 
+use blocksieve_format::api::HASHES_HEADER;
 use blocksieve_format::api::NEXT_CHECK_HEADER as NEXT_CHECK;
 
 /// The most bytes read of a full-hash search answer. Up to 1,000 prefixes,
@@ -26,6 +29,13 @@ use blocksieve_format::api::NEXT_CHECK_HEADER as NEXT_CHECK;
 /// prefixes): 32 MiB bounds memory against a hostile server while leaving
 /// room for 16-bit prefixes on large lists.
 pub(crate) const MAX_SEARCH_RESPONSE_BYTES: u64 = 32 * 1024 * 1024;
+
+/// The most bytes read of one immutable full-hash bucket (one list, one
+/// prefix): 512 KiB, about 15,000 full hashes in binary, so that the 64
+/// bucket GETs one full-hash request may take read at most what one search
+/// answer may ([`MAX_SEARCH_RESPONSE_BYTES`]), whatever a hostile server
+/// sends. A larger bucket fails, and the request goes by `POST`.
+pub(crate) const MAX_BUCKET_RESPONSE_BYTES: u64 = 512 * 1024;
 
 /// The most bytes read of the list status JSON (`GET /v1/lists`): a few
 /// hundred bytes per list, so 4 MiB is generous while still bounding memory
@@ -79,6 +89,8 @@ pub(crate) enum SnapshotFetch {
     NotModified {
         /// The publisher's next-check hint.
         hint: Option<Duration>,
+        /// The response's [`HASHES_HEADER`], if any.
+        buckets: Option<String>,
     },
     /// `200 OK` with the complete body, not yet verified.
     Body {
@@ -88,6 +100,9 @@ pub(crate) enum SnapshotFetch {
         etag: Option<String>,
         /// The publisher's next-check hint.
         hint: Option<Duration>,
+        /// The response's [`HASHES_HEADER`]: where the immutable
+        /// full-hash buckets of the snapshot's version are, if advertised.
+        buckets: Option<String>,
     },
 }
 
@@ -125,6 +140,11 @@ pub(crate) async fn fetch_snapshot(
     let response = request.send().await.map_err(|e| Error::transport(url, e))?;
     *date = publisher_time(response.headers());
     let hint = next_check_hint(response.headers());
+    let buckets = response
+        .headers()
+        .get(HASHES_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
     match response.status() {
         StatusCode::OK => {
             let etag = response
@@ -133,9 +153,14 @@ pub(crate) async fn fetch_snapshot(
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_owned);
             let bytes = read_limited(response, url, limit_bytes).await?;
-            Ok(SnapshotFetch::Body { bytes, etag, hint })
+            Ok(SnapshotFetch::Body {
+                bytes,
+                etag,
+                hint,
+                buckets,
+            })
         }
-        StatusCode::NOT_MODIFIED if sent_condition => Ok(SnapshotFetch::NotModified { hint }),
+        StatusCode::NOT_MODIFIED if sent_condition => Ok(SnapshotFetch::NotModified { hint, buckets }),
         StatusCode::NOT_MODIFIED => Err(Error::UnexpectedResponse {
             url: url.to_owned(),
             reason: "304 Not Modified to a request without If-None-Match".to_owned(),
@@ -171,6 +196,54 @@ pub(crate) async fn search_full_hashes(
         .await
         .map_err(|e| Error::transport(url, e))?;
     *date = publisher_time(response.headers());
+    read_answer(response, url, now, MAX_SEARCH_RESPONSE_BYTES, |bytes| {
+        serde_json::from_slice(bytes)
+    })
+    .await
+}
+
+/// `GET {url}` of one immutable full-hash bucket
+/// (`/v1/lists/{name}/hashes/{version}/{prefix}`), asking for the binary
+/// answer and reading either encoding as [`search_full_hashes`] does (a
+/// JSON bucket is one [`FullHashResponse`]), within
+/// [`MAX_BUCKET_RESPONSE_BYTES`]. Any status but `200` is an
+/// error: the caller asks `POST /v1/hashes:search` instead. `date`
+/// receives the publisher's clock from any response that came back.
+pub(crate) async fn fetch_bucket(
+    client: &reqwest::Client,
+    url: &str,
+    now: SystemTime,
+    date: &mut Option<SystemTime>,
+) -> Result<SearchAnswer, Error> {
+    let response = client
+        .get(url)
+        .header(ACCEPT, FULL_HASHES_ACCEPT)
+        .send()
+        .await
+        .map_err(|e| Error::transport(url, e))?;
+    *date = publisher_time(response.headers());
+    read_answer(response, url, now, MAX_BUCKET_RESPONSE_BYTES, |bytes| {
+        serde_json::from_slice::<FullHashResponse>(bytes).map(|single| FullHashSearchResponse {
+            results: vec![PrefixResult {
+                prefix: single.prefix,
+                matches: single.matches,
+            }],
+            cache_duration_s: single.cache_duration_s,
+        })
+    })
+    .await
+}
+
+/// Reads a full-hash answer by its `Content-Type` within `limit_bytes`:
+/// binary ([`SearchAnswer::from_binary`]) or
+/// JSON, parsed by `json` ([`SearchAnswer::from_json`]).
+async fn read_answer(
+    response: reqwest::Response,
+    url: &str,
+    now: SystemTime,
+    limit_bytes: u64,
+    json: impl FnOnce(&[u8]) -> serde_json::Result<FullHashSearchResponse>,
+) -> Result<SearchAnswer, Error> {
     if response.status() != StatusCode::OK {
         return Err(status_error(response, url, now).await);
     }
@@ -179,7 +252,7 @@ pub(crate) async fn search_full_hashes(
         .get(CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(is_full_hashes_content_type);
-    let bytes = read_limited(response, url, MAX_SEARCH_RESPONSE_BYTES).await?;
+    let bytes = read_limited(response, url, limit_bytes).await?;
     let invalid = |e| Error::UnexpectedResponse {
         url: url.to_owned(),
         reason: format!("invalid full-hash answer: {e}"),
@@ -187,11 +260,10 @@ pub(crate) async fn search_full_hashes(
     if binary {
         return SearchAnswer::from_binary(&bytes).map_err(invalid);
     }
-    let json: FullHashSearchResponse =
-        serde_json::from_slice(&bytes).map_err(|e| Error::UnexpectedResponse {
-            url: url.to_owned(),
-            reason: format!("invalid JSON: {e}"),
-        })?;
+    let json = json(&bytes).map_err(|e| Error::UnexpectedResponse {
+        url: url.to_owned(),
+        reason: format!("invalid JSON: {e}"),
+    })?;
     drop(bytes);
     SearchAnswer::from_json(json).map_err(invalid)
 }
@@ -430,6 +502,71 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[tokio::test]
+    async fn buckets_are_read_by_their_content_type() {
+        use blocksieve_format::api::{
+            FULL_HASHES_CONTENT_TYPE, FullHashAnswer, FullHashMatch, ListedFullHash, PrefixAnswer,
+        };
+        use blocksieve_format::{FullHash, RequestPrefix};
+
+        let client = client(
+            HeaderValue::from_static("test"),
+            Duration::from_secs(5),
+            Duration::from_secs(5),
+        )
+        .unwrap();
+        let h = FullHash::of(b"evil.example/");
+        let prefix = RequestPrefix::of(&h, 12);
+        let answer = FullHashAnswer {
+            cache_duration_s: 60,
+            results: vec![PrefixAnswer {
+                prefix,
+                matches: vec![ListedFullHash {
+                    full_hash: h,
+                    list: "malware".to_owned(),
+                }],
+            }],
+        };
+        let fetch = |url: String| {
+            let client = client.clone();
+            async move {
+                let mut date = None;
+                fetch_bucket(&client, &url, SystemTime::now(), &mut date).await
+            }
+        };
+        let (url, head) = one_answer(FULL_HASHES_CONTENT_TYPE, answer.encode().unwrap()).await;
+        let binary = fetch(url).await.unwrap();
+        let head = head.await.unwrap().to_lowercase();
+        assert!(head.starts_with("get "), "{head}");
+        assert!(
+            head.contains(&format!("accept: {}", FULL_HASHES_ACCEPT.to_lowercase())),
+            "{head}"
+        );
+        // A JSON bucket is one FullHashResponse: the same answer.
+        let json = serde_json::to_vec(&FullHashResponse {
+            prefix: prefix.to_string(),
+            matches: vec![FullHashMatch {
+                full_hash: h.to_string(),
+                list: "malware".to_owned(),
+            }],
+            cache_duration_s: 60,
+        })
+        .unwrap();
+        let (url, _) = one_answer("application/json", json).await;
+        assert_eq!(fetch(url).await.unwrap(), binary);
+        assert_eq!(binary.answer.results[0].matches[0].full_hash, h);
+        // A bucket over the limit is refused, unread.
+        let huge = vec![0u8; MAX_BUCKET_RESPONSE_BYTES as usize + 1];
+        let (url, _) = one_answer(FULL_HASHES_CONTENT_TYPE, huge).await;
+        assert!(matches!(
+            fetch(url).await,
+            Err(Error::ResponseTooLarge {
+                limit_bytes: MAX_BUCKET_RESPONSE_BYTES,
+                ..
+            })
+        ));
     }
 
     #[tokio::test]

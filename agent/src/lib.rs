@@ -13,8 +13,8 @@
 //!    privacy and [`FailurePolicy`] — and builds an [`Agent`]. The agent
 //!    composes two components: the **lists** (each list's snapshot and its
 //!    update round: download, [`engine::accept`], persistence, swap) and the
-//!    **confirmation** (full hashes: cache, single flight, backoff,
-//!    `POST /v1/hashes:search`). The lists load any snapshots cached in the
+//!    **confirmation** (full hashes: cache, single flight, backoff, the
+//!    immutable buckets of the versions held or `POST /v1/hashes:search`). The lists load any snapshots cached in the
 //!    cache directory, so that the agent answers before the network is
 //!    reached.
 //! 2. [`Agent::start_updates`] runs one background task ([`UpdateHandle`])

@@ -10,6 +10,7 @@
 //! ([`crate::updater`]) goes through its methods ([`Lists::update_one`],
 //! [`Lists::time_to_expiry`]).
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
@@ -39,7 +40,7 @@ struct Loaded {
 }
 
 /// The bookkeeping of one list, touched by updates and status only — never
-/// by lookups.
+/// by local lookups (a confirmation reads `buckets_advertised`).
 #[derive(Debug, Default)]
 struct ListMeta {
     /// Sent back as `If-None-Match` so an unchanged snapshot costs a 304.
@@ -55,6 +56,12 @@ struct ListMeta {
     /// For [`ListStatus::last_storage_error`]: a failed write or a
     /// quarantined file.
     last_storage_error: Option<Error>,
+    /// The snapshot version whose immutable full-hash buckets the latest
+    /// snapshot response advertised (`X-Blocksieve-Hashes` naming exactly
+    /// the list and the version in use), if it did: only then may full
+    /// hashes be fetched there. `None` for a snapshot restored from the
+    /// cache directory until a download or `304` says so.
+    buckets_advertised: Option<u64>,
 }
 
 /// One subscribed list and its current snapshot.
@@ -143,6 +150,18 @@ impl Lists {
     /// The version of `list`'s snapshot in use, if any.
     pub(crate) fn version(&self, list: &str) -> Option<u64> {
         self.slot(list).and_then(ListSlot::version)
+    }
+
+    /// Whether every subscribed list's latest snapshot response advertised
+    /// the immutable full-hash buckets of exactly the version `versions`
+    /// names for it (the versions a check probed): then its full hashes
+    /// may be fetched there, one bucket per list.
+    pub(crate) fn buckets_advertised(&self, versions: &BTreeMap<String, u64>) -> bool {
+        versions.len() == self.slots.len()
+            && self.slots.iter().all(|slot| {
+                let advertised = lock(&slot.meta).buckets_advertised;
+                advertised.is_some() && advertised == versions.get(&slot.name).copied()
+            })
     }
 
     /// The verified header of `list`'s snapshot in use, if any.
@@ -331,8 +350,9 @@ impl Lists {
         .await;
         self.shared.observe_publisher_time(date);
         let fetched = fetched?;
-        let (bytes, new_etag, hint) = match (fetched, previous) {
-            (SnapshotFetch::NotModified { hint }, Some(version)) => {
+        let (bytes, new_etag, hint, buckets) = match (fetched, previous) {
+            (SnapshotFetch::NotModified { hint, buckets }, Some(version)) => {
+                self.note_buckets(slot, version, buckets.as_deref());
                 return Ok((ListUpdate::Unchanged { version }, hint));
             }
             (SnapshotFetch::NotModified { .. }, None) => {
@@ -344,15 +364,27 @@ impl Lists {
             }
             (
                 SnapshotFetch::Body {
-                    etag: Some(e), hint, ..
+                    etag: Some(e),
+                    hint,
+                    buckets,
+                    ..
                 },
                 Some(version),
             ) if Some(e.as_str()) == etag.as_deref() => {
                 // The publisher ignored If-None-Match but serves the same
                 // representation: nothing to verify.
+                self.note_buckets(slot, version, buckets.as_deref());
                 return Ok((ListUpdate::Unchanged { version }, hint));
             }
-            (SnapshotFetch::Body { bytes, etag, hint }, _) => (bytes, etag, hint),
+            (
+                SnapshotFetch::Body {
+                    bytes,
+                    etag,
+                    hint,
+                    buckets,
+                },
+                _,
+            ) => (bytes, etag, hint, buckets),
         };
         let (accepted, bytes) = self.accept_blocking(&slot.name, url, bytes, floor).await?;
         let version = accepted.header().version;
@@ -361,6 +393,7 @@ impl Lists {
             // The very snapshot in use, under a new ETag: remember the ETag
             // so the next request can be a 304.
             lock(&slot.meta).etag = new_etag;
+            self.note_buckets(slot, version, buckets.as_deref());
             return Ok((ListUpdate::Unchanged { version }, hint));
         }
         let expired = accepted.is_stale(self.shared.now());
@@ -374,6 +407,7 @@ impl Lists {
             meta.floor = Some(new_floor);
             meta.etag = new_etag;
         }
+        self.note_buckets(slot, version, buckets.as_deref());
         Counters::bump(&self.shared.counters.snapshots_applied);
         if expired {
             // Newer than the one in use (the floor saw to that), so it can
@@ -389,6 +423,18 @@ impl Lists {
             tracing::info!(list = %slot.name, ?previous, version, "snapshot updated");
         }
         Ok((ListUpdate::Updated { previous, version }, hint))
+    }
+
+    /// Remembers whether a response about version `version` of `slot`'s
+    /// snapshot advertised that version's immutable full-hash buckets: its
+    /// `advertised` path must be exactly
+    /// [`routes::list_hashes_base`] of the list and version (anything else,
+    /// or nothing, and full hashes are asked by `POST`). Called after the
+    /// swap, so an advertisement never names a version not yet in use.
+    fn note_buckets(&self, slot: &ListSlot, version: u64, advertised: Option<&str>) {
+        let expected = routes::list_hashes_base(&slot.name, version);
+        let advertised = advertised.is_some_and(|path| path == expected);
+        lock(&slot.meta).buckets_advertised = advertised.then_some(version);
     }
 
     /// [`crate::engine::accept::accept`] on the blocking pool: hashing and

@@ -23,9 +23,21 @@ pub struct Stats {
     /// URL checks in which at least one expression's hash prefix hit a
     /// local filter.
     pub prefix_hits: u64,
-    /// Full-hash requests sent (`POST /v1/hashes:search`, one per chunk of
-    /// at most 1,000 prefixes), failed ones included.
+    /// Full-hash requests made, one per chunk of at most 1,000 prefixes
+    /// (noise included), failed ones included: by `POST /v1/hashes:search`,
+    /// or by GETs of the immutable full-hash buckets
+    /// ([`Stats::immutable_bucket_requests`]).
     pub full_hash_requests: u64,
+    /// Of [`Stats::full_hash_requests`], those answered by GETs of the
+    /// immutable full-hash buckets of the snapshot versions held
+    /// (`GET /v1/lists/{name}/hashes/{version}/{prefix}`, one per list and
+    /// prefix), without a `POST`. The rest were sent by `POST`.
+    pub immutable_bucket_requests: u64,
+    /// Of [`Stats::full_hash_requests`], those whose bucket GETs did not
+    /// all succeed (`404 version_gone`, `503 behind`, a transport or answer
+    /// failure on every base URL) and that were then sent by `POST` with
+    /// the versions held.
+    pub immutable_bucket_fallbacks: u64,
     /// Full-hash requests that failed (transport, HTTP status, bad answer).
     pub full_hash_failures: u64,
     /// Request prefixes answered from the full-hash cache, without a
@@ -136,6 +148,8 @@ pub(crate) struct Counters {
     pub(crate) lookups: AtomicU64,
     pub(crate) prefix_hits: AtomicU64,
     pub(crate) full_hash_requests: AtomicU64,
+    pub(crate) immutable_bucket_requests: AtomicU64,
+    pub(crate) immutable_bucket_fallbacks: AtomicU64,
     pub(crate) full_hash_failures: AtomicU64,
     pub(crate) cache_hits: AtomicU64,
     pub(crate) coalesced: AtomicU64,
@@ -200,6 +214,8 @@ impl Counters {
             lookups: get(&self.lookups),
             prefix_hits: get(&self.prefix_hits),
             full_hash_requests: get(&self.full_hash_requests),
+            immutable_bucket_requests: get(&self.immutable_bucket_requests),
+            immutable_bucket_fallbacks: get(&self.immutable_bucket_fallbacks),
             full_hash_failures: get(&self.full_hash_failures),
             cache_hits: get(&self.cache_hits),
             coalesced: get(&self.coalesced),

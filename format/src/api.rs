@@ -6,6 +6,7 @@
 //! | `GET /v1/lists/{name}/snapshot` | latest snapshot bytes (`application/octet-stream`), strong `ETag`, `X-Blocksieve-Next-Check` |
 //! | `GET /v1/lists/{name}/snapshots/{version}` | that version's bytes, immutable |
 //! | `GET /v1/hashes/{prefix}` | [`FullHashResponse`], or binary ([`FullHashAnswer`]) |
+//! | `GET /v1/lists/{name}/hashes/{version}/{prefix}` | the bucket of one list's snapshot `{version}`: [`FullHashResponse`], or binary; immutable |
 //! | `POST /v1/hashes:search` | [`FullHashSearchRequest`] → [`FullHashSearchResponse`], or binary |
 //! | any error | 4xx/5xx with [`ErrorResponse`] |
 //!
@@ -16,7 +17,7 @@
 //! about a third of the JSON bytes; any other gets JSON.
 //!
 //! This module is the one place the protocol is spelled: the [`routes`],
-//! the [`NEXT_CHECK_HEADER`], the [`MAX_PREFIXES_PER_REQUEST`] limit and the
+//! the [`NEXT_CHECK_HEADER`], the [`HASHES_HEADER`], the [`MAX_PREFIXES_PER_REQUEST`] limit and the
 //! request-prefix rule ([`RequestPrefix::new`],
 //! [`is_valid_request_prefix_bits`]).
 
@@ -50,6 +51,12 @@ pub mod routes {
     /// `GET`: the full hashes in the bucket of one request prefix
     /// ([`super::FullHashResponse`]).
     pub const FULL_HASHES: &str = "/v1/hashes/{prefix}";
+    /// `GET`: the full hashes of list `{name}`'s snapshot `{version}` that
+    /// start with `{prefix}` ([`super::FullHashResponse`]). The URL names
+    /// the exact data, so the answer is immutable; a server that serves
+    /// another version answers an error instead (`503 behind` for a newer
+    /// one, `404 version_gone` for an older one).
+    pub const LIST_HASHES: &str = "/v1/lists/{name}/hashes/{version}/{prefix}";
     /// `POST`: the full hashes of several request prefixes
     /// ([`super::FullHashSearchRequest`] → [`super::FullHashSearchResponse`]).
     pub const SEARCH: &str = "/v1/hashes:search";
@@ -68,11 +75,34 @@ pub mod routes {
     pub fn full_hashes(prefix: RequestPrefix) -> String {
         format!("/v1/hashes/{prefix}")
     }
+
+    /// The path prefix of the full-hash buckets of version `version` of
+    /// list `name`'s snapshot, ending in `/`: the value of
+    /// [`super::HASHES_HEADER`]; a bucket's path is this and its request
+    /// prefix ([`list_hashes`]).
+    pub fn list_hashes_base(name: &str, version: u64) -> String {
+        format!("/v1/lists/{name}/hashes/{version}/")
+    }
+
+    /// The immutable path of the full-hash bucket of `prefix` in version
+    /// `version` of list `name`'s snapshot.
+    pub fn list_hashes(name: &str, version: u64, prefix: RequestPrefix) -> String {
+        format!("/v1/lists/{name}/hashes/{version}/{prefix}")
+    }
 }
 
 /// The publisher's next-check hint on snapshot responses: whole seconds
 /// until an agent should ask again (lowercase, as HTTP/2 sends header names).
 pub const NEXT_CHECK_HEADER: &str = "x-blocksieve-next-check";
+
+/// The header of snapshot responses (`200` and `304`, latest and
+/// versioned) that advertises the immutable full-hash buckets of the
+/// snapshot's version: its value is [`routes::list_hashes_base`] of the
+/// list and version, e.g. `/v1/lists/phishing/hashes/1800000000/`. An
+/// agent that holds that version of every subscribed list may fetch its
+/// full hashes there, where CDNs can cache them, instead of
+/// `POST /v1/hashes:search` (lowercase, as HTTP/2 sends header names).
+pub const HASHES_HEADER: &str = "x-blocksieve-hashes";
 
 /// The most hash prefixes in one `POST /v1/hashes:search`, noise prefixes
 /// included. A longer request is refused with `400 too_many_prefixes`.
@@ -473,6 +503,18 @@ mod tests {
         assert_eq!(
             routes::versioned_snapshot("malware", 7),
             "/v1/lists/malware/snapshots/7"
+        );
+        assert_eq!(
+            routes::list_hashes_base("malware", 7),
+            "/v1/lists/malware/hashes/7/"
+        );
+        assert_eq!(
+            routes::list_hashes("malware", 7, RequestPrefix::of(&h, 12)),
+            "/v1/lists/malware/hashes/7/f9c"
+        );
+        assert!(
+            routes::list_hashes("malware", 7, RequestPrefix::of(&h, 12))
+                .starts_with(&routes::list_hashes_base("malware", 7))
         );
     }
 }

@@ -14,8 +14,10 @@
 //! binary answers and snapshots are not (full hashes and zstd bodies do not
 //! compress). Caching by CDNs: errors `no-store`; the latest snapshot
 //! `public, max-age=<next check>, stale-if-error=`[`STALE_IF_ERROR_S`];
-//! versioned snapshots `public, max-age=31536000, immutable`;
-//! `GET /v1/hashes/{prefix}` `public, max-age=<cache_duration_s>`.
+//! versioned snapshots and the buckets of one snapshot version
+//! (`GET /v1/lists/{name}/hashes/{version}/{prefix}`, advertised by
+//! [`HASHES_HEADER`] on snapshot responses) `public, max-age=31536000,
+//! immutable`; `GET /v1/hashes/{prefix}` `public, max-age=<cache_duration_s>`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -29,19 +31,20 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Json, Response};
 use axum::routing::{get, post};
+use blocksieve_format::RequestPrefix;
 use blocksieve_format::api::{
     ErrorDetail, ErrorResponse, FULL_HASHES_CONTENT_TYPE, FullHashAnswer, FullHashSearchRequest,
-    FullHashSearchResponse, ListStatus, ListedFullHash, ListsResponse, NEXT_CHECK_HEADER, PrefixAnswer,
+    FullHashSearchResponse, HASHES_HEADER, ListStatus, ListsResponse, NEXT_CHECK_HEADER, PrefixAnswer,
     SnapshotStatus, accepts_full_hashes_binary, routes,
 };
-use blocksieve_format::{FullHash, RequestPrefix};
-use rand::RngCore as _;
 use tower_http::compression::CompressionLayer;
 use tower_http::compression::predicate::{Predicate as _, SizeAbove};
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::timeout::TimeoutLayer;
 
 use crate::state::{AppState, Published};
+
+mod buckets;
 
 /// Largest request body accepted, in bytes: 1,000 prefixes of 8 hex digits
 /// in JSON are about 12 KiB.
@@ -157,6 +160,7 @@ pub fn router(state: Arc<AppState>, limits: Limits) -> Router {
         .route(routes::LATEST_SNAPSHOT, get(latest_snapshot))
         .route(routes::VERSIONED_SNAPSHOT, get(versioned_snapshot))
         .route(routes::FULL_HASHES, get(full_hashes))
+        .route(routes::LIST_HASHES, get(list_hashes))
         .route(routes::SEARCH, post(search));
     with_layers(api, state, limits)
 }
@@ -429,6 +433,7 @@ async fn latest_snapshot(
     let next_check = HeaderValue::from(next);
     let version_url = HeaderValue::from_str(&routes::versioned_snapshot(&name, current.header.version))
         .unwrap_or(HeaderValue::from_static("/"));
+    let hashes = hashes_header(&name, current.header.version);
     if if_none_match_matches(&headers, &current.etag) {
         return Ok((
             StatusCode::NOT_MODIFIED,
@@ -436,6 +441,7 @@ async fn latest_snapshot(
                 (header::ETAG, etag),
                 (header::CACHE_CONTROL, cache_control),
                 (header::HeaderName::from_static(NEXT_CHECK_HEADER), next_check),
+                hashes,
             ],
         )
             .into_response());
@@ -451,10 +457,23 @@ async fn latest_snapshot(
             (header::CACHE_CONTROL, cache_control),
             (header::HeaderName::from_static(NEXT_CHECK_HEADER), next_check),
             (header::CONTENT_LOCATION, version_url),
+            hashes,
         ],
         Body::from(current.snapshot.clone()),
     )
         .into_response())
+}
+
+/// The [`HASHES_HEADER`] of a response carrying (or confirming) version
+/// `version` of list `name`'s snapshot: where that version's immutable
+/// full-hash buckets are. List names are validated lowercase ASCII, so
+/// the value is always a valid header.
+fn hashes_header(name: &str, version: u64) -> (header::HeaderName, HeaderValue) {
+    (
+        header::HeaderName::from_static(HASHES_HEADER),
+        HeaderValue::from_str(&routes::list_hashes_base(name, version))
+            .unwrap_or(HeaderValue::from_static("/")),
+    )
 }
 
 async fn versioned_snapshot(
@@ -486,10 +505,15 @@ async fn versioned_snapshot(
     let etag = format!("\"{version}\"");
     let immutable = HeaderValue::from_static("public, max-age=31536000, immutable");
     let etag_value = HeaderValue::from_str(&etag).unwrap_or(HeaderValue::from_static("\"0\""));
+    let hashes = hashes_header(&name, version);
     if if_none_match_matches(&headers, &etag) {
         return Ok((
             StatusCode::NOT_MODIFIED,
-            [(header::ETAG, etag_value), (header::CACHE_CONTROL, immutable)],
+            [
+                (header::ETAG, etag_value),
+                (header::CACHE_CONTROL, immutable),
+                hashes,
+            ],
         )
             .into_response());
     }
@@ -502,6 +526,7 @@ async fn versioned_snapshot(
                 HeaderValue::from_static("application/octet-stream"),
             ),
             (header::CACHE_CONTROL, immutable),
+            hashes,
         ],
         Body::from(bytes),
     )
@@ -657,44 +682,6 @@ fn check_bucket_size(state: &AppState, prefix: RequestPrefix) -> Result<RequestP
     Ok(prefix)
 }
 
-/// Every listed full hash starting with `prefix`, padded with random hashes
-/// of the same prefix up to the configured padding.
-fn bucket(state: &AppState, prefix: RequestPrefix) -> Vec<ListedFullHash> {
-    let mut matches = Vec::new();
-    for slot in &state.lists {
-        if let Some(current) = slot.current.load().as_deref() {
-            for h in current.bucket(prefix) {
-                matches.push(ListedFullHash {
-                    full_hash: *h,
-                    list: slot.name.clone(),
-                });
-            }
-        }
-    }
-    if matches.len() < state.padding {
-        // Padding entries look like real ones (same prefix, a real list name)
-        // and can never match a URL: a random 256-bit hash collides with
-        // probability 2^-(256 - bits).
-        let pad_list = state.lists.first().map(|l| l.name.clone()).unwrap_or_default();
-        let mut rng = rand::thread_rng();
-        let (lo, hi) = prefix.range32();
-        while matches.len() < state.padding {
-            let mut h = [0u8; 32];
-            rng.fill_bytes(&mut h);
-            let p = lo | (u32::from_be_bytes([h[0], h[1], h[2], h[3]]) & (hi - lo));
-            h[..4].copy_from_slice(&p.to_be_bytes());
-            matches.push(ListedFullHash {
-                full_hash: FullHash(h),
-                list: pad_list.clone(),
-            });
-        }
-        // Shuffle so padding cannot be told apart by position.
-        use rand::seq::SliceRandom as _;
-        matches.shuffle(&mut rng);
-    }
-    matches
-}
-
 async fn full_hashes(
     State(state): State<Arc<AppState>>,
     Path(prefix_text): Path<String>,
@@ -706,7 +693,7 @@ async fn full_hashes(
         cache_duration_s,
         results: vec![PrefixAnswer {
             prefix,
-            matches: bucket(&state, prefix),
+            matches: buckets::bucket(&state, prefix),
         }],
     };
     let mut response = full_hash_answer(&headers, answer, |a| Json(a.into_single(prefix)).into_response())?;
@@ -715,6 +702,75 @@ async fn full_hashes(
     if let Ok(value) = HeaderValue::from_str(&format!("public, max-age={cache_duration_s}")) {
         response.headers_mut().insert(header::CACHE_CONTROL, value);
     }
+    Ok(response)
+}
+
+/// `GET /v1/lists/{name}/hashes/{version}/{prefix}`: the full hashes of
+/// list `name`'s snapshot `version` under `prefix`, padded as
+/// [`list_bucket`] does. The URL names the data exactly, so the answer is
+/// `immutable` and every server that serves that version gives the same
+/// bytes for the same `Accept`. A server that serves another version
+/// refuses rather than answer from other data: `503 behind` (with
+/// `Retry-After`) when it serves an older one or none, `404 version_gone`
+/// when it serves a newer one (the client then asks
+/// `POST /v1/hashes:search` with `min_versions`).
+async fn list_hashes(
+    State(state): State<Arc<AppState>>,
+    Path((name, version, prefix_text)): Path<(String, String, String)>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let slot = state.list(&name).ok_or_else(|| unknown_list(&name))?;
+    let version = parse_version(&version)?;
+    let prefix = check_bucket_size(&state, parse_request_prefix(&prefix_text)?)?;
+    let current = slot.current.load_full();
+    let served = current.as_deref().map(|p| p.header.version);
+    let published = match current {
+        Some(p) if p.header.version == version => p,
+        Some(p) if p.header.version > version => {
+            return Err(ApiError::new(
+                StatusCode::NOT_FOUND,
+                "version_gone",
+                format!(
+                    "list {}: this server serves version {}, not version {version}; \
+                     ask POST {} with min_versions",
+                    shown(&name),
+                    p.header.version,
+                    routes::SEARCH
+                ),
+            ));
+        }
+        _ => {
+            let served = served.map_or_else(|| "no snapshot".to_owned(), |v| format!("version {v}"));
+            return Err(ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "behind",
+                format!(
+                    "list {}: this server has {served}, the request is for version {version}; \
+                     ask again or ask another server",
+                    shown(&name)
+                ),
+            )
+            .retry_after(1));
+        }
+    };
+    let answer = FullHashAnswer {
+        cache_duration_s: state.cache_duration.as_secs(),
+        results: vec![PrefixAnswer {
+            prefix,
+            matches: buckets::list_bucket(
+                &slot.name,
+                version,
+                published.bucket(prefix),
+                prefix,
+                state.padding,
+            ),
+        }],
+    };
+    let mut response = full_hash_answer(&headers, answer, |a| Json(a.into_single(prefix)).into_response())?;
+    response.headers_mut().insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("public, max-age=31536000, immutable"),
+    );
     Ok(response)
 }
 
@@ -791,7 +847,7 @@ async fn search(
         .into_iter()
         .map(|prefix| PrefixAnswer {
             prefix,
-            matches: bucket(&state, prefix),
+            matches: buckets::bucket(&state, prefix),
         })
         .collect();
     let answer = FullHashAnswer {
@@ -805,6 +861,9 @@ async fn search(
 
 #[cfg(test)]
 mod tests {
+    use blocksieve_format::FullHash;
+    use blocksieve_format::api::ListedFullHash;
+
     use super::*;
 
     #[tokio::test]

@@ -34,6 +34,11 @@ struct Shared {
     searches: Fault,
     /// The full-hash search answers relayed: `Content-Type` and body bytes.
     search_answers: Vec<(String, usize)>,
+    /// Whether the advertisement of immutable full-hash buckets
+    /// (`X-Blocksieve-Hashes`) is relayed: off by default, so that agents
+    /// behind the proxy confirm by `POST /v1/hashes:search`, whose faults
+    /// it injects.
+    relay_buckets: bool,
 }
 
 /// A running proxy.
@@ -77,6 +82,7 @@ impl FaultProxy {
             snapshots: Fault::Forward,
             searches: Fault::Forward,
             search_answers: Vec::new(),
+            relay_buckets: false,
         }));
         let client = reqwest::Client::new();
         let app = Router::new()
@@ -109,6 +115,13 @@ impl FaultProxy {
         self.shared().snapshots = fault;
     }
 
+    /// Relays the advertisement of immutable full-hash buckets on snapshot
+    /// responses from now on: agents behind the proxy then fetch full
+    /// hashes there (forwarded as they are).
+    pub fn relay_bucket_advertisement(&self) {
+        self.shared().relay_buckets = true;
+    }
+
     /// What full-hash searches get.
     pub fn set_searches(&self, fault: Fault) {
         self.shared().searches = fault;
@@ -136,7 +149,7 @@ async fn forward(
     body: Bytes,
 ) -> Response {
     let path = uri.path_and_query().map_or("/", |p| p.as_str()).to_owned();
-    let (upstream, fault) = {
+    let (upstream, fault, relay_buckets) = {
         let s = shared.lock().unwrap_or_else(PoisonError::into_inner);
         let fault = if path.ends_with("/snapshot") {
             s.snapshots
@@ -145,7 +158,7 @@ async fn forward(
         } else {
             Fault::Forward
         };
-        (s.upstream.clone(), fault)
+        (s.upstream.clone(), fault, s.relay_buckets)
     };
     if let Fault::Status(code) = fault {
         let status = StatusCode::from_u16(code).unwrap_or(StatusCode::BAD_REQUEST);
@@ -164,8 +177,10 @@ async fn forward(
         return error(StatusCode::BAD_GATEWAY, "the publisher is down");
     };
     let status = StatusCode::from_u16(answer.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
+    let buckets = relay_buckets.then_some(blocksieve_format::api::HASHES_HEADER);
     let relayed: Vec<(String, String)> = RESPONSE_HEADERS
         .iter()
+        .chain(buckets.iter())
         .filter_map(|name| {
             let value = answer.headers().get(*name)?.to_str().ok()?;
             Some(((*name).to_owned(), value.to_owned()))

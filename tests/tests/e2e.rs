@@ -8,6 +8,7 @@ mod end_to_end;
 mod feeds;
 mod full_hashes;
 mod hostile;
+mod immutable_buckets;
 mod load;
 mod memory;
 mod outage;

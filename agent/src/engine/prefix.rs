@@ -23,7 +23,10 @@
 //! [`ListedHashes`].
 //!
 //! A request holds at most [`MAX_PREFIXES_PER_REQUEST`] prefixes (the
-//! publisher's limit); [`plan_requests`] splits larger sets.
+//! publisher's limit); [`plan_requests`] splits larger sets. A request may
+//! also be answered by the immutable buckets of the snapshot versions held,
+//! one per list and prefix, which [`merge_buckets`] puts together into the
+//! answer a search would give.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -197,6 +200,72 @@ impl SearchAnswer {
             unreadable,
         })
     }
+}
+
+/// Merges the immutable full-hash buckets of one planned request — for
+/// each subscribed list (by its index in `subscribed`) and each of the
+/// request's `prefixes`, the answer to
+/// `GET /v1/lists/{name}/hashes/{version}/{prefix}` — into the one
+/// [`SearchAnswer`] a `POST /v1/hashes:search` of `prefixes` would give:
+/// per prefix, the full hashes of every subscribed list. A bucket's full
+/// hashes on other lists are dropped (each list's own bucket answers for
+/// it); the cache duration is the shortest of the buckets'.
+///
+/// # Errors
+///
+/// A description of the first gap when a list's bucket of a prefix is
+/// missing or has no result for its prefix: the merged answer would then
+/// lack that list's full hashes, and a cached "no match" made from it
+/// would be a false negative. The caller asks by `POST` instead.
+pub fn merge_buckets(
+    prefixes: &[RequestPrefix],
+    subscribed: &[Arc<str>],
+    buckets: &HashMap<(usize, RequestPrefix), SearchAnswer>,
+) -> Result<SearchAnswer, String> {
+    if subscribed.len() > MAX_ANSWER_LISTS {
+        return Err(format!("{} lists, more than one answer names", subscribed.len()));
+    }
+    let mut cache_duration_s = u64::MAX;
+    let mut unreadable = Vec::new();
+    let mut results = Vec::with_capacity(prefixes.len());
+    for &prefix in prefixes {
+        let mut matches = Vec::new();
+        for (index, list) in subscribed.iter().enumerate() {
+            let answer = buckets
+                .get(&(index, prefix))
+                .ok_or_else(|| format!("no bucket of list {list} for prefix {prefix}"))?;
+            let result = answer
+                .answer
+                .results
+                .iter()
+                .find(|r| r.prefix == prefix)
+                .ok_or_else(|| format!("the bucket of list {list} has no result for prefix {prefix}"))?;
+            cache_duration_s = cache_duration_s.min(answer.answer.cache_duration_s);
+            let own = answer.answer.lists.iter().position(|name| **name == **list);
+            // Below MAX_ANSWER_LISTS (64): fits in a byte.
+            let index = u8::try_from(index).unwrap_or(u8::MAX);
+            matches.extend(
+                result
+                    .matches
+                    .iter()
+                    .filter(|m| own.is_some_and(|own| usize::from(m.list) == own))
+                    .map(|m| IndexedFullHash {
+                        list: index,
+                        full_hash: m.full_hash,
+                    }),
+            );
+            unreadable.extend(answer.unreadable.iter().filter(|p| **p == prefix));
+        }
+        results.push(IndexedPrefixAnswer { prefix, matches });
+    }
+    Ok(SearchAnswer {
+        answer: IndexedAnswer {
+            cache_duration_s: if results.is_empty() { 0 } else { cache_duration_s },
+            lists: subscribed.iter().map(|l| l.to_string()).collect(),
+            results,
+        },
+        unreadable,
+    })
 }
 
 /// The useful part of a full-hash answer for the real prefixes of one
@@ -571,5 +640,66 @@ mod tests {
                 max: MAX_ANSWER_LISTS as u64,
             })
         );
+    }
+
+    /// A one-list bucket answer: `prefix` with `hashes` on `lists[i]`.
+    fn bucket(
+        prefix: RequestPrefix,
+        lists: &[&str],
+        hashes: &[(usize, FullHash)],
+        cache: u64,
+    ) -> SearchAnswer {
+        SearchAnswer {
+            answer: IndexedAnswer {
+                cache_duration_s: cache,
+                lists: lists.iter().map(|l| (*l).to_owned()).collect(),
+                results: vec![IndexedPrefixAnswer {
+                    prefix,
+                    matches: hashes
+                        .iter()
+                        .map(|(list, h)| IndexedFullHash {
+                            list: *list as u8,
+                            full_hash: *h,
+                        })
+                        .collect(),
+                }],
+            },
+            unreadable: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn merged_buckets_hold_every_subscribed_lists_full_hashes_or_fail() {
+        let on_a = FullHash::of(b"a.example/");
+        let p = rp(&on_a, 8);
+        let mut on_b = FullHash::of(b"b.example/");
+        on_b.0[0] = on_a.0[0];
+        let noise = rp(&FullHash::of(b"noise.example/"), 8);
+        let subscribed: Vec<Arc<str>> = vec![Arc::from("alpha"), Arc::from("beta")];
+        let mut buckets = HashMap::new();
+        buckets.insert((0, p), bucket(p, &["alpha"], &[(0, on_a)], 300));
+        // beta's bucket also names a full hash on alpha: not beta's to say.
+        buckets.insert(
+            (1, p),
+            bucket(p, &["alpha", "beta"], &[(1, on_b), (0, FullHash([0; 32]))], 60),
+        );
+        buckets.insert((0, noise), bucket(noise, &["alpha"], &[], 300));
+        buckets.insert((1, noise), bucket(noise, &["beta"], &[], 300));
+        let merged = merge_buckets(&[noise, p], &subscribed, &buckets).unwrap();
+        assert_eq!(merged.answer.cache_duration_s, 60);
+        let sorted = sort_answers(&[p], &merged, &subscribed);
+        let listed = &sorted.by_prefix[&p];
+        assert!(listed.contains(&on_a, "alpha") && !listed.contains(&on_a, "beta"));
+        assert!(listed.contains(&on_b, "beta") && !listed.contains(&on_b, "alpha"));
+        assert_eq!(listed.len(), 2);
+        assert!(sorted.missing.is_empty());
+
+        // One list's bucket missing, or without its prefix: no answer at all.
+        let mut gap = buckets.clone();
+        gap.remove(&(1, noise));
+        assert!(merge_buckets(&[noise, p], &subscribed, &gap).is_err());
+        let mut wrong = buckets.clone();
+        wrong.insert((1, p), bucket(noise, &["beta"], &[], 300));
+        assert!(merge_buckets(&[noise, p], &subscribed, &wrong).is_err());
     }
 }

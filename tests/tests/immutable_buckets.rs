@@ -1,0 +1,547 @@
+//! Full-hash buckets at immutable per-version URLs
+//! (`GET /v1/lists/{name}/hashes/{version}/{prefix}`): what the publisher
+//! answers for each version asked, the cache headers, the advertisement on
+//! snapshot responses; and agents that confirm hits there when every
+//! subscribed list advertises the version they hold, falling back to
+//! `POST /v1/hashes:search` otherwise, never to "safe".
+
+use std::time::Duration;
+
+use blocksieve_format::api::{
+    ErrorResponse, FULL_HASHES_ACCEPT, FULL_HASHES_CONTENT_TYPE, FullHashAnswer, FullHashResponse,
+    HASHES_HEADER, routes,
+};
+use blocksieve_format::{FullHash, RequestPrefix};
+use blocksieve_publisher::internal::sources::url_expression;
+use blocksieve_publisher::{ListConfig, SourceConfig, SourceFormat};
+use blocksieve_tests::{RunningPublisher, config, fixture_lines, fixture_source};
+
+/// Buckets are padded to this many full hashes.
+const PADDING: usize = 16;
+
+/// The version list `name` of `server` serves, if any.
+fn served(server: &RunningPublisher, name: &str) -> Option<u64> {
+    let state = server.publisher.state();
+    let slot = state.list(name)?;
+    slot.current.load().as_ref().map(|p| p.header.version)
+}
+
+/// Waits until list `name` of `server` serves a snapshot; its version.
+async fn wait_served(server: &RunningPublisher, name: &str) -> u64 {
+    for _ in 0..600 {
+        if let Some(version) = served(server, name) {
+            return version;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("list {name} not served within 60 s");
+}
+
+/// A listed URL of the fixture and the full hash of its listed expression.
+fn listed() -> (String, FullHash) {
+    let url = fixture_lines("phishing-urls.txt").swap_remove(0);
+    let expression = url_expression(url.as_bytes()).unwrap();
+    (url, FullHash::of(expression.as_bytes()))
+}
+
+/// The error code of an error response.
+async fn code(response: reqwest::Response) -> String {
+    response.json::<ErrorResponse>().await.unwrap().error.code
+}
+
+/// Every status of the route, with its cache headers: the served version's
+/// bucket is immutable and the same bytes every time; a newer version (or
+/// a list with nothing served) is `503 behind` with `Retry-After`, an older
+/// one `404 version_gone`, both `no-store`; bad versions and prefixes are
+/// `400`, an unknown list `404`. Snapshot responses (200 and 304, latest
+/// and versioned) advertise the bucket path of their version.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_bucket_urls_answer_only_the_version_they_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(
+        dir.path(),
+        "alpha",
+        vec![fixture_source("phishing-urls.txt", SourceFormat::Urls)],
+    );
+    cfg.lists[0].request_prefix_bits = Some(12);
+    // A list whose source is missing: its first build fails, nothing is served.
+    cfg.lists.push(ListConfig::new(
+        "pending",
+        vec![SourceConfig::file(
+            dir.path().join("missing.txt"),
+            SourceFormat::Urls,
+        )],
+    ));
+    cfg.padding = PADDING;
+    let server = RunningPublisher::start(cfg).await;
+    let version = wait_served(&server, "alpha").await;
+    let base = server.base_url();
+    let client = reqwest::Client::builder().no_gzip().build().unwrap();
+    let (_, hash) = listed();
+    let prefix = RequestPrefix::of(&hash, 12);
+
+    // The advertisement, on every snapshot response.
+    let latest = client
+        .get(format!("{base}{}", routes::latest_snapshot("alpha")))
+        .send()
+        .await
+        .unwrap();
+    let advertised = routes::list_hashes_base("alpha", version);
+    assert_eq!(advertised, format!("/v1/lists/alpha/hashes/{version}/"));
+    assert_eq!(latest.headers()[HASHES_HEADER], advertised.as_str());
+    let etag = latest.headers()["etag"].to_str().unwrap().to_owned();
+    let not_modified = client
+        .get(format!("{base}{}", routes::latest_snapshot("alpha")))
+        .header("if-none-match", &etag)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(not_modified.status(), 304);
+    assert_eq!(not_modified.headers()[HASHES_HEADER], advertised.as_str());
+    let versioned_url = format!("{base}{}", routes::versioned_snapshot("alpha", version));
+    let versioned = client.get(&versioned_url).send().await.unwrap();
+    assert_eq!(versioned.status(), 200);
+    assert_eq!(versioned.headers()[HASHES_HEADER], advertised.as_str());
+    let versioned_etag = versioned.headers()["etag"].to_str().unwrap().to_owned();
+    let versioned = client
+        .get(&versioned_url)
+        .header("if-none-match", &versioned_etag)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(versioned.status(), 304);
+    assert_eq!(versioned.headers()[HASHES_HEADER], advertised.as_str());
+
+    // The served version: binary or JSON by Accept, immutable, the same
+    // bytes every time (padding included), only this list's full hashes.
+    let bucket_url = format!("{base}{advertised}{prefix}");
+    let get = |url: String, accept: Option<&'static str>| {
+        let mut request = client.get(url);
+        if let Some(accept) = accept {
+            request = request.header("accept", accept);
+        }
+        request.send()
+    };
+    let binary = get(bucket_url.clone(), Some(FULL_HASHES_ACCEPT)).await.unwrap();
+    assert_eq!(binary.status(), 200);
+    assert_eq!(binary.headers()["content-type"], FULL_HASHES_CONTENT_TYPE);
+    assert_eq!(binary.headers()["vary"], "accept");
+    assert_eq!(
+        binary.headers()["cache-control"],
+        "public, max-age=31536000, immutable"
+    );
+    let bytes = binary.bytes().await.unwrap();
+    let answer = FullHashAnswer::decode(&bytes).unwrap();
+    assert_eq!(answer.cache_duration_s, 300);
+    let [result] = answer.results.as_slice() else {
+        panic!("{answer:?}")
+    };
+    assert_eq!(result.prefix, prefix);
+    assert_eq!(result.matches.len(), PADDING);
+    assert!(
+        result
+            .matches
+            .iter()
+            .all(|m| m.list == "alpha" && prefix.matches(&m.full_hash))
+    );
+    assert!(result.matches.iter().any(|m| m.full_hash == hash));
+    for _ in 0..3 {
+        let again = get(bucket_url.clone(), Some(FULL_HASHES_ACCEPT)).await.unwrap();
+        assert_eq!(
+            again.bytes().await.unwrap(),
+            bytes,
+            "an immutable URL changed its bytes"
+        );
+    }
+    let json = get(bucket_url.clone(), None).await.unwrap();
+    assert_eq!(json.status(), 200);
+    assert_eq!(json.headers()["vary"], "accept");
+    assert_eq!(
+        json.headers()["cache-control"],
+        "public, max-age=31536000, immutable"
+    );
+    let json_bytes = json.bytes().await.unwrap();
+    let parsed: FullHashResponse = serde_json::from_slice(&json_bytes).unwrap();
+    assert_eq!(parsed.prefix, prefix.to_string());
+    assert_eq!(parsed.matches.len(), PADDING);
+    assert!(parsed.matches.iter().any(|m| m.full_hash == hash.to_string()));
+    let json_again = get(bucket_url.clone(), None).await.unwrap();
+    assert_eq!(json_again.bytes().await.unwrap(), json_bytes);
+
+    // Any other version, list or text: an error, never stored.
+    let newer = get(
+        format!("{base}{}", routes::list_hashes("alpha", version + 1, prefix)),
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(newer.status(), 503);
+    assert_eq!(newer.headers()["retry-after"], "1");
+    assert_eq!(newer.headers()["cache-control"], "no-store");
+    assert_eq!(code(newer).await, "behind");
+    let nothing = get(
+        format!("{base}{}", routes::list_hashes("pending", 1, prefix)),
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(nothing.status(), 503);
+    assert_eq!(nothing.headers()["retry-after"], "1");
+    assert_eq!(nothing.headers()["cache-control"], "no-store");
+    assert_eq!(code(nothing).await, "behind");
+    let older = get(
+        format!("{base}{}", routes::list_hashes("alpha", version - 1, prefix)),
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(older.status(), 404);
+    assert_eq!(older.headers()["cache-control"], "no-store");
+    assert!(older.headers().get("retry-after").is_none());
+    assert_eq!(code(older).await, "version_gone");
+    for (path, status, expected) in [
+        (
+            format!("/v1/lists/nope/hashes/{version}/{prefix}"),
+            404,
+            "unknown_list",
+        ),
+        (
+            format!("/v1/lists/alpha/hashes/0{version}/{prefix}"),
+            400,
+            "bad_version",
+        ),
+        (
+            format!("/v1/lists/alpha/hashes/+{version}/{prefix}"),
+            400,
+            "bad_version",
+        ),
+        (format!("/v1/lists/alpha/hashes/abc/{prefix}"), 400, "bad_version"),
+        (format!("/v1/lists/alpha/hashes/{version}/ABC"), 400, "bad_prefix"),
+        (format!("/v1/lists/alpha/hashes/{version}/a"), 400, "bad_prefix"),
+        (
+            format!("/v1/lists/alpha/hashes/{version}/abcdef012"),
+            400,
+            "bad_prefix",
+        ),
+        (format!("/v1/lists/alpha/hashes/{version}/"), 404, "not_found"),
+    ] {
+        let r = get(format!("{base}{path}"), None).await.unwrap();
+        assert_eq!(r.status().as_u16(), status, "{path}");
+        assert_eq!(r.headers()["cache-control"], "no-store", "{path}");
+        assert_eq!(code(r).await, expected, "{path}");
+    }
+
+    // After a rebuild the old version's buckets are gone; the new ones are
+    // advertised and served.
+    server.publisher.build_list(0).await.result.unwrap();
+    let rebuilt = served(&server, "alpha").unwrap();
+    assert!(rebuilt > version);
+    let gone = get(bucket_url, None).await.unwrap();
+    assert_eq!(gone.status(), 404);
+    assert_eq!(code(gone).await, "version_gone");
+    let latest = client
+        .get(format!("{base}{}", routes::latest_snapshot("alpha")))
+        .send()
+        .await
+        .unwrap();
+    let advertised = routes::list_hashes_base("alpha", rebuilt);
+    assert_eq!(latest.headers()[HASHES_HEADER], advertised.as_str());
+    let fresh = get(format!("{base}{advertised}{prefix}"), Some(FULL_HASHES_ACCEPT))
+        .await
+        .unwrap();
+    assert_eq!(fresh.status(), 200);
+    server.stop().await;
+}
+
+/// How many requests `server` answered on `route` (a route template), by
+/// its metrics.
+async fn route_requests(server: &RunningPublisher, route: &str) -> u64 {
+    let text = reqwest::get(format!("{}/metrics", server.base_url()))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let label = format!("route=\"{route}\"");
+    text.lines()
+        .filter(|l| l.starts_with("blocksieve_http_requests_total{") && l.contains(&label))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>() as u64
+}
+
+/// `n` URLs on host `host`, one a line.
+fn urls(host: &str, n: usize) -> String {
+    (0..n).map(|i| format!("http://{host}/page/{i}\n")).collect()
+}
+
+/// The full hash of a URL's listed expression.
+fn hash_of(url: &str) -> FullHash {
+    FullHash::of(url_expression(url.as_bytes()).unwrap().as_bytes())
+}
+
+/// A list `name` over the URL file `path`, with `bits`-bit request prefixes.
+fn file_list(name: &str, path: &std::path::Path, bits: u8) -> ListConfig {
+    let mut list = ListConfig::new(name, vec![SourceConfig::file(path, SourceFormat::Urls)]);
+    list.request_prefix_bits = Some(bits);
+    list
+}
+
+/// A real agent confirms a listed URL at the immutable bucket URLs of the
+/// version it holds, without a single `POST`; a safe URL stays safe. After
+/// a rebuild the agent still holds the old version: its bucket is
+/// `version_gone`, and the agent asks by `POST` (with `min_versions`) and
+/// gets `unsafe`, not "no match". Once it downloads the new version it
+/// follows the new version's URLs (no more fallbacks, no more `POST`s) and
+/// finds a URL only the new version lists.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agent_confirms_at_immutable_bucket_urls_and_follows_new_versions() {
+    let dir = tempfile::tempdir().unwrap();
+    let feed = dir.path().join("feed.txt");
+    std::fs::write(&feed, urls("listed.example", 40)).unwrap();
+    let mut cfg = config(dir.path(), "unused", vec![]);
+    cfg.lists = vec![file_list("phishing", &feed, 12)];
+    cfg.padding = 8;
+    let server = RunningPublisher::start(cfg).await;
+    let first_version = wait_served(&server, "phishing").await;
+    let agent = blocksieve_agent::Agent::builder(server.base_url())
+        .list("phishing")
+        .trusted_key(server.public_key())
+        .build()
+        .unwrap();
+    assert!(agent.update().await.unwrap().is_complete());
+
+    let listed = "http://listed.example/page/0";
+    assert!(agent.check_url(listed).await.unwrap().is_unsafe());
+    let safe = "https://unlisted.example/page/0";
+    assert!(!agent.check_url(safe).await.unwrap().is_unsafe());
+    let stats = agent.stats();
+    assert!(stats.immutable_bucket_requests > 0, "{stats:?}");
+    assert_eq!(
+        stats.full_hash_requests, stats.immutable_bucket_requests,
+        "{stats:?}"
+    );
+    assert_eq!(stats.immutable_bucket_fallbacks, 0, "{stats:?}");
+    assert_eq!(route_requests(&server, routes::SEARCH).await, 0);
+    assert!(route_requests(&server, routes::LIST_HASHES).await > 0);
+
+    // A rebuild the agent has not downloaded yet: its version's buckets are
+    // gone, and a listed URL whose bucket is not cached is confirmed by POST.
+    let new_url = "http://newly-listed.example/page/0";
+    let mut text = urls("listed.example", 40);
+    text.push_str(new_url);
+    text.push('\n');
+    std::fs::write(&feed, text).unwrap();
+    server.publisher.build_list(0).await.result.unwrap();
+    let second_version = served(&server, "phishing").unwrap();
+    assert!(second_version > first_version);
+    let cached = RequestPrefix::of(&hash_of(listed), 12);
+    let other = (1..40)
+        .map(|i| format!("http://listed.example/page/{i}"))
+        .find(|u| RequestPrefix::of(&hash_of(u), 12) != cached)
+        .unwrap();
+    assert!(agent.check_url(&other).await.unwrap().is_unsafe());
+    let after_gone = agent.stats();
+    assert_eq!(after_gone.immutable_bucket_fallbacks, 1, "{after_gone:?}");
+    assert_eq!(route_requests(&server, routes::SEARCH).await, 1);
+
+    // The new version, downloaded: its own buckets, no POST.
+    assert!(agent.update().await.unwrap().is_complete());
+    assert!(agent.check_url(new_url).await.unwrap().is_unsafe());
+    assert!(agent.check_url(listed).await.unwrap().is_unsafe());
+    let stats = agent.stats();
+    assert!(
+        stats.immutable_bucket_requests > after_gone.immutable_bucket_requests,
+        "{stats:?}"
+    );
+    assert_eq!(stats.immutable_bucket_fallbacks, 1, "{stats:?}");
+    assert_eq!(route_requests(&server, routes::SEARCH).await, 1);
+    server.stop().await;
+}
+
+/// Two subscribed lists: the answer cached for a request prefix holds both
+/// lists' full hashes. A URL listed only on the second list, whose prefix
+/// was fetched (and cached) for a hit on the first, is still unsafe when
+/// its check is answered from the cache. An answer made of the first
+/// list's bucket alone would have cached "no match" for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cached_bucket_answer_covers_every_subscribed_list() {
+    let dir = tempfile::tempdir().unwrap();
+    let on_alpha = "http://alpha-only.example/page";
+    let prefix = RequestPrefix::of(&hash_of(on_alpha), 8);
+    let on_beta = (0..10_000)
+        .map(|i| format!("http://beta-only-{i}.example/page"))
+        .find(|u| RequestPrefix::of(&hash_of(u), 8) == prefix)
+        .unwrap();
+    let (alpha, beta) = (dir.path().join("alpha.txt"), dir.path().join("beta.txt"));
+    std::fs::write(
+        &alpha,
+        format!("{on_alpha}\n{}", urls("alpha-filler.example", 20)),
+    )
+    .unwrap();
+    std::fs::write(&beta, format!("{on_beta}\n{}", urls("beta-filler.example", 20))).unwrap();
+    let mut cfg = config(dir.path(), "unused", vec![]);
+    cfg.lists = vec![file_list("alpha", &alpha, 8), file_list("beta", &beta, 8)];
+    let server = RunningPublisher::start(cfg).await;
+    server.wait_ready(Duration::from_secs(60)).await;
+    let agent = blocksieve_agent::Agent::builder(server.base_url())
+        .lists(["alpha", "beta"])
+        .trusted_key(server.public_key())
+        .build()
+        .unwrap();
+    assert!(agent.update().await.unwrap().is_complete());
+
+    let first = agent.check_url(on_alpha).await.unwrap();
+    assert!(first.is_unsafe(), "{first:?}");
+    let before = agent.stats();
+    let second = agent.check_url(&on_beta).await.unwrap();
+    match &second {
+        blocksieve_agent::Verdict::Unsafe { list, .. } => assert_eq!(list, "beta"),
+        other => panic!("{on_beta}, listed on beta, was {other:?}"),
+    }
+    let after = agent.stats();
+    assert!(after.cache_hits > before.cache_hits, "{after:?}");
+    assert_eq!(after.full_hash_requests, before.full_hash_requests, "{after:?}");
+    assert!(after.immutable_bucket_requests > 0, "{after:?}");
+    assert_eq!(
+        after.full_hash_requests, after.immutable_bucket_requests,
+        "{after:?}"
+    );
+    assert_eq!(route_requests(&server, routes::SEARCH).await, 0);
+    server.stop().await;
+}
+
+/// A server behind the version the agent holds (a replica that has not
+/// loaded the newest build) answers its bucket `503 behind`; the agent
+/// then asks by `POST` with `min_versions`, which that server refuses too:
+/// the verdict is unverified, never safe, though the lagging server's data
+/// lacks the URL. With a mirror that serves the version, the bucket comes
+/// from the mirror and the URL is unsafe.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lagging_server_leads_to_post_and_never_to_safe() {
+    use blocksieve_tests::fault::FaultProxy;
+    let dir = tempfile::tempdir().unwrap();
+    let new_url = "http://newly-listed.example/page/0";
+    let (old_feed, new_feed) = (dir.path().join("old.txt"), dir.path().join("new.txt"));
+    std::fs::write(&old_feed, urls("listed.example", 20)).unwrap();
+    std::fs::write(&new_feed, format!("{new_url}\n{}", urls("listed.example", 20))).unwrap();
+    // Two publishers with one signing key: the lagging one never saw the
+    // new URL, the current one serves a newer version that lists it.
+    let key = dir.path().join("signing.key");
+    let start = |data: &str, feed: &std::path::Path| {
+        let mut cfg = config(&dir.path().join(data), "unused", vec![]);
+        cfg.lists = vec![file_list("phishing", feed, 12)];
+        cfg.signing_key = Some(key.clone());
+        RunningPublisher::start(cfg)
+    };
+    let lagging = start("lagging", &old_feed).await;
+    let lagging_version = wait_served(&lagging, "phishing").await;
+    let current = start("current", &new_feed).await;
+    let mut current_version = wait_served(&current, "phishing").await;
+    while current_version <= lagging_version {
+        current.publisher.build_list(0).await.result.unwrap();
+        current_version = served(&current, "phishing").unwrap();
+    }
+    let proxy = FaultProxy::start(&current.base_url()).await;
+    proxy.relay_bucket_advertisement();
+    let alone = blocksieve_agent::Agent::builder(proxy.base_url())
+        .list("phishing")
+        .trusted_key(current.public_key())
+        .build()
+        .unwrap();
+    let with_mirror = blocksieve_agent::Agent::builder(proxy.base_url())
+        .mirror(current.base_url())
+        .list("phishing")
+        .trusted_key(current.public_key())
+        .build()
+        .unwrap();
+    for agent in [&alone, &with_mirror] {
+        assert!(agent.update().await.unwrap().is_complete());
+        assert_eq!(agent.status().lists[0].version, Some(current_version));
+    }
+    proxy.set_upstream(&lagging.base_url());
+
+    let verdict = alone.check_url(new_url).await.unwrap();
+    assert!(
+        matches!(verdict, blocksieve_agent::Verdict::Unverified { .. }),
+        "{new_url} from a lagging server: {verdict:?}"
+    );
+    let stats = alone.stats();
+    assert_eq!(stats.immutable_bucket_fallbacks, 1, "{stats:?}");
+    assert_eq!(stats.immutable_bucket_requests, 0, "{stats:?}");
+    assert_eq!(stats.full_hash_failures, 1, "{stats:?}");
+    assert!(route_requests(&lagging, routes::LIST_HASHES).await > 0);
+    assert_eq!(route_requests(&lagging, routes::SEARCH).await, 1);
+
+    let verdict = with_mirror.check_url(new_url).await.unwrap();
+    assert!(
+        verdict.is_unsafe(),
+        "{new_url} with a current mirror: {verdict:?}"
+    );
+    let stats = with_mirror.stats();
+    assert_eq!(stats.immutable_bucket_requests, 1, "{stats:?}");
+    assert_eq!(stats.immutable_bucket_fallbacks, 0, "{stats:?}");
+    assert_eq!(route_requests(&current, routes::SEARCH).await, 0);
+    lagging.stop().await;
+    current.stop().await;
+}
+
+/// A snapshot restored from the cache directory carries no advertisement:
+/// its hits are confirmed by `POST` until a download or a `304` says where
+/// that version's buckets are; from then on by the buckets.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restored_snapshot_uses_post_until_a_304_advertises_its_buckets() {
+    let dir = tempfile::tempdir().unwrap();
+    let feed = dir.path().join("feed.txt");
+    std::fs::write(&feed, urls("listed.example", 40)).unwrap();
+    let mut cfg = config(dir.path(), "unused", vec![]);
+    cfg.lists = vec![file_list("phishing", &feed, 12)];
+    let server = RunningPublisher::start(cfg).await;
+    wait_served(&server, "phishing").await;
+    let cache = dir.path().join("agent-cache");
+    let agent = || {
+        blocksieve_agent::Agent::builder(server.base_url())
+            .list("phishing")
+            .trusted_key(server.public_key())
+            .cache_dir(&cache)
+            .build()
+            .unwrap()
+    };
+    assert!(agent().update().await.unwrap().is_complete());
+
+    let restored = agent();
+    assert_eq!(restored.stats().snapshots_loaded_from_cache, 1);
+    assert!(
+        restored
+            .check_url("http://listed.example/page/0")
+            .await
+            .unwrap()
+            .is_unsafe()
+    );
+    let stats = restored.stats();
+    assert_eq!(
+        (stats.full_hash_requests, stats.immutable_bucket_requests),
+        (1, 0)
+    );
+    assert_eq!(route_requests(&server, routes::SEARCH).await, 1);
+
+    let report = restored.update().await.unwrap();
+    assert!(
+        matches!(report.lists[0].1, blocksieve_agent::ListUpdate::Unchanged { .. }),
+        "{report:?}"
+    );
+    let other = (1..40)
+        .map(|i| format!("http://listed.example/page/{i}"))
+        .find(|u| {
+            RequestPrefix::of(&hash_of(u), 12)
+                != RequestPrefix::of(&hash_of("http://listed.example/page/0"), 12)
+        })
+        .unwrap();
+    assert!(restored.check_url(&other).await.unwrap().is_unsafe());
+    let stats = restored.stats();
+    assert_eq!(
+        (stats.full_hash_requests, stats.immutable_bucket_requests),
+        (2, 1)
+    );
+    assert_eq!(route_requests(&server, routes::SEARCH).await, 1);
+    server.stop().await;
+}
