@@ -184,7 +184,12 @@ impl Publisher {
                 build_locks: (0..n).map(|_| tokio::sync::Mutex::new(())).collect(),
                 force_once: (0..n).map(|_| AtomicBool::new(false)).collect(),
                 _data_dir_lock: data_dir_lock,
-                holder: builder_id(&config.data_dir),
+                // A replica takes no lease, and writes nothing.
+                holder: if config.role.builds() {
+                    builder_id(&config.data_dir)
+                } else {
+                    String::new()
+                },
                 storage,
                 config,
                 key,
