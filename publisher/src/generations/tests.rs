@@ -309,3 +309,179 @@ fn a_lease_is_held_by_one_builder_until_it_expires_or_is_released() {
         LeaseOutcome::HeldBy(_)
     ));
 }
+
+/// A lease written by anyone who can write the store, expiring long after
+/// any lease a builder takes, is no lease: it must not keep every builder
+/// from publishing (no new threat would reach agents).
+#[test]
+#[ignore = "a lease expiring far in the future is honoured: every builder skips for good"]
+fn regression_a_lease_expiring_far_in_the_future_does_not_stop_every_builder() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, storage) = store(dir.path(), 5);
+    let forged = Lease {
+        holder: "nobody".to_owned(),
+        expires_at: u64::MAX,
+    };
+    storage
+        .put("lists/phishing/lease", &forged.to_bytes(), PutMode::Overwrite)
+        .unwrap();
+    let now = 1_800_000_000;
+    assert!(
+        matches!(
+            store.acquire_lease("builder", now + 300, now).unwrap(),
+            LeaseOutcome::Acquired(_)
+        ),
+        "a lease until the end of time keeps the list unbuilt"
+    );
+}
+
+/// A `latest` pointer naming a version no generation has (it is not
+/// signed) must not make every later build "not newer" than it.
+#[test]
+#[ignore = "the unsigned pointer's version is trusted: every later publish is refused"]
+fn regression_a_pointer_with_a_forged_version_does_not_stop_publishing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, storage) = store(dir.path(), 5);
+    publish(&store, &build("http://phish.example/a\n", 1_800_000_000), None);
+    let forged = Pointer {
+        list: "phishing".to_owned(),
+        generation: 1,
+        version: u64::MAX,
+    };
+    storage
+        .put("lists/phishing/latest", &forged.to_bytes(), PutMode::Overwrite)
+        .unwrap();
+    let base = store.latest().unwrap();
+    let next = build("http://phish.example/b\n", 1_800_000_100);
+    let outcome = store.publish(
+        next.version,
+        &next.snapshot,
+        &next.hashes,
+        base.as_ref(),
+        &key(),
+        next.version,
+    );
+    assert!(
+        matches!(outcome, Ok(PublishOutcome::Published { .. })),
+        "{outcome:?}"
+    );
+}
+
+/// A pointer naming the last generation number must not panic a builder.
+#[test]
+#[ignore = "the next generation after the pointer's is computed unchecked: a forged pointer panics the build"]
+fn regression_a_pointer_at_the_last_generation_number_does_not_panic_a_builder() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, storage) = store(dir.path(), 5);
+    let forged = Pointer {
+        list: "phishing".to_owned(),
+        generation: u64::MAX,
+        version: 1,
+    };
+    storage
+        .put("lists/phishing/latest", &forged.to_bytes(), PutMode::Overwrite)
+        .unwrap();
+    let base = store.latest().unwrap();
+    let next = build("http://phish.example/b\n", 1_800_000_100);
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        store.publish(
+            next.version,
+            &next.snapshot,
+            &next.hashes,
+            base.as_ref(),
+            &key(),
+            next.version,
+        )
+    }));
+    assert!(outcome.is_ok(), "publishing after a forged pointer panicked");
+}
+
+/// A `latest` pointer that is not one (garbage written over it) must not
+/// stop every builder for good: nothing could ever repair it.
+#[test]
+#[ignore = "a garbage pointer fails every build before it publishes, and nothing replaces it"]
+fn regression_a_garbage_pointer_does_not_stop_publishing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, storage) = store(dir.path(), 5);
+    publish(&store, &build("http://phish.example/a\n", 1_800_000_000), None);
+    storage
+        .put("lists/phishing/latest", b"garbage", PutMode::Overwrite)
+        .unwrap();
+    // What a builder reads as its base before it builds.
+    let base = store.latest();
+    assert!(base.is_ok(), "every build fails: {base:?}");
+}
+
+/// A manifest at the next generation that does not verify (garbage, or a
+/// forger's) must not make every builder "superseded" by it for good.
+#[test]
+#[ignore = "a garbage manifest at the next generation fails every publish for good"]
+fn regression_a_garbage_manifest_at_the_next_generation_does_not_stop_publishing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, storage) = store(dir.path(), 5);
+    publish(&store, &build("http://phish.example/a\n", 1_800_000_000), None);
+    storage
+        .put(
+            "lists/phishing/generations/00000000000000000002.json",
+            b"garbage",
+            PutMode::Create,
+        )
+        .unwrap();
+    for now in [1_800_000_100, 1_800_000_200] {
+        let base = store.latest().unwrap();
+        let next = build("http://phish.example/b\n", now);
+        let outcome = store.publish(
+            next.version,
+            &next.snapshot,
+            &next.hashes,
+            base.as_ref(),
+            &key(),
+            now,
+        );
+        assert!(outcome.is_ok(), "publish at {now}: {outcome:?}");
+    }
+    let latest = store.latest().unwrap().unwrap();
+    assert!(latest.pointer.version >= 1_800_000_100, "{latest:?}");
+    store
+        .load_generation(latest.pointer.generation, key().public_key())
+        .unwrap();
+}
+
+/// A builder that stalls past its lease (or whose clock runs ahead) and
+/// publishes from a generation that retention has since removed re-creates
+/// that old generation number: it must neither report its build published
+/// (the pointer never named it) nor let its retention remove the objects
+/// of the generation `latest` points to.
+#[test]
+#[ignore = "a stale build re-creates a pruned generation, reports it published and prunes the latest generation's objects"]
+fn regression_a_stale_builder_neither_publishes_a_pruned_generation_nor_prunes_the_latest() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = store(dir.path(), 1);
+    let public = key().public_key().clone();
+    publish(&store, &build("http://phish.example/a\n", 1_800_000_000), None);
+    // The stale builder read generation 1 and then stalled.
+    let stale_base = store.latest().unwrap().unwrap();
+    // Meanwhile another builder publishes generations 2 and 3; retention
+    // (keep 1) removes generation 2's manifest.
+    for now in [1_800_000_100, 1_800_000_200] {
+        let base = store.latest().unwrap();
+        publish(&store, &build("http://phish.example/b\n", now), base.as_ref());
+    }
+    let latest = store.latest().unwrap().unwrap();
+    assert_eq!(latest.pointer.generation, 3);
+    // The stale builder's clock runs ahead of the other's.
+    let stale = build("http://phish.example/c\n", 1_800_003_600);
+    let outcome = publish(&store, &stale, Some(&stale_base));
+    let latest = store.latest().unwrap().unwrap();
+    assert_eq!(latest.pointer.generation, 3);
+    let loaded = store.load_generation(3, &public);
+    assert!(
+        loaded.is_ok(),
+        "latest points at a generation that does not load: {loaded:?}"
+    );
+    assert_ne!(
+        outcome,
+        PublishOutcome::Published { generation: 2 },
+        "a build the pointer never named is reported published"
+    );
+}
