@@ -434,6 +434,15 @@ impl ListStore {
                 ),
             ));
         }
+        let parent = base.map(|b| b.pointer.generation);
+        // The pointer is not signed: a forged one may name the last
+        // generation there is.
+        let Some(generation) = parent.map_or(Some(1), |g| g.checked_add(1)) else {
+            return Err(self.corrupt(
+                &self.pointer_key(),
+                format!("points to generation {}, after which there is none", u64::MAX),
+            ));
+        };
         let build = format!("{version:020}-{:016x}", rand::random::<u64>());
         let snapshot_ref = ObjectRef::of(format!("builds/{build}.snapshot"), snapshot);
         let hashes_ref =
@@ -449,8 +458,6 @@ impl ListStore {
         if !created {
             return Err(self.corrupt(&self.key(&snapshot_ref.key), "a never-reused build id exists"));
         }
-        let parent = base.map(|b| b.pointer.generation);
-        let generation = parent.map_or(1, |g| g + 1);
         let manifest = Manifest {
             list: self.name.clone(),
             generation,
