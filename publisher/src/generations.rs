@@ -118,6 +118,10 @@ pub enum LeaseOutcome {
 /// How many generations below a broken latest one a reader tries.
 const WALK_BACK: u64 = 16;
 
+/// The most bytes a stored manifest may hold: its fields are a list name,
+/// two object keys and numbers (a few hundred bytes).
+const MAX_MANIFEST_BYTES: u64 = 64 * 1024;
+
 impl ListStore {
     /// The generations of list `name` in `storage`, keeping `keep`, whose
     /// place is made ready (see [`Storage::prepare`]).
@@ -211,7 +215,17 @@ impl ListStore {
     /// verify or is not that generation of this list.
     pub fn manifest(&self, generation: u64, key: &TrustedKey) -> Result<Manifest, Error> {
         let manifest_key = self.manifest_key(generation);
-        let bytes = (self.storage.get(&manifest_key)?).ok_or_else(|| self.missing(&manifest_key))?;
+        // Anyone who can write the store can put any size there: a reader
+        // takes no more than a manifest can be.
+        let bytes = (self.storage)
+            .get_range(&manifest_key, 0..MAX_MANIFEST_BYTES + 1)?
+            .ok_or_else(|| self.missing(&manifest_key))?;
+        if bytes.len() as u64 > MAX_MANIFEST_BYTES {
+            return Err(self.corrupt(
+                &manifest_key,
+                format!("is larger than a manifest can be ({MAX_MANIFEST_BYTES} bytes)"),
+            ));
+        }
         let manifest = Manifest::verify(&bytes, key).map_err(|reason| self.corrupt(&manifest_key, reason))?;
         if manifest.list != self.name || manifest.generation != generation {
             return Err(self.corrupt(
@@ -236,12 +250,14 @@ impl ListStore {
         let manifest = self.manifest(generation, key)?;
         let snapshot_key = self.key(&manifest.snapshot.key);
         let hashes_key = self.key(&manifest.hashes.key);
-        let snapshot = (self.storage.get(&snapshot_key)?).ok_or_else(|| self.missing(&snapshot_key))?;
+        // At most one byte more than the manifest says: an oversized
+        // object costs no more memory than the right one.
+        let snapshot = (self.storage)
+            .get_range(&snapshot_key, 0..manifest.snapshot.size.saturating_add(1))?
+            .ok_or_else(|| self.missing(&snapshot_key))?;
         if let Some(reason) = manifest.snapshot.mismatch(&snapshot) {
             return Err(self.corrupt(&snapshot_key, reason));
         }
-        // At most one byte more than the manifest says: an oversized
-        // object costs no more memory than the right one.
         let raw = (self.storage)
             .get_range(&hashes_key, 0..manifest.hashes.size.saturating_add(1))?
             .ok_or_else(|| self.missing(&hashes_key))?;

@@ -490,3 +490,94 @@ fn regression_a_stale_builder_neither_publishes_a_pruned_generation_nor_prunes_t
         "a build the pointer never named is reported published"
     );
 }
+
+/// A data directory that records the most bytes one read returned.
+#[derive(Debug)]
+struct Recording {
+    inner: LocalStorage,
+    most: Mutex<usize>,
+}
+
+impl Recording {
+    fn seen(&self, read: Result<Option<Vec<u8>>, Error>) -> Result<Option<Vec<u8>>, Error> {
+        if let Ok(Some(bytes)) = &read
+            && let Ok(mut most) = self.most.lock()
+        {
+            *most = (*most).max(bytes.len());
+        }
+        read
+    }
+}
+
+impl Storage for Recording {
+    fn prepare(&self, prefix: &str) -> Result<(), Error> {
+        self.inner.prepare(prefix)
+    }
+    fn get(&self, key: &str) -> Result<Option<Vec<u8>>, Error> {
+        self.seen(self.inner.get(key))
+    }
+    fn get_range(&self, key: &str, range: std::ops::Range<u64>) -> Result<Option<Vec<u8>>, Error> {
+        self.seen(self.inner.get_range(key, range))
+    }
+    fn get_if_changed(&self, key: &str, known: Option<&Version>) -> Result<Conditional, Error> {
+        self.inner.get_if_changed(key, known)
+    }
+    fn version(&self, key: &str) -> Result<Option<Version>, Error> {
+        self.inner.version(key)
+    }
+    fn put_chunks(
+        &self,
+        key: &str,
+        chunks: &mut dyn Iterator<Item = &[u8]>,
+        mode: PutMode,
+    ) -> Result<Option<Version>, Error> {
+        self.inner.put_chunks(key, chunks, mode)
+    }
+    fn list(&self, prefix: &str) -> Result<Vec<String>, Error> {
+        self.inner.list(prefix)
+    }
+    fn delete(&self, key: &str) -> Result<(), Error> {
+        self.inner.delete(key)
+    }
+    fn location(&self, key: &str) -> std::path::PathBuf {
+        self.inner.location(key)
+    }
+}
+
+/// A manifest or snapshot object replaced by a huge one (anyone who can
+/// write the store can) is refused having read no more than the object
+/// can be: every replica loads it on start, and would run out of memory.
+#[test]
+fn regression_an_oversized_manifest_or_snapshot_is_refused_without_reading_it_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let recording = Arc::new(Recording {
+        inner: LocalStorage::open(dir.path()).unwrap(),
+        most: Mutex::new(0),
+    });
+    let storage: Arc<dyn Storage> = recording.clone();
+    let store = ListStore::open(storage.clone(), "phishing", 5).unwrap();
+    let public = key().public_key().clone();
+    let built = build("http://phish.example/a\n", 1_800_000_000);
+    publish(&store, &built, None);
+    let manifest = store.manifest(1, &public).unwrap();
+    let huge = vec![b' '; 4 * 1024 * 1024];
+    let snapshot_key = format!("lists/phishing/{}", manifest.snapshot.key);
+    let mut oversized = built.snapshot.clone();
+    oversized.extend_from_slice(&huge);
+    storage
+        .put(&snapshot_key, &oversized, PutMode::Overwrite)
+        .unwrap();
+    *recording.most.lock().unwrap() = 0;
+    let refused = store.load_generation(1, &public);
+    assert!(matches!(refused, Err(Error::Corrupt { .. })), "{refused:?}");
+    // Its manifest, the snapshot's size and one byte more, the hashes.
+    let most = *recording.most.lock().unwrap();
+    assert!(most <= built.snapshot.len().max(1024) + 1, "{most} bytes read");
+
+    let manifest_key = "lists/phishing/generations/00000000000000000001.json";
+    storage.put(manifest_key, &huge, PutMode::Overwrite).unwrap();
+    *recording.most.lock().unwrap() = 0;
+    let refused = store.manifest(1, &public);
+    assert!(matches!(refused, Err(Error::Corrupt { .. })), "{refused:?}");
+    assert!(*recording.most.lock().unwrap() <= 64 * 1024 + 1);
+}
