@@ -485,10 +485,18 @@ impl ListStore {
             hashes: hashes_ref,
         };
         let manifest_key = self.manifest_key(generation);
-        if (self.storage)
+        let created = (self.storage)
             .put(&manifest_key, &manifest.sign(key), PutMode::Create)?
-            .is_none()
-        {
+            .is_some();
+        // "Exists" may answer a retry of this very write (the client
+        // retries a conditional PUT after a 5xx its first attempt
+        // applied): then the manifest is this build's, and its objects
+        // must stay.
+        let ours = || {
+            self.manifest(generation, key.public_key())
+                .is_ok_and(|existing| existing.build == manifest.build)
+        };
+        if !created && !ours() {
             // Another builder published this generation first (and may have
             // stopped before moving the pointer): this build is garbage.
             for object in [&manifest.snapshot, &manifest.hashes] {

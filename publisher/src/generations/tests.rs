@@ -581,3 +581,80 @@ fn regression_an_oversized_manifest_or_snapshot_is_refused_without_reading_it_wh
     assert!(matches!(refused, Err(Error::Corrupt { .. })), "{refused:?}");
     assert!(*recording.most.lock().unwrap() <= 64 * 1024 + 1);
 }
+
+/// A store whose create-only writes of manifests apply and then answer
+/// "exists", as S3 does when the client retries a conditional PUT after a
+/// 500 the first attempt had applied (object_store retries 5xx answers).
+#[derive(Debug)]
+struct RetriedCreates(LocalStorage);
+
+impl Storage for RetriedCreates {
+    fn prepare(&self, prefix: &str) -> Result<(), Error> {
+        self.0.prepare(prefix)
+    }
+    fn get(&self, key: &str) -> Result<Option<Vec<u8>>, Error> {
+        self.0.get(key)
+    }
+    fn get_range(&self, key: &str, range: std::ops::Range<u64>) -> Result<Option<Vec<u8>>, Error> {
+        self.0.get_range(key, range)
+    }
+    fn get_if_changed(&self, key: &str, known: Option<&Version>) -> Result<Conditional, Error> {
+        self.0.get_if_changed(key, known)
+    }
+    fn version(&self, key: &str) -> Result<Option<Version>, Error> {
+        self.0.version(key)
+    }
+    fn put_chunks(
+        &self,
+        key: &str,
+        chunks: &mut dyn Iterator<Item = &[u8]>,
+        mode: PutMode,
+    ) -> Result<Option<Version>, Error> {
+        let retried = matches!(mode, PutMode::Create) && key.contains("/generations/");
+        let written = self.0.put_chunks(key, chunks, mode)?;
+        Ok(if retried { None } else { written })
+    }
+    fn list(&self, prefix: &str) -> Result<Vec<String>, Error> {
+        self.0.list(prefix)
+    }
+    fn delete(&self, key: &str) -> Result<(), Error> {
+        self.0.delete(key)
+    }
+    fn location(&self, key: &str) -> std::path::PathBuf {
+        self.0.location(key)
+    }
+}
+
+/// A builder whose own manifest write applied but was answered "exists"
+/// (a retried conditional PUT) must not take it for another builder's,
+/// delete the objects it names and leave a generation that no builder can
+/// roll forward to or publish past.
+#[test]
+fn regression_a_retried_manifest_write_that_applied_publishes_the_build() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage: Arc<dyn Storage> = Arc::new(RetriedCreates(LocalStorage::open(dir.path()).unwrap()));
+    let store = ListStore::open(storage, "phishing", 5).unwrap();
+    let public = key().public_key().clone();
+    for (i, now) in [1_800_000_000u64, 1_800_000_100, 1_800_000_200]
+        .into_iter()
+        .enumerate()
+    {
+        let base = store.latest().unwrap();
+        let built = build(&format!("http://phish.example/{i}\n"), now);
+        let outcome = store.publish(
+            built.version,
+            &built.snapshot,
+            &built.hashes,
+            base.as_ref(),
+            &key(),
+            now,
+        );
+        assert!(
+            matches!(outcome, Ok(PublishOutcome::Published { .. })),
+            "publish at {now}: {outcome:?}"
+        );
+        let latest = store.latest().unwrap().unwrap();
+        assert_eq!(latest.pointer.version, built.version);
+        store.load_generation(latest.pointer.generation, &public).unwrap();
+    }
+}
