@@ -488,6 +488,21 @@ mod tests {
         }
     }
 
+    /// A replica of list `phishing` in `dir`, whose first read of `key`
+    /// fails as a store that cannot answer for now does.
+    fn replica_failing_once(dir: &std::path::Path, key: &str) -> Arc<AppState> {
+        let (state, _) = state_over(dir);
+        let failing: Arc<dyn Storage> = Arc::new(FailsOnce {
+            inner: LocalStorage::open(dir).unwrap(),
+            key: key.to_owned(),
+            failed: std::sync::atomic::AtomicBool::new(false),
+        });
+        let state = Arc::into_inner(state).unwrap();
+        let mut lists = state.lists;
+        lists[0].store = ListStore::open(failing, "phishing", 5).unwrap();
+        AppState { lists, ..state }.shared()
+    }
+
     /// A replica starting while the store fails one read of the latest
     /// generation's manifest walks back to the generation before it; the
     /// latest must not then be skipped until the next publish (its
@@ -501,33 +516,33 @@ mod tests {
         let store = &state.lists[0].store;
         publish(store, &key, "http://phish.example/a\n", 1_800_000_000);
         let (g2, v2) = publish(store, &key, "http://phish.example/b\n", 1_800_000_100);
-        // A replica over the same directory, whose store fails once.
-        let (replica, _) = state_over(dir.path());
-        let failing: Arc<dyn Storage> = Arc::new(FailsOnce {
-            inner: LocalStorage::open(dir.path()).unwrap(),
-            key: manifest_key(g2),
-            failed: std::sync::atomic::AtomicBool::new(false),
-        });
-        let slot = &replica.lists[0];
-        let replica = Arc::new(AppState {
-            lists: vec![ListSlot {
-                name: slot.name.clone(),
-                current: arc_swap::ArcSwapOption::empty(),
-                last_build: std::sync::Mutex::new(None),
-                store_status: std::sync::Mutex::new(None),
-                store: ListStore::open(failing, "phishing", 5).unwrap(),
-            }],
-            cache_duration: replica.cache_duration,
-            next_check: replica.next_check,
-            padding: 0,
-            max_bucket_entries: replica.max_bucket_entries,
-            max_prefixes_per_request: replica.max_prefixes_per_request,
-            metrics: crate::metrics::Metrics::new(),
-        });
+        let replica = replica_failing_once(dir.path(), &manifest_key(g2));
         let mut follower = Follower::new(replica.clone(), key.public_key().clone());
         follower.poll();
         follower.poll();
         assert_eq!(served(&replica), Some(v2), "the latest generation is skipped");
+    }
+
+    /// A replica started while the store fails one read of the only
+    /// generation's manifest becomes ready by itself once the store
+    /// answers, not only after the next publish.
+    #[test]
+    #[ignore = "a store error while a replica with nothing loads rejects the generation until the next publish"]
+    fn regression_a_replica_started_during_a_store_error_becomes_ready_by_itself() {
+        let dir = tempfile::tempdir().unwrap();
+        let (state, _) = state_over(dir.path());
+        let key = SigningKey::from_secret_bytes([7; 32]);
+        let (g1, v1) = publish(
+            &state.lists[0].store,
+            &key,
+            "http://phish.example/a\n",
+            1_800_000_000,
+        );
+        let replica = replica_failing_once(dir.path(), &manifest_key(g1));
+        let mut follower = Follower::new(replica.clone(), key.public_key().clone());
+        follower.poll();
+        follower.poll();
+        assert_eq!(served(&replica), Some(v1), "not ready until the next publish");
     }
 
     /// A replica serving an old generation whose latest generation does not
