@@ -360,6 +360,32 @@ impl ListStore {
         None
     }
 
+    /// As [`ListStore::load_from`], but a generation the store could not be
+    /// asked for now is not walked past: serving an older one instead
+    /// would skip its additions although it may load a moment later.
+    ///
+    /// # Errors
+    ///
+    /// The first error that does not say a generation is bad
+    /// ([`is_definitive`]).
+    pub fn load_newest_from(
+        &self,
+        generation: u64,
+        key: &TrustedKey,
+    ) -> Result<Option<StoredVersion>, Error> {
+        let oldest = generation.saturating_sub(WALK_BACK).max(1);
+        for g in (oldest..=generation).rev() {
+            match self.load_generation(g, key) {
+                Ok(stored) => return Ok(Some(stored)),
+                Err(e) if !is_definitive(&e) => return Err(e),
+                Err(e) => {
+                    tracing::warn!(list = %self.name, generation = g, error = %e, "skipping a generation that cannot be loaded")
+                }
+            }
+        }
+        Ok(None)
+    }
+
     /// What to serve on start: the newest generation that verifies under
     /// `key`, else the newest version of the older layout, and the older
     /// kept generations' versions for the versioned route.
@@ -691,6 +717,16 @@ impl ListStore {
             }
         }
         None
+    }
+}
+
+/// Whether `e` says a generation itself is bad (it does not verify, or an
+/// object it names is gone), not that the store could not answer now.
+pub(crate) fn is_definitive(e: &Error) -> bool {
+    match e {
+        Error::Corrupt { .. } => true,
+        Error::Storage { reason, .. } => reason.kind() == std::io::ErrorKind::NotFound,
+        _ => false,
     }
 }
 
