@@ -62,8 +62,9 @@ pub struct ListStore {
     /// Generations kept by retention.
     keep: usize,
     /// Generation and snapshot key by version, of the generations read or
-    /// published lately (at most `keep`): what the versioned snapshot route
-    /// serves.
+    /// published lately or, before the first, of the older layout's newest
+    /// versions (generation 0), at most `keep`: what the versioned snapshot
+    /// route serves.
     known: Arc<Mutex<BTreeMap<u64, (u64, String)>>>,
 }
 
@@ -432,17 +433,11 @@ impl ListStore {
 
     /// The snapshot bytes of `version`, if it is a kept generation's (or,
     /// before the first generation, a version of the older layout still
-    /// stored). A version no kept generation has costs no store request:
-    /// asking for made-up versions cannot make a replica call its store.
+    /// stored). A version no kept generation has costs no store request,
+    /// even before anything is loaded: asking for made-up versions cannot
+    /// make a replica call its store.
     pub fn read_snapshot(&self, version: u64) -> Option<Vec<u8>> {
-        let key = {
-            let known = self.known.lock().ok()?;
-            match known.get(&version) {
-                Some((_, key)) => key.clone(),
-                None if known.is_empty() => self.key(&format!("{version:020}.snapshot")),
-                None => return None,
-            }
-        };
+        let key = (self.known.lock().ok()?.get(&version))?.1.clone();
         self.storage.get(&key).ok().flatten()
     }
 
@@ -695,6 +690,10 @@ impl ListStore {
             .filter_map(|k| k.rsplit('/').next()?.strip_suffix(".snapshot")?.parse().ok())
             .collect();
         versions.sort_unstable_by(|a, b| b.cmp(a));
+        // The newest `keep`, for the versioned route (generation 0: none).
+        for &version in versions.iter().take(self.keep) {
+            self.remember(version, 0, self.key(&format!("{version:020}.snapshot")));
+        }
         for version in versions {
             let snapshot_key = self.key(&format!("{version:020}.snapshot"));
             let hashes_key = self.key(&format!("{version:020}.hashes"));

@@ -491,15 +491,26 @@ fn regression_a_stale_builder_neither_publishes_a_pruned_generation_nor_prunes_t
     );
 }
 
-/// A data directory that records the most bytes one read returned.
+/// A data directory that records how many reads it answered and the most
+/// bytes one returned.
 #[derive(Debug)]
 struct Recording {
     inner: LocalStorage,
     most: Mutex<usize>,
+    reads: std::sync::atomic::AtomicUsize,
 }
 
 impl Recording {
+    fn over(dir: &std::path::Path) -> Arc<Self> {
+        Arc::new(Self {
+            inner: LocalStorage::open(dir).unwrap(),
+            most: Mutex::new(0),
+            reads: std::sync::atomic::AtomicUsize::new(0),
+        })
+    }
+
     fn seen(&self, read: Result<Option<Vec<u8>>, Error>) -> Result<Option<Vec<u8>>, Error> {
+        self.reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         if let Ok(Some(bytes)) = &read
             && let Ok(mut most) = self.most.lock()
         {
@@ -550,10 +561,7 @@ impl Storage for Recording {
 #[test]
 fn regression_an_oversized_manifest_or_snapshot_is_refused_without_reading_it_whole() {
     let dir = tempfile::tempdir().unwrap();
-    let recording = Arc::new(Recording {
-        inner: LocalStorage::open(dir.path()).unwrap(),
-        most: Mutex::new(0),
-    });
+    let recording = Recording::over(dir.path());
     let storage: Arc<dyn Storage> = recording.clone();
     let store = ListStore::open(storage.clone(), "phishing", 5).unwrap();
     let public = key().public_key().clone();
@@ -657,4 +665,20 @@ fn regression_a_retried_manifest_write_that_applied_publishes_the_build() {
         assert_eq!(latest.pointer.version, built.version);
         store.load_generation(latest.pointer.generation, &public).unwrap();
     }
+}
+
+/// Before anything is loaded (a replica starting while its store is
+/// down, or a list with no generation yet), a version nothing has is
+/// answered without a store request too: the 404 is not cached, so each
+/// made-up version would be one request to the store.
+#[test]
+fn regression_a_made_up_version_costs_no_store_request_before_anything_is_loaded() {
+    let dir = tempfile::tempdir().unwrap();
+    let recording = Recording::over(dir.path());
+    let storage: Arc<dyn Storage> = recording.clone();
+    let store = ListStore::open(storage, "phishing", 5).unwrap();
+    for version in 1..=100 {
+        assert_eq!(store.read_snapshot(version), None);
+    }
+    assert_eq!(recording.reads.load(std::sync::atomic::Ordering::SeqCst), 0);
 }
