@@ -682,3 +682,47 @@ fn regression_a_made_up_version_costs_no_store_request_before_anything_is_loaded
     }
     assert_eq!(recording.reads.load(std::sync::atomic::Ordering::SeqCst), 0);
 }
+
+/// A `latest` pointer moved back to an older kept generation (it is not
+/// signed, and older pointers' bytes are easy to replay) sends new
+/// replicas and restarted builders back to that generation's version; the
+/// next publish must bring it to the newest generation, not discard its
+/// build and move the pointer one generation forward per round.
+#[test]
+#[ignore = "a pointer moved back is rolled forward one generation per build, and each of those builds is discarded"]
+fn regression_a_pointer_moved_back_is_brought_forward_by_the_next_publish() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, storage) = store(dir.path(), 5);
+    let mut old = None;
+    for (i, now) in [1_800_000_000u64, 1_800_000_100, 1_800_000_200, 1_800_000_300]
+        .into_iter()
+        .enumerate()
+    {
+        let base = store.latest().unwrap();
+        publish(
+            &store,
+            &build(&format!("http://phish.example/{i}\n"), now),
+            base.as_ref(),
+        );
+        old = old.or(store.latest().unwrap());
+    }
+    let replayed = old.unwrap().pointer;
+    assert_eq!(replayed.generation, 1);
+    storage
+        .put("lists/phishing/latest", &replayed.to_bytes(), PutMode::Overwrite)
+        .unwrap();
+    let base = store.latest().unwrap();
+    let next = build("http://phish.example/next\n", 1_800_000_400);
+    let outcome = store.publish(
+        next.version,
+        &next.snapshot,
+        &next.hashes,
+        base.as_ref(),
+        &key(),
+        1_800_000_400,
+    );
+    assert!(
+        matches!(outcome, Ok(PublishOutcome::Published { generation: 5 })),
+        "{outcome:?}"
+    );
+}
