@@ -635,7 +635,11 @@ impl ListStore {
     }
 
     /// Takes the lease for `holder` until `until` (Unix seconds) if it is
-    /// free, expired at `now`, unreadable or already `holder`'s.
+    /// free, expired at `now`, unreadable or already `holder`'s, or if it
+    /// expires later than twice the lease asked for from `now`: no builder
+    /// takes such a lease (anyone who can write the store, or a clock far
+    /// ahead, could otherwise stop every build; the lease only saves
+    /// duplicate work).
     ///
     /// # Errors
     ///
@@ -650,7 +654,11 @@ impl ListStore {
         let mode = match self.storage.get_if_changed(&key, None)? {
             Conditional::Missing | Conditional::NotModified => PutMode::Create,
             Conditional::Value { bytes, version } => match Lease::parse(&bytes) {
-                Some(lease) if lease.holder != holder && lease.expires_at > now => {
+                Some(lease)
+                    if lease.holder != holder
+                        && lease.expires_at > now
+                        && lease.expires_at <= until.saturating_add(until.saturating_sub(now)) =>
+                {
                     return Ok(LeaseOutcome::HeldBy(lease));
                 }
                 _ => PutMode::Update(version),

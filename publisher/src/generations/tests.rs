@@ -314,7 +314,6 @@ fn a_lease_is_held_by_one_builder_until_it_expires_or_is_released() {
 /// any lease a builder takes, is no lease: it must not keep every builder
 /// from publishing (no new threat would reach agents).
 #[test]
-#[ignore = "a lease expiring far in the future is honoured: every builder skips for good"]
 fn regression_a_lease_expiring_far_in_the_future_does_not_stop_every_builder() {
     let dir = tempfile::tempdir().unwrap();
     let (store, storage) = store(dir.path(), 5);
@@ -332,6 +331,18 @@ fn regression_a_lease_expiring_far_in_the_future_does_not_stop_every_builder() {
             LeaseOutcome::Acquired(_)
         ),
         "a lease until the end of time keeps the list unbuilt"
+    );
+    // Another builder's lease, its clock somewhat ahead, is still its own.
+    let ahead = Lease {
+        holder: "ahead".to_owned(),
+        expires_at: now + 500,
+    };
+    storage
+        .put("lists/phishing/lease", &ahead.to_bytes(), PutMode::Overwrite)
+        .unwrap();
+    assert_eq!(
+        store.acquire_lease("builder", now + 300, now).unwrap(),
+        LeaseOutcome::HeldBy(ahead)
     );
 }
 
