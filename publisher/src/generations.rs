@@ -513,11 +513,13 @@ impl ListStore {
         // retries a conditional PUT after a 5xx its first attempt
         // applied): then the manifest is this build's, and its objects
         // must stay.
-        let ours = || {
-            self.manifest(generation, key.public_key())
-                .is_ok_and(|existing| existing.build == manifest.build)
+        let ours = || match self.manifest(generation, key.public_key()) {
+            Ok(existing) => Ok(existing.build == manifest.build),
+            // Not known now: neither removed nor published.
+            Err(e) if !is_definitive(&e) => Err(e),
+            Err(_) => Ok(false),
         };
-        if !created && !ours() {
+        if !created && !ours()? {
             // Another builder published this generation first (and may have
             // stopped before moving the pointer): this build is garbage.
             for object in [&manifest.snapshot, &manifest.hashes] {
