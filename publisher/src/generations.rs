@@ -20,8 +20,10 @@
 //! 1. the build's snapshot and full hashes, create-only;
 //! 2. the [`Manifest`] of generation g + 1 (g is the generation the build
 //!    started from), naming both objects with their size and SHA-256,
-//!    signed, create-only (`If-None-Match: *`): when it exists, another
-//!    builder published g + 1 first, and this build is garbage;
+//!    signed, create-only (`If-None-Match: *`): when it exists, or the
+//!    pointer has moved past g already (a stalled build, whose g + 1
+//!    retention may have removed), another builder published first, and
+//!    this build is garbage;
 //! 3. the `latest` [`Pointer`], moved from g to g + 1 by compare-and-swap
 //!    (`If-Match` on the ETag read in step 0).
 //!
@@ -31,7 +33,8 @@
 //! every signature, size and hash, so none sees a half-written publish.
 //!
 //! **Retention**: after publishing generation g, the manifests of all but
-//! the newest `keep` generations are removed, and so are the build objects
+//! the newest `keep` generations (counted from the latest, should another
+//! builder have published past g meanwhile) are removed, and so are the build objects
 //! no kept manifest names that are older than the oldest kept generation
 //! (an unfinished build of another builder is newer, so it is left alone).
 //!
@@ -99,7 +102,8 @@ pub enum PublishOutcome {
         generation: u64,
     },
     /// Another builder published `generation` first from the same
-    /// generation; this build's objects were removed.
+    /// generation (or, this build having stalled, a later one); this
+    /// build's objects were removed.
     Superseded {
         /// The generation the other builder published.
         generation: u64,
@@ -495,6 +499,20 @@ impl ListStore {
         if !created {
             return Err(self.corrupt(&self.key(&snapshot_ref.key), "a never-reused build id exists"));
         }
+        // A build that stalled (past its lease, or paused) may start from a
+        // generation whose successor retention has since removed: creating
+        // that number again would succeed, and its retention would count
+        // from it. The pointer past the base says so.
+        if let Some(now) = self.latest()?
+            && now.pointer.generation >= generation
+        {
+            for object in [&snapshot_ref, &hashes_ref] {
+                let _ = self.storage.delete(&self.key(&object.key));
+            }
+            return Ok(PublishOutcome::Superseded {
+                generation: now.pointer.generation,
+            });
+        }
         let manifest = Manifest {
             list: self.name.clone(),
             generation,
@@ -601,6 +619,10 @@ impl ListStore {
     }
 
     fn try_prune(&self, generation: u64, key: &TrustedKey) -> Result<(), Error> {
+        // Counted from the latest generation when another builder has
+        // published past this one meanwhile: what it keeps stays.
+        let latest = self.latest()?.map(|l| l.pointer.generation);
+        let generation = latest.map_or(generation, |l| l.max(generation));
         let oldest_kept = generation.saturating_sub(self.keep as u64 - 1).max(1);
         let mut kept_builds = std::collections::BTreeSet::new();
         let mut oldest_version = u64::MAX;

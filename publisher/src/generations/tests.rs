@@ -469,7 +469,6 @@ fn regression_a_garbage_manifest_at_the_next_generation_does_not_stop_publishing
 /// (the pointer never named it) nor let its retention remove the objects
 /// of the generation `latest` points to.
 #[test]
-#[ignore = "a stale build re-creates a pruned generation, reports it published and prunes the latest generation's objects"]
 fn regression_a_stale_builder_neither_publishes_a_pruned_generation_nor_prunes_the_latest() {
     let dir = tempfile::tempdir().unwrap();
     let (store, _) = store(dir.path(), 1);
@@ -736,4 +735,94 @@ fn regression_a_pointer_moved_back_is_brought_forward_by_the_next_publish() {
         matches!(outcome, Ok(PublishOutcome::Published { generation: 5 })),
         "{outcome:?}"
     );
+}
+
+/// A data directory that runs a step of another builder just before the
+/// first manifest is created through it.
+struct Interleaved {
+    inner: LocalStorage,
+    before_manifest: Mutex<Option<Box<dyn FnOnce() + Send>>>,
+}
+
+impl std::fmt::Debug for Interleaved {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Interleaved").finish_non_exhaustive()
+    }
+}
+
+impl Storage for Interleaved {
+    fn prepare(&self, prefix: &str) -> Result<(), Error> {
+        self.inner.prepare(prefix)
+    }
+    fn get(&self, key: &str) -> Result<Option<Vec<u8>>, Error> {
+        self.inner.get(key)
+    }
+    fn get_range(&self, key: &str, range: std::ops::Range<u64>) -> Result<Option<Vec<u8>>, Error> {
+        self.inner.get_range(key, range)
+    }
+    fn get_if_changed(&self, key: &str, known: Option<&Version>) -> Result<Conditional, Error> {
+        self.inner.get_if_changed(key, known)
+    }
+    fn version(&self, key: &str) -> Result<Option<Version>, Error> {
+        self.inner.version(key)
+    }
+    fn put_chunks(
+        &self,
+        key: &str,
+        chunks: &mut dyn Iterator<Item = &[u8]>,
+        mode: PutMode,
+    ) -> Result<Option<Version>, Error> {
+        if key.contains("/generations/")
+            && let Some(step) = self.before_manifest.lock().unwrap().take()
+        {
+            step();
+        }
+        self.inner.put_chunks(key, chunks, mode)
+    }
+    fn list(&self, prefix: &str) -> Result<Vec<String>, Error> {
+        self.inner.list(prefix)
+    }
+    fn delete(&self, key: &str) -> Result<(), Error> {
+        self.inner.delete(key)
+    }
+    fn location(&self, key: &str) -> std::path::PathBuf {
+        self.inner.location(key)
+    }
+}
+
+/// The same stale build, when the other builder publishes past it (and
+/// retention removes the generation it re-creates) between its last look
+/// at the pointer and its manifest: its retention still keeps what the
+/// latest generation needs.
+#[test]
+fn regression_a_stale_build_racing_retention_never_prunes_the_latest_generation() {
+    let dir = tempfile::tempdir().unwrap();
+    let (other, _) = store(dir.path(), 1);
+    let public = key().public_key().clone();
+    publish(&other, &build("http://phish.example/a\n", 1_800_000_000), None);
+    let step_other = other.clone();
+    let interleaved = Arc::new(Interleaved {
+        inner: LocalStorage::open(dir.path()).unwrap(),
+        before_manifest: Mutex::new(Some(Box::new(move || {
+            for now in [1_800_000_100, 1_800_000_200] {
+                let base = step_other.latest().unwrap();
+                publish(
+                    &step_other,
+                    &build("http://phish.example/b\n", now),
+                    base.as_ref(),
+                );
+            }
+        }))),
+    });
+    let stale_store = ListStore::open(interleaved, "phishing", 1).unwrap();
+    let stale_base = stale_store.latest().unwrap().unwrap();
+    // Its clock runs ahead of the other builder's.
+    publish(
+        &stale_store,
+        &build("http://phish.example/c\n", 1_800_003_600),
+        Some(&stale_base),
+    );
+    let latest = other.latest().unwrap().unwrap();
+    assert_eq!(latest.pointer.generation, 3);
+    other.load_generation(3, &public).unwrap();
 }
