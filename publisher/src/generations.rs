@@ -23,7 +23,8 @@
 //!    signed, create-only (`If-None-Match: *`): when it exists, or the
 //!    pointer has moved past g already (a stalled build, whose g + 1
 //!    retention may have removed), another builder published first, and
-//!    this build is garbage;
+//!    this build is garbage (what exists there but does not verify as
+//!    generation g + 1 is replaced by compare-and-swap instead);
 //! 3. the `latest` [`Pointer`], moved from g to g + 1 by compare-and-swap
 //!    (`If-Match` on the ETag read in step 0).
 //!
@@ -524,20 +525,28 @@ impl ListStore {
             hashes: hashes_ref,
         };
         let manifest_key = self.manifest_key(generation);
+        let signed = manifest.sign(key);
         let created = (self.storage)
-            .put(&manifest_key, &manifest.sign(key), PutMode::Create)?
+            .put(&manifest_key, &signed, PutMode::Create)?
             .is_some();
         // "Exists" may answer a retry of this very write (the client
         // retries a conditional PUT after a 5xx its first attempt
         // applied): then the manifest is this build's, and its objects
-        // must stay.
-        let ours = || match self.manifest(generation, key.public_key()) {
+        // must stay. What is there may also be no manifest of this
+        // generation at all (garbage, or written without the signing key):
+        // that is replaced by compare-and-swap, or every later build would
+        // be superseded by it.
+        let holds_this_build = || match self.manifest(generation, key.public_key()) {
             Ok(existing) => Ok(existing.build == manifest.build),
             // Not known now: neither removed nor published.
             Err(e) if !is_definitive(&e) => Err(e),
-            Err(_) => Ok(false),
+            Err(e) => {
+                tracing::warn!(list = %self.name, generation, error = %e, "replacing what is stored as this generation's manifest");
+                let mode = (self.storage.version(&manifest_key)?).map_or(PutMode::Create, PutMode::Update);
+                Ok(self.storage.put(&manifest_key, &signed, mode)?.is_some())
+            }
         };
-        if !created && !ours()? {
+        if !created && !holds_this_build()? {
             // Another builder published this generation first (and may have
             // stopped before moving the pointer): this build is garbage.
             for object in [&manifest.snapshot, &manifest.hashes] {
