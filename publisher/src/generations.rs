@@ -188,6 +188,76 @@ impl ListStore {
         }
     }
 
+    /// What a build starts from: the newest generation that verifies under
+    /// `key`, with the version of the `latest` pointer that a publish
+    /// replaces. The pointer is not signed, so it is only where the search
+    /// starts: a pointer that is not one, names a generation that does not
+    /// verify, or names another version than that generation's is
+    /// corrected from the signed manifests, and one left behind (a newer
+    /// generation verifies) is followed forward. `None` before the first
+    /// generation.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Storage`] or [`Error::Store`] when the store cannot be read.
+    pub fn head(&self, key: &TrustedKey) -> Result<Option<Latest>, Error> {
+        let (pointed, version) = match self.latest_if_changed(None)? {
+            Conditional::Missing | Conditional::NotModified => (None, None),
+            Conditional::Value { bytes, version } => (self.parse_pointer(&bytes).ok(), Some(version)),
+        };
+        let verified = |g: u64| match self.manifest(g, key) {
+            Ok(manifest) => Ok(Some(manifest)),
+            Err(e) if is_definitive(&e) => Ok(None),
+            Err(e) => Err(e),
+        };
+        let mut found = match &pointed {
+            Some(p) => verified(p.generation)?,
+            None => None,
+        };
+        if found.is_none() {
+            // The newest stored manifest that verifies, of the last few.
+            let mut numbers: Vec<u64> = (self.storage.list(&self.key("generations"))?.iter())
+                .filter_map(|k| k.rsplit('/').next()?.strip_suffix(".json")?.parse().ok())
+                .collect();
+            numbers.sort_unstable_by(|a, b| b.cmp(a));
+            for g in numbers.into_iter().take(WALK_BACK as usize) {
+                if let Some(manifest) = verified(g)? {
+                    found = Some(manifest);
+                    break;
+                }
+            }
+        }
+        let Some(mut head) = found else {
+            // Nothing verifies: whatever the pointer says, or nothing.
+            return Ok(pointed
+                .zip(version)
+                .map(|(pointer, version)| Latest { pointer, version }));
+        };
+        // Left behind (a builder stopped before moving it, or an older
+        // pointer written back): what was published after it.
+        while let Some(next) = head.generation.checked_add(1)
+            && let Some(manifest) = verified(next)?
+        {
+            head = manifest;
+        }
+        let pointer = Pointer {
+            list: self.name.clone(),
+            generation: head.generation,
+            version: head.version,
+        };
+        let version = match version {
+            Some(version) => version,
+            // Generations but no pointer (removed, or its first write
+            // failed): it is created, pointing at the newest.
+            None => match (self.storage).put(&self.pointer_key(), &pointer.to_bytes(), PutMode::Create)? {
+                Some(version) => version,
+                // Created by another builder meanwhile.
+                None => return self.head(key),
+            },
+        };
+        Ok(Some(Latest { pointer, version }))
+    }
+
     /// The `latest` pointer's bytes unless its version is still `known`:
     /// one conditional GET, what a follower polls.
     ///
@@ -503,9 +573,12 @@ impl ListStore {
         // A build that stalled (past its lease, or paused) may start from a
         // generation whose successor retention has since removed: creating
         // that number again would succeed, and its retention would count
-        // from it. The pointer past the base says so.
-        if let Some(now) = self.latest()?
+        // from it. A pointer moved since, to a generation past the base
+        // that verifies, says so.
+        if let Ok(Some(now)) = self.latest()
+            && base.is_none_or(|b| b.version != now.version)
             && now.pointer.generation >= generation
+            && self.manifest(now.pointer.generation, key.public_key()).is_ok()
         {
             for object in [&snapshot_ref, &hashes_ref] {
                 let _ = self.storage.delete(&self.key(&object.key));
