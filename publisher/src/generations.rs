@@ -438,7 +438,9 @@ impl ListStore {
 
     /// As [`ListStore::load_from`], but a generation the store could not be
     /// asked for now is not walked past: serving an older one instead
-    /// would skip its additions although it may load a moment later.
+    /// would skip its additions although it may load a moment later. Only
+    /// generations of a version above `floor` (what is served) are
+    /// downloaded.
     ///
     /// # Errors
     ///
@@ -447,10 +449,23 @@ impl ListStore {
     pub fn load_newest_from(
         &self,
         generation: u64,
+        floor: Option<u64>,
         key: &TrustedKey,
     ) -> Result<Option<StoredVersion>, Error> {
         let oldest = generation.saturating_sub(WALK_BACK).max(1);
         for g in (oldest..=generation).rev() {
+            // The pointed generation is newer by its pointer (one GET
+            // fewer); those walked back to are checked first.
+            if let Some(floor) = floor
+                && g < generation
+            {
+                match self.manifest(g, key) {
+                    Ok(manifest) if manifest.version <= floor => return Ok(None),
+                    Ok(_) => {}
+                    Err(e) if !is_definitive(&e) => return Err(e),
+                    Err(_) => {}
+                }
+            }
             match self.load_generation(g, key) {
                 Ok(stored) => return Ok(Some(stored)),
                 Err(e) if !is_definitive(&e) => return Err(e),
