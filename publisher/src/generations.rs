@@ -20,8 +20,11 @@
 //! 1. the build's snapshot and full hashes, create-only;
 //! 2. the [`Manifest`] of generation g + 1 (g is the generation the build
 //!    started from), naming both objects with their size and SHA-256,
-//!    signed, create-only (`If-None-Match: *`): when it exists, another
-//!    builder published g + 1 first, and this build is garbage;
+//!    signed, create-only (`If-None-Match: *`): when it exists, or the
+//!    pointer has moved past g already (a stalled build, whose g + 1
+//!    retention may have removed), another builder published first, and
+//!    this build is garbage (what exists there but does not verify as
+//!    generation g + 1 is replaced by compare-and-swap instead);
 //! 3. the `latest` [`Pointer`], moved from g to g + 1 by compare-and-swap
 //!    (`If-Match` on the ETag read in step 0).
 //!
@@ -31,7 +34,8 @@
 //! every signature, size and hash, so none sees a half-written publish.
 //!
 //! **Retention**: after publishing generation g, the manifests of all but
-//! the newest `keep` generations are removed, and so are the build objects
+//! the newest `keep` generations (counted from the latest, should another
+//! builder have published past g meanwhile) are removed, and so are the build objects
 //! no kept manifest names that are older than the oldest kept generation
 //! (an unfinished build of another builder is newer, so it is left alone).
 //!
@@ -62,8 +66,9 @@ pub struct ListStore {
     /// Generations kept by retention.
     keep: usize,
     /// Generation and snapshot key by version, of the generations read or
-    /// published lately (at most `keep`): what the versioned snapshot route
-    /// serves.
+    /// published lately or, before the first, of the older layout's newest
+    /// versions (generation 0), at most `keep`: what the versioned snapshot
+    /// route serves.
     known: Arc<Mutex<BTreeMap<u64, (u64, String)>>>,
 }
 
@@ -98,7 +103,8 @@ pub enum PublishOutcome {
         generation: u64,
     },
     /// Another builder published `generation` first from the same
-    /// generation; this build's objects were removed.
+    /// generation (or, this build having stalled, a later one); this
+    /// build's objects were removed.
     Superseded {
         /// The generation the other builder published.
         generation: u64,
@@ -117,6 +123,10 @@ pub enum LeaseOutcome {
 
 /// How many generations below a broken latest one a reader tries.
 const WALK_BACK: u64 = 16;
+
+/// The most bytes a stored manifest may hold: its fields are a list name,
+/// two object keys and numbers (a few hundred bytes).
+const MAX_MANIFEST_BYTES: u64 = 64 * 1024;
 
 impl ListStore {
     /// The generations of list `name` in `storage`, keeping `keep`, whose
@@ -178,6 +188,76 @@ impl ListStore {
         }
     }
 
+    /// What a build starts from: the newest generation that verifies under
+    /// `key`, with the version of the `latest` pointer that a publish
+    /// replaces. The pointer is not signed, so it is only where the search
+    /// starts: a pointer that is not one, names a generation that does not
+    /// verify, or names another version than that generation's is
+    /// corrected from the signed manifests, and one left behind (a newer
+    /// generation verifies) is followed forward. `None` before the first
+    /// generation.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Storage`] or [`Error::Store`] when the store cannot be read.
+    pub fn head(&self, key: &TrustedKey) -> Result<Option<Latest>, Error> {
+        let (pointed, version) = match self.latest_if_changed(None)? {
+            Conditional::Missing | Conditional::NotModified => (None, None),
+            Conditional::Value { bytes, version } => (self.parse_pointer(&bytes).ok(), Some(version)),
+        };
+        let verified = |g: u64| match self.manifest(g, key) {
+            Ok(manifest) => Ok(Some(manifest)),
+            Err(e) if is_definitive(&e) => Ok(None),
+            Err(e) => Err(e),
+        };
+        let mut found = match &pointed {
+            Some(p) => verified(p.generation)?,
+            None => None,
+        };
+        if found.is_none() {
+            // The newest stored manifest that verifies, of the last few.
+            let mut numbers: Vec<u64> = (self.storage.list(&self.key("generations"))?.iter())
+                .filter_map(|k| k.rsplit('/').next()?.strip_suffix(".json")?.parse().ok())
+                .collect();
+            numbers.sort_unstable_by(|a, b| b.cmp(a));
+            for g in numbers.into_iter().take(WALK_BACK as usize) {
+                if let Some(manifest) = verified(g)? {
+                    found = Some(manifest);
+                    break;
+                }
+            }
+        }
+        let Some(mut head) = found else {
+            // Nothing verifies: whatever the pointer says, or nothing.
+            return Ok(pointed
+                .zip(version)
+                .map(|(pointer, version)| Latest { pointer, version }));
+        };
+        // Left behind (a builder stopped before moving it, or an older
+        // pointer written back): what was published after it.
+        while let Some(next) = head.generation.checked_add(1)
+            && let Some(manifest) = verified(next)?
+        {
+            head = manifest;
+        }
+        let pointer = Pointer {
+            list: self.name.clone(),
+            generation: head.generation,
+            version: head.version,
+        };
+        let version = match version {
+            Some(version) => version,
+            // Generations but no pointer (removed, or its first write
+            // failed): it is created, pointing at the newest.
+            None => match (self.storage).put(&self.pointer_key(), &pointer.to_bytes(), PutMode::Create)? {
+                Some(version) => version,
+                // Created by another builder meanwhile.
+                None => return self.head(key),
+            },
+        };
+        Ok(Some(Latest { pointer, version }))
+    }
+
     /// The `latest` pointer's bytes unless its version is still `known`:
     /// one conditional GET, what a follower polls.
     ///
@@ -211,7 +291,17 @@ impl ListStore {
     /// verify or is not that generation of this list.
     pub fn manifest(&self, generation: u64, key: &TrustedKey) -> Result<Manifest, Error> {
         let manifest_key = self.manifest_key(generation);
-        let bytes = (self.storage.get(&manifest_key)?).ok_or_else(|| self.missing(&manifest_key))?;
+        // Anyone who can write the store can put any size there: a reader
+        // takes no more than a manifest can be.
+        let bytes = (self.storage)
+            .get_range(&manifest_key, 0..MAX_MANIFEST_BYTES + 1)?
+            .ok_or_else(|| self.missing(&manifest_key))?;
+        if bytes.len() as u64 > MAX_MANIFEST_BYTES {
+            return Err(self.corrupt(
+                &manifest_key,
+                format!("is larger than a manifest can be ({MAX_MANIFEST_BYTES} bytes)"),
+            ));
+        }
         let manifest = Manifest::verify(&bytes, key).map_err(|reason| self.corrupt(&manifest_key, reason))?;
         if manifest.list != self.name || manifest.generation != generation {
             return Err(self.corrupt(
@@ -236,12 +326,14 @@ impl ListStore {
         let manifest = self.manifest(generation, key)?;
         let snapshot_key = self.key(&manifest.snapshot.key);
         let hashes_key = self.key(&manifest.hashes.key);
-        let snapshot = (self.storage.get(&snapshot_key)?).ok_or_else(|| self.missing(&snapshot_key))?;
+        // At most one byte more than the manifest says: an oversized
+        // object costs no more memory than the right one.
+        let snapshot = (self.storage)
+            .get_range(&snapshot_key, 0..manifest.snapshot.size.saturating_add(1))?
+            .ok_or_else(|| self.missing(&snapshot_key))?;
         if let Some(reason) = manifest.snapshot.mismatch(&snapshot) {
             return Err(self.corrupt(&snapshot_key, reason));
         }
-        // At most one byte more than the manifest says: an oversized
-        // object costs no more memory than the right one.
         let raw = (self.storage)
             .get_range(&hashes_key, 0..manifest.hashes.size.saturating_add(1))?
             .ok_or_else(|| self.missing(&hashes_key))?;
@@ -344,6 +436,47 @@ impl ListStore {
         None
     }
 
+    /// As [`ListStore::load_from`], but a generation the store could not be
+    /// asked for now is not walked past: serving an older one instead
+    /// would skip its additions although it may load a moment later. Only
+    /// generations of a version above `floor` (what is served) are
+    /// downloaded.
+    ///
+    /// # Errors
+    ///
+    /// The first error that does not say a generation is bad
+    /// ([`is_definitive`]).
+    pub fn load_newest_from(
+        &self,
+        generation: u64,
+        floor: Option<u64>,
+        key: &TrustedKey,
+    ) -> Result<Option<StoredVersion>, Error> {
+        let oldest = generation.saturating_sub(WALK_BACK).max(1);
+        for g in (oldest..=generation).rev() {
+            // The pointed generation is newer by its pointer (one GET
+            // fewer); those walked back to are checked first.
+            if let Some(floor) = floor
+                && g < generation
+            {
+                match self.manifest(g, key) {
+                    Ok(manifest) if manifest.version <= floor => return Ok(None),
+                    Ok(_) => {}
+                    Err(e) if !is_definitive(&e) => return Err(e),
+                    Err(_) => {}
+                }
+            }
+            match self.load_generation(g, key) {
+                Ok(stored) => return Ok(Some(stored)),
+                Err(e) if !is_definitive(&e) => return Err(e),
+                Err(e) => {
+                    tracing::warn!(list = %self.name, generation = g, error = %e, "skipping a generation that cannot be loaded")
+                }
+            }
+        }
+        Ok(None)
+    }
+
     /// What to serve on start: the newest generation that verifies under
     /// `key`, else the newest version of the older layout, and the older
     /// kept generations' versions for the versioned route.
@@ -390,17 +523,11 @@ impl ListStore {
 
     /// The snapshot bytes of `version`, if it is a kept generation's (or,
     /// before the first generation, a version of the older layout still
-    /// stored). A version no kept generation has costs no store request:
-    /// asking for made-up versions cannot make a replica call its store.
+    /// stored). A version no kept generation has costs no store request,
+    /// even before anything is loaded: asking for made-up versions cannot
+    /// make a replica call its store.
     pub fn read_snapshot(&self, version: u64) -> Option<Vec<u8>> {
-        let key = {
-            let known = self.known.lock().ok()?;
-            match known.get(&version) {
-                Some((_, key)) => key.clone(),
-                None if known.is_empty() => self.key(&format!("{version:020}.snapshot")),
-                None => return None,
-            }
-        };
+        let key = (self.known.lock().ok()?.get(&version))?.1.clone();
         self.storage.get(&key).ok().flatten()
     }
 
@@ -434,6 +561,15 @@ impl ListStore {
                 ),
             ));
         }
+        let parent = base.map(|b| b.pointer.generation);
+        // The pointer is not signed: a forged one may name the last
+        // generation there is.
+        let Some(generation) = parent.map_or(Some(1), |g| g.checked_add(1)) else {
+            return Err(self.corrupt(
+                &self.pointer_key(),
+                format!("points to generation {}, after which there is none", u64::MAX),
+            ));
+        };
         let build = format!("{version:020}-{:016x}", rand::random::<u64>());
         let snapshot_ref = ObjectRef::of(format!("builds/{build}.snapshot"), snapshot);
         let hashes_ref =
@@ -449,8 +585,23 @@ impl ListStore {
         if !created {
             return Err(self.corrupt(&self.key(&snapshot_ref.key), "a never-reused build id exists"));
         }
-        let parent = base.map(|b| b.pointer.generation);
-        let generation = parent.map_or(1, |g| g + 1);
+        // A build that stalled (past its lease, or paused) may start from a
+        // generation whose successor retention has since removed: creating
+        // that number again would succeed, and its retention would count
+        // from it. A pointer moved since, to a generation past the base
+        // that verifies, says so.
+        if let Ok(Some(now)) = self.latest()
+            && base.is_none_or(|b| b.version != now.version)
+            && now.pointer.generation >= generation
+            && self.manifest(now.pointer.generation, key.public_key()).is_ok()
+        {
+            for object in [&snapshot_ref, &hashes_ref] {
+                let _ = self.storage.delete(&self.key(&object.key));
+            }
+            return Ok(PublishOutcome::Superseded {
+                generation: now.pointer.generation,
+            });
+        }
         let manifest = Manifest {
             list: self.name.clone(),
             generation,
@@ -462,10 +613,28 @@ impl ListStore {
             hashes: hashes_ref,
         };
         let manifest_key = self.manifest_key(generation);
-        if (self.storage)
-            .put(&manifest_key, &manifest.sign(key), PutMode::Create)?
-            .is_none()
-        {
+        let signed = manifest.sign(key);
+        let created = (self.storage)
+            .put(&manifest_key, &signed, PutMode::Create)?
+            .is_some();
+        // "Exists" may answer a retry of this very write (the client
+        // retries a conditional PUT after a 5xx its first attempt
+        // applied): then the manifest is this build's, and its objects
+        // must stay. What is there may also be no manifest of this
+        // generation at all (garbage, or written without the signing key):
+        // that is replaced by compare-and-swap, or every later build would
+        // be superseded by it.
+        let holds_this_build = || match self.manifest(generation, key.public_key()) {
+            Ok(existing) => Ok(existing.build == manifest.build),
+            // Not known now: neither removed nor published.
+            Err(e) if !is_definitive(&e) => Err(e),
+            Err(e) => {
+                tracing::warn!(list = %self.name, generation, error = %e, "replacing what is stored as this generation's manifest");
+                let mode = (self.storage.version(&manifest_key)?).map_or(PutMode::Create, PutMode::Update);
+                Ok(self.storage.put(&manifest_key, &signed, mode)?.is_some())
+            }
+        };
+        if !created && !holds_this_build()? {
             // Another builder published this generation first (and may have
             // stopped before moving the pointer): this build is garbage.
             for object in [&manifest.snapshot, &manifest.hashes] {
@@ -547,6 +716,10 @@ impl ListStore {
     }
 
     fn try_prune(&self, generation: u64, key: &TrustedKey) -> Result<(), Error> {
+        // Counted from the latest generation when another builder has
+        // published past this one meanwhile: what it keeps stays.
+        let latest = self.latest()?.map(|l| l.pointer.generation);
+        let generation = latest.map_or(generation, |l| l.max(generation));
         let oldest_kept = generation.saturating_sub(self.keep as u64 - 1).max(1);
         let mut kept_builds = std::collections::BTreeSet::new();
         let mut oldest_version = u64::MAX;
@@ -583,7 +756,11 @@ impl ListStore {
     }
 
     /// Takes the lease for `holder` until `until` (Unix seconds) if it is
-    /// free, expired at `now`, unreadable or already `holder`'s.
+    /// free, expired at `now`, unreadable or already `holder`'s, or if it
+    /// expires later than twice the lease asked for from `now`: no builder
+    /// takes such a lease (anyone who can write the store, or a clock far
+    /// ahead, could otherwise stop every build; the lease only saves
+    /// duplicate work).
     ///
     /// # Errors
     ///
@@ -598,7 +775,11 @@ impl ListStore {
         let mode = match self.storage.get_if_changed(&key, None)? {
             Conditional::Missing | Conditional::NotModified => PutMode::Create,
             Conditional::Value { bytes, version } => match Lease::parse(&bytes) {
-                Some(lease) if lease.holder != holder && lease.expires_at > now => {
+                Some(lease)
+                    if lease.holder != holder
+                        && lease.expires_at > now
+                        && lease.expires_at <= until.saturating_add(until.saturating_sub(now)) =>
+                {
                     return Ok(LeaseOutcome::HeldBy(lease));
                 }
                 _ => PutMode::Update(version),
@@ -650,6 +831,10 @@ impl ListStore {
             .filter_map(|k| k.rsplit('/').next()?.strip_suffix(".snapshot")?.parse().ok())
             .collect();
         versions.sort_unstable_by(|a, b| b.cmp(a));
+        // The newest `keep`, for the versioned route (generation 0: none).
+        for &version in versions.iter().take(self.keep) {
+            self.remember(version, 0, self.key(&format!("{version:020}.snapshot")));
+        }
         for version in versions {
             let snapshot_key = self.key(&format!("{version:020}.snapshot"));
             let hashes_key = self.key(&format!("{version:020}.hashes"));
@@ -672,6 +857,16 @@ impl ListStore {
             }
         }
         None
+    }
+}
+
+/// Whether `e` says a generation itself is bad (it does not verify, or an
+/// object it names is gone), not that the store could not answer now.
+pub(crate) fn is_definitive(e: &Error) -> bool {
+    match e {
+        Error::Corrupt { .. } => true,
+        Error::Storage { reason, .. } => reason.kind() == std::io::ErrorKind::NotFound,
+        _ => false,
     }
 }
 

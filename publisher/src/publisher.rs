@@ -476,7 +476,7 @@ impl Publisher {
         // The generation this build follows; newer than what is served
         // when another builder published it: served first, so that the
         // build's version and gates follow it.
-        let base = match slot.store.latest() {
+        let base = match slot.store.head(&inner.public_key) {
             Ok(base) => base,
             Err(e) => return failed(e),
         };

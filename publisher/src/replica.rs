@@ -11,8 +11,11 @@
 //! names, each checked against the manifest's size and SHA-256 and
 //! verified with the publisher's public key as an agent would — and swapped
 //! into the list's slot, as a build swaps its own. A generation that does
-//! not verify is remembered and not downloaded again; a replica that has
-//! nothing yet walks back to the newest generation that verifies. The
+//! not verify is remembered and not downloaded again, and the replica
+//! walks back from it to the newest generation that verifies, if that is
+//! newer than what it serves (but not past one the store could not be
+//! asked for now: that is tried again at the next check, as an
+//! unreachable store is). The
 //! served snapshot's bytes are the stored bytes, and its ETag depends only
 //! on them, so every replica answers alike for a generation.
 //!
@@ -141,19 +144,12 @@ impl Follower {
             followed.seen = Some(seen);
             return Ok(());
         };
-        let loaded = if served.is_none() {
-            // Nothing to serve yet: the newest generation that verifies.
-            slot.store.load_from(generation, &self.key).ok_or(None)
-        } else {
-            slot.store.load_generation(generation, &self.key).map_err(Some)
-        };
-        let stored = match loaded {
-            Ok(stored) => stored,
-            Err(Some(e)) if !is_definitive(&e) => return Err(e),
-            Err(e) => {
-                if let Some(e) = e {
-                    tracing::warn!(list = %slot.name, generation, error = %e, "generation does not verify or is incomplete; skipped");
-                }
+        // The newest generation that verifies, newer than what is served.
+        let stored = match slot.store.load_newest_from(generation, served, &self.key) {
+            Ok(Some(stored)) => stored,
+            Err(e) => return Err(e),
+            Ok(None) => {
+                tracing::warn!(list = %slot.name, generation, "no generation newer than the one served verifies; skipped");
                 followed.rejected.insert(generation);
                 followed.seen = Some(seen);
                 return Ok(());
@@ -205,16 +201,6 @@ impl Follower {
             tracing::error!(error = %e, "could not start following the store");
         }
         FollowerHandle { _stop: stop }
-    }
-}
-
-/// Whether `e` says the generation itself is bad (it does not verify, or
-/// an object it names is gone), not that the store could not answer now.
-fn is_definitive(e: &Error) -> bool {
-    match e {
-        Error::Corrupt { .. } => true,
-        Error::Storage { reason, .. } => reason.kind() == std::io::ErrorKind::NotFound,
-        _ => false,
     }
 }
 
@@ -425,6 +411,145 @@ mod tests {
             decide(Some(20), &pointer(4, 40), &rejected),
             PollDecision::Load(4)
         );
+    }
+
+    /// A data directory whose first read of one key fails as a store that
+    /// could not answer for now (a timeout, a 503) does.
+    #[derive(Debug)]
+    struct FailsOnce {
+        inner: LocalStorage,
+        key: String,
+        failed: std::sync::atomic::AtomicBool,
+    }
+
+    impl FailsOnce {
+        fn check(&self, key: &str) -> Result<(), Error> {
+            if key == self.key && !self.failed.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                return Err(Error::Store {
+                    store: "s3://bucket".to_owned(),
+                    key: key.to_owned(),
+                    kind: crate::StoreFailure::Transient,
+                    answer: "503 Slow Down".to_owned(),
+                });
+            }
+            Ok(())
+        }
+    }
+
+    impl Storage for FailsOnce {
+        fn prepare(&self, prefix: &str) -> Result<(), Error> {
+            self.inner.prepare(prefix)
+        }
+        fn get(&self, key: &str) -> Result<Option<Vec<u8>>, Error> {
+            self.check(key)?;
+            self.inner.get(key)
+        }
+        fn get_range(&self, key: &str, range: std::ops::Range<u64>) -> Result<Option<Vec<u8>>, Error> {
+            self.check(key)?;
+            self.inner.get_range(key, range)
+        }
+        fn get_if_changed(&self, key: &str, known: Option<&Version>) -> Result<Conditional, Error> {
+            self.check(key)?;
+            self.inner.get_if_changed(key, known)
+        }
+        fn version(&self, key: &str) -> Result<Option<Version>, Error> {
+            self.inner.version(key)
+        }
+        fn put_chunks(
+            &self,
+            key: &str,
+            chunks: &mut dyn Iterator<Item = &[u8]>,
+            mode: PutMode,
+        ) -> Result<Option<Version>, Error> {
+            self.inner.put_chunks(key, chunks, mode)
+        }
+        fn list(&self, prefix: &str) -> Result<Vec<String>, Error> {
+            self.inner.list(prefix)
+        }
+        fn delete(&self, key: &str) -> Result<(), Error> {
+            self.inner.delete(key)
+        }
+        fn location(&self, key: &str) -> std::path::PathBuf {
+            self.inner.location(key)
+        }
+    }
+
+    /// A replica of list `phishing` in `dir`, whose first read of `key`
+    /// fails as a store that cannot answer for now does.
+    fn replica_failing_once(dir: &std::path::Path, key: &str) -> Arc<AppState> {
+        let (state, _) = state_over(dir);
+        let failing: Arc<dyn Storage> = Arc::new(FailsOnce {
+            inner: LocalStorage::open(dir).unwrap(),
+            key: key.to_owned(),
+            failed: std::sync::atomic::AtomicBool::new(false),
+        });
+        let state = Arc::into_inner(state).unwrap();
+        let mut lists = state.lists;
+        lists[0].store = ListStore::open(failing, "phishing", 5).unwrap();
+        AppState { lists, ..state }.shared()
+    }
+
+    /// A replica starting while the store fails one read of the latest
+    /// generation's manifest walks back to the generation before it; the
+    /// latest must not then be skipped until the next publish (its
+    /// additions would be answered "no match" meanwhile).
+    #[test]
+    fn regression_a_store_error_on_start_does_not_skip_the_latest_generation_for_good() {
+        let dir = tempfile::tempdir().unwrap();
+        let (state, _) = state_over(dir.path());
+        let key = SigningKey::from_secret_bytes([7; 32]);
+        let store = &state.lists[0].store;
+        publish(store, &key, "http://phish.example/a\n", 1_800_000_000);
+        let (g2, v2) = publish(store, &key, "http://phish.example/b\n", 1_800_000_100);
+        let replica = replica_failing_once(dir.path(), &manifest_key(g2));
+        let mut follower = Follower::new(replica.clone(), key.public_key().clone());
+        follower.poll();
+        follower.poll();
+        assert_eq!(served(&replica), Some(v2), "the latest generation is skipped");
+    }
+
+    /// A replica started while the store fails one read of the only
+    /// generation's manifest becomes ready by itself once the store
+    /// answers, not only after the next publish.
+    #[test]
+    fn regression_a_replica_started_during_a_store_error_becomes_ready_by_itself() {
+        let dir = tempfile::tempdir().unwrap();
+        let (state, _) = state_over(dir.path());
+        let key = SigningKey::from_secret_bytes([7; 32]);
+        let (g1, v1) = publish(
+            &state.lists[0].store,
+            &key,
+            "http://phish.example/a\n",
+            1_800_000_000,
+        );
+        let replica = replica_failing_once(dir.path(), &manifest_key(g1));
+        let mut follower = Follower::new(replica.clone(), key.public_key().clone());
+        follower.poll();
+        follower.poll();
+        assert_eq!(served(&replica), Some(v1), "not ready until the next publish");
+    }
+
+    /// A replica serving an old generation whose latest generation does not
+    /// load serves the newest one below it that does, as a replica with
+    /// nothing does, not the old one until the next publish.
+    #[test]
+    fn regression_a_replica_behind_a_broken_latest_serves_the_newest_generation_that_loads() {
+        let dir = tempfile::tempdir().unwrap();
+        let (state, storage) = state_over(dir.path());
+        let key = SigningKey::from_secret_bytes([7; 32]);
+        let mut follower = Follower::new(state.clone(), key.public_key().clone());
+        let store = &state.lists[0].store;
+        let (_, v1) = publish(store, &key, "http://phish.example/a\n", 1_800_000_000);
+        assert!(follower.poll());
+        assert_eq!(served(&state), Some(v1));
+        let (_, v2) = publish(store, &key, "http://phish.example/b\n", 1_800_000_100);
+        let (g3, _) = publish(store, &key, "http://phish.example/c\n", 1_800_000_200);
+        let m3 = store.manifest(g3, key.public_key()).unwrap();
+        storage
+            .delete(&format!("lists/phishing/{}", m3.hashes.key))
+            .unwrap();
+        assert!(follower.poll());
+        assert_eq!(served(&state), Some(v2));
     }
 
     #[test]

@@ -309,3 +309,558 @@ fn a_lease_is_held_by_one_builder_until_it_expires_or_is_released() {
         LeaseOutcome::HeldBy(_)
     ));
 }
+
+/// A lease written by anyone who can write the store, expiring long after
+/// any lease a builder takes, is no lease: it must not keep every builder
+/// from publishing (no new threat would reach agents).
+#[test]
+fn regression_a_lease_expiring_far_in_the_future_does_not_stop_every_builder() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, storage) = store(dir.path(), 5);
+    let forged = Lease {
+        holder: "nobody".to_owned(),
+        expires_at: u64::MAX,
+    };
+    storage
+        .put("lists/phishing/lease", &forged.to_bytes(), PutMode::Overwrite)
+        .unwrap();
+    let now = 1_800_000_000;
+    assert!(
+        matches!(
+            store.acquire_lease("builder", now + 300, now).unwrap(),
+            LeaseOutcome::Acquired(_)
+        ),
+        "a lease until the end of time keeps the list unbuilt"
+    );
+    // Another builder's lease, its clock somewhat ahead, is still its own.
+    let ahead = Lease {
+        holder: "ahead".to_owned(),
+        expires_at: now + 500,
+    };
+    storage
+        .put("lists/phishing/lease", &ahead.to_bytes(), PutMode::Overwrite)
+        .unwrap();
+    assert_eq!(
+        store.acquire_lease("builder", now + 300, now).unwrap(),
+        LeaseOutcome::HeldBy(ahead)
+    );
+}
+
+/// A `latest` pointer naming a version no generation has (it is not
+/// signed) must not make every later build "not newer" than it.
+#[test]
+fn regression_a_pointer_with_a_forged_version_does_not_stop_publishing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, storage) = store(dir.path(), 5);
+    publish(&store, &build("http://phish.example/a\n", 1_800_000_000), None);
+    let forged = Pointer {
+        list: "phishing".to_owned(),
+        generation: 1,
+        version: u64::MAX,
+    };
+    storage
+        .put("lists/phishing/latest", &forged.to_bytes(), PutMode::Overwrite)
+        .unwrap();
+    let base = store.head(key().public_key()).unwrap();
+    let next = build("http://phish.example/b\n", 1_800_000_100);
+    let outcome = store.publish(
+        next.version,
+        &next.snapshot,
+        &next.hashes,
+        base.as_ref(),
+        &key(),
+        next.version,
+    );
+    assert!(
+        matches!(outcome, Ok(PublishOutcome::Published { generation: 2 })),
+        "{outcome:?}"
+    );
+    let latest = store.latest().unwrap().unwrap();
+    assert_eq!(
+        (latest.pointer.generation, latest.pointer.version),
+        (2, next.version)
+    );
+}
+
+/// A pointer naming the last generation number must not panic a builder.
+#[test]
+fn regression_a_pointer_at_the_last_generation_number_does_not_panic_a_builder() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, storage) = store(dir.path(), 5);
+    let forged = Pointer {
+        list: "phishing".to_owned(),
+        generation: u64::MAX,
+        version: 1,
+    };
+    storage
+        .put("lists/phishing/latest", &forged.to_bytes(), PutMode::Overwrite)
+        .unwrap();
+    let base = store.latest().unwrap();
+    let next = build("http://phish.example/b\n", 1_800_000_100);
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        store.publish(
+            next.version,
+            &next.snapshot,
+            &next.hashes,
+            base.as_ref(),
+            &key(),
+            next.version,
+        )
+    }));
+    let refused = outcome.expect("publishing after a forged pointer panicked");
+    assert!(matches!(refused, Err(Error::Corrupt { .. })), "{refused:?}");
+    // Nothing of the refused build is left behind.
+    assert_eq!(
+        storage.list("lists/phishing/builds").unwrap(),
+        Vec::<String>::new()
+    );
+}
+
+/// A `latest` pointer that is not one (garbage written over it) must not
+/// stop every builder for good: nothing could ever repair it.
+#[test]
+fn regression_a_garbage_pointer_does_not_stop_publishing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, storage) = store(dir.path(), 5);
+    publish(&store, &build("http://phish.example/a\n", 1_800_000_000), None);
+    storage
+        .put("lists/phishing/latest", b"garbage", PutMode::Overwrite)
+        .unwrap();
+    // What a builder starts from, and publishes on.
+    let base = store.head(key().public_key()).unwrap();
+    assert_eq!(base.as_ref().map(|b| b.pointer.generation), Some(1));
+    let next = build("http://phish.example/b\n", 1_800_000_100);
+    assert_eq!(
+        publish(&store, &next, base.as_ref()),
+        PublishOutcome::Published { generation: 2 }
+    );
+    let latest = store.latest().unwrap().unwrap();
+    assert_eq!(
+        (latest.pointer.generation, latest.pointer.version),
+        (2, next.version)
+    );
+}
+
+/// A manifest at the next generation that does not verify (garbage, or a
+/// forger's) must not make every builder "superseded" by it for good.
+#[test]
+fn regression_a_garbage_manifest_at_the_next_generation_does_not_stop_publishing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, storage) = store(dir.path(), 5);
+    publish(&store, &build("http://phish.example/a\n", 1_800_000_000), None);
+    storage
+        .put(
+            "lists/phishing/generations/00000000000000000002.json",
+            b"garbage",
+            PutMode::Create,
+        )
+        .unwrap();
+    for now in [1_800_000_100, 1_800_000_200] {
+        let base = store.latest().unwrap();
+        let next = build("http://phish.example/b\n", now);
+        let outcome = store.publish(
+            next.version,
+            &next.snapshot,
+            &next.hashes,
+            base.as_ref(),
+            &key(),
+            now,
+        );
+        assert!(outcome.is_ok(), "publish at {now}: {outcome:?}");
+    }
+    let latest = store.latest().unwrap().unwrap();
+    assert!(latest.pointer.version >= 1_800_000_100, "{latest:?}");
+    store
+        .load_generation(latest.pointer.generation, key().public_key())
+        .unwrap();
+}
+
+/// A builder that stalls past its lease (or whose clock runs ahead) and
+/// publishes from a generation that retention has since removed re-creates
+/// that old generation number: it must neither report its build published
+/// (the pointer never named it) nor let its retention remove the objects
+/// of the generation `latest` points to.
+#[test]
+fn regression_a_stale_builder_neither_publishes_a_pruned_generation_nor_prunes_the_latest() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = store(dir.path(), 1);
+    let public = key().public_key().clone();
+    publish(&store, &build("http://phish.example/a\n", 1_800_000_000), None);
+    // The stale builder read generation 1 and then stalled.
+    let stale_base = store.latest().unwrap().unwrap();
+    // Meanwhile another builder publishes generations 2 and 3; retention
+    // (keep 1) removes generation 2's manifest.
+    for now in [1_800_000_100, 1_800_000_200] {
+        let base = store.latest().unwrap();
+        publish(&store, &build("http://phish.example/b\n", now), base.as_ref());
+    }
+    let latest = store.latest().unwrap().unwrap();
+    assert_eq!(latest.pointer.generation, 3);
+    // The stale builder's clock runs ahead of the other's.
+    let stale = build("http://phish.example/c\n", 1_800_003_600);
+    let outcome = publish(&store, &stale, Some(&stale_base));
+    let latest = store.latest().unwrap().unwrap();
+    assert_eq!(latest.pointer.generation, 3);
+    let loaded = store.load_generation(3, &public);
+    assert!(
+        loaded.is_ok(),
+        "latest points at a generation that does not load: {loaded:?}"
+    );
+    assert_ne!(
+        outcome,
+        PublishOutcome::Published { generation: 2 },
+        "a build the pointer never named is reported published"
+    );
+}
+
+/// A data directory that records how many reads it answered and the most
+/// bytes one returned.
+#[derive(Debug)]
+struct Recording {
+    inner: LocalStorage,
+    most: Mutex<usize>,
+    reads: std::sync::atomic::AtomicUsize,
+}
+
+impl Recording {
+    fn over(dir: &std::path::Path) -> Arc<Self> {
+        Arc::new(Self {
+            inner: LocalStorage::open(dir).unwrap(),
+            most: Mutex::new(0),
+            reads: std::sync::atomic::AtomicUsize::new(0),
+        })
+    }
+
+    fn seen(&self, read: Result<Option<Vec<u8>>, Error>) -> Result<Option<Vec<u8>>, Error> {
+        self.reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        if let Ok(Some(bytes)) = &read
+            && let Ok(mut most) = self.most.lock()
+        {
+            *most = (*most).max(bytes.len());
+        }
+        read
+    }
+}
+
+impl Storage for Recording {
+    fn prepare(&self, prefix: &str) -> Result<(), Error> {
+        self.inner.prepare(prefix)
+    }
+    fn get(&self, key: &str) -> Result<Option<Vec<u8>>, Error> {
+        self.seen(self.inner.get(key))
+    }
+    fn get_range(&self, key: &str, range: std::ops::Range<u64>) -> Result<Option<Vec<u8>>, Error> {
+        self.seen(self.inner.get_range(key, range))
+    }
+    fn get_if_changed(&self, key: &str, known: Option<&Version>) -> Result<Conditional, Error> {
+        self.inner.get_if_changed(key, known)
+    }
+    fn version(&self, key: &str) -> Result<Option<Version>, Error> {
+        self.inner.version(key)
+    }
+    fn put_chunks(
+        &self,
+        key: &str,
+        chunks: &mut dyn Iterator<Item = &[u8]>,
+        mode: PutMode,
+    ) -> Result<Option<Version>, Error> {
+        self.inner.put_chunks(key, chunks, mode)
+    }
+    fn list(&self, prefix: &str) -> Result<Vec<String>, Error> {
+        self.inner.list(prefix)
+    }
+    fn delete(&self, key: &str) -> Result<(), Error> {
+        self.inner.delete(key)
+    }
+    fn location(&self, key: &str) -> std::path::PathBuf {
+        self.inner.location(key)
+    }
+}
+
+/// A manifest or snapshot object replaced by a huge one (anyone who can
+/// write the store can) is refused having read no more than the object
+/// can be: every replica loads it on start, and would run out of memory.
+#[test]
+fn regression_an_oversized_manifest_or_snapshot_is_refused_without_reading_it_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let recording = Recording::over(dir.path());
+    let storage: Arc<dyn Storage> = recording.clone();
+    let store = ListStore::open(storage.clone(), "phishing", 5).unwrap();
+    let public = key().public_key().clone();
+    let built = build("http://phish.example/a\n", 1_800_000_000);
+    publish(&store, &built, None);
+    let manifest = store.manifest(1, &public).unwrap();
+    let huge = vec![b' '; 4 * 1024 * 1024];
+    let snapshot_key = format!("lists/phishing/{}", manifest.snapshot.key);
+    let mut oversized = built.snapshot.clone();
+    oversized.extend_from_slice(&huge);
+    storage
+        .put(&snapshot_key, &oversized, PutMode::Overwrite)
+        .unwrap();
+    *recording.most.lock().unwrap() = 0;
+    let refused = store.load_generation(1, &public);
+    assert!(matches!(refused, Err(Error::Corrupt { .. })), "{refused:?}");
+    // Its manifest, the snapshot's size and one byte more, the hashes.
+    let most = *recording.most.lock().unwrap();
+    assert!(most <= built.snapshot.len().max(1024) + 1, "{most} bytes read");
+
+    let manifest_key = "lists/phishing/generations/00000000000000000001.json";
+    storage.put(manifest_key, &huge, PutMode::Overwrite).unwrap();
+    *recording.most.lock().unwrap() = 0;
+    let refused = store.manifest(1, &public);
+    assert!(matches!(refused, Err(Error::Corrupt { .. })), "{refused:?}");
+    assert!(*recording.most.lock().unwrap() <= 64 * 1024 + 1);
+}
+
+/// A store whose create-only writes of manifests apply and then answer
+/// "exists", as S3 does when the client retries a conditional PUT after a
+/// 500 the first attempt had applied (object_store retries 5xx answers).
+#[derive(Debug)]
+struct RetriedCreates(LocalStorage);
+
+impl Storage for RetriedCreates {
+    fn prepare(&self, prefix: &str) -> Result<(), Error> {
+        self.0.prepare(prefix)
+    }
+    fn get(&self, key: &str) -> Result<Option<Vec<u8>>, Error> {
+        self.0.get(key)
+    }
+    fn get_range(&self, key: &str, range: std::ops::Range<u64>) -> Result<Option<Vec<u8>>, Error> {
+        self.0.get_range(key, range)
+    }
+    fn get_if_changed(&self, key: &str, known: Option<&Version>) -> Result<Conditional, Error> {
+        self.0.get_if_changed(key, known)
+    }
+    fn version(&self, key: &str) -> Result<Option<Version>, Error> {
+        self.0.version(key)
+    }
+    fn put_chunks(
+        &self,
+        key: &str,
+        chunks: &mut dyn Iterator<Item = &[u8]>,
+        mode: PutMode,
+    ) -> Result<Option<Version>, Error> {
+        let retried = matches!(mode, PutMode::Create) && key.contains("/generations/");
+        let written = self.0.put_chunks(key, chunks, mode)?;
+        Ok(if retried { None } else { written })
+    }
+    fn list(&self, prefix: &str) -> Result<Vec<String>, Error> {
+        self.0.list(prefix)
+    }
+    fn delete(&self, key: &str) -> Result<(), Error> {
+        self.0.delete(key)
+    }
+    fn location(&self, key: &str) -> std::path::PathBuf {
+        self.0.location(key)
+    }
+}
+
+/// A builder whose own manifest write applied but was answered "exists"
+/// (a retried conditional PUT) must not take it for another builder's,
+/// delete the objects it names and leave a generation that no builder can
+/// roll forward to or publish past.
+#[test]
+fn regression_a_retried_manifest_write_that_applied_publishes_the_build() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage: Arc<dyn Storage> = Arc::new(RetriedCreates(LocalStorage::open(dir.path()).unwrap()));
+    let store = ListStore::open(storage, "phishing", 5).unwrap();
+    let public = key().public_key().clone();
+    for (i, now) in [1_800_000_000u64, 1_800_000_100, 1_800_000_200]
+        .into_iter()
+        .enumerate()
+    {
+        let base = store.latest().unwrap();
+        let built = build(&format!("http://phish.example/{i}\n"), now);
+        let outcome = store.publish(
+            built.version,
+            &built.snapshot,
+            &built.hashes,
+            base.as_ref(),
+            &key(),
+            now,
+        );
+        assert!(
+            matches!(outcome, Ok(PublishOutcome::Published { .. })),
+            "publish at {now}: {outcome:?}"
+        );
+        let latest = store.latest().unwrap().unwrap();
+        assert_eq!(latest.pointer.version, built.version);
+        store.load_generation(latest.pointer.generation, &public).unwrap();
+    }
+}
+
+/// Before anything is loaded (a replica starting while its store is
+/// down, or a list with no generation yet), a version nothing has is
+/// answered without a store request too: the 404 is not cached, so each
+/// made-up version would be one request to the store.
+#[test]
+fn regression_a_made_up_version_costs_no_store_request_before_anything_is_loaded() {
+    let dir = tempfile::tempdir().unwrap();
+    let recording = Recording::over(dir.path());
+    let storage: Arc<dyn Storage> = recording.clone();
+    let store = ListStore::open(storage, "phishing", 5).unwrap();
+    for version in 1..=100 {
+        assert_eq!(store.read_snapshot(version), None);
+    }
+    assert_eq!(recording.reads.load(std::sync::atomic::Ordering::SeqCst), 0);
+}
+
+/// A `latest` pointer moved back to an older kept generation (it is not
+/// signed, and older pointers' bytes are easy to replay) sends new
+/// replicas and restarted builders back to that generation's version; the
+/// next publish must bring it to the newest generation, not discard its
+/// build and move the pointer one generation forward per round.
+#[test]
+fn regression_a_pointer_moved_back_is_brought_forward_by_the_next_publish() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, storage) = store(dir.path(), 5);
+    let mut old = None;
+    for (i, now) in [1_800_000_000u64, 1_800_000_100, 1_800_000_200, 1_800_000_300]
+        .into_iter()
+        .enumerate()
+    {
+        let base = store.latest().unwrap();
+        publish(
+            &store,
+            &build(&format!("http://phish.example/{i}\n"), now),
+            base.as_ref(),
+        );
+        old = old.or(store.latest().unwrap());
+    }
+    let replayed = old.unwrap().pointer;
+    assert_eq!(replayed.generation, 1);
+    storage
+        .put("lists/phishing/latest", &replayed.to_bytes(), PutMode::Overwrite)
+        .unwrap();
+    let base = store.head(key().public_key()).unwrap();
+    let next = build("http://phish.example/next\n", 1_800_000_400);
+    let outcome = store.publish(
+        next.version,
+        &next.snapshot,
+        &next.hashes,
+        base.as_ref(),
+        &key(),
+        1_800_000_400,
+    );
+    assert!(
+        matches!(outcome, Ok(PublishOutcome::Published { generation: 5 })),
+        "{outcome:?}"
+    );
+}
+
+/// A data directory that runs a step of another builder just before the
+/// first manifest is created through it.
+struct Interleaved {
+    inner: LocalStorage,
+    before_manifest: Mutex<Option<Box<dyn FnOnce() + Send>>>,
+}
+
+impl std::fmt::Debug for Interleaved {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Interleaved").finish_non_exhaustive()
+    }
+}
+
+impl Storage for Interleaved {
+    fn prepare(&self, prefix: &str) -> Result<(), Error> {
+        self.inner.prepare(prefix)
+    }
+    fn get(&self, key: &str) -> Result<Option<Vec<u8>>, Error> {
+        self.inner.get(key)
+    }
+    fn get_range(&self, key: &str, range: std::ops::Range<u64>) -> Result<Option<Vec<u8>>, Error> {
+        self.inner.get_range(key, range)
+    }
+    fn get_if_changed(&self, key: &str, known: Option<&Version>) -> Result<Conditional, Error> {
+        self.inner.get_if_changed(key, known)
+    }
+    fn version(&self, key: &str) -> Result<Option<Version>, Error> {
+        self.inner.version(key)
+    }
+    fn put_chunks(
+        &self,
+        key: &str,
+        chunks: &mut dyn Iterator<Item = &[u8]>,
+        mode: PutMode,
+    ) -> Result<Option<Version>, Error> {
+        if key.contains("/generations/")
+            && let Some(step) = self.before_manifest.lock().unwrap().take()
+        {
+            step();
+        }
+        self.inner.put_chunks(key, chunks, mode)
+    }
+    fn list(&self, prefix: &str) -> Result<Vec<String>, Error> {
+        self.inner.list(prefix)
+    }
+    fn delete(&self, key: &str) -> Result<(), Error> {
+        self.inner.delete(key)
+    }
+    fn location(&self, key: &str) -> std::path::PathBuf {
+        self.inner.location(key)
+    }
+}
+
+/// The same stale build, when the other builder publishes past it (and
+/// retention removes the generation it re-creates) between its last look
+/// at the pointer and its manifest: its retention still keeps what the
+/// latest generation needs.
+#[test]
+fn regression_a_stale_build_racing_retention_never_prunes_the_latest_generation() {
+    let dir = tempfile::tempdir().unwrap();
+    let (other, _) = store(dir.path(), 1);
+    let public = key().public_key().clone();
+    publish(&other, &build("http://phish.example/a\n", 1_800_000_000), None);
+    let step_other = other.clone();
+    let interleaved = Arc::new(Interleaved {
+        inner: LocalStorage::open(dir.path()).unwrap(),
+        before_manifest: Mutex::new(Some(Box::new(move || {
+            for now in [1_800_000_100, 1_800_000_200] {
+                let base = step_other.latest().unwrap();
+                publish(
+                    &step_other,
+                    &build("http://phish.example/b\n", now),
+                    base.as_ref(),
+                );
+            }
+        }))),
+    });
+    let stale_store = ListStore::open(interleaved, "phishing", 1).unwrap();
+    let stale_base = stale_store.latest().unwrap().unwrap();
+    // Its clock runs ahead of the other builder's.
+    publish(
+        &stale_store,
+        &build("http://phish.example/c\n", 1_800_003_600),
+        Some(&stale_base),
+    );
+    let latest = other.latest().unwrap().unwrap();
+    assert_eq!(latest.pointer.generation, 3);
+    other.load_generation(3, &public).unwrap();
+}
+
+/// Generations without a `latest` pointer (it was removed): the next build
+/// starts from the newest of them, not from generation 1 again.
+#[test]
+fn regression_generations_without_a_pointer_are_built_on_from_the_newest() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, storage) = store(dir.path(), 5);
+    for (i, now) in [1_800_000_000u64, 1_800_000_100, 1_800_000_200]
+        .into_iter()
+        .enumerate()
+    {
+        let base = store.head(key().public_key()).unwrap();
+        publish(
+            &store,
+            &build(&format!("http://phish.example/{i}\n"), now),
+            base.as_ref(),
+        );
+    }
+    storage.delete("lists/phishing/latest").unwrap();
+    let base = store.head(key().public_key()).unwrap().unwrap();
+    assert_eq!(base.pointer.generation, 3);
+    let next = build("http://phish.example/next\n", 1_800_000_300);
+    assert_eq!(
+        publish(&store, &next, Some(&base)),
+        PublishOutcome::Published { generation: 4 }
+    );
+}
