@@ -150,10 +150,17 @@ async fn sigkilled_builders_leave_no_torn_or_lost_generation_and_building_resume
         kept_builds.insert(manifest.build);
     }
     // Garbage removed: older manifests are gone, and every build object
-    // left is a kept generation's or newer than all of them (a build under
-    // way when its builder was killed, removed by a later retention).
+    // left is a stored generation's or newer than all of them (a build
+    // under way when its builder was killed, removed by a later
+    // retention). The survivor was killed too, maybe between its last
+    // pointer move and that publish's retention: one generation more may
+    // still be stored, with its objects.
     let manifests = storage.list("lists/crash/generations").unwrap();
     assert!(manifests.len() as u64 <= KEEP + 1, "{manifests:?}");
+    if let Ok(manifest) = store.manifest(oldest - 1, &key) {
+        oldest_version = oldest_version.min(manifest.version);
+        kept_builds.insert(manifest.build);
+    }
     let objects = storage.list("lists/crash/builds").unwrap();
     let mut unreferenced = 0;
     for object in &objects {
