@@ -481,7 +481,10 @@ impl ListStore {
     /// `key`, else the newest version of the older layout, and the older
     /// kept generations' versions for the versioned route.
     pub fn load_latest(&self, key: &TrustedKey) -> Option<StoredVersion> {
-        let latest = match self.latest() {
+        // The newest generation whose manifest verifies, whatever the
+        // pointer says (see `head`; it may write a missing pointer: a
+        // builder's start only).
+        let latest = match self.head(key) {
             Ok(latest) => latest,
             Err(e) => {
                 tracing::warn!(list = %self.name, error = %e, "cannot read the latest generation");

@@ -380,6 +380,13 @@ fn regression_a_pointer_with_a_forged_version_does_not_stop_publishing() {
         (latest.pointer.generation, latest.pointer.version),
         (2, next.version)
     );
+    // A builder restarted over a garbage pointer serves the newest
+    // generation that verifies at once, not nothing until its first build.
+    storage
+        .put("lists/phishing/latest", b"garbage", PutMode::Overwrite)
+        .unwrap();
+    let loaded = store.load_latest(key().public_key()).unwrap();
+    assert_eq!(loaded.generation, Some(2));
 }
 
 /// A pointer naming the last generation number must not panic a builder.
