@@ -625,11 +625,12 @@ async fn run(args: Args) -> Result<(), BoxError> {
 
     let nginx = args.nginx.clone().or_else(find_nginx);
     let plan = FleetPlan::new(&args, info.request_prefix_bits);
-    let by_headers = fleet_by_headers(&client, &bases[0], &snapshot_path, &plan).await?;
+    let buckets_base = routes::list_hashes_base(LIST, info.version);
+    let by_headers = fleet_by_headers(&client, &bases[0], &snapshot_path, &buckets_base, &plan).await?;
     match nginx {
         Some(nginx) => {
             let proxy = start_nginx(&nginx, dir, &bases).await?;
-            let by_nginx = fleet_through(&proxy, &snapshot_path, &plan).await;
+            let by_nginx = fleet_through(&proxy, &snapshot_path, &buckets_base, &plan).await;
             drop(proxy);
             let by_nginx = by_nginx?;
             print_fleet(&args, &plan, &by_nginx, &by_headers, &info);
@@ -860,17 +861,25 @@ impl FleetPlan {
     fn requests(&self) -> usize {
         self.agents
             .iter()
-            .map(|a| 2 + a.len() + usize::from(!a.is_empty()))
+            .map(|a| 2 + 2 * a.len() + usize::from(!a.is_empty()))
             .sum()
     }
 }
 
 /// The fleet's routes, as reported.
-const FLEET_ROUTES: [&str; 4] = [
+const FLEET_ROUTES: [&str; 5] = [
     "`GET` latest snapshot",
     "`GET` versioned snapshot",
     "`GET /v1/hashes/{prefix}` (binary)",
-    "`POST /v1/hashes:search` (binary)",
+    "`POST /v1/hashes:search` (binary; agents before immutable buckets)",
+    "`GET /v1/lists/{name}/hashes/{version}/{prefix}` (binary, immutable; the agent library)",
+];
+
+/// The fleet's two ways of confirming a filter hit: [`FLEET_ROUTES`] 3
+/// (the search) and 4 (the immutable buckets). A total counts one of them.
+const CONFIRMATIONS: [(usize, &str); 2] = [
+    (4, "all, confirming by immutable buckets (the agent library)"),
+    (3, "all, confirming by `POST` search"),
 ];
 
 /// Which of [`FLEET_ROUTES`] a logged request is; `None` for the readiness
@@ -878,6 +887,8 @@ const FLEET_ROUTES: [&str; 4] = [
 fn route_of(method: &str, uri: &str) -> Option<usize> {
     if method == "POST" {
         Some(3)
+    } else if uri.starts_with("/v1/lists/") && uri.contains("/hashes/") {
+        Some(4)
     } else if uri.starts_with("/v1/hashes/") {
         Some(2)
     } else if uri.contains("/snapshots/") {
@@ -905,9 +916,11 @@ struct RouteBytes {
 async fn fleet_through(
     proxy: &Proxy,
     snapshot_path: &str,
+    buckets_base: &str,
     plan: &FleetPlan,
-) -> Result<[RouteBytes; 4], BoxError> {
+) -> Result<[RouteBytes; 5], BoxError> {
     let base = Arc::new(proxy.server.base_url());
+    let buckets_base = Arc::new(buckets_base.to_owned());
     let latest = Arc::new(routes::latest_snapshot(LIST));
     let versioned = Arc::new(snapshot_path.to_owned());
     let agents = Arc::new(plan.agents.clone());
@@ -915,6 +928,7 @@ async fn fleet_through(
     let started = Instant::now();
     let workers: Vec<_> = (0..FLEET_CONCURRENCY)
         .map(|_| {
+            let buckets_base = Arc::clone(&buckets_base);
             let (base, latest, versioned, agents, next) = (
                 Arc::clone(&base),
                 Arc::clone(&latest),
@@ -923,7 +937,7 @@ async fn fleet_through(
                 Arc::clone(&next),
             );
             tokio::spawn(async move {
-                let mut seen = [RouteBytes::default(); 4];
+                let mut seen = [RouteBytes::default(); 5];
                 loop {
                     let a = next.fetch_add(1, Ordering::Relaxed);
                     let Some(prefixes) = agents.get(a) else { break };
@@ -944,6 +958,14 @@ async fn fleet_through(
                             2,
                             client
                                 .get(format!("{base}/v1/hashes/{p}"))
+                                .header(ACCEPT, FULL_HASHES_ACCEPT),
+                        ));
+                    }
+                    for p in prefixes {
+                        requests.push((
+                            4,
+                            client
+                                .get(format!("{base}{buckets_base}{p}"))
                                 .header(ACCEPT, FULL_HASHES_ACCEPT),
                         ));
                     }
@@ -974,7 +996,7 @@ async fn fleet_through(
             })
         })
         .collect();
-    let mut client_side = [RouteBytes::default(); 4];
+    let mut client_side = [RouteBytes::default(); 5];
     for w in workers {
         let seen = w.await?;
         for (t, s) in client_side.iter_mut().zip(seen) {
@@ -999,7 +1021,7 @@ async fn fleet_through(
         tokio::time::sleep(Duration::from_millis(100)).await;
         log = std::fs::read_to_string(&proxy.access_log)?;
     }
-    let mut logged = [RouteBytes::default(); 4];
+    let mut logged = [RouteBytes::default(); 5];
     for line in log.lines() {
         let f: Vec<&str> = line.split(' ').collect();
         let [status, sent, upstream, method, uri] = f[..] else {
@@ -1068,14 +1090,15 @@ async fn fleet_by_headers(
     client: &reqwest::Client,
     base: &str,
     snapshot_path: &str,
+    buckets_base: &str,
     plan: &FleetPlan,
-) -> Result<[RouteBytes; 4], BoxError> {
+) -> Result<[RouteBytes; 5], BoxError> {
     let mut answers: HashMap<String, Answer> = HashMap::new();
-    let mut out = [RouteBytes::default(); 4];
+    let mut out = [RouteBytes::default(); 5];
     let mut get = async |path: String,
                          accept: Option<&str>,
                          route: usize,
-                         out: &mut [RouteBytes; 4]|
+                         out: &mut [RouteBytes; 5]|
            -> Result<(), BoxError> {
         let key = format!("{path} {}", accept.unwrap_or(""));
         let r = &mut out[route];
@@ -1117,6 +1140,9 @@ async fn fleet_by_headers(
         get(snapshot_path.to_owned(), None, 1, &mut out).await?;
         for p in prefixes {
             get(format!("/v1/hashes/{p}"), Some(FULL_HASHES_ACCEPT), 2, &mut out).await?;
+        }
+        for p in prefixes {
+            get(format!("{buckets_base}{p}"), Some(FULL_HASHES_ACCEPT), 4, &mut out).await?;
         }
     }
     // Searches: one per agent, never stored; sized by the replica's answer.
@@ -1166,7 +1192,7 @@ fn thousands(bytes: u64) -> String {
 fn print_fleet_header(args: &Args, plan: &FleetPlan, info: &Served) {
     println!(
         "Fleet: {} agents (seed {}), each: the latest snapshot, the versioned snapshot, {} full-hash buckets of {} bits \
-         drawn uniformly by `GET`, and the same prefixes in one `POST` search; {} requests; snapshot {} bytes\n",
+         drawn uniformly by `GET`, the same prefixes in one `POST` search (how agents confirmed hits before immutable buckets) and as immutable buckets (how the agent library confirms them now); {} requests; snapshot {} bytes\n",
         args.agents,
         args.seed,
         args.buckets,
@@ -1179,8 +1205,8 @@ fn print_fleet_header(args: &Args, plan: &FleetPlan, info: &Served) {
 fn print_fleet(
     args: &Args,
     plan: &FleetPlan,
-    nginx: &[RouteBytes; 4],
-    headers: &[RouteBytes; 4],
+    nginx: &[RouteBytes; 5],
+    headers: &[RouteBytes; 5],
     info: &Served,
 ) {
     print_fleet_header(args, plan, info);
@@ -1188,7 +1214,6 @@ fn print_fleet(
         "| route | requests | bytes to agents | bytes from origin (nginx log) | origin requests (nginx) | share served by the cache | bytes from origin (headers) | origin requests (headers) | errors |"
     );
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
-    let mut total = (RouteBytes::default(), RouteBytes::default());
     for (i, (n, h)) in nginx.iter().zip(headers).enumerate() {
         println!(
             "| {} | {} | {} | {} | {} | {:.2} % | {} | {} | {} |",
@@ -1202,29 +1227,38 @@ fn print_fleet(
             h.origin_requests,
             n.errors
         );
-        for (t, r) in [(&mut total.0, n), (&mut total.1, h)] {
-            t.requests += r.requests;
-            t.to_agents += r.to_agents;
-            t.from_origin += r.from_origin;
-            t.origin_requests += r.origin_requests;
-            t.errors += r.errors;
-        }
     }
-    let (n, h) = total;
-    println!(
-        "| all | {} | {} | {} | {} | {:.2} % | {} | {} | {} |\n",
-        n.requests,
-        thousands(n.to_agents),
-        thousands(n.from_origin),
-        n.origin_requests,
-        100.0 * (1.0 - n.from_origin as f64 / n.to_agents.max(1) as f64),
-        thousands(h.from_origin),
-        h.origin_requests,
-        n.errors
-    );
+    for (confirmation, label) in CONFIRMATIONS {
+        let mut total = (RouteBytes::default(), RouteBytes::default());
+        for (i, (n, h)) in nginx.iter().zip(headers).enumerate() {
+            if i >= 3 && i != confirmation {
+                continue;
+            }
+            for (t, r) in [(&mut total.0, n), (&mut total.1, h)] {
+                t.requests += r.requests;
+                t.to_agents += r.to_agents;
+                t.from_origin += r.from_origin;
+                t.origin_requests += r.origin_requests;
+                t.errors += r.errors;
+            }
+        }
+        let (n, h) = total;
+        println!(
+            "| {label} | {} | {} | {} | {} | {:.2} % | {} | {} | {} |",
+            n.requests,
+            thousands(n.to_agents),
+            thousands(n.from_origin),
+            n.origin_requests,
+            100.0 * (1.0 - n.from_origin as f64 / n.to_agents.max(1) as f64),
+            thousands(h.from_origin),
+            h.origin_requests,
+            n.errors
+        );
+    }
+    println!();
 }
 
-fn print_fleet_headers(args: &Args, plan: &FleetPlan, headers: &[RouteBytes; 4], info: &Served) {
+fn print_fleet_headers(args: &Args, plan: &FleetPlan, headers: &[RouteBytes; 5], info: &Served) {
     print_fleet_header(args, plan, info);
     println!(
         "| route | requests | bytes to agents | bytes from origin (headers) | origin requests | share served by a cache |"
