@@ -646,7 +646,13 @@ impl ListStore {
             self.roll_forward(generation, base, key.public_key())?;
             return Ok(PublishOutcome::Superseded { generation });
         }
-        self.move_pointer(&manifest, base)?;
+        if !self.move_pointer(&manifest, base, key.public_key())? {
+            // The pointer moved on without this generation, which another
+            // build now holds (a number pruned and created again while this
+            // builder stalled): this build was never published, and must
+            // not be served under its version either.
+            return Ok(PublishOutcome::Superseded { generation });
+        }
         self.remember(version, generation, self.key(&manifest.snapshot.key));
         self.prune(generation, key.public_key());
         Ok(PublishOutcome::Published { generation })
@@ -654,9 +660,14 @@ impl ListStore {
 
     /// Moves `latest` from `base` to `manifest`'s generation by
     /// compare-and-swap. A lost race is re-read: a pointer already at this
-    /// generation or past it means it was published (the manifest is
-    /// create-only, so that generation is this one).
-    fn move_pointer(&self, manifest: &Manifest, base: Option<&Latest>) -> Result<(), Error> {
+    /// generation or past it means it was published, if the manifest of
+    /// this generation is still this build's (`false` when it is not).
+    fn move_pointer(
+        &self,
+        manifest: &Manifest,
+        base: Option<&Latest>,
+        key: &TrustedKey,
+    ) -> Result<bool, Error> {
         let pointer = Pointer {
             list: self.name.clone(),
             generation: manifest.generation,
@@ -669,10 +680,13 @@ impl ListStore {
                 .put(&self.pointer_key(), &pointer.to_bytes(), mode)?
                 .is_some()
             {
-                return Ok(());
+                return Ok(true);
             }
             match self.latest()? {
-                Some(now) if now.pointer.generation >= manifest.generation => return Ok(()),
+                Some(now) if now.pointer.generation >= manifest.generation => {
+                    let held = self.manifest(manifest.generation, key)?;
+                    return Ok(held.build == manifest.build);
+                }
                 now => expected = now.map(|n| n.version),
             }
         }

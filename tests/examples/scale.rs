@@ -1142,7 +1142,13 @@ async fn fleet_by_headers(
             get(format!("/v1/hashes/{p}"), Some(FULL_HASHES_ACCEPT), 2, &mut out).await?;
         }
         for p in prefixes {
-            get(format!("{buckets_base}{p}"), Some(FULL_HASHES_ACCEPT), 4, &mut out).await?;
+            get(
+                format!("{buckets_base}{p}"),
+                Some(FULL_HASHES_ACCEPT),
+                4,
+                &mut out,
+            )
+            .await?;
         }
     }
     // Searches: one per agent, never stored; sized by the replica's answer.
