@@ -589,46 +589,6 @@ mod tests {
         );
     }
 
-    /// Passes every write on as an overwrite, as a store that ignores
-    /// `If-None-Match` and `If-Match` does.
-    #[derive(Debug)]
-    struct IgnoresConditions(ObjectStorage);
-
-    impl Storage for IgnoresConditions {
-        fn prepare(&self, prefix: &str) -> Result<(), Error> {
-            self.0.prepare(prefix)
-        }
-        fn get(&self, key: &str) -> Result<Option<Vec<u8>>, Error> {
-            self.0.get(key)
-        }
-        fn get_range(&self, key: &str, range: Range<u64>) -> Result<Option<Vec<u8>>, Error> {
-            self.0.get_range(key, range)
-        }
-        fn get_if_changed(&self, key: &str, known: Option<&Version>) -> Result<Conditional, Error> {
-            self.0.get_if_changed(key, known)
-        }
-        fn version(&self, key: &str) -> Result<Option<Version>, Error> {
-            self.0.version(key)
-        }
-        fn put_chunks(
-            &self,
-            key: &str,
-            chunks: &mut dyn Iterator<Item = &[u8]>,
-            _mode: PutMode,
-        ) -> Result<Option<Version>, Error> {
-            self.0.put_chunks(key, chunks, PutMode::Overwrite)
-        }
-        fn list(&self, prefix: &str) -> Result<Vec<String>, Error> {
-            self.0.list(prefix)
-        }
-        fn delete(&self, key: &str) -> Result<(), Error> {
-            self.0.delete(key)
-        }
-        fn location(&self, key: &str) -> PathBuf {
-            self.0.location(key)
-        }
-    }
-
     #[test]
     fn the_self_test_passes_on_a_store_that_enforces_conditions_and_leaves_nothing() {
         let storage = in_memory();
@@ -641,7 +601,10 @@ mod tests {
 
     #[test]
     fn the_self_test_refuses_a_store_that_ignores_conditions_naming_it() {
-        let storage = IgnoresConditions(in_memory());
+        // Every write passed on as an overwrite, as a store that ignores
+        // `If-None-Match` and `If-Match` does.
+        let storage =
+            crate::storage::testing::Intercepted::over(in_memory()).put_mode(|_, _| PutMode::Overwrite);
         match check_conditional_writes(&storage, "memory://some/prefix") {
             Err(e @ Error::StoreIgnoresConditions { .. }) => {
                 let message = e.to_string();

@@ -217,6 +217,7 @@ mod tests {
     use crate::config::{ListConfig, SourceConfig, SourceFormat};
     use crate::fetch::{Fetched, Validators};
     use crate::generations::{ListStore, PublishOutcome};
+    use crate::storage::testing::{Intercepted, Op};
     use crate::storage::{LocalStorage, PutMode, Storage};
     use blocksieve_format::SigningKey;
 
@@ -413,76 +414,23 @@ mod tests {
         );
     }
 
-    /// A data directory whose first read of one key fails as a store that
-    /// could not answer for now (a timeout, a 503) does.
-    #[derive(Debug)]
-    struct FailsOnce {
-        inner: LocalStorage,
-        key: String,
-        failed: std::sync::atomic::AtomicBool,
-    }
-
-    impl FailsOnce {
-        fn check(&self, key: &str) -> Result<(), Error> {
-            if key == self.key && !self.failed.swap(true, std::sync::atomic::Ordering::SeqCst) {
+    /// A replica of list `phishing` in `dir`, whose first read of `key`
+    /// fails as a store that cannot answer for now does.
+    fn replica_failing_once(dir: &std::path::Path, key: &str) -> Arc<AppState> {
+        let (state, _) = state_over(dir);
+        let (key, failed) = (key.to_owned(), std::sync::atomic::AtomicBool::new(false));
+        let failing = Intercepted::over(LocalStorage::open(dir).unwrap()).before(move |op, read| {
+            if op == Op::Read && read == key && !failed.swap(true, std::sync::atomic::Ordering::SeqCst) {
                 return Err(Error::Store {
                     store: "s3://bucket".to_owned(),
-                    key: key.to_owned(),
+                    key: read.to_owned(),
                     kind: crate::StoreFailure::Transient,
                     answer: "503 Slow Down".to_owned(),
                 });
             }
             Ok(())
-        }
-    }
-
-    impl Storage for FailsOnce {
-        fn prepare(&self, prefix: &str) -> Result<(), Error> {
-            self.inner.prepare(prefix)
-        }
-        fn get(&self, key: &str) -> Result<Option<Vec<u8>>, Error> {
-            self.check(key)?;
-            self.inner.get(key)
-        }
-        fn get_range(&self, key: &str, range: std::ops::Range<u64>) -> Result<Option<Vec<u8>>, Error> {
-            self.check(key)?;
-            self.inner.get_range(key, range)
-        }
-        fn get_if_changed(&self, key: &str, known: Option<&Version>) -> Result<Conditional, Error> {
-            self.check(key)?;
-            self.inner.get_if_changed(key, known)
-        }
-        fn version(&self, key: &str) -> Result<Option<Version>, Error> {
-            self.inner.version(key)
-        }
-        fn put_chunks(
-            &self,
-            key: &str,
-            chunks: &mut dyn Iterator<Item = &[u8]>,
-            mode: PutMode,
-        ) -> Result<Option<Version>, Error> {
-            self.inner.put_chunks(key, chunks, mode)
-        }
-        fn list(&self, prefix: &str) -> Result<Vec<String>, Error> {
-            self.inner.list(prefix)
-        }
-        fn delete(&self, key: &str) -> Result<(), Error> {
-            self.inner.delete(key)
-        }
-        fn location(&self, key: &str) -> std::path::PathBuf {
-            self.inner.location(key)
-        }
-    }
-
-    /// A replica of list `phishing` in `dir`, whose first read of `key`
-    /// fails as a store that cannot answer for now does.
-    fn replica_failing_once(dir: &std::path::Path, key: &str) -> Arc<AppState> {
-        let (state, _) = state_over(dir);
-        let failing: Arc<dyn Storage> = Arc::new(FailsOnce {
-            inner: LocalStorage::open(dir).unwrap(),
-            key: key.to_owned(),
-            failed: std::sync::atomic::AtomicBool::new(false),
         });
+        let failing: Arc<dyn Storage> = Arc::new(failing);
         let state = Arc::into_inner(state).unwrap();
         let mut lists = state.lists;
         lists[0].store = ListStore::open(failing, "phishing", 5).unwrap();

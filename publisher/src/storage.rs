@@ -864,59 +864,6 @@ mod tests {
         }
     }
 
-    /// Runs `hook` (once) just before the first metadata write through it,
-    /// as a second builder storing the same source at that moment would.
-    struct BeforeMeta {
-        inner: LocalStorage,
-        hook: std::sync::Mutex<Option<Box<dyn FnOnce() + Send>>>,
-    }
-
-    impl std::fmt::Debug for BeforeMeta {
-        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.write_str("BeforeMeta")
-        }
-    }
-
-    impl Storage for BeforeMeta {
-        fn prepare(&self, prefix: &str) -> Result<(), Error> {
-            self.inner.prepare(prefix)
-        }
-        fn get(&self, key: &str) -> Result<Option<Vec<u8>>, Error> {
-            self.inner.get(key)
-        }
-        fn get_range(&self, key: &str, range: Range<u64>) -> Result<Option<Vec<u8>>, Error> {
-            self.inner.get_range(key, range)
-        }
-        fn version(&self, key: &str) -> Result<Option<Version>, Error> {
-            self.inner.version(key)
-        }
-        fn get_if_changed(&self, key: &str, known: Option<&Version>) -> Result<Conditional, Error> {
-            self.inner.get_if_changed(key, known)
-        }
-        fn put_chunks(
-            &self,
-            key: &str,
-            chunks: &mut dyn Iterator<Item = &[u8]>,
-            mode: PutMode,
-        ) -> Result<Option<Version>, Error> {
-            if key.ends_with(".meta.json")
-                && let Some(hook) = self.hook.lock().unwrap().take()
-            {
-                hook();
-            }
-            self.inner.put_chunks(key, chunks, mode)
-        }
-        fn list(&self, prefix: &str) -> Result<Vec<String>, Error> {
-            self.inner.list(prefix)
-        }
-        fn delete(&self, key: &str) -> Result<(), Error> {
-            self.inner.delete(key)
-        }
-        fn location(&self, key: &str) -> PathBuf {
-            self.inner.location(key)
-        }
-    }
-
     /// Two builders store one source at once: the content kept and the
     /// validators kept always belong together. Content of one fetch under
     /// the other's validators would let a `304` keep old content as new, and
@@ -927,12 +874,14 @@ mod tests {
         let source = SourceConfig::file("feed.txt", crate::config::SourceFormat::Urls);
         let local = LocalStorage::open(dir.path()).unwrap();
         let other = SourceCache::source(Arc::new(local.clone()), "phishing", 0, &source);
-        let racing = Arc::new(BeforeMeta {
-            inner: local,
-            hook: std::sync::Mutex::new(Some(Box::new(move || {
+        // A second builder stores the same source just before this one's
+        // metadata write.
+        let racing = Arc::new(testing::Intercepted::over(local).once_before_put(
+            |key| key.ends_with(".meta.json"),
+            move || {
                 other.store(b"newer content\n", &meta_with("\"new\"")).unwrap();
-            }))),
-        });
+            },
+        ));
         let cache = SourceCache::source(racing, "phishing", 0, &source);
         cache.store(b"older content\n", &meta_with("\"old\"")).unwrap();
         match cache.load() {
@@ -990,5 +939,166 @@ mod tests {
         let old = serde_json::to_vec(&meta_with("d")).unwrap();
         storage.put(&meta_key, &old, PutMode::Overwrite).unwrap();
         assert_eq!(cache.load().unwrap().0, b"legacy\n");
+    }
+}
+
+/// A [`Storage`] wrapper for tests that injects what a real store can do:
+/// a call failing for now, a write applied but answered as refused, a
+/// store ignoring conditions, another writer's step in between, reads
+/// watched.
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::*;
+
+    /// A call through [`Intercepted`], as its hooks see it.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub(crate) enum Op {
+        /// `get`, `get_range` or `get_if_changed`.
+        Read,
+        /// `version`.
+        Version,
+        /// `put` or `put_chunks`.
+        Put,
+        /// `list`.
+        List,
+        /// `delete`.
+        Delete,
+    }
+
+    type Before = Box<dyn Fn(Op, &str) -> Result<(), Error> + Send + Sync>;
+    type PutModeHook = Box<dyn Fn(&str, PutMode) -> PutMode + Send + Sync>;
+    type PutAnswer = Box<dyn Fn(&str, &PutMode, Option<Version>) -> Option<Version> + Send + Sync>;
+    type AfterRead = Box<dyn Fn(Option<usize>) + Send + Sync>;
+
+    /// `inner`, with hooks: each is "pass it on" until set.
+    pub(crate) struct Intercepted {
+        inner: Arc<dyn Storage>,
+        before: Before,
+        put_mode: PutModeHook,
+        put_answer: PutAnswer,
+        after_read: AfterRead,
+    }
+
+    impl std::fmt::Debug for Intercepted {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.debug_struct("Intercepted")
+                .field("inner", &self.inner)
+                .finish_non_exhaustive()
+        }
+    }
+
+    impl Intercepted {
+        /// `inner`, passing every call on.
+        pub(crate) fn over(inner: impl Storage + 'static) -> Self {
+            Self {
+                inner: Arc::new(inner),
+                before: Box::new(|_, _| Ok(())),
+                put_mode: Box::new(|_, mode| mode),
+                put_answer: Box::new(|_, _, answer| answer),
+                after_read: Box::new(|_| {}),
+            }
+        }
+
+        /// Runs `hook` before every call with its key; an error fails the call.
+        pub(crate) fn before(
+            mut self,
+            hook: impl Fn(Op, &str) -> Result<(), Error> + Send + Sync + 'static,
+        ) -> Self {
+            self.before = Box::new(hook);
+            self
+        }
+
+        /// Runs `step` once, before the first write of a key `matches` accepts.
+        pub(crate) fn once_before_put(
+            self,
+            matches: impl Fn(&str) -> bool + Send + Sync + 'static,
+            step: impl FnOnce() + Send + 'static,
+        ) -> Self {
+            let step: std::sync::Mutex<Option<Box<dyn FnOnce() + Send>>> =
+                std::sync::Mutex::new(Some(Box::new(step)));
+            self.before(move |op, key| {
+                if op == Op::Put
+                    && matches(key)
+                    && let Some(step) = step.lock().ok().and_then(|mut s| s.take())
+                {
+                    step();
+                }
+                Ok(())
+            })
+        }
+
+        /// Writes with the mode `hook` gives instead of the one asked for.
+        pub(crate) fn put_mode(
+            mut self,
+            hook: impl Fn(&str, PutMode) -> PutMode + Send + Sync + 'static,
+        ) -> Self {
+            self.put_mode = Box::new(hook);
+            self
+        }
+
+        /// Answers a write (applied or not) with what `hook` gives.
+        pub(crate) fn put_answer(
+            mut self,
+            hook: impl Fn(&str, &PutMode, Option<Version>) -> Option<Version> + Send + Sync + 'static,
+        ) -> Self {
+            self.put_answer = Box::new(hook);
+            self
+        }
+
+        /// Shows `hook` every `get` and `get_range`: the size of the value
+        /// read (`None`: none there, or the read failed).
+        pub(crate) fn after_read(mut self, hook: impl Fn(Option<usize>) + Send + Sync + 'static) -> Self {
+            self.after_read = Box::new(hook);
+            self
+        }
+
+        fn read(&self, read: Result<Option<Vec<u8>>, Error>) -> Result<Option<Vec<u8>>, Error> {
+            (self.after_read)(read.as_ref().ok().and_then(|v| v.as_ref().map(Vec::len)));
+            read
+        }
+    }
+
+    impl Storage for Intercepted {
+        fn prepare(&self, prefix: &str) -> Result<(), Error> {
+            self.inner.prepare(prefix)
+        }
+        fn get(&self, key: &str) -> Result<Option<Vec<u8>>, Error> {
+            (self.before)(Op::Read, key)?;
+            self.read(self.inner.get(key))
+        }
+        fn get_range(&self, key: &str, range: Range<u64>) -> Result<Option<Vec<u8>>, Error> {
+            (self.before)(Op::Read, key)?;
+            self.read(self.inner.get_range(key, range))
+        }
+        fn get_if_changed(&self, key: &str, known: Option<&Version>) -> Result<Conditional, Error> {
+            (self.before)(Op::Read, key)?;
+            self.inner.get_if_changed(key, known)
+        }
+        fn version(&self, key: &str) -> Result<Option<Version>, Error> {
+            (self.before)(Op::Version, key)?;
+            self.inner.version(key)
+        }
+        fn put_chunks(
+            &self,
+            key: &str,
+            chunks: &mut dyn Iterator<Item = &[u8]>,
+            mode: PutMode,
+        ) -> Result<Option<Version>, Error> {
+            (self.before)(Op::Put, key)?;
+            let mode = (self.put_mode)(key, mode);
+            let answer = self.inner.put_chunks(key, chunks, mode.clone())?;
+            Ok((self.put_answer)(key, &mode, answer))
+        }
+        fn list(&self, prefix: &str) -> Result<Vec<String>, Error> {
+            (self.before)(Op::List, prefix)?;
+            self.inner.list(prefix)
+        }
+        fn delete(&self, key: &str) -> Result<(), Error> {
+            (self.before)(Op::Delete, key)?;
+            self.inner.delete(key)
+        }
+        fn location(&self, key: &str) -> PathBuf {
+            self.inner.location(key)
+        }
     }
 }

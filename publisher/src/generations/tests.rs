@@ -1,3 +1,4 @@
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use super::*;
@@ -5,6 +6,7 @@ use crate::build::{BuildRequest, BuiltList, LastGood, LoadedSource, PeakRssProbe
 use crate::config::{ListConfig, SourceConfig, SourceFormat};
 use crate::fetch::{Fetched, Validators};
 use crate::storage::LocalStorage;
+use crate::storage::testing::Intercepted;
 
 fn key() -> SigningKey {
     SigningKey::from_secret_bytes([9; 32])
@@ -522,66 +524,14 @@ fn regression_a_stale_builder_neither_publishes_a_pruned_generation_nor_prunes_t
 
 /// A data directory that records how many reads it answered and the most
 /// bytes one returned.
-#[derive(Debug)]
-struct Recording {
-    inner: LocalStorage,
-    most: Mutex<usize>,
-    reads: std::sync::atomic::AtomicUsize,
-}
-
-impl Recording {
-    fn over(dir: &std::path::Path) -> Arc<Self> {
-        Arc::new(Self {
-            inner: LocalStorage::open(dir).unwrap(),
-            most: Mutex::new(0),
-            reads: std::sync::atomic::AtomicUsize::new(0),
-        })
-    }
-
-    fn seen(&self, read: Result<Option<Vec<u8>>, Error>) -> Result<Option<Vec<u8>>, Error> {
-        self.reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        if let Ok(Some(bytes)) = &read
-            && let Ok(mut most) = self.most.lock()
-        {
-            *most = (*most).max(bytes.len());
-        }
-        read
-    }
-}
-
-impl Storage for Recording {
-    fn prepare(&self, prefix: &str) -> Result<(), Error> {
-        self.inner.prepare(prefix)
-    }
-    fn get(&self, key: &str) -> Result<Option<Vec<u8>>, Error> {
-        self.seen(self.inner.get(key))
-    }
-    fn get_range(&self, key: &str, range: std::ops::Range<u64>) -> Result<Option<Vec<u8>>, Error> {
-        self.seen(self.inner.get_range(key, range))
-    }
-    fn get_if_changed(&self, key: &str, known: Option<&Version>) -> Result<Conditional, Error> {
-        self.inner.get_if_changed(key, known)
-    }
-    fn version(&self, key: &str) -> Result<Option<Version>, Error> {
-        self.inner.version(key)
-    }
-    fn put_chunks(
-        &self,
-        key: &str,
-        chunks: &mut dyn Iterator<Item = &[u8]>,
-        mode: PutMode,
-    ) -> Result<Option<Version>, Error> {
-        self.inner.put_chunks(key, chunks, mode)
-    }
-    fn list(&self, prefix: &str) -> Result<Vec<String>, Error> {
-        self.inner.list(prefix)
-    }
-    fn delete(&self, key: &str) -> Result<(), Error> {
-        self.inner.delete(key)
-    }
-    fn location(&self, key: &str) -> std::path::PathBuf {
-        self.inner.location(key)
-    }
+fn recording(dir: &std::path::Path) -> (Arc<dyn Storage>, Arc<AtomicUsize>, Arc<AtomicUsize>) {
+    let (reads, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let (r, m) = (reads.clone(), most.clone());
+    let storage = Intercepted::over(LocalStorage::open(dir).unwrap()).after_read(move |size| {
+        r.fetch_add(1, Ordering::SeqCst);
+        m.fetch_max(size.unwrap_or(0), Ordering::SeqCst);
+    });
+    (Arc::new(storage), reads, most)
 }
 
 /// A manifest or snapshot object replaced by a huge one (anyone who can
@@ -590,8 +540,7 @@ impl Storage for Recording {
 #[test]
 fn regression_an_oversized_manifest_or_snapshot_is_refused_without_reading_it_whole() {
     let dir = tempfile::tempdir().unwrap();
-    let recording = Recording::over(dir.path());
-    let storage: Arc<dyn Storage> = recording.clone();
+    let (storage, _, most) = recording(dir.path());
     let store = ListStore::open(storage.clone(), "phishing", 5).unwrap();
     let public = key().public_key().clone();
     let built = build("http://phish.example/a\n", 1_800_000_000);
@@ -604,62 +553,19 @@ fn regression_an_oversized_manifest_or_snapshot_is_refused_without_reading_it_wh
     storage
         .put(&snapshot_key, &oversized, PutMode::Overwrite)
         .unwrap();
-    *recording.most.lock().unwrap() = 0;
+    most.store(0, Ordering::SeqCst);
     let refused = store.load_generation(1, &public);
     assert!(matches!(refused, Err(Error::Corrupt { .. })), "{refused:?}");
     // Its manifest, the snapshot's size and one byte more, the hashes.
-    let most = *recording.most.lock().unwrap();
-    assert!(most <= built.snapshot.len().max(1024) + 1, "{most} bytes read");
+    let read = most.load(Ordering::SeqCst);
+    assert!(read <= built.snapshot.len().max(1024) + 1, "{read} bytes read");
 
     let manifest_key = "lists/phishing/generations/00000000000000000001.json";
     storage.put(manifest_key, &huge, PutMode::Overwrite).unwrap();
-    *recording.most.lock().unwrap() = 0;
+    most.store(0, Ordering::SeqCst);
     let refused = store.manifest(1, &public);
     assert!(matches!(refused, Err(Error::Corrupt { .. })), "{refused:?}");
-    assert!(*recording.most.lock().unwrap() <= 64 * 1024 + 1);
-}
-
-/// A store whose create-only writes of manifests apply and then answer
-/// "exists", as S3 does when the client retries a conditional PUT after a
-/// 500 the first attempt had applied (object_store retries 5xx answers).
-#[derive(Debug)]
-struct RetriedCreates(LocalStorage);
-
-impl Storage for RetriedCreates {
-    fn prepare(&self, prefix: &str) -> Result<(), Error> {
-        self.0.prepare(prefix)
-    }
-    fn get(&self, key: &str) -> Result<Option<Vec<u8>>, Error> {
-        self.0.get(key)
-    }
-    fn get_range(&self, key: &str, range: std::ops::Range<u64>) -> Result<Option<Vec<u8>>, Error> {
-        self.0.get_range(key, range)
-    }
-    fn get_if_changed(&self, key: &str, known: Option<&Version>) -> Result<Conditional, Error> {
-        self.0.get_if_changed(key, known)
-    }
-    fn version(&self, key: &str) -> Result<Option<Version>, Error> {
-        self.0.version(key)
-    }
-    fn put_chunks(
-        &self,
-        key: &str,
-        chunks: &mut dyn Iterator<Item = &[u8]>,
-        mode: PutMode,
-    ) -> Result<Option<Version>, Error> {
-        let retried = matches!(mode, PutMode::Create) && key.contains("/generations/");
-        let written = self.0.put_chunks(key, chunks, mode)?;
-        Ok(if retried { None } else { written })
-    }
-    fn list(&self, prefix: &str) -> Result<Vec<String>, Error> {
-        self.0.list(prefix)
-    }
-    fn delete(&self, key: &str) -> Result<(), Error> {
-        self.0.delete(key)
-    }
-    fn location(&self, key: &str) -> std::path::PathBuf {
-        self.0.location(key)
-    }
+    assert!(most.load(Ordering::SeqCst) <= 64 * 1024 + 1);
 }
 
 /// A builder whose own manifest write applied but was answered "exists"
@@ -669,7 +575,14 @@ impl Storage for RetriedCreates {
 #[test]
 fn regression_a_retried_manifest_write_that_applied_publishes_the_build() {
     let dir = tempfile::tempdir().unwrap();
-    let storage: Arc<dyn Storage> = Arc::new(RetriedCreates(LocalStorage::open(dir.path()).unwrap()));
+    // Create-only writes of manifests apply and then answer "exists", as
+    // S3 does when the client retries a conditional PUT after a 500 the
+    // first attempt had applied (object_store retries 5xx answers).
+    let retried =
+        Intercepted::over(LocalStorage::open(dir.path()).unwrap()).put_answer(|key, mode, answer| {
+            answer.filter(|_| !(matches!(mode, PutMode::Create) && key.contains("/generations/")))
+        });
+    let storage: Arc<dyn Storage> = Arc::new(retried);
     let store = ListStore::open(storage, "phishing", 5).unwrap();
     let public = key().public_key().clone();
     for (i, now) in [1_800_000_000u64, 1_800_000_100, 1_800_000_200]
@@ -703,13 +616,12 @@ fn regression_a_retried_manifest_write_that_applied_publishes_the_build() {
 #[test]
 fn regression_a_made_up_version_costs_no_store_request_before_anything_is_loaded() {
     let dir = tempfile::tempdir().unwrap();
-    let recording = Recording::over(dir.path());
-    let storage: Arc<dyn Storage> = recording.clone();
+    let (storage, reads, _) = recording(dir.path());
     let store = ListStore::open(storage, "phishing", 5).unwrap();
     for version in 1..=100 {
         assert_eq!(store.read_snapshot(version), None);
     }
-    assert_eq!(recording.reads.load(std::sync::atomic::Ordering::SeqCst), 0);
+    assert_eq!(reads.load(Ordering::SeqCst), 0);
 }
 
 /// A `latest` pointer moved back to an older kept generation (it is not
@@ -755,59 +667,6 @@ fn regression_a_pointer_moved_back_is_brought_forward_by_the_next_publish() {
     );
 }
 
-/// A data directory that runs a step of another builder just before the
-/// first manifest is created through it.
-struct Interleaved {
-    inner: LocalStorage,
-    before_manifest: Mutex<Option<Box<dyn FnOnce() + Send>>>,
-}
-
-impl std::fmt::Debug for Interleaved {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Interleaved").finish_non_exhaustive()
-    }
-}
-
-impl Storage for Interleaved {
-    fn prepare(&self, prefix: &str) -> Result<(), Error> {
-        self.inner.prepare(prefix)
-    }
-    fn get(&self, key: &str) -> Result<Option<Vec<u8>>, Error> {
-        self.inner.get(key)
-    }
-    fn get_range(&self, key: &str, range: std::ops::Range<u64>) -> Result<Option<Vec<u8>>, Error> {
-        self.inner.get_range(key, range)
-    }
-    fn get_if_changed(&self, key: &str, known: Option<&Version>) -> Result<Conditional, Error> {
-        self.inner.get_if_changed(key, known)
-    }
-    fn version(&self, key: &str) -> Result<Option<Version>, Error> {
-        self.inner.version(key)
-    }
-    fn put_chunks(
-        &self,
-        key: &str,
-        chunks: &mut dyn Iterator<Item = &[u8]>,
-        mode: PutMode,
-    ) -> Result<Option<Version>, Error> {
-        if key.contains("/generations/")
-            && let Some(step) = self.before_manifest.lock().unwrap().take()
-        {
-            step();
-        }
-        self.inner.put_chunks(key, chunks, mode)
-    }
-    fn list(&self, prefix: &str) -> Result<Vec<String>, Error> {
-        self.inner.list(prefix)
-    }
-    fn delete(&self, key: &str) -> Result<(), Error> {
-        self.inner.delete(key)
-    }
-    fn location(&self, key: &str) -> std::path::PathBuf {
-        self.inner.location(key)
-    }
-}
-
 /// The same stale build, when the other builder publishes past it (and
 /// retention removes the generation it re-creates) between its last look
 /// at the pointer and its manifest: its retention still keeps what the
@@ -819,19 +678,23 @@ fn regression_a_stale_build_racing_retention_never_prunes_the_latest_generation(
     let public = key().public_key().clone();
     publish(&other, &build("http://phish.example/a\n", 1_800_000_000), None);
     let step_other = other.clone();
-    let interleaved = Arc::new(Interleaved {
-        inner: LocalStorage::open(dir.path()).unwrap(),
-        before_manifest: Mutex::new(Some(Box::new(move || {
-            for now in [1_800_000_100, 1_800_000_200] {
-                let base = step_other.latest().unwrap();
-                publish(
-                    &step_other,
-                    &build("http://phish.example/b\n", now),
-                    base.as_ref(),
-                );
-            }
-        }))),
-    });
+    // The other builder's two publishes run just before the stale
+    // builder's manifest is created.
+    let interleaved = Arc::new(
+        Intercepted::over(LocalStorage::open(dir.path()).unwrap()).once_before_put(
+            |key| key.contains("/generations/"),
+            move || {
+                for now in [1_800_000_100, 1_800_000_200] {
+                    let base = step_other.latest().unwrap();
+                    publish(
+                        &step_other,
+                        &build("http://phish.example/b\n", now),
+                        base.as_ref(),
+                    );
+                }
+            },
+        ),
+    );
     let stale_store = ListStore::open(interleaved, "phishing", 1).unwrap();
     let stale_base = stale_store.latest().unwrap().unwrap();
     // Its clock runs ahead of the other builder's.
