@@ -1,4 +1,4 @@
-//! What a local URL check costs next to the SHA-256 it cannot avoid (issue 7,
+//! What a local URL check costs next to the SHA-256 it cannot avoid (BENCHMARKS.md
 //! row 1), on real URLs against a snapshot of the real 854k-URL list:
 //!
 //! ```sh

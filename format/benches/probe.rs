@@ -1,5 +1,5 @@
 //! What our filter types add to a probe, next to the raw filter on the same
-//! keys (issue 7, row 2):
+//! keys (BENCHMARKS.md row 2):
 //!
 //! ```sh
 //! cargo bench -p blocksieve-format --bench probe

@@ -224,7 +224,7 @@ fn serde_json_from<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> T {
     serde_json::from_slice(bytes).unwrap()
 }
 
-/// Issue 13, items 1 to 3, end to end on real lines: every line of the
+/// End to end on real lines: every line of the
 /// 2018-2020 union feed that the build rejected before (187 as "host is a
 /// public suffix", 3 invalid), and the 14 with Unicode white space at an
 /// end. Each entry the build accepts answers `unsafe` as the build read it

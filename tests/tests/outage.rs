@@ -1,4 +1,4 @@
-//! Issue 13, items 8 and 9, end to end: a real publisher behind a fault
+//! End to end: a real publisher behind a fault
 //! proxy, and agents with a shifted clock. An old list still blocks old
 //! threats; no list blocks nothing.
 

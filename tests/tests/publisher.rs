@@ -149,7 +149,7 @@ async fn public_suffix_and_loopback_entries_are_never_published() {
     assert!(r.parse.samples.iter().any(|(line, _)| line == "com"));
 }
 
-// Issue 13, item 7: MetaMask's whitelist overrides its blacklist, and
+// MetaMask's whitelist overrides its blacklist, and
 // `/v1/lists` says how much it removed. The fixture holds every name of the
 // real config that is on both arrays, or on one under a name on the other.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -212,7 +212,7 @@ async fn metamask_whitelist_is_removed_and_counted_in_v1_lists() {
     server.stop().await;
 }
 
-// Issue 13, item 2: what was cut from lines is counted in the build report
+// What was cut from lines is counted in the build report
 // and in `/v1/lists`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cleaned_lines_are_counted_in_v1_lists() {

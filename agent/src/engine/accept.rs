@@ -470,7 +470,7 @@ mod tests {
         ));
     }
 
-    /// Issue 13, item 9: a clock ahead of the publisher's makes every fresh
+    /// A clock ahead of the publisher's makes every fresh
     /// download look expired. With nothing held, or over an older floor,
     /// the expired snapshot is accepted and reads stale until the clock is
     /// right again.
@@ -587,7 +587,7 @@ mod tests {
         assert!(matches!(r.snapshot, Restored::Rejected(Error::Decode { .. })));
     }
 
-    /// Issue 13, item 8: a restart after the cached snapshot's `expires_at`
+    /// A restart after the cached snapshot's `expires_at`
     /// loads it — stale, with its floor and ETag — instead of leaving the
     /// list without a snapshot until the publisher answers.
     #[test]

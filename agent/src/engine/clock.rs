@@ -171,7 +171,7 @@ mod tests {
         assert_eq!(server_time(None, Some("60")), None);
     }
 
-    /// Issue 13, item 9: a clock two days ahead is reported as such.
+    /// A clock two days ahead is reported as such.
     #[test]
     fn clock_two_days_ahead_is_reported() {
         let t0 = Instant::now();
@@ -205,7 +205,7 @@ mod tests {
         );
     }
 
-    /// Issue 13, item 9: the clock put right stops the report at once, and
+    /// The clock put right stops the report at once, and
     /// a machine that slept does not report its sleep as skew.
     #[test]
     fn a_clock_set_or_a_sleep_since_the_sample_ends_the_report() {

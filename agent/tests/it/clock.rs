@@ -1,4 +1,4 @@
-//! A wrong clock at start (issue 13, item 9): the newest verified snapshot
+//! A wrong clock at start: the newest verified snapshot
 //! is used, flagged stale, the skew to the publisher's clock (from its
 //! `Date` headers) is reported, and everything is fresh again as soon as
 //! the clock is right, without a restart.

@@ -293,7 +293,7 @@ async fn same_version_with_different_content_is_a_rollback() {
 
 /// A newer snapshot that has already expired by the agent's clock (a frozen
 /// feed, or a clock ahead) is not a failure: it is used, stale, and counted
-/// as applied-expired (issue 13, item 9).
+/// as applied-expired.
 #[tokio::test]
 async fn already_expired_newer_snapshot_is_accepted_stale_not_counted_as_a_failure() {
     let (fake, agent) = loaded().await;

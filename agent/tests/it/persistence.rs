@@ -104,7 +104,7 @@ async fn offline_start_answers_from_the_cache_and_flags_staleness_after_expiry()
     assert!(agent.check_url(LISTED).await.unwrap().is_stale());
 }
 
-/// Issue 13, item 8: a restart after the cached snapshot's `expires_at`,
+/// A restart after the cached snapshot's `expires_at`,
 /// with the publisher down, answers from that snapshot, flagged stale,
 /// instead of `NotReady`.
 #[tokio::test]
@@ -160,7 +160,7 @@ async fn restart_after_expiry_with_the_publisher_down_answers_stale_from_the_cac
     assert_eq!(stats.update_failures_by.transport, 1);
 }
 
-/// Issue 13, item 8, with the publisher answering 4xx: the expired cached
+/// With the publisher answering 4xx: the expired cached
 /// snapshot answers (hits confirmed as soon as the full-hash endpoint
 /// works), the version floor still holds, and the background updates make
 /// the list fresh once the publisher serves again.

@@ -281,7 +281,7 @@ fn cache_a_snapshot_then_let_it_expire(dir: &std::path::Path, cache: &str) -> Fa
     publisher
 }
 
-/// Issue 13, item 8: a restart with `--cache-dir` after the snapshot
+/// A restart with `--cache-dir` after the snapshot
 /// expired, with the publisher down, gives verdicts from the stale
 /// snapshot, not exit 2 "loading snapshots".
 #[test]
@@ -331,7 +331,7 @@ fn cache_dir_restart_after_expiry_with_the_publisher_down_gives_stale_verdicts()
     );
 }
 
-/// Issue 13, item 8, with the publisher answering 400 to snapshot requests
+/// With the publisher answering 400 to snapshot requests
 /// (its full-hash endpoint still works): the hit is confirmed online.
 #[test]
 fn cache_dir_restart_after_expiry_with_the_publisher_answering_400_confirms_hits() {

@@ -27,7 +27,7 @@ fn sorted(exprs: &[&str]) -> Vec<FullHash> {
     v
 }
 
-// Issue 13, item 7: real entries of MetaMask's eth-phishing-config.json
+// Real entries of MetaMask's eth-phishing-config.json
 // (1.2.0). `metmask.com`, `coinbased.xyz` and `spi.club` are on both
 // lists; `cpanel.coinbased.xyz` and `usermd.net` on the blacklist only,
 // `imagine.usermd.net` and `auctic.net` on the whitelist only.

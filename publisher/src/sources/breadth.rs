@@ -62,7 +62,7 @@ mod tests {
     use crate::sources::reason;
     use crate::sources::tests::{collect, exprs};
 
-    // Issue 13, item 1: a page URL on a public-suffix host names one page.
+    // A page URL on a public-suffix host names one page.
     #[test]
     fn page_urls_on_public_suffix_hosts_are_accepted() {
         for (line, expression) in [
@@ -117,7 +117,7 @@ mod tests {
         }
     }
 
-    // Issue 13, items 1 and 5: what stays rejected is host-wide, and says
+    // What stays rejected is host-wide, and says
     // which part of the Public Suffix List it is on.
     #[test]
     fn host_wide_entries_on_public_suffixes_are_rejected_by_section() {

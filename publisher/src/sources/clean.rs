@@ -135,7 +135,7 @@ mod tests {
     use crate::sources::tests::{collect, exprs, read_one};
     use crate::sources::{cleaned, read_line, reason};
 
-    // Issue 13, item 3: real lines of the union feed end in U+00A0 or U+FEFF.
+    // Real lines of the union feed end in U+00A0 or U+FEFF.
     #[test]
     fn unicode_white_space_is_trimmed_from_feed_lines() {
         for (line, expression) in [
@@ -183,7 +183,6 @@ mod tests {
         assert_eq!(report.cleaned[cleaned::UNICODE_WHITE_SPACE], 1);
     }
 
-    // Issue 13, item 4.
     #[test]
     fn quoted_lines_lose_one_pair_of_quotes() {
         let readings = read_one(SourceFormat::Urls, b"\"https://x.example/a,b,c\"").unwrap();

@@ -48,7 +48,6 @@ mod tests {
     use crate::config::SourceFormat;
     use crate::sources::tests::{collect, hashes};
 
-    // Issue 13, item 6.
     #[test]
     fn json_feed_with_a_byte_order_mark_is_read() {
         let json = b"\xEF\xBB\xBF{\"blacklist\": [\"metmask.com\", \"usermd.net\"]}";

@@ -306,7 +306,7 @@ fn regression_quoted_columns_schemeless_urls_and_options_keep_the_url() {
     );
 }
 
-// Issue 13, item 5: a quoted line, a `!` token or a single-label host
+// A quoted line, a `!` token or a single-label host
 // was reported as a public suffix.
 #[test]
 fn rejection_reasons_are_true_for_the_line() {
@@ -406,7 +406,7 @@ fn json_and_csv_and_sha256() {
     assert_eq!(report.rejected_total(), 1);
 }
 
-/// Every line of the union feed the build rejected before issue 13, and
+/// Every line of the union feed the build once rejected, and
 /// every line with white space Unicode calls so at an end: each is now
 /// accepted, except those whose reason below is true for them.
 #[test]

@@ -280,7 +280,6 @@ mod tests {
     use crate::sources::tests::{collect, exprs, hashes, read_one};
     use crate::sources::{cleaned, read_line};
 
-    // Issue 13, item 2.
     #[test]
     fn url_line_with_a_trailing_comment_is_cut_and_counted() {
         let line = b"http://comment.example/p # seen 2020-01-01";
@@ -320,7 +319,6 @@ mod tests {
         );
     }
 
-    // Issue 13, item 2.
     #[test]
     fn url_line_with_a_tab_column_is_cut_and_counted() {
         let line = b"http://tab.example/mid\t2020-01-01";
@@ -333,7 +331,7 @@ mod tests {
         assert_eq!(report.accepted, 1);
     }
 
-    // Issue 13, item 2: a space is a column separator or part of the URL;
+    // A space is a column separator or part of the URL;
     // both readings are published so that neither is lost.
     #[test]
     fn url_line_with_a_space_inside_is_read_both_ways() {
