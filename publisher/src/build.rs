@@ -864,3 +864,36 @@ pub fn check_gates(
 
 #[cfg(test)]
 mod tests;
+
+/// Builds for tests of what comes after a build (storing, following).
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::*;
+    use crate::config::SourceFormat;
+    use crate::fetch::Validators;
+
+    /// A build of list `phishing` from the URL feed `feed` at `now` (its
+    /// version, with no previous one), signed with `key`.
+    pub(crate) fn build_feed(feed: &str, now: u64, key: &SigningKey) -> BuiltList {
+        let list = ListConfig::new("phishing", vec![]);
+        let request = BuildRequest {
+            list: &list,
+            previous: None,
+            now,
+            ttl: Duration::from_secs(3600),
+            probe: PeakRssProbe::NONE,
+            key,
+        };
+        let source = LoadedSource {
+            config: SourceConfig::file("feed.txt", SourceFormat::Urls),
+            role: SourceRole::Block,
+            fetched: Fetched::Fresh {
+                bytes: feed.as_bytes().to_vec(),
+                validators: Validators::default(),
+            },
+            last_good: LastGood::none(),
+            read_duration: Duration::ZERO,
+        };
+        build_list(&request, vec![source]).unwrap()
+    }
+}

@@ -213,9 +213,7 @@ pub(crate) struct FollowerHandle {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::build::{BuildRequest, LastGood, LoadedSource, PeakRssProbe, SourceRole, build_list};
-    use crate::config::{ListConfig, SourceConfig, SourceFormat};
-    use crate::fetch::{Fetched, Validators};
+    use crate::build::testing::build_feed;
     use crate::generations::{ListStore, PublishOutcome};
     use crate::storage::testing::{Intercepted, Op};
     use crate::storage::{LocalStorage, PutMode, Storage};
@@ -246,26 +244,7 @@ mod tests {
     /// Builds a snapshot of `feed` at `now` and publishes it as the next
     /// generation; returns (generation, version).
     fn publish(store: &ListStore, key: &SigningKey, feed: &str, now: u64) -> (u64, u64) {
-        let list = ListConfig::new("phishing", vec![]);
-        let request = BuildRequest {
-            list: &list,
-            previous: None,
-            now,
-            ttl: Duration::from_secs(3600),
-            probe: PeakRssProbe::NONE,
-            key,
-        };
-        let source = LoadedSource {
-            config: SourceConfig::file("feed.txt", SourceFormat::Urls),
-            role: SourceRole::Block,
-            fetched: Fetched::Fresh {
-                bytes: feed.as_bytes().to_vec(),
-                validators: Validators::default(),
-            },
-            last_good: LastGood::none(),
-            read_duration: Duration::ZERO,
-        };
-        let built = build_list(&request, vec![source]).unwrap();
+        let built = build_feed(feed, now, key);
         let base = store.latest().unwrap();
         let outcome = store
             .publish(

@@ -1221,18 +1221,7 @@ fn print_fleet(
     );
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     for (i, (n, h)) in nginx.iter().zip(headers).enumerate() {
-        println!(
-            "| {} | {} | {} | {} | {} | {:.2} % | {} | {} | {} |",
-            FLEET_ROUTES[i],
-            n.requests,
-            thousands(n.to_agents),
-            thousands(n.from_origin),
-            n.origin_requests,
-            100.0 * (1.0 - n.from_origin as f64 / n.to_agents.max(1) as f64),
-            thousands(h.from_origin),
-            h.origin_requests,
-            n.errors
-        );
+        print_fleet_row(FLEET_ROUTES[i], n, h);
     }
     for (confirmation, label) in CONFIRMATIONS {
         let mut total = (RouteBytes::default(), RouteBytes::default());
@@ -1248,20 +1237,25 @@ fn print_fleet(
                 t.errors += r.errors;
             }
         }
-        let (n, h) = total;
-        println!(
-            "| {label} | {} | {} | {} | {} | {:.2} % | {} | {} | {} |",
-            n.requests,
-            thousands(n.to_agents),
-            thousands(n.from_origin),
-            n.origin_requests,
-            100.0 * (1.0 - n.from_origin as f64 / n.to_agents.max(1) as f64),
-            thousands(h.from_origin),
-            h.origin_requests,
-            n.errors
-        );
+        print_fleet_row(label, &total.0, &total.1);
     }
     println!();
+}
+
+/// One row of the fleet table: what nginx logged (`n`) beside what the
+/// headers say (`h`).
+fn print_fleet_row(label: &str, n: &RouteBytes, h: &RouteBytes) {
+    println!(
+        "| {label} | {} | {} | {} | {} | {:.2} % | {} | {} | {} |",
+        n.requests,
+        thousands(n.to_agents),
+        thousands(n.from_origin),
+        n.origin_requests,
+        100.0 * (1.0 - n.from_origin as f64 / n.to_agents.max(1) as f64),
+        thousands(h.from_origin),
+        h.origin_requests,
+        n.errors
+    );
 }
 
 fn print_fleet_headers(args: &Args, plan: &FleetPlan, headers: &[RouteBytes; 5], info: &Served) {

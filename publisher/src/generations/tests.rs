@@ -1,10 +1,8 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
 
 use super::*;
-use crate::build::{BuildRequest, BuiltList, LastGood, LoadedSource, PeakRssProbe, SourceRole, build_list};
-use crate::config::{ListConfig, SourceConfig, SourceFormat};
-use crate::fetch::{Fetched, Validators};
+use crate::build::BuiltList;
+use crate::build::testing::build_feed;
 use crate::storage::LocalStorage;
 use crate::storage::testing::Intercepted;
 
@@ -14,27 +12,7 @@ fn key() -> SigningKey {
 
 /// A build of `feed` at `now` (version `now`).
 fn build(feed: &str, now: u64) -> BuiltList {
-    let list = ListConfig::new("phishing", vec![]);
-    let key = key();
-    let request = BuildRequest {
-        list: &list,
-        previous: None,
-        now,
-        ttl: Duration::from_secs(3600),
-        probe: PeakRssProbe::NONE,
-        key: &key,
-    };
-    let source = LoadedSource {
-        config: SourceConfig::file("feed.txt", SourceFormat::Urls),
-        role: SourceRole::Block,
-        fetched: Fetched::Fresh {
-            bytes: feed.as_bytes().to_vec(),
-            validators: Validators::default(),
-        },
-        last_good: LastGood::none(),
-        read_duration: Duration::ZERO,
-    };
-    build_list(&request, vec![source]).unwrap()
+    build_feed(feed, now, &key())
 }
 
 fn store(dir: &std::path::Path, keep: usize) -> (ListStore, Arc<dyn Storage>) {
