@@ -7,6 +7,7 @@
 //! | `GET /v1/lists/{name}/snapshots/{version}` | that version's bytes, immutable |
 //! | `GET /v1/hashes/{prefix}` | [`FullHashResponse`], or binary ([`FullHashAnswer`]) |
 //! | `GET /v1/lists/{name}/hashes/{version}/{prefix}` | the bucket of one list's snapshot `{version}`: [`FullHashResponse`], or binary; immutable |
+//! | `GET /v1/lists/{name}/updates/{from}` | the deltas from snapshot version `{from}` to the latest (`application/vnd.blocksieve.deltas`, FORMAT.md "Delta chains"); `304` when `{from}` is the latest; `410 no_delta` when the agent must take the snapshot |
 //! | `POST /v1/hashes:search` | [`FullHashSearchRequest`] → [`FullHashSearchResponse`], or binary |
 //! | any error | 4xx/5xx with [`ErrorResponse`] |
 //!
@@ -57,6 +58,21 @@ pub mod routes {
     /// another version answers an error instead (`503 behind` for a newer
     /// one, `404 version_gone` for an older one).
     pub const LIST_HASHES: &str = "/v1/lists/{name}/hashes/{version}/{prefix}";
+    /// `GET`: the chain of deltas from snapshot version `{from}` of list
+    /// `{name}` to the latest version (FORMAT.md "Delta chains"), the body
+    /// [`super::DELTAS_CONTENT_TYPE`]:
+    ///
+    /// - `200` with the chain (empty when `{from}` is the latest), its
+    ///   `ETag` the latest snapshot's ([`super::snapshot_etag`]);
+    /// - `304` when `If-None-Match` names the latest snapshot's `ETag`;
+    /// - `410 no_delta` when the publisher has no chain from `{from}` (too
+    ///   old, unknown, or longer than the snapshot): take the snapshot;
+    /// - `503 behind` (with `Retry-After`) when `{from}` is newer than
+    ///   what this server serves.
+    ///
+    /// Every `200` and `304` carries [`super::FRESHNESS_HEADER`] and
+    /// [`super::NEXT_CHECK_HEADER`].
+    pub const UPDATES: &str = "/v1/lists/{name}/updates/{from}";
     /// `POST`: the full hashes of several request prefixes
     /// ([`super::FullHashSearchRequest`] → [`super::FullHashSearchResponse`]).
     pub const SEARCH: &str = "/v1/hashes:search";
@@ -69,6 +85,11 @@ pub mod routes {
     /// The path of version `version` of list `name`'s snapshot.
     pub fn versioned_snapshot(name: &str, version: u64) -> String {
         format!("/v1/lists/{name}/snapshots/{version}")
+    }
+
+    /// The path of the deltas of list `name` from snapshot version `from`.
+    pub fn updates(name: &str, from: u64) -> String {
+        format!("/v1/lists/{name}/updates/{from}")
     }
 
     /// The path of the full-hash bucket of `prefix`.
@@ -103,6 +124,25 @@ pub const NEXT_CHECK_HEADER: &str = "x-blocksieve-next-check";
 /// full hashes there, where CDNs can cache them, instead of
 /// `POST /v1/hashes:search` (lowercase, as HTTP/2 sends header names).
 pub const HASHES_HEADER: &str = "x-blocksieve-hashes";
+
+/// The header of snapshot and update responses (`200` and `304`) that
+/// carries the list's latest signed [`crate::FreshnessRecord`], as
+/// [`crate::FreshnessRecord::to_header_value`] (lowercase, as HTTP/2 sends
+/// header names). An agent holding exactly the version it names treats its
+/// list as fresh until the record's `expires_at`.
+pub const FRESHNESS_HEADER: &str = "x-blocksieve-freshness";
+
+/// The media type of a delta chain (FORMAT.md "Delta chains").
+pub const DELTAS_CONTENT_TYPE: &str = "application/vnd.blocksieve.deltas";
+
+/// The strong entity tag of snapshot `version` whose body hashes to
+/// `body_sha256`, quoted: `"<version>-<first 8 bytes of the hash, hex>"`.
+/// The latest-snapshot and update routes both use it, so an agent that
+/// followed deltas to a version asks with the tag of the snapshot that
+/// version stands for.
+pub fn snapshot_etag(version: u64, body_sha256: &[u8; 32]) -> String {
+    format!("\"{version}-{}\"", hex::encode(&body_sha256[..8]))
+}
 
 /// The most hash prefixes in one `POST /v1/hashes:search`, noise prefixes
 /// included. A longer request is refused with `400 too_many_prefixes`.

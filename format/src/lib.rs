@@ -14,11 +14,16 @@
 //! 4. The agent [`decode`]s the bytes into a [`VerifiedSnapshot`] — the only
 //!    way to get one — and probes it; a hit is confirmed against the
 //!    publisher's [`api::FullHashResponse`].
+//! 5. Between whole snapshots, the publisher signs a [`encode_delta`] per
+//!    build (the prefixes added) and, for an unchanged list, a
+//!    [`FreshnessRecord`]; the agent [`decode_chain`]s the deltas from the
+//!    version it holds and adds them to its filter's prefixes.
 //!
 //! This crate does no I/O and reads no clock: times are parameters.
 
 pub mod api;
 mod canon;
+mod delta;
 mod error;
 mod filter;
 #[doc(hidden)]
@@ -33,6 +38,11 @@ pub use api::RequestPrefix;
 pub use canon::{
     CanonError, CanonicalUrl, Expression, Expressions, HostKind, MAX_EXPRESSIONS, MAX_URL_BYTES,
     canonicalize, full_hashes,
+};
+pub use delta::{
+    DELTA_CONTEXT, DELTA_MAGIC, DELTA_VERSION, DeltaEnd, DeltaError, DeltaHeader, DeltaParams,
+    FRESHNESS_MAGIC, FreshnessRecord, MAX_CHAIN_DELTAS, MAX_DELTA_ADDITIONS, MAX_RICE_K, VerifiedDelta,
+    additions_between, decode_chain, decode_delta, encode_delta, merge_additions, parse_delta_header,
 };
 pub use error::DecodeError;
 pub use filter::{

@@ -28,7 +28,7 @@ pub struct Published {
 impl Published {
     /// Wraps a snapshot and its sorted hashes.
     pub fn new(header: SnapshotHeader, snapshot: Vec<u8>, hashes: Vec<FullHash>) -> Self {
-        let etag = format!("\"{}-{}\"", header.version, hex::encode(&header.body_sha256[..8]));
+        let etag = blocksieve_format::api::snapshot_etag(header.version, &header.body_sha256);
         Self {
             header,
             snapshot: Bytes::from(snapshot),
