@@ -16,14 +16,14 @@
 #       --sanitizer none --codegen-units 16 <target> artifacts/<target>/<file>
 # then add a regression test named for the case beside the library function
 # the target calls: format/src/fuzzing.rs (canonicalize, snapshot_decode,
-# full_hash_answer) or
+# full_hash_answer, delta_decode) or
 # publisher/src/fuzzing.rs (feed_parse, full_hash_request).
 set -euo pipefail
 cd "$(dirname "$0")/../fuzz"
 
 seconds="${FUZZ_SECONDS:-60}"
 jobs="${FUZZ_JOBS:-$(nproc 2>/dev/null || echo 1)}"
-all_targets=(canonicalize snapshot_decode full_hash_answer feed_parse full_hash_request)
+all_targets=(canonicalize snapshot_decode delta_decode full_hash_answer feed_parse full_hash_request)
 if [ "$#" -gt 0 ]; then
     targets=("$@")
 else

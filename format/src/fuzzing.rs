@@ -10,7 +10,10 @@
 //!   snapshots and snapshots cut or flipped anywhere;
 //! - `full_hash_answer`: [`check_full_hash_answer`], the binary full-hash
 //!   answer's decoder, which the unit tests below call on the seed corpus
-//!   and on answers cut or flipped anywhere.
+//!   and on answers cut or flipped anywhere;
+//! - `delta_decode`: [`check_delta`], deltas, delta chains and freshness
+//!   records, which the unit tests below call on the golden delta and
+//!   record and on them cut or flipped anywhere.
 //!
 //! A fuzz finding therefore reproduces with `cargo test`. Not a stable API.
 //!
@@ -18,6 +21,9 @@
 //! not hold: that is what the fuzzer looks for. Errors are expected and fine.
 
 use crate::api::FullHashAnswer;
+use crate::delta::{
+    DELTA_CONTEXT, FreshnessRecord, decode_chain, decode_delta, encode_delta, parse_delta_header,
+};
 use crate::{
     CanonicalUrl, DecodeLimits, FullHash, HostKind, MAX_EXPRESSIONS, MAX_URL_BYTES, RawBody, SigningKey,
     SnapshotHeader, SnapshotParams, TrustedKey, VerifiedSnapshot, canonicalize, dangerous_encode_raw, decode,
@@ -314,6 +320,84 @@ pub fn check_snapshot(data: &[u8]) {
     }
 }
 
+/// Reads `data` as every delta reader does: one delta and a chain against
+/// the fixed trusted key, a freshness record from bytes and as a header
+/// value; then re-signs the delta header as it stands around the input's
+/// body, so that the Rice decoder is reached (a forged signature would
+/// otherwise stop every input at step 2). A decoded delta must hold
+/// exactly `addition_count` strictly ascending additions starting at
+/// `first_addition`, and re-encode to a delta that decodes to the same
+/// additions.
+///
+/// # Panics
+///
+/// When a decoded delta breaks one of these rules.
+pub fn check_delta(data: &[u8]) {
+    let key = fuzz_signing_key();
+    let trusted = [key.public_key().clone()];
+    let _ = FreshnessRecord::verify(data, &trusted);
+    let _ = FreshnessRecord::from_header_value(&String::from_utf8_lossy(data), &trusted);
+    let Ok((header, len)) = parse_delta_header(data) else {
+        let _ = decode_chain(data, "fuzz", &trusted);
+        return;
+    };
+    let _ = decode_chain(data, &header.list_name, &trusted);
+    if let Ok(delta) = decode_delta(data, &trusted) {
+        check_decoded_delta(&delta, &key);
+    }
+    // Re-sign: the header up to the key id, this key's id, its signature.
+    let header_len = len - header.body_len as usize;
+    let mut resigned = data[..header_len - 72].to_vec();
+    resigned.extend_from_slice(&key.public_key().id());
+    let signature = key.sign_in_context(DELTA_CONTEXT, &resigned);
+    resigned.extend_from_slice(&signature);
+    let body = data.get(header_len..).unwrap_or_default();
+    resigned.extend_from_slice(body);
+    // The body hash is signed: put the body's own there too, so that a
+    // body that is not a valid coding reaches the decoder.
+    let hash_at = header_len - 72 - 32;
+    let digest = <sha2::Sha256 as sha2::Digest>::digest(body);
+    resigned[hash_at..hash_at + 32].copy_from_slice(&digest);
+    let signature = key.sign_in_context(DELTA_CONTEXT, &resigned[..header_len - 64]);
+    resigned[header_len - 64..header_len].copy_from_slice(&signature);
+    if let Ok(delta) = decode_delta(&resigned, &trusted) {
+        check_decoded_delta(&delta, &key);
+    }
+}
+
+fn check_decoded_delta(delta: &crate::VerifiedDelta, key: &SigningKey) {
+    let h = delta.header();
+    let additions = delta.additions();
+    assert_eq!(
+        additions.len() as u64,
+        u64::from(h.addition_count),
+        "addition count"
+    );
+    assert!(
+        additions.windows(2).all(|w| w[0] < w[1]),
+        "additions not strictly ascending"
+    );
+    assert_eq!(
+        additions.first().copied().unwrap_or(0),
+        h.first_addition,
+        "first addition"
+    );
+    let params = crate::DeltaParams {
+        list_name: h.list_name.clone(),
+        from: h.from,
+        to: h.to,
+        created_at: h.created_at,
+        expires_at: h.expires_at,
+    };
+    let again = encode_delta(&params, additions, key).expect("a decoded delta re-encodes");
+    let back = decode_delta(&again, &[key.public_key().clone()]).expect("a re-encoded delta decodes");
+    assert_eq!(
+        back.additions(),
+        additions,
+        "re-encoded delta decodes to other additions"
+    );
+}
+
 /// Decodes `data` as a binary full-hash answer (what an agent reads from
 /// an untrusted publisher). An error is fine; a decoded answer must hold
 /// only full hashes under their prefix, and encode to bytes that decode to
@@ -469,6 +553,38 @@ mod tests {
             let mut flipped = bytes.clone();
             flipped[i] ^= 0x5a;
             check_snapshot(&flipped);
+        }
+    }
+
+    #[test]
+    fn delta_seed_corpus_passes_the_checks() {
+        let seeds = corpus("delta_decode");
+        assert!(seeds.len() >= 7, "delta seeds missing");
+        let trusted = [fuzz_trusted_key()];
+        let mut deltas = 0;
+        for bytes in &seeds {
+            // Every seed is a genuine delta, chain or freshness record.
+            let genuine = decode_delta(bytes, &trusted).is_ok()
+                || decode_chain(bytes, "phishing", &trusted).is_ok_and(|c| c.len() > 1)
+                || FreshnessRecord::verify(bytes, &trusted).is_ok();
+            assert!(genuine, "a seed is not genuine");
+            deltas += usize::from(decode_delta(bytes, &trusted).is_ok());
+            check_delta(bytes);
+        }
+        assert!(deltas >= 4);
+    }
+
+    #[test]
+    fn deltas_and_records_cut_or_flipped_anywhere_pass_the_checks() {
+        for bytes in corpus("delta_decode") {
+            for len in 0..bytes.len() {
+                check_delta(&bytes[..len]);
+            }
+            for i in 0..bytes.len() {
+                let mut flipped = bytes.clone();
+                flipped[i] ^= 0x5a;
+                check_delta(&flipped);
+            }
         }
     }
 

@@ -140,3 +140,94 @@ fn golden_snapshots_decode_and_rebuild_identically() {
         "header fields changed"
     );
 }
+
+/// The golden delta: from version 6 (an arbitrary body hash, SHA-256 of
+/// `golden version 6`) to the golden binary fuse 8 snapshot (version 7),
+/// adding the 32-bit prefixes of the list's last 50 URLs; and the golden
+/// freshness record vouching for version 7. Both are deterministic
+/// (Ed25519 signatures are), so re-encoding must give the same bytes.
+#[test]
+fn golden_delta_and_freshness_record_decode_and_reencode_identically() {
+    use blocksieve_format::{
+        DeltaEnd, DeltaParams, FreshnessRecord, decode_chain, decode_delta, encode_delta,
+    };
+    use sha2::{Digest, Sha256};
+
+    let regenerate = std::env::var_os("BLOCKSIEVE_REGENERATE_GOLDEN").is_some();
+    let trusted = [test_key().public_key().clone()];
+    let to_snapshot = std::fs::read(dir().join("binary_fuse8.snapshot")).unwrap();
+    let to_hash = decode(&to_snapshot, &trusted, &DecodeLimits::default(), CREATED_AT)
+        .unwrap()
+        .header()
+        .body_sha256;
+    let text = std::fs::read_to_string(dir().join("list.txt")).unwrap();
+    let urls: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    let mut added: Vec<u32> = urls[urls.len() - 50..]
+        .iter()
+        .map(|l| {
+            canonicalize(l)
+                .unwrap()
+                .expressions()
+                .next()
+                .unwrap()
+                .full_hash()
+                .prefix()
+                .0
+        })
+        .collect();
+    added.sort_unstable();
+    added.dedup();
+    let from = DeltaEnd {
+        version: 6,
+        body_sha256: Sha256::digest(b"golden version 6").into(),
+    };
+    let to = DeltaEnd {
+        version: 7,
+        body_sha256: to_hash,
+    };
+    let params = DeltaParams {
+        list_name: "golden".to_owned(),
+        from,
+        to,
+        created_at: CREATED_AT,
+        expires_at: EXPIRES_AT,
+    };
+    let delta_path = dir().join("golden_6_7.delta");
+    let record = FreshnessRecord {
+        list_name: "golden".to_owned(),
+        version: 7,
+        body_sha256: to_hash,
+        issued_at: CREATED_AT + 1_800,
+        expires_at: CREATED_AT + 9_000,
+        next_build_at: CREATED_AT + 3_600,
+    };
+    let record_path = dir().join("golden_7.freshness");
+    if regenerate {
+        std::fs::write(&delta_path, encode_delta(&params, &added, &test_key()).unwrap()).unwrap();
+        std::fs::write(&record_path, record.sign(&test_key()).unwrap()).unwrap();
+    }
+    let golden = std::fs::read(&delta_path).unwrap();
+    let delta = decode_delta(&golden, &trusted).unwrap();
+    let h = delta.header();
+    assert_eq!((h.list_name.as_str(), h.from, h.to), ("golden", from, to));
+    assert_eq!((h.created_at, h.expires_at), (CREATED_AT, EXPIRES_AT));
+    assert_eq!(h.addition_count, 50);
+    // 50 random prefixes: gaps average 2^32/51 ≈ 2^26.3.
+    assert_eq!(h.rice_k, 26);
+    assert_eq!(golden.len(), 232 + h.body_len as usize, "header_len = 226 + 6");
+    assert_eq!(delta.additions(), added.as_slice());
+    assert_eq!(
+        encode_delta(&params, &added, &test_key()).unwrap(),
+        golden,
+        "re-encoding differs"
+    );
+    assert_eq!(decode_chain(&golden, "golden", &trusted).unwrap(), vec![delta]);
+    let golden_record = std::fs::read(&record_path).unwrap();
+    assert_eq!(golden_record.len(), 147 + 6);
+    assert_eq!(FreshnessRecord::verify(&golden_record, &trusted).unwrap(), record);
+    assert_eq!(
+        record.sign(&test_key()).unwrap(),
+        golden_record,
+        "re-signing differs"
+    );
+}
