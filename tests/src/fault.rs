@@ -2,7 +2,10 @@
 //! agents keep its one URL while the test makes the publisher answer an
 //! error status, go down (the proxy then answers `502 Bad Gateway`, as a
 //! reverse proxy in front of a dead publisher does) or come back on another
-//! port. Snapshot downloads and full-hash searches fail independently.
+//! port. Snapshot downloads and full-hash searches fail independently;
+//! delta chains (`GET /v1/lists/{name}/updates/{from}`) can be mangled
+//! ([`ChainFault`]: a delta dropped, corrupted, reordered, or an old chain
+//! replayed).
 //! [`ignoring_conditions`] is a proxy in front of an S3 API server that
 //! makes it ignore conditional writes.
 
@@ -24,6 +27,22 @@ pub enum Fault {
     Status(u16),
 }
 
+/// What the proxy does to the next delta chain it relays (then it forwards
+/// chains unchanged again).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChainFault {
+    /// Relays it as the publisher sent it.
+    Forward,
+    /// Leaves out delta `i` (0 = the first); out of range, the last.
+    Drop(usize),
+    /// Flips one bit of byte `i` of the body (modulo its length).
+    Corrupt(usize),
+    /// Swaps the first two deltas.
+    Reorder,
+    /// Sends the chain relayed before this one instead.
+    Replay,
+}
+
 #[derive(Debug)]
 struct Shared {
     /// The publisher's base URL, `http://127.0.0.1:<port>`.
@@ -39,6 +58,12 @@ struct Shared {
     /// behind the proxy confirm by `POST /v1/hashes:search`, whose faults
     /// it injects.
     relay_buckets: bool,
+    /// For the next `GET /v1/lists/{name}/updates/{from}` with a body.
+    chain_fault: ChainFault,
+    /// The last delta chain relayed (for [`ChainFault::Replay`]).
+    last_chain: Option<Bytes>,
+    /// Delta chains relayed with a fault applied.
+    chain_faults_applied: usize,
 }
 
 /// A running proxy.
@@ -59,7 +84,8 @@ const REQUEST_HEADERS: [HeaderName; 4] = [
 
 /// Response headers the agent reads, relayed as the publisher sent them
 /// (`Date` included, so that the agent sees the publisher's clock).
-const RESPONSE_HEADERS: [&str; 8] = [
+const RESPONSE_HEADERS: [&str; 9] = [
+    blocksieve_format::api::FRESHNESS_HEADER,
     "etag",
     "date",
     "age",
@@ -83,6 +109,9 @@ impl FaultProxy {
             searches: Fault::Forward,
             search_answers: Vec::new(),
             relay_buckets: false,
+            chain_fault: ChainFault::Forward,
+            last_chain: None,
+            chain_faults_applied: 0,
         }));
         let client = reqwest::Client::new();
         let app = Router::new()
@@ -120,6 +149,16 @@ impl FaultProxy {
     /// hashes there (forwarded as they are).
     pub fn relay_bucket_advertisement(&self) {
         self.shared().relay_buckets = true;
+    }
+
+    /// What the next delta chain relayed gets.
+    pub fn set_chain_fault(&self, fault: ChainFault) {
+        self.shared().chain_fault = fault;
+    }
+
+    /// How many delta chains were relayed with a fault applied.
+    pub fn chain_faults_applied(&self) -> usize {
+        self.shared().chain_faults_applied
     }
 
     /// What full-hash searches get.
@@ -198,6 +237,18 @@ async fn forward(
         let mut s = shared.lock().unwrap_or_else(PoisonError::into_inner);
         s.search_answers.push((content_type, bytes.len()));
     }
+    let bytes = if path.contains("/updates/") && status == StatusCode::OK && !bytes.is_empty() {
+        let mut s = shared.lock().unwrap_or_else(PoisonError::into_inner);
+        let fault = std::mem::replace(&mut s.chain_fault, ChainFault::Forward);
+        let replayed = s.last_chain.replace(bytes.clone());
+        let mangled = mangle(fault, &bytes, replayed);
+        if mangled != bytes {
+            s.chain_faults_applied += 1;
+        }
+        mangled
+    } else {
+        bytes
+    };
     let mut response = (status, bytes).into_response();
     for (name, value) in relayed {
         if let (Ok(name), Ok(value)) = (
@@ -208,6 +259,38 @@ async fn forward(
         }
     }
     response
+}
+
+/// `chain` with `fault` applied; `previous` is the chain relayed before.
+fn mangle(fault: ChainFault, chain: &Bytes, previous: Option<Bytes>) -> Bytes {
+    let mut deltas = Vec::new();
+    let mut rest = &chain[..];
+    while let Ok((_, len)) = blocksieve_format::parse_delta_header(rest) {
+        let Some((one, tail)) = rest.split_at_checked(len) else {
+            break;
+        };
+        deltas.push(one.to_vec());
+        rest = tail;
+    }
+    match fault {
+        ChainFault::Forward => chain.clone(),
+        ChainFault::Drop(i) if !deltas.is_empty() => {
+            deltas.remove(i.min(deltas.len() - 1));
+            Bytes::from(deltas.concat())
+        }
+        ChainFault::Corrupt(i) => {
+            let mut bytes = chain.to_vec();
+            let at = i % bytes.len();
+            bytes[at] ^= 0x10;
+            Bytes::from(bytes)
+        }
+        ChainFault::Reorder if deltas.len() >= 2 => {
+            deltas.swap(0, 1);
+            Bytes::from(deltas.concat())
+        }
+        ChainFault::Replay => previous.unwrap_or_else(|| chain.clone()),
+        ChainFault::Drop(_) | ChainFault::Reorder => chain.clone(),
+    }
 }
 
 /// Starts a proxy in front of the S3 API server at `upstream` (a base URL)
