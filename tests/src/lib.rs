@@ -12,6 +12,7 @@
 //! (`blocksieve-format`): they stand in for the publisher.
 
 pub mod agents;
+pub mod churn;
 pub mod clock;
 pub mod fake;
 pub mod fault;
