@@ -238,12 +238,18 @@ impl Follower {
         if self.version == sim.version {
             self.bytes += sim.poll_304_bytes as u64;
         } else {
-            let first = sim.deltas.len() - (sim.version - self.version) as usize;
-            let chain: Vec<u8> = sim.deltas.range(first..).flatten().copied().collect();
+            // Older than the deltas kept (a week) is `410 no_delta` too.
+            let first = sim
+                .deltas
+                .len()
+                .checked_sub((sim.version - self.version) as usize);
+            let chain: Vec<u8> = first.map_or_else(Vec::new, |first| {
+                sim.deltas.range(first..).flatten().copied().collect()
+            });
             // The publisher compares the chain with its snapshot; the
             // simulation builds one only when it is downloaded, so it
             // compares with the last one built (sizes drift by < 0.1 % a day).
-            if chain.len() > sim.last_snapshot_len {
+            if first.is_none() || chain.len() > sim.last_snapshot_len {
                 // 410 no_delta, then the whole snapshot.
                 let snapshot = sim.latest_snapshot()?;
                 self.chains_replaced += 1;
@@ -515,13 +521,13 @@ fn main() -> Result<(), BoxError> {
                 }
             }
         }
+        let previous = std::mem::take(&mut sim.prefixes);
         // A prefix removed and added back in one build is neither.
         gone.retain(|p| !counts.contains_key(p));
-        new.retain(|p| gone.binary_search(p).is_err());
+        new.retain(|p| previous.binary_search(p).is_err());
         gone.sort_unstable();
         new.sort_unstable();
         new.dedup();
-        let previous = std::mem::take(&mut sim.prefixes);
         let removal_indices: Vec<u32> = gone
             .iter()
             .filter_map(|p| previous.binary_search(p).ok().map(|i| i as u32))
