@@ -6,12 +6,14 @@
 //! snapshots and the fixed keys ([`snapshot`]); clocks for agents
 //! ([`clock`]) and agents for the fakes ([`agents`]); a real S3 API server
 //! for the object-store tests ([`moto`]), and the contract every storage
-//! backend of the publisher keeps ([`storage_contract`]).
+//! backend of the publisher keeps ([`storage_contract`]); a seeded
+//! churn generator for threat lists ([`churn`]).
 //!
 //! The fake publisher and the test snapshots use only the wire format
 //! (`blocksieve-format`): they stand in for the publisher.
 
 pub mod agents;
+pub mod churn;
 pub mod clock;
 pub mod fake;
 pub mod fault;
