@@ -28,6 +28,7 @@
 
 mod build;
 mod config;
+mod deltas;
 mod error;
 mod fetch;
 mod fuzzing;
@@ -37,6 +38,7 @@ mod metrics;
 mod object_storage;
 mod publisher;
 mod replica;
+mod schedule;
 mod server;
 mod sources;
 mod state;
@@ -60,6 +62,12 @@ pub mod internal {
     }
     pub mod config {
         pub use crate::config::*;
+    }
+    pub mod deltas {
+        pub use crate::deltas::*;
+    }
+    pub mod schedule {
+        pub use crate::schedule::*;
     }
     pub mod fetch {
         pub use crate::fetch::*;

@@ -13,7 +13,10 @@
 //! gzip-compressed for a client that accepts it ([`compress_json`]); the
 //! binary answers and snapshots are not (full hashes and zstd bodies do not
 //! compress). Caching by CDNs: errors `no-store`; the latest snapshot
-//! `public, max-age=<next check>, stale-if-error=`[`STALE_IF_ERROR_S`];
+//! `public, max-age=<next check>, stale-if-error=`[`STALE_IF_ERROR_S`]
+//! and the deltas from a version (`updates`) `public, max-age=<next
+//! check>`, the next check being when the list's next scheduled build
+//! should have finished;
 //! versioned snapshots and the buckets of one snapshot version
 //! (`GET /v1/lists/{name}/hashes/{version}/{prefix}`, advertised by
 //! [`HASHES_HEADER`] on snapshot responses) `public, max-age=31536000,
@@ -45,6 +48,7 @@ use tower_http::timeout::TimeoutLayer;
 use crate::state::{AppState, Published};
 
 mod buckets;
+mod updates;
 
 /// Largest request body accepted, in bytes: 1,000 prefixes of 8 hex digits
 /// in JSON are about 12 KiB.
@@ -159,6 +163,7 @@ pub fn router(state: Arc<AppState>, limits: Limits) -> Router {
         .route(routes::LISTS, get(lists))
         .route(routes::LATEST_SNAPSHOT, get(latest_snapshot))
         .route(routes::VERSIONED_SNAPSHOT, get(versioned_snapshot))
+        .route(routes::UPDATES, get(updates::updates))
         .route(routes::FULL_HASHES, get(full_hashes))
         .route(routes::LIST_HASHES, get(list_hashes))
         .route(routes::SEARCH, post(search));
@@ -425,7 +430,7 @@ async fn latest_snapshot(
     })?;
     let etag = HeaderValue::from_str(&current.etag)
         .map_err(|_| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "bad etag"))?;
-    let next = state.next_check.as_secs();
+    let next = updates::next_check_s(&state, slot);
     let cache_control = HeaderValue::from_str(&format!(
         "public, max-age={next}, stale-if-error={STALE_IF_ERROR_S}"
     ))
@@ -434,6 +439,7 @@ async fn latest_snapshot(
     let version_url = HeaderValue::from_str(&routes::versioned_snapshot(&name, current.header.version))
         .unwrap_or(HeaderValue::from_static("/"));
     let hashes = hashes_header(&name, current.header.version);
+    let freshness = updates::freshness_header(slot, &current);
     if if_none_match_matches(&headers, &current.etag) {
         return Ok((
             StatusCode::NOT_MODIFIED,
@@ -443,6 +449,7 @@ async fn latest_snapshot(
                 (header::HeaderName::from_static(NEXT_CHECK_HEADER), next_check),
                 hashes,
             ],
+            freshness_parts(freshness),
         )
             .into_response());
     }
@@ -459,6 +466,7 @@ async fn latest_snapshot(
             (header::CONTENT_LOCATION, version_url),
             hashes,
         ],
+        freshness_parts(freshness),
         Body::from(current.snapshot.clone()),
     )
         .into_response())
@@ -484,8 +492,12 @@ async fn versioned_snapshot(
     let slot = state.list(&name).ok_or_else(|| unknown_list(&name))?;
     let version = parse_version(&version)?;
     // Serve the current snapshot from memory; older kept ones from disk.
+    let mut freshness = None;
     let bytes = match slot.current.load_full() {
-        Some(p) if p.header.version == version => p.snapshot.clone(),
+        Some(p) if p.header.version == version => {
+            freshness = updates::freshness_header(slot, &p);
+            p.snapshot.clone()
+        }
         _ => {
             let store = slot.store.clone();
             tokio::task::spawn_blocking(move || store.read_snapshot(version))
@@ -514,6 +526,7 @@ async fn versioned_snapshot(
                 (header::CACHE_CONTROL, immutable),
                 hashes,
             ],
+            freshness_parts(freshness),
         )
             .into_response());
     }
@@ -528,9 +541,17 @@ async fn versioned_snapshot(
             (header::CACHE_CONTROL, immutable),
             hashes,
         ],
+        freshness_parts(freshness),
         Body::from(bytes),
     )
         .into_response())
+}
+
+/// The freshness header, when there is one, as response parts.
+fn freshness_parts(
+    freshness: Option<(header::HeaderName, HeaderValue)>,
+) -> axum::response::AppendHeaders<Option<(header::HeaderName, HeaderValue)>> {
+    axum::response::AppendHeaders(freshness)
 }
 
 /// Parses a snapshot version sent by a client in its canonical decimal

@@ -1,6 +1,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::*;
+use blocksieve_format::SigningKey;
 use crate::build::BuiltList;
 use crate::build::testing::build_feed;
 use crate::storage::LocalStorage;
@@ -337,6 +338,7 @@ fn regression_a_pointer_with_a_forged_version_does_not_stop_publishing() {
         list: "phishing".to_owned(),
         generation: 1,
         version: u64::MAX,
+        freshness: None,
     };
     storage
         .put("lists/phishing/latest", &forged.to_bytes(), PutMode::Overwrite)
@@ -378,6 +380,7 @@ fn regression_a_pointer_at_the_last_generation_number_does_not_panic_a_builder()
         list: "phishing".to_owned(),
         generation: u64::MAX,
         version: 1,
+        freshness: None,
     };
     storage
         .put("lists/phishing/latest", &forged.to_bytes(), PutMode::Overwrite)
