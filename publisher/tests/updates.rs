@@ -167,6 +167,13 @@ async fn an_unchanged_build_publishes_nothing_and_renews_freshness() {
     assert_eq!(build(&running).await, (version, true));
     assert_eq!(served(&running), (version, body_sha256));
     assert_eq!(published_files(&data), files, "an unchanged build wrote objects");
+    let metrics = String::from_utf8(get(&base, "/metrics", None).await.body).unwrap();
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.contains("outcome=\"unchanged\"") && l.ends_with(" 1")),
+        "{metrics}"
+    );
 
     let answer = get(&base, &routes::updates(LIST, version), Some(&etag)).await;
     assert_eq!(answer.status, 304);
