@@ -17,6 +17,7 @@ use serde::Deserialize;
 
 use crate::Error;
 
+pub mod schedule;
 mod settings;
 
 pub use settings::Settings;

@@ -18,16 +18,23 @@
 //! **Publishing** writes immutable data first and one commit point last
 //! ([`ListStore::publish`]):
 //!
-//! 1. the build's snapshot and full hashes, create-only;
+//! 1. the build's snapshot, full hashes and delta chain (when it has one),
+//!    create-only;
 //! 2. the [`Manifest`] of generation g + 1 (g is the generation the build
-//!    started from), naming both objects with their size and SHA-256,
+//!    started from), naming those objects with their size and SHA-256,
 //!    signed, create-only (`If-None-Match: *`): when it exists, or the
 //!    pointer has moved past g already (a stalled build, whose g + 1
 //!    retention may have removed), another builder published first, and
 //!    this build is garbage (what exists there but does not verify as
 //!    generation g + 1 is replaced by compare-and-swap instead);
 //! 3. the `latest` [`Pointer`], moved from g to g + 1 by compare-and-swap
-//!    (`If-Match` on the ETag read in step 0).
+//!    (`If-Match` on the ETag read in step 0), with the new version's
+//!    signed freshness record.
+//!
+//! A build that finds its list unchanged publishes no generation: it
+//! replaces the pointer's freshness record, at the same generation, by
+//! compare-and-swap ([`ListStore::refresh`]). Readers verify the record
+//! and use it only for the version and body hash it names.
 //!
 //! A crash before step 2 leaves garbage only; after step 2, the next
 //! builder that tries to create g + 1 finds it and rolls the pointer
@@ -50,12 +57,13 @@ use std::sync::{Arc, Mutex};
 
 use blocksieve_format::{DecodeLimits, FullHash, TrustedKey, decode};
 
+pub mod deltas;
 mod manifest;
 mod publish;
 
-use crate::deltas::Chain;
 use crate::error::Error;
 use crate::storage::{Conditional, PutMode, Storage, Version};
+use deltas::Chain;
 pub use manifest::{Lease, MANIFEST_CONTEXT, Manifest, ObjectRef, Pointer};
 
 /// One list's published generations (clones share their index).

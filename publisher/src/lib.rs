@@ -28,7 +28,6 @@
 
 mod build;
 mod config;
-mod deltas;
 mod error;
 mod fetch;
 mod fuzzing;
@@ -38,7 +37,6 @@ mod metrics;
 mod object_storage;
 mod publisher;
 mod replica;
-mod schedule;
 mod server;
 mod sources;
 mod state;
@@ -62,12 +60,6 @@ pub mod internal {
     }
     pub mod config {
         pub use crate::config::*;
-    }
-    pub mod deltas {
-        pub use crate::deltas::*;
-    }
-    pub mod schedule {
-        pub use crate::schedule::*;
     }
     pub mod fetch {
         pub use crate::fetch::*;

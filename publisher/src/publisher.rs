@@ -9,18 +9,19 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use arc_swap::ArcSwapOption;
 use blocksieve_format::api::BuildStatus;
-use blocksieve_format::{FreshnessRecord, SigningKey, SnapshotHeader, TrustedKey};
+use blocksieve_format::{SigningKey, SnapshotHeader, TrustedKey};
 use tokio::net::TcpListener;
 
 use crate::build::{self, BuildRequest, LastGood, LoadedSource, SourceRole, SourceUpdate};
+use crate::config::schedule;
 use crate::config::{self, Config, Role, Settings};
-use crate::deltas::{Chain, NextDelta};
 use crate::error::Error;
 use crate::fetch;
+use crate::generations::deltas::NextDelta;
 use crate::generations::{self, LeaseOutcome, ListStore, PublishOutcome};
 use crate::state::{AppState, Freshness, ListSlot};
 use crate::storage::{self, LocalStorage, SourceCache, Storage};
-use crate::{listener, metrics, object_storage, replica, schedule, server};
+use crate::{listener, metrics, object_storage, replica, server};
 
 /// Current time in Unix seconds.
 fn unix_now() -> u64 {
@@ -555,35 +556,18 @@ impl Publisher {
                 };
             }
         };
+        let reread = |reason| Error::Reread {
+            list: list.name.clone(),
+            reason,
+        };
         let new_header = match blocksieve_format::parse_header_unverified(&built.snapshot) {
             Ok(header) => header,
-            Err(reason) => {
-                return failed(Error::Reread {
-                    list: list.name.clone(),
-                    reason,
-                });
-            }
+            Err(reason) => return failed(reread(reason)),
         };
         let next_build_at = schedule::next_firing(inner.config.schedule_of(index), request.now).unwrap_or(0);
         let sign_freshness = |header: &SnapshotHeader| {
-            let record = FreshnessRecord {
-                list_name: list.name.clone(),
-                version: header.version,
-                body_sha256: header.body_sha256,
-                issued_at: request.now,
-                expires_at: request.now.saturating_add(inner.config.snapshot_ttl.as_secs()),
-                next_build_at,
-            };
-            match record.sign(key) {
-                Ok(signed) => Some(Freshness {
-                    record,
-                    header_value: FreshnessRecord::to_header_value(&signed),
-                }),
-                Err(e) => {
-                    tracing::warn!(list = %list.name, error = %e, "cannot sign a freshness record");
-                    None
-                }
-            }
+            let ttl = inner.config.snapshot_ttl;
+            Freshness::sign(header, request.now, ttl, next_build_at, key)
         };
         // Unchanged: nothing new to publish (no version, generation or
         // delta); a new freshness record says the served version is still
@@ -623,22 +607,15 @@ impl Publisher {
         // The delta from the version served (the one this build follows)
         // appended to its chain.
         let deltas_started = std::time::Instant::now();
-        let chain = match &previous {
-            Some(prev) if prev.header.version < new_header.version => {
-                let next = NextDelta {
-                    from: (&prev.header, &prev.hashes),
-                    to: (&new_header, &built.hashes),
-                    chain: &prev.deltas,
-                    window: inner.config.delta_window,
-                    snapshot_bytes: built.snapshot.len(),
-                };
-                next.chain(key).unwrap_or_else(|reason| {
-                    tracing::warn!(list = %list.name, %reason, "cannot sign the delta; agents download the snapshot");
-                    Chain::default()
-                })
-            }
-            _ => Chain::default(),
-        };
+        let chain = NextDelta {
+            from: previous
+                .as_ref()
+                .map(|p| (&p.header, p.hashes.as_slice(), &p.deltas)),
+            to: (&new_header, &built.hashes),
+            window: inner.config.delta_window,
+            snapshot_bytes: built.snapshot.len(),
+        }
+        .chain(key);
         built.report.timings.add("deltas", deltas_started.elapsed());
         let freshness = sign_freshness(&new_header);
         let write_started = std::time::Instant::now();

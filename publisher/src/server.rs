@@ -1,5 +1,5 @@
 //! The HTTP API (axum). Every error is mapped to a JSON body in one place,
-//! [`ApiError`]; limits (body size, body-read time, timeout, concurrency)
+//! [`ApiError`] (`error`); limits (body size, body-read time, timeout, concurrency)
 //! are layers, and
 //! the errors those layers and axum's extractors answer themselves (413,
 //! 408, a path that is not UTF-8) are given the same JSON body by
@@ -19,7 +19,7 @@
 //! should have finished;
 //! versioned snapshots and the buckets of one snapshot version
 //! (`GET /v1/lists/{name}/hashes/{version}/{prefix}`, advertised by
-//! [`HASHES_HEADER`] on snapshot responses) `public, max-age=31536000,
+//! [`HASHES_HEADER`](blocksieve_format::api::HASHES_HEADER) on snapshot responses) `public, max-age=31536000,
 //! immutable`; `GET /v1/hashes/{prefix}` `public, max-age=<cache_duration_s>`.
 
 use std::collections::BTreeMap;
@@ -36,9 +36,8 @@ use axum::response::{IntoResponse, Json, Response};
 use axum::routing::{get, post};
 use blocksieve_format::RequestPrefix;
 use blocksieve_format::api::{
-    ErrorDetail, ErrorResponse, FULL_HASHES_CONTENT_TYPE, FullHashAnswer, FullHashSearchRequest,
-    FullHashSearchResponse, HASHES_HEADER, ListStatus, ListsResponse, NEXT_CHECK_HEADER, PrefixAnswer,
-    SnapshotStatus, accepts_full_hashes_binary, routes,
+    FULL_HASHES_CONTENT_TYPE, FullHashAnswer, FullHashSearchRequest, FullHashSearchResponse, ListStatus,
+    ListsResponse, NEXT_CHECK_HEADER, PrefixAnswer, SnapshotStatus, accepts_full_hashes_binary, routes,
 };
 use tower_http::compression::CompressionLayer;
 use tower_http::compression::predicate::{Predicate as _, SizeAbove};
@@ -48,7 +47,12 @@ use tower_http::timeout::TimeoutLayer;
 use crate::state::{AppState, Published};
 
 mod buckets;
+mod error;
 mod updates;
+
+pub use error::ApiError;
+use error::{parse_version, shown, unknown_list};
+use updates::{hashes_header, if_none_match_matches};
 
 /// Largest request body accepted, in bytes: 1,000 prefixes of 8 hex digits
 /// in JSON are about 12 KiB.
@@ -80,81 +84,6 @@ pub struct Limits {
     pub body_read_timeout: Duration,
     /// Requests served at once.
     pub max_concurrency: usize,
-}
-
-/// An API error: a status and a JSON [`ErrorResponse`].
-#[derive(Debug)]
-pub struct ApiError {
-    status: StatusCode,
-    code: &'static str,
-    message: String,
-    /// `Retry-After` in seconds, for an error the client should retry.
-    retry_after_s: Option<u64>,
-}
-
-impl ApiError {
-    fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
-        Self {
-            status,
-            code,
-            message: message.into(),
-            retry_after_s: None,
-        }
-    }
-
-    /// The same error with `Retry-After: seconds`.
-    fn retry_after(mut self, seconds: u64) -> Self {
-        self.retry_after_s = Some(seconds);
-        self
-    }
-
-    /// The HTTP status, always 4xx or 5xx.
-    pub fn status(&self) -> StatusCode {
-        self.status
-    }
-
-    /// The machine-readable error code, e.g. `bad_prefix`.
-    pub fn code(&self) -> &'static str {
-        self.code
-    }
-
-    /// The human-readable message.
-    pub fn message(&self) -> &str {
-        &self.message
-    }
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let body = ErrorResponse {
-            error: ErrorDetail {
-                code: self.code.to_owned(),
-                message: self.message,
-            },
-        };
-        let mut response = (
-            self.status,
-            [(header::CACHE_CONTROL, HeaderValue::from_static("no-store"))],
-            Json(body),
-        )
-            .into_response();
-        if let Some(seconds) = self.retry_after_s {
-            response
-                .headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
-        }
-        response
-    }
-}
-
-/// Shows at most 200 characters of client-supplied text in an error, marking a cut with `…`.
-fn shown(text: &str) -> String {
-    const MAX_CHARS: usize = 200;
-    let mut out: String = text.chars().take(MAX_CHARS).collect();
-    if text.chars().nth(MAX_CHARS).is_some() {
-        out.push('…');
-    }
-    out
 }
 
 /// The API router over `state`; tests can call it without a socket.
@@ -395,26 +324,6 @@ async fn lists(State(state): State<Arc<AppState>>) -> Json<ListsResponse> {
     Json(ListsResponse { lists })
 }
 
-/// Whether an `If-None-Match` header matches `etag` (RFC 9110 §13.1.2: a
-/// list of entity tags or `*`; weak comparison).
-fn if_none_match_matches(headers: &HeaderMap, etag: &str) -> bool {
-    headers.get_all(header::IF_NONE_MATCH).iter().any(|v| {
-        v.to_str().is_ok_and(|s| {
-            s.split(',')
-                .map(str::trim)
-                .any(|t| t == "*" || t.trim_start_matches("W/") == etag)
-        })
-    })
-}
-
-fn unknown_list(name: &str) -> ApiError {
-    ApiError::new(
-        StatusCode::NOT_FOUND,
-        "unknown_list",
-        format!("no list named {:?}", shown(name)),
-    )
-}
-
 async fn latest_snapshot(
     State(state): State<Arc<AppState>>,
     Path(name): Path<String>,
@@ -470,18 +379,6 @@ async fn latest_snapshot(
         Body::from(current.snapshot.clone()),
     )
         .into_response())
-}
-
-/// The [`HASHES_HEADER`] of a response carrying (or confirming) version
-/// `version` of list `name`'s snapshot: where that version's immutable
-/// full-hash buckets are. List names are validated lowercase ASCII, so
-/// the value is always a valid header.
-fn hashes_header(name: &str, version: u64) -> (header::HeaderName, HeaderValue) {
-    (
-        header::HeaderName::from_static(HASHES_HEADER),
-        HeaderValue::from_str(&routes::list_hashes_base(name, version))
-            .unwrap_or(HeaderValue::from_static("/")),
-    )
 }
 
 async fn versioned_snapshot(
@@ -552,29 +449,6 @@ fn freshness_parts(
     freshness: Option<(header::HeaderName, HeaderValue)>,
 ) -> axum::response::AppendHeaders<Option<(header::HeaderName, HeaderValue)>> {
     axum::response::AppendHeaders(freshness)
-}
-
-/// Parses a snapshot version sent by a client in its canonical decimal
-/// form only: ASCII digits, no sign, no leading zero (except `0` itself),
-/// at most `u64::MAX`. Each version thus has exactly one URL.
-///
-/// # Errors
-///
-/// `400 bad_version` otherwise.
-fn parse_version(text: &str) -> Result<u64, ApiError> {
-    let canonical = !text.is_empty()
-        && text.bytes().all(|b| b.is_ascii_digit())
-        && (text == "0" || !text.starts_with('0'));
-    canonical.then(|| text.parse().ok()).flatten().ok_or_else(|| {
-        ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "bad_version",
-            format!(
-                "snapshot version {:?}: expected a decimal number from 0 to 18446744073709551615, without sign or leading zeros",
-                shown(text)
-            ),
-        )
-    })
 }
 
 /// Parses a hash prefix sent by a client: 2 to 8 lowercase hex digits.
@@ -883,7 +757,7 @@ async fn search(
 #[cfg(test)]
 mod tests {
     use blocksieve_format::FullHash;
-    use blocksieve_format::api::ListedFullHash;
+    use blocksieve_format::api::{ErrorResponse, ListedFullHash};
 
     use super::*;
 

@@ -8,9 +8,9 @@ use std::time::Duration;
 use arc_swap::ArcSwapOption;
 use axum::body::Bytes;
 use blocksieve_format::api::{BuildStatus, StoreStatus};
-use blocksieve_format::{FreshnessRecord, FullHash, RequestPrefix, SnapshotHeader, TrustedKey};
+use blocksieve_format::{FreshnessRecord, FullHash, RequestPrefix, SigningKey, SnapshotHeader, TrustedKey};
 
-use crate::deltas::Chain;
+use crate::generations::deltas::Chain;
 use crate::generations::{ListStore, Pointer};
 use crate::metrics::Metrics;
 
@@ -71,6 +71,36 @@ pub struct Freshness {
 }
 
 impl Freshness {
+    /// A record that snapshot `header` is the latest as of `now`, fresh for
+    /// `ttl`, the next build due at `next_build_at` (0: none scheduled),
+    /// signed with `key`; `None` (logged) when it cannot be signed.
+    pub fn sign(
+        header: &SnapshotHeader,
+        now: u64,
+        ttl: Duration,
+        next_build_at: u64,
+        key: &SigningKey,
+    ) -> Option<Self> {
+        let record = FreshnessRecord {
+            list_name: header.list_name.clone(),
+            version: header.version,
+            body_sha256: header.body_sha256,
+            issued_at: now,
+            expires_at: now.saturating_add(ttl.as_secs()),
+            next_build_at,
+        };
+        match record.sign(key) {
+            Ok(signed) => Some(Self {
+                header_value: FreshnessRecord::to_header_value(&signed),
+                record,
+            }),
+            Err(e) => {
+                tracing::warn!(list = %header.list_name, error = %e, "cannot sign a freshness record");
+                None
+            }
+        }
+    }
+
     /// The record sent as `header_value`, if it verifies under `key`.
     ///
     /// # Errors

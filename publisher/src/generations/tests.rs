@@ -727,14 +727,14 @@ fn publish_with_delta(
 ) -> Chain {
     let header = |b: &BuiltList| blocksieve_format::parse_header_unverified(&b.snapshot).unwrap();
     let (from, to) = (header(prev), header(next));
-    let step = crate::deltas::NextDelta {
-        from: (&from, &prev.hashes),
+    let step = deltas::NextDelta {
+        from: Some((&from, &prev.hashes, chain)),
         to: (&to, &next.hashes),
-        chain,
         window: 10,
         snapshot_bytes: next.snapshot.len(),
     };
-    let chain = step.chain(&key()).unwrap();
+    let chain = step.chain(&key());
+    assert!(!chain.is_empty());
     let build = Build {
         version: next.version,
         snapshot: &next.snapshot,

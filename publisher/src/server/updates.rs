@@ -11,11 +11,37 @@ use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use blocksieve_format::api::{DELTAS_CONTENT_TYPE, FRESHNESS_HEADER, NEXT_CHECK_HEADER, routes};
+use blocksieve_format::api::{
+    DELTAS_CONTENT_TYPE, FRESHNESS_HEADER, HASHES_HEADER, NEXT_CHECK_HEADER, routes,
+};
 
-use super::{ApiError, hashes_header, if_none_match_matches, parse_version, unknown_list};
-use crate::schedule;
+use super::error::{ApiError, parse_version, unknown_list};
+use crate::config::schedule;
 use crate::state::{AppState, ListSlot, Published};
+
+/// Whether an `If-None-Match` header matches `etag` (RFC 9110 §13.1.2: a
+/// list of entity tags or `*`; weak comparison).
+pub(super) fn if_none_match_matches(headers: &HeaderMap, etag: &str) -> bool {
+    headers.get_all(header::IF_NONE_MATCH).iter().any(|v| {
+        v.to_str().is_ok_and(|s| {
+            s.split(',')
+                .map(str::trim)
+                .any(|t| t == "*" || t.trim_start_matches("W/") == etag)
+        })
+    })
+}
+
+/// The [`HASHES_HEADER`] of a response carrying (or confirming) version
+/// `version` of list `name`'s snapshot: where that version's immutable
+/// full-hash buckets are. List names are validated lowercase ASCII, so
+/// the value is always a valid header.
+pub(super) fn hashes_header(name: &str, version: u64) -> (HeaderName, HeaderValue) {
+    (
+        HeaderName::from_static(HASHES_HEADER),
+        HeaderValue::from_str(&routes::list_hashes_base(name, version))
+            .unwrap_or(HeaderValue::from_static("/")),
+    )
+}
 
 /// Seconds until an agent should ask about `slot` again: until its next
 /// scheduled build (the latest freshness record's `next_build_at`) has had

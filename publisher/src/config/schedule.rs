@@ -36,14 +36,21 @@ pub fn build_margin(last_build: Option<Duration>) -> Duration {
     (last_build.unwrap_or_default() * 2).clamp(MIN_BUILD_MARGIN, MAX_BUILD_MARGIN)
 }
 
+/// The longest next-check hint sent for a scheduled build (unless the
+/// configured fallback is longer): agents wait at most an hour whatever a
+/// server says (`agent::engine::schedule::MAX_SERVER_DELAY`), and a CDN
+/// should not keep an answer longer than agents would.
+pub const MAX_NEXT_CHECK: Duration = Duration::from_secs(60 * 60);
+
 /// The next-check hint at `now`: until `next_build_at` (Unix seconds, 0
-/// when unknown) plus `margin`; `fallback` when the build is unknown or
-/// already overdue.
+/// when unknown) plus `margin`, at most [`MAX_NEXT_CHECK`] or `fallback`,
+/// whichever is longer; `fallback` when the build is unknown or already
+/// overdue.
 pub fn next_check(next_build_at: u64, margin: Duration, now: u64, fallback: Duration) -> Duration {
     if next_build_at <= now {
         return fallback;
     }
-    Duration::from_secs(next_build_at - now) + margin
+    (Duration::from_secs(next_build_at - now) + margin).min(MAX_NEXT_CHECK.max(fallback))
 }
 
 #[cfg(test)]
@@ -77,6 +84,10 @@ mod tests {
             next_check(NOW + 1000, margin, NOW, fallback),
             Duration::from_secs(1080)
         );
+        // A build far off: at most an hour, or the fallback when longer.
+        assert_eq!(next_check(NOW + 86_400, margin, NOW, fallback), MAX_NEXT_CHECK);
+        let long = Duration::from_secs(7200);
+        assert_eq!(next_check(NOW + 86_400, margin, NOW, long), long);
         // Overdue, or no schedule known.
         assert_eq!(next_check(NOW, margin, NOW, fallback), fallback);
         assert_eq!(next_check(0, margin, NOW, fallback), fallback);

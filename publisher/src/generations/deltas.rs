@@ -131,12 +131,11 @@ fn prefixes(hashes: &[FullHash]) -> Vec<u32> {
 /// What a build appends to its predecessor's chain.
 #[derive(Debug)]
 pub struct NextDelta<'a> {
-    /// The previous version's header and sorted full hashes.
-    pub from: (&'a SnapshotHeader, &'a [FullHash]),
+    /// The version served before the build: its header, sorted full
+    /// hashes and chain (`None`: there was none, and no delta).
+    pub from: Option<(&'a SnapshotHeader, &'a [FullHash], &'a Chain)>,
     /// The new version's header and sorted full hashes.
     pub to: (&'a SnapshotHeader, &'a [FullHash]),
-    /// The previous version's chain.
-    pub chain: &'a Chain,
     /// The deltas kept.
     pub window: usize,
     /// The new snapshot's size in bytes: the chain is never longer.
@@ -146,33 +145,34 @@ pub struct NextDelta<'a> {
 impl NextDelta<'_> {
     /// Signs the delta (the prefixes `to` has and `from` has not, fresh
     /// until the new snapshot expires) with `key` and returns the chain of
-    /// the new version.
-    ///
-    /// # Errors
-    ///
-    /// Why the delta cannot be encoded (an invalid list name, versions out
-    /// of order, too many additions), in words.
-    pub fn chain(&self, key: &SigningKey) -> Result<Chain, String> {
-        let (from, from_hashes) = self.from;
+    /// the new version: empty when there is no `from`, or it is not older,
+    /// or the delta cannot be signed (logged; agents then download the
+    /// snapshot).
+    pub fn chain(&self, key: &SigningKey) -> Chain {
         let (to, to_hashes) = self.to;
+        let Some((from, from_hashes, chain)) = self.from.filter(|(from, ..)| from.version < to.version)
+        else {
+            return Chain::default();
+        };
         let additions = additions_between(&prefixes(from_hashes), &prefixes(to_hashes));
+        let end = |h: &SnapshotHeader| DeltaEnd {
+            version: h.version,
+            body_sha256: h.body_sha256,
+        };
         let params = DeltaParams {
             list_name: to.list_name.clone(),
-            from: DeltaEnd {
-                version: from.version,
-                body_sha256: from.body_sha256,
-            },
-            to: DeltaEnd {
-                version: to.version,
-                body_sha256: to.body_sha256,
-            },
+            from: end(from),
+            to: end(to),
             created_at: to.created_at,
             expires_at: to.expires_at,
         };
-        let delta = encode_delta(&params, &additions, key).map_err(|e| e.to_string())?;
-        Ok(self
-            .chain
-            .appended(&delta, params.to, self.window, self.snapshot_bytes))
+        match encode_delta(&params, &additions, key) {
+            Ok(delta) => chain.appended(&delta, params.to, self.window, self.snapshot_bytes),
+            Err(e) => {
+                tracing::warn!(list = %to.list_name, error = %e, "cannot sign the delta; agents download the snapshot");
+                Chain::default()
+            }
+        }
     }
 }
 
