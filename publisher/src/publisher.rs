@@ -573,8 +573,7 @@ impl Publisher {
         // delta); a new freshness record says the served version is still
         // the latest, here and, through the pointer, on replicas.
         if let Some(prev) = &previous
-            && prev.header.body_sha256 == new_header.body_sha256
-            && prev.hashes == built.hashes
+            && prev.unchanged_by(&new_header, &built.hashes, request.now, request.ttl)
         {
             if let Some(freshness) = sign_freshness(&prev.header) {
                 if let Some(base) = base.as_ref().filter(|b| b.pointer.version == prev.header.version)

@@ -43,6 +43,25 @@ impl Published {
         }
     }
 
+    /// Whether a build of snapshot `header` with sorted full `hashes` at
+    /// `now` leaves this served version as it is: the same snapshot body
+    /// and full hashes, and this snapshot still fresh for at least half of
+    /// `ttl` (the snapshot expiry). A build after that publishes the same
+    /// content as a new version (an empty delta to agents that follow
+    /// deltas), so that agents that read only snapshots, not freshness
+    /// records, never see the list go stale while the publisher runs.
+    pub fn unchanged_by(
+        &self,
+        header: &SnapshotHeader,
+        hashes: &[FullHash],
+        now: u64,
+        ttl: Duration,
+    ) -> bool {
+        self.header.body_sha256 == header.body_sha256
+            && self.header.expires_at >= now.saturating_add(ttl.as_secs() / 2)
+            && self.hashes == hashes
+    }
+
     /// Whether `record` vouches for this snapshot: its list, version and
     /// body hash.
     pub fn vouched_by(&self, record: &FreshnessRecord) -> bool {
@@ -298,5 +317,40 @@ impl AppState {
     /// Shared handle.
     pub fn shared(self) -> Arc<Self> {
         Arc::new(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::build::testing::build_feed;
+    use blocksieve_format::SigningKey;
+
+    fn published(feed: &str, now: u64) -> (Published, crate::build::BuiltList) {
+        let built = build_feed(feed, now, &SigningKey::from_secret_bytes([4; 32]));
+        let header = blocksieve_format::parse_header_unverified(&built.snapshot).unwrap();
+        let served = Published::new(
+            header,
+            built.snapshot.clone(),
+            built.hashes.clone(),
+            Chain::default(),
+        );
+        (served, built)
+    }
+
+    #[test]
+    fn a_build_is_unchanged_only_with_the_same_content_while_the_snapshot_is_fresh() {
+        let now = 1_800_000_000;
+        let (served, _) = published("http://phish.example/a\n", now);
+        let ttl = Duration::from_secs(served.header.expires_at - now);
+        let (same, built) = published("http://phish.example/a\n", now + 60);
+        assert!(served.unchanged_by(&same.header, &built.hashes, now + 60, ttl));
+        // Half the snapshot's lifetime left: still unchanged; less: a new
+        // version, so that agents reading only snapshots stay fresh.
+        let half = ttl.as_secs() / 2;
+        assert!(served.unchanged_by(&same.header, &built.hashes, now + half, ttl));
+        assert!(!served.unchanged_by(&same.header, &built.hashes, now + half + 1, ttl));
+        let (other, built) = published("http://phish.example/b\n", now + 60);
+        assert!(!served.unchanged_by(&other.header, &built.hashes, now + 60, ttl));
     }
 }
