@@ -17,6 +17,7 @@ use serde::Deserialize;
 
 use crate::Error;
 
+pub mod schedule;
 mod settings;
 
 pub use settings::Settings;
@@ -65,6 +66,13 @@ pub struct Config {
     /// Published versions kept on disk per list (each stays downloadable at
     /// its immutable URL). By default, 5.
     pub keep_versions: usize,
+    /// Deltas kept per list: an agent at most this many builds behind
+    /// follows the list by deltas (`GET /v1/lists/{name}/updates/{from}`);
+    /// an older one, or one whose chain would be larger than the snapshot,
+    /// is answered `410 no_delta` and downloads the snapshot. 1 to
+    /// [`blocksieve_format::MAX_CHAIN_DELTAS`]. By default, 336 (seven days
+    /// of 30-minute builds).
+    pub delta_window: usize,
     /// Pad every full-hash bucket in responses to at least this many entries
     /// with random hashes of the same prefix, so a hit and a miss have the
     /// same size (0 turns padding off). By default, 0.
@@ -560,6 +568,7 @@ impl Default for Config {
             next_check_s: 5 * 60,
             cache_duration_s: 5 * 60,
             keep_versions: 5,
+            delta_window: 336,
             padding: 0,
             max_bucket_entries: 4096,
             max_prefixes_per_request: blocksieve_format::api::MAX_PREFIXES_PER_REQUEST,
@@ -751,6 +760,16 @@ impl Config {
         }
         if self.keep_versions == 0 {
             return Err(config_error("keep_versions", "must be at least 1"));
+        }
+        if self.delta_window == 0 || self.delta_window > blocksieve_format::MAX_CHAIN_DELTAS {
+            return Err(config_error(
+                "delta_window",
+                format!(
+                    "{} is outside 1..={}",
+                    self.delta_window,
+                    blocksieve_format::MAX_CHAIN_DELTAS
+                ),
+            ));
         }
         if self.max_prefixes_per_request == 0 || self.max_prefixes_per_request > 100_000 {
             return Err(config_error(

@@ -5,6 +5,7 @@
 //! ```text
 //! lists/<name>/builds/<build>.snapshot     one build's signed snapshot
 //! lists/<name>/builds/<build>.hashes       its sorted full hashes, 32 raw bytes each
+//! lists/<name>/builds/<build>.deltas       its delta chain (none when empty)
 //! lists/<name>/generations/<g>.json        generation g's signed manifest
 //! lists/<name>/latest                      the pointer to the latest generation
 //! lists/<name>/lease                       which builder builds now (object stores)
@@ -17,16 +18,23 @@
 //! **Publishing** writes immutable data first and one commit point last
 //! ([`ListStore::publish`]):
 //!
-//! 1. the build's snapshot and full hashes, create-only;
+//! 1. the build's snapshot, full hashes and delta chain (when it has one),
+//!    create-only;
 //! 2. the [`Manifest`] of generation g + 1 (g is the generation the build
-//!    started from), naming both objects with their size and SHA-256,
+//!    started from), naming those objects with their size and SHA-256,
 //!    signed, create-only (`If-None-Match: *`): when it exists, or the
 //!    pointer has moved past g already (a stalled build, whose g + 1
 //!    retention may have removed), another builder published first, and
 //!    this build is garbage (what exists there but does not verify as
 //!    generation g + 1 is replaced by compare-and-swap instead);
 //! 3. the `latest` [`Pointer`], moved from g to g + 1 by compare-and-swap
-//!    (`If-Match` on the ETag read in step 0).
+//!    (`If-Match` on the ETag read in step 0), with the new version's
+//!    signed freshness record.
+//!
+//! A build that finds its list unchanged publishes no generation: it
+//! replaces the pointer's freshness record, at the same generation, by
+//! compare-and-swap ([`ListStore::refresh`]). Readers verify the record
+//! and use it only for the version and body hash it names.
 //!
 //! A crash before step 2 leaves garbage only; after step 2, the next
 //! builder that tries to create g + 1 finds it and rolls the pointer
@@ -47,12 +55,15 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use blocksieve_format::{DecodeLimits, FullHash, SigningKey, TrustedKey, decode};
+use blocksieve_format::{DecodeLimits, FullHash, TrustedKey, decode};
 
+pub mod deltas;
 mod manifest;
+mod publish;
 
 use crate::error::Error;
 use crate::storage::{Conditional, PutMode, Storage, Version};
+use deltas::Chain;
 pub use manifest::{Lease, MANIFEST_CONTEXT, Manifest, ObjectRef, Pointer};
 
 /// One list's published generations (clones share their index).
@@ -79,8 +90,27 @@ pub struct StoredVersion {
     pub snapshot: Vec<u8>,
     /// The sorted full hashes.
     pub hashes: Vec<FullHash>,
+    /// The delta chain ending at this version (empty for a generation
+    /// stored without one, and for the older layout).
+    pub deltas: Chain,
     /// Its generation (`None` for a version of the older layout).
     pub generation: Option<u64>,
+}
+
+/// What one build publishes ([`ListStore::publish_build`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Build<'a> {
+    /// The snapshot's version.
+    pub version: u64,
+    /// The signed snapshot.
+    pub snapshot: &'a [u8],
+    /// Its sorted full hashes.
+    pub hashes: &'a [FullHash],
+    /// The delta chain ending at this version (empty: none is stored).
+    pub deltas: &'a [u8],
+    /// The version's signed freshness record, as its header value, for the
+    /// `latest` pointer.
+    pub freshness: Option<&'a str>,
 }
 
 /// The `latest` pointer as read, with the version a compare-and-swap
@@ -240,10 +270,15 @@ impl ListStore {
         {
             head = manifest;
         }
+        // The record stays with the generation it was written for.
+        let freshness = (pointed.as_ref())
+            .filter(|p| p.generation == head.generation && p.version == head.version)
+            .and_then(|p| p.freshness.clone());
         let pointer = Pointer {
             list: self.name.clone(),
             generation: head.generation,
             version: head.version,
+            freshness,
         };
         let version = match version {
             Some(version) => version,
@@ -341,12 +376,40 @@ impl ListStore {
             return Err(self.corrupt(&hashes_key, reason));
         }
         let hashes = self.verify(&snapshot, &snapshot_key, &raw, &hashes_key, manifest.version, key)?;
+        let deltas = match &manifest.deltas {
+            Some(object) => self.load_chain(object, &snapshot, key)?,
+            None => Chain::default(),
+        };
         self.remember(manifest.version, generation, snapshot_key);
         Ok(StoredVersion {
             snapshot,
             hashes,
+            deltas,
             generation: Some(generation),
         })
+    }
+
+    /// The delta chain `object` names, checked against it, every delta
+    /// verified under `key` and the chain ending at `snapshot` (verified).
+    fn load_chain(&self, object: &ObjectRef, snapshot: &[u8], key: &TrustedKey) -> Result<Chain, Error> {
+        let deltas_key = self.key(&object.key);
+        let bytes = (self.storage)
+            .get_range(&deltas_key, 0..object.size.saturating_add(1))?
+            .ok_or_else(|| self.missing(&deltas_key))?;
+        if let Some(reason) = object.mismatch(&bytes) {
+            return Err(self.corrupt(&deltas_key, reason));
+        }
+        let header = blocksieve_format::parse_header_unverified(snapshot)
+            .map_err(|e| self.corrupt(&deltas_key, e.to_string()))?;
+        let end = blocksieve_format::DeltaEnd {
+            version: header.version,
+            body_sha256: header.body_sha256,
+        };
+        let chain = Chain::parse(bytes.into()).map_err(|reason| self.corrupt(&deltas_key, reason))?;
+        chain
+            .verify(&self.name, key, end)
+            .map_err(|reason| self.corrupt(&deltas_key, reason))?;
+        Ok(chain)
     }
 
     /// Checks a snapshot and its full hashes as an agent and the full-hash
@@ -534,244 +597,6 @@ impl ListStore {
         self.storage.get(&key).ok().flatten()
     }
 
-    /// Publishes a build of `version` (its signed `snapshot` and sorted
-    /// `hashes`) as the generation after `base` (what [`ListStore::latest`]
-    /// read before the build; `None` when there was none), signing its
-    /// manifest with `key`, then applies retention. See the module docs.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Storage`] or [`Error::Store`] when a write fails (the
-    /// latest generation stays), [`Error::Corrupt`] when `version` is not
-    /// newer than `base`'s.
-    pub fn publish(
-        &self,
-        version: u64,
-        snapshot: &[u8],
-        hashes: &[FullHash],
-        base: Option<&Latest>,
-        key: &SigningKey,
-        now: u64,
-    ) -> Result<PublishOutcome, Error> {
-        if let Some(base) = base
-            && version <= base.pointer.version
-        {
-            return Err(self.corrupt(
-                &self.pointer_key(),
-                format!(
-                    "points to version {}, not older than the build's {version}",
-                    base.pointer.version
-                ),
-            ));
-        }
-        let parent = base.map(|b| b.pointer.generation);
-        // The pointer is not signed: a forged one may name the last
-        // generation there is.
-        let Some(generation) = parent.map_or(Some(1), |g| g.checked_add(1)) else {
-            return Err(self.corrupt(
-                &self.pointer_key(),
-                format!("points to generation {}, after which there is none", u64::MAX),
-            ));
-        };
-        let build = format!("{version:020}-{:016x}", rand::random::<u64>());
-        let snapshot_ref = ObjectRef::of(format!("builds/{build}.snapshot"), snapshot);
-        let hashes_ref =
-            ObjectRef::of_chunks(format!("builds/{build}.hashes"), hashes.iter().map(|h| &h.0[..]));
-        // Streamed: a copy of the hashes in memory would add 32 bytes per
-        // entry to the build's peak.
-        let mut chunks = hashes.iter().map(|h| &h.0[..]);
-        let created = (self.storage).put_chunks(&self.key(&hashes_ref.key), &mut chunks, PutMode::Create)?;
-        let created = created.is_some()
-            && (self.storage)
-                .put(&self.key(&snapshot_ref.key), snapshot, PutMode::Create)?
-                .is_some();
-        if !created {
-            return Err(self.corrupt(&self.key(&snapshot_ref.key), "a never-reused build id exists"));
-        }
-        // A build that stalled (past its lease, or paused) may start from a
-        // generation whose successor retention has since removed: creating
-        // that number again would succeed, and its retention would count
-        // from it. A pointer moved since, to a generation past the base
-        // that verifies, says so.
-        if let Ok(Some(now)) = self.latest()
-            && base.is_none_or(|b| b.version != now.version)
-            && now.pointer.generation >= generation
-            && self.manifest(now.pointer.generation, key.public_key()).is_ok()
-        {
-            for object in [&snapshot_ref, &hashes_ref] {
-                let _ = self.storage.delete(&self.key(&object.key));
-            }
-            return Ok(PublishOutcome::Superseded {
-                generation: now.pointer.generation,
-            });
-        }
-        let manifest = Manifest {
-            list: self.name.clone(),
-            generation,
-            parent,
-            version,
-            created_at: now,
-            build,
-            snapshot: snapshot_ref,
-            hashes: hashes_ref,
-        };
-        let manifest_key = self.manifest_key(generation);
-        let signed = manifest.sign(key);
-        let created = (self.storage)
-            .put(&manifest_key, &signed, PutMode::Create)?
-            .is_some();
-        // "Exists" may answer a retry of this very write (the client
-        // retries a conditional PUT after a 5xx its first attempt
-        // applied): then the manifest is this build's, and its objects
-        // must stay. What is there may also be no manifest of this
-        // generation at all (garbage, or written without the signing key):
-        // that is replaced by compare-and-swap, or every later build would
-        // be superseded by it.
-        let holds_this_build = || match self.manifest(generation, key.public_key()) {
-            Ok(existing) => Ok(existing.build == manifest.build),
-            // Not known now: neither removed nor published.
-            Err(e) if !is_definitive(&e) => Err(e),
-            Err(e) => {
-                tracing::warn!(list = %self.name, generation, error = %e, "replacing what is stored as this generation's manifest");
-                let mode = (self.storage.version(&manifest_key)?).map_or(PutMode::Create, PutMode::Update);
-                Ok(self.storage.put(&manifest_key, &signed, mode)?.is_some())
-            }
-        };
-        if !created && !holds_this_build()? {
-            // Another builder published this generation first (and may have
-            // stopped before moving the pointer): this build is garbage.
-            for object in [&manifest.snapshot, &manifest.hashes] {
-                let _ = self.storage.delete(&self.key(&object.key));
-            }
-            self.roll_forward(generation, base, key.public_key())?;
-            return Ok(PublishOutcome::Superseded { generation });
-        }
-        if !self.move_pointer(&manifest, base, key.public_key())? {
-            // The pointer moved on without this generation, which another
-            // build now holds (a number pruned and created again while this
-            // builder stalled): this build was never published, and must
-            // not be served under its version either.
-            return Ok(PublishOutcome::Superseded { generation });
-        }
-        self.remember(version, generation, self.key(&manifest.snapshot.key));
-        self.prune(generation, key.public_key());
-        Ok(PublishOutcome::Published { generation })
-    }
-
-    /// Moves `latest` from `base` to `manifest`'s generation by
-    /// compare-and-swap. A lost race is re-read: a pointer already at this
-    /// generation or past it means it was published, if the manifest of
-    /// this generation is still this build's (`false` when it is not).
-    fn move_pointer(
-        &self,
-        manifest: &Manifest,
-        base: Option<&Latest>,
-        key: &TrustedKey,
-    ) -> Result<bool, Error> {
-        let pointer = Pointer {
-            list: self.name.clone(),
-            generation: manifest.generation,
-            version: manifest.version,
-        };
-        let mut expected = base.map(|b| b.version.clone());
-        for _ in 0..8 {
-            let mode = expected.clone().map_or(PutMode::Create, PutMode::Update);
-            if (self.storage)
-                .put(&self.pointer_key(), &pointer.to_bytes(), mode)?
-                .is_some()
-            {
-                return Ok(true);
-            }
-            match self.latest()? {
-                Some(now) if now.pointer.generation >= manifest.generation => {
-                    let held = self.manifest(manifest.generation, key)?;
-                    return Ok(held.build == manifest.build);
-                }
-                now => expected = now.map(|n| n.version),
-            }
-        }
-        Err(self.corrupt(
-            &self.pointer_key(),
-            format!(
-                "kept changing while generation {} was published; it is complete, and the next publish rolls the pointer forward to it",
-                manifest.generation
-            ),
-        ))
-    }
-
-    /// Points `latest` at `generation` (published by another builder) if it
-    /// still points at `base` and the manifest verifies: the step a builder
-    /// that stopped after creating it did not take.
-    fn roll_forward(&self, generation: u64, base: Option<&Latest>, key: &TrustedKey) -> Result<(), Error> {
-        let manifest = self.manifest(generation, key)?;
-        for object in [&manifest.snapshot, &manifest.hashes] {
-            if self.storage.version(&self.key(&object.key))?.is_none() {
-                return Err(self.missing(&self.key(&object.key)));
-            }
-        }
-        let pointer = Pointer {
-            list: self.name.clone(),
-            generation,
-            version: manifest.version,
-        };
-        let mode = base.map_or(PutMode::Create, |b| PutMode::Update(b.version.clone()));
-        if (self.storage)
-            .put(&self.pointer_key(), &pointer.to_bytes(), mode)?
-            .is_some()
-        {
-            tracing::info!(list = %self.name, generation, "rolled the latest pointer forward to a generation another builder published");
-        }
-        Ok(())
-    }
-
-    /// Retention after publishing `generation`; failures are logged, never
-    /// fatal (what is left is removed next time).
-    fn prune(&self, generation: u64, key: &TrustedKey) {
-        if let Err(e) = self.try_prune(generation, key) {
-            tracing::warn!(list = %self.name, error = %e, "retention did not finish; it continues after the next publish");
-        }
-    }
-
-    fn try_prune(&self, generation: u64, key: &TrustedKey) -> Result<(), Error> {
-        // Counted from the latest generation when another builder has
-        // published past this one meanwhile: what it keeps stays.
-        let latest = self.latest()?.map(|l| l.pointer.generation);
-        let generation = latest.map_or(generation, |l| l.max(generation));
-        let oldest_kept = generation.saturating_sub(self.keep as u64 - 1).max(1);
-        let mut kept_builds = std::collections::BTreeSet::new();
-        let mut oldest_version = u64::MAX;
-        for g in oldest_kept..=generation {
-            let manifest = self.manifest(g, key)?;
-            oldest_version = oldest_version.min(manifest.version);
-            kept_builds.insert(manifest.build);
-        }
-        for manifest_key in self.storage.list(&self.key("generations"))? {
-            let number = (manifest_key.rsplit('/').next())
-                .and_then(|n| n.strip_suffix(".json"))
-                .and_then(|n| n.parse::<u64>().ok());
-            if number.is_some_and(|g| g < oldest_kept) {
-                self.storage.delete(&manifest_key)?;
-            }
-        }
-        for object_key in self.storage.list(&self.key("builds"))? {
-            let Some(name) = object_key.rsplit('/').next() else {
-                continue;
-            };
-            let build = name.rsplit_once('.').map_or(name, |(b, _)| b);
-            let version = build.split('-').next().and_then(|v| v.parse::<u64>().ok());
-            if !kept_builds.contains(build) && version.is_some_and(|v| v < oldest_version) {
-                self.storage.delete(&object_key)?;
-            }
-        }
-        // The older layout's versions, superseded by the first generation.
-        for legacy in self.storage.list(&self.prefix)? {
-            if legacy.ends_with(".snapshot") || legacy.ends_with(".hashes") {
-                self.storage.delete(&legacy)?;
-            }
-        }
-        Ok(())
-    }
-
     /// Takes the lease for `holder` until `until` (Unix seconds) if it is
     /// free, expired at `now`, unreadable or already `holder`'s, or if it
     /// expires later than twice the lease asked for from `now`: no builder
@@ -863,6 +688,7 @@ impl ListStore {
                 Ok::<_, Error>(StoredVersion {
                     snapshot,
                     hashes,
+                    deltas: Chain::default(),
                     generation: None,
                 })
             })();

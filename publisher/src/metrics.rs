@@ -147,8 +147,9 @@ impl Metrics {
         self.store_reachable.set(i64::from(reachable));
     }
 
-    /// Records a build attempt: `outcome` is `published`, `refused`,
-    /// `failed`, `superseded` (another builder published first) or
+    /// Records a build attempt: `outcome` is `published`, `unchanged` (the
+    /// list is as served: nothing published, its freshness renewed),
+    /// `refused`, `failed`, `superseded` (another builder published first) or
     /// `skipped` (another builder held the lease: no build, so the last
     /// build's duration stays).
     pub fn build_finished(&self, name: &str, outcome: &'static str, seconds: f64, measured_fpr: Option<f64>) {

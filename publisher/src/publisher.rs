@@ -9,15 +9,17 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use arc_swap::ArcSwapOption;
 use blocksieve_format::api::BuildStatus;
-use blocksieve_format::{SigningKey, TrustedKey};
+use blocksieve_format::{SigningKey, SnapshotHeader, TrustedKey};
 use tokio::net::TcpListener;
 
 use crate::build::{self, BuildRequest, LastGood, LoadedSource, SourceRole, SourceUpdate};
+use crate::config::schedule;
 use crate::config::{self, Config, Role, Settings};
 use crate::error::Error;
 use crate::fetch;
-use crate::generations::{LeaseOutcome, ListStore, PublishOutcome};
-use crate::state::{AppState, ListSlot};
+use crate::generations::deltas::NextDelta;
+use crate::generations::{self, LeaseOutcome, ListStore, PublishOutcome};
+use crate::state::{AppState, Freshness, ListSlot};
 use crate::storage::{self, LocalStorage, SourceCache, Storage};
 use crate::{listener, metrics, object_storage, replica, server};
 
@@ -68,8 +70,13 @@ pub struct ListBuildOutcome {
     pub list: String,
     /// The report when a snapshot was built (published or refused).
     pub report: Option<build::BuildReport>,
-    /// `Ok(version)` when published; otherwise why not.
+    /// `Ok(version)` when published (or, `unchanged`, still served);
+    /// otherwise why not.
     pub result: Result<u64, Error>,
+    /// Whether the build found the list unchanged (the same snapshot body
+    /// and full hashes as the version served): it published nothing new,
+    /// only a new freshness record for the served version.
+    pub unchanged: bool,
 }
 
 impl Publisher {
@@ -150,13 +157,17 @@ impl Publisher {
                 last_build: Mutex::new(None),
                 store_status: Mutex::new(None),
                 store: ListStore::open(storage.clone(), &list.name, config.keep_versions)?,
+                freshness: ArcSwapOption::empty(),
             };
             if config.role.builds()
                 && let Some(stored) = slot.store.load_latest(&public_key)
                 && let Ok(header) = blocksieve_format::parse_header_unverified(&stored.snapshot)
             {
                 tracing::info!(list = %list.name, version = header.version, "serving snapshot from disk");
-                slot.serve(&metrics, header, stored.snapshot, stored.hashes);
+                slot.serve(&metrics, header, stored.snapshot, stored.hashes, stored.deltas);
+                if let Ok(Some(latest)) = slot.store.latest() {
+                    slot.adopt_freshness(&latest.pointer, &public_key);
+                }
             }
             lists.push(slot);
         }
@@ -321,6 +332,7 @@ impl Publisher {
             Ok(lease) => lease,
             Err(e) => {
                 let outcome = ListBuildOutcome {
+                    unchanged: false,
                     list: list.name.clone(),
                     report: None,
                     result: Err(e),
@@ -368,6 +380,7 @@ impl Publisher {
             tokio::task::spawn_blocking(move || this.build_and_publish(index, loaded, &caches, force))
                 .await
                 .unwrap_or_else(|e| ListBuildOutcome {
+                    unchanged: false,
                     list: list.name.clone(),
                     report: None,
                     result: Err(Error::BuildTask {
@@ -469,6 +482,7 @@ impl Publisher {
             return builds_nothing(&list.name);
         };
         let failed = |e| ListBuildOutcome {
+            unchanged: false,
             list: list.name.clone(),
             report: None,
             result: Err(e),
@@ -486,8 +500,15 @@ impl Publisher {
                 && let Some(stored) = slot.store.load_from(base.pointer.generation, &inner.public_key)
                 && let Ok(header) = blocksieve_format::parse_header_unverified(&stored.snapshot)
             {
-                slot.serve(&inner.state.metrics, header, stored.snapshot, stored.hashes);
+                slot.serve(
+                    &inner.state.metrics,
+                    header,
+                    stored.snapshot,
+                    stored.hashes,
+                    stored.deltas,
+                );
             }
+            slot.adopt_freshness(&base.pointer, &inner.public_key);
         }
         let previous = slot.current.load_full();
         let request = BuildRequest {
@@ -528,17 +549,53 @@ impl Publisher {
             Ok(b) => b,
             Err(e) => {
                 return ListBuildOutcome {
+                    unchanged: false,
                     list: list.name.clone(),
                     report: None,
                     result: Err(e),
                 };
             }
         };
+        let reread = |reason| Error::Reread {
+            list: list.name.clone(),
+            reason,
+        };
+        let new_header = match blocksieve_format::parse_header_unverified(&built.snapshot) {
+            Ok(header) => header,
+            Err(reason) => return failed(reread(reason)),
+        };
+        let next_build_at = schedule::next_firing(inner.config.schedule_of(index), request.now).unwrap_or(0);
+        let sign_freshness = |header: &SnapshotHeader| {
+            let ttl = inner.config.snapshot_ttl;
+            Freshness::sign(header, request.now, ttl, next_build_at, key)
+        };
+        // Unchanged: nothing new to publish (no version, generation or
+        // delta); a new freshness record says the served version is still
+        // the latest, here and, through the pointer, on replicas.
+        if let Some(prev) = &previous
+            && prev.unchanged_by(&new_header, &built.hashes, request.now, request.ttl)
+        {
+            if let Some(freshness) = sign_freshness(&prev.header) {
+                if let Some(base) = base.as_ref().filter(|b| b.pointer.version == prev.header.version)
+                    && let Err(e) = slot.store.refresh(base, &freshness.header_value)
+                {
+                    tracing::warn!(list = %list.name, error = %e, "cannot store the freshness record; replicas keep the previous one");
+                }
+                slot.offer_freshness(freshness);
+            }
+            return ListBuildOutcome {
+                unchanged: true,
+                list: list.name.clone(),
+                report: Some(built.report),
+                result: Ok(prev.header.version),
+            };
+        }
         if let Some(refusal) = build::check_gates(list, request.previous, &built.report) {
             if force {
                 tracing::warn!(list = %list.name, %refusal, "gate overridden by --force");
             } else {
                 return ListBuildOutcome {
+                    unchanged: false,
                     list: list.name.clone(),
                     report: Some(built.report),
                     result: Err(Error::Refused { gate: refusal }),
@@ -546,15 +603,29 @@ impl Publisher {
             }
         }
         let mut built = built;
+        // The delta from the version served (the one this build follows)
+        // appended to its chain.
+        let deltas_started = std::time::Instant::now();
+        let chain = NextDelta {
+            from: previous
+                .as_ref()
+                .map(|p| (&p.header, p.hashes.as_slice(), &p.deltas)),
+            to: (&new_header, &built.hashes),
+            window: inner.config.delta_window,
+            snapshot_bytes: built.snapshot.len(),
+        }
+        .chain(key);
+        built.report.timings.add("deltas", deltas_started.elapsed());
+        let freshness = sign_freshness(&new_header);
         let write_started = std::time::Instant::now();
-        let written = slot.store.publish(
-            built.version,
-            &built.snapshot,
-            &built.hashes,
-            base.as_ref(),
-            key,
-            request.now,
-        );
+        let build = generations::Build {
+            version: built.version,
+            snapshot: &built.snapshot,
+            hashes: &built.hashes,
+            deltas: chain.bytes(),
+            freshness: freshness.as_ref().map(|f| f.header_value.as_str()),
+        };
+        let written = slot.store.publish_build(&build, base.as_ref(), key, request.now);
         let write_took = write_started.elapsed();
         built.report.timings.add("write", write_took);
         let published = written.and_then(|outcome| match outcome {
@@ -564,23 +635,22 @@ impl Publisher {
                 generation,
             }),
         });
-        let published = published.and_then(|()| {
-            blocksieve_format::parse_header_unverified(&built.snapshot).map_err(|reason| Error::Reread {
-                list: list.name.clone(),
-                reason,
-            })
-        });
-        match published {
+        match published.map(|()| new_header) {
             Ok(header) => {
                 let version = header.version;
-                slot.serve(&inner.state.metrics, header, built.snapshot, built.hashes);
+                slot.serve(&inner.state.metrics, header, built.snapshot, built.hashes, chain);
+                if let Some(freshness) = freshness {
+                    slot.offer_freshness(freshness);
+                }
                 ListBuildOutcome {
+                    unchanged: false,
                     list: list.name.clone(),
                     report: Some(built.report),
                     result: Ok(version),
                 }
             }
             Err(e) => ListBuildOutcome {
+                unchanged: false,
                 list: list.name.clone(),
                 report: Some(built.report),
                 result: Err(e),
@@ -594,6 +664,7 @@ impl Publisher {
         let metrics = &inner.state.metrics;
         let measured = outcome.report.as_ref().map(|r| r.sizing.measured_fpr);
         let (label, gate) = match &outcome.result {
+            Ok(_) if outcome.unchanged => ("unchanged", None),
             Ok(_) => ("published", None),
             Err(Error::Refused { gate }) => ("refused", Some(gate.name().to_owned())),
             Err(Error::LeaseHeld { .. }) => ("skipped", None),
@@ -605,6 +676,14 @@ impl Publisher {
             metrics.gate_refused(name, g);
         }
         match (&outcome.result, &outcome.report) {
+            (Ok(version), Some(_)) if outcome.unchanged => {
+                tracing::info!(
+                    list = %name,
+                    version,
+                    duration_ms = elapsed.as_millis() as u64,
+                    "list unchanged; nothing published, the served version's freshness renewed"
+                );
+            }
             (Ok(version), Some(r)) => {
                 let s = &r.sizing;
                 tracing::info!(
@@ -793,6 +872,7 @@ fn builder_id(data_dir: &std::path::Path) -> String {
 /// The outcome of asking a replica, which has no signing key, to build.
 fn builds_nothing(list: &str) -> ListBuildOutcome {
     ListBuildOutcome {
+        unchanged: false,
         list: list.to_owned(),
         report: None,
         result: Err(Error::Config {

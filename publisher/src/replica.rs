@@ -15,7 +15,9 @@
 //! walks back from it to the newest generation that verifies, if that is
 //! newer than what it serves (but not past one the store could not be
 //! asked for now: that is tried again at the next check, as an
-//! unreachable store is). The
+//! unreachable store is). A pointer that names the version served but
+//! carries a newer freshness record (an unchanged build) changes only the
+//! record served, once it verifies. The
 //! served snapshot's bytes are the stored bytes, and its ETag depends only
 //! on them, so every replica answers alike for a generation.
 //!
@@ -141,6 +143,8 @@ impl Follower {
         };
         let served = slot.current.load().as_ref().map(|p| p.header.version);
         let PollDecision::Load(generation) = decide(served, &pointer, &followed.rejected) else {
+            // The same version, perhaps with a new freshness record.
+            slot.adopt_freshness(&pointer, &self.key);
             followed.seen = Some(seen);
             return Ok(());
         };
@@ -169,7 +173,14 @@ impl Follower {
             tracing::info!(list = %slot.name, generation = loaded, version = header.version, "serving a generation from the store");
             slot.store.remember_older(loaded, &self.key);
         }
-        slot.serve(&self.state.metrics, header, stored.snapshot, stored.hashes);
+        slot.serve(
+            &self.state.metrics,
+            header,
+            stored.snapshot,
+            stored.hashes,
+            stored.deltas,
+        );
+        slot.adopt_freshness(&pointer, &self.key);
         followed.seen = Some(seen);
         Ok(())
     }
@@ -228,6 +239,7 @@ mod tests {
             last_build: std::sync::Mutex::new(None),
             store_status: std::sync::Mutex::new(None),
             store: ListStore::open(storage.clone(), "phishing", 5).unwrap(),
+            freshness: arc_swap::ArcSwapOption::empty(),
         };
         let state = AppState {
             lists: vec![slot],
@@ -370,6 +382,7 @@ mod tests {
             list: "phishing".to_owned(),
             generation,
             version,
+            freshness: None,
         }
     }
 

@@ -1,5 +1,5 @@
 //! The HTTP API (axum). Every error is mapped to a JSON body in one place,
-//! [`ApiError`]; limits (body size, body-read time, timeout, concurrency)
+//! [`ApiError`] (`error`); limits (body size, body-read time, timeout, concurrency)
 //! are layers, and
 //! the errors those layers and axum's extractors answer themselves (413,
 //! 408, a path that is not UTF-8) are given the same JSON body by
@@ -13,10 +13,13 @@
 //! gzip-compressed for a client that accepts it ([`compress_json`]); the
 //! binary answers and snapshots are not (full hashes and zstd bodies do not
 //! compress). Caching by CDNs: errors `no-store`; the latest snapshot
-//! `public, max-age=<next check>, stale-if-error=`[`STALE_IF_ERROR_S`];
+//! `public, max-age=<next check>, stale-if-error=`[`STALE_IF_ERROR_S`]
+//! and the deltas from a version (`updates`) `public, max-age=<next
+//! check>`, the next check being when the list's next scheduled build
+//! should have finished;
 //! versioned snapshots and the buckets of one snapshot version
 //! (`GET /v1/lists/{name}/hashes/{version}/{prefix}`, advertised by
-//! [`HASHES_HEADER`] on snapshot responses) `public, max-age=31536000,
+//! [`HASHES_HEADER`](blocksieve_format::api::HASHES_HEADER) on snapshot responses) `public, max-age=31536000,
 //! immutable`; `GET /v1/hashes/{prefix}` `public, max-age=<cache_duration_s>`.
 
 use std::collections::BTreeMap;
@@ -33,9 +36,8 @@ use axum::response::{IntoResponse, Json, Response};
 use axum::routing::{get, post};
 use blocksieve_format::RequestPrefix;
 use blocksieve_format::api::{
-    ErrorDetail, ErrorResponse, FULL_HASHES_CONTENT_TYPE, FullHashAnswer, FullHashSearchRequest,
-    FullHashSearchResponse, HASHES_HEADER, ListStatus, ListsResponse, NEXT_CHECK_HEADER, PrefixAnswer,
-    SnapshotStatus, accepts_full_hashes_binary, routes,
+    FULL_HASHES_CONTENT_TYPE, FullHashAnswer, FullHashSearchRequest, FullHashSearchResponse, ListStatus,
+    ListsResponse, NEXT_CHECK_HEADER, PrefixAnswer, SnapshotStatus, accepts_full_hashes_binary, routes,
 };
 use tower_http::compression::CompressionLayer;
 use tower_http::compression::predicate::{Predicate as _, SizeAbove};
@@ -45,6 +47,12 @@ use tower_http::timeout::TimeoutLayer;
 use crate::state::{AppState, Published};
 
 mod buckets;
+mod error;
+mod updates;
+
+pub use error::ApiError;
+use error::{parse_version, shown, unknown_list};
+use updates::{hashes_header, if_none_match_matches};
 
 /// Largest request body accepted, in bytes: 1,000 prefixes of 8 hex digits
 /// in JSON are about 12 KiB.
@@ -78,87 +86,13 @@ pub struct Limits {
     pub max_concurrency: usize,
 }
 
-/// An API error: a status and a JSON [`ErrorResponse`].
-#[derive(Debug)]
-pub struct ApiError {
-    status: StatusCode,
-    code: &'static str,
-    message: String,
-    /// `Retry-After` in seconds, for an error the client should retry.
-    retry_after_s: Option<u64>,
-}
-
-impl ApiError {
-    fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
-        Self {
-            status,
-            code,
-            message: message.into(),
-            retry_after_s: None,
-        }
-    }
-
-    /// The same error with `Retry-After: seconds`.
-    fn retry_after(mut self, seconds: u64) -> Self {
-        self.retry_after_s = Some(seconds);
-        self
-    }
-
-    /// The HTTP status, always 4xx or 5xx.
-    pub fn status(&self) -> StatusCode {
-        self.status
-    }
-
-    /// The machine-readable error code, e.g. `bad_prefix`.
-    pub fn code(&self) -> &'static str {
-        self.code
-    }
-
-    /// The human-readable message.
-    pub fn message(&self) -> &str {
-        &self.message
-    }
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let body = ErrorResponse {
-            error: ErrorDetail {
-                code: self.code.to_owned(),
-                message: self.message,
-            },
-        };
-        let mut response = (
-            self.status,
-            [(header::CACHE_CONTROL, HeaderValue::from_static("no-store"))],
-            Json(body),
-        )
-            .into_response();
-        if let Some(seconds) = self.retry_after_s {
-            response
-                .headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
-        }
-        response
-    }
-}
-
-/// Shows at most 200 characters of client-supplied text in an error, marking a cut with `…`.
-fn shown(text: &str) -> String {
-    const MAX_CHARS: usize = 200;
-    let mut out: String = text.chars().take(MAX_CHARS).collect();
-    if text.chars().nth(MAX_CHARS).is_some() {
-        out.push('…');
-    }
-    out
-}
-
 /// The API router over `state`; tests can call it without a socket.
 pub fn router(state: Arc<AppState>, limits: Limits) -> Router {
     let api = operational_routes()
         .route(routes::LISTS, get(lists))
         .route(routes::LATEST_SNAPSHOT, get(latest_snapshot))
         .route(routes::VERSIONED_SNAPSHOT, get(versioned_snapshot))
+        .route(routes::UPDATES, get(updates::updates))
         .route(routes::FULL_HASHES, get(full_hashes))
         .route(routes::LIST_HASHES, get(list_hashes))
         .route(routes::SEARCH, post(search));
@@ -390,26 +324,6 @@ async fn lists(State(state): State<Arc<AppState>>) -> Json<ListsResponse> {
     Json(ListsResponse { lists })
 }
 
-/// Whether an `If-None-Match` header matches `etag` (RFC 9110 §13.1.2: a
-/// list of entity tags or `*`; weak comparison).
-fn if_none_match_matches(headers: &HeaderMap, etag: &str) -> bool {
-    headers.get_all(header::IF_NONE_MATCH).iter().any(|v| {
-        v.to_str().is_ok_and(|s| {
-            s.split(',')
-                .map(str::trim)
-                .any(|t| t == "*" || t.trim_start_matches("W/") == etag)
-        })
-    })
-}
-
-fn unknown_list(name: &str) -> ApiError {
-    ApiError::new(
-        StatusCode::NOT_FOUND,
-        "unknown_list",
-        format!("no list named {:?}", shown(name)),
-    )
-}
-
 async fn latest_snapshot(
     State(state): State<Arc<AppState>>,
     Path(name): Path<String>,
@@ -425,7 +339,7 @@ async fn latest_snapshot(
     })?;
     let etag = HeaderValue::from_str(&current.etag)
         .map_err(|_| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "bad etag"))?;
-    let next = state.next_check.as_secs();
+    let next = updates::next_check_s(&state, slot);
     let cache_control = HeaderValue::from_str(&format!(
         "public, max-age={next}, stale-if-error={STALE_IF_ERROR_S}"
     ))
@@ -434,6 +348,7 @@ async fn latest_snapshot(
     let version_url = HeaderValue::from_str(&routes::versioned_snapshot(&name, current.header.version))
         .unwrap_or(HeaderValue::from_static("/"));
     let hashes = hashes_header(&name, current.header.version);
+    let freshness = updates::freshness_header(slot, &current);
     if if_none_match_matches(&headers, &current.etag) {
         return Ok((
             StatusCode::NOT_MODIFIED,
@@ -443,6 +358,7 @@ async fn latest_snapshot(
                 (header::HeaderName::from_static(NEXT_CHECK_HEADER), next_check),
                 hashes,
             ],
+            freshness_parts(freshness),
         )
             .into_response());
     }
@@ -459,21 +375,10 @@ async fn latest_snapshot(
             (header::CONTENT_LOCATION, version_url),
             hashes,
         ],
+        freshness_parts(freshness),
         Body::from(current.snapshot.clone()),
     )
         .into_response())
-}
-
-/// The [`HASHES_HEADER`] of a response carrying (or confirming) version
-/// `version` of list `name`'s snapshot: where that version's immutable
-/// full-hash buckets are. List names are validated lowercase ASCII, so
-/// the value is always a valid header.
-fn hashes_header(name: &str, version: u64) -> (header::HeaderName, HeaderValue) {
-    (
-        header::HeaderName::from_static(HASHES_HEADER),
-        HeaderValue::from_str(&routes::list_hashes_base(name, version))
-            .unwrap_or(HeaderValue::from_static("/")),
-    )
 }
 
 async fn versioned_snapshot(
@@ -484,8 +389,12 @@ async fn versioned_snapshot(
     let slot = state.list(&name).ok_or_else(|| unknown_list(&name))?;
     let version = parse_version(&version)?;
     // Serve the current snapshot from memory; older kept ones from disk.
+    let mut freshness = None;
     let bytes = match slot.current.load_full() {
-        Some(p) if p.header.version == version => p.snapshot.clone(),
+        Some(p) if p.header.version == version => {
+            freshness = updates::freshness_header(slot, &p);
+            p.snapshot.clone()
+        }
         _ => {
             let store = slot.store.clone();
             tokio::task::spawn_blocking(move || store.read_snapshot(version))
@@ -514,6 +423,7 @@ async fn versioned_snapshot(
                 (header::CACHE_CONTROL, immutable),
                 hashes,
             ],
+            freshness_parts(freshness),
         )
             .into_response());
     }
@@ -528,32 +438,17 @@ async fn versioned_snapshot(
             (header::CACHE_CONTROL, immutable),
             hashes,
         ],
+        freshness_parts(freshness),
         Body::from(bytes),
     )
         .into_response())
 }
 
-/// Parses a snapshot version sent by a client in its canonical decimal
-/// form only: ASCII digits, no sign, no leading zero (except `0` itself),
-/// at most `u64::MAX`. Each version thus has exactly one URL.
-///
-/// # Errors
-///
-/// `400 bad_version` otherwise.
-fn parse_version(text: &str) -> Result<u64, ApiError> {
-    let canonical = !text.is_empty()
-        && text.bytes().all(|b| b.is_ascii_digit())
-        && (text == "0" || !text.starts_with('0'));
-    canonical.then(|| text.parse().ok()).flatten().ok_or_else(|| {
-        ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "bad_version",
-            format!(
-                "snapshot version {:?}: expected a decimal number from 0 to 18446744073709551615, without sign or leading zeros",
-                shown(text)
-            ),
-        )
-    })
+/// The freshness header, when there is one, as response parts.
+fn freshness_parts(
+    freshness: Option<(header::HeaderName, HeaderValue)>,
+) -> axum::response::AppendHeaders<Option<(header::HeaderName, HeaderValue)>> {
+    axum::response::AppendHeaders(freshness)
 }
 
 /// Parses a hash prefix sent by a client: 2 to 8 lowercase hex digits.
@@ -862,7 +757,7 @@ async fn search(
 #[cfg(test)]
 mod tests {
     use blocksieve_format::FullHash;
-    use blocksieve_format::api::ListedFullHash;
+    use blocksieve_format::api::{ErrorResponse, ListedFullHash};
 
     use super::*;
 

@@ -1,5 +1,6 @@
 //! What the server shares between requests and builds: one slot per list,
-//! each holding the published snapshot behind an atomic pointer.
+//! each holding the published snapshot (with its delta chain) and the
+//! latest freshness record behind atomic pointers.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -7,9 +8,10 @@ use std::time::Duration;
 use arc_swap::ArcSwapOption;
 use axum::body::Bytes;
 use blocksieve_format::api::{BuildStatus, StoreStatus};
-use blocksieve_format::{FullHash, RequestPrefix, SnapshotHeader};
+use blocksieve_format::{FreshnessRecord, FullHash, RequestPrefix, SigningKey, SnapshotHeader, TrustedKey};
 
-use crate::generations::ListStore;
+use crate::generations::deltas::Chain;
+use crate::generations::{ListStore, Pointer};
 use crate::metrics::Metrics;
 
 /// A published snapshot and the full hashes behind it.
@@ -23,18 +25,49 @@ pub struct Published {
     pub etag: String,
     /// The list's full hashes, sorted: the full-hash endpoints answer from it.
     pub hashes: Vec<FullHash>,
+    /// The deltas from earlier versions up to this one: the updates route
+    /// serves a suffix of it.
+    pub deltas: Chain,
 }
 
 impl Published {
-    /// Wraps a snapshot and its sorted hashes.
-    pub fn new(header: SnapshotHeader, snapshot: Vec<u8>, hashes: Vec<FullHash>) -> Self {
+    /// Wraps a snapshot, its sorted hashes and the delta chain ending at it.
+    pub fn new(header: SnapshotHeader, snapshot: Vec<u8>, hashes: Vec<FullHash>, deltas: Chain) -> Self {
         let etag = blocksieve_format::api::snapshot_etag(header.version, &header.body_sha256);
         Self {
             header,
             snapshot: Bytes::from(snapshot),
             etag,
             hashes,
+            deltas,
         }
+    }
+
+    /// Whether a build of snapshot `header` with sorted full `hashes` at
+    /// `now` leaves this served version as it is: the same snapshot body
+    /// and full hashes, and this snapshot still fresh for at least half of
+    /// `ttl` (the snapshot expiry). A build after that publishes the same
+    /// content as a new version (an empty delta to agents that follow
+    /// deltas), so that agents that read only snapshots, not freshness
+    /// records, never see the list go stale while the publisher runs.
+    pub fn unchanged_by(
+        &self,
+        header: &SnapshotHeader,
+        hashes: &[FullHash],
+        now: u64,
+        ttl: Duration,
+    ) -> bool {
+        self.header.body_sha256 == header.body_sha256
+            && self.header.expires_at >= now.saturating_add(ttl.as_secs() / 2)
+            && self.hashes == hashes
+    }
+
+    /// Whether `record` vouches for this snapshot: its list, version and
+    /// body hash.
+    pub fn vouched_by(&self, record: &FreshnessRecord) -> bool {
+        record.list_name == self.header.list_name
+            && record.version == self.header.version
+            && record.body_sha256 == self.header.body_sha256
     }
 
     /// The full hashes starting with `prefix` (binary search over the sorted
@@ -47,6 +80,61 @@ impl Published {
     }
 }
 
+/// A signed freshness record as served.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Freshness {
+    /// What it says.
+    pub record: FreshnessRecord,
+    /// Its [`blocksieve_format::api::FRESHNESS_HEADER`] value.
+    pub header_value: String,
+}
+
+impl Freshness {
+    /// A record that snapshot `header` is the latest as of `now`, fresh for
+    /// `ttl`, the next build due at `next_build_at` (0: none scheduled),
+    /// signed with `key`; `None` (logged) when it cannot be signed.
+    pub fn sign(
+        header: &SnapshotHeader,
+        now: u64,
+        ttl: Duration,
+        next_build_at: u64,
+        key: &SigningKey,
+    ) -> Option<Self> {
+        let record = FreshnessRecord {
+            list_name: header.list_name.clone(),
+            version: header.version,
+            body_sha256: header.body_sha256,
+            issued_at: now,
+            expires_at: now.saturating_add(ttl.as_secs()),
+            next_build_at,
+        };
+        match record.sign(key) {
+            Ok(signed) => Some(Self {
+                header_value: FreshnessRecord::to_header_value(&signed),
+                record,
+            }),
+            Err(e) => {
+                tracing::warn!(list = %header.list_name, error = %e, "cannot sign a freshness record");
+                None
+            }
+        }
+    }
+
+    /// The record sent as `header_value`, if it verifies under `key`.
+    ///
+    /// # Errors
+    ///
+    /// Why it does not, in words.
+    pub fn verify(header_value: &str, key: &TrustedKey) -> Result<Self, String> {
+        let record = FreshnessRecord::from_header_value(header_value, std::slice::from_ref(key))
+            .map_err(|e| e.to_string())?;
+        Ok(Self {
+            record,
+            header_value: header_value.to_owned(),
+        })
+    }
+}
+
 /// One threat list as the server sees it.
 #[derive(Debug)]
 pub struct ListSlot {
@@ -54,6 +142,10 @@ pub struct ListSlot {
     pub name: String,
     /// The snapshot being served; swapped whole by a build, never mutated.
     pub current: ArcSwapOption<Published>,
+    /// The latest freshness record: swapped by every build, changed or
+    /// not, without touching `current`. Served only with the version it
+    /// names.
+    pub freshness: ArcSwapOption<Freshness>,
     /// The outcome of the last build attempt.
     pub last_build: Mutex<Option<BuildStatus>>,
     /// Where its generations are stored (for the immutable version URLs).
@@ -65,7 +157,7 @@ pub struct ListSlot {
 
 impl ListSlot {
     /// Serves `snapshot` (its verified `header`) with its sorted full
-    /// `hashes`, swapped in whole, and records it in `metrics`: how a build,
+    /// `hashes` and the delta chain ending at it, swapped in whole, and records it in `metrics`: how a build,
     /// a restart and a replica all put a version in service. A version not
     /// newer than the one served is not swapped in (a builder's own publish
     /// and its follower may both offer one), so what agents see never goes
@@ -76,9 +168,10 @@ impl ListSlot {
         header: SnapshotHeader,
         snapshot: Vec<u8>,
         hashes: Vec<FullHash>,
+        deltas: Chain,
     ) -> bool {
         let (version, count, bytes) = (header.version, header.full_hash_count, snapshot.len() as u64);
-        let offered = Arc::new(Published::new(header, snapshot, hashes));
+        let offered = Arc::new(Published::new(header, snapshot, hashes, deltas));
         let mut swapped = false;
         self.current.rcu(|current| match current {
             Some(c) if c.header.version >= version => {
@@ -98,6 +191,56 @@ impl ListSlot {
 }
 
 impl ListSlot {
+    /// Keeps `offered` as the list's latest freshness record unless the
+    /// one held is newer (issued later). Returns whether it was kept.
+    pub fn offer_freshness(&self, offered: Freshness) -> bool {
+        let offered = Arc::new(offered);
+        let mut kept = false;
+        self.freshness.rcu(|held| match held {
+            Some(h)
+                if (h.record.version, h.record.issued_at)
+                    > (offered.record.version, offered.record.issued_at) =>
+            {
+                kept = false;
+                held.clone()
+            }
+            _ => {
+                kept = true;
+                Some(offered.clone())
+            }
+        });
+        kept
+    }
+
+    /// Keeps the freshness record a `latest` pointer carries, if it
+    /// verifies under `key` and vouches for the version served. Returns
+    /// whether it was kept.
+    pub fn adopt_freshness(&self, pointer: &Pointer, key: &TrustedKey) -> bool {
+        let Some(value) = pointer.freshness.as_deref() else {
+            return false;
+        };
+        let freshness = match Freshness::verify(value, key) {
+            Ok(freshness) => freshness,
+            Err(reason) => {
+                tracing::warn!(list = %self.name, %reason, "ignoring a freshness record that does not verify");
+                return false;
+            }
+        };
+        let served = self.current.load();
+        if !served.as_ref().is_some_and(|p| p.vouched_by(&freshness.record)) {
+            return false;
+        }
+        self.offer_freshness(freshness)
+    }
+
+    /// The freshness record to send with a response about `published`:
+    /// the latest, if it names that version.
+    pub fn freshness_of(&self, published: &Published) -> Option<Arc<Freshness>> {
+        self.freshness
+            .load_full()
+            .filter(|f| published.vouched_by(&f.record))
+    }
+
     /// Records a check of the store (for `/v1/lists`): whether it was
     /// reached, and when.
     pub fn checked(&self, reachable: bool) {
@@ -174,5 +317,40 @@ impl AppState {
     /// Shared handle.
     pub fn shared(self) -> Arc<Self> {
         Arc::new(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::build::testing::build_feed;
+    use blocksieve_format::SigningKey;
+
+    fn published(feed: &str, now: u64) -> (Published, crate::build::BuiltList) {
+        let built = build_feed(feed, now, &SigningKey::from_secret_bytes([4; 32]));
+        let header = blocksieve_format::parse_header_unverified(&built.snapshot).unwrap();
+        let served = Published::new(
+            header,
+            built.snapshot.clone(),
+            built.hashes.clone(),
+            Chain::default(),
+        );
+        (served, built)
+    }
+
+    #[test]
+    fn a_build_is_unchanged_only_with_the_same_content_while_the_snapshot_is_fresh() {
+        let now = 1_800_000_000;
+        let (served, _) = published("http://phish.example/a\n", now);
+        let ttl = Duration::from_secs(served.header.expires_at - now);
+        let (same, built) = published("http://phish.example/a\n", now + 60);
+        assert!(served.unchanged_by(&same.header, &built.hashes, now + 60, ttl));
+        // Half the snapshot's lifetime left: still unchanged; less: a new
+        // version, so that agents reading only snapshots stay fresh.
+        let half = ttl.as_secs() / 2;
+        assert!(served.unchanged_by(&same.header, &built.hashes, now + half, ttl));
+        assert!(!served.unchanged_by(&same.header, &built.hashes, now + half + 1, ttl));
+        let (other, built) = published("http://phish.example/b\n", now + 60);
+        assert!(!served.unchanged_by(&other.header, &built.hashes, now + 60, ttl));
     }
 }

@@ -2,7 +2,8 @@
 //! killed (SIGKILL) at random points of its builds and publishes while the
 //! other keeps publishing: no generation is torn or lost, `latest` always
 //! names a generation that loads whole, garbage is removed by retention,
-//! and building resumes.
+//! and building resumes. The feed changes all along, so that every build
+//! publishes (an unchanged list publishes nothing).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
@@ -102,7 +103,7 @@ async fn sigkilled_builders_leave_no_torn_or_lost_generation_and_building_resume
     let lines: String = (0..20_000)
         .map(|i| format!("http://host{i}.example/p\n"))
         .collect();
-    std::fs::write(&feed, lines).unwrap();
+    std::fs::write(&feed, &lines).unwrap();
     let (dir_a, dir_b) = (dir.path().join("a"), dir.path().join("b"));
     std::fs::create_dir_all(&dir_a).unwrap();
     std::fs::create_dir_all(&dir_b).unwrap();
@@ -113,6 +114,21 @@ async fn sigkilled_builders_leave_no_torn_or_lost_generation_and_building_resume
         Arc::new(ObjectStorage::s3(&moto.store_url("crash"), &moto.store_options()).unwrap());
     let store = ListStore::open(storage.clone(), "crash", KEEP as usize).unwrap();
 
+    // A build of an unchanged feed publishes nothing: the feed gains a
+    // line every 250 ms (written whole, then renamed into place), so that
+    // every build publishes a generation.
+    let changing = {
+        let (feed, mut lines) = (feed.clone(), lines);
+        tokio::spawn(async move {
+            for n in 0.. {
+                tokio::time::sleep(Duration::from_millis(250)).await;
+                lines += &format!("http://more{n}.example/p\n");
+                let next = feed.with_extension("next");
+                std::fs::write(&next, &lines).unwrap();
+                std::fs::rename(&next, &feed).unwrap();
+            }
+        })
+    };
     let mut survivor = builder(&config_b, &dir_b.join("log"));
     let mut generation = wait_for_generation(&store, &key, 0, Duration::from_secs(60)).await;
     let mut rng = rand::rngs::StdRng::seed_from_u64(0x5eed_b1d5);
@@ -134,6 +150,7 @@ async fn sigkilled_builders_leave_no_torn_or_lost_generation_and_building_resume
     let resumed = wait_for_generation(&store, &key, resumed, Duration::from_secs(30)).await;
     survivor.kill().unwrap();
     survivor.wait().unwrap();
+    changing.abort();
 
     // No generation lost: every generation from the oldest kept to the
     // latest has its manifest, and they chain by parent.

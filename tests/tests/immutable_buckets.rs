@@ -14,7 +14,7 @@ use blocksieve_format::api::{
 use blocksieve_format::{FullHash, RequestPrefix};
 use blocksieve_publisher::internal::sources::url_expression;
 use blocksieve_publisher::{ListConfig, SourceConfig, SourceFormat};
-use blocksieve_tests::{RunningPublisher, config, fixture_lines, fixture_source};
+use blocksieve_tests::{RunningPublisher, config, fixture_lines};
 
 /// Buckets are padded to this many full hashes.
 const PADDING: usize = 16;
@@ -58,10 +58,12 @@ async fn code(response: reqwest::Response) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn list_bucket_urls_answer_only_the_version_they_name() {
     let dir = tempfile::tempdir().unwrap();
+    let feed = dir.path().join("feed.txt");
+    std::fs::copy(blocksieve_tests::fixtures().join("phishing-urls.txt"), &feed).unwrap();
     let mut cfg = config(
         dir.path(),
         "alpha",
-        vec![fixture_source("phishing-urls.txt", SourceFormat::Urls)],
+        vec![SourceConfig::file(&feed, SourceFormat::Urls)],
     );
     cfg.lists[0].request_prefix_bits = Some(12);
     // A list whose source is missing: its first build fails, nothing is served.
@@ -233,6 +235,12 @@ async fn list_bucket_urls_answer_only_the_version_they_name() {
 
     // After a rebuild the old version's buckets are gone; the new ones are
     // advertised and served.
+    // An unchanged list publishes no new version: the feed gains a line.
+    std::io::Write::write_all(
+        &mut std::fs::OpenOptions::new().append(true).open(&feed).unwrap(),
+        b"\nhttp://rebuilt.example/new\n",
+    )
+    .unwrap();
     server.publisher.build_list(0).await.result.unwrap();
     let rebuilt = served(&server, "alpha").unwrap();
     assert!(rebuilt > version);
@@ -435,12 +443,19 @@ async fn a_lagging_server_leads_to_post_and_never_to_safe() {
     };
     let lagging = start("lagging", &old_feed).await;
     let lagging_version = wait_served(&lagging, "phishing").await;
-    let current = start("current", &new_feed).await;
-    let mut current_version = wait_served(&current, "phishing").await;
-    while current_version <= lagging_version {
-        current.publisher.build_list(0).await.result.unwrap();
-        current_version = served(&current, "phishing").unwrap();
+    // Versions are Unix seconds: the current server builds a second later
+    // (a rebuild of an unchanged feed would publish no newer version).
+    while std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        <= lagging_version
+    {
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    let current = start("current", &new_feed).await;
+    let current_version = wait_served(&current, "phishing").await;
+    assert!(current_version > lagging_version);
     let proxy = FaultProxy::start(&current.base_url()).await;
     proxy.relay_bucket_advertisement();
     let alone = blocksieve_agent::Agent::builder(proxy.base_url())

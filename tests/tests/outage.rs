@@ -201,7 +201,14 @@ async fn restart_after_expiry_with_the_publisher_down_answers_stale_then_fresh_w
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clock_two_days_ahead_at_start_uses_the_newest_snapshot_stale_and_recovers_with_the_clock() {
     let dir = tempfile::tempdir().unwrap();
-    let server = RunningPublisher::start(publisher_config(&dir.path().join("data"), 7200)).await;
+    let feed = dir.path().join("feed.txt");
+    std::fs::copy(blocksieve_tests::fixtures().join("phishing-urls.txt"), &feed).unwrap();
+    let mut cfg = publisher_config(&dir.path().join("data"), 7200);
+    cfg.lists[0].sources = vec![blocksieve_publisher::SourceConfig::file(
+        &feed,
+        SourceFormat::Urls,
+    )];
+    let server = RunningPublisher::start(cfg).await;
     server.wait_ready(READY).await;
     let proxy = FaultProxy::start(&server.base_url()).await;
     let listed = fixture_lines("phishing-urls.txt")[0].clone();
@@ -241,6 +248,12 @@ async fn clock_two_days_ahead_at_start_uses_the_newest_snapshot_stale_and_recove
     // A newer build replaces it: the newest verified snapshot is the one
     // in use.
     let v1 = version(&server).unwrap();
+    // An unchanged list publishes no new version: the feed gains a line.
+    std::io::Write::write_all(
+        &mut std::fs::OpenOptions::new().append(true).open(&feed).unwrap(),
+        b"\nhttp://rebuilt.example/new\n",
+    )
+    .unwrap();
     server.publisher.build_all().await;
     let v2 = version(&server).unwrap();
     assert!(v2 > v1);

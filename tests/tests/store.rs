@@ -197,6 +197,12 @@ async fn a_store_that_ignores_conditional_writes_is_refused_unless_dangerously_a
     let mut cfg = on_store(&moto, dir.path(), "p");
     cfg.store_options
         .insert("endpoint".to_owned(), format!("http://{proxy}"));
+    let feed = dir.path().join("feed.txt");
+    std::fs::copy(blocksieve_tests::fixtures().join("phishing-urls.txt"), &feed).unwrap();
+    cfg.lists[0].sources = vec![blocksieve_publisher::SourceConfig::file(
+        &feed,
+        SourceFormat::Urls,
+    )];
     match Publisher::open(cfg.clone()) {
         Err(e @ Error::StoreIgnoresConditions { .. }) => {
             let message = e.to_string();
@@ -233,6 +239,12 @@ async fn a_store_that_ignores_conditional_writes_is_refused_unless_dangerously_a
         }
         other => panic!("a second builder on a store that ignores conditions: {other:?}"),
     }
+    // An unchanged list publishes no new version: the feed gains a line.
+    std::io::Write::write_all(
+        &mut std::fs::OpenOptions::new().append(true).open(&feed).unwrap(),
+        b"\nhttp://rebuilt.example/new\n",
+    )
+    .unwrap();
     assert!(publisher.build_list(0).await.result.unwrap() > version);
     // A restarted builder (the same data directory) is the same builder.
     drop(publisher);

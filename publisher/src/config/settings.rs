@@ -40,6 +40,8 @@ pub struct Settings {
     pub cache_duration: Duration,
     /// Published versions kept on disk per list ([`Config::keep_versions`]).
     pub keep_versions: usize,
+    /// Deltas kept per list ([`Config::delta_window`]).
+    pub delta_window: usize,
     /// Full-hash bucket padding in responses, 0 for none
     /// ([`Config::padding`]).
     pub padding: usize,
@@ -110,6 +112,7 @@ impl Config {
             next_check: Duration::from_secs(self.next_check_s),
             cache_duration: Duration::from_secs(self.cache_duration_s),
             keep_versions: self.keep_versions,
+            delta_window: self.delta_window,
             padding: self.padding,
             max_bucket_entries: self.max_bucket_entries,
             max_prefixes_per_request: self.max_prefixes_per_request,

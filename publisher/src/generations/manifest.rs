@@ -93,6 +93,19 @@ pub struct Manifest {
     pub snapshot: ObjectRef,
     /// The sorted full hashes, 32 raw bytes each.
     pub hashes: ObjectRef,
+    /// The delta chain ending at this version (FORMAT.md "Delta chains");
+    /// absent when it is empty, and in manifests written before deltas.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deltas: Option<ObjectRef>,
+}
+
+impl Manifest {
+    /// Every object the generation is made of.
+    pub fn objects(&self) -> impl Iterator<Item = &ObjectRef> {
+        [Some(&self.snapshot), Some(&self.hashes), self.deltas.as_ref()]
+            .into_iter()
+            .flatten()
+    }
 }
 
 #[derive(Serialize)]
@@ -159,6 +172,13 @@ pub struct Pointer {
     pub generation: u64,
     /// Its snapshot's version (a reader serving it need read no more).
     pub version: u64,
+    /// The latest signed freshness record of that version (FORMAT.md
+    /// "Freshness records"), as its header value: an unchanged build
+    /// replaces it, so that replicas serve it too. Not trusted: a reader
+    /// verifies it and that it names the generation's version and body
+    /// hash. Absent in pointers written before freshness records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub freshness: Option<String>,
 }
 
 impl Pointer {
@@ -219,6 +239,7 @@ mod tests {
             build: "00000000001800000000-0123456789abcdef".to_owned(),
             snapshot: ObjectRef::of("builds/b.snapshot".to_owned(), b"snapshot"),
             hashes: ObjectRef::of_chunks("builds/b.hashes".to_owned(), [&b"ab"[..], b"cd"].into_iter()),
+            deltas: None,
         }
     }
 
@@ -269,6 +290,7 @@ mod tests {
             list: "phishing".to_owned(),
             generation,
             version: 1_800_000_000,
+            freshness: None,
         };
         assert_ne!(pointer(1).to_bytes(), pointer(2).to_bytes());
         assert_eq!(Pointer::parse(&pointer(2).to_bytes()), Ok(pointer(2)));

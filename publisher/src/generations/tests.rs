@@ -5,6 +5,7 @@ use crate::build::BuiltList;
 use crate::build::testing::build_feed;
 use crate::storage::LocalStorage;
 use crate::storage::testing::Intercepted;
+use blocksieve_format::SigningKey;
 
 fn key() -> SigningKey {
     SigningKey::from_secret_bytes([9; 32])
@@ -337,6 +338,7 @@ fn regression_a_pointer_with_a_forged_version_does_not_stop_publishing() {
         list: "phishing".to_owned(),
         generation: 1,
         version: u64::MAX,
+        freshness: None,
     };
     storage
         .put("lists/phishing/latest", &forged.to_bytes(), PutMode::Overwrite)
@@ -378,6 +380,7 @@ fn regression_a_pointer_at_the_last_generation_number_does_not_panic_a_builder()
         list: "phishing".to_owned(),
         generation: u64::MAX,
         version: 1,
+        freshness: None,
     };
     storage
         .put("lists/phishing/latest", &forged.to_bytes(), PutMode::Overwrite)
@@ -711,4 +714,113 @@ fn regression_generations_without_a_pointer_are_built_on_from_the_newest() {
         publish(&store, &next, Some(&base)),
         PublishOutcome::Published { generation: 4 }
     );
+}
+
+/// Publishes `next` after `prev` (published, with chain `chain`) with the
+/// delta between them; returns the new chain.
+fn publish_with_delta(
+    store: &ListStore,
+    prev: &BuiltList,
+    chain: &Chain,
+    next: &BuiltList,
+    freshness: Option<&str>,
+) -> Chain {
+    let header = |b: &BuiltList| blocksieve_format::parse_header_unverified(&b.snapshot).unwrap();
+    let (from, to) = (header(prev), header(next));
+    let step = deltas::NextDelta {
+        from: Some((&from, &prev.hashes, chain)),
+        to: (&to, &next.hashes),
+        window: 10,
+        snapshot_bytes: next.snapshot.len(),
+    };
+    let chain = step.chain(&key());
+    assert!(!chain.is_empty());
+    let build = Build {
+        version: next.version,
+        snapshot: &next.snapshot,
+        hashes: &next.hashes,
+        deltas: chain.bytes(),
+        freshness,
+    };
+    let base = store.latest().unwrap();
+    let outcome = store
+        .publish_build(&build, base.as_ref(), &key(), next.version)
+        .unwrap();
+    assert!(matches!(outcome, PublishOutcome::Published { .. }), "{outcome:?}");
+    chain
+}
+
+#[test]
+fn a_generation_stores_its_delta_chain_and_a_reader_loads_and_checks_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, storage) = store(dir.path(), 5);
+    let public = key().public_key().clone();
+    // Large enough that two deltas are smaller than the snapshot.
+    let feed: String = (0..500).map(|i| format!("http://phish.example/{i}\n")).collect();
+    let first = build(&feed, 1_800_000_000);
+    publish(&store, &first, None);
+    // No chain: no object, no field, and it loads as an empty chain.
+    assert_eq!(store.manifest(1, &public).unwrap().deltas, None);
+    assert!(store.load_generation(1, &public).unwrap().deltas.is_empty());
+    let second = build(&format!("{feed}http://phish.example/b\n"), 1_800_000_100);
+    let chain = publish_with_delta(&store, &first, &Chain::default(), &second, Some("record"));
+    let third = build(&format!("{feed}http://phish.example/c\n"), 1_800_000_200);
+    let chain = publish_with_delta(&store, &second, &chain, &third, None);
+    assert_eq!(chain.len(), 2);
+    let manifest = store.manifest(3, &public).unwrap();
+    let object = manifest.deltas.clone().unwrap();
+    assert!(object.key.ends_with(".deltas"), "{object:?}");
+    assert_eq!(store.load_generation(3, &public).unwrap().deltas, chain);
+    // The pointer of generation 2 carried its record; generation 3's none.
+    assert_eq!(store.latest().unwrap().unwrap().pointer.freshness, None);
+
+    // A chain object replaced (here by generation 2's, which is signed but
+    // ends elsewhere): the generation does not load, and readers walk back.
+    let second_object = store.manifest(2, &public).unwrap().deltas.unwrap();
+    let older = storage.get(&store.key(&second_object.key)).unwrap().unwrap();
+    let key3 = store.key(&object.key);
+    storage.delete(&key3).unwrap();
+    storage.put(&key3, &older, PutMode::Create).unwrap();
+    let refused = store.load_generation(3, &public).unwrap_err();
+    assert!(matches!(refused, Error::Corrupt { .. }), "{refused}");
+    assert_eq!(store.load_from(3, &public).unwrap().generation, Some(2));
+    storage.delete(&key3).unwrap();
+    assert!(is_definitive(&store.load_generation(3, &public).unwrap_err()));
+}
+
+#[test]
+fn a_manifest_written_before_delta_chains_still_verifies_and_loads() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, storage) = store(dir.path(), 5);
+    let first = build("http://phish.example/a\n", 1_800_000_000);
+    publish(&store, &first, None);
+    // The manifest's JSON as written before chains: no `deltas` key at all.
+    let manifest_key = store.manifest_key(1);
+    let stored = String::from_utf8(storage.get(&manifest_key).unwrap().unwrap()).unwrap();
+    assert!(!stored.contains("deltas"), "{stored}");
+    let public = key().public_key().clone();
+    let loaded = store.load_latest(&public).unwrap();
+    assert_eq!((loaded.generation, loaded.snapshot), (Some(1), first.snapshot));
+    assert!(loaded.deltas.is_empty());
+}
+
+#[test]
+fn a_refresh_moves_the_pointer_only_from_the_version_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = store(dir.path(), 5);
+    publish(&store, &build("http://phish.example/a\n", 1_800_000_000), None);
+    let base = store.latest().unwrap().unwrap();
+    assert!(store.refresh(&base, "first").unwrap());
+    let now = store.latest().unwrap().unwrap();
+    assert_eq!(now.pointer.freshness.as_deref(), Some("first"));
+    assert_eq!(now.pointer.generation, base.pointer.generation);
+    // From the stale version: refused, the newer record stays.
+    assert!(!store.refresh(&base, "stale").unwrap());
+    assert_eq!(
+        store.latest().unwrap().unwrap().pointer.freshness.as_deref(),
+        Some("first")
+    );
+    // `head` keeps the record of the generation it names.
+    let head = store.head(key().public_key()).unwrap().unwrap();
+    assert_eq!(head.pointer.freshness.as_deref(), Some("first"));
 }

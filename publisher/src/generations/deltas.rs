@@ -1,0 +1,268 @@
+//! A list's delta chain (FORMAT.md "Delta chains"): the signed
+//! additions-only deltas between its consecutive published versions, the
+//! newest last, as one byte string that the updates route serves a suffix
+//! of.
+//!
+//! Each generation stores its chain whole (`builds/<build>.deltas`): the
+//! previous generation's chain, the delta from the previous version to its
+//! own appended, trimmed from the front to the last `delta_window` deltas
+//! and further while it is larger than the generation's snapshot (an agent
+//! would rather download the snapshot). A delta is about a kilobyte per
+//! build of the union list, so a week of them is a few hundred kilobytes.
+
+use axum::body::Bytes;
+use blocksieve_format::{
+    DeltaEnd, DeltaParams, FullHash, SigningKey, SnapshotHeader, TrustedKey, additions_between, decode_chain,
+    encode_delta, parse_delta_header,
+};
+
+/// A delta chain and where each of its deltas starts.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Chain {
+    /// The deltas, one after another, each one's `from` the previous one's `to`.
+    bytes: Bytes,
+    /// Per delta, oldest first: its `from` version and its offset in `bytes`.
+    /// A request finds its suffix here without parsing the chain again.
+    index: Vec<(u64, usize)>,
+    /// The `to` end of the last delta (`None` for an empty chain).
+    to: Option<DeltaEnd>,
+}
+
+impl Chain {
+    /// The chain stored as `bytes`, its framing read (headers only, not
+    /// verified: see [`Chain::verify`]).
+    ///
+    /// # Errors
+    ///
+    /// Why the bytes are not a chain, in words.
+    pub fn parse(bytes: Bytes) -> Result<Self, String> {
+        let mut index = Vec::new();
+        let mut to = None;
+        let mut offset = 0;
+        while offset < bytes.len() {
+            let (header, len) =
+                parse_delta_header(&bytes[offset..]).map_err(|e| format!("delta {}: {e}", index.len()))?;
+            let end = offset
+                .checked_add(len)
+                .filter(|&end| end <= bytes.len())
+                .ok_or_else(|| format!("delta {} runs past the end of the chain", index.len()))?;
+            index.push((header.from.version, offset));
+            to = Some(header.to);
+            offset = end;
+        }
+        Ok(Self { bytes, index, to })
+    }
+
+    /// Checks every delta's signature under `key` and the links, for list
+    /// `list`, and that the chain ends at `end` (the version it is stored
+    /// with).
+    ///
+    /// # Errors
+    ///
+    /// Why not, in words.
+    pub fn verify(&self, list: &str, key: &TrustedKey, end: DeltaEnd) -> Result<(), String> {
+        let deltas = decode_chain(&self.bytes, list, std::slice::from_ref(key)).map_err(|e| e.to_string())?;
+        match deltas.last() {
+            None => Ok(()),
+            Some(last) if last.header().to == end => Ok(()),
+            Some(last) => Err(format!(
+                "ends at version {}, not at the generation's version {}",
+                last.header().to.version,
+                end.version
+            )),
+        }
+    }
+
+    /// The chain's bytes.
+    pub fn bytes(&self) -> &Bytes {
+        &self.bytes
+    }
+
+    /// How many deltas it holds.
+    pub fn len(&self) -> usize {
+        self.index.len()
+    }
+
+    /// Whether it holds none.
+    pub fn is_empty(&self) -> bool {
+        self.index.is_empty()
+    }
+
+    /// The deltas from version `from` on: `None` when no delta of the chain
+    /// starts at `from` (older than the chain, or not a version it passes).
+    pub fn suffix(&self, from: u64) -> Option<Bytes> {
+        let at = self.index.partition_point(|&(v, _)| v < from);
+        let &(version, offset) = self.index.get(at)?;
+        (version == from).then(|| self.bytes.slice(offset..))
+    }
+
+    /// This chain with `delta` (`delta_bytes` long, starting at this
+    /// chain's end) appended, then its oldest deltas dropped until it holds
+    /// at most `window` and is at most `max_bytes` long.
+    fn appended(&self, delta: &[u8], to: DeltaEnd, window: usize, max_bytes: usize) -> Self {
+        // A chain that does not end where the delta starts cannot be
+        // continued: the delta alone.
+        let mut index: Vec<(u64, usize)> = self.index.clone();
+        let mut bytes = self.bytes.to_vec();
+        let from = parse_delta_header(delta).map(|(h, _)| h.from).ok();
+        if self.to.is_none() || self.to != from {
+            index.clear();
+            bytes.clear();
+        }
+        index.push((from.map_or(0, |f| f.version), bytes.len()));
+        bytes.extend_from_slice(delta);
+        let mut drop = 0;
+        while drop < index.len() && (index.len() - drop > window || bytes.len() - index[drop].1 > max_bytes) {
+            drop += 1;
+        }
+        let cut = index.get(drop).map_or(bytes.len(), |&(_, offset)| offset);
+        let index = index[drop..].iter().map(|&(v, o)| (v, o - cut)).collect();
+        let bytes = Bytes::from(bytes.split_off(cut));
+        let to = (!bytes.is_empty()).then_some(to);
+        Self { bytes, index, to }
+    }
+}
+
+/// The 32-bit prefixes of sorted full hashes, ascending (repeats kept).
+fn prefixes(hashes: &[FullHash]) -> Vec<u32> {
+    hashes.iter().map(|h| h.prefix().0).collect()
+}
+
+/// What a build appends to its predecessor's chain.
+#[derive(Debug)]
+pub struct NextDelta<'a> {
+    /// The version served before the build: its header, sorted full
+    /// hashes and chain (`None`: there was none, and no delta).
+    pub from: Option<(&'a SnapshotHeader, &'a [FullHash], &'a Chain)>,
+    /// The new version's header and sorted full hashes.
+    pub to: (&'a SnapshotHeader, &'a [FullHash]),
+    /// The deltas kept.
+    pub window: usize,
+    /// The new snapshot's size in bytes: the chain is never longer.
+    pub snapshot_bytes: usize,
+}
+
+impl NextDelta<'_> {
+    /// Signs the delta (the prefixes `to` has and `from` has not, fresh
+    /// until the new snapshot expires) with `key` and returns the chain of
+    /// the new version: empty when there is no `from`, or it is not older,
+    /// or the delta cannot be signed (logged; agents then download the
+    /// snapshot).
+    pub fn chain(&self, key: &SigningKey) -> Chain {
+        let (to, to_hashes) = self.to;
+        let Some((from, from_hashes, chain)) = self.from.filter(|(from, ..)| from.version < to.version)
+        else {
+            return Chain::default();
+        };
+        let additions = additions_between(&prefixes(from_hashes), &prefixes(to_hashes));
+        let end = |h: &SnapshotHeader| DeltaEnd {
+            version: h.version,
+            body_sha256: h.body_sha256,
+        };
+        let params = DeltaParams {
+            list_name: to.list_name.clone(),
+            from: end(from),
+            to: end(to),
+            created_at: to.created_at,
+            expires_at: to.expires_at,
+        };
+        match encode_delta(&params, &additions, key) {
+            Ok(delta) => chain.appended(&delta, params.to, self.window, self.snapshot_bytes),
+            Err(e) => {
+                tracing::warn!(list = %to.list_name, error = %e, "cannot sign the delta; agents download the snapshot");
+                Chain::default()
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn end(version: u64) -> DeltaEnd {
+        DeltaEnd {
+            version,
+            body_sha256: [version as u8; 32],
+        }
+    }
+
+    fn delta(key: &SigningKey, from: u64, to: u64, additions: &[u32]) -> Vec<u8> {
+        let params = DeltaParams {
+            list_name: "phishing".to_owned(),
+            from: end(from),
+            to: end(to),
+            created_at: 1,
+            expires_at: 2,
+        };
+        encode_delta(&params, additions, key).unwrap()
+    }
+
+    fn chain_of(key: &SigningKey, versions: &[u64], window: usize, max_bytes: usize) -> Chain {
+        let mut chain = Chain::default();
+        for pair in versions.windows(2) {
+            let d = delta(key, pair[0], pair[1], &[pair[1] as u32, 7]);
+            chain = chain.appended(&d, end(pair[1]), window, max_bytes);
+        }
+        chain
+    }
+
+    #[test]
+    fn a_chain_serves_the_suffix_from_each_version_it_passes() {
+        let key = SigningKey::from_secret_bytes([3; 32]);
+        let chain = chain_of(&key, &[10, 20, 30, 40], 10, usize::MAX);
+        assert_eq!(chain.len(), 3);
+        assert_eq!(Chain::parse(chain.bytes().clone()).unwrap(), chain);
+        chain.verify("phishing", key.public_key(), end(40)).unwrap();
+        assert!(chain.verify("phishing", key.public_key(), end(30)).is_err());
+        for (from, deltas) in [(10, 3), (20, 2), (30, 1)] {
+            let suffix = chain.suffix(from).unwrap();
+            let decoded = decode_chain(&suffix, "phishing", &[key.public_key().clone()]).unwrap();
+            assert_eq!(decoded.len(), deltas);
+            assert_eq!(decoded[0].header().from, end(from));
+            assert_eq!(decoded.last().unwrap().header().to, end(40));
+        }
+        for unknown in [0, 9, 15, 40, 41] {
+            assert_eq!(chain.suffix(unknown), None, "{unknown}");
+        }
+    }
+
+    #[test]
+    fn a_chain_keeps_the_window_and_never_outgrows_the_snapshot() {
+        let key = SigningKey::from_secret_bytes([3; 32]);
+        let chain = chain_of(&key, &[1, 2, 3, 4, 5, 6], 2, usize::MAX);
+        assert_eq!(chain.len(), 2);
+        assert!(chain.suffix(3).is_none());
+        assert!(chain.suffix(4).is_some());
+        chain.verify("phishing", key.public_key(), end(6)).unwrap();
+        let one = delta(&key, 1, 2, &[2, 7]).len();
+        let chain = chain_of(&key, &[1, 2, 3, 4, 5, 6], 100, 2 * one + 1);
+        assert_eq!(chain.len(), 2);
+        assert!(chain.bytes().len() <= 2 * one + 1);
+        // A delta alone larger than the snapshot: no chain at all.
+        let none = chain_of(&key, &[1, 2], 100, one - 1);
+        assert!(none.is_empty());
+        assert_eq!(none.suffix(1), None);
+    }
+
+    #[test]
+    fn a_delta_that_does_not_continue_the_chain_starts_a_new_one() {
+        let key = SigningKey::from_secret_bytes([3; 32]);
+        let chain = chain_of(&key, &[1, 2, 3], 10, usize::MAX);
+        let gap = delta(&key, 5, 6, &[1]);
+        let restarted = chain.appended(&gap, end(6), 10, usize::MAX);
+        assert_eq!(restarted.len(), 1);
+        assert!(restarted.suffix(5).is_some());
+        assert!(restarted.suffix(1).is_none());
+    }
+
+    #[test]
+    fn bytes_that_are_not_a_chain_are_refused() {
+        let key = SigningKey::from_secret_bytes([3; 32]);
+        let chain = chain_of(&key, &[1, 2, 3], 10, usize::MAX);
+        let cut = chain.bytes().slice(..chain.bytes().len() - 1);
+        assert!(Chain::parse(cut).is_err());
+        assert!(Chain::parse(Bytes::from_static(b"garbage")).is_err());
+        assert_eq!(Chain::parse(Bytes::new()).unwrap(), Chain::default());
+    }
+}

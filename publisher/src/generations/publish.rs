@@ -1,0 +1,317 @@
+//! Publishing a generation ([`ListStore::publish`]) and refreshing the
+//! served one ([`ListStore::refresh`]), then retention: the writing half of
+//! [`super`]'s layout.
+
+use blocksieve_format::{FullHash, SigningKey, TrustedKey};
+
+use super::{Build, Latest, ListStore, Manifest, ObjectRef, Pointer, PublishOutcome, is_definitive};
+use crate::error::Error;
+use crate::storage::PutMode;
+
+impl ListStore {
+    /// Publishes a build of `version` (its signed `snapshot` and sorted
+    /// `hashes`) as the generation after `base` (what [`ListStore::latest`]
+    /// read before the build; `None` when there was none), signing its
+    /// manifest with `key`, then applies retention. See the module docs.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Storage`] or [`Error::Store`] when a write fails (the
+    /// latest generation stays), [`Error::Corrupt`] when `version` is not
+    /// newer than `base`'s.
+    pub fn publish(
+        &self,
+        version: u64,
+        snapshot: &[u8],
+        hashes: &[FullHash],
+        base: Option<&Latest>,
+        key: &SigningKey,
+        now: u64,
+    ) -> Result<PublishOutcome, Error> {
+        let build = Build {
+            version,
+            snapshot,
+            hashes,
+            deltas: &[],
+            freshness: None,
+        };
+        self.publish_build(&build, base, key, now)
+    }
+
+    /// As [`ListStore::publish`], with the build's delta chain stored as
+    /// one more object of the generation (none when it is empty) and its
+    /// signed freshness record in the `latest` pointer.
+    ///
+    /// # Errors
+    ///
+    /// As [`ListStore::publish`].
+    pub fn publish_build(
+        &self,
+        build: &Build<'_>,
+        base: Option<&Latest>,
+        key: &SigningKey,
+        now: u64,
+    ) -> Result<PublishOutcome, Error> {
+        let Build {
+            version,
+            snapshot,
+            hashes,
+            deltas,
+            freshness,
+        } = *build;
+        if let Some(base) = base
+            && version <= base.pointer.version
+        {
+            return Err(self.corrupt(
+                &self.pointer_key(),
+                format!(
+                    "points to version {}, not older than the build's {version}",
+                    base.pointer.version
+                ),
+            ));
+        }
+        let parent = base.map(|b| b.pointer.generation);
+        // The pointer is not signed: a forged one may name the last
+        // generation there is.
+        let Some(generation) = parent.map_or(Some(1), |g| g.checked_add(1)) else {
+            return Err(self.corrupt(
+                &self.pointer_key(),
+                format!("points to generation {}, after which there is none", u64::MAX),
+            ));
+        };
+        let build = format!("{version:020}-{:016x}", rand::random::<u64>());
+        let snapshot_ref = ObjectRef::of(format!("builds/{build}.snapshot"), snapshot);
+        let hashes_ref =
+            ObjectRef::of_chunks(format!("builds/{build}.hashes"), hashes.iter().map(|h| &h.0[..]));
+        // Streamed: a copy of the hashes in memory would add 32 bytes per
+        // entry to the build's peak.
+        let mut chunks = hashes.iter().map(|h| &h.0[..]);
+        let created = (self.storage).put_chunks(&self.key(&hashes_ref.key), &mut chunks, PutMode::Create)?;
+        let created = created.is_some()
+            && (self.storage)
+                .put(&self.key(&snapshot_ref.key), snapshot, PutMode::Create)?
+                .is_some();
+        let deltas_ref =
+            (!deltas.is_empty()).then(|| ObjectRef::of(format!("builds/{build}.deltas"), deltas));
+        let created = created
+            && match &deltas_ref {
+                Some(object) => (self.storage)
+                    .put(&self.key(&object.key), deltas, PutMode::Create)?
+                    .is_some(),
+                None => true,
+            };
+        if !created {
+            return Err(self.corrupt(&self.key(&snapshot_ref.key), "a never-reused build id exists"));
+        }
+        // A build that stalled (past its lease, or paused) may start from a
+        // generation whose successor retention has since removed: creating
+        // that number again would succeed, and its retention would count
+        // from it. A pointer moved since, to a generation past the base
+        // that verifies, says so.
+        if let Ok(Some(now)) = self.latest()
+            && base.is_none_or(|b| b.version != now.version)
+            && now.pointer.generation >= generation
+            && self.manifest(now.pointer.generation, key.public_key()).is_ok()
+        {
+            for object in [Some(&snapshot_ref), Some(&hashes_ref), deltas_ref.as_ref()]
+                .into_iter()
+                .flatten()
+            {
+                let _ = self.storage.delete(&self.key(&object.key));
+            }
+            return Ok(PublishOutcome::Superseded {
+                generation: now.pointer.generation,
+            });
+        }
+        let manifest = Manifest {
+            list: self.name.clone(),
+            generation,
+            parent,
+            version,
+            created_at: now,
+            build,
+            snapshot: snapshot_ref,
+            hashes: hashes_ref,
+            deltas: deltas_ref,
+        };
+        let manifest_key = self.manifest_key(generation);
+        let signed = manifest.sign(key);
+        let created = (self.storage)
+            .put(&manifest_key, &signed, PutMode::Create)?
+            .is_some();
+        // "Exists" may answer a retry of this very write (the client
+        // retries a conditional PUT after a 5xx its first attempt
+        // applied): then the manifest is this build's, and its objects
+        // must stay. What is there may also be no manifest of this
+        // generation at all (garbage, or written without the signing key):
+        // that is replaced by compare-and-swap, or every later build would
+        // be superseded by it.
+        let holds_this_build = || match self.manifest(generation, key.public_key()) {
+            Ok(existing) => Ok(existing.build == manifest.build),
+            // Not known now: neither removed nor published.
+            Err(e) if !is_definitive(&e) => Err(e),
+            Err(e) => {
+                tracing::warn!(list = %self.name, generation, error = %e, "replacing what is stored as this generation's manifest");
+                let mode = (self.storage.version(&manifest_key)?).map_or(PutMode::Create, PutMode::Update);
+                Ok(self.storage.put(&manifest_key, &signed, mode)?.is_some())
+            }
+        };
+        if !created && !holds_this_build()? {
+            // Another builder published this generation first (and may have
+            // stopped before moving the pointer): this build is garbage.
+            for object in manifest.objects() {
+                let _ = self.storage.delete(&self.key(&object.key));
+            }
+            self.roll_forward(generation, base, key.public_key())?;
+            return Ok(PublishOutcome::Superseded { generation });
+        }
+        if !self.move_pointer(&manifest, freshness, base, key.public_key())? {
+            // The pointer moved on without this generation, which another
+            // build now holds (a number pruned and created again while this
+            // builder stalled): this build was never published, and must
+            // not be served under its version either.
+            return Ok(PublishOutcome::Superseded { generation });
+        }
+        self.remember(version, generation, self.key(&manifest.snapshot.key));
+        self.prune(generation, key.public_key());
+        Ok(PublishOutcome::Published { generation })
+    }
+
+    /// Puts `freshness` (a signed freshness record, as its header value)
+    /// in the `latest` pointer, still at `base`'s generation, by
+    /// compare-and-swap: how an unchanged build tells replicas that the
+    /// served version is still the latest without publishing a generation.
+    /// Returns whether the pointer was `base` still (otherwise another
+    /// builder moved it, and its own record or generation stands).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Storage`] or [`Error::Store`] when the write fails.
+    pub fn refresh(&self, base: &Latest, freshness: &str) -> Result<bool, Error> {
+        let pointer = Pointer {
+            freshness: Some(freshness.to_owned()),
+            ..base.pointer.clone()
+        };
+        let mode = PutMode::Update(base.version.clone());
+        Ok((self.storage)
+            .put(&self.pointer_key(), &pointer.to_bytes(), mode)?
+            .is_some())
+    }
+
+    /// Moves `latest` from `base` to `manifest`'s generation by
+    /// compare-and-swap. A lost race is re-read: a pointer already at this
+    /// generation or past it means it was published, if the manifest of
+    /// this generation is still this build's (`false` when it is not).
+    fn move_pointer(
+        &self,
+        manifest: &Manifest,
+        freshness: Option<&str>,
+        base: Option<&Latest>,
+        key: &TrustedKey,
+    ) -> Result<bool, Error> {
+        let pointer = Pointer {
+            list: self.name.clone(),
+            generation: manifest.generation,
+            version: manifest.version,
+            freshness: freshness.map(str::to_owned),
+        };
+        let mut expected = base.map(|b| b.version.clone());
+        for _ in 0..8 {
+            let mode = expected.clone().map_or(PutMode::Create, PutMode::Update);
+            if (self.storage)
+                .put(&self.pointer_key(), &pointer.to_bytes(), mode)?
+                .is_some()
+            {
+                return Ok(true);
+            }
+            match self.latest()? {
+                Some(now) if now.pointer.generation >= manifest.generation => {
+                    let held = self.manifest(manifest.generation, key)?;
+                    return Ok(held.build == manifest.build);
+                }
+                now => expected = now.map(|n| n.version),
+            }
+        }
+        Err(self.corrupt(
+            &self.pointer_key(),
+            format!(
+                "kept changing while generation {} was published; it is complete, and the next publish rolls the pointer forward to it",
+                manifest.generation
+            ),
+        ))
+    }
+
+    /// Points `latest` at `generation` (published by another builder) if it
+    /// still points at `base` and the manifest verifies: the step a builder
+    /// that stopped after creating it did not take.
+    fn roll_forward(&self, generation: u64, base: Option<&Latest>, key: &TrustedKey) -> Result<(), Error> {
+        let manifest = self.manifest(generation, key)?;
+        for object in manifest.objects() {
+            if self.storage.version(&self.key(&object.key))?.is_none() {
+                return Err(self.missing(&self.key(&object.key)));
+            }
+        }
+        let pointer = Pointer {
+            list: self.name.clone(),
+            generation,
+            version: manifest.version,
+            freshness: None,
+        };
+        let mode = base.map_or(PutMode::Create, |b| PutMode::Update(b.version.clone()));
+        if (self.storage)
+            .put(&self.pointer_key(), &pointer.to_bytes(), mode)?
+            .is_some()
+        {
+            tracing::info!(list = %self.name, generation, "rolled the latest pointer forward to a generation another builder published");
+        }
+        Ok(())
+    }
+
+    /// Retention after publishing `generation`; failures are logged, never
+    /// fatal (what is left is removed next time).
+    fn prune(&self, generation: u64, key: &TrustedKey) {
+        if let Err(e) = self.try_prune(generation, key) {
+            tracing::warn!(list = %self.name, error = %e, "retention did not finish; it continues after the next publish");
+        }
+    }
+
+    fn try_prune(&self, generation: u64, key: &TrustedKey) -> Result<(), Error> {
+        // Counted from the latest generation when another builder has
+        // published past this one meanwhile: what it keeps stays.
+        let latest = self.latest()?.map(|l| l.pointer.generation);
+        let generation = latest.map_or(generation, |l| l.max(generation));
+        let oldest_kept = generation.saturating_sub(self.keep as u64 - 1).max(1);
+        let mut kept_builds = std::collections::BTreeSet::new();
+        let mut oldest_version = u64::MAX;
+        for g in oldest_kept..=generation {
+            let manifest = self.manifest(g, key)?;
+            oldest_version = oldest_version.min(manifest.version);
+            kept_builds.insert(manifest.build);
+        }
+        for manifest_key in self.storage.list(&self.key("generations"))? {
+            let number = (manifest_key.rsplit('/').next())
+                .and_then(|n| n.strip_suffix(".json"))
+                .and_then(|n| n.parse::<u64>().ok());
+            if number.is_some_and(|g| g < oldest_kept) {
+                self.storage.delete(&manifest_key)?;
+            }
+        }
+        for object_key in self.storage.list(&self.key("builds"))? {
+            let Some(name) = object_key.rsplit('/').next() else {
+                continue;
+            };
+            let build = name.rsplit_once('.').map_or(name, |(b, _)| b);
+            let version = build.split('-').next().and_then(|v| v.parse::<u64>().ok());
+            if !kept_builds.contains(build) && version.is_some_and(|v| v < oldest_version) {
+                self.storage.delete(&object_key)?;
+            }
+        }
+        // The older layout's versions, superseded by the first generation.
+        for legacy in self.storage.list(&self.prefix)? {
+            if legacy.ends_with(".snapshot") || legacy.ends_with(".hashes") {
+                self.storage.delete(&legacy)?;
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,157 @@
+//! `GET /v1/lists/{name}/updates/{from}` ([`routes::UPDATES`]): the
+//! deltas from snapshot version `from` to the latest (FORMAT.md "Delta
+//! chains"), a suffix of the chain the latest version was published with,
+//! and the headers every snapshot and update response shares: the
+//! next-check hint and the list's freshness record.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use blocksieve_format::api::{
+    DELTAS_CONTENT_TYPE, FRESHNESS_HEADER, HASHES_HEADER, NEXT_CHECK_HEADER, routes,
+};
+
+use super::error::{ApiError, parse_version, unknown_list};
+use crate::config::schedule;
+use crate::state::{AppState, ListSlot, Published};
+
+/// Whether an `If-None-Match` header matches `etag` (RFC 9110 §13.1.2: a
+/// list of entity tags or `*`; weak comparison).
+pub(super) fn if_none_match_matches(headers: &HeaderMap, etag: &str) -> bool {
+    headers.get_all(header::IF_NONE_MATCH).iter().any(|v| {
+        v.to_str().is_ok_and(|s| {
+            s.split(',')
+                .map(str::trim)
+                .any(|t| t == "*" || t.trim_start_matches("W/") == etag)
+        })
+    })
+}
+
+/// The [`HASHES_HEADER`] of a response carrying (or confirming) version
+/// `version` of list `name`'s snapshot: where that version's immutable
+/// full-hash buckets are. List names are validated lowercase ASCII, so
+/// the value is always a valid header.
+pub(super) fn hashes_header(name: &str, version: u64) -> (HeaderName, HeaderValue) {
+    (
+        HeaderName::from_static(HASHES_HEADER),
+        HeaderValue::from_str(&routes::list_hashes_base(name, version))
+            .unwrap_or(HeaderValue::from_static("/")),
+    )
+}
+
+/// Seconds until an agent should ask about `slot` again: until its next
+/// scheduled build (the latest freshness record's `next_build_at`) has had
+/// time to finish ([`schedule::build_margin`] of the last build's
+/// duration), or the configured next check when that is unknown or past.
+pub(super) fn next_check_s(state: &AppState, slot: &ListSlot) -> u64 {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let next_build_at = slot
+        .freshness
+        .load()
+        .as_ref()
+        .map_or(0, |f| f.record.next_build_at);
+    let last_build =
+        (slot.last_build.lock().ok()).and_then(|b| b.as_ref().map(|s| Duration::from_millis(s.duration_ms)));
+    schedule::next_check(
+        next_build_at,
+        schedule::build_margin(last_build),
+        now,
+        state.next_check,
+    )
+    .as_secs()
+}
+
+/// The [`FRESHNESS_HEADER`] of a response about `published`, when the
+/// list's latest record names that version.
+pub(super) fn freshness_header(slot: &ListSlot, published: &Published) -> Option<(HeaderName, HeaderValue)> {
+    let freshness = slot.freshness_of(published)?;
+    let value = HeaderValue::from_str(&freshness.header_value).ok()?;
+    Some((HeaderName::from_static(FRESHNESS_HEADER), value))
+}
+
+/// The next-check header and `Cache-Control` of a response that says what
+/// the latest version is: it may be cached until the agent should ask again.
+fn polled_headers(next_s: u64) -> [(HeaderName, HeaderValue); 2] {
+    [
+        (
+            header::CACHE_CONTROL,
+            HeaderValue::from_str(&format!("public, max-age={next_s}"))
+                .unwrap_or(HeaderValue::from_static("no-cache")),
+        ),
+        (
+            HeaderName::from_static(NEXT_CHECK_HEADER),
+            HeaderValue::from(next_s),
+        ),
+    ]
+}
+
+/// The handler of [`routes::UPDATES`].
+pub(super) async fn updates(
+    State(state): State<Arc<AppState>>,
+    Path((name, from)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let slot = state.list(&name).ok_or_else(|| unknown_list(&name))?;
+    let from = parse_version(&from)?;
+    let current = slot.current.load_full();
+    let Some(current) = current.filter(|c| c.header.version >= from) else {
+        let served = (slot.current.load().as_ref()).map_or_else(
+            || "no snapshot".to_owned(),
+            |c| format!("version {}", c.header.version),
+        );
+        return Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "behind",
+            format!(
+                "list {name:?}: this server has {served}, older than version {from}; ask again or ask another server"
+            ),
+        )
+        .retry_after(1));
+    };
+    let etag = HeaderValue::from_str(&current.etag)
+        .map_err(|_| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "bad etag"))?;
+    let mut response = if if_none_match_matches(&headers, &current.etag) {
+        StatusCode::NOT_MODIFIED.into_response()
+    } else {
+        let chain = if from == current.header.version {
+            Some(axum::body::Bytes::new())
+        } else {
+            current.deltas.suffix(from)
+        };
+        let chain = chain.ok_or_else(|| {
+            ApiError::new(
+                StatusCode::GONE,
+                "no_delta",
+                format!(
+                    "list {name:?} has no deltas from version {from} to version {}; download the snapshot at {}",
+                    current.header.version,
+                    routes::latest_snapshot(&name)
+                ),
+            )
+        })?;
+        (
+            StatusCode::OK,
+            [(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static(DELTAS_CONTENT_TYPE),
+            )],
+            Body::from(chain),
+        )
+            .into_response()
+    };
+    let out = response.headers_mut();
+    out.insert(header::ETAG, etag);
+    out.extend(polled_headers(next_check_s(&state, slot)));
+    let (hashes_name, hashes_value) = hashes_header(&name, current.header.version);
+    out.insert(hashes_name, hashes_value);
+    if let Some((freshness_name, value)) = freshness_header(slot, &current) {
+        out.insert(freshness_name, value);
+    }
+    Ok(response)
+}
