@@ -14,7 +14,7 @@ use std::time::SystemTime;
 use blocksieve_format::{CanonicalUrl, FullHash, HashPrefix, canonicalize, full_hashes};
 
 use crate::Error;
-use crate::engine::accept::AcceptedSnapshot;
+use crate::engine::delta::ListState;
 use crate::engine::cache::ListedHashes;
 use crate::engine::prefix::{RequestPrefix, request_prefix};
 
@@ -173,21 +173,23 @@ impl LocalLookup {
     }
 }
 
-/// Probes each list's snapshot (in subscription order) with each of the
-/// URL's full hashes; `now` decides staleness.
+/// Probes each list's state (in subscription order) with each of the
+/// URL's full hashes: a hash is a hit when the base snapshot's filter or
+/// the additions since hold it ([`ListState::probably_contains`]); `now`
+/// decides staleness.
 ///
 /// `snapshots` is walked several times rather than collected: no allocation
 /// beyond the answer on this, the path of every check.
 pub fn probe<'a, I>(hashes: &UrlHashes<'_>, snapshots: I, now: SystemTime) -> LocalLookup
 where
-    I: IntoIterator<Item = (&'a str, &'a AcceptedSnapshot)>,
+    I: IntoIterator<Item = (&'a str, &'a ListState)>,
     I::IntoIter: Clone,
 {
     let snapshots = snapshots.into_iter();
     let mut hits = Vec::new();
     for (i, hash) in hashes.hashes().iter().enumerate() {
         for (list, snapshot) in snapshots.clone() {
-            if snapshot.snapshot().probably_contains(hash) {
+            if snapshot.probably_contains(hash) {
                 hits.push(PrefixHit {
                     list: list.to_owned(),
                     expression: hashes.expression(i).to_owned(),
@@ -201,7 +203,7 @@ where
         hits,
         snapshot_versions: snapshots
             .clone()
-            .map(|(l, s)| (l.to_owned(), s.header().version))
+            .map(|(l, s)| (l.to_owned(), s.version()))
             .collect(),
         stale: snapshots.clone().any(|(_, s)| s.is_stale(now)),
     }

@@ -56,6 +56,7 @@
 pub mod accept;
 pub mod cache;
 pub mod clock;
+pub mod delta;
 pub mod lookup;
 pub mod prefix;
 pub mod schedule;
