@@ -82,7 +82,9 @@ pub enum Error {
     /// A correctly signed delta chain does not start at the version and
     /// body hash the agent holds: dropped, reordered or replayed deltas.
     /// The agent takes the whole snapshot instead.
-    #[error("delta chain of list {list} starts at version {from_version}, not at held version {held_version}")]
+    #[error(
+        "delta chain of list {list} starts at version {from_version}, not at held version {held_version}"
+    )]
     DeltaMismatch {
         /// The list whose deltas were downloaded or restored.
         list: String,

@@ -21,8 +21,8 @@ use crate::engine::clock::server_time;
 use crate::engine::prefix::SearchAnswer;
 use crate::engine::schedule::{parse_next_check, parse_retry_after};
 
-use blocksieve_format::api::{FRESHNESS_HEADER, HASHES_HEADER};
 use blocksieve_format::api::NEXT_CHECK_HEADER as NEXT_CHECK;
+use blocksieve_format::api::{FRESHNESS_HEADER, HASHES_HEADER};
 
 /// The most bytes read of a full-hash search answer. Up to 1,000 prefixes,
 /// each with every listed full hash under it (more for short request

@@ -182,7 +182,10 @@ impl Lists {
     /// The verified header of `list`'s base snapshot, if any.
     pub(crate) fn header(&self, list: &str) -> Option<SnapshotHeader> {
         let slot = self.slot(list)?;
-        slot.current.load().as_ref().map(|l| l.state.base().header().clone())
+        slot.current
+            .load()
+            .as_ref()
+            .map(|l| l.state.base().header().clone())
     }
 
     /// Each list's status at `now`, in subscription order.
@@ -284,7 +287,10 @@ impl Lists {
                         meta.chain = found.chain.unwrap_or_default();
                         // A crash between the chain and the record leaves
                         // the record one step behind the verified chain.
-                        if meta.floor.is_none_or(|f| f.admit_end(&slot.name, state.floor()).is_ok()) {
+                        if meta
+                            .floor
+                            .is_none_or(|f| f.admit_end(&slot.name, state.floor()).is_ok())
+                        {
                             meta.floor = Some(state.floor());
                         }
                     }
@@ -430,7 +436,10 @@ impl Lists {
             } => (bytes, hint, buckets, freshness),
         };
         let floor = lock(&slot.meta).floor;
-        let (outcome, bytes) = match self.apply_chain_blocking(&slot.name, url, loaded, bytes, floor).await {
+        let (outcome, bytes) = match self
+            .apply_chain_blocking(&slot.name, url, loaded, bytes, floor)
+            .await
+        {
             Ok(done) => done,
             Err(error) => {
                 self.delta_fallback(slot, error);

@@ -286,6 +286,7 @@ mod tests {
                 version,
                 body_sha256: FullHash::of(b"x").0,
             },
+            base: None,
             etag: None,
         }
     }

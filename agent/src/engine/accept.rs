@@ -274,7 +274,9 @@ impl ListRecord {
             (None, None) => None,
             (Some(version), Some(hex)) => Some(VersionFloor {
                 version,
-                body_sha256: FullHash::from_hex(&hex).map_err(|e| format!("base_body_sha256: {e}"))?.0,
+                body_sha256: FullHash::from_hex(&hex)
+                    .map_err(|e| format!("base_body_sha256: {e}"))?
+                    .0,
             }),
             _ => return Err("base_version and base_body_sha256 go together".to_owned()),
         };

@@ -307,7 +307,11 @@ pub fn restore_chain(
 /// # Errors
 ///
 /// [`Error::Delta`] when the record does not verify or names another list.
-pub fn read_freshness(list: &str, value: &str, trusted_keys: &[TrustedKey]) -> Result<FreshnessRecord, Error> {
+pub fn read_freshness(
+    list: &str,
+    value: &str,
+    trusted_keys: &[TrustedKey],
+) -> Result<FreshnessRecord, Error> {
     let delta = |reason| Error::Delta {
         list: list.to_owned(),
         reason,

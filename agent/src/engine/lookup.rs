@@ -14,8 +14,8 @@ use std::time::SystemTime;
 use blocksieve_format::{CanonicalUrl, FullHash, HashPrefix, canonicalize, full_hashes};
 
 use crate::Error;
-use crate::engine::delta::ListState;
 use crate::engine::cache::ListedHashes;
+use crate::engine::delta::ListState;
 use crate::engine::prefix::{RequestPrefix, request_prefix};
 
 /// The full hashes of one URL's expressions, each computed once, in the
