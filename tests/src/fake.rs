@@ -36,8 +36,10 @@ use tokio::sync::oneshot;
 use crate::snapshot::Snap;
 
 mod raw;
+mod updates;
 
 pub use raw::{Raw, RawServer, unreachable_url};
+pub use updates::Updates;
 
 /// What the fake publisher answers for one threat list's snapshot.
 #[derive(Debug, Clone)]
@@ -118,6 +120,14 @@ struct FakeState {
     /// Answers full-hash searches in binary to an `Accept` naming it.
     binary_answers: bool,
     requests: Vec<Recorded>,
+    /// Per threat list, the answer of its update route
+    /// ([`Updates::NoRoute`] when absent).
+    updates: HashMap<String, Updates>,
+    /// Per threat list, the `X-Blocksieve-Freshness` value of its snapshot
+    /// and update answers.
+    freshness: HashMap<String, String>,
+    /// The update-route requests seen.
+    update_requests: Vec<Recorded>,
 }
 
 /// A publisher on a real socket whose answers the test controls.
@@ -160,10 +170,14 @@ impl FakePublisher {
             ignore_if_none_match: false,
             binary_answers: false,
             requests: Vec::new(),
+            updates: HashMap::new(),
+            freshness: HashMap::new(),
+            update_requests: Vec::new(),
         }));
         let app = Router::new()
             .route(routes::LISTS, get(lists))
             .route(routes::LATEST_SNAPSHOT, get(snapshot))
+            .route(routes::UPDATES, get(updates::updates))
             .route(routes::SEARCH, post(search))
             .with_state(Arc::clone(&state));
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
@@ -394,7 +408,7 @@ async fn snapshot(State(state): Shared, Path(name): Path<String>, headers: Heade
         .get(header::IF_NONE_MATCH)
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
-    let (served, ignore_inm, next_check) = {
+    let (served, ignore_inm, next_check, freshness) = {
         let mut s = lock(&state);
         s.requests.push(Recorded {
             method: "GET",
@@ -408,6 +422,7 @@ async fn snapshot(State(state): Shared, Path(name): Path<String>, headers: Heade
             s.snapshots.get(&name).cloned(),
             s.ignore_if_none_match,
             s.next_check_s,
+            s.freshness.get(&name).cloned(),
         )
     };
     let (bytes, etag) = match served {
@@ -447,6 +462,11 @@ async fn snapshot(State(state): Shared, Path(name): Path<String>, headers: Heade
             blocksieve_format::api::NEXT_CHECK_HEADER,
             HeaderValue::from(seconds),
         );
+    }
+    if let Some(value) = freshness.and_then(|v| HeaderValue::from_str(&v).ok()) {
+        response
+            .headers_mut()
+            .insert(blocksieve_format::api::FRESHNESS_HEADER, value);
     }
     response
 }
