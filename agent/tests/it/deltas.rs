@@ -114,6 +114,9 @@ async fn following_twenty_deltas_finds_every_added_entry_after_each() {
     ));
 }
 
+/// A chain made from the end of version 1.
+type ChainOf<'a> = Box<dyn Fn(DeltaEnd) -> Vec<u8> + 'a>;
+
 /// A fake serving `malware` v1 (`base`) and an agent holding it.
 async fn on_v1(base: &[String]) -> (FakePublisher, Agent, DeltaEnd) {
     let fake = FakePublisher::start().await;
@@ -129,7 +132,7 @@ async fn dropped_corrupt_replayed_and_reordered_deltas_are_replaced_by_the_snaps
     let base = exprs("base", 10);
     let (a, b, c) = (exprs("a", 3), exprs("b", 3), exprs("c", 3));
     let everything: Vec<String> = [base.clone(), a.clone(), b.clone(), c.clone()].concat();
-    let faults: Vec<(&str, Box<dyn Fn(DeltaEnd) -> Vec<u8>>)> = vec![
+    let faults: Vec<(&str, ChainOf<'_>)> = vec![
         (
             "first dropped",
             Box::new(|_| {

@@ -96,7 +96,7 @@ pub(crate) fn decode(first: u32, count: usize, k: u8, body: &[u8]) -> Result<Vec
     if body.len() != bits.pos.div_ceil(8) {
         return Err(RiceError::TrailingBits);
     }
-    while bits.pos % 8 != 0 {
+    while !bits.pos.is_multiple_of(8) {
         if bits.next() == Some(true) {
             return Err(RiceError::TrailingBits);
         }

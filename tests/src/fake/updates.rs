@@ -86,7 +86,11 @@ pub(super) async fn updates(
         )
     };
     let Ok(from) = from.parse::<u64>() else {
-        return error(StatusCode::BAD_REQUEST, "bad_version", format!("bad version {from}"));
+        return error(
+            StatusCode::BAD_REQUEST,
+            "bad_version",
+            format!("bad version {from}"),
+        );
     };
     let (status, body) = match served {
         Updates::NoRoute => return StatusCode::NOT_FOUND.into_response(),
@@ -105,7 +109,10 @@ pub(super) async fn updates(
             } else if from == latest_version {
                 (StatusCode::OK, Vec::new())
             } else if let Some(start) = deltas.iter().position(|(f, _)| *f == from) {
-                (StatusCode::OK, deltas[start..].iter().flat_map(|(_, d)| d.clone()).collect())
+                (
+                    StatusCode::OK,
+                    deltas[start..].iter().flat_map(|(_, d)| d.clone()).collect(),
+                )
             } else {
                 return error(StatusCode::GONE, "no_delta", format!("no delta from {from}"));
             }
