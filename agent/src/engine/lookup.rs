@@ -111,8 +111,9 @@ pub struct LocalLookup {
     /// Every (list, expression) whose prefix hit, in expression order (the
     /// exact URL first), then in list order.
     pub hits: Vec<PrefixHit>,
-    /// The snapshot version of each list probed, in subscription order: the
-    /// answer is exactly what these snapshots say.
+    /// The snapshot version each list's state stands for (its base's, or
+    /// its last delta's), in subscription order: no entry of these versions
+    /// is missed.
     pub snapshot_versions: Vec<(String, u64)>,
     /// Whether any probed snapshot had expired: the answer may miss entries
     /// listed since.

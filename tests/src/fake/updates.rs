@@ -2,12 +2,7 @@
 //! FORMAT.md "Delta chains") and freshness header, from deltas the test
 //! made with `blocksieve_format::encode_delta`.
 
-use axum::extract::{Path, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
-use axum::response::{IntoResponse, Response};
-use blocksieve_format::api::{DELTAS_CONTENT_TYPE, FRESHNESS_HEADER, NEXT_CHECK_HEADER};
-
-use super::{FakePublisher, Recorded, Shared, error, injected, lock};
+use axum::http::StatusCode;
 
 /// What the fake publisher answers on one list's update route.
 #[derive(Debug, Clone)]
@@ -36,100 +31,42 @@ pub enum Updates {
     Status(StatusCode),
 }
 
-impl FakePublisher {
-    /// Answers `list`'s update route with `updates`.
-    pub fn serve_updates(&self, list: &str, updates: Updates) {
-        lock(&self.state).updates.insert(list.to_owned(), updates);
-    }
-
-    /// Sends `X-Blocksieve-Freshness: value` on `list`'s snapshot and update
-    /// answers (`200` and `304`), or nothing for `None`.
-    pub fn set_freshness(&self, list: &str, value: Option<String>) {
-        let mut state = lock(&self.state);
-        match value {
-            Some(v) => state.freshness.insert(list.to_owned(), v),
-            None => state.freshness.remove(list),
-        };
-    }
-
-    /// The requests on the update route seen, oldest first (not among
-    /// [`FakePublisher::requests`]).
-    pub fn update_requests(&self) -> Vec<Recorded> {
-        lock(&self.state).update_requests.clone()
-    }
+/// How the update route answers one request.
+#[derive(Debug)]
+pub(super) enum Answer {
+    /// `404` with no body: no route.
+    NoRoute,
+    /// An error status with a JSON error body of this code (`None`: the
+    /// injected fault's own).
+    Error(StatusCode, Option<&'static str>),
+    /// `304 Not Modified`.
+    NotModified,
+    /// `200` with this chain.
+    Chain(Vec<u8>),
 }
 
-/// The update route.
-pub(super) async fn updates(
-    State(state): Shared,
-    Path((name, from)): Path<(String, String)>,
-    headers: HeaderMap,
-) -> Response {
-    let if_none_match = headers
-        .get(header::IF_NONE_MATCH)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
-    let (served, freshness, next_check) = {
-        let mut s = lock(&state);
-        s.update_requests.push(Recorded {
-            method: "GET",
-            path: format!("/v1/lists/{name}/updates/{from}"),
-            if_none_match: if_none_match.clone(),
-            prefixes: Vec::new(),
-            body: String::new(),
-            accept: None,
-        });
-        (
-            s.updates.get(&name).cloned().unwrap_or(Updates::NoRoute),
-            s.freshness.get(&name).cloned(),
-            s.next_check_s,
-        )
-    };
-    let Ok(from) = from.parse::<u64>() else {
-        return error(
-            StatusCode::BAD_REQUEST,
-            "bad_version",
-            format!("bad version {from}"),
-        );
-    };
-    let (status, body) = match served {
-        Updates::NoRoute => return StatusCode::NOT_FOUND.into_response(),
-        Updates::Status(StatusCode::GONE) => {
-            return error(StatusCode::GONE, "no_delta", format!("no delta from {from}"));
-        }
-        Updates::Status(status) => return injected(status),
-        Updates::Fixed(bytes) => (StatusCode::OK, bytes),
+/// What `updates` answers a request for the deltas from `from` with this
+/// `If-None-Match`.
+pub(super) fn answer(updates: &Updates, from: u64, if_none_match: Option<&str>) -> Answer {
+    match updates {
+        Updates::NoRoute => Answer::NoRoute,
+        Updates::Status(StatusCode::GONE) => Answer::Error(StatusCode::GONE, Some("no_delta")),
+        Updates::Status(status) => Answer::Error(*status, None),
+        Updates::Fixed(bytes) => Answer::Chain(bytes.clone()),
         Updates::Deltas {
             deltas,
             latest_version,
             latest_etag,
         } => {
-            if if_none_match.as_deref() == Some(latest_etag.as_str()) {
-                (StatusCode::NOT_MODIFIED, Vec::new())
-            } else if from == latest_version {
-                (StatusCode::OK, Vec::new())
+            if if_none_match == Some(latest_etag.as_str()) {
+                Answer::NotModified
+            } else if from == *latest_version {
+                Answer::Chain(Vec::new())
             } else if let Some(start) = deltas.iter().position(|(f, _)| *f == from) {
-                (
-                    StatusCode::OK,
-                    deltas[start..].iter().flat_map(|(_, d)| d.clone()).collect(),
-                )
+                Answer::Chain(deltas[start..].iter().flat_map(|(_, d)| d.clone()).collect())
             } else {
-                return error(StatusCode::GONE, "no_delta", format!("no delta from {from}"));
+                Answer::Error(StatusCode::GONE, Some("no_delta"))
             }
         }
-    };
-    let mut response = if status == StatusCode::NOT_MODIFIED {
-        status.into_response()
-    } else {
-        (status, [(header::CONTENT_TYPE, DELTAS_CONTENT_TYPE)], body).into_response()
-    };
-    if let Some(value) = freshness.and_then(|v| HeaderValue::from_str(&v).ok()) {
-        response.headers_mut().insert(FRESHNESS_HEADER, value);
     }
-    if let Some(seconds) = next_check {
-        response
-            .headers_mut()
-            .insert(NEXT_CHECK_HEADER, HeaderValue::from(seconds));
-    }
-    response
 }
