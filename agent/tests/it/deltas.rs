@@ -600,3 +600,70 @@ async fn a_restart_over_a_corrupt_chain_restores_the_base_keeps_the_floor_and_ca
     ));
     assert_eq!(agent.snapshot_version("malware"), Some(1));
 }
+
+/// Sets its flag when dropped.
+struct StopOnDrop<'a>(&'a std::sync::atomic::AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+#[test]
+fn readers_checking_while_deltas_swap_in_never_miss_an_entry_of_the_version_they_saw() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    // 90 additions over 30 entries stay within the ratio of 4.
+    let base = exprs("base", 30);
+    let per_version: Vec<Vec<String>> = (2..=31u64).map(|v| exprs(&format!("r{v}"), 3)).collect();
+    let (fake, agent, v1) = runtime.block_on(on_v1(&base));
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let checks = std::sync::atomic::AtomicU64::new(0);
+    std::thread::scope(|scope| {
+        for reader in 0..4usize {
+            let (agent, stop, checks, base, per_version) = (&agent, &stop, &checks, &base, &per_version);
+            scope.spawn(move || {
+                let mut i = reader;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    i = (i + 7) % per_version.len();
+                    // Added at version i + 2: listed in every version from there.
+                    for (e, since) in per_version[i]
+                        .iter()
+                        .map(|e| (e, i as u64 + 2))
+                        .chain([(&base[i % 30], 1)])
+                    {
+                        let lookup = agent.lookup_local(&url(e)).unwrap();
+                        let seen = lookup.snapshot_versions[0].1;
+                        assert!(
+                            seen < since || !lookup.is_empty(),
+                            "{e} (since {since}) missed at version {seen}"
+                        );
+                        checks.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                }
+            });
+        }
+        // Stops the readers however the updates end (a failed assertion
+        // here included), so the scope can join them.
+        let _stop = StopOnDrop(&stop);
+        let mut deltas = Vec::new();
+        let mut from = v1;
+        for (i, added) in per_version.iter().enumerate() {
+            let v = i as u64 + 2;
+            deltas.push((from.version, delta("malware", from, end(v), &refs(added))));
+            fake.serve_updates("malware", feed(deltas.clone(), end(v)));
+            from = end(v);
+            let report = runtime.block_on(agent.update()).unwrap();
+            assert!(
+                matches!(report.get("malware"), Some(ListUpdate::Updated { .. })),
+                "{report:?}"
+            );
+        }
+    });
+    assert_eq!(agent.snapshot_version("malware"), Some(31));
+    assert!(checks.into_inner() > 100);
+}
