@@ -258,14 +258,17 @@ fn advance(
     if let Some(floor) = floor {
         floor.admit_end(list, to)?;
     }
-    let mut additions: Vec<u32> = state.additions.to_vec();
+    // The chain's additions sorted once, then merged once with those held:
+    // a long chain costs one pass over the held additions, not one per delta.
+    let mut added: Vec<u32> = Vec::with_capacity(deltas.iter().map(|d| d.additions().len()).sum());
     let mut signed_until = state.signed_until;
     for delta in deltas {
-        if !delta.additions().is_empty() {
-            additions = merge_additions(&additions, delta.additions());
-        }
+        added.extend_from_slice(delta.additions());
         signed_until = signed_until.max(delta.header().expires_at);
     }
+    added.sort_unstable();
+    added.dedup();
+    let additions = merge_additions(&state.additions, &added);
     Ok(ListState {
         base: Arc::clone(&state.base),
         additions: Arc::from(additions),

@@ -325,3 +325,26 @@ fn restore_applies_a_good_chain_and_falls_back_to_the_base_on_a_bad_one() {
     assert!(error.is_none());
     assert_eq!(state.version(), 1);
 }
+
+#[test]
+fn a_saved_chain_cut_at_any_length_restores_the_base_alone() {
+    let expressions = names(0..10, "base");
+    let first = ListState::of_base(base("malware", 1, &expressions));
+    let mut chain = delta(base_end(&first), end(2), &names(0..5, "a"), NOW);
+    chain.extend(delta(end(2), end(3), &names(0..5, "b"), NOW));
+    let floor = VersionFloor {
+        version: 3,
+        body_sha256: [3; 32],
+    };
+    let snapshot = base("malware", 1, &expressions);
+    let (whole, error) = restore_chain("malware", snapshot, Some(&chain), Some(&floor), &keys());
+    assert!(error.is_none() && whole.version() == 3);
+    for cut in 1..chain.len() {
+        let snapshot = base("malware", 1, &expressions);
+        let (state, error) = restore_chain("malware", snapshot, Some(&chain[..cut]), Some(&floor), &keys());
+        // A cut between the two deltas leaves a valid chain to version 2,
+        // below the floor: refused as well.
+        assert!(error.is_some(), "cut at {cut} accepted");
+        assert_eq!((state.version(), state.additions().len()), (1, 0), "cut at {cut}");
+    }
+}
