@@ -140,15 +140,18 @@ impl Agent {
         self.inner.shared.base_urls.iter().map(String::as_str)
     }
 
-    /// The version of `list`'s snapshot in use, or `None` if none is loaded
-    /// yet or the agent does not subscribe to `list`.
+    /// The snapshot version `list`'s state stands for — its base
+    /// snapshot's, or that of the last delta applied to it — or `None` if
+    /// none is loaded yet or the agent does not subscribe to `list`.
     pub fn snapshot_version(&self, list: &str) -> Option<u64> {
         self.inner.lists.version(list)
     }
 
-    /// The verified header of `list`'s snapshot in use (version, creation
-    /// and expiry times, entry counts, false-positive rates), or `None` if
-    /// none is loaded yet or the agent does not subscribe to `list`.
+    /// The verified header of `list`'s base snapshot, the last whole one
+    /// taken (version, creation and expiry times, entry counts,
+    /// false-positive rates), or `None` if none is loaded yet or the agent
+    /// does not subscribe to `list`. Deltas applied since are in
+    /// [`Agent::status`] ([`ListStatus::additions`](crate::ListStatus::additions)).
     pub fn snapshot_header(&self, list: &str) -> Option<SnapshotHeader> {
         self.inner.lists.header(list)
     }

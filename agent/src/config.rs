@@ -34,6 +34,14 @@ pub const DEFAULT_MAX_SNAPSHOT_BYTES: u64 = 256 * 1024 * 1024;
 /// snapshot is held in memory whole, twice while it is decompressed.
 pub const MAX_SNAPSHOT_BYTES_LIMIT: u64 = 4 * 1024 * 1024 * 1024;
 
+/// The default for [`AgentBuilder::max_additions_ratio`]: 0.3, a rebase
+/// once the hash prefixes added by deltas pass 30 % of the base snapshot's.
+pub use crate::engine::delta::DEFAULT_MAX_ADDITIONS_RATIO;
+
+/// The hard upper bound of [`AgentBuilder::max_additions_ratio`]: 4, the
+/// additions four times the base (16 bytes of memory per base entry).
+pub const MAX_ADDITIONS_RATIO_LIMIT: f64 = 4.0;
+
 /// The default for [`AgentBuilder::full_hash_cache_bytes`]: 4 MiB. An
 /// answer costs 32 bytes per full hash listed under its request prefix,
 /// 48 bytes per list among them (list names are shared, not copied per
@@ -104,6 +112,9 @@ pub(crate) struct Settings {
     pub(crate) max_snapshot_bytes: u64,
     /// Total time allowed for one snapshot download.
     pub(crate) snapshot_timeout: Duration,
+    /// Additions since the base, as a share of its entries, past which an
+    /// update takes the whole snapshot instead of deltas.
+    pub(crate) max_additions_ratio: f64,
     /// Where accepted snapshots and floors are persisted, if anywhere.
     pub(crate) cache_dir: Option<PathBuf>,
     /// The most bytes the cached full-hash answers may take.
@@ -135,6 +146,7 @@ pub struct AgentBuilder {
     snapshot_timeout: Duration,
     pool_idle_timeout: Duration,
     max_snapshot_bytes: u64,
+    max_additions_ratio: f64,
     user_agent: String,
     cache_dir: Option<PathBuf>,
     full_hash_cache_bytes: usize,
@@ -157,6 +169,7 @@ impl AgentBuilder {
             snapshot_timeout: DEFAULT_SNAPSHOT_TIMEOUT,
             pool_idle_timeout: DEFAULT_POOL_IDLE_TIMEOUT,
             max_snapshot_bytes: DEFAULT_MAX_SNAPSHOT_BYTES,
+            max_additions_ratio: DEFAULT_MAX_ADDITIONS_RATIO,
             user_agent: concat!("blocksieve-agent/", env!("CARGO_PKG_VERSION")).to_owned(),
             cache_dir: None,
             full_hash_cache_bytes: DEFAULT_FULL_HASH_CACHE_BYTES,
@@ -277,6 +290,23 @@ impl AgentBuilder {
         self
     }
 
+    /// When to take the whole snapshot again instead of following deltas
+    /// (a *rebase*): once the 32-bit hash prefixes the deltas added since
+    /// the last whole snapshot pass this share of that snapshot's entries.
+    /// The additions are held exactly, 4 bytes each, beside the snapshot's
+    /// filter, so the ratio bounds the memory they take (0.3 of an
+    /// 814,000-entry list is about 1 MB) and the false prefix hits they add,
+    /// `additions / 2^32` per probe; entries removed since the base linger
+    /// among them until the rebase, each costing at most a full-hash
+    /// request. 0 takes the whole snapshot at every new version (deltas
+    /// are still asked for, but only to learn that nothing changed). Must
+    /// be between 0 and [`MAX_ADDITIONS_RATIO_LIMIT`]. By default,
+    /// [`DEFAULT_MAX_ADDITIONS_RATIO`] (0.3).
+    pub fn max_additions_ratio(mut self, ratio: f64) -> Self {
+        self.max_additions_ratio = ratio;
+        self
+    }
+
     /// The most memory the full-hash cache may take, in bytes: the answers
     /// to full-hash requests, each kept for its cache duration and reused
     /// for every check whose request prefix it covers. Each answer is
@@ -391,6 +421,9 @@ impl AgentBuilder {
         if !(1..=MAX_SNAPSHOT_BYTES_LIMIT).contains(&self.max_snapshot_bytes) {
             return Err(invalid("max_snapshot_bytes", self.max_snapshot_bytes));
         }
+        if !(0.0..=MAX_ADDITIONS_RATIO_LIMIT).contains(&self.max_additions_ratio) {
+            return Err(invalid("max_additions_ratio", self.max_additions_ratio));
+        }
         if self.full_hash_cache_bytes > MAX_FULL_HASH_CACHE_BYTES {
             return Err(invalid("full_hash_cache_bytes", self.full_hash_cache_bytes));
         }
@@ -437,6 +470,7 @@ impl AgentBuilder {
             limits,
             max_snapshot_bytes: self.max_snapshot_bytes,
             snapshot_timeout: self.snapshot_timeout,
+            max_additions_ratio: self.max_additions_ratio,
             cache_dir: self.cache_dir,
             full_hash_cache_bytes: self.full_hash_cache_bytes,
             noise_prefixes,

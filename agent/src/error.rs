@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use blocksieve_format::{CanonError, DecodeError};
+use blocksieve_format::{CanonError, DecodeError, DeltaError};
 
 /// Everything that can go wrong in the agent.
 ///
@@ -67,6 +67,31 @@ pub enum Error {
         trusted_version: u64,
         /// The version of the rejected snapshot.
         new_version: u64,
+    },
+    /// A delta, delta chain or freshness record failed verification
+    /// (signature, unknown key, body hash, Rice coding, a broken link, or
+    /// another list's). The agent keeps its state and takes the whole
+    /// snapshot instead, in the same round.
+    #[error("delta of list {list} rejected: {reason}")]
+    Delta {
+        /// The list whose deltas were downloaded or restored.
+        list: String,
+        /// The first check that failed.
+        reason: DeltaError,
+    },
+    /// A correctly signed delta chain does not start at the version and
+    /// body hash the agent holds: dropped, reordered or replayed deltas.
+    /// The agent takes the whole snapshot instead.
+    #[error(
+        "delta chain of list {list} starts at version {from_version}, not at held version {held_version}"
+    )]
+    DeltaMismatch {
+        /// The list whose deltas were downloaded or restored.
+        list: String,
+        /// The version the agent's state stands for.
+        held_version: u64,
+        /// The version the chain's first delta applies to.
+        from_version: u64,
     },
     /// A response body was longer than the configured limit; the download
     /// was stopped at the limit.
@@ -243,6 +268,8 @@ impl Error {
             Self::Decode { .. }
             | Self::WrongList { .. }
             | Self::Rollback { .. }
+            | Self::Delta { .. }
+            | Self::DeltaMismatch { .. }
             | Self::ResponseTooLarge { .. }
             | Self::UnexpectedResponse { .. } => ErrorKind::BadData,
             Self::Transport { .. } | Self::Status { .. } | Self::BackingOff { .. } => ErrorKind::Transport,

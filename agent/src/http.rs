@@ -21,8 +21,8 @@ use crate::engine::clock::server_time;
 use crate::engine::prefix::SearchAnswer;
 use crate::engine::schedule::{parse_next_check, parse_retry_after};
 
-use blocksieve_format::api::HASHES_HEADER;
 use blocksieve_format::api::NEXT_CHECK_HEADER as NEXT_CHECK;
+use blocksieve_format::api::{FRESHNESS_HEADER, HASHES_HEADER};
 
 /// The most bytes read of a full-hash search answer. Up to 1,000 prefixes,
 /// each with every listed full hash under it (more for short request
@@ -91,6 +91,8 @@ pub(crate) enum SnapshotFetch {
         hint: Option<Duration>,
         /// The response's [`HASHES_HEADER`], if any.
         buckets: Option<String>,
+        /// The response's [`FRESHNESS_HEADER`], not yet verified.
+        freshness: Option<String>,
     },
     /// `200 OK` with the complete body, not yet verified.
     Body {
@@ -103,7 +105,89 @@ pub(crate) enum SnapshotFetch {
         /// The response's [`HASHES_HEADER`]: where the immutable
         /// full-hash buckets of the snapshot's version are, if advertised.
         buckets: Option<String>,
+        /// The response's [`FRESHNESS_HEADER`], not yet verified.
+        freshness: Option<String>,
     },
+}
+
+/// The result of a conditional request for the deltas since a version
+/// (`GET /v1/lists/{name}/updates/{from}`).
+pub(crate) enum UpdatesFetch {
+    /// `304 Not Modified`: the version held is the latest.
+    NotModified {
+        /// The publisher's next-check hint.
+        hint: Option<Duration>,
+        /// The response's [`HASHES_HEADER`], if any.
+        buckets: Option<String>,
+        /// The response's [`FRESHNESS_HEADER`], not yet verified.
+        freshness: Option<String>,
+    },
+    /// `200 OK` with the chain, not yet verified.
+    Chain {
+        /// The concatenated deltas.
+        bytes: Vec<u8>,
+        /// The publisher's next-check hint.
+        hint: Option<Duration>,
+        /// The response's [`HASHES_HEADER`], if any.
+        buckets: Option<String>,
+        /// The response's [`FRESHNESS_HEADER`], not yet verified.
+        freshness: Option<String>,
+    },
+    /// No chain to be had: `410 no_delta`, or `404` from a publisher that
+    /// predates deltas. Take the whole snapshot.
+    Unavailable {
+        /// The status, for the list's status.
+        error: Error,
+    },
+}
+
+/// A header of `headers` as text, if present and visible ASCII.
+fn header_text(headers: &HeaderMap, name: &str) -> Option<String> {
+    headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned)
+}
+
+/// `GET {url}` (the update route) with `If-None-Match: if_none_match`,
+/// reading at most `limit_bytes` of chain within `timeout`. `date`
+/// receives the publisher's clock from any response that came back.
+pub(crate) async fn fetch_updates(
+    client: &reqwest::Client,
+    url: &str,
+    if_none_match: &str,
+    limit_bytes: u64,
+    timeout: Duration,
+    now: SystemTime,
+    date: &mut Option<SystemTime>,
+) -> Result<UpdatesFetch, Error> {
+    let mut request = client.get(url).timeout(timeout);
+    if let Ok(value) = HeaderValue::from_str(if_none_match) {
+        request = request.header(IF_NONE_MATCH, value);
+    }
+    let response = request.send().await.map_err(|e| Error::transport(url, e))?;
+    let headers = response.headers();
+    *date = publisher_time(headers);
+    let hint = next_check_hint(headers);
+    let buckets = header_text(headers, HASHES_HEADER);
+    let freshness = header_text(headers, FRESHNESS_HEADER);
+    match response.status() {
+        StatusCode::OK => {
+            let bytes = read_limited(response, url, limit_bytes).await?;
+            Ok(UpdatesFetch::Chain {
+                bytes,
+                hint,
+                buckets,
+                freshness,
+            })
+        }
+        StatusCode::NOT_MODIFIED => Ok(UpdatesFetch::NotModified {
+            hint,
+            buckets,
+            freshness,
+        }),
+        StatusCode::GONE | StatusCode::NOT_FOUND => Ok(UpdatesFetch::Unavailable {
+            error: status_error(response, url, now).await,
+        }),
+        _ => Err(status_error(response, url, now).await),
+    }
 }
 
 /// The next-check hint of a snapshot response's headers.
@@ -140,11 +224,8 @@ pub(crate) async fn fetch_snapshot(
     let response = request.send().await.map_err(|e| Error::transport(url, e))?;
     *date = publisher_time(response.headers());
     let hint = next_check_hint(response.headers());
-    let buckets = response
-        .headers()
-        .get(HASHES_HEADER)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
+    let buckets = header_text(response.headers(), HASHES_HEADER);
+    let freshness = header_text(response.headers(), FRESHNESS_HEADER);
     match response.status() {
         StatusCode::OK => {
             let etag = response
@@ -158,9 +239,14 @@ pub(crate) async fn fetch_snapshot(
                 etag,
                 hint,
                 buckets,
+                freshness,
             })
         }
-        StatusCode::NOT_MODIFIED if sent_condition => Ok(SnapshotFetch::NotModified { hint, buckets }),
+        StatusCode::NOT_MODIFIED if sent_condition => Ok(SnapshotFetch::NotModified {
+            hint,
+            buckets,
+            freshness,
+        }),
         StatusCode::NOT_MODIFIED => Err(Error::UnexpectedResponse {
             url: url.to_owned(),
             reason: "304 Not Modified to a request without If-None-Match".to_owned(),

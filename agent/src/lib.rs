@@ -18,12 +18,17 @@
 //!    cache directory, so that the agent answers before the network is
 //!    reached.
 //! 2. [`Agent::start_updates`] runs one background task ([`UpdateHandle`])
-//!    that, on the [`engine::schedule`] timetable, has the lists download
-//!    each snapshot with a conditional GET; only an
+//!    that, on the [`engine::schedule`] timetable, has the lists follow
+//!    each list by signed additions-only deltas since the version held
+//!    ([`engine::delta`]: a `304` and a signed freshness record when nothing
+//!    changed), and take the whole snapshot with a conditional GET at
+//!    first, when the deltas are refused or unavailable, and once the
+//!    additions pass [`AgentBuilder::max_additions_ratio`]; only an
 //!    [`AcceptedSnapshot`](engine::accept::AcceptedSnapshot) — signature,
-//!    limits, list name, version floor checked — is persisted and swapped
-//!    in; an expired one is used, flagged stale, rather than an older one or
-//!    none. [`Agent::update`] does one round by hand ([`UpdateReport`]).
+//!    limits, list name, version floor checked — and verified deltas over
+//!    it are persisted and swapped in; an expired one is used, flagged
+//!    stale, rather than an older one or none. [`Agent::update`] does one
+//!    round by hand ([`UpdateReport`]).
 //! 3. [`Agent::check_urls`] (and [`Agent::check_url`]) probes the lists'
 //!    filters ([`Agent::lookup_local`] gives this [`LocalLookup`] without
 //!    the network), has the confirmation answer the hits' request prefixes
@@ -57,10 +62,10 @@ mod updater;
 
 pub use agent::Agent;
 pub use config::{
-    AgentBuilder, DEFAULT_FULL_HASH_CACHE_BYTES, DEFAULT_MAX_SNAPSHOT_BYTES, DEFAULT_NOISE_PREFIXES,
-    DEFAULT_POOL_IDLE_TIMEOUT, DEFAULT_REQUEST_TIMEOUT, DEFAULT_SNAPSHOT_TIMEOUT, DEFAULT_UPDATE_INTERVAL,
-    MAX_BASE_URLS, MAX_FULL_HASH_CACHE_BYTES, MAX_NOISE_PREFIXES, MAX_SNAPSHOT_BYTES_LIMIT, SystemClock,
-    TimeProvider,
+    AgentBuilder, DEFAULT_FULL_HASH_CACHE_BYTES, DEFAULT_MAX_ADDITIONS_RATIO, DEFAULT_MAX_SNAPSHOT_BYTES,
+    DEFAULT_NOISE_PREFIXES, DEFAULT_POOL_IDLE_TIMEOUT, DEFAULT_REQUEST_TIMEOUT, DEFAULT_SNAPSHOT_TIMEOUT,
+    DEFAULT_UPDATE_INTERVAL, MAX_ADDITIONS_RATIO_LIMIT, MAX_BASE_URLS, MAX_FULL_HASH_CACHE_BYTES,
+    MAX_NOISE_PREFIXES, MAX_SNAPSHOT_BYTES_LIMIT, SystemClock, TimeProvider,
 };
 pub use engine::clock::ClockSkew;
 pub use engine::lookup::{FailurePolicy, LocalLookup, PrefixHit, Verdict};

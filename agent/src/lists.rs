@@ -1,8 +1,10 @@
 //! The lists component: one slot per subscribed threat list with the
-//! snapshot in use, the update round that replaces it (a conditional
-//! download, [`crate::engine::accept`] on the blocking pool, persistence to
-//! the cache directory, an atomic swap), the restore from that directory at
-//! start, and the probe of every list's filter with a URL's full hashes.
+//! state in use (a base snapshot and the additions of the deltas applied
+//! since, [`crate::engine::delta`]), the update round that replaces it (the
+//! deltas since the version held, or a conditional download of the whole
+//! snapshot; verification on the blocking pool, persistence to the cache
+//! directory, an atomic swap), the restore from that directory at start,
+//! and the probe of every list's state with a URL's full hashes.
 //!
 //! The update half of the protocol, as Chromium's `V4UpdateProtocolManager`
 //! is: it owns its slots and their bookkeeping; the clock, the HTTP client
@@ -22,20 +24,22 @@ use blocksieve_format::{DecodeLimits, SnapshotHeader, TrustedKey};
 use crate::Error;
 use crate::config::Settings;
 use crate::engine::accept::{self, AcceptedSnapshot, ListRecord, Restored, VersionFloor};
+use crate::engine::delta::{self, ChainOutcome, ListState, UpdateRequest};
 use crate::engine::lookup::{self, LocalLookup, UrlHashes};
-use crate::http::{self, SnapshotFetch};
+use crate::http::{self, SnapshotFetch, UpdatesFetch};
 use crate::shared::{Shared, lock};
 use crate::stats::Counters;
 use crate::status::{ListStatus, SnapshotSource};
 use crate::store::Store;
 use crate::update::ListUpdate;
 
-/// A snapshot in use. The only way in is an [`AcceptedSnapshot`]: nothing
-/// unverified can be swapped into a [`ListSlot`].
+/// A list's state in use. The only way in is a [`ListState`], built on an
+/// [`AcceptedSnapshot`] and verified deltas: nothing unverified can be
+/// swapped into a [`ListSlot`].
 #[derive(Debug)]
 struct Loaded {
-    accepted: AcceptedSnapshot,
-    /// Where it came from, for [`Agent::status`](crate::Agent::status).
+    state: ListState,
+    /// Where its base came from, for [`Agent::status`](crate::Agent::status).
     source: SnapshotSource,
 }
 
@@ -43,10 +47,17 @@ struct Loaded {
 /// by local lookups (a confirmation reads `buckets_advertised`).
 #[derive(Debug, Default)]
 struct ListMeta {
-    /// Sent back as `If-None-Match` so an unchanged snapshot costs a 304.
+    /// The ETag of the base snapshot, sent back as `If-None-Match` on a
+    /// snapshot download while no delta has been applied to it, so an
+    /// unchanged snapshot costs a 304.
     etag: Option<String>,
     /// The last accepted (version, body hash): nothing older is accepted.
     floor: Option<VersionFloor>,
+    /// The signed deltas applied since the base, as downloaded, one after
+    /// another: persisted beside the base so a restart restores the state.
+    chain: Vec<u8>,
+    /// For [`ListStatus::last_delta_error`].
+    last_delta_error: Option<Error>,
     /// For [`ListStatus::last_success`]: when an update last succeeded.
     last_success: Option<SystemTime>,
     /// For [`ListStatus::last_error`]: why the last update failed.
@@ -76,7 +87,7 @@ struct ListSlot {
 
 impl ListSlot {
     fn version(&self) -> Option<u64> {
-        self.current.load().as_ref().map(|l| l.accepted.header().version)
+        self.current.load().as_ref().map(|l| l.state.version())
     }
 }
 
@@ -93,6 +104,9 @@ pub(crate) struct Lists {
     max_snapshot_bytes: u64,
     /// Total time allowed for one snapshot download.
     snapshot_timeout: Duration,
+    /// Additions since the base, as a share of its entries, past which an
+    /// update takes the whole snapshot instead of deltas.
+    max_additions_ratio: f64,
     /// The cache directory, for the path of a storage error.
     cache_dir: Option<PathBuf>,
     /// Where accepted snapshots and floors are persisted, if anywhere.
@@ -124,6 +138,7 @@ impl Lists {
             limits: settings.limits,
             max_snapshot_bytes: settings.max_snapshot_bytes,
             snapshot_timeout: settings.snapshot_timeout,
+            max_additions_ratio: settings.max_additions_ratio,
             cache_dir: settings.cache_dir.clone(),
             store: settings.cache_dir.clone().map(Store::new),
             update_lock: tokio::sync::Mutex::new(()),
@@ -147,7 +162,7 @@ impl Lists {
         self.slots.iter().find(|s| s.name == list)
     }
 
-    /// The version of `list`'s snapshot in use, if any.
+    /// The version `list`'s state stands for, if it has one.
     pub(crate) fn version(&self, list: &str) -> Option<u64> {
         self.slot(list).and_then(ListSlot::version)
     }
@@ -164,10 +179,13 @@ impl Lists {
             })
     }
 
-    /// The verified header of `list`'s snapshot in use, if any.
+    /// The verified header of `list`'s base snapshot, if any.
     pub(crate) fn header(&self, list: &str) -> Option<SnapshotHeader> {
         let slot = self.slot(list)?;
-        slot.current.load().as_ref().map(|l| l.accepted.header().clone())
+        slot.current
+            .load()
+            .as_ref()
+            .map(|l| l.state.base().header().clone())
     }
 
     /// Each list's status at `now`, in subscription order.
@@ -177,20 +195,24 @@ impl Lists {
             .map(|slot| {
                 let current = slot.current.load_full();
                 let meta = lock(&slot.meta);
-                let accepted = current.as_ref().map(|l| &l.accepted);
+                let state = current.as_ref().map(|l| &l.state);
+                let base = state.map(ListState::base);
                 ListStatus {
                     name: slot.name.clone(),
-                    version: accepted.map(|a| a.header().version),
-                    created_at: accepted.map(AcceptedSnapshot::created_at),
-                    expires_at: accepted.map(AcceptedSnapshot::expires_at),
-                    age: accepted.map(|a| now.duration_since(a.created_at()).unwrap_or(Duration::ZERO)),
-                    stale: accepted.is_some_and(|a| a.is_stale(now)),
+                    version: state.map(ListState::version),
+                    base_version: base.map(|b| b.header().version),
+                    additions: state.map_or(0, |s| s.additions().len()),
+                    created_at: base.map(AcceptedSnapshot::created_at),
+                    expires_at: state.map(ListState::expires_at),
+                    age: base.map(|a| now.duration_since(a.created_at()).unwrap_or(Duration::ZERO)),
+                    stale: state.is_some_and(|s| s.is_stale(now)),
                     source: current.as_ref().map(|l| l.source),
                     version_floor: meta.floor.map(|f| f.version),
                     last_success: meta.last_success,
                     last_error: meta.last_error.clone(),
                     consecutive_failures: meta.consecutive_failures,
                     last_storage_error: meta.last_storage_error.clone(),
+                    last_delta_error: meta.last_delta_error.clone(),
                 }
             })
             .collect()
@@ -202,11 +224,7 @@ impl Lists {
         let slot = self.slots.get(index)?;
         let current = slot.current.load();
         let loaded = current.as_ref()?;
-        loaded
-            .accepted
-            .expires_at()
-            .duration_since(self.shared.now())
-            .ok()
+        loaded.state.expires_at().duration_since(self.shared.now()).ok()
     }
 
     /// One update round: every list, one after the other, with the update
@@ -251,8 +269,33 @@ impl Lists {
             meta.etag = restored.etag;
             match restored.snapshot {
                 Restored::Loaded(accepted) => {
-                    let version = accepted.header().version;
-                    if accepted.is_stale(now) {
+                    let (state, chain_error) = delta::restore_chain(
+                        &slot.name,
+                        accepted,
+                        found.chain.as_deref(),
+                        meta.floor.as_ref(),
+                        &self.trusted_keys,
+                    );
+                    if let Some(error) = chain_error {
+                        // The base alone, with the record's floor kept:
+                        // the next update asks for the deltas from the
+                        // base's version and catches up.
+                        Counters::bump(&self.shared.counters.cache_files_quarantined);
+                        let path = store.chain_path(&slot.name);
+                        meta.last_storage_error = Some(store.quarantine(&path, error.to_string()));
+                    } else if state.has_deltas() {
+                        meta.chain = found.chain.unwrap_or_default();
+                        // A crash between the chain and the record leaves
+                        // the record one step behind the verified chain.
+                        if meta
+                            .floor
+                            .is_none_or(|f| f.admit_end(&slot.name, state.floor()).is_ok())
+                        {
+                            meta.floor = Some(state.floor());
+                        }
+                    }
+                    let version = state.version();
+                    if state.is_stale(now) {
                         tracing::warn!(list = %slot.name, version, "snapshot loaded from cache has expired; using it, stale, until a newer one arrives");
                         Counters::bump(&self.shared.counters.expired_snapshots_loaded_from_cache);
                     } else {
@@ -260,7 +303,7 @@ impl Lists {
                     }
                     Counters::bump(&self.shared.counters.snapshots_loaded_from_cache);
                     slot.current.store(Some(Arc::new(Loaded {
-                        accepted,
+                        state,
                         source: SnapshotSource::Cache,
                     })));
                 }
@@ -310,12 +353,11 @@ impl Lists {
     async fn fetch_and_apply(&self, slot: &ListSlot) -> Result<(ListUpdate, Option<Duration>), Error> {
         let mut first_error = None;
         for base in &self.shared.base_urls {
-            let url = format!("{base}{}", routes::latest_snapshot(&slot.name));
-            match self.fetch_and_apply_from(slot, &url).await {
+            match self.fetch_and_apply_from(slot, base).await {
                 Ok(done) => return Ok(done),
                 Err(error) => {
                     if self.shared.base_urls.len() > 1 {
-                        tracing::debug!(%url, %error, "snapshot source failed");
+                        tracing::debug!(%base, %error, "publisher failed");
                     }
                     first_error.get_or_insert(error);
                 }
@@ -326,16 +368,180 @@ impl Lists {
         }))
     }
 
+    /// One list's update from the publisher at `base`: the deltas since the
+    /// version held while [`delta::next_request`] says so, and the whole
+    /// snapshot otherwise — also, in the same round, when no chain can be
+    /// had or the one sent does not verify.
     async fn fetch_and_apply_from(
+        &self,
+        slot: &ListSlot,
+        base: &str,
+    ) -> Result<(ListUpdate, Option<Duration>), Error> {
+        let current = slot.current.load_full();
+        let request = delta::next_request(current.as_ref().map(|l| &l.state), self.max_additions_ratio);
+        if let (UpdateRequest::Deltas { from, if_none_match }, Some(loaded)) = (request, &current) {
+            let url = format!("{base}{}", routes::updates(&slot.name, from));
+            if let Some(done) = self.follow_deltas(slot, &url, loaded, &if_none_match).await? {
+                return Ok(done);
+            }
+        }
+        let url = format!("{base}{}", routes::latest_snapshot(&slot.name));
+        self.download_snapshot(slot, &url).await
+    }
+
+    /// Asks `url` (the update route) for the deltas since `loaded`'s
+    /// version and applies them. `None` when the whole snapshot must be
+    /// taken instead (`410`, `404`, or a chain that does not verify or
+    /// link: counted and kept in the list's status); an error when the
+    /// round fails (transport, `503 behind`, other statuses).
+    async fn follow_deltas(
+        &self,
+        slot: &ListSlot,
+        url: &str,
+        loaded: &Arc<Loaded>,
+        if_none_match: &str,
+    ) -> Result<Option<(ListUpdate, Option<Duration>)>, Error> {
+        let mut date = None;
+        let fetched = http::fetch_updates(
+            &self.shared.client,
+            url,
+            if_none_match,
+            self.max_snapshot_bytes,
+            self.snapshot_timeout,
+            self.shared.now(),
+            &mut date,
+        )
+        .await;
+        self.shared.observe_publisher_time(date);
+        let version = loaded.state.version();
+        let (bytes, hint, buckets, freshness) = match fetched? {
+            UpdatesFetch::NotModified {
+                hint,
+                buckets,
+                freshness,
+            } => {
+                self.note_freshness(slot, &loaded.state, freshness.as_deref());
+                self.note_buckets(slot, version, buckets.as_deref());
+                return Ok(Some((ListUpdate::Unchanged { version }, hint)));
+            }
+            UpdatesFetch::Unavailable { error } => {
+                self.delta_fallback(slot, error);
+                return Ok(None);
+            }
+            UpdatesFetch::Chain {
+                bytes,
+                hint,
+                buckets,
+                freshness,
+            } => (bytes, hint, buckets, freshness),
+        };
+        let floor = lock(&slot.meta).floor;
+        let (outcome, bytes) = match self
+            .apply_chain_blocking(&slot.name, url, loaded, bytes, floor)
+            .await
+        {
+            Ok(done) => done,
+            Err(error) => {
+                self.delta_fallback(slot, error);
+                return Ok(None);
+            }
+        };
+        let (state, deltas) = match outcome {
+            ChainOutcome::Unchanged => {
+                self.note_freshness(slot, &loaded.state, freshness.as_deref());
+                self.note_buckets(slot, version, buckets.as_deref());
+                return Ok(Some((ListUpdate::Unchanged { version }, hint)));
+            }
+            ChainOutcome::Advanced { state, deltas } => (state, deltas),
+        };
+        // The record can name the version the chain leads to: read it
+        // before the swap, so the state goes in with its freshness.
+        self.note_freshness(slot, &state, freshness.as_deref());
+        let new_floor = state.floor();
+        let new_version = state.version();
+        let additions = state.additions().len();
+        let stale = state.is_stale(self.shared.now());
+        let (chain, etag) = {
+            let meta = lock(&slot.meta);
+            let mut chain = Vec::with_capacity(meta.chain.len() + bytes.len());
+            chain.extend_from_slice(&meta.chain);
+            chain.extend_from_slice(&bytes);
+            (chain, meta.etag.clone())
+        };
+        let record = ListRecord {
+            list: slot.name.clone(),
+            floor: new_floor,
+            base: Some(state.base().floor()),
+            etag,
+        };
+        self.persist_chain(slot, chain.clone(), record).await;
+        slot.current.store(Some(Arc::new(Loaded {
+            state,
+            source: loaded.source,
+        })));
+        {
+            let mut meta = lock(&slot.meta);
+            meta.floor = Some(new_floor);
+            meta.chain = chain;
+            meta.last_delta_error = None;
+        }
+        self.note_buckets(slot, new_version, buckets.as_deref());
+        let counters = &self.shared.counters;
+        Counters::add(&counters.deltas_applied, deltas as u64);
+        Counters::add(&counters.delta_bytes, bytes.len() as u64);
+        tracing::info!(list = %slot.name, previous = version, version = new_version, deltas, additions, stale, "deltas applied");
+        Ok(Some((
+            ListUpdate::Updated {
+                previous: Some(version),
+                version: new_version,
+            },
+            hint,
+        )))
+    }
+
+    /// Counts a round that asked for deltas and takes the whole snapshot
+    /// instead, and keeps why in the list's status.
+    fn delta_fallback(&self, slot: &ListSlot, error: Error) {
+        tracing::info!(list = %slot.name, %error, "no usable deltas; taking the whole snapshot");
+        Counters::bump(&self.shared.counters.delta_fallbacks);
+        lock(&slot.meta).last_delta_error = Some(error);
+    }
+
+    /// Reads a response's freshness record (`X-Blocksieve-Freshness`), if
+    /// any, and extends `state`'s freshness with it if it verifies and names
+    /// the list and exactly the state's version and body hash. Anything
+    /// else is ignored: a record can never make another version look
+    /// fresh.
+    fn note_freshness(&self, slot: &ListSlot, state: &ListState, header: Option<&str>) {
+        let Some(value) = header else {
+            return;
+        };
+        match delta::read_freshness(&slot.name, value, &self.trusted_keys) {
+            Ok(record) if state.apply_freshness(&slot.name, &record) => {
+                Counters::bump(&self.shared.counters.freshness_records_applied);
+            }
+            Ok(record) => {
+                tracing::debug!(list = %slot.name, held = state.version(), vouched = record.version, "freshness record for another version ignored");
+            }
+            Err(error) => tracing::debug!(list = %slot.name, %error, "freshness record ignored"),
+        }
+    }
+
+    /// Downloads the latest whole snapshot from `url` (conditionally while
+    /// the state is its base alone) and swaps it in as the new base, with no
+    /// additions.
+    async fn download_snapshot(
         &self,
         slot: &ListSlot,
         url: &str,
     ) -> Result<(ListUpdate, Option<Duration>), Error> {
         let current = slot.current.load_full();
-        let previous = current.as_ref().map(|l| l.accepted.header().version);
+        let previous = current.as_ref().map(|l| l.state.version());
+        // Deltas applied: the base's ETag no longer names the version held.
+        let plain_base = current.as_ref().filter(|l| !l.state.has_deltas());
         let (etag, floor) = {
             let meta = lock(&slot.meta);
-            (current.as_ref().and(meta.etag.clone()), meta.floor)
+            (plain_base.and(meta.etag.clone()), meta.floor)
         };
         let mut date = None;
         let fetched = http::fetch_snapshot(
@@ -350,13 +556,22 @@ impl Lists {
         .await;
         self.shared.observe_publisher_time(date);
         let fetched = fetched?;
-        let (bytes, new_etag, hint, buckets) = match (fetched, previous) {
-            (SnapshotFetch::NotModified { hint, buckets }, Some(version)) => {
+        let (bytes, new_etag, hint, buckets, freshness) = match (fetched, plain_base) {
+            (
+                SnapshotFetch::NotModified {
+                    hint,
+                    buckets,
+                    freshness,
+                },
+                Some(loaded),
+            ) => {
+                let version = loaded.state.version();
+                self.note_freshness(slot, &loaded.state, freshness.as_deref());
                 self.note_buckets(slot, version, buckets.as_deref());
                 return Ok((ListUpdate::Unchanged { version }, hint));
             }
             (SnapshotFetch::NotModified { .. }, None) => {
-                // Not reachable: If-None-Match is only sent with a snapshot loaded.
+                // Not reachable: If-None-Match is only sent with a base alone loaded.
                 return Err(Error::UnexpectedResponse {
                     url: url.to_owned(),
                     reason: "304 Not Modified without a snapshot loaded".to_owned(),
@@ -367,12 +582,15 @@ impl Lists {
                     etag: Some(e),
                     hint,
                     buckets,
+                    freshness,
                     ..
                 },
-                Some(version),
+                Some(loaded),
             ) if Some(e.as_str()) == etag.as_deref() => {
                 // The publisher ignored If-None-Match but serves the same
                 // representation: nothing to verify.
+                let version = loaded.state.version();
+                self.note_freshness(slot, &loaded.state, freshness.as_deref());
                 self.note_buckets(slot, version, buckets.as_deref());
                 return Ok((ListUpdate::Unchanged { version }, hint));
             }
@@ -382,33 +600,42 @@ impl Lists {
                     etag,
                     hint,
                     buckets,
+                    freshness,
                 },
                 _,
-            ) => (bytes, etag, hint, buckets),
+            ) => (bytes, etag, hint, buckets, freshness),
         };
         let (accepted, bytes) = self.accept_blocking(&slot.name, url, bytes, floor).await?;
         let version = accepted.header().version;
         let new_floor = accepted.floor();
-        if current.as_ref().is_some_and(|l| l.accepted.floor() == new_floor) {
+        if let Some(loaded) = plain_base.filter(|l| l.state.floor() == new_floor) {
             // The very snapshot in use, under a new ETag: remember the ETag
             // so the next request can be a 304.
             lock(&slot.meta).etag = new_etag;
+            self.note_freshness(slot, &loaded.state, freshness.as_deref());
             self.note_buckets(slot, version, buckets.as_deref());
             return Ok((ListUpdate::Unchanged { version }, hint));
         }
-        let expired = accepted.is_stale(self.shared.now());
+        let rebase = current.as_ref().is_some_and(|l| l.state.has_deltas());
+        let state = ListState::of_base(accepted);
+        self.note_freshness(slot, &state, freshness.as_deref());
+        let expired = state.is_stale(self.shared.now());
         self.persist(slot, bytes, new_floor, new_etag.clone()).await;
         slot.current.store(Some(Arc::new(Loaded {
-            accepted,
+            state,
             source: SnapshotSource::Network,
         })));
         {
             let mut meta = lock(&slot.meta);
             meta.floor = Some(new_floor);
             meta.etag = new_etag;
+            meta.chain = Vec::new();
         }
         self.note_buckets(slot, version, buckets.as_deref());
         Counters::bump(&self.shared.counters.snapshots_applied);
+        if rebase {
+            Counters::bump(&self.shared.counters.rebases);
+        }
         if expired {
             // Newer than the one in use (the floor saw to that), so it can
             // only add protection; stale, so the host sees the freeze or
@@ -420,7 +647,11 @@ impl Lists {
                 .map(|skew| skew.to_string());
             tracing::warn!(list = %slot.name, ?previous, version, ?clock_skew, "snapshot updated, but it has already expired: using it, stale");
         } else {
-            tracing::info!(list = %slot.name, ?previous, version, "snapshot updated");
+            tracing::info!(list = %slot.name, ?previous, version, rebase, "snapshot updated");
+        }
+        if previous == Some(version) {
+            // A rebase on the very version the deltas led to.
+            return Ok((ListUpdate::Unchanged { version }, hint));
         }
         Ok((ListUpdate::Updated { previous, version }, hint))
     }
@@ -465,6 +696,45 @@ impl Lists {
         }
     }
 
+    /// [`delta::apply_chain`] on the blocking pool: verifying and merging
+    /// up to the snapshot limit of deltas would stall an async worker.
+    /// Hands the bytes back for persistence.
+    async fn apply_chain_blocking(
+        &self,
+        list: &str,
+        url: &str,
+        loaded: &Arc<Loaded>,
+        bytes: Vec<u8>,
+        floor: Option<VersionFloor>,
+    ) -> Result<(ChainOutcome, Vec<u8>), Error> {
+        let keys = Arc::clone(&self.trusted_keys);
+        let owned_list = list.to_owned();
+        let loaded = Arc::clone(loaded);
+        let task = tokio::task::spawn_blocking(move || {
+            let result = delta::apply_chain(&owned_list, &loaded.state, &bytes, &keys, floor.as_ref());
+            result.map(|outcome| (outcome, bytes))
+        });
+        match task.await {
+            Ok(result) => result,
+            Err(join) => Err(Error::UnexpectedResponse {
+                url: url.to_owned(),
+                reason: format!("delta verification did not finish: {join}"),
+            }),
+        }
+    }
+
+    /// Writes the chain applied since the base and the record naming the
+    /// version it leads to, if a cache directory is set. A failure is
+    /// counted and reported as for a snapshot.
+    async fn persist_chain(&self, slot: &ListSlot, chain: Vec<u8>, record: ListRecord) {
+        let Some(store) = self.store.clone() else {
+            return;
+        };
+        let list = slot.name.clone();
+        let result = tokio::task::spawn_blocking(move || store.save_chain(&list, &chain, &record)).await;
+        self.persisted(slot, result);
+    }
+
     /// Writes an accepted snapshot and its floor to the cache directory, if
     /// any. A failure is counted and reported in the list's status; the
     /// snapshot is used all the same (protection now beats persistence).
@@ -475,10 +745,16 @@ impl Lists {
         let record = ListRecord {
             list: slot.name.clone(),
             floor,
+            base: None,
             etag,
         };
         let list = slot.name.clone();
         let result = tokio::task::spawn_blocking(move || store.save(&list, &bytes, &record)).await;
+        self.persisted(slot, result);
+    }
+
+    /// Counts and reports a failed write of `slot`'s files, if it failed.
+    fn persisted(&self, slot: &ListSlot, result: Result<Result<(), Error>, tokio::task::JoinError>) {
         let error = match result {
             Ok(Ok(())) => return,
             Ok(Err(e)) => e,
@@ -492,7 +768,7 @@ impl Lists {
         lock(&slot.meta).last_storage_error = Some(error);
     }
 
-    /// Probes every list's current snapshot.
+    /// Probes every list's current state (base filter and additions).
     ///
     /// # Errors
     ///
@@ -509,7 +785,7 @@ impl Lists {
                     list: slot.name.clone(),
                 });
             };
-            let snapshot = std::iter::once((slot.name.as_str(), &loaded.accepted));
+            let snapshot = std::iter::once((slot.name.as_str(), &loaded.state));
             return Ok(lookup::probe(hashes, snapshot, now));
         }
         let mut loaded = Vec::with_capacity(self.slots.len());
@@ -526,7 +802,7 @@ impl Lists {
             hashes,
             loaded
                 .iter()
-                .filter_map(|(name, l)| l.as_ref().map(|l| (*name, &l.accepted))),
+                .filter_map(|(name, l)| l.as_ref().map(|l| (*name, &l.state))),
             now,
         ))
     }

@@ -81,6 +81,21 @@ pub struct Stats {
     /// Accepted snapshots that could not be written to the cache directory
     /// (they are in use all the same).
     pub persist_failures: u64,
+    /// Deltas verified and applied (each delta of a chain counts).
+    pub deltas_applied: u64,
+    /// Bytes of the delta chains applied, as downloaded.
+    pub delta_bytes: u64,
+    /// Update rounds that asked for deltas and took the whole snapshot
+    /// instead: `410 no_delta`, a `404` from a publisher without the
+    /// update route, or a delta or chain that did not verify or link (the
+    /// reason is in [`ListStatus::last_delta_error`](crate::ListStatus::last_delta_error)).
+    pub delta_fallbacks: u64,
+    /// Signed freshness records that named exactly the version held and
+    /// extended its freshness.
+    pub freshness_records_applied: u64,
+    /// Whole snapshots swapped in over a state with deltas applied: the
+    /// additions passed `max_additions_ratio`, or the deltas fell back.
+    pub rebases: u64,
 }
 
 impl Stats {
@@ -164,6 +179,11 @@ pub(crate) struct Counters {
     pub(crate) update_failures: AtomicU64,
     pub(crate) cache_files_quarantined: AtomicU64,
     pub(crate) persist_failures: AtomicU64,
+    pub(crate) deltas_applied: AtomicU64,
+    pub(crate) delta_bytes: AtomicU64,
+    pub(crate) delta_fallbacks: AtomicU64,
+    pub(crate) freshness_records_applied: AtomicU64,
+    pub(crate) rebases: AtomicU64,
     failures: FailureCounters,
 }
 
@@ -242,6 +262,11 @@ impl Counters {
             },
             cache_files_quarantined: get(&self.cache_files_quarantined),
             persist_failures: get(&self.persist_failures),
+            deltas_applied: get(&self.deltas_applied),
+            delta_bytes: get(&self.delta_bytes),
+            delta_fallbacks: get(&self.delta_fallbacks),
+            freshness_records_applied: get(&self.freshness_records_applied),
+            rebases: get(&self.rebases),
         }
     }
 }

@@ -65,11 +65,20 @@ pub enum SnapshotSource {
 pub struct ListStatus {
     /// The list name.
     pub name: String,
-    /// The version of the snapshot in use, or `None` without one.
+    /// The version the list's state stands for — its base snapshot's, or
+    /// that of the last delta applied to it — or `None` without one.
     pub version: Option<u64>,
-    /// When the snapshot in use was built (signed `created_at`).
+    /// The version of the whole snapshot the state stands on (the base):
+    /// equal to [`ListStatus::version`] until deltas are applied.
+    pub base_version: Option<u64>,
+    /// How many 32-bit hash prefixes the deltas applied since the base
+    /// have added (held exactly, 4 bytes each, until the next rebase).
+    pub additions: usize,
+    /// When the base snapshot was built (signed `created_at`).
     pub created_at: Option<SystemTime>,
-    /// When the snapshot in use expires (signed `expires_at`).
+    /// Until when the state is fresh: the latest signed `expires_at` of the
+    /// base snapshot, the deltas applied and the freshness records naming
+    /// exactly the version held.
     pub expires_at: Option<SystemTime>,
     /// How old the snapshot in use is: now − `created_at` (zero if the
     /// clock is behind the publisher's).
@@ -97,4 +106,8 @@ pub struct ListStatus {
     /// The last cache-directory problem for this list: a write that failed,
     /// or a file quarantined at start.
     pub last_storage_error: Option<Error>,
+    /// Why the last update round that asked for deltas took the whole
+    /// snapshot instead (`410`, `404`, or a delta that did not verify or
+    /// link), if one did.
+    pub last_delta_error: Option<Error>,
 }

@@ -6,7 +6,8 @@
 //! | file | content |
 //! |---|---|
 //! | `L.snapshot` | the snapshot bytes exactly as downloaded and verified |
-//! | `L.record.json` | the [`ListRecord`]: floor (version, body SHA-256) and ETag |
+//! | `L.chain` | the deltas applied since that snapshot, as downloaded and verified, one after another (FORMAT.md "Delta chains"); absent or empty when none were |
+//! | `L.record.json` | the [`ListRecord`]: floor (version, body SHA-256 of the version the snapshot and chain stand for), the snapshot's own, and its ETag |
 //! | `*.quarantined` | a file that failed verification, renamed aside (the latest one per file) |
 //!
 //! Every write goes to a temporary file in the same directory, is fsynced,
@@ -14,7 +15,12 @@
 //! leaves either the old file or the new one. The snapshot is written before
 //! the record, so the persisted floor never names a snapshot that is not on
 //! disk; a crash between the two leaves the floor one version behind, which
-//! [`restore`](crate::engine::accept::restore) repairs from the snapshot. A
+//! [`restore`](crate::engine::accept::restore) repairs from the snapshot.
+//! A new snapshot removes the chain before its record is written; a chain
+//! that does not lead from the snapshot to the record's floor is set aside
+//! at start and the snapshot alone restored
+//! ([`restore_chain`](crate::engine::delta::restore_chain)), with the
+//! record's floor kept against rollback. A
 //! crash during a write leaves a temporary file (`L.snapshot.tmp-…`), which
 //! the next start removes ([`Store::remove_temporaries`]).
 
@@ -44,6 +50,9 @@ pub(crate) struct Store {
 pub(crate) struct Found {
     /// The snapshot bytes, if the file exists and is not over the limit.
     pub(crate) snapshot: Option<Vec<u8>>,
+    /// The chain of deltas applied since the snapshot, if the file exists
+    /// and is not over the limit.
+    pub(crate) chain: Option<Vec<u8>>,
     /// The record, if the file exists and parses.
     pub(crate) record: Option<ListRecord>,
     /// Problems met: unreadable files (storage errors) and files that were
@@ -60,6 +69,10 @@ impl Store {
         self.dir.join(format!("{list}.snapshot"))
     }
 
+    pub(crate) fn chain_path(&self, list: &str) -> PathBuf {
+        self.dir.join(format!("{list}.chain"))
+    }
+
     pub(crate) fn record_path(&self, list: &str) -> PathBuf {
         self.dir.join(format!("{list}.record.json"))
     }
@@ -70,6 +83,7 @@ impl Store {
     pub(crate) fn remove_temporaries(&self, list: &str) -> usize {
         let prefixes = [
             format!("{list}.snapshot{TEMP_INFIX}"),
+            format!("{list}.chain{TEMP_INFIX}"),
             format!("{list}.record.json{TEMP_INFIX}"),
         ];
         let Ok(entries) = fs::read_dir(&self.dir) else {
@@ -88,10 +102,11 @@ impl Store {
         removed
     }
 
-    /// Reads `list`'s files: the snapshot up to `max_snapshot_bytes`, the
-    /// record up to [`ListRecord::MAX_BYTES`]. An oversized snapshot or a
-    /// record that does not parse is quarantined here; verifying the
-    /// snapshot is the caller's business.
+    /// Reads `list`'s files: the snapshot and the chain each up to
+    /// `max_snapshot_bytes`, the record up to [`ListRecord::MAX_BYTES`]. An
+    /// oversized snapshot or chain or a record that does not parse is
+    /// quarantined here; verifying the snapshot and chain is the caller's
+    /// business.
     pub(crate) fn read(&self, list: &str, max_snapshot_bytes: u64) -> Found {
         let mut found = Found::default();
         let snapshot_path = self.snapshot_path(list);
@@ -104,6 +119,17 @@ impl Store {
             }
             Ok(None) => {}
             Err(e) => found.problems.push(storage(&snapshot_path, &e)),
+        }
+        let chain_path = self.chain_path(list);
+        match read_limited(&chain_path, max_snapshot_bytes) {
+            Ok(Some(Ok(bytes))) => found.chain = Some(bytes),
+            Ok(Some(Err(size))) => {
+                let reason =
+                    format!("larger than the limit of {max_snapshot_bytes} bytes ({size} bytes or more)");
+                found.problems.push(self.quarantine(&chain_path, reason));
+            }
+            Ok(None) => {}
+            Err(e) => found.problems.push(storage(&chain_path, &e)),
         }
         let record_path = self.record_path(list);
         match read_limited(&record_path, ListRecord::MAX_BYTES as u64) {
@@ -140,8 +166,8 @@ impl Store {
         }
     }
 
-    /// Persists an accepted snapshot of `list` and then its record, each
-    /// atomically.
+    /// Persists an accepted snapshot of `list`, removes the chain of the
+    /// snapshot it replaces, and then writes its record, each atomically.
     ///
     /// # Errors
     ///
@@ -149,6 +175,26 @@ impl Store {
     pub(crate) fn save(&self, list: &str, snapshot: &[u8], record: &ListRecord) -> Result<(), Error> {
         let path = self.snapshot_path(list);
         write_atomic(&path, snapshot).map_err(|e| storage(&path, &e))?;
+        let path = self.chain_path(list);
+        match fs::remove_file(&path) {
+            Ok(()) => sync_dir(&self.dir).map_err(|e| storage(&path, &e))?,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(storage(&path, &e)),
+        }
+        let path = self.record_path(list);
+        write_atomic(&path, &record.to_bytes()).map_err(|e| storage(&path, &e))
+    }
+
+    /// Persists the chain of deltas applied to `list`'s snapshot (all of
+    /// them since the snapshot, one after another) and then the record
+    /// naming the version it leads to, each atomically.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Storage`] naming the file that could not be written.
+    pub(crate) fn save_chain(&self, list: &str, chain: &[u8], record: &ListRecord) -> Result<(), Error> {
+        let path = self.chain_path(list);
+        write_atomic(&path, chain).map_err(|e| storage(&path, &e))?;
         let path = self.record_path(list);
         write_atomic(&path, &record.to_bytes()).map_err(|e| storage(&path, &e))
     }
@@ -240,6 +286,7 @@ mod tests {
                 version,
                 body_sha256: FullHash::of(b"x").0,
             },
+            base: None,
             etag: None,
         }
     }

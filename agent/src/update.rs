@@ -1,5 +1,6 @@
 //! What one update round did to each list. The rule that decides whether a
-//! snapshot may replace the current one is [`crate::engine::accept`].
+//! snapshot may replace the current one is [`crate::engine::accept`]; for
+//! deltas, [`crate::engine::delta`].
 
 use crate::Error;
 
@@ -39,8 +40,9 @@ impl UpdateReport {
 #[non_exhaustive]
 #[derive(Debug)]
 pub enum ListUpdate {
-    /// A newer snapshot was verified and swapped in — possibly one that
-    /// had already expired by this agent's clock, in use flagged stale (see
+    /// A newer snapshot, or a chain of deltas leading to a newer version,
+    /// was verified and swapped in — possibly one that had already expired
+    /// by this agent's clock, in use flagged stale (see
     /// [`ListStatus::stale`](crate::ListStatus::stale)).
     Updated {
         /// The version replaced, or `None` for the list's first snapshot.
@@ -48,8 +50,9 @@ pub enum ListUpdate {
         /// The version now in use.
         version: u64,
     },
-    /// The publisher still serves the snapshot in use (`304 Not Modified`,
-    /// or the same version with the same body).
+    /// The publisher's latest version is the one in use (`304 Not
+    /// Modified`, an empty delta chain, or the same version with the same
+    /// body — taken whole as a rebase when deltas had been applied).
     Unchanged {
         /// The version in use.
         version: u64,

@@ -36,8 +36,10 @@ use tokio::sync::oneshot;
 use crate::snapshot::Snap;
 
 mod raw;
+mod updates;
 
 pub use raw::{Raw, RawServer, unreachable_url};
+pub use updates::Updates;
 
 /// What the fake publisher answers for one threat list's snapshot.
 #[derive(Debug, Clone)]
@@ -118,6 +120,14 @@ struct FakeState {
     /// Answers full-hash searches in binary to an `Accept` naming it.
     binary_answers: bool,
     requests: Vec<Recorded>,
+    /// Per threat list, the answer of its update route
+    /// ([`Updates::NoRoute`] when absent).
+    updates: HashMap<String, Updates>,
+    /// Per threat list, the `X-Blocksieve-Freshness` value of its snapshot
+    /// and update answers.
+    freshness: HashMap<String, String>,
+    /// The update-route requests seen.
+    update_requests: Vec<Recorded>,
 }
 
 /// A publisher on a real socket whose answers the test controls.
@@ -160,10 +170,14 @@ impl FakePublisher {
             ignore_if_none_match: false,
             binary_answers: false,
             requests: Vec::new(),
+            updates: HashMap::new(),
+            freshness: HashMap::new(),
+            update_requests: Vec::new(),
         }));
         let app = Router::new()
             .route(routes::LISTS, get(lists))
             .route(routes::LATEST_SNAPSHOT, get(snapshot))
+            .route(routes::UPDATES, get(updates_route))
             .route(routes::SEARCH, post(search))
             .with_state(Arc::clone(&state));
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
@@ -253,6 +267,27 @@ impl FakePublisher {
     /// `If-None-Match` (a publisher that ignores conditional requests).
     pub fn ignore_if_none_match(&self) {
         self.state().ignore_if_none_match = true;
+    }
+
+    /// Answers `list`'s update route with `updates`.
+    pub fn serve_updates(&self, list: &str, updates: Updates) {
+        self.state().updates.insert(list.to_owned(), updates);
+    }
+
+    /// Sends `X-Blocksieve-Freshness: value` on `list`'s snapshot and update
+    /// answers (`200` and `304`), or nothing for `None`.
+    pub fn set_freshness(&self, list: &str, value: Option<String>) {
+        let mut state = self.state();
+        match value {
+            Some(v) => state.freshness.insert(list.to_owned(), v),
+            None => state.freshness.remove(list),
+        };
+    }
+
+    /// The requests on the update route seen, oldest first (not among
+    /// [`FakePublisher::requests`]).
+    pub fn update_requests(&self) -> Vec<Recorded> {
+        self.state().update_requests.clone()
     }
 
     /// Every snapshot download and full-hash search seen, oldest first.
@@ -394,7 +429,7 @@ async fn snapshot(State(state): Shared, Path(name): Path<String>, headers: Heade
         .get(header::IF_NONE_MATCH)
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
-    let (served, ignore_inm, next_check) = {
+    let (served, ignore_inm, next_check, freshness) = {
         let mut s = lock(&state);
         s.requests.push(Recorded {
             method: "GET",
@@ -408,6 +443,7 @@ async fn snapshot(State(state): Shared, Path(name): Path<String>, headers: Heade
             s.snapshots.get(&name).cloned(),
             s.ignore_if_none_match,
             s.next_check_s,
+            s.freshness.get(&name).cloned(),
         )
     };
     let (bytes, etag) = match served {
@@ -442,6 +478,72 @@ async fn snapshot(State(state): Shared, Path(name): Path<String>, headers: Heade
         )
             .into_response()
     };
+    if let Some(seconds) = next_check {
+        response.headers_mut().insert(
+            blocksieve_format::api::NEXT_CHECK_HEADER,
+            HeaderValue::from(seconds),
+        );
+    }
+    if let Some(value) = freshness.and_then(|v| HeaderValue::from_str(&v).ok()) {
+        response
+            .headers_mut()
+            .insert(blocksieve_format::api::FRESHNESS_HEADER, value);
+    }
+    response
+}
+
+/// The update route (FORMAT.md "Delta chains"), as [`Updates`] says.
+async fn updates_route(
+    State(state): Shared,
+    Path((name, from)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Response {
+    let if_none_match = headers
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let (served, freshness, next_check) = {
+        let mut s = lock(&state);
+        s.update_requests.push(Recorded {
+            method: "GET",
+            path: format!("/v1/lists/{name}/updates/{from}"),
+            if_none_match: if_none_match.clone(),
+            prefixes: Vec::new(),
+            body: String::new(),
+            accept: None,
+        });
+        (
+            s.updates.get(&name).cloned().unwrap_or(Updates::NoRoute),
+            s.freshness.get(&name).cloned(),
+            s.next_check_s,
+        )
+    };
+    let Ok(from) = from.parse::<u64>() else {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "bad_version",
+            format!("bad version {from}"),
+        );
+    };
+    let mut response = match updates::answer(&served, from, if_none_match.as_deref()) {
+        updates::Answer::NoRoute => return StatusCode::NOT_FOUND.into_response(),
+        updates::Answer::Error(status, Some(code)) => {
+            return error(status, code, format!("no chain from {from}"));
+        }
+        updates::Answer::Error(status, None) => return injected(status),
+        updates::Answer::NotModified => StatusCode::NOT_MODIFIED.into_response(),
+        updates::Answer::Chain(bytes) => (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, blocksieve_format::api::DELTAS_CONTENT_TYPE)],
+            bytes,
+        )
+            .into_response(),
+    };
+    if let Some(value) = freshness.and_then(|v| HeaderValue::from_str(&v).ok()) {
+        response
+            .headers_mut()
+            .insert(blocksieve_format::api::FRESHNESS_HEADER, value);
+    }
     if let Some(seconds) = next_check {
         response.headers_mut().insert(
             blocksieve_format::api::NEXT_CHECK_HEADER,

@@ -1,10 +1,13 @@
-//! Test snapshots: fixed signing keys (the publisher's and a stranger's)
-//! and [`Snap`], a builder for a signed snapshot of chosen expressions.
+//! Test snapshots: fixed signing keys (the publisher's and a stranger's),
+//! [`Snap`], a builder for a signed snapshot of chosen expressions, and the
+//! signed deltas ([`delta`]) and freshness records ([`freshness`]) between
+//! them.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use blocksieve_format::{
-    FilterKind, FullHash, KeyBits, PrefixFilter, SigningKey, SnapshotParams, TrustedKey, encode,
+    DeltaEnd, DeltaParams, FilterKind, FreshnessRecord, FullHash, KeyBits, PrefixFilter, SigningKey,
+    SnapshotParams, TrustedKey, encode, encode_delta, parse_header_unverified,
 };
 
 /// The publisher's signing key in every test.
@@ -138,4 +141,57 @@ impl<'a> Snap<'a> {
         };
         encode(&params, &filter, &self.key).expect("snapshot encodes")
     }
+}
+
+/// The delta end (version, body SHA-256) of a snapshot's bytes.
+///
+/// # Panics
+///
+/// When the bytes do not start with a snapshot header.
+pub fn end_of(snapshot: &[u8]) -> DeltaEnd {
+    let header = parse_header_unverified(snapshot).expect("a snapshot header");
+    DeltaEnd {
+        version: header.version,
+        body_sha256: header.body_sha256,
+    }
+}
+
+/// A delta of `list` from `from` to `to` adding the 32-bit hash prefixes of
+/// `expressions`, fresh for a day from now, signed by [`publisher_key`].
+///
+/// # Panics
+///
+/// When the delta cannot be encoded (e.g. `to` not after `from`).
+pub fn delta(list: &str, from: DeltaEnd, to: DeltaEnd, expressions: &[&str]) -> Vec<u8> {
+    let now = unix_now();
+    let params = DeltaParams {
+        list_name: list.to_owned(),
+        from,
+        to,
+        created_at: now,
+        expires_at: now + 24 * 60 * 60,
+    };
+    let additions: Vec<u32> = expressions
+        .iter()
+        .map(|e| FullHash::of(e.as_bytes()).prefix().0)
+        .collect();
+    encode_delta(&params, &additions, &publisher_key()).expect("delta encodes")
+}
+
+/// The `X-Blocksieve-Freshness` value of a record saying `end` is `list`'s
+/// latest version until `expires_at` (Unix seconds), signed by `key`.
+///
+/// # Panics
+///
+/// When the record cannot be signed (e.g. an invalid list name).
+pub fn freshness(list: &str, end: DeltaEnd, expires_at: u64, key: &SigningKey) -> String {
+    let record = FreshnessRecord {
+        list_name: list.to_owned(),
+        version: end.version,
+        body_sha256: end.body_sha256,
+        issued_at: expires_at.min(unix_now()),
+        expires_at,
+        next_build_at: 0,
+    };
+    FreshnessRecord::to_header_value(&record.sign(key).expect("record signs"))
 }

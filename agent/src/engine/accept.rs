@@ -75,15 +75,24 @@ impl VersionFloor {
     ///
     /// [`Error::Rollback`] carrying both versions otherwise.
     pub fn admit(&self, list: &str, header: &SnapshotHeader) -> Result<(), Error> {
-        if header.version > self.version
-            || (header.version == self.version && header.body_sha256 == self.body_sha256)
-        {
+        self.admit_end(list, Self::of(header))
+    }
+
+    /// Whether a state standing for `end` (a snapshot, or the `to` of the
+    /// last delta of a chain) may replace one over this floor: strictly
+    /// newer, or the very version and body hash of the floor.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Rollback`] carrying both versions otherwise.
+    pub fn admit_end(&self, list: &str, end: VersionFloor) -> Result<(), Error> {
+        if end.version > self.version || end == *self {
             Ok(())
         } else {
             Err(Error::Rollback {
                 list: list.to_owned(),
                 trusted_version: self.version,
-                new_version: header.version,
+                new_version: end.version,
             })
         }
     }
@@ -193,9 +202,14 @@ pub fn accept(
 pub struct ListRecord {
     /// The list this record belongs to.
     pub list: String,
-    /// The last accepted version and body hash.
+    /// The last accepted version and body hash: of the snapshot, or of
+    /// the last delta applied to it.
     pub floor: VersionFloor,
-    /// The ETag under which that snapshot was served, if any.
+    /// The version and body hash of the snapshot on disk when deltas have
+    /// been applied to it (the saved chain leads from it to `floor`);
+    /// `None` when the snapshot is the floor.
+    pub base: Option<VersionFloor>,
+    /// The ETag under which the snapshot was served, if any.
     pub etag: Option<String>,
 }
 
@@ -207,6 +221,10 @@ struct RecordJson {
     list: String,
     version: u64,
     body_sha256: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    base_version: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    base_body_sha256: Option<String>,
     etag: Option<String>,
 }
 
@@ -225,6 +243,8 @@ impl ListRecord {
             list: self.list.clone(),
             version: self.floor.version,
             body_sha256: FullHash(self.floor.body_sha256).to_string(),
+            base_version: self.base.map(|b| b.version),
+            base_body_sha256: self.base.map(|b| FullHash(b.body_sha256).to_string()),
             etag: self.etag.clone(),
         };
         let mut out = serde_json::to_vec_pretty(&json).unwrap_or_default();
@@ -250,12 +270,23 @@ impl ListRecord {
             return Err(format!("record of list {:?}, expected {list:?}", json.list));
         }
         let hash = FullHash::from_hex(&json.body_sha256).map_err(|e| format!("body_sha256: {e}"))?;
+        let base = match (json.base_version, json.base_body_sha256) {
+            (None, None) => None,
+            (Some(version), Some(hex)) => Some(VersionFloor {
+                version,
+                body_sha256: FullHash::from_hex(&hex)
+                    .map_err(|e| format!("base_body_sha256: {e}"))?
+                    .0,
+            }),
+            _ => return Err("base_version and base_body_sha256 go together".to_owned()),
+        };
         Ok(Self {
             list: json.list,
             floor: VersionFloor {
                 version: json.version,
                 body_sha256: hash.0,
             },
+            base,
             etag: json.etag,
         })
     }
@@ -293,8 +324,11 @@ pub struct RestoredList {
 
 /// Decides what to do with `list`'s cached files at start:
 /// `snapshot_bytes` (if the file exists) is checked with [`accept`] against
-/// the floor of `record` (if a valid one exists). Expiry plays no part: the
-/// last verified snapshot is used, stale, rather than none.
+/// the snapshot `record` names (its `base`, else its floor), if a valid
+/// record exists; the floor kept is the record's, or the snapshot's if
+/// that is newer. Expiry plays no part: the last verified snapshot is used,
+/// stale, rather than none. The chain saved since the snapshot is
+/// [`crate::engine::delta::restore_chain`]'s business.
 pub fn restore(
     list: &str,
     snapshot_bytes: Option<&[u8]>,
@@ -310,10 +344,17 @@ pub fn restore(
             etag: None,
         };
     };
-    match accept(list, bytes, trusted_keys, limits, record_floor.as_ref()) {
+    let base_floor = record.map(|r| r.base.unwrap_or(r.floor));
+    match accept(list, bytes, trusted_keys, limits, base_floor.as_ref()) {
         Ok(accepted) => {
-            let floor = accepted.floor();
-            let etag = record.filter(|r| r.floor == floor).and_then(|r| r.etag.clone());
+            let own = accepted.floor();
+            let floor = match record_floor {
+                Some(kept) if kept.admit_end(list, own).is_err() => kept,
+                _ => own,
+            };
+            let etag = record
+                .filter(|r| r.base.unwrap_or(r.floor) == own)
+                .and_then(|r| r.etag.clone());
             RestoredList {
                 snapshot: Restored::Loaded(accepted),
                 floor: Some(floor),
@@ -515,9 +556,21 @@ mod tests {
                 version: 42,
                 body_sha256: [9; 32],
             },
+            base: None,
             etag: Some("\"abc\"".into()),
         };
         assert_eq!(ListRecord::from_bytes("malware", &r.to_bytes()), Ok(r.clone()));
+        let with_base = ListRecord {
+            base: Some(VersionFloor {
+                version: 40,
+                body_sha256: [3; 32],
+            }),
+            ..r.clone()
+        };
+        assert_eq!(
+            ListRecord::from_bytes("malware", &with_base.to_bytes()),
+            Ok(with_base.clone())
+        );
         assert!(ListRecord::from_bytes("phishing", &r.to_bytes()).is_err());
         assert!(ListRecord::from_bytes("malware", b"{").is_err());
         assert!(ListRecord::from_bytes("malware", &[b' '; 5000]).is_err());
@@ -532,6 +585,7 @@ mod tests {
         let record = ListRecord {
             list: "malware".into(),
             floor: loaded.floor(),
+            base: None,
             etag: Some("\"e5\"".into()),
         };
         let r = restore(
@@ -596,6 +650,7 @@ mod tests {
         let record = ListRecord {
             list: "malware".into(),
             floor: VersionFloor::of(ok("malware", &v5, None).header()),
+            base: None,
             etag: Some("\"e5\"".into()),
         };
         let r = restore(

@@ -14,8 +14,8 @@ use std::time::SystemTime;
 use blocksieve_format::{CanonicalUrl, FullHash, HashPrefix, canonicalize, full_hashes};
 
 use crate::Error;
-use crate::engine::accept::AcceptedSnapshot;
 use crate::engine::cache::ListedHashes;
+use crate::engine::delta::ListState;
 use crate::engine::prefix::{RequestPrefix, request_prefix};
 
 /// The full hashes of one URL's expressions, each computed once, in the
@@ -111,8 +111,9 @@ pub struct LocalLookup {
     /// Every (list, expression) whose prefix hit, in expression order (the
     /// exact URL first), then in list order.
     pub hits: Vec<PrefixHit>,
-    /// The snapshot version of each list probed, in subscription order: the
-    /// answer is exactly what these snapshots say.
+    /// The snapshot version each list's state stands for (its base's, or
+    /// its last delta's), in subscription order: no entry of these versions
+    /// is missed.
     pub snapshot_versions: Vec<(String, u64)>,
     /// Whether any probed snapshot had expired: the answer may miss entries
     /// listed since.
@@ -173,21 +174,23 @@ impl LocalLookup {
     }
 }
 
-/// Probes each list's snapshot (in subscription order) with each of the
-/// URL's full hashes; `now` decides staleness.
+/// Probes each list's state (in subscription order) with each of the
+/// URL's full hashes: a hash is a hit when the base snapshot's filter or
+/// the additions since hold it ([`ListState::probably_contains`]); `now`
+/// decides staleness.
 ///
 /// `snapshots` is walked several times rather than collected: no allocation
 /// beyond the answer on this, the path of every check.
 pub fn probe<'a, I>(hashes: &UrlHashes<'_>, snapshots: I, now: SystemTime) -> LocalLookup
 where
-    I: IntoIterator<Item = (&'a str, &'a AcceptedSnapshot)>,
+    I: IntoIterator<Item = (&'a str, &'a ListState)>,
     I::IntoIter: Clone,
 {
     let snapshots = snapshots.into_iter();
     let mut hits = Vec::new();
     for (i, hash) in hashes.hashes().iter().enumerate() {
         for (list, snapshot) in snapshots.clone() {
-            if snapshot.snapshot().probably_contains(hash) {
+            if snapshot.probably_contains(hash) {
                 hits.push(PrefixHit {
                     list: list.to_owned(),
                     expression: hashes.expression(i).to_owned(),
@@ -201,7 +204,7 @@ where
         hits,
         snapshot_versions: snapshots
             .clone()
-            .map(|(l, s)| (l.to_owned(), s.header().version))
+            .map(|(l, s)| (l.to_owned(), s.version()))
             .collect(),
         stale: snapshots.clone().any(|(_, s)| s.is_stale(now)),
     }

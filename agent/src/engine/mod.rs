@@ -16,22 +16,29 @@
 //! 1. a downloaded or cached snapshot → [`accept::accept`] or
 //!    [`accept::restore`] → an [`AcceptedSnapshot`](accept::AcceptedSnapshot)
 //!    and the [`ListRecord`](accept::ListRecord) to persist;
-//! 2. when to download next → an [`UpdateSchedule`](schedule::UpdateSchedule)
+//! 2. the snapshot as a base → a [`ListState`](delta::ListState); what to
+//!    ask next → [`delta::next_request`] (the deltas since the version
+//!    held, or the whole snapshot to rebase); a delta chain →
+//!    [`delta::apply_chain`] → the next state, all or nothing; a freshness
+//!    record → [`ListState::apply_freshness`](delta::ListState::apply_freshness);
+//!    at start, the saved chain → [`delta::restore_chain`];
+//! 3. when to check next → an [`UpdateSchedule`](schedule::UpdateSchedule)
 //!    per list, fed the publisher's hints and failures;
-//! 3. a URL → [`UrlHashes`](lookup::UrlHashes) → [`lookup::probe`] against
-//!    the accepted snapshots → a [`LocalLookup`](lookup::LocalLookup) and its
+//! 4. a URL → [`UrlHashes`](lookup::UrlHashes) → [`lookup::probe`] against
+//!    the lists' states → a [`LocalLookup`](lookup::LocalLookup) and its
 //!    [`RequestPrefix`](prefix::RequestPrefix)es;
-//! 4. those prefixes → the [`FullHashCache`](cache::FullHashCache), the
+//! 5. those prefixes → the [`FullHashCache`](cache::FullHashCache), the
 //!    [`FullHashBackoff`](schedule::FullHashBackoff), and for the rest
 //!    [`prefix::plan_requests`] (noise, shuffling, chunks) → the response,
 //!    binary or JSON, read into one compact
 //!    [`SearchAnswer`](prefix::SearchAnswer), sorted by
 //!    [`prefix::sort_answers`] and cached;
-//! 5. the answers → [`lookup::decide`] → a [`Verdict`](lookup::Verdict).
+//! 6. the answers → [`lookup::decide`] → a [`Verdict`](lookup::Verdict).
 //!
 //! | module | decides |
 //! |---|---|
 //! | [`accept`] | whether downloaded or cached snapshot bytes may replace the filter in use: [`blocksieve_format::decode_ignoring_expiry`] (signature, limits, layout), list name, and the persisted [`VersionFloor`](accept::VersionFloor) against rollback — expiry only marks a snapshot stale; how the floor is persisted ([`ListRecord`](accept::ListRecord)) |
+//! | [`delta`] | what a list is probed with between whole snapshots ([`ListState`](delta::ListState): base snapshot + sorted 32-bit prefixes added by deltas, its floor and freshness deadline), which request an update round makes, how a delta chain is verified and applied (all or nothing, from exactly the floor held, never below the rollback floor), when to rebase (`max_additions_ratio`), which freshness record extends what |
 //! | [`clock`] | how far this agent's clock is from the publisher's ([`ClockSkew`](clock::ClockSkew)), from the `Date` of its responses, for the status only |
 //! | [`schedule`] | when to check for the next snapshot: initial jitter, the publisher's next-check hint, exponential backoff with full jitter after failures, `Retry-After` |
 //! | [`prefix`] | which hash prefixes a full-hash request carries: the shortened [`RequestPrefix`](prefix::RequestPrefix)es of the real hits plus shuffled noise, in chunks; and what of the answer ([`SearchAnswer`](prefix::SearchAnswer), either encoding) to believe |
@@ -47,8 +54,8 @@
 //! Wall-clock values that run backwards are treated as "the deadline has
 //! passed", never as "wait longer".
 //!
-//! Inside the engine, dependencies run one way: [`lookup`] uses [`accept`],
-//! [`cache`] and [`prefix`]; [`prefix`] uses [`cache`]; the others use
+//! Inside the engine, dependencies run one way: [`lookup`] uses [`delta`],
+//! [`cache`] and [`prefix`]; [`delta`] uses [`accept`]; [`prefix`] uses [`cache`]; the others use
 //! nothing of the engine. Errors are the crate's one [`Error`](crate::Error).
 //!
 //! [`SystemTime`]: std::time::SystemTime
@@ -56,6 +63,7 @@
 pub mod accept;
 pub mod cache;
 pub mod clock;
+pub mod delta;
 pub mod lookup;
 pub mod prefix;
 pub mod schedule;

@@ -7,6 +7,7 @@ mod check;
 mod clock;
 mod config;
 mod crash;
+mod deltas;
 mod faults;
 mod persistence;
 mod privacy;

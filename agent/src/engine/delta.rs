@@ -1,0 +1,341 @@
+//! Following a threat list by deltas, without I/O: the state a list is
+//! probed with, which request an update round makes, how a delta chain is
+//! applied, when to rebase on a whole snapshot, and which freshness record
+//! to believe (FORMAT.md "Deltas, version 1", "Delta chains", "Freshness
+//! records, version 1").
+//!
+//! A list's [`ListState`] is the **base** — the whole snapshot it last
+//! accepted — plus the sorted 32-bit hash prefixes the deltas applied since
+//! have added. Deltas carry additions only, so the state holds a superset
+//! of the prefixes of the version it stands for (its [`VersionFloor`], the
+//! last delta's `to`): nothing listed there is missed. Prefixes removed
+//! since the base linger until the next whole snapshot; a hit on one costs
+//! a full-hash request, never a wrong verdict.
+//!
+//! An update round asks [`next_request`] what to do: the deltas since the
+//! state's version, or — with no state, or once the additions have passed
+//! `max_additions_ratio` of the base's entries — the whole snapshot (a
+//! *rebase*). A chain is verified whole, linked to the state's floor and
+//! checked against the rollback floor before any of it is applied
+//! ([`apply_chain`]): all of it or none. Whatever fails, the caller takes
+//! the whole snapshot in the same round.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use blocksieve_format::api::snapshot_etag;
+use blocksieve_format::{
+    DeltaEnd, FreshnessRecord, FullHash, TrustedKey, VerifiedDelta, decode_chain, merge_additions,
+};
+
+use crate::Error;
+use crate::engine::accept::{AcceptedSnapshot, VersionFloor};
+
+/// The default for `max_additions_ratio`: rebase once the additions since
+/// the base pass 30 % of its entries.
+pub const DEFAULT_MAX_ADDITIONS_RATIO: f64 = 0.3;
+
+/// What one list is probed with: a whole snapshot (the base) and the hash
+/// prefixes the deltas applied since have added. Only [`ListState::of_base`],
+/// [`apply_chain`] and [`restore_chain`] build one, so every state in use
+/// stands on a verified snapshot and verified deltas.
+#[derive(Debug)]
+pub struct ListState {
+    /// The whole snapshot the additions apply to; shared by the states
+    /// built on it, so applying a delta never copies the filter.
+    base: Arc<AcceptedSnapshot>,
+    /// The 32-bit hash prefixes added since the base, strictly ascending.
+    additions: Arc<[u32]>,
+    /// The version and body hash of the snapshot this state stands for.
+    floor: VersionFloor,
+    /// Unix seconds: the latest signed `expires_at` of the base and the
+    /// deltas applied to it.
+    signed_until: u64,
+    /// Unix seconds: `signed_until`, or later when a freshness record
+    /// naming exactly this state's floor said so. Atomic so that a record
+    /// arriving on a `304` extends it without rebuilding the state.
+    fresh_until: AtomicU64,
+}
+
+impl ListState {
+    /// The state of a whole snapshot with nothing added.
+    pub fn of_base(base: AcceptedSnapshot) -> Self {
+        let floor = base.floor();
+        let signed_until = base.header().expires_at;
+        Self {
+            base: Arc::new(base),
+            additions: Arc::from(Vec::new()),
+            floor,
+            signed_until,
+            fresh_until: AtomicU64::new(signed_until),
+        }
+    }
+
+    /// The whole snapshot this state stands on.
+    pub fn base(&self) -> &AcceptedSnapshot {
+        &self.base
+    }
+
+    /// The 32-bit hash prefixes added since the base, strictly ascending.
+    pub fn additions(&self) -> &[u32] {
+        &self.additions
+    }
+
+    /// The version and body hash of the snapshot this state stands for.
+    pub fn floor(&self) -> VersionFloor {
+        self.floor
+    }
+
+    /// The snapshot version this state stands for.
+    pub fn version(&self) -> u64 {
+        self.floor.version
+    }
+
+    /// Whether deltas have been applied to the base (the state stands for
+    /// a later version than its base).
+    pub fn has_deltas(&self) -> bool {
+        self.floor != self.base.floor()
+    }
+
+    /// The entity tag of the snapshot this state stands for, sent as
+    /// `If-None-Match` on the update route.
+    pub fn etag(&self) -> String {
+        snapshot_etag(self.floor.version, &self.floor.body_sha256)
+    }
+
+    /// Until when the state is fresh: the latest `expires_at` among the
+    /// base, the deltas applied and the freshness records accepted for it.
+    pub fn expires_at(&self) -> SystemTime {
+        from_unix_seconds(self.fresh_until.load(Ordering::Relaxed))
+    }
+
+    /// Whether the state has expired at `now`: it is still used, flagged
+    /// stale, as an expired snapshot is ([`crate::engine::accept`]).
+    pub fn is_stale(&self, now: SystemTime) -> bool {
+        unix_seconds(now) > self.fresh_until.load(Ordering::Relaxed)
+    }
+
+    /// How many leading bits of a full hash to send for this list.
+    pub fn request_prefix_bits(&self) -> u8 {
+        self.base.request_prefix_bits()
+    }
+
+    /// Whether `hash` probably belongs to the list: its key is in the base's
+    /// filter, or its 32-bit hash prefix is among the additions. `false` is
+    /// certain for every entry of the version the state stands for. No
+    /// allocation.
+    #[inline]
+    pub fn probably_contains(&self, hash: &FullHash) -> bool {
+        self.base.snapshot().probably_contains(hash)
+            || (!self.additions.is_empty() && self.additions.binary_search(&hash.prefix().0).is_ok())
+    }
+
+    /// Whether the additions have passed `max_additions_ratio` of the base's
+    /// entries (32-bit prefixes): time to take the whole snapshot again.
+    pub fn past_ratio(&self, max_additions_ratio: f64) -> bool {
+        let entries = self.base.header().entry_count as f64;
+        self.additions.len() as f64 > max_additions_ratio * entries
+    }
+
+    /// Extends the state's freshness to `record.expires_at` if the record
+    /// names `list` and exactly the state's version and body hash (it has
+    /// been verified by the caller). Returns whether it applied; a record
+    /// for anything else changes nothing.
+    pub fn apply_freshness(&self, list: &str, record: &FreshnessRecord) -> bool {
+        if record.list_name != list
+            || record.version != self.floor.version
+            || record.body_sha256 != self.floor.body_sha256
+        {
+            return false;
+        }
+        self.fresh_until.fetch_max(record.expires_at, Ordering::Relaxed);
+        true
+    }
+}
+
+/// What an update round asks the publisher for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UpdateRequest {
+    /// The latest whole snapshot (no state yet, or time to rebase).
+    Snapshot,
+    /// The deltas from version `from` (`GET /v1/lists/{name}/updates/{from}`)
+    /// with `If-None-Match: if_none_match`.
+    Deltas {
+        /// The version the state stands for.
+        from: u64,
+        /// [`ListState::etag`].
+        if_none_match: String,
+    },
+}
+
+/// Which request an update round makes: the deltas since the state's
+/// version while the additions stay within `max_additions_ratio` of the
+/// base's entries, the whole snapshot otherwise.
+pub fn next_request(state: Option<&ListState>, max_additions_ratio: f64) -> UpdateRequest {
+    match state {
+        Some(state) if !state.past_ratio(max_additions_ratio) => UpdateRequest::Deltas {
+            from: state.version(),
+            if_none_match: state.etag(),
+        },
+        _ => UpdateRequest::Snapshot,
+    }
+}
+
+/// What a chain did to a state.
+#[derive(Debug)]
+pub enum ChainOutcome {
+    /// An empty chain: the state is the latest.
+    Unchanged,
+    /// The state after the chain, to swap in whole.
+    Advanced {
+        /// The new state.
+        state: ListState,
+        /// How many deltas the chain held.
+        deltas: usize,
+    },
+}
+
+fn end_floor(end: &DeltaEnd) -> VersionFloor {
+    VersionFloor {
+        version: end.version,
+        body_sha256: end.body_sha256,
+    }
+}
+
+/// Verifies `chain` (FORMAT.md "Delta chains") for `list` and applies it to
+/// `state`, off to the side: every delta's signature and encoding, the
+/// links, the first delta starting exactly at the state's floor, and the
+/// last one's `to` admitted by the rollback `floor`. Nothing is applied
+/// unless all of it holds.
+///
+/// # Errors
+///
+/// [`Error::Delta`] for a delta or link that does not verify,
+/// [`Error::DeltaMismatch`] for a chain that does not start at the state's
+/// floor, [`Error::Rollback`] for one ending below `floor`.
+pub fn apply_chain(
+    list: &str,
+    state: &ListState,
+    chain: &[u8],
+    trusted_keys: &[TrustedKey],
+    floor: Option<&VersionFloor>,
+) -> Result<ChainOutcome, Error> {
+    let deltas = decode_chain(chain, list, trusted_keys).map_err(|reason| Error::Delta {
+        list: list.to_owned(),
+        reason,
+    })?;
+    let Some(first) = deltas.first() else {
+        return Ok(ChainOutcome::Unchanged);
+    };
+    if end_floor(&first.header().from) != state.floor {
+        return Err(Error::DeltaMismatch {
+            list: list.to_owned(),
+            held_version: state.floor.version,
+            from_version: first.header().from.version,
+        });
+    }
+    let count = deltas.len();
+    advance(list, state, &deltas, floor).map(|state| ChainOutcome::Advanced { state, deltas: count })
+}
+
+/// The state after `deltas` (verified and linked, starting at `state`'s
+/// floor), if the end passes the rollback `floor`.
+fn advance(
+    list: &str,
+    state: &ListState,
+    deltas: &[VerifiedDelta],
+    floor: Option<&VersionFloor>,
+) -> Result<ListState, Error> {
+    let Some(last) = deltas.last() else {
+        return Err(Error::DeltaMismatch {
+            list: list.to_owned(),
+            held_version: state.floor.version,
+            from_version: state.floor.version,
+        });
+    };
+    let to = end_floor(&last.header().to);
+    if let Some(floor) = floor {
+        floor.admit_end(list, to)?;
+    }
+    // The chain's additions sorted once, then merged once with those held:
+    // a long chain costs one pass over the held additions, not one per delta.
+    let mut added: Vec<u32> = Vec::with_capacity(deltas.iter().map(|d| d.additions().len()).sum());
+    let mut signed_until = state.signed_until;
+    for delta in deltas {
+        added.extend_from_slice(delta.additions());
+        signed_until = signed_until.max(delta.header().expires_at);
+    }
+    added.sort_unstable();
+    added.dedup();
+    let additions = merge_additions(&state.additions, &added);
+    Ok(ListState {
+        base: Arc::clone(&state.base),
+        additions: Arc::from(additions),
+        floor: to,
+        signed_until,
+        fresh_until: AtomicU64::new(signed_until),
+    })
+}
+
+/// Rebuilds a list's state at start from its verified base and the chain
+/// saved since (FORMAT.md "Delta chains"): the chain must verify, start at
+/// the base's floor and end at or above `record_floor`. Returns the state
+/// and, when the chain was there but could not be used, why: the base
+/// alone is then the state (the next update asks for the deltas from the
+/// base's version and catches up), and the caller keeps `record_floor`
+/// against rollback.
+pub fn restore_chain(
+    list: &str,
+    base: AcceptedSnapshot,
+    chain: Option<&[u8]>,
+    record_floor: Option<&VersionFloor>,
+    trusted_keys: &[TrustedKey],
+) -> (ListState, Option<Error>) {
+    let state = ListState::of_base(base);
+    let Some(chain) = chain.filter(|c| !c.is_empty()) else {
+        return (state, None);
+    };
+    match apply_chain(list, &state, chain, trusted_keys, record_floor) {
+        Ok(ChainOutcome::Advanced { state, .. }) => (state, None),
+        Ok(ChainOutcome::Unchanged) => (state, None),
+        Err(error) => (state, Some(error)),
+    }
+}
+
+/// Reads an `X-Blocksieve-Freshness` header value for `list`: verified
+/// against the trusted keys, naming the list. Whether it names the state
+/// is [`ListState::apply_freshness`]'s call.
+///
+/// # Errors
+///
+/// [`Error::Delta`] when the record does not verify or names another list.
+pub fn read_freshness(
+    list: &str,
+    value: &str,
+    trusted_keys: &[TrustedKey],
+) -> Result<FreshnessRecord, Error> {
+    let delta = |reason| Error::Delta {
+        list: list.to_owned(),
+        reason,
+    };
+    let record = FreshnessRecord::from_header_value(value, trusted_keys).map_err(delta)?;
+    if record.list_name != list {
+        return Err(delta(blocksieve_format::DeltaError::InvalidField {
+            field: "list_name",
+            value: record.list_name.len() as u64,
+        }));
+    }
+    Ok(record)
+}
+
+fn unix_seconds(now: SystemTime) -> u64 {
+    now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+fn from_unix_seconds(seconds: u64) -> SystemTime {
+    UNIX_EPOCH + std::time::Duration::from_secs(seconds)
+}
+
+#[cfg(test)]
+mod tests;
