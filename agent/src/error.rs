@@ -93,6 +93,21 @@ pub enum Error {
         /// The version the chain's first delta applies to.
         from_version: u64,
     },
+    /// A delta chain that verifies and starts where the agent is, but ends
+    /// short of the version its response is tagged with (`ETag`, the
+    /// latest snapshot's): a delta left out at the end, or all of them.
+    /// The agent takes the whole snapshot instead.
+    #[error(
+        "delta chain of list {list} ends at version {ends_at}, but its response names {latest} as the latest"
+    )]
+    DeltaChainShort {
+        /// The list whose deltas were downloaded.
+        list: String,
+        /// The version the chain leads to (the held one if it is empty).
+        ends_at: u64,
+        /// The response's `ETag`.
+        latest: String,
+    },
     /// A response body was longer than the configured limit; the download
     /// was stopped at the limit.
     #[error("response from {url} is larger than the limit of {limit_bytes} bytes")]
@@ -270,6 +285,7 @@ impl Error {
             | Self::Rollback { .. }
             | Self::Delta { .. }
             | Self::DeltaMismatch { .. }
+            | Self::DeltaChainShort { .. }
             | Self::ResponseTooLarge { .. }
             | Self::UnexpectedResponse { .. } => ErrorKind::BadData,
             Self::Transport { .. } | Self::Status { .. } | Self::BackingOff { .. } => ErrorKind::Transport,

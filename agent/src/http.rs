@@ -126,6 +126,8 @@ pub(crate) enum UpdatesFetch {
     Chain {
         /// The concatenated deltas.
         bytes: Vec<u8>,
+        /// The response's `ETag`: the latest snapshot's.
+        etag: Option<String>,
         /// The publisher's next-check hint.
         hint: Option<Duration>,
         /// The response's [`HASHES_HEADER`], if any.
@@ -168,11 +170,13 @@ pub(crate) async fn fetch_updates(
     let hint = next_check_hint(headers);
     let buckets = header_text(headers, HASHES_HEADER);
     let freshness = header_text(headers, FRESHNESS_HEADER);
+    let etag = header_text(headers, ETAG.as_str());
     match response.status() {
         StatusCode::OK => {
             let bytes = read_limited(response, url, limit_bytes).await?;
             Ok(UpdatesFetch::Chain {
                 bytes,
+                etag,
                 hint,
                 buckets,
                 freshness,

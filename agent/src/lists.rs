@@ -414,7 +414,7 @@ impl Lists {
         .await;
         self.shared.observe_publisher_time(date);
         let version = loaded.state.version();
-        let (bytes, hint, buckets, freshness) = match fetched? {
+        let (bytes, latest_etag, hint, buckets, freshness) = match fetched? {
             UpdatesFetch::NotModified {
                 hint,
                 buckets,
@@ -430,10 +430,11 @@ impl Lists {
             }
             UpdatesFetch::Chain {
                 bytes,
+                etag,
                 hint,
                 buckets,
                 freshness,
-            } => (bytes, hint, buckets, freshness),
+            } => (bytes, etag, hint, buckets, freshness),
         };
         let floor = lock(&slot.meta).floor;
         let (outcome, bytes) = match self
@@ -446,6 +447,14 @@ impl Lists {
                 return Ok(None);
             }
         };
+        let reached = match &outcome {
+            ChainOutcome::Unchanged => loaded.state.floor(),
+            ChainOutcome::Advanced { state, .. } => state.floor(),
+        };
+        if let Err(error) = delta::check_chain_end(&slot.name, &reached, latest_etag.as_deref()) {
+            self.delta_fallback(slot, error);
+            return Ok(None);
+        }
         let (state, deltas) = match outcome {
             ChainOutcome::Unchanged => {
                 self.note_freshness(slot, &loaded.state, freshness.as_deref());

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 mod api;
+mod deltas;
 mod end_to_end;
 mod feeds;
 mod full_hashes;

@@ -239,6 +239,32 @@ pub fn apply_chain(
     advance(list, state, &deltas, floor).map(|state| ChainOutcome::Advanced { state, deltas: count })
 }
 
+/// Whether a chain that led to `floor` (the held floor for an empty one)
+/// reached the version its response names: `latest_etag` is the
+/// response's `ETag`, [`snapshot_etag`] of the latest snapshot. A chain cut
+/// short at a delta boundary verifies and links, and the state it leads to
+/// misses nothing of *its* version, but the agent would believe itself
+/// current; refusing it sends the agent to the whole snapshot instead.
+/// Without an `ETag` (a proxy that strips it) there is nothing to check.
+///
+/// # Errors
+///
+/// [`Error::DeltaChainShort`] when the tags differ.
+pub fn check_chain_end(list: &str, floor: &VersionFloor, latest_etag: Option<&str>) -> Result<(), Error> {
+    let Some(latest) = latest_etag else {
+        return Ok(());
+    };
+    let reached = snapshot_etag(floor.version, &floor.body_sha256);
+    if latest.trim().trim_start_matches("W/") == reached {
+        return Ok(());
+    }
+    Err(Error::DeltaChainShort {
+        list: list.to_owned(),
+        ends_at: floor.version,
+        latest: latest.to_owned(),
+    })
+}
+
 /// The state after `deltas` (verified and linked, starting at `state`'s
 /// floor), if the end passes the rollback `floor`.
 fn advance(

@@ -348,3 +348,31 @@ fn a_saved_chain_cut_at_any_length_restores_the_base_alone() {
         assert_eq!((state.version(), state.additions().len()), (1, 0), "cut at {cut}");
     }
 }
+
+#[test]
+fn a_chain_cut_short_of_the_version_its_response_names_is_refused() {
+    let state = ListState::of_base(base("malware", 10, &names(0..50, "base")));
+    let d1 = delta(base_end(&state), end(11), &names(0..5, "one"), NOW + 3600);
+    let d2 = delta(end(11), end(12), &names(0..5, "two"), NOW + 3600);
+    let latest = snapshot_etag(12, &end(12).body_sha256);
+    // The whole chain reaches the tagged version.
+    let full = advanced(apply_chain(
+        "malware",
+        &state,
+        &[d1.clone(), d2].concat(),
+        &keys(),
+        None,
+    ));
+    assert!(check_chain_end("malware", &full.floor(), Some(&latest)).is_ok());
+    // The last delta left out: it verifies and links, but stops at 11.
+    let short = advanced(apply_chain("malware", &state, &d1, &keys(), None));
+    assert!(matches!(
+        check_chain_end("malware", &short.floor(), Some(&latest)),
+        Err(Error::DeltaChainShort { ends_at: 11, .. })
+    ));
+    // Every delta left out: an empty chain is "unchanged" only at the latest.
+    assert!(check_chain_end("malware", &state.floor(), Some(&latest)).is_err());
+    assert!(check_chain_end("malware", &state.floor(), Some(&state.etag())).is_ok());
+    // No tag (stripped by a proxy): nothing to check against.
+    assert!(check_chain_end("malware", &short.floor(), None).is_ok());
+}
