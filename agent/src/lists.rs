@@ -484,9 +484,11 @@ impl Lists {
             etag,
         };
         self.persist_chain(slot, chain.clone(), record).await;
+        // The state is now the publisher's latest word, whatever its base
+        // came from.
         slot.current.store(Some(Arc::new(Loaded {
             state,
-            source: loaded.source,
+            source: SnapshotSource::Network,
         })));
         {
             let mut meta = lock(&slot.meta);

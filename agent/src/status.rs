@@ -50,12 +50,14 @@ impl Status {
     }
 }
 
-/// Where the snapshot in use came from.
+/// Where the list's state in use came from: its last change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SnapshotSource {
-    /// Downloaded from the publisher by this agent.
+    /// Downloaded from the publisher by this agent: a snapshot, or deltas
+    /// over a base from either source.
     Network,
-    /// Loaded from the cache directory at start.
+    /// Loaded from the cache directory at start (a snapshot and the deltas
+    /// saved with it), with nothing downloaded since.
     Cache,
 }
 
