@@ -463,6 +463,11 @@ impl Lists {
             }
             ChainOutcome::Advanced { state, deltas } => (state, deltas),
         };
+        if self.max_additions_ratio <= 0.0 && !state.additions().is_empty() {
+            // A ratio of 0 holds no additions: a version that adds any is
+            // taken whole, in this round (`max_additions_ratio`).
+            return Ok(None);
+        }
         // The record can name the version the chain leads to: read it
         // before the swap, so the state goes in with its freshness.
         self.note_freshness(slot, &state, freshness.as_deref());

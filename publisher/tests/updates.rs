@@ -400,3 +400,75 @@ async fn a_replica_serves_the_builders_chain_and_freshness() {
     replica.stop().await;
     builder.stop().await;
 }
+
+/// Two URLs whose full hashes share their 32-bit prefix and differ in
+/// their first 64 bits (a birthday search over numbered paths).
+fn sharing_a_32_bit_prefix() -> (String, String) {
+    let mut seen = std::collections::HashMap::new();
+    for i in 0u32.. {
+        let url = format!("http://twin.example/{i}");
+        let hash = FullHash::of(url.strip_prefix("http://").unwrap().as_bytes());
+        if let Some(other) = seen.insert(hash.prefix().0, url.clone()) {
+            let other_hash = FullHash::of(other.strip_prefix("http://").unwrap().as_bytes());
+            if other_hash.prefix64() != hash.prefix64() {
+                return (other, url);
+            }
+        }
+    }
+    unreachable!()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delta_over_64_bit_keys_adds_a_new_full_hash_sharing_an_old_prefix() {
+    let dir = tempfile::tempdir().unwrap();
+    let feed = dir.path().join("feed.txt");
+    let mut rng = rand::rngs::StdRng::seed_from_u64(64);
+    let (old, new) = sharing_a_32_bit_prefix();
+    let mut lines = urls(&mut rng, 500);
+    lines.push(old);
+    write_feed(&feed, &lines);
+    let data = dir.path().join("data");
+    let mut config = feed_config(&data, &feed, 10);
+    config.lists[0].key_bits = 64;
+    let running = RunningPublisher::start(config).await;
+    wait_fresh(&running).await;
+    let key = running.public_key();
+    let base = running.base_url();
+    let first = served(&running);
+    let snapshot = get(&base, &routes::latest_snapshot(LIST), None).await;
+    assert_eq!(snapshot.status, 200);
+    let held = blocksieve_format::decode_ignoring_expiry(
+        &snapshot.body,
+        std::slice::from_ref(&key),
+        &blocksieve_format::DecodeLimits::default(),
+    )
+    .unwrap();
+    assert_eq!(held.header().version, first.0);
+    assert_eq!(held.header().key_bits, blocksieve_format::KeyBits::Bits64);
+    let new_hash = FullHash::of(new.strip_prefix("http://").unwrap().as_bytes());
+    assert!(
+        !held.probably_contains(&new_hash),
+        "the old filter already answers for the new URL"
+    );
+
+    lines.push(new);
+    write_feed(&feed, &lines);
+    let (version, unchanged) = build(&running).await;
+    assert!(!unchanged);
+    let answer = get(&base, &routes::updates(LIST, first.0), None).await;
+    assert_eq!(answer.status, 200);
+    let chain = decode_chain(&answer.body, LIST, std::slice::from_ref(&key)).unwrap();
+    assert_eq!(chain.last().unwrap().header().to.version, version);
+    let mut additions = Vec::new();
+    for delta in &chain {
+        additions = merge_additions(&additions, delta.additions());
+    }
+    // The agent's probe: the base filter, or the additions.
+    for url in &lines {
+        let hash = FullHash::of(url.strip_prefix("http://").unwrap().as_bytes());
+        assert!(
+            held.probably_contains(&hash) || additions.binary_search(&hash.prefix().0).is_ok(),
+            "{url} missed after the delta to version {version}"
+        );
+    }
+}

@@ -359,8 +359,13 @@ fn unix_seconds(now: SystemTime) -> u64 {
     now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
+/// Unix seconds as a [`SystemTime`], saturating at a far future the
+/// platform can represent: a signed `expires_at` may be any `u64`.
 fn from_unix_seconds(seconds: u64) -> SystemTime {
-    UNIX_EPOCH + std::time::Duration::from_secs(seconds)
+    UNIX_EPOCH
+        .checked_add(std::time::Duration::from_secs(seconds))
+        .or_else(|| UNIX_EPOCH.checked_add(std::time::Duration::from_secs(1 << 32)))
+        .unwrap_or(UNIX_EPOCH)
 }
 
 #[cfg(test)]

@@ -486,6 +486,41 @@ async fn a_rebase_on_the_very_version_held_swaps_in_the_snapshot_without_additio
     assert!(v2_list.iter().all(|e| found(&agent, e)));
 }
 
+#[tokio::test]
+async fn a_ratio_of_zero_takes_the_whole_snapshot_at_a_version_that_adds_anything() {
+    let fake = FakePublisher::start().await;
+    let base = exprs("base", 10);
+    let bytes = Snap::new("malware", 1, &refs(&base)).encode();
+    fake.serve("malware", Served::Snapshot(bytes.clone()));
+    let agent = builder(&fake).max_additions_ratio(0.0).build().unwrap();
+    agent.update().await.unwrap();
+    let v2_list = [base.clone(), exprs("two", 3)].concat();
+    let v2 = Snap::new("malware", 2, &refs(&v2_list)).encode();
+    let d = delta("malware", end_of(&bytes), end_of(&v2), &refs(&exprs("two", 3)));
+    fake.serve_updates("malware", feed(vec![(1, d)], end_of(&v2)));
+    fake.serve("malware", Served::Snapshot(v2));
+    let report = agent.update().await.unwrap();
+    assert!(
+        matches!(
+            report.get("malware"),
+            Some(ListUpdate::Updated {
+                previous: Some(1),
+                version: 2
+            })
+        ),
+        "{report:?}"
+    );
+    // Asked for deltas, then took the snapshot in the same round: no
+    // additions held at any time.
+    assert_eq!(fake.update_requests().len(), 1);
+    let list = &agent.status().lists[0];
+    assert_eq!(
+        (list.version, list.base_version, list.additions),
+        (Some(2), Some(2), 0)
+    );
+    assert!(v2_list.iter().all(|e| found(&agent, e)));
+}
+
 fn cached(fake_url: &str, dir: &Path) -> Agent {
     Agent::builder(fake_url)
         .list("malware")

@@ -12,8 +12,8 @@
 
 use axum::body::Bytes;
 use blocksieve_format::{
-    DeltaEnd, DeltaParams, FullHash, SigningKey, SnapshotHeader, TrustedKey, additions_between, decode_chain,
-    encode_delta, parse_delta_header,
+    DeltaEnd, DeltaParams, FullHash, SigningKey, SnapshotHeader, TrustedKey, decode_chain, encode_delta,
+    parse_delta_header,
 };
 
 /// A delta chain and where each of its deltas starts.
@@ -123,9 +123,25 @@ impl Chain {
     }
 }
 
-/// The 32-bit prefixes of sorted full hashes, ascending (repeats kept).
-fn prefixes(hashes: &[FullHash]) -> Vec<u32> {
-    hashes.iter().map(|h| h.prefix().0).collect()
+/// The 32-bit prefixes of the full hashes `to` has and `from` has not,
+/// ascending and distinct; both sorted. Compared by full hash, not by
+/// prefix: an agent whose base filter has 64-bit keys holds an old entry's
+/// key, not that of a new full hash sharing its 32-bit prefix, so that
+/// prefix must be added all the same (any key width, any base).
+fn added_prefixes(from: &[FullHash], to: &[FullHash]) -> Vec<u32> {
+    let mut out: Vec<u32> = Vec::new();
+    let mut i = 0;
+    for hash in to {
+        while i < from.len() && from[i] < *hash {
+            i += 1;
+        }
+        if from.get(i) != Some(hash) {
+            out.push(hash.prefix().0);
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
 }
 
 /// What a build appends to its predecessor's chain.
@@ -143,9 +159,9 @@ pub struct NextDelta<'a> {
 }
 
 impl NextDelta<'_> {
-    /// Signs the delta (the prefixes `to` has and `from` has not, fresh
-    /// until the new snapshot expires) with `key` and returns the chain of
-    /// the new version: empty when there is no `from`, or it is not older,
+    /// Signs the delta (the prefixes of the full hashes `to` has and `from`
+    /// has not, fresh until the new snapshot expires) with `key` and returns
+    /// the chain of the new version: empty when there is no `from`, or it is not older,
     /// or the delta cannot be signed (logged; agents then download the
     /// snapshot).
     pub fn chain(&self, key: &SigningKey) -> Chain {
@@ -154,7 +170,7 @@ impl NextDelta<'_> {
         else {
             return Chain::default();
         };
-        let additions = additions_between(&prefixes(from_hashes), &prefixes(to_hashes));
+        let additions = added_prefixes(from_hashes, to_hashes);
         let end = |h: &SnapshotHeader| DeltaEnd {
             version: h.version,
             body_sha256: h.body_sha256,
@@ -254,6 +270,81 @@ mod tests {
         assert_eq!(restarted.len(), 1);
         assert!(restarted.suffix(5).is_some());
         assert!(restarted.suffix(1).is_none());
+    }
+
+    fn header(version: u64, key_bits: blocksieve_format::KeyBits) -> SnapshotHeader {
+        SnapshotHeader {
+            list_name: "phishing".to_owned(),
+            version,
+            created_at: 1,
+            expires_at: 2,
+            key_bits,
+            request_prefix_bits: 32,
+            filter_kind: blocksieve_format::FilterKind::BinaryFuse8,
+            filter_param: 0,
+            entry_count: 1,
+            full_hash_count: 1,
+            body_compressed_bytes: 0,
+            body_decompressed_bytes: 0,
+            body_sha256: [version as u8; 32],
+            theoretical_fpr: 0.0,
+            measured_fpr: 0.0,
+            key_id: [0; 8],
+        }
+    }
+
+    /// A full hash with the given first eight bytes.
+    fn hash_of(first: u64) -> FullHash {
+        let mut bytes = [0u8; 32];
+        bytes[..8].copy_from_slice(&first.to_be_bytes());
+        FullHash(bytes)
+    }
+
+    #[test]
+    fn a_new_full_hash_sharing_a_32_bit_prefix_is_added_under_64_bit_keys() {
+        // A 64-bit filter holds the old hash's key, not the new one's: a
+        // delta that leaves the shared 32-bit prefix out makes the agent
+        // miss the new entry.
+        let key = SigningKey::from_secret_bytes([3; 32]);
+        let old = hash_of(0x1234_5678_0000_0001);
+        let new = hash_of(0x1234_5678_0000_0002);
+        for (from_bits, to_bits) in [
+            (
+                blocksieve_format::KeyBits::Bits64,
+                blocksieve_format::KeyBits::Bits64,
+            ),
+            (
+                blocksieve_format::KeyBits::Bits64,
+                blocksieve_format::KeyBits::Bits32,
+            ),
+            (
+                blocksieve_format::KeyBits::Bits32,
+                blocksieve_format::KeyBits::Bits64,
+            ),
+        ] {
+            let (from, to) = (header(1, from_bits), header(2, to_bits));
+            let from_hashes = [old];
+            let to_hashes = [old, new];
+            let chain = NextDelta {
+                from: Some((&from, &from_hashes, &Chain::default())),
+                to: (&to, &to_hashes),
+                window: 10,
+                snapshot_bytes: usize::MAX,
+            }
+            .chain(&key);
+            let deltas = decode_chain(chain.bytes(), "phishing", &[key.public_key().clone()]).unwrap();
+            assert_eq!(deltas.len(), 1);
+            // The agent's state: the base filter's keys and the additions.
+            let found = |h: &FullHash| {
+                from_hashes
+                    .iter()
+                    .any(|b| from_bits.key_of(b) == from_bits.key_of(h))
+                    || deltas[0].additions().binary_search(&h.prefix().0).is_ok()
+            };
+            for h in &to_hashes {
+                assert!(found(h), "{from_bits:?} -> {to_bits:?}: {h} missed");
+            }
+        }
     }
 
     #[test]

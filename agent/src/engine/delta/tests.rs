@@ -376,3 +376,25 @@ fn a_chain_cut_short_of_the_version_its_response_names_is_refused() {
     // No tag (stripped by a proxy): nothing to check against.
     assert!(check_chain_end("malware", &short.floor(), None).is_ok());
 }
+
+#[test]
+fn a_far_future_expiry_of_a_delta_or_freshness_record_reads_without_a_panic() {
+    // Signed, so trusted, but any u64: the state's expiry must still be a
+    // time (as a snapshot's is), not a panic in status or scheduling.
+    let state = ListState::of_base(base("malware", 1, &names(0..10, "base")));
+    let far = delta(base_end(&state), end(2), &names(10..12, "far"), u64::MAX);
+    let next = advanced(apply_chain("malware", &state, &far, &keys(), None));
+    assert!(next.expires_at() > from_unix_seconds(NOW + 3600));
+    assert!(!next.is_stale(from_unix_seconds(NOW + 4000)));
+    let floor = state.floor();
+    let record = FreshnessRecord {
+        list_name: "malware".into(),
+        version: 1,
+        body_sha256: floor.body_sha256,
+        issued_at: NOW,
+        expires_at: u64::MAX,
+        next_build_at: 0,
+    };
+    assert!(state.apply_freshness("malware", &record));
+    assert!(state.expires_at() > from_unix_seconds(NOW + 3600));
+}
