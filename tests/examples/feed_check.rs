@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! cargo run --release -p blocksieve-tests --example feed_check -- \
-//!     FEED FORMAT [--benign URLS_FILE] [--out DIR]
+//!     FEED FORMAT [--benign URLS_FILE] [--out DIR] [--via-delta]
 //! ```
 //!
 //! `FORMAT` is a source format as in the publisher's configuration (`urls`,
@@ -15,6 +15,11 @@
 //! is checked too, and every `unsafe` one is printed with the feed line
 //! that lists its matching expression.
 //!
+//! With `--via-delta`, the agent reaches the feed by a delta: the publisher
+//! first publishes it without every tenth line, the agent takes that
+//! snapshot, then follows the rebuild from the whole feed by one delta
+//! before every line is checked (line-based formats only).
+//!
 //! Exits 1 when anything did not answer as expected or a count differs, 2
 //! when the check could not run, else 0.
 
@@ -22,28 +27,30 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use blocksieve_publisher::SourceFormat;
-use blocksieve_tests::feed_check::{BoxError, check_feed};
+use blocksieve_tests::feed_check::{BoxError, check_feed, check_feed_via_delta};
 
 struct Args {
     feed: PathBuf,
     format: SourceFormat,
     benign: Option<PathBuf>,
     out: Option<PathBuf>,
+    via_delta: bool,
 }
 
 fn parse_args() -> Result<Args, BoxError> {
     let mut args = std::env::args().skip(1);
     let mut positional = Vec::new();
-    let (mut benign, mut out) = (None, None);
+    let (mut benign, mut out, mut via_delta) = (None, None, false);
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--benign" => benign = Some(PathBuf::from(args.next().ok_or("--benign needs a file")?)),
             "--out" => out = Some(PathBuf::from(args.next().ok_or("--out needs a directory")?)),
+            "--via-delta" => via_delta = true,
             _ => positional.push(arg),
         }
     }
     let [feed, format] = <[String; 2]>::try_from(positional)
-        .map_err(|_| "usage: feed_check FEED FORMAT [--benign URLS_FILE] [--out DIR]")?;
+        .map_err(|_| "usage: feed_check FEED FORMAT [--benign URLS_FILE] [--out DIR] [--via-delta]")?;
     let format = serde_json::from_value(serde_json::Value::String(format.clone()))
         .map_err(|e| format!("format {format:?}: {e}"))?;
     Ok(Args {
@@ -51,6 +58,7 @@ fn parse_args() -> Result<Args, BoxError> {
         format,
         benign,
         out,
+        via_delta,
     })
 }
 
@@ -85,7 +93,11 @@ async fn run() -> Result<bool, BoxError> {
             .collect(),
         None => Vec::new(),
     };
-    let report = check_feed(&args.feed, args.format, &benign).await?;
+    let report = if args.via_delta {
+        check_feed_via_delta(&args.feed, args.format, &benign).await?
+    } else {
+        check_feed(&args.feed, args.format, &benign).await?
+    };
     println!("feed {}", args.feed.display());
     print!("{}", report.summary());
     if let Some(out) = &args.out {

@@ -109,6 +109,10 @@ pub struct FeedCheck {
     pub check_duration: Duration,
     /// Benign URLs checked, and those answered unsafe.
     pub benign: Option<(usize, Vec<BenignHit>)>,
+    /// With [`check_feed_via_delta`]: the agent's whole snapshots, deltas
+    /// applied, delta bytes and fallbacks after following the feed's
+    /// last tenth by a delta.
+    pub via_delta: Option<[u64; 4]>,
 }
 
 impl FeedCheck {
@@ -177,6 +181,11 @@ impl FeedCheck {
         }
         for (kind, n) in &self.cleaned {
             s += &format!("  {n:>7}  {kind}\n");
+        }
+        if let Some([snapshots, deltas, bytes, fallbacks]) = self.via_delta {
+            s += &format!(
+                "followed by a delta: the agent took {snapshots} whole snapshot(s) (nine lines in ten), then {deltas} delta(s) of {bytes} bytes for the rest, {fallbacks} fallbacks\n"
+            );
         }
         if let Some((n, hits)) = &self.benign {
             let genuine = hits.iter().filter(|h| h.listed_by.is_some()).count();
@@ -293,9 +302,37 @@ struct Check {
 /// When the feed cannot be read, or the publisher or the agent cannot be
 /// started; findings about the feed are in the [`FeedCheck`].
 pub async fn check_feed(feed: &Path, format: SourceFormat, benign: &[String]) -> Result<FeedCheck, BoxError> {
+    check(feed, format, benign, false).await
+}
+
+/// [`check_feed`], with the agent reaching the feed by a delta: the
+/// publisher first publishes the feed without every tenth line, the agent
+/// takes that snapshot, then the publisher rebuilds from the whole feed and
+/// the agent follows by the delta (`GET /v1/lists/{name}/updates/{from}`),
+/// which must apply with no fallback; every line is then checked as
+/// [`check_feed`] does. For line-based formats (a JSON feed cut by lines
+/// is not JSON).
+///
+/// # Errors
+///
+/// As [`check_feed`].
+pub async fn check_feed_via_delta(
+    feed: &Path,
+    format: SourceFormat,
+    benign: &[String],
+) -> Result<FeedCheck, BoxError> {
+    check(feed, format, benign, true).await
+}
+
+async fn check(
+    feed: &Path,
+    format: SourceFormat,
+    benign: &[String],
+    via_delta: bool,
+) -> Result<FeedCheck, BoxError> {
     let bytes = read_feed(feed)?;
     let (items, allow_items) = read_items(&bytes, format)?;
-    drop(bytes);
+    let whole = via_delta.then_some(bytes);
     let mut report = FeedCheck {
         items: items.len(),
         allow_items: allow_items.len(),
@@ -343,17 +380,62 @@ pub async fn check_feed(feed: &Path, format: SourceFormat, benign: &[String]) ->
     report.published = published.len();
     report.removed_by_allow = block.len() - published.len();
 
-    // Publish it.
+    // Publish it (nine lines in ten first, when it is to reach the agent
+    // by a delta).
     let dir = tempfile::tempdir()?;
+    let source = match &whole {
+        Some(bytes) => {
+            let copy = dir.path().join("feed.txt");
+            let most: Vec<&[u8]> = (bytes.split(|&b| b == b'\n').enumerate())
+                .filter(|(i, _)| i % 10 != 9)
+                .map(|(_, line)| line)
+                .collect();
+            std::fs::write(&copy, most.join(&b'\n'))?;
+            copy
+        }
+        None => std::fs::canonicalize(feed)?,
+    };
     let mut cfg = config(
         &dir.path().join("data"),
         LIST,
-        vec![SourceConfig::file(std::fs::canonicalize(feed)?, format)],
+        vec![SourceConfig::file(&source, format)],
     );
     // The whole run answers from one set of full-hash answers.
     cfg.cache_duration_s = 3600;
     let publisher = RunningPublisher::start(cfg).await;
     publisher.wait_ready(Duration::from_secs(900)).await;
+    let agent = Agent::builder(publisher.base_url())
+        .list(LIST)
+        .trusted_key(publisher.public_key())
+        // Noise answers would be thrown away; loopback, no one to hide from.
+        .dangerous_disable_noise()
+        .full_hash_cache_bytes(512 * 1024 * 1024)
+        .request_timeout(Duration::from_secs(120))
+        .snapshot_timeout(Duration::from_secs(120))
+        .build()?;
+    agent.update().await?;
+    if let Some(bytes) = whole {
+        std::fs::write(&source, bytes)?;
+        for outcome in publisher.publisher.build_all().await {
+            outcome
+                .result
+                .map_err(|e| format!("the rebuild from the whole feed: {e}"))?;
+        }
+        agent.update().await?;
+        let stats = agent.stats();
+        let followed = [
+            stats.snapshots_applied,
+            stats.deltas_applied,
+            stats.delta_bytes,
+            stats.delta_fallbacks,
+        ];
+        if followed[..2] != [1, 1] || followed[3] != 0 {
+            report.mismatches.push(format!(
+                "the agent did not follow the rest by one delta: snapshots, deltas, bytes, fallbacks {followed:?}"
+            ));
+        }
+        report.via_delta = Some(followed);
+    }
     let lists: ListsResponse = reqwest::get(format!("{}/v1/lists", publisher.base_url()))
         .await?
         .json()
@@ -392,17 +474,7 @@ pub async fn check_feed(feed: &Path, format: SourceFormat, benign: &[String]) ->
         }
     }
 
-    // Check every accepted entry with a real agent.
-    let agent = Agent::builder(publisher.base_url())
-        .list(LIST)
-        .trusted_key(publisher.public_key())
-        // Noise answers would be thrown away; loopback, no one to hide from.
-        .dangerous_disable_noise()
-        .full_hash_cache_bytes(512 * 1024 * 1024)
-        .request_timeout(Duration::from_secs(120))
-        .snapshot_timeout(Duration::from_secs(120))
-        .build()?;
-    agent.update().await?;
+    // Check every accepted entry with the real agent.
     let mut checks = Vec::new();
     let mut seen = HashSet::new();
     for item in &items {

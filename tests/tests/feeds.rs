@@ -6,7 +6,7 @@
 //! runs on whole real feeds with `tests/examples/feed_check.rs`).
 
 use blocksieve_publisher::SourceFormat;
-use blocksieve_tests::feed_check::{FeedCheck, check_feed};
+use blocksieve_tests::feed_check::{FeedCheck, check_feed, check_feed_via_delta};
 use blocksieve_tests::{fixture_lines, fixtures};
 
 async fn check(name: &str, format: SourceFormat) -> FeedCheck {
@@ -24,6 +24,25 @@ async fn every_accepted_line_of_the_url_fixtures_answers_unsafe() {
     for name in ["phishing-urls.txt", "phishing-urls-union-quirks.txt"] {
         let report = check(name, SourceFormat::Urls).await;
         assert_eq!(report.verdicts[0], report.checked, "{name}");
+    }
+}
+
+/// The same for an agent that reaches the list by a delta: nine lines in
+/// ten as a snapshot, the rest as one delta.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_accepted_line_answers_unsafe_when_the_last_tenth_arrives_by_a_delta() {
+    let benign = fixture_lines("benign-urls.txt");
+    for (name, format) in [
+        ("phishing-urls.txt", SourceFormat::Urls),
+        ("phishing-hosts.txt", SourceFormat::Hosts),
+    ] {
+        let report = check_feed_via_delta(&fixtures().join(name), format, &benign)
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(report.passed(), "{name}:\n{}", report.summary());
+        let [snapshots, deltas, bytes, fallbacks] = report.via_delta.unwrap();
+        assert_eq!((snapshots, deltas, fallbacks), (1, 1, 0), "{name}");
+        assert!(bytes > 0 && report.entry_checks > 0, "{name}");
     }
 }
 
