@@ -47,8 +47,8 @@ fn build(config: &Path) -> std::process::Child {
 }
 
 /// Every build's snapshot on disk verifies and has its full hashes beside
-/// it, the latest pointer names a generation that loads whole, and every
-/// kept generation does; returns the kept generations' versions.
+/// it, the latest generation (the pointer's, or the one after it) loads
+/// whole, and every kept generation does; returns the kept generations' versions.
 fn check_disk(data_dir: &Path, list_dir: &Path, key: &TrustedKey) -> Vec<u64> {
     for entry in std::fs::read_dir(list_dir.join("builds")).unwrap() {
         let path = entry.unwrap().path();
@@ -69,7 +69,15 @@ fn check_disk(data_dir: &Path, list_dir: &Path, key: &TrustedKey) -> Vec<u64> {
     }
     let storage = std::sync::Arc::new(LocalStorage::open(data_dir).unwrap());
     let store = ListStore::open(storage, "crash", 5).unwrap();
-    let latest = store.latest().unwrap().expect("a latest generation");
+    // What is published: the pointer, or a newer generation that verifies
+    // when the build was killed between its manifest and the pointer's move
+    // (`ListStore::head` follows it forward, and so does a restart).
+    let latest = store.head(key).unwrap().expect("a latest generation");
+    let pointer = store.latest().unwrap().expect("a latest pointer");
+    assert!(
+        latest.pointer.generation - pointer.pointer.generation <= 1,
+        "the pointer is left more than one build behind: {pointer:?} vs {latest:?}"
+    );
     let mut versions = Vec::new();
     let oldest = latest.pointer.generation.saturating_sub(4).max(1);
     for generation in oldest..=latest.pointer.generation {
@@ -153,6 +161,35 @@ fn sigkill_during_builds_never_leaves_a_partial_snapshot() {
     eprintln!(
         "20/20 kills recovered (build {:?}): {kept_old} kept the previous snapshot, {got_new} had published the new one",
         full
+    );
+}
+
+/// The window the kills above hit only now and then: a build stopped after
+/// its generation's manifest was written, before the pointer moved. A
+/// restart serves that generation, and the disk check follows it.
+#[test]
+fn regression_a_build_killed_before_the_pointer_moved_is_served_on_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let feed_path = dir.path().join("feed.txt");
+    std::fs::write(&feed_path, feed(100, 0)).unwrap();
+    let config = write_config(dir.path(), &feed_path);
+    let list_dir = dir.path().join("data/lists/crash");
+    assert!(build(&config).wait().unwrap().success());
+    let pointer = std::fs::read(list_dir.join("latest")).unwrap();
+    std::fs::write(&feed_path, feed(100, 1)).unwrap();
+    assert!(build(&config).wait().unwrap().success());
+    // The pointer as the killed build left it.
+    std::fs::write(list_dir.join("latest"), &pointer).unwrap();
+
+    let cfg = Config::from_file(&config).unwrap();
+    let publisher = Publisher::open(cfg).unwrap();
+    let served = publisher.state().lists[0].current.load_full().unwrap();
+    let key = publisher.public_key().clone();
+    let versions = check_disk(&dir.path().join("data"), &list_dir, &key);
+    assert_eq!(versions.len(), 2);
+    assert_eq!(
+        served.header.version, versions[1],
+        "the newer generation is served"
     );
 }
 
