@@ -470,6 +470,14 @@ fn probe(snapshot: &VerifiedSnapshot, data: &[u8]) {
     let _ = snapshot.probably_contains(&FullHash::of(data));
 }
 
+/// Both zstd decoders' answers for a snapshot body declaring `expected`
+/// content bytes: the C library's, then ruzstd's (the decoder of builds
+/// without the `zstd` feature, such as wasm32).
+#[cfg(feature = "zstd")]
+pub fn decompress_both(body: &[u8], expected: u64) -> [Result<Vec<u8>, crate::DecodeError>; 2] {
+    crate::zstd_frame::decompress_both(body, expected)
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::PathBuf;

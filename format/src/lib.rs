@@ -33,6 +33,7 @@ mod keys;
 mod reader;
 mod scan;
 mod snapshot;
+mod zstd_frame;
 
 pub use api::RequestPrefix;
 pub use canon::{

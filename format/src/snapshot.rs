@@ -34,10 +34,6 @@ const SIGNATURE_LEN: usize = 64;
 /// signature (64).
 const FIXED_FIELDS_LEN: usize = 8 + 8 + 8 + 1 + 1 + 1 + 1 + 8 + 8 + 8 + 8 + 32 + 8 + 8 + 8;
 
-/// The zstd window a reader accepts: 2^27 bytes (128 MiB), zstd's default
-/// maximum for decoders, so a crafted frame cannot demand more memory.
-const ZSTD_WINDOW_LOG_MAX: u32 = 27;
-
 /// Whether `name` is a valid threat list name: 1 to 64 bytes of `a-z`,
 /// `0-9`, `-` and `_`. The name is used in URLs and file names, so nothing
 /// else is allowed.
@@ -171,6 +167,10 @@ pub enum EncodeError {
     /// zstd failed.
     #[error("zstd compression failed: {0}")]
     Compression(std::io::Error),
+    /// Built without the `zstd` feature (the C library), as for wasm32:
+    /// snapshots can be decoded but not encoded.
+    #[error("snapshot encoding needs the zstd feature")]
+    NoEncoder,
 }
 
 /// Limits a reader enforces before allocating for a snapshot.
@@ -296,19 +296,12 @@ impl CompressedFilter {
 ///
 /// # Errors
 ///
-/// [`EncodeError::Compression`] when zstd fails (e.g. an invalid level).
+/// [`EncodeError::Compression`] when zstd fails (e.g. an invalid level),
+/// [`EncodeError::NoEncoder`] without the `zstd` feature.
 pub fn compress_filter(filter: &PrefixFilter, zstd_level: i32) -> Result<CompressedFilter, EncodeError> {
     let mut body = Vec::new();
     filter.write_body(&mut body);
-    let mut compressor = zstd::bulk::Compressor::new(zstd_level).map_err(EncodeError::Compression)?;
-    // Write the content size in the frame header: readers require it.
-    compressor
-        .set_parameter(zstd::zstd_safe::CParameter::ContentSizeFlag(true))
-        .map_err(EncodeError::Compression)?;
-    compressor
-        .set_parameter(zstd::zstd_safe::CParameter::ChecksumFlag(false))
-        .map_err(EncodeError::Compression)?;
-    let compressed = compressor.compress(&body).map_err(EncodeError::Compression)?;
+    let compressed = compress_body(&body, zstd_level)?;
     Ok(CompressedFilter {
         filter_kind: filter.kind(),
         filter_param: filter.param(),
@@ -317,6 +310,22 @@ pub fn compress_filter(filter: &PrefixFilter, zstd_level: i32) -> Result<Compres
         theoretical_fpr: filter.theoretical_fpr(),
         compressed,
     })
+}
+
+/// One zstd frame of `body` at `level`, its content size in the frame
+/// header (readers require it) and no checksum.
+#[cfg(feature = "zstd")]
+fn compress_body(body: &[u8], level: i32) -> Result<Vec<u8>, EncodeError> {
+    use zstd::zstd_safe::CParameter;
+    let mut compressor = zstd::bulk::Compressor::new(level).map_err(EncodeError::Compression)?;
+    (compressor.set_parameter(CParameter::ContentSizeFlag(true))).map_err(EncodeError::Compression)?;
+    (compressor.set_parameter(CParameter::ChecksumFlag(false))).map_err(EncodeError::Compression)?;
+    compressor.compress(body).map_err(EncodeError::Compression)
+}
+
+#[cfg(not(feature = "zstd"))]
+fn compress_body(_body: &[u8], _level: i32) -> Result<Vec<u8>, EncodeError> {
+    Err(EncodeError::NoEncoder)
 }
 
 /// Writes the header of a snapshot holding `body`, signs it with `key`
@@ -610,43 +619,11 @@ fn check_body(
     if Sha256::digest(body).as_slice() != header.body_sha256 {
         return Err(DecodeError::BodyHashMismatch);
     }
-    let decompressed = decompress_one_frame(body, header.body_decompressed_bytes)?;
+    let decompressed = crate::zstd_frame::decompress_one_frame(body, header.body_decompressed_bytes)?;
     PrefixFilter::read_body(
         header.filter_kind,
         header.filter_param,
         header.entry_count,
         &decompressed,
     )
-}
-
-/// Decompresses `body`, which must be exactly one zstd frame whose header
-/// declares `expected` content bytes, into at most `expected` bytes.
-fn decompress_one_frame(body: &[u8], expected: u64) -> Result<Vec<u8>, DecodeError> {
-    use zstd::zstd_safe;
-    let compression = |reason| DecodeError::Compression { reason };
-    let frame_len =
-        zstd_safe::find_frame_compressed_size(body).map_err(|_| compression("not a zstd frame"))?;
-    if frame_len != body.len() {
-        return Err(compression("body is not exactly one zstd frame"));
-    }
-    match zstd_safe::get_frame_content_size(body) {
-        Ok(Some(size)) if size == expected => {}
-        Ok(Some(_)) => return Err(compression("frame content size differs from the header")),
-        Ok(None) => return Err(compression("frame does not declare its content size")),
-        Err(_) => return Err(compression("bad frame header")),
-    }
-    let capacity = usize::try_from(expected).map_err(|_| compression("content size too large"))?;
-    let mut decompressor =
-        zstd::bulk::Decompressor::new().map_err(|_| compression("cannot create decompressor"))?;
-    decompressor
-        .set_parameter(zstd::zstd_safe::DParameter::WindowLogMax(ZSTD_WINDOW_LOG_MAX))
-        .map_err(|_| compression("cannot limit window"))?;
-    let mut out = Vec::with_capacity(capacity);
-    let written = decompressor
-        .decompress_to_buffer(body, &mut out)
-        .map_err(|_| compression("corrupt frame or content larger than declared"))?;
-    if written != capacity {
-        return Err(compression("frame content shorter than declared"));
-    }
-    Ok(out)
 }
