@@ -312,7 +312,8 @@ impl Agent {
                     Counters::bump(match &verdict {
                         Verdict::Unsafe { .. } => &counters.confirmed_unsafe,
                         Verdict::Safe { .. } => &counters.false_prefix_hits,
-                        Verdict::Unverified { .. } => &counters.unverified,
+                        // `Unverified`, and any later kind of non-answer.
+                        _ => &counters.unverified,
                     });
                 }
                 Ok(verdict)

@@ -79,7 +79,7 @@ pub(crate) fn client(
         .pool_idle_timeout(pool_idle_timeout)
         .build()
         .map_err(|e| Error::HttpClient {
-            reason: crate::error::error_chain(&e),
+            reason: error_chain(&e),
         })
 }
 
@@ -164,7 +164,7 @@ pub(crate) async fn fetch_updates(
     if let Ok(value) = HeaderValue::from_str(if_none_match) {
         request = request.header(IF_NONE_MATCH, value);
     }
-    let response = request.send().await.map_err(|e| Error::transport(url, e))?;
+    let response = request.send().await.map_err(|e| transport(url, e))?;
     let headers = response.headers();
     *date = publisher_time(headers);
     let hint = next_check_hint(headers);
@@ -225,7 +225,7 @@ pub(crate) async fn fetch_snapshot(
     if let Some(value) = conditional {
         request = request.header(IF_NONE_MATCH, value);
     }
-    let response = request.send().await.map_err(|e| Error::transport(url, e))?;
+    let response = request.send().await.map_err(|e| transport(url, e))?;
     *date = publisher_time(response.headers());
     let hint = next_check_hint(response.headers());
     let buckets = header_text(response.headers(), HASHES_HEADER);
@@ -284,7 +284,7 @@ pub(crate) async fn search_full_hashes(
         .body(body)
         .send()
         .await
-        .map_err(|e| Error::transport(url, e))?;
+        .map_err(|e| transport(url, e))?;
     *date = publisher_time(response.headers());
     read_answer(response, url, now, MAX_SEARCH_RESPONSE_BYTES, |bytes| {
         serde_json::from_slice(bytes)
@@ -310,7 +310,7 @@ pub(crate) async fn fetch_bucket(
         .header(ACCEPT, FULL_HASHES_ACCEPT)
         .send()
         .await
-        .map_err(|e| Error::transport(url, e))?;
+        .map_err(|e| transport(url, e))?;
     *date = publisher_time(response.headers());
     read_answer(response, url, now, MAX_BUCKET_RESPONSE_BYTES, |bytes| {
         serde_json::from_slice::<FullHashResponse>(bytes).map(|single| FullHashSearchResponse {
@@ -364,11 +364,7 @@ pub(crate) async fn fetch_lists(client: &reqwest::Client, url: &str) -> Result<L
 }
 
 async fn fetch_json<T: serde::de::DeserializeOwned>(client: &reqwest::Client, url: &str) -> Result<T, Error> {
-    let response = client
-        .get(url)
-        .send()
-        .await
-        .map_err(|e| Error::transport(url, e))?;
+    let response = client.get(url).send().await.map_err(|e| transport(url, e))?;
     if response.status() != StatusCode::OK {
         return Err(status_error(response, url, SystemTime::now()).await);
     }
@@ -399,7 +395,7 @@ async fn read_limited(
     // strength of an unverified header.
     let initial = declared.unwrap_or(0).min(limit_bytes).min(16 * 1024 * 1024);
     let mut body = Vec::with_capacity(usize::try_from(initial).unwrap_or(0));
-    while let Some(chunk) = response.chunk().await.map_err(|e| Error::transport(url, e))? {
+    while let Some(chunk) = response.chunk().await.map_err(|e| transport(url, e))? {
         let total = (body.len() as u64).saturating_add(chunk.len() as u64);
         if total > limit_bytes {
             return Err(too_large());
@@ -438,6 +434,33 @@ async fn status_error(response: reqwest::Response, url: &str, now: SystemTime) -
         message,
         retry_after,
     }
+}
+
+/// A [`Error::Transport`] for `url` from a reqwest error.
+fn transport(url: &str, err: reqwest::Error) -> Error {
+    let timed_out = err.is_timeout();
+    Error::Transport {
+        url: url.to_owned(),
+        // The variant carries the URL; do not repeat it in the reason.
+        reason: error_chain(&err.without_url()),
+        timed_out,
+    }
+}
+
+/// `err` and its sources joined by `: `.
+fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = err.to_string();
+    let mut source = err.source();
+    while let Some(e) = source {
+        let text = e.to_string();
+        // hyper and reqwest sometimes repeat the same message one level down.
+        if !out.ends_with(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = e.source();
+    }
+    out
 }
 
 #[cfg(test)]

@@ -49,8 +49,6 @@
 mod agent;
 mod config;
 mod confirm;
-pub mod engine;
-mod error;
 mod http;
 mod lists;
 mod shared;
@@ -61,6 +59,10 @@ mod update;
 mod updater;
 
 pub use agent::Agent;
+/// The agent's decisions without I/O: the `blocksieve-engine` crate, which
+/// the C, Python and WASM bindings wrap too.
+pub use blocksieve_engine as engine;
+pub use blocksieve_engine::{Error, ErrorKind};
 pub use config::{
     AgentBuilder, DEFAULT_FULL_HASH_CACHE_BYTES, DEFAULT_MAX_ADDITIONS_RATIO, DEFAULT_MAX_SNAPSHOT_BYTES,
     DEFAULT_NOISE_PREFIXES, DEFAULT_POOL_IDLE_TIMEOUT, DEFAULT_REQUEST_TIMEOUT, DEFAULT_SNAPSHOT_TIMEOUT,
@@ -69,7 +71,6 @@ pub use config::{
 };
 pub use engine::clock::ClockSkew;
 pub use engine::lookup::{FailurePolicy, LocalLookup, PrefixHit, Verdict};
-pub use error::{Error, ErrorKind};
 pub use stats::{Stats, UpdateFailures};
 pub use status::{ListStatus, SnapshotSource, Status};
 pub use update::{ListUpdate, UpdateReport};

@@ -2,10 +2,10 @@
 //! request prefixes to confirm, and the verdict once the full hashes are
 //! known.
 //!
-//! [`Agent::check_urls`](crate::Agent::check_urls) is these steps with the
+//! `blocksieve_agent::Agent::check_urls` is these steps with the
 //! cache and HTTP in between: [`UrlHashes::of`] → [`probe`] →
 //! [`LocalLookup::request_prefixes`] → (cache, then
-//! [`plan_requests`](crate::engine::prefix::plan_requests)) → [`decide`].
+//! [`plan_requests`](crate::prefix::plan_requests)) → [`decide`].
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, OnceLock};
@@ -14,9 +14,9 @@ use std::time::SystemTime;
 use blocksieve_format::{CanonicalUrl, FullHash, HashPrefix, canonicalize, full_hashes};
 
 use crate::Error;
-use crate::engine::cache::ListedHashes;
-use crate::engine::delta::ListState;
-use crate::engine::prefix::{RequestPrefix, request_prefix};
+use crate::cache::ListedHashes;
+use crate::delta::ListState;
+use crate::prefix::{RequestPrefix, request_prefix};
 
 /// The full hashes of one URL's expressions, each computed once, in the
 /// order of [`CanonicalUrl::expressions`](blocksieve_format::CanonicalUrl::expressions)
@@ -105,7 +105,7 @@ impl PrefixHit {
 
 /// The result of probing the local filters with a URL's expressions: every
 /// prefix hit, with no network involved. See
-/// [`Agent::lookup_local`](crate::Agent::lookup_local).
+/// `blocksieve_agent::Agent::lookup_local`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LocalLookup {
     /// Every (list, expression) whose prefix hit, in expression order (the

@@ -30,7 +30,7 @@ use blocksieve_format::{
 };
 
 use crate::Error;
-use crate::engine::accept::{AcceptedSnapshot, VersionFloor};
+use crate::accept::{AcceptedSnapshot, VersionFloor};
 
 /// The default for `max_additions_ratio`: rebase once the additions since
 /// the base pass 30 % of its entries.
@@ -111,7 +111,7 @@ impl ListState {
     }
 
     /// Whether the state has expired at `now`: it is still used, flagged
-    /// stale, as an expired snapshot is ([`crate::engine::accept`]).
+    /// stale, as an expired snapshot is ([`crate::accept`]).
     pub fn is_stale(&self, now: SystemTime) -> bool {
         unix_seconds(now) > self.fresh_until.load(Ordering::Relaxed)
     }

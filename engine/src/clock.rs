@@ -1,7 +1,7 @@
 //! Clock skew: how far this agent's wall clock is from the publisher's,
 //! estimated from the `Date` header (RFC 9110 §6.6.1) of the publisher's
 //! snapshot and full-hash responses, and reported in
-//! [`Status::clock_skew`](crate::Status::clock_skew).
+//! `blocksieve_agent::Status::clock_skew`.
 //!
 //! Why it matters: freshness is the snapshot's signed `expires_at` against
 //! this agent's clock. A clock two days ahead makes every fresh snapshot

@@ -52,10 +52,10 @@ const ALLOCATION_OVERHEAD_BYTES: usize = 16;
 /// of n full hashes on one list takes 32 n + 64 bytes
 /// ([`ListedHashes::heap_bytes`]).
 ///
-/// [`sort_answers`]: crate::engine::prefix::sort_answers
+/// [`sort_answers`]: crate::prefix::sort_answers
 ///
 /// ```
-/// use blocksieve_agent::engine::cache::ListedHashes;
+/// use blocksieve_engine::cache::ListedHashes;
 /// use blocksieve_format::FullHash;
 ///
 /// let evil = FullHash::of(b"evil.example/");
@@ -153,7 +153,7 @@ impl ListedHashes {
     /// allocator's overhead of each allocation — 32 n + 64 bytes for n full
     /// hashes on one list, 0 for a miss. The list names are not counted:
     /// they are shared (answers made by
-    /// [`sort_answers`](crate::engine::prefix::sort_answers) share the
+    /// [`sort_answers`](crate::prefix::sort_answers) share the
     /// agent's one copy of each subscribed list's name, whatever the cache
     /// holds).
     pub fn heap_bytes(&self) -> usize {
@@ -391,7 +391,7 @@ mod tests {
         let bucket: Vec<FullHash> = (0..205u32).map(|i| FullHash::of(&i.to_be_bytes())).collect();
         let bucket = ListedHashes::new(bucket.iter().map(|h| ("phishing", *h)));
         let twelve_bit = ENTRY_OVERHEAD_BYTES + bucket.heap_bytes();
-        let budget = crate::DEFAULT_FULL_HASH_CACHE_BYTES;
+        let budget = 4 << 20; // the agent's default budget
         assert!((6_700..=6_900).contains(&twelve_bit), "{twelve_bit}");
         assert!(
             (580..=640).contains(&(budget / twelve_bit)),

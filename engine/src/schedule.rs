@@ -48,7 +48,7 @@
 //! consecutive failure no request is sent for a uniform random time in
 //! `[0, min(2^(N-1) × 1 s, 2 min)]` ([`FULL_HASH_BACKOFF`]), or until
 //! `Retry-After` has passed if that is later; checks meanwhile end as
-//! [`Verdict::Unverified`](crate::Verdict::Unverified) with
+//! [`Verdict::Unverified`](crate::lookup::Verdict::Unverified) with
 //! [`Error::BackingOff`]. One success resets it ([`FullHashBackoff`]).
 
 use std::time::{Duration, SystemTime};

@@ -160,8 +160,8 @@ impl AcceptedSnapshot {
 /// caller keeps the snapshot it has.
 ///
 /// ```
-/// use blocksieve_agent::Error;
-/// use blocksieve_agent::engine::accept::accept;
+/// use blocksieve_engine::Error;
+/// use blocksieve_engine::accept::accept;
 /// use blocksieve_format::DecodeLimits;
 ///
 /// // Not a snapshot at all.
@@ -292,9 +292,9 @@ impl ListRecord {
     }
 }
 
-/// What [`restore`] made of a list's cached files.
+/// What [`restore`] made of a list's cached files. Exhaustive on purpose:
+/// a new case must be handled by every runtime before it compiles.
 #[derive(Debug)]
-#[non_exhaustive]
 pub enum Restored {
     /// No cached snapshot.
     Missing,
@@ -328,7 +328,7 @@ pub struct RestoredList {
 /// record exists; the floor kept is the record's, or the snapshot's if
 /// that is newer. Expiry plays no part: the last verified snapshot is used,
 /// stale, rather than none. The chain saved since the snapshot is
-/// [`crate::engine::delta::restore_chain`]'s business.
+/// [`crate::delta::restore_chain`]'s business.
 pub fn restore(
     list: &str,
     snapshot_bytes: Option<&[u8]>,

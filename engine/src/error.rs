@@ -19,18 +19,17 @@ use blocksieve_format::{CanonError, DecodeError, DeltaError};
 ///   the publisher answered with an HTTP error. Retry later.
 /// * **Not ready** ([`ErrorKind::NotReady`]): no snapshot has been loaded for a
 ///   list yet, so the agent cannot say anything about a URL. Run
-///   [`Agent::update`](crate::Agent::update) first.
+///   an update first.
 /// * **Invalid input** ([`ErrorKind::InvalidInput`]): the URL names no host.
 ///   It is neither safe nor unsafe; report it to whoever supplied it.
 /// * **Storage** ([`ErrorKind::Storage`]): the cache directory could not be
 ///   written, or a cached file was corrupt and has been quarantined. The
 ///   agent keeps working from memory; fix the disk.
 /// * **Misconfiguration** ([`ErrorKind::Misconfigured`]): returned by
-///   [`AgentBuilder::build`](crate::AgentBuilder::build) and
-///   [`Agent::start_updates`](crate::Agent::start_updates). Fail at start.
+///   building an agent and starting its updates. Fail at start.
 ///
-/// Errors are plain data (`Clone`, `Eq`), so a [`Verdict`](crate::Verdict)
-/// and a [`ListStatus`](crate::ListStatus) can carry one.
+/// Errors are plain data (`Clone`, `Eq`), so a
+/// [`Verdict`](crate::lookup::Verdict) and a list's status can carry one.
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Error {
@@ -38,7 +37,7 @@ pub enum Error {
     /// A downloaded snapshot failed verification (signature, unknown key,
     /// body hash, layout or limits). Expiry is not among the reasons: an
     /// expired snapshot is used, flagged stale (see
-    /// [`engine::accept`](crate::engine::accept)).
+    /// [`engine::accept`](crate::accept)).
     #[error("snapshot of list {list} rejected: {reason}")]
     Decode {
         /// The list whose snapshot was downloaded.
@@ -153,13 +152,13 @@ pub enum Error {
         /// when the body was not one.
         message: String,
         /// The `Retry-After` of a `429` or `503` answer (RFC 9110 §10.2.3),
-        /// capped at [`MAX_SERVER_DELAY`](crate::engine::schedule::MAX_SERVER_DELAY):
+        /// capped at [`MAX_SERVER_DELAY`](crate::schedule::MAX_SERVER_DELAY):
         /// no request of the same kind is sent before it has passed.
         retry_after: Option<Duration>,
     },
     /// Full-hash requests are paused after failures (exponential backoff, or
     /// the publisher's `Retry-After`); no request was sent. See
-    /// [`engine::schedule::FULL_HASH_BACKOFF`](crate::engine::schedule::FULL_HASH_BACKOFF).
+    /// [`engine::schedule::FULL_HASH_BACKOFF`](crate::schedule::FULL_HASH_BACKOFF).
     #[error("full-hash requests are paused for {remaining:?} after {failures} failures")]
     BackingOff {
         /// How long the pause still lasts.
@@ -247,12 +246,12 @@ pub enum Error {
         /// The I/O error.
         reason: String,
     },
-    /// [`Agent::start_updates`](crate::Agent::start_updates) was called while
+    /// The agent's background updates were started while
     /// the agent's background updates were already running.
     #[error("background updates are already running")]
     UpdatesAlreadyRunning,
-    /// [`Agent::start_updates`](crate::Agent::start_updates) was called
-    /// outside a tokio runtime.
+    /// The agent's background updates were started outside a tokio
+    /// runtime.
     #[error("background updates need a tokio runtime")]
     NoRuntime,
 }
@@ -317,33 +316,6 @@ impl Error {
     pub fn is_timeout(&self) -> bool {
         matches!(self, Self::Transport { timed_out: true, .. })
     }
-
-    /// A [`Error::Transport`] for `url` from a reqwest error.
-    pub(crate) fn transport(url: &str, err: reqwest::Error) -> Self {
-        let timed_out = err.is_timeout();
-        Self::Transport {
-            url: url.to_owned(),
-            // The variant carries the URL; do not repeat it in the reason.
-            reason: error_chain(&err.without_url()),
-            timed_out,
-        }
-    }
-}
-
-/// `err` and its sources joined by `: `.
-pub(crate) fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut out = err.to_string();
-    let mut source = err.source();
-    while let Some(e) = source {
-        let text = e.to_string();
-        // hyper and reqwest sometimes repeat the same message one level down.
-        if !out.ends_with(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        source = e.source();
-    }
-    out
 }
 
 #[cfg(test)]

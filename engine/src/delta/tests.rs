@@ -5,7 +5,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use super::*;
-use crate::engine::accept::accept;
+use crate::accept::accept;
 
 const NOW: u64 = 1_700_000_000;
 

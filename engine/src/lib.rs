@@ -1,15 +1,18 @@
-//! The agent's decisions, without I/O: the protocol engine.
+//! The blocksieve agent's decisions, without I/O: the protocol engine.
 //!
 //! Everything here takes bytes, the current time (`now`, a [`SystemTime`]
 //! the caller reads from its clock) and, where randomness is involved, an RNG
 //! the caller passes in — and returns a value that says what to do next. No
 //! function here opens a socket, reads a file, reads a clock or sleeps, and
-//! nothing here uses tokio or reqwest (only the crate's one
-//! [`Error`](crate::Error), whose transport case wraps a reqwest error,
-//! ties the engine to the crate), so the runtime layer of
-//! [`Agent`](crate::Agent) stays thin, C, WASM and Python bindings can wrap
-//! the same rules, and tests drive every decision with fixed times and
-//! seeded RNGs.
+//! nothing here uses tokio or reqwest or the C zstd library, so the crate
+//! builds for `wasm32-unknown-unknown`; the Rust agent
+//! (`blocksieve-agent`, which re-exports this crate as
+//! `blocksieve_agent::engine`) is a thin tokio, reqwest and file-system
+//! layer around it, C, WASM and Python bindings wrap the same rules, and
+//! tests drive every decision with fixed times and seeded RNGs. (Snapshot
+//! bodies decode with the C zstd library when a dependent turns on
+//! `blocksieve-format`'s `zstd` feature, as the Rust agent does, and with
+//! ruzstd otherwise: the same bytes either way.)
 //!
 //! The surface a binding wraps, in the order a client meets it:
 //!
@@ -56,7 +59,8 @@
 //!
 //! Inside the engine, dependencies run one way: [`lookup`] uses [`delta`],
 //! [`cache`] and [`prefix`]; [`delta`] uses [`accept`]; [`prefix`] uses [`cache`]; the others use
-//! nothing of the engine. Errors are the crate's one [`Error`](crate::Error).
+//! nothing of the engine. Errors are the crate's one [`Error`], which the
+//! agent returns too.
 //!
 //! [`SystemTime`]: std::time::SystemTime
 
@@ -64,6 +68,9 @@ pub mod accept;
 pub mod cache;
 pub mod clock;
 pub mod delta;
+mod error;
 pub mod lookup;
 pub mod prefix;
 pub mod schedule;
+
+pub use error::{Error, ErrorKind};

@@ -40,7 +40,7 @@ use blocksieve_format::api::{
 use rand::Rng;
 use rand::seq::SliceRandom;
 
-use crate::engine::cache::ListedHashes;
+use crate::cache::ListedHashes;
 
 pub use blocksieve_format::api::MAX_PREFIXES_PER_REQUEST;
 
