@@ -54,5 +54,5 @@ cargo build --quiet -p blocksieve-tests --example xlang
 step "publisher and xlang reference built"
 
 cd bindings/python
-"$test_venv/bin/python" -m pytest -p no:cacheprovider -q tests
+"$test_venv/bin/python" -m pytest -p no:cacheprovider -q -s tests
 step "pytest passed"

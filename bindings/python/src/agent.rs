@@ -9,7 +9,7 @@ use blocksieve_agent::{FailurePolicy, UpdateHandle};
 use blocksieve_format::TrustedKey;
 use pyo3::prelude::*;
 
-use crate::errors::{closed, misconfigured, to_py};
+use crate::errors::{closed, misconfigured, to_py, to_py_for_url};
 use crate::runtime;
 use crate::types::{Status, UpdateReport, Verdict};
 
@@ -177,13 +177,19 @@ fn collect_urls(urls: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
     urls.try_iter()?.map(|url| url?.extract::<String>()).collect()
 }
 
-/// The verdicts for the agent's results, or the first URL's error.
+/// The verdicts for the agent's results for `urls`, or the first URL's
+/// error.
 fn verdicts(
+    urls: &[String],
     results: Vec<Result<blocksieve_agent::Verdict, blocksieve_agent::Error>>,
 ) -> PyResult<Vec<Verdict>> {
-    results
-        .iter()
-        .map(|r| r.as_ref().map(Verdict::from_agent).map_err(to_py))
+    urls.iter()
+        .zip(&results)
+        .map(|(url, r)| {
+            r.as_ref()
+                .map(Verdict::from_agent)
+                .map_err(|e| to_py_for_url(e, url))
+        })
         .collect()
 }
 
@@ -256,7 +262,9 @@ impl Agent {
         let agent = self.core.agent()?;
         let runtime = runtime::get()?;
         let verdict = py.detach(|| runtime.block_on(agent.check_url(&url)));
-        verdict.map(|v| Verdict::from_agent(&v)).map_err(|e| to_py(&e))
+        verdict
+            .map(|v| Verdict::from_agent(&v))
+            .map_err(|e| to_py_for_url(&e, &url))
     }
 
     /// Checks several URLs at once (one full-hash request for all their
@@ -266,7 +274,7 @@ impl Agent {
         let agent = self.core.agent()?;
         let runtime = runtime::get()?;
         let results = py.detach(|| runtime.block_on(agent.check_urls(&urls)));
-        verdicts(results)
+        verdicts(&urls, results)
     }
 
     /// Every threat list's snapshot and update state, and the counters.
@@ -387,7 +395,7 @@ impl AsyncAgent {
         let agent = self.core.agent()?;
         runtime::get()?;
         pyo3_async_runtimes::tokio::future_into_py(py, async move {
-            let verdict = agent.check_url(&url).await.map_err(|e| to_py(&e))?;
+            let verdict = agent.check_url(&url).await.map_err(|e| to_py_for_url(&e, &url))?;
             Ok(Verdict::from_agent(&verdict))
         })
     }
@@ -397,7 +405,10 @@ impl AsyncAgent {
         let urls = collect_urls(urls)?;
         let agent = self.core.agent()?;
         runtime::get()?;
-        pyo3_async_runtimes::tokio::future_into_py(py, async move { verdicts(agent.check_urls(&urls).await) })
+        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+            let results = agent.check_urls(&urls).await;
+            verdicts(&urls, results)
+        })
     }
 
     /// Every threat list's snapshot and update state, and the counters.

@@ -78,6 +78,17 @@ pub(crate) fn to_py(err: &Error) -> PyErr {
     }
 }
 
+/// The Python exception for an agent error about `url`: an invalid URL's
+/// message names it (up to 200 characters).
+pub(crate) fn to_py_for_url(err: &Error, url: &str) -> PyErr {
+    if err.kind() != ErrorKind::InvalidInput {
+        return to_py(err);
+    }
+    let shown: String = url.chars().take(200).collect();
+    let more = if shown.len() < url.len() { "..." } else { "" };
+    InvalidUrlError::new_err(format!("{err}: {shown:?}{more}"))
+}
+
 /// The lowercase name of an error's kind, as `Verdict.reason_kind` and
 /// `ListUpdate.error_kind` give it.
 pub(crate) fn kind_name(err: &Error) -> &'static str {

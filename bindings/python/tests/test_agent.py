@@ -99,9 +99,9 @@ def test_update_then_safe_and_unsafe(publisher):
         assert kinds == ["safe", "unsafe", "safe"]
         assert agent.check_many(iter([])) == []
 
-        with pytest.raises(blocksieve.InvalidUrlError):
+        with pytest.raises(blocksieve.InvalidUrlError, match="mailto:someone@example.com"):
             agent.check("mailto:someone@example.com")
-        with pytest.raises(blocksieve.InvalidUrlError):
+        with pytest.raises(blocksieve.InvalidUrlError, match='"http://"'):
             agent.check_many([LISTED_URL, "http://"])
 
         again = agent.update()
