@@ -11,9 +11,10 @@
 # maturin and pytest (pip, in virtual environments under target/).
 #
 # The wheel is built with the dev profile, as the workspace's tests are: it
-# reuses the debug build of the agent and its dependencies already in
-# target/debug, so only pyo3 and the binding itself are compiled. A
-# release wheel (`maturin build --release`, for publishing) compiles the
+# reuses the debug build of the agent and its dependencies in target/debug,
+# so only pyo3 and the binding are compiled again (maturin sets
+# PYO3_BUILD_EXTENSION_MODULE, which changes pyo3's build configuration).
+# A release wheel (`maturin build --release`, for publishing) compiles the
 # whole dependency tree again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,6 +38,15 @@ if [ "$("$build_venv/bin/maturin" --version 2>/dev/null)" != "maturin $maturin_v
 fi
 step "maturin $maturin_version ready"
 
+# The publisher and the cross-language reference the tests run, as
+# `cargo test --workspace` builds them: a no-op right after it (.ci/run),
+# whereas `cargo build -p` of either alone unifies dependency features
+# differently and recompiles part of the tree.
+cargo test --workspace --no-run --quiet
+export BLOCKSIEVE_PUBLISHER="$PWD/target/debug/blocksieve-publisher"
+export BLOCKSIEVE_XLANG="$PWD/target/debug/examples/xlang"
+step "workspace debug build present"
+
 rm -rf "$wheels"
 "$build_venv/bin/maturin" build --quiet --manifest-path bindings/python/Cargo.toml \
     --profile dev --interpreter "$build_venv/bin/python" --out "$wheels"
@@ -48,10 +58,6 @@ rm -rf "$test_venv"
 python3 -m venv "$test_venv"
 "$test_venv/bin/pip" install --quiet --disable-pip-version-check "pytest==$pytest_version" "$wheel"
 step "installed the wheel and pytest $pytest_version into a fresh venv"
-
-cargo build --quiet -p blocksieve-publisher
-cargo build --quiet -p blocksieve-tests --example xlang
-step "publisher and xlang reference built"
 
 cd bindings/python
 "$test_venv/bin/python" -m pytest -p no:cacheprovider -q -s tests

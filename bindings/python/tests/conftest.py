@@ -2,7 +2,9 @@
 
 The publisher binary is `target/debug/blocksieve-publisher` of this
 workspace (built here with `cargo build -p blocksieve-publisher`, a no-op
-when up to date), or the one named by BLOCKSIEVE_PUBLISHER. Each publisher
+when up to date), or the one named by BLOCKSIEVE_PUBLISHER; likewise the
+cross-language reference, `target/debug/examples/xlang` or BLOCKSIEVE_XLANG
+(CI passes those `cargo test --workspace` built). Each publisher
 runs `serve --config CONFIG --listen 127.0.0.1:0` in a temporary
 directory; the fixture reads its address and public key from the
 `publisher listening addr=... public_key=...` log line and waits until
@@ -46,6 +48,17 @@ def publisher_bin():
         return Path(explicit)
     cargo("build", "--quiet", "-p", "blocksieve-publisher")
     return TARGET / "debug" / "blocksieve-publisher"
+
+
+@pytest.fixture(scope="session")
+def xlang_bin():
+    """The path of the cross-language reference (tests/examples/xlang.rs),
+    built if needed."""
+    explicit = os.environ.get("BLOCKSIEVE_XLANG")
+    if explicit:
+        return Path(explicit)
+    cargo("build", "--quiet", "-p", "blocksieve-tests", "--example", "xlang")
+    return TARGET / "debug" / "examples" / "xlang"
 
 
 class Publisher:

@@ -37,6 +37,28 @@ def test_stubs_and_marker_ship_in_the_package():
     assert blocksieve.__version__
 
 
+def test_stubs_name_every_public_member():
+    import ast
+
+    stub = ast.parse((Path(blocksieve.__file__).parent / "__init__.pyi").read_text())
+    classes = {n.name: n for n in stub.body if isinstance(n, ast.ClassDef)}
+    names = set(classes) | {n.name for n in stub.body if isinstance(n, ast.FunctionDef)}
+    names |= {n.target.id for n in stub.body if isinstance(n, ast.AnnAssign)}
+    # `blocksieve.blocksieve` is the extension module the package re-exports.
+    public = {n for n in dir(blocksieve) if not n.startswith("_")} - {"blocksieve"} | {"__version__"}
+    assert public == names - {"VerdictKind"}
+    for name, node in classes.items():
+        members = {
+            n.name
+            for n in node.body
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and not n.name.startswith("_")
+        }
+        actual = {m for m in dir(getattr(blocksieve, name)) if not m.startswith("_")}
+        if issubclass(getattr(blocksieve, name), BaseException):
+            continue
+        assert actual == members, name
+
+
 def test_canonicalize_expressions_and_full_hashes():
     assert blocksieve.canonicalize("HTTP://Evil.Example") == "http://evil.example/"
     assert blocksieve.expressions("http://a.b.c/1/2.html?param=1") == [

@@ -6,7 +6,7 @@ import json
 import subprocess
 
 import blocksieve
-from conftest import TARGET, Publisher, cargo
+from conftest import Publisher
 
 
 def python_line(agent, text):
@@ -29,10 +29,9 @@ def python_line(agent, text):
     return out
 
 
-def test_same_answers_as_the_rust_agent(publisher_bin, tmp_path):
+def test_same_answers_as_the_rust_agent(publisher_bin, xlang_bin, tmp_path):
     directory = tmp_path / "xlang"
-    cargo("build", "--quiet", "-p", "blocksieve-tests", "--example", "xlang")
-    xlang = TARGET / "debug" / "examples" / "xlang"
+    xlang = xlang_bin
     subprocess.run([str(xlang), "setup", str(directory)], check=True)
     config = directory / "config.toml"
     publisher = Publisher(publisher_bin, config, directory / "publisher.log").wait_ready(["xlang"])
