@@ -7,8 +7,9 @@
 #
 #   bash .ci/bindings-python.sh
 #
-# Tools, installed if missing (pinned): python3 with venv (Debian packages),
-# maturin and pytest (pip, in virtual environments under target/).
+# Tools, installed if missing (pinned): python3 with venv (Debian 12
+# packages), maturin and pytest (pip, in virtual environments under
+# target/; the tests need nothing else).
 #
 # The wheel is built with the dev profile, as the workspace's tests are: it
 # reuses the debug build of the agent and its dependencies in target/debug,
@@ -27,9 +28,11 @@ wheels="$PWD/target/wheels/python"
 step() { echo "bindings-python: $1 in $(($(date +%s) - started)) s"; started=$(date +%s); }
 started=$(date +%s)
 
+# Debian 12 (bookworm)'s Python; any CPython 3.9+ with venv will do.
+python_deb=3.11.2-1+b1
 if ! python3 -c 'import sys, venv, ensurepip; sys.exit(sys.version_info < (3, 9))' 2>/dev/null; then
     apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 python3-venv >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "python3=$python_deb" "python3-venv=$python_deb" >/dev/null
 fi
 if [ "$("$build_venv/bin/maturin" --version 2>/dev/null)" != "maturin $maturin_version" ]; then
     rm -rf "$build_venv"
@@ -60,5 +63,5 @@ python3 -m venv "$test_venv"
 step "installed the wheel and pytest $pytest_version into a fresh venv"
 
 cd bindings/python
-"$test_venv/bin/python" -m pytest -p no:cacheprovider -q -s tests
+PYTHONDONTWRITEBYTECODE=1 "$test_venv/bin/python" -m pytest -p no:cacheprovider -q -s tests
 step "pytest passed"
