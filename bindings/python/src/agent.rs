@@ -1,0 +1,479 @@
+//! `blocksieve.Agent` (blocking) and `blocksieve.AsyncAgent` (asyncio):
+//! both hold a [`Core`], the Rust agent and its background updates.
+
+use std::path::PathBuf;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use blocksieve_agent::{FailurePolicy, UpdateHandle};
+use blocksieve_format::TrustedKey;
+use pyo3::prelude::*;
+
+use crate::errors::{closed, misconfigured, to_py, to_py_for_url};
+use crate::runtime;
+use crate::types::{Status, UpdateReport, Verdict};
+
+/// The trusted publisher key or keys, as given from Python: one base64
+/// Ed25519 public key, or several during a key rotation.
+#[derive(FromPyObject)]
+enum Keys {
+    /// One key.
+    One(String),
+    /// Several keys; a snapshot signed by any of them is trusted.
+    Many(Vec<String>),
+}
+
+/// The constructor's arguments, shared by both agent classes.
+struct Options {
+    /// The publisher's base URL.
+    publisher: String,
+    /// The subscribed threat lists.
+    lists: Vec<String>,
+    /// The trusted keys.
+    keys: Keys,
+    /// Where snapshots are kept across restarts.
+    cache_dir: Option<PathBuf>,
+    /// `"open"` or `"closed"`.
+    failure_policy: String,
+    /// Further publisher base URLs, tried in order.
+    mirrors: Vec<String>,
+    /// The timeout of each request, in seconds.
+    request_timeout: Option<f64>,
+    /// The timeout of a whole snapshot download, in seconds.
+    snapshot_timeout: Option<f64>,
+    /// The background update interval without a publisher hint, in seconds.
+    update_interval: Option<f64>,
+    /// The full-hash cache size, in bytes.
+    full_hash_cache_bytes: Option<usize>,
+    /// The `User-Agent` header.
+    user_agent: Option<String>,
+}
+
+/// `seconds` as a duration, for setting `name`.
+fn seconds(name: &str, seconds: f64) -> PyResult<Duration> {
+    Duration::try_from_secs_f64(seconds).map_err(|_| {
+        misconfigured(format!(
+            "{name} must be a non-negative number of seconds, got {seconds}"
+        ))
+    })
+}
+
+impl Options {
+    /// Validates the options and builds the agent (reading a cache
+    /// directory's snapshots, if any, with the GIL released).
+    fn build(self, py: Python<'_>) -> PyResult<Core> {
+        // Started now, so that a runtime failure shows at construction.
+        runtime::get()?;
+        let keys = match self.keys {
+            Keys::One(key) => vec![key],
+            Keys::Many(keys) => keys,
+        };
+        let keys = keys
+            .iter()
+            .map(|k| {
+                TrustedKey::from_base64(k)
+                    .map_err(|e| misconfigured(format!("invalid publisher key {k:?}: {e}")))
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        let policy = match self.failure_policy.as_str() {
+            "open" => FailurePolicy::FailOpen,
+            "closed" => FailurePolicy::FailClosed,
+            other => {
+                return Err(misconfigured(format!(
+                    "failure_policy must be \"open\" or \"closed\", got {other:?}"
+                )));
+            }
+        };
+        let mut builder = blocksieve_agent::Agent::builder(self.publisher)
+            .lists(self.lists)
+            .trusted_keys(keys)
+            .failure_policy(policy);
+        for mirror in self.mirrors {
+            builder = builder.mirror(mirror);
+        }
+        if let Some(dir) = self.cache_dir {
+            builder = builder.cache_dir(dir);
+        }
+        if let Some(timeout) = self.request_timeout {
+            builder = builder.request_timeout(seconds("request_timeout", timeout)?);
+        }
+        if let Some(timeout) = self.snapshot_timeout {
+            builder = builder.snapshot_timeout(seconds("snapshot_timeout", timeout)?);
+        }
+        if let Some(interval) = self.update_interval {
+            builder = builder.update_interval(seconds("update_interval", interval)?);
+        }
+        if let Some(limit) = self.full_hash_cache_bytes {
+            builder = builder.full_hash_cache_bytes(limit);
+        }
+        if let Some(user_agent) = self.user_agent {
+            builder = builder.user_agent(user_agent);
+        }
+        let agent = py.detach(|| builder.build()).map_err(|e| to_py(&e))?;
+        Ok(Core {
+            state: Mutex::new(Some(State { agent, updates: None })),
+        })
+    }
+}
+
+/// A live agent: the Rust agent and, once started, its background updates.
+struct State {
+    /// The agent (a cheap handle; clones share it).
+    agent: blocksieve_agent::Agent,
+    /// The background updates, while running: dropping it stops them.
+    updates: Option<UpdateHandle>,
+}
+
+/// What both agent classes hold: the state, or `None` once closed. The
+/// lock is held only to copy the agent handle or to start or take the
+/// updates, never across a request.
+struct Core {
+    /// The agent, until `close()`.
+    state: Mutex<Option<State>>,
+}
+
+impl Core {
+    /// The lock, also after a panic elsewhere (the state stays consistent:
+    /// every change is a single assignment).
+    fn lock(&self) -> MutexGuard<'_, Option<State>> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A handle to the agent, or the error of a closed agent.
+    fn agent(&self) -> PyResult<blocksieve_agent::Agent> {
+        self.lock().as_ref().map(|s| s.agent.clone()).ok_or_else(closed)
+    }
+
+    /// Starts the background updates on the binding's runtime.
+    fn start_updates(&self) -> PyResult<()> {
+        let runtime = runtime::get()?;
+        let mut state = self.lock();
+        let state = state.as_mut().ok_or_else(closed)?;
+        let _context = runtime.enter();
+        let handle = state.agent.start_updates().map_err(|e| to_py(&e))?;
+        state.updates = Some(handle);
+        Ok(())
+    }
+
+    /// Marks the agent closed and hands back its background updates, if
+    /// running, to be shut down.
+    fn take_updates(&self) -> Option<UpdateHandle> {
+        self.lock().take().and_then(|s| s.updates)
+    }
+
+    /// The status, or the error of a closed agent.
+    fn status(&self) -> PyResult<Status> {
+        Ok(Status::from_agent(&self.agent()?.status()))
+    }
+
+    /// The threat lists, in subscription order.
+    fn lists(&self) -> PyResult<Vec<String>> {
+        Ok(self.agent()?.lists().map(str::to_owned).collect())
+    }
+}
+
+/// The URLs of a Python iterable of `str`.
+fn collect_urls(urls: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
+    urls.try_iter()?.map(|url| url?.extract::<String>()).collect()
+}
+
+/// The verdicts for the agent's results for `urls`, or the first URL's
+/// error.
+fn verdicts(
+    urls: &[String],
+    results: Vec<Result<blocksieve_agent::Verdict, blocksieve_agent::Error>>,
+) -> PyResult<Vec<Verdict>> {
+    urls.iter()
+        .zip(&results)
+        .map(|(url, r)| {
+            r.as_ref()
+                .map(Verdict::from_agent)
+                .map_err(|e| to_py_for_url(e, url))
+        })
+        .collect()
+}
+
+/// An agent that keeps verified snapshots of threat lists from a
+/// blocksieve publisher and checks URLs against them, confirming every
+/// hash prefix hit with the publisher's full hashes. Blocking: each call
+/// releases the GIL while it waits for the network, so other Python
+/// threads run meanwhile. Safe to share between threads.
+#[pyclass(frozen, module = "blocksieve")]
+pub(crate) struct Agent {
+    /// The agent and its updates.
+    core: Core,
+}
+
+#[pymethods]
+impl Agent {
+    /// Configures an agent; no request is sent. With `cache_dir`, the
+    /// snapshots cached there are verified and loaded now, so checks answer
+    /// before the first update.
+    #[new]
+    #[pyo3(signature = (
+        publisher, lists, key, *, cache_dir=None, failure_policy="open".to_owned(), mirrors=Vec::new(),
+        request_timeout=None, snapshot_timeout=None, update_interval=None, full_hash_cache_bytes=None, user_agent=None
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        publisher: String,
+        lists: Vec<String>,
+        key: Keys,
+        cache_dir: Option<PathBuf>,
+        failure_policy: String,
+        mirrors: Vec<String>,
+        request_timeout: Option<f64>,
+        snapshot_timeout: Option<f64>,
+        update_interval: Option<f64>,
+        full_hash_cache_bytes: Option<usize>,
+        user_agent: Option<String>,
+    ) -> PyResult<Self> {
+        let options = Options {
+            publisher,
+            lists,
+            keys: key,
+            cache_dir,
+            failure_policy,
+            mirrors,
+            request_timeout,
+            snapshot_timeout,
+            update_interval,
+            full_hash_cache_bytes,
+            user_agent,
+        };
+        Ok(Self {
+            core: options.build(py)?,
+        })
+    }
+
+    /// Brings every threat list up to date with the publisher now.
+    fn update(&self, py: Python<'_>) -> PyResult<UpdateReport> {
+        let agent = self.core.agent()?;
+        let runtime = runtime::get()?;
+        let report = py.detach(|| runtime.block_on(agent.update()));
+        report
+            .map(|r| UpdateReport::from_agent(&r))
+            .map_err(|e| to_py(&e))
+    }
+
+    /// Checks one URL against every subscribed threat list.
+    fn check(&self, py: Python<'_>, url: String) -> PyResult<Verdict> {
+        let agent = self.core.agent()?;
+        let runtime = runtime::get()?;
+        let verdict = py.detach(|| runtime.block_on(agent.check_url(&url)));
+        verdict
+            .map(|v| Verdict::from_agent(&v))
+            .map_err(|e| to_py_for_url(&e, &url))
+    }
+
+    /// Checks several URLs at once (one full-hash request for all their
+    /// hits), answering in the same order.
+    fn check_many(&self, py: Python<'_>, urls: &Bound<'_, PyAny>) -> PyResult<Vec<Verdict>> {
+        let urls = collect_urls(urls)?;
+        let agent = self.core.agent()?;
+        let runtime = runtime::get()?;
+        let results = py.detach(|| runtime.block_on(agent.check_urls(&urls)));
+        verdicts(&urls, results)
+    }
+
+    /// Every threat list's snapshot and update state, and the counters.
+    fn status(&self) -> PyResult<Status> {
+        self.core.status()
+    }
+
+    /// Starts the background updates.
+    fn start_updates(&self) -> PyResult<()> {
+        self.core.start_updates()
+    }
+
+    /// Stops the background updates and closes the agent.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        if let Some(updates) = self.core.take_updates() {
+            let runtime = runtime::get()?;
+            py.detach(|| runtime.block_on(updates.shutdown()));
+        }
+        Ok(())
+    }
+
+    /// The subscribed threat lists, in subscription order.
+    #[getter]
+    fn lists(&self) -> PyResult<Vec<String>> {
+        self.core.lists()
+    }
+
+    /// Whether `close()` has been called.
+    #[getter]
+    fn closed(&self) -> bool {
+        self.core.lock().is_none()
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_exc))]
+    fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<bool> {
+        self.close(py)?;
+        Ok(false)
+    }
+
+    fn __repr__(&self) -> String {
+        match self.core.agent() {
+            Ok(agent) => format!(
+                "Agent(publisher={:?}, lists={:?})",
+                agent.base_url(),
+                agent.lists().collect::<Vec<_>>()
+            ),
+            Err(_) => "Agent(closed)".to_owned(),
+        }
+    }
+}
+
+/// The asyncio agent: the same agent as `Agent`, whose network calls are
+/// awaitables completed from the binding's runtime, so the event loop is
+/// never blocked. Safe to share between threads and event loops.
+#[pyclass(frozen, module = "blocksieve")]
+pub(crate) struct AsyncAgent {
+    /// The agent and its updates.
+    core: Core,
+}
+
+#[pymethods]
+impl AsyncAgent {
+    /// Configures an agent, as `Agent(...)` does; no request is sent.
+    #[new]
+    #[pyo3(signature = (
+        publisher, lists, key, *, cache_dir=None, failure_policy="open".to_owned(), mirrors=Vec::new(),
+        request_timeout=None, snapshot_timeout=None, update_interval=None, full_hash_cache_bytes=None, user_agent=None
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        publisher: String,
+        lists: Vec<String>,
+        key: Keys,
+        cache_dir: Option<PathBuf>,
+        failure_policy: String,
+        mirrors: Vec<String>,
+        request_timeout: Option<f64>,
+        snapshot_timeout: Option<f64>,
+        update_interval: Option<f64>,
+        full_hash_cache_bytes: Option<usize>,
+        user_agent: Option<String>,
+    ) -> PyResult<Self> {
+        let options = Options {
+            publisher,
+            lists,
+            keys: key,
+            cache_dir,
+            failure_policy,
+            mirrors,
+            request_timeout,
+            snapshot_timeout,
+            update_interval,
+            full_hash_cache_bytes,
+            user_agent,
+        };
+        Ok(Self {
+            core: options.build(py)?,
+        })
+    }
+
+    /// Brings every threat list up to date with the publisher now.
+    fn update<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let agent = self.core.agent()?;
+        runtime::get()?;
+        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+            let report = agent.update().await.map_err(|e| to_py(&e))?;
+            Ok(UpdateReport::from_agent(&report))
+        })
+    }
+
+    /// Checks one URL against every subscribed threat list.
+    fn check<'py>(&self, py: Python<'py>, url: String) -> PyResult<Bound<'py, PyAny>> {
+        let agent = self.core.agent()?;
+        runtime::get()?;
+        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+            let verdict = agent.check_url(&url).await.map_err(|e| to_py_for_url(&e, &url))?;
+            Ok(Verdict::from_agent(&verdict))
+        })
+    }
+
+    /// Checks several URLs at once, answering in the same order.
+    fn check_many<'py>(&self, py: Python<'py>, urls: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        let urls = collect_urls(urls)?;
+        let agent = self.core.agent()?;
+        runtime::get()?;
+        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+            let results = agent.check_urls(&urls).await;
+            verdicts(&urls, results)
+        })
+    }
+
+    /// Every threat list's snapshot and update state, and the counters.
+    fn status(&self) -> PyResult<Status> {
+        self.core.status()
+    }
+
+    /// Starts the background updates.
+    fn start_updates(&self) -> PyResult<()> {
+        self.core.start_updates()
+    }
+
+    /// Stops the background updates and closes the agent.
+    fn close<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let updates = self.core.take_updates();
+        runtime::get()?;
+        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+            if let Some(updates) = updates {
+                updates.shutdown().await;
+            }
+            Ok(())
+        })
+    }
+
+    /// The subscribed threat lists, in subscription order.
+    #[getter]
+    fn lists(&self) -> PyResult<Vec<String>> {
+        self.core.lists()
+    }
+
+    /// Whether `close()` has been called.
+    #[getter]
+    fn closed(&self) -> bool {
+        self.core.lock().is_none()
+    }
+
+    fn __aenter__<'py>(slf: Py<Self>, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        runtime::get()?;
+        pyo3_async_runtimes::tokio::future_into_py(py, async move { Ok(slf) })
+    }
+
+    #[pyo3(signature = (*_exc))]
+    fn __aexit__<'py>(
+        &self,
+        py: Python<'py>,
+        _exc: &Bound<'py, pyo3::types::PyTuple>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let updates = self.core.take_updates();
+        runtime::get()?;
+        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+            if let Some(updates) = updates {
+                updates.shutdown().await;
+            }
+            Ok(false)
+        })
+    }
+
+    fn __repr__(&self) -> String {
+        match self.core.agent() {
+            Ok(agent) => format!(
+                "AsyncAgent(publisher={:?}, lists={:?})",
+                agent.base_url(),
+                agent.lists().collect::<Vec<_>>()
+            ),
+            Err(_) => "AsyncAgent(closed)".to_owned(),
+        }
+    }
+}

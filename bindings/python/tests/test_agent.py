@@ -1,0 +1,292 @@
+"""The blocking and asyncio agents against a real publisher."""
+
+import asyncio
+import datetime
+import hashlib
+import socket
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+import blocksieve
+from conftest import BENIGN_URL, LISTED_EXPRESSION, LISTED_URL
+
+
+def sha256_hex(text):
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def agent_for(publisher, **options):
+    return blocksieve.Agent(publisher.url, ["phishing"], publisher.key, **options)
+
+
+def closed_port_url():
+    """A loopback URL nothing listens on."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
+
+
+def test_stubs_and_marker_ship_in_the_package():
+    package = Path(blocksieve.__file__).parent
+    assert (package / "__init__.pyi").is_file()
+    assert (package / "py.typed").is_file()
+    assert blocksieve.__version__
+
+
+def test_stubs_name_every_public_member():
+    import ast
+
+    stub = ast.parse((Path(blocksieve.__file__).parent / "__init__.pyi").read_text())
+    classes = {n.name: n for n in stub.body if isinstance(n, ast.ClassDef)}
+    names = set(classes) | {n.name for n in stub.body if isinstance(n, ast.FunctionDef)}
+    names |= {n.target.id for n in stub.body if isinstance(n, ast.AnnAssign)}
+    # `blocksieve.blocksieve` is the extension module the package re-exports.
+    public = {n for n in dir(blocksieve) if not n.startswith("_")} - {"blocksieve"} | {"__version__"}
+    assert public == names - {"VerdictKind"}
+    for name, node in classes.items():
+        members = {
+            n.name
+            for n in node.body
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and not n.name.startswith("_")
+        }
+        actual = {m for m in dir(getattr(blocksieve, name)) if not m.startswith("_")}
+        if issubclass(getattr(blocksieve, name), BaseException):
+            continue
+        assert actual == members, name
+
+
+def test_canonicalize_expressions_and_full_hashes():
+    assert blocksieve.canonicalize("HTTP://Evil.Example") == "http://evil.example/"
+    assert blocksieve.expressions("http://a.b.c/1/2.html?param=1") == [
+        "a.b.c/1/2.html?param=1",
+        "a.b.c/1/2.html",
+        "a.b.c/",
+        "a.b.c/1/",
+        "b.c/1/2.html?param=1",
+        "b.c/1/2.html",
+        "b.c/",
+        "b.c/1/",
+    ]
+    url = "http://a.b.c/1/2.html?param=1"
+    assert blocksieve.full_hashes(url) == [sha256_hex(e) for e in blocksieve.expressions(url)]
+
+
+@pytest.mark.parametrize("bad", ["", "mailto:someone@example.com", "http://", "http:///path", "\x00"])
+def test_invalid_url_raises_never_crashes(bad):
+    for function in (blocksieve.canonicalize, blocksieve.expressions, blocksieve.full_hashes):
+        with pytest.raises(blocksieve.InvalidUrlError):
+            function(bad)
+    assert issubclass(blocksieve.InvalidUrlError, blocksieve.BlocksieveError)
+
+
+def test_wrong_argument_types_raise_type_error():
+    with pytest.raises(TypeError):
+        blocksieve.canonicalize(b"http://a.example/")
+    with pytest.raises(TypeError):
+        blocksieve.Agent("http://127.0.0.1:1", "phishing", "key")
+
+
+def test_not_ready_before_update(publisher):
+    with agent_for(publisher) as agent:
+        with pytest.raises(blocksieve.NotReadyError):
+            agent.check(LISTED_URL)
+        assert not agent.status().ready
+
+
+def test_update_then_safe_and_unsafe(publisher):
+    with agent_for(publisher) as agent:
+        report = agent.update()
+        assert report.complete
+        (entry,) = report.lists
+        assert (entry.list, entry.outcome, entry.previous, entry.error) == ("phishing", "updated", None, None)
+        assert entry.version > 0
+
+        verdict = agent.check(LISTED_URL)
+        assert verdict.kind == "unsafe" and verdict.is_unsafe and verdict.block
+        assert verdict.list == "phishing"
+        assert verdict.expression == LISTED_EXPRESSION
+        assert verdict.full_hash == sha256_hex(LISTED_EXPRESSION)
+        assert verdict.full_hash in blocksieve.full_hashes(LISTED_URL)
+        assert not verdict.stale
+
+        verdict = agent.check(BENIGN_URL)
+        assert verdict.kind == "safe" and verdict.is_safe and not verdict.block
+        assert (verdict.list, verdict.expression, verdict.full_hash) == (None, None, None)
+
+        kinds = [v.kind for v in agent.check_many([BENIGN_URL, LISTED_URL, BENIGN_URL])]
+        assert kinds == ["safe", "unsafe", "safe"]
+        assert agent.check_many(iter([])) == []
+
+        with pytest.raises(blocksieve.InvalidUrlError, match="mailto:someone@example.com"):
+            agent.check("mailto:someone@example.com")
+        with pytest.raises(blocksieve.InvalidUrlError, match='"http://"'):
+            agent.check_many([LISTED_URL, "http://"])
+
+        again = agent.update()
+        assert again.get("phishing").outcome == "unchanged"
+        assert again.get("phishing").version == entry.version
+        assert again.get("other") is None
+
+
+def test_status(publisher):
+    with agent_for(publisher) as agent:
+        version = agent.update().lists[0].version
+        agent.check(LISTED_URL)
+        agent.check(BENIGN_URL)
+        status = agent.status()
+        assert status.ready and not status.stale and not status.updates_running
+        (phishing,) = status.lists
+        assert status.list("phishing").name == phishing.name == "phishing"
+        assert status.list("other") is None
+        assert phishing.version == phishing.base_version == version
+        assert phishing.source == "network"
+        assert phishing.consecutive_failures == 0 and phishing.last_error is None
+        now = datetime.datetime.now(datetime.timezone.utc)
+        assert phishing.created_at <= now < phishing.expires_at
+        assert phishing.last_success <= now
+        assert isinstance(phishing.age, datetime.timedelta)
+        assert status.stats["lookups"] == 2
+        assert status.stats["confirmed_unsafe"] == 1
+        assert agent.lists == ["phishing"]
+
+
+def test_cache_dir_restart(publisher, tmp_path):
+    cache = tmp_path / "cache"
+    with agent_for(publisher, cache_dir=cache) as agent:
+        version = agent.update().lists[0].version
+
+    # Against a publisher that is gone: the cached snapshot answers at once.
+    gone = closed_port_url()
+    with blocksieve.Agent(gone, ["phishing"], publisher.key, cache_dir=str(cache), request_timeout=5) as agent:
+        status = agent.status()
+        assert status.ready
+        assert status.lists[0].source == "cache"
+        assert status.lists[0].version == version
+        assert agent.check(BENIGN_URL).kind == "safe"
+        # A filter hit needs full hashes, which cannot be had: unverified,
+        # not blocked under the default fail-open policy.
+        verdict = agent.check(LISTED_URL)
+        assert verdict.kind == "unverified" and not verdict.block
+        assert verdict.lists == ["phishing"] and verdict.reason
+
+    with blocksieve.Agent(
+        gone, ["phishing"], publisher.key, cache_dir=cache, failure_policy="closed", request_timeout=5
+    ) as agent:
+        verdict = agent.check(LISTED_URL)
+        assert verdict.kind == "unverified" and verdict.block
+
+    # And with the publisher back, the restarted agent confirms from the cache.
+    with agent_for(publisher, cache_dir=cache) as agent:
+        assert agent.check(LISTED_URL).kind == "unsafe"
+        assert agent.update().lists[0].outcome == "unchanged"
+
+
+def test_transport_error_before_any_snapshot(publisher):
+    with blocksieve.Agent(closed_port_url(), ["phishing"], publisher.key, request_timeout=5) as agent:
+        with pytest.raises(blocksieve.TransportError):
+            agent.update()
+        assert agent.status().lists[0].consecutive_failures == 1
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"key": "not a key"}, "key"),
+        ({"lists": ["Phishing"]}, "Phishing"),
+        ({"lists": []}, "list"),
+        ({"publisher": "http://publisher.example"}, "http"),
+        ({"failure_policy": "maybe"}, "maybe"),
+        ({"request_timeout": -1.0}, "request_timeout"),
+    ],
+)
+def test_misconfigured(publisher, change, message):
+    arguments = {"publisher": publisher.url, "lists": ["phishing"], "key": publisher.key}
+    options = {k: v for k, v in change.items() if k not in arguments}
+    arguments.update({k: v for k, v in change.items() if k in arguments})
+    with pytest.raises(blocksieve.MisconfiguredError, match=message):
+        blocksieve.Agent(arguments["publisher"], arguments["lists"], arguments["key"], **options)
+
+
+def test_background_updates_and_close(publisher):
+    agent = agent_for(publisher)
+    agent.update()
+    agent.start_updates()
+    assert agent.status().updates_running
+    with pytest.raises(blocksieve.MisconfiguredError):
+        agent.start_updates()
+    agent.close()
+    agent.close()
+    assert agent.closed
+    with pytest.raises(blocksieve.BlocksieveError, match="closed"):
+        agent.check(LISTED_URL)
+    with pytest.raises(blocksieve.BlocksieveError, match="closed"):
+        agent.status()
+
+
+def test_threads_share_one_agent(publisher):
+    with agent_for(publisher) as agent:
+        agent.update()
+        urls = [LISTED_URL, BENIGN_URL] * 20
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            kinds = list(pool.map(lambda url: agent.check(url).kind, urls))
+        assert kinds == ["unsafe", "safe"] * 20
+
+
+def test_blocking_calls_release_the_gil(publisher):
+    # A Python thread keeps counting while the main thread waits on a
+    # full-hash request that the publisher never answers (a listening
+    # socket that accepts nothing).
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        url = "http://127.0.0.1:%d" % silent.getsockname()[1]
+        counted = []
+        stop = threading.Event()
+
+        def count():
+            while not stop.is_set():
+                counted.append(1)
+
+        thread = threading.Thread(target=count)
+        thread.start()
+        try:
+            with blocksieve.Agent(url, ["phishing"], publisher.key, request_timeout=1, snapshot_timeout=1) as agent:
+                with pytest.raises(blocksieve.TransportError):
+                    agent.update()
+        finally:
+            stop.set()
+            thread.join()
+        assert len(counted) > 1000
+
+
+def test_asyncio_agent(publisher, tmp_path):
+    async def main():
+        async with blocksieve.AsyncAgent(publisher.url, ["phishing"], publisher.key, cache_dir=tmp_path) as agent:
+            with pytest.raises(blocksieve.NotReadyError):
+                await agent.check(LISTED_URL)
+            report = await agent.update()
+            assert report.lists[0].outcome == "updated"
+            verdicts = await asyncio.gather(*(agent.check(u) for u in [LISTED_URL, BENIGN_URL] * 10))
+            assert [v.kind for v in verdicts] == ["unsafe", "safe"] * 10
+            assert verdicts[0].expression == LISTED_EXPRESSION
+            many = await agent.check_many([BENIGN_URL, LISTED_URL])
+            assert [v.kind for v in many] == ["safe", "unsafe"]
+            with pytest.raises(blocksieve.InvalidUrlError):
+                await agent.check("mailto:someone@example.com")
+            agent.start_updates()
+            assert agent.status().updates_running
+            assert agent.lists == ["phishing"]
+        assert agent.closed
+        with pytest.raises(blocksieve.BlocksieveError, match="closed"):
+            await agent.check(LISTED_URL)
+
+        agent = blocksieve.AsyncAgent(publisher.url, ["phishing"], publisher.key, cache_dir=tmp_path)
+        assert agent.status().lists[0].source == "cache"
+        assert (await agent.check(LISTED_URL)).is_unsafe
+        await agent.close()
+
+    asyncio.run(main())
