@@ -355,8 +355,7 @@ enum blocksieve_status blocksieve_agent_new(const struct blocksieve_config *conf
 // either way).
 //
 // Thread-safety: any thread, but only once no other call on this handle
-// is running or will start; the handle is invalid afterwards. Never from a
-// callback of the agent's own threads.
+// is running or will start; the handle is invalid afterwards.
 //
 // # Safety
 //

@@ -533,8 +533,7 @@ pub unsafe extern "C" fn blocksieve_agent_new(
 /// either way).
 ///
 /// Thread-safety: any thread, but only once no other call on this handle
-/// is running or will start; the handle is invalid afterwards. Never from a
-/// callback of the agent's own threads.
+/// is running or will start; the handle is invalid afterwards.
 ///
 /// # Safety
 ///
