@@ -1,4 +1,4 @@
-//! The batteries-included layer: a [`blocksieve_agent::Agent`] and the tokio
+//! The batteries-included layer: an [`Agent`] and the tokio
 //! runtime that runs its requests and background updates, behind the
 //! opaque `blocksieve_agent` handle.
 

@@ -11,7 +11,7 @@
 //!    [`blocksieve_format`]; no thread, clock or network.
 //! 2. **Batteries included** ([`blocksieve_agent_new`] ...
 //!    [`blocksieve_agent_free`]): an opaque [`blocksieve_agent`] handle that
-//!    owns a [`blocksieve_agent::Agent`] and the tokio runtime running its
+//!    owns a [`Agent`](::blocksieve_agent::Agent) and the tokio runtime running its
 //!    requests; every call blocks the calling thread until it is done.
 //!
 //! Every function returns a [`blocksieve_status`] and never unwinds into
