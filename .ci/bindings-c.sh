@@ -6,7 +6,8 @@
 #    compiler, valgrind, python3;
 # 2. regenerates bindings/c/include/blocksieve.h and fails if it differs
 #    from the committed one;
-# 3. builds libblocksieve (debug), the publisher and the xlang example;
+# 3. builds libblocksieve (debug), the publisher and the xlang example
+#    (the workspace test build);
 #    compiles bindings/c/tests/agent_test.c as C11 against the shared
 #    library and as C++17 against the static one, warnings as errors;
 # 4. starts a real publisher on 127.0.0.1:0 serving the xlang inputs'
@@ -61,10 +62,14 @@ if ! cmp -s "$scratch/blocksieve.h" bindings/c/include/blocksieve.h; then
 fi
 step "header up to date"
 
-cargo build -p blocksieve-c -p blocksieve-publisher
-cargo build -p blocksieve-tests --example xlang
+# Exactly the build of `cargo test --workspace` (which .ci/run has just
+# run, so this is quick): a `cargo build -p` of fewer packages resolves
+# other features and would rebuild much of the workspace. It leaves the
+# library in target/debug/deps (libblocksieve.so, libblocksieve.a), the
+# publisher binary and the xlang example.
+cargo test --workspace --no-run --quiet 2>/dev/null || cargo test --workspace --no-run
 step "built"
-lib=target/debug
+lib=target/debug/deps
 cflags=(-Ibindings/c/include -Wall -Wextra -Werror -pedantic -g)
 gcc -std=c11 "${cflags[@]}" bindings/c/tests/agent_test.c -o "$scratch/agent_test_c" \
     -L"$lib" -Wl,-rpath,"$PWD/$lib" -lblocksieve -lpthread
