@@ -6,7 +6,8 @@
  *       the sans-I/O functions (on the golden snapshot of
  *       format/tests/data/golden), then the agent: update, a listed URL
  *       unsafe, a benign one safe, an invalid URL, buffers too small, NULL
- *       arguments, background updates, the cache directory, threads.
+ *       arguments, background updates, the cache directory, threads, and an
+ *       unreachable publisher (unverified, blocked when failing closed).
  *   agent_test xlang BASE_URL PUBLIC_KEY DIR
  *       one JSON line per input of DIR/inputs.txt (hex lines), the same as
  *       `cargo run -p blocksieve-tests --example xlang -- reference ...`.
@@ -326,6 +327,24 @@ static void test_agent(const char *base_url, const char *key, const char *list, 
         CHECK(blocksieve_agent_check(agent, listed, strlen(listed), &verdict, NULL, 0, NULL, 0) ==
               BLOCKSIEVE_OK);
         CHECK(verdict.kind == BLOCKSIEVE_UNSAFE);
+        CHECK(blocksieve_agent_free(agent) == BLOCKSIEVE_OK);
+    }
+
+    /* With the publisher unreachable, a prefix hit is unverified, never
+     * safe; fail-closed advises to block it. A miss needs no request. */
+    config = config_for("http://127.0.0.1:1", lists, keys);
+    config.cache_dir = cache_dir;
+    config.failure_policy = BLOCKSIEVE_FAIL_CLOSED;
+    agent = NULL;
+    CHECK(blocksieve_agent_new(&config, &agent) == BLOCKSIEVE_OK);
+    if (agent != NULL) {
+        CHECK(blocksieve_agent_check(agent, listed, strlen(listed), &verdict, list_out, sizeof list_out,
+                                     expression, sizeof expression) == BLOCKSIEVE_OK);
+        CHECK(verdict.kind == BLOCKSIEVE_UNVERIFIED && verdict.block);
+        CHECK(strcmp(list_out, list) == 0 && verdict.expression_len == 0);
+        CHECK(blocksieve_agent_update(agent) == BLOCKSIEVE_OK); /* the cached snapshot stays */
+        CHECK(blocksieve_agent_status(agent, status, 2, &count) == BLOCKSIEVE_OK && count == 1);
+        CHECK(status[0].has_snapshot && status[0].last_update_failed && status[0].consecutive_failures == 1);
         CHECK(blocksieve_agent_free(agent) == BLOCKSIEVE_OK);
     }
 }
