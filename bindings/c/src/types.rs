@@ -1,0 +1,205 @@
+//! The types of the C ABI, laid out as C lays them out (`#[repr(C)]`).
+//! Their names are the C names, so that the generated header and this code
+//! read the same.
+
+#![allow(non_camel_case_types)]
+
+use std::ffi::c_char;
+
+/// The bytes a list name buffer of the ABI holds: the longest list name
+/// (64 bytes of `a-z0-9_-`) and its terminating NUL.
+pub const BLOCKSIEVE_LIST_NAME_CAPACITY: usize = 65;
+
+/// The length of a full hash (SHA-256 of an expression), in bytes.
+pub const BLOCKSIEVE_FULL_HASH_BYTES: usize = 32;
+
+/// `blocksieve_config.failure_policy`: a prefix hit whose full hashes cannot
+/// be had is `BLOCKSIEVE_UNVERIFIED` with `block = false` (what browsers
+/// do: most prefix hits are false positives).
+pub const BLOCKSIEVE_FAIL_OPEN: u32 = 0;
+
+/// `blocksieve_config.failure_policy`: a prefix hit whose full hashes cannot
+/// be had is `BLOCKSIEVE_UNVERIFIED` with `block = true`, for settings that
+/// prefer an occasional false block to any chance of a miss.
+pub const BLOCKSIEVE_FAIL_CLOSED: u32 = 1;
+
+/// What every function returns. `BLOCKSIEVE_OK` is 0; on any other value
+/// `blocksieve_last_error` says what went wrong, and out-parameters hold
+/// nothing usable unless the function says otherwise
+/// (`BLOCKSIEVE_BUFFER_TOO_SMALL` reports the size needed). The values are
+/// stable; later versions may add values, so treat an unknown one as a
+/// failure.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum blocksieve_status {
+    /// Success.
+    BLOCKSIEVE_OK = 0,
+    /// A required pointer was NULL, a pointer was misaligned, a string was
+    /// not UTF-8, or a value was out of range: a bug in the caller.
+    BLOCKSIEVE_INVALID_ARGUMENT = 1,
+    /// The URL cannot be canonicalized: it names no host. It is neither safe
+    /// nor unsafe; report it to whoever supplied it.
+    BLOCKSIEVE_INVALID_URL = 2,
+    /// A threat list has no snapshot yet, so the agent cannot answer: run
+    /// `blocksieve_agent_update` first.
+    BLOCKSIEVE_NOT_READY = 3,
+    /// The publisher (or the caller, for `blocksieve_snapshot_verify`) gave
+    /// malformed, forged, rolled-back, expired or oversized data. The agent
+    /// keeps the filter it has; retrying the same download will not help.
+    BLOCKSIEVE_BAD_DATA = 4,
+    /// A request failed, timed out or got an HTTP error: retry later.
+    BLOCKSIEVE_TRANSPORT = 5,
+    /// The cache directory could not be written or held a corrupt file; the
+    /// agent keeps working from memory. Fix the disk.
+    BLOCKSIEVE_STORAGE = 6,
+    /// The configuration is invalid (base URL, list name, trusted key, cache
+    /// directory, a setting out of range), or background updates are
+    /// already running. Fail at start.
+    BLOCKSIEVE_MISCONFIGURED = 7,
+    /// An output buffer is too small; nothing was written to it (a text
+    /// buffer of at least one byte holds an empty string). The length
+    /// out-parameter holds the size needed.
+    BLOCKSIEVE_BUFFER_TOO_SMALL = 8,
+    /// The library panicked (a bug in it). The panic was stopped at the
+    /// boundary; the handle involved should be freed and not used again.
+    BLOCKSIEVE_PANIC = 9,
+    /// A failure outside the groups above, such as the system refusing a
+    /// thread for the agent's runtime; the last error says what.
+    BLOCKSIEVE_INTERNAL = 10,
+}
+
+/// How an agent was able to answer a URL check.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum blocksieve_verdict_kind {
+    /// No expression of the URL is on a subscribed threat list (no prefix
+    /// hit, or every hit was refuted by the publisher's full hashes).
+    BLOCKSIEVE_SAFE = 0,
+    /// The publisher confirmed that the full hash of one of the URL's
+    /// expressions is on a subscribed threat list.
+    BLOCKSIEVE_UNSAFE = 1,
+    /// A hash prefix hit but its full hashes could not be had (the
+    /// publisher is unreachable or paused by backoff): neither safe nor
+    /// unsafe. `block` carries the failure policy's advice.
+    BLOCKSIEVE_UNVERIFIED = 2,
+}
+
+/// The answer of `blocksieve_agent_check`, written whole by the library
+/// (the caller need not initialize it).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct blocksieve_verdict {
+    /// Safe, unsafe or unverified.
+    pub kind: blocksieve_verdict_kind,
+    /// Whether a snapshot used had expired: the answer is only as recent as
+    /// that snapshot.
+    pub stale: bool,
+    /// Whether the caller should block the URL: it is unsafe, or unverified
+    /// under `BLOCKSIEVE_FAIL_CLOSED`.
+    pub block: bool,
+    /// `BLOCKSIEVE_UNSAFE`: the matching full hash (SHA-256 of the
+    /// expression), as the publisher returned it. Zeros otherwise.
+    pub full_hash: [u8; BLOCKSIEVE_FULL_HASH_BYTES],
+    /// Length in bytes, without the terminating NUL, of the list text:
+    /// `BLOCKSIEVE_UNSAFE`: the threat list (the first in subscription
+    /// order if several); `BLOCKSIEVE_UNVERIFIED`: the lists whose filters
+    /// hit, joined by `,`; `BLOCKSIEVE_SAFE`: 0. The list buffer needs
+    /// `list_len + 1` bytes.
+    pub list_len: usize,
+    /// Length in bytes, without the terminating NUL, of the matching
+    /// expression (`BLOCKSIEVE_UNSAFE`, e.g. `evil.example/login`; the
+    /// first in expression order); 0 otherwise. The expression buffer needs
+    /// `expression_len + 1` bytes.
+    pub expression_len: usize,
+}
+
+/// The signed header fields of a verified snapshot, from
+/// `blocksieve_snapshot_verify`. Times are Unix seconds.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct blocksieve_snapshot_info {
+    /// The threat list the snapshot describes, NUL-terminated.
+    pub list_name: [c_char; BLOCKSIEVE_LIST_NAME_CAPACITY],
+    /// The snapshot version, strictly increasing per list.
+    pub version: u64,
+    /// When the snapshot was built, Unix seconds.
+    pub created_at: u64,
+    /// When the snapshot stops being current, Unix seconds.
+    pub expires_at: u64,
+    /// The number of distinct keys (hash prefixes) in the filter.
+    pub entry_count: u64,
+    /// The number of distinct full hashes on the list.
+    pub full_hash_count: u64,
+    /// The length of the hash prefix, in bits, sent to the full-hash
+    /// endpoint for this list.
+    pub request_prefix_bits: u8,
+    /// The id (first 8 bytes of SHA-256 of the public key) of the key that
+    /// signed the snapshot.
+    pub key_id: [u8; 8],
+}
+
+/// The state of one subscribed threat list, from `blocksieve_agent_status`.
+/// Times are Unix seconds, durations seconds.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct blocksieve_list_status {
+    /// The list name, NUL-terminated.
+    pub name: [c_char; BLOCKSIEVE_LIST_NAME_CAPACITY],
+    /// Whether the list has a snapshot; when false, `version`, `created_at`,
+    /// `expires_at` and `age_seconds` are 0 and checks answer
+    /// `BLOCKSIEVE_NOT_READY`.
+    pub has_snapshot: bool,
+    /// The version the list's filter stands for (its snapshot's, or that of
+    /// the last delta applied to it).
+    pub version: u64,
+    /// When the snapshot in use was built, Unix seconds.
+    pub created_at: u64,
+    /// Until when the filter is fresh, Unix seconds.
+    pub expires_at: u64,
+    /// How old the snapshot in use is, in seconds.
+    pub age_seconds: u64,
+    /// Whether the snapshot in use has expired by this agent's clock: it is
+    /// still used, and every verdict based on it is marked stale.
+    pub stale: bool,
+    /// Update attempts of this list failed in a row; 0 after a success.
+    pub consecutive_failures: u32,
+    /// Whether the last update attempt failed.
+    pub last_update_failed: bool,
+}
+
+/// The settings of `blocksieve_agent_new`. Strings are NUL-terminated UTF-8
+/// and only read during the call (the caller keeps ownership).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct blocksieve_config {
+    /// The publisher base URL, e.g. `https://publisher.example` (plain
+    /// `http://` only to the loopback interface). Required.
+    pub base_url: *const c_char,
+    /// The threat lists to subscribe to: `lists_len` names of 1-64 bytes of
+    /// `a-z0-9_-`. At least one is required.
+    pub lists: *const *const c_char,
+    /// The number of entries of `lists`.
+    pub lists_len: usize,
+    /// The publisher keys trusted to sign snapshots, base64 of 32 bytes (as
+    /// `blocksieve-publisher keygen` prints them). At least one is
+    /// required.
+    pub trusted_keys: *const *const c_char,
+    /// The number of entries of `trusted_keys`.
+    pub trusted_keys_len: usize,
+    /// A directory where verified snapshots are kept across restarts, so
+    /// that a new agent answers before reaching the network; created if
+    /// missing. NULL: none (the agent starts empty and must update first).
+    pub cache_dir: *const c_char,
+    /// `BLOCKSIEVE_FAIL_OPEN` (0) or `BLOCKSIEVE_FAIL_CLOSED` (1).
+    pub failure_policy: u32,
+    /// The wait between background update checks when the publisher gives
+    /// no hint, in seconds; 0 for the default (10 minutes).
+    pub update_interval_seconds: u64,
+}
+
+/// An agent: the verified filters of its threat lists, their updates, the
+/// full-hash cache, and the threads that run its requests. Created by
+/// `blocksieve_agent_new`, released by `blocksieve_agent_free`; opaque.
+pub struct blocksieve_agent {
+    pub(crate) inner: crate::agent::Handle,
+}
