@@ -376,9 +376,7 @@ pub fn canonicalize(url: JsValue) -> Result<String, JsValue> {
 /// The full hash (64 hex digits) of each of `url`'s expressions, in
 /// expression order; throws as [`canonicalize`] does.
 #[wasm_bindgen(js_name = fullHashes)]
-pub fn full_hashes(url: JsValue) -> Result<JsValue, JsValue> {
+pub fn full_hashes(url: JsValue) -> Result<Vec<String>, JsValue> {
     let url = url.as_string().ok_or_else(|| not_a_string("url"))?;
-    api::full_hashes(&url)
-        .map(|h| to_js(&json!(h)))
-        .map_err(|e| js_error(&e))
+    api::full_hashes(&url).map_err(|e| js_error(&e))
 }
