@@ -626,3 +626,11 @@ fn settings_are_checked() {
         .is_ok()
     );
 }
+
+#[test]
+fn a_session_can_move_between_threads_and_be_shared() {
+    fn assert_send_sync<T: Send + Sync + 'static>() {}
+    assert_send_sync::<Session>();
+    assert_send_sync::<FullHashQuery>();
+    assert_send_sync::<ListRequest>();
+}
