@@ -42,7 +42,7 @@ pub struct HttpRequest {
     /// The method.
     pub method: Method,
     /// The absolute URL: the session's base URL and a route of
-    /// [`routes`].
+    /// [`routes`](blocksieve_format::api::routes).
     pub url: String,
     /// Headers to send (lowercase names), e.g. `if-none-match`, `accept`.
     pub headers: Vec<(String, String)>,
