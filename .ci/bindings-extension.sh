@@ -9,8 +9,8 @@
 # "EXTENSION SKIPPED: ..." and exits 0. Otherwise installs what is missing:
 # Debian's Chromium (.ci/chromium.sh), Node.js and npm (Debian's, when the
 # machine has none; Node.js 20 or newer is required), the test's pinned npm
-# packages (npm ci: playwright-core, no other dependency), then builds the
-# publisher, puts the package into the extension (build.sh) and runs the
+# packages (npm ci: playwright-core, no other dependency), then makes sure
+# the publisher is built, puts the package into the extension (build.sh) and runs the
 # test. Screenshots are left in target/extension-test/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -44,7 +44,11 @@ if ! npm ls --prefix "$test_dir" playwright-core >/dev/null 2>&1; then
 fi
 echo "extension: tools ready in $(($(date +%s) - started)) s"
 
-cargo build -q -p blocksieve-publisher --bin blocksieve-publisher
+# The same build as .ci/run's `cargo test --workspace`, so after it this is
+# a no-op (under a second) that only makes sure target/debug holds the
+# publisher. `cargo build -p blocksieve-publisher` would resolve other
+# features for shared dependencies and rebuild them (about ten minutes).
+cargo test -q --workspace --no-run
 bindings/wasm/extension/build.sh "$pkg"
 echo "extension: publisher and extension built in $(($(date +%s) - started)) s"
 
