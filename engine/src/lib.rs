@@ -46,6 +46,7 @@
 //! | [`schedule`] | when to check for the next snapshot: initial jitter, the publisher's next-check hint, exponential backoff with full jitter after failures, `Retry-After` |
 //! | [`prefix`] | which hash prefixes a full-hash request carries: the shortened [`RequestPrefix`](prefix::RequestPrefix)es of the real hits plus shuffled noise, in chunks; and what of the answer ([`SearchAnswer`](prefix::SearchAnswer), either encoding) to believe |
 //! | [`cache`] | how long a full-hash answer may be reused ([`FullHashCache`](cache::FullHashCache), Safe Browsing v5 semantics: per requested prefix, misses included) and which answers to keep within the cache's byte budget ([`ListedHashes`](cache::ListedHashes), least recently used evicted first) |
+//! | [`session`] | all of the above for a host that does its own I/O ([`Session`](session::Session)): which HTTP request to send next, and what each response changes — the protocol as values, for the WASM, C and Python bindings |
 //! | [`lookup`] | which expressions of a URL hit the local filters ([`LocalLookup`](lookup::LocalLookup)) and the [`Verdict`](lookup::Verdict) once the full hashes are known |
 //!
 //! Two clocks appear: wall-clock `now` ([`SystemTime`]) for everything
@@ -58,9 +59,10 @@
 //! passed", never as "wait longer".
 //!
 //! Inside the engine, dependencies run one way: [`lookup`] uses [`delta`],
-//! [`cache`] and [`prefix`]; [`delta`] uses [`accept`]; [`prefix`] uses [`cache`]; the others use
-//! nothing of the engine. Errors are the crate's one [`Error`], which the
-//! agent returns too.
+//! [`cache`] and [`prefix`]; [`delta`] uses [`accept`]; [`prefix`] uses
+//! [`cache`]; [`session`] uses them all; the others use nothing of the
+//! engine. Errors are the crate's one [`Error`], which the agent returns
+//! too.
 //!
 //! [`SystemTime`]: std::time::SystemTime
 
@@ -72,5 +74,6 @@ mod error;
 pub mod lookup;
 pub mod prefix;
 pub mod schedule;
+pub mod session;
 
 pub use error::{Error, ErrorKind};

@@ -1,0 +1,826 @@
+//! A whole agent without I/O: the protocol as request and response values.
+//!
+//! A [`Session`] holds what the Rust agent holds between requests — each
+//! subscribed threat list's state (swapped whole), its ETag and rollback
+//! floor, the trusted keys and limits, the full-hash cache and the
+//! full-hash backoff — and says which HTTP request to make next; the host
+//! makes it with whatever it has (`fetch` in a browser, a C caller's HTTP
+//! client) and hands the response back. Nothing here reads a clock, draws
+//! randomness of its own or touches the network: `now` and an RNG come in
+//! with each call, as in the rest of the engine.
+//!
+//! The two halves, in the order the Rust agent runs them:
+//!
+//! * **Updates.** [`Session::update_requests`] gives one [`ListRequest`]
+//!   per list: the deltas since the version held
+//!   (`GET /v1/lists/{name}/updates/{from}` with `If-None-Match`) while
+//!   [`delta::next_request`] says so, else the whole snapshot
+//!   (`GET /v1/lists/{name}/snapshot`, with the base's ETag as
+//!   `If-None-Match` while no delta has been applied to it). The response
+//!   goes to [`Session::handle_update_response`]: verified
+//!   ([`accept::accept`], [`delta::apply_chain`]) and swapped in whole, or
+//!   refused with the list kept as it was. When no usable chain can be had
+//!   (`410`, `404`, a chain that does not verify or link) the answer is
+//!   [`ListUpdate::NeedSnapshot`] with the snapshot request to make in the
+//!   same round.
+//! * **Checks.** [`Session::check`] canonicalizes a URL, probes every list
+//!   and answers from the full-hash cache where it can
+//!   ([`CheckStep::Done`]); otherwise it returns a [`FullHashQuery`] carrying
+//!   one `POST /v1/hashes:search` (the real request prefixes plus noise,
+//!   shuffled, [`prefix::plan_requests`]). Its response, or the transport
+//!   error, goes to [`Session::complete_check`], which caches the answers
+//!   (misses included), records success or failure in the backoff, and
+//!   decides the [`Verdict`] — [`Verdict::Unverified`] under the failure
+//!   policy when the full hashes cannot be had.
+//!
+//! Differences from the Rust agent: nothing is persisted (the host may keep
+//! the snapshot bytes itself), there is one base URL and no background
+//! schedule (the host calls an update round when it likes, e.g. from an
+//! alarm), full hashes are always asked by `POST` (never from the immutable
+//! buckets), and two checks needing the same prefix at once each make a
+//! request (no single flight). Verdicts are the same.
+//!
+//! A session is plain data: `Send` and `Sync`, mutated through `&mut self`.
+//! A host that runs update rounds and checks concurrently (interleaved
+//! `await`s in JavaScript) may hand responses back in any order: every
+//! response is checked against the state in place when it arrives (the
+//! rollback floor, the chain's starting point), never against the state
+//! its request was made for.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use blocksieve_format::api::{
+    FRESHNESS_HEADER, FULL_HASHES_ACCEPT, FullHashSearchRequest, MAX_PREFIXES_PER_REQUEST, routes,
+};
+use blocksieve_format::{DecodeLimits, TrustedKey, is_valid_list_name};
+use rand::Rng;
+
+mod http;
+
+pub use http::{HttpRequest, HttpResponse, MAX_SEARCH_RESPONSE_BYTES, Method};
+use http::{read_answer, status_error};
+
+use crate::Error;
+use crate::accept::{self, VersionFloor};
+use crate::cache::FullHashCache;
+use crate::delta::{self, ChainOutcome, ListState, UpdateRequest};
+use crate::lookup::{self, Answer, FailurePolicy, LocalLookup, UrlHashes, Verdict};
+use crate::prefix::{self, PlannedRequest, RequestPrefix};
+use crate::schedule::FullHashBackoff;
+
+/// The most threat lists one session subscribes to. A URL has at most 30
+/// expressions (Safe Browsing v4 "Suffix/Prefix Expressions"), each needing
+/// at most one request prefix per list, so 32 lists keep every check's
+/// prefixes within one request ([`MAX_PREFIXES_PER_REQUEST`]).
+pub const MAX_LISTS: usize = 32;
+
+/// What a [`ListRequest`] asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequestKind {
+    /// The latest whole snapshot.
+    Snapshot {
+        /// Whether it went with `If-None-Match` (the base's ETag): only then
+        /// is a `304` an answer.
+        conditional: bool,
+    },
+    /// The deltas since version `from`.
+    Deltas {
+        /// The version held when the request was made.
+        from: u64,
+    },
+}
+
+/// One list's update request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListRequest {
+    /// The threat list.
+    pub list: String,
+    /// What is asked.
+    pub kind: RequestKind,
+    /// The request to send.
+    pub request: HttpRequest,
+}
+
+/// The outcome of one list's update response.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ListUpdate {
+    /// The publisher has nothing newer than `version`, the version held.
+    Unchanged {
+        /// The version held.
+        version: u64,
+    },
+    /// A newer state was verified and swapped in.
+    Updated {
+        /// The version held before, if any.
+        previous: Option<u64>,
+        /// The version now held.
+        version: u64,
+    },
+    /// No usable delta chain: take the whole snapshot now, with `request`
+    /// (the list keeps its state meanwhile).
+    NeedSnapshot {
+        /// Why the deltas were not used: the error of the updates request
+        /// or chain; `None` when the chain verified but adds entries while
+        /// `max_additions_ratio` is 0.
+        reason: Option<Error>,
+        /// The snapshot request to send in the same round.
+        request: ListRequest,
+    },
+}
+
+/// A check's next step.
+#[derive(Debug)]
+pub enum CheckStep {
+    /// The verdict, with no request needed (no prefix hit, every needed
+    /// answer cached, or requests paused by the backoff).
+    Done(Verdict),
+    /// Full hashes are needed: send [`FullHashQuery::request`] and hand
+    /// the response to [`Session::complete_check`].
+    NeedFullHashes(FullHashQuery),
+}
+
+/// A check waiting for the publisher's full hashes.
+#[derive(Debug)]
+pub struct FullHashQuery {
+    /// The `POST /v1/hashes:search` to send: the real request prefixes and
+    /// the noise, shuffled, and the snapshot versions probed as the
+    /// versions the answer must be at least as new as.
+    pub request: HttpRequest,
+    /// The probe's hits.
+    local: LocalLookup,
+    /// The answers the cache already had.
+    answers: HashMap<RequestPrefix, Answer>,
+    /// The planned request: which prefixes are real.
+    plan: PlannedRequest,
+    /// The versions probed, by list: answers are cached only while they
+    /// are still the ones held.
+    versions: BTreeMap<String, u64>,
+}
+
+/// A session's settings. Checked by [`Session::new`].
+#[derive(Debug, Clone)]
+pub struct SessionConfig {
+    /// The publisher, e.g. `https://publisher.example` (`http` only to a
+    /// loopback host unless `dangerous_allow_plain_http`). No default.
+    pub base_url: String,
+    /// The threat lists to subscribe to, 1 to [`MAX_LISTS`]. No default.
+    pub lists: Vec<String>,
+    /// The publisher's signing keys. No default: at least one.
+    pub trusted_keys: Vec<TrustedKey>,
+    /// The most bytes of a snapshot or delta chain accepted. By default,
+    /// 256 MiB, as the Rust agent.
+    pub max_snapshot_bytes: u64,
+    /// Additions since the base, as a share of its entries, past which an
+    /// update takes the whole snapshot. By default,
+    /// [`delta::DEFAULT_MAX_ADDITIONS_RATIO`].
+    pub max_additions_ratio: f64,
+    /// The full-hash cache's budget in bytes. By default, 4 MiB.
+    pub full_hash_cache_bytes: usize,
+    /// Random hash prefixes added to each full-hash request. By default, 4.
+    pub noise_prefixes: usize,
+    /// The verdict's `block` flag when full hashes cannot be had. By
+    /// default, [`FailurePolicy::FailOpen`].
+    pub failure_policy: FailurePolicy,
+    /// Accept `http://` to hosts other than the loopback: full-hash
+    /// answers can then be tampered with on the way. By default, `false`.
+    pub dangerous_allow_plain_http: bool,
+}
+
+impl Default for SessionConfig {
+    fn default() -> Self {
+        Self {
+            base_url: String::new(),
+            lists: Vec::new(),
+            trusted_keys: Vec::new(),
+            max_snapshot_bytes: 256 * 1024 * 1024,
+            max_additions_ratio: delta::DEFAULT_MAX_ADDITIONS_RATIO,
+            full_hash_cache_bytes: 4 * 1024 * 1024,
+            noise_prefixes: 4,
+            failure_policy: FailurePolicy::FailOpen,
+            dangerous_allow_plain_http: false,
+        }
+    }
+}
+
+/// Counters of a session, since it was made.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SessionStats {
+    /// URLs checked (valid ones, with every list loaded).
+    pub lookups: u64,
+    /// Checks with at least one local prefix hit.
+    pub prefix_hits: u64,
+    /// Full-hash requests handed to the host.
+    pub full_hash_requests: u64,
+    /// Full-hash requests that failed (transport, status, bad answer).
+    pub full_hash_failures: u64,
+    /// Request prefixes answered from the full-hash cache.
+    pub cache_hits: u64,
+    /// Prefix hits the publisher confirmed.
+    pub confirmed_unsafe: u64,
+    /// Prefix hits the publisher's full hashes refuted.
+    pub false_prefix_hits: u64,
+    /// Prefix hits left unverified.
+    pub unverified: u64,
+    /// Whole snapshots verified and swapped in.
+    pub snapshots_applied: u64,
+    /// Deltas verified and applied.
+    pub deltas_applied: u64,
+    /// Rounds that asked for deltas and took the whole snapshot.
+    pub delta_fallbacks: u64,
+    /// Update responses refused (the list kept its state).
+    pub updates_failed: u64,
+}
+
+/// One subscribed list.
+#[derive(Debug)]
+struct Slot {
+    name: String,
+    /// Swapped whole: a check sees the old state or the new one.
+    state: Option<Arc<ListState>>,
+    /// The base snapshot's ETag, for `If-None-Match` while no delta has
+    /// been applied.
+    etag: Option<String>,
+    /// The last accepted (version, body hash): nothing older is accepted.
+    floor: Option<VersionFloor>,
+}
+
+/// The agent's state and decisions, driven by the host's I/O; see the
+/// module docs.
+#[derive(Debug)]
+pub struct Session {
+    base_url: String,
+    slots: Vec<Slot>,
+    /// The subscribed lists' names, shared by every cached answer.
+    names: Vec<Arc<str>>,
+    trusted_keys: Vec<TrustedKey>,
+    limits: DecodeLimits,
+    max_additions_ratio: f64,
+    noise_prefixes: usize,
+    failure_policy: FailurePolicy,
+    /// Answers by request prefix, misses included, for their cache
+    /// duration while the versions in `cache_versions` are held.
+    cache: FullHashCache,
+    cache_versions: BTreeMap<String, u64>,
+    backoff: FullHashBackoff,
+    stats: SessionStats,
+}
+
+fn invalid(name: &'static str, value: impl ToString) -> Error {
+    Error::InvalidSetting {
+        setting: name,
+        value: value.to_string(),
+    }
+}
+
+/// `url` without a trailing `/`, if it is `https`, or `http` to a loopback
+/// host (or any host with `allow_http`).
+fn base_url(url: &str, allow_http: bool) -> Result<String, Error> {
+    let fail = |reason: &str| Error::InvalidBaseUrl {
+        url: url.to_owned(),
+        reason: reason.to_owned(),
+    };
+    let (scheme, rest) = url.split_once("://").ok_or_else(|| fail("not an absolute URL"))?;
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    if authority.is_empty() || rest.contains(['?', '#']) {
+        return Err(fail("needs a host and no query or fragment"));
+    }
+    let host = match authority.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or_default(),
+        None => authority.rsplit_once(':').map_or(authority, |(h, _)| h),
+    };
+    let loopback = host.eq_ignore_ascii_case("localhost")
+        || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
+    match scheme {
+        "https" => {}
+        "http" if loopback || allow_http => {}
+        "http" => return Err(fail("plain http is only accepted to a loopback host")),
+        _ => return Err(fail("the scheme must be https")),
+    }
+    Ok(url.trim_end_matches('/').to_owned())
+}
+
+impl Session {
+    /// A session with no list loaded yet.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoLists`], [`Error::NoTrustedKeys`],
+    /// [`Error::InvalidListName`], [`Error::InvalidBaseUrl`], and
+    /// [`Error::InvalidSetting`] for the setting at fault.
+    pub fn new(config: SessionConfig) -> Result<Self, Error> {
+        if config.lists.is_empty() {
+            return Err(Error::NoLists);
+        }
+        if config.lists.len() > MAX_LISTS {
+            return Err(invalid("lists", config.lists.len()));
+        }
+        if config.trusted_keys.is_empty() {
+            return Err(Error::NoTrustedKeys);
+        }
+        let mut names: Vec<String> = Vec::with_capacity(config.lists.len());
+        for name in config.lists {
+            if !is_valid_list_name(&name) {
+                return Err(Error::InvalidListName { name });
+            }
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
+        if !(0.0..=4.0).contains(&config.max_additions_ratio) {
+            return Err(invalid("max_additions_ratio", config.max_additions_ratio));
+        }
+        if config.noise_prefixes > 64 {
+            return Err(invalid("noise_prefixes", config.noise_prefixes));
+        }
+        if config.max_snapshot_bytes == 0 || config.max_snapshot_bytes > 4 * 1024 * 1024 * 1024 {
+            return Err(invalid("max_snapshot_bytes", config.max_snapshot_bytes));
+        }
+        Ok(Self {
+            base_url: base_url(&config.base_url, config.dangerous_allow_plain_http)?,
+            names: names.iter().map(|n| Arc::from(n.as_str())).collect(),
+            slots: names
+                .into_iter()
+                .map(|name| Slot {
+                    name,
+                    state: None,
+                    etag: None,
+                    floor: None,
+                })
+                .collect(),
+            trusted_keys: config.trusted_keys,
+            limits: DecodeLimits {
+                max_body_bytes: config.max_snapshot_bytes,
+                max_decompressed_bytes: config.max_snapshot_bytes,
+                ..DecodeLimits::default()
+            },
+            max_additions_ratio: config.max_additions_ratio,
+            noise_prefixes: config.noise_prefixes,
+            failure_policy: config.failure_policy,
+            cache: FullHashCache::new(config.full_hash_cache_bytes),
+            cache_versions: BTreeMap::new(),
+            backoff: FullHashBackoff::default(),
+            stats: SessionStats::default(),
+        })
+    }
+
+    /// The subscribed lists, in subscription order.
+    pub fn lists(&self) -> impl Iterator<Item = &str> {
+        self.slots.iter().map(|s| s.name.as_str())
+    }
+
+    /// The version `list`'s state stands for, if one is loaded.
+    pub fn version(&self, list: &str) -> Option<u64> {
+        self.slot(list)?.state.as_ref().map(|s| s.version())
+    }
+
+    /// The state of `list` in use, if one is loaded.
+    pub fn state(&self, list: &str) -> Option<Arc<ListState>> {
+        self.slot(list)?.state.clone()
+    }
+
+    /// The counters.
+    pub fn stats(&self) -> SessionStats {
+        self.stats
+    }
+
+    /// How much longer full-hash requests stay paused after failures at
+    /// `now`, or `None` if they are not.
+    pub fn full_hash_paused_for(&self, now: SystemTime) -> Option<Duration> {
+        match self.backoff.check(now) {
+            Err(Error::BackingOff { remaining, .. }) => Some(remaining),
+            _ => None,
+        }
+    }
+
+    fn slot(&self, list: &str) -> Option<&Slot> {
+        self.slots.iter().find(|s| s.name == list)
+    }
+
+    fn get(&self, path: String, if_none_match: Option<String>) -> HttpRequest {
+        HttpRequest {
+            method: Method::Get,
+            url: format!("{}{path}", self.base_url),
+            headers: if_none_match
+                .map(|e| ("if-none-match".to_owned(), e))
+                .into_iter()
+                .collect(),
+            body: Vec::new(),
+        }
+    }
+
+    /// The whole-snapshot request for `slot`: conditional while its state
+    /// is a base with no delta applied.
+    fn snapshot_request(&self, slot: &Slot) -> ListRequest {
+        let plain_base = slot.state.as_ref().is_some_and(|s| !s.has_deltas());
+        let etag = slot.etag.clone().filter(|_| plain_base);
+        ListRequest {
+            list: slot.name.clone(),
+            kind: RequestKind::Snapshot {
+                conditional: etag.is_some(),
+            },
+            request: self.get(routes::latest_snapshot(&slot.name), etag),
+        }
+    }
+
+    /// One update round's requests, one per list in subscription order:
+    /// the deltas since the version held while [`delta::next_request`] says
+    /// so, else the whole snapshot. Send each and hand its response to
+    /// [`Session::handle_update_response`].
+    pub fn update_requests(&self) -> Vec<ListRequest> {
+        self.slots
+            .iter()
+            .map(
+                |slot| match delta::next_request(slot.state.as_deref(), self.max_additions_ratio) {
+                    UpdateRequest::Deltas { from, if_none_match } => ListRequest {
+                        list: slot.name.clone(),
+                        kind: RequestKind::Deltas { from },
+                        request: self.get(routes::updates(&slot.name, from), Some(if_none_match)),
+                    },
+                    UpdateRequest::Snapshot => self.snapshot_request(slot),
+                },
+            )
+            .collect()
+    }
+
+    /// Verifies and applies the response to `request` (one of
+    /// [`Session::update_requests`] or of a [`ListUpdate::NeedSnapshot`]).
+    /// A new state is swapped in whole; on any error the list keeps its
+    /// state. A snapshot that has already expired at `now` is applied all
+    /// the same (it can only add protection) and its verdicts say `stale`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Status`] for an HTTP error (with `Retry-After` on a `429`
+    /// or `503`), [`Error::ResponseTooLarge`], [`Error::UnexpectedResponse`]
+    /// (a `304` to an unconditional request, an unknown list), and the
+    /// verification errors of [`accept::accept`] ([`Error::Decode`],
+    /// [`Error::WrongList`], [`Error::Rollback`]).
+    pub fn handle_update_response(
+        &mut self,
+        request: &ListRequest,
+        response: HttpResponse,
+        now: SystemTime,
+    ) -> Result<ListUpdate, Error> {
+        let result = self.apply_update(request, response, now);
+        match &result {
+            Ok(ListUpdate::NeedSnapshot { .. }) => self.stats.delta_fallbacks += 1,
+            Ok(_) => {}
+            Err(_) => self.stats.updates_failed += 1,
+        }
+        result
+    }
+
+    fn apply_update(
+        &mut self,
+        request: &ListRequest,
+        response: HttpResponse,
+        now: SystemTime,
+    ) -> Result<ListUpdate, Error> {
+        let url = request.request.url.as_str();
+        let index = self
+            .slots
+            .iter()
+            .position(|s| s.name == request.list)
+            .ok_or_else(|| Error::UnexpectedResponse {
+                url: url.to_owned(),
+                reason: format!("list {} is not subscribed", request.list),
+            })?;
+        let limit = self.limits.max_body_bytes;
+        if response.body.len() as u64 > limit {
+            return Err(Error::ResponseTooLarge {
+                url: url.to_owned(),
+                limit_bytes: limit,
+            });
+        }
+        match request.kind {
+            RequestKind::Deltas { .. } => self.apply_deltas(index, url, response, now),
+            RequestKind::Snapshot { conditional } => {
+                self.apply_snapshot(index, url, conditional, response, now)
+            }
+        }
+    }
+
+    /// Reads a response's freshness record, if any, into `state` when it
+    /// verifies and names exactly the state's version; anything else is
+    /// ignored.
+    fn note_freshness(&self, list: &str, state: &ListState, response: &HttpResponse) {
+        if let Some(value) = response.header(FRESHNESS_HEADER)
+            && let Ok(record) = delta::read_freshness(list, value, &self.trusted_keys)
+        {
+            state.apply_freshness(list, &record);
+        }
+    }
+
+    fn apply_deltas(
+        &mut self,
+        index: usize,
+        url: &str,
+        response: HttpResponse,
+        now: SystemTime,
+    ) -> Result<ListUpdate, Error> {
+        let slot = &self.slots[index];
+        let Some(current) = slot.state.clone() else {
+            // The state is gone (not possible today): ask for the snapshot.
+            let request = self.snapshot_request(slot);
+            return Ok(ListUpdate::NeedSnapshot {
+                reason: Some(Error::NotReady {
+                    list: slot.name.clone(),
+                }),
+                request,
+            });
+        };
+        let list = slot.name.clone();
+        let version = current.version();
+        let fallback = |session: &Self, reason: Option<Error>| ListUpdate::NeedSnapshot {
+            reason,
+            request: session.snapshot_request(&session.slots[index]),
+        };
+        let bytes = match response.status {
+            304 => {
+                self.note_freshness(&list, &current, &response);
+                return Ok(ListUpdate::Unchanged { version });
+            }
+            404 | 410 => return Ok(fallback(self, Some(status_error(&response, url, now)))),
+            200 => &response.body,
+            _ => return Err(status_error(&response, url, now)),
+        };
+        let outcome =
+            match delta::apply_chain(&list, &current, bytes, &self.trusted_keys, slot.floor.as_ref()) {
+                Ok(outcome) => outcome,
+                Err(error) => return Ok(fallback(self, Some(error))),
+            };
+        let reached = match &outcome {
+            ChainOutcome::Unchanged => current.floor(),
+            ChainOutcome::Advanced { state, .. } => state.floor(),
+        };
+        if let Err(error) = delta::check_chain_end(&list, &reached, response.header("etag")) {
+            return Ok(fallback(self, Some(error)));
+        }
+        let (state, deltas) = match outcome {
+            ChainOutcome::Unchanged => {
+                self.note_freshness(&list, &current, &response);
+                return Ok(ListUpdate::Unchanged { version });
+            }
+            ChainOutcome::Advanced { state, deltas } => (state, deltas),
+        };
+        if self.max_additions_ratio <= 0.0 && !state.additions().is_empty() {
+            // A ratio of 0 holds no additions: take the version whole.
+            return Ok(fallback(self, None));
+        }
+        self.note_freshness(&list, &state, &response);
+        let new_version = state.version();
+        let slot = &mut self.slots[index];
+        slot.floor = Some(state.floor());
+        slot.state = Some(Arc::new(state));
+        self.stats.deltas_applied += deltas as u64;
+        Ok(ListUpdate::Updated {
+            previous: Some(version),
+            version: new_version,
+        })
+    }
+
+    fn apply_snapshot(
+        &mut self,
+        index: usize,
+        url: &str,
+        conditional: bool,
+        response: HttpResponse,
+        now: SystemTime,
+    ) -> Result<ListUpdate, Error> {
+        let slot = &self.slots[index];
+        let list = slot.name.clone();
+        let current = slot.state.clone();
+        let previous = current.as_ref().map(|s| s.version());
+        let plain_base = current.clone().filter(|s| !s.has_deltas());
+        let etag = slot.etag.clone().filter(|_| plain_base.is_some());
+        match (response.status, &plain_base) {
+            (304, Some(base)) if conditional => {
+                self.note_freshness(&list, base, &response);
+                return Ok(ListUpdate::Unchanged {
+                    version: base.version(),
+                });
+            }
+            (304, _) => {
+                // Unconditional, or the state changed since the request.
+                return Err(Error::UnexpectedResponse {
+                    url: url.to_owned(),
+                    reason: "304 Not Modified without the snapshot it names loaded".to_owned(),
+                });
+            }
+            (200, _) => {}
+            _ => return Err(status_error(&response, url, now)),
+        }
+        let new_etag = response.header("etag").map(str::to_owned);
+        if let Some(base) = &plain_base
+            && new_etag.is_some()
+            && new_etag == etag
+        {
+            // The same representation, If-None-Match ignored.
+            self.note_freshness(&list, base, &response);
+            return Ok(ListUpdate::Unchanged {
+                version: base.version(),
+            });
+        }
+        let accepted = accept::accept(
+            &list,
+            &response.body,
+            &self.trusted_keys,
+            &self.limits,
+            slot.floor.as_ref(),
+        )?;
+        let version = accepted.header().version;
+        let new_floor = accepted.floor();
+        if let Some(base) = plain_base.filter(|b| b.floor() == new_floor) {
+            // The very snapshot in use, under a new ETag.
+            self.slots[index].etag = new_etag;
+            self.note_freshness(&list, &base, &response);
+            return Ok(ListUpdate::Unchanged { version });
+        }
+        let state = ListState::of_base(accepted);
+        self.note_freshness(&list, &state, &response);
+        let slot = &mut self.slots[index];
+        slot.state = Some(Arc::new(state));
+        slot.floor = Some(new_floor);
+        slot.etag = new_etag;
+        self.stats.snapshots_applied += 1;
+        if previous == Some(version) {
+            // A rebase on the very version the deltas led to.
+            return Ok(ListUpdate::Unchanged { version });
+        }
+        Ok(ListUpdate::Updated { previous, version })
+    }
+
+    /// Probes every list with `url` at `now`.
+    fn probe(&self, hashes: &UrlHashes<'_>, now: SystemTime) -> Result<LocalLookup, Error> {
+        let mut states = Vec::with_capacity(self.slots.len());
+        for slot in &self.slots {
+            let Some(state) = &slot.state else {
+                return Err(Error::NotReady {
+                    list: slot.name.clone(),
+                });
+            };
+            states.push((slot.name.as_str(), &**state));
+        }
+        Ok(lookup::probe(hashes, states.iter().copied(), now))
+    }
+
+    /// Checks `url` against every subscribed list at `now`: canonicalized,
+    /// its expressions hashed and probed; no hit is [`Verdict::Safe`] with
+    /// no request; hits are confirmed from the cache, or else by the
+    /// [`FullHashQuery`] returned (`rng` draws the noise prefixes and their
+    /// order). While requests are paused after failures the hits are
+    /// [`Verdict::Unverified`] with no request.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidUrl`] when the URL names no host;
+    /// [`Error::NotReady`] when a list has no snapshot yet.
+    pub fn check(&mut self, url: &str, now: SystemTime, rng: &mut impl Rng) -> Result<CheckStep, Error> {
+        let hashes = UrlHashes::of(url)?;
+        let local = self.probe(&hashes, now)?;
+        self.stats.lookups += 1;
+        if local.is_empty() {
+            return Ok(CheckStep::Done(Verdict::Safe { stale: local.stale }));
+        }
+        self.stats.prefix_hits += 1;
+        let versions: BTreeMap<String, u64> = local.snapshot_versions.iter().cloned().collect();
+        if self.cache_versions != versions {
+            // An answer made for older snapshots may lack a newer entry.
+            self.cache.clear();
+            self.cache_versions.clone_from(&versions);
+        }
+        let mut answers = HashMap::new();
+        let mut misses = Vec::new();
+        for p in local.request_prefixes() {
+            match self.cache.get(p, now) {
+                Some(hashes) => {
+                    self.stats.cache_hits += 1;
+                    answers.insert(p, Ok(hashes));
+                }
+                None => misses.push(p),
+            }
+        }
+        if misses.is_empty() {
+            return Ok(CheckStep::Done(self.decide(&local, &answers)));
+        }
+        if let Err(paused) = self.backoff.check(now) {
+            for p in misses {
+                answers.insert(p, Err(paused.clone()));
+            }
+            return Ok(CheckStep::Done(self.decide(&local, &answers)));
+        }
+        // One plan: a check's prefixes fit one request (`MAX_LISTS`).
+        let mut plans = prefix::plan_requests(&misses, self.noise_prefixes, rng).into_iter();
+        let Some(plan) = plans.next() else {
+            return Ok(CheckStep::Done(self.decide(&local, &answers)));
+        };
+        for extra in plans.flat_map(|p| p.real) {
+            answers.insert(
+                extra,
+                Err(Error::UnexpectedResponse {
+                    url: String::new(),
+                    reason: format!("more than {MAX_PREFIXES_PER_REQUEST} prefixes for one URL"),
+                }),
+            );
+        }
+        let body = FullHashSearchRequest {
+            prefixes: plan.prefixes.iter().map(ToString::to_string).collect(),
+            min_versions: versions.clone(),
+        };
+        let body = serde_json::to_vec(&body).map_err(|e| Error::UnexpectedResponse {
+            url: String::new(),
+            reason: format!("cannot encode request: {e}"),
+        })?;
+        self.stats.full_hash_requests += 1;
+        Ok(CheckStep::NeedFullHashes(FullHashQuery {
+            request: HttpRequest {
+                method: Method::Post,
+                url: format!("{}{}", self.base_url, routes::SEARCH),
+                headers: vec![
+                    ("content-type".to_owned(), "application/json".to_owned()),
+                    ("accept".to_owned(), FULL_HASHES_ACCEPT.to_owned()),
+                ],
+                body,
+            },
+            local,
+            answers,
+            plan,
+            versions,
+        }))
+    }
+
+    /// The verdict of a check once its [`FullHashQuery`] is answered:
+    /// `response` is the publisher's response, or the error the host met
+    /// sending it (build an [`Error::Transport`]). A good answer is cached
+    /// (misses included, for its cache duration, while the snapshot
+    /// versions probed are held) and resets the backoff; a failure starts
+    /// or extends the backoff (`rng` draws its jitter; `Retry-After` is
+    /// honoured) and the verdict is [`Verdict::Unverified`], with `block`
+    /// by the failure policy. Never an error: a prefix hit alone is never
+    /// reported unsafe.
+    pub fn complete_check(
+        &mut self,
+        query: FullHashQuery,
+        response: Result<HttpResponse, Error>,
+        now: SystemTime,
+        rng: &mut impl Rng,
+    ) -> Verdict {
+        let FullHashQuery {
+            request,
+            local,
+            mut answers,
+            plan,
+            versions,
+        } = query;
+        match response.and_then(|r| read_answer(&r, &request.url, now)) {
+            Ok(answer) => {
+                self.backoff.on_success();
+                let sorted = prefix::sort_answers(&plan.real, &answer, &self.names);
+                let duration = Duration::from_secs(answer.answer.cache_duration_s);
+                let current = self.cache_versions == versions;
+                for (p, hashes) in sorted.by_prefix {
+                    let hashes = Arc::new(hashes);
+                    if current {
+                        self.cache.insert(p, Arc::clone(&hashes), duration, now);
+                    }
+                    answers.insert(p, Ok(hashes));
+                }
+                for p in sorted.missing {
+                    answers.insert(
+                        p,
+                        Err(Error::UnexpectedResponse {
+                            url: request.url.clone(),
+                            reason: format!("the answer has no result for requested prefix {p}"),
+                        }),
+                    );
+                }
+            }
+            Err(error) => {
+                self.stats.full_hash_failures += 1;
+                self.backoff.on_failure(error.retry_after(), now, rng);
+                for p in &plan.real {
+                    answers.insert(*p, Err(error.clone()));
+                }
+            }
+        }
+        self.decide(&local, &answers)
+    }
+
+    fn decide(&mut self, local: &LocalLookup, answers: &HashMap<RequestPrefix, Answer>) -> Verdict {
+        let lists: Vec<&str> = self.slots.iter().map(|s| s.name.as_str()).collect();
+        let verdict = lookup::decide(local, answers, &lists, self.failure_policy);
+        if !local.is_empty() {
+            match &verdict {
+                Verdict::Unsafe { .. } => self.stats.confirmed_unsafe += 1,
+                Verdict::Safe { .. } => self.stats.false_prefix_hits += 1,
+                _ => self.stats.unverified += 1,
+            }
+        }
+        verdict
+    }
+}
+
+#[cfg(test)]
+mod tests;

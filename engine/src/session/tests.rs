@@ -1,0 +1,628 @@
+use std::time::UNIX_EPOCH;
+
+use blocksieve_format::api::{
+    FULL_HASHES_CONTENT_TYPE, FullHashAnswer, ListedFullHash, PrefixAnswer, snapshot_etag,
+};
+use blocksieve_format::{
+    DeltaEnd, DeltaParams, FilterKind, FullHash, KeyBits, PrefixFilter, SigningKey, SnapshotParams, encode,
+    encode_delta,
+};
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+
+use super::*;
+
+const NOW: u64 = 1_700_000_000;
+const LISTED: &str = "http://evil.example/login/";
+const LISTED_EXPRESSION: &str = "evil.example/login/";
+
+fn at(seconds: u64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_secs(seconds)
+}
+
+fn key() -> SigningKey {
+    SigningKey::from_secret_bytes([7u8; 32])
+}
+
+fn expressions(count: u32) -> Vec<String> {
+    let mut out: Vec<String> = (0..count).map(|i| format!("listed-{i}.example/")).collect();
+    out.push(LISTED_EXPRESSION.to_owned());
+    out
+}
+
+/// A signed snapshot of `malware` at `version` holding `expressions`,
+/// signed by `signer`.
+fn snapshot_by(signer: &SigningKey, version: u64, expressions: &[String]) -> Vec<u8> {
+    let mut keys: Vec<u64> = expressions
+        .iter()
+        .map(|e| FullHash::of(e.as_bytes()).prefix().key())
+        .collect();
+    keys.sort_unstable();
+    keys.dedup();
+    let filter = PrefixFilter::build(FilterKind::BinaryFuse8, &keys).expect("filter");
+    let params = SnapshotParams {
+        list_name: "malware".into(),
+        version,
+        created_at: NOW - 10,
+        expires_at: NOW + 3600,
+        key_bits: KeyBits::Bits32,
+        request_prefix_bits: 16,
+        full_hash_count: keys.len() as u64,
+        measured_fpr: 0.0,
+        zstd_level: 1,
+    };
+    encode(&params, &filter, signer).expect("snapshot")
+}
+
+fn snapshot(version: u64) -> Vec<u8> {
+    snapshot_by(&key(), version, &expressions(50))
+}
+
+fn config() -> SessionConfig {
+    SessionConfig {
+        base_url: "https://publisher.example/".into(),
+        lists: vec!["malware".into()],
+        trusted_keys: vec![key().public_key().clone()],
+        ..SessionConfig::default()
+    }
+}
+
+fn ok(body: Vec<u8>, headers: &[(&str, &str)]) -> HttpResponse {
+    HttpResponse {
+        status: 200,
+        headers: headers
+            .iter()
+            .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))
+            .collect(),
+        body,
+    }
+}
+
+fn status(code: u16, headers: &[(&str, &str)]) -> HttpResponse {
+    HttpResponse {
+        status: code,
+        ..ok(Vec::new(), headers)
+    }
+}
+
+/// A session with version 1 of `malware` loaded, and the ETag it came with.
+fn loaded(config: SessionConfig) -> (Session, String) {
+    let mut session = Session::new(config).expect("session");
+    let bytes = snapshot(1);
+    let floor = accept::accept(
+        "malware",
+        &bytes,
+        &[key().public_key().clone()],
+        &DecodeLimits::default(),
+        None,
+    )
+    .expect("accepted")
+    .floor();
+    let etag = snapshot_etag(1, &floor.body_sha256);
+    let [request] = session.update_requests().try_into().expect("one request");
+    let update = session
+        .handle_update_response(&request, ok(bytes, &[("ETag", &etag)]), at(NOW))
+        .expect("applied");
+    assert_eq!(
+        update,
+        ListUpdate::Updated {
+            previous: None,
+            version: 1
+        }
+    );
+    (session, etag)
+}
+
+/// The publisher's binary answer to `query`: `listed` under its prefix,
+/// nothing under the others (noise included).
+fn answer(query: &FullHashQuery, listed: &[&str], cache_duration_s: u64) -> HttpResponse {
+    let request: FullHashSearchRequest = serde_json::from_slice(&query.request.body).expect("json");
+    let results = request
+        .prefixes
+        .iter()
+        .map(|p| {
+            let prefix: RequestPrefix = p.parse().expect("prefix");
+            let matches = listed
+                .iter()
+                .map(|e| FullHash::of(e.as_bytes()))
+                .filter(|h| prefix.matches(h))
+                .map(|full_hash| ListedFullHash {
+                    full_hash,
+                    list: "malware".into(),
+                })
+                .collect();
+            PrefixAnswer { prefix, matches }
+        })
+        .collect();
+    let body = FullHashAnswer {
+        cache_duration_s,
+        results,
+    }
+    .encode()
+    .expect("answer");
+    ok(body, &[("Content-Type", FULL_HASHES_CONTENT_TYPE)])
+}
+
+fn need(step: Result<CheckStep, Error>) -> FullHashQuery {
+    match step {
+        Ok(CheckStep::NeedFullHashes(query)) => query,
+        other => panic!("expected a full-hash request: {other:?}"),
+    }
+}
+
+fn done(step: Result<CheckStep, Error>) -> Verdict {
+    match step {
+        Ok(CheckStep::Done(verdict)) => verdict,
+        other => panic!("expected a verdict without a request: {other:?}"),
+    }
+}
+
+#[test]
+fn the_first_round_downloads_the_snapshot_and_the_next_asks_for_deltas_with_its_etag() {
+    let session = Session::new(config()).expect("session");
+    let [first] = session.update_requests().try_into().expect("one request");
+    assert_eq!(first.kind, RequestKind::Snapshot { conditional: false });
+    assert_eq!(first.request.method, Method::Get);
+    assert_eq!(
+        first.request.url,
+        "https://publisher.example/v1/lists/malware/snapshot"
+    );
+    assert!(first.request.headers.is_empty());
+
+    let (mut session, etag) = loaded(config());
+    assert_eq!(session.version("malware"), Some(1));
+    let [next] = session.update_requests().try_into().expect("one request");
+    assert_eq!(next.kind, RequestKind::Deltas { from: 1 });
+    assert_eq!(
+        next.request.url,
+        "https://publisher.example/v1/lists/malware/updates/1"
+    );
+    assert_eq!(
+        next.request.headers,
+        vec![("if-none-match".to_owned(), etag.clone())]
+    );
+    let update = session.handle_update_response(&next, status(304, &[]), at(NOW + 60));
+    assert_eq!(update, Ok(ListUpdate::Unchanged { version: 1 }));
+
+    // A publisher without deltas: the same round takes the snapshot,
+    // conditionally, and a 304 keeps the base.
+    let update = session.handle_update_response(&next, status(410, &[]), at(NOW + 60));
+    let Ok(ListUpdate::NeedSnapshot {
+        reason: Some(Error::Status { status: 410, .. }),
+        request,
+    }) = update
+    else {
+        panic!("{update:?}");
+    };
+    assert_eq!(request.kind, RequestKind::Snapshot { conditional: true });
+    assert_eq!(request.request.headers, vec![("if-none-match".to_owned(), etag)]);
+    let update = session.handle_update_response(&request, status(304, &[]), at(NOW + 60));
+    assert_eq!(update, Ok(ListUpdate::Unchanged { version: 1 }));
+    assert_eq!(session.stats().snapshots_applied, 1);
+    assert_eq!(session.stats().delta_fallbacks, 1);
+}
+
+#[test]
+fn a_delta_chain_is_applied_whole_and_its_additions_are_found() {
+    let (mut session, _) = loaded(config());
+    let base = session.state("malware").expect("state").floor();
+    let to = DeltaEnd {
+        version: 2,
+        body_sha256: [2; 32],
+    };
+    let added = "http://new.example/";
+    let params = DeltaParams {
+        list_name: "malware".into(),
+        from: DeltaEnd {
+            version: base.version,
+            body_sha256: base.body_sha256,
+        },
+        to,
+        created_at: NOW,
+        expires_at: NOW + 7200,
+    };
+    let chain = encode_delta(&params, &[FullHash::of(b"new.example/").prefix().0], &key()).expect("delta");
+    let [request] = session.update_requests().try_into().expect("one request");
+    let mut rng = StdRng::seed_from_u64(1);
+    assert!(matches!(
+        session.check(added, at(NOW), &mut rng),
+        Ok(CheckStep::Done(Verdict::Safe { stale: false }))
+    ));
+
+    // Cut short (the ETag names a later version): not applied.
+    let later = snapshot_etag(3, &[3; 32]);
+    let update = session.handle_update_response(&request, ok(chain.clone(), &[("etag", &later)]), at(NOW));
+    assert!(
+        matches!(
+            update,
+            Ok(ListUpdate::NeedSnapshot {
+                reason: Some(Error::DeltaChainShort { .. }),
+                ..
+            })
+        ),
+        "{update:?}"
+    );
+    assert_eq!(session.version("malware"), Some(1));
+
+    // Every length of the chain but the whole is refused, without a panic.
+    for cut in 1..chain.len() {
+        let update = session.handle_update_response(&request, ok(chain[..cut].to_vec(), &[]), at(NOW));
+        assert!(
+            matches!(update, Ok(ListUpdate::NeedSnapshot { .. })),
+            "cut at {cut}"
+        );
+        assert_eq!(session.version("malware"), Some(1));
+    }
+
+    let etag = snapshot_etag(2, &[2; 32]);
+    let update = session.handle_update_response(&request, ok(chain, &[("etag", &etag)]), at(NOW));
+    assert_eq!(
+        update,
+        Ok(ListUpdate::Updated {
+            previous: Some(1),
+            version: 2
+        })
+    );
+    assert_eq!(session.stats().deltas_applied, 1);
+    let query = need(session.check(added, at(NOW), &mut rng));
+    assert!(
+        query.request.body.windows(2).any(|w| w == b"\"2"),
+        "min_versions name 2"
+    );
+    let verdict = session.complete_check(query, Ok(answer_for(&[added_expression()])), at(NOW), &mut rng);
+    assert!(verdict.is_unsafe(), "{verdict:?}");
+
+    // With deltas applied, a rebase is unconditional.
+    let [next] = session.update_requests().try_into().expect("one request");
+    let update = session.handle_update_response(&next, status(404, &[]), at(NOW));
+    let Ok(ListUpdate::NeedSnapshot { request, .. }) = update else {
+        panic!("{update:?}");
+    };
+    assert_eq!(request.kind, RequestKind::Snapshot { conditional: false });
+}
+
+fn added_expression() -> &'static str {
+    "new.example/"
+}
+
+/// A JSON answer listing `listed` under every prefix asked (the session
+/// reads it whatever the request held).
+fn answer_for(listed: &[&str]) -> HttpResponse {
+    let matches: Vec<_> = listed
+        .iter()
+        .map(|e| serde_json::json!({"full_hash": FullHash::of(e.as_bytes()).to_string(), "list": "malware"}))
+        .collect();
+    let results: Vec<_> = listed
+        .iter()
+        .map(|e| {
+            let prefix = RequestPrefix::of(&FullHash::of(e.as_bytes()), 16);
+            serde_json::json!({"prefix": prefix.to_string(), "matches": matches})
+        })
+        .collect();
+    let body = serde_json::json!({"results": results, "cache_duration_s": 300});
+    ok(
+        body.to_string().into_bytes(),
+        &[("content-type", "application/json")],
+    )
+}
+
+#[test]
+fn a_listed_url_is_confirmed_by_full_hashes_and_then_answered_from_the_cache() {
+    let (mut session, _) = loaded(config());
+    let mut rng = StdRng::seed_from_u64(7);
+    let query = need(session.check(LISTED, at(NOW), &mut rng));
+    assert_eq!(query.request.method, Method::Post);
+    assert_eq!(query.request.url, "https://publisher.example/v1/hashes:search");
+    let body: FullHashSearchRequest = serde_json::from_slice(&query.request.body).expect("json");
+    // The real prefix and four noise prefixes, all 16 bits.
+    assert_eq!(body.prefixes.len(), 5);
+    let real = RequestPrefix::of(&FullHash::of(LISTED_EXPRESSION.as_bytes()), 16).to_string();
+    assert!(body.prefixes.contains(&real), "{:?}", body.prefixes);
+    assert!(body.prefixes.iter().all(|p| p.len() == 4));
+    assert_eq!(body.min_versions, BTreeMap::from([("malware".to_owned(), 1)]));
+
+    let response = answer(&query, &[LISTED_EXPRESSION], 300);
+    let verdict = session.complete_check(query, Ok(response), at(NOW), &mut rng);
+    let Verdict::Unsafe {
+        list,
+        expression,
+        stale,
+        ..
+    } = &verdict
+    else {
+        panic!("{verdict:?}");
+    };
+    assert_eq!(
+        (list.as_str(), expression.as_str(), *stale),
+        ("malware", LISTED_EXPRESSION, false)
+    );
+
+    // Cached for its duration: no request.
+    assert_eq!(done(session.check(LISTED, at(NOW + 299), &mut rng)), verdict);
+    let stats = session.stats();
+    assert_eq!(
+        (stats.full_hash_requests, stats.cache_hits, stats.confirmed_unsafe),
+        (1, 1, 2)
+    );
+    // Expired: asked again.
+    need(session.check(LISTED, at(NOW + 301), &mut rng));
+}
+
+#[test]
+fn an_answer_without_the_real_prefix_is_unverified_and_another_listed_hash_is_a_false_prefix_hit() {
+    let (mut session, _) = loaded(config());
+    let mut rng = StdRng::seed_from_u64(8);
+    // Another path on the listed host: `evil.example/login/` is one of its
+    // expressions only if the path starts with it; `evil.example/` is not.
+    let url = "http://evil.example/login/other.html";
+    let query = need(session.check(url, at(NOW), &mut rng));
+    let verdict = session.complete_check(query, Ok(answer_for(&[])), at(NOW), &mut rng);
+    // The answer holds no result for the real prefix: unverified, not safe.
+    assert!(verdict.is_unverified(), "{verdict:?}");
+
+    let query = need(session.check(url, at(NOW), &mut rng));
+    let response = answer(&query, &["other.example/"], 60);
+    let verdict = session.complete_check(query, Ok(response), at(NOW), &mut rng);
+    // Only another full hash is listed under the prefix: a false prefix hit.
+    assert_eq!(verdict, Verdict::Safe { stale: false });
+
+    let benign = "http://benign.example/index.html";
+    assert!(matches!(
+        session.check(benign, at(NOW), &mut rng),
+        Ok(CheckStep::Done(Verdict::Safe { stale: false }))
+    ));
+    assert_eq!(session.stats().lookups, 3);
+}
+
+#[test]
+fn a_miss_answer_is_safe_and_cached() {
+    let (mut session, _) = loaded(config());
+    let mut rng = StdRng::seed_from_u64(9);
+    let query = need(session.check(LISTED, at(NOW), &mut rng));
+    let response = answer(&query, &[], 300);
+    let verdict = session.complete_check(query, Ok(response), at(NOW), &mut rng);
+    assert_eq!(verdict, Verdict::Safe { stale: false });
+    assert_eq!(
+        done(session.check(LISTED, at(NOW + 10), &mut rng)),
+        Verdict::Safe { stale: false }
+    );
+    assert_eq!(session.stats().false_prefix_hits, 2);
+}
+
+#[test]
+fn a_failed_full_hash_request_is_unverified_and_pauses_requests_for_retry_after() {
+    let (mut session, _) = loaded(SessionConfig {
+        failure_policy: FailurePolicy::FailClosed,
+        ..config()
+    });
+    let mut rng = StdRng::seed_from_u64(10);
+    let query = need(session.check(LISTED, at(NOW), &mut rng));
+    let overloaded = HttpResponse {
+        status: 503,
+        headers: vec![("Retry-After".into(), "600".into())],
+        body: br#"{"error":{"code":"overloaded","message":"try later"}}"#.to_vec(),
+    };
+    let verdict = session.complete_check(query, Ok(overloaded), at(NOW), &mut rng);
+    let Verdict::Unverified { reason, block, .. } = &verdict else {
+        panic!("{verdict:?}");
+    };
+    assert!(*block, "fail closed");
+    assert!(
+        matches!(reason, Error::Status { status: 503, message, retry_after: Some(r), .. }
+            if message == "try later" && *r == Duration::from_secs(600)),
+        "{reason:?}"
+    );
+    // Paused: no request, unverified.
+    let verdict = done(session.check(LISTED, at(NOW + 599), &mut rng));
+    assert!(matches!(
+        verdict,
+        Verdict::Unverified {
+            reason: Error::BackingOff { .. },
+            ..
+        }
+    ));
+    assert!(session.full_hash_paused_for(at(NOW + 599)).is_some());
+    // After the pause, a transport failure the host reports the same way.
+    let query = need(session.check(LISTED, at(NOW + 601), &mut rng));
+    let lost = Error::Transport {
+        url: query.request.url.clone(),
+        reason: "connection refused".into(),
+        timed_out: false,
+    };
+    let verdict = session.complete_check(query, Err(lost), at(NOW + 601), &mut rng);
+    assert!(verdict.is_unverified() && verdict.should_block());
+    // Garbage, binary or JSON, is unverified too, never a panic.
+    for (i, (content_type, body)) in [
+        (FULL_HASHES_CONTENT_TYPE, b"BSFH\x01garbage".to_vec()),
+        ("application/json", b"{\"results\":".to_vec()),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        // Each failure pauses requests: check after the pause.
+        let later = NOW + 100_000 * (i as u64 + 1);
+        let query = need(session.check(LISTED, at(later), &mut rng));
+        let response = ok(body, &[("content-type", content_type)]);
+        let verdict = session.complete_check(query, Ok(response), at(later), &mut rng);
+        assert!(
+            matches!(
+                verdict,
+                Verdict::Unverified {
+                    reason: Error::UnexpectedResponse { .. },
+                    ..
+                }
+            ),
+            "{verdict:?}"
+        );
+    }
+    assert_eq!(session.stats().full_hash_failures, 4);
+}
+
+#[test]
+fn the_same_seed_makes_the_same_request_and_another_seed_another() {
+    let body = |seed| {
+        let (mut session, _) = loaded(config());
+        need(session.check(LISTED, at(NOW), &mut StdRng::seed_from_u64(seed)))
+            .request
+            .body
+    };
+    assert_eq!(body(3), body(3));
+    assert_ne!(body(3), body(4));
+    // Without noise, the real prefix alone.
+    let (mut session, _) = loaded(SessionConfig {
+        noise_prefixes: 0,
+        ..config()
+    });
+    let query = need(session.check(LISTED, at(NOW), &mut StdRng::seed_from_u64(3)));
+    let sent: FullHashSearchRequest = serde_json::from_slice(&query.request.body).expect("json");
+    assert_eq!(sent.prefixes.len(), 1);
+}
+
+#[test]
+fn forged_rolled_back_or_cut_snapshots_are_refused_and_the_list_kept() {
+    let (mut session, _) = loaded(config());
+    let request = session.snapshot_request(&session.slots[0]);
+    let forged = snapshot_by(&SigningKey::from_secret_bytes([8; 32]), 5, &expressions(5));
+    let update = session.handle_update_response(&request, ok(forged, &[]), at(NOW));
+    assert!(matches!(update, Err(Error::Decode { .. })), "{update:?}");
+    // Version 0 is below the floor.
+    let update = session.handle_update_response(&request, ok(snapshot(0), &[]), at(NOW));
+    assert!(
+        matches!(
+            update,
+            Err(Error::Rollback {
+                trusted_version: 1,
+                new_version: 0,
+                ..
+            })
+        ),
+        "{update:?}"
+    );
+    let newer = snapshot(2);
+    for cut in (0..newer.len()).step_by(7) {
+        let update = session.handle_update_response(&request, ok(newer[..cut].to_vec(), &[]), at(NOW));
+        assert!(update.is_err(), "cut at {cut}");
+    }
+    assert_eq!(session.version("malware"), Some(1));
+    // A 304 to an unconditional request, a server error, a body over the limit.
+    let unconditional = Session::new(config())
+        .expect("session")
+        .update_requests()
+        .remove(0);
+    let update = session.handle_update_response(&unconditional, status(304, &[]), at(NOW));
+    assert!(
+        matches!(update, Err(Error::UnexpectedResponse { .. })),
+        "{update:?}"
+    );
+    let update = session.handle_update_response(&request, status(500, &[]), at(NOW));
+    assert!(matches!(update, Err(Error::Status { status: 500, .. })));
+    let mut small = Session::new(SessionConfig {
+        max_snapshot_bytes: 64,
+        ..config()
+    })
+    .expect("session");
+    let update = small.handle_update_response(&unconditional, ok(vec![0; 65], &[]), at(NOW));
+    assert!(matches!(
+        update,
+        Err(Error::ResponseTooLarge { limit_bytes: 64, .. })
+    ));
+    assert_eq!(
+        session.stats().updates_failed,
+        2 + newer.len().div_ceil(7) as u64 + 2
+    );
+    assert_eq!(small.stats().updates_failed, 1);
+
+    // The newer one is taken, and answers are asked for its version.
+    let update = session.handle_update_response(&request, ok(newer, &[]), at(NOW));
+    assert_eq!(
+        update,
+        Ok(ListUpdate::Updated {
+            previous: Some(1),
+            version: 2
+        })
+    );
+}
+
+#[test]
+fn checks_before_an_update_and_of_invalid_urls_are_errors() {
+    let mut session = Session::new(config()).expect("session");
+    let mut rng = StdRng::seed_from_u64(0);
+    assert!(matches!(
+        session.check(LISTED, at(NOW), &mut rng),
+        Err(Error::NotReady { .. })
+    ));
+    let (mut session, _) = loaded(config());
+    for url in ["", "http://"] {
+        let step = session.check(url, at(NOW), &mut rng);
+        assert!(matches!(step, Err(Error::InvalidUrl { .. })), "{url:?}: {step:?}");
+    }
+}
+
+#[test]
+fn expired_snapshots_answer_stale() {
+    let (mut session, _) = loaded(config());
+    let mut rng = StdRng::seed_from_u64(0);
+    let verdict = done(session.check("http://benign.example/", at(NOW + 3601), &mut rng));
+    assert_eq!(verdict, Verdict::Safe { stale: true });
+}
+
+#[test]
+fn settings_are_checked() {
+    let fails = |config: SessionConfig| Session::new(config).err();
+    assert_eq!(
+        fails(SessionConfig {
+            lists: vec![],
+            ..config()
+        }),
+        Some(Error::NoLists)
+    );
+    assert_eq!(
+        fails(SessionConfig {
+            trusted_keys: vec![],
+            ..config()
+        }),
+        Some(Error::NoTrustedKeys)
+    );
+    assert!(matches!(
+        fails(SessionConfig {
+            lists: vec!["Malware".into()],
+            ..config()
+        }),
+        Some(Error::InvalidListName { .. })
+    ));
+    for url in [
+        "http://publisher.example",
+        "ftp://x",
+        "publisher.example",
+        "https://",
+    ] {
+        assert!(
+            matches!(
+                fails(SessionConfig {
+                    base_url: url.into(),
+                    ..config()
+                }),
+                Some(Error::InvalidBaseUrl { .. })
+            ),
+            "{url}"
+        );
+    }
+    for url in ["http://127.0.0.1:8080", "http://localhost", "http://[::1]:9/"] {
+        assert!(
+            Session::new(SessionConfig {
+                base_url: url.into(),
+                ..config()
+            })
+            .is_ok(),
+            "{url}"
+        );
+    }
+    assert!(
+        Session::new(SessionConfig {
+            base_url: "http://publisher.example".into(),
+            dangerous_allow_plain_http: true,
+            ..config()
+        })
+        .is_ok()
+    );
+}
