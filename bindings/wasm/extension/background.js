@@ -211,6 +211,9 @@ chrome.runtime.onStartup.addListener(() => agent().catch(() => {}));
 // A new configuration takes effect with a new agent.
 chrome.storage.onChanged.addListener((changes, area) => {
   if (area === "local" && "config" in changes) {
+    // Release the old agent's WebAssembly memory; a check still running
+    // on it finishes first (the package keeps what it needs alive).
+    agentPromise?.then((old) => old.free?.(), () => {});
     agentPromise = null;
     lastUpdate = null;
     chrome.alarms.clear(UPDATE_ALARM).then(() => agent().catch(() => {}));
