@@ -1,0 +1,384 @@
+//! The `wasm-bindgen` glue: the `Agent` class, `canonicalize` and
+//! `fullHashes`, and the session's I/O through the JavaScript global
+//! object — `fetch`, `crypto.getRandomValues`, `Date.now()` — which
+//! browsers, extension service workers and node ≥ 18 all have.
+//!
+//! JavaScript is single-threaded, but `update()` and `check()` may
+//! interleave at their `await`s: the session is borrowed only between
+//! them, never across one, and it checks each response against the state
+//! in place when the response arrives.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use blocksieve_engine::Error;
+use blocksieve_engine::session::{
+    CheckStep, HttpRequest, HttpResponse, ListUpdate, MAX_SEARCH_RESPONSE_BYTES, RequestKind, Session,
+};
+use js_sys::{Function, Object, Promise, Reflect, Uint8Array};
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+use serde_json::{Value, json};
+use wasm_bindgen::JsCast;
+use wasm_bindgen::prelude::*;
+use wasm_bindgen_futures::{JsFuture, future_to_promise};
+
+use crate::api;
+
+/// The response headers the session reads (a `fetch` response's headers
+/// cannot be listed in every environment, but can be asked by name).
+const RESPONSE_HEADERS: [&str; 5] = [
+    "content-type",
+    "etag",
+    "retry-after",
+    "x-blocksieve-freshness",
+    "date",
+];
+
+/// How long one snapshot or delta request may take, as the Rust agent's
+/// default snapshot timeout.
+const UPDATE_TIMEOUT: Duration = Duration::from_secs(5 * 60);
+
+/// How long one full-hash request may take, as the Rust agent's default
+/// request timeout.
+const SEARCH_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The wall clock, from `Date.now()` (milliseconds since the Unix epoch).
+fn now() -> SystemTime {
+    let millis = js_sys::Date::now();
+    // NaN and negative times (a clock set before 1970) read as the epoch.
+    UNIX_EPOCH + Duration::from_millis(if millis > 0.0 { millis as u64 } else { 0 })
+}
+
+/// A thrown `Error` with `.kind` (see [`api::error_kind`]).
+fn js_error(error: &Error) -> JsValue {
+    let thrown = js_sys::Error::new(&error.to_string());
+    // Setting a property on a fresh Error object cannot fail.
+    let _ = Reflect::set(&thrown, &"kind".into(), &api::error_kind(error).into());
+    thrown.into()
+}
+
+/// A JSON value as a plain JavaScript object.
+fn to_js(value: &Value) -> JsValue {
+    js_sys::JSON::parse(&value.to_string()).unwrap_or(JsValue::NULL)
+}
+
+/// The host's own problem (no `fetch`, no `crypto`): misconfigured.
+fn host_missing(what: &'static str) -> Error {
+    Error::InvalidSetting {
+        setting: what,
+        value: "missing from this JavaScript environment".to_owned(),
+    }
+}
+
+/// A property of the global object, if present.
+fn global(name: &str) -> Option<JsValue> {
+    Reflect::get(&js_sys::global(), &name.into())
+        .ok()
+        .filter(|v| !v.is_undefined() && !v.is_null())
+}
+
+/// An RNG seeded with 32 bytes of `crypto.getRandomValues`.
+fn rng() -> Result<StdRng, Error> {
+    let crypto = global("crypto").ok_or_else(|| host_missing("crypto.getRandomValues"))?;
+    let get_random_values: Function = Reflect::get(&crypto, &"getRandomValues".into())
+        .ok()
+        .and_then(|f| f.dyn_into().ok())
+        .ok_or_else(|| host_missing("crypto.getRandomValues"))?;
+    let bytes = Uint8Array::new_with_length(32);
+    get_random_values
+        .call1(&crypto, &bytes)
+        .map_err(|_| host_missing("crypto.getRandomValues"))?;
+    let mut seed = [0u8; 32];
+    bytes.copy_to(&mut seed);
+    Ok(StdRng::from_seed(seed))
+}
+
+/// What a rejected `fetch` said: the error's message and its cause's (node
+/// reports "fetch failed" with the reason as the cause).
+fn describe(value: &JsValue) -> String {
+    let message = |v: &JsValue| {
+        v.dyn_ref::<js_sys::Error>()
+            .map(|e| String::from(e.message()))
+            .or_else(|| v.as_string())
+    };
+    let mut text = message(value).unwrap_or_else(|| "fetch rejected".to_owned());
+    if let Some(cause) = Reflect::get(value, &"cause".into())
+        .ok()
+        .as_ref()
+        .and_then(message)
+    {
+        text.push_str(": ");
+        text.push_str(&cause);
+    }
+    text
+}
+
+/// Sends `request` with the global `fetch`, within `timeout` where
+/// `AbortSignal.timeout` exists, refusing a body over `limit_bytes` by
+/// its `Content-Length` before reading it (the session checks the bytes
+/// read as well).
+async fn send(request: &HttpRequest, timeout: Duration, limit_bytes: u64) -> Result<HttpResponse, Error> {
+    let url = request.url.as_str();
+    let transport = |reason: String, timed_out: bool| Error::Transport {
+        url: url.to_owned(),
+        reason,
+        timed_out,
+    };
+    let fetch: Function = global("fetch")
+        .and_then(|f| f.dyn_into().ok())
+        .ok_or_else(|| host_missing("fetch"))?;
+    let init = Object::new();
+    let headers = Object::new();
+    for (name, value) in &request.headers {
+        let _ = Reflect::set(&headers, &name.into(), &value.into());
+    }
+    let _ = Reflect::set(&init, &"method".into(), &request.method.as_str().into());
+    let _ = Reflect::set(&init, &"headers".into(), &headers);
+    if !request.body.is_empty() {
+        let _ = Reflect::set(&init, &"body".into(), &Uint8Array::from(request.body.as_slice()));
+    }
+    let signal = global("AbortSignal")
+        .and_then(|a| Reflect::get(&a, &"timeout".into()).ok().map(|f| (a, f)))
+        .and_then(|(a, f)| f.dyn_into::<Function>().ok().map(|f| (a, f)))
+        .and_then(|(a, f)| f.call1(&a, &(timeout.as_millis() as f64).into()).ok());
+    if let Some(signal) = signal {
+        let _ = Reflect::set(&init, &"signal".into(), &signal);
+    }
+    let failed = |e: JsValue| {
+        let timed_out = Reflect::get(&e, &"name".into())
+            .ok()
+            .and_then(|n| n.as_string())
+            .is_some_and(|n| n == "TimeoutError");
+        transport(describe(&e), timed_out)
+    };
+    let promise: Promise = fetch
+        .call2(&JsValue::UNDEFINED, &url.into(), &init)
+        .map_err(failed)?
+        .dyn_into()
+        .map_err(|_| transport("fetch did not return a promise".to_owned(), false))?;
+    let response: web_sys::Response = JsFuture::from(promise)
+        .await
+        .map_err(failed)?
+        .dyn_into()
+        .map_err(|_| transport("fetch did not resolve to a Response".to_owned(), false))?;
+    let received = response.headers();
+    let mut headers = Vec::new();
+    for name in RESPONSE_HEADERS {
+        if let Ok(Some(value)) = received.get(name) {
+            headers.push((name.to_owned(), value));
+        }
+    }
+    let declared = received
+        .get("content-length")
+        .ok()
+        .flatten()
+        .and_then(|n| n.trim().parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit_bytes) {
+        return Err(Error::ResponseTooLarge {
+            url: url.to_owned(),
+            limit_bytes,
+        });
+    }
+    let buffer = response.array_buffer().map_err(failed)?;
+    let buffer = JsFuture::from(buffer).await.map_err(failed)?;
+    Ok(HttpResponse {
+        status: response.status(),
+        headers,
+        body: Uint8Array::new(&buffer).to_vec(),
+    })
+}
+
+/// The agent's state, shared by the promises of its calls.
+struct Inner {
+    session: RefCell<Session>,
+    /// Update requests that got no response, for `stats().updatesFailed`.
+    update_transport_failures: Cell<u64>,
+    /// The most bytes of a snapshot or delta chain.
+    max_snapshot_bytes: u64,
+}
+
+impl Inner {
+    /// One update request and the session's reading of its response.
+    async fn update_step(&self, request: &HttpRequest) -> Result<HttpResponse, Error> {
+        let sent = send(request, UPDATE_TIMEOUT, self.max_snapshot_bytes).await;
+        if sent.is_err() {
+            self.update_transport_failures
+                .set(self.update_transport_failures.get() + 1);
+        }
+        sent
+    }
+
+    /// An update round, as `Agent::update` in Rust: every list in turn; an
+    /// error only when a list is left with no snapshot at all.
+    async fn update(&self) -> Result<Value, Error> {
+        let requests = self.session.borrow().update_requests();
+        let mut lists = Vec::with_capacity(requests.len());
+        let mut unready = None;
+        for first in requests {
+            let list = first.list.clone();
+            let mut request = first;
+            let outcome = loop {
+                let result = match self.update_step(&request.request).await {
+                    Ok(response) => {
+                        self.session
+                            .borrow_mut()
+                            .handle_update_response(&request, response, now())
+                    }
+                    Err(error) => Err(error),
+                };
+                match result {
+                    // No usable deltas: the whole snapshot, in this round.
+                    Ok(ListUpdate::NeedSnapshot { request: next, .. })
+                        if matches!(request.kind, RequestKind::Deltas { .. }) =>
+                    {
+                        request = next;
+                    }
+                    other => break other,
+                }
+            };
+            let held = self.session.borrow().version(&list);
+            match outcome {
+                Ok(ListUpdate::Updated { version, .. }) => {
+                    lists.push(json!({"list": list, "version": version, "changed": true}));
+                }
+                Ok(ListUpdate::Unchanged { version }) => {
+                    lists.push(json!({"list": list, "version": version, "changed": false}));
+                }
+                // Not reached: a snapshot request never falls back.
+                Ok(ListUpdate::NeedSnapshot { .. }) => {
+                    lists.push(json!({"list": list, "version": held, "changed": false}));
+                }
+                Err(error) => {
+                    lists.push(json!({
+                        "list": list, "version": held, "changed": false,
+                        "error": error.to_string(), "errorKind": api::error_kind(&error),
+                    }));
+                    if held.is_none() && unready.is_none() {
+                        unready = Some(error);
+                    }
+                }
+            }
+        }
+        match unready {
+            Some(error) => Err(error),
+            None => Ok(json!({ "lists": lists })),
+        }
+    }
+
+    /// A URL check, as `Agent::check_url` in Rust.
+    async fn check(&self, url: &str) -> Result<Value, Error> {
+        let mut rng = rng()?;
+        let step = self.session.borrow_mut().check(url, now(), &mut rng)?;
+        let verdict = match step {
+            CheckStep::Done(verdict) => verdict,
+            CheckStep::NeedFullHashes(query) => {
+                let response = send(&query.request, SEARCH_TIMEOUT, MAX_SEARCH_RESPONSE_BYTES as u64).await;
+                self.session
+                    .borrow_mut()
+                    .complete_check(query, response, now(), &mut rng)
+            }
+        };
+        Ok(api::verdict_json(&verdict))
+    }
+}
+
+/// The blocksieve agent: `new Agent({ publisher, lists, key })`.
+#[wasm_bindgen]
+pub struct Agent {
+    inner: Rc<Inner>,
+}
+
+#[wasm_bindgen]
+impl Agent {
+    /// An agent with no snapshot yet; see the README for the options.
+    /// Sends nothing. Throws an `Error` with `.kind` `"misconfigured"`
+    /// for bad options.
+    #[wasm_bindgen(constructor)]
+    pub fn new(options: JsValue) -> Result<Agent, JsValue> {
+        let json = js_sys::JSON::stringify(&options)
+            .ok()
+            .and_then(|s| s.as_string())
+            .ok_or_else(|| {
+                js_error(&Error::InvalidSetting {
+                    setting: "options",
+                    value: "not an object".to_owned(),
+                })
+            })?;
+        let config = api::session_config(&json).map_err(|e| js_error(&e))?;
+        let max_snapshot_bytes = config.max_snapshot_bytes;
+        let session = Session::new(config).map_err(|e| js_error(&e))?;
+        Ok(Agent {
+            inner: Rc::new(Inner {
+                session: RefCell::new(session),
+                update_transport_failures: Cell::new(0),
+                max_snapshot_bytes,
+            }),
+        })
+    }
+
+    /// Brings every list up to date: a promise of `{ lists: [{ list,
+    /// version, changed, error? }] }`, rejected with an `Error` (`.kind`)
+    /// only when a list still has no snapshot.
+    pub fn update(&self) -> Promise {
+        let inner = Rc::clone(&self.inner);
+        future_to_promise(async move {
+            inner
+                .update()
+                .await
+                .map(|report| to_js(&report))
+                .map_err(|e| js_error(&e))
+        })
+    }
+
+    /// Checks a URL: a promise of `{ kind, list?, expression?, fullHash?,
+    /// stale, block }`, rejected with an `Error` whose `.kind` is
+    /// `"invalid_input"` for a URL with no host (or not a string) and
+    /// `"not_ready"` before the first update.
+    pub fn check(&self, url: JsValue) -> Promise {
+        let inner = Rc::clone(&self.inner);
+        future_to_promise(async move {
+            let url = url.as_string().ok_or_else(|| not_a_string("url"))?;
+            inner
+                .check(&url)
+                .await
+                .map(|v| to_js(&v))
+                .map_err(|e| js_error(&e))
+        })
+    }
+
+    /// The counters: `{ fullHashRequests, cacheHits, snapshotsApplied, ... }`.
+    pub fn stats(&self) -> JsValue {
+        let stats = self.inner.session.borrow().stats();
+        to_js(&api::stats_json(
+            &stats,
+            self.inner.update_transport_failures.get(),
+        ))
+    }
+}
+
+/// An `invalid_input` error for an argument that is not a string.
+fn not_a_string(what: &str) -> JsValue {
+    let thrown = js_sys::Error::new(&format!("{what} must be a string"));
+    let _ = Reflect::set(&thrown, &"kind".into(), &"invalid_input".into());
+    thrown.into()
+}
+
+/// The Safe Browsing canonical form of `url`; throws an `Error` with
+/// `.kind` `"invalid_input"` when it names no host.
+#[wasm_bindgen]
+pub fn canonicalize(url: JsValue) -> Result<String, JsValue> {
+    let url = url.as_string().ok_or_else(|| not_a_string("url"))?;
+    api::canonicalize(&url).map_err(|e| js_error(&e))
+}
+
+/// The full hash (64 hex digits) of each of `url`'s expressions, in
+/// expression order; throws as [`canonicalize`] does.
+#[wasm_bindgen(js_name = fullHashes)]
+pub fn full_hashes(url: JsValue) -> Result<JsValue, JsValue> {
+    let url = url.as_string().ok_or_else(|| not_a_string("url"))?;
+    api::full_hashes(&url)
+        .map(|h| to_js(&json!(h)))
+        .map_err(|e| js_error(&e))
+}
