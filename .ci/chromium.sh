@@ -15,4 +15,5 @@ if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null
   apt-get update -qq >/dev/null
   apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null
 fi
-chromium --version
+# (The Debian launcher script may complain on stderr about /dev/shm; harmless.)
+chromium --version 2>/dev/null

@@ -368,8 +368,11 @@ after(async () => {
   fs.rmSync(work, { recursive: true, force: true });
 });
 
-test("the extension takes the list's snapshot and schedules updates", async () => {
+test("the extension takes the list's snapshot and schedules updates", async (t) => {
   const s = await status();
+  const wasm = fs.statSync(path.join(work, "extension/pkg/blocksieve_wasm_bg.wasm")).size;
+  t.diagnostic(standin ? "agent: the test's stand-in" : `agent: the wasm-bindgen package, ${wasm} bytes of wasm`);
+  t.diagnostic(`first update: ${JSON.stringify(s.lastUpdate.report)}`);
   assert.deepEqual(
     s.lastUpdate.report.lists.map((l) => [l.list, l.changed]),
     [["phishing", true]],
@@ -477,7 +480,7 @@ test("a bad configuration is reported with the field at fault", async () => {
   await until("the agent with config.json", async () => (await status()).lastUpdate?.report);
 });
 
-test("with the publisher gone, a filter hit that cannot be confirmed does not block", async () => {
+test("with the publisher gone, a filter hit that cannot be confirmed does not block", async (t) => {
   // Stopping the publisher is the fault: the agent's snapshot still holds
   // the hash prefix, but no full hash can confirm it. The extension fails
   // open, as the agent's default policy does.
@@ -488,6 +491,7 @@ test("with the publisher gone, a filter hit that cannot be confirmed does not bl
   const since = Date.now();
   await page.goto(url);
   const verdict = await verdictFor(url, since);
+  t.diagnostic(`verdict: ${JSON.stringify(verdict)}; agent stats: ${JSON.stringify((await status()).stats)}`);
   assert.ok(["unverified", "error"].includes(verdict.kind), JSON.stringify(verdict));
   assert.equal(verdict.block, false);
   assert.equal(page.url(), url);
