@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The browser-extension example (bindings/wasm/extension) in real headless
 # Chromium against a real publisher. Run after .ci/bindings-wasm.sh, which
-# writes the agent's wasm-bindgen package (--target web) to
-# bindings/wasm/pkg (or $BLOCKSIEVE_WASM_PKG), and before target/debug is
-# removed (the test runs target/debug/blocksieve-publisher).
+# writes the agent's wasm-bindgen package for browsers (--target web) to
+# target/wasm-pkg/web (or $BLOCKSIEVE_WASM_WEB_PKG), and before target/debug
+# is removed (the test runs target/debug/blocksieve-publisher).
 #
 # Without that package (no wasm32 target on this machine), prints
 # "EXTENSION SKIPPED: ..." and exits 0. Otherwise installs what is missing:
@@ -16,7 +16,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_INCREMENTAL=0
 started=$(date +%s)
-pkg="${BLOCKSIEVE_WASM_PKG:-bindings/wasm/pkg}"
+pkg="${BLOCKSIEVE_WASM_WEB_PKG:-target/wasm-pkg/web}"
 if [ ! -f "$pkg/blocksieve_wasm.js" ] || [ ! -f "$pkg/blocksieve_wasm_bg.wasm" ]; then
   echo "=================================================================="
   echo "EXTENSION SKIPPED: no WASM package in $pkg (blocksieve_wasm.js and"

@@ -15,7 +15,7 @@
 // the warning page's "go back" leads to the last safe page.
 //
 // Screenshots are kept in target/extension-test/. Environment:
-// BLOCKSIEVE_PUBLISHER_BIN (default target/debug/blocksieve-publisher),
+// BLOCKSIEVE_PUBLISHER (default target/debug/blocksieve-publisher),
 // CHROMIUM (default /usr/bin/chromium), BLOCKSIEVE_EXTENSION_STANDIN=1 to
 // run against test/standin/ instead of the built package (for working on
 // the extension before the package builds).
@@ -37,7 +37,7 @@ const here = path.dirname(fileURLToPath(import.meta.url));
 const extensionSource = path.resolve(here, "..");
 const root = path.resolve(here, "../../../..");
 const targetDir = process.env.CARGO_TARGET_DIR ?? path.join(root, "target");
-const publisherBin = process.env.BLOCKSIEVE_PUBLISHER_BIN ?? path.join(targetDir, "debug/blocksieve-publisher");
+const publisherBin = process.env.BLOCKSIEVE_PUBLISHER ?? path.join(targetDir, "debug/blocksieve-publisher");
 const chromiumBin = process.env.CHROMIUM ?? "/usr/bin/chromium";
 const standin = process.env.BLOCKSIEVE_EXTENSION_STANDIN === "1";
 const artifacts = path.join(targetDir, "extension-test");
