@@ -90,7 +90,10 @@ function startPublisher() {
   });
   let log = "";
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`publisher did not start in 60 s; log:\n${log}`)), 60_000);
+    const timer = setTimeout(() => {
+      child.kill("SIGKILL");
+      reject(new Error(`publisher did not start in 60 s; log:\n${log}`));
+    }, 60_000);
     child.on("exit", (code) => reject(new Error(`publisher exited with ${code}; log:\n${log}`)));
     child.stderr.setEncoding("utf8");
     child.stderr.on("data", (chunk) => {
