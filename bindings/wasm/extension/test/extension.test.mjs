@@ -384,6 +384,13 @@ test("the extension takes the list's snapshot and schedules updates", async (t) 
   assert.ok(s.stats.snapshotsApplied >= 1, JSON.stringify(s.stats));
   const alarm = await worker.evaluate(() => chrome.alarms.get("blocksieve-update"));
   assert.equal(alarm?.periodInMinutes, 1);
+  // What the alarm runs: an update that finds nothing new.
+  const again = await worker.evaluate(() => self.blocksieve.update());
+  assert.deepEqual(
+    again.report?.lists.map((l) => [l.list, l.version, l.changed]),
+    [["phishing", s.lastUpdate.report.lists[0].version, false]],
+    JSON.stringify(again),
+  );
 });
 
 test("a listed URL shows the warning page, confirmed by a full-hash request", async (t) => {
