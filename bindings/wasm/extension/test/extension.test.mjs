@@ -5,13 +5,15 @@
 //   cd bindings/wasm/extension/test && npm ci && npm test
 //
 // Starts `blocksieve-publisher serve` on 127.0.0.1:0 with a phishing list
-// built from fixtures/phishing.txt and tests/fixtures/phishing-urls.txt, a
+// built from fixtures/phishing.txt and tests/fixtures/phishing-urls.txt,
+// behind a pass-through proxy that records what the extension sends, a
 // local HTTP server for the "sites" (every *.blocksieve.test host is mapped
 // to it with --host-resolver-rules), and Chromium with the unpacked
 // extension and a config.json naming that publisher and its key. Then:
 // a listed URL shows warning.html (DOM text, and the banner's colour in a
-// screenshot), a benign URL shows the site and makes no full-hash request
-// (the publisher's /metrics count full-hash routes before and after), and
+// screenshot) after one search of hash prefixes with noise (never the URL),
+// a benign URL shows the site and sends the publisher nothing (the proxy's
+// record, and the full-hash routes in the publisher's /metrics), and
 // the warning page's "go back" leads to the last safe page.
 //
 // Screenshots are kept in target/extension-test/. Environment:
@@ -50,6 +52,7 @@ const SITE_GREEN = [0x1e, 0x8e, 0x3e];
 
 const work = fs.mkdtempSync(path.join(os.tmpdir(), "blocksieve-extension-"));
 let publisher; // { process, url, key, log }
+let recorder; // { server, url, requests }: what the extension sends the publisher
 let sites; // { server, port, requests }
 let context; // Playwright's persistent browser context
 let worker; // the extension's service worker
@@ -139,6 +142,43 @@ async function fullHashRequests() {
   return total;
 }
 
+/** A pass-through proxy in front of the publisher (the extension is
+ * configured with its URL) that records every request the extension sends:
+ * { method, path, body }. Bytes go through unchanged both ways. */
+function startRecorder() {
+  const upstream = new URL(publisher.url);
+  const requests = [];
+  const server = http.createServer((request, response) => {
+    const chunks = [];
+    request.on("data", (chunk) => chunks.push(chunk));
+    request.on("end", () => {
+      const body = Buffer.concat(chunks);
+      requests.push({ method: request.method, path: request.url, body: body.toString("latin1") });
+      const forward = http.request(
+        { host: upstream.hostname, port: upstream.port, method: request.method, path: request.url, headers: request.headers },
+        (answer) => {
+          response.writeHead(answer.statusCode, answer.headers);
+          answer.pipe(response);
+        },
+      );
+      forward.on("error", () => response.writeHead(502).end());
+      forward.end(body);
+    });
+  });
+  return new Promise((resolve) => {
+    server.listen(0, "127.0.0.1", () =>
+      resolve({ server, url: `http://127.0.0.1:${server.address().port}`, requests }),
+    );
+  });
+}
+
+/** The search requests among `requests`, with their prefixes. */
+function searches(requests) {
+  return requests
+    .filter((r) => r.method === "POST" && r.path === "/v1/hashes:search")
+    .map((r) => ({ ...r, prefixes: JSON.parse(r.body).prefixes }));
+}
+
 // ---- the sites ----------------------------------------------------------------
 
 function startSites() {
@@ -189,7 +229,7 @@ function prepareExtension() {
   }
   fs.writeFileSync(
     path.join(dir, "config.json"),
-    JSON.stringify({ publisher: publisher.url, lists: ["phishing"], key: publisher.key, updateMinutes: 1 }),
+    JSON.stringify({ publisher: recorder.url, lists: ["phishing"], key: publisher.key, updateMinutes: 1 }),
   );
   return dir;
 }
@@ -351,6 +391,7 @@ async function bannerColour(page, name) {
 before(async () => {
   publisher = await startPublisher();
   await waitReady(publisher.url);
+  recorder = await startRecorder();
   sites = await startSites();
   const extensionDir = prepareExtension();
   context = await launchChromium(extensionDir);
@@ -367,6 +408,7 @@ before(async () => {
 after(async () => {
   await context?.close();
   sites?.server.close();
+  recorder?.server.close();
   publisher?.process.kill("SIGTERM");
   fs.rmSync(work, { recursive: true, force: true });
 });
@@ -396,6 +438,7 @@ test("the extension takes the list's snapshot and schedules updates", async (t) 
 test("a listed URL shows the warning page, confirmed by a full-hash request", async (t) => {
   const page = context.pages()[0] ?? (await context.newPage());
   const requestsBefore = await fullHashRequests();
+  const sentBefore = recorder.requests.length;
   const since = Date.now();
   // The extension turns the tab away while this navigation runs.
   await page.goto(LISTED).catch(() => {});
@@ -415,6 +458,22 @@ test("a listed URL shows the warning page, confirmed by a full-hash request", as
     `the warning banner should be red, its dominant colour is ${banner.rgb} (${banner.share})`,
   );
   assert.ok((await fullHashRequests()) > requestsBefore, "a prefix hit must be confirmed by full hashes");
+
+  // What went to the publisher: one search of short hash prefixes, one of
+  // which starts the listed expression's full hash, with noise beside it;
+  // never the URL or its full hash.
+  const sent = recorder.requests.slice(sentBefore);
+  const [search, ...more] = searches(sent);
+  assert.ok(search && more.length === 0, JSON.stringify(sent));
+  const fullHash = createHash("sha256").update("evil.blocksieve.test/login").digest("hex");
+  assert.ok(search.prefixes.every((p) => /^[0-9a-f]{2,8}$/.test(p)), search.body);
+  assert.ok(search.prefixes.some((p) => fullHash.startsWith(p)), search.body);
+  assert.ok(search.prefixes.length > 1, `no noise prefixes: ${search.body}`);
+  t.diagnostic(`search request: ${search.body}`);
+  for (const r of sent) {
+    assert.ok(!`${r.path} ${r.body}`.includes("blocksieve.test"), `the URL was sent: ${JSON.stringify(r)}`);
+    assert.ok(!r.body.includes(fullHash), `the full hash was sent: ${JSON.stringify(r)}`);
+  }
   // The check runs beside the navigation (MV3 cannot hold a request while
   // it decides), so the listed site may or may not have been asked for the
   // page by the time the warning replaced it.
@@ -425,6 +484,7 @@ test("a listed URL shows the warning page, confirmed by a full-hash request", as
 test("a benign URL shows the site and sends no full-hash request", async () => {
   const page = context.pages()[0];
   const requestsBefore = await fullHashRequests();
+  const sentBefore = recorder.requests.length;
   const statsBefore = (await status()).stats;
   const since = Date.now();
   await page.goto(BENIGN);
@@ -440,6 +500,7 @@ test("a benign URL shows the site and sends no full-hash request", async () => {
   assert.ok(near(banner.rgb, SITE_GREEN), `the site's banner should be green, it is ${banner.rgb}`);
 
   assert.equal(await fullHashRequests(), requestsBefore, "a filter miss must not reach the publisher");
+  assert.deepEqual(recorder.requests.slice(sentBefore), [], "the extension sent something for a filter miss");
   const statsAfter = (await status()).stats;
   assert.equal(statsAfter.fullHashRequests, statsBefore.fullHashRequests, JSON.stringify(statsAfter));
 });
@@ -468,7 +529,7 @@ test("the options page shows the configuration and the agent's status", async ()
   const page = await context.newPage();
   await page.goto(`chrome-extension://${extensionId}/options.html`);
   await until("the options page's status", async () => (await page.textContent("#status")).includes("snapshotsApplied"));
-  assert.equal(await page.inputValue("#publisher"), publisher.url);
+  assert.equal(await page.inputValue("#publisher"), recorder.url);
   assert.equal(await page.inputValue("#lists"), "phishing");
   assert.equal(await page.inputValue("#key"), publisher.key);
   const shown = JSON.parse(await page.textContent("#status"));

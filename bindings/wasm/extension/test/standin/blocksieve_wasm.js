@@ -88,7 +88,10 @@ export class Agent {
       const response = await fetch(`${this.#options.publisher}/v1/hashes:search`, {
         method: "POST",
         headers: { "content-type": "application/json" },
-        body: JSON.stringify({ prefixes }),
+        // Four random noise prefixes beside the real ones, as the agent sends.
+        body: JSON.stringify({
+          prefixes: [...prefixes, ...Array.from({ length: 4 }, () => crypto.getRandomValues(new Uint32Array(1))[0].toString(16).padStart(8, "0"))],
+        }),
       });
       if (!response.ok) return { kind: "unverified", stale: false, block: false };
       const body = await response.json();
