@@ -1,0 +1,246 @@
+// The WASM agent against a real publisher on 127.0.0.1, in node (>= 18).
+//
+//   bash .ci/bindings-wasm.sh        # builds everything below, then runs this
+//
+// or by hand, after building the package (`wasm-bindgen --target nodejs`),
+// the publisher and the cross-language example:
+//
+//   BLOCKSIEVE_WASM_PKG=target/wasm-pkg/nodejs \
+//   BLOCKSIEVE_PUBLISHER=target/debug/blocksieve-publisher \
+//   BLOCKSIEVE_XLANG=target/debug/examples/xlang \
+//   node --test bindings/wasm/tests/agent.test.mjs
+//
+// `xlang setup` writes the inputs (conformance vectors and a 10,000-URL
+// real sample), a feed listing every other URL of the sample, and a
+// publisher config; the publisher serves that feed as the threat list
+// `xlang`. The second test compares the WASM agent's answer for every
+// input with the Rust agent's (`xlang reference`), as JSON values.
+
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { spawn, execFileSync } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { createRequire } from "node:module";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+
+const need = (name) => {
+  const value = process.env[name];
+  if (!value) throw new Error(`${name} is not set; see the first lines of this file`);
+  return resolve(value);
+};
+const require = createRequire(import.meta.url);
+const { Agent, canonicalize, fullHashes } = require(join(need("BLOCKSIEVE_WASM_PKG"), "blocksieve_wasm.js"));
+const PUBLISHER = need("BLOCKSIEVE_PUBLISHER");
+const XLANG = need("BLOCKSIEVE_XLANG");
+
+let dir;
+let publisher;
+let base;
+let key;
+
+/** Starts the publisher and resolves with its address and public key,
+ * read from its `publisher listening addr=... public_key=...` log line. */
+function startPublisher(config) {
+  return new Promise((resolvePromise, reject) => {
+    const child = spawn(PUBLISHER, ["serve", "--config", config, "--listen", "127.0.0.1:0"], {
+      env: { ...process.env, NO_COLOR: "1" },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let log = "";
+    const timer = setTimeout(() => reject(new Error(`publisher did not start:\n${log}`)), 120_000);
+    const read = (chunk) => {
+      log += chunk.toString();
+      // eslint-disable-next-line no-control-regex
+      const plain = log.replace(/\x1b\[[0-9;]*m/g, "");
+      const line = plain.split("\n").find((l) => l.includes("publisher listening"));
+      const addr = line && /addr=(\S+)/.exec(line);
+      const publicKey = line && /public_key=(\S+)/.exec(line);
+      if (addr && publicKey) {
+        clearTimeout(timer);
+        resolvePromise({ child, base: `http://${addr[1]}`, key: publicKey[1] });
+      }
+    };
+    child.stdout.on("data", read);
+    child.stderr.on("data", read);
+    child.on("exit", (code) => reject(new Error(`publisher exited with ${code}:\n${log}`)));
+  });
+}
+
+/** The publisher's `blocksieve_http_requests_total` for the search route. */
+async function searchesServed() {
+  const text = await (await fetch(`${base}/metrics`)).text();
+  return text
+    .split("\n")
+    .filter((l) => l.startsWith("blocksieve_http_requests_total") && l.includes("hashes:search"))
+    .reduce((sum, l) => sum + Number(l.trim().split(/\s+/).pop()), 0);
+}
+
+/** `agent.update()`, retried while the publisher builds its first snapshot. */
+async function firstUpdate(agent) {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await agent.update();
+    } catch (error) {
+      if (attempt >= 120) throw error;
+      await new Promise((r) => setTimeout(r, 500));
+    }
+  }
+}
+
+/** The lines of a file, the last newline dropped (an empty line is an
+ * input: the empty string). */
+const lines = (path) => {
+  const all = readFileSync(path, "utf8").split("\n");
+  if (all.at(-1) === "") all.pop();
+  return all;
+};
+
+const inputs = () => lines(join(dir, "inputs.txt")).map((hex) => Buffer.from(hex, "hex").toString("utf8"));
+
+/** Whether `url` has a canonical form. */
+const valid = (url) => {
+  try {
+    canonicalize(url);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+before(async () => {
+  dir = mkdtempSync(join(tmpdir(), "blocksieve-wasm-"));
+  execFileSync(XLANG, ["setup", dir], { stdio: ["ignore", "ignore", "inherit"] });
+  ({ child: publisher, base, key } = await startPublisher(join(dir, "config.toml")));
+});
+
+after(() => {
+  publisher?.kill();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+test("the README example: update, unsafe, safe, errors, and no request for a filter miss", async () => {
+  // Misconfiguration throws at once, with .kind.
+  assert.throws(() => new Agent({}), (e) => e instanceof Error && e.kind === "misconfigured");
+  assert.throws(
+    () => new Agent({ publisher: base, lists: ["xlang"], key: "not a key" }),
+    (e) => e.kind === "misconfigured" && /key/.test(e.message),
+  );
+  assert.throws(() => new Agent({ publisher: "http://publisher.example", lists: ["xlang"], key }), {
+    kind: "misconfigured",
+  });
+
+  const agent = new Agent({ publisher: base, lists: ["xlang"], key });
+  await assert.rejects(agent.check("http://example.com/"), { kind: "not_ready" });
+
+  const report = await firstUpdate(agent);
+  assert.equal(report.lists.length, 1);
+  const [{ list, version, changed }] = report.lists;
+  assert.deepEqual([list, changed], ["xlang", true]);
+  assert.ok(Number.isInteger(version) && version > 0, `version ${version}`);
+  // Nothing new: the same version, unchanged.
+  assert.deepEqual(await agent.update(), { lists: [{ list: "xlang", version, changed: false }] });
+
+  // A listed URL: the feed's first valid line.
+  const listed = lines(join(dir, "feed.txt")).find(valid);
+  const verdict = await agent.check(listed);
+  assert.equal(verdict.kind, "unsafe", JSON.stringify(verdict));
+  assert.equal(verdict.list, "xlang");
+  assert.equal(verdict.block, true);
+  assert.equal(verdict.stale, false);
+  assert.ok(fullHashes(listed).includes(verdict.fullHash));
+  const requests = agent.stats().fullHashRequests;
+  assert.equal(requests, 1);
+  // Again: from the full-hash cache, no request.
+  assert.deepEqual(await agent.check(listed), verdict);
+  assert.equal(agent.stats().fullHashRequests, 1);
+  assert.equal(agent.stats().cacheHits, 1);
+
+  const benign = await agent.check("http://example.com/x");
+  assert.deepEqual(benign, { kind: "safe", stale: false, block: false });
+
+  // A check whose expressions hit no filter makes no request; one that
+  // hits makes exactly one (or none, from the cache).
+  let misses = 0;
+  for (let i = 0; i < 200; i++) {
+    const before = agent.stats();
+    const v = await agent.check(`http://benign-${i}.example/page/${i}.html`);
+    const after = agent.stats();
+    if (after.prefixHits === before.prefixHits) {
+      misses++;
+      assert.deepEqual(v, { kind: "safe", stale: false, block: false });
+      assert.equal(after.fullHashRequests, before.fullHashRequests, `request for a miss: ${i}`);
+    } else {
+      assert.ok(after.fullHashRequests - before.fullHashRequests <= 1);
+      assert.notEqual(v.kind, "unverified");
+    }
+  }
+  assert.ok(misses > 150, `${misses} misses of 200`);
+  // The publisher saw exactly the requests the agent counted.
+  assert.equal(await searchesServed(), agent.stats().fullHashRequests);
+
+  // Invalid input is a thrown Error with .kind "invalid_input".
+  await assert.rejects(agent.check("http://"), (e) => e instanceof Error && e.kind === "invalid_input");
+  await assert.rejects(agent.check(42), { kind: "invalid_input" });
+  assert.throws(() => canonicalize("http://"), { kind: "invalid_input" });
+  assert.equal(canonicalize("HTTP://Example.COM/a/../b"), "http://example.com/b");
+
+  // A publisher that is not there: a transport error, the filter kept.
+  const orphan = new Agent({ publisher: "http://127.0.0.1:9", lists: ["xlang"], key });
+  await assert.rejects(orphan.update(), { kind: "transport" });
+  assert.equal(orphan.stats().updatesFailed, 1);
+});
+
+test("cross-language identity: the WASM agent answers every input as the Rust agent does", async () => {
+  const started = performance.now();
+  const output = execFileSync(XLANG, ["reference", base, key, dir], {
+    maxBuffer: 256 * 1024 * 1024,
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  const reference = output.toString().split("\n");
+  reference.pop(); // after the last newline
+  const referenceMs = performance.now() - started;
+
+  const agent = new Agent({ publisher: base, lists: ["xlang"], key });
+  await firstUpdate(agent);
+  const all = inputs();
+  assert.equal(reference.length, all.length);
+  const counts = { safe: 0, unsafe: 0, unverified: 0, invalid: 0 };
+  const checkStarted = performance.now();
+  for (const [i, input] of all.entries()) {
+    let canonical = null;
+    let hashes = [];
+    try {
+      canonical = canonicalize(input);
+      hashes = fullHashes(input);
+    } catch (error) {
+      assert.equal(error.kind, "invalid_input", `${JSON.stringify(input)}: ${error}`);
+    }
+    const line = { canonical, full_hashes: hashes };
+    try {
+      const v = await agent.check(input);
+      line.verdict = v.kind;
+      if (v.kind === "unsafe") {
+        line.list = v.list;
+        line.expression = v.expression;
+      }
+    } catch (error) {
+      assert.equal(error.kind, "invalid_input", `${JSON.stringify(input)}: ${error}`);
+      line.verdict = "invalid";
+    }
+    counts[line.verdict]++;
+    assert.deepEqual(line, JSON.parse(reference[i]), `input ${i}: ${JSON.stringify(input)}`);
+  }
+  const checkMs = performance.now() - checkStarted;
+  const stats = agent.stats();
+  console.log(
+    `xlang: ${all.length} inputs identical (${counts.safe} safe, ${counts.unsafe} unsafe, ` +
+      `${counts.unverified} unverified, ${counts.invalid} invalid); ` +
+      `${stats.fullHashRequests} full-hash requests, ${stats.cacheHits} cache hits; ` +
+      `WASM ${((checkMs * 1000) / all.length).toFixed(1)} us per check (canonicalize, hashes and check, ` +
+      `requests included), Rust reference process ${((referenceMs * 1000) / all.length).toFixed(1)} us per input ` +
+      `(start, update and requests included)`,
+  );
+  assert.equal(counts.unverified, 0);
+  assert.ok(counts.unsafe > 1000 && counts.safe > 1000, JSON.stringify(counts));
+});
