@@ -1,0 +1,239 @@
+// The extension's module service worker: one blocksieve agent (the
+// wasm-bindgen build in pkg/, see build.sh) checks every top-level
+// navigation and turns a tab whose URL is on a threat list to warning.html.
+//
+// What leaves the browser: snapshot and delta downloads, and, only for a URL
+// whose hash prefix the local filter holds, a full-hash request naming that
+// hash prefix (plus noise prefixes), never the URL. A filter miss is decided
+// locally, and a prefix hit alone is never reported unsafe: the agent
+// compares full hashes before it says "unsafe".
+//
+// Chrome stops an idle service worker after about 30 seconds; the next event
+// starts it again, and with it a new agent that downloads the snapshots
+// again. Event listeners are therefore registered synchronously at the top
+// level, as Chrome requires for them to wake the worker.
+
+import init, { Agent } from "./pkg/blocksieve_wasm.js";
+
+/** The name of the periodic update alarm. */
+const UPDATE_ALARM = "blocksieve-update";
+/** Minutes between updates when the configuration names none. */
+const DEFAULT_UPDATE_MINUTES = 30;
+/** Chrome's shortest alarm period, in minutes. */
+const MIN_UPDATE_MINUTES = 0.5;
+/** How many recent verdicts status() keeps, for the options page. */
+const RECENT_VERDICTS = 20;
+
+/** The agent being started or running: a Promise<Agent>, or null. */
+let agentPromise = null;
+/** The outcome of the last update: { at, report } or { at, error }. */
+let lastUpdate = null;
+/** The most recent verdicts, newest last: { at, url, kind, list, block }. */
+const recent = [];
+/** Per tab, the URL of the navigation checked last, so that a late verdict
+ * for an earlier navigation does not turn the tab away from a newer one. */
+const pending = new Map();
+/** Per tab, the last URL found safe: the warning page's "go back" target. */
+const lastSafe = new Map();
+
+/**
+ * The configuration: what the options page stored, else config.json in the
+ * extension's directory. Shape: { publisher: "http(s)://host:port",
+ * lists: ["name", ...], key: "<base64 Ed25519 public key>",
+ * updateMinutes: number >= 0.5 }.
+ *
+ * Throws an Error naming the source and the field when one is missing or
+ * malformed.
+ */
+async function readConfig() {
+  const { config } = await chrome.storage.local.get("config");
+  if (config) {
+    return validateConfig(config, "the options page");
+  }
+  const response = await fetch(chrome.runtime.getURL("config.json"));
+  if (!response.ok) {
+    throw new Error(
+      "no configuration: set the publisher, lists and key on the options page, or ship config.json",
+    );
+  }
+  return validateConfig(await response.json(), "config.json");
+}
+
+/** Checks a configuration's fields; returns it with defaults filled in. */
+function validateConfig(config, source) {
+  const fail = (what) => {
+    throw new Error(`configuration from ${source}: ${what}`);
+  };
+  if (typeof config !== "object" || config === null) fail("not a JSON object");
+  let publisher;
+  try {
+    publisher = new URL(config.publisher);
+  } catch {
+    fail(`publisher ${JSON.stringify(config.publisher)} is not a URL`);
+  }
+  if (publisher.protocol !== "http:" && publisher.protocol !== "https:") {
+    fail(`publisher ${JSON.stringify(config.publisher)} is not http or https`);
+  }
+  if (!Array.isArray(config.lists) || config.lists.length === 0) fail("lists is not a non-empty array");
+  for (const list of config.lists) {
+    if (typeof list !== "string" || !/^[a-z0-9_-]{1,64}$/.test(list)) {
+      fail(`list name ${JSON.stringify(list)} is not 1-64 characters of a-z 0-9 - _`);
+    }
+  }
+  if (typeof config.key !== "string" || config.key.trim() === "") fail("key is missing");
+  const updateMinutes = config.updateMinutes ?? DEFAULT_UPDATE_MINUTES;
+  if (typeof updateMinutes !== "number" || !(updateMinutes >= MIN_UPDATE_MINUTES)) {
+    fail(`updateMinutes ${JSON.stringify(updateMinutes)} is not a number of at least ${MIN_UPDATE_MINUTES}`);
+  }
+  return {
+    publisher: config.publisher.replace(/\/+$/, ""),
+    lists: [...config.lists],
+    key: config.key.trim(),
+    updateMinutes,
+  };
+}
+
+/** The running agent, started on first use; a failed start is retried on
+ * the next call. */
+function agent() {
+  agentPromise ??= start().catch((error) => {
+    agentPromise = null;
+    throw error;
+  });
+  return agentPromise;
+}
+
+async function start() {
+  const config = await readConfig();
+  await init({ module_or_path: chrome.runtime.getURL("pkg/blocksieve_wasm_bg.wasm") });
+  const started = new Agent({ publisher: config.publisher, lists: config.lists, key: config.key });
+  const alarm = await chrome.alarms.get(UPDATE_ALARM);
+  if (alarm?.periodInMinutes !== config.updateMinutes) {
+    await chrome.alarms.create(UPDATE_ALARM, {
+      delayInMinutes: config.updateMinutes,
+      periodInMinutes: config.updateMinutes,
+    });
+  }
+  // Without a snapshot every check fails and navigations go unchecked
+  // (fail open); the alarm tries again.
+  await update(started);
+  return started;
+}
+
+/** Downloads new snapshots or deltas; records the outcome, never throws. */
+async function update(running) {
+  try {
+    const report = await running.update();
+    lastUpdate = { at: Date.now(), report };
+  } catch (error) {
+    lastUpdate = { at: Date.now(), error: describe(error) };
+    console.warn("blocksieve: update failed:", describe(error));
+  }
+  return lastUpdate;
+}
+
+function describe(error) {
+  return { kind: error?.kind ?? "internal", message: String(error?.message ?? error) };
+}
+
+/** Checks a top-level navigation; turns the tab to the warning page when
+ * the verdict says block. */
+async function checkNavigation(tabId, url) {
+  pending.set(tabId, url);
+  let verdict;
+  try {
+    verdict = await (await agent()).check(url);
+  } catch (error) {
+    // Unchecked navigations proceed (fail open), as the agent's own
+    // "unverified" verdicts do unless the agent was told otherwise.
+    remember({ url, kind: "error", error: describe(error), block: false });
+    console.warn("blocksieve: could not check a navigation:", describe(error));
+    return;
+  }
+  remember({ url, kind: verdict.kind, list: verdict.list, stale: verdict.stale, block: verdict.block });
+  if (!verdict.block) {
+    lastSafe.set(tabId, url);
+    return;
+  }
+  if (pending.get(tabId) !== url) return;
+  const warning = new URL(chrome.runtime.getURL("warning.html"));
+  warning.searchParams.set("url", url);
+  if (verdict.list) warning.searchParams.set("list", verdict.list);
+  warning.searchParams.set("kind", verdict.kind);
+  if (verdict.stale) warning.searchParams.set("stale", "1");
+  const back = lastSafe.get(tabId);
+  if (back) warning.searchParams.set("back", back);
+  try {
+    await chrome.tabs.update(tabId, { url: warning.href });
+  } catch (error) {
+    // The tab was closed meanwhile.
+    console.warn("blocksieve: could not show the warning:", describe(error));
+  }
+}
+
+function remember(entry) {
+  recent.push({ at: Date.now(), ...entry });
+  if (recent.length > RECENT_VERDICTS) recent.shift();
+}
+
+/** What the options page shows: whether the agent runs, the last update,
+ * the agent's counters and the recent verdicts. */
+async function status() {
+  let stats = null;
+  let error = null;
+  try {
+    stats = (await agent()).stats();
+  } catch (e) {
+    error = describe(e);
+  }
+  return { running: stats !== null, error, lastUpdate, stats, recent: [...recent] };
+}
+
+chrome.webNavigation.onBeforeNavigate.addListener(
+  (details) => {
+    if (details.frameId === 0) checkNavigation(details.tabId, details.url);
+  },
+  { url: [{ schemes: ["http", "https"] }] },
+);
+
+chrome.tabs.onRemoved.addListener((tabId) => {
+  pending.delete(tabId);
+  lastSafe.delete(tabId);
+});
+
+chrome.alarms.onAlarm.addListener((alarm) => {
+  if (alarm.name === UPDATE_ALARM) agent().then(update, () => {});
+});
+
+chrome.runtime.onInstalled.addListener(() => agent().catch(() => {}));
+chrome.runtime.onStartup.addListener(() => agent().catch(() => {}));
+
+// A new configuration takes effect with a new agent.
+chrome.storage.onChanged.addListener((changes, area) => {
+  if (area === "local" && "config" in changes) {
+    // Release the old agent's WebAssembly memory; a check still running
+    // on it finishes first (the package keeps what it needs alive).
+    agentPromise?.then((old) => old.free?.(), () => {});
+    agentPromise = null;
+    lastUpdate = null;
+    chrome.alarms.clear(UPDATE_ALARM).then(() => agent().catch(() => {}));
+  }
+});
+
+chrome.runtime.onMessage.addListener((message, _sender, reply) => {
+  if (message?.type === "status") {
+    status().then(reply);
+    return true;
+  }
+  if (message?.type === "update") {
+    agent()
+      .then(update)
+      .then(() => status())
+      .then(reply, (e) => reply({ running: false, error: describe(e) }));
+    return true;
+  }
+  return false;
+});
+
+// For the options page's console and automated tests.
+self.blocksieve = { status, update: () => agent().then(update) };
