@@ -275,7 +275,7 @@ fn invalid(name: &'static str, value: impl ToString) -> Error {
 }
 
 /// `url` without a trailing `/`, if it is `https`, or `http` to a loopback
-/// host (or any host with `allow_http`).
+/// host (or any host with `allow_http`), with no credentials.
 fn base_url(url: &str, allow_http: bool) -> Result<String, Error> {
     let fail = |reason: &str| Error::InvalidBaseUrl {
         url: url.to_owned(),
@@ -285,6 +285,10 @@ fn base_url(url: &str, allow_http: bool) -> Result<String, Error> {
     let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
     if authority.is_empty() || rest.contains(['?', '#']) {
         return Err(fail("needs a host and no query or fragment"));
+    }
+    if authority.contains('@') {
+        // What precedes `@` is user info, not the host.
+        return Err(fail("must not contain credentials"));
     }
     let host = match authority.strip_prefix('[') {
         Some(v6) => v6.split(']').next().unwrap_or_default(),

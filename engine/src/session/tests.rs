@@ -628,6 +628,29 @@ fn settings_are_checked() {
 }
 
 #[test]
+fn a_base_url_with_credentials_is_refused_whatever_host_they_look_like() {
+    // The host of each is `publisher.example` (what precedes `@` is user
+    // info): plain http to it must not pass for loopback.
+    for url in [
+        "http://127.0.0.1:8080@publisher.example",
+        "http://localhost:80@publisher.example/",
+        "http://[::1]@publisher.example",
+        "https://user:secret@publisher.example",
+    ] {
+        assert!(
+            matches!(
+                Session::new(SessionConfig {
+                    base_url: url.into(),
+                    ..config()
+                }),
+                Err(Error::InvalidBaseUrl { .. })
+            ),
+            "{url}"
+        );
+    }
+}
+
+#[test]
 fn a_session_can_move_between_threads_and_be_shared() {
     fn assert_send_sync<T: Send + Sync + 'static>() {}
     assert_send_sync::<Session>();
