@@ -657,3 +657,86 @@ fn a_session_can_move_between_threads_and_be_shared() {
     assert_send_sync::<FullHashQuery>();
     assert_send_sync::<ListRequest>();
 }
+
+/// `bytes` with a few random bytes changed, cut or grown.
+fn mutate(bytes: &[u8], rng: &mut StdRng) -> Vec<u8> {
+    use rand::Rng as _;
+    let mut out = bytes.to_vec();
+    match rng.gen_range(0..4) {
+        0 if !out.is_empty() => out.truncate(rng.gen_range(0..out.len())),
+        1 => out.extend((0..rng.gen_range(1..64)).map(|_| rng.r#gen::<u8>())),
+        _ => {
+            for _ in 0..rng.gen_range(1..4) {
+                if !out.is_empty() {
+                    let i = rng.gen_range(0..out.len());
+                    out[i] ^= 1 << rng.gen_range(0..8);
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn mangled_responses_never_panic_roll_back_or_lose_a_listed_entry() {
+    use rand::Rng as _;
+    let (mut session, etag) = loaded(config());
+    let base = session.state("malware").expect("state").floor();
+    let params = DeltaParams {
+        list_name: "malware".into(),
+        from: DeltaEnd {
+            version: base.version,
+            body_sha256: base.body_sha256,
+        },
+        to: DeltaEnd {
+            version: 2,
+            body_sha256: [2; 32],
+        },
+        created_at: NOW,
+        expires_at: NOW + 7200,
+    };
+    let chain = encode_delta(&params, &[FullHash::of(b"new.example/").prefix().0], &key()).expect("delta");
+    let newer = snapshot(3);
+    let listed = FullHash::of(LISTED_EXPRESSION.as_bytes());
+    let mut rng = StdRng::seed_from_u64(11);
+    let mut highest = 1;
+    for round in 0..3_000 {
+        let requests = session.update_requests();
+        let request = &requests[0];
+        let body = match rng.gen_range(0..3) {
+            0 => mutate(&chain, &mut rng),
+            1 => mutate(&newer, &mut rng),
+            _ => mutate(&snapshot(1), &mut rng),
+        };
+        let code = [200, 200, 200, 304, 404, 410, 503][rng.gen_range(0..7)];
+        let header_etag = [etag.as_str(), "\"2-0202020202020202\"", "garbage", ""][rng.gen_range(0..4)];
+        let response = HttpResponse {
+            status: code,
+            headers: vec![
+                ("etag".into(), header_etag.into()),
+                (
+                    FRESHNESS_HEADER.into(),
+                    String::from_utf8_lossy(&mutate(b"v1.abc", &mut rng)).into(),
+                ),
+                ("retry-after".into(), "99999999999999999999999".into()),
+            ],
+            body,
+        };
+        let _ = session.handle_update_response(request, response, at(NOW + round));
+        let state = session.state("malware").expect("a state is kept");
+        assert!(state.version() >= highest, "round {round}: rolled back");
+        highest = state.version();
+        assert!(
+            state.probably_contains(&listed),
+            "round {round}: the listed entry is gone"
+        );
+
+        if let Ok(CheckStep::NeedFullHashes(query)) = session.check(LISTED, at(NOW + round), &mut rng) {
+            let good = answer(&query, &[LISTED_EXPRESSION], rng.gen_range(0..u64::MAX));
+            let mut response = ok(mutate(&good.body, &mut rng), &[]);
+            response.headers = good.headers;
+            response.status = [200, 200, 200, 429, 503][rng.gen_range(0..5)];
+            let _ = session.complete_check(query, Ok(response), at(NOW + round), &mut rng);
+        }
+    }
+}
