@@ -28,9 +28,11 @@ pub(crate) struct Settings<'a> {
 
 /// What a `blocksieve_agent` handle owns.
 pub(crate) struct Handle {
-    /// Runs the agent's futures: `block_on` from the calling thread for
-    /// each call, and the background updates on its one worker thread.
-    runtime: Runtime,
+    /// Runs the agent's futures and the background updates on its one
+    /// worker thread; the calling thread waits for each call's future
+    /// without entering a runtime ([`Handle::wait`]). `None` only while
+    /// the handle is dropped.
+    runtime: Option<Runtime>,
     agent: Agent,
     /// The running background updates, stopped when the handle is freed.
     updates: Mutex<Option<UpdateHandle>>,
@@ -83,22 +85,46 @@ impl Handle {
             builder.build()?
         };
         Ok(Self {
-            runtime,
+            runtime: Some(runtime),
             agent,
             updates: Mutex::new(None),
+        })
+    }
+
+    /// Runs `future` on the agent's runtime and waits for its output on the
+    /// calling thread, which may be any thread: one that itself runs a
+    /// tokio runtime too (`Runtime::block_on` would panic there).
+    fn wait<F>(&self, future: F) -> Result<F::Output, Failure>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        if let Some(runtime) = &self.runtime {
+            runtime.spawn(async move {
+                let _ = tx.send(future.await);
+            });
+        }
+        rx.recv().map_err(|_| {
+            Failure::new(
+                blocksieve_status::BLOCKSIEVE_PANIC,
+                "panic in blocksieve: the agent's task ended without an answer",
+            )
         })
     }
 
     /// One update round of every list; fails only when some list still has
     /// no snapshot.
     pub(crate) fn update(&self) -> Result<(), Failure> {
-        self.runtime.block_on(self.agent.update())?;
+        let agent = self.agent.clone();
+        self.wait(async move { agent.update().await })??;
         Ok(())
     }
 
     /// Checks `url` against every subscribed list.
     pub(crate) fn check(&self, url: &str) -> Result<CheckAnswer, Failure> {
-        let verdict = self.runtime.block_on(self.agent.check_url(url))?;
+        let (agent, url) = (self.agent.clone(), url.to_owned());
+        let verdict = self.wait(async move { agent.check_url(&url).await })??;
         let mut out = blocksieve_verdict {
             kind: blocksieve_verdict_kind::BLOCKSIEVE_SAFE,
             stale: false,
@@ -147,7 +173,13 @@ impl Handle {
     /// Starts the background updates on the runtime's worker thread.
     pub(crate) fn start_updates(&self) -> Result<(), Failure> {
         let mut slot = self.updates.lock().unwrap_or_else(PoisonError::into_inner);
-        let _context = self.runtime.enter();
+        let runtime = self.runtime.as_ref().ok_or_else(|| {
+            Failure::new(
+                blocksieve_status::BLOCKSIEVE_INTERNAL,
+                "the agent's runtime is stopped",
+            )
+        })?;
+        let _context = runtime.enter();
         *slot = Some(self.agent.start_updates()?);
         Ok(())
     }
@@ -156,7 +188,8 @@ impl Handle {
     pub(crate) fn stop_updates(&self) {
         let running = self.updates.lock().unwrap_or_else(PoisonError::into_inner).take();
         if let Some(handle) = running {
-            self.runtime.block_on(handle.shutdown());
+            // Only a panic of the task is lost: the updates are gone either way.
+            let _ = self.wait(handle.shutdown());
         }
     }
 
@@ -184,7 +217,17 @@ impl Handle {
 impl Drop for Handle {
     fn drop(&mut self) {
         self.stop_updates();
-        self.runtime.block_on(self.agent.shutdown());
+        let agent = self.agent.clone();
+        let _ = self.wait(async move { agent.shutdown().await });
+        if let Some(runtime) = self.runtime.take() {
+            if tokio::runtime::Handle::try_current().is_ok() {
+                // Dropping waits for the worker threads, which a thread
+                // inside a runtime may not do; nothing runs on them now.
+                runtime.shutdown_background();
+            } else {
+                drop(runtime);
+            }
+        }
     }
 }
 

@@ -324,3 +324,41 @@ fn the_fuzz_target_body_runs_on_its_seeds() {
     assert!(seeds > 0);
     blocksieve::fuzzing::entry_points(b"");
 }
+
+/// A host whose own thread runs a tokio runtime (a Rust program, or a
+/// library's callback thread) calls the agent: the calls answer with their
+/// documented statuses ("any thread"), never `BLOCKSIEVE_PANIC`, and the
+/// handle is freed.
+#[test]
+fn the_agent_answers_and_is_freed_on_a_thread_running_a_tokio_runtime() {
+    let key = golden_key();
+    let keys = [key.as_ptr()];
+    let lists = [c"phishing".as_ptr()];
+    let config = blocksieve_config {
+        base_url: c"http://127.0.0.1:9".as_ptr(),
+        lists: lists.as_ptr(),
+        lists_len: 1,
+        trusted_keys: keys.as_ptr(),
+        trusted_keys_len: 1,
+        cache_dir: std::ptr::null(),
+        failure_policy: BLOCKSIEVE_FAIL_OPEN,
+        update_interval_seconds: 0,
+    };
+    let host = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    host.block_on(async {
+        let mut agent = std::ptr::null_mut();
+        // SAFETY: `config` holds valid strings; `agent` is writable.
+        let status = unsafe { blocksieve_agent_new(&config, &mut agent) };
+        assert_eq!(status, BLOCKSIEVE_OK, "{}", last_error());
+        // Nothing listens on port 9: the update fails to connect.
+        // SAFETY: the live handle just created.
+        let status = unsafe { blocksieve_agent_update(agent) };
+        assert_eq!(status, BLOCKSIEVE_TRANSPORT, "{}", last_error());
+        // SAFETY: the live handle, freed once.
+        let status = unsafe { blocksieve_agent_free(agent) };
+        assert_eq!(status, BLOCKSIEVE_OK, "{}", last_error());
+    });
+}
