@@ -28,10 +28,9 @@ pub(crate) struct Settings<'a> {
 
 /// What a `blocksieve_agent` handle owns.
 pub(crate) struct Handle {
-    /// Runs the agent's futures and the background updates on its one
-    /// worker thread; the calling thread waits for each call's future
-    /// without entering a runtime ([`Handle::wait`]). `None` only while
-    /// the handle is dropped.
+    /// Runs the agent's futures ([`Handle::wait`]) and the background
+    /// updates on its one worker thread. `None` only while the handle is
+    /// dropped.
     runtime: Option<Runtime>,
     agent: Agent,
     /// The running background updates, stopped when the handle is freed.
@@ -91,9 +90,10 @@ impl Handle {
         })
     }
 
-    /// Runs `future` on the agent's runtime and waits for its output on the
-    /// calling thread, which may be any thread: one that itself runs a
-    /// tokio runtime too (`Runtime::block_on` would panic there).
+    /// Runs `future` on the agent's runtime and waits for its output, from
+    /// any thread: driven by the calling thread (`block_on`) as a rule, or
+    /// by the runtime's worker when the calling thread runs a tokio runtime
+    /// of its own, where `block_on` would panic.
     fn wait<F>(&self, future: F) -> Result<F::Output, Failure>
     where
         F: Future + Send + 'static,
@@ -101,6 +101,9 @@ impl Handle {
     {
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         if let Some(runtime) = &self.runtime {
+            if tokio::runtime::Handle::try_current().is_err() {
+                return Ok(runtime.block_on(future));
+            }
             runtime.spawn(async move {
                 let _ = tx.send(future.await);
             });
