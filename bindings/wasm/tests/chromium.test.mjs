@@ -248,7 +248,8 @@ after(async () => {
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
-test("cross-language identity in Chromium: every input answered as the Rust agent does", { timeout: 600_000 }, async () => {
+const identity = "cross-language identity in Chromium: every input answered as the Rust agent does";
+test(identity, { timeout: 600_000 }, async () => {
   const publisher = xlangPublisher;
   const output = execFileSync(XLANG, ["reference", publisher.base, publisher.key, dir], {
     maxBuffer: 256 * 1024 * 1024,
@@ -260,7 +261,8 @@ test("cross-language identity in Chromium: every input answered as the Rust agen
   const origin = await startOrigin(publisher.base);
   const { page, errors } = await openPage(origin);
   const run = await page.evaluate(async (key) => {
-    const { default: init, Agent, canonicalize, fullHashes } = await import(`${location.origin}/pkg/blocksieve_wasm.js`);
+    const pkg = `${location.origin}/pkg/blocksieve_wasm.js`;
+    const { default: init, Agent, canonicalize, fullHashes } = await import(pkg);
     await init({ module_or_path: new URL("/pkg/blocksieve_wasm_bg.wasm", location.origin) });
     const agent = new Agent({ publisher: location.origin, lists: ["xlang"], key });
     const report = await agent.update();
@@ -269,7 +271,10 @@ test("cross-language identity in Chromium: every input answered as the Rust agen
     const hexLines = text.split("\n");
     if (hexLines.at(-1) === "") hexLines.pop(); // an empty line is an input: the empty string
     const utf8 = new TextDecoder("utf-8", { fatal: true });
-    const inputs = hexLines.map((hex) => utf8.decode(Uint8Array.from(hex.match(/../g) ?? [], (h) => parseInt(h, 16))));
+    const inputs = hexLines.map((hex, i) => {
+      if (!/^(?:[0-9a-f]{2})*$/.test(hex)) throw new Error(`inputs.txt line ${i + 1} is not lowercase hex: ${hex}`);
+      return utf8.decode(Uint8Array.from(hex.match(/../g) ?? [], (h) => parseInt(h, 16)));
+    });
 
     /** A thrown error other than invalid input, kept so that the line differs. */
     const unexpected = (error) => `unexpected error: ${error?.kind ?? "no kind"}: ${error?.message ?? error}`;
@@ -349,7 +354,8 @@ test("the README's JavaScript example runs in Chromium as written", { timeout: 1
   const block = readmeExample();
   const placeholder = '"http://127.0.0.1:8080"';
   assert.ok(block.includes(placeholder), `the example no longer names ${placeholder}:\n${block}`);
-  assert.ok(block.includes('from "./blocksieve_wasm.js"'), `the example no longer imports ./blocksieve_wasm.js:\n${block}`);
+  const source = 'from "./blocksieve_wasm.js"';
+  assert.ok(block.includes(source), `the example no longer imports ./blocksieve_wasm.js:\n${block}`);
   const module =
     `const wasmUrl = new URL("./blocksieve_wasm_bg.wasm", import.meta.url);\n` +
     `const PUBLIC_KEY = ${JSON.stringify(publisher.key)};\n` +
