@@ -1,17 +1,22 @@
 #!/usr/bin/env bash
-# The browser-extension example (bindings/wasm/extension) in real headless
-# Chromium against a real publisher. Run after .ci/bindings-wasm.sh, which
-# writes the agent's wasm-bindgen package for browsers (--target web) to
+# The WASM agent in real headless Chromium against a real publisher: the
+# browser-extension example (bindings/wasm/extension), then the agent in a
+# web page (bindings/wasm/tests/chromium.test.mjs: every cross-language
+# input answered as the Rust agent answers it, and the README's JavaScript
+# example as written). Run after .ci/bindings-wasm.sh, which writes the
+# agent's wasm-bindgen package for browsers (--target web) to
 # target/wasm-pkg/web (or $BLOCKSIEVE_WASM_WEB_PKG), and before target/debug
-# is removed (the test runs target/debug/blocksieve-publisher).
+# is removed (the tests run target/debug/blocksieve-publisher and
+# target/debug/examples/xlang).
 #
 # Without that package (no wasm32 target on this machine), prints
 # "EXTENSION SKIPPED: ..." and exits 0. Otherwise installs what is missing:
 # Debian's Chromium (.ci/chromium.sh), Node.js and npm (Debian's, when the
-# machine has none; Node.js 20 or newer is required), the test's pinned npm
-# packages (npm ci: playwright-core, no other dependency), then makes sure
-# the publisher is built, puts the package into the extension (build.sh) and runs the
-# test. Screenshots are left in target/extension-test/.
+# machine has none; Node.js 20 or newer is required), the extension test's
+# pinned npm packages (npm ci: playwright-core, no other dependency; the page
+# test uses the same install), then makes sure the publisher and the xlang
+# example are built, puts the package into the extension (build.sh) and runs
+# both tests. Screenshots are left in target/extension-test/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_INCREMENTAL=0
@@ -21,7 +26,8 @@ if [ ! -f "$pkg/blocksieve_wasm.js" ] || [ ! -f "$pkg/blocksieve_wasm_bg.wasm" ]
   echo "=================================================================="
   echo "EXTENSION SKIPPED: no WASM package in $pkg (blocksieve_wasm.js and"
   echo "blocksieve_wasm_bg.wasm); .ci/bindings-wasm.sh builds it when the"
-  echo "wasm32-unknown-unknown target and wasm-bindgen are available."
+  echo "wasm32-unknown-unknown target and wasm-bindgen are available. Neither"
+  echo "the extension nor the WASM agent in a Chromium page is tested."
   echo "=================================================================="
   exit 0
 fi
@@ -46,7 +52,7 @@ echo "extension: tools ready in $(($(date +%s) - started)) s"
 
 # The same build as .ci/run's `cargo test --workspace`, so after it this is
 # a no-op (under a second) that only makes sure target/debug holds the
-# publisher. `cargo build -p blocksieve-publisher` would resolve other
+# publisher and the xlang example. `cargo build -p blocksieve-publisher` would resolve other
 # features for shared dependencies and rebuild them (about ten minutes).
 cargo test -q --workspace --no-run
 bindings/wasm/extension/build.sh "$pkg"
@@ -54,3 +60,11 @@ echo "extension: publisher and extension built in $(($(date +%s) - started)) s"
 
 (cd "$test_dir" && npm test)
 echo "extension: passed in $(($(date +%s) - started)) s"
+
+page_started=$(date +%s)
+BLOCKSIEVE_WASM_WEB_PKG="$pkg" \
+  BLOCKSIEVE_PUBLISHER=target/debug/blocksieve-publisher \
+  BLOCKSIEVE_XLANG=target/debug/examples/xlang \
+  node --test --test-reporter=spec bindings/wasm/tests/chromium.test.mjs
+echo "extension: the agent in a Chromium page (cross-language inputs, README example) passed in $(($(date +%s) - page_started)) s"
+echo "extension: all done in $(($(date +%s) - started)) s"
