@@ -174,6 +174,12 @@ impl Core {
 
 /// The URLs of a Python iterable of `str`.
 fn collect_urls(urls: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
+    // A string is iterable too: its characters are not URLs.
+    if urls.is_instance_of::<pyo3::types::PyString>() {
+        return Err(pyo3::exceptions::PyTypeError::new_err(
+            "check_many takes an iterable of URLs, not one URL (use check)",
+        ));
+    }
     urls.try_iter()?.map(|url| url?.extract::<String>()).collect()
 }
 

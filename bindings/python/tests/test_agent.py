@@ -120,6 +120,9 @@ def test_update_then_safe_and_unsafe(publisher):
         kinds = [v.kind for v in agent.check_many([BENIGN_URL, LISTED_URL, BENIGN_URL])]
         assert kinds == ["safe", "unsafe", "safe"]
         assert agent.check_many(iter([])) == []
+        # One URL is not an iterable of URLs (its characters).
+        with pytest.raises(TypeError, match="not one URL"):
+            agent.check_many(LISTED_URL)
 
         with pytest.raises(blocksieve.InvalidUrlError, match="mailto:someone@example.com"):
             agent.check("mailto:someone@example.com")
@@ -130,6 +133,28 @@ def test_update_then_safe_and_unsafe(publisher):
         assert again.get("phishing").outcome == "unchanged"
         assert again.get("phishing").version == entry.version
         assert again.get("other") is None
+
+
+def test_a_forked_child_gets_an_error_not_a_hang(publisher):
+    """The runtime's threads do not survive fork(): a child that uses an
+    agent made in its parent is told so at once."""
+    import os
+
+    with agent_for(publisher) as agent:
+        agent.update()
+        pid = os.fork()
+        if pid == 0:
+            code = 3
+            try:
+                agent.check(LISTED_URL)
+            except blocksieve.BlocksieveError as err:
+                code = 0 if "fork" in str(err) else 4
+            except BaseException:
+                code = 5
+            os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert agent.check(LISTED_URL).is_unsafe  # the parent is unaffected
 
 
 def test_status(publisher):
