@@ -431,3 +431,50 @@ fn no_file_imports_another_in_a_circle() {
         "files import each other in a circle: {cycles:#?}"
     );
 }
+
+/// The name of a crate's library: `[lib] name`, else the package name with
+/// `_` for `-`.
+fn library_name(manifest: &str) -> Option<String> {
+    let mut section = "";
+    let (mut package, mut lib) = (None, None);
+    for line in manifest.lines().map(str::trim) {
+        if line.starts_with('[') {
+            section = line;
+            continue;
+        }
+        let value = || Some(line.split_once('=')?.1.trim().trim_matches('"').to_owned());
+        if line.starts_with("name") && line.contains('=') {
+            match section {
+                "[package]" => package = value(),
+                "[lib]" => lib = value(),
+                _ => {}
+            }
+        }
+    }
+    lib.or_else(|| package.map(|p| p.replace('-', "_")))
+}
+
+/// Two libraries of one name (say a C library and a Python module, both
+/// `cdylib`s) overwrite each other's `.so` in `target/`: whichever was
+/// built last is linked by both bindings' tests.
+#[test]
+fn no_two_workspace_libraries_share_a_name() {
+    let workspace = std::fs::read_to_string(root().join("Cargo.toml")).expect("Cargo.toml");
+    let members = workspace
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("members = "))
+        .expect("the workspace's members");
+    let mut seen = BTreeMap::new();
+    for member in members
+        .trim_matches(['[', ']'])
+        .split(',')
+        .map(|m| m.trim().trim_matches('"'))
+    {
+        let manifest = std::fs::read_to_string(root().join(member).join("Cargo.toml")).expect("Cargo.toml");
+        let name = library_name(&manifest).expect("a package name");
+        if let Some(other) = seen.insert(name.clone(), member.to_owned()) {
+            panic!("{member} and {other} both build a library named {name}");
+        }
+    }
+    assert!(seen.len() >= 10, "read {seen:?}");
+}

@@ -29,7 +29,8 @@ use pyo3::prelude::*;
 
 /// The `blocksieve` module: registers the classes, functions and errors.
 #[pymodule]
-fn blocksieve(m: &Bound<'_, PyModule>) -> PyResult<()> {
+#[pyo3(name = "blocksieve")]
+fn blocksieve_python(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<agent::Agent>()?;
     m.add_class::<agent::AsyncAgent>()?;
     m.add_class::<types::Verdict>()?;
