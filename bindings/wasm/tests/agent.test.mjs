@@ -18,11 +18,13 @@
 
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { spawn, execFileSync } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+
+import { searchesServed, startPublisher } from "./publisher.mjs";
 
 const need = (name) => {
   const value = process.env[name];
@@ -38,43 +40,6 @@ let dir;
 let publisher;
 let base;
 let key;
-
-/** Starts the publisher and resolves with its address and public key,
- * read from its `publisher listening addr=... public_key=...` log line. */
-function startPublisher(config) {
-  return new Promise((resolvePromise, reject) => {
-    const child = spawn(PUBLISHER, ["serve", "--config", config, "--listen", "127.0.0.1:0"], {
-      env: { ...process.env, NO_COLOR: "1" },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let log = "";
-    const timer = setTimeout(() => reject(new Error(`publisher did not start:\n${log}`)), 120_000);
-    const read = (chunk) => {
-      log += chunk.toString();
-      // eslint-disable-next-line no-control-regex
-      const plain = log.replace(/\x1b\[[0-9;]*m/g, "");
-      const line = plain.split("\n").find((l) => l.includes("publisher listening"));
-      const addr = line && /addr=(\S+)/.exec(line);
-      const publicKey = line && /public_key=(\S+)/.exec(line);
-      if (addr && publicKey) {
-        clearTimeout(timer);
-        resolvePromise({ child, base: `http://${addr[1]}`, key: publicKey[1] });
-      }
-    };
-    child.stdout.on("data", read);
-    child.stderr.on("data", read);
-    child.on("exit", (code) => reject(new Error(`publisher exited with ${code}:\n${log}`)));
-  });
-}
-
-/** The publisher's `blocksieve_http_requests_total` for the search route. */
-async function searchesServed() {
-  const text = await (await fetch(`${base}/metrics`)).text();
-  return text
-    .split("\n")
-    .filter((l) => l.startsWith("blocksieve_http_requests_total") && l.includes("hashes:search"))
-    .reduce((sum, l) => sum + Number(l.trim().split(/\s+/).pop()), 0);
-}
 
 /** `agent.update()`, retried while the publisher builds its first snapshot. */
 async function firstUpdate(agent) {
@@ -111,7 +76,7 @@ const valid = (url) => {
 before(async () => {
   dir = mkdtempSync(join(tmpdir(), "blocksieve-wasm-"));
   execFileSync(XLANG, ["setup", dir], { stdio: ["ignore", "ignore", "inherit"] });
-  ({ child: publisher, base, key } = await startPublisher(join(dir, "config.toml")));
+  ({ child: publisher, base, key } = await startPublisher(PUBLISHER, join(dir, "config.toml")));
 });
 
 after(() => {
@@ -177,7 +142,7 @@ test("the README example: update, unsafe, safe, errors, and no request for a fil
   }
   assert.ok(misses > 150, `${misses} misses of 200`);
   // The publisher saw exactly the requests the agent counted.
-  assert.equal(await searchesServed(), agent.stats().fullHashRequests);
+  assert.equal(await searchesServed(base), agent.stats().fullHashRequests);
 
   // Invalid input is a thrown Error with .kind "invalid_input".
   await assert.rejects(agent.check("http://"), (e) => e instanceof Error && e.kind === "invalid_input");

@@ -35,7 +35,7 @@
 //    nothing else changed: it must complete and log `invalid_input`.
 
 import assert from "node:assert/strict";
-import { execFileSync, spawn } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import http from "node:http";
 import { createRequire } from "node:module";
@@ -43,6 +43,8 @@ import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { after, before, test } from "node:test";
 import { fileURLToPath } from "node:url";
+
+import { searchesServed, startPublisher, waitReady } from "./publisher.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = resolve(here, "../../..");
@@ -79,54 +81,11 @@ let xlangPublisher; // serves `xlang setup`'s threat list `xlang`
 let readmePublisher; // serves the same feed as `phishing`, for the README example
 const origins = []; // http.Server
 
-/** Starts the publisher and resolves with its address and public key,
- * read from its `publisher listening addr=... public_key=...` log line. */
-function startPublisher(config) {
-  return new Promise((resolvePromise, reject) => {
-    const child = spawn(PUBLISHER, ["serve", "--config", config, "--listen", "127.0.0.1:0"], {
-      env: { ...process.env, NO_COLOR: "1" },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let log = "";
-    const timer = setTimeout(() => reject(new Error(`publisher did not start:\n${log}`)), 120_000);
-    const read = (chunk) => {
-      log += chunk.toString();
-      // eslint-disable-next-line no-control-regex
-      const plain = log.replace(/\x1b\[[0-9;]*m/g, "");
-      const line = plain.split("\n").find((l) => l.includes("publisher listening"));
-      const addr = line && /addr=(\S+)/.exec(line);
-      const publicKey = line && /public_key=(\S+)/.exec(line);
-      if (addr && publicKey) {
-        clearTimeout(timer);
-        const publisher = { child, base: `http://${addr[1]}`, key: publicKey[1] };
-        publishers.push(publisher);
-        resolvePromise(publisher);
-      }
-    };
-    child.stdout.on("data", read);
-    child.stderr.on("data", read);
-    child.on("exit", (code) => reject(new Error(`publisher exited with ${code}:\n${log}`)));
-  });
-}
-
-/** Resolves once the publisher has a snapshot of every list (`/readyz`). */
-async function waitReady(base) {
-  const deadline = Date.now() + 120_000;
-  for (;;) {
-    const response = await fetch(`${base}/readyz`).catch(() => null);
-    if (response?.ok) return;
-    if (Date.now() > deadline) throw new Error(`publisher at ${base} not ready after 120 s`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
-}
-
-/** The publisher's `blocksieve_http_requests_total` for the search route. */
-async function searchesServed(base) {
-  const text = await (await fetch(`${base}/metrics`)).text();
-  return text
-    .split("\n")
-    .filter((l) => l.startsWith("blocksieve_http_requests_total") && l.includes("hashes:search"))
-    .reduce((sum, l) => sum + Number(l.trim().split(/\s+/).pop()), 0);
+/** A publisher on `config`, remembered to be stopped after the tests. */
+async function launchPublisher(config) {
+  const publisher = await startPublisher(PUBLISHER, config);
+  publishers.push(publisher);
+  return publisher;
 }
 
 /** One local origin: `/` a blank page (and an empty `/favicon.ico`), `/pkg/*` the package (and the
@@ -233,8 +192,8 @@ before(async () => {
     ],
   });
   const started = await Promise.all([
-    startPublisher(join(dir, "config.toml")),
-    startPublisher(join(dir, "readme.toml")),
+    launchPublisher(join(dir, "config.toml")),
+    launchPublisher(join(dir, "readme.toml")),
     launched,
   ]);
   [xlangPublisher, readmePublisher, browser] = started;
