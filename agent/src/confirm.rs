@@ -21,7 +21,7 @@
 //! ([`crate::engine::cache`], [`crate::engine::prefix`],
 //! [`crate::engine::schedule::FullHashBackoff`]).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
@@ -29,7 +29,7 @@ use blocksieve_format::api::{FullHashSearchRequest, routes};
 use tokio::sync::watch;
 
 use crate::Error;
-use crate::engine::cache::FullHashCache;
+use crate::engine::confirm::AnswerCache;
 use crate::engine::lookup::Answer;
 use crate::engine::prefix::{self, PlannedRequest, RequestPrefix, SearchAnswer};
 use crate::engine::schedule::FullHashBackoff;
@@ -51,19 +51,7 @@ type AnswerSender = watch::Sender<Option<Answer>>;
 /// arrive on.
 type InFlight = Mutex<HashMap<RequestPrefix, (Versions, watch::Receiver<Option<Answer>>)>>;
 
-/// The snapshot version the agent holds of each list, by name: what a
-/// full-hash answer must be at least as new as (`min_versions` of the
-/// request), and what the cached answers were made for.
-pub(crate) type Versions = BTreeMap<String, u64>;
-
-/// The cached answers and the snapshot versions they were made for: a
-/// snapshot update empties the cache, since an answer made before it may
-/// lack a full hash the new snapshot lists.
-#[derive(Debug)]
-struct Cache {
-    answers: FullHashCache,
-    versions: Versions,
-}
+pub(crate) use crate::engine::confirm::Versions;
 
 /// The full-hash side of an agent: cache, single flight and backoff.
 #[derive(Debug)]
@@ -75,7 +63,7 @@ pub(crate) struct Confirmer {
     noise_prefixes: usize,
     /// Answers by request prefix, misses included, for their cache
     /// duration, while the snapshot versions stay the same.
-    cache: Mutex<Cache>,
+    cache: Mutex<AnswerCache>,
     /// Request prefixes with a full-hash request in flight, for single
     /// flight: a second check for the same prefix waits for the first.
     in_flight: InFlight,
@@ -97,10 +85,7 @@ impl Confirmer {
         Self {
             lists: lists.iter().map(|l| Arc::from(l.as_str())).collect(),
             noise_prefixes,
-            cache: Mutex::new(Cache {
-                answers: FullHashCache::new(cache_bytes),
-                versions: Versions::new(),
-            }),
+            cache: Mutex::new(AnswerCache::new(cache_bytes)),
             in_flight: Mutex::new(HashMap::new()),
             backoff: Mutex::new(FullHashBackoff::default()),
             shared,
@@ -137,23 +122,9 @@ impl Confirmer {
                 break;
             }
             let now = self.shared.now();
-            let mut misses = Vec::new();
-            {
-                let mut cache = lock(&self.cache);
-                if cache.versions != *versions {
-                    cache.answers.clear();
-                    cache.versions.clone_from(versions);
-                }
-                for p in pending.drain(..) {
-                    match cache.answers.get(p, now) {
-                        Some(hashes) => {
-                            Counters::bump(&self.shared.counters.cache_hits);
-                            answers.insert(p, Ok(hashes));
-                        }
-                        None => misses.push(p),
-                    }
-                }
-            }
+            let asked = pending.len();
+            let misses = lock(&self.cache).lookup(versions, pending.drain(..), now, &mut answers);
+            Counters::add(&self.shared.counters.cache_hits, (asked - misses.len()) as u64);
             let mut claim = Claim {
                 in_flight: &self.in_flight,
                 senders: Vec::new(),
@@ -281,24 +252,7 @@ impl Confirmer {
                     drop(answer);
                     Counters::add(&self.shared.counters.ignored_full_hashes, sorted.ignored as u64);
                     let now = self.shared.now();
-                    let mut cache = lock(&self.cache);
-                    let current = cache.versions == *versions;
-                    for (p, hashes) in sorted.by_prefix {
-                        let hashes = Arc::new(hashes);
-                        if current {
-                            cache.answers.insert(p, Arc::clone(&hashes), duration, now);
-                        }
-                        answers.insert(p, Ok(hashes));
-                    }
-                    for p in sorted.missing {
-                        answers.insert(
-                            p,
-                            Err(Error::UnexpectedResponse {
-                                url: String::new(),
-                                reason: format!("the answer has no result for requested prefix {p}"),
-                            }),
-                        );
-                    }
+                    lock(&self.cache).store(sorted, duration, versions, now, "", &mut answers);
                 }
                 Err(error) => {
                     Counters::bump(&self.shared.counters.full_hash_failures);

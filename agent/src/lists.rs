@@ -24,8 +24,9 @@ use blocksieve_format::{DecodeLimits, SnapshotHeader, TrustedKey};
 use crate::Error;
 use crate::config::Settings;
 use crate::engine::accept::{self, AcceptedSnapshot, ListRecord, Restored, VersionFloor};
-use crate::engine::delta::{self, ChainOutcome, ListState, UpdateRequest};
+use crate::engine::delta::{self, ListState, UpdateRequest};
 use crate::engine::lookup::{self, LocalLookup, UrlHashes};
+use crate::engine::update::{self, ChainStep, PlainBase, SnapshotStep};
 use crate::http::{self, SnapshotFetch, UpdatesFetch};
 use crate::shared::{Shared, lock};
 use crate::stats::Counters;
@@ -437,37 +438,24 @@ impl Lists {
             } => (bytes, etag, hint, buckets, freshness),
         };
         let floor = lock(&slot.meta).floor;
-        let (outcome, bytes) = match self
-            .apply_chain_blocking(&slot.name, url, loaded, bytes, floor)
-            .await
-        {
-            Ok(done) => done,
-            Err(error) => {
-                self.delta_fallback(slot, error);
-                return Ok(None);
-            }
-        };
-        let reached = match &outcome {
-            ChainOutcome::Unchanged => loaded.state.floor(),
-            ChainOutcome::Advanced { state, .. } => state.floor(),
-        };
-        if let Err(error) = delta::check_chain_end(&slot.name, &reached, latest_etag.as_deref()) {
-            self.delta_fallback(slot, error);
-            return Ok(None);
-        }
-        let (state, deltas) = match outcome {
-            ChainOutcome::Unchanged => {
+        let (step, bytes) = self
+            .take_chain_blocking(&slot.name, url, loaded, bytes, latest_etag, floor)
+            .await;
+        let (state, deltas) = match step {
+            ChainStep::Unchanged => {
                 self.note_freshness(slot, &loaded.state, freshness.as_deref());
                 self.note_buckets(slot, version, buckets.as_deref());
                 return Ok(Some((ListUpdate::Unchanged { version }, hint)));
             }
-            ChainOutcome::Advanced { state, deltas } => (state, deltas),
-        };
-        if self.max_additions_ratio <= 0.0 && !state.additions().is_empty() {
+            ChainStep::Fallback(Some(error)) => {
+                self.delta_fallback(slot, error);
+                return Ok(None);
+            }
             // A ratio of 0 holds no additions: a version that adds any is
             // taken whole, in this round (`max_additions_ratio`).
-            return Ok(None);
-        }
+            ChainStep::Fallback(None) => return Ok(None),
+            ChainStep::Advanced { state, deltas } => (state, deltas),
+        };
         // The record can name the version the chain leads to: read it
         // before the swap, so the state goes in with its freshness.
         self.note_freshness(slot, &state, freshness.as_deref());
@@ -595,23 +583,6 @@ impl Lists {
             }
             (
                 SnapshotFetch::Body {
-                    etag: Some(e),
-                    hint,
-                    buckets,
-                    freshness,
-                    ..
-                },
-                Some(loaded),
-            ) if Some(e.as_str()) == etag.as_deref() => {
-                // The publisher ignored If-None-Match but serves the same
-                // representation: nothing to verify.
-                let version = loaded.state.version();
-                self.note_freshness(slot, &loaded.state, freshness.as_deref());
-                self.note_buckets(slot, version, buckets.as_deref());
-                return Ok((ListUpdate::Unchanged { version }, hint));
-            }
-            (
-                SnapshotFetch::Body {
                     bytes,
                     etag,
                     hint,
@@ -621,19 +592,31 @@ impl Lists {
                 _,
             ) => (bytes, etag, hint, buckets, freshness),
         };
-        let (accepted, bytes) = self.accept_blocking(&slot.name, url, bytes, floor).await?;
-        let version = accepted.header().version;
-        let new_floor = accepted.floor();
-        if let Some(loaded) = plain_base.filter(|l| l.state.floor() == new_floor) {
-            // The very snapshot in use, under a new ETag: remember the ETag
-            // so the next request can be a 304.
-            lock(&slot.meta).etag = new_etag;
-            self.note_freshness(slot, &loaded.state, freshness.as_deref());
-            self.note_buckets(slot, version, buckets.as_deref());
-            return Ok((ListUpdate::Unchanged { version }, hint));
-        }
+        let base = plain_base.map(|loaded| (Arc::clone(loaded), etag));
+        let (step, bytes) = self
+            .take_snapshot_blocking(&slot.name, url, bytes, new_etag.clone(), base, floor)
+            .await?;
+        let state = match step {
+            SnapshotStep::Held {
+                version,
+                new_etag: renamed,
+            } => {
+                if renamed {
+                    // The very snapshot in use, under a new ETag: remember
+                    // it so the next request can be a 304.
+                    lock(&slot.meta).etag = new_etag;
+                }
+                if let Some(loaded) = plain_base {
+                    self.note_freshness(slot, &loaded.state, freshness.as_deref());
+                }
+                self.note_buckets(slot, version, buckets.as_deref());
+                return Ok((ListUpdate::Unchanged { version }, hint));
+            }
+            SnapshotStep::New(state) => *state,
+        };
+        let version = state.version();
+        let new_floor = state.floor();
         let rebase = current.as_ref().is_some_and(|l| l.state.has_deltas());
-        let state = ListState::of_base(accepted);
         self.note_freshness(slot, &state, freshness.as_deref());
         let expired = state.is_stale(self.shared.now());
         self.persist(slot, bytes, new_floor, new_etag.clone()).await;
@@ -684,22 +667,37 @@ impl Lists {
         lock(&slot.meta).buckets_advertised = advertised.then_some(version);
     }
 
-    /// [`crate::engine::accept::accept`] on the blocking pool: hashing and
+    /// [`update::take_snapshot`] on the blocking pool: hashing and
     /// decompressing up to the snapshot limit would stall an async worker.
+    /// `base` is the state in use while it is a base alone, with its ETag.
     /// Hands the bytes back for persistence.
-    async fn accept_blocking(
+    async fn take_snapshot_blocking(
         &self,
         list: &str,
         url: &str,
         bytes: Vec<u8>,
+        new_etag: Option<String>,
+        base: Option<(Arc<Loaded>, Option<String>)>,
         floor: Option<VersionFloor>,
-    ) -> Result<(AcceptedSnapshot, Vec<u8>), Error> {
+    ) -> Result<(SnapshotStep, Vec<u8>), Error> {
         let keys = Arc::clone(&self.trusted_keys);
         let limits = self.limits;
         let owned_list = list.to_owned();
         let task = tokio::task::spawn_blocking(move || {
-            let result = accept::accept(&owned_list, &bytes, &keys, &limits, floor.as_ref());
-            result.map(|accepted| (accepted, bytes))
+            let plain_base = base.as_ref().map(|(loaded, etag)| PlainBase {
+                state: &loaded.state,
+                etag: etag.as_deref(),
+            });
+            let result = update::take_snapshot(
+                &owned_list,
+                &bytes,
+                new_etag.as_deref(),
+                plain_base,
+                &keys,
+                &limits,
+                floor.as_ref(),
+            );
+            result.map(|step| (step, bytes))
         });
         match task.await {
             Ok(result) => result,
@@ -712,30 +710,43 @@ impl Lists {
         }
     }
 
-    /// [`delta::apply_chain`] on the blocking pool: verifying and merging
+    /// [`update::take_chain`] on the blocking pool: verifying and merging
     /// up to the snapshot limit of deltas would stall an async worker.
     /// Hands the bytes back for persistence.
-    async fn apply_chain_blocking(
+    async fn take_chain_blocking(
         &self,
         list: &str,
         url: &str,
         loaded: &Arc<Loaded>,
         bytes: Vec<u8>,
+        latest_etag: Option<String>,
         floor: Option<VersionFloor>,
-    ) -> Result<(ChainOutcome, Vec<u8>), Error> {
+    ) -> (ChainStep, Vec<u8>) {
         let keys = Arc::clone(&self.trusted_keys);
         let owned_list = list.to_owned();
         let loaded = Arc::clone(loaded);
+        let ratio = self.max_additions_ratio;
         let task = tokio::task::spawn_blocking(move || {
-            let result = delta::apply_chain(&owned_list, &loaded.state, &bytes, &keys, floor.as_ref());
-            result.map(|outcome| (outcome, bytes))
+            let step = update::take_chain(
+                &owned_list,
+                &loaded.state,
+                &bytes,
+                latest_etag.as_deref(),
+                &keys,
+                floor.as_ref(),
+                ratio,
+            );
+            (step, bytes)
         });
         match task.await {
-            Ok(result) => result,
-            Err(join) => Err(Error::UnexpectedResponse {
-                url: url.to_owned(),
-                reason: format!("delta verification did not finish: {join}"),
-            }),
+            Ok(done) => done,
+            Err(join) => (
+                ChainStep::Fallback(Some(Error::UnexpectedResponse {
+                    url: url.to_owned(),
+                    reason: format!("delta verification did not finish: {join}"),
+                })),
+                Vec::new(),
+            ),
         }
     }
 

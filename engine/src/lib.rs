@@ -46,7 +46,9 @@
 //! | [`schedule`] | when to check for the next snapshot: initial jitter, the publisher's next-check hint, exponential backoff with full jitter after failures, `Retry-After` |
 //! | [`prefix`] | which hash prefixes a full-hash request carries: the shortened [`RequestPrefix`](prefix::RequestPrefix)es of the real hits plus shuffled noise, in chunks; and what of the answer ([`SearchAnswer`](prefix::SearchAnswer), either encoding) to believe |
 //! | [`cache`] | how long a full-hash answer may be reused ([`FullHashCache`](cache::FullHashCache), Safe Browsing v5 semantics: per requested prefix, misses included) and which answers to keep within the cache's byte budget ([`ListedHashes`](cache::ListedHashes), least recently used evicted first) |
-//! | [`session`] | all of the above for a host that does its own I/O ([`Session`](session::Session)): which HTTP request to send next, and what each response changes — the protocol as values, for the WASM, C and Python bindings |
+//! | [`update`] | what one list's update response changes, for the agent and the session alike: a delta chain ([`update::take_chain`]: applied, its end checked, or the whole snapshot instead) and a snapshot ([`update::take_snapshot`]: the one in use, or a newer verified base) |
+//! | [`confirm`] | which cached full-hash answers a check may use and which answers are cached ([`AnswerCache`](confirm::AnswerCache): bound to the snapshot versions they were asked for) |
+//! | [`session`] | all of the above for a host that does its own I/O ([`Session`](session::Session)): which HTTP request to send next, and what each response changes — the protocol as values, for the WASM binding and the C session API |
 //! | [`lookup`] | which expressions of a URL hit the local filters ([`LocalLookup`](lookup::LocalLookup)) and the [`Verdict`](lookup::Verdict) once the full hashes are known |
 //!
 //! Two clocks appear: wall-clock `now` ([`SystemTime`]) for everything
@@ -60,8 +62,9 @@
 //!
 //! Inside the engine, dependencies run one way: [`lookup`] uses [`delta`],
 //! [`cache`] and [`prefix`]; [`delta`] uses [`accept`]; [`prefix`] uses
-//! [`cache`]; [`session`] uses them all; the others use nothing of the
-//! engine. Errors are the crate's one [`Error`], which the agent returns
+//! [`cache`]; [`update`] uses [`accept`] and [`delta`]; [`confirm`] uses
+//! [`cache`], [`prefix`] and [`lookup`]; [`session`] uses them all; the
+//! others use nothing of the engine. Errors are the crate's one [`Error`], which the agent returns
 //! too.
 //!
 //! [`SystemTime`]: std::time::SystemTime
@@ -69,11 +72,13 @@
 pub mod accept;
 pub mod cache;
 pub mod clock;
+pub mod confirm;
 pub mod delta;
 mod error;
 pub mod lookup;
 pub mod prefix;
 pub mod schedule;
 pub mod session;
+pub mod update;
 
 pub use error::{Error, ErrorKind};

@@ -18,7 +18,7 @@
 //!   (`GET /v1/lists/{name}/snapshot`, with the base's ETag as
 //!   `If-None-Match` while no delta has been applied to it). The response
 //!   goes to [`Session::handle_update_response`]: verified
-//!   ([`accept::accept`], [`delta::apply_chain`]) and swapped in whole, or
+//!   ([`update::take_snapshot`], [`update::take_chain`]) and swapped in whole, or
 //!   refused with the list kept as it was. When no usable chain can be had
 //!   (`410`, `404`, a chain that does not verify or link) the answer is
 //!   [`ListUpdate::NeedSnapshot`] with the snapshot request to make in the
@@ -47,7 +47,7 @@
 //! rollback floor, the chain's starting point), never against the state
 //! its request was made for.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -63,12 +63,13 @@ pub use http::{HttpRequest, HttpResponse, MAX_SEARCH_RESPONSE_BYTES, Method};
 use http::{read_answer, status_error};
 
 use crate::Error;
-use crate::accept::{self, VersionFloor};
-use crate::cache::FullHashCache;
-use crate::delta::{self, ChainOutcome, ListState, UpdateRequest};
+use crate::accept::VersionFloor;
+use crate::confirm::{AnswerCache, Versions};
+use crate::delta::{self, ListState, UpdateRequest};
 use crate::lookup::{self, Answer, FailurePolicy, LocalLookup, UrlHashes, Verdict};
 use crate::prefix::{self, PlannedRequest, RequestPrefix};
 use crate::schedule::FullHashBackoff;
+use crate::update::{self, ChainStep, PlainBase, SnapshotStep};
 
 /// The most threat lists one session subscribes to. A URL has at most 30
 /// expressions (Safe Browsing v4 "Suffix/Prefix Expressions"), each needing
@@ -156,7 +157,7 @@ pub struct FullHashQuery {
     plan: PlannedRequest,
     /// The versions probed, by list: answers are cached only while they
     /// are still the ones held.
-    versions: BTreeMap<String, u64>,
+    versions: Versions,
 }
 
 /// A session's settings. Checked by [`Session::new`].
@@ -260,9 +261,8 @@ pub struct Session {
     noise_prefixes: usize,
     failure_policy: FailurePolicy,
     /// Answers by request prefix, misses included, for their cache
-    /// duration while the versions in `cache_versions` are held.
-    cache: FullHashCache,
-    cache_versions: BTreeMap<String, u64>,
+    /// duration while the snapshot versions they were asked for are held.
+    cache: AnswerCache,
     backoff: FullHashBackoff,
     stats: SessionStats,
 }
@@ -362,8 +362,7 @@ impl Session {
             max_additions_ratio: config.max_additions_ratio,
             noise_prefixes: config.noise_prefixes,
             failure_policy: config.failure_policy,
-            cache: FullHashCache::new(config.full_hash_cache_bytes),
-            cache_versions: BTreeMap::new(),
+            cache: AnswerCache::new(config.full_hash_cache_bytes),
             backoff: FullHashBackoff::default(),
             stats: SessionStats::default(),
         })
@@ -459,7 +458,7 @@ impl Session {
     /// [`Error::Status`] for an HTTP error (with `Retry-After` on a `429`
     /// or `503`), [`Error::ResponseTooLarge`], [`Error::UnexpectedResponse`]
     /// (a `304` to an unconditional request, an unknown list), and the
-    /// verification errors of [`accept::accept`] ([`Error::Decode`],
+    /// verification errors of [`update::take_snapshot`] ([`Error::Decode`],
     /// [`Error::WrongList`], [`Error::Rollback`]).
     pub fn handle_update_response(
         &mut self,
@@ -550,29 +549,23 @@ impl Session {
             200 => &response.body,
             _ => return Err(status_error(&response, url, now)),
         };
-        let outcome =
-            match delta::apply_chain(&list, &current, bytes, &self.trusted_keys, slot.floor.as_ref()) {
-                Ok(outcome) => outcome,
-                Err(error) => return Ok(fallback(self, Some(error))),
-            };
-        let reached = match &outcome {
-            ChainOutcome::Unchanged => current.floor(),
-            ChainOutcome::Advanced { state, .. } => state.floor(),
-        };
-        if let Err(error) = delta::check_chain_end(&list, &reached, response.header("etag")) {
-            return Ok(fallback(self, Some(error)));
-        }
-        let (state, deltas) = match outcome {
-            ChainOutcome::Unchanged => {
+        let etag = response.header("etag");
+        let (state, deltas) = match update::take_chain(
+            &list,
+            &current,
+            bytes,
+            etag,
+            &self.trusted_keys,
+            slot.floor.as_ref(),
+            self.max_additions_ratio,
+        ) {
+            ChainStep::Unchanged => {
                 self.note_freshness(&list, &current, &response);
                 return Ok(ListUpdate::Unchanged { version });
             }
-            ChainOutcome::Advanced { state, deltas } => (state, deltas),
+            ChainStep::Fallback(reason) => return Ok(fallback(self, reason)),
+            ChainStep::Advanced { state, deltas } => (state, deltas),
         };
-        if self.max_additions_ratio <= 0.0 && !state.additions().is_empty() {
-            // A ratio of 0 holds no additions: take the version whole.
-            return Ok(fallback(self, None));
-        }
         self.note_freshness(&list, &state, &response);
         let new_version = state.version();
         let slot = &mut self.slots[index];
@@ -616,33 +609,37 @@ impl Session {
             (200, _) => {}
             _ => return Err(status_error(&response, url, now)),
         }
-        let new_etag = response.header("etag").map(str::to_owned);
-        if let Some(base) = &plain_base
-            && new_etag.is_some()
-            && new_etag == etag
-        {
-            // The same representation, If-None-Match ignored.
-            self.note_freshness(&list, base, &response);
-            return Ok(ListUpdate::Unchanged {
-                version: base.version(),
-            });
-        }
-        let accepted = accept::accept(
+        let new_etag = response.header("etag");
+        let step = update::take_snapshot(
             &list,
             &response.body,
+            new_etag,
+            plain_base.as_deref().map(|state| PlainBase {
+                state,
+                etag: etag.as_deref(),
+            }),
             &self.trusted_keys,
             &self.limits,
             slot.floor.as_ref(),
         )?;
-        let version = accepted.header().version;
-        let new_floor = accepted.floor();
-        if let Some(base) = plain_base.filter(|b| b.floor() == new_floor) {
-            // The very snapshot in use, under a new ETag.
-            self.slots[index].etag = new_etag;
-            self.note_freshness(&list, &base, &response);
-            return Ok(ListUpdate::Unchanged { version });
-        }
-        let state = ListState::of_base(accepted);
+        let state = match step {
+            SnapshotStep::Held {
+                version,
+                new_etag: renamed,
+            } => {
+                if let Some(base) = &plain_base {
+                    self.note_freshness(&list, base, &response);
+                }
+                if renamed {
+                    self.slots[index].etag = new_etag.map(str::to_owned);
+                }
+                return Ok(ListUpdate::Unchanged { version });
+            }
+            SnapshotStep::New(state) => *state,
+        };
+        let version = state.version();
+        let new_floor = state.floor();
+        let new_etag = new_etag.map(str::to_owned);
         self.note_freshness(&list, &state, &response);
         let slot = &mut self.slots[index];
         slot.state = Some(Arc::new(state));
@@ -689,23 +686,12 @@ impl Session {
             return Ok(CheckStep::Done(Verdict::Safe { stale: local.stale }));
         }
         self.stats.prefix_hits += 1;
-        let versions: BTreeMap<String, u64> = local.snapshot_versions.iter().cloned().collect();
-        if self.cache_versions != versions {
-            // An answer made for older snapshots may lack a newer entry.
-            self.cache.clear();
-            self.cache_versions.clone_from(&versions);
-        }
+        let versions: Versions = local.snapshot_versions.iter().cloned().collect();
         let mut answers = HashMap::new();
-        let mut misses = Vec::new();
-        for p in local.request_prefixes() {
-            match self.cache.get(p, now) {
-                Some(hashes) => {
-                    self.stats.cache_hits += 1;
-                    answers.insert(p, Ok(hashes));
-                }
-                None => misses.push(p),
-            }
-        }
+        let prefixes = local.request_prefixes();
+        let asked = prefixes.len();
+        let misses = self.cache.lookup(&versions, prefixes, now, &mut answers);
+        self.stats.cache_hits += (asked - misses.len()) as u64;
         if misses.is_empty() {
             return Ok(CheckStep::Done(self.decide(&local, &answers)));
         }
@@ -783,23 +769,8 @@ impl Session {
                 self.backoff.on_success();
                 let sorted = prefix::sort_answers(&plan.real, &answer, &self.names);
                 let duration = Duration::from_secs(answer.answer.cache_duration_s);
-                let current = self.cache_versions == versions;
-                for (p, hashes) in sorted.by_prefix {
-                    let hashes = Arc::new(hashes);
-                    if current {
-                        self.cache.insert(p, Arc::clone(&hashes), duration, now);
-                    }
-                    answers.insert(p, Ok(hashes));
-                }
-                for p in sorted.missing {
-                    answers.insert(
-                        p,
-                        Err(Error::UnexpectedResponse {
-                            url: request.url.clone(),
-                            reason: format!("the answer has no result for requested prefix {p}"),
-                        }),
-                    );
-                }
+                self.cache
+                    .store(sorted, duration, &versions, now, &request.url, &mut answers);
             }
             Err(error) => {
                 self.stats.full_hash_failures += 1;

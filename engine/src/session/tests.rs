@@ -1,3 +1,4 @@
+use std::collections::BTreeMap;
 use std::time::UNIX_EPOCH;
 
 use blocksieve_format::api::{
@@ -11,6 +12,7 @@ use rand::SeedableRng;
 use rand::rngs::StdRng;
 
 use super::*;
+use crate::accept;
 
 const NOW: u64 = 1_700_000_000;
 const LISTED: &str = "http://evil.example/login/";

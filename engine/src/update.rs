@@ -1,0 +1,156 @@
+//! What one list's update response changes: the decisions an update round
+//! makes once the bytes are in, whoever fetched them.
+//!
+//! The Rust agent (over reqwest, verifying on its blocking pool, persisting
+//! what it takes) and the [`Session`](crate::session::Session) (over the
+//! host's I/O) both call these two functions, so a response leads to the
+//! same state on every path:
+//!
+//! * [`take_chain`]: a `200` answer to the updates route — the chain
+//!   verified and applied ([`delta::apply_chain`]), its end checked against
+//!   the response's `ETag` ([`delta::check_chain_end`]), and
+//!   `max_additions_ratio` applied — or the whole snapshot to take instead,
+//!   with the reason;
+//! * [`take_snapshot`]: a `200` answer to the snapshot route — the snapshot
+//!   in use under its own or a new `ETag` (nothing swapped), or a newer one
+//!   verified ([`accept::accept`]: signature, limits, list name, rollback
+//!   floor) as the new base.
+//!
+//! Statuses (`304`, `404`/`410`, errors), freshness records, counting,
+//! persistence and the swap itself stay with the caller: each transport
+//! sees its responses in its own shape.
+
+use blocksieve_format::{DecodeLimits, TrustedKey};
+
+use crate::Error;
+use crate::accept::{self, VersionFloor};
+use crate::delta::{self, ChainOutcome, ListState};
+
+/// What a delta chain response leads to; see [`take_chain`].
+#[derive(Debug)]
+pub enum ChainStep {
+    /// An empty chain, at the version the response names: the state held
+    /// is the latest.
+    Unchanged,
+    /// The state the chain leads to, verified: swap it in whole.
+    Advanced {
+        /// The new state (the held base plus the chain's additions).
+        state: ListState,
+        /// How many deltas the chain held.
+        deltas: usize,
+    },
+    /// No usable chain: take the whole snapshot, in the same round. The
+    /// reason is `None` when the chain was good but a
+    /// `max_additions_ratio` of 0 holds no additions.
+    Fallback(Option<Error>),
+}
+
+/// Reads the body of a `200` answer to the updates route for `list`: the
+/// chain from `current` (the state held) is verified and applied, all or
+/// nothing, against the rollback `floor`; its end must be the version the
+/// response's `ETag` (`latest_etag`) names, so a chain cut short at a delta
+/// boundary is never taken for the latest. Any of that failing, or a ratio
+/// of 0 with additions, is [`ChainStep::Fallback`]: the caller then
+/// downloads the whole snapshot, and keeps `current` until it verifies.
+pub fn take_chain(
+    list: &str,
+    current: &ListState,
+    body: &[u8],
+    latest_etag: Option<&str>,
+    trusted_keys: &[TrustedKey],
+    floor: Option<&VersionFloor>,
+    max_additions_ratio: f64,
+) -> ChainStep {
+    let outcome = match delta::apply_chain(list, current, body, trusted_keys, floor) {
+        Ok(outcome) => outcome,
+        Err(error) => return ChainStep::Fallback(Some(error)),
+    };
+    let reached = match &outcome {
+        ChainOutcome::Unchanged => current.floor(),
+        ChainOutcome::Advanced { state, .. } => state.floor(),
+    };
+    if let Err(error) = delta::check_chain_end(list, &reached, latest_etag) {
+        return ChainStep::Fallback(Some(error));
+    }
+    match outcome {
+        ChainOutcome::Unchanged => ChainStep::Unchanged,
+        ChainOutcome::Advanced { state, .. }
+            if max_additions_ratio <= 0.0 && !state.additions().is_empty() =>
+        {
+            // A ratio of 0 holds no additions: the version is taken whole.
+            ChainStep::Fallback(None)
+        }
+        ChainOutcome::Advanced { state, deltas } => ChainStep::Advanced { state, deltas },
+    }
+}
+
+/// What a snapshot response leads to; see [`take_snapshot`].
+#[derive(Debug)]
+pub enum SnapshotStep {
+    /// The snapshot in use, nothing to swap: the representation held (its
+    /// `ETag` again, `If-None-Match` ignored), or the same version and
+    /// body under a new `ETag`, which the caller keeps for its next
+    /// conditional request (`new_etag`).
+    Held {
+        /// The version in use.
+        version: u64,
+        /// Whether the response's `ETag` replaces the one held.
+        new_etag: bool,
+    },
+    /// A snapshot newer than the one in use, verified: the new base, with
+    /// no additions, to swap in whole.
+    New(Box<ListState>),
+}
+
+/// The base a snapshot response is compared with: the state in use while
+/// it is a base with no delta applied, and the `ETag` it came with.
+#[derive(Debug, Clone, Copy)]
+pub struct PlainBase<'a> {
+    /// The state in use.
+    pub state: &'a ListState,
+    /// The `ETag` of its snapshot response, if it had one.
+    pub etag: Option<&'a str>,
+}
+
+/// Reads the body of a `200` answer to the snapshot route for `list`.
+/// With `plain_base` (the state in use is a base alone), the same `ETag`
+/// (`new_etag`) or the same version and body hash mean the snapshot in use:
+/// [`SnapshotStep::Held`]. Otherwise the body must verify
+/// ([`accept::accept`] against `trusted_keys`, `limits` and the rollback
+/// `floor`); a snapshot that has already expired is taken all the same (it
+/// can only add protection) and its verdicts say `stale`.
+///
+/// # Errors
+///
+/// Those of [`accept::accept`]: [`Error::Decode`], [`Error::WrongList`],
+/// [`Error::Rollback`]. The caller keeps its state.
+pub fn take_snapshot(
+    list: &str,
+    body: &[u8],
+    new_etag: Option<&str>,
+    plain_base: Option<PlainBase<'_>>,
+    trusted_keys: &[TrustedKey],
+    limits: &DecodeLimits,
+    floor: Option<&VersionFloor>,
+) -> Result<SnapshotStep, Error> {
+    if let Some(base) = plain_base
+        && new_etag.is_some()
+        && new_etag == base.etag
+    {
+        // The same representation: nothing to verify.
+        return Ok(SnapshotStep::Held {
+            version: base.state.version(),
+            new_etag: false,
+        });
+    }
+    let accepted = accept::accept(list, body, trusted_keys, limits, floor)?;
+    let version = accepted.header().version;
+    if plain_base.is_some_and(|base| base.state.floor() == accepted.floor()) {
+        // The very snapshot in use, under a new ETag.
+        return Ok(SnapshotStep::Held {
+            version,
+            new_etag: true,
+        });
+    }
+    Ok(SnapshotStep::New(Box::new(ListState::of_base(accepted))))
+}
