@@ -369,4 +369,4 @@ fn from_unix_seconds(seconds: u64) -> SystemTime {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

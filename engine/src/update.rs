@@ -154,3 +154,6 @@ pub fn take_snapshot(
     }
     Ok(SnapshotStep::New(Box::new(ListState::of_base(accepted))))
 }
+
+#[cfg(test)]
+mod tests;

@@ -7,22 +7,22 @@ use rand::{Rng, SeedableRng};
 use super::*;
 use crate::accept::accept;
 
-const NOW: u64 = 1_700_000_000;
+pub(crate) const NOW: u64 = 1_700_000_000;
 
 fn key() -> SigningKey {
     SigningKey::from_secret_bytes([7u8; 32])
 }
 
-fn keys() -> Vec<TrustedKey> {
+pub(crate) fn keys() -> Vec<TrustedKey> {
     vec![key().public_key().clone()]
 }
 
-fn hash(expression: &str) -> FullHash {
+pub(crate) fn hash(expression: &str) -> FullHash {
     FullHash::of(expression.as_bytes())
 }
 
-/// A signed snapshot of `list` holding `expressions`, accepted.
-fn base(list: &str, version: u64, expressions: &[String]) -> AcceptedSnapshot {
+/// A signed snapshot of `list` holding `expressions`, as served.
+pub(crate) fn snapshot_bytes(list: &str, version: u64, expressions: &[String]) -> Vec<u8> {
     let mut k: Vec<u64> = expressions.iter().map(|e| hash(e).prefix().key()).collect();
     k.sort_unstable();
     k.dedup();
@@ -38,7 +38,12 @@ fn base(list: &str, version: u64, expressions: &[String]) -> AcceptedSnapshot {
         measured_fpr: 0.0,
         zstd_level: 1,
     };
-    let bytes = encode(&params, &filter, &key()).expect("snapshot");
+    encode(&params, &filter, &key()).expect("snapshot")
+}
+
+/// A signed snapshot of `list` holding `expressions`, accepted.
+pub(crate) fn base(list: &str, version: u64, expressions: &[String]) -> AcceptedSnapshot {
+    let bytes = snapshot_bytes(list, version, expressions);
     accept(
         list,
         &bytes,
@@ -51,14 +56,14 @@ fn base(list: &str, version: u64, expressions: &[String]) -> AcceptedSnapshot {
 
 /// The end of version `version` in these tests (the snapshots past the
 /// base are never downloaded, so any hash stands for them).
-fn end(version: u64) -> DeltaEnd {
+pub(crate) fn end(version: u64) -> DeltaEnd {
     DeltaEnd {
         version,
         body_sha256: [version as u8; 32],
     }
 }
 
-fn delta(from: DeltaEnd, to: DeltaEnd, expressions: &[String], expires_at: u64) -> Vec<u8> {
+pub(crate) fn delta(from: DeltaEnd, to: DeltaEnd, expressions: &[String], expires_at: u64) -> Vec<u8> {
     let params = DeltaParams {
         list_name: "malware".into(),
         from,
@@ -70,11 +75,11 @@ fn delta(from: DeltaEnd, to: DeltaEnd, expressions: &[String], expires_at: u64) 
     encode_delta(&params, &additions, &key()).expect("delta")
 }
 
-fn names(range: std::ops::Range<u32>, tag: &str) -> Vec<String> {
+pub(crate) fn names(range: std::ops::Range<u32>, tag: &str) -> Vec<String> {
     range.map(|i| format!("{tag}-{i}.example/")).collect()
 }
 
-fn base_end(state: &ListState) -> DeltaEnd {
+pub(crate) fn base_end(state: &ListState) -> DeltaEnd {
     let floor = state.floor();
     DeltaEnd {
         version: floor.version,

@@ -1,0 +1,195 @@
+use blocksieve_format::api::snapshot_etag;
+use blocksieve_format::{DecodeLimits, DeltaEnd};
+
+use super::*;
+use crate::delta::tests::{NOW, base, base_end, delta, end, keys, names, snapshot_bytes};
+
+fn etag_of(state: &ListState) -> String {
+    let floor = state.floor();
+    snapshot_etag(floor.version, &floor.body_sha256)
+}
+
+fn held(step: Result<SnapshotStep, Error>) -> (u64, bool) {
+    match step {
+        Ok(SnapshotStep::Held { version, new_etag }) => (version, new_etag),
+        other => panic!("not held: {other:?}"),
+    }
+}
+
+#[test]
+fn the_snapshot_in_use_is_held_under_its_etag_or_a_new_one_and_a_newer_one_is_a_new_base() {
+    let v1 = snapshot_bytes("malware", 1, &names(0..20, "a"));
+    let state = ListState::of_base(base("malware", 1, &names(0..20, "a")));
+    let limits = DecodeLimits::default();
+    let plain = |etag| {
+        Some(PlainBase {
+            state: &state,
+            etag: Some(etag),
+        })
+    };
+    let floor = Some(state.floor());
+
+    // The same ETag: the body is not even read (If-None-Match ignored).
+    let step = take_snapshot(
+        "malware",
+        b"garbage",
+        Some("\"e1\""),
+        plain("\"e1\""),
+        &keys(),
+        &limits,
+        floor.as_ref(),
+    );
+    assert_eq!(held(step), (1, false));
+
+    // The same version and body under a new ETag: kept, the ETag replaced.
+    let step = take_snapshot(
+        "malware",
+        &v1,
+        Some("\"e2\""),
+        plain("\"e1\""),
+        &keys(),
+        &limits,
+        floor.as_ref(),
+    );
+    assert_eq!(held(step), (1, true));
+
+    // A newer version: verified, a new base with no additions.
+    let v2 = snapshot_bytes("malware", 2, &names(0..30, "a"));
+    match take_snapshot(
+        "malware",
+        &v2,
+        Some("\"e3\""),
+        plain("\"e1\""),
+        &keys(),
+        &limits,
+        floor.as_ref(),
+    ) {
+        Ok(SnapshotStep::New(next)) => {
+            assert_eq!(next.version(), 2);
+            assert!(!next.has_deltas());
+        }
+        other => panic!("not a new base: {other:?}"),
+    }
+
+    // With deltas applied there is no plain base: the same version is
+    // taken again whole (a rebase), under any ETag.
+    let step = take_snapshot("malware", &v1, Some("\"e1\""), None, &keys(), &limits, None);
+    assert!(matches!(step, Ok(SnapshotStep::New(_))));
+
+    // Older than the floor, another list, garbage: refused.
+    let floor2 = Some(base("malware", 2, &names(0..30, "a")).floor());
+    let step = take_snapshot("malware", &v1, None, None, &keys(), &limits, floor2.as_ref());
+    assert!(matches!(step, Err(Error::Rollback { .. })), "{step:?}");
+    let step = take_snapshot("phishing", &v1, None, None, &keys(), &limits, None);
+    assert!(matches!(step, Err(Error::WrongList { .. })), "{step:?}");
+    let step = take_snapshot(
+        "malware",
+        b"garbage",
+        Some("\"e9\""),
+        plain("\"e1\""),
+        &keys(),
+        &limits,
+        None,
+    );
+    assert!(matches!(step, Err(Error::Decode { .. })), "{step:?}");
+}
+
+#[test]
+fn a_chain_is_taken_only_whole_to_the_version_its_response_names() {
+    let state = ListState::of_base(base("malware", 1, &names(0..20, "base")));
+    let floor = Some(state.floor());
+    let mut chain = delta(base_end(&state), end(2), &names(0..5, "a"), NOW + 7200);
+    chain.extend(delta(end(2), end(3), &names(0..5, "b"), NOW + 7200));
+    let latest = snapshot_etag(3, &end(3).body_sha256);
+
+    match take_chain(
+        "malware",
+        &state,
+        &chain,
+        Some(&latest),
+        &keys(),
+        floor.as_ref(),
+        1.0,
+    ) {
+        ChainStep::Advanced { state: next, deltas } => {
+            assert_eq!((next.version(), deltas), (3, 2));
+            assert_eq!(etag_of(&next), latest);
+        }
+        other => panic!("not advanced: {other:?}"),
+    }
+    // Without an ETag (stripped by a proxy) there is nothing to check.
+    assert!(matches!(
+        take_chain("malware", &state, &chain, None, &keys(), floor.as_ref(), 1.0),
+        ChainStep::Advanced { .. }
+    ));
+    // Cut short: the response names version 4, the chain reaches 3.
+    let later = snapshot_etag(4, &end(4).body_sha256);
+    assert!(matches!(
+        take_chain(
+            "malware",
+            &state,
+            &chain,
+            Some(&later),
+            &keys(),
+            floor.as_ref(),
+            1.0
+        ),
+        ChainStep::Fallback(Some(Error::DeltaChainShort { .. }))
+    ));
+    // A ratio of 0 holds no additions: the version is taken whole.
+    assert!(matches!(
+        take_chain(
+            "malware",
+            &state,
+            &chain,
+            Some(&latest),
+            &keys(),
+            floor.as_ref(),
+            0.0
+        ),
+        ChainStep::Fallback(None)
+    ));
+    // An empty chain at the version held: unchanged; at another: short.
+    assert!(matches!(
+        take_chain(
+            "malware",
+            &state,
+            b"",
+            Some(&etag_of(&state)),
+            &keys(),
+            floor.as_ref(),
+            1.0
+        ),
+        ChainStep::Unchanged
+    ));
+    assert!(matches!(
+        take_chain(
+            "malware",
+            &state,
+            b"",
+            Some(&latest),
+            &keys(),
+            floor.as_ref(),
+            1.0
+        ),
+        ChainStep::Fallback(Some(Error::DeltaChainShort { .. }))
+    ));
+    // From another version, or garbage: the whole snapshot instead.
+    let elsewhere = delta(
+        DeltaEnd {
+            version: 7,
+            body_sha256: [7; 32],
+        },
+        end(8),
+        &names(0..1, "c"),
+        NOW + 7200,
+    );
+    assert!(matches!(
+        take_chain("malware", &state, &elsewhere, None, &keys(), floor.as_ref(), 1.0),
+        ChainStep::Fallback(Some(Error::DeltaMismatch { .. }))
+    ));
+    assert!(matches!(
+        take_chain("malware", &state, b"garbage", None, &keys(), floor.as_ref(), 1.0),
+        ChainStep::Fallback(Some(Error::Delta { .. }))
+    ));
+}
