@@ -100,6 +100,10 @@ pub struct Config {
     pub write_stall_timeout_s: u64,
     /// Requests served at once; more wait. By default, 1024.
     pub max_concurrency: usize,
+    /// Origins whose web pages may call the API from the browser (CORS):
+    /// `["*"]` for any, or origins such as `https://mail.example`. By
+    /// default, none.
+    pub cors_allowed_origins: Vec<String>,
     /// Connections open at once; beyond this many the server stops accepting
     /// and new connections wait in the kernel's accept backlog until one
     /// closes. By default, 10,000.
@@ -577,6 +581,7 @@ impl Default for Config {
             header_read_timeout_s: 10,
             write_stall_timeout_s: 30,
             max_concurrency: 1024,
+            cors_allowed_origins: Vec::new(),
             max_connections: 10_000,
             drain_timeout_s: 10,
             log_format: LogFormat::Text,
@@ -786,6 +791,8 @@ impl Config {
         if self.max_concurrency == 0 {
             return Err(config_error("max_concurrency", "must be at least 1"));
         }
+        crate::server::cors::check_origins(&self.cors_allowed_origins)
+            .map_err(|reason| config_error("cors_allowed_origins", reason))?;
         if self.request_timeout_s == 0 {
             return Err(config_error("request_timeout_s", "must be at least 1"));
         }

@@ -236,6 +236,7 @@ impl Publisher {
             request_timeout: c.request_timeout,
             body_read_timeout: c.body_read_timeout,
             max_concurrency: c.max_concurrency,
+            cors_allowed_origins: c.cors_allowed_origins.clone(),
         };
         if c.role.serves_api() {
             server::router(self.state(), limits)

@@ -47,6 +47,7 @@ use tower_http::timeout::TimeoutLayer;
 use crate::state::{AppState, Published};
 
 mod buckets;
+pub mod cors;
 mod error;
 mod updates;
 
@@ -71,8 +72,8 @@ pub const STALE_IF_ERROR_S: u64 = 24 * 60 * 60;
 /// Smallest response body, in bytes, worth gzip-compressing.
 const MIN_COMPRESSED_BYTES: u16 = 256;
 
-/// Limits applied as layers.
-#[derive(Debug, Clone, Copy)]
+/// Limits, and the CORS policy, applied as layers.
+#[derive(Debug, Clone)]
 pub struct Limits {
     /// Longest a request may take, once its body is read, before a 408.
     pub request_timeout: Duration,
@@ -84,6 +85,8 @@ pub struct Limits {
     pub body_read_timeout: Duration,
     /// Requests served at once.
     pub max_concurrency: usize,
+    /// Origins whose pages may call the API ([`cors`]); empty: none.
+    pub cors_allowed_origins: Vec<String>,
 }
 
 /// The API router over `state`; tests can call it without a socket.
@@ -96,7 +99,13 @@ pub fn router(state: Arc<AppState>, limits: Limits) -> Router {
         .route(routes::FULL_HASHES, get(full_hashes))
         .route(routes::LIST_HASHES, get(list_hashes))
         .route(routes::SEARCH, post(search));
-    with_layers(api, state, limits)
+    let cors = cors::layer(&limits.cors_allowed_origins);
+    let router = with_layers(api, state, limits);
+    match cors {
+        // Outermost: a preflight is answered before any limit or route.
+        Some(cors) => router.layer(cors),
+        None => router,
+    }
 }
 
 /// A builder's router: only `/healthz`, `/readyz` and `/metrics`, with the

@@ -210,3 +210,108 @@ async fn search_with_min_versions_is_refused_when_the_server_is_behind() {
     assert_eq!(unknown.status(), 404);
     server.stop().await;
 }
+
+/// CORS (publisher `cors_allowed_origins`): off by default; with origins,
+/// a preflight from one of them is answered for the headers agents send,
+/// responses name it and expose the headers agents read, and another
+/// origin gets no CORS headers (its browser withholds the response).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cors_follows_the_allowed_origins_and_is_off_by_default() {
+    let client = reqwest::Client::new();
+    let allowed = "https://mail.example";
+    let preflight = |base: &str, origin: &str| {
+        client
+            .request(reqwest::Method::OPTIONS, format!("{base}/v1/hashes:search"))
+            .header("origin", origin)
+            .header("access-control-request-method", "POST")
+            .header("access-control-request-headers", "content-type, if-none-match")
+            .send()
+    };
+    let snapshot = |base: &str, origin: &str| {
+        client
+            .get(format!("{base}/v1/lists/phishing/snapshot"))
+            .header("origin", origin)
+            .send()
+    };
+
+    let (server, _dir) = start().await;
+    let base = server.base_url();
+    let answer = snapshot(&base, allowed).await.unwrap();
+    assert_eq!(answer.status(), 200);
+    assert!(
+        answer.headers().get("access-control-allow-origin").is_none(),
+        "off by default"
+    );
+    let answer = preflight(&base, allowed).await.unwrap();
+    assert!(answer.headers().get("access-control-allow-origin").is_none());
+    server.stop().await;
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(
+        dir.path(),
+        "phishing",
+        vec![fixture_source("phishing-urls.txt", SourceFormat::Urls)],
+    );
+    cfg.cors_allowed_origins = vec![allowed.to_owned(), "http://127.0.0.1:9".to_owned()];
+    let server = RunningPublisher::start(cfg).await;
+    server.wait_ready(Duration::from_secs(60)).await;
+    let base = server.base_url();
+
+    let answer = preflight(&base, allowed).await.unwrap();
+    assert!(answer.status().is_success(), "{}", answer.status());
+    let headers = answer.headers();
+    assert_eq!(headers["access-control-allow-origin"], allowed);
+    let methods = headers["access-control-allow-methods"]
+        .to_str()
+        .unwrap()
+        .to_ascii_lowercase();
+    assert!(methods.contains("post") && methods.contains("get"), "{methods}");
+    let allowed_headers = headers["access-control-allow-headers"]
+        .to_str()
+        .unwrap()
+        .to_ascii_lowercase();
+    assert!(
+        allowed_headers.contains("content-type") && allowed_headers.contains("if-none-match"),
+        "{allowed_headers}"
+    );
+    assert_eq!(headers["access-control-max-age"], "7200");
+    assert!(headers.get("access-control-allow-credentials").is_none());
+
+    let answer = snapshot(&base, allowed).await.unwrap();
+    assert_eq!(answer.status(), 200);
+    assert_eq!(answer.headers()["access-control-allow-origin"], allowed);
+    let exposed = answer.headers()["access-control-expose-headers"]
+        .to_str()
+        .unwrap()
+        .to_ascii_lowercase();
+    for name in [
+        "etag",
+        "retry-after",
+        blocksieve_format::api::NEXT_CHECK_HEADER,
+        blocksieve_format::api::HASHES_HEADER,
+        blocksieve_format::api::FRESHNESS_HEADER,
+    ] {
+        assert!(exposed.contains(name), "{name} not exposed: {exposed}");
+    }
+    assert!(
+        answer.headers()["vary"]
+            .to_str()
+            .unwrap()
+            .to_ascii_lowercase()
+            .contains("origin")
+    );
+
+    // Another origin: served, with no CORS headers.
+    let answer = snapshot(&base, "https://elsewhere.example").await.unwrap();
+    assert_eq!(answer.status(), 200);
+    assert!(answer.headers().get("access-control-allow-origin").is_none());
+    // The operational routes never answer cross-origin.
+    let metrics = client
+        .get(format!("{base}/metrics"))
+        .header("origin", allowed)
+        .send()
+        .await
+        .unwrap();
+    assert!(metrics.headers().get("access-control-allow-origin").is_none());
+    server.stop().await;
+}

@@ -78,7 +78,8 @@ let dir;
 let browser;
 const publishers = []; // every publisher started, to stop: { child, base, key }
 let xlangPublisher; // serves `xlang setup`'s threat list `xlang`
-let readmePublisher; // serves the same feed as `phishing`, for the README example
+let readmePublisher; // serves the same feed as `phishing`, for the README example and CORS
+let corsOrigin; // an origin with no publisher behind it, allowed by readmePublisher's CORS
 const origins = []; // http.Server
 
 /** A publisher on `config`, remembered to be stopped after the tests. */
@@ -91,16 +92,16 @@ async function launchPublisher(config) {
 /** One local origin: `/` a blank page (and an empty `/favicon.ico`), `/pkg/*` the package (and the
  * README module at `/pkg/readme.mjs`, when given), `/inputs.txt` the
  * cross-language inputs, `/v1/*` forwarded to the publisher at `upstream`
- * (bytes unchanged both ways). Resolves with its URL. */
+ * (bytes unchanged both ways; with no `upstream`, 404). Resolves with its URL. */
 function startOrigin(upstream, readmeModule) {
-  const target = new URL(upstream);
+  const target = upstream && new URL(upstream);
   const server = http.createServer((request, response) => {
     const path = new URL(request.url, "http://origin").pathname;
     const send = (status, type, body) => {
       response.writeHead(status, { "content-type": type, "cache-control": "no-store" });
       response.end(body);
     };
-    if (path.startsWith("/v1/")) {
+    if (path.startsWith("/v1/") && target) {
       const forward = http.request(
         {
           host: target.hostname,
@@ -161,13 +162,16 @@ function readmeExample() {
 before(async () => {
   dir = mkdtempSync(join(tmpdir(), "blocksieve-chromium-"));
   execFileSync(XLANG, ["setup", dir], { stdio: ["ignore", "ignore", "inherit"] });
-  // The README example's list: the same feed under the name it subscribes to.
+  // The README example's list: the same feed under the name it subscribes
+  // to; pages at `corsOrigin` may call it directly.
+  corsOrigin = await startOrigin(null);
   writeFileSync(
     join(dir, "readme.toml"),
     [
       `data_dir = ${JSON.stringify(join(dir, "readme-data"))}`,
       `listen = "127.0.0.1:0"`,
       `schedule = "0 0 0 1 1 *"`,
+      `cors_allowed_origins = [${JSON.stringify(corsOrigin)}]`,
       ``,
       `[[lists]]`,
       `name = "phishing"`,
@@ -349,4 +353,56 @@ test("the README's JavaScript example runs in Chromium as written", { timeout: 1
     /^blocksieve_http_requests_total\{route="\/v1\/lists\/\{name\}\/snapshot",status="200"\} 1$/m,
     "the example's update did not download the snapshot",
   );
+});
+
+test("a page on another origin calls the publisher directly once the publisher allows it (CORS)", { timeout: 120_000 }, async () => {
+  const publisher = readmePublisher;
+  const listed = readFileSync(join(dir, "feed.txt"), "utf8")
+    .split("\n")
+    .find((line) => /^https?:\/\//.test(line.trim()));
+  assert.ok(listed, "feed.txt has no URL line");
+  /** `update()` twice, a listed and a benign URL checked, in a page at `origin`. */
+  const run = async (origin) => {
+    const { page } = await openPage(origin);
+    const result = await page.evaluate(
+      async ({ base, key, listed }) => {
+        const { default: init, Agent } = await import(`${location.origin}/pkg/blocksieve_wasm.js`);
+        await init({ module_or_path: new URL("/pkg/blocksieve_wasm_bg.wasm", location.origin) });
+        const agent = new Agent({ publisher: base, lists: ["phishing"], key });
+        try {
+          const first = await agent.update();
+          const second = await agent.update();
+          const bad = await agent.check(listed);
+          const good = await agent.check("https://blocksieve-benign.example/");
+          return { first, second, bad, good, stats: agent.stats() };
+        } catch (error) {
+          return { error: error.kind, message: error.message };
+        }
+      },
+      { base: publisher.base, key: publisher.key, listed: listed.trim() },
+    );
+    await page.close();
+    return result;
+  };
+
+  const allowed = await run(corsOrigin);
+  assert.equal(allowed.error, undefined, allowed.message);
+  assert.deepEqual(
+    allowed.first.lists.map((l) => [l.list, l.changed]),
+    [["phishing", true]],
+  );
+  // The second round's conditional request (If-None-Match, preflighted)
+  // was answered and read: nothing new.
+  assert.deepEqual(
+    allowed.second.lists.map((l) => [l.list, l.changed, l.error]),
+    [["phishing", false, undefined]],
+  );
+  assert.equal(allowed.bad.kind, "unsafe", JSON.stringify(allowed.bad));
+  assert.equal(allowed.good.kind, "safe", JSON.stringify(allowed.good));
+  assert.equal(allowed.stats.fullHashRequests, 1, JSON.stringify(allowed.stats));
+
+  // An origin the publisher does not allow: the browser withholds every
+  // response, and the first update fails.
+  const refused = await run(await startOrigin(null));
+  assert.equal(refused.error, "transport", JSON.stringify(refused));
 });

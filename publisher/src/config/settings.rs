@@ -65,6 +65,8 @@ pub struct Settings {
     pub write_stall_timeout: Duration,
     /// Requests served at once ([`Config::max_concurrency`]).
     pub max_concurrency: usize,
+    /// Origins allowed cross-origin access ([`Config::cors_allowed_origins`]).
+    pub cors_allowed_origins: Vec<String>,
     /// Connections open at once ([`Config::max_connections`]).
     pub max_connections: usize,
     /// How long in-flight requests get to finish after a shutdown signal
@@ -121,6 +123,7 @@ impl Config {
             header_read_timeout: Duration::from_secs(self.header_read_timeout_s),
             write_stall_timeout: Duration::from_secs(self.write_stall_timeout_s),
             max_concurrency: self.max_concurrency,
+            cors_allowed_origins: self.cors_allowed_origins,
             max_connections: self.max_connections,
             drain_timeout: Duration::from_secs(self.drain_timeout_s),
             log_format: self.log_format,
