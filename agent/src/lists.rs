@@ -23,7 +23,7 @@ use blocksieve_format::{DecodeLimits, SnapshotHeader, TrustedKey};
 
 use crate::Error;
 use crate::config::Settings;
-use crate::engine::accept::{self, AcceptedSnapshot, ListRecord, Restored, VersionFloor};
+use crate::engine::accept::{AcceptedSnapshot, ListRecord, VersionFloor};
 use crate::engine::delta::{self, ListState, UpdateRequest};
 use crate::engine::lookup::{self, LocalLookup, UrlHashes};
 use crate::engine::update::{self, ChainStep, PlainBase, SnapshotStep};
@@ -241,8 +241,8 @@ impl Lists {
         lists
     }
 
-    /// Loads each list's cached snapshot and floor (see
-    /// [`crate::engine::accept::restore`]) — an expired snapshot too, which
+    /// Loads each list's cached snapshot, chain and floor (see
+    /// [`update::restore`]) — an expired snapshot too, which
     /// then answers flagged stale; quarantines what fails verification.
     fn restore_from_cache(&self) {
         let Some(store) = &self.store else {
@@ -259,61 +259,45 @@ impl Lists {
                 }
                 meta.last_storage_error = Some(problem);
             }
-            let restored = accept::restore(
+            let restored = update::restore(
                 &slot.name,
                 found.snapshot.as_deref(),
+                found.chain.as_deref(),
                 found.record.as_ref(),
                 &self.trusted_keys,
                 &self.limits,
             );
             meta.floor = restored.floor;
             meta.etag = restored.etag;
-            match restored.snapshot {
-                Restored::Loaded(accepted) => {
-                    let (state, chain_error) = delta::restore_chain(
-                        &slot.name,
-                        accepted,
-                        found.chain.as_deref(),
-                        meta.floor.as_ref(),
-                        &self.trusted_keys,
-                    );
-                    if let Some(error) = chain_error {
-                        // The base alone, with the record's floor kept:
-                        // the next update asks for the deltas from the
-                        // base's version and catches up.
-                        Counters::bump(&self.shared.counters.cache_files_quarantined);
-                        let path = store.chain_path(&slot.name);
-                        meta.last_storage_error = Some(store.quarantine(&path, error.to_string()));
-                    } else if state.has_deltas() {
-                        meta.chain = found.chain.unwrap_or_default();
-                        // A crash between the chain and the record leaves
-                        // the record one step behind the verified chain.
-                        if meta
-                            .floor
-                            .is_none_or(|f| f.admit_end(&slot.name, state.floor()).is_ok())
-                        {
-                            meta.floor = Some(state.floor());
-                        }
-                    }
-                    let version = state.version();
-                    if state.is_stale(now) {
-                        tracing::warn!(list = %slot.name, version, "snapshot loaded from cache has expired; using it, stale, until a newer one arrives");
-                        Counters::bump(&self.shared.counters.expired_snapshots_loaded_from_cache);
-                    } else {
-                        tracing::info!(list = %slot.name, version, "snapshot loaded from cache");
-                    }
-                    Counters::bump(&self.shared.counters.snapshots_loaded_from_cache);
-                    slot.current.store(Some(Arc::new(Loaded {
-                        state,
-                        source: SnapshotSource::Cache,
-                    })));
+            if let Some(error) = restored.snapshot_error {
+                Counters::bump(&self.shared.counters.cache_files_quarantined);
+                let path = store.snapshot_path(&slot.name);
+                meta.last_storage_error = Some(store.quarantine(&path, error.to_string()));
+            }
+            if let Some(error) = restored.chain_error {
+                // The base alone, with the record's floor kept: the next
+                // update asks for the deltas from the base's version and
+                // catches up.
+                Counters::bump(&self.shared.counters.cache_files_quarantined);
+                let path = store.chain_path(&slot.name);
+                meta.last_storage_error = Some(store.quarantine(&path, error.to_string()));
+            }
+            if restored.chain_applied {
+                meta.chain = found.chain.unwrap_or_default();
+            }
+            if let Some(state) = restored.state {
+                let version = state.version();
+                if state.is_stale(now) {
+                    tracing::warn!(list = %slot.name, version, "snapshot loaded from cache has expired; using it, stale, until a newer one arrives");
+                    Counters::bump(&self.shared.counters.expired_snapshots_loaded_from_cache);
+                } else {
+                    tracing::info!(list = %slot.name, version, "snapshot loaded from cache");
                 }
-                Restored::Rejected(error) => {
-                    Counters::bump(&self.shared.counters.cache_files_quarantined);
-                    let path = store.snapshot_path(&slot.name);
-                    meta.last_storage_error = Some(store.quarantine(&path, error.to_string()));
-                }
-                Restored::Missing => {}
+                Counters::bump(&self.shared.counters.snapshots_loaded_from_cache);
+                slot.current.store(Some(Arc::new(Loaded {
+                    state,
+                    source: SnapshotSource::Cache,
+                })));
             }
         }
     }

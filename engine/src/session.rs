@@ -58,9 +58,11 @@ use blocksieve_format::{DecodeLimits, TrustedKey, is_valid_list_name};
 use rand::Rng;
 
 mod http;
+mod saved;
 
 pub use http::{HttpRequest, HttpResponse, MAX_SEARCH_RESPONSE_BYTES, Method};
 use http::{read_answer, status_error};
+pub use saved::SavedList;
 
 use crate::Error;
 use crate::accept::VersionFloor;
@@ -232,6 +234,10 @@ pub struct SessionStats {
     pub delta_fallbacks: u64,
     /// Update responses refused (the list kept its state).
     pub updates_failed: u64,
+    /// Lists restored from saved bytes ([`Session::restore`]).
+    pub restored: u64,
+    /// Of those, lists whose snapshot had already expired (restored stale).
+    pub restored_stale: u64,
 }
 
 /// One subscribed list.
@@ -245,6 +251,10 @@ struct Slot {
     etag: Option<String>,
     /// The last accepted (version, body hash): nothing older is accepted.
     floor: Option<VersionFloor>,
+    /// The base snapshot as downloaded, and the chain applied to it since:
+    /// what [`Session::saved`] hands the host to keep.
+    snapshot: Option<Arc<[u8]>>,
+    chain: Vec<u8>,
 }
 
 /// The agent's state and decisions, driven by the host's I/O; see the
@@ -351,6 +361,8 @@ impl Session {
                     state: None,
                     etag: None,
                     floor: None,
+                    snapshot: None,
+                    chain: Vec::new(),
                 })
                 .collect(),
             trusted_keys: config.trusted_keys,
@@ -571,6 +583,7 @@ impl Session {
         let slot = &mut self.slots[index];
         slot.floor = Some(state.floor());
         slot.state = Some(Arc::new(state));
+        slot.chain.extend_from_slice(bytes);
         self.stats.deltas_applied += deltas as u64;
         Ok(ListUpdate::Updated {
             previous: Some(version),
@@ -645,6 +658,8 @@ impl Session {
         slot.state = Some(Arc::new(state));
         slot.floor = Some(new_floor);
         slot.etag = new_etag;
+        slot.snapshot = Some(Arc::from(response.body));
+        slot.chain.clear();
         self.stats.snapshots_applied += 1;
         if previous == Some(version) {
             // A rebase on the very version the deltas led to.

@@ -16,6 +16,11 @@
 //!   verified ([`accept::accept`]: signature, limits, list name, rollback
 //!   floor) as the new base.
 //!
+//!
+//! And at start, [`restore`]: what the bytes a host kept (the snapshot, the
+//! chain applied since, the [`ListRecord`]) give back — the agent's cache
+//! directory and a session's saved lists alike.
+//!
 //! Statuses (`304`, `404`/`410`, errors), freshness records, counting,
 //! persistence and the swap itself stay with the caller: each transport
 //! sees its responses in its own shape.
@@ -23,7 +28,7 @@
 use blocksieve_format::{DecodeLimits, TrustedKey};
 
 use crate::Error;
-use crate::accept::{self, VersionFloor};
+use crate::accept::{self, ListRecord, Restored, VersionFloor};
 use crate::delta::{self, ChainOutcome, ListState};
 
 /// What a delta chain response leads to; see [`take_chain`].
@@ -153,6 +158,70 @@ pub fn take_snapshot(
         });
     }
     Ok(SnapshotStep::New(Box::new(ListState::of_base(accepted))))
+}
+
+/// A list as [`restore`] finds it in the bytes kept for it.
+#[derive(Debug, Default)]
+pub struct RestoredState {
+    /// The state to probe with: the kept snapshot (expired too: it then
+    /// answers stale) and, if it verified, the chain kept since. `None` when
+    /// no snapshot was kept or it was refused.
+    pub state: Option<ListState>,
+    /// The rollback floor from now on: the record's, or the state's if
+    /// that is newer (a crash between writing the chain or snapshot and
+    /// the record leaves the record one step behind).
+    pub floor: Option<VersionFloor>,
+    /// The ETag for the first conditional snapshot request, if the record
+    /// names it for the restored base.
+    pub etag: Option<String>,
+    /// Whether `state` includes the kept chain (keep its bytes for the
+    /// next save); `false` with `chain_error` when it was refused.
+    pub chain_applied: bool,
+    /// Why the kept snapshot was refused (signature, limits, list name,
+    /// older than the record's floor): discard it.
+    pub snapshot_error: Option<Error>,
+    /// Why the kept chain was refused: discard it. The base alone is the
+    /// state, and the next update asks for the deltas from its version.
+    pub chain_error: Option<Error>,
+}
+
+/// What the bytes kept for `list` give back at start: `snapshot` verified
+/// as a download is ([`accept::restore`]: against the `record`'s floor, if
+/// a record was kept), then `chain` applied to it
+/// ([`delta::restore_chain`]: every delta verified, ending at or above the
+/// record's floor). Expiry plays no part: the last verified snapshot is
+/// used, stale, rather than none.
+pub fn restore(
+    list: &str,
+    snapshot: Option<&[u8]>,
+    chain: Option<&[u8]>,
+    record: Option<&ListRecord>,
+    trusted_keys: &[TrustedKey],
+    limits: &DecodeLimits,
+) -> RestoredState {
+    let restored = accept::restore(list, snapshot, record, trusted_keys, limits);
+    let mut out = RestoredState {
+        floor: restored.floor,
+        etag: restored.etag,
+        ..RestoredState::default()
+    };
+    match restored.snapshot {
+        Restored::Missing => {}
+        Restored::Rejected(error) => out.snapshot_error = Some(error),
+        Restored::Loaded(accepted) => {
+            let (state, chain_error) =
+                delta::restore_chain(list, accepted, chain, out.floor.as_ref(), trusted_keys);
+            if chain_error.is_none() && state.has_deltas() {
+                out.chain_applied = true;
+                if out.floor.is_none_or(|f| f.admit_end(list, state.floor()).is_ok()) {
+                    out.floor = Some(state.floor());
+                }
+            }
+            out.chain_error = chain_error;
+            out.state = Some(state);
+        }
+    }
+    out
 }
 
 #[cfg(test)]

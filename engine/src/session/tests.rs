@@ -12,7 +12,7 @@ use rand::SeedableRng;
 use rand::rngs::StdRng;
 
 use super::*;
-use crate::accept;
+use crate::accept::{self, ListRecord};
 
 const NOW: u64 = 1_700_000_000;
 const LISTED: &str = "http://evil.example/login/";
@@ -741,4 +741,180 @@ fn mangled_responses_never_panic_roll_back_or_lose_a_listed_entry() {
             let _ = session.complete_check(query, Ok(response), at(NOW + round), &mut rng);
         }
     }
+}
+
+/// `loaded`'s session after one delta (to version 2, adding
+/// `new.example/`).
+fn with_delta() -> Session {
+    let (mut session, _) = loaded(config());
+    let base = session.state("malware").expect("state").floor();
+    let params = DeltaParams {
+        list_name: "malware".into(),
+        from: DeltaEnd {
+            version: base.version,
+            body_sha256: base.body_sha256,
+        },
+        to: DeltaEnd {
+            version: 2,
+            body_sha256: [2; 32],
+        },
+        created_at: NOW,
+        expires_at: NOW + 7200,
+    };
+    let chain = encode_delta(&params, &[FullHash::of(b"new.example/").prefix().0], &key()).expect("delta");
+    let [request] = session.update_requests().try_into().expect("one request");
+    let etag = snapshot_etag(2, &[2; 32]);
+    let update = session.handle_update_response(&request, ok(chain, &[("etag", &etag)]), at(NOW));
+    assert!(
+        matches!(update, Ok(ListUpdate::Updated { version: 2, .. })),
+        "{update:?}"
+    );
+    session
+}
+
+#[test]
+fn a_saved_list_is_restored_without_a_download_and_the_next_round_asks_for_deltas() {
+    let mut rng = StdRng::seed_from_u64(5);
+    assert_eq!(Session::new(config()).expect("session").saved("malware"), None);
+    let (session, etag) = loaded(config());
+    let saved = session.saved("malware").expect("saved");
+    assert!(saved.chain.is_empty());
+    assert_eq!(session.saved("phishing"), None);
+
+    let mut restarted = Session::new(config()).expect("session");
+    assert_eq!(restarted.restore(&saved, at(NOW)), Ok(1));
+    assert_eq!(restarted.stats().restored, 1);
+    // Checks work at once: the listed URL's prefix hits, a miss is final.
+    assert!(matches!(
+        restarted.check("http://evil.example/login/", at(NOW), &mut rng),
+        Ok(CheckStep::NeedFullHashes(_))
+    ));
+    assert!(matches!(
+        restarted.check("http://unlisted.example/", at(NOW), &mut rng),
+        Ok(CheckStep::Done(Verdict::Safe { stale: false }))
+    ));
+    // The next round asks for the deltas since the version restored.
+    let [request] = restarted.update_requests().try_into().expect("one request");
+    assert_eq!(request.kind, RequestKind::Deltas { from: 1 });
+    // The ETag came back too: a 304 to the snapshot keeps the list.
+    let snapshot_request = restarted.snapshot_request(&restarted.slots[0]);
+    assert_eq!(
+        snapshot_request.request.headers,
+        vec![("if-none-match".to_owned(), etag)]
+    );
+    // Saved again, the same bytes.
+    assert_eq!(restarted.saved("malware"), Some(saved.clone()));
+
+    // An expired snapshot is restored, and answers stale.
+    let mut late = Session::new(config()).expect("session");
+    assert_eq!(late.restore(&saved, at(NOW + 7200)), Ok(1));
+    assert_eq!(late.stats().restored_stale, 1);
+    assert!(matches!(
+        late.check("http://unlisted.example/", at(NOW + 7200), &mut rng),
+        Ok(CheckStep::Done(Verdict::Safe { stale: true }))
+    ));
+}
+
+#[test]
+fn a_saved_chain_comes_back_with_its_additions_and_a_bad_one_leaves_the_base() {
+    let session = with_delta();
+    let saved = session.saved("malware").expect("saved");
+    assert!(!saved.chain.is_empty());
+    let mut rng = StdRng::seed_from_u64(6);
+
+    let mut restarted = Session::new(config()).expect("session");
+    assert_eq!(restarted.restore(&saved, at(NOW)), Ok(2));
+    assert!(matches!(
+        restarted.check("http://new.example/", at(NOW), &mut rng),
+        Ok(CheckStep::NeedFullHashes(_))
+    ));
+    let [request] = restarted.update_requests().try_into().expect("one request");
+    assert_eq!(request.kind, RequestKind::Deltas { from: 2 });
+    assert_eq!(restarted.saved("malware"), Some(saved.clone()));
+
+    // A chain that does not verify: the base alone, asking for the deltas
+    // from its version; the record's floor (version 2) still refuses an
+    // older snapshot.
+    let mut bad = saved.clone();
+    let last = bad.chain.len() - 1;
+    bad.chain[last] ^= 1;
+    let mut restarted = Session::new(config()).expect("session");
+    assert_eq!(restarted.restore(&bad, at(NOW)), Ok(1));
+    let [request] = restarted.update_requests().try_into().expect("one request");
+    assert_eq!(request.kind, RequestKind::Deltas { from: 1 });
+    assert!(restarted.saved("malware").expect("saved").chain.is_empty());
+    let update = restarted.handle_update_response(
+        &restarted.snapshot_request(&restarted.slots[0]),
+        ok(snapshot(1), &[]),
+        at(NOW),
+    );
+    assert!(matches!(update, Err(Error::Rollback { .. })), "{update:?}");
+}
+
+#[test]
+fn saved_bytes_that_do_not_verify_are_refused_and_nothing_replaces_a_download() {
+    let (session, _) = loaded(config());
+    let saved = session.saved("malware").expect("saved");
+
+    let mut forged = saved.clone();
+    let mut bytes = forged.snapshot.to_vec();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 1;
+    forged.snapshot = bytes.into();
+    let mut restarted = Session::new(config()).expect("session");
+    let refused = restarted.restore(&forged, at(NOW));
+    assert!(matches!(refused, Err(Error::Decode { .. })), "{refused:?}");
+    assert_eq!(restarted.version("malware"), None);
+
+    // Signed by another key.
+    let mut foreign = saved.clone();
+    foreign.snapshot = snapshot_by(&SigningKey::from_secret_bytes([9; 32]), 1, &expressions(5)).into();
+    assert!(matches!(
+        Session::new(config())
+            .expect("session")
+            .restore(&foreign, at(NOW)),
+        Err(Error::Decode { .. })
+    ));
+
+    // Older than the floor the record holds.
+    let newer = ListRecord {
+        list: "malware".into(),
+        floor: VersionFloor {
+            version: 5,
+            body_sha256: [5; 32],
+        },
+        base: None,
+        etag: None,
+    };
+    let mut rolled_back = saved.clone();
+    rolled_back.record = newer.to_bytes();
+    assert!(matches!(
+        Session::new(config())
+            .expect("session")
+            .restore(&rolled_back, at(NOW)),
+        Err(Error::Rollback { .. })
+    ));
+
+    // A record that cannot be read is ignored; the snapshot still verifies.
+    let mut unreadable = saved.clone();
+    unreadable.record = b"{".to_vec();
+    assert_eq!(
+        Session::new(config())
+            .expect("session")
+            .restore(&unreadable, at(NOW)),
+        Ok(1)
+    );
+
+    // A list not subscribed.
+    let mut other = saved.clone();
+    other.list = "phishing".into();
+    assert!(matches!(
+        Session::new(config()).expect("session").restore(&other, at(NOW)),
+        Err(Error::InvalidSetting { .. })
+    ));
+
+    // A list already updated keeps what it downloaded.
+    let mut updated = with_delta();
+    assert_eq!(updated.restore(&saved, at(NOW)), Ok(2));
+    assert_eq!(updated.stats().restored, 0);
 }
