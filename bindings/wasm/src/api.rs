@@ -141,6 +141,8 @@ pub fn stats_json(stats: &SessionStats, update_transport_failures: u64) -> Value
         "deltasApplied": stats.deltas_applied,
         "deltaFallbacks": stats.delta_fallbacks,
         "updatesFailed": stats.updates_failed + update_transport_failures,
+        "restored": stats.restored,
+        "restoredStale": stats.restored_stale,
     })
 }
 

@@ -14,9 +14,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use blocksieve_engine::Error;
 use blocksieve_engine::session::{
-    CheckStep, HttpRequest, HttpResponse, ListUpdate, MAX_SEARCH_RESPONSE_BYTES, RequestKind, Session,
+    CheckStep, HttpRequest, HttpResponse, ListUpdate, MAX_SEARCH_RESPONSE_BYTES, RequestKind, SavedList,
+    Session,
 };
-use js_sys::{Function, Object, Promise, Reflect, Uint8Array};
+use js_sys::{Array, Function, Object, Promise, Reflect, Uint8Array};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use serde_json::{Value, json};
@@ -348,6 +349,63 @@ impl Agent {
         })
     }
 
+    /// What to keep of every list that has a snapshot, to hand to
+    /// `restore` after a restart (e.g. in IndexedDB): an array of `{ list,
+    /// snapshot, chain, record }`, the last three `Uint8Array`s to store as
+    /// they are. Save after an `update()` that changed a list.
+    pub fn save(&self) -> Array {
+        let session = self.inner.session.borrow();
+        let out = Array::new();
+        for list in session.lists() {
+            if let Some(saved) = session.saved(list) {
+                let entry = Object::new();
+                let _ = Reflect::set(&entry, &"list".into(), &saved.list.as_str().into());
+                for (name, bytes) in [
+                    ("snapshot", &saved.snapshot[..]),
+                    ("chain", &saved.chain[..]),
+                    ("record", &saved.record[..]),
+                ] {
+                    let _ = Reflect::set(&entry, &name.into(), &Uint8Array::from(bytes));
+                }
+                out.push(&entry);
+            }
+        }
+        out
+    }
+
+    /// Restores lists from what `save()` gave, before the first update:
+    /// every snapshot and delta is verified again (signature, limits, list,
+    /// rollback floor), an expired snapshot answers `stale` until an update
+    /// brings a newer one, and the next `update()` asks only for the deltas
+    /// since. Returns `{ lists: [{ list, version } | { list, error,
+    /// errorKind }] }`; an entry that fails verification is not used
+    /// (discard it; that list's next update downloads the snapshot).
+    /// Throws an `Error` with `.kind` `"invalid_input"` when `saved` is not
+    /// an array.
+    pub fn restore(&self, saved: JsValue) -> Result<JsValue, JsValue> {
+        let entries: Array = saved
+            .dyn_into()
+            .map_err(|_| invalid_input("saved must be an array"))?;
+        let mut lists = Vec::new();
+        for entry in entries.iter() {
+            let list = Reflect::get(&entry, &"list".into())
+                .ok()
+                .and_then(|l| l.as_string());
+            let outcome = saved_list(&entry).and_then(|saved| {
+                self.inner
+                    .session
+                    .borrow_mut()
+                    .restore(&saved, now())
+                    .map_err(|e| (api::error_kind(&e), e.to_string()))
+            });
+            lists.push(match outcome {
+                Ok(version) => json!({ "list": list, "version": version }),
+                Err((kind, error)) => json!({ "list": list, "error": error, "errorKind": kind }),
+            });
+        }
+        Ok(to_js(&json!({ "lists": lists })))
+    }
+
     /// The counters: `{ fullHashRequests, cacheHits, snapshotsApplied, ... }`.
     pub fn stats(&self) -> JsValue {
         let stats = self.inner.session.borrow().stats();
@@ -358,11 +416,43 @@ impl Agent {
     }
 }
 
-/// An `invalid_input` error for an argument that is not a string.
-fn not_a_string(what: &str) -> JsValue {
-    let thrown = js_sys::Error::new(&format!("{what} must be a string"));
+/// An `invalid_input` error.
+fn invalid_input(message: &str) -> JsValue {
+    let thrown = js_sys::Error::new(message);
     let _ = Reflect::set(&thrown, &"kind".into(), &"invalid_input".into());
     thrown.into()
+}
+
+/// An `invalid_input` error for an argument that is not a string.
+fn not_a_string(what: &str) -> JsValue {
+    invalid_input(&format!("{what} must be a string"))
+}
+
+/// One entry of `save()`'s array, read back: `list` a string, the rest
+/// `Uint8Array`s or `ArrayBuffer`s (what IndexedDB and structured clones
+/// give back).
+fn saved_list(entry: &JsValue) -> Result<SavedList, (&'static str, String)> {
+    let bad = |what: &str| ("invalid_input", format!("saved entry: {what}"));
+    let list = Reflect::get(entry, &"list".into())
+        .ok()
+        .and_then(|l| l.as_string())
+        .ok_or_else(|| bad("list must be a string"))?;
+    let bytes = |name: &str| -> Result<Vec<u8>, (&'static str, String)> {
+        let value = Reflect::get(entry, &name.into()).map_err(|_| bad(name))?;
+        if let Some(array) = value.dyn_ref::<Uint8Array>() {
+            Ok(array.to_vec())
+        } else if value.is_instance_of::<js_sys::ArrayBuffer>() {
+            Ok(Uint8Array::new(&value).to_vec())
+        } else {
+            Err(bad(&format!("{name} must be a Uint8Array or an ArrayBuffer")))
+        }
+    };
+    Ok(SavedList {
+        list,
+        snapshot: bytes("snapshot")?.into(),
+        chain: bytes("chain")?,
+        record: bytes("record")?,
+    })
 }
 
 /// The Safe Browsing canonical form of `url`; throws an `Error` with

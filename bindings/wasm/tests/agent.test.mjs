@@ -24,7 +24,7 @@ import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 
-import { searchesServed, startPublisher } from "./publisher.mjs";
+import { requestsServed, searchesServed, startPublisher } from "./publisher.mjs";
 
 const need = (name) => {
   const value = process.env[name];
@@ -216,4 +216,39 @@ test("cross-language identity: the WASM agent answers every input as the Rust ag
   );
   assert.equal(counts.unverified, 0);
   assert.ok(counts.unsafe > 1000 && counts.safe > 1000, JSON.stringify(counts));
+});
+
+test("save and restore: a restarted agent checks at once and downloads no snapshot again", async () => {
+  const first = new Agent({ publisher: base, lists: ["xlang"], key });
+  const report = await firstUpdate(first);
+  const [{ version }] = report.lists;
+  const saved = first.save();
+  assert.equal(saved.length, 1);
+  assert.equal(saved[0].list, "xlang");
+  for (const name of ["snapshot", "chain", "record"]) assert.ok(saved[0][name] instanceof Uint8Array, name);
+  assert.ok(saved[0].snapshot.length > 1000, `snapshot of ${saved[0].snapshot.length} bytes`);
+  // What a host gets back from storage: structured clones, ArrayBuffers.
+  const stored = structuredClone(saved).map((e) => ({ ...e, snapshot: e.snapshot.buffer }));
+
+  const snapshotRoute = "/v1/lists/{name}/snapshot";
+  const snapshotsBefore = await requestsServed(base, snapshotRoute);
+  const restarted = new Agent({ publisher: base, lists: ["xlang"], key });
+  assert.deepEqual(restarted.restore(stored), { lists: [{ list: "xlang", version }] });
+  assert.equal(restarted.stats().restored, 1);
+  const listed = lines(join(dir, "feed.txt")).find(valid);
+  assert.equal((await restarted.check(listed)).kind, "unsafe");
+  assert.equal((await restarted.check("http://blocksieve-benign.example/")).kind, "safe");
+  // The next round asks for the deltas since the version restored: nothing new.
+  assert.deepEqual(await restarted.update(), { lists: [{ list: "xlang", version, changed: false }] });
+  assert.equal(await requestsServed(base, snapshotRoute), snapshotsBefore, "a snapshot was downloaded again");
+
+  // Tampered bytes are refused, and that list waits for an update.
+  const forged = structuredClone(saved);
+  forged[0].snapshot[forged[0].snapshot.length >> 1] ^= 1;
+  const refusing = new Agent({ publisher: base, lists: ["xlang"], key });
+  const outcome = refusing.restore(forged);
+  assert.equal(outcome.lists[0].errorKind, "bad_data", JSON.stringify(outcome));
+  await assert.rejects(refusing.check(listed), { kind: "not_ready" });
+  assert.equal(refusing.restore([{ list: "xlang", snapshot: "x" }]).lists[0].errorKind, "invalid_input");
+  assert.throws(() => refusing.restore("not an array"), { kind: "invalid_input" });
 });

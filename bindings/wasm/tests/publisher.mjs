@@ -44,11 +44,15 @@ export async function waitReady(base) {
   }
 }
 
-/** The publisher's `blocksieve_http_requests_total` for the search route. */
-export async function searchesServed(base) {
+/** The publisher's `blocksieve_http_requests_total` for the routes whose
+ * label includes `route` (any status). */
+export async function requestsServed(base, route) {
   const text = await (await fetch(`${base}/metrics`)).text();
   return text
     .split("\n")
-    .filter((l) => l.startsWith("blocksieve_http_requests_total") && l.includes("hashes:search"))
+    .filter((l) => l.startsWith("blocksieve_http_requests_total") && l.includes(`route="${route}"`))
     .reduce((sum, l) => sum + Number(l.trim().split(/\s+/).pop()), 0);
 }
+
+/** The publisher's `blocksieve_http_requests_total` for the search route. */
+export const searchesServed = (base) => requestsServed(base, "/v1/hashes:search");
