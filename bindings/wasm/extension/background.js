@@ -9,11 +9,21 @@
 // compares full hashes before it says "unsafe".
 //
 // Chrome stops an idle service worker after about 30 seconds; the next event
-// starts it again, and with it a new agent that downloads the snapshots
-// again. Event listeners are therefore registered synchronously at the top
-// level, as Chrome requires for them to wake the worker.
+// starts it again, and with it a new agent. The agent's lists are kept in
+// IndexedDB after every update that changed them (`agent.save()`), and a
+// new agent restores them (`agent.restore()`, verified again) before its
+// first check: checks work at once, even offline, and the next update asks
+// only for the deltas since. Event listeners are registered synchronously
+// at the top level, as Chrome requires for them to wake the worker.
 
 import init, { Agent } from "./pkg/blocksieve_wasm.js";
+
+/** Where the agent's lists are kept across restarts: one IndexedDB
+ * database, one object store, one record (the publisher and key it is
+ * for, and `agent.save()`'s array). */
+const DB_NAME = "blocksieve";
+const DB_STORE = "saved";
+const DB_KEY = "lists";
 
 /** The name of the periodic update alarm. */
 const UPDATE_ALARM = "blocksieve-update";
@@ -107,6 +117,7 @@ async function start() {
   const config = await readConfig();
   await init({ module_or_path: chrome.runtime.getURL("pkg/blocksieve_wasm_bg.wasm") });
   const started = new Agent({ publisher: config.publisher, lists: config.lists, key: config.key });
+  started.owner = { publisher: config.publisher, key: config.key };
   const alarm = await chrome.alarms.get(UPDATE_ALARM);
   if (alarm?.periodInMinutes !== config.updateMinutes) {
     await chrome.alarms.create(UPDATE_ALARM, {
@@ -114,22 +125,85 @@ async function start() {
       periodInMinutes: config.updateMinutes,
     });
   }
-  // Without a snapshot every check fails and navigations go unchecked
-  // (fail open); the alarm tries again.
-  await update(started);
+  const restored = await restoreSaved(started);
+  if (restored === config.lists.length) {
+    // Every list is back: check at once, catch up with deltas meanwhile.
+    update(started);
+  } else {
+    // Without a snapshot every check fails and navigations go unchecked
+    // (fail open); the alarm tries again.
+    await update(started);
+  }
   return started;
 }
 
-/** Downloads new snapshots or deltas; records the outcome, never throws. */
+/** Downloads new snapshots or deltas, and keeps the lists when any
+ * changed; records the outcome, never throws. */
 async function update(running) {
   try {
     const report = await running.update();
     lastUpdate = { at: Date.now(), report };
+    if (report.lists.some((l) => l.changed)) await keep(running);
   } catch (error) {
     lastUpdate = { at: Date.now(), error: describe(error) };
     console.warn("blocksieve: update failed:", describe(error));
   }
   return lastUpdate;
+}
+
+/** The IndexedDB database, opened (and created) on demand. */
+function openDb() {
+  return new Promise((resolve, reject) => {
+    const request = indexedDB.open(DB_NAME, 1);
+    request.onupgradeneeded = () => request.result.createObjectStore(DB_STORE);
+    request.onsuccess = () => resolve(request.result);
+    request.onerror = () => reject(request.error);
+  });
+}
+
+/** Runs `action(store)` in one transaction; resolves with its request's result. */
+async function withStore(mode, action) {
+  const db = await openDb();
+  try {
+    return await new Promise((resolve, reject) => {
+      const transaction = db.transaction(DB_STORE, mode);
+      const request = action(transaction.objectStore(DB_STORE));
+      transaction.oncomplete = () => resolve(request.result);
+      transaction.onerror = () => reject(transaction.error);
+      transaction.onabort = () => reject(transaction.error);
+    });
+  } finally {
+    db.close();
+  }
+}
+
+/** Keeps the agent's lists for the next start. A failure (storage full,
+ * private mode) is logged: the next start downloads the snapshots. */
+async function keep(running) {
+  try {
+    const record = { ...running.owner, lists: running.save() };
+    await withStore("readwrite", (store) => store.put(record, DB_KEY));
+  } catch (error) {
+    console.warn("blocksieve: could not keep the lists:", describe(error));
+  }
+}
+
+/** Restores the lists kept for this publisher and key; returns how many
+ * came back. What does not verify is dropped, and its list downloads. */
+async function restoreSaved(running) {
+  try {
+    const record = await withStore("readonly", (store) => store.get(DB_KEY));
+    const { publisher, key } = running.owner;
+    if (!record || record.publisher !== publisher || record.key !== key) return 0;
+    const outcome = running.restore(record.lists);
+    for (const failed of outcome.lists.filter((l) => l.error)) {
+      console.warn("blocksieve: a kept list did not verify:", failed.list, failed.error);
+    }
+    return outcome.lists.filter((l) => l.version !== undefined).length;
+  } catch (error) {
+    console.warn("blocksieve: could not read the kept lists:", describe(error));
+    return 0;
+  }
 }
 
 function describe(error) {

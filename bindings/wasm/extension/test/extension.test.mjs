@@ -551,6 +551,59 @@ test("a bad configuration is reported with the field at fault", async () => {
   await until("the agent with config.json", async () => (await status()).lastUpdate?.report);
 });
 
+test("after the service worker restarts, the kept list answers at once and no snapshot is downloaded again", async (t) => {
+  // The first update kept the list in IndexedDB.
+  const kept = await worker.evaluate(
+    () =>
+      new Promise((resolve, reject) => {
+        const open = indexedDB.open("blocksieve", 1);
+        open.onerror = () => reject(open.error);
+        open.onsuccess = () => {
+          const get = open.result.transaction("saved").objectStore("saved").get("lists");
+          get.onerror = () => reject(get.error);
+          get.onsuccess = () => {
+            open.result.close();
+            resolve(get.result?.lists.map((l) => [l.list, l.snapshot.byteLength]) ?? null);
+          };
+        };
+      }),
+  );
+  assert.ok(kept?.length === 1 && kept[0][0] === "phishing" && kept[0][1] > 100, JSON.stringify(kept));
+
+  // Stopped as Chrome stops an idle worker; the next navigation starts a new one.
+  const page = context.pages()[0];
+  const cdp = await context.newCDPSession(page);
+  await cdp.send("ServiceWorker.enable");
+  await cdp.send("ServiceWorker.stopAllWorkers");
+  await cdp.detach();
+  const sentBefore = recorder.requests.length;
+  const since = Date.now();
+  await page.goto(LISTED).catch(() => {});
+  await waitForWarning(page);
+  // Playwright's handle on the worker reaches the restarted one.
+  const verdict = await verdictFor(LISTED, since);
+  assert.equal(verdict.kind, "unsafe", JSON.stringify(verdict));
+
+  const { stats, lastUpdate } = await until("the restarted agent's first update", async () => {
+    const s = await status();
+    return s.lastUpdate && s;
+  });
+  t.diagnostic(`restarted agent: ${JSON.stringify(stats)}; update: ${JSON.stringify(lastUpdate)}`);
+  assert.equal(stats.restored, 1, JSON.stringify(stats));
+  assert.equal(stats.snapshotsApplied, 0, JSON.stringify(stats));
+  assert.deepEqual(
+    lastUpdate.report?.lists.map((l) => [l.list, l.changed]),
+    [["phishing", false]],
+    JSON.stringify(lastUpdate),
+  );
+  const sent = recorder.requests.slice(sentBefore);
+  assert.ok(
+    !sent.some((r) => r.method === "GET" && /\/snapshots?(\/|$)/.test(r.path)),
+    `a snapshot was downloaded again: ${JSON.stringify(sent.map((r) => `${r.method} ${r.path}`))}`,
+  );
+  assert.ok(sent.some((r) => r.method === "GET" && r.path.includes("/updates/")), "no delta request");
+});
+
 test("with the publisher gone, a filter hit that cannot be confirmed does not block", async (t) => {
   // Stopping the publisher is the fault: the agent's snapshot still holds
   // the hash prefix, but no full hash can confirm it. The extension fails
