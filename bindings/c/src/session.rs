@@ -88,7 +88,10 @@ pub(crate) struct Request {
     body: Vec<u8>,
 }
 
-/// What a `blocksieve_query` holds.
+/// What a `blocksieve_query` holds. `repr(C)` with `session` first: the
+/// lent request never shares the query's address, so neither handle can
+/// pass for the other.
+#[repr(C)]
 pub(crate) struct Query {
     session: u64,
     /// The search to send, lent to the host by `blocksieve_query_request`.
