@@ -189,8 +189,9 @@ typedef struct blocksieve_config {
     uint64_t update_interval_seconds;
 } blocksieve_config;
 
-// The answer of `blocksieve_agent_check`, written whole by the library
-// (the caller need not initialize it).
+// The answer of `blocksieve_agent_check` and of a session's checks
+// (`blocksieve_session_check`, `_complete_check`, `_fail_check`), written
+// whole by the library (the caller need not initialize it).
 typedef struct blocksieve_verdict {
     // Safe, unsafe or unverified.
     enum blocksieve_verdict_kind kind;

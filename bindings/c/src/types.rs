@@ -84,8 +84,9 @@ pub enum blocksieve_verdict_kind {
     BLOCKSIEVE_UNVERIFIED = 2,
 }
 
-/// The answer of `blocksieve_agent_check`, written whole by the library
-/// (the caller need not initialize it).
+/// The answer of `blocksieve_agent_check` and of a session's checks
+/// (`blocksieve_session_check`, `_complete_check`, `_fail_check`), written
+/// whole by the library (the caller need not initialize it).
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct blocksieve_verdict {
