@@ -34,6 +34,14 @@
 // prefer an occasional false block to any chance of a miss.
 #define BLOCKSIEVE_FAIL_CLOSED 1
 
+// The most threat lists one `blocksieve_session` subscribes to, and so the
+// most requests of one update round: 32.
+#define BLOCKSIEVE_MAX_LISTS 32
+
+// The length of the random seed that `blocksieve_session_check` and the
+// functions completing a check take, in bytes.
+#define BLOCKSIEVE_SEED_BYTES 32
+
 // What every function returns. `BLOCKSIEVE_OK` is 0; on any other value
 // `blocksieve_last_error` says what went wrong, and out-parameters hold
 // nothing usable unless the function says otherwise
@@ -91,10 +99,44 @@ typedef enum blocksieve_verdict_kind {
     BLOCKSIEVE_UNVERIFIED = 2,
 } blocksieve_verdict_kind;
 
+// What an update response did to its threat list.
+typedef enum blocksieve_update_kind {
+    // A newer snapshot or delta chain verified and was swapped in.
+    BLOCKSIEVE_UPDATE_UPDATED = 0,
+    // The publisher has nothing newer than the version held (`304`, an
+    // empty chain, the same snapshot).
+    BLOCKSIEVE_UPDATE_UNCHANGED = 1,
+    // No usable delta chain: send the whole-snapshot request returned
+    // beside the result in the same round. The list keeps its state.
+    BLOCKSIEVE_UPDATE_NEED_SNAPSHOT = 2,
+    // The response was refused (HTTP error, forged, rolled back, oversized)
+    // or the host could not send the request. The list keeps its state;
+    // the status and last error say why.
+    BLOCKSIEVE_UPDATE_FAILED = 3,
+} blocksieve_update_kind;
+
 // An agent: the verified filters of its threat lists, their updates, the
 // full-hash cache, and the threads that run its requests. Created by
 // `blocksieve_agent_new`, released by `blocksieve_agent_free`; opaque.
 typedef struct blocksieve_agent blocksieve_agent;
+
+// A check waiting for the publisher's full hashes: send its request
+// (`blocksieve_query_request`) and hand the response to
+// `blocksieve_session_complete_check`, which consumes the query. Opaque.
+typedef struct blocksieve_query blocksieve_query;
+
+// An HTTP request for the host to send as it is (method, URL, headers,
+// body): an update request from `blocksieve_session_update_requests` or
+// `blocksieve_session_handle_update_response` (freed by
+// `blocksieve_request_free`), or a full-hash search borrowed from its
+// `blocksieve_query`. Opaque.
+typedef struct blocksieve_request blocksieve_request;
+
+// A session: the agent's state and decisions — each threat list's
+// verified filter, ETag and rollback floor, the full-hash cache and
+// backoff — driven by the host's own HTTP stack. Created by
+// `blocksieve_session_new`, released by `blocksieve_session_free`; opaque.
+typedef struct blocksieve_session blocksieve_session;
 
 // The signed header fields of a verified snapshot, from
 // `blocksieve_snapshot_verify`. Times are Unix seconds.
@@ -147,8 +189,9 @@ typedef struct blocksieve_config {
     uint64_t update_interval_seconds;
 } blocksieve_config;
 
-// The answer of `blocksieve_agent_check`, written whole by the library
-// (the caller need not initialize it).
+// The answer of `blocksieve_agent_check` and of a session's checks
+// (`blocksieve_session_check`, `_complete_check`, `_fail_check`), written
+// whole by the library (the caller need not initialize it).
 typedef struct blocksieve_verdict {
     // Safe, unsafe or unverified.
     enum blocksieve_verdict_kind kind;
@@ -200,6 +243,95 @@ typedef struct blocksieve_list_status {
     // Whether the last update attempt failed.
     bool last_update_failed;
 } blocksieve_list_status;
+
+// The settings of `blocksieve_session_new`. Strings are NUL-terminated
+// UTF-8 and only read during the call (the caller keeps ownership).
+// Numbers left 0 take their default.
+typedef struct blocksieve_session_config {
+    // The publisher base URL, e.g. `https://publisher.example` (plain
+    // `http://` only to the loopback interface, unless
+    // `dangerous_allow_plain_http`). Required.
+    const char *base_url;
+    // The threat lists to subscribe to: `lists_len` names of 1-64 bytes of
+    // `a-z0-9_-`, 1 to `BLOCKSIEVE_MAX_LISTS`.
+    const char *const *lists;
+    // The number of entries of `lists`.
+    size_t lists_len;
+    // The publisher keys trusted to sign snapshots and deltas, base64 of 32
+    // bytes (as `blocksieve-publisher keygen` prints them). At least one.
+    const char *const *trusted_keys;
+    // The number of entries of `trusted_keys`.
+    size_t trusted_keys_len;
+    // `BLOCKSIEVE_FAIL_OPEN` (0) or `BLOCKSIEVE_FAIL_CLOSED` (1).
+    uint32_t failure_policy;
+    // Random hash prefixes added to each full-hash request, at most 64;
+    // 0 for the default, 4.
+    uint32_t noise_prefixes;
+    // The full-hash cache's budget in bytes; 0 for the default, 4 MiB.
+    size_t full_hash_cache_bytes;
+    // The most bytes of a snapshot or delta chain response accepted, at
+    // most 4 GiB; 0 for the default, 256 MiB. A larger response is refused
+    // with `BLOCKSIEVE_BAD_DATA`.
+    uint64_t max_snapshot_bytes;
+    // Accept `http://` to hosts other than the loopback: full-hash answers
+    // can then be tampered with on the way. By default (false), refused.
+    bool dangerous_allow_plain_http;
+} blocksieve_session_config;
+
+// One response header, as the host received it: NUL-terminated name (any
+// case) and value. Bytes that are not UTF-8 are replaced by U+FFFD.
+typedef struct blocksieve_header {
+    // The header name, e.g. `ETag`.
+    const char *name;
+    // The header value, without the line's `\r\n`.
+    const char *value;
+} blocksieve_header;
+
+// The outcome of one update response, written whole by the library.
+typedef struct blocksieve_update_result {
+    // The threat list, NUL-terminated.
+    char list[BLOCKSIEVE_LIST_NAME_CAPACITY];
+    // What happened.
+    enum blocksieve_update_kind kind;
+    // Whether a version was held before the response (`previous` is 0
+    // otherwise).
+    bool has_previous;
+    // The version held before the response.
+    uint64_t previous;
+    // Whether a version is held now (`version` is 0 otherwise).
+    bool has_version;
+    // The version held now.
+    uint64_t version;
+} blocksieve_update_result;
+
+// The counters of a `blocksieve_session` since it was made.
+typedef struct blocksieve_session_stats {
+    // URLs checked (valid ones, with every list loaded).
+    uint64_t lookups;
+    // Checks with at least one local hash prefix hit.
+    uint64_t prefix_hits;
+    // Full-hash requests handed to the host.
+    uint64_t full_hash_requests;
+    // Full-hash requests that failed (transport, status, bad answer).
+    uint64_t full_hash_failures;
+    // Request prefixes answered from the full-hash cache.
+    uint64_t cache_hits;
+    // Prefix hits the publisher's full hashes confirmed.
+    uint64_t confirmed_unsafe;
+    // Prefix hits the publisher's full hashes refuted.
+    uint64_t false_prefix_hits;
+    // Prefix hits left unverified.
+    uint64_t unverified;
+    // Whole snapshots verified and swapped in.
+    uint64_t snapshots_applied;
+    // Deltas verified and applied.
+    uint64_t deltas_applied;
+    // Update requests for deltas that ended in a whole-snapshot request.
+    uint64_t delta_fallbacks;
+    // Update responses refused, and update requests the host reported it
+    // could not send (the list kept its state either way).
+    uint64_t updates_failed;
+} blocksieve_session_stats;
 
 #ifdef __cplusplus
 extern "C" {
@@ -471,6 +603,414 @@ enum blocksieve_status blocksieve_agent_status(const struct blocksieve_agent *ag
                                                struct blocksieve_list_status *out,
                                                size_t capacity,
                                                size_t *out_count);
+
+// Creates a session: the agent's state and decisions for a host that
+// sends the HTTP requests itself (`blocksieve_session_update_requests`,
+// `blocksieve_session_check`). No request is made and no thread started;
+// every list starts without a snapshot.
+//
+// On `BLOCKSIEVE_OK`, `*out_session` receives the handle, owned by the
+// caller until `blocksieve_session_free`; on any other status, NULL.
+//
+// Returns `BLOCKSIEVE_OK`, `BLOCKSIEVE_MISCONFIGURED` (an invalid base
+// URL, list name, key, failure policy or setting; no list, more than
+// `BLOCKSIEVE_MAX_LISTS`, or no key) or `BLOCKSIEVE_INVALID_ARGUMENT`
+// (NULL `config`, `out_session` or required string, a string not UTF-8).
+//
+// Thread-safety: any thread. The strings of `config` are only read during
+// the call.
+//
+// # Safety
+//
+// `config` must be NULL or point to a `blocksieve_session_config` whose
+// pointers are NULL or valid for the lengths given; `out_session` NULL or
+// writable.
+enum blocksieve_status blocksieve_session_new(const struct blocksieve_session_config *config,
+                                              struct blocksieve_session **out_session);
+
+// Releases a session and everything it holds (its filters, the full-hash
+// cache). Requests and queries it made stay valid until freed, but no
+// other session accepts them. NULL is accepted and does nothing.
+//
+// Returns `BLOCKSIEVE_OK`, or `BLOCKSIEVE_INVALID_ARGUMENT` for a pointer
+// that is not a live session (freed already: nothing is done).
+//
+// Thread-safety: any thread, but only once no other call on this session
+// is running or will start; the handle is invalid afterwards.
+//
+// # Safety
+//
+// `session` must be NULL or a handle from `blocksieve_session_new`.
+enum blocksieve_status blocksieve_session_free(struct blocksieve_session *session);
+
+// One update round: writes one new request per subscribed threat list,
+// in subscription order, into `out` — the deltas since the version held
+// (`GET /v1/lists/{name}/updates/{from}`, `If-None-Match`) or the whole
+// snapshot (`GET /v1/lists/{name}/snapshot`). Send each (in any order, at
+// once or not) and hand its response to
+// `blocksieve_session_handle_update_response`, or the failure to send it
+// to `blocksieve_session_handle_update_failure`; then free it with
+// `blocksieve_request_free`. When to run a round is the host's choice
+// (e.g. every few minutes); nothing is read from a clock here.
+//
+// `out`: room for `capacity` request pointers (`BLOCKSIEVE_MAX_LISTS` is
+// always enough); NULL with capacity 0 only asks for the count.
+// `*out_count` receives the number of lists whenever the status is
+// `BLOCKSIEVE_OK` or `BLOCKSIEVE_BUFFER_TOO_SMALL` (then no request is
+// made).
+//
+// Returns `BLOCKSIEVE_OK`, `BLOCKSIEVE_BUFFER_TOO_SMALL` or
+// `BLOCKSIEVE_INVALID_ARGUMENT`.
+//
+// Thread-safety: any thread; calls on one session serialize.
+//
+// # Safety
+//
+// `session` must be NULL or a handle from `blocksieve_session_new`; `out`
+// NULL or writable for `capacity` pointers; `out_count` NULL or writable.
+enum blocksieve_status blocksieve_session_update_requests(const struct blocksieve_session *session,
+                                                          struct blocksieve_request **out,
+                                                          size_t capacity,
+                                                          size_t *out_count);
+
+// Verifies and applies the response to an update request of this session
+// (from `blocksieve_session_update_requests` or a previous
+// `BLOCKSIEVE_UPDATE_NEED_SNAPSHOT`): a newer snapshot or delta chain is
+// swapped in whole (Ed25519 signature, body hash, list name, rollback
+// floor, chain links all checked); anything else leaves the list as it
+// was. A snapshot already expired at `now_ms` is applied all the same
+// (verdicts based on it say `stale`). The request is only read; the host
+// still frees it.
+//
+// `status`: the HTTP status (e.g. 200, 304). `headers`: `headers_len`
+// name and value pairs (NULL when 0), at least `ETag`; names in any case.
+// `body`: `body_len` bytes (NULL when 0), the whole body — the session
+// refuses one over `max_snapshot_bytes` (a host that can stop reading
+// early saves the memory). `now_ms`: the time, Unix milliseconds.
+//
+// `*out_result` receives the list, the outcome and the versions whenever
+// the status is `BLOCKSIEVE_OK`, `BLOCKSIEVE_TRANSPORT` or
+// `BLOCKSIEVE_BAD_DATA` (kind `BLOCKSIEVE_UPDATE_FAILED` for the last
+// two). `*out_next` receives NULL, or for `BLOCKSIEVE_UPDATE_NEED_SNAPSHOT`
+// the whole-snapshot request to send in the same round (free it with
+// `blocksieve_request_free`).
+//
+// Returns `BLOCKSIEVE_OK` (updated, unchanged or need snapshot),
+// `BLOCKSIEVE_TRANSPORT` (an HTTP error status such as 503: retry later),
+// `BLOCKSIEVE_BAD_DATA` (forged, corrupt, rolled back, oversized, or a
+// `304` with nothing to stand for), or `BLOCKSIEVE_INVALID_ARGUMENT` (a
+// NULL or dead handle, a request of another session or a full-hash
+// search, NULL outputs, a body NULL with a length, `now_ms` out of range).
+//
+// Thread-safety: any thread; calls on one session serialize.
+//
+// # Safety
+//
+// `session` and `request` must be NULL or handles of this library; other
+// pointers NULL or valid for the lengths given.
+enum blocksieve_status blocksieve_session_handle_update_response(const struct blocksieve_session *session,
+                                                                 const struct blocksieve_request *request,
+                                                                 uint16_t status,
+                                                                 const struct blocksieve_header *headers,
+                                                                 size_t headers_len,
+                                                                 const uint8_t *body,
+                                                                 size_t body_len,
+                                                                 int64_t now_ms,
+                                                                 struct blocksieve_update_result *out_result,
+                                                                 struct blocksieve_request **out_next);
+
+// Records that the host could not send an update request of this session
+// or read its response (no connection, timeout, a cut body): counted in
+// `updates_failed`, the list kept as it is. Retry in a later round.
+//
+// `reason`: NUL-terminated UTF-8, e.g. curl's error text. `*out_result`
+// receives the list, `BLOCKSIEVE_UPDATE_FAILED` and the version held.
+//
+// Returns `BLOCKSIEVE_TRANSPORT` (the failure recorded; the last error
+// names the URL and the reason) or `BLOCKSIEVE_INVALID_ARGUMENT`.
+//
+// Thread-safety: any thread; calls on one session serialize.
+//
+// # Safety
+//
+// `session` and `request` must be NULL or handles of this library;
+// `reason` NULL or NUL-terminated; `out_result` NULL or writable.
+enum blocksieve_status blocksieve_session_handle_update_failure(const struct blocksieve_session *session,
+                                                                const struct blocksieve_request *request,
+                                                                const char *reason,
+                                                                struct blocksieve_update_result *out_result);
+
+// Checks a URL against every subscribed threat list: canonicalized, its
+// expressions' hash prefixes probed in the local filters. With no hit, or
+// every hit answered from the full-hash cache, or full-hash requests
+// paused by the backoff after failures (then `BLOCKSIEVE_UNVERIFIED`),
+// the verdict is written now and `*out_query` is NULL: no request is
+// needed. Otherwise `*out_query` receives a query: send its request
+// (`blocksieve_query_request`: `POST /v1/hashes:search` carrying the real
+// request prefixes and `noise_prefixes` random ones, shuffled) and hand
+// the response to `blocksieve_session_complete_check` (or the failure to
+// `blocksieve_session_fail_check`); `*out_verdict` is then not written. A
+// prefix hit alone is never `BLOCKSIEVE_UNSAFE`.
+//
+// `url`: `url_len` bytes of UTF-8. `now_ms`: the time, Unix
+// milliseconds. `seed`: `BLOCKSIEVE_SEED_BYTES` (32) bytes from a
+// cryptographically secure generator (`getrandom`, `arc4random_buf`,
+// `SecRandomCopyBytes`, `BCryptGenRandom`), fresh for every call: they
+// choose the noise prefixes and their order, which is all that hides the
+// real hash prefixes from the publisher (k-anonymity). Verdict texts as
+// for `blocksieve_agent_check`.
+//
+// Returns `BLOCKSIEVE_OK`, `BLOCKSIEVE_INVALID_URL` (the URL names no
+// host), `BLOCKSIEVE_NOT_READY` (a list has no snapshot yet: run an update
+// round first), `BLOCKSIEVE_BUFFER_TOO_SMALL` (a text did not fit; the
+// verdict is valid) or `BLOCKSIEVE_INVALID_ARGUMENT`.
+//
+// Thread-safety: any thread; calls on one session serialize. Checks may
+// be in flight while update rounds run: every response is checked against
+// the state in place when it arrives.
+//
+// # Safety
+//
+// `session` must be NULL or a handle of this library; other pointers NULL
+// or valid for the lengths given (`seed` for 32 bytes).
+enum blocksieve_status blocksieve_session_check(const struct blocksieve_session *session,
+                                                const char *url,
+                                                size_t url_len,
+                                                int64_t now_ms,
+                                                const uint8_t *seed,
+                                                struct blocksieve_verdict *out_verdict,
+                                                char *list,
+                                                size_t list_capacity,
+                                                char *expression,
+                                                size_t expression_capacity,
+                                                struct blocksieve_query **out_query);
+
+// Completes a check with the publisher's response to its query's request:
+// a good answer is cached for its cache duration (misses included) and
+// decides the verdict — `BLOCKSIEVE_UNSAFE` only when a returned full hash
+// is one of the URL's; an HTTP error, an answer that does not parse or is
+// over 32 MiB makes the verdict `BLOCKSIEVE_UNVERIFIED` (`block` by the
+// failure policy) and starts or extends the backoff (`Retry-After`
+// honoured), during which checks needing full hashes answer
+// `BLOCKSIEVE_UNVERIFIED` at once.
+//
+// `query` is consumed whatever the status (freed; the pointer, and the
+// request it lent, are invalid afterwards: a second use returns
+// `BLOCKSIEVE_INVALID_ARGUMENT`). `status`, `headers`, `body`, `now_ms`
+// as for `blocksieve_session_handle_update_response`; `seed` and the
+// verdict outputs as for `blocksieve_session_check` (the seed draws the
+// backoff's jitter).
+//
+// Returns `BLOCKSIEVE_OK` (an unverified verdict included),
+// `BLOCKSIEVE_BUFFER_TOO_SMALL` (a text did not fit; the verdict is valid,
+// and checking the URL again answers from the cache) or
+// `BLOCKSIEVE_INVALID_ARGUMENT` (a NULL or dead handle, a query of
+// another session, a NULL output or seed, a body NULL with a length).
+//
+// Thread-safety: any thread; calls on one session serialize. A query is
+// completed once, by one thread.
+//
+// # Safety
+//
+// `session` and `query` must be NULL or handles of this library; other
+// pointers NULL or valid for the lengths given.
+enum blocksieve_status blocksieve_session_complete_check(const struct blocksieve_session *session,
+                                                         struct blocksieve_query *query,
+                                                         uint16_t status,
+                                                         const struct blocksieve_header *headers,
+                                                         size_t headers_len,
+                                                         const uint8_t *body,
+                                                         size_t body_len,
+                                                         int64_t now_ms,
+                                                         const uint8_t *seed,
+                                                         struct blocksieve_verdict *out_verdict,
+                                                         char *list,
+                                                         size_t list_capacity,
+                                                         char *expression,
+                                                         size_t expression_capacity);
+
+// Completes a check whose query's request the host could not send or
+// whose response it could not read (no connection, timeout, a cut body):
+// the verdict is `BLOCKSIEVE_UNVERIFIED` (`block` by the failure policy),
+// never unsafe, and the backoff starts or extends.
+//
+// `reason`: NUL-terminated UTF-8, e.g. curl's error text. Everything else
+// as for `blocksieve_session_complete_check`; `query` is consumed
+// whatever the status.
+//
+// Returns `BLOCKSIEVE_OK`, `BLOCKSIEVE_BUFFER_TOO_SMALL` or
+// `BLOCKSIEVE_INVALID_ARGUMENT`.
+//
+// Thread-safety: as for `blocksieve_session_complete_check`.
+//
+// # Safety
+//
+// `session` and `query` must be NULL or handles of this library; other
+// pointers NULL or valid for the lengths given.
+enum blocksieve_status blocksieve_session_fail_check(const struct blocksieve_session *session,
+                                                     struct blocksieve_query *query,
+                                                     const char *reason,
+                                                     int64_t now_ms,
+                                                     const uint8_t *seed,
+                                                     struct blocksieve_verdict *out_verdict,
+                                                     char *list,
+                                                     size_t list_capacity,
+                                                     char *expression,
+                                                     size_t expression_capacity);
+
+// Releases a query without completing it (the check is abandoned; no
+// failure is recorded). NULL is accepted and does nothing.
+//
+// Returns `BLOCKSIEVE_OK`, or `BLOCKSIEVE_INVALID_ARGUMENT` for a pointer
+// that is not a live query (already consumed: nothing is done).
+//
+// Thread-safety: any thread, once no other call uses the query.
+//
+// # Safety
+//
+// `query` must be NULL or a handle of this library.
+enum blocksieve_status blocksieve_query_free(struct blocksieve_query *query);
+
+// Lends the full-hash search request of a query: `*out_request` receives
+// a request valid until the query is completed or freed (do not free it
+// with `blocksieve_request_free`).
+//
+// Returns `BLOCKSIEVE_OK` or `BLOCKSIEVE_INVALID_ARGUMENT`.
+//
+// Thread-safety: any thread, concurrently with other reads of the query.
+//
+// # Safety
+//
+// `query` must be NULL or a handle of this library; `out_request` NULL or
+// writable.
+enum blocksieve_status blocksieve_query_request(const struct blocksieve_query *query,
+                                                const struct blocksieve_request **out_request);
+
+// Releases an update request. NULL is accepted and does nothing.
+//
+// Returns `BLOCKSIEVE_OK`, or `BLOCKSIEVE_INVALID_ARGUMENT` for a pointer
+// that is not a live update request (freed already, or a query's request:
+// nothing is done).
+//
+// Thread-safety: any thread, once no other call uses the request.
+//
+// # Safety
+//
+// `request` must be NULL or a handle of this library.
+enum blocksieve_status blocksieve_request_free(struct blocksieve_request *request);
+
+// The request's HTTP method: `*out_method` receives `"GET"` (updates) or
+// `"POST"` (full-hash searches), NUL-terminated, static.
+//
+// Returns `BLOCKSIEVE_OK` or `BLOCKSIEVE_INVALID_ARGUMENT`.
+//
+// Thread-safety: any thread, concurrently with other reads of the request.
+//
+// # Safety
+//
+// `request` must be NULL or a handle of this library; `out_method` NULL or
+// writable.
+enum blocksieve_status blocksieve_request_method(const struct blocksieve_request *request,
+                                                 const char **out_method);
+
+// The request's absolute URL (the session's base URL and a route), e.g.
+// `https://publisher.example/v1/lists/malware/snapshot`: `*out_url`
+// receives NUL-terminated text valid until the request is freed (or its
+// query consumed).
+//
+// Returns `BLOCKSIEVE_OK` or `BLOCKSIEVE_INVALID_ARGUMENT`.
+//
+// Thread-safety: any thread, concurrently with other reads of the request.
+//
+// # Safety
+//
+// `request` must be NULL or a handle of this library; `out_url` NULL or
+// writable.
+enum blocksieve_status blocksieve_request_url(const struct blocksieve_request *request,
+                                              const char **out_url);
+
+// The number of headers to send with the request (lowercase names, e.g.
+// `if-none-match`, `content-type`, `accept`), into `*out_count`.
+//
+// Returns `BLOCKSIEVE_OK` or `BLOCKSIEVE_INVALID_ARGUMENT`.
+//
+// Thread-safety: any thread, concurrently with other reads of the request.
+//
+// # Safety
+//
+// `request` must be NULL or a handle of this library; `out_count` NULL or
+// writable.
+enum blocksieve_status blocksieve_request_header_count(const struct blocksieve_request *request,
+                                                       size_t *out_count);
+
+// The request's header number `index` (from 0): `*out_name` and
+// `*out_value` receive NUL-terminated texts valid until the request is
+// freed (or its query consumed).
+//
+// Returns `BLOCKSIEVE_OK` or `BLOCKSIEVE_INVALID_ARGUMENT` (also for an
+// index not below the header count).
+//
+// Thread-safety: any thread, concurrently with other reads of the request.
+//
+// # Safety
+//
+// `request` must be NULL or a handle of this library; `out_name` and
+// `out_value` NULL or writable.
+enum blocksieve_status blocksieve_request_header(const struct blocksieve_request *request,
+                                                 size_t index,
+                                                 const char **out_name,
+                                                 const char **out_value);
+
+// The request's body: `*out_body` receives a pointer to `*out_len` bytes
+// valid until the request is freed (or its query consumed); NULL and 0
+// for a `GET`. A full-hash search's body is JSON
+// (`{"prefixes":[...],"min_versions":{...}}`).
+//
+// Returns `BLOCKSIEVE_OK` or `BLOCKSIEVE_INVALID_ARGUMENT`.
+//
+// Thread-safety: any thread, concurrently with other reads of the request.
+//
+// # Safety
+//
+// `request` must be NULL or a handle of this library; `out_body` and
+// `out_len` NULL or writable.
+enum blocksieve_status blocksieve_request_body(const struct blocksieve_request *request,
+                                               const uint8_t **out_body,
+                                               size_t *out_len);
+
+// Writes the session's counters (lookups, prefix hits, full-hash requests
+// and failures, cache hits, snapshots and deltas applied, failed updates)
+// into `*out_stats`.
+//
+// Returns `BLOCKSIEVE_OK` or `BLOCKSIEVE_INVALID_ARGUMENT`.
+//
+// Thread-safety: any thread; calls on one session serialize.
+//
+// # Safety
+//
+// `session` must be NULL or a handle of this library; `out_stats` NULL or
+// writable.
+enum blocksieve_status blocksieve_session_get_stats(const struct blocksieve_session *session,
+                                                    struct blocksieve_session_stats *out_stats);
+
+// The version a subscribed threat list's filter stands for (its
+// snapshot's, or that of the last delta applied), into `*out_version`.
+//
+// `list`: a NUL-terminated list name.
+//
+// Returns `BLOCKSIEVE_OK`, `BLOCKSIEVE_NOT_READY` (the list has no
+// snapshot yet) or `BLOCKSIEVE_INVALID_ARGUMENT` (also for a list not
+// subscribed).
+//
+// Thread-safety: any thread; calls on one session serialize.
+//
+// # Safety
+//
+// `session` must be NULL or a handle of this library; `list` NULL or
+// NUL-terminated; `out_version` NULL or writable.
+enum blocksieve_status blocksieve_session_list_version(const struct blocksieve_session *session,
+                                                       const char *list,
+                                                       uint64_t *out_version);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -128,49 +128,7 @@ impl Handle {
     pub(crate) fn check(&self, url: &str) -> Result<CheckAnswer, Failure> {
         let (agent, url) = (self.agent.clone(), url.to_owned());
         let verdict = self.wait(async move { agent.check_url(&url).await })??;
-        let mut out = blocksieve_verdict {
-            kind: blocksieve_verdict_kind::BLOCKSIEVE_SAFE,
-            stale: false,
-            block: verdict.should_block(),
-            full_hash: [0; 32],
-            list_len: 0,
-            expression_len: 0,
-        };
-        let (list, expression) = match verdict {
-            Verdict::Safe { stale } => {
-                out.stale = stale;
-                (String::new(), String::new())
-            }
-            Verdict::Unsafe {
-                list,
-                expression,
-                full_hash,
-                stale,
-            } => {
-                out.kind = blocksieve_verdict_kind::BLOCKSIEVE_UNSAFE;
-                out.stale = stale;
-                out.full_hash = full_hash.0;
-                (list, expression)
-            }
-            Verdict::Unverified { lists, stale, .. } => {
-                out.kind = blocksieve_verdict_kind::BLOCKSIEVE_UNVERIFIED;
-                out.stale = stale;
-                (lists.join(","), String::new())
-            }
-            // A kind of verdict added to the agent after these bindings:
-            // neither safe nor unsafe.
-            _ => {
-                out.kind = blocksieve_verdict_kind::BLOCKSIEVE_UNVERIFIED;
-                (String::new(), String::new())
-            }
-        };
-        out.list_len = list.len();
-        out.expression_len = expression.len();
-        Ok(CheckAnswer {
-            verdict: out,
-            list,
-            expression,
-        })
+        Ok(answer(verdict))
     }
 
     /// Starts the background updates on the runtime's worker thread.
@@ -231,6 +189,53 @@ impl Drop for Handle {
                 drop(runtime);
             }
         }
+    }
+}
+
+/// A verdict as the ABI returns it: the struct and its two texts.
+pub(crate) fn answer(verdict: Verdict) -> CheckAnswer {
+    let mut out = blocksieve_verdict {
+        kind: blocksieve_verdict_kind::BLOCKSIEVE_SAFE,
+        stale: false,
+        block: verdict.should_block(),
+        full_hash: [0; 32],
+        list_len: 0,
+        expression_len: 0,
+    };
+    let (list, expression) = match verdict {
+        Verdict::Safe { stale } => {
+            out.stale = stale;
+            (String::new(), String::new())
+        }
+        Verdict::Unsafe {
+            list,
+            expression,
+            full_hash,
+            stale,
+        } => {
+            out.kind = blocksieve_verdict_kind::BLOCKSIEVE_UNSAFE;
+            out.stale = stale;
+            out.full_hash = full_hash.0;
+            (list, expression)
+        }
+        Verdict::Unverified { lists, stale, .. } => {
+            out.kind = blocksieve_verdict_kind::BLOCKSIEVE_UNVERIFIED;
+            out.stale = stale;
+            (lists.join(","), String::new())
+        }
+        // A kind of verdict added to the agent after these bindings:
+        // neither safe nor unsafe.
+        _ => {
+            out.kind = blocksieve_verdict_kind::BLOCKSIEVE_UNVERIFIED;
+            (String::new(), String::new())
+        }
+    };
+    out.list_len = list.len();
+    out.expression_len = expression.len();
+    CheckAnswer {
+        verdict: out,
+        list,
+        expression,
     }
 }
 

@@ -9,10 +9,16 @@
 use std::ffi::{CStr, c_char};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use crate::agent::{Handle, Settings};
+use std::collections::BTreeSet;
+use std::sync::{Mutex, PoisonError};
+
+use crate::agent::{CheckAnswer, Handle, Settings};
 use crate::failure::{self, Failure};
+use crate::session::{Query, Request, Response, SessionSettings, Step};
 use crate::types::{
-    blocksieve_agent, blocksieve_config, blocksieve_list_status, blocksieve_snapshot_info, blocksieve_status,
+    BLOCKSIEVE_SEED_BYTES, blocksieve_agent, blocksieve_config, blocksieve_header, blocksieve_list_status,
+    blocksieve_query, blocksieve_request, blocksieve_session, blocksieve_session_config,
+    blocksieve_session_stats, blocksieve_snapshot_info, blocksieve_status, blocksieve_update_result,
     blocksieve_verdict,
 };
 
@@ -217,6 +223,77 @@ unsafe fn write_text(buf: *mut c_char, capacity: usize, text: &str, what: &str) 
     // SAFETY: `text.len() < needed <= capacity`, within the buffer.
     unsafe { buf.wrapping_add(text.len()).write(0) };
     Ok(())
+}
+
+/// Where a verdict goes: the struct and the buffers of its two texts
+/// (either NULL with capacity 0 when the caller does not want it).
+struct VerdictOut {
+    verdict: *mut blocksieve_verdict,
+    list: *mut c_char,
+    list_capacity: usize,
+    expression: *mut c_char,
+    expression_capacity: usize,
+}
+
+impl VerdictOut {
+    /// Checks the pointers before any work is done.
+    fn new(
+        verdict: *mut blocksieve_verdict,
+        list: *mut c_char,
+        list_capacity: usize,
+        expression: *mut c_char,
+        expression_capacity: usize,
+    ) -> Result<Self, Failure> {
+        let verdict = out_ptr(verdict, "out_verdict")?;
+        if list.is_null() && list_capacity != 0 {
+            return Err(Failure::argument(format!(
+                "list buffer is NULL but its capacity is {list_capacity}"
+            )));
+        }
+        if expression.is_null() && expression_capacity != 0 {
+            return Err(Failure::argument(format!(
+                "expression buffer is NULL but its capacity is {expression_capacity}"
+            )));
+        }
+        Ok(Self {
+            verdict,
+            list,
+            list_capacity,
+            expression,
+            expression_capacity,
+        })
+    }
+
+    /// Writes the verdict, then each wanted text if it fits.
+    ///
+    /// # Safety
+    ///
+    /// `verdict` (checked by [`VerdictOut::new`]) must be writable, and the
+    /// text buffers, unless NULL, writable for their capacities.
+    unsafe fn write(&self, answer: &CheckAnswer) -> Result<(), Failure> {
+        // SAFETY: non-NULL and aligned (checked in `new`), writable by the
+        // caller's guarantee; `write` reads nothing of the old contents.
+        unsafe { self.verdict.write(answer.verdict) };
+        let mut outcome = Ok(());
+        if !self.list.is_null() {
+            // SAFETY: non-NULL, with `list_capacity` writable bytes by the
+            // caller's guarantee.
+            outcome = unsafe { write_text(self.list, self.list_capacity, &answer.list, "list") };
+        }
+        if !self.expression.is_null() {
+            // SAFETY: as above, for `expression`.
+            let written = unsafe {
+                write_text(
+                    self.expression,
+                    self.expression_capacity,
+                    &answer.expression,
+                    "expression",
+                )
+            };
+            outcome = outcome.and(written);
+        }
+        outcome
+    }
 }
 
 /// Writes a text result of a sans-I/O function.
@@ -626,34 +703,10 @@ pub unsafe extern "C" fn blocksieve_agent_check(
         let handle = unsafe { handle(agent) }?;
         // SAFETY: the caller's guarantee on `url`, passed on.
         let url = unsafe { text(url, url_len, "url") }?;
-        let out_verdict = out_ptr(out_verdict, "out_verdict")?;
-        if list.is_null() && list_capacity != 0 {
-            return Err(Failure::argument(format!(
-                "list buffer is NULL but its capacity is {list_capacity}"
-            )));
-        }
-        if expression.is_null() && expression_capacity != 0 {
-            return Err(Failure::argument(format!(
-                "expression buffer is NULL but its capacity is {expression_capacity}"
-            )));
-        }
+        let out = VerdictOut::new(out_verdict, list, list_capacity, expression, expression_capacity)?;
         let answer = handle.check(url)?;
-        // SAFETY: non-NULL and aligned (checked), writable by the caller's
-        // guarantee; `write` reads nothing of the old contents.
-        unsafe { out_verdict.write(answer.verdict) };
-        let mut outcome = Ok(());
-        if !list.is_null() {
-            // SAFETY: non-NULL, with `list_capacity` writable bytes by the
-            // caller's guarantee.
-            outcome = unsafe { write_text(list, list_capacity, &answer.list, "list") };
-        }
-        if !expression.is_null() {
-            // SAFETY: as above, for `expression`.
-            let written =
-                unsafe { write_text(expression, expression_capacity, &answer.expression, "expression") };
-            outcome = outcome.and(written);
-        }
-        outcome
+        // SAFETY: the caller's guarantee on the buffers, passed on.
+        unsafe { out.write(&answer) }
     })
 }
 
@@ -755,6 +808,1003 @@ pub unsafe extern "C" fn blocksieve_agent_status(
             // writable by the caller's guarantee.
             unsafe { out.wrapping_add(i).write(list) };
         }
+        Ok(())
+    })
+}
+
+// --- The sans-I/O session: handles the library hands out and takes back. ---
+
+/// The kinds of handle of the session API, for [`LIVE`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Kind {
+    Session,
+    /// A request the caller frees with `blocksieve_request_free`.
+    Request,
+    /// The request inside a query, lent by `blocksieve_query_request`.
+    QueryRequest,
+    Query,
+}
+
+/// The addresses of the session API's live handles, by kind. A pointer is
+/// dereferenced only while it is listed here, so a handle that was freed or
+/// consumed, one of another kind, or an address the library never gave out
+/// is refused with `BLOCKSIEVE_INVALID_ARGUMENT` instead of being read.
+static LIVE: Mutex<BTreeSet<(usize, Kind)>> = Mutex::new(BTreeSet::new());
+
+fn live_handles() -> std::sync::MutexGuard<'static, BTreeSet<(usize, Kind)>> {
+    LIVE.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Hands `value` to the caller as a raw pointer listed in [`LIVE`].
+fn give<T>(value: Box<T>, kind: Kind) -> *mut T {
+    let ptr = Box::into_raw(value);
+    live_handles().insert((ptr as usize, kind));
+    ptr
+}
+
+/// Checks that `ptr` is a live handle of one of `kinds`.
+fn check_live<T>(ptr: *const T, kinds: &[Kind], what: &str) -> Result<(), Failure> {
+    if ptr.is_null() {
+        return Err(Failure::argument(format!("{what} is NULL")));
+    }
+    if !ptr.is_aligned() {
+        return Err(Failure::argument(format!("{what} is not aligned")));
+    }
+    let live = live_handles();
+    if kinds.iter().any(|&k| live.contains(&(ptr as usize, k))) {
+        Ok(())
+    } else {
+        Err(Failure::argument(format!(
+            "{what} is not a live handle (already freed or consumed, or not one of this kind)"
+        )))
+    }
+}
+
+/// A checked `*const blocksieve_session` as the handle it owns.
+///
+/// # Safety
+///
+/// Unless refused, `session` must not be freed while `'a` lasts.
+unsafe fn session_handle<'a>(
+    session: *const blocksieve_session,
+) -> Result<&'a crate::session::Handle, Failure> {
+    check_live(session, &[Kind::Session], "session")?;
+    // SAFETY: listed in `LIVE`, so a `Box<blocksieve_session>` given out by
+    // `blocksieve_session_new` and not yet freed; the caller does not free
+    // it during the call.
+    Ok(unsafe { &(*session).inner })
+}
+
+/// A checked `*const blocksieve_request` as the request it holds.
+///
+/// # Safety
+///
+/// Unless refused, `request` (or the query lending it) must not be freed
+/// while `'a` lasts.
+unsafe fn request_handle<'a>(request: *const blocksieve_request) -> Result<&'a Request, Failure> {
+    check_live(request, &[Kind::Request, Kind::QueryRequest], "request")?;
+    // SAFETY: listed in `LIVE`: a `Box<blocksieve_request>` not yet freed,
+    // or the request field of a live `Box<blocksieve_query>`; the caller
+    // frees neither during the call.
+    Ok(unsafe { &(*request).inner })
+}
+
+/// Takes back a query handed out by `blocksieve_session_check`: it is no
+/// longer live, whatever the caller does next.
+///
+/// # Safety
+///
+/// Unless refused, no other call may be using `query`.
+unsafe fn take_query(query: *mut blocksieve_query) -> Result<Box<blocksieve_query>, Failure> {
+    check_live(query, &[Kind::Query], "query")?;
+    {
+        let mut live = live_handles();
+        if !live.remove(&(query as usize, Kind::Query)) {
+            // Consumed by another thread since the check above.
+            return Err(Failure::argument("query is not a live handle (already consumed)"));
+        }
+        // SAFETY: listed until just now, so a live `Box<blocksieve_query>`;
+        // only the address of its field is taken.
+        let lent = unsafe { &raw const (*query).inner.request };
+        live.remove(&(lent as usize, Kind::QueryRequest));
+    }
+    // SAFETY: a `Box<blocksieve_query>` from `give`, removed from `LIVE`
+    // above under its lock, so taken back only here, once.
+    Ok(unsafe { Box::from_raw(query) })
+}
+
+/// The caller's `len` bytes at `ptr`, which may be NULL when `len` is 0.
+///
+/// # Safety
+///
+/// As for [`bytes`].
+unsafe fn body<'a>(ptr: *const u8, len: usize) -> Result<&'a [u8], Failure> {
+    if len == 0 {
+        return Ok(&[]);
+    }
+    // SAFETY: the caller's guarantee, passed on.
+    unsafe { bytes(ptr, len, "body") }
+}
+
+/// The caller's 32-byte seed.
+///
+/// # Safety
+///
+/// Unless NULL, `seed` must point to `BLOCKSIEVE_SEED_BYTES` readable bytes.
+unsafe fn seed(seed: *const u8) -> Result<[u8; BLOCKSIEVE_SEED_BYTES], Failure> {
+    // SAFETY: the caller's guarantee, passed on.
+    let raw = unsafe { bytes(seed, BLOCKSIEVE_SEED_BYTES, "seed") }?;
+    raw.try_into()
+        .map_err(|_| Failure::argument("seed is not 32 bytes"))
+}
+
+/// The caller's response headers: `len` name and value pairs at `ptr`
+/// (NULL when `len` is 0), read lossily (a server's bytes, not the
+/// caller's).
+///
+/// # Safety
+///
+/// Unless NULL, `ptr` must point to `len` headers whose strings are NULL or
+/// NUL-terminated.
+unsafe fn headers(ptr: *const blocksieve_header, len: usize) -> Result<Vec<(String, String)>, Failure> {
+    if len == 0 {
+        return Ok(Vec::new());
+    }
+    if ptr.is_null() {
+        return Err(Failure::argument(format!(
+            "headers is NULL but its length is {len}"
+        )));
+    }
+    if !ptr.is_aligned() {
+        return Err(Failure::argument("headers is not aligned"));
+    }
+    if len > isize::MAX as usize / size_of::<blocksieve_header>() {
+        return Err(Failure::argument(format!("headers length {len} is too large")));
+    }
+    // SAFETY: non-NULL and aligned (checked), `len` entries fit in `isize`
+    // bytes (checked), readable by the caller's guarantee.
+    let items = unsafe { std::slice::from_raw_parts(ptr, len) };
+    let lossy = |p: *const c_char, what: String| {
+        if p.is_null() {
+            return Err(Failure::argument(format!("{what} is NULL")));
+        }
+        // SAFETY: non-NULL (checked); NUL-terminated by the caller's
+        // guarantee.
+        Ok(unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
+    };
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, h)| {
+            Ok((
+                lossy(h.name, format!("headers[{i}].name"))?,
+                lossy(h.value, format!("headers[{i}].value"))?,
+            ))
+        })
+        .collect()
+}
+
+/// The caller's response: status, headers and body.
+///
+/// # Safety
+///
+/// As for [`headers`] and [`body`].
+unsafe fn response<'a>(
+    status: u16,
+    header_ptr: *const blocksieve_header,
+    headers_len: usize,
+    body_ptr: *const u8,
+    body_len: usize,
+) -> Result<Response<'a>, Failure> {
+    Ok(Response {
+        status,
+        // SAFETY: the caller's guarantee, passed on.
+        headers: unsafe { headers(header_ptr, headers_len) }?,
+        // SAFETY: the caller's guarantee, passed on.
+        body: unsafe { body(body_ptr, body_len) }?,
+    })
+}
+
+/// Creates a session: the agent's state and decisions for a host that
+/// sends the HTTP requests itself (`blocksieve_session_update_requests`,
+/// `blocksieve_session_check`). No request is made and no thread started;
+/// every list starts without a snapshot.
+///
+/// On `BLOCKSIEVE_OK`, `*out_session` receives the handle, owned by the
+/// caller until `blocksieve_session_free`; on any other status, NULL.
+///
+/// Returns `BLOCKSIEVE_OK`, `BLOCKSIEVE_MISCONFIGURED` (an invalid base
+/// URL, list name, key, failure policy or setting; no list, more than
+/// `BLOCKSIEVE_MAX_LISTS`, or no key) or `BLOCKSIEVE_INVALID_ARGUMENT`
+/// (NULL `config`, `out_session` or required string, a string not UTF-8).
+///
+/// Thread-safety: any thread. The strings of `config` are only read during
+/// the call.
+///
+/// # Safety
+///
+/// `config` must be NULL or point to a `blocksieve_session_config` whose
+/// pointers are NULL or valid for the lengths given; `out_session` NULL or
+/// writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn blocksieve_session_new(
+    config: *const blocksieve_session_config,
+    out_session: *mut *mut blocksieve_session,
+) -> blocksieve_status {
+    entry(|| {
+        let out_session = out_ptr(out_session, "out_session")?;
+        // SAFETY: non-NULL and aligned (checked), writable by the caller's
+        // guarantee. Written first so that every failure leaves NULL.
+        unsafe { out_session.write(std::ptr::null_mut()) };
+        let config = out_ptr(config.cast_mut(), "config")?;
+        // SAFETY: non-NULL and aligned (checked), readable by the caller's
+        // guarantee; `blocksieve_session_config` is plain data (`Copy`).
+        let config = unsafe { config.read() };
+        // SAFETY: the caller's guarantee on the strings, passed on.
+        let base_url = unsafe { c_str(config.base_url, "config.base_url") }?;
+        // SAFETY: as above.
+        let lists = unsafe { c_str_array(config.lists, config.lists_len, "config.lists") }?;
+        // SAFETY: as above.
+        let trusted_keys = unsafe {
+            c_str_array(
+                config.trusted_keys,
+                config.trusted_keys_len,
+                "config.trusted_keys",
+            )
+        }?;
+        let settings = SessionSettings {
+            base_url,
+            lists,
+            trusted_keys,
+            failure_policy: config.failure_policy,
+            noise_prefixes: config.noise_prefixes,
+            full_hash_cache_bytes: config.full_hash_cache_bytes,
+            max_snapshot_bytes: config.max_snapshot_bytes,
+            dangerous_allow_plain_http: config.dangerous_allow_plain_http,
+        };
+        let handle = Box::new(blocksieve_session {
+            inner: crate::session::Handle::new(&settings)?,
+        });
+        // SAFETY: as the first write.
+        unsafe { out_session.write(give(handle, Kind::Session)) };
+        Ok(())
+    })
+}
+
+/// Releases a session and everything it holds (its filters, the full-hash
+/// cache). Requests and queries it made stay valid until freed, but no
+/// other session accepts them. NULL is accepted and does nothing.
+///
+/// Returns `BLOCKSIEVE_OK`, or `BLOCKSIEVE_INVALID_ARGUMENT` for a pointer
+/// that is not a live session (freed already: nothing is done).
+///
+/// Thread-safety: any thread, but only once no other call on this session
+/// is running or will start; the handle is invalid afterwards.
+///
+/// # Safety
+///
+/// `session` must be NULL or a handle from `blocksieve_session_new`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn blocksieve_session_free(session: *mut blocksieve_session) -> blocksieve_status {
+    entry(|| {
+        if session.is_null() {
+            return Ok(());
+        }
+        check_live(session, &[Kind::Session], "session")?;
+        if !live_handles().remove(&(session as usize, Kind::Session)) {
+            return Err(Failure::argument("session is not a live handle (already freed)"));
+        }
+        // SAFETY: a `Box<blocksieve_session>` from `give`, removed from
+        // `LIVE` just now under its lock, so released only here, once.
+        drop(unsafe { Box::from_raw(session) });
+        Ok(())
+    })
+}
+
+/// One update round: writes one new request per subscribed threat list,
+/// in subscription order, into `out` — the deltas since the version held
+/// (`GET /v1/lists/{name}/updates/{from}`, `If-None-Match`) or the whole
+/// snapshot (`GET /v1/lists/{name}/snapshot`). Send each (in any order, at
+/// once or not) and hand its response to
+/// `blocksieve_session_handle_update_response`, or the failure to send it
+/// to `blocksieve_session_handle_update_failure`; then free it with
+/// `blocksieve_request_free`. When to run a round is the host's choice
+/// (e.g. every few minutes); nothing is read from a clock here.
+///
+/// `out`: room for `capacity` request pointers (`BLOCKSIEVE_MAX_LISTS` is
+/// always enough); NULL with capacity 0 only asks for the count.
+/// `*out_count` receives the number of lists whenever the status is
+/// `BLOCKSIEVE_OK` or `BLOCKSIEVE_BUFFER_TOO_SMALL` (then no request is
+/// made).
+///
+/// Returns `BLOCKSIEVE_OK`, `BLOCKSIEVE_BUFFER_TOO_SMALL` or
+/// `BLOCKSIEVE_INVALID_ARGUMENT`.
+///
+/// Thread-safety: any thread; calls on one session serialize.
+///
+/// # Safety
+///
+/// `session` must be NULL or a handle from `blocksieve_session_new`; `out`
+/// NULL or writable for `capacity` pointers; `out_count` NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn blocksieve_session_update_requests(
+    session: *const blocksieve_session,
+    out: *mut *mut blocksieve_request,
+    capacity: usize,
+    out_count: *mut usize,
+) -> blocksieve_status {
+    entry(|| {
+        // SAFETY: the caller's guarantee, passed on.
+        let handle = unsafe { session_handle(session) }?;
+        if out.is_null() && capacity != 0 {
+            return Err(Failure::argument(format!(
+                "requests buffer is NULL but its capacity is {capacity}"
+            )));
+        }
+        if !out.is_aligned() {
+            return Err(Failure::argument("requests buffer is not aligned"));
+        }
+        let out_count = out_ptr(out_count, "out_count")?;
+        let requests = handle.update_requests()?;
+        // SAFETY: non-NULL and aligned (checked), writable by the caller's
+        // guarantee.
+        unsafe { out_count.write(requests.len()) };
+        if capacity < requests.len() {
+            return Err(Failure::new(
+                blocksieve_status::BLOCKSIEVE_BUFFER_TOO_SMALL,
+                format!(
+                    "requests buffer holds {capacity} entries, {} needed",
+                    requests.len()
+                ),
+            ));
+        }
+        for (i, request) in requests.into_iter().enumerate() {
+            let ptr = give(Box::new(blocksieve_request { inner: request }), Kind::Request);
+            // SAFETY: `out` is non-NULL and aligned (a capacity > 0 requires
+            // it, checked), and `i < requests.len() <= capacity` entries are
+            // writable by the caller's guarantee.
+            unsafe { out.wrapping_add(i).write(ptr) };
+        }
+        Ok(())
+    })
+}
+
+/// Verifies and applies the response to an update request of this session
+/// (from `blocksieve_session_update_requests` or a previous
+/// `BLOCKSIEVE_UPDATE_NEED_SNAPSHOT`): a newer snapshot or delta chain is
+/// swapped in whole (Ed25519 signature, body hash, list name, rollback
+/// floor, chain links all checked); anything else leaves the list as it
+/// was. A snapshot already expired at `now_ms` is applied all the same
+/// (verdicts based on it say `stale`). The request is only read; the host
+/// still frees it.
+///
+/// `status`: the HTTP status (e.g. 200, 304). `headers`: `headers_len`
+/// name and value pairs (NULL when 0), at least `ETag`; names in any case.
+/// `body`: `body_len` bytes (NULL when 0), the whole body — the session
+/// refuses one over `max_snapshot_bytes` (a host that can stop reading
+/// early saves the memory). `now_ms`: the time, Unix milliseconds.
+///
+/// `*out_result` receives the list, the outcome and the versions whenever
+/// the status is `BLOCKSIEVE_OK`, `BLOCKSIEVE_TRANSPORT` or
+/// `BLOCKSIEVE_BAD_DATA` (kind `BLOCKSIEVE_UPDATE_FAILED` for the last
+/// two). `*out_next` receives NULL, or for `BLOCKSIEVE_UPDATE_NEED_SNAPSHOT`
+/// the whole-snapshot request to send in the same round (free it with
+/// `blocksieve_request_free`).
+///
+/// Returns `BLOCKSIEVE_OK` (updated, unchanged or need snapshot),
+/// `BLOCKSIEVE_TRANSPORT` (an HTTP error status such as 503: retry later),
+/// `BLOCKSIEVE_BAD_DATA` (forged, corrupt, rolled back, oversized, or a
+/// `304` with nothing to stand for), or `BLOCKSIEVE_INVALID_ARGUMENT` (a
+/// NULL or dead handle, a request of another session or a full-hash
+/// search, NULL outputs, a body NULL with a length, `now_ms` out of range).
+///
+/// Thread-safety: any thread; calls on one session serialize.
+///
+/// # Safety
+///
+/// `session` and `request` must be NULL or handles of this library; other
+/// pointers NULL or valid for the lengths given.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn blocksieve_session_handle_update_response(
+    session: *const blocksieve_session,
+    request: *const blocksieve_request,
+    status: u16,
+    headers: *const blocksieve_header,
+    headers_len: usize,
+    body: *const u8,
+    body_len: usize,
+    now_ms: i64,
+    out_result: *mut blocksieve_update_result,
+    out_next: *mut *mut blocksieve_request,
+) -> blocksieve_status {
+    entry(|| {
+        let out_next = out_ptr(out_next, "out_next")?;
+        // SAFETY: non-NULL and aligned (checked), writable by the caller's
+        // guarantee. Written first so that every failure leaves NULL.
+        unsafe { out_next.write(std::ptr::null_mut()) };
+        let out_result = out_ptr(out_result, "out_result")?;
+        // SAFETY: the caller's guarantee, passed on.
+        let handle = unsafe { session_handle(session) }?;
+        // SAFETY: the caller's guarantee, passed on.
+        let request = unsafe { request_handle(request) }?;
+        // SAFETY: the caller's guarantee, passed on.
+        let response = unsafe { response(status, headers, headers_len, body, body_len) }?;
+        let now = crate::session::time(now_ms)?;
+        let outcome = handle.handle_update_response(request, &response, now)?;
+        // SAFETY: non-NULL and aligned (checked), writable by the caller's
+        // guarantee.
+        unsafe { out_result.write(outcome.result) };
+        if let Some(next) = outcome.next {
+            let ptr = give(Box::new(blocksieve_request { inner: next }), Kind::Request);
+            // SAFETY: as the first write.
+            unsafe { out_next.write(ptr) };
+        }
+        outcome.failure.map_or(Ok(()), Err)
+    })
+}
+
+/// Records that the host could not send an update request of this session
+/// or read its response (no connection, timeout, a cut body): counted in
+/// `updates_failed`, the list kept as it is. Retry in a later round.
+///
+/// `reason`: NUL-terminated UTF-8, e.g. curl's error text. `*out_result`
+/// receives the list, `BLOCKSIEVE_UPDATE_FAILED` and the version held.
+///
+/// Returns `BLOCKSIEVE_TRANSPORT` (the failure recorded; the last error
+/// names the URL and the reason) or `BLOCKSIEVE_INVALID_ARGUMENT`.
+///
+/// Thread-safety: any thread; calls on one session serialize.
+///
+/// # Safety
+///
+/// `session` and `request` must be NULL or handles of this library;
+/// `reason` NULL or NUL-terminated; `out_result` NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn blocksieve_session_handle_update_failure(
+    session: *const blocksieve_session,
+    request: *const blocksieve_request,
+    reason: *const c_char,
+    out_result: *mut blocksieve_update_result,
+) -> blocksieve_status {
+    entry(|| {
+        let out_result = out_ptr(out_result, "out_result")?;
+        // SAFETY: the caller's guarantee, passed on.
+        let handle = unsafe { session_handle(session) }?;
+        // SAFETY: the caller's guarantee, passed on.
+        let request = unsafe { request_handle(request) }?;
+        // SAFETY: the caller's guarantee, passed on.
+        let reason = unsafe { c_str(reason, "reason") }?;
+        let (result, failure) = handle.handle_update_failure(request, reason)?;
+        // SAFETY: non-NULL and aligned (checked), writable by the caller's
+        // guarantee.
+        unsafe { out_result.write(result) };
+        Err(failure)
+    })
+}
+
+/// Checks a URL against every subscribed threat list: canonicalized, its
+/// expressions' hash prefixes probed in the local filters. With no hit, or
+/// every hit answered from the full-hash cache, or full-hash requests
+/// paused by the backoff after failures (then `BLOCKSIEVE_UNVERIFIED`),
+/// the verdict is written now and `*out_query` is NULL: no request is
+/// needed. Otherwise `*out_query` receives a query: send its request
+/// (`blocksieve_query_request`: `POST /v1/hashes:search` carrying the real
+/// request prefixes and `noise_prefixes` random ones, shuffled) and hand
+/// the response to `blocksieve_session_complete_check` (or the failure to
+/// `blocksieve_session_fail_check`); `*out_verdict` is then not written. A
+/// prefix hit alone is never `BLOCKSIEVE_UNSAFE`.
+///
+/// `url`: `url_len` bytes of UTF-8. `now_ms`: the time, Unix
+/// milliseconds. `seed`: `BLOCKSIEVE_SEED_BYTES` (32) bytes from a
+/// cryptographically secure generator (`getrandom`, `arc4random_buf`,
+/// `SecRandomCopyBytes`, `BCryptGenRandom`), fresh for every call: they
+/// choose the noise prefixes and their order, which is all that hides the
+/// real hash prefixes from the publisher (k-anonymity). Verdict texts as
+/// for `blocksieve_agent_check`.
+///
+/// Returns `BLOCKSIEVE_OK`, `BLOCKSIEVE_INVALID_URL` (the URL names no
+/// host), `BLOCKSIEVE_NOT_READY` (a list has no snapshot yet: run an update
+/// round first), `BLOCKSIEVE_BUFFER_TOO_SMALL` (a text did not fit; the
+/// verdict is valid) or `BLOCKSIEVE_INVALID_ARGUMENT`.
+///
+/// Thread-safety: any thread; calls on one session serialize. Checks may
+/// be in flight while update rounds run: every response is checked against
+/// the state in place when it arrives.
+///
+/// # Safety
+///
+/// `session` must be NULL or a handle of this library; other pointers NULL
+/// or valid for the lengths given (`seed` for 32 bytes).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn blocksieve_session_check(
+    session: *const blocksieve_session,
+    url: *const c_char,
+    url_len: usize,
+    now_ms: i64,
+    seed: *const u8,
+    out_verdict: *mut blocksieve_verdict,
+    list: *mut c_char,
+    list_capacity: usize,
+    expression: *mut c_char,
+    expression_capacity: usize,
+    out_query: *mut *mut blocksieve_query,
+) -> blocksieve_status {
+    entry(|| {
+        let out_query = out_ptr(out_query, "out_query")?;
+        // SAFETY: non-NULL and aligned (checked), writable by the caller's
+        // guarantee. Written first so that every failure leaves NULL.
+        unsafe { out_query.write(std::ptr::null_mut()) };
+        // SAFETY: the caller's guarantee, passed on.
+        let handle = unsafe { session_handle(session) }?;
+        // SAFETY: the caller's guarantee on `url`, passed on.
+        let url = unsafe { text(url, url_len, "url") }?;
+        // SAFETY: the caller's guarantee on `seed`, passed on.
+        let seed = unsafe { self::seed(seed) }?;
+        let now = crate::session::time(now_ms)?;
+        let out = VerdictOut::new(out_verdict, list, list_capacity, expression, expression_capacity)?;
+        match handle.check(url, now, seed)? {
+            // SAFETY: the caller's guarantee on the buffers, passed on.
+            Step::Done(answer) => unsafe { out.write(&answer) },
+            Step::Query(query) => {
+                let boxed = Box::new(blocksieve_query { inner: *query });
+                // The lent request lives inside the query's allocation;
+                // both are listed under one lock, as `take_query` unlists
+                // them.
+                let lent_at = &raw const boxed.inner.request;
+                let mut live = live_handles();
+                let ptr = Box::into_raw(boxed);
+                live.insert((ptr as usize, Kind::Query));
+                live.insert((lent_at as usize, Kind::QueryRequest));
+                drop(live);
+                // SAFETY: as the first write.
+                unsafe { out_query.write(ptr) };
+                Ok(())
+            }
+        }
+    })
+}
+
+/// Shared by `blocksieve_session_complete_check` and
+/// `blocksieve_session_fail_check` once the query has been taken back (it
+/// is consumed whatever follows) and the caller's arguments read: checks
+/// them in order, completes the check and writes the verdict.
+///
+/// # Safety
+///
+/// `session` must be NULL or a handle of this library; `out`'s buffers as
+/// for [`VerdictOut::write`].
+unsafe fn complete(
+    session: *const blocksieve_session,
+    query: Box<blocksieve_query>,
+    response: Result<Result<Response<'_>, &str>, Failure>,
+    now_ms: i64,
+    seed: Result<[u8; BLOCKSIEVE_SEED_BYTES], Failure>,
+    out: Result<VerdictOut, Failure>,
+) -> Result<(), Failure> {
+    // SAFETY: the caller's guarantee, passed on.
+    let handle = unsafe { session_handle(session) }?;
+    let query: Query = query.inner;
+    handle.owns(&query)?;
+    let response = response?;
+    let seed = seed?;
+    let now = crate::session::time(now_ms)?;
+    let out = out?;
+    let answer = handle.complete_check(query, response, now, seed)?;
+    // SAFETY: the caller's guarantee on the buffers, passed on.
+    unsafe { out.write(&answer) }
+}
+
+/// Completes a check with the publisher's response to its query's request:
+/// a good answer is cached for its cache duration (misses included) and
+/// decides the verdict — `BLOCKSIEVE_UNSAFE` only when a returned full hash
+/// is one of the URL's; an HTTP error, an answer that does not parse or is
+/// over 32 MiB makes the verdict `BLOCKSIEVE_UNVERIFIED` (`block` by the
+/// failure policy) and starts or extends the backoff (`Retry-After`
+/// honoured), during which checks needing full hashes answer
+/// `BLOCKSIEVE_UNVERIFIED` at once.
+///
+/// `query` is consumed whatever the status (freed; the pointer, and the
+/// request it lent, are invalid afterwards: a second use returns
+/// `BLOCKSIEVE_INVALID_ARGUMENT`). `status`, `headers`, `body`, `now_ms`
+/// as for `blocksieve_session_handle_update_response`; `seed` and the
+/// verdict outputs as for `blocksieve_session_check` (the seed draws the
+/// backoff's jitter).
+///
+/// Returns `BLOCKSIEVE_OK` (an unverified verdict included),
+/// `BLOCKSIEVE_BUFFER_TOO_SMALL` (a text did not fit; the verdict is valid,
+/// and checking the URL again answers from the cache) or
+/// `BLOCKSIEVE_INVALID_ARGUMENT` (a NULL or dead handle, a query of
+/// another session, a NULL output or seed, a body NULL with a length).
+///
+/// Thread-safety: any thread; calls on one session serialize. A query is
+/// completed once, by one thread.
+///
+/// # Safety
+///
+/// `session` and `query` must be NULL or handles of this library; other
+/// pointers NULL or valid for the lengths given.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn blocksieve_session_complete_check(
+    session: *const blocksieve_session,
+    query: *mut blocksieve_query,
+    status: u16,
+    headers: *const blocksieve_header,
+    headers_len: usize,
+    body: *const u8,
+    body_len: usize,
+    now_ms: i64,
+    seed: *const u8,
+    out_verdict: *mut blocksieve_verdict,
+    list: *mut c_char,
+    list_capacity: usize,
+    expression: *mut c_char,
+    expression_capacity: usize,
+) -> blocksieve_status {
+    entry(|| {
+        // SAFETY: the caller's guarantee, passed on.
+        let query = unsafe { take_query(query) }?;
+        // SAFETY: the caller's guarantee, passed on.
+        let response = unsafe { response(status, headers, headers_len, body, body_len) };
+        // SAFETY: the caller's guarantee, passed on.
+        let seed = unsafe { self::seed(seed) };
+        let out = VerdictOut::new(out_verdict, list, list_capacity, expression, expression_capacity);
+        // SAFETY: the caller's guarantee, passed on.
+        unsafe { complete(session, query, response.map(Ok), now_ms, seed, out) }
+    })
+}
+
+/// Completes a check whose query's request the host could not send or
+/// whose response it could not read (no connection, timeout, a cut body):
+/// the verdict is `BLOCKSIEVE_UNVERIFIED` (`block` by the failure policy),
+/// never unsafe, and the backoff starts or extends.
+///
+/// `reason`: NUL-terminated UTF-8, e.g. curl's error text. Everything else
+/// as for `blocksieve_session_complete_check`; `query` is consumed
+/// whatever the status.
+///
+/// Returns `BLOCKSIEVE_OK`, `BLOCKSIEVE_BUFFER_TOO_SMALL` or
+/// `BLOCKSIEVE_INVALID_ARGUMENT`.
+///
+/// Thread-safety: as for `blocksieve_session_complete_check`.
+///
+/// # Safety
+///
+/// `session` and `query` must be NULL or handles of this library; other
+/// pointers NULL or valid for the lengths given.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn blocksieve_session_fail_check(
+    session: *const blocksieve_session,
+    query: *mut blocksieve_query,
+    reason: *const c_char,
+    now_ms: i64,
+    seed: *const u8,
+    out_verdict: *mut blocksieve_verdict,
+    list: *mut c_char,
+    list_capacity: usize,
+    expression: *mut c_char,
+    expression_capacity: usize,
+) -> blocksieve_status {
+    entry(|| {
+        // SAFETY: the caller's guarantee, passed on.
+        let query = unsafe { take_query(query) }?;
+        // SAFETY: the caller's guarantee, passed on.
+        let reason = unsafe { c_str(reason, "reason") };
+        // SAFETY: the caller's guarantee, passed on.
+        let seed = unsafe { self::seed(seed) };
+        let out = VerdictOut::new(out_verdict, list, list_capacity, expression, expression_capacity);
+        // SAFETY: the caller's guarantee, passed on.
+        unsafe { complete(session, query, reason.map(Err), now_ms, seed, out) }
+    })
+}
+
+/// Releases a query without completing it (the check is abandoned; no
+/// failure is recorded). NULL is accepted and does nothing.
+///
+/// Returns `BLOCKSIEVE_OK`, or `BLOCKSIEVE_INVALID_ARGUMENT` for a pointer
+/// that is not a live query (already consumed: nothing is done).
+///
+/// Thread-safety: any thread, once no other call uses the query.
+///
+/// # Safety
+///
+/// `query` must be NULL or a handle of this library.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn blocksieve_query_free(query: *mut blocksieve_query) -> blocksieve_status {
+    entry(|| {
+        if query.is_null() {
+            return Ok(());
+        }
+        // SAFETY: the caller's guarantee, passed on.
+        drop(unsafe { take_query(query) }?);
+        Ok(())
+    })
+}
+
+/// Lends the full-hash search request of a query: `*out_request` receives
+/// a request valid until the query is completed or freed (do not free it
+/// with `blocksieve_request_free`).
+///
+/// Returns `BLOCKSIEVE_OK` or `BLOCKSIEVE_INVALID_ARGUMENT`.
+///
+/// Thread-safety: any thread, concurrently with other reads of the query.
+///
+/// # Safety
+///
+/// `query` must be NULL or a handle of this library; `out_request` NULL or
+/// writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn blocksieve_query_request(
+    query: *const blocksieve_query,
+    out_request: *mut *const blocksieve_request,
+) -> blocksieve_status {
+    entry(|| {
+        let out_request = out_ptr(out_request, "out_request")?;
+        check_live(query, &[Kind::Query], "query")?;
+        // SAFETY: listed in `LIVE`, so a live `Box<blocksieve_query>`; only
+        // the address of its field is taken.
+        let lent = unsafe { &raw const (*query).inner.request };
+        // SAFETY: non-NULL and aligned (checked), writable by the caller's
+        // guarantee.
+        unsafe { out_request.write(lent) };
+        Ok(())
+    })
+}
+
+/// Releases an update request. NULL is accepted and does nothing.
+///
+/// Returns `BLOCKSIEVE_OK`, or `BLOCKSIEVE_INVALID_ARGUMENT` for a pointer
+/// that is not a live update request (freed already, or a query's request:
+/// nothing is done).
+///
+/// Thread-safety: any thread, once no other call uses the request.
+///
+/// # Safety
+///
+/// `request` must be NULL or a handle of this library.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn blocksieve_request_free(request: *mut blocksieve_request) -> blocksieve_status {
+    entry(|| {
+        if request.is_null() {
+            return Ok(());
+        }
+        check_live(request, &[Kind::Request], "request")?;
+        if !live_handles().remove(&(request as usize, Kind::Request)) {
+            return Err(Failure::argument("request is not a live handle (already freed)"));
+        }
+        // SAFETY: a `Box<blocksieve_request>` from `give`, removed from
+        // `LIVE` just now under its lock, so released only here, once.
+        drop(unsafe { Box::from_raw(request) });
+        Ok(())
+    })
+}
+
+/// Writes a borrowed NUL-terminated text of a request to `*out`.
+///
+/// # Safety
+///
+/// `request` NULL or a handle of this library; `out` NULL or writable.
+unsafe fn request_text(
+    request: *const blocksieve_request,
+    out: *mut *const c_char,
+    field: fn(&Request) -> &CStr,
+) -> Result<(), Failure> {
+    let out = out_ptr(out, "out")?;
+    // SAFETY: the caller's guarantee, passed on.
+    let request = unsafe { request_handle(request) }?;
+    // SAFETY: non-NULL and aligned (checked), writable by the caller's
+    // guarantee. The text lives as long as the request.
+    unsafe { out.write(field(request).as_ptr()) };
+    Ok(())
+}
+
+/// The request's HTTP method: `*out_method` receives `"GET"` (updates) or
+/// `"POST"` (full-hash searches), NUL-terminated, static.
+///
+/// Returns `BLOCKSIEVE_OK` or `BLOCKSIEVE_INVALID_ARGUMENT`.
+///
+/// Thread-safety: any thread, concurrently with other reads of the request.
+///
+/// # Safety
+///
+/// `request` must be NULL or a handle of this library; `out_method` NULL or
+/// writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn blocksieve_request_method(
+    request: *const blocksieve_request,
+    out_method: *mut *const c_char,
+) -> blocksieve_status {
+    // SAFETY: the caller's guarantee, passed on.
+    entry(|| unsafe { request_text(request, out_method, Request::method) })
+}
+
+/// The request's absolute URL (the session's base URL and a route), e.g.
+/// `https://publisher.example/v1/lists/malware/snapshot`: `*out_url`
+/// receives NUL-terminated text valid until the request is freed (or its
+/// query consumed).
+///
+/// Returns `BLOCKSIEVE_OK` or `BLOCKSIEVE_INVALID_ARGUMENT`.
+///
+/// Thread-safety: any thread, concurrently with other reads of the request.
+///
+/// # Safety
+///
+/// `request` must be NULL or a handle of this library; `out_url` NULL or
+/// writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn blocksieve_request_url(
+    request: *const blocksieve_request,
+    out_url: *mut *const c_char,
+) -> blocksieve_status {
+    // SAFETY: the caller's guarantee, passed on.
+    entry(|| unsafe { request_text(request, out_url, Request::url) })
+}
+
+/// The number of headers to send with the request (lowercase names, e.g.
+/// `if-none-match`, `content-type`, `accept`), into `*out_count`.
+///
+/// Returns `BLOCKSIEVE_OK` or `BLOCKSIEVE_INVALID_ARGUMENT`.
+///
+/// Thread-safety: any thread, concurrently with other reads of the request.
+///
+/// # Safety
+///
+/// `request` must be NULL or a handle of this library; `out_count` NULL or
+/// writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn blocksieve_request_header_count(
+    request: *const blocksieve_request,
+    out_count: *mut usize,
+) -> blocksieve_status {
+    entry(|| {
+        let out_count = out_ptr(out_count, "out_count")?;
+        // SAFETY: the caller's guarantee, passed on.
+        let request = unsafe { request_handle(request) }?;
+        // SAFETY: non-NULL and aligned (checked), writable by the caller's
+        // guarantee.
+        unsafe { out_count.write(request.headers().len()) };
+        Ok(())
+    })
+}
+
+/// The request's header number `index` (from 0): `*out_name` and
+/// `*out_value` receive NUL-terminated texts valid until the request is
+/// freed (or its query consumed).
+///
+/// Returns `BLOCKSIEVE_OK` or `BLOCKSIEVE_INVALID_ARGUMENT` (also for an
+/// index not below the header count).
+///
+/// Thread-safety: any thread, concurrently with other reads of the request.
+///
+/// # Safety
+///
+/// `request` must be NULL or a handle of this library; `out_name` and
+/// `out_value` NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn blocksieve_request_header(
+    request: *const blocksieve_request,
+    index: usize,
+    out_name: *mut *const c_char,
+    out_value: *mut *const c_char,
+) -> blocksieve_status {
+    entry(|| {
+        let out_name = out_ptr(out_name, "out_name")?;
+        let out_value = out_ptr(out_value, "out_value")?;
+        // SAFETY: the caller's guarantee, passed on.
+        let request = unsafe { request_handle(request) }?;
+        let headers = request.headers();
+        let (name, value) = headers.get(index).ok_or_else(|| {
+            Failure::argument(format!(
+                "header index {index} is out of range: the request has {}",
+                headers.len()
+            ))
+        })?;
+        // SAFETY: non-NULL and aligned (checked), writable by the caller's
+        // guarantee. The texts live as long as the request.
+        unsafe { out_name.write(name.as_ptr()) };
+        // SAFETY: as above.
+        unsafe { out_value.write(value.as_ptr()) };
+        Ok(())
+    })
+}
+
+/// The request's body: `*out_body` receives a pointer to `*out_len` bytes
+/// valid until the request is freed (or its query consumed); NULL and 0
+/// for a `GET`. A full-hash search's body is JSON
+/// (`{"prefixes":[...],"min_versions":{...}}`).
+///
+/// Returns `BLOCKSIEVE_OK` or `BLOCKSIEVE_INVALID_ARGUMENT`.
+///
+/// Thread-safety: any thread, concurrently with other reads of the request.
+///
+/// # Safety
+///
+/// `request` must be NULL or a handle of this library; `out_body` and
+/// `out_len` NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn blocksieve_request_body(
+    request: *const blocksieve_request,
+    out_body: *mut *const u8,
+    out_len: *mut usize,
+) -> blocksieve_status {
+    entry(|| {
+        let out_body = out_ptr(out_body, "out_body")?;
+        let out_len = out_ptr(out_len, "out_len")?;
+        // SAFETY: the caller's guarantee, passed on.
+        let request = unsafe { request_handle(request) }?;
+        let body = request.body();
+        let ptr = if body.is_empty() {
+            std::ptr::null()
+        } else {
+            body.as_ptr()
+        };
+        // SAFETY: non-NULL and aligned (checked), writable by the caller's
+        // guarantee. The bytes live as long as the request.
+        unsafe { out_body.write(ptr) };
+        // SAFETY: as above.
+        unsafe { out_len.write(body.len()) };
+        Ok(())
+    })
+}
+
+/// Writes the session's counters (lookups, prefix hits, full-hash requests
+/// and failures, cache hits, snapshots and deltas applied, failed updates)
+/// into `*out_stats`.
+///
+/// Returns `BLOCKSIEVE_OK` or `BLOCKSIEVE_INVALID_ARGUMENT`.
+///
+/// Thread-safety: any thread; calls on one session serialize.
+///
+/// # Safety
+///
+/// `session` must be NULL or a handle of this library; `out_stats` NULL or
+/// writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn blocksieve_session_get_stats(
+    session: *const blocksieve_session,
+    out_stats: *mut blocksieve_session_stats,
+) -> blocksieve_status {
+    entry(|| {
+        let out_stats = out_ptr(out_stats, "out_stats")?;
+        // SAFETY: the caller's guarantee, passed on.
+        let handle = unsafe { session_handle(session) }?;
+        // SAFETY: non-NULL and aligned (checked), writable by the caller's
+        // guarantee.
+        unsafe { out_stats.write(handle.stats()) };
+        Ok(())
+    })
+}
+
+/// The version a subscribed threat list's filter stands for (its
+/// snapshot's, or that of the last delta applied), into `*out_version`.
+///
+/// `list`: a NUL-terminated list name.
+///
+/// Returns `BLOCKSIEVE_OK`, `BLOCKSIEVE_NOT_READY` (the list has no
+/// snapshot yet) or `BLOCKSIEVE_INVALID_ARGUMENT` (also for a list not
+/// subscribed).
+///
+/// Thread-safety: any thread; calls on one session serialize.
+///
+/// # Safety
+///
+/// `session` must be NULL or a handle of this library; `list` NULL or
+/// NUL-terminated; `out_version` NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn blocksieve_session_list_version(
+    session: *const blocksieve_session,
+    list: *const c_char,
+    out_version: *mut u64,
+) -> blocksieve_status {
+    entry(|| {
+        let out_version = out_ptr(out_version, "out_version")?;
+        // SAFETY: the caller's guarantee, passed on.
+        let handle = unsafe { session_handle(session) }?;
+        // SAFETY: the caller's guarantee, passed on.
+        let list = unsafe { c_str(list, "list") }?;
+        let version = handle.version(list)?;
+        // SAFETY: non-NULL and aligned (checked), writable by the caller's
+        // guarantee.
+        unsafe { out_version.write(version) };
         Ok(())
     })
 }

@@ -1,18 +1,30 @@
 //! What the fuzz target `c_entry_points` runs: the entry points that parse
-//! caller input, called as a C host would call them, with arbitrary bytes.
+//! caller input or a publisher's responses, called as a C host would call
+//! them, with arbitrary bytes.
 //! Not part of the ABI. It plays the caller, so it holds unsafe calls.
 
 #![allow(unsafe_code)]
 
 use std::ffi::{CString, c_char};
 
-use crate::types::{blocksieve_config, blocksieve_snapshot_info, blocksieve_status};
+use crate::types::{
+    BLOCKSIEVE_FAIL_OPEN, BLOCKSIEVE_LIST_NAME_CAPACITY, BLOCKSIEVE_SEED_BYTES, blocksieve_config,
+    blocksieve_header, blocksieve_request, blocksieve_session, blocksieve_session_config,
+    blocksieve_snapshot_info, blocksieve_status, blocksieve_update_kind, blocksieve_update_result,
+    blocksieve_verdict, blocksieve_verdict_kind,
+};
 use crate::{
     BLOCKSIEVE_FULL_HASH_BYTES, blocksieve_agent_free, blocksieve_agent_new, blocksieve_canonicalize,
-    blocksieve_expressions, blocksieve_full_hashes, blocksieve_snapshot_verify,
+    blocksieve_expressions, blocksieve_full_hashes, blocksieve_query_free, blocksieve_request_free,
+    blocksieve_session_check, blocksieve_session_complete_check, blocksieve_session_free,
+    blocksieve_session_handle_update_response, blocksieve_session_new, blocksieve_session_update_requests,
+    blocksieve_snapshot_verify,
 };
 
-use blocksieve_status::{BLOCKSIEVE_BUFFER_TOO_SMALL, BLOCKSIEVE_OK, BLOCKSIEVE_PANIC};
+use blocksieve_status::{
+    BLOCKSIEVE_BAD_DATA, BLOCKSIEVE_BUFFER_TOO_SMALL, BLOCKSIEVE_INVALID_ARGUMENT, BLOCKSIEVE_OK,
+    BLOCKSIEVE_PANIC, BLOCKSIEVE_TRANSPORT,
+};
 
 /// Runs every input-parsing entry point on `data` and panics when one
 /// panicked (`BLOCKSIEVE_PANIC`) or broke its buffer contract:
@@ -25,7 +37,9 @@ use blocksieve_status::{BLOCKSIEVE_BUFFER_TOO_SMALL, BLOCKSIEVE_OK, BLOCKSIEVE_P
 ///   (base URL, list, trusted key, a second list), with a failure policy of
 ///   `data.len() % 3` (2 is invalid), for `blocksieve_agent_new`; an agent
 ///   that builds is freed. The cache directory stays NULL: a fuzzed path
-///   would create directories anywhere.
+///   would create directories anywhere;
+/// * `data` as an HTTP response to each request of a session
+///   ([`session_responses`]).
 pub fn entry_points(data: &[u8]) {
     let capacity = data.first().map_or(0, |&b| usize::from(b));
     let url = data.as_ptr().cast::<c_char>();
@@ -54,12 +68,7 @@ pub fn entry_points(data: &[u8]) {
         assert_eq!(status == BLOCKSIEVE_OK, len <= capacity);
     }
 
-    let key = CString::new(
-        blocksieve_format::SigningKey::from_secret_bytes([0x42; 32])
-            .public_key()
-            .to_base64(),
-    )
-    .unwrap_or_default();
+    let key = golden_key();
     let keys = [key.as_ptr()];
     let mut info = std::mem::MaybeUninit::<blocksieve_snapshot_info>::uninit();
     // SAFETY: `data`, `keys` (NUL-terminated) and `info` are valid.
@@ -95,4 +104,253 @@ pub fn entry_points(data: &[u8]) {
     // SAFETY: NULL or the handle just created, freed once.
     let status = unsafe { blocksieve_agent_free(agent) };
     assert_eq!(status, BLOCKSIEVE_OK);
+    session_responses(data);
+}
+
+/// The golden snapshot (`format/tests/data/golden`): list `golden`,
+/// version 7, signed by the key of [`golden_key`], built at Unix time
+/// 1,800,000,000.
+const GOLDEN_SNAPSHOT: &[u8] = include_bytes!("../../../format/tests/data/golden/binary_fuse8.snapshot");
+
+/// A URL on the golden list (`format/tests/data/golden/list.txt`).
+const GOLDEN_LISTED: &str = "http://allegrolokalnie.oferta-lokalana989714.lol";
+
+/// The time the session calls run at: when the golden snapshot was built.
+const NOW_MS: i64 = 1_800_000_000_000;
+
+fn golden_key() -> CString {
+    CString::new(
+        blocksieve_format::SigningKey::from_secret_bytes([0x42; 32])
+            .public_key()
+            .to_base64(),
+    )
+    .unwrap_or_default()
+}
+
+/// `data` as an HTTP response: the status from its first two bytes (big
+/// endian), then header lines `name:value` up to an empty line, then the
+/// body. Without an empty line, all after the status is the body.
+fn response_of(data: &[u8]) -> (u16, Vec<(CString, CString)>, &[u8]) {
+    let (status, rest) = match data {
+        [hi, lo, rest @ ..] => (u16::from_be_bytes([*hi, *lo]), rest),
+        _ => (200, data),
+    };
+    let split = rest.windows(2).position(|w| w == b"\n\n");
+    let Some(at) = split else {
+        return (status, Vec::new(), rest);
+    };
+    let headers = rest[..at]
+        .split(|&b| b == b'\n')
+        .filter_map(|line| {
+            let colon = line.iter().position(|&b| b == b':')?;
+            let name = CString::new(&line[..colon]).ok()?;
+            let value = CString::new(&line[colon + 1..]).ok()?;
+            Some((name, value))
+        })
+        .collect();
+    (status, headers, &rest[at + 2..])
+}
+
+/// A session subscribed to `golden` at `https://publisher.example`.
+fn golden_session(key: &CString) -> *mut blocksieve_session {
+    let list = c"golden";
+    let lists = [list.as_ptr()];
+    let keys = [key.as_ptr()];
+    let config = blocksieve_session_config {
+        base_url: c"https://publisher.example".as_ptr(),
+        lists: lists.as_ptr(),
+        lists_len: 1,
+        trusted_keys: keys.as_ptr(),
+        trusted_keys_len: 1,
+        failure_policy: BLOCKSIEVE_FAIL_OPEN,
+        noise_prefixes: 0,
+        full_hash_cache_bytes: 0,
+        max_snapshot_bytes: 0,
+        dangerous_allow_plain_http: false,
+    };
+    let mut session = std::ptr::null_mut();
+    // SAFETY: `config` points to valid strings; `session` is writable.
+    let status = unsafe { blocksieve_session_new(&config, &mut session) };
+    assert_eq!(status, BLOCKSIEVE_OK);
+    session
+}
+
+/// The first request of an update round of `session`.
+fn first_request(session: *mut blocksieve_session) -> *mut blocksieve_request {
+    let mut request = std::ptr::null_mut();
+    let mut count = 0;
+    // SAFETY: a live session, room for one request, a writable count.
+    let status = unsafe { blocksieve_session_update_requests(session, &mut request, 1, &mut count) };
+    assert_eq!((status, count), (BLOCKSIEVE_OK, 1));
+    request
+}
+
+/// Hands the response to `request` to `session` and checks the result's
+/// contract; returns the status and the snapshot request of a
+/// `NEED_SNAPSHOT` (NULL otherwise).
+fn respond(
+    session: *mut blocksieve_session,
+    request: *const blocksieve_request,
+    status: u16,
+    headers: &[blocksieve_header],
+    body: &[u8],
+) -> (blocksieve_status, *mut blocksieve_request) {
+    let mut result = std::mem::MaybeUninit::<blocksieve_update_result>::uninit();
+    let mut next = std::ptr::null_mut();
+    // SAFETY: live handles; `headers` and `body` valid for their lengths;
+    // the outputs writable.
+    let outcome = unsafe {
+        blocksieve_session_handle_update_response(
+            session,
+            request,
+            status,
+            headers.as_ptr(),
+            headers.len(),
+            body.as_ptr(),
+            body.len(),
+            NOW_MS,
+            result.as_mut_ptr(),
+            &mut next,
+        )
+    };
+    assert_ne!(outcome, BLOCKSIEVE_PANIC);
+    assert!(
+        matches!(
+            outcome,
+            BLOCKSIEVE_OK | BLOCKSIEVE_TRANSPORT | BLOCKSIEVE_BAD_DATA
+        ),
+        "update response: {outcome:?}"
+    );
+    // SAFETY: written whenever the status is one of those three.
+    let result = unsafe { result.assume_init() };
+    assert_eq!(
+        outcome == BLOCKSIEVE_OK,
+        result.kind != blocksieve_update_kind::BLOCKSIEVE_UPDATE_FAILED
+    );
+    assert_eq!(
+        !next.is_null(),
+        result.kind == blocksieve_update_kind::BLOCKSIEVE_UPDATE_NEED_SNAPSHOT
+    );
+    (outcome, next)
+}
+
+fn free_request(request: *mut blocksieve_request) {
+    // SAFETY: NULL or a live request, freed once.
+    let status = unsafe { blocksieve_request_free(request) };
+    assert_eq!(status, BLOCKSIEVE_OK);
+}
+
+/// Feeds `data`, read by [`response_of`], to a session as the response to
+/// each kind of request it makes, and panics when a call panicked
+/// (`BLOCKSIEVE_PANIC`) or broke its contract — above all, when a verdict
+/// is `BLOCKSIEVE_UNSAFE` for a full hash that is not one of the URL's:
+///
+/// * to the first round's snapshot request of a new session;
+/// * to the deltas request of a session holding the golden snapshot, and
+///   to the snapshot request of a `NEED_SNAPSHOT`;
+/// * to the full-hash search of a check of a URL on the golden list.
+pub fn session_responses(data: &[u8]) {
+    let (status, owned, body) = response_of(data);
+    let headers: Vec<blocksieve_header> = owned
+        .iter()
+        .map(|(n, v)| blocksieve_header {
+            name: n.as_ptr(),
+            value: v.as_ptr(),
+        })
+        .collect();
+    let key = golden_key();
+
+    let fresh = golden_session(&key);
+    let request = first_request(fresh);
+    let (_, next) = respond(fresh, request, status, &headers, body);
+    free_request(next);
+    free_request(request);
+    // SAFETY: the live session, freed once.
+    assert_eq!(unsafe { blocksieve_session_free(fresh) }, BLOCKSIEVE_OK);
+
+    let session = golden_session(&key);
+    let request = first_request(session);
+    let etag = [blocksieve_header {
+        name: c"etag".as_ptr(),
+        value: c"\"golden-7\"".as_ptr(),
+    }];
+    let (outcome, next) = respond(session, request, 200, &etag, GOLDEN_SNAPSHOT);
+    assert_eq!(outcome, BLOCKSIEVE_OK, "the golden snapshot is refused");
+    free_request(next);
+    free_request(request);
+    let request = first_request(session);
+    let (_, next) = respond(session, request, status, &headers, body);
+    if !next.is_null() {
+        let (_, after) = respond(session, next, status, &headers, body);
+        free_request(after);
+    }
+    free_request(next);
+    free_request(request);
+
+    let seed = [7u8; BLOCKSIEVE_SEED_BYTES];
+    let mut verdict = std::mem::MaybeUninit::<blocksieve_verdict>::uninit();
+    let mut query = std::ptr::null_mut();
+    // SAFETY: a live session, the URL's bytes, a 32-byte seed, writable
+    // outputs, no text buffers.
+    let checked = unsafe {
+        blocksieve_session_check(
+            session,
+            GOLDEN_LISTED.as_ptr().cast(),
+            GOLDEN_LISTED.len(),
+            NOW_MS,
+            seed.as_ptr(),
+            verdict.as_mut_ptr(),
+            std::ptr::null_mut(),
+            0,
+            std::ptr::null_mut(),
+            0,
+            &mut query,
+        )
+    };
+    assert_ne!(checked, BLOCKSIEVE_PANIC);
+    if checked == BLOCKSIEVE_OK && !query.is_null() {
+        let mut list = [0 as c_char; 64 * BLOCKSIEVE_LIST_NAME_CAPACITY];
+        let mut expression = [0 as c_char; 1024];
+        // SAFETY: live handles; `headers` and `body` valid for their
+        // lengths; a 32-byte seed; the outputs writable for their
+        // capacities. Consumes the query.
+        let completed = unsafe {
+            blocksieve_session_complete_check(
+                session,
+                query,
+                status,
+                headers.as_ptr(),
+                headers.len(),
+                body.as_ptr(),
+                body.len(),
+                NOW_MS,
+                seed.as_ptr(),
+                verdict.as_mut_ptr(),
+                list.as_mut_ptr(),
+                list.len(),
+                expression.as_mut_ptr(),
+                expression.len(),
+            )
+        };
+        assert!(
+            matches!(completed, BLOCKSIEVE_OK | BLOCKSIEVE_BUFFER_TOO_SMALL),
+            "complete check: {completed:?}"
+        );
+        // SAFETY: written whenever the status is one of those two.
+        let verdict = unsafe { verdict.assume_init() };
+        if verdict.kind == blocksieve_verdict_kind::BLOCKSIEVE_UNSAFE {
+            let mut hashes = Vec::new();
+            let _ = blocksieve_format::full_hashes(GOLDEN_LISTED, &mut hashes);
+            assert!(
+                hashes.iter().any(|h| h.0 == verdict.full_hash),
+                "unsafe for a full hash that is not the URL's"
+            );
+        }
+        // The query is consumed: a second use is refused.
+        // SAFETY: the pointer is not dereferenced once consumed.
+        let status = unsafe { blocksieve_query_free(query) };
+        assert_eq!(status, BLOCKSIEVE_INVALID_ARGUMENT);
+    }
+    // SAFETY: the live session, freed once.
+    assert_eq!(unsafe { blocksieve_session_free(session) }, BLOCKSIEVE_OK);
 }

@@ -84,8 +84,9 @@ pub enum blocksieve_verdict_kind {
     BLOCKSIEVE_UNVERIFIED = 2,
 }
 
-/// The answer of `blocksieve_agent_check`, written whole by the library
-/// (the caller need not initialize it).
+/// The answer of `blocksieve_agent_check` and of a session's checks
+/// (`blocksieve_session_check`, `_complete_check`, `_fail_check`), written
+/// whole by the library (the caller need not initialize it).
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct blocksieve_verdict {
@@ -202,4 +203,151 @@ pub struct blocksieve_config {
 /// `blocksieve_agent_new`, released by `blocksieve_agent_free`; opaque.
 pub struct blocksieve_agent {
     pub(crate) inner: crate::agent::Handle,
+}
+
+/// The most threat lists one `blocksieve_session` subscribes to, and so the
+/// most requests of one update round: 32.
+pub const BLOCKSIEVE_MAX_LISTS: usize = 32;
+
+/// The length of the random seed that `blocksieve_session_check` and the
+/// functions completing a check take, in bytes.
+pub const BLOCKSIEVE_SEED_BYTES: usize = 32;
+
+/// The settings of `blocksieve_session_new`. Strings are NUL-terminated
+/// UTF-8 and only read during the call (the caller keeps ownership).
+/// Numbers left 0 take their default.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct blocksieve_session_config {
+    /// The publisher base URL, e.g. `https://publisher.example` (plain
+    /// `http://` only to the loopback interface, unless
+    /// `dangerous_allow_plain_http`). Required.
+    pub base_url: *const c_char,
+    /// The threat lists to subscribe to: `lists_len` names of 1-64 bytes of
+    /// `a-z0-9_-`, 1 to `BLOCKSIEVE_MAX_LISTS`.
+    pub lists: *const *const c_char,
+    /// The number of entries of `lists`.
+    pub lists_len: usize,
+    /// The publisher keys trusted to sign snapshots and deltas, base64 of 32
+    /// bytes (as `blocksieve-publisher keygen` prints them). At least one.
+    pub trusted_keys: *const *const c_char,
+    /// The number of entries of `trusted_keys`.
+    pub trusted_keys_len: usize,
+    /// `BLOCKSIEVE_FAIL_OPEN` (0) or `BLOCKSIEVE_FAIL_CLOSED` (1).
+    pub failure_policy: u32,
+    /// Random hash prefixes added to each full-hash request, at most 64;
+    /// 0 for the default, 4.
+    pub noise_prefixes: u32,
+    /// The full-hash cache's budget in bytes; 0 for the default, 4 MiB.
+    pub full_hash_cache_bytes: usize,
+    /// The most bytes of a snapshot or delta chain response accepted, at
+    /// most 4 GiB; 0 for the default, 256 MiB. A larger response is refused
+    /// with `BLOCKSIEVE_BAD_DATA`.
+    pub max_snapshot_bytes: u64,
+    /// Accept `http://` to hosts other than the loopback: full-hash answers
+    /// can then be tampered with on the way. By default (false), refused.
+    pub dangerous_allow_plain_http: bool,
+}
+
+/// One response header, as the host received it: NUL-terminated name (any
+/// case) and value. Bytes that are not UTF-8 are replaced by U+FFFD.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct blocksieve_header {
+    /// The header name, e.g. `ETag`.
+    pub name: *const c_char,
+    /// The header value, without the line's `\r\n`.
+    pub value: *const c_char,
+}
+
+/// What an update response did to its threat list.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum blocksieve_update_kind {
+    /// A newer snapshot or delta chain verified and was swapped in.
+    BLOCKSIEVE_UPDATE_UPDATED = 0,
+    /// The publisher has nothing newer than the version held (`304`, an
+    /// empty chain, the same snapshot).
+    BLOCKSIEVE_UPDATE_UNCHANGED = 1,
+    /// No usable delta chain: send the whole-snapshot request returned
+    /// beside the result in the same round. The list keeps its state.
+    BLOCKSIEVE_UPDATE_NEED_SNAPSHOT = 2,
+    /// The response was refused (HTTP error, forged, rolled back, oversized)
+    /// or the host could not send the request. The list keeps its state;
+    /// the status and last error say why.
+    BLOCKSIEVE_UPDATE_FAILED = 3,
+}
+
+/// The outcome of one update response, written whole by the library.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct blocksieve_update_result {
+    /// The threat list, NUL-terminated.
+    pub list: [c_char; BLOCKSIEVE_LIST_NAME_CAPACITY],
+    /// What happened.
+    pub kind: blocksieve_update_kind,
+    /// Whether a version was held before the response (`previous` is 0
+    /// otherwise).
+    pub has_previous: bool,
+    /// The version held before the response.
+    pub previous: u64,
+    /// Whether a version is held now (`version` is 0 otherwise).
+    pub has_version: bool,
+    /// The version held now.
+    pub version: u64,
+}
+
+/// The counters of a `blocksieve_session` since it was made.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct blocksieve_session_stats {
+    /// URLs checked (valid ones, with every list loaded).
+    pub lookups: u64,
+    /// Checks with at least one local hash prefix hit.
+    pub prefix_hits: u64,
+    /// Full-hash requests handed to the host.
+    pub full_hash_requests: u64,
+    /// Full-hash requests that failed (transport, status, bad answer).
+    pub full_hash_failures: u64,
+    /// Request prefixes answered from the full-hash cache.
+    pub cache_hits: u64,
+    /// Prefix hits the publisher's full hashes confirmed.
+    pub confirmed_unsafe: u64,
+    /// Prefix hits the publisher's full hashes refuted.
+    pub false_prefix_hits: u64,
+    /// Prefix hits left unverified.
+    pub unverified: u64,
+    /// Whole snapshots verified and swapped in.
+    pub snapshots_applied: u64,
+    /// Deltas verified and applied.
+    pub deltas_applied: u64,
+    /// Update requests for deltas that ended in a whole-snapshot request.
+    pub delta_fallbacks: u64,
+    /// Update responses refused, and update requests the host reported it
+    /// could not send (the list kept its state either way).
+    pub updates_failed: u64,
+}
+
+/// A session: the agent's state and decisions — each threat list's
+/// verified filter, ETag and rollback floor, the full-hash cache and
+/// backoff — driven by the host's own HTTP stack. Created by
+/// `blocksieve_session_new`, released by `blocksieve_session_free`; opaque.
+pub struct blocksieve_session {
+    pub(crate) inner: crate::session::Handle,
+}
+
+/// An HTTP request for the host to send as it is (method, URL, headers,
+/// body): an update request from `blocksieve_session_update_requests` or
+/// `blocksieve_session_handle_update_response` (freed by
+/// `blocksieve_request_free`), or a full-hash search borrowed from its
+/// `blocksieve_query`. Opaque.
+pub struct blocksieve_request {
+    pub(crate) inner: crate::session::Request,
+}
+
+/// A check waiting for the publisher's full hashes: send its request
+/// (`blocksieve_query_request`) and hand the response to
+/// `blocksieve_session_complete_check`, which consumes the query. Opaque.
+pub struct blocksieve_query {
+    pub(crate) inner: crate::session::Query,
 }

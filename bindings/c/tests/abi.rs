@@ -1,7 +1,9 @@
 //! The ABI called from Rust as a C host calls it: the sans-I/O functions on
 //! the repository's vectors and golden snapshot, every pointer and buffer
-//! rule, and the fuzz target's body on its seeds. The agent against a real
-//! publisher is tested from C (`tests/agent_test.c`, run by
+//! rule, the sans-I/O session on the golden snapshot (answers, mangled
+//! responses, misuse of its handles), and the fuzz target's body on its
+//! seeds. The agent and the session against a real publisher are tested
+//! from C (`tests/agent_test.c`, `tests/session_test.c`, run by
 //! `.ci/bindings-c.sh`).
 
 #![allow(unsafe_code)]
@@ -198,7 +200,8 @@ fn verify(bytes: &[u8], key: &CStr, now: u64) -> (blocksieve_status, Option<bloc
 
 #[test]
 fn snapshot_verify_accepts_the_golden_snapshot_and_rejects_every_cut() {
-    let bytes = std::fs::read(repo().join("format/tests/data/golden/binary_fuse8.snapshot")).unwrap();
+    let bytes = std::fs::read(repo().join("format/tests/data/golden/binary_fuse8.snapshot"))
+        .expect("golden snapshot");
     let (status, info) = verify(&bytes, &golden_key(), 1_800_000_000);
     assert_eq!(status, BLOCKSIEVE_OK, "{}", last_error());
     let info = info.unwrap();
@@ -361,4 +364,560 @@ fn the_agent_answers_and_is_freed_on_a_thread_running_a_tokio_runtime() {
         let status = unsafe { blocksieve_agent_free(agent) };
         assert_eq!(status, BLOCKSIEVE_OK, "{}", last_error());
     });
+}
+
+// --- The sans-I/O session, on the golden snapshot. ---
+
+const GOLDEN_LISTED: &str = "http://allegrolokalnie.oferta-lokalana989714.lol";
+const NOW_MS: i64 = 1_800_000_000_000;
+const SEED: [u8; BLOCKSIEVE_SEED_BYTES] = [9; BLOCKSIEVE_SEED_BYTES];
+
+fn golden_snapshot() -> Vec<u8> {
+    std::fs::read(repo().join("format/tests/data/golden/binary_fuse8.snapshot")).expect("golden snapshot")
+}
+
+fn session_config(lists: &[*const c_char; 1], keys: &[*const c_char; 1]) -> blocksieve_session_config {
+    blocksieve_session_config {
+        base_url: c"https://publisher.example".as_ptr(),
+        lists: lists.as_ptr(),
+        lists_len: 1,
+        trusted_keys: keys.as_ptr(),
+        trusted_keys_len: 1,
+        failure_policy: BLOCKSIEVE_FAIL_CLOSED,
+        noise_prefixes: 0,
+        full_hash_cache_bytes: 0,
+        max_snapshot_bytes: 0,
+        dangerous_allow_plain_http: false,
+    }
+}
+
+fn new_session(config: &blocksieve_session_config) -> *mut blocksieve_session {
+    let mut session = std::ptr::null_mut();
+    // SAFETY: `config` holds valid strings; `session` is writable.
+    let status = unsafe { blocksieve_session_new(config, &mut session) };
+    assert_eq!(status, BLOCKSIEVE_OK, "{}", last_error());
+    session
+}
+
+fn round(session: *mut blocksieve_session) -> *mut blocksieve_request {
+    let mut request = std::ptr::null_mut();
+    let mut count = 0;
+    // SAFETY: a live session, room for one request.
+    let status = unsafe { blocksieve_session_update_requests(session, &mut request, 1, &mut count) };
+    assert_eq!((status, count), (BLOCKSIEVE_OK, 1), "{}", last_error());
+    request
+}
+
+fn respond(
+    session: *mut blocksieve_session,
+    request: *const blocksieve_request,
+    status: u16,
+    body: &[u8],
+) -> (
+    blocksieve_status,
+    blocksieve_update_result,
+    *mut blocksieve_request,
+) {
+    let mut result = MaybeUninit::<blocksieve_update_result>::zeroed();
+    let mut next = std::ptr::null_mut();
+    // SAFETY: live handles, `body` valid for its length, writable outputs.
+    let outcome = unsafe {
+        blocksieve_session_handle_update_response(
+            session,
+            request,
+            status,
+            std::ptr::null(),
+            0,
+            body.as_ptr(),
+            body.len(),
+            NOW_MS,
+            result.as_mut_ptr(),
+            &mut next,
+        )
+    };
+    // SAFETY: zeroed, and written whole on the statuses of interest.
+    (outcome, unsafe { result.assume_init() }, next)
+}
+
+fn text_of(ptr: *const c_char) -> String {
+    // SAFETY: a NUL-terminated text lent by the library.
+    unsafe { CStr::from_ptr(ptr) }.to_string_lossy().into_owned()
+}
+
+/// `(status, verdict, query)` of a check of `url`.
+fn session_check(
+    session: *mut blocksieve_session,
+    url: &str,
+) -> (blocksieve_status, blocksieve_verdict, *mut blocksieve_query) {
+    let mut verdict = MaybeUninit::<blocksieve_verdict>::zeroed();
+    let mut query = std::ptr::null_mut();
+    // SAFETY: a live session, the URL's bytes, a 32-byte seed, writable
+    // outputs.
+    let status = unsafe {
+        blocksieve_session_check(
+            session,
+            url.as_ptr().cast(),
+            url.len(),
+            NOW_MS,
+            SEED.as_ptr(),
+            verdict.as_mut_ptr(),
+            std::ptr::null_mut(),
+            0,
+            std::ptr::null_mut(),
+            0,
+            &mut query,
+        )
+    };
+    // SAFETY: zeroed, or written whole.
+    (status, unsafe { verdict.assume_init() }, query)
+}
+
+fn complete(
+    session: *mut blocksieve_session,
+    query: *mut blocksieve_query,
+    status: u16,
+    headers: &[blocksieve_header],
+    body: &[u8],
+) -> (blocksieve_status, blocksieve_verdict, String, String) {
+    let mut verdict = MaybeUninit::<blocksieve_verdict>::zeroed();
+    let mut list = [0 as c_char; 128];
+    let mut expression = [0 as c_char; 256];
+    // SAFETY: live handles; `headers` and `body` valid for their lengths;
+    // writable outputs of the capacities given.
+    let outcome = unsafe {
+        blocksieve_session_complete_check(
+            session,
+            query,
+            status,
+            headers.as_ptr(),
+            headers.len(),
+            body.as_ptr(),
+            body.len(),
+            NOW_MS,
+            SEED.as_ptr(),
+            verdict.as_mut_ptr(),
+            list.as_mut_ptr(),
+            list.len(),
+            expression.as_mut_ptr(),
+            expression.len(),
+        )
+    };
+    // SAFETY: zeroed, or written whole.
+    let verdict = unsafe { verdict.assume_init() };
+    (
+        outcome,
+        verdict,
+        text_of(list.as_ptr()),
+        text_of(expression.as_ptr()),
+    )
+}
+
+fn free_session(session: *mut blocksieve_session) {
+    // SAFETY: a live session, freed once.
+    assert_eq!(unsafe { blocksieve_session_free(session) }, BLOCKSIEVE_OK);
+}
+
+fn free_request(request: *mut blocksieve_request) {
+    // SAFETY: NULL or a live request, freed once.
+    assert_eq!(unsafe { blocksieve_request_free(request) }, BLOCKSIEVE_OK);
+}
+
+#[test]
+fn a_session_confirms_a_golden_url_with_a_json_answer_then_from_its_cache() {
+    let (key, list) = (golden_key(), c"golden");
+    let (lists, keys) = ([list.as_ptr()], [key.as_ptr()]);
+    let session = new_session(&session_config(&lists, &keys));
+    let request = round(session);
+    let mut url = std::ptr::null();
+    // SAFETY: a live request, a writable out-pointer.
+    let status = unsafe { blocksieve_request_url(request, &mut url) };
+    assert_eq!(status, BLOCKSIEVE_OK);
+    assert_eq!(text_of(url), "https://publisher.example/v1/lists/golden/snapshot");
+    let (status, result, next) = respond(session, request, 200, &golden_snapshot());
+    assert_eq!(status, BLOCKSIEVE_OK, "{}", last_error());
+    assert_eq!(result.kind, blocksieve_update_kind::BLOCKSIEVE_UPDATE_UPDATED);
+    assert!(next.is_null() && result.has_version && !result.has_previous);
+    assert_eq!(result.version, 7);
+    free_request(request);
+
+    let (status, _, query) = session_check(session, GOLDEN_LISTED);
+    assert_eq!(status, BLOCKSIEVE_OK, "{}", last_error());
+    assert!(!query.is_null(), "a listed URL needs its full hashes");
+    let mut search = std::ptr::null();
+    // SAFETY: the live query, a writable out-pointer.
+    let status = unsafe { blocksieve_query_request(query, &mut search) };
+    assert_eq!(status, BLOCKSIEVE_OK);
+    let (mut body, mut len) = (std::ptr::null(), 0);
+    // SAFETY: the lent request, writable out-pointers.
+    let status = unsafe { blocksieve_request_body(search, &mut body, &mut len) };
+    assert_eq!(status, BLOCKSIEVE_OK);
+    // SAFETY: `len` bytes lent by the request.
+    let json = String::from_utf8_lossy(unsafe { std::slice::from_raw_parts(body, len) }).into_owned();
+    let mut hashes = Vec::new();
+    blocksieve_format::full_hashes(GOLDEN_LISTED, &mut hashes).unwrap();
+    let hash = hashes[0].to_string();
+    assert!(json.contains(&format!("\"{}\"", &hash[..8])), "{json}");
+    assert!(json.matches(",").count() >= 4, "4 noise prefixes: {json}");
+
+    let answer = format!(
+        r#"{{"results":[{{"prefix":"{}","matches":[{{"full_hash":"{hash}","list":"golden"}}]}}],"cache_duration_s":300}}"#,
+        &hash[..8]
+    );
+    let headers = [blocksieve_header {
+        name: c"Content-Type".as_ptr(),
+        value: c"application/json".as_ptr(),
+    }];
+    let (status, verdict, list_text, expression) = complete(session, query, 200, &headers, answer.as_bytes());
+    assert_eq!(status, BLOCKSIEVE_OK, "{}", last_error());
+    assert_eq!(verdict.kind, blocksieve_verdict_kind::BLOCKSIEVE_UNSAFE);
+    assert!(verdict.block);
+    assert_eq!((list_text.as_str(), verdict.full_hash), ("golden", hashes[0].0));
+    assert_eq!(expression, "allegrolokalnie.oferta-lokalana989714.lol/");
+    // Consumed: refused, never read.
+    let (status, ..) = complete(session, query, 200, &headers, answer.as_bytes());
+    assert_eq!(status, BLOCKSIEVE_INVALID_ARGUMENT);
+    assert!(last_error().contains("not a live handle"), "{}", last_error());
+
+    let (status, verdict, query) = session_check(session, GOLDEN_LISTED);
+    assert_eq!(status, BLOCKSIEVE_OK);
+    assert!(query.is_null(), "answered from the cache");
+    assert_eq!(verdict.kind, blocksieve_verdict_kind::BLOCKSIEVE_UNSAFE);
+    let mut stats = MaybeUninit::<blocksieve_session_stats>::zeroed();
+    // SAFETY: a live session, a writable struct.
+    let status = unsafe { blocksieve_session_get_stats(session, stats.as_mut_ptr()) };
+    assert_eq!(status, BLOCKSIEVE_OK);
+    // SAFETY: written whole.
+    let stats = unsafe { stats.assume_init() };
+    assert_eq!((stats.full_hash_requests, stats.confirmed_unsafe), (1, 2));
+    assert_eq!((stats.snapshots_applied, stats.cache_hits), (1, 1));
+    let mut version = 0;
+    // SAFETY: a live session, a NUL-terminated name, a writable version.
+    let status = unsafe { blocksieve_session_list_version(session, c"golden".as_ptr(), &mut version) };
+    assert_eq!((status, version), (BLOCKSIEVE_OK, 7));
+    free_session(session);
+}
+
+#[test]
+fn a_session_keeps_its_list_and_never_reports_a_prefix_hit_alone_as_unsafe() {
+    let (key, list) = (golden_key(), c"golden");
+    let (lists, keys) = ([list.as_ptr()], [key.as_ptr()]);
+    let session = new_session(&session_config(&lists, &keys));
+    let request = round(session);
+    respond(session, request, 200, &golden_snapshot());
+    free_request(request);
+
+    // Updates: a 503, garbage for the deltas, garbage for the snapshot, a
+    // cut snapshot; each leaves version 7 in place.
+    let deltas = round(session);
+    let (status, result, _) = respond(session, deltas, 503, b"");
+    assert_eq!(status, BLOCKSIEVE_TRANSPORT);
+    assert_eq!(result.kind, blocksieve_update_kind::BLOCKSIEVE_UPDATE_FAILED);
+    assert_eq!((result.has_version, result.version), (true, 7));
+    let (status, result, next) = respond(session, deltas, 200, b"\x00garbage");
+    assert_eq!(status, BLOCKSIEVE_OK, "{}", last_error());
+    assert_eq!(
+        result.kind,
+        blocksieve_update_kind::BLOCKSIEVE_UPDATE_NEED_SNAPSHOT
+    );
+    assert!(!next.is_null());
+    let snapshot = golden_snapshot();
+    let (status, result, after) = respond(session, next, 200, &snapshot[..snapshot.len() / 2]);
+    assert_eq!(status, BLOCKSIEVE_BAD_DATA);
+    assert_eq!(
+        (result.kind, result.version),
+        (blocksieve_update_kind::BLOCKSIEVE_UPDATE_FAILED, 7)
+    );
+    assert!(after.is_null());
+    let mut result = MaybeUninit::<blocksieve_update_result>::zeroed();
+    // SAFETY: live handles, a NUL-terminated reason, a writable result.
+    let status = unsafe {
+        blocksieve_session_handle_update_failure(
+            session,
+            next,
+            c"connection reset".as_ptr(),
+            result.as_mut_ptr(),
+        )
+    };
+    assert_eq!(status, BLOCKSIEVE_TRANSPORT);
+    assert!(last_error().contains("connection reset"), "{}", last_error());
+    free_request(next);
+    free_request(deltas);
+
+    // A full-hash request that fails: unverified, blocked (fail closed).
+    let (_, _, query) = session_check(session, GOLDEN_LISTED);
+    assert!(!query.is_null());
+    let (status, verdict, list_text, _) = complete(session, query, 200, &[], b"{\"results\":");
+    assert_eq!(status, BLOCKSIEVE_OK);
+    assert_eq!(verdict.kind, blocksieve_verdict_kind::BLOCKSIEVE_UNVERIFIED);
+    assert!(verdict.block);
+    assert_eq!(list_text, "golden");
+    // Then paused by the backoff: unverified at once.
+    let (status, verdict, query) = session_check(session, GOLDEN_LISTED);
+    assert_eq!(status, BLOCKSIEVE_OK);
+    assert!(query.is_null());
+    assert_eq!(verdict.kind, blocksieve_verdict_kind::BLOCKSIEVE_UNVERIFIED);
+    free_session(session);
+
+    // A snapshot over the session's limit: refused with the limit named.
+    let config = blocksieve_session_config {
+        max_snapshot_bytes: 100,
+        ..session_config(&lists, &keys)
+    };
+    let session = new_session(&config);
+    let request = round(session);
+    let (status, result, _) = respond(session, request, 200, &golden_snapshot());
+    assert_eq!(status, BLOCKSIEVE_BAD_DATA);
+    assert!(!result.has_version);
+    assert!(
+        last_error().contains("larger than the limit of 100 bytes"),
+        "{}",
+        last_error()
+    );
+    free_request(request);
+    free_session(session);
+}
+
+#[test]
+fn the_session_api_refuses_misuse_without_reading_it() {
+    let (key, list) = (golden_key(), c"golden");
+    let (lists, keys) = ([list.as_ptr()], [key.as_ptr()]);
+    let config = session_config(&lists, &keys);
+    let session = new_session(&config);
+    let other = new_session(&config);
+    let null = std::ptr::null_mut::<blocksieve_session>();
+
+    // Configs.
+    for (bad, expected) in [
+        (
+            blocksieve_session_config {
+                base_url: c"http://publisher.example".as_ptr(),
+                ..config
+            },
+            BLOCKSIEVE_MISCONFIGURED,
+        ),
+        (
+            blocksieve_session_config {
+                base_url: std::ptr::null(),
+                ..config
+            },
+            BLOCKSIEVE_INVALID_ARGUMENT,
+        ),
+        (
+            blocksieve_session_config {
+                noise_prefixes: 65,
+                ..config
+            },
+            BLOCKSIEVE_MISCONFIGURED,
+        ),
+        (
+            blocksieve_session_config {
+                lists_len: 0,
+                ..config
+            },
+            BLOCKSIEVE_MISCONFIGURED,
+        ),
+        (
+            blocksieve_session_config {
+                failure_policy: 9,
+                ..config
+            },
+            BLOCKSIEVE_MISCONFIGURED,
+        ),
+    ] {
+        let mut out = std::ptr::dangling_mut::<blocksieve_session>();
+        // SAFETY: `bad` holds valid or NULL strings; `out` is writable.
+        let status = unsafe { blocksieve_session_new(&bad, &mut out) };
+        assert_eq!(status, expected, "{}", last_error());
+        assert!(out.is_null());
+    }
+
+    // Requests: too small a buffer, then dead and foreign handles.
+    let mut count = 0;
+    // SAFETY: NULL with capacity 0, a writable count.
+    let status = unsafe { blocksieve_session_update_requests(session, std::ptr::null_mut(), 0, &mut count) };
+    assert_eq!((status, count), (BLOCKSIEVE_BUFFER_TOO_SMALL, 1));
+    // SAFETY: NULL with a capacity is refused before any write.
+    let status = unsafe { blocksieve_session_update_requests(session, std::ptr::null_mut(), 3, &mut count) };
+    assert_eq!(status, BLOCKSIEVE_INVALID_ARGUMENT);
+    let request = round(session);
+    let (status, ..) = respond(other, request, 200, &golden_snapshot());
+    assert_eq!(status, BLOCKSIEVE_INVALID_ARGUMENT);
+    assert!(last_error().contains("another session"), "{}", last_error());
+    let (status, ..) = respond(null, request, 200, b"");
+    assert_eq!(status, BLOCKSIEVE_INVALID_ARGUMENT);
+    let (mut name, mut value) = (std::ptr::null(), std::ptr::null());
+    // SAFETY: a live request, writable out-pointers.
+    let status = unsafe { blocksieve_request_header(request, 5, &mut name, &mut value) };
+    assert_eq!(status, BLOCKSIEVE_INVALID_ARGUMENT);
+    let headers = [blocksieve_header {
+        name: std::ptr::null(),
+        value: c"x".as_ptr(),
+    }];
+    let mut result = MaybeUninit::<blocksieve_update_result>::zeroed();
+    let mut next = std::ptr::null_mut();
+    // SAFETY: live handles; a header with a NULL name (refused); a NULL body
+    // with a length (refused); writable outputs.
+    let status = unsafe {
+        blocksieve_session_handle_update_response(
+            session,
+            request,
+            200,
+            headers.as_ptr(),
+            1,
+            std::ptr::null(),
+            0,
+            NOW_MS,
+            result.as_mut_ptr(),
+            &mut next,
+        )
+    };
+    assert_eq!(status, BLOCKSIEVE_INVALID_ARGUMENT);
+    assert_eq!(last_error(), "headers[0].name is NULL");
+    // SAFETY: as above, with no header and a NULL body of 5 bytes.
+    let status = unsafe {
+        blocksieve_session_handle_update_response(
+            session,
+            request,
+            200,
+            std::ptr::null(),
+            0,
+            std::ptr::null(),
+            5,
+            NOW_MS,
+            result.as_mut_ptr(),
+            &mut next,
+        )
+    };
+    assert_eq!(
+        (status, last_error().as_str()),
+        (BLOCKSIEVE_INVALID_ARGUMENT, "body is NULL")
+    );
+    // SAFETY: a NULL header array with a length is refused.
+    let status = unsafe {
+        blocksieve_session_handle_update_response(
+            session,
+            request,
+            200,
+            std::ptr::null(),
+            2,
+            std::ptr::null(),
+            0,
+            NOW_MS,
+            result.as_mut_ptr(),
+            &mut next,
+        )
+    };
+    assert_eq!(status, BLOCKSIEVE_INVALID_ARGUMENT);
+    // SAFETY: a NULL reason is refused.
+    let status = unsafe {
+        blocksieve_session_handle_update_failure(session, request, std::ptr::null(), result.as_mut_ptr())
+    };
+    assert_eq!(status, BLOCKSIEVE_INVALID_ARGUMENT);
+    // A request is not a query, nor a session.
+    // SAFETY: the library checks the address against its live handles.
+    let status = unsafe { blocksieve_query_free(request.cast()) };
+    assert_eq!(status, BLOCKSIEVE_INVALID_ARGUMENT);
+    // SAFETY: as above.
+    let status = unsafe { blocksieve_session_free(request.cast()) };
+    assert_eq!(status, BLOCKSIEVE_INVALID_ARGUMENT);
+    free_request(request);
+    // SAFETY: freed: refused, not read.
+    let status = unsafe { blocksieve_request_free(request) };
+    assert_eq!(status, BLOCKSIEVE_INVALID_ARGUMENT);
+    let mut url = std::ptr::null();
+    // SAFETY: as above.
+    let status = unsafe { blocksieve_request_url(request, &mut url) };
+    assert_eq!(status, BLOCKSIEVE_INVALID_ARGUMENT);
+
+    // Checks before any snapshot, of bytes that are not UTF-8, with no seed.
+    let (status, _, query) = session_check(session, GOLDEN_LISTED);
+    assert_eq!(status, BLOCKSIEVE_NOT_READY);
+    assert!(query.is_null());
+    let mut verdict = MaybeUninit::<blocksieve_verdict>::zeroed();
+    let mut query = std::ptr::dangling_mut::<blocksieve_query>();
+    let not_utf8 = b"http://a.example/\xff";
+    // SAFETY: valid pointers and lengths throughout.
+    let status = unsafe {
+        blocksieve_session_check(
+            session,
+            not_utf8.as_ptr().cast(),
+            not_utf8.len(),
+            NOW_MS,
+            SEED.as_ptr(),
+            verdict.as_mut_ptr(),
+            std::ptr::null_mut(),
+            0,
+            std::ptr::null_mut(),
+            0,
+            &mut query,
+        )
+    };
+    assert_eq!(status, BLOCKSIEVE_INVALID_ARGUMENT);
+    assert!(query.is_null(), "every failure leaves NULL");
+    // SAFETY: as above, with a NULL seed (refused).
+    let status = unsafe {
+        blocksieve_session_check(
+            session,
+            GOLDEN_LISTED.as_ptr().cast(),
+            GOLDEN_LISTED.len(),
+            NOW_MS,
+            std::ptr::null(),
+            verdict.as_mut_ptr(),
+            std::ptr::null_mut(),
+            0,
+            std::ptr::null_mut(),
+            0,
+            &mut query,
+        )
+    };
+    assert_eq!(
+        (status, last_error().as_str()),
+        (BLOCKSIEVE_INVALID_ARGUMENT, "seed is NULL")
+    );
+
+    // A query completed on another session is consumed and refused.
+    let request = round(other);
+    respond(other, request, 200, &golden_snapshot());
+    free_request(request);
+    let (_, _, query) = session_check(other, GOLDEN_LISTED);
+    assert!(!query.is_null());
+    let (status, ..) = complete(session, query, 200, &[], b"");
+    assert_eq!(status, BLOCKSIEVE_INVALID_ARGUMENT);
+    assert!(last_error().contains("another session"), "{}", last_error());
+    // SAFETY: consumed: refused, not read.
+    let status = unsafe { blocksieve_query_free(query) };
+    assert_eq!(status, BLOCKSIEVE_INVALID_ARGUMENT);
+    // An abandoned query is freed without a verdict.
+    let (_, _, query) = session_check(other, GOLDEN_LISTED);
+    // SAFETY: the live query, freed once.
+    assert_eq!(unsafe { blocksieve_query_free(query) }, BLOCKSIEVE_OK);
+
+    // NULL everywhere else.
+    let mut stats = MaybeUninit::<blocksieve_session_stats>::zeroed();
+    // SAFETY: a NULL session is refused.
+    let status = unsafe { blocksieve_session_get_stats(null, stats.as_mut_ptr()) };
+    assert_eq!(status, BLOCKSIEVE_INVALID_ARGUMENT);
+    // SAFETY: a NULL output is refused.
+    let status = unsafe { blocksieve_session_get_stats(session, std::ptr::null_mut()) };
+    assert_eq!(status, BLOCKSIEVE_INVALID_ARGUMENT);
+    // SAFETY: a live session, a NUL-terminated name, a writable version.
+    let status = unsafe { blocksieve_session_list_version(session, c"nope".as_ptr(), &mut 0) };
+    assert_eq!(status, BLOCKSIEVE_INVALID_ARGUMENT);
+    // SAFETY: a NULL query is refused.
+    let status = unsafe { blocksieve_query_request(std::ptr::null(), &mut url.cast()) };
+    assert_eq!(status, BLOCKSIEVE_INVALID_ARGUMENT);
+    // SAFETY: NULL is accepted.
+    let status = unsafe { blocksieve_request_free(std::ptr::null_mut()) };
+    assert_eq!(status, BLOCKSIEVE_OK);
+    // SAFETY: NULL is accepted.
+    let status = unsafe { blocksieve_query_free(std::ptr::null_mut()) };
+    assert_eq!(status, BLOCKSIEVE_OK);
+    // SAFETY: NULL is accepted.
+    let status = unsafe { blocksieve_session_free(null) };
+    assert_eq!(status, BLOCKSIEVE_OK);
+    free_session(other);
+    free_session(session);
+    // SAFETY: freed: refused, not read.
+    let status = unsafe { blocksieve_session_free(session) };
+    assert_eq!(status, BLOCKSIEVE_INVALID_ARGUMENT);
 }
