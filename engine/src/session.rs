@@ -33,8 +33,13 @@
 //!   decides the [`Verdict`] — [`Verdict::Unverified`] under the failure
 //!   policy when the full hashes cannot be had.
 //!
-//! Differences from the Rust agent: nothing is persisted (the host may keep
-//! the snapshot bytes itself), there is one base URL and no background
+//! Across restarts the host keeps what [`Session::saved`] gives (the
+//! snapshot and chain as downloaded, and the list's record) wherever it
+//! can, and hands it to [`Session::restore`] at start, which verifies it
+//! again, as the Rust agent does with its cache directory.
+//!
+//! Differences from the Rust agent: the session writes nothing itself
+//! (see above), there is one base URL and no background
 //! schedule (the host calls an update round when it likes, e.g. from an
 //! alarm), full hashes are always asked by `POST` (never from the immutable
 //! buckets), and two checks needing the same prefix at once each make a
@@ -62,7 +67,7 @@ mod saved;
 
 pub use http::{HttpRequest, HttpResponse, MAX_SEARCH_RESPONSE_BYTES, Method};
 use http::{read_answer, status_error};
-pub use saved::SavedList;
+pub use saved::{Restored, SavedList};
 
 use crate::Error;
 use crate::accept::VersionFloor;

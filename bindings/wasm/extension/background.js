@@ -189,17 +189,19 @@ async function keep(running) {
 }
 
 /** Restores the lists kept for this publisher and key; returns how many
- * came back. What does not verify is dropped, and its list downloads. */
+ * came back whole. What does not verify is dropped, and its list downloads. */
 async function restoreSaved(running) {
   try {
     const record = await withStore("readonly", (store) => store.get(DB_KEY));
     const { publisher, key } = running.owner;
     if (!record || record.publisher !== publisher || record.key !== key) return 0;
     const outcome = running.restore(record.lists);
-    for (const failed of outcome.lists.filter((l) => l.error)) {
-      console.warn("blocksieve: a kept list did not verify:", failed.list, failed.error);
+    for (const failed of outcome.lists.filter((l) => l.error || l.chainError)) {
+      console.warn("blocksieve: a kept list did not verify:", failed.list, failed.error ?? failed.chainError);
     }
-    return outcome.lists.filter((l) => l.version !== undefined).length;
+    // A list whose deltas were dropped is older than what was kept: it
+    // checks meanwhile, but the first update is awaited as for a missing one.
+    return outcome.lists.filter((l) => l.version !== undefined && !l.chainError).length;
   } catch (error) {
     console.warn("blocksieve: could not read the kept lists:", describe(error));
     return 0;

@@ -377,9 +377,11 @@ impl Agent {
     /// every snapshot and delta is verified again (signature, limits, list,
     /// rollback floor), an expired snapshot answers `stale` until an update
     /// brings a newer one, and the next `update()` asks only for the deltas
-    /// since. Returns `{ lists: [{ list, version } | { list, error,
-    /// errorKind }] }`; an entry that fails verification is not used
-    /// (discard it; that list's next update downloads the snapshot).
+    /// since. Returns `{ lists: [{ list, version, chainError?,
+    /// chainErrorKind? } | { list, error, errorKind }] }`; an entry that
+    /// fails verification is not used (discard it; that list's next update
+    /// downloads the snapshot); `chainError` says the kept deltas were
+    /// dropped and the older base restored: update before relying on it.
     /// Throws an `Error` with `.kind` `"invalid_input"` when `saved` is not
     /// an array.
     pub fn restore(&self, saved: JsValue) -> Result<JsValue, JsValue> {
@@ -399,7 +401,13 @@ impl Agent {
                     .map_err(|e| (api::error_kind(&e), e.to_string()))
             });
             lists.push(match outcome {
-                Ok(version) => json!({ "list": list, "version": version }),
+                Ok(restored) => match restored.chain_error {
+                    None => json!({ "list": list, "version": restored.version }),
+                    Some(e) => json!({
+                        "list": list, "version": restored.version,
+                        "chainError": e.to_string(), "chainErrorKind": api::error_kind(&e),
+                    }),
+                },
                 Err((kind, error)) => json!({ "list": list, "error": error, "errorKind": kind }),
             });
         }

@@ -250,5 +250,12 @@ test("save and restore: a restarted agent checks at once and downloads no snapsh
   assert.equal(outcome.lists[0].errorKind, "bad_data", JSON.stringify(outcome));
   await assert.rejects(refusing.check(listed), { kind: "not_ready" });
   assert.equal(refusing.restore([{ list: "xlang", snapshot: "x" }]).lists[0].errorKind, "invalid_input");
+  // A chain that does not verify: the base comes back, and the entry says
+  // the deltas were dropped.
+  const badChain = structuredClone(saved);
+  badChain[0].chain = new Uint8Array([1, 2, 3]);
+  const [partial] = new Agent({ publisher: base, lists: ["xlang"], key }).restore(badChain).lists;
+  assert.equal(partial.version, version, JSON.stringify(partial));
+  assert.equal(partial.chainErrorKind, "bad_data", JSON.stringify(partial));
   assert.throws(() => refusing.restore("not an array"), { kind: "invalid_input" });
 });

@@ -29,6 +29,18 @@ pub struct SavedList {
     pub record: Vec<u8>,
 }
 
+/// What [`Session::restore`] brought back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Restored {
+    /// The version now held.
+    pub version: u64,
+    /// Why the kept chain was dropped, if it was: the base alone was
+    /// restored, older than what was kept, so entries the chain added are
+    /// missing until the next update. A host should update before relying
+    /// on the list, and use it meanwhile only as better than nothing.
+    pub chain_error: Option<Error>,
+}
+
 impl Session {
     /// What to keep of `list` now, or `None` before its first snapshot or
     /// for a list not subscribed. Save it after an update that changed the
@@ -39,10 +51,14 @@ impl Session {
         let state = slot.state.as_ref()?;
         let snapshot = slot.snapshot.clone()?;
         let floor = slot.floor.unwrap_or_else(|| state.floor());
+        let base = state.base().floor();
         let record = ListRecord {
             list: slot.name.clone(),
             floor,
-            base: state.has_deltas().then(|| state.base().floor()),
+            // The snapshot's own floor whenever it is not the floor held:
+            // deltas applied, or a restore that dropped its chain (the
+            // record's floor stays where the chain had led).
+            base: (base != floor).then_some(base),
             etag: slot.etag.clone(),
         };
         Some(SavedList {
@@ -72,7 +88,8 @@ impl Session {
     /// and its version is returned: a download is never replaced by a saved
     /// copy.
     ///
-    /// Returns the version now held.
+    /// Returns the version now held and, when the chain was dropped, why
+    /// ([`Restored::chain_error`]).
     ///
     /// # Errors
     ///
@@ -80,7 +97,7 @@ impl Session {
     /// errors ([`Error::Decode`], [`Error::WrongList`], [`Error::Rollback`]):
     /// discard what was kept, the list stays without a state, and the next
     /// update downloads the snapshot.
-    pub fn restore(&mut self, saved: &SavedList, now: SystemTime) -> Result<u64, Error> {
+    pub fn restore(&mut self, saved: &SavedList, now: SystemTime) -> Result<Restored, Error> {
         let Some(index) = self.slots.iter().position(|s| s.name == saved.list) else {
             return Err(Error::InvalidSetting {
                 setting: "list",
@@ -88,7 +105,10 @@ impl Session {
             });
         };
         if let Some(state) = &self.slots[index].state {
-            return Ok(state.version());
+            return Ok(Restored {
+                version: state.version(),
+                chain_error: None,
+            });
         }
         let record = ListRecord::from_bytes(&saved.list, &saved.record).ok();
         let restored = update::restore(
@@ -124,6 +144,9 @@ impl Session {
         if stale {
             self.stats.restored_stale += 1;
         }
-        Ok(version)
+        Ok(Restored {
+            version,
+            chain_error: restored.chain_error,
+        })
     }
 }

@@ -782,7 +782,7 @@ fn a_saved_list_is_restored_without_a_download_and_the_next_round_asks_for_delta
     assert_eq!(session.saved("phishing"), None);
 
     let mut restarted = Session::new(config()).expect("session");
-    assert_eq!(restarted.restore(&saved, at(NOW)), Ok(1));
+    assert_eq!(restarted.restore(&saved, at(NOW)).map(|r| r.version), Ok(1));
     assert_eq!(restarted.stats().restored, 1);
     // Checks work at once: the listed URL's prefix hits, a miss is final.
     assert!(matches!(
@@ -807,7 +807,7 @@ fn a_saved_list_is_restored_without_a_download_and_the_next_round_asks_for_delta
 
     // An expired snapshot is restored, and answers stale.
     let mut late = Session::new(config()).expect("session");
-    assert_eq!(late.restore(&saved, at(NOW + 7200)), Ok(1));
+    assert_eq!(late.restore(&saved, at(NOW + 7200)).map(|r| r.version), Ok(1));
     assert_eq!(late.stats().restored_stale, 1);
     assert!(matches!(
         late.check("http://unlisted.example/", at(NOW + 7200), &mut rng),
@@ -823,7 +823,7 @@ fn a_saved_chain_comes_back_with_its_additions_and_a_bad_one_leaves_the_base() {
     let mut rng = StdRng::seed_from_u64(6);
 
     let mut restarted = Session::new(config()).expect("session");
-    assert_eq!(restarted.restore(&saved, at(NOW)), Ok(2));
+    assert_eq!(restarted.restore(&saved, at(NOW)).map(|r| r.version), Ok(2));
     assert!(matches!(
         restarted.check("http://new.example/", at(NOW), &mut rng),
         Ok(CheckStep::NeedFullHashes(_))
@@ -839,12 +839,36 @@ fn a_saved_chain_comes_back_with_its_additions_and_a_bad_one_leaves_the_base() {
     let last = bad.chain.len() - 1;
     bad.chain[last] ^= 1;
     let mut restarted = Session::new(config()).expect("session");
-    assert_eq!(restarted.restore(&bad, at(NOW)), Ok(1));
+    let restored = restarted.restore(&bad, at(NOW)).expect("the base restored");
+    assert_eq!(restored.version, 1);
+    assert!(
+        matches!(restored.chain_error, Some(Error::Delta { .. })),
+        "the dropped chain is reported: {restored:?}"
+    );
     let [request] = restarted.update_requests().try_into().expect("one request");
     assert_eq!(request.kind, RequestKind::Deltas { from: 1 });
     assert!(restarted.saved("malware").expect("saved").chain.is_empty());
     let update = restarted.handle_update_response(
         &restarted.snapshot_request(&restarted.slots[0]),
+        ok(snapshot(1), &[]),
+        at(NOW),
+    );
+    assert!(matches!(update, Err(Error::Rollback { .. })), "{update:?}");
+
+    // Saved again, the base alone under the floor the chain had reached:
+    // it restores again (the record names the base apart from the floor),
+    // and the floor still holds.
+    let again = restarted.saved("malware").expect("saved");
+    let mut third = Session::new(config()).expect("session");
+    assert_eq!(
+        third.restore(&again, at(NOW)),
+        Ok(Restored {
+            version: 1,
+            chain_error: None
+        })
+    );
+    let update = third.handle_update_response(
+        &third.snapshot_request(&third.slots[0]),
         ok(snapshot(1), &[]),
         at(NOW),
     );
@@ -901,7 +925,8 @@ fn saved_bytes_that_do_not_verify_are_refused_and_nothing_replaces_a_download() 
     assert_eq!(
         Session::new(config())
             .expect("session")
-            .restore(&unreadable, at(NOW)),
+            .restore(&unreadable, at(NOW))
+            .map(|r| r.version),
         Ok(1)
     );
 
@@ -915,6 +940,6 @@ fn saved_bytes_that_do_not_verify_are_refused_and_nothing_replaces_a_download() 
 
     // A list already updated keeps what it downloaded.
     let mut updated = with_delta();
-    assert_eq!(updated.restore(&saved, at(NOW)), Ok(2));
+    assert_eq!(updated.restore(&saved, at(NOW)).map(|r| r.version), Ok(2));
     assert_eq!(updated.stats().restored, 0);
 }

@@ -61,8 +61,33 @@ fn origin_problem(origin: &str) -> Result<(), &'static str> {
     if authority.contains('@') {
         return Err("an origin has no user information");
     }
+    if !authority.is_ascii() {
+        return Err("browsers send an international host in its ASCII form (xn--...)");
+    }
     if authority.chars().any(|c| c.is_ascii_uppercase()) {
         return Err("browsers send the host in lowercase");
+    }
+    // The port, if any: after the last ':' that is not inside an IPv6
+    // literal's brackets.
+    let (host, port) = match authority.rfind(':') {
+        Some(i) if !authority[i..].contains(']') => (&authority[..i], Some(&authority[i + 1..])),
+        _ => (authority, None),
+    };
+    if host.is_empty() {
+        return Err("no host");
+    }
+    if host.ends_with('.') {
+        return Err("browsers send the host without a trailing '.'");
+    }
+    if let Some(port) = port {
+        let number = port
+            .parse::<u16>()
+            .ok()
+            .filter(|p| *p > 0 && port.bytes().all(|b| b.is_ascii_digit()))
+            .ok_or("the port must be a number from 1 to 65535")?;
+        if (scheme, number) == ("http", 80) || (scheme, number) == ("https", 443) {
+            return Err("browsers leave out the scheme's default port");
+        }
     }
     if HeaderValue::from_str(origin).is_err() || origin.contains(char::is_whitespace) {
         return Err("not a valid header value");
@@ -120,6 +145,14 @@ mod tests {
         assert_eq!(ok(&[]), Ok(()));
         assert_eq!(ok(&["*"]), Ok(()));
         assert_eq!(ok(&["https://mail.example", "http://127.0.0.1:8000"]), Ok(()));
+        assert_eq!(
+            ok(&[
+                "http://[::1]:8000",
+                "https://xn--bcher-kva.example",
+                "https://a.example:8443"
+            ]),
+            Ok(())
+        );
         assert_eq!(ok(&["chrome-extension://abcdefghijklmnop"]), Ok(()));
         for (bad, reason) in [
             (&["*", "https://a.example"][..], "must be the only entry"),
@@ -131,6 +164,15 @@ mod tests {
             (&["https://A.example"], "lowercase"),
             (&["https://user@a.example"], "user information"),
             (&["https://a.example\n"], "header value"),
+            (&["https://bücher.example"], "ASCII form"),
+            (&["https://mail.example:443"], "default port"),
+            (&["http://localhost:80"], "default port"),
+            (&["https://a.example:"], "port must be"),
+            (&["https://a.example:99999"], "port must be"),
+            (&["https://a.example:0"], "port must be"),
+            (&["https://a.example:+8"], "port must be"),
+            (&["https://a.example."], "trailing '.'"),
+            (&["https://:8080"], "no host"),
         ] {
             let error = ok(bad).expect_err(bad[0]);
             assert!(error.contains(reason), "{bad:?}: {error}");
