@@ -132,6 +132,12 @@ typedef struct blocksieve_query blocksieve_query;
 // `blocksieve_query`. Opaque.
 typedef struct blocksieve_request blocksieve_request;
 
+// What to keep of one threat list across restarts, from
+// `blocksieve_session_save`: three byte strings, read with
+// `blocksieve_saved_snapshot`, `_chain` and `_record`, valid until
+// `blocksieve_saved_free`. Independent of the session once made. Opaque.
+typedef struct blocksieve_saved blocksieve_saved;
+
 // A session: the agent's state and decisions — each threat list's
 // verified filter, ETag and rollback floor, the full-hash cache and
 // backoff — driven by the host's own HTTP stack. Created by
@@ -331,6 +337,11 @@ typedef struct blocksieve_session_stats {
     // Update responses refused, and update requests the host reported it
     // could not send (the list kept its state either way).
     uint64_t updates_failed;
+    // Lists restored from saved bytes (`blocksieve_session_restore`).
+    uint64_t restored;
+    // Of those, lists whose snapshot had already expired when restored:
+    // their verdicts say `stale` until an update brings a newer one.
+    uint64_t restored_stale;
 } blocksieve_session_stats;
 
 #ifdef __cplusplus
@@ -979,8 +990,8 @@ enum blocksieve_status blocksieve_request_body(const struct blocksieve_request *
                                                size_t *out_len);
 
 // Writes the session's counters (lookups, prefix hits, full-hash requests
-// and failures, cache hits, snapshots and deltas applied, failed updates)
-// into `*out_stats`.
+// and failures, cache hits, snapshots and deltas applied, failed updates,
+// lists restored) into `*out_stats`.
 //
 // Returns `BLOCKSIEVE_OK` or `BLOCKSIEVE_INVALID_ARGUMENT`.
 //
@@ -1011,6 +1022,148 @@ enum blocksieve_status blocksieve_session_get_stats(const struct blocksieve_sess
 enum blocksieve_status blocksieve_session_list_version(const struct blocksieve_session *session,
                                                        const char *list,
                                                        uint64_t *out_version);
+
+// Takes what to keep of a threat list across restarts, after an update
+// that changed it (`BLOCKSIEVE_UPDATE_UPDATED`): `*out_saved` receives a
+// `blocksieve_saved` holding three byte strings — the base snapshot as
+// downloaded, the delta chain applied to it since (empty when none), and
+// the list's record (JSON: the rollback floor and the snapshot's ETag).
+// Store them as they are (three files, a database row); at the next start
+// hand them to `blocksieve_session_restore`, which verifies them again.
+// The three are taken together, so they belong to one version even while
+// other threads update the session; the snapshot is shared with the
+// session, not copied.
+//
+// `list`: a NUL-terminated list name. On `BLOCKSIEVE_OK`, `*out_saved` is
+// the caller's until `blocksieve_saved_free`; on any other status, NULL.
+//
+// Returns `BLOCKSIEVE_OK`, `BLOCKSIEVE_NOT_READY` (the list has no
+// snapshot yet: nothing to keep) or `BLOCKSIEVE_INVALID_ARGUMENT` (a NULL
+// or dead session, a NULL `list` or `out_saved`, a list not subscribed).
+//
+// Thread-safety: any thread; calls on one session serialize.
+//
+// # Safety
+//
+// `session` must be NULL or a handle of this library; `list` NULL or
+// NUL-terminated; `out_saved` NULL or writable.
+enum blocksieve_status blocksieve_session_save(const struct blocksieve_session *session,
+                                               const char *list,
+                                               struct blocksieve_saved **out_saved);
+
+// The base snapshot of a saved list, as downloaded (signed: it verifies
+// on its own): `*out_snapshot` receives a pointer to `*out_len` bytes
+// valid until `blocksieve_saved_free`.
+//
+// Returns `BLOCKSIEVE_OK` or `BLOCKSIEVE_INVALID_ARGUMENT`.
+//
+// Thread-safety: any thread, concurrently with other reads of the saved
+// list.
+//
+// # Safety
+//
+// `saved` must be NULL or a handle of this library; `out_snapshot` and
+// `out_len` NULL or writable.
+enum blocksieve_status blocksieve_saved_snapshot(const struct blocksieve_saved *saved,
+                                                 const uint8_t **out_snapshot,
+                                                 size_t *out_len);
+
+// The delta chain applied to the saved list's base snapshot since it was
+// downloaded (each delta signed): `*out_chain` receives a pointer to
+// `*out_len` bytes valid until `blocksieve_saved_free`; NULL and 0 when no
+// delta was applied since (store that empty chain too, in place of an
+// older one).
+//
+// Returns `BLOCKSIEVE_OK` or `BLOCKSIEVE_INVALID_ARGUMENT`.
+//
+// Thread-safety: any thread, concurrently with other reads of the saved
+// list.
+//
+// # Safety
+//
+// `saved` must be NULL or a handle of this library; `out_chain` and
+// `out_len` NULL or writable.
+enum blocksieve_status blocksieve_saved_chain(const struct blocksieve_saved *saved,
+                                              const uint8_t **out_chain,
+                                              size_t *out_len);
+
+// The record of the saved list: JSON (UTF-8, not NUL-terminated) holding
+// the version floor kept against rollback and the snapshot's ETag.
+// `*out_record` receives a pointer to `*out_len` bytes valid until
+// `blocksieve_saved_free`.
+//
+// Returns `BLOCKSIEVE_OK` or `BLOCKSIEVE_INVALID_ARGUMENT`.
+//
+// Thread-safety: any thread, concurrently with other reads of the saved
+// list.
+//
+// # Safety
+//
+// `saved` must be NULL or a handle of this library; `out_record` and
+// `out_len` NULL or writable.
+enum blocksieve_status blocksieve_saved_record(const struct blocksieve_saved *saved,
+                                               const uint8_t **out_record,
+                                               size_t *out_len);
+
+// Releases a saved list and the bytes it lent. NULL is accepted and does
+// nothing.
+//
+// Returns `BLOCKSIEVE_OK`, or `BLOCKSIEVE_INVALID_ARGUMENT` for a pointer
+// that is not a live saved list (freed already: nothing is done).
+//
+// Thread-safety: any thread, once no other call uses the saved list.
+//
+// # Safety
+//
+// `saved` must be NULL or a handle of this library.
+enum blocksieve_status blocksieve_saved_free(struct blocksieve_saved *saved);
+
+// Restores a threat list at start from the three byte strings a host kept
+// of a `blocksieve_saved`, so that checks answer before any request and
+// the next update round asks for the deltas since the version kept
+// (with its ETag) instead of the whole snapshot. Nothing is trusted
+// because it was stored: the snapshot is verified as a download is
+// (Ed25519 signature, body hash, limits, list name, and not older than the
+// record's floor), then the chain applied to it (every delta verified).
+// A snapshot expired at `now_ms` is restored all the same (its verdicts
+// say `stale`, counted in `restored_stale`). A chain that does not verify
+// is dropped (the base alone is restored, and the next round asks for the
+// deltas from its version); a record that cannot be read is ignored (the
+// floor is then the snapshot's own). A list that already holds a state (an
+// update came first) keeps it: a download is never replaced by a saved
+// copy, and its version is returned.
+//
+// `list`: a NUL-terminated list name. `snapshot`, `chain`, `record`:
+// `*_len` bytes each (NULL when the length is 0: no chain, no record).
+// `now_ms`: the time, Unix milliseconds. On `BLOCKSIEVE_OK`,
+// `*out_version` receives the version now held; otherwise it is not
+// written.
+//
+// Returns `BLOCKSIEVE_OK`, `BLOCKSIEVE_BAD_DATA` (the snapshot is corrupt,
+// forged, of another list, over `max_snapshot_bytes`, or older than the
+// record's floor: discard what was kept; the list stays without a
+// snapshot and the next round downloads one) or
+// `BLOCKSIEVE_INVALID_ARGUMENT` (a NULL or dead session, a NULL `list` or
+// `out_version`, bytes NULL with a length, a list not subscribed: the
+// config changed since the bytes were kept; `now_ms` out of range).
+//
+// Thread-safety: any thread; calls on one session serialize.
+//
+// # Safety
+//
+// `session` must be NULL or a handle of this library; `list` NULL or
+// NUL-terminated; the byte pointers NULL or valid for their lengths;
+// `out_version` NULL or writable.
+enum blocksieve_status blocksieve_session_restore(const struct blocksieve_session *session,
+                                                  const char *list,
+                                                  const uint8_t *snapshot,
+                                                  size_t snapshot_len,
+                                                  const uint8_t *chain,
+                                                  size_t chain_len,
+                                                  const uint8_t *record,
+                                                  size_t record_len,
+                                                  int64_t now_ms,
+                                                  uint64_t *out_version);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -17,7 +17,7 @@ use crate::failure::{self, Failure};
 use crate::session::{Query, Request, Response, SessionSettings, Step};
 use crate::types::{
     BLOCKSIEVE_SEED_BYTES, blocksieve_agent, blocksieve_config, blocksieve_header, blocksieve_list_status,
-    blocksieve_query, blocksieve_request, blocksieve_session, blocksieve_session_config,
+    blocksieve_query, blocksieve_request, blocksieve_saved, blocksieve_session, blocksieve_session_config,
     blocksieve_session_stats, blocksieve_snapshot_info, blocksieve_status, blocksieve_update_result,
     blocksieve_verdict,
 };
@@ -823,6 +823,9 @@ enum Kind {
     /// The request inside a query, lent by `blocksieve_query_request`.
     QueryRequest,
     Query,
+    /// What `blocksieve_session_save` gives, freed with
+    /// `blocksieve_saved_free`.
+    Saved,
 }
 
 /// The addresses of the session API's live handles, by kind. A pointer is
@@ -918,12 +921,12 @@ unsafe fn take_query(query: *mut blocksieve_query) -> Result<Box<blocksieve_quer
 /// # Safety
 ///
 /// As for [`bytes`].
-unsafe fn body<'a>(ptr: *const u8, len: usize) -> Result<&'a [u8], Failure> {
+unsafe fn optional_bytes<'a>(ptr: *const u8, len: usize, what: &str) -> Result<&'a [u8], Failure> {
     if len == 0 {
         return Ok(&[]);
     }
     // SAFETY: the caller's guarantee, passed on.
-    unsafe { bytes(ptr, len, "body") }
+    unsafe { bytes(ptr, len, what) }
 }
 
 /// The caller's 32-byte seed.
@@ -1001,7 +1004,7 @@ unsafe fn response<'a>(
         // SAFETY: the caller's guarantee, passed on.
         headers: unsafe { headers(header_ptr, headers_len) }?,
         // SAFETY: the caller's guarantee, passed on.
-        body: unsafe { body(body_ptr, body_len) }?,
+        body: unsafe { optional_bytes(body_ptr, body_len, "body") }?,
     })
 }
 
@@ -1747,8 +1750,8 @@ pub unsafe extern "C" fn blocksieve_request_body(
 }
 
 /// Writes the session's counters (lookups, prefix hits, full-hash requests
-/// and failures, cache hits, snapshots and deltas applied, failed updates)
-/// into `*out_stats`.
+/// and failures, cache hits, snapshots and deltas applied, failed updates,
+/// lists restored) into `*out_stats`.
 ///
 /// Returns `BLOCKSIEVE_OK` or `BLOCKSIEVE_INVALID_ARGUMENT`.
 ///
@@ -1802,6 +1805,256 @@ pub unsafe extern "C" fn blocksieve_session_list_version(
         // SAFETY: the caller's guarantee, passed on.
         let list = unsafe { c_str(list, "list") }?;
         let version = handle.version(list)?;
+        // SAFETY: non-NULL and aligned (checked), writable by the caller's
+        // guarantee.
+        unsafe { out_version.write(version) };
+        Ok(())
+    })
+}
+
+/// Takes what to keep of a threat list across restarts, after an update
+/// that changed it (`BLOCKSIEVE_UPDATE_UPDATED`): `*out_saved` receives a
+/// `blocksieve_saved` holding three byte strings — the base snapshot as
+/// downloaded, the delta chain applied to it since (empty when none), and
+/// the list's record (JSON: the rollback floor and the snapshot's ETag).
+/// Store them as they are (three files, a database row); at the next start
+/// hand them to `blocksieve_session_restore`, which verifies them again.
+/// The three are taken together, so they belong to one version even while
+/// other threads update the session; the snapshot is shared with the
+/// session, not copied.
+///
+/// `list`: a NUL-terminated list name. On `BLOCKSIEVE_OK`, `*out_saved` is
+/// the caller's until `blocksieve_saved_free`; on any other status, NULL.
+///
+/// Returns `BLOCKSIEVE_OK`, `BLOCKSIEVE_NOT_READY` (the list has no
+/// snapshot yet: nothing to keep) or `BLOCKSIEVE_INVALID_ARGUMENT` (a NULL
+/// or dead session, a NULL `list` or `out_saved`, a list not subscribed).
+///
+/// Thread-safety: any thread; calls on one session serialize.
+///
+/// # Safety
+///
+/// `session` must be NULL or a handle of this library; `list` NULL or
+/// NUL-terminated; `out_saved` NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn blocksieve_session_save(
+    session: *const blocksieve_session,
+    list: *const c_char,
+    out_saved: *mut *mut blocksieve_saved,
+) -> blocksieve_status {
+    entry(|| {
+        let out_saved = out_ptr(out_saved, "out_saved")?;
+        // SAFETY: non-NULL and aligned (checked), writable by the caller's
+        // guarantee. Written first so that every failure leaves NULL.
+        unsafe { out_saved.write(std::ptr::null_mut()) };
+        // SAFETY: the caller's guarantee, passed on.
+        let handle = unsafe { session_handle(session) }?;
+        // SAFETY: the caller's guarantee, passed on.
+        let list = unsafe { c_str(list, "list") }?;
+        let saved = handle.save(list)?;
+        let ptr = give(Box::new(blocksieve_saved { inner: saved }), Kind::Saved);
+        // SAFETY: as the first write.
+        unsafe { out_saved.write(ptr) };
+        Ok(())
+    })
+}
+
+/// Writes a borrowed byte string of a saved list to `*out` and `*out_len`
+/// (NULL and 0 when empty).
+///
+/// # Safety
+///
+/// `saved` NULL or a handle of this library; `out` and `out_len` NULL or
+/// writable.
+unsafe fn saved_bytes(
+    saved: *const blocksieve_saved,
+    out: *mut *const u8,
+    out_len: *mut usize,
+    field: fn(&blocksieve_saved) -> &[u8],
+) -> Result<(), Failure> {
+    let out = out_ptr(out, "out")?;
+    let out_len = out_ptr(out_len, "out_len")?;
+    check_live(saved, &[Kind::Saved], "saved")?;
+    // SAFETY: listed in `LIVE`, so a `Box<blocksieve_saved>` given out by
+    // `blocksieve_session_save` and not yet freed; the caller does not
+    // free it during the call.
+    let bytes = field(unsafe { &*saved });
+    let ptr = if bytes.is_empty() {
+        std::ptr::null()
+    } else {
+        bytes.as_ptr()
+    };
+    // SAFETY: non-NULL and aligned (checked), writable by the caller's
+    // guarantee. The bytes live as long as the saved list.
+    unsafe { out.write(ptr) };
+    // SAFETY: as above.
+    unsafe { out_len.write(bytes.len()) };
+    Ok(())
+}
+
+/// The base snapshot of a saved list, as downloaded (signed: it verifies
+/// on its own): `*out_snapshot` receives a pointer to `*out_len` bytes
+/// valid until `blocksieve_saved_free`.
+///
+/// Returns `BLOCKSIEVE_OK` or `BLOCKSIEVE_INVALID_ARGUMENT`.
+///
+/// Thread-safety: any thread, concurrently with other reads of the saved
+/// list.
+///
+/// # Safety
+///
+/// `saved` must be NULL or a handle of this library; `out_snapshot` and
+/// `out_len` NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn blocksieve_saved_snapshot(
+    saved: *const blocksieve_saved,
+    out_snapshot: *mut *const u8,
+    out_len: *mut usize,
+) -> blocksieve_status {
+    // SAFETY: the caller's guarantee, passed on.
+    entry(|| unsafe { saved_bytes(saved, out_snapshot, out_len, |s| &s.inner.snapshot) })
+}
+
+/// The delta chain applied to the saved list's base snapshot since it was
+/// downloaded (each delta signed): `*out_chain` receives a pointer to
+/// `*out_len` bytes valid until `blocksieve_saved_free`; NULL and 0 when no
+/// delta was applied since (store that empty chain too, in place of an
+/// older one).
+///
+/// Returns `BLOCKSIEVE_OK` or `BLOCKSIEVE_INVALID_ARGUMENT`.
+///
+/// Thread-safety: any thread, concurrently with other reads of the saved
+/// list.
+///
+/// # Safety
+///
+/// `saved` must be NULL or a handle of this library; `out_chain` and
+/// `out_len` NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn blocksieve_saved_chain(
+    saved: *const blocksieve_saved,
+    out_chain: *mut *const u8,
+    out_len: *mut usize,
+) -> blocksieve_status {
+    // SAFETY: the caller's guarantee, passed on.
+    entry(|| unsafe { saved_bytes(saved, out_chain, out_len, |s| &s.inner.chain) })
+}
+
+/// The record of the saved list: JSON (UTF-8, not NUL-terminated) holding
+/// the version floor kept against rollback and the snapshot's ETag.
+/// `*out_record` receives a pointer to `*out_len` bytes valid until
+/// `blocksieve_saved_free`.
+///
+/// Returns `BLOCKSIEVE_OK` or `BLOCKSIEVE_INVALID_ARGUMENT`.
+///
+/// Thread-safety: any thread, concurrently with other reads of the saved
+/// list.
+///
+/// # Safety
+///
+/// `saved` must be NULL or a handle of this library; `out_record` and
+/// `out_len` NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn blocksieve_saved_record(
+    saved: *const blocksieve_saved,
+    out_record: *mut *const u8,
+    out_len: *mut usize,
+) -> blocksieve_status {
+    // SAFETY: the caller's guarantee, passed on.
+    entry(|| unsafe { saved_bytes(saved, out_record, out_len, |s| &s.inner.record) })
+}
+
+/// Releases a saved list and the bytes it lent. NULL is accepted and does
+/// nothing.
+///
+/// Returns `BLOCKSIEVE_OK`, or `BLOCKSIEVE_INVALID_ARGUMENT` for a pointer
+/// that is not a live saved list (freed already: nothing is done).
+///
+/// Thread-safety: any thread, once no other call uses the saved list.
+///
+/// # Safety
+///
+/// `saved` must be NULL or a handle of this library.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn blocksieve_saved_free(saved: *mut blocksieve_saved) -> blocksieve_status {
+    entry(|| {
+        if saved.is_null() {
+            return Ok(());
+        }
+        check_live(saved, &[Kind::Saved], "saved")?;
+        if !live_handles().remove(&(saved as usize, Kind::Saved)) {
+            return Err(Failure::argument("saved is not a live handle (already freed)"));
+        }
+        // SAFETY: a `Box<blocksieve_saved>` from `give`, removed from `LIVE`
+        // just now under its lock, so released only here, once.
+        drop(unsafe { Box::from_raw(saved) });
+        Ok(())
+    })
+}
+
+/// Restores a threat list at start from the three byte strings a host kept
+/// of a `blocksieve_saved`, so that checks answer before any request and
+/// the next update round asks for the deltas since the version kept
+/// (with its ETag) instead of the whole snapshot. Nothing is trusted
+/// because it was stored: the snapshot is verified as a download is
+/// (Ed25519 signature, body hash, limits, list name, and not older than the
+/// record's floor), then the chain applied to it (every delta verified).
+/// A snapshot expired at `now_ms` is restored all the same (its verdicts
+/// say `stale`, counted in `restored_stale`). A chain that does not verify
+/// is dropped (the base alone is restored, and the next round asks for the
+/// deltas from its version); a record that cannot be read is ignored (the
+/// floor is then the snapshot's own). A list that already holds a state (an
+/// update came first) keeps it: a download is never replaced by a saved
+/// copy, and its version is returned.
+///
+/// `list`: a NUL-terminated list name. `snapshot`, `chain`, `record`:
+/// `*_len` bytes each (NULL when the length is 0: no chain, no record).
+/// `now_ms`: the time, Unix milliseconds. On `BLOCKSIEVE_OK`,
+/// `*out_version` receives the version now held; otherwise it is not
+/// written.
+///
+/// Returns `BLOCKSIEVE_OK`, `BLOCKSIEVE_BAD_DATA` (the snapshot is corrupt,
+/// forged, of another list, over `max_snapshot_bytes`, or older than the
+/// record's floor: discard what was kept; the list stays without a
+/// snapshot and the next round downloads one) or
+/// `BLOCKSIEVE_INVALID_ARGUMENT` (a NULL or dead session, a NULL `list` or
+/// `out_version`, bytes NULL with a length, a list not subscribed: the
+/// config changed since the bytes were kept; `now_ms` out of range).
+///
+/// Thread-safety: any thread; calls on one session serialize.
+///
+/// # Safety
+///
+/// `session` must be NULL or a handle of this library; `list` NULL or
+/// NUL-terminated; the byte pointers NULL or valid for their lengths;
+/// `out_version` NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn blocksieve_session_restore(
+    session: *const blocksieve_session,
+    list: *const c_char,
+    snapshot: *const u8,
+    snapshot_len: usize,
+    chain: *const u8,
+    chain_len: usize,
+    record: *const u8,
+    record_len: usize,
+    now_ms: i64,
+    out_version: *mut u64,
+) -> blocksieve_status {
+    entry(|| {
+        let out_version = out_ptr(out_version, "out_version")?;
+        // SAFETY: the caller's guarantee, passed on.
+        let handle = unsafe { session_handle(session) }?;
+        // SAFETY: the caller's guarantee, passed on.
+        let list = unsafe { c_str(list, "list") }?;
+        // SAFETY: the caller's guarantee, passed on.
+        let snapshot = unsafe { optional_bytes(snapshot, snapshot_len, "snapshot") }?;
+        // SAFETY: the caller's guarantee, passed on.
+        let chain = unsafe { optional_bytes(chain, chain_len, "chain") }?;
+        // SAFETY: the caller's guarantee, passed on.
+        let record = unsafe { optional_bytes(record, record_len, "record") }?;
+        let now = crate::session::time(now_ms)?;
+        let version = handle.restore(list, snapshot, chain, record, now)?;
         // SAFETY: non-NULL and aligned (checked), writable by the caller's
         // guarantee.
         unsafe { out_version.write(version) };

@@ -1,6 +1,6 @@
 //! What the fuzz target `c_entry_points` runs: the entry points that parse
-//! caller input or a publisher's responses, called as a C host would call
-//! them, with arbitrary bytes.
+//! caller input, a publisher's responses or a host's stored bytes, called
+//! as a C host would call them, with arbitrary bytes.
 //! Not part of the ABI. It plays the caller, so it holds unsafe calls.
 
 #![allow(unsafe_code)]
@@ -16,14 +16,15 @@ use crate::types::{
 use crate::{
     BLOCKSIEVE_FULL_HASH_BYTES, blocksieve_agent_free, blocksieve_agent_new, blocksieve_canonicalize,
     blocksieve_expressions, blocksieve_full_hashes, blocksieve_query_free, blocksieve_request_free,
-    blocksieve_session_check, blocksieve_session_complete_check, blocksieve_session_free,
-    blocksieve_session_handle_update_response, blocksieve_session_new, blocksieve_session_update_requests,
-    blocksieve_snapshot_verify,
+    blocksieve_saved_free, blocksieve_saved_snapshot, blocksieve_session_check,
+    blocksieve_session_complete_check, blocksieve_session_free, blocksieve_session_handle_update_response,
+    blocksieve_session_list_version, blocksieve_session_new, blocksieve_session_restore,
+    blocksieve_session_save, blocksieve_session_update_requests, blocksieve_snapshot_verify,
 };
 
 use blocksieve_status::{
-    BLOCKSIEVE_BAD_DATA, BLOCKSIEVE_BUFFER_TOO_SMALL, BLOCKSIEVE_INVALID_ARGUMENT, BLOCKSIEVE_OK,
-    BLOCKSIEVE_PANIC, BLOCKSIEVE_TRANSPORT,
+    BLOCKSIEVE_BAD_DATA, BLOCKSIEVE_BUFFER_TOO_SMALL, BLOCKSIEVE_INVALID_ARGUMENT, BLOCKSIEVE_NOT_READY,
+    BLOCKSIEVE_OK, BLOCKSIEVE_PANIC, BLOCKSIEVE_TRANSPORT,
 };
 
 /// Runs every input-parsing entry point on `data` and panics when one
@@ -39,7 +40,8 @@ use blocksieve_status::{
 ///   that builds is freed. The cache directory stays NULL: a fuzzed path
 ///   would create directories anywhere;
 /// * `data` as an HTTP response to each request of a session
-///   ([`session_responses`]).
+///   ([`session_responses`]);
+/// * `data` as the stored bytes of a saved list ([`restore_saved`]).
 pub fn entry_points(data: &[u8]) {
     let capacity = data.first().map_or(0, |&b| usize::from(b));
     let url = data.as_ptr().cast::<c_char>();
@@ -105,6 +107,7 @@ pub fn entry_points(data: &[u8]) {
     let status = unsafe { blocksieve_agent_free(agent) };
     assert_eq!(status, BLOCKSIEVE_OK);
     session_responses(data);
+    restore_saved(data);
 }
 
 /// The golden snapshot (`format/tests/data/golden`): list `golden`,
@@ -350,6 +353,89 @@ pub fn session_responses(data: &[u8]) {
         // SAFETY: the pointer is not dereferenced once consumed.
         let status = unsafe { blocksieve_query_free(query) };
         assert_eq!(status, BLOCKSIEVE_INVALID_ARGUMENT);
+    }
+    // SAFETY: the live session, freed once.
+    assert_eq!(unsafe { blocksieve_session_free(session) }, BLOCKSIEVE_OK);
+}
+
+/// Restores `list` of `session` from the three byte strings and checks the
+/// contract: `BLOCKSIEVE_OK` with a version, or `BLOCKSIEVE_BAD_DATA` and
+/// the list left without a snapshot. Returns the status.
+fn restore(
+    session: *mut blocksieve_session,
+    snapshot: &[u8],
+    chain: &[u8],
+    record: &[u8],
+) -> blocksieve_status {
+    let mut version = u64::MAX;
+    // SAFETY: a live session, a NUL-terminated name, the bytes valid for
+    // their lengths, a writable version.
+    let status = unsafe {
+        blocksieve_session_restore(
+            session,
+            c"golden".as_ptr(),
+            snapshot.as_ptr(),
+            snapshot.len(),
+            chain.as_ptr(),
+            chain.len(),
+            record.as_ptr(),
+            record.len(),
+            NOW_MS,
+            &mut version,
+        )
+    };
+    assert!(
+        matches!(status, BLOCKSIEVE_OK | BLOCKSIEVE_BAD_DATA),
+        "restore: {status:?}"
+    );
+    let mut held = u64::MAX;
+    // SAFETY: a live session, a NUL-terminated name, a writable version.
+    let listed = unsafe { blocksieve_session_list_version(session, c"golden".as_ptr(), &mut held) };
+    if status == BLOCKSIEVE_OK {
+        assert_eq!((listed, held), (BLOCKSIEVE_OK, version));
+    } else {
+        assert_eq!(listed, BLOCKSIEVE_NOT_READY, "a refused restore left a state");
+    }
+    status
+}
+
+/// Feeds `data`, as a host's stored bytes (a file it wrote, then found
+/// changed), to `blocksieve_session_restore`, and panics when a call
+/// panicked or broke its contract:
+///
+/// * `data` as the snapshot, with no chain and no record;
+/// * the golden snapshot with `data` split at its first NUL byte into the
+///   chain and the record: a chain that does not verify is dropped and a
+///   record that cannot be read ignored, so only a record holding a floor
+///   above version 7 may refuse it; what is restored saves back the
+///   golden snapshot unchanged.
+pub fn restore_saved(data: &[u8]) {
+    let key = golden_key();
+
+    let session = golden_session(&key);
+    restore(session, data, &[], &[]);
+    // SAFETY: the live session, freed once.
+    assert_eq!(unsafe { blocksieve_session_free(session) }, BLOCKSIEVE_OK);
+
+    let (chain, record) = match data.iter().position(|&b| b == 0) {
+        Some(at) => (&data[..at], &data[at + 1..]),
+        None => (data, &[][..]),
+    };
+    let session = golden_session(&key);
+    if restore(session, GOLDEN_SNAPSHOT, chain, record) == BLOCKSIEVE_OK {
+        let mut saved = std::ptr::null_mut();
+        // SAFETY: a live session, a NUL-terminated name, a writable output.
+        let status = unsafe { blocksieve_session_save(session, c"golden".as_ptr(), &mut saved) };
+        assert_eq!(status, BLOCKSIEVE_OK);
+        let (mut ptr, mut len) = (std::ptr::null(), 0);
+        // SAFETY: the live saved list, writable outputs.
+        let status = unsafe { blocksieve_saved_snapshot(saved, &mut ptr, &mut len) };
+        assert_eq!(status, BLOCKSIEVE_OK);
+        // SAFETY: `len` bytes at `ptr`, lent until the saved list is freed.
+        let snapshot = unsafe { std::slice::from_raw_parts(ptr, len) };
+        assert_eq!(snapshot, GOLDEN_SNAPSHOT, "the base changed on its way back");
+        // SAFETY: the live saved list, freed once.
+        assert_eq!(unsafe { blocksieve_saved_free(saved) }, BLOCKSIEVE_OK);
     }
     // SAFETY: the live session, freed once.
     assert_eq!(unsafe { blocksieve_session_free(session) }, BLOCKSIEVE_OK);

@@ -2,9 +2,13 @@
 //! handle, its HTTP requests as `blocksieve_request` values the host sends
 //! with its own HTTP stack, and a check waiting for full hashes as a
 //! `blocksieve_query`. Time (`now_ms`, Unix milliseconds) and randomness
-//! (a 32-byte seed for a [`StdRng`]) come from the host with each call.
+//! (a 32-byte seed for a [`StdRng`]) come from the host with each call. A
+//! list's [`SavedList`] (base snapshot, delta chain, record) goes out as a
+//! `blocksieve_saved` for the host to store, and comes back as three byte
+//! strings to restore it after a restart.
 
 use std::ffi::{CStr, CString};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -12,7 +16,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use blocksieve_agent::FailurePolicy;
 use blocksieve_agent::engine::Error;
 use blocksieve_agent::engine::session::{
-    CheckStep, FullHashQuery, HttpRequest, HttpResponse, ListRequest, ListUpdate, Session, SessionConfig,
+    CheckStep, FullHashQuery, HttpRequest, HttpResponse, ListRequest, ListUpdate, SavedList, Session,
+    SessionConfig,
 };
 use rand::SeedableRng;
 use rand::rngs::StdRng;
@@ -397,22 +402,65 @@ impl Handle {
             deltas_applied: s.deltas_applied,
             delta_fallbacks: s.delta_fallbacks,
             updates_failed: s.updates_failed.saturating_add(state.unsent_updates),
+            restored: s.restored,
+            restored_stale: s.restored_stale,
         }
     }
 
     /// The version `list` stands for.
     pub(crate) fn version(&self, list: &str) -> Result<u64, Failure> {
         let state = self.lock();
-        if !state.session.lists().any(|l| l == list) {
-            return Err(Failure::argument(format!("list {list} is not subscribed")));
-        }
-        state.session.version(list).ok_or_else(|| {
-            Failure::new(
-                blocksieve_status::BLOCKSIEVE_NOT_READY,
-                format!("list {list} has no snapshot yet"),
-            )
-        })
+        subscribed(&state.session, list)?;
+        state.session.version(list).ok_or_else(|| not_ready(list))
     }
+
+    /// What to keep of `list` now: its base snapshot (shared, not copied),
+    /// the chain applied since and its record, taken together under the
+    /// lock so that they belong to one state.
+    pub(crate) fn save(&self, list: &str) -> Result<SavedList, Failure> {
+        let state = self.lock();
+        subscribed(&state.session, list)?;
+        state.session.saved(list).ok_or_else(|| not_ready(list))
+    }
+
+    /// Restores `list` from the bytes a host kept of a [`SavedList`],
+    /// verified again; returns the version now held.
+    pub(crate) fn restore(
+        &self,
+        list: &str,
+        snapshot: &[u8],
+        chain: &[u8],
+        record: &[u8],
+        now: SystemTime,
+    ) -> Result<u64, Failure> {
+        let mut state = self.lock();
+        // Checked here, as every call naming a list does: the engine's
+        // error for it would read as a misconfiguration.
+        subscribed(&state.session, list)?;
+        let saved = SavedList {
+            list: list.to_owned(),
+            snapshot: Arc::from(snapshot),
+            chain: chain.to_vec(),
+            record: record.to_vec(),
+        };
+        Ok(state.session.restore(&saved, now)?.version)
+    }
+}
+
+/// `BLOCKSIEVE_INVALID_ARGUMENT` unless `session` subscribes to `list`.
+fn subscribed(session: &Session, list: &str) -> Result<(), Failure> {
+    if session.lists().any(|l| l == list) {
+        Ok(())
+    } else {
+        Err(Failure::argument(format!("list {list} is not subscribed")))
+    }
+}
+
+fn not_ready(list: &str) -> Failure {
+    Failure::new(
+        blocksieve_status::BLOCKSIEVE_NOT_READY,
+        format!("list {list} has no snapshot yet"),
+    )
 }
 
 fn update_result(

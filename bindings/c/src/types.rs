@@ -326,6 +326,11 @@ pub struct blocksieve_session_stats {
     /// Update responses refused, and update requests the host reported it
     /// could not send (the list kept its state either way).
     pub updates_failed: u64,
+    /// Lists restored from saved bytes (`blocksieve_session_restore`).
+    pub restored: u64,
+    /// Of those, lists whose snapshot had already expired when restored:
+    /// their verdicts say `stale` until an update brings a newer one.
+    pub restored_stale: u64,
 }
 
 /// A session: the agent's state and decisions — each threat list's
@@ -343,6 +348,14 @@ pub struct blocksieve_session {
 /// `blocksieve_query`. Opaque.
 pub struct blocksieve_request {
     pub(crate) inner: crate::session::Request,
+}
+
+/// What to keep of one threat list across restarts, from
+/// `blocksieve_session_save`: three byte strings, read with
+/// `blocksieve_saved_snapshot`, `_chain` and `_record`, valid until
+/// `blocksieve_saved_free`. Independent of the session once made. Opaque.
+pub struct blocksieve_saved {
+    pub(crate) inner: ::blocksieve_agent::engine::session::SavedList,
 }
 
 /// A check waiting for the publisher's full hashes: send its request

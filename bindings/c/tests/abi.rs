@@ -1,8 +1,8 @@
 //! The ABI called from Rust as a C host calls it: the sans-I/O functions on
 //! the repository's vectors and golden snapshot, every pointer and buffer
 //! rule, the sans-I/O session on the golden snapshot (answers, mangled
-//! responses, misuse of its handles), and the fuzz target's body on its
-//! seeds. The agent and the session against a real publisher are tested
+//! responses, a list saved and restored, misuse of its handles), and the
+//! fuzz target's body on its seeds. The agent and the session against a real publisher are tested
 //! from C (`tests/agent_test.c`, `tests/session_test.c`, run by
 //! `.ci/bindings-c.sh`).
 
@@ -920,4 +920,336 @@ fn the_session_api_refuses_misuse_without_reading_it() {
     // SAFETY: freed: refused, not read.
     let status = unsafe { blocksieve_session_free(session) };
     assert_eq!(status, BLOCKSIEVE_INVALID_ARGUMENT);
+}
+
+/// `(status, version)` of restoring `golden` on `session` at `now_ms`.
+fn restore(
+    session: *mut blocksieve_session,
+    snapshot: &[u8],
+    chain: &[u8],
+    record: &[u8],
+    now_ms: i64,
+) -> (blocksieve_status, u64) {
+    let mut version = u64::MAX;
+    // SAFETY: a live session, a NUL-terminated name, the bytes valid for
+    // their lengths, a writable version.
+    let status = unsafe {
+        blocksieve_session_restore(
+            session,
+            c"golden".as_ptr(),
+            snapshot.as_ptr(),
+            snapshot.len(),
+            chain.as_ptr(),
+            chain.len(),
+            record.as_ptr(),
+            record.len(),
+            now_ms,
+            &mut version,
+        )
+    };
+    (status, version)
+}
+
+fn stats(session: *mut blocksieve_session) -> blocksieve_session_stats {
+    let mut stats = MaybeUninit::<blocksieve_session_stats>::zeroed();
+    // SAFETY: a live session, a writable struct.
+    let status = unsafe { blocksieve_session_get_stats(session, stats.as_mut_ptr()) };
+    assert_eq!(status, BLOCKSIEVE_OK);
+    // SAFETY: written whole.
+    unsafe { stats.assume_init() }
+}
+
+/// The bytes one accessor of a saved list lends.
+fn lent(
+    saved: *const blocksieve_saved,
+    accessor: unsafe extern "C" fn(*const blocksieve_saved, *mut *const u8, *mut usize) -> blocksieve_status,
+) -> (blocksieve_status, Vec<u8>) {
+    let (mut ptr, mut len) = (std::ptr::dangling::<u8>(), usize::MAX);
+    // SAFETY: a live (or refused) saved list, writable outputs.
+    let status = unsafe { accessor(saved, &mut ptr, &mut len) };
+    if status != BLOCKSIEVE_OK {
+        return (status, Vec::new());
+    }
+    if len == 0 {
+        assert!(ptr.is_null(), "empty bytes are NULL and 0");
+        return (status, Vec::new());
+    }
+    // SAFETY: `len` bytes lent until the saved list is freed.
+    (status, unsafe { std::slice::from_raw_parts(ptr, len) }.to_vec())
+}
+
+#[test]
+fn a_saved_list_comes_back_in_a_new_session_verified_again() {
+    let (key, list) = (golden_key(), c"golden");
+    let (lists, keys) = ([list.as_ptr()], [key.as_ptr()]);
+    let config = session_config(&lists, &keys);
+    let session = new_session(&config);
+
+    // Nothing to keep before the first snapshot.
+    let mut saved = std::ptr::dangling_mut::<blocksieve_saved>();
+    // SAFETY: a live session, a NUL-terminated name, a writable output.
+    let status = unsafe { blocksieve_session_save(session, list.as_ptr(), &mut saved) };
+    assert_eq!(status, BLOCKSIEVE_NOT_READY, "{}", last_error());
+    assert!(saved.is_null(), "every failure leaves NULL");
+
+    let request = round(session);
+    let (status, ..) = respond(session, request, 200, &golden_snapshot());
+    assert_eq!(status, BLOCKSIEVE_OK, "{}", last_error());
+    free_request(request);
+    // SAFETY: as above.
+    let status = unsafe { blocksieve_session_save(session, list.as_ptr(), &mut saved) };
+    assert_eq!(status, BLOCKSIEVE_OK, "{}", last_error());
+    let (status, snapshot) = lent(saved, blocksieve_saved_snapshot);
+    assert_eq!(status, BLOCKSIEVE_OK);
+    assert_eq!(snapshot, golden_snapshot(), "the snapshot as downloaded");
+    let (status, chain) = lent(saved, blocksieve_saved_chain);
+    assert_eq!((status, chain.len()), (BLOCKSIEVE_OK, 0), "no delta applied");
+    let (status, record) = lent(saved, blocksieve_saved_record);
+    assert_eq!(status, BLOCKSIEVE_OK);
+    let record_text = String::from_utf8(record.clone()).expect("the record is JSON");
+    assert!(
+        record_text.starts_with('{') && record_text.contains("golden"),
+        "{record_text}"
+    );
+    // The saved list outlives its session.
+    free_session(session);
+    assert_eq!(lent(saved, blocksieve_saved_snapshot).1, snapshot);
+    // SAFETY: the live saved list, freed once.
+    assert_eq!(unsafe { blocksieve_saved_free(saved) }, BLOCKSIEVE_OK);
+
+    // A new session answers at once: a prefix hit asks for full hashes.
+    let restarted = new_session(&config);
+    assert_eq!(
+        restore(restarted, &snapshot, &chain, &record, NOW_MS),
+        (BLOCKSIEVE_OK, 7),
+        "{}",
+        last_error()
+    );
+    let (status, _, query) = session_check(restarted, GOLDEN_LISTED);
+    assert_eq!(status, BLOCKSIEVE_OK, "{}", last_error());
+    assert!(!query.is_null(), "a prefix hit alone is never unsafe");
+    // SAFETY: the live query, freed once.
+    assert_eq!(unsafe { blocksieve_query_free(query) }, BLOCKSIEVE_OK);
+    // The next round asks for the deltas since version 7, with the ETag.
+    let request = round(restarted);
+    let mut url = std::ptr::null();
+    // SAFETY: a live request, a writable out-pointer.
+    let status = unsafe { blocksieve_request_url(request, &mut url) };
+    assert_eq!(status, BLOCKSIEVE_OK);
+    assert_eq!(
+        text_of(url),
+        "https://publisher.example/v1/lists/golden/updates/7"
+    );
+    free_request(request);
+    // A list holding a state keeps it; the counters say what happened.
+    assert_eq!(
+        restore(restarted, &snapshot, &[], &[], NOW_MS),
+        (BLOCKSIEVE_OK, 7)
+    );
+    let counted = stats(restarted);
+    assert_eq!(
+        (
+            counted.restored,
+            counted.restored_stale,
+            counted.snapshots_applied
+        ),
+        (1, 0, 0)
+    );
+    free_session(restarted);
+
+    // Expired by the time it is restored (the golden snapshot expires at
+    // Unix time 4,102,444,800): restored all the same, stale.
+    let late = new_session(&config);
+    assert_eq!(
+        restore(late, &snapshot, &chain, &record, 4_102_444_801_000),
+        (BLOCKSIEVE_OK, 7)
+    );
+    assert_eq!((stats(late).restored, stats(late).restored_stale), (1, 1));
+    free_session(late);
+
+    // A record whose floor is above the snapshot: rolled back, refused.
+    let rolled_back = record_text.replace("\"version\": 7,", "\"version\": 9,");
+    assert_ne!(rolled_back, record_text, "{record_text}");
+    let floor = new_session(&config);
+    let (status, _) = restore(floor, &snapshot, &chain, rolled_back.as_bytes(), NOW_MS);
+    assert_eq!(status, BLOCKSIEVE_BAD_DATA);
+    assert!(last_error().contains('9'), "{}", last_error());
+    free_session(floor);
+
+    // A chain or a record that does not read: the base alone.
+    let bad = new_session(&config);
+    assert_eq!(
+        restore(bad, &snapshot, b"not a chain", b"{", NOW_MS),
+        (BLOCKSIEVE_OK, 7)
+    );
+    free_session(bad);
+}
+
+#[test]
+fn a_restore_refuses_bytes_that_do_not_verify_and_misuse() {
+    let (key, list) = (golden_key(), c"golden");
+    let (lists, keys) = ([list.as_ptr()], [key.as_ptr()]);
+    let config = session_config(&lists, &keys);
+    let session = new_session(&config);
+    let golden = golden_snapshot();
+    let mut version = 0;
+
+    // Every cut and a flipped byte: bad data, the list left without one.
+    let mut tampered = golden.clone();
+    let middle = tampered.len() / 2;
+    tampered[middle] ^= 1;
+    for bytes in [&tampered[..], &golden[..golden.len() - 1], &golden[..10], b""] {
+        let (status, _) = restore(session, bytes, &[], &[], NOW_MS);
+        assert_eq!(status, BLOCKSIEVE_BAD_DATA, "{} bytes", bytes.len());
+        // SAFETY: a live session, a NUL-terminated name, a writable version.
+        let status = unsafe { blocksieve_session_list_version(session, list.as_ptr(), &mut version) };
+        assert_eq!(status, BLOCKSIEVE_NOT_READY);
+    }
+    // Of another list (a session subscribed to `other` restoring `golden`
+    // bytes under its own name).
+    let other_lists = [c"other".as_ptr()];
+    let other = new_session(&session_config(&other_lists, &keys));
+    // SAFETY: a live session, a NUL-terminated name, the bytes valid for
+    // their lengths, a writable version.
+    let status = unsafe {
+        blocksieve_session_restore(
+            other,
+            c"other".as_ptr(),
+            golden.as_ptr(),
+            golden.len(),
+            std::ptr::null(),
+            0,
+            std::ptr::null(),
+            0,
+            NOW_MS,
+            &mut version,
+        )
+    };
+    assert_eq!(status, BLOCKSIEVE_BAD_DATA, "{}", last_error());
+    // Signed by a key the session does not trust.
+    let untrusted = CString::new(
+        blocksieve_format::SigningKey::from_secret_bytes([7; 32])
+            .public_key()
+            .to_base64(),
+    )
+    .unwrap();
+    let untrusted_keys = [untrusted.as_ptr()];
+    let distrustful = new_session(&session_config(&lists, &untrusted_keys));
+    assert_eq!(
+        restore(distrustful, &golden, &[], &[], NOW_MS).0,
+        BLOCKSIEVE_BAD_DATA
+    );
+    free_session(distrustful);
+    free_session(other);
+    let session = {
+        free_session(session);
+        new_session(&config)
+    };
+
+    // A list not subscribed, NULL and out-of-range arguments.
+    let null = std::ptr::null_mut::<blocksieve_session>();
+    let call = |session: *mut blocksieve_session,
+                list: *const c_char,
+                snapshot: *const u8,
+                snapshot_len: usize,
+                chain_len: usize,
+                now_ms: i64,
+                out: *mut u64| {
+        // SAFETY: every pointer is NULL, or valid for the length given.
+        unsafe {
+            blocksieve_session_restore(
+                session,
+                list,
+                snapshot,
+                snapshot_len,
+                std::ptr::null(),
+                chain_len,
+                std::ptr::null(),
+                0,
+                now_ms,
+                out,
+            )
+        }
+    };
+    let (g, n, v) = (golden.as_ptr(), golden.len(), &raw mut version);
+    let cases = [
+        (
+            (session, c"nope".as_ptr(), g, n, 0, NOW_MS, v),
+            "list nope is not subscribed",
+        ),
+        ((null, list.as_ptr(), g, n, 0, NOW_MS, v), "session is NULL"),
+        ((session, std::ptr::null(), g, n, 0, NOW_MS, v), "list is NULL"),
+        (
+            (session, list.as_ptr(), std::ptr::null(), n, 0, NOW_MS, v),
+            "snapshot is NULL",
+        ),
+        ((session, list.as_ptr(), g, n, 3, NOW_MS, v), "chain is NULL"),
+        (
+            (session, list.as_ptr(), g, n, 0, NOW_MS, std::ptr::null_mut()),
+            "out_version is NULL",
+        ),
+    ];
+    for ((s, l, snapshot, len, chain_len, now_ms, out), expected_error) in cases {
+        assert_eq!(
+            (
+                call(s, l, snapshot, len, chain_len, now_ms, out),
+                last_error().as_str()
+            ),
+            (BLOCKSIEVE_INVALID_ARGUMENT, expected_error)
+        );
+    }
+    // SAFETY: a live session, a writable version.
+    let status = unsafe { blocksieve_session_list_version(session, list.as_ptr(), &mut version) };
+    assert_eq!(status, BLOCKSIEVE_NOT_READY, "nothing was restored");
+
+    // Saves: a list not subscribed, NULLs; saved handles are checked.
+    let mut saved = std::ptr::dangling_mut::<blocksieve_saved>();
+    // SAFETY: the library checks every pointer before reading it.
+    let status = unsafe { blocksieve_session_save(session, c"nope".as_ptr(), &mut saved) };
+    assert_eq!((status, saved.is_null()), (BLOCKSIEVE_INVALID_ARGUMENT, true));
+    // SAFETY: as above.
+    let status = unsafe { blocksieve_session_save(null, list.as_ptr(), &mut saved) };
+    assert_eq!(status, BLOCKSIEVE_INVALID_ARGUMENT);
+    // SAFETY: as above.
+    let status = unsafe { blocksieve_session_save(session, std::ptr::null(), &mut saved) };
+    assert_eq!(status, BLOCKSIEVE_INVALID_ARGUMENT);
+    // SAFETY: as above.
+    let status = unsafe { blocksieve_session_save(session, list.as_ptr(), std::ptr::null_mut()) };
+    assert_eq!(status, BLOCKSIEVE_INVALID_ARGUMENT);
+    assert_eq!(restore(session, &golden, &[], &[], NOW_MS), (BLOCKSIEVE_OK, 7));
+    // SAFETY: as above.
+    let status = unsafe { blocksieve_session_save(session, list.as_ptr(), &mut saved) };
+    assert_eq!(status, BLOCKSIEVE_OK);
+    // A session or a request is not a saved list, nor the reverse.
+    assert_eq!(
+        lent(session.cast(), blocksieve_saved_snapshot).0,
+        BLOCKSIEVE_INVALID_ARGUMENT
+    );
+    // SAFETY: the library checks the address against its live handles.
+    let status = unsafe { blocksieve_session_free(saved.cast()) };
+    assert_eq!(status, BLOCKSIEVE_INVALID_ARGUMENT);
+    // SAFETY: as above.
+    let status = unsafe { blocksieve_request_free(saved.cast()) };
+    assert_eq!(status, BLOCKSIEVE_INVALID_ARGUMENT);
+    let mut len = 0;
+    // SAFETY: NULL outputs are refused.
+    let status = unsafe { blocksieve_saved_chain(saved, std::ptr::null_mut(), &mut len) };
+    assert_eq!(status, BLOCKSIEVE_INVALID_ARGUMENT);
+    // SAFETY: as above.
+    let status = unsafe { blocksieve_saved_record(saved, &mut std::ptr::null(), std::ptr::null_mut()) };
+    assert_eq!(status, BLOCKSIEVE_INVALID_ARGUMENT);
+    // SAFETY: the live saved list, freed once.
+    assert_eq!(unsafe { blocksieve_saved_free(saved) }, BLOCKSIEVE_OK);
+    // SAFETY: freed: refused, not read.
+    let status = unsafe { blocksieve_saved_free(saved) };
+    assert_eq!(status, BLOCKSIEVE_INVALID_ARGUMENT);
+    assert_eq!(
+        lent(saved, blocksieve_saved_record).0,
+        BLOCKSIEVE_INVALID_ARGUMENT
+    );
+    assert!(last_error().contains("not a live handle"), "{}", last_error());
+    // SAFETY: NULL is accepted.
+    let status = unsafe { blocksieve_saved_free(std::ptr::null_mut()) };
+    assert_eq!(status, BLOCKSIEVE_OK);
+    free_session(session);
 }
