@@ -15,7 +15,8 @@
 #    static one, warnings as errors;
 # 4. starts a real publisher on 127.0.0.1:0 serving the xlang inputs'
 #    feed (`xlang setup`), and runs both test programs' checks, both
-#    builds, under valgrind (any error or definite leak fails);
+#    builds, under valgrind (any error or definite leak fails), each with
+#    its own directory (the agent's cache; the session's saved lists);
 # 5. compares the C answers for every xlang input, from the agent handle
 #    and from the session-driven host, with the Rust agent's (`xlang
 #    reference`) as JSON values, line by line;
@@ -138,7 +139,9 @@ for program in agent_test_c agent_test_cpp; do
 done
 for program in session_test_c session_test_cpp; do
     started=$(date +%s)
-    "${valgrind[@]}" "$scratch/$program" test "$base" "$key" xlang "$listed" "$benign"
+    mkdir -p "$scratch/saved-$program"
+    "${valgrind[@]}" "$scratch/$program" test "$base" "$key" xlang "$listed" "$benign" \
+        "$scratch/saved-$program"
     echo "bindings-c: $program passed under valgrind in $(($(date +%s) - started)) s"
 done
 

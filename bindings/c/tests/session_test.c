@@ -3,14 +3,16 @@
  * stack (libcurl), in C (and, compiled with g++, C++), as
  * .ci/bindings-c.sh runs it against a real publisher, under valgrind:
  *
- *   session_test test BASE_URL PUBLIC_KEY LIST LISTED_URL BENIGN_URL
+ *   session_test test BASE_URL PUBLIC_KEY LIST LISTED_URL BENIGN_URL SAVE_DIR
  *       update rounds (the snapshot, then nothing newer), a listed URL
  *       unsafe after one full-hash round trip carrying noise prefixes, a
  *       benign URL safe with no request, a cached answer with no request,
  *       responses the host mangles (503, garbage, oversized) and requests
  *       it cannot send: the list kept, the verdict unverified, never unsafe;
  *       misuse (NULL, dead and foreign handles, buffers too small); checks
- *       from several threads.
+ *       from several threads; the list saved to files in SAVE_DIR and
+ *       restored by a new session (checks at once, the next round asks for
+ *       deltas, no snapshot downloaded), tampered files refused.
  *   session_test xlang BASE_URL PUBLIC_KEY DIR
  *       one JSON line per input of DIR/inputs.txt (hex lines), the same as
  *       `cargo run -p blocksieve-tests --example xlang -- reference ...`.
@@ -83,7 +85,8 @@ struct http {
     unsigned char *body;
     size_t body_len, body_cap;
     char error[CURL_ERROR_SIZE];
-    int sent; /* requests sent */
+    int sent;      /* requests sent */
+    int snapshots; /* of which whole-snapshot requests */
 };
 
 static void clear_headers(struct http *h) {
@@ -185,6 +188,8 @@ static int send_request(struct http *h, const blocksieve_request *request) {
     CURLcode code = curl_easy_perform(h->curl);
     curl_slist_free_all(list);
     h->sent++;
+    const char *route = strrchr(url, '/');
+    if (route != NULL && strcmp(route, "/snapshot") == 0) h->snapshots++;
     if (code != CURLE_OK) {
         if (h->error[0] == '\0') snprintf(h->error, sizeof h->error, "%s", curl_easy_strerror(code));
         return -1;
@@ -678,6 +683,199 @@ static void test_session(const char *base_url, const char *key, const char *list
     http_free(&h);
 }
 
+/* Persistence as a native host does it: the three byte strings of a saved
+ * list written to files, read back by the next process. */
+
+static unsigned char *read_file(const char *path, size_t *len);
+
+static int write_file(const char *dir, const char *list, const char *kind, const uint8_t *data, size_t len) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s.%s", dir, list, kind);
+    FILE *f = fopen(path, "wb");
+    if (f == NULL) return -1;
+    size_t written = len == 0 ? 0 : fwrite(data, 1, len, f);
+    return fclose(f) == 0 && written == len ? 0 : -1;
+}
+
+static unsigned char *load_file(const char *dir, const char *list, const char *kind, size_t *len) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s.%s", dir, list, kind);
+    return read_file(path, len);
+}
+
+/* Saves `list` of `session` to DIR/LIST.{snapshot,chain,record}. */
+static int save_to_files(const blocksieve_session *session, const char *list, const char *dir) {
+    blocksieve_saved *saved = NULL;
+    const uint8_t *bytes = NULL;
+    size_t len = 0;
+    int rc = -1;
+    if (blocksieve_session_save(session, list, &saved) != BLOCKSIEVE_OK) return -1;
+    if (blocksieve_saved_snapshot(saved, &bytes, &len) == BLOCKSIEVE_OK && len > 0 &&
+        write_file(dir, list, "snapshot", bytes, len) == 0 &&
+        blocksieve_saved_chain(saved, &bytes, &len) == BLOCKSIEVE_OK &&
+        write_file(dir, list, "chain", bytes, len) == 0 &&
+        blocksieve_saved_record(saved, &bytes, &len) == BLOCKSIEVE_OK &&
+        write_file(dir, list, "record", bytes, len) == 0) {
+        rc = 0;
+    }
+    CHECK(blocksieve_saved_free(saved) == BLOCKSIEVE_OK);
+    return rc;
+}
+
+struct stored {
+    unsigned char *snapshot, *chain, *record;
+    size_t snapshot_len, chain_len, record_len;
+};
+
+static blocksieve_status restore_from(blocksieve_session *session, const char *list, const struct stored *s,
+                                      uint64_t *version) {
+    return blocksieve_session_restore(session, list, s->snapshot, s->snapshot_len, s->chain, s->chain_len,
+                                      s->record, s->record_len, now_ms(), version);
+}
+
+static void test_saved(const char *base_url, const char *key, const char *list, const char *listed,
+                       const char *dir) {
+    const char *lists[1] = {list};
+    const char *keys[1] = {key};
+    blocksieve_session_config config = config_for(base_url, lists, keys);
+    blocksieve_update_result results[BLOCKSIEVE_MAX_LISTS];
+    blocksieve_request *request = NULL;
+    blocksieve_saved *saved = NULL;
+    blocksieve_verdict v;
+    blocksieve_query *query = NULL;
+    const char *text = NULL, *name = NULL, *value = NULL;
+    size_t count = 0;
+    uint64_t version = 0, restored = 0;
+    struct stored s;
+    struct http h;
+    http_init(&h);
+    memset(&s, 0, sizeof s);
+
+    /* Nothing to keep before the first snapshot. */
+    blocksieve_session *empty = NULL;
+    CHECK(blocksieve_session_new(&config, &empty) == BLOCKSIEVE_OK);
+    CHECK(blocksieve_session_save(empty, list, &saved) == BLOCKSIEVE_NOT_READY && saved == NULL);
+
+    /* After an update that changed the list, keep it in files. */
+    blocksieve_session *first = loaded(&config, &h);
+    if (first == NULL) {
+        blocksieve_session_free(empty);
+        http_free(&h);
+        return;
+    }
+    CHECK(blocksieve_session_list_version(first, list, &version) == BLOCKSIEVE_OK);
+    CHECK(save_to_files(first, list, dir) == 0);
+    CHECK(blocksieve_session_save(first, "other", &saved) == BLOCKSIEVE_INVALID_ARGUMENT && saved == NULL);
+    CHECK(strstr(last_error(), "not subscribed") != NULL);
+    CHECK(blocksieve_session_save(NULL, list, &saved) == BLOCKSIEVE_INVALID_ARGUMENT);
+    CHECK(blocksieve_session_save(first, NULL, &saved) == BLOCKSIEVE_INVALID_ARGUMENT);
+    CHECK(blocksieve_session_save(first, list, NULL) == BLOCKSIEVE_INVALID_ARGUMENT);
+    /* A saved list outlives its session; freed, it is refused. */
+    CHECK(blocksieve_session_save(first, list, &saved) == BLOCKSIEVE_OK && saved != NULL);
+    CHECK(blocksieve_session_free(first) == BLOCKSIEVE_OK);
+    const uint8_t *bytes = NULL;
+    size_t len = 0;
+    CHECK(blocksieve_saved_snapshot(saved, &bytes, &len) == BLOCKSIEVE_OK && bytes != NULL && len > 0);
+    CHECK(blocksieve_saved_chain(saved, &bytes, &len) == BLOCKSIEVE_OK && bytes == NULL && len == 0);
+    CHECK(blocksieve_saved_record(saved, NULL, &len) == BLOCKSIEVE_INVALID_ARGUMENT);
+    CHECK(blocksieve_saved_free(saved) == BLOCKSIEVE_OK);
+    CHECK(blocksieve_saved_free(saved) == BLOCKSIEVE_INVALID_ARGUMENT);
+    CHECK(blocksieve_saved_record(saved, &bytes, &len) == BLOCKSIEVE_INVALID_ARGUMENT);
+    CHECK(strstr(last_error(), "not a live handle") != NULL);
+    CHECK(blocksieve_saved_free(NULL) == BLOCKSIEVE_OK);
+
+    /* The next process: a new session restored from the files. */
+    s.snapshot = load_file(dir, list, "snapshot", &s.snapshot_len);
+    s.chain = load_file(dir, list, "chain", &s.chain_len);
+    s.record = load_file(dir, list, "record", &s.record_len);
+    CHECK(s.snapshot != NULL && s.snapshot_len > 0 && s.chain_len == 0 && s.record != NULL && s.record_len > 0);
+    int sent_before = h.sent, snapshots_before = h.snapshots;
+    blocksieve_session *restarted = NULL;
+    CHECK(blocksieve_session_new(&config, &restarted) == BLOCKSIEVE_OK);
+    if (restarted != NULL && s.snapshot != NULL) {
+        CHECK(restore_from(restarted, list, &s, &restored) == BLOCKSIEVE_OK && restored == version);
+        CHECK(blocksieve_session_list_version(restarted, list, &restored) == BLOCKSIEVE_OK && restored == version);
+        blocksieve_session_stats stats = stats_of(restarted);
+        CHECK(stats.restored == 1 && stats.restored_stale == 0 && stats.snapshots_applied == 0);
+        printf("session_test: restored %s version %llu from %zu snapshot bytes and a %zu-byte record\n", list,
+               (unsigned long long)restored, s.snapshot_len, s.record_len);
+
+        /* Checks work before any update: a listed URL is a prefix hit, then
+         * unsafe after one full-hash round trip. */
+        int requests = 0;
+        char list_out[BLOCKSIEVE_LIST_NAME_CAPACITY], expression[1024];
+        CHECK(blocksieve_session_check(restarted, listed, strlen(listed), now_ms(), fresh_seed(), &v, NULL, 0, NULL,
+                                       0, &query) == BLOCKSIEVE_OK &&
+              query != NULL);
+        blocksieve_query_free(query);
+        CHECK(check(restarted, &h, listed, strlen(listed), &v, list_out, sizeof list_out, expression,
+                    sizeof expression, &requests) == BLOCKSIEVE_OK);
+        CHECK(requests == 1 && v.kind == BLOCKSIEVE_UNSAFE && v.block && !v.stale && strcmp(list_out, list) == 0);
+
+        /* The next round asks for the deltas since the version restored,
+         * with its ETag, and hears nothing newer. */
+        CHECK(blocksieve_session_update_requests(restarted, &request, 1, &count) == BLOCKSIEVE_OK && count == 1);
+        if (count == 1) {
+            CHECK(blocksieve_request_url(request, &text) == BLOCKSIEVE_OK && strstr(text, "/updates/") != NULL);
+            CHECK(blocksieve_request_header_count(request, &count) == BLOCKSIEVE_OK && count == 1);
+            CHECK(blocksieve_request_header(request, 0, &name, &value) == BLOCKSIEVE_OK &&
+                  strcmp(name, "if-none-match") == 0);
+            blocksieve_request_free(request);
+        }
+        CHECK(update_round(restarted, &h, results) == 1);
+        CHECK(results[0].kind == BLOCKSIEVE_UPDATE_UNCHANGED && results[0].version == version);
+        CHECK(h.snapshots == snapshots_before && h.sent == sent_before + 2);
+        stats = stats_of(restarted);
+        CHECK(stats.snapshots_applied == 0 && stats.updates_failed == 0);
+        printf("session_test: after the restore, %d requests and no snapshot download\n", h.sent - sent_before);
+
+        /* A list holding a state keeps it; the same files again change
+         * nothing. */
+        CHECK(restore_from(restarted, list, &s, &restored) == BLOCKSIEVE_OK && restored == version);
+        CHECK(stats_of(restarted).restored == 1);
+        /* A list not subscribed, NULLs. */
+        CHECK(blocksieve_session_restore(restarted, "other", s.snapshot, s.snapshot_len, NULL, 0, NULL, 0,
+                                         now_ms(), &restored) == BLOCKSIEVE_INVALID_ARGUMENT);
+        CHECK(strstr(last_error(), "not subscribed") != NULL);
+        CHECK(blocksieve_session_restore(NULL, list, s.snapshot, s.snapshot_len, NULL, 0, NULL, 0, now_ms(),
+                                         &restored) == BLOCKSIEVE_INVALID_ARGUMENT);
+        CHECK(blocksieve_session_restore(restarted, NULL, s.snapshot, s.snapshot_len, NULL, 0, NULL, 0, now_ms(),
+                                         &restored) == BLOCKSIEVE_INVALID_ARGUMENT);
+        CHECK(blocksieve_session_restore(restarted, list, NULL, s.snapshot_len, NULL, 0, NULL, 0, now_ms(),
+                                         &restored) == BLOCKSIEVE_INVALID_ARGUMENT);
+        CHECK(blocksieve_session_restore(restarted, list, s.snapshot, s.snapshot_len, NULL, 0, NULL, 7, now_ms(),
+                                         &restored) == BLOCKSIEVE_INVALID_ARGUMENT);
+        CHECK(blocksieve_session_restore(restarted, list, s.snapshot, s.snapshot_len, NULL, 0, NULL, 0, now_ms(),
+                                         NULL) == BLOCKSIEVE_INVALID_ARGUMENT);
+    }
+    CHECK(blocksieve_session_free(restarted) == BLOCKSIEVE_OK);
+
+    /* A file changed on disk: refused as bad data, the list stays without
+     * a snapshot, and a check says so. */
+    if (s.snapshot != NULL && s.snapshot_len > 0) {
+        s.snapshot[s.snapshot_len / 2] ^= 1;
+        CHECK(write_file(dir, list, "snapshot", s.snapshot, s.snapshot_len) == 0);
+        free(s.snapshot);
+        s.snapshot = load_file(dir, list, "snapshot", &s.snapshot_len);
+        restored = 12345;
+        CHECK(restore_from(empty, list, &s, &restored) == BLOCKSIEVE_BAD_DATA && restored == 12345);
+        printf("session_test: tampered snapshot file refused: %s\n", last_error());
+        CHECK(blocksieve_session_list_version(empty, list, &version) == BLOCKSIEVE_NOT_READY);
+        CHECK(blocksieve_session_check(empty, listed, strlen(listed), now_ms(), fresh_seed(), &v, NULL, 0, NULL, 0,
+                                       &query) == BLOCKSIEVE_NOT_READY &&
+              query == NULL);
+        CHECK(stats_of(empty).restored == 0);
+        /* Cut short: refused too. */
+        s.snapshot_len /= 3;
+        CHECK(restore_from(empty, list, &s, &restored) == BLOCKSIEVE_BAD_DATA);
+    }
+    CHECK(blocksieve_session_free(empty) == BLOCKSIEVE_OK);
+    free(s.snapshot);
+    free(s.chain);
+    free(s.record);
+    http_free(&h);
+}
+
 /* xlang: JSON output. */
 
 static unsigned char *read_file(const char *path, size_t *len) {
@@ -836,16 +1034,17 @@ static int xlang(const char *base_url, const char *key, const char *dir) {
 int main(int argc, char **argv) {
     int rc = 2;
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) return 2;
-    if (argc == 7 && strcmp(argv[1], "test") == 0) {
+    if (argc == 8 && strcmp(argv[1], "test") == 0) {
         test_config(argv[2], argv[3], argv[4]);
         test_session(argv[2], argv[3], argv[4], argv[5], argv[6]);
+        test_saved(argv[2], argv[3], argv[4], argv[5], argv[7]);
         printf("%s: %d checks, %d failed\n", argv[0], checks, failures);
         rc = failures == 0 ? 0 : 1;
     } else if (argc == 5 && strcmp(argv[1], "xlang") == 0) {
         rc = xlang(argv[2], argv[3], argv[4]);
     } else {
         fprintf(stderr,
-                "usage: %s test BASE_URL PUBLIC_KEY LIST LISTED_URL BENIGN_URL\n"
+                "usage: %s test BASE_URL PUBLIC_KEY LIST LISTED_URL BENIGN_URL SAVE_DIR\n"
                 "       %s xlang BASE_URL PUBLIC_KEY DIR\n",
                 argv[0], argv[0]);
     }
