@@ -1995,7 +1995,8 @@ pub unsafe extern "C" fn blocksieve_saved_free(saved: *mut blocksieve_saved) -> 
 /// Restores a threat list at start from the three byte strings a host kept
 /// of a `blocksieve_saved`, so that checks answer before any request and
 /// the next update round asks for the deltas since the version kept
-/// (with its ETag) instead of the whole snapshot. Nothing is trusted
+/// instead of the whole snapshot (and sends a snapshot request with the
+/// kept ETag, so that a `304` keeps the list). Nothing is trusted
 /// because it was stored: the snapshot is verified as a download is
 /// (Ed25519 signature, body hash, limits, list name, and not older than the
 /// record's floor), then the chain applied to it (every delta verified).

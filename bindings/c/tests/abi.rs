@@ -1030,7 +1030,7 @@ fn a_saved_list_comes_back_in_a_new_session_verified_again() {
     assert!(!query.is_null(), "a prefix hit alone is never unsafe");
     // SAFETY: the live query, freed once.
     assert_eq!(unsafe { blocksieve_query_free(query) }, BLOCKSIEVE_OK);
-    // The next round asks for the deltas since version 7, with the ETag.
+    // The next round asks for the deltas since version 7.
     let request = round(restarted);
     let mut url = std::ptr::null();
     // SAFETY: a live request, a writable out-pointer.
@@ -1075,6 +1075,23 @@ fn a_saved_list_comes_back_in_a_new_session_verified_again() {
     assert_eq!(status, BLOCKSIEVE_BAD_DATA);
     assert!(last_error().contains('9'), "{}", last_error());
     free_session(floor);
+
+    // The fuzz seed's record (after its NUL) reads: restored with it, and
+    // refused once its floor is raised.
+    let seed = std::fs::read(repo().join("fuzz/corpus/c_entry_points/restore-record")).unwrap();
+    let seed_record = String::from_utf8(seed[1..].to_vec()).unwrap();
+    let seeded = new_session(&config);
+    let raised = seed_record.replace("\"version\": 7,", "\"version\": 9,");
+    assert_ne!(raised, seed_record);
+    assert_eq!(
+        restore(seeded, &snapshot, &[], raised.as_bytes(), NOW_MS).0,
+        BLOCKSIEVE_BAD_DATA
+    );
+    assert_eq!(
+        restore(seeded, &snapshot, &[], seed_record.as_bytes(), NOW_MS),
+        (BLOCKSIEVE_OK, 7)
+    );
+    free_session(seeded);
 
     // A chain or a record that does not read: the base alone.
     let bad = new_session(&config);

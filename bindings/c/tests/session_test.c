@@ -812,8 +812,8 @@ static void test_saved(const char *base_url, const char *key, const char *list, 
                     sizeof expression, &requests) == BLOCKSIEVE_OK);
         CHECK(requests == 1 && v.kind == BLOCKSIEVE_UNSAFE && v.block && !v.stale && strcmp(list_out, list) == 0);
 
-        /* The next round asks for the deltas since the version restored,
-         * with its ETag, and hears nothing newer. */
+        /* The next round asks for the deltas since the version restored
+         * (If-None-Match), and hears nothing newer. */
         CHECK(blocksieve_session_update_requests(restarted, &request, 1, &count) == BLOCKSIEVE_OK && count == 1);
         if (count == 1) {
             CHECK(blocksieve_request_url(request, &text) == BLOCKSIEVE_OK && strstr(text, "/updates/") != NULL);
