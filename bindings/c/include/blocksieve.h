@@ -1128,17 +1128,20 @@ enum blocksieve_status blocksieve_saved_free(struct blocksieve_saved *saved);
 // record's floor), then the chain applied to it (every delta verified).
 // A snapshot expired at `now_ms` is restored all the same (its verdicts
 // say `stale`, counted in `restored_stale`). A chain that does not verify
-// is dropped (the base alone is restored, and the next round asks for the
-// deltas from its version); a record that cannot be read is ignored (the
-// floor is then the snapshot's own). A list that already holds a state (an
+// is dropped: the base alone is restored, older than what was kept, so
+// entries the chain added are missing until the next round, which asks
+// for the deltas from the base's version — run it before relying on the
+// list. A record that cannot be read is ignored (the floor is then the
+// snapshot's own). A list that already holds a state (an
 // update came first) keeps it: a download is never replaced by a saved
 // copy, and its version is returned.
 //
 // `list`: a NUL-terminated list name. `snapshot`, `chain`, `record`:
 // `*_len` bytes each (NULL when the length is 0: no chain, no record).
 // `now_ms`: the time, Unix milliseconds. On `BLOCKSIEVE_OK`,
-// `*out_version` receives the version now held; otherwise it is not
-// written.
+// `*out_version` receives the version now held, and `*out_chain_dropped`
+// (unless NULL: not wanted) whether a non-empty chain was dropped;
+// otherwise neither is written.
 //
 // Returns `BLOCKSIEVE_OK`, `BLOCKSIEVE_BAD_DATA` (the snapshot is corrupt,
 // forged, of another list, over `max_snapshot_bytes`, or older than the
@@ -1154,7 +1157,7 @@ enum blocksieve_status blocksieve_saved_free(struct blocksieve_saved *saved);
 //
 // `session` must be NULL or a handle of this library; `list` NULL or
 // NUL-terminated; the byte pointers NULL or valid for their lengths;
-// `out_version` NULL or writable.
+// `out_version` and `out_chain_dropped` NULL or writable.
 enum blocksieve_status blocksieve_session_restore(const struct blocksieve_session *session,
                                                   const char *list,
                                                   const uint8_t *snapshot,
@@ -1164,7 +1167,8 @@ enum blocksieve_status blocksieve_session_restore(const struct blocksieve_sessio
                                                   const uint8_t *record,
                                                   size_t record_len,
                                                   int64_t now_ms,
-                                                  uint64_t *out_version);
+                                                  uint64_t *out_version,
+                                                  bool *out_chain_dropped);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -2002,17 +2002,20 @@ pub unsafe extern "C" fn blocksieve_saved_free(saved: *mut blocksieve_saved) -> 
 /// record's floor), then the chain applied to it (every delta verified).
 /// A snapshot expired at `now_ms` is restored all the same (its verdicts
 /// say `stale`, counted in `restored_stale`). A chain that does not verify
-/// is dropped (the base alone is restored, and the next round asks for the
-/// deltas from its version); a record that cannot be read is ignored (the
-/// floor is then the snapshot's own). A list that already holds a state (an
+/// is dropped: the base alone is restored, older than what was kept, so
+/// entries the chain added are missing until the next round, which asks
+/// for the deltas from the base's version — run it before relying on the
+/// list. A record that cannot be read is ignored (the floor is then the
+/// snapshot's own). A list that already holds a state (an
 /// update came first) keeps it: a download is never replaced by a saved
 /// copy, and its version is returned.
 ///
 /// `list`: a NUL-terminated list name. `snapshot`, `chain`, `record`:
 /// `*_len` bytes each (NULL when the length is 0: no chain, no record).
 /// `now_ms`: the time, Unix milliseconds. On `BLOCKSIEVE_OK`,
-/// `*out_version` receives the version now held; otherwise it is not
-/// written.
+/// `*out_version` receives the version now held, and `*out_chain_dropped`
+/// (unless NULL: not wanted) whether a non-empty chain was dropped;
+/// otherwise neither is written.
 ///
 /// Returns `BLOCKSIEVE_OK`, `BLOCKSIEVE_BAD_DATA` (the snapshot is corrupt,
 /// forged, of another list, over `max_snapshot_bytes`, or older than the
@@ -2028,7 +2031,7 @@ pub unsafe extern "C" fn blocksieve_saved_free(saved: *mut blocksieve_saved) -> 
 ///
 /// `session` must be NULL or a handle of this library; `list` NULL or
 /// NUL-terminated; the byte pointers NULL or valid for their lengths;
-/// `out_version` NULL or writable.
+/// `out_version` and `out_chain_dropped` NULL or writable.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn blocksieve_session_restore(
     session: *const blocksieve_session,
@@ -2041,9 +2044,15 @@ pub unsafe extern "C" fn blocksieve_session_restore(
     record_len: usize,
     now_ms: i64,
     out_version: *mut u64,
+    out_chain_dropped: *mut bool,
 ) -> blocksieve_status {
     entry(|| {
         let out_version = out_ptr(out_version, "out_version")?;
+        let out_chain_dropped = if out_chain_dropped.is_null() {
+            None
+        } else {
+            Some(out_ptr(out_chain_dropped, "out_chain_dropped")?)
+        };
         // SAFETY: the caller's guarantee, passed on.
         let handle = unsafe { session_handle(session) }?;
         // SAFETY: the caller's guarantee, passed on.
@@ -2055,10 +2064,14 @@ pub unsafe extern "C" fn blocksieve_session_restore(
         // SAFETY: the caller's guarantee, passed on.
         let record = unsafe { optional_bytes(record, record_len, "record") }?;
         let now = crate::session::time(now_ms)?;
-        let version = handle.restore(list, snapshot, chain, record, now)?;
+        let restored = handle.restore(list, snapshot, chain, record, now)?;
         // SAFETY: non-NULL and aligned (checked), writable by the caller's
         // guarantee.
-        unsafe { out_version.write(version) };
+        unsafe { out_version.write(restored.version) };
+        if let Some(out) = out_chain_dropped {
+            // SAFETY: as above.
+            unsafe { out.write(restored.chain_error.is_some()) };
+        }
         Ok(())
     })
 }

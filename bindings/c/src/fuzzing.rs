@@ -368,8 +368,9 @@ fn restore(
     record: &[u8],
 ) -> blocksieve_status {
     let mut version = u64::MAX;
+    let mut dropped = false;
     // SAFETY: a live session, a NUL-terminated name, the bytes valid for
-    // their lengths, a writable version.
+    // their lengths, a writable version and flag.
     let status = unsafe {
         blocksieve_session_restore(
             session,
@@ -382,12 +383,14 @@ fn restore(
             record.len(),
             NOW_MS,
             &mut version,
+            &mut dropped,
         )
     };
     assert!(
         matches!(status, BLOCKSIEVE_OK | BLOCKSIEVE_BAD_DATA),
         "restore: {status:?}"
     );
+    assert!(!(dropped && chain.is_empty()), "an empty chain was dropped");
     let mut held = u64::MAX;
     // SAFETY: a live session, a NUL-terminated name, a writable version.
     let listed = unsafe { blocksieve_session_list_version(session, c"golden".as_ptr(), &mut held) };

@@ -16,8 +16,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use blocksieve_agent::FailurePolicy;
 use blocksieve_agent::engine::Error;
 use blocksieve_agent::engine::session::{
-    CheckStep, FullHashQuery, HttpRequest, HttpResponse, ListRequest, ListUpdate, SavedList, Session,
-    SessionConfig,
+    CheckStep, FullHashQuery, HttpRequest, HttpResponse, ListRequest, ListUpdate, Restored, SavedList,
+    Session, SessionConfig,
 };
 use rand::SeedableRng;
 use rand::rngs::StdRng;
@@ -424,7 +424,8 @@ impl Handle {
     }
 
     /// Restores `list` from the bytes a host kept of a [`SavedList`],
-    /// verified again; returns the version now held.
+    /// verified again: the version now held, and why the chain was dropped
+    /// if it was.
     pub(crate) fn restore(
         &self,
         list: &str,
@@ -432,7 +433,7 @@ impl Handle {
         chain: &[u8],
         record: &[u8],
         now: SystemTime,
-    ) -> Result<u64, Failure> {
+    ) -> Result<Restored, Failure> {
         let mut state = self.lock();
         // Checked here, as every call naming a list does: the engine's
         // error for it would read as a misconfiguration.
@@ -443,7 +444,7 @@ impl Handle {
             chain: chain.to_vec(),
             record: record.to_vec(),
         };
-        Ok(state.session.restore(&saved, now)?.version)
+        Ok(state.session.restore(&saved, now)?)
     }
 }
 

@@ -922,7 +922,8 @@ fn the_session_api_refuses_misuse_without_reading_it() {
     assert_eq!(status, BLOCKSIEVE_INVALID_ARGUMENT);
 }
 
-/// `(status, version)` of restoring `golden` on `session` at `now_ms`.
+/// `(status, version)` of restoring `golden` on `session` at `now_ms`; an
+/// empty chain is never reported dropped.
 fn restore(
     session: *mut blocksieve_session,
     snapshot: &[u8],
@@ -930,9 +931,22 @@ fn restore(
     record: &[u8],
     now_ms: i64,
 ) -> (blocksieve_status, u64) {
-    let mut version = u64::MAX;
+    let (status, version, dropped) = restore_flagged(session, snapshot, chain, record, now_ms);
+    assert!(!(dropped && chain.is_empty()), "an empty chain was dropped");
+    (status, version)
+}
+
+/// `(status, version, chain dropped)` of restoring `golden`.
+fn restore_flagged(
+    session: *mut blocksieve_session,
+    snapshot: &[u8],
+    chain: &[u8],
+    record: &[u8],
+    now_ms: i64,
+) -> (blocksieve_status, u64, bool) {
+    let (mut version, mut dropped) = (u64::MAX, false);
     // SAFETY: a live session, a NUL-terminated name, the bytes valid for
-    // their lengths, a writable version.
+    // their lengths, a writable version and flag.
     let status = unsafe {
         blocksieve_session_restore(
             session,
@@ -945,9 +959,10 @@ fn restore(
             record.len(),
             now_ms,
             &mut version,
+            &mut dropped,
         )
     };
-    (status, version)
+    (status, version, dropped)
 }
 
 fn stats(session: *mut blocksieve_session) -> blocksieve_session_stats {
@@ -1020,8 +1035,8 @@ fn a_saved_list_comes_back_in_a_new_session_verified_again() {
     // A new session answers at once: a prefix hit asks for full hashes.
     let restarted = new_session(&config);
     assert_eq!(
-        restore(restarted, &snapshot, &chain, &record, NOW_MS),
-        (BLOCKSIEVE_OK, 7),
+        restore_flagged(restarted, &snapshot, &chain, &record, NOW_MS),
+        (BLOCKSIEVE_OK, 7, false),
         "{}",
         last_error()
     );
@@ -1093,13 +1108,36 @@ fn a_saved_list_comes_back_in_a_new_session_verified_again() {
     );
     free_session(seeded);
 
-    // A chain or a record that does not read: the base alone.
+    // A chain or a record that does not read: the base alone, and the
+    // chain reported dropped.
     let bad = new_session(&config);
     assert_eq!(
-        restore(bad, &snapshot, b"not a chain", b"{", NOW_MS),
-        (BLOCKSIEVE_OK, 7)
+        restore_flagged(bad, &snapshot, b"not a chain", b"{", NOW_MS),
+        (BLOCKSIEVE_OK, 7, true)
     );
     free_session(bad);
+    // The flag is optional.
+    let unflagged = new_session(&config);
+    let mut version = 0;
+    // SAFETY: a live session, a NUL-terminated name, the bytes valid for
+    // their lengths, a writable version, no flag wanted.
+    let status = unsafe {
+        blocksieve_session_restore(
+            unflagged,
+            list.as_ptr(),
+            snapshot.as_ptr(),
+            snapshot.len(),
+            b"x".as_ptr(),
+            1,
+            std::ptr::null(),
+            0,
+            NOW_MS,
+            &mut version,
+            std::ptr::null_mut(),
+        )
+    };
+    assert_eq!((status, version), (BLOCKSIEVE_OK, 7), "{}", last_error());
+    free_session(unflagged);
 }
 
 #[test]
@@ -1140,6 +1178,7 @@ fn a_restore_refuses_bytes_that_do_not_verify_and_misuse() {
             0,
             NOW_MS,
             &mut version,
+            std::ptr::null_mut(),
         )
     };
     assert_eq!(status, BLOCKSIEVE_BAD_DATA, "{}", last_error());
@@ -1185,6 +1224,7 @@ fn a_restore_refuses_bytes_that_do_not_verify_and_misuse() {
                 0,
                 now_ms,
                 out,
+                std::ptr::null_mut(),
             )
         }
     };

@@ -727,10 +727,11 @@ struct stored {
     size_t snapshot_len, chain_len, record_len;
 };
 
+/* Restores `list` from `s`; `*dropped` says whether its chain was dropped. */
 static blocksieve_status restore_from(blocksieve_session *session, const char *list, const struct stored *s,
-                                      uint64_t *version) {
+                                      uint64_t *version, bool *dropped) {
     return blocksieve_session_restore(session, list, s->snapshot, s->snapshot_len, s->chain, s->chain_len,
-                                      s->record, s->record_len, now_ms(), version);
+                                      s->record, s->record_len, now_ms(), version, dropped);
 }
 
 static void test_saved(const char *base_url, const char *key, const char *list, const char *listed,
@@ -746,6 +747,7 @@ static void test_saved(const char *base_url, const char *key, const char *list, 
     const char *text = NULL, *name = NULL, *value = NULL;
     size_t count = 0;
     uint64_t version = 0, restored = 0;
+    bool dropped = true;
     struct stored s;
     struct http h;
     http_init(&h);
@@ -793,7 +795,8 @@ static void test_saved(const char *base_url, const char *key, const char *list, 
     blocksieve_session *restarted = NULL;
     CHECK(blocksieve_session_new(&config, &restarted) == BLOCKSIEVE_OK);
     if (restarted != NULL && s.snapshot != NULL) {
-        CHECK(restore_from(restarted, list, &s, &restored) == BLOCKSIEVE_OK && restored == version);
+        CHECK(restore_from(restarted, list, &s, &restored, &dropped) == BLOCKSIEVE_OK && restored == version &&
+              !dropped);
         CHECK(blocksieve_session_list_version(restarted, list, &restored) == BLOCKSIEVE_OK && restored == version);
         blocksieve_session_stats stats = stats_of(restarted);
         CHECK(stats.restored == 1 && stats.restored_stale == 0 && stats.snapshots_applied == 0);
@@ -831,24 +834,36 @@ static void test_saved(const char *base_url, const char *key, const char *list, 
 
         /* A list holding a state keeps it; the same files again change
          * nothing. */
-        CHECK(restore_from(restarted, list, &s, &restored) == BLOCKSIEVE_OK && restored == version);
+        CHECK(restore_from(restarted, list, &s, &restored, NULL) == BLOCKSIEVE_OK && restored == version);
         CHECK(stats_of(restarted).restored == 1);
         /* A list not subscribed, NULLs. */
         CHECK(blocksieve_session_restore(restarted, "other", s.snapshot, s.snapshot_len, NULL, 0, NULL, 0,
-                                         now_ms(), &restored) == BLOCKSIEVE_INVALID_ARGUMENT);
+                                         now_ms(), &restored, NULL) == BLOCKSIEVE_INVALID_ARGUMENT);
         CHECK(strstr(last_error(), "not subscribed") != NULL);
         CHECK(blocksieve_session_restore(NULL, list, s.snapshot, s.snapshot_len, NULL, 0, NULL, 0, now_ms(),
-                                         &restored) == BLOCKSIEVE_INVALID_ARGUMENT);
+                                         &restored, NULL) == BLOCKSIEVE_INVALID_ARGUMENT);
         CHECK(blocksieve_session_restore(restarted, NULL, s.snapshot, s.snapshot_len, NULL, 0, NULL, 0, now_ms(),
-                                         &restored) == BLOCKSIEVE_INVALID_ARGUMENT);
+                                         &restored, NULL) == BLOCKSIEVE_INVALID_ARGUMENT);
         CHECK(blocksieve_session_restore(restarted, list, NULL, s.snapshot_len, NULL, 0, NULL, 0, now_ms(),
-                                         &restored) == BLOCKSIEVE_INVALID_ARGUMENT);
+                                         &restored, NULL) == BLOCKSIEVE_INVALID_ARGUMENT);
         CHECK(blocksieve_session_restore(restarted, list, s.snapshot, s.snapshot_len, NULL, 0, NULL, 7, now_ms(),
-                                         &restored) == BLOCKSIEVE_INVALID_ARGUMENT);
+                                         &restored, NULL) == BLOCKSIEVE_INVALID_ARGUMENT);
         CHECK(blocksieve_session_restore(restarted, list, s.snapshot, s.snapshot_len, NULL, 0, NULL, 0, now_ms(),
-                                         NULL) == BLOCKSIEVE_INVALID_ARGUMENT);
+                                         NULL, NULL) == BLOCKSIEVE_INVALID_ARGUMENT);
     }
     CHECK(blocksieve_session_free(restarted) == BLOCKSIEVE_OK);
+
+    /* A chain file that does not verify: the base alone is restored, and
+     * the host is told the chain was dropped (update before relying on
+     * the list). */
+    const uint8_t junk[] = "not a delta chain";
+    CHECK(write_file(dir, list, "chain", junk, sizeof junk - 1) == 0);
+    free(s.chain);
+    s.chain = load_file(dir, list, "chain", &s.chain_len);
+    blocksieve_session *dropping = NULL;
+    CHECK(blocksieve_session_new(&config, &dropping) == BLOCKSIEVE_OK);
+    CHECK(restore_from(dropping, list, &s, &restored, &dropped) == BLOCKSIEVE_OK && restored == version && dropped);
+    CHECK(blocksieve_session_free(dropping) == BLOCKSIEVE_OK);
 
     /* A file changed on disk: refused as bad data, the list stays without
      * a snapshot, and a check says so. */
@@ -858,7 +873,7 @@ static void test_saved(const char *base_url, const char *key, const char *list, 
         free(s.snapshot);
         s.snapshot = load_file(dir, list, "snapshot", &s.snapshot_len);
         restored = 12345;
-        CHECK(restore_from(empty, list, &s, &restored) == BLOCKSIEVE_BAD_DATA && restored == 12345);
+        CHECK(restore_from(empty, list, &s, &restored, &dropped) == BLOCKSIEVE_BAD_DATA && restored == 12345);
         printf("session_test: tampered snapshot file refused: %s\n", last_error());
         CHECK(blocksieve_session_list_version(empty, list, &version) == BLOCKSIEVE_NOT_READY);
         CHECK(blocksieve_session_check(empty, listed, strlen(listed), now_ms(), fresh_seed(), &v, NULL, 0, NULL, 0,
@@ -867,7 +882,7 @@ static void test_saved(const char *base_url, const char *key, const char *list, 
         CHECK(stats_of(empty).restored == 0);
         /* Cut short: refused too. */
         s.snapshot_len /= 3;
-        CHECK(restore_from(empty, list, &s, &restored) == BLOCKSIEVE_BAD_DATA);
+        CHECK(restore_from(empty, list, &s, &restored, NULL) == BLOCKSIEVE_BAD_DATA);
     }
     CHECK(blocksieve_session_free(empty) == BLOCKSIEVE_OK);
     free(s.snapshot);
