@@ -11,8 +11,8 @@ use tokio::runtime::Runtime;
 
 use crate::failure::Failure;
 use crate::types::{
-    BLOCKSIEVE_FAIL_CLOSED, BLOCKSIEVE_FAIL_OPEN, BLOCKSIEVE_LIST_NAME_CAPACITY, blocksieve_list_status,
-    blocksieve_status, blocksieve_verdict, blocksieve_verdict_kind,
+    BLOCKSIEVE_FAIL_CLOSED, BLOCKSIEVE_FAIL_OPEN, BLOCKSIEVE_LIST_NAME_CAPACITY, BLOCKSIEVE_MAX_LISTS,
+    blocksieve_list_status, blocksieve_status, blocksieve_verdict, blocksieve_verdict_kind,
 };
 
 /// The settings of `blocksieve_config`, once its pointers have been read.
@@ -57,6 +57,14 @@ impl Handle {
             BLOCKSIEVE_FAIL_CLOSED => FailurePolicy::FailClosed,
             other => return Err(misconfigured(format!("invalid failure policy {other}"))),
         };
+        if settings.lists.len() > BLOCKSIEVE_MAX_LISTS {
+            // As the session: every verdict's list text then fits in
+            // `BLOCKSIEVE_LIST_TEXT_CAPACITY`.
+            return Err(misconfigured(format!(
+                "{} lists, more than {BLOCKSIEVE_MAX_LISTS}",
+                settings.lists.len()
+            )));
+        }
         let keys = crate::sansio::trusted_keys(&settings.trusted_keys)?;
         let mut builder = Agent::builder(settings.base_url)
             .lists(settings.lists.iter().copied())

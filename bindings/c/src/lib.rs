@@ -57,8 +57,9 @@ pub use ffi::{
 };
 pub use types::{
     BLOCKSIEVE_FAIL_CLOSED, BLOCKSIEVE_FAIL_OPEN, BLOCKSIEVE_FULL_HASH_BYTES, BLOCKSIEVE_LIST_NAME_CAPACITY,
-    BLOCKSIEVE_MAX_LISTS, BLOCKSIEVE_SEED_BYTES, blocksieve_agent, blocksieve_config, blocksieve_header,
-    blocksieve_list_status, blocksieve_query, blocksieve_request, blocksieve_saved, blocksieve_session,
-    blocksieve_session_config, blocksieve_session_stats, blocksieve_snapshot_info, blocksieve_status,
-    blocksieve_update_kind, blocksieve_update_result, blocksieve_verdict, blocksieve_verdict_kind,
+    BLOCKSIEVE_LIST_TEXT_CAPACITY, BLOCKSIEVE_MAX_LISTS, BLOCKSIEVE_SEED_BYTES, blocksieve_agent,
+    blocksieve_config, blocksieve_header, blocksieve_list_status, blocksieve_query, blocksieve_request,
+    blocksieve_saved, blocksieve_session, blocksieve_session_config, blocksieve_session_stats,
+    blocksieve_snapshot_info, blocksieve_status, blocksieve_update_kind, blocksieve_update_result,
+    blocksieve_verdict, blocksieve_verdict_kind,
 };

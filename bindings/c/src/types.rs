@@ -10,6 +10,13 @@ use std::ffi::c_char;
 /// (64 bytes of `a-z0-9_-`) and its terminating NUL.
 pub const BLOCKSIEVE_LIST_NAME_CAPACITY: usize = 65;
 
+/// The bytes a verdict's list text may need: an unverified verdict names
+/// every list it could not confirm, comma-separated — at most
+/// `BLOCKSIEVE_MAX_LISTS` names of 64 bytes, the commas and the NUL (2080).
+/// An unsafe verdict names one list, which `BLOCKSIEVE_LIST_NAME_CAPACITY`
+/// holds.
+pub const BLOCKSIEVE_LIST_TEXT_CAPACITY: usize = 2080;
+
 /// The length of a full hash (SHA-256 of an expression), in bytes.
 pub const BLOCKSIEVE_FULL_HASH_BYTES: usize = 32;
 
@@ -179,7 +186,7 @@ pub struct blocksieve_config {
     /// The threat lists to subscribe to: `lists_len` names of 1-64 bytes of
     /// `a-z0-9_-`. At least one is required.
     pub lists: *const *const c_char,
-    /// The number of entries of `lists`.
+    /// The number of entries of `lists`, 1 to `BLOCKSIEVE_MAX_LISTS`.
     pub lists_len: usize,
     /// The publisher keys trusted to sign snapshots, base64 of 32 bytes (as
     /// `blocksieve-publisher keygen` prints them). At least one is

@@ -260,6 +260,15 @@ fn agent_new_rejects_bad_configs_with_a_status() {
     };
     assert_eq!(new(&good), BLOCKSIEVE_OK);
     let bad_list = [c"Not A List".as_ptr()];
+    // More lists than a verdict's list text holds (`BLOCKSIEVE_LIST_TEXT_CAPACITY`).
+    assert_eq!(
+        BLOCKSIEVE_LIST_TEXT_CAPACITY,
+        BLOCKSIEVE_MAX_LISTS * BLOCKSIEVE_LIST_NAME_CAPACITY
+    );
+    let names: Vec<CString> = (0..=BLOCKSIEVE_MAX_LISTS)
+        .map(|i| CString::new(format!("list-{i}")).unwrap())
+        .collect();
+    let too_many: Vec<*const c_char> = names.iter().map(|n| n.as_ptr()).collect();
     let cases = [
         (
             blocksieve_config {
@@ -303,6 +312,14 @@ fn agent_new_rejects_bad_configs_with_a_status() {
         (
             blocksieve_config {
                 failure_policy: 2,
+                ..good
+            },
+            BLOCKSIEVE_MISCONFIGURED,
+        ),
+        (
+            blocksieve_config {
+                lists: too_many.as_ptr(),
+                lists_len: too_many.len(),
                 ..good
             },
             BLOCKSIEVE_MISCONFIGURED,
