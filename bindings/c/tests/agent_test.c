@@ -15,64 +15,15 @@
  * Exits 0 when every check passed, 1 otherwise (each failure is printed
  * with its line and the library's last error), 2 on bad usage.
  */
-#include "blocksieve.h"
+#include "check.h"
 
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int checks = 0;
-static int failures = 0;
-
-static const char *last_error(void) {
-    static char message[1024];
-    size_t len = 0;
-    if (blocksieve_last_error(message, sizeof message, &len) != BLOCKSIEVE_OK) {
-        return "(last error did not fit)";
-    }
-    return message;
-}
-
-#define CHECK(cond)                                                                     \
-    do {                                                                                \
-        checks++;                                                                       \
-        if (!(cond)) {                                                                  \
-            failures++;                                                                 \
-            fprintf(stderr, "%s:%d: check failed: %s (last error: %s)\n", __FILE__,     \
-                    __LINE__, #cond, last_error());                                     \
-        }                                                                               \
-    } while (0)
-
 /* The signing key of the golden snapshots: SigningKey::from_secret_bytes([0x42; 32]). */
 static const char *const GOLDEN_KEY = "IVL40Zt5HSRFMkLhXy6rbLfP+ntqXtMAl5YOBpiB2xI=";
-
-static unsigned char *read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    unsigned char *data = NULL;
-    size_t cap = 0;
-    *len = 0;
-    if (f == NULL) {
-        return NULL;
-    }
-    for (;;) {
-        if (*len == cap) {
-            cap = cap ? cap * 2 : 4096;
-            data = (unsigned char *)realloc(data, cap);
-            if (data == NULL) {
-                fclose(f);
-                return NULL;
-            }
-        }
-        size_t n = fread(data + *len, 1, cap - *len, f);
-        if (n == 0) {
-            break;
-        }
-        *len += n;
-    }
-    fclose(f);
-    return data;
-}
 
 static int canonical_is(const char *url, const char *expected) {
     char out[256];
@@ -350,28 +301,6 @@ static void test_agent(const char *base_url, const char *key, const char *list, 
 }
 
 /* xlang: JSON output. */
-
-static void json_string(const char *s, size_t len) {
-    putchar('"');
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c == '"' || c == '\\') {
-            printf("\\%c", c);
-        } else if (c < 0x20) {
-            printf("\\u%04x", c);
-        } else {
-            putchar(c);
-        }
-    }
-    putchar('"');
-}
-
-static int hex_digit(int c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
 
 /* Calls `f` with a buffer grown until the text fits; returns its status. */
 static blocksieve_status grown(blocksieve_status (*f)(const char *, size_t, char *, size_t, size_t *),

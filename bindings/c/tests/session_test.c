@@ -20,7 +20,7 @@
  * Exits 0 when every check passed, 1 otherwise (each failure is printed
  * with its line and the library's last error), 2 on bad usage.
  */
-#include "blocksieve.h"
+#include "check.h"
 
 #include <curl/curl.h>
 #include <pthread.h>
@@ -28,28 +28,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static int checks = 0;
-static int failures = 0;
-
-static const char *last_error(void) {
-    static char message[1024];
-    size_t len = 0;
-    if (blocksieve_last_error(message, sizeof message, &len) != BLOCKSIEVE_OK) {
-        return "(last error did not fit)";
-    }
-    return message;
-}
-
-#define CHECK(cond)                                                                     \
-    do {                                                                                \
-        checks++;                                                                       \
-        if (!(cond)) {                                                                  \
-            failures++;                                                                 \
-            fprintf(stderr, "%s:%d: check failed: %s (last error: %s)\n", __FILE__,     \
-                    __LINE__, #cond, last_error());                                     \
-        }                                                                               \
-    } while (0)
 
 /* The host's clock and randomness: the library reads neither. */
 
@@ -686,7 +664,6 @@ static void test_session(const char *base_url, const char *key, const char *list
 /* Persistence as a native host does it: the three byte strings of a saved
  * list written to files, read back by the next process. */
 
-static unsigned char *read_file(const char *path, size_t *len);
 
 static int write_file(const char *dir, const char *list, const char *kind, const uint8_t *data, size_t len) {
     char path[4096];
@@ -892,53 +869,6 @@ static void test_saved(const char *base_url, const char *key, const char *list, 
 }
 
 /* xlang: JSON output. */
-
-static unsigned char *read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    unsigned char *data = NULL;
-    size_t cap = 0;
-    *len = 0;
-    if (f == NULL) return NULL;
-    for (;;) {
-        if (*len == cap) {
-            cap = cap ? cap * 2 : 4096;
-            unsigned char *grown = (unsigned char *)realloc(data, cap);
-            if (grown == NULL) {
-                free(data);
-                fclose(f);
-                return NULL;
-            }
-            data = grown;
-        }
-        size_t n = fread(data + *len, 1, cap - *len, f);
-        if (n == 0) break;
-        *len += n;
-    }
-    fclose(f);
-    return data;
-}
-
-static void json_string(const char *s, size_t len) {
-    putchar('"');
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c == '"' || c == '\\') {
-            printf("\\%c", c);
-        } else if (c < 0x20) {
-            printf("\\u%04x", c);
-        } else {
-            putchar(c);
-        }
-    }
-    putchar('"');
-}
-
-static int hex_digit(int c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
 
 static int xlang(const char *base_url, const char *key, const char *dir) {
     char path[4096];

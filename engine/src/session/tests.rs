@@ -679,10 +679,9 @@ fn mutate(bytes: &[u8], rng: &mut StdRng) -> Vec<u8> {
     out
 }
 
-#[test]
-fn mangled_responses_never_panic_roll_back_or_lose_a_listed_entry() {
-    use rand::Rng as _;
-    let (mut session, etag) = loaded(config());
+/// The delta from `session`'s version of `malware` to version 2, adding
+/// `new.example/`.
+fn delta_to_2(session: &Session) -> Vec<u8> {
     let base = session.state("malware").expect("state").floor();
     let params = DeltaParams {
         list_name: "malware".into(),
@@ -697,7 +696,14 @@ fn mangled_responses_never_panic_roll_back_or_lose_a_listed_entry() {
         created_at: NOW,
         expires_at: NOW + 7200,
     };
-    let chain = encode_delta(&params, &[FullHash::of(b"new.example/").prefix().0], &key()).expect("delta");
+    encode_delta(&params, &[FullHash::of(b"new.example/").prefix().0], &key()).expect("delta")
+}
+
+#[test]
+fn mangled_responses_never_panic_roll_back_or_lose_a_listed_entry() {
+    use rand::Rng as _;
+    let (mut session, etag) = loaded(config());
+    let chain = delta_to_2(&session);
     let newer = snapshot(3);
     let listed = FullHash::of(LISTED_EXPRESSION.as_bytes());
     let mut rng = StdRng::seed_from_u64(11);
@@ -747,21 +753,7 @@ fn mangled_responses_never_panic_roll_back_or_lose_a_listed_entry() {
 /// `new.example/`).
 fn with_delta() -> Session {
     let (mut session, _) = loaded(config());
-    let base = session.state("malware").expect("state").floor();
-    let params = DeltaParams {
-        list_name: "malware".into(),
-        from: DeltaEnd {
-            version: base.version,
-            body_sha256: base.body_sha256,
-        },
-        to: DeltaEnd {
-            version: 2,
-            body_sha256: [2; 32],
-        },
-        created_at: NOW,
-        expires_at: NOW + 7200,
-    };
-    let chain = encode_delta(&params, &[FullHash::of(b"new.example/").prefix().0], &key()).expect("delta");
+    let chain = delta_to_2(&session);
     let [request] = session.update_requests().try_into().expect("one request");
     let etag = snapshot_etag(2, &[2; 32]);
     let update = session.handle_update_response(&request, ok(chain, &[("etag", &etag)]), at(NOW));
