@@ -108,8 +108,9 @@ pub struct Config {
     /// and new connections wait in the kernel's accept backlog until one
     /// closes. By default, 10,000.
     pub max_connections: usize,
-    /// Seconds in-flight requests get to finish after a shutdown signal. By
-    /// default, 10.
+    /// Seconds in-flight requests get to finish after a shutdown signal,
+    /// and then as long again for a first build still running (cancelled
+    /// after). By default, 10.
     pub drain_timeout_s: u64,
     /// Log format: `text` or `json`. By default, `text`.
     pub log_format: LogFormat,

@@ -781,15 +781,16 @@ impl Publisher {
             let follower = replica::Follower::new(self.state(), self.inner.public_key.clone());
             _follower = Some(follower.spawn(self.inner.config.replica_poll));
         }
+        let mut initial_builds = Vec::new();
         if self.inner.config.role.builds() {
             scheduler = Some(self.start_schedules().await?);
             // Every list's first build at once: a slow source of one list
             // must not delay the others (each list has its own build lock).
             for index in 0..self.inner.config.lists.len() {
                 let initial = self.clone();
-                tokio::spawn(async move {
+                initial_builds.push(tokio::spawn(async move {
                     initial.build_list(index).await;
-                });
+                }));
             }
         }
         let drain = self.inner.config.drain_timeout;
@@ -815,6 +816,22 @@ impl Publisher {
         };
         if let Some(mut scheduler) = scheduler {
             let _ = scheduler.shutdown().await;
+        }
+        // A first build still running holds the publisher, and with it the
+        // lock on the data directory: it gets the drain deadline to finish,
+        // then is cancelled (its writes are crash-safe either way), so that
+        // once `run` returns the directory can be opened again.
+        let deadline = tokio::time::Instant::now() + drain;
+        for mut build in initial_builds {
+            if tokio::time::timeout_at(deadline, &mut build).await.is_err() {
+                tracing::warn!(
+                    drain_s = drain.as_secs(),
+                    "a first build did not finish by the drain deadline; cancelled"
+                );
+                build.abort();
+                // Dropped at its next await point, and the publisher with it.
+                let _ = build.await;
+            }
         }
         served
     }

@@ -141,6 +141,45 @@ async fn no_false_negatives_and_no_false_verdicts_on_real_lists() {
     server.stop().await;
 }
 
+/// A stopped publisher lets go of its data directory, even while its first
+/// build was still running (here: fetching from a source that never
+/// answers): `run` gives the build the drain deadline, then cancels it.
+/// Before, the build kept the publisher, and the lock on its data
+/// directory, after `run` returned, and opening the directory again failed
+/// with `InUse`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_publisher_releases_its_data_dir_with_a_first_build_in_flight() {
+    let dir = tempfile::tempdir().unwrap();
+    // Accepts connections and never answers.
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let silent_url = format!("http://{}/feed.txt", silent.local_addr().unwrap());
+    let held = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((socket, _)) = silent.accept().await {
+            open.push(socket);
+        }
+    });
+    let mut cfg = config(
+        &dir.path().join("data"),
+        "phishing",
+        vec![blocksieve_publisher::SourceConfig::http(
+            &silent_url,
+            SourceFormat::Urls,
+        )],
+    );
+    cfg.drain_timeout_s = 1;
+    let publisher = RunningPublisher::start(cfg.clone()).await;
+    // The first build is waiting on the silent source by now.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let started = std::time::Instant::now();
+    publisher.stop().await;
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(5), "stopping took {took:?}");
+    let reopened = blocksieve_publisher::Publisher::open(cfg);
+    assert!(reopened.is_ok(), "{:?}", reopened.err());
+    held.abort();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restart_serves_last_snapshot_before_any_rebuild() {
     let dir = tempfile::tempdir().unwrap();
