@@ -278,9 +278,13 @@ impl Lists {
                 // The base alone, with the record's floor kept: the next
                 // update asks for the deltas from the base's version and
                 // catches up.
-                Counters::bump(&self.shared.counters.cache_files_quarantined);
-                let path = store.chain_path(&slot.name);
-                meta.last_storage_error = Some(store.quarantine(&path, error.to_string()));
+                if found.chain.is_some() {
+                    Counters::bump(&self.shared.counters.cache_files_quarantined);
+                    let path = store.chain_path(&slot.name);
+                    meta.last_storage_error = Some(store.quarantine(&path, error.to_string()));
+                } else {
+                    meta.last_storage_error = Some(error);
+                }
             }
             if restored.chain_applied {
                 meta.chain = found.chain.unwrap_or_default();

@@ -287,9 +287,19 @@ impl ListRecord {
                 body_sha256: hash.0,
             },
             base,
-            etag: json.etag,
+            // Sent back as `If-None-Match`: a value that could not have
+            // come from an `ETag` header (control characters, a line
+            // break, too long) is dropped, never sent.
+            etag: json.etag.filter(|e| is_plausible_etag(e)),
         })
     }
+}
+
+/// Whether `etag` can be sent as an `If-None-Match` value: at most 256
+/// bytes of visible ASCII (RFC 9110 §8.8.3: `W/` and a quoted string of
+/// `etagc`; the quotes and `W/` are not required here, the characters are).
+fn is_plausible_etag(etag: &str) -> bool {
+    !etag.is_empty() && etag.len() <= 256 && etag.bytes().all(|b| (0x21..=0x7e).contains(&b))
 }
 
 /// What [`restore`] made of a list's cached files. Exhaustive on purpose:
@@ -576,6 +586,29 @@ mod tests {
         assert!(ListRecord::from_bytes("malware", &[b' '; 5000]).is_err());
         let other_format = String::from_utf8_lossy(&r.to_bytes()).replace("\"format\": 1", "\"format\": 2");
         assert!(ListRecord::from_bytes("malware", other_format.as_bytes()).is_err());
+    }
+
+    #[test]
+    fn a_record_etag_that_no_etag_header_could_hold_is_dropped() {
+        let record = |etag: &str| {
+            let json = serde_json::json!({
+                "format": 1, "list": "malware", "version": 2,
+                "body_sha256": FullHash([2; 32]).to_string(), "etag": etag,
+            });
+            ListRecord::from_bytes("malware", json.to_string().as_bytes()).expect("a record")
+        };
+        assert_eq!(record("\"2-abc\"").etag.as_deref(), Some("\"2-abc\""));
+        assert_eq!(record("W/\"2\"").etag.as_deref(), Some("W/\"2\""));
+        for bad in [
+            "\"x\"\r\nX-Injected: 1",
+            "\"a b\"",
+            "",
+            "\"\u{0}\"",
+            &"x".repeat(257),
+            "\"é\"",
+        ] {
+            assert_eq!(record(bad).etag, None, "{bad:?}");
+        }
     }
 
     #[test]

@@ -202,6 +202,21 @@ pub enum Error {
         /// Why it was rejected.
         reason: String,
     },
+    /// The bytes kept for a list at its last save (a session's saved list,
+    /// the agent's cache directory) hold no chain reaching the version
+    /// their record names: the older base alone was restored, and entries
+    /// added since are missing until the next update.
+    #[error(
+        "kept data of list {list} reaches version {restored_version}, but its record names version {kept_version}: the deltas since are missing"
+    )]
+    KeptChainMissing {
+        /// The list.
+        list: String,
+        /// The version restored (the base snapshot's).
+        restored_version: u64,
+        /// The version the record names.
+        kept_version: u64,
+    },
 
     // --- Misconfiguration: fail at start. ---
     /// The builder was given no threat list to subscribe to.
@@ -290,7 +305,9 @@ impl Error {
             Self::Transport { .. } | Self::Status { .. } | Self::BackingOff { .. } => ErrorKind::Transport,
             Self::NotReady { .. } => ErrorKind::NotReady,
             Self::InvalidUrl { .. } => ErrorKind::InvalidInput,
-            Self::Storage { .. } | Self::CorruptCache { .. } => ErrorKind::Storage,
+            Self::Storage { .. } | Self::CorruptCache { .. } | Self::KeptChainMissing { .. } => {
+                ErrorKind::Storage
+            }
             Self::NoLists
             | Self::NoTrustedKeys
             | Self::InvalidListName { .. }

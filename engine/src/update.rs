@@ -180,8 +180,10 @@ pub struct RestoredState {
     /// Why the kept snapshot was refused (signature, limits, list name,
     /// older than the record's floor): discard it.
     pub snapshot_error: Option<Error>,
-    /// Why the kept chain was refused: discard it. The base alone is the
-    /// state, and the next update asks for the deltas from its version.
+    /// Why the kept chain was refused, or that it was missing while the
+    /// record names a newer version than the snapshot: discard it. The
+    /// base alone is the state, older than what was kept, and the next
+    /// update asks for the deltas from its version.
     pub chain_error: Option<Error>,
 }
 
@@ -209,13 +211,25 @@ pub fn restore(
         Restored::Missing => {}
         Restored::Rejected(error) => out.snapshot_error = Some(error),
         Restored::Loaded(accepted) => {
-            let (state, chain_error) =
+            let (state, mut chain_error) =
                 delta::restore_chain(list, accepted, chain, out.floor.as_ref(), trusted_keys);
             if chain_error.is_none() && state.has_deltas() {
                 out.chain_applied = true;
                 if out.floor.is_none_or(|f| f.admit_end(list, state.floor()).is_ok()) {
                     out.floor = Some(state.floor());
                 }
+            }
+            if chain_error.is_none()
+                && let Some(kept) = out.floor
+                && kept.admit_end(list, state.floor()).is_err()
+            {
+                // No chain, or an empty one, where the record says the
+                // list had reached a newer version: as a chain dropped.
+                chain_error = Some(Error::KeptChainMissing {
+                    list: list.to_owned(),
+                    restored_version: state.version(),
+                    kept_version: kept.version,
+                });
             }
             out.chain_error = chain_error;
             out.state = Some(state);

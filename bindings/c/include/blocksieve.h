@@ -1147,7 +1147,8 @@ enum blocksieve_status blocksieve_saved_free(struct blocksieve_saved *saved);
 // `*_len` bytes each (NULL when the length is 0: no chain, no record).
 // `now_ms`: the time, Unix milliseconds. On `BLOCKSIEVE_OK`,
 // `*out_version` receives the version now held, and `*out_chain_dropped`
-// (unless NULL: not wanted) whether a non-empty chain was dropped;
+// (unless NULL: not wanted) whether the chain was dropped (it did not
+// verify, or it is missing where the record names a newer version);
 // otherwise neither is written.
 //
 // Returns `BLOCKSIEVE_OK`, `BLOCKSIEVE_BAD_DATA` (the snapshot is corrupt,

@@ -849,16 +849,33 @@ fn a_saved_chain_comes_back_with_its_additions_and_a_bad_one_leaves_the_base() {
 
     // Saved again, the base alone under the floor the chain had reached:
     // it restores again (the record names the base apart from the floor),
-    // and the floor still holds.
+    // still reported as less than the record names, and the floor holds.
     let again = restarted.saved("malware").expect("saved");
     let mut third = Session::new(config()).expect("session");
-    assert_eq!(
-        third.restore(&again, at(NOW)),
-        Ok(Restored {
-            version: 1,
-            chain_error: None
-        })
+    let restored = third.restore(&again, at(NOW)).expect("restored");
+    assert_eq!(restored.version, 1);
+    assert!(
+        matches!(
+            restored.chain_error,
+            Some(Error::KeptChainMissing {
+                restored_version: 1,
+                kept_version: 2,
+                ..
+            })
+        ),
+        "{restored:?}"
     );
+
+    // A chain lost (none kept) where the record names version 2: reported
+    // as dropped, never as a whole restore.
+    let mut lost = saved.clone();
+    lost.chain.clear();
+    let restored = Session::new(config())
+        .expect("session")
+        .restore(&lost, at(NOW))
+        .expect("the base restored");
+    assert_eq!(restored.version, 1);
+    assert!(restored.chain_error.is_some(), "{restored:?}");
     let update = third.handle_update_response(
         &third.snapshot_request(&third.slots[0]),
         ok(snapshot(1), &[]),
