@@ -275,9 +275,8 @@ impl Lists {
                 meta.last_storage_error = Some(store.quarantine(&path, error.to_string()));
             }
             if let Some(error) = restored.chain_error {
-                // The base alone, with the record's floor kept: the next
-                // update asks for the deltas from the base's version and
-                // catches up.
+                // The base alone, with its own floor: the next update asks
+                // for the deltas from the base's version and catches up.
                 if found.chain.is_some() {
                     Counters::bump(&self.shared.counters.cache_files_quarantined);
                     let path = store.chain_path(&slot.name);

@@ -19,8 +19,9 @@
 //! A new snapshot removes the chain before its record is written; a chain
 //! that does not lead from the snapshot to the record's floor is set aside
 //! at start and the snapshot alone restored
-//! ([`restore_chain`](crate::engine::delta::restore_chain)), with the
-//! record's floor kept against rollback. A
+//! ([`update::restore`](crate::engine::update::restore)), reported in the
+//! list's status, with the snapshot's floor: the record is not signed, so
+//! the floor is never more than the restored bytes prove. A
 //! crash during a write leaves a temporary file (`L.snapshot.tmp-…`), which
 //! the next start removes ([`Store::remove_temporaries`]).
 

@@ -338,7 +338,9 @@ pub struct RestoredList {
 /// record exists; the floor kept is the record's, or the snapshot's if
 /// that is newer. Expiry plays no part: the last verified snapshot is used,
 /// stale, rather than none. The chain saved since the snapshot is
-/// [`crate::delta::restore_chain`]'s business.
+/// [`crate::delta::restore_chain`]'s business, and the floor finally kept
+/// with a restored state [`crate::update::restore`]'s (what the restored
+/// bytes prove).
 pub fn restore(
     list: &str,
     snapshot_bytes: Option<&[u8]>,

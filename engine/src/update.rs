@@ -167,9 +167,12 @@ pub struct RestoredState {
     /// answers stale) and, if it verified, the chain kept since. `None` when
     /// no snapshot was kept or it was refused.
     pub state: Option<ListState>,
-    /// The rollback floor from now on: the record's, or the state's if
-    /// that is newer (a crash between writing the chain or snapshot and
-    /// the record leaves the record one step behind).
+    /// The rollback floor from now on. With a state, the state's own:
+    /// what the signed bytes restored prove (a record one step behind, as a
+    /// crash between writing the chain and the record leaves it, is
+    /// overtaken; a record naming more than they prove is reported in
+    /// `chain_error` and not trusted, as it is not signed). Without one,
+    /// the record's, against a rollback by the next download.
     pub floor: Option<VersionFloor>,
     /// The ETag for the first conditional snapshot request, if the record
     /// names it for the restored base.
@@ -231,6 +234,11 @@ pub fn restore(
                     kept_version: kept.version,
                 });
             }
+            // The record is not signed: a floor beyond what the restored
+            // bytes prove (a chain dropped or lost, or an edited or
+            // corrupt record) would refuse every later snapshot as a
+            // rollback and freeze the list. The floor is what they prove.
+            out.floor = Some(state.floor());
             out.chain_error = chain_error;
             out.state = Some(state);
         }

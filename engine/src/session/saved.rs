@@ -55,9 +55,8 @@ impl Session {
         let record = ListRecord {
             list: slot.name.clone(),
             floor,
-            // The snapshot's own floor whenever it is not the floor held:
-            // deltas applied, or a restore that dropped its chain (the
-            // record's floor stays where the chain had led).
+            // The snapshot's own floor whenever it is not the floor held
+            // (deltas applied).
             base: (base != floor).then_some(base),
             etag: slot.etag.clone(),
         };
@@ -81,8 +80,12 @@ impl Session {
     /// snapshot is restored all the same, and its verdicts say `stale` until
     /// an update brings a newer one. A chain that does not verify is
     /// dropped: the base alone is restored, and the next update asks for
-    /// the deltas from its version. A record that cannot be read is
-    /// ignored (the floor is then the snapshot's own).
+    /// the deltas from its version; so is a chain missing where the
+    /// record names a newer version. The record is not signed: the
+    /// rollback floor kept is what the restored bytes prove, never more (a
+    /// record edited or corrupt to name a far newer version would
+    /// otherwise refuse every later snapshot). A record that cannot be
+    /// read is ignored.
     ///
     /// A list that already holds a state (an update came first) keeps it,
     /// and its version is returned: a download is never replaced by a saved

@@ -825,8 +825,8 @@ fn a_saved_chain_comes_back_with_its_additions_and_a_bad_one_leaves_the_base() {
     assert_eq!(restarted.saved("malware"), Some(saved.clone()));
 
     // A chain that does not verify: the base alone, asking for the deltas
-    // from its version; the record's floor (version 2) still refuses an
-    // older snapshot.
+    // from its version, and reported. The floor is what the restored bytes
+    // prove (the record is not signed): the base's.
     let mut bad = saved.clone();
     let last = bad.chain.len() - 1;
     bad.chain[last] ^= 1;
@@ -840,19 +840,25 @@ fn a_saved_chain_comes_back_with_its_additions_and_a_bad_one_leaves_the_base() {
     let [request] = restarted.update_requests().try_into().expect("one request");
     assert_eq!(request.kind, RequestKind::Deltas { from: 1 });
     assert!(restarted.saved("malware").expect("saved").chain.is_empty());
-    let update = restarted.handle_update_response(
-        &restarted.snapshot_request(&restarted.slots[0]),
-        ok(snapshot(1), &[]),
-        at(NOW),
-    );
-    assert!(matches!(update, Err(Error::Rollback { .. })), "{update:?}");
 
-    // Saved again, the base alone under the floor the chain had reached:
-    // it restores again (the record names the base apart from the floor),
-    // still reported as less than the record names, and the floor holds.
+    // Saved again, the base alone: it restores again, whole.
     let again = restarted.saved("malware").expect("saved");
-    let mut third = Session::new(config()).expect("session");
-    let restored = third.restore(&again, at(NOW)).expect("restored");
+    assert_eq!(
+        Session::new(config()).expect("session").restore(&again, at(NOW)),
+        Ok(Restored {
+            version: 1,
+            chain_error: None
+        })
+    );
+
+    // A chain lost (none kept) where the record names version 2: reported
+    // as such, never as a whole restore.
+    let mut lost = saved.clone();
+    lost.chain.clear();
+    let restored = Session::new(config())
+        .expect("session")
+        .restore(&lost, at(NOW))
+        .expect("the base restored");
     assert_eq!(restored.version, 1);
     assert!(
         matches!(
@@ -865,23 +871,50 @@ fn a_saved_chain_comes_back_with_its_additions_and_a_bad_one_leaves_the_base() {
         ),
         "{restored:?}"
     );
+}
 
-    // A chain lost (none kept) where the record names version 2: reported
-    // as dropped, never as a whole restore.
-    let mut lost = saved.clone();
-    lost.chain.clear();
-    let restored = Session::new(config())
-        .expect("session")
-        .restore(&lost, at(NOW))
-        .expect("the base restored");
-    assert_eq!(restored.version, 1);
-    assert!(restored.chain_error.is_some(), "{restored:?}");
-    let update = third.handle_update_response(
-        &third.snapshot_request(&third.slots[0]),
-        ok(snapshot(1), &[]),
+#[test]
+fn an_edited_record_cannot_pin_a_list() {
+    // A record naming a far newer version than its snapshot and chain
+    // (edited, or a corrupt digit): reported, and not trusted — the next
+    // snapshot is taken, not refused as a rollback for ever.
+    let (session, _) = loaded(config());
+    let mut saved = session.saved("malware").expect("saved");
+    let held = session.state("malware").expect("state").floor();
+    saved.record = ListRecord {
+        list: "malware".into(),
+        floor: VersionFloor {
+            version: 99_999_999_999,
+            body_sha256: [9; 32],
+        },
+        base: Some(held),
+        etag: None,
+    }
+    .to_bytes();
+    let mut restarted = Session::new(config()).expect("session");
+    let restored = restarted.restore(&saved, at(NOW)).expect("restored");
+    assert!(
+        matches!(
+            restored.chain_error,
+            Some(Error::KeptChainMissing {
+                kept_version: 99_999_999_999,
+                ..
+            })
+        ),
+        "{restored:?}"
+    );
+    let update = restarted.handle_update_response(
+        &restarted.snapshot_request(&restarted.slots[0]),
+        ok(snapshot(2), &[]),
         at(NOW),
     );
-    assert!(matches!(update, Err(Error::Rollback { .. })), "{update:?}");
+    assert_eq!(
+        update,
+        Ok(ListUpdate::Updated {
+            previous: Some(1),
+            version: 2
+        })
+    );
 }
 
 #[test]
