@@ -1,0 +1,125 @@
+//! The daemon: [`Publisher::run`] serves, builds on the schedule and
+//! follows the store until told to stop, then lets go of the data
+//! directory.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+
+use super::Publisher;
+use crate::error::Error;
+use crate::{listener, replica};
+
+impl Publisher {
+    /// Runs the daemon on `listener` until `shutdown` completes: serves what
+    /// is on disk at once, builds every list in the background, then
+    /// rebuilds each on its cron schedule. A replica instead checks the
+    /// store at once and then every `replica_poll_s` ([`replica`]). After
+    /// `shutdown`, in-flight requests get `drain_timeout_s` to finish.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] when a schedule is invalid.
+    pub async fn run(
+        self,
+        listener: TcpListener,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<(), Error> {
+        let mut scheduler = None;
+        let mut _follower = None;
+        // Builders on an object store follow it too: another builder may
+        // publish the next generation.
+        if !self.inner.config.role.builds() || self.inner.config.store.is_some() {
+            let follower = replica::Follower::new(self.state(), self.inner.public_key.clone());
+            _follower = Some(follower.spawn(self.inner.config.replica_poll));
+        }
+        let mut initial_builds = Vec::new();
+        if self.inner.config.role.builds() {
+            scheduler = Some(self.start_schedules().await?);
+            // Every list's first build at once: a slow source of one list
+            // must not delay the others (each list has its own build lock).
+            for index in 0..self.inner.config.lists.len() {
+                let initial = self.clone();
+                initial_builds.push(tokio::spawn(async move {
+                    initial.build_list(index).await;
+                }));
+            }
+        }
+        let drain = self.inner.config.drain_timeout;
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let signal = async move {
+            shutdown.await;
+            let _ = stop_tx.send(true);
+        };
+        // Not `axum::serve`: it sets no header-read or write-stall timeout
+        // (see `listener`). `serve` returns once every connection has
+        // finished after the signal; the drain deadline below bounds that.
+        let server = listener::serve(listener, self.router(), self.connection_limits(), signal);
+        let mut stopped = stop_rx.clone();
+        let served = tokio::select! {
+            () = server => Ok(()),
+            () = async move {
+                let _ = stopped.wait_for(|s| *s).await;
+                tokio::time::sleep(drain).await;
+            } => {
+                tracing::warn!(drain_s = drain.as_secs(), "drain deadline passed; closing remaining connections");
+                Ok(())
+            }
+        };
+        if let Some(mut scheduler) = scheduler {
+            let _ = scheduler.shutdown().await;
+        }
+        // A first build still running holds the publisher, and with it the
+        // lock on the data directory: it gets the drain deadline to finish,
+        // then is cancelled (its writes are crash-safe either way), so that
+        // once `run` returns the directory can be opened again.
+        let deadline = tokio::time::Instant::now() + drain;
+        for mut build in initial_builds {
+            if tokio::time::timeout_at(deadline, &mut build).await.is_err() {
+                tracing::warn!(
+                    drain_s = drain.as_secs(),
+                    "a first build did not finish by the drain deadline; cancelled"
+                );
+                build.abort();
+                // Dropped at its next await point, and the publisher with it.
+                let _ = build.await;
+            }
+        }
+        served
+    }
+
+    async fn start_schedules(&self) -> Result<tokio_cron_scheduler::JobScheduler, Error> {
+        use tokio_cron_scheduler::{Job, JobScheduler};
+        let bad = |field: String| {
+            move |e: tokio_cron_scheduler::JobSchedulerError| Error::Config {
+                field,
+                reason: e.to_string(),
+            }
+        };
+        let scheduler = JobScheduler::new().await.map_err(bad("scheduler".into()))?;
+        for index in 0..self.inner.config.lists.len() {
+            let schedule = self.inner.config.schedule_of(index).to_owned();
+            let field = format!(
+                "lists.{}.schedule {schedule:?}",
+                self.inner.config.lists[index].name
+            );
+            // A weak reference: the scheduler's job store may outlive
+            // `run`, and must not keep the publisher (and the lock on its
+            // data directory) alive after its last handle is dropped.
+            let publisher = Arc::downgrade(&self.inner);
+            let job = Job::new_async(schedule.as_str(), move |_id, _lock| {
+                let publisher = publisher.upgrade().map(|inner| Self { inner });
+                Box::pin(async move {
+                    if let Some(publisher) = publisher {
+                        publisher.build_list(index).await;
+                    }
+                })
+            })
+            .map_err(bad(field.clone()))?;
+            scheduler.add(job).await.map_err(bad(field))?;
+        }
+        scheduler.start().await.map_err(bad("scheduler".into()))?;
+        Ok(scheduler)
+    }
+}
