@@ -216,12 +216,7 @@ pub fn restore(
         Restored::Loaded(accepted) => {
             let (state, mut chain_error) =
                 delta::restore_chain(list, accepted, chain, out.floor.as_ref(), trusted_keys);
-            if chain_error.is_none() && state.has_deltas() {
-                out.chain_applied = true;
-                if out.floor.is_none_or(|f| f.admit_end(list, state.floor()).is_ok()) {
-                    out.floor = Some(state.floor());
-                }
-            }
+            out.chain_applied = chain_error.is_none() && state.has_deltas();
             if chain_error.is_none()
                 && let Some(kept) = out.floor
                 && kept.admit_end(list, state.floor()).is_err()
