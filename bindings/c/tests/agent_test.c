@@ -302,18 +302,6 @@ static void test_agent(const char *base_url, const char *key, const char *list, 
 
 /* xlang: JSON output. */
 
-/* Calls `f` with a buffer grown until the text fits; returns its status. */
-static blocksieve_status grown(blocksieve_status (*f)(const char *, size_t, char *, size_t, size_t *),
-                               const char *url, size_t url_len, char **buf, size_t *cap, size_t *len) {
-    blocksieve_status status = f(url, url_len, *buf, *cap, len);
-    if (status == BLOCKSIEVE_BUFFER_TOO_SMALL) {
-        *cap = *len + 1;
-        *buf = (char *)realloc(*buf, *cap);
-        status = f(url, url_len, *buf, *cap, len);
-    }
-    return status;
-}
-
 static int xlang(const char *base_url, const char *key, const char *dir) {
     char path[4096];
     snprintf(path, sizeof path, "%s/inputs.txt", dir);
@@ -338,64 +326,23 @@ static int xlang(const char *base_url, const char *key, const char *dir) {
     char *canonical = (char *)malloc(canonical_cap);
     char *list = (char *)malloc(list_cap);
     char *expression = (char *)malloc(expression_cap);
-    uint8_t hashes[30 * BLOCKSIEVE_FULL_HASH_BYTES];
     int lines = 0, rc = 0;
     size_t pos = 0;
     while (pos < hex_len && rc == 0) {
-        size_t end = pos;
-        while (end < hex_len && hex[end] != '\n') end++;
-        size_t input_len = (end - pos) / 2;
-        if (input_len + 1 > input_cap) {
-            input_cap = input_len + 1;
-            input = (char *)realloc(input, input_cap);
-        }
-        for (size_t i = 0; i < input_len; i++) {
-            int hi = hex_digit(hex[pos + 2 * i]), lo = hex_digit(hex[pos + 2 * i + 1]);
-            if (hi < 0 || lo < 0) {
-                fprintf(stderr, "xlang: bad hex on line %d\n", lines + 1);
-                rc = 2;
-            }
-            input[i] = (char)(hi * 16 + lo);
-        }
-        pos = end + 1;
+        size_t input_len = 0;
+        rc = xlang_next_input(hex, hex_len, &pos, &input, &input_cap, &input_len, lines + 1);
         if (rc != 0) break;
-
-        size_t len = 0;
-        blocksieve_status status = grown(blocksieve_canonicalize, input, input_len, &canonical, &canonical_cap, &len);
-        printf("{\"canonical\":");
-        if (status == BLOCKSIEVE_OK) {
-            json_string(canonical, len);
-        } else {
-            printf("null");
-        }
-        printf(",\"full_hashes\":[");
-        status = blocksieve_full_hashes(input, input_len, hashes, sizeof hashes, &len);
-        for (size_t i = 0; status == BLOCKSIEVE_OK && i < len; i++) {
-            printf("%s%02x", i == 0 ? "\"" : (i % 32 == 0 ? "\",\"" : ""), hashes[i]);
-        }
-        printf("%s]", status == BLOCKSIEVE_OK && len > 0 ? "\"" : "");
+        xlang_print_hashes(input, input_len, &canonical, &canonical_cap);
 
         blocksieve_verdict v;
-        status = blocksieve_agent_check(agent, input, input_len, &v, list, list_cap, expression, expression_cap);
+        blocksieve_status status =
+            blocksieve_agent_check(agent, input, input_len, &v, list, list_cap, expression, expression_cap);
         if (status == BLOCKSIEVE_BUFFER_TOO_SMALL) {
             expression_cap = v.expression_len + 1;
             expression = (char *)realloc(expression, expression_cap);
             status = blocksieve_agent_check(agent, input, input_len, &v, list, list_cap, expression, expression_cap);
         }
-        if (status == BLOCKSIEVE_INVALID_URL) {
-            printf(",\"verdict\":\"invalid\"}\n");
-        } else if (status != BLOCKSIEVE_OK) {
-            fprintf(stderr, "xlang: line %d: status %d: %s\n", lines + 1, (int)status, last_error());
-            rc = 1;
-        } else if (v.kind == BLOCKSIEVE_UNSAFE) {
-            printf(",\"verdict\":\"unsafe\",\"list\":");
-            json_string(list, v.list_len);
-            printf(",\"expression\":");
-            json_string(expression, v.expression_len);
-            printf("}\n");
-        } else {
-            printf(",\"verdict\":\"%s\"}\n", v.kind == BLOCKSIEVE_SAFE ? "safe" : "unverified");
-        }
+        rc = xlang_print_verdict(status, &v, list, expression, lines + 1);
         lines++;
     }
     fprintf(stderr, "xlang: %d lines\n", lines);

@@ -897,50 +897,17 @@ static int xlang(const char *base_url, const char *key, const char *dir) {
     char *canonical = (char *)malloc(canonical_cap);
     char *expression = (char *)malloc(expression_cap);
     char list[BLOCKSIEVE_MAX_LISTS * BLOCKSIEVE_LIST_NAME_CAPACITY];
-    uint8_t hashes[30 * BLOCKSIEVE_FULL_HASH_BYTES];
     int lines = 0, rc = 0, requests = 0;
     size_t pos = 0;
     while (pos < hex_len && rc == 0) {
-        size_t end = pos;
-        while (end < hex_len && hex[end] != '\n') end++;
-        size_t input_len = (end - pos) / 2;
-        if (input_len + 1 > input_cap) {
-            input_cap = input_len + 1;
-            input = (char *)realloc(input, input_cap);
-        }
-        for (size_t i = 0; i < input_len; i++) {
-            int hi = hex_digit(hex[pos + 2 * i]), lo = hex_digit(hex[pos + 2 * i + 1]);
-            if (hi < 0 || lo < 0) {
-                fprintf(stderr, "xlang: bad hex on line %d\n", lines + 1);
-                rc = 2;
-            }
-            input[i] = (char)(hi * 16 + lo);
-        }
-        pos = end + 1;
+        size_t input_len = 0;
+        rc = xlang_next_input(hex, hex_len, &pos, &input, &input_cap, &input_len, lines + 1);
         if (rc != 0) break;
-
-        size_t len = 0;
-        blocksieve_status status = blocksieve_canonicalize(input, input_len, canonical, canonical_cap, &len);
-        if (status == BLOCKSIEVE_BUFFER_TOO_SMALL) {
-            canonical_cap = len + 1;
-            canonical = (char *)realloc(canonical, canonical_cap);
-            status = blocksieve_canonicalize(input, input_len, canonical, canonical_cap, &len);
-        }
-        printf("{\"canonical\":");
-        if (status == BLOCKSIEVE_OK) {
-            json_string(canonical, len);
-        } else {
-            printf("null");
-        }
-        printf(",\"full_hashes\":[");
-        status = blocksieve_full_hashes(input, input_len, hashes, sizeof hashes, &len);
-        for (size_t i = 0; status == BLOCKSIEVE_OK && i < len; i++) {
-            printf("%s%02x", i == 0 ? "\"" : (i % 32 == 0 ? "\",\"" : ""), hashes[i]);
-        }
-        printf("%s]", status == BLOCKSIEVE_OK && len > 0 ? "\"" : "");
+        xlang_print_hashes(input, input_len, &canonical, &canonical_cap);
 
         blocksieve_verdict v;
-        status = check(session, &h, input, input_len, &v, list, sizeof list, expression, expression_cap, &requests);
+        blocksieve_status status =
+            check(session, &h, input, input_len, &v, list, sizeof list, expression, expression_cap, &requests);
         if (status == BLOCKSIEVE_BUFFER_TOO_SMALL) {
             /* The answer is cached now: a second check makes no request. */
             expression_cap = v.expression_len + 1;
@@ -948,20 +915,7 @@ static int xlang(const char *base_url, const char *key, const char *dir) {
             status = check(session, &h, input, input_len, &v, list, sizeof list, expression, expression_cap,
                            &requests);
         }
-        if (status == BLOCKSIEVE_INVALID_URL) {
-            printf(",\"verdict\":\"invalid\"}\n");
-        } else if (status != BLOCKSIEVE_OK) {
-            fprintf(stderr, "xlang: line %d: status %d: %s\n", lines + 1, (int)status, last_error());
-            rc = 1;
-        } else if (v.kind == BLOCKSIEVE_UNSAFE) {
-            printf(",\"verdict\":\"unsafe\",\"list\":");
-            json_string(list, v.list_len);
-            printf(",\"expression\":");
-            json_string(expression, v.expression_len);
-            printf("}\n");
-        } else {
-            printf(",\"verdict\":\"%s\"}\n", v.kind == BLOCKSIEVE_SAFE ? "safe" : "unverified");
-        }
+        rc = xlang_print_verdict(status, &v, list, expression, lines + 1);
         lines++;
     }
     blocksieve_session_stats stats = stats_of(session);
