@@ -87,6 +87,12 @@ enum Command {
         /// SHA-256 reference measurement).
         #[arg(long, value_name = "FILE")]
         timings_json: Option<PathBuf>,
+        /// Build as of this time (Unix seconds, > 0) instead of the clock:
+        /// the snapshots' versions, created and expiry times, and the seed
+        /// of the canary measurement. The same sources, signing key and time
+        /// into an empty data directory give byte-identical snapshots.
+        #[arg(long, value_name = "UNIX_SECONDS", value_parser = clap::value_parser!(u64).range(1..))]
+        now: Option<u64>,
     },
     /// Write a new Ed25519 signing key (mode 0600) and print its public key.
     Keygen {
@@ -325,7 +331,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             force,
             timings,
             timings_json,
-        } => build(config, out, force, timings, timings_json).await,
+            now,
+        } => build(config, out, force, timings, timings_json, now).await,
         Command::Keygen { out } => {
             let key = storage::generate_signing_key();
             storage::write_key_pair(&key, &out)?;
@@ -393,6 +400,7 @@ async fn build(
     force: bool,
     timings: bool,
     timings_json: Option<PathBuf>,
+    now: Option<u64>,
 ) -> anyhow::Result<()> {
     let mut config = load_config(config_path.as_ref())?;
     if let Some(dir) = out {
@@ -401,6 +409,9 @@ async fn build(
     let publisher = Publisher::open(config)?;
     if force {
         publisher.force_next_build();
+    }
+    if let Some(now) = now {
+        publisher.set_build_time(now);
     }
     let bar = indicatif::ProgressBar::new(publisher.config().lists.len() as u64);
     bar.set_style(

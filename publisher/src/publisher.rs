@@ -2,7 +2,7 @@
 //! builds a snapshot from them, stores it and swaps it into what the
 //! router serves; [`Publisher::run`] is the daemon around that.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -54,6 +54,9 @@ struct Inner {
     build_locks: Vec<tokio::sync::Mutex<()>>,
     /// `--force`: skip the gates on the next build of each list, once.
     force_once: Vec<AtomicBool>,
+    /// `build --now`: the time builds record instead of the clock's, Unix
+    /// seconds (0: the clock).
+    build_time: AtomicU64,
     /// Held while any clone of the publisher lives (not by a replica,
     /// which keeps nothing in the data directory).
     _data_dir_lock: Option<storage::DataDirLock>,
@@ -194,6 +197,7 @@ impl Publisher {
             inner: Arc::new(Inner {
                 build_locks: (0..n).map(|_| tokio::sync::Mutex::new(())).collect(),
                 force_once: (0..n).map(|_| AtomicBool::new(false)).collect(),
+                build_time: AtomicU64::new(0),
                 _data_dir_lock: data_dir_lock,
                 // A replica takes no lease, and writes nothing.
                 holder: if config.role.builds() {
@@ -215,6 +219,25 @@ impl Publisher {
     pub fn force_next_build(&self) {
         for f in &self.inner.force_once {
             f.store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// Build as of `unix_seconds` instead of the clock: the snapshot's
+    /// version, created and expiry times, and the seed of its canary
+    /// false-positive measurement. With the same sources, signing key and
+    /// time, and no snapshot before it, a build writes byte-identical
+    /// snapshots (Ed25519 signatures are deterministic). For reproducible
+    /// builds (`blocksieve-publisher build --now`); a serving publisher keeps
+    /// the clock.
+    pub fn set_build_time(&self, unix_seconds: u64) {
+        self.inner.build_time.store(unix_seconds, Ordering::SeqCst);
+    }
+
+    /// The time a build records: [`Self::set_build_time`]'s, else the clock's.
+    fn build_now(&self) -> u64 {
+        match self.inner.build_time.load(Ordering::SeqCst) {
+            0 => unix_now(),
+            fixed => fixed,
         }
     }
 
@@ -515,7 +538,7 @@ impl Publisher {
         let request = BuildRequest {
             list,
             previous: previous.as_ref().map(|p| &p.header),
-            now: unix_now(),
+            now: self.build_now(),
             ttl: inner.config.snapshot_ttl,
             key,
             probe: build::PeakRssProbe::new(metrics::peak_rss_bytes),
