@@ -70,7 +70,7 @@ pub use config::{
     MAX_NOISE_PREFIXES, MAX_SNAPSHOT_BYTES_LIMIT, SystemClock, TimeProvider,
 };
 pub use engine::clock::ClockSkew;
-pub use engine::lookup::{FailurePolicy, LocalLookup, PrefixHit, Verdict};
+pub use engine::lookup::{FailurePolicy, LocalLookup, PrefixHit, SnapshotVersions, Verdict};
 pub use stats::{Stats, UpdateFailures};
 pub use status::{ListStatus, SnapshotSource, Status};
 pub use update::{ListUpdate, UpdateReport};

@@ -8,10 +8,12 @@
 //! [`plan_requests`](crate::prefix::plan_requests)) → [`decide`].
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::SystemTime;
 
-use blocksieve_format::{CanonicalUrl, FullHash, HashPrefix, canonicalize, full_hashes};
+use blocksieve_format::{FullHash, HashPrefix, HashedUrl};
+
+use smallvec::SmallVec;
 
 use crate::Error;
 use crate::cache::ListedHashes;
@@ -20,18 +22,13 @@ use crate::prefix::{RequestPrefix, request_prefix};
 
 /// The full hashes of one URL's expressions, each computed once, in the
 /// order of [`CanonicalUrl::expressions`](blocksieve_format::CanonicalUrl::expressions)
-/// (the exact URL first).
+/// (the exact URL first), and the expressions themselves: the URL is
+/// canonicalized once, and a URL that is canonical as written (most are)
+/// is hashed in place with no copy or allocation ([`HashedUrl`],
+/// `benches/lookup.rs`).
 #[derive(Debug, Clone)]
 pub struct UrlHashes<'a> {
-    /// The URL as given.
-    url: &'a str,
-    /// The full hash of each expression, in expression order.
-    hashes: Vec<FullHash>,
-    /// The canonical URL, made only when an expression string is asked for
-    /// (a prefix hit, or [`UrlHashes::iter`]): on the path of every check,
-    /// a URL that is canonical as written is hashed in place, with no copy
-    /// ([`full_hashes`], `benches/lookup.rs`).
-    canonical: OnceLock<Option<CanonicalUrl>>,
+    hashed: HashedUrl<'a>,
 }
 
 impl<'a> UrlHashes<'a> {
@@ -41,43 +38,27 @@ impl<'a> UrlHashes<'a> {
     /// # Errors
     ///
     /// [`Error::InvalidUrl`] when the URL names no host.
+    #[inline]
     pub fn of(url: &'a str) -> Result<Self, Error> {
-        let mut hashes = Vec::new();
-        full_hashes(url, &mut hashes).map_err(|reason| Error::InvalidUrl { reason })?;
-        Ok(Self {
-            url,
-            hashes,
-            canonical: OnceLock::new(),
-        })
+        match HashedUrl::of(url.as_bytes()) {
+            Ok(hashed) => Ok(Self { hashed }),
+            Err(reason) => Err(Error::InvalidUrl { reason }),
+        }
     }
 
     /// Each expression and its full hash, the exact URL first.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &FullHash)> {
-        self.canonical()
-            .into_iter()
-            .flat_map(CanonicalUrl::expressions)
-            .map(|e| e.as_str())
-            .zip(&self.hashes)
+        self.hashed.iter()
     }
 
     /// The full hashes alone, in expression order.
     fn hashes(&self) -> &[FullHash] {
-        &self.hashes
+        self.hashed.hashes()
     }
 
     /// The expression whose full hash is `hashes()[index]`.
     fn expression(&self, index: usize) -> &str {
-        self.canonical()
-            .and_then(|c| c.expressions().nth(index))
-            .map_or("", |e| e.as_str())
-    }
-
-    /// The canonical URL (canonicalized on first use; `of` succeeded, so
-    /// this does too).
-    fn canonical(&self) -> Option<&CanonicalUrl> {
-        self.canonical
-            .get_or_init(|| canonicalize(self.url).ok())
-            .as_ref()
+        self.hashed.expression(index).unwrap_or_default()
     }
 }
 
@@ -114,7 +95,7 @@ pub struct LocalLookup {
     /// The snapshot version each list's state stands for (its base's, or
     /// its last delta's), in subscription order: no entry of these versions
     /// is missed.
-    pub snapshot_versions: Vec<(String, u64)>,
+    pub snapshot_versions: SnapshotVersions,
     /// Whether any probed snapshot had expired: the answer may miss entries
     /// listed since.
     pub stale: bool,
@@ -174,6 +155,25 @@ impl LocalLookup {
     }
 }
 
+/// The snapshot versions a [`LocalLookup`] probed, one per subscribed list
+/// in subscription order (as a slice: `versions[0]` is the first list's).
+/// Up to four are held inline: a check allocates nothing for them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SnapshotVersions(SmallVec<[u64; 4]>);
+
+impl std::ops::Deref for SnapshotVersions {
+    type Target = [u64];
+    fn deref(&self) -> &[u64] {
+        &self.0
+    }
+}
+
+impl FromIterator<u64> for SnapshotVersions {
+    fn from_iter<I: IntoIterator<Item = u64>>(iter: I) -> Self {
+        Self(iter.into_iter().collect())
+    }
+}
+
 /// Probes each list's state (in subscription order) with each of the
 /// URL's full hashes: a hash is a hit when the base snapshot's filter or
 /// the additions since hold it ([`ListState::probably_contains`]); `now`
@@ -202,10 +202,7 @@ where
     }
     LocalLookup {
         hits,
-        snapshot_versions: snapshots
-            .clone()
-            .map(|(l, s)| (l.to_owned(), s.version()))
-            .collect(),
+        snapshot_versions: snapshots.clone().map(|(_, s)| s.version()).collect(),
         stale: snapshots.clone().any(|(_, s)| s.is_stale(now)),
     }
 }
@@ -391,7 +388,7 @@ mod tests {
     fn local(hits: Vec<PrefixHit>) -> LocalLookup {
         LocalLookup {
             hits,
-            snapshot_versions: vec![],
+            snapshot_versions: SnapshotVersions::default(),
             stale: false,
         }
     }

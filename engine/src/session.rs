@@ -675,16 +675,17 @@ impl Session {
 
     /// Probes every list with `url` at `now`.
     fn probe(&self, hashes: &UrlHashes<'_>, now: SystemTime) -> Result<LocalLookup, Error> {
-        let mut states = Vec::with_capacity(self.slots.len());
-        for slot in &self.slots {
-            let Some(state) = &slot.state else {
-                return Err(Error::NotReady {
-                    list: slot.name.clone(),
-                });
-            };
-            states.push((slot.name.as_str(), &**state));
+        if let Some(slot) = self.slots.iter().find(|slot| slot.state.is_none()) {
+            return Err(Error::NotReady {
+                list: slot.name.clone(),
+            });
         }
-        Ok(lookup::probe(hashes, states.iter().copied(), now))
+        // Walked, not collected: no allocation on the path of every check.
+        let states = self
+            .slots
+            .iter()
+            .filter_map(|slot| Some((slot.name.as_str(), &**slot.state.as_ref()?)));
+        Ok(lookup::probe(hashes, states, now))
     }
 
     /// Checks `url` against every subscribed list at `now`: canonicalized,
@@ -706,7 +707,12 @@ impl Session {
             return Ok(CheckStep::Done(Verdict::Safe { stale: local.stale }));
         }
         self.stats.prefix_hits += 1;
-        let versions: Versions = local.snapshot_versions.iter().cloned().collect();
+        let versions: Versions = self
+            .slots
+            .iter()
+            .map(|slot| slot.name.clone())
+            .zip(local.snapshot_versions.iter().copied())
+            .collect();
         let mut answers = HashMap::new();
         let prefixes = local.request_prefixes();
         let asked = prefixes.len();

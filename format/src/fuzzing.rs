@@ -64,7 +64,9 @@ pub fn check_canonicalize(data: &[u8]) {
 ///    [`CanonicalUrl::full_hashes_into`] gives their full hashes;
 /// 5. [`full_hashes`](crate::full_hashes) appends the same full hashes as
 ///    canonicalizing and then [`CanonicalUrl::full_hashes_into`], after what
-///    `out` held, or fails with the same error and appends nothing.
+///    `out` held, or fails with the same error and appends nothing;
+/// 6. [`HashedUrl`](crate::HashedUrl) gives the same expression strings and
+///    full hashes as the canonical URL's expressions, or the same error.
 ///
 /// # Errors
 ///
@@ -80,7 +82,13 @@ pub fn check_invariants(data: &[u8]) -> Result<(), String> {
     // The hashes without a CanonicalUrl: the same, or the same error.
     let mut hashes = vec![FullHash([0xa5; 32])];
     let direct = crate::full_hashes(data, &mut hashes);
+    let hashed = crate::HashedUrl::of(data);
     let Ok(url) = result else {
+        if let Ok(h) = hashed {
+            return Err(format!(
+                "HashedUrl gives {h:?} where canonicalize gives {result:?}"
+            ));
+        }
         return match direct {
             Err(e) if result == Err(e) && hashes.len() == 1 => Ok(()),
             _ => Err(format!(
@@ -97,6 +105,21 @@ pub fn check_invariants(data: &[u8]) -> Result<(), String> {
             hashes.len() - 1,
             expected.len() - 1
         ));
+    }
+    let by_expression: Vec<(String, FullHash)> = url
+        .expressions()
+        .map(|e| (e.as_str().to_owned(), e.full_hash()))
+        .collect();
+    match hashed {
+        Ok(h)
+            if h.iter()
+                .map(|(e, f)| (e.to_owned(), *f))
+                .eq(by_expression.iter().cloned()) => {}
+        other => {
+            return Err(format!(
+                "HashedUrl gives {other:?}, the expressions {by_expression:?}"
+            ));
+        }
     }
     check_url(&url)
 }

@@ -37,7 +37,7 @@ mod zstd_frame;
 
 pub use api::RequestPrefix;
 pub use canon::{
-    CanonError, CanonicalUrl, Expression, Expressions, HostKind, MAX_EXPRESSIONS, MAX_URL_BYTES,
+    CanonError, CanonicalUrl, Expression, Expressions, HashedUrl, HostKind, MAX_EXPRESSIONS, MAX_URL_BYTES,
     canonicalize, full_hashes,
 };
 pub use delta::{

@@ -112,7 +112,7 @@ fn sixty_four_readers_never_block_and_always_see_the_old_or_the_new_list() {
                         let started = Instant::now();
                         let local = agent_ref.lookup_local(&urls_ref[i]).unwrap();
                         slowest = slowest.max(started.elapsed());
-                        let version = local.snapshot_versions[0].1;
+                        let version = local.snapshot_versions[0];
                         let parity = (version % 2) as usize;
                         assert_eq!(
                             !local.is_empty(),

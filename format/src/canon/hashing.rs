@@ -46,8 +46,29 @@ fn hash_expressions(
     layout: &Layout,
     out: &mut Vec<crate::FullHash>,
 ) {
-    // Where each expression starts (its host suffix) and ends (its path
-    // prefix) in `url`, in the order of `expressions`.
+    let (spans, count) = expression_spans(url.len(), host_start, path_end, layout);
+    let mut texts: [&[u8]; MAX_EXPRESSIONS] = [&[]; MAX_EXPRESSIONS];
+    let mut listed = 0;
+    for (slot, &(start, end)) in texts.iter_mut().zip(&spans[..count]) {
+        if let Some(text) = url.get(start as usize..end as usize) {
+            *slot = text;
+            listed += 1;
+        }
+    }
+    out.extend(texts[..listed].iter().map(|text| crate::FullHash::of(text)));
+}
+
+/// Where each expression of a canonical URL `url_len` bytes long starts
+/// (its host suffix) and ends (its path prefix), in the order of
+/// [`CanonicalUrl::expressions`], and how many there are. Every expression
+/// is one contiguous slice of the URL from the host on: a host suffix runs
+/// into the path that follows it.
+pub(super) fn expression_spans(
+    url_len: usize,
+    host_start: usize,
+    path_end: usize,
+    layout: &Layout,
+) -> ([(u32, u32); MAX_EXPRESSIONS], usize) {
     let mut starts = [host_start; 5];
     let suffixes = usize::from(layout.suffix_count);
     for (start, &suffix) in starts[1..].iter_mut().zip(&layout.suffixes[..suffixes]) {
@@ -55,9 +76,9 @@ fn hash_expressions(
     }
     let mut ends = [path_end; 6];
     let mut path_count = 1;
-    if url.len() > path_end + 1 {
+    if url_len > path_end + 1 {
         // A non-empty query: the most specific expression keeps it.
-        ends[0] = url.len();
+        ends[0] = url_len;
         ends[1] = path_end;
         path_count = 2;
     }
@@ -68,22 +89,25 @@ fn hash_expressions(
         *end = dir as usize;
         path_count += 1;
     }
-    let mut texts: [&[u8]; MAX_EXPRESSIONS] = [&[]; MAX_EXPRESSIONS];
-    let mut slots = texts.iter_mut();
+    let mut spans = [(0u32, 0u32); MAX_EXPRESSIONS];
+    let mut slots = spans.iter_mut();
     let mut count = 0;
     for &start in &starts[..1 + suffixes] {
         for &end in &ends[..path_count] {
-            let text = url.get(start..end);
             // A layout outside the URL would drop an expression (a false
             // negative): the fuzz target and the tests run with this check.
-            debug_assert!(text.is_some(), "expression {start}..{end} outside the URL");
-            if let (Some(slot), Some(text)) = (slots.next(), text) {
-                *slot = text;
+            debug_assert!(
+                start <= end && end <= url_len,
+                "expression {start}..{end} outside the URL"
+            );
+            if let Some(slot) = slots.next() {
+                // MAX_URL_BYTES fits in u32.
+                *slot = (start as u32, end as u32);
                 count += 1;
             }
         }
     }
-    out.extend(texts[..count].iter().map(|text| crate::FullHash::of(text)));
+    (spans, count)
 }
 
 /// Canonicalizes `input` and appends the full hash of each of its

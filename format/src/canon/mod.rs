@@ -199,6 +199,7 @@
 mod common;
 mod escape;
 mod expressions;
+mod hashed;
 mod hashing;
 mod host;
 mod path;
@@ -209,6 +210,7 @@ use common::canonicalize_common;
 
 pub(crate) use common::{canonical_as_written, takes_common_case};
 pub use expressions::{Expression, Expressions};
+pub use hashed::HashedUrl;
 pub use hashing::full_hashes;
 pub(crate) use steps::canonicalize_by_steps;
 pub use url::{CanonError, CanonicalUrl, HostKind, MAX_EXPRESSIONS, MAX_URL_BYTES};

@@ -1,0 +1,225 @@
+//! A URL's expressions and their full hashes, kept together: what a client
+//! needs for every check, canonicalized once and, in the common cases,
+//! without touching the heap.
+
+use std::fmt;
+
+use super::common::{Common, common_case};
+use super::hashing::expression_spans;
+use super::steps::canonicalize_by_steps;
+use super::url::{CanonError, CanonicalUrl, Layout, MAX_EXPRESSIONS, MAX_URL_BYTES};
+use crate::FullHash;
+
+/// The longest host kept on the stack with the path `/` it lacks (a host
+/// is at most 253 bytes in DNS); a longer one is canonicalized.
+const HOST_ON_STACK: usize = 256;
+
+/// Every expression of a URL with its full hash, in the order of
+/// [`CanonicalUrl::expressions`] (the exact URL first): the same strings
+/// and hashes as `canonicalize(input)?.expressions()`, computed in one
+/// pass.
+///
+/// Each expression is one contiguous slice of the canonical URL (a host
+/// suffix runs into the path prefix after it), so only where each starts
+/// and ends is kept. When the input is canonical as written (most URLs in
+/// traffic and feeds), those slices are of the input itself: nothing is
+/// copied or allocated. A host alone (`example.com`) is copied to the
+/// stack with its path `/`. Any other input is canonicalized into a
+/// [`CanonicalUrl`], once: asking for an expression later (a prefix hit)
+/// never canonicalizes again.
+///
+/// ```
+/// use blocksieve_format::{HashedUrl, canonicalize};
+/// let url = HashedUrl::of(b"http://a.b.c/1/2.html?param=1").unwrap();
+/// let canonical = canonicalize("http://a.b.c/1/2.html?param=1").unwrap();
+/// let expected: Vec<_> = canonical.expressions().map(|e| (e.as_str().to_owned(), e.full_hash())).collect();
+/// let got: Vec<_> = url.iter().map(|(e, h)| (e.to_owned(), *h)).collect();
+/// assert_eq!(got, expected);
+/// assert_eq!(url.expression(0), Some("a.b.c/1/2.html?param=1"));
+/// assert!(HashedUrl::of(b"mailto:someone@example.com").is_err());
+/// ```
+#[derive(Clone)]
+pub struct HashedUrl<'a> {
+    text: Text<'a>,
+    /// Where expression `i` is in `text`, for `i < count`.
+    spans: [(u32, u32); MAX_EXPRESSIONS],
+    hashes: [FullHash; MAX_EXPRESSIONS],
+    count: usize,
+}
+
+/// The canonical URL's bytes, from the host on or whole.
+#[derive(Clone)]
+enum Text<'a> {
+    /// Canonical as written: the input.
+    Input(&'a [u8]),
+    /// A host without a path, and the `/` it gets.
+    Host {
+        bytes: [u8; HOST_ON_STACK + 1],
+        len: usize,
+    },
+    /// Canonicalized.
+    Canonical(CanonicalUrl),
+}
+
+impl Text<'_> {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Self::Input(bytes) => bytes,
+            Self::Host { bytes, len } => bytes.get(..*len).unwrap_or_default(),
+            Self::Canonical(url) => url.serialization.as_bytes(),
+        }
+    }
+}
+
+impl<'a> HashedUrl<'a> {
+    /// Canonicalizes `input` (Safe Browsing v4 "Canonicalization") and
+    /// hashes each of its expressions.
+    ///
+    /// # Errors
+    ///
+    /// As [`canonicalize`](super::canonicalize).
+    #[inline]
+    pub fn of(input: &'a [u8]) -> Result<Self, CanonError> {
+        if input.len() <= MAX_URL_BYTES {
+            match common_case(input) {
+                Some(Common::AsWritten {
+                    end,
+                    host_start,
+                    path_end,
+                    add_slash: false,
+                    layout,
+                    ..
+                }) => {
+                    return Ok(Self::hashed(
+                        Text::Input(&input[..end]),
+                        host_start,
+                        path_end,
+                        &layout,
+                    ));
+                }
+                Some(Common::AsWritten {
+                    end,
+                    host_start,
+                    add_slash: true,
+                    layout,
+                    ..
+                }) if end - host_start < HOST_ON_STACK => {
+                    let len = end - host_start + 1;
+                    let mut bytes = [b'/'; HOST_ON_STACK + 1];
+                    bytes[..len - 1].copy_from_slice(&input[host_start..end]);
+                    let layout = layout.moved(host_start, 0);
+                    return Ok(Self::hashed(Text::Host { bytes, len }, 0, len, &layout));
+                }
+                Some(Common::Built(url)) => return Ok(Self::canonical(url)),
+                // The steps give the same URL as the common case (checked by
+                // the property tests and the fuzz target).
+                Some(Common::AsWritten { .. }) | None => {}
+            }
+        }
+        Ok(Self::canonical(canonicalize_by_steps(input)?))
+    }
+
+    fn canonical(url: CanonicalUrl) -> Self {
+        let (host_start, path_end, layout) = (url.host_start, url.path_end, url.layout);
+        Self::hashed(Text::Canonical(url), host_start, path_end, &layout)
+    }
+
+    /// Lists the expressions of `text`, then hashes them in one loop (see
+    /// [`CanonicalUrl::full_hashes_into`]).
+    #[inline]
+    fn hashed(text: Text<'a>, host_start: usize, path_end: usize, layout: &Layout) -> Self {
+        let bytes = text.bytes();
+        let (listed, listed_count) = expression_spans(bytes.len(), host_start, path_end, layout);
+        let mut spans = [(0, 0); MAX_EXPRESSIONS];
+        let mut hashes = [FullHash([0; 32]); MAX_EXPRESSIONS];
+        let mut count = 0;
+        for &(start, end) in &listed[..listed_count] {
+            if let Some(expression) = bytes.get(start as usize..end as usize) {
+                spans[count] = (start, end);
+                hashes[count] = FullHash::of(expression);
+                count += 1;
+            }
+        }
+        Self {
+            text,
+            spans,
+            hashes,
+            count,
+        }
+    }
+
+    /// The full hash of each expression, in expression order.
+    #[inline]
+    pub fn hashes(&self) -> &[FullHash] {
+        &self.hashes[..self.count]
+    }
+
+    /// The number of expressions (1 to [`MAX_EXPRESSIONS`]).
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    /// Always `false`: a URL has at least one expression.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Expression `index` (in the order of [`Self::hashes`]), e.g.
+    /// `b.c/1/`; `None` past the last.
+    pub fn expression(&self, index: usize) -> Option<&str> {
+        let &(start, end) = self.spans.get(..self.count)?.get(index)?;
+        let bytes = self.text.bytes().get(start as usize..end as usize)?;
+        // Canonical URLs are ASCII: this never fails.
+        std::str::from_utf8(bytes).ok()
+    }
+
+    /// Each expression and its full hash, the exact URL first.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &FullHash)> {
+        (0..self.count).filter_map(move |i| Some((self.expression(i)?, self.hashes.get(i)?)))
+    }
+}
+
+impl fmt::Debug for HashedUrl<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map().entries(self.iter()).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::canonicalize;
+
+    #[test]
+    fn the_same_expressions_and_hashes_as_a_canonical_url() {
+        let inputs = [
+            "http://a.b.c/1/2.html?param=1",
+            "https://www.example.com/a/b/c/d/e/f/g?q=1#frag",
+            "example.com",
+            "http://EXAMPLE.com/%7Efoo/../bar",
+            "http://1.2.3.4/x/y",
+            "www.example.com/a/",
+            "http://a.b.c.d.e.f.g/1.html",
+            "http://host.example:8080/x",
+            &format!("{}.com", "a".repeat(300)),
+        ];
+        for input in inputs {
+            let hashed = HashedUrl::of(input.as_bytes()).unwrap();
+            let canonical = canonicalize(input).unwrap();
+            let expected: Vec<(String, FullHash)> = canonical
+                .expressions()
+                .map(|e| (e.as_str().to_owned(), e.full_hash()))
+                .collect();
+            let got: Vec<(String, FullHash)> = hashed.iter().map(|(e, h)| (e.to_owned(), *h)).collect();
+            assert_eq!(got, expected, "{input}");
+            assert_eq!(hashed.len(), expected.len());
+            assert!(!hashed.is_empty());
+            assert_eq!(hashed.expression(hashed.len()), None);
+            let mut vec = Vec::new();
+            crate::full_hashes(input, &mut vec).unwrap();
+            assert_eq!(hashed.hashes(), vec.as_slice(), "{input}");
+        }
+        assert!(HashedUrl::of(b"").is_err());
+        assert!(HashedUrl::of(b"mailto:x@y").is_err());
+    }
+}
