@@ -62,6 +62,7 @@ use blocksieve_format::{
     decode, encode, full_hashes,
 };
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use rand::{RngCore as _, SeedableRng as _};
 
 /// The shared data directory: `BLOCKSIEVE_DATA`, else `../shared/data`
 /// beside the repository.
@@ -89,8 +90,9 @@ fn spread(all: Vec<String>, count: usize) -> Vec<String> {
     all.into_iter().step_by(step).take(count).collect()
 }
 
-/// A signed BinaryFuse8 snapshot of the 854k-URL feed and its key.
-fn feed_snapshot(data: &std::path::Path) -> (Vec<u8>, SigningKey) {
+/// A signed BinaryFuse8 snapshot of the 854k-URL feed, with `extra`
+/// random keys (seeded) besides, and its key.
+fn feed_snapshot(data: &std::path::Path, extra: usize) -> (Vec<u8>, SigningKey) {
     let gz = std::fs::read(data.join("feeds/phishing-urls-union-2018-2020.txt.gz")).unwrap();
     let mut text = Vec::new();
     flate2::read::GzDecoder::new(gz.as_slice())
@@ -104,6 +106,8 @@ fn feed_snapshot(data: &std::path::Path) -> (Vec<u8>, SigningKey) {
             Some(KeyBits::Bits32.key_of(&first.full_hash()))
         })
         .collect();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(10);
+    keys.extend((0..extra).map(|_| u64::from(rng.next_u32())));
     keys.sort_unstable();
     keys.dedup();
     let filter = PrefixFilter::build(FilterKind::BinaryFuse8, &keys).unwrap();
@@ -134,6 +138,25 @@ fn expressions(urls: &[String]) -> Vec<String> {
         .collect()
 }
 
+/// An agent that holds `snapshot` from its cache directory (kept while the
+/// agent is used).
+fn agent_with(snapshot: &[u8], key: &SigningKey) -> (Agent, tempfile::TempDir) {
+    let cache = tempfile::tempdir().unwrap();
+    std::fs::write(cache.path().join("phishing.snapshot"), snapshot).unwrap();
+    // The publisher is never contacted: the snapshot comes from the cache.
+    let agent = Agent::builder("http://127.0.0.1:9")
+        .list("phishing")
+        .trusted_key(key.public_key().clone())
+        .cache_dir(cache.path())
+        .build()
+        .unwrap();
+    assert!(
+        agent.snapshot_version("phishing").is_some(),
+        "snapshot not loaded"
+    );
+    (agent, cache)
+}
+
 fn bench(c: &mut Criterion) {
     let data = data_dir();
     if !data.join("feeds/phishing-urls-union-2018-2020.txt.gz").is_file() {
@@ -150,7 +173,7 @@ fn bench(c: &mut Criterion) {
     phishing.extend(spread(read("feeds/phishing-links-inactive-2020.txt"), 2_500));
     let all: Vec<String> = benign.iter().chain(&phishing).cloned().collect();
 
-    let (snapshot, key) = feed_snapshot(&data);
+    let (snapshot, key) = feed_snapshot(&data, 0);
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -162,19 +185,7 @@ fn bench(c: &mut Criterion) {
         now,
     )
     .unwrap();
-    let cache = tempfile::tempdir().unwrap();
-    std::fs::write(cache.path().join("phishing.snapshot"), &snapshot).unwrap();
-    // The publisher is never contacted: the snapshot comes from the cache.
-    let agent = Agent::builder("http://127.0.0.1:9")
-        .list("phishing")
-        .trusted_key(key.public_key().clone())
-        .cache_dir(cache.path())
-        .build()
-        .unwrap();
-    assert!(
-        agent.snapshot_version("phishing").is_some(),
-        "snapshot not loaded"
-    );
+    let (agent, _cache) = agent_with(&snapshot, &key);
 
     for (set, urls) in [("all", &all), ("benign", &benign), ("phishing", &phishing)] {
         let exprs = expressions(urls);
@@ -256,6 +267,42 @@ fn bench(c: &mut Criterion) {
             sha256_only,
         );
     }
+
+    // The same URLs against a list twelve times as large: the 854k list's
+    // keys and 9.2 million random ones (10 million entries, an 11 MB
+    // filter), where each probe misses the caches.
+    let (snapshot, key) = feed_snapshot(&data, 9_200_000);
+    let (agent, _cache) = agent_with(&snapshot, &key);
+    let exprs = expressions(&all);
+    eprintln!(
+        "url-check-all-10m: {} URLs, {} entries, snapshot {} bytes",
+        all.len(),
+        agent.snapshot_header("phishing").map_or(0, |h| h.entry_count),
+        snapshot.len(),
+    );
+    let lookup_local = || {
+        let mut hits = 0usize;
+        for url in &all {
+            if let Ok(local) = agent.lookup_local(black_box(url)) {
+                hits += local.hits.len();
+            }
+        }
+        hits
+    };
+    let sha256_only = || {
+        let mut acc = 0u8;
+        for e in &exprs {
+            acc ^= FullHash::of(black_box(e.as_bytes())).0[0];
+        }
+        acc as usize
+    };
+    interleaved(
+        "url-check-all-10m",
+        "lookup_local",
+        all.len(),
+        lookup_local,
+        sha256_only,
+    );
 }
 
 criterion_group!(benches, bench);

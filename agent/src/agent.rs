@@ -271,7 +271,8 @@ impl Agent {
         let locals: Vec<Result<LocalLookup, Error>> = urls
             .into_iter()
             .map(|url| {
-                let hashes = UrlHashes::of(url.as_ref())?;
+                let mut hashes = UrlHashes::default();
+                hashes.set(url.as_ref())?;
                 let local = inner.lists.probe(&hashes, now)?;
                 Counters::bump(&counters.lookups);
                 if !local.is_empty() {
@@ -333,7 +334,8 @@ impl Agent {
     /// [`Error::InvalidUrl`] when the URL names no host;
     /// [`Error::NotReady`] when a list has no snapshot yet.
     pub fn lookup_local(&self, url: &str) -> Result<LocalLookup, Error> {
-        let hashes = UrlHashes::of(url)?;
+        let mut hashes = UrlHashes::default();
+        hashes.set(url)?;
         self.inner.lists.probe(&hashes, self.inner.shared.now())
     }
 

@@ -26,7 +26,7 @@ use crate::prefix::{RequestPrefix, request_prefix};
 /// canonicalized once, and a URL that is canonical as written (most are)
 /// is hashed in place with no copy or allocation ([`HashedUrl`],
 /// `benches/lookup.rs`).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct UrlHashes<'a> {
     hashed: HashedUrl<'a>,
 }
@@ -38,12 +38,24 @@ impl<'a> UrlHashes<'a> {
     /// # Errors
     ///
     /// [`Error::InvalidUrl`] when the URL names no host.
-    #[inline]
+    #[inline(always)]
     pub fn of(url: &'a str) -> Result<Self, Error> {
-        match HashedUrl::of(url.as_bytes()) {
-            Ok(hashed) => Ok(Self { hashed }),
-            Err(reason) => Err(Error::InvalidUrl { reason }),
-        }
+        let mut this = Self::default();
+        this.set(url)?;
+        Ok(this)
+    }
+
+    /// [`Self::of`] into `self`, which the check keeps in place (see
+    /// [`HashedUrl::set`]); starts from [`UrlHashes::default`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidUrl`] when the URL names no host.
+    #[inline(always)]
+    pub fn set(&mut self, url: &'a str) -> Result<(), Error> {
+        self.hashed
+            .set(url.as_bytes())
+            .map_err(|reason| Error::InvalidUrl { reason })
     }
 
     /// Each expression and its full hash, the exact URL first.

@@ -700,7 +700,8 @@ impl Session {
     /// [`Error::InvalidUrl`] when the URL names no host;
     /// [`Error::NotReady`] when a list has no snapshot yet.
     pub fn check(&mut self, url: &str, now: SystemTime, rng: &mut impl Rng) -> Result<CheckStep, Error> {
-        let hashes = UrlHashes::of(url)?;
+        let mut hashes = UrlHashes::default();
+        hashes.set(url)?;
         let local = self.probe(&hashes, now)?;
         self.stats.lookups += 1;
         if local.is_empty() {

@@ -61,6 +61,18 @@ enum Text<'a> {
     Canonical(CanonicalUrl),
 }
 
+impl Default for HashedUrl<'_> {
+    /// No URL yet: no expression, until [`HashedUrl::set`].
+    fn default() -> Self {
+        Self {
+            text: Text::Input(&[]),
+            spans: [(0, 0); MAX_EXPRESSIONS],
+            hashes: [FullHash([0; 32]); MAX_EXPRESSIONS],
+            count: 0,
+        }
+    }
+}
+
 impl Text<'_> {
     fn bytes(&self) -> &[u8] {
         match self {
@@ -78,74 +90,82 @@ impl<'a> HashedUrl<'a> {
     /// # Errors
     ///
     /// As [`canonicalize`](super::canonicalize).
-    #[inline]
+    #[inline(always)]
     pub fn of(input: &'a [u8]) -> Result<Self, CanonError> {
-        if input.len() <= MAX_URL_BYTES {
-            match common_case(input) {
-                Some(Common::AsWritten {
-                    end,
-                    host_start,
-                    path_end,
-                    add_slash: false,
-                    layout,
-                    ..
-                }) => {
-                    return Ok(Self::hashed(
-                        Text::Input(&input[..end]),
-                        host_start,
-                        path_end,
-                        &layout,
-                    ));
-                }
-                Some(Common::AsWritten {
-                    end,
-                    host_start,
-                    add_slash: true,
-                    layout,
-                    ..
-                }) if end - host_start < HOST_ON_STACK => {
-                    let len = end - host_start + 1;
-                    let mut bytes = [b'/'; HOST_ON_STACK + 1];
-                    bytes[..len - 1].copy_from_slice(&input[host_start..end]);
-                    let layout = layout.moved(host_start, 0);
-                    return Ok(Self::hashed(Text::Host { bytes, len }, 0, len, &layout));
-                }
-                Some(Common::Built(url)) => return Ok(Self::canonical(url)),
-                // The steps give the same URL as the common case (checked by
-                // the property tests and the fuzz target).
-                Some(Common::AsWritten { .. }) | None => {}
+        let mut this = Self::default();
+        this.set(input)?;
+        Ok(this)
+    }
+
+    /// [`Self::of`] into `self`, which a check can keep where it is: the
+    /// value is large (the hashes of up to 30 expressions), and moving it
+    /// costs about a fifth of a check. On error `self` holds no expression.
+    ///
+    /// # Errors
+    ///
+    /// As [`canonicalize`](super::canonicalize).
+    #[inline(always)]
+    pub fn set(&mut self, input: &'a [u8]) -> Result<(), CanonError> {
+        self.count = 0;
+        let this = self;
+        let (host_start, path_end, layout) = match (input.len() <= MAX_URL_BYTES)
+            .then(|| common_case(input))
+            .flatten()
+        {
+            Some(Common::AsWritten {
+                end,
+                host_start,
+                path_end,
+                add_slash: false,
+                layout,
+                ..
+            }) => {
+                this.text = Text::Input(&input[..end]);
+                (host_start, path_end, layout)
             }
-        }
-        Ok(Self::canonical(canonicalize_by_steps(input)?))
+            Some(Common::AsWritten {
+                end,
+                host_start,
+                add_slash: true,
+                layout,
+                ..
+            }) if end - host_start < HOST_ON_STACK => {
+                let len = end - host_start + 1;
+                let mut bytes = [b'/'; HOST_ON_STACK + 1];
+                bytes[..len - 1].copy_from_slice(&input[host_start..end]);
+                this.text = Text::Host { bytes, len };
+                (0, len, layout.moved(host_start, 0))
+            }
+            Some(Common::Built(url)) => this.set_canonical(url),
+            // The steps give the same URL as the common case (checked by
+            // the property tests and the fuzz target).
+            Some(Common::AsWritten { .. }) | None => this.set_canonical(canonicalize_by_steps(input)?),
+        };
+        this.hash(host_start, path_end, &layout);
+        Ok(())
     }
 
-    fn canonical(url: CanonicalUrl) -> Self {
-        let (host_start, path_end, layout) = (url.host_start, url.path_end, url.layout);
-        Self::hashed(Text::Canonical(url), host_start, path_end, &layout)
+    fn set_canonical(&mut self, url: CanonicalUrl) -> (usize, usize, Layout) {
+        let found = (url.host_start, url.path_end, url.layout);
+        self.text = Text::Canonical(url);
+        found
     }
 
-    /// Lists the expressions of `text`, then hashes them in one loop (see
+    /// Lists the expressions of the text, then hashes them in one loop (see
     /// [`CanonicalUrl::full_hashes_into`]).
-    #[inline]
-    fn hashed(text: Text<'a>, host_start: usize, path_end: usize, layout: &Layout) -> Self {
-        let bytes = text.bytes();
+    #[inline(always)]
+    fn hash(&mut self, host_start: usize, path_end: usize, layout: &Layout) {
+        let bytes = self.text.bytes();
         let (listed, listed_count) = expression_spans(bytes.len(), host_start, path_end, layout);
-        let mut spans = [(0, 0); MAX_EXPRESSIONS];
-        let mut hashes = [FullHash([0; 32]); MAX_EXPRESSIONS];
         let mut count = 0;
         for &(start, end) in &listed[..listed_count] {
             if let Some(expression) = bytes.get(start as usize..end as usize) {
-                spans[count] = (start, end);
-                hashes[count] = FullHash::of(expression);
+                self.spans[count] = (start, end);
+                self.hashes[count] = FullHash::of(expression);
                 count += 1;
             }
         }
-        Self {
-            text,
-            spans,
-            hashes,
-            count,
-        }
+        self.count = count;
     }
 
     /// The full hash of each expression, in expression order.
@@ -159,7 +179,8 @@ impl<'a> HashedUrl<'a> {
         self.count
     }
 
-    /// Always `false`: a URL has at least one expression.
+    /// Whether there is no expression: only before [`Self::set`] succeeds
+    /// (a URL has at least one).
     pub fn is_empty(&self) -> bool {
         self.count == 0
     }
