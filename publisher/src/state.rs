@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use arc_swap::ArcSwapOption;
 use axum::body::Bytes;
+use axum::http::HeaderValue;
 use blocksieve_format::api::{BuildStatus, StoreStatus};
 use blocksieve_format::{FreshnessRecord, FullHash, RequestPrefix, SigningKey, SnapshotHeader, TrustedKey};
 
@@ -23,6 +24,8 @@ pub struct Published {
     pub snapshot: Bytes,
     /// Strong entity tag: version and body hash, quoted.
     pub etag: String,
+    /// Its response header values, made once.
+    pub headers: SnapshotHeaders,
     /// The list's full hashes, sorted: the full-hash endpoints answer from it.
     pub hashes: Vec<FullHash>,
     /// The deltas from earlier versions up to this one: the updates route
@@ -34,10 +37,12 @@ impl Published {
     /// Wraps a snapshot, its sorted hashes and the delta chain ending at it.
     pub fn new(header: SnapshotHeader, snapshot: Vec<u8>, hashes: Vec<FullHash>, deltas: Chain) -> Self {
         let etag = blocksieve_format::api::snapshot_etag(header.version, &header.body_sha256);
+        let headers = SnapshotHeaders::new(&header.list_name, header.version, &etag);
         Self {
             header,
             snapshot: Bytes::from(snapshot),
             etag,
+            headers,
             hashes,
             deltas,
         }
@@ -80,6 +85,38 @@ impl Published {
     }
 }
 
+/// The header values of every response about one snapshot, made when it
+/// is put in service rather than on every request (cloning one shares its
+/// bytes).
+#[derive(Debug, Clone)]
+pub struct SnapshotHeaders {
+    /// The list the values name (the snapshot's list name).
+    pub list: String,
+    /// `ETag`: the snapshot's entity tag; `None` if it is not a valid
+    /// header value.
+    pub etag: Option<HeaderValue>,
+    /// `Content-Location` of the latest snapshot: its versioned URL.
+    pub version_url: HeaderValue,
+    /// [`blocksieve_format::api::HASHES_HEADER`]: where the version's
+    /// immutable full-hash buckets are.
+    pub hashes: HeaderValue,
+}
+
+impl SnapshotHeaders {
+    /// The values for version `version` of list `list`, entity tag `etag`.
+    pub fn new(list: &str, version: u64, etag: &str) -> Self {
+        use blocksieve_format::api::routes;
+        Self {
+            list: list.to_owned(),
+            etag: HeaderValue::from_str(etag).ok(),
+            version_url: HeaderValue::from_str(&routes::versioned_snapshot(list, version))
+                .unwrap_or(HeaderValue::from_static("/")),
+            hashes: HeaderValue::from_str(&routes::list_hashes_base(list, version))
+                .unwrap_or(HeaderValue::from_static("/")),
+        }
+    }
+}
+
 /// A signed freshness record as served.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Freshness {
@@ -87,6 +124,9 @@ pub struct Freshness {
     pub record: FreshnessRecord,
     /// Its [`blocksieve_format::api::FRESHNESS_HEADER`] value.
     pub header_value: String,
+    /// `header_value` as a header value, made once (`None` if it is not
+    /// one).
+    pub header: Option<HeaderValue>,
 }
 
 impl Freshness {
@@ -109,10 +149,14 @@ impl Freshness {
             next_build_at,
         };
         match record.sign(key) {
-            Ok(signed) => Some(Self {
-                header_value: FreshnessRecord::to_header_value(&signed),
-                record,
-            }),
+            Ok(signed) => {
+                let header_value = FreshnessRecord::to_header_value(&signed);
+                Some(Self {
+                    header: HeaderValue::from_str(&header_value).ok(),
+                    header_value,
+                    record,
+                })
+            }
             Err(e) => {
                 tracing::warn!(list = %header.list_name, error = %e, "cannot sign a freshness record");
                 None
@@ -130,6 +174,7 @@ impl Freshness {
             .map_err(|e| e.to_string())?;
         Ok(Self {
             record,
+            header: HeaderValue::from_str(header_value).ok(),
             header_value: header_value.to_owned(),
         })
     }
