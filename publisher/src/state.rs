@@ -31,6 +31,23 @@ pub struct Published {
     /// The deltas from earlier versions up to this one: the updates route
     /// serves a suffix of it.
     pub deltas: Chain,
+    /// Where the hashes of each 16-bit prefix start in `hashes` (and, last,
+    /// `hashes.len()`): a bucket is searched for among a few neighbours
+    /// rather than over every hash (a search over megabytes of hashes
+    /// misses the cache at almost every step).
+    starts: Box<[usize]>,
+}
+
+/// [`Published::starts`] of sorted `hashes`.
+fn bucket_starts(hashes: &[FullHash]) -> Box<[usize]> {
+    let mut starts = Vec::with_capacity((1 << 16) + 1);
+    let mut at = 0;
+    for top in 0..=u32::from(u16::MAX) {
+        starts.push(at);
+        at += hashes[at..].partition_point(|h| h.prefix().0 >> 16 <= top);
+    }
+    starts.push(hashes.len());
+    starts.into_boxed_slice()
 }
 
 impl Published {
@@ -38,6 +55,7 @@ impl Published {
     pub fn new(header: SnapshotHeader, snapshot: Vec<u8>, hashes: Vec<FullHash>, deltas: Chain) -> Self {
         let etag = blocksieve_format::api::snapshot_etag(header.version, &header.body_sha256);
         let headers = SnapshotHeaders::new(&header.list_name, header.version, &etag);
+        let starts = bucket_starts(&hashes);
         Self {
             header,
             snapshot: Bytes::from(snapshot),
@@ -45,6 +63,7 @@ impl Published {
             headers,
             hashes,
             deltas,
+            starts,
         }
     }
 
@@ -76,12 +95,19 @@ impl Published {
     }
 
     /// The full hashes starting with `prefix` (binary search over the sorted
-    /// hashes).
+    /// hashes of its 16-bit prefixes).
     pub fn bucket(&self, prefix: RequestPrefix) -> &[FullHash] {
         let (lo, hi) = prefix.range32();
-        let start = self.hashes.partition_point(|h| h.prefix().0 < lo);
-        let end = start + self.hashes[start..].partition_point(|h| h.prefix().0 <= hi);
-        &self.hashes[start..end]
+        // Every hash under the prefix has its top 16 bits in `lo >> 16 ..=
+        // hi >> 16`, so it is in `within`.
+        let first = self.starts.get((lo >> 16) as usize).copied().unwrap_or(0);
+        let last = (self.starts.get((hi >> 16) as usize + 1).copied())
+            .unwrap_or(self.hashes.len())
+            .min(self.hashes.len());
+        let within = self.hashes.get(first..last).unwrap_or(&self.hashes);
+        let start = within.partition_point(|h| h.prefix().0 < lo);
+        let end = start + within[start..].partition_point(|h| h.prefix().0 <= hi);
+        &within[start..end]
     }
 }
 
@@ -381,6 +407,38 @@ mod tests {
             Chain::default(),
         );
         (served, built)
+    }
+
+    #[test]
+    fn a_bucket_is_every_hash_under_its_prefix() {
+        let mut hashes: Vec<FullHash> = (0..5_000u32).map(|i| FullHash::of(&i.to_le_bytes())).collect();
+        // Neighbours across a 16-bit boundary, and the ends of the range.
+        hashes.extend(
+            [[0x12, 0x34, 0xff, 0xff], [0x12, 0x35, 0, 0], [0; 4], [0xff; 4]].map(|p| {
+                let mut h = [7u8; 32];
+                h[..4].copy_from_slice(&p);
+                FullHash(h)
+            }),
+        );
+        hashes.sort_unstable();
+        let header = blocksieve_format::parse_header_unverified(
+            &published("http://phish.example/a\n", 1_800_000_000).1.snapshot,
+        )
+        .unwrap();
+        let served = Published::new(header, Vec::new(), hashes.clone(), Chain::default());
+        for h in hashes.iter().step_by(97).chain(&hashes[hashes.len() - 4..]) {
+            for bits in [2, 7, 12, 15, 16, 17, 20, 24, 31, 32] {
+                let prefix = RequestPrefix::of(h, bits);
+                let expected: Vec<FullHash> = hashes.iter().filter(|x| prefix.matches(x)).copied().collect();
+                assert_eq!(
+                    served.bucket(prefix),
+                    expected.as_slice(),
+                    "{prefix} ({bits} bits)"
+                );
+            }
+        }
+        let empty = Published::new(served.header.clone(), Vec::new(), Vec::new(), Chain::default());
+        assert!(empty.bucket(RequestPrefix::of(&hashes[0], 8)).is_empty());
     }
 
     #[test]
