@@ -49,7 +49,7 @@ mod layer;
 mod updates;
 
 pub use error::ApiError;
-use error::{parse_version, shown, unknown_list};
+use error::{body_error, parse_version, shown, unknown_list};
 use layer::GuardLayer;
 use updates::{hashes_header, if_none_match_matches};
 
@@ -138,7 +138,13 @@ const ROUTES: [&str; 11] = [
 /// `routes` with the fallbacks, the limits and the request metrics
 /// ([`layer`]), and gzip for JSON answers.
 fn with_layers(routes: Router<Arc<AppState>>, state: Arc<AppState>, limits: Limits) -> Router {
-    let guard = GuardLayer::new(&limits, MAX_REQUEST_BODY_BYTES, state.metrics.http(&ROUTES));
+    let guard = GuardLayer::new(
+        limits.request_timeout,
+        limits.body_read_timeout,
+        limits.max_concurrency,
+        MAX_REQUEST_BODY_BYTES,
+        state.metrics.http(&ROUTES),
+    );
     routes
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
@@ -162,21 +168,6 @@ fn compress_json() -> CompressionLayer<impl tower_http::compression::Predicate> 
         .no_deflate()
         .no_zstd()
         .compress_when(SizeAbove::new(MIN_COMPRESSED_BYTES).and(is_json))
-}
-
-/// The error for a body that could not be read: `413 payload_too_large`
-/// over the limit, else `400 bad_request` (e.g. the client closed early).
-fn body_error(rejection: &BytesRejection) -> ApiError {
-    let (status, code) = if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-        (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large")
-    } else {
-        (StatusCode::BAD_REQUEST, "bad_request")
-    };
-    ApiError::new(
-        status,
-        code,
-        format!("request body: {}", shown(&rejection.body_text())),
-    )
 }
 
 async fn healthz() -> &'static str {
@@ -275,7 +266,8 @@ async fn latest_snapshot(
         .etag
         .clone()
         .ok_or_else(|| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "bad etag"))?;
-    let (cache_control, next_check) = updates::snapshot_polled_values(updates::next_check_s(&state, slot));
+    let (cache_control, next_check) =
+        updates::snapshot_polled_values(updates::next_check_s(&state, slot), STALE_IF_ERROR_S);
     let hashes = updates::published_hashes_header(&name, &current);
     let freshness = updates::freshness_header(slot, &current);
     if if_none_match_matches(request.headers(), &current.etag) {
@@ -849,13 +841,13 @@ mod tests {
         body_read_timeout: Duration,
         max_concurrency: usize,
     ) -> GuardLayer {
-        let limits = Limits {
+        GuardLayer::new(
             request_timeout,
             body_read_timeout,
             max_concurrency,
-            cors_allowed_origins: Vec::new(),
-        };
-        GuardLayer::new(&limits, 16, crate::metrics::Metrics::new().http(&[]))
+            16,
+            crate::metrics::Metrics::new().http(&[]),
+        )
     }
 
     /// A request body whose first bytes come and the rest never does (it

@@ -1,19 +1,19 @@
 //! The limits and the bookkeeping around every route, in one tower layer
 //! ([`GuardLayer`]), in this order for a request:
 //!
-//! 1. the body limit: a declared length over [`MAX_REQUEST_BODY_BYTES`] is
+//! 1. the body limit: a declared length over the server's `MAX_REQUEST_BODY_BYTES` is
 //!    answered `413 payload_too_large` before anything is read; a body that
 //!    turns out longer is cut there;
 //! 2. the body read: a request with a body is read whole, within
-//!    [`Limits::body_read_timeout`], before it takes a concurrency slot (a
+//!    the body-read timeout, before it takes a concurrency slot (a
 //!    slot is for work: a client that declares a body and sends it slowly,
 //!    or never, would otherwise hold one until the request timeout — 1,100
 //!    such connections starved every healthy request for 30 s); a body not
 //!    complete in time is answered `408 request_timeout`;
-//! 3. the concurrency limit: at most [`Limits::max_concurrency`] requests
+//! 3. the concurrency limit: at most the configured `max_concurrency` requests
 //!    are served at once, over every route;
 //! 4. the request timeout: a request not answered within
-//!    [`Limits::request_timeout`] of taking its slot is answered
+//!    the request timeout of taking its slot is answered
 //!    `408 request_timeout`;
 //! 5. the request metrics, by matched route and status
 //!    ([`HttpMetrics`]), of requests the router answered in time;
@@ -39,8 +39,7 @@ use axum::response::{IntoResponse, Response};
 use tokio::sync::Semaphore;
 use tower::{Layer, Service};
 
-use super::error::{ApiError, shown};
-use super::{Limits, body_error};
+use super::error::{ApiError, body_error, shown};
 use crate::metrics::{HttpMetrics, HttpRoute};
 
 /// The text of the `413` for a declared length over the limit.
@@ -63,15 +62,22 @@ struct Shared {
 }
 
 impl GuardLayer {
-    /// The layer for `limits`, a body limit of `body_limit` bytes, and
-    /// requests recorded in `metrics`.
-    pub(super) fn new(limits: &Limits, body_limit: usize, metrics: HttpMetrics) -> Self {
+    /// The layer for the given timeouts, `max_concurrency` requests at
+    /// once, a body limit of `body_limit` bytes, and requests recorded in
+    /// `metrics`.
+    pub(super) fn new(
+        request_timeout: Duration,
+        body_read_timeout: Duration,
+        max_concurrency: usize,
+        body_limit: usize,
+        metrics: HttpMetrics,
+    ) -> Self {
         Self {
             shared: Arc::new(Shared {
-                request_timeout: limits.request_timeout,
-                body_read_timeout: limits.body_read_timeout,
+                request_timeout,
+                body_read_timeout,
                 body_limit,
-                slots: Semaphore::new(limits.max_concurrency.min(Semaphore::MAX_PERMITS)),
+                slots: Semaphore::new(max_concurrency.min(Semaphore::MAX_PERMITS)),
                 metrics,
             }),
         }

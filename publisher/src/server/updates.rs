@@ -88,24 +88,32 @@ pub(super) fn published_hashes_header(name: &str, published: &Published) -> (Hea
     }
 }
 
+/// [`snapshot_polled_values`] for their `(next_s, stale_if_error_s)`.
+type PolledValues = ((u64, u64), HeaderValue, HeaderValue);
+
 /// The `Cache-Control` of the latest snapshot and the next-check header
-/// for `next_s` seconds: formatted once per value and thread (the value
+/// for `next_s` seconds (and `stale_if_error_s`, a constant): formatted once per value and thread (the value
 /// changes about once a second), then cloned.
-pub(super) fn snapshot_polled_values(next_s: u64) -> (HeaderValue, HeaderValue) {
+pub(super) fn snapshot_polled_values(next_s: u64, stale_if_error_s: u64) -> (HeaderValue, HeaderValue) {
     thread_local! {
-        static LAST: std::cell::RefCell<Option<(u64, HeaderValue, HeaderValue)>> =
+        static LAST: std::cell::RefCell<Option<PolledValues>> =
             const { std::cell::RefCell::new(None) };
     }
     LAST.with_borrow_mut(|last| match last {
-        Some((s, cache_control, next_check)) if *s == next_s => (cache_control.clone(), next_check.clone()),
+        Some((key, cache_control, next_check)) if *key == (next_s, stale_if_error_s) => {
+            (cache_control.clone(), next_check.clone())
+        }
         _ => {
             let cache_control = HeaderValue::from_str(&format!(
-                "public, max-age={next_s}, stale-if-error={}",
-                super::STALE_IF_ERROR_S
+                "public, max-age={next_s}, stale-if-error={stale_if_error_s}"
             ))
             .unwrap_or(HeaderValue::from_static("no-cache"));
             let next_check = HeaderValue::from(next_s);
-            *last = Some((next_s, cache_control.clone(), next_check.clone()));
+            *last = Some((
+                (next_s, stale_if_error_s),
+                cache_control.clone(),
+                next_check.clone(),
+            ));
             (cache_control, next_check)
         }
     })
