@@ -4,6 +4,7 @@
 //! memory, which builds sample for their stage timings.
 
 use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, OnceLock};
 
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
@@ -176,6 +177,24 @@ impl Metrics {
         self.source_failures.get_or_create(&list(name)).inc();
     }
 
+    /// The request metrics of `routes` (matched route patterns), resolved
+    /// once so that recording a request on one of them hashes no label set
+    /// ([`HttpMetrics`]).
+    pub fn http(&self, routes: &[&str]) -> HttpMetrics {
+        HttpMetrics {
+            routes: routes
+                .iter()
+                .map(|route| RouteMetrics {
+                    route: (*route).to_owned(),
+                    latency: OnceLock::new(),
+                    statuses: (0..STATUSES).map(|_| OnceLock::new()).collect(),
+                })
+                .collect(),
+            requests: self.requests.clone(),
+            latency: self.latency.clone(),
+        }
+    }
+
     /// Records one HTTP request.
     pub fn request(&self, route: &str, status: u16, seconds: f64) {
         let route = vec![("route", route.to_owned())];
@@ -192,6 +211,86 @@ impl Metrics {
             out.clear();
         }
         out
+    }
+}
+
+/// Status codes with a counter slot per route: 100 to 599.
+const STATUSES: usize = 500;
+
+/// The request metrics of a router, as [`Metrics::request`] records them
+/// (the same series, names and labels), with the handles of known routes
+/// kept once created: a route's latency histogram and its counter per
+/// status are looked up in the metric families the first time they are
+/// used, as before, and then taken from here.
+#[derive(Clone)]
+pub struct HttpMetrics {
+    routes: Arc<[RouteMetrics]>,
+    requests: Family<Labels, Counter>,
+    latency: Family<Labels, Histogram, LatencyBuckets>,
+}
+
+/// The handles of one route.
+struct RouteMetrics {
+    route: String,
+    latency: OnceLock<Histogram>,
+    statuses: Box<[OnceLock<Counter>]>,
+}
+
+/// A request's route for [`HttpMetrics::record`].
+#[derive(Debug)]
+pub enum HttpRoute {
+    /// One of the routes the handles were resolved for (its index).
+    Known(usize),
+    /// Another route, recorded through the families.
+    Other(String),
+}
+
+impl std::fmt::Debug for HttpMetrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpMetrics").finish_non_exhaustive()
+    }
+}
+
+impl HttpMetrics {
+    /// The route `matched` (a matched route pattern, or "unmatched").
+    pub fn route(&self, matched: &str) -> HttpRoute {
+        self.routes
+            .iter()
+            .position(|r| r.route == matched)
+            .map_or_else(|| HttpRoute::Other(matched.to_owned()), HttpRoute::Known)
+    }
+
+    /// Records one request on `route`: as [`Metrics::request`].
+    pub fn record(&self, route: &HttpRoute, status: u16, seconds: f64) {
+        let r = match route {
+            HttpRoute::Known(i) => &self.routes[*i],
+            HttpRoute::Other(route) => {
+                let labels = vec![("route", route.clone())];
+                self.latency.get_or_create(&labels).observe(seconds);
+                self.count(labels, status);
+                return;
+            }
+        };
+        let labels = || vec![("route", r.route.clone())];
+        r.latency
+            .get_or_init(|| self.latency.get_or_create_owned(&labels()))
+            .observe(seconds);
+        match r.statuses.get(usize::from(status).wrapping_sub(100)) {
+            Some(slot) => {
+                slot.get_or_init(|| {
+                    let mut l = labels();
+                    l.push(("status", status.to_string()));
+                    self.requests.get_or_create_owned(&l)
+                })
+                .inc();
+            }
+            None => self.count(labels(), status),
+        }
+    }
+
+    fn count(&self, mut labels: Labels, status: u16) {
+        labels.push(("status", status.to_string()));
+        self.requests.get_or_create(&labels).inc();
     }
 }
 

@@ -1,9 +1,8 @@
 //! The HTTP API (axum). Every error is mapped to a JSON body in one place,
 //! [`ApiError`] (`error`); limits (body size, body-read time, timeout, concurrency)
-//! are layers, and
-//! the errors those layers and axum's extractors answer themselves (413,
-//! 408, a path that is not UTF-8) are given the same JSON body by
-//! `json_errors`. Requests hyper refuses before routing (a malformed
+//! and the request metrics are one layer (`layer`), which also gives
+//! the errors axum's extractors answer themselves (a path that is not
+//! UTF-8) the same JSON body. Requests hyper refuses before routing (a malformed
 //! request line, a head over [`MAX_REQUEST_HEAD_BYTES`]) get hyper's bare
 //! 400 or 431 and the connection is closed.
 //!
@@ -24,14 +23,13 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{MatchedPath, Path, Request, State};
+use axum::extract::{Path, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
-use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Json, Response};
 use axum::routing::{get, post};
 use blocksieve_format::RequestPrefix;
@@ -41,18 +39,18 @@ use blocksieve_format::api::{
 };
 use tower_http::compression::CompressionLayer;
 use tower_http::compression::predicate::{Predicate as _, SizeAbove};
-use tower_http::limit::RequestBodyLimitLayer;
-use tower_http::timeout::TimeoutLayer;
 
 use crate::state::{AppState, Published};
 
 mod buckets;
 pub mod cors;
 mod error;
+mod layer;
 mod updates;
 
 pub use error::ApiError;
-use error::{parse_version, shown, unknown_list};
+use error::{body_error, parse_version, shown, unknown_list};
+use layer::GuardLayer;
 use updates::{hashes_header, if_none_match_matches};
 
 /// Largest request body accepted, in bytes: 1,000 prefixes of 8 hex digits
@@ -121,28 +119,37 @@ fn operational_routes() -> Router<Arc<AppState>> {
         .route("/metrics", get(metrics))
 }
 
-/// `routes` with the fallbacks, the metrics middleware and the limits.
+/// Every route pattern of the routers, and `unmatched` (the fallbacks):
+/// the request metrics of these are resolved once per router.
+const ROUTES: [&str; 11] = [
+    "/healthz",
+    "/readyz",
+    "/metrics",
+    routes::LISTS,
+    routes::LATEST_SNAPSHOT,
+    routes::VERSIONED_SNAPSHOT,
+    routes::UPDATES,
+    routes::FULL_HASHES,
+    routes::LIST_HASHES,
+    routes::SEARCH,
+    "unmatched",
+];
+
+/// `routes` with the fallbacks, the limits and the request metrics
+/// ([`layer`]), and gzip for JSON answers.
 fn with_layers(routes: Router<Arc<AppState>>, state: Arc<AppState>, limits: Limits) -> Router {
+    let guard = GuardLayer::new(
+        limits.request_timeout,
+        limits.body_read_timeout,
+        limits.max_concurrency,
+        MAX_REQUEST_BODY_BYTES,
+        state.metrics.http(&ROUTES),
+    );
     routes
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        .layer(middleware::from_fn_with_state(state.clone(), record))
         .with_state(state)
-        // Outermost last: a request passes json_errors, the body limit, the
-        // body read, the concurrency limit, then the timeout.
-        .layer(TimeoutLayer::with_status_code(
-            StatusCode::REQUEST_TIMEOUT,
-            limits.request_timeout,
-        ))
-        .layer(tower::limit::GlobalConcurrencyLimitLayer::new(
-            limits.max_concurrency,
-        ))
-        .layer(middleware::from_fn_with_state(
-            limits.body_read_timeout,
-            read_body,
-        ))
-        .layer(RequestBodyLimitLayer::new(MAX_REQUEST_BODY_BYTES))
-        .layer(middleware::from_fn(json_errors))
+        .layer(guard)
         .layer(compress_json())
 }
 
@@ -161,98 +168,6 @@ fn compress_json() -> CompressionLayer<impl tower_http::compression::Predicate> 
         .no_deflate()
         .no_zstd()
         .compress_when(SizeAbove::new(MIN_COMPRESSED_BYTES).and(is_json))
-}
-
-/// Reads the request body whole, within `timeout`, before the request
-/// goes on to take a concurrency slot: a slot is for work, and a client
-/// that declares a body and sends it slowly (or never) would otherwise
-/// hold one until the request timeout — 1,100 such connections starved
-/// every healthy request for 30 s. A body not complete in time is
-/// answered `408 request_timeout` and the connection closed. The body
-/// limit layer outside this one bounds what is buffered (a declared length
-/// over the limit is answered `413` before anything is read).
-async fn read_body(State(timeout): State<Duration>, request: Request, next: Next) -> Response {
-    use axum::body::HttpBody as _;
-    use axum::extract::FromRequest as _;
-    if request.body().size_hint().exact() == Some(0) {
-        return next.run(request).await;
-    }
-    let (parts, body) = request.into_parts();
-    let read = Bytes::from_request(Request::new(body), &());
-    match tokio::time::timeout(timeout, read).await {
-        Ok(Ok(bytes)) => next.run(Request::from_parts(parts, Body::from(bytes))).await,
-        Ok(Err(rejection)) => body_error(&rejection).into_response(),
-        Err(_) => ApiError::new(
-            StatusCode::REQUEST_TIMEOUT,
-            "request_timeout",
-            format!("request body not received within {} s", timeout.as_secs_f64()),
-        )
-        .into_response(),
-    }
-}
-
-/// The error for a body that could not be read: `413 payload_too_large`
-/// over the limit, else `400 bad_request` (e.g. the client closed early).
-fn body_error(rejection: &BytesRejection) -> ApiError {
-    let (status, code) = if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-        (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large")
-    } else {
-        (StatusCode::BAD_REQUEST, "bad_request")
-    };
-    ApiError::new(
-        status,
-        code,
-        format!("request body: {}", shown(&rejection.body_text())),
-    )
-}
-
-/// Gives the error responses that layers and extractors write themselves
-/// (tower-http's plain-text 413, the timeout's empty 408, axum's plain-text
-/// path and body rejections) the JSON body of every other error, keeping
-/// their status and text.
-async fn json_errors(request: Request, next: Next) -> Response {
-    let response = next.run(request).await;
-    let status = response.status();
-    let is_json = response
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
-    if !(status.is_client_error() || status.is_server_error()) || is_json {
-        return response;
-    }
-    // Rejection texts are one short line; read at most 1 KiB of it.
-    let text = axum::body::to_bytes(response.into_body(), 1024)
-        .await
-        .map(|b| String::from_utf8_lossy(&b).trim().to_owned())
-        .unwrap_or_default();
-    let code = match status {
-        StatusCode::PAYLOAD_TOO_LARGE => "payload_too_large",
-        StatusCode::REQUEST_TIMEOUT => "request_timeout",
-        s if s.is_server_error() => "internal",
-        _ => "bad_request",
-    };
-    let message = if text.is_empty() {
-        status.canonical_reason().unwrap_or("error").to_lowercase()
-    } else {
-        shown(&text)
-    };
-    ApiError::new(status, code, message).into_response()
-}
-
-/// Counts requests and their latency by matched route.
-async fn record(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
-    let route = request
-        .extensions()
-        .get::<MatchedPath>()
-        .map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
-    let started = Instant::now();
-    let response = next.run(request).await;
-    state.metrics.request(
-        &route,
-        response.status().as_u16(),
-        started.elapsed().as_secs_f64(),
-    );
-    response
 }
 
 async fn healthz() -> &'static str {
@@ -336,7 +251,7 @@ async fn lists(State(state): State<Arc<AppState>>) -> Json<ListsResponse> {
 async fn latest_snapshot(
     State(state): State<Arc<AppState>>,
     Path(name): Path<String>,
-    headers: HeaderMap,
+    request: Request,
 ) -> Result<Response, ApiError> {
     let slot = state.list(&name).ok_or_else(|| unknown_list(&name))?;
     let current = slot.current.load_full().ok_or_else(|| {
@@ -346,19 +261,16 @@ async fn latest_snapshot(
             format!("list {name:?} has no snapshot yet; its first build has not finished"),
         )
     })?;
-    let etag = HeaderValue::from_str(&current.etag)
-        .map_err(|_| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "bad etag"))?;
-    let next = updates::next_check_s(&state, slot);
-    let cache_control = HeaderValue::from_str(&format!(
-        "public, max-age={next}, stale-if-error={STALE_IF_ERROR_S}"
-    ))
-    .unwrap_or(HeaderValue::from_static("no-cache"));
-    let next_check = HeaderValue::from(next);
-    let version_url = HeaderValue::from_str(&routes::versioned_snapshot(&name, current.header.version))
-        .unwrap_or(HeaderValue::from_static("/"));
-    let hashes = hashes_header(&name, current.header.version);
+    let etag = current
+        .headers
+        .etag
+        .clone()
+        .ok_or_else(|| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "bad etag"))?;
+    let (cache_control, next_check) =
+        updates::snapshot_polled_values(updates::next_check_s(&state, slot), STALE_IF_ERROR_S);
+    let hashes = updates::published_hashes_header(&name, &current);
     let freshness = updates::freshness_header(slot, &current);
-    if if_none_match_matches(&headers, &current.etag) {
+    if if_none_match_matches(request.headers(), &current.etag) {
         return Ok((
             StatusCode::NOT_MODIFIED,
             [
@@ -381,7 +293,7 @@ async fn latest_snapshot(
             ),
             (header::CACHE_CONTROL, cache_control),
             (header::HeaderName::from_static(NEXT_CHECK_HEADER), next_check),
-            (header::CONTENT_LOCATION, version_url),
+            (header::CONTENT_LOCATION, version_url(&name, &current)),
             hashes,
         ],
         freshness_parts(freshness),
@@ -393,7 +305,7 @@ async fn latest_snapshot(
 async fn versioned_snapshot(
     State(state): State<Arc<AppState>>,
     Path((name, version)): Path<(String, String)>,
-    headers: HeaderMap,
+    request: Request,
 ) -> Result<Response, ApiError> {
     let slot = state.list(&name).ok_or_else(|| unknown_list(&name))?;
     let version = parse_version(&version)?;
@@ -424,7 +336,7 @@ async fn versioned_snapshot(
     let immutable = HeaderValue::from_static("public, max-age=31536000, immutable");
     let etag_value = HeaderValue::from_str(&etag).unwrap_or(HeaderValue::from_static("\"0\""));
     let hashes = hashes_header(&name, version);
-    if if_none_match_matches(&headers, &etag) {
+    if if_none_match_matches(request.headers(), &etag) {
         return Ok((
             StatusCode::NOT_MODIFIED,
             [
@@ -451,6 +363,16 @@ async fn versioned_snapshot(
         Body::from(bytes),
     )
         .into_response())
+}
+
+/// `Content-Location` of the latest snapshot, `published`, of list `name`.
+fn version_url(name: &str, published: &Published) -> HeaderValue {
+    if published.headers.list == name {
+        published.headers.version_url.clone()
+    } else {
+        HeaderValue::from_str(&routes::versioned_snapshot(name, published.header.version))
+            .unwrap_or(HeaderValue::from_static("/"))
+    }
 }
 
 /// The freshness header, when there is one, as response parts.
@@ -589,7 +511,7 @@ fn check_bucket_size(state: &AppState, prefix: RequestPrefix) -> Result<RequestP
 async fn full_hashes(
     State(state): State<Arc<AppState>>,
     Path(prefix_text): Path<String>,
-    headers: HeaderMap,
+    request: Request,
 ) -> Result<Response, ApiError> {
     let prefix = check_bucket_size(&state, parse_request_prefix(&prefix_text)?)?;
     let cache_duration_s = state.cache_duration.as_secs();
@@ -600,13 +522,30 @@ async fn full_hashes(
             matches: buckets::bucket(&state, prefix),
         }],
     };
-    let mut response = full_hash_answer(&headers, answer, |a| Json(a.into_single(prefix)).into_response())?;
+    let mut response = full_hash_answer(request.headers(), answer, |a| {
+        Json(a.into_single(prefix)).into_response()
+    })?;
     // A GET answer is the same for everyone; CDNs may keep it as long as
     // agents do.
-    if let Ok(value) = HeaderValue::from_str(&format!("public, max-age={cache_duration_s}")) {
+    if let Some(value) = max_age(cache_duration_s) {
         response.headers_mut().insert(header::CACHE_CONTROL, value);
     }
     Ok(response)
+}
+
+/// `public, max-age=<seconds>`, formatted once per value and thread.
+fn max_age(seconds: u64) -> Option<HeaderValue> {
+    thread_local! {
+        static LAST: std::cell::RefCell<Option<(u64, HeaderValue)>> = const { std::cell::RefCell::new(None) };
+    }
+    LAST.with_borrow_mut(|last| match last {
+        Some((s, value)) if *s == seconds => Some(value.clone()),
+        _ => {
+            let value = HeaderValue::from_str(&format!("public, max-age={seconds}")).ok()?;
+            *last = Some((seconds, value.clone()));
+            Some(value)
+        }
+    })
 }
 
 /// `GET /v1/lists/{name}/hashes/{version}/{prefix}`: the full hashes of
@@ -621,7 +560,7 @@ async fn full_hashes(
 async fn list_hashes(
     State(state): State<Arc<AppState>>,
     Path((name, version, prefix_text)): Path<(String, String, String)>,
-    headers: HeaderMap,
+    request: Request,
 ) -> Result<Response, ApiError> {
     let slot = state.list(&name).ok_or_else(|| unknown_list(&name))?;
     let version = parse_version(&version)?;
@@ -670,7 +609,9 @@ async fn list_hashes(
             ),
         }],
     };
-    let mut response = full_hash_answer(&headers, answer, |a| Json(a.into_single(prefix)).into_response())?;
+    let mut response = full_hash_answer(request.headers(), answer, |a| {
+        Json(a.into_single(prefix)).into_response()
+    })?;
     response.headers_mut().insert(
         header::CACHE_CONTROL,
         HeaderValue::from_static("public, max-age=31536000, immutable"),
@@ -894,6 +835,21 @@ mod tests {
         assert_eq!(search_error(&huge, 1), (413, "payload_too_large"));
     }
 
+    /// The layer with a body limit of 16 bytes.
+    fn test_guard(
+        request_timeout: Duration,
+        body_read_timeout: Duration,
+        max_concurrency: usize,
+    ) -> GuardLayer {
+        GuardLayer::new(
+            request_timeout,
+            body_read_timeout,
+            max_concurrency,
+            16,
+            crate::metrics::Metrics::new().http(&[]),
+        )
+    }
+
     /// A request body whose first bytes come and the rest never does (it
     /// waits forever for trailers).
     fn never_finished() -> impl axum::body::HttpBody<Data = Bytes, Error = std::convert::Infallible> + Send {
@@ -909,10 +865,7 @@ mod tests {
         let app = Router::new()
             .route("/hold", get(std::future::pending::<()>))
             .route("/echo", post(|body: Bytes| async move { body.len().to_string() }))
-            .layer(tower::limit::GlobalConcurrencyLimitLayer::new(1))
-            .layer(middleware::from_fn_with_state(Duration::from_secs(2), read_body))
-            .layer(RequestBodyLimitLayer::new(16))
-            .layer(middleware::from_fn(json_errors));
+            .layer(test_guard(Duration::from_secs(60), Duration::from_secs(2), 1));
         let hold = Request::builder()
             .uri("/hold")
             .body(Body::empty())
@@ -963,12 +916,7 @@ mod tests {
                 get(|| async { tokio::time::sleep(Duration::from_secs(60)).await }),
             )
             .route("/echo", post(|body: Bytes| async move { body.len().to_string() }))
-            .layer(RequestBodyLimitLayer::new(16))
-            .layer(TimeoutLayer::with_status_code(
-                StatusCode::REQUEST_TIMEOUT,
-                Duration::from_millis(10),
-            ))
-            .layer(middleware::from_fn(json_errors));
+            .layer(test_guard(Duration::from_millis(10), Duration::from_secs(2), 64));
         let request = |method: &str, uri: &str, body: &'static str| {
             Request::builder()
                 .method(method)

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use arc_swap::ArcSwapOption;
 use axum::body::Bytes;
+use axum::http::HeaderValue;
 use blocksieve_format::api::{BuildStatus, StoreStatus};
 use blocksieve_format::{FreshnessRecord, FullHash, RequestPrefix, SigningKey, SnapshotHeader, TrustedKey};
 
@@ -23,23 +24,46 @@ pub struct Published {
     pub snapshot: Bytes,
     /// Strong entity tag: version and body hash, quoted.
     pub etag: String,
+    /// Its response header values, made once.
+    pub headers: SnapshotHeaders,
     /// The list's full hashes, sorted: the full-hash endpoints answer from it.
     pub hashes: Vec<FullHash>,
     /// The deltas from earlier versions up to this one: the updates route
     /// serves a suffix of it.
     pub deltas: Chain,
+    /// Where the hashes of each 16-bit prefix start in `hashes` (and, last,
+    /// `hashes.len()`): a bucket is searched for among a few neighbours
+    /// rather than over every hash (a search over megabytes of hashes
+    /// misses the cache at almost every step).
+    starts: Box<[usize]>,
+}
+
+/// [`Published::starts`] of sorted `hashes`.
+fn bucket_starts(hashes: &[FullHash]) -> Box<[usize]> {
+    let mut starts = Vec::with_capacity((1 << 16) + 1);
+    let mut at = 0;
+    for top in 0..=u32::from(u16::MAX) {
+        starts.push(at);
+        at += hashes[at..].partition_point(|h| h.prefix().0 >> 16 <= top);
+    }
+    starts.push(hashes.len());
+    starts.into_boxed_slice()
 }
 
 impl Published {
     /// Wraps a snapshot, its sorted hashes and the delta chain ending at it.
     pub fn new(header: SnapshotHeader, snapshot: Vec<u8>, hashes: Vec<FullHash>, deltas: Chain) -> Self {
         let etag = blocksieve_format::api::snapshot_etag(header.version, &header.body_sha256);
+        let headers = SnapshotHeaders::new(&header.list_name, header.version, &etag);
+        let starts = bucket_starts(&hashes);
         Self {
             header,
             snapshot: Bytes::from(snapshot),
             etag,
+            headers,
             hashes,
             deltas,
+            starts,
         }
     }
 
@@ -71,12 +95,51 @@ impl Published {
     }
 
     /// The full hashes starting with `prefix` (binary search over the sorted
-    /// hashes).
+    /// hashes of its 16-bit prefixes).
     pub fn bucket(&self, prefix: RequestPrefix) -> &[FullHash] {
         let (lo, hi) = prefix.range32();
-        let start = self.hashes.partition_point(|h| h.prefix().0 < lo);
-        let end = start + self.hashes[start..].partition_point(|h| h.prefix().0 <= hi);
-        &self.hashes[start..end]
+        // Every hash under the prefix has its top 16 bits in `lo >> 16 ..=
+        // hi >> 16`, so it is in `within`.
+        let first = self.starts.get((lo >> 16) as usize).copied().unwrap_or(0);
+        let last = (self.starts.get((hi >> 16) as usize + 1).copied())
+            .unwrap_or(self.hashes.len())
+            .min(self.hashes.len());
+        let within = self.hashes.get(first..last).unwrap_or(&self.hashes);
+        let start = within.partition_point(|h| h.prefix().0 < lo);
+        let end = start + within[start..].partition_point(|h| h.prefix().0 <= hi);
+        &within[start..end]
+    }
+}
+
+/// The header values of every response about one snapshot, made when it
+/// is put in service rather than on every request (cloning one shares its
+/// bytes).
+#[derive(Debug, Clone)]
+pub struct SnapshotHeaders {
+    /// The list the values name (the snapshot's list name).
+    pub list: String,
+    /// `ETag`: the snapshot's entity tag; `None` if it is not a valid
+    /// header value.
+    pub etag: Option<HeaderValue>,
+    /// `Content-Location` of the latest snapshot: its versioned URL.
+    pub version_url: HeaderValue,
+    /// [`blocksieve_format::api::HASHES_HEADER`]: where the version's
+    /// immutable full-hash buckets are.
+    pub hashes: HeaderValue,
+}
+
+impl SnapshotHeaders {
+    /// The values for version `version` of list `list`, entity tag `etag`.
+    pub fn new(list: &str, version: u64, etag: &str) -> Self {
+        use blocksieve_format::api::routes;
+        Self {
+            list: list.to_owned(),
+            etag: HeaderValue::from_str(etag).ok(),
+            version_url: HeaderValue::from_str(&routes::versioned_snapshot(list, version))
+                .unwrap_or(HeaderValue::from_static("/")),
+            hashes: HeaderValue::from_str(&routes::list_hashes_base(list, version))
+                .unwrap_or(HeaderValue::from_static("/")),
+        }
     }
 }
 
@@ -87,6 +150,9 @@ pub struct Freshness {
     pub record: FreshnessRecord,
     /// Its [`blocksieve_format::api::FRESHNESS_HEADER`] value.
     pub header_value: String,
+    /// `header_value` as a header value, made once (`None` if it is not
+    /// one).
+    pub header: Option<HeaderValue>,
 }
 
 impl Freshness {
@@ -109,10 +175,14 @@ impl Freshness {
             next_build_at,
         };
         match record.sign(key) {
-            Ok(signed) => Some(Self {
-                header_value: FreshnessRecord::to_header_value(&signed),
-                record,
-            }),
+            Ok(signed) => {
+                let header_value = FreshnessRecord::to_header_value(&signed);
+                Some(Self {
+                    header: HeaderValue::from_str(&header_value).ok(),
+                    header_value,
+                    record,
+                })
+            }
             Err(e) => {
                 tracing::warn!(list = %header.list_name, error = %e, "cannot sign a freshness record");
                 None
@@ -130,6 +200,7 @@ impl Freshness {
             .map_err(|e| e.to_string())?;
         Ok(Self {
             record,
+            header: HeaderValue::from_str(header_value).ok(),
             header_value: header_value.to_owned(),
         })
     }
@@ -336,6 +407,38 @@ mod tests {
             Chain::default(),
         );
         (served, built)
+    }
+
+    #[test]
+    fn a_bucket_is_every_hash_under_its_prefix() {
+        let mut hashes: Vec<FullHash> = (0..5_000u32).map(|i| FullHash::of(&i.to_le_bytes())).collect();
+        // Neighbours across a 16-bit boundary, and the ends of the range.
+        hashes.extend(
+            [[0x12, 0x34, 0xff, 0xff], [0x12, 0x35, 0, 0], [0; 4], [0xff; 4]].map(|p| {
+                let mut h = [7u8; 32];
+                h[..4].copy_from_slice(&p);
+                FullHash(h)
+            }),
+        );
+        hashes.sort_unstable();
+        let header = blocksieve_format::parse_header_unverified(
+            &published("http://phish.example/a\n", 1_800_000_000).1.snapshot,
+        )
+        .unwrap();
+        let served = Published::new(header, Vec::new(), hashes.clone(), Chain::default());
+        for h in hashes.iter().step_by(97).chain(&hashes[hashes.len() - 4..]) {
+            for bits in [2, 7, 12, 15, 16, 17, 20, 24, 31, 32] {
+                let prefix = RequestPrefix::of(h, bits);
+                let expected: Vec<FullHash> = hashes.iter().filter(|x| prefix.matches(x)).copied().collect();
+                assert_eq!(
+                    served.bucket(prefix),
+                    expected.as_slice(),
+                    "{prefix} ({bits} bits)"
+                );
+            }
+        }
+        let empty = Published::new(served.header.clone(), Vec::new(), Vec::new(), Chain::default());
+        assert!(empty.bucket(RequestPrefix::of(&hashes[0], 8)).is_empty());
     }
 
     #[test]

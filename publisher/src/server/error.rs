@@ -2,6 +2,7 @@
 //! [`ErrorResponse`], the one place an error becomes HTTP; and the checks
 //! of path parameters every route shares.
 
+use axum::extract::rejection::BytesRejection;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Json, Response};
 use blocksieve_format::api::{ErrorDetail, ErrorResponse};
@@ -111,4 +112,19 @@ pub(super) fn parse_version(text: &str) -> Result<u64, ApiError> {
             ),
         )
     })
+}
+
+/// The error for a body that could not be read: `413 payload_too_large`
+/// over the limit, else `400 bad_request` (e.g. the client closed early).
+pub(super) fn body_error(rejection: &BytesRejection) -> ApiError {
+    let (status, code) = if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large")
+    } else {
+        (StatusCode::BAD_REQUEST, "bad_request")
+    };
+    ApiError::new(
+        status,
+        code,
+        format!("request body: {}", shown(&rejection.body_text())),
+    )
 }

@@ -71,8 +71,52 @@ pub(super) fn next_check_s(state: &AppState, slot: &ListSlot) -> u64 {
 /// list's latest record names that version.
 pub(super) fn freshness_header(slot: &ListSlot, published: &Published) -> Option<(HeaderName, HeaderValue)> {
     let freshness = slot.freshness_of(published)?;
-    let value = HeaderValue::from_str(&freshness.header_value).ok()?;
+    let value = freshness.header.clone()?;
     Some((HeaderName::from_static(FRESHNESS_HEADER), value))
+}
+
+/// [`hashes_header`] of `published`, version `published.header.version`
+/// of list `name`: the value made when it was put in service.
+pub(super) fn published_hashes_header(name: &str, published: &Published) -> (HeaderName, HeaderValue) {
+    if published.headers.list == name {
+        (
+            HeaderName::from_static(HASHES_HEADER),
+            published.headers.hashes.clone(),
+        )
+    } else {
+        hashes_header(name, published.header.version)
+    }
+}
+
+/// [`snapshot_polled_values`] for their `(next_s, stale_if_error_s)`.
+type PolledValues = ((u64, u64), HeaderValue, HeaderValue);
+
+/// The `Cache-Control` of the latest snapshot and the next-check header
+/// for `next_s` seconds (and `stale_if_error_s`, a constant): formatted once per value and thread (the value
+/// changes about once a second), then cloned.
+pub(super) fn snapshot_polled_values(next_s: u64, stale_if_error_s: u64) -> (HeaderValue, HeaderValue) {
+    thread_local! {
+        static LAST: std::cell::RefCell<Option<PolledValues>> =
+            const { std::cell::RefCell::new(None) };
+    }
+    LAST.with_borrow_mut(|last| match last {
+        Some((key, cache_control, next_check)) if *key == (next_s, stale_if_error_s) => {
+            (cache_control.clone(), next_check.clone())
+        }
+        _ => {
+            let cache_control = HeaderValue::from_str(&format!(
+                "public, max-age={next_s}, stale-if-error={stale_if_error_s}"
+            ))
+            .unwrap_or(HeaderValue::from_static("no-cache"));
+            let next_check = HeaderValue::from(next_s);
+            *last = Some((
+                (next_s, stale_if_error_s),
+                cache_control.clone(),
+                next_check.clone(),
+            ));
+            (cache_control, next_check)
+        }
+    })
 }
 
 /// The next-check header and `Cache-Control` of a response that says what
