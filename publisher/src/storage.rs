@@ -53,7 +53,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::SourceConfig;
 use crate::error::Error;
-use crate::fetch::Validators;
+use crate::fetch::{ContentEncoding, Validators};
 
 const TMP_SUFFIX: &str = ".tmp";
 
@@ -616,6 +616,14 @@ struct StoredMeta {
     /// The content's SHA-256, hex (`None` as for `data`).
     #[serde(default)]
     sha256: Option<String>,
+    /// How the content is encoded: absent (plain) in metadata written
+    /// before last good copies were kept compressed.
+    #[serde(default, skip_serializing_if = "is_identity")]
+    encoding: ContentEncoding,
+}
+
+fn is_identity(encoding: &ContentEncoding) -> bool {
+    *encoding == ContentEncoding::Identity
 }
 
 /// One source's last good content and its metadata.
@@ -679,9 +687,28 @@ impl SourceCache {
         Some((stored, data))
     }
 
-    /// The cached content and its metadata, if any (and if the content is
-    /// the one the metadata describes).
+    /// The cached content, decoded, and its metadata, if any (and if the
+    /// content is the one the metadata describes). The build reads
+    /// [`SourceCache::load_encoded`] instead, decoding as it parses.
     pub fn load(&self) -> Option<(Vec<u8>, CacheMeta)> {
+        use std::io::Read as _;
+        let (bytes, encoding, meta) = self.load_encoded()?;
+        let decoded = match encoding {
+            ContentEncoding::Identity => Ok(bytes),
+            ContentEncoding::Gzip => {
+                let mut out = Vec::new();
+                flate2::read::MultiGzDecoder::new(bytes.as_slice())
+                    .read_to_end(&mut out)
+                    .map(|_| out)
+            }
+            ContentEncoding::Zstd => zstd::stream::decode_all(bytes.as_slice()),
+        };
+        decoded.ok().map(|bytes| (bytes, meta))
+    }
+
+    /// The cached content as stored, how it is encoded, and its metadata,
+    /// if any (and if the content is the one the metadata describes).
+    pub fn load_encoded(&self) -> Option<(Vec<u8>, ContentEncoding, CacheMeta)> {
         use sha2::Digest as _;
         let (stored, data) = self.described()?;
         let bytes = self.storage.get(&data).ok()??;
@@ -691,7 +718,7 @@ impl SourceCache {
             tracing::warn!(key = %data, "cached source content does not match its metadata; ignored");
             return None;
         }
-        Some((bytes, stored.meta))
+        Some((bytes, stored.encoding, stored.meta))
     }
 
     /// Only the metadata (cheap: for validators and the collapse check),
@@ -700,19 +727,35 @@ impl SourceCache {
         self.described().map(|(stored, _)| stored.meta)
     }
 
-    /// Bytes `range` of the cached content (fewer at its end), if any.
+    /// Bytes `range` of the cached content as stored (fewer at its end), if
+    /// any.
     pub fn read_range(&self, range: Range<u64>) -> Option<Vec<u8>> {
         let (_, data) = self.described()?;
         self.storage.get_range(&data, range).ok()?
     }
 
-    /// Stores good content: the content, then metadata naming it, then
-    /// removes this source's content objects the metadata does not name.
+    /// Stores good plain content; see [`SourceCache::store_encoded`].
     ///
     /// # Errors
     ///
     /// [`Error::Storage`] when writing fails.
     pub fn store(&self, bytes: &[u8], meta: &CacheMeta) -> Result<(), Error> {
+        self.store_encoded(bytes, ContentEncoding::Identity, meta)
+    }
+
+    /// Stores good content, `bytes` encoded as `encoding`: the content,
+    /// then metadata naming it (and its encoding), then removes this
+    /// source's content objects the metadata does not name.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Storage`] when writing fails.
+    pub fn store_encoded(
+        &self,
+        bytes: &[u8],
+        encoding: ContentEncoding,
+        meta: &CacheMeta,
+    ) -> Result<(), Error> {
         use sha2::Digest as _;
         let sha256 = hex::encode(sha2::Sha256::digest(bytes));
         let data = format!("{}/{}.{}.data", self.dir, self.stem, &sha256[..16]);
@@ -721,6 +764,7 @@ impl SourceCache {
             meta: meta.clone(),
             data: Some(data.clone()),
             sha256: Some(sha256),
+            encoding,
         })?;
         let own = format!("{}/{}.", self.dir, self.stem);
         if let Ok(keys) = self.storage.list(&self.dir) {
