@@ -300,16 +300,18 @@ impl Publisher {
     /// ([`build::hash_reference_encoded`]), reading each source's last
     /// good content from the data directory: the part of a build no
     /// implementation can skip, to compare the build's stages with. The
-    /// content is decoded as it is read, line formats in blocks of whole
-    /// lines, so this adds little to the process's peak memory. `None` when
+    /// content is read in ranges and decoded as it is read, line formats in
+    /// blocks of whole lines, so this adds little to the process's peak
+    /// memory. `None` when
     /// a source has no stored content.
     pub fn hash_reference(&self, index: usize) -> Option<build::HashReference> {
         let list = &self.inner.config.lists[index];
         let mut total = build::HashReference::default();
         for (i, source) in list.sources.iter().enumerate() {
             let cache = SourceCache::source(self.inner.storage.clone(), &list.name, i, source);
-            let (bytes, encoding, _) = cache.load_encoded()?;
-            total += build::hash_reference_encoded(&bytes, encoding, source).ok()?;
+            let encoding = cache.encoding()?;
+            let stored = std::io::BufReader::with_capacity(1 << 20, storage::CacheReader::new(&cache));
+            total += build::hash_reference_encoded(stored, encoding, source).ok()?;
         }
         Some(total)
     }

@@ -727,6 +727,11 @@ impl SourceCache {
         self.described().map(|(stored, _)| stored.meta)
     }
 
+    /// How the cached content is stored, if there is content.
+    pub fn encoding(&self) -> Option<ContentEncoding> {
+        self.described().map(|(stored, _)| stored.encoding)
+    }
+
     /// Bytes `range` of the cached content as stored (fewer at its end), if
     /// any.
     pub fn read_range(&self, range: Range<u64>) -> Option<Vec<u8>> {
@@ -803,6 +808,33 @@ impl SourceCache {
         self.storage
             .put(&self.meta_key(), &json, PutMode::Overwrite)
             .map(drop)
+    }
+}
+
+/// Reads a source's cached content as stored, a range at a time (never
+/// whole in memory). A read after the content is gone or replaced fails.
+pub struct CacheReader<'a> {
+    cache: &'a SourceCache,
+    offset: u64,
+}
+
+impl<'a> CacheReader<'a> {
+    /// From the start of `cache`'s content.
+    pub fn new(cache: &'a SourceCache) -> Self {
+        Self { cache, offset: 0 }
+    }
+}
+
+impl std::io::Read for CacheReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        const RANGE_BYTES: u64 = 1 << 20;
+        let want = (buf.len() as u64).min(RANGE_BYTES);
+        let range = self.cache.read_range(self.offset..self.offset + want);
+        let bytes = range.ok_or_else(|| std::io::Error::other("cached source content is gone"))?;
+        let n = bytes.len().min(buf.len());
+        buf[..n].copy_from_slice(&bytes[..n]);
+        self.offset += n as u64;
+        Ok(n)
     }
 }
 
@@ -983,6 +1015,43 @@ mod tests {
         let old = serde_json::to_vec(&meta_with("d")).unwrap();
         storage.put(&meta_key, &old, PutMode::Overwrite).unwrap();
         assert_eq!(cache.load().unwrap().0, b"legacy\n");
+    }
+
+    #[test]
+    fn a_compressed_copy_says_its_encoding_and_a_plain_copy_of_an_earlier_version_reads_as_plain() {
+        use std::io::Read as _;
+        let dir = tempfile::tempdir().unwrap();
+        let storage: Arc<dyn Storage> = Arc::new(LocalStorage::open(dir.path()).unwrap());
+        let source = SourceConfig::file("feed.txt", crate::config::SourceFormat::Urls);
+        let cache = SourceCache::source(storage.clone(), "phishing", 0, &source);
+        let text: Vec<u8> = (0..300_000)
+            .flat_map(|i| format!("http://a.example/{i}\n").into_bytes())
+            .collect();
+        let zstd = zstd::stream::encode_all(text.as_slice(), 1).unwrap();
+        cache
+            .store_encoded(&zstd, ContentEncoding::Zstd, &meta_with("z"))
+            .unwrap();
+        assert_eq!(cache.encoding(), Some(ContentEncoding::Zstd));
+        let (stored, encoding, meta) = cache.load_encoded().unwrap();
+        assert_eq!(
+            (stored == zstd, encoding, meta.validators.etag.as_deref()),
+            (true, ContentEncoding::Zstd, Some("z"))
+        );
+        // Decoded for callers of `load`; read range by range as stored.
+        assert!(cache.load().unwrap().0 == text);
+        let mut read = Vec::new();
+        CacheReader::new(&cache).read_to_end(&mut read).unwrap();
+        assert!(read == zstd);
+        // A 304 keeps the encoding with the content.
+        cache.store_meta(&meta_with("y")).unwrap();
+        assert_eq!(cache.encoding(), Some(ContentEncoding::Zstd));
+
+        // Metadata as earlier versions wrote it: no `encoding`, plain text.
+        cache.store(b"plain\n", &meta_with("p")).unwrap();
+        let json = String::from_utf8(storage.get(&cache.meta_key()).unwrap().unwrap()).unwrap();
+        assert!(!json.contains("encoding"), "{json}");
+        assert_eq!(cache.encoding(), Some(ContentEncoding::Identity));
+        assert_eq!(cache.load_encoded().unwrap().0, b"plain\n");
     }
 }
 

@@ -113,19 +113,19 @@ pub fn hash_reference<'a>(sources: impl IntoIterator<Item = (&'a [u8], &'a Sourc
     sink.reference
 }
 
-/// [`hash_reference`] over one source's content as stored (`bytes`,
+/// [`hash_reference`] over one source's content as stored (`stored`,
 /// encoded as `encoding`), decoded as it streams: line formats in blocks
 /// of whole lines, so memory stays at one block and one batch.
 ///
 /// # Errors
 ///
-/// When the content cannot be decoded.
+/// When the content cannot be read or decoded.
 pub fn hash_reference_encoded(
-    bytes: &[u8],
+    stored: impl std::io::BufRead + Send,
     encoding: ContentEncoding,
     config: &SourceConfig,
 ) -> std::io::Result<HashReference> {
-    let mut decoded = decoder(bytes, encoding)?;
+    let mut decoded = decoder(stored, encoding)?;
     if matches!(config.format, SourceFormat::Json | SourceFormat::Csv) {
         let mut document = Vec::new();
         decoded.read_to_end(&mut document)?;

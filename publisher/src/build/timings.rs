@@ -23,11 +23,12 @@ use std::time::Duration;
 ///   with fsync.
 /// - `sort_dedup`: sorting and deduplicating the full hashes and the
 ///   filter keys, on every core.
-/// - `filter`, `canary` (on every core), `compress`, `sign`, `write`:
-///   building the filter, measuring its false-positive rate, compressing
-///   and signing the snapshot, writing it.
+/// - `filter`, `canary` (on every core), `compress`, `sign`, `deltas`,
+///   `write`: building the filter, measuring its false-positive rate,
+///   compressing and signing the snapshot, the delta from the version
+///   served, writing them.
 /// - `other`: what no stage covers (sizing, gates, thread hops).
-pub const STAGES: [&str; 10] = [
+pub const STAGES: [&str; 11] = [
     "read",
     "parse",
     "source_cache",
@@ -36,6 +37,7 @@ pub const STAGES: [&str; 10] = [
     "canary",
     "compress",
     "sign",
+    "deltas",
     "write",
     "other",
 ];
