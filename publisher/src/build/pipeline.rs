@@ -139,10 +139,10 @@ impl<R: Read> Read for Limit<R> {
                 self.left = left;
                 Ok(n)
             }
-            None => Err(io::Error::other(format!(
-                "decompressed content exceeds max_bytes = {}",
-                self.max
-            ))),
+            None => Err(io::Error::new(
+                io::ErrorKind::FileTooLarge,
+                format!("decompressed content exceeds max_bytes = {}", self.max),
+            )),
         }
     }
 }
@@ -381,7 +381,7 @@ pub(crate) fn read_content(
         } else {
             decoded
         };
-        read_passes(decoded, passes, out, allowed).map_err(|e| e.to_string())?
+        read_passes(decoded, passes, out, allowed).map_err(|e| describe(&e, encoding))?
     };
     read.entries.read += prepared;
     let kept = match keeper {
@@ -400,6 +400,16 @@ pub(crate) fn read_content(
         }),
     };
     Ok(ContentRead { kept, ..read })
+}
+
+/// A read error as a source's failure reason: what failed, and where.
+fn describe(error: &io::Error, encoding: ContentEncoding) -> String {
+    match (error.kind(), encoding) {
+        (io::ErrorKind::FileTooLarge, _) => error.to_string(),
+        (_, ContentEncoding::Gzip) => format!("gzip: {error}"),
+        (_, ContentEncoding::Zstd) => format!("zstd: {error}"),
+        (_, ContentEncoding::Identity) => format!("reading content: {error}"),
+    }
 }
 
 fn gzip_or_plain(gzip: bool) -> ContentEncoding {

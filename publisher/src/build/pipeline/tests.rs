@@ -149,9 +149,11 @@ fn decompressed_content_over_max_bytes_or_corrupt_is_an_error_not_a_panic() {
     let mut corrupt = gzip(&feed);
     let middle = corrupt.len() / 2;
     corrupt[middle..middle + 64].fill(0xAA);
-    assert!(read(Content::Fresh(corrupt.clone()), &config).is_err());
+    let err = read(Content::Fresh(corrupt.clone()), &config).unwrap_err();
+    assert!(err.starts_with("gzip: "), "{err}");
     corrupt.truncate(middle);
-    assert!(read(Content::Fresh(corrupt), &config).is_err());
+    let err = read(Content::Fresh(corrupt), &config).unwrap_err();
+    assert!(err.starts_with("gzip: "), "{err}");
 }
 
 #[test]
