@@ -9,37 +9,43 @@
 //! MetaMask, uBlock Origin and Pi-hole). Removal is by full hash only: a
 //! filter has no exceptions, so an allowed subdomain of a listed domain
 //! stays blocked by the domain's `host/` expression.
+//!
+//! Each source is read as it streams ([`pipeline`]): decompressed block by
+//! block, its lines parsed, canonicalized and hashed on every core, the
+//! blocks' results merged in input order — the same hashes, counts and
+//! reject samples as one pass. Fresh content's compressed copy, the next
+//! last good content, is taken on the way.
 
 use std::time::{Duration, Instant};
 
 use blocksieve_format::api::{AllowStatus, Sizing, SourceStatus};
 use blocksieve_format::{
-    FilterKind, FullHash, KeyBits, PrefixFilter, SigningKey, SnapshotHeader, SnapshotParams, compress_filter,
-    sign_snapshot,
+    FullHash, PrefixFilter, SigningKey, SnapshotHeader, SnapshotParams, compress_filter, sign_snapshot,
 };
-use rand::{Rng as _, SeedableRng as _};
+use rayon::prelude::*;
 
-use crate::config::{FilterChoice, ListConfig, SourceConfig};
+use crate::config::{ListConfig, SourceConfig};
 use crate::error::{Error, GateRefusal};
-use crate::fetch::Fetched;
-use crate::sources::{EntrySink, FormatOptions, ParseReport, parse_source_into};
+use crate::fetch::{ContentEncoding, Fetched};
+use crate::sources::{FormatOptions, ParseReport};
 use crate::storage::CacheMeta;
 
+// `pipeline` reads one source's content into full hashes (streamed,
+// parallel); `reference` measures SHA-256 alone over the same expressions;
+// `sizing` holds the canary and the filter and protocol sizing; `timings`
+// the stage timings.
+mod pipeline;
+mod reference;
+mod sizing;
 mod timings;
-pub use timings::{BuildTimings, HASH_BATCH, PeakRssProbe, STAGES, StageTiming};
-
-/// How many keys absent by construction are probed to measure a filter's
-/// false-positive rate (the canary).
-pub const CANARY_PROBES: u32 = 100_000;
-
-/// Mean number of expressions per URL check, measured with this
-/// canonicalizer on the 5,715 URLs of `legit-urls.txt` (Hannousse &
-/// Yahiouche's legitimate URLs): 26,327 expressions / 5,715 URLs.
-pub const MEAN_EXPRESSIONS_PER_URL: f64 = 4.607;
-
-/// Approximate JSON bytes per full hash in a full-hash response
-/// (`{"full_hash":"<64 hex>","list":"<name>"},`), excluding the name.
-const RESPONSE_BYTES_PER_MATCH: f64 = 35.0 + 64.0;
+use pipeline::{Content, Passes, read_content};
+pub use reference::{HashReference, hash_reference, hash_reference_encoded};
+pub use sizing::{
+    CANARY_PROBES, MEAN_EXPRESSIONS_PER_URL, expected_requests_per_1000, false_hit_per_probe, measure_fpr,
+    request_prefix_bits,
+};
+use sizing::{RESPONSE_BYTES_PER_MATCH, filter_kind_for};
+pub use timings::{BuildTimings, PeakRssProbe, STAGES, StageTiming};
 
 /// Whether a source lists threats or allowed entries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,8 +80,9 @@ pub struct LoadedSource {
 /// never need it, and it is as large as the source.
 pub struct LastGood(Option<Box<ReadLastGood>>);
 
-/// Reads a source's last good content and its metadata.
-type ReadLastGood = dyn FnOnce() -> Option<(Vec<u8>, CacheMeta)> + Send;
+/// Reads a source's last good content (as stored, with its encoding) and
+/// its metadata.
+type ReadLastGood = dyn FnOnce() -> Option<(Vec<u8>, ContentEncoding, CacheMeta)> + Send;
 
 impl LastGood {
     /// No last good content.
@@ -83,17 +90,22 @@ impl LastGood {
         Self(None)
     }
 
-    /// Content already in memory.
+    /// Plain content already in memory.
     pub fn in_memory(bytes: Vec<u8>, meta: CacheMeta) -> Self {
-        Self(Some(Box::new(move || Some((bytes, meta)))))
+        Self(Some(Box::new(move || {
+            Some((bytes, ContentEncoding::Identity, meta))
+        })))
     }
 
-    /// Content that `read` gets when (and only if) the build needs it.
-    pub fn deferred(read: impl FnOnce() -> Option<(Vec<u8>, CacheMeta)> + Send + 'static) -> Self {
+    /// Content that `read` gets when (and only if) the build needs it:
+    /// the stored bytes and how they are encoded.
+    pub fn deferred(
+        read: impl FnOnce() -> Option<(Vec<u8>, ContentEncoding, CacheMeta)> + Send + 'static,
+    ) -> Self {
         Self(Some(Box::new(read)))
     }
 
-    fn take(self) -> Option<(Vec<u8>, CacheMeta)> {
+    fn take(self) -> Option<(Vec<u8>, ContentEncoding, CacheMeta)> {
         self.0.and_then(|read| read())
     }
 }
@@ -113,8 +125,11 @@ impl std::fmt::Debug for LastGood {
 pub enum SourceUpdate {
     /// Fresh content that parsed: the new last good content.
     Store {
-        /// The content.
+        /// The content, compressed: gzip as received, or zstd of what was
+        /// received uncompressed.
         bytes: Vec<u8>,
+        /// How `bytes` are encoded.
+        encoding: ContentEncoding,
         /// Its metadata.
         meta: CacheMeta,
     },
@@ -203,177 +218,6 @@ impl AllowReport {
     }
 }
 
-/// The build's sink: expressions are copied into a batch and hashed
-/// [`HASH_BATCH`] at a time into `out`, each batch timed as a whole.
-struct HashingSink<'a> {
-    out: &'a mut Vec<FullHash>,
-    timings: &'a mut BuildTimings,
-    canonicalize: Duration,
-    hash: Duration,
-    batch: ExpressionBatch,
-}
-
-/// Expressions stored end to end in one buffer (no allocation per entry).
-#[derive(Default)]
-struct ExpressionBatch {
-    text: Vec<u8>,
-    ends: Vec<usize>,
-}
-
-impl ExpressionBatch {
-    fn push(&mut self, expression: &[u8]) {
-        self.text.extend_from_slice(expression);
-        self.ends.push(self.text.len());
-    }
-
-    fn iter(&self) -> impl Iterator<Item = &[u8]> {
-        let starts = std::iter::once(0).chain(self.ends.iter().copied());
-        starts.zip(&self.ends).map(|(start, &end)| &self.text[start..end])
-    }
-
-    fn clear(&mut self) {
-        self.text.clear();
-        self.ends.clear();
-    }
-}
-
-impl HashingSink<'_> {
-    fn flush(&mut self) {
-        let started = Instant::now();
-        self.out.extend(self.batch.iter().map(FullHash::of));
-        self.hash += started.elapsed();
-        self.timings.expressions_hashed += self.batch.ends.len() as u64;
-        self.timings.expression_bytes += self.batch.text.len() as u64;
-        self.batch.clear();
-    }
-}
-
-impl EntrySink for HashingSink<'_> {
-    const TIMED: bool = true;
-
-    fn expression(&mut self, expression: &[u8]) {
-        self.batch.push(expression);
-    }
-
-    fn full_hash(&mut self, hash: FullHash) {
-        self.out.push(hash);
-    }
-
-    fn canonicalized(&mut self, took: Duration) {
-        self.canonicalize += took;
-    }
-
-    fn end_of_line(&mut self) {
-        if self.batch.ends.len() >= HASH_BATCH {
-            self.flush();
-        }
-    }
-}
-
-/// Parses `bytes` into `out`, adding the parse, canonicalize and hash
-/// stages to `timings`.
-fn parse_timed(
-    bytes: &[u8],
-    config: &SourceConfig,
-    options: &FormatOptions,
-    out: &mut Vec<FullHash>,
-    timings: &mut BuildTimings,
-) -> ParseReport {
-    let started = Instant::now();
-    let mut report = ParseReport::default();
-    let mut sink = HashingSink {
-        out,
-        timings,
-        canonicalize: Duration::ZERO,
-        hash: Duration::ZERO,
-        batch: ExpressionBatch::default(),
-    };
-    parse_source_into(bytes, config.format, options, &mut report, &mut sink);
-    sink.flush();
-    let (canonicalize, hash) = (sink.canonicalize, sink.hash);
-    let total = started.elapsed();
-    timings.add("canonicalize", canonicalize);
-    timings.add("hash", hash);
-    timings.add("parse", total.saturating_sub(canonicalize + hash));
-    report
-}
-
-/// The reference a build's time is compared with: SHA-256 of every
-/// expression the build hashed, alone, in a tight loop.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct HashReference {
-    /// Expressions hashed.
-    pub expressions: u64,
-    /// Their total length, in bytes.
-    pub bytes: u64,
-    /// Wall time of the hashing alone.
-    pub duration: Duration,
-}
-
-impl std::ops::AddAssign for HashReference {
-    fn add_assign(&mut self, other: Self) {
-        self.expressions += other.expressions;
-        self.bytes += other.bytes;
-        self.duration += other.duration;
-    }
-}
-
-/// Measures [`HashReference`] over `sources` (content and configuration,
-/// e.g. each source's last good content after a build): parses and
-/// canonicalizes them untimed into batches of 65,536 expressions, then
-/// times only SHA-256 over each batch. Memory stays at one batch.
-pub fn hash_reference<'a>(sources: impl IntoIterator<Item = (&'a [u8], &'a SourceConfig)>) -> HashReference {
-    struct Collect {
-        batch: ExpressionBatch,
-        hashes: Vec<FullHash>,
-        reference: HashReference,
-    }
-    impl Collect {
-        fn flush(&mut self) {
-            self.hashes.clear();
-            let started = Instant::now();
-            self.hashes.extend(self.batch.iter().map(FullHash::of));
-            self.reference.duration += started.elapsed();
-            std::hint::black_box(&self.hashes);
-            self.reference.expressions += self.batch.ends.len() as u64;
-            self.reference.bytes += self.batch.text.len() as u64;
-            self.batch.clear();
-        }
-    }
-    impl EntrySink for Collect {
-        fn expression(&mut self, expression: &[u8]) {
-            self.batch.push(expression);
-        }
-        fn full_hash(&mut self, _hash: FullHash) {}
-        fn end_of_line(&mut self) {
-            if self.batch.ends.len() >= 65_536 {
-                self.flush();
-            }
-        }
-    }
-    let mut sink = Collect {
-        batch: ExpressionBatch::default(),
-        hashes: Vec::with_capacity(65_536 + 2),
-        reference: HashReference {
-            expressions: 0,
-            bytes: 0,
-            duration: Duration::ZERO,
-        },
-    };
-    for (bytes, config) in sources {
-        let options = entry_options(config, SourceRole::Block);
-        parse_source_into(
-            bytes,
-            config.format,
-            &options,
-            &mut ParseReport::default(),
-            &mut sink,
-        );
-    }
-    sink.flush();
-    sink.reference
-}
-
 /// What a build needs besides its sources.
 #[derive(Debug)]
 pub struct BuildRequest<'a> {
@@ -389,77 +233,6 @@ pub struct BuildRequest<'a> {
     pub key: &'a SigningKey,
     /// How the stage timings sample peak memory.
     pub probe: PeakRssProbe,
-}
-
-/// The fraction of `probes` random keys, absent from `keys` by construction,
-/// that `filter` reports present. Seeded: the same inputs give the same rate.
-pub fn measure_fpr(filter: &PrefixFilter, keys: &[u64], key_bits: KeyBits, probes: u32, seed: u64) -> f64 {
-    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-    let mut hits = 0u64;
-    let mut done = 0u32;
-    while done < probes {
-        let key = match key_bits {
-            KeyBits::Bits32 => u64::from(rng.r#gen::<u32>()),
-            KeyBits::Bits64 => rng.r#gen::<u64>(),
-        };
-        if keys.binary_search(&key).is_ok() {
-            continue;
-        }
-        done += 1;
-        hits += u64::from(filter.contains(key));
-    }
-    hits as f64 / f64::from(probes)
-}
-
-/// Probability that probing one expression that is not listed hits: a
-/// filter false positive, or (32-bit keys) a listed prefix shared by chance.
-pub fn false_hit_per_probe(fpr: f64, unique_keys: u64, key_bits: KeyBits) -> f64 {
-    let collision = match key_bits {
-        KeyBits::Bits32 => unique_keys as f64 / 4_294_967_296.0,
-        KeyBits::Bits64 => 0.0,
-    };
-    collision + (1.0 - collision) * fpr
-}
-
-/// Expected full-hash requests per 1,000 checks of unlisted URLs: a check
-/// probes [`MEAN_EXPRESSIONS_PER_URL`] expressions and needs a request when
-/// any of them hits.
-pub fn expected_requests_per_1000(per_probe: f64) -> f64 {
-    1000.0 * (1.0 - (1.0 - per_probe).powf(MEAN_EXPRESSIONS_PER_URL))
-}
-
-/// The request prefix length to advertise: the longest of 8, 12, …, 32 bits
-/// whose expected bucket still holds `min_anonymity` listed full hashes (8
-/// when even that is too few).
-pub fn request_prefix_bits(full_hashes: u64, min_anonymity: u64) -> u8 {
-    use blocksieve_format::api::{MAX_REQUEST_PREFIX_BITS, MIN_REQUEST_PREFIX_BITS};
-    (MIN_REQUEST_PREFIX_BITS..=MAX_REQUEST_PREFIX_BITS)
-        .rev()
-        .step_by(4)
-        .find(|&bits| full_hashes as f64 / 2f64.powi(i32::from(bits)) >= min_anonymity as f64)
-        .unwrap_or(MIN_REQUEST_PREFIX_BITS)
-}
-
-fn filter_kind_for(list: &ListConfig, unique_keys: u64) -> FilterKind {
-    match list.filter {
-        FilterChoice::Kind(k) => k,
-        FilterChoice::Auto(_) => [
-            FilterKind::BinaryFuse8,
-            FilterKind::BinaryFuse16,
-            FilterKind::BinaryFuse32,
-        ]
-        .into_iter()
-        .find(|k| {
-            let fpr = match k {
-                FilterKind::BinaryFuse8 => 1.0 / 256.0,
-                FilterKind::BinaryFuse16 => 1.0 / 65_536.0,
-                _ => 1.0 / 4_294_967_296.0,
-            };
-            expected_requests_per_1000(false_hit_per_probe(fpr, unique_keys, list.key_width()))
-                <= list.target_full_hash_requests_per_1000
-        })
-        .unwrap_or(FilterKind::BinaryFuse32),
-    }
 }
 
 /// How a source's entries are read: its format options, with the JSON
@@ -486,33 +259,61 @@ fn allow_array_options(config: &SourceConfig, role: SourceRole) -> Option<Format
     })
 }
 
-/// What one source's content gave: its entries' report, and the report of
-/// a JSON block source's allow array.
+/// What one source's content gave: its entries' report, the report of a
+/// JSON block source's allow array, and the copy of fresh content to keep.
 struct SourceParse {
     entries: ParseReport,
     allow_array: ParseReport,
+    kept: Option<pipeline::Kept>,
 }
 
-/// Parses one source's `bytes`: a block source's entries into `hashes` and
+/// Reads one source's content: a block source's entries into `hashes` and
 /// its JSON allow array into `allowed`, an allow source's entries into
-/// `allowed`.
+/// `allowed`, adding the read and parse stages to `timings`. On an error
+/// (content unreadable, corrupt or over its size limit) what it added is
+/// cut back.
 fn parse_source_content(
-    bytes: &[u8],
+    content: Content,
     config: &SourceConfig,
     role: SourceRole,
     hashes: &mut Vec<FullHash>,
     allowed: &mut Vec<FullHash>,
     timings: &mut BuildTimings,
-) -> SourceParse {
-    let options = entry_options(config, role);
-    let entries = match role {
-        SourceRole::Block => parse_timed(bytes, config, &options, hashes, timings),
-        SourceRole::Allow => parse_timed(bytes, config, &options, allowed, timings),
+) -> Result<SourceParse, String> {
+    let passes = Passes {
+        config,
+        entries: entry_options(config, role),
+        allow_array: allow_array_options(config, role),
     };
-    let allow_array = allow_array_options(config, role)
-        .map(|o| parse_timed(bytes, config, &o, allowed, timings))
-        .unwrap_or_default();
-    SourceParse { entries, allow_array }
+    let (before, allowed_before) = (hashes.len(), allowed.len());
+    // An allow source has no allow array: its entries go to `allowed`.
+    let read = match role {
+        SourceRole::Block => read_content(content, &passes, hashes, allowed),
+        SourceRole::Allow => read_content(content, &passes, allowed, &mut Vec::new()),
+    };
+    let read = match read {
+        Ok(read) => read,
+        Err(e) => {
+            hashes.truncate(before);
+            allowed.truncate(allowed_before);
+            return Err(e);
+        }
+    };
+    for streamed in [&read.entries, &read.allow_array] {
+        timings.expressions_hashed += streamed.expressions;
+        timings.expression_bytes += streamed.expression_bytes;
+        if !streamed.read.is_zero() {
+            timings.add("read", streamed.read);
+        }
+        if !streamed.parse.is_zero() || streamed.report.lines > 0 {
+            timings.add("parse", streamed.parse);
+        }
+    }
+    Ok(SourceParse {
+        entries: read.entries.report,
+        allow_array: read.allow_array.report,
+        kept: read.kept,
+    })
 }
 
 /// Parses every source and allowlist, falling back to a source's last good
@@ -541,17 +342,7 @@ pub fn read_sources(
     let mut statuses = Vec::new();
     let mut allow = AllowReport::default();
     let mut timings = BuildTimings::new(probe);
-    // One full hash per line is the common case: reserving it avoids the
-    // vector's doublings (up to 3x its size while one reallocates).
-    let lines: usize = sources
-        .iter()
-        .filter(|s| s.role == SourceRole::Block)
-        .map(|s| match &s.fetched {
-            Fetched::Fresh { bytes, .. } => bytes.iter().filter(|&&b| b == b'\n').count() + 1,
-            _ => 0,
-        })
-        .sum();
-    let mut hashes = Vec::with_capacity(lines);
+    let mut hashes = Vec::new();
     let mut allowed = Vec::new();
     for (index, source) in sources.into_iter().enumerate() {
         let LoadedSource {
@@ -564,41 +355,56 @@ pub fn read_sources(
         timings.add("read", read_duration);
         let label = config.label();
         let mut update = None;
-        let (parsed, content_fetched_at, failure) = match fetched {
-            Fetched::Fresh { bytes, validators } => {
+        let fresh = match fetched {
+            Fetched::Fresh { bytes, validators } => Ok((Content::Fresh(bytes), validators)),
+            Fetched::Stream(stream) => Ok((Content::Stream(stream), Default::default())),
+            Fetched::NotModified => Err(String::new()),
+            Fetched::Failed(reason) => Err(reason),
+        };
+        let (parsed, content_fetched_at, failure) = match fresh {
+            Ok((content, validators)) => {
                 // Parsed straight into the sets; cut back if it collapsed.
                 let (before, allowed_before) = (hashes.len(), allowed.len());
-                let parsed =
-                    parse_source_content(&bytes, &config, role, &mut hashes, &mut allowed, &mut timings);
-                let r = &parsed.entries;
-                let entry_lines = r.accepted + r.rejected_total();
-                // The content no longer reads as this format (a changed
-                // layout, an error page in another markup): most lines are
-                // rejected. A list that merely shrank is the gates' business.
-                if entry_lines >= 10 && r.rejected_total() * 2 > entry_lines {
-                    hashes.truncate(before);
-                    allowed.truncate(allowed_before);
-                    (
-                        None,
-                        None,
-                        format!(
-                            "parse collapsed: {} of {} entry lines rejected",
-                            r.rejected_total(),
-                            entry_lines
-                        ),
-                    )
-                } else {
-                    let meta = CacheMeta {
-                        validators,
-                        fetched_at: now,
-                        accepted: r.accepted,
-                    };
-                    update = Some(SourceUpdate::Store { bytes, meta });
-                    (Some(parsed), Some(now), String::new())
+                match parse_source_content(content, &config, role, &mut hashes, &mut allowed, &mut timings) {
+                    Err(reason) => {
+                        tracing::warn!(source = %label, %reason, "source content unreadable");
+                        (None, None, reason)
+                    }
+                    Ok(mut parsed) => {
+                        let r = &parsed.entries;
+                        let entry_lines = r.accepted + r.rejected_total();
+                        // The content no longer reads as this format (a changed
+                        // layout, an error page in another markup): most lines are
+                        // rejected. A list that merely shrank is the gates' business.
+                        if entry_lines >= 10 && r.rejected_total() * 2 > entry_lines {
+                            hashes.truncate(before);
+                            allowed.truncate(allowed_before);
+                            (
+                                None,
+                                None,
+                                format!(
+                                    "parse collapsed: {} of {} entry lines rejected",
+                                    r.rejected_total(),
+                                    entry_lines
+                                ),
+                            )
+                        } else {
+                            let meta = CacheMeta {
+                                validators,
+                                fetched_at: now,
+                                accepted: r.accepted,
+                            };
+                            update = parsed.kept.take().map(|kept| SourceUpdate::Store {
+                                bytes: kept.bytes,
+                                encoding: kept.encoding,
+                                meta,
+                            });
+                            (Some(parsed), Some(now), String::new())
+                        }
+                    }
                 }
             }
-            Fetched::NotModified => (None, None, String::new()),
-            Fetched::Failed(reason) => (None, None, reason),
+            Err(reason) => (None, None, reason),
         };
         let (parsed, content_fetched_at, state) = match parsed {
             Some(parsed) => (parsed, content_fetched_at, "fresh"),
@@ -607,34 +413,44 @@ pub fn read_sources(
                 let started = Instant::now();
                 let cached = last_good.take();
                 timings.add("read", started.elapsed());
-                let Some((bytes, meta)) = cached else {
-                    let reason = if failure.is_empty() {
-                        "server said not modified but no cached content exists".to_owned()
-                    } else {
-                        format!("{failure}; no last good content to fall back to")
-                    };
-                    let message = format!("{label}: {reason}");
-                    if role == SourceRole::Block {
-                        return Err(Error::Source {
-                            list: list.to_owned(),
-                            label,
-                            reason,
+                let cached = cached.map(|(bytes, encoding, meta)| {
+                    let content = Content::Cached { bytes, encoding };
+                    let parsed =
+                        parse_source_content(content, &config, role, &mut hashes, &mut allowed, &mut timings);
+                    (parsed, meta)
+                });
+                let (parsed, meta) = match cached {
+                    Some((Ok(parsed), meta)) => (parsed, meta),
+                    cached => {
+                        let reason = match (cached, failure.is_empty()) {
+                            (Some((Err(e), _)), _) if failure.is_empty() => {
+                                format!("last good content unreadable: {e}")
+                            }
+                            (Some((Err(e), _)), _) => format!("{failure}; last good content unreadable: {e}"),
+                            (_, true) => "server said not modified but no cached content exists".to_owned(),
+                            (_, false) => format!("{failure}; no last good content to fall back to"),
+                        };
+                        let message = format!("{label}: {reason}");
+                        if role == SourceRole::Block {
+                            return Err(Error::Source {
+                                list: list.to_owned(),
+                                label,
+                                reason,
+                            });
+                        }
+                        tracing::warn!(source = %label, reason = %message, "allow source failed with no last good content; building without it");
+                        allow.sources.push(SourceStatus {
+                            source: label,
+                            state: "failed".to_owned(),
+                            error: Some(message),
+                            content_fetched_at: None,
+                            lines: 0,
+                            accepted: 0,
+                            rejected: 0,
                         });
+                        continue;
                     }
-                    tracing::warn!(source = %label, reason = %message, "allow source failed with no last good content; building without it");
-                    allow.sources.push(SourceStatus {
-                        source: label,
-                        state: "failed".to_owned(),
-                        error: Some(message),
-                        content_fetched_at: None,
-                        lines: 0,
-                        accepted: 0,
-                        rejected: 0,
-                    });
-                    continue;
                 };
-                let parsed =
-                    parse_source_content(&bytes, &config, role, &mut hashes, &mut allowed, &mut timings);
                 if failure.is_empty() {
                     update = Some(SourceUpdate::Meta(CacheMeta {
                         fetched_at: now,
@@ -680,9 +496,9 @@ pub fn read_sources(
         }
     }
     let sorting = Instant::now();
-    hashes.sort_unstable();
+    hashes.par_sort_unstable();
     hashes.dedup();
-    allowed.sort_unstable();
+    allowed.par_sort_unstable();
     allowed.dedup();
     let listed = hashes.len();
     if !allowed.is_empty() {
@@ -706,7 +522,8 @@ pub fn read_sources(
 /// whole build, pure — bytes, the time and the key in; the snapshot, its
 /// full hashes and the report out. What [`read_sources`] asks to store is
 /// dropped; the publisher, which stores it, calls the two halves itself.
-/// The build reads no file and no clock but its stage timers.
+/// The build opens no file (a source file comes as a reader the caller
+/// opened) and reads no clock but its stage timers.
 ///
 /// The new version is `max(previous + 1, now)`, so versions keep increasing
 /// even if the data directory is lost.
@@ -739,8 +556,8 @@ pub fn build_snapshot(req: &BuildRequest<'_>, read: ReadSources) -> Result<Built
     let list = req.list;
     let started_keys = Instant::now();
     let key_bits = list.key_width();
-    let mut keys: Vec<u64> = hashes.iter().map(|h| key_bits.key_of(h)).collect();
-    keys.sort_unstable(); // 32-bit keys come sorted already; 64-bit keys too, but be sure
+    let mut keys: Vec<u64> = hashes.par_iter().map(|h| key_bits.key_of(h)).collect();
+    keys.par_sort_unstable(); // 32-bit keys come sorted already; 64-bit keys too, but be sure
     keys.dedup();
     timings.add("sort_dedup", started_keys.elapsed());
     let started_filter = Instant::now();

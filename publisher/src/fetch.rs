@@ -1,5 +1,7 @@
-//! Getting a source's bytes: local files, HTTP(S) feeds with conditional
-//! GET, gzip, size limits, and an on-disk copy of the last good content.
+//! Getting a source's bytes: local files (opened and checked, for the
+//! build to stream), HTTP(S) feeds with conditional GET (the body as
+//! received, gzip or not), size limits and HTML detection; the build
+//! decompresses as it reads.
 //!
 //! A source that fails — unreadable file, network error, 4xx/5xx, an HTML
 //! page instead of a list, over its size limit, or (decided in
@@ -9,6 +11,7 @@
 //! get bytes.
 
 use std::io::Read as _;
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
@@ -18,17 +21,59 @@ use crate::sources::looks_like_html;
 /// What fetching a source produced.
 #[derive(Debug)]
 pub enum Fetched {
-    /// New content.
+    /// New content, as received: gzip stays compressed until the build
+    /// reads it, line block by line block.
     Fresh {
-        /// The (decompressed) bytes.
+        /// The bytes as received (gzip or plain).
         bytes: Vec<u8>,
         /// HTTP validators to send next time.
         validators: Validators,
     },
+    /// New content in a local file, opened and checked, read by the build
+    /// as it parses (never held whole in memory).
+    Stream(Stream),
     /// The server answered 304: the cached content is current.
     NotModified,
     /// The source failed; the reason.
     Failed(String),
+}
+
+/// Fresh content the build reads as it parses: a local file.
+pub struct Stream {
+    /// The content from its start, as stored.
+    pub reader: Box<dyn std::io::Read + Send>,
+    /// Whether it is gzip.
+    pub gzip: bool,
+    /// Its size, in bytes.
+    pub size: u64,
+}
+
+impl std::fmt::Debug for Stream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Stream")
+            .field("gzip", &self.gzip)
+            .field("size", &self.size)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How a source's bytes are encoded: what a fetch received, and how its
+/// last good copy is stored (`encoding` in the cache's `.meta.json`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ContentEncoding {
+    /// Plain text (caches written before copies were kept compressed).
+    #[default]
+    Identity,
+    /// gzip, as the source served it.
+    Gzip,
+    /// zstd, of content received uncompressed.
+    Zstd,
+}
+
+/// Whether `bytes` start with the gzip magic number.
+pub fn is_gzip(bytes: &[u8]) -> bool {
+    bytes.starts_with(&[0x1f, 0x8b])
 }
 
 /// HTTP cache validators of a fetched source.
@@ -40,35 +85,57 @@ pub struct Validators {
     pub last_modified: Option<String>,
 }
 
-/// Decompresses gzip content (detected by its magic bytes), up to `max_bytes`.
-fn maybe_gunzip(bytes: Vec<u8>, max_bytes: u64) -> Result<Vec<u8>, String> {
-    if !bytes.starts_with(&[0x1f, 0x8b]) {
-        return Ok(bytes);
+/// Decompressed bytes of the start of a source that HTML detection reads.
+const HEAD_BYTES: usize = 64 * 1024;
+
+/// The start of content that begins with `head` (all of it when
+/// `complete`), decompressed when gzip: what HTML detection reads. The rest
+/// is decompressed by the build as it parses, which also enforces the
+/// decompressed size limit.
+fn decoded_head(head: &[u8], complete: bool) -> Result<Vec<u8>, String> {
+    if !is_gzip(head) {
+        return Ok(head.to_vec());
     }
-    let mut out = Vec::with_capacity(bytes.len().saturating_mul(4).min(64 << 20));
-    flate2::read::MultiGzDecoder::new(bytes.as_slice())
-        .take(max_bytes + 1)
-        .read_to_end(&mut out)
-        .map_err(|e| format!("gzip: {e}"))?;
-    if out.len() as u64 > max_bytes {
-        return Err(format!("decompressed content exceeds max_bytes = {max_bytes}"));
+    let mut out = Vec::new();
+    let read = flate2::read::MultiGzDecoder::new(head)
+        .take(HEAD_BYTES as u64)
+        .read_to_end(&mut out);
+    match read {
+        Err(e) if complete || out.is_empty() => Err(format!("gzip: {e}")),
+        _ => Ok(out),
     }
-    Ok(out)
 }
 
-fn check_content(bytes: Vec<u8>, source: &SourceConfig) -> Result<Vec<u8>, String> {
-    if bytes.len() as u64 > source.max_bytes {
-        return Err(format!(
-            "{} bytes exceeds max_bytes = {}",
-            bytes.len(),
-            source.max_bytes
-        ));
+/// Checks fetched content: its size as received, and that it is no HTML
+/// page (by its start, decompressed).
+fn check_content(size: u64, head: &[u8], complete: bool, source: &SourceConfig) -> Result<(), String> {
+    if size > source.max_bytes {
+        return Err(format!("{size} bytes exceeds max_bytes = {}", source.max_bytes));
     }
-    let bytes = maybe_gunzip(bytes, source.max_bytes)?;
-    if looks_like_html(&bytes) {
+    if looks_like_html(&decoded_head(head, complete)?) {
         return Err("response is an HTML page, not a list".to_owned());
     }
-    Ok(bytes)
+    Ok(())
+}
+
+/// Opens a local source file and checks it (size, start) without reading
+/// it whole: the file, rewound, for the build to read.
+fn open_file(path: &Path, source: &SourceConfig) -> Result<Stream, String> {
+    use std::io::Seek as _;
+    let mut file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let size = file.metadata().map_err(|e| e.to_string())?.len();
+    let mut head = Vec::new();
+    (&mut file)
+        .take(HEAD_BYTES as u64)
+        .read_to_end(&mut head)
+        .map_err(|e| e.to_string())?;
+    check_content(size, &head, head.len() as u64 == size, source)?;
+    file.rewind().map_err(|e| e.to_string())?;
+    Ok(Stream {
+        reader: Box::new(file),
+        gzip: is_gzip(&head),
+        size,
+    })
 }
 
 /// Fetches `source`, conditionally when the validators of its last good
@@ -82,16 +149,11 @@ pub async fn fetch(client: &reqwest::Client, source: &SourceConfig, cached: Opti
     }
     if let Some(path) = &source.path {
         let path = path.clone();
-        let read = tokio::task::spawn_blocking(move || std::fs::read(&path)).await;
-        return match read {
-            Ok(Ok(bytes)) => match check_content(bytes, source) {
-                Ok(bytes) => Fetched::Fresh {
-                    bytes,
-                    validators: Validators::default(),
-                },
-                Err(e) => Fetched::Failed(e),
-            },
-            Ok(Err(e)) => Fetched::Failed(e.to_string()),
+        let source = source.clone();
+        let opened = tokio::task::spawn_blocking(move || open_file(&path, &source)).await;
+        return match opened {
+            Ok(Ok(stream)) => Fetched::Stream(stream),
+            Ok(Err(e)) => Fetched::Failed(e),
             Err(e) => Fetched::Failed(format!("read task failed: {e}")),
         };
     }
@@ -156,8 +218,9 @@ async fn fetch_http(
             Err(e) => return Fetched::Failed(format!("reading body failed: {e}")),
         }
     }
-    match check_content(bytes, source) {
-        Ok(bytes) => Fetched::Fresh { bytes, validators },
+    let head = &bytes[..bytes.len().min(HEAD_BYTES)];
+    match check_content(bytes.len() as u64, head, head.len() == bytes.len(), source) {
+        Ok(()) => Fetched::Fresh { bytes, validators },
         Err(e) => Fetched::Failed(e),
     }
 }

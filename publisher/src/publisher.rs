@@ -12,7 +12,7 @@ use blocksieve_format::{SigningKey, SnapshotHeader, TrustedKey};
 
 use crate::build::{self, BuildRequest, LastGood, LoadedSource, SourceRole, SourceUpdate};
 use crate::config::schedule;
-use crate::config::{self, Config, Role, Settings};
+use crate::config::{Config, Role, Settings};
 use crate::error::Error;
 use crate::fetch;
 use crate::generations::deltas::NextDelta;
@@ -297,47 +297,21 @@ impl Publisher {
 
     /// Times SHA-256 alone over every expression list `index`'s last build
     /// hashed from its sources' entries, allowlists aside
-    /// ([`build::hash_reference`]), reading each source's last good
-    /// content from the data directory: the part of a build no
-    /// implementation can skip, to compare the build's stages with. Line
-    /// formats are read in blocks of whole lines, so this adds little to
-    /// the process's peak memory. `None` when a source has no stored content.
+    /// ([`build::hash_reference_encoded`]), reading each source's last
+    /// good content from the data directory: the part of a build no
+    /// implementation can skip, to compare the build's stages with. The
+    /// content is read in ranges and decoded as it is read, line formats in
+    /// blocks of whole lines, so this adds little to the process's peak
+    /// memory. `None` when
+    /// a source has no stored content.
     pub fn hash_reference(&self, index: usize) -> Option<build::HashReference> {
-        const BLOCK_BYTES: usize = 8 * 1024 * 1024;
-        let config = &self.inner.config;
-        let list = &config.lists[index];
+        let list = &self.inner.config.lists[index];
         let mut total = build::HashReference::default();
         for (i, source) in list.sources.iter().enumerate() {
             let cache = SourceCache::source(self.inner.storage.clone(), &list.name, i, source);
-            if matches!(
-                source.format,
-                config::SourceFormat::Json | config::SourceFormat::Csv
-            ) {
-                let bytes = cache.read_range(0..u64::MAX)?;
-                total += build::hash_reference([(bytes.as_slice(), source)]);
-                continue;
-            }
-            let mut block = Vec::with_capacity(BLOCK_BYTES);
-            let mut offset = 0u64;
-            loop {
-                let want = BLOCK_BYTES.max(block.len() * 2) - block.len();
-                let read = cache.read_range(offset..offset + want as u64)?;
-                let n = read.len();
-                offset += n as u64;
-                block.extend_from_slice(&read);
-                drop(read);
-                // Whole lines only; the cut line waits for the next block.
-                let cut = if n == 0 {
-                    block.len()
-                } else {
-                    block.iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1)
-                };
-                total += build::hash_reference([(&block[..cut], source)]);
-                block.drain(..cut);
-                if n == 0 {
-                    break;
-                }
-            }
+            let encoding = cache.encoding()?;
+            let stored = std::io::BufReader::with_capacity(1 << 20, storage::CacheReader::new(&cache));
+            total += build::hash_reference_encoded(stored, encoding, source).ok()?;
         }
         Some(total)
     }
@@ -387,7 +361,7 @@ impl Publisher {
             }
             let last_good = {
                 let cache = cache.clone();
-                LastGood::deferred(move || cache.load())
+                LastGood::deferred(move || cache.load_encoded())
             };
             loaded.push(LoadedSource {
                 config: source.clone(),
@@ -551,9 +525,13 @@ impl Publisher {
         for (i, update) in updates {
             let (cache, label) = &caches[i];
             match update {
-                SourceUpdate::Store { bytes, meta } => {
+                SourceUpdate::Store {
+                    bytes,
+                    encoding,
+                    meta,
+                } => {
                     let started = std::time::Instant::now();
-                    if let Err(e) = cache.store(&bytes, &meta) {
+                    if let Err(e) = cache.store_encoded(&bytes, encoding, &meta) {
                         tracing::warn!(source = %label, error = %e, "could not cache source content");
                     }
                     *source_cache.get_or_insert(Duration::ZERO) += started.elapsed();

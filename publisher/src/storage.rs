@@ -53,7 +53,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::SourceConfig;
 use crate::error::Error;
-use crate::fetch::Validators;
+use crate::fetch::{ContentEncoding, Validators};
 
 const TMP_SUFFIX: &str = ".tmp";
 
@@ -616,6 +616,14 @@ struct StoredMeta {
     /// The content's SHA-256, hex (`None` as for `data`).
     #[serde(default)]
     sha256: Option<String>,
+    /// How the content is encoded: absent (plain) in metadata written
+    /// before last good copies were kept compressed.
+    #[serde(default, skip_serializing_if = "is_identity")]
+    encoding: ContentEncoding,
+}
+
+fn is_identity(encoding: &ContentEncoding) -> bool {
+    *encoding == ContentEncoding::Identity
 }
 
 /// One source's last good content and its metadata.
@@ -679,9 +687,28 @@ impl SourceCache {
         Some((stored, data))
     }
 
-    /// The cached content and its metadata, if any (and if the content is
-    /// the one the metadata describes).
+    /// The cached content, decoded, and its metadata, if any (and if the
+    /// content is the one the metadata describes). The build reads
+    /// [`SourceCache::load_encoded`] instead, decoding as it parses.
     pub fn load(&self) -> Option<(Vec<u8>, CacheMeta)> {
+        use std::io::Read as _;
+        let (bytes, encoding, meta) = self.load_encoded()?;
+        let decoded = match encoding {
+            ContentEncoding::Identity => Ok(bytes),
+            ContentEncoding::Gzip => {
+                let mut out = Vec::new();
+                flate2::read::MultiGzDecoder::new(bytes.as_slice())
+                    .read_to_end(&mut out)
+                    .map(|_| out)
+            }
+            ContentEncoding::Zstd => zstd::stream::decode_all(bytes.as_slice()),
+        };
+        decoded.ok().map(|bytes| (bytes, meta))
+    }
+
+    /// The cached content as stored, how it is encoded, and its metadata,
+    /// if any (and if the content is the one the metadata describes).
+    pub fn load_encoded(&self) -> Option<(Vec<u8>, ContentEncoding, CacheMeta)> {
         use sha2::Digest as _;
         let (stored, data) = self.described()?;
         let bytes = self.storage.get(&data).ok()??;
@@ -691,7 +718,7 @@ impl SourceCache {
             tracing::warn!(key = %data, "cached source content does not match its metadata; ignored");
             return None;
         }
-        Some((bytes, stored.meta))
+        Some((bytes, stored.encoding, stored.meta))
     }
 
     /// Only the metadata (cheap: for validators and the collapse check),
@@ -700,19 +727,40 @@ impl SourceCache {
         self.described().map(|(stored, _)| stored.meta)
     }
 
-    /// Bytes `range` of the cached content (fewer at its end), if any.
+    /// How the cached content is stored, if there is content.
+    pub fn encoding(&self) -> Option<ContentEncoding> {
+        self.described().map(|(stored, _)| stored.encoding)
+    }
+
+    /// Bytes `range` of the cached content as stored (fewer at its end), if
+    /// any.
     pub fn read_range(&self, range: Range<u64>) -> Option<Vec<u8>> {
         let (_, data) = self.described()?;
         self.storage.get_range(&data, range).ok()?
     }
 
-    /// Stores good content: the content, then metadata naming it, then
-    /// removes this source's content objects the metadata does not name.
+    /// Stores good plain content; see [`SourceCache::store_encoded`].
     ///
     /// # Errors
     ///
     /// [`Error::Storage`] when writing fails.
     pub fn store(&self, bytes: &[u8], meta: &CacheMeta) -> Result<(), Error> {
+        self.store_encoded(bytes, ContentEncoding::Identity, meta)
+    }
+
+    /// Stores good content, `bytes` encoded as `encoding`: the content,
+    /// then metadata naming it (and its encoding), then removes this
+    /// source's content objects the metadata does not name.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Storage`] when writing fails.
+    pub fn store_encoded(
+        &self,
+        bytes: &[u8],
+        encoding: ContentEncoding,
+        meta: &CacheMeta,
+    ) -> Result<(), Error> {
         use sha2::Digest as _;
         let sha256 = hex::encode(sha2::Sha256::digest(bytes));
         let data = format!("{}/{}.{}.data", self.dir, self.stem, &sha256[..16]);
@@ -721,6 +769,7 @@ impl SourceCache {
             meta: meta.clone(),
             data: Some(data.clone()),
             sha256: Some(sha256),
+            encoding,
         })?;
         let own = format!("{}/{}.", self.dir, self.stem);
         if let Ok(keys) = self.storage.list(&self.dir) {
@@ -759,6 +808,33 @@ impl SourceCache {
         self.storage
             .put(&self.meta_key(), &json, PutMode::Overwrite)
             .map(drop)
+    }
+}
+
+/// Reads a source's cached content as stored, a range at a time (never
+/// whole in memory). A read after the content is gone or replaced fails.
+pub struct CacheReader<'a> {
+    cache: &'a SourceCache,
+    offset: u64,
+}
+
+impl<'a> CacheReader<'a> {
+    /// From the start of `cache`'s content.
+    pub fn new(cache: &'a SourceCache) -> Self {
+        Self { cache, offset: 0 }
+    }
+}
+
+impl std::io::Read for CacheReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        const RANGE_BYTES: u64 = 1 << 20;
+        let want = (buf.len() as u64).min(RANGE_BYTES);
+        let range = self.cache.read_range(self.offset..self.offset + want);
+        let bytes = range.ok_or_else(|| std::io::Error::other("cached source content is gone"))?;
+        let n = bytes.len().min(buf.len());
+        buf[..n].copy_from_slice(&bytes[..n]);
+        self.offset += n as u64;
+        Ok(n)
     }
 }
 
@@ -939,6 +1015,43 @@ mod tests {
         let old = serde_json::to_vec(&meta_with("d")).unwrap();
         storage.put(&meta_key, &old, PutMode::Overwrite).unwrap();
         assert_eq!(cache.load().unwrap().0, b"legacy\n");
+    }
+
+    #[test]
+    fn a_compressed_copy_says_its_encoding_and_a_plain_copy_of_an_earlier_version_reads_as_plain() {
+        use std::io::Read as _;
+        let dir = tempfile::tempdir().unwrap();
+        let storage: Arc<dyn Storage> = Arc::new(LocalStorage::open(dir.path()).unwrap());
+        let source = SourceConfig::file("feed.txt", crate::config::SourceFormat::Urls);
+        let cache = SourceCache::source(storage.clone(), "phishing", 0, &source);
+        let text: Vec<u8> = (0..300_000)
+            .flat_map(|i| format!("http://a.example/{i}\n").into_bytes())
+            .collect();
+        let zstd = zstd::stream::encode_all(text.as_slice(), 1).unwrap();
+        cache
+            .store_encoded(&zstd, ContentEncoding::Zstd, &meta_with("z"))
+            .unwrap();
+        assert_eq!(cache.encoding(), Some(ContentEncoding::Zstd));
+        let (stored, encoding, meta) = cache.load_encoded().unwrap();
+        assert_eq!(
+            (stored == zstd, encoding, meta.validators.etag.as_deref()),
+            (true, ContentEncoding::Zstd, Some("z"))
+        );
+        // Decoded for callers of `load`; read range by range as stored.
+        assert!(cache.load().unwrap().0 == text);
+        let mut read = Vec::new();
+        CacheReader::new(&cache).read_to_end(&mut read).unwrap();
+        assert!(read == zstd);
+        // A 304 keeps the encoding with the content.
+        cache.store_meta(&meta_with("y")).unwrap();
+        assert_eq!(cache.encoding(), Some(ContentEncoding::Zstd));
+
+        // Metadata as earlier versions wrote it: no `encoding`, plain text.
+        cache.store(b"plain\n", &meta_with("p")).unwrap();
+        let json = String::from_utf8(storage.get(&cache.meta_key()).unwrap().unwrap()).unwrap();
+        assert!(!json.contains("encoding"), "{json}");
+        assert_eq!(cache.encoding(), Some(ContentEncoding::Identity));
+        assert_eq!(cache.load_encoded().unwrap().0, b"plain\n");
     }
 }
 

@@ -9,7 +9,7 @@ use blocksieve_format::{DecodeLimits, FullHash, SigningKey, decode};
 use blocksieve_publisher::internal::build::{
     BuildRequest, LastGood, LoadedSource, PeakRssProbe, SourceRole, SourceUpdate, build_list, read_sources,
 };
-use blocksieve_publisher::internal::fetch::{Fetched, Validators};
+use blocksieve_publisher::internal::fetch::{ContentEncoding, Fetched, Validators};
 use blocksieve_publisher::internal::storage::CacheMeta;
 use blocksieve_publisher::{ListConfig, SourceConfig, SourceFormat};
 
@@ -122,7 +122,8 @@ fn a_source_not_modified_is_built_from_the_last_good_content_it_is_given() {
         [(0, SourceUpdate::Meta(CacheMeta { fetched_at: NOW, accepted: 3, validators: v }))] if *v == validators
     ));
 
-    // Fresh content is to be stored whole.
+    // Fresh content is to be stored whole, compressed (zstd: it came
+    // uncompressed).
     let mut updates = Vec::new();
     read_sources(
         "phishing",
@@ -132,8 +133,23 @@ fn a_source_not_modified_is_built_from_the_last_good_content_it_is_given() {
         &mut updates,
     )
     .unwrap();
-    assert!(matches!(
-        updates.as_slice(),
-        [(0, SourceUpdate::Store { bytes, meta })] if bytes == FEED.as_bytes() && meta.fetched_at == NOW && meta.accepted == 3
-    ));
+    let [
+        (
+            0,
+            SourceUpdate::Store {
+                bytes,
+                encoding,
+                meta,
+            },
+        ),
+    ] = updates.as_slice()
+    else {
+        panic!("{updates:?}");
+    };
+    assert_eq!(*encoding, ContentEncoding::Zstd);
+    assert_eq!(
+        zstd::stream::decode_all(bytes.as_slice()).unwrap(),
+        FEED.as_bytes()
+    );
+    assert!(meta.fetched_at == NOW && meta.accepted == 3);
 }

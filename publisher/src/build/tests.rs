@@ -1,7 +1,9 @@
 //! Unit tests of the build: allowlists, fallbacks, sizing.
 
+use blocksieve_format::{FilterKind, KeyBits};
+
 use super::*;
-use crate::config::SourceFormat;
+use crate::config::{FilterChoice, SourceFormat};
 
 fn loaded(bytes: &str, format: SourceFormat, role: SourceRole) -> LoadedSource {
     LoadedSource {

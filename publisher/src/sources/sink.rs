@@ -1,17 +1,12 @@
 //! Where the full hashes of accepted entries go.
 
-use std::time::Duration;
-
 use blocksieve_format::FullHash;
 
 /// Where parsed entries go: the expressions of accepted entries, to be
-/// hashed, and full hashes given as they are. The build's sink hashes in
-/// batches and times each stage; [`parse_source`](super::parse_source)'s hashes each at once.
+/// hashed, and full hashes given as they are. The build's sink hashes
+/// each block's expressions as they come; so does
+/// [`parse_source`](super::parse_source)'s.
 pub trait EntrySink {
-    /// Whether the parser should time canonicalization (two clock reads per
-    /// entry) and report it with [`EntrySink::canonicalized`].
-    const TIMED: bool = false;
-
     /// An expression of an accepted entry (hashed with SHA-256 into its
     /// full hash).
     fn expression(&mut self, expression: &[u8]);
@@ -19,11 +14,8 @@ pub trait EntrySink {
     /// A full hash given as is (format `sha256`).
     fn full_hash(&mut self, hash: FullHash);
 
-    /// Time spent canonicalizing one entry (only when [`EntrySink::TIMED`]).
-    fn canonicalized(&mut self, _took: Duration) {}
-
     /// Called after each line or record: a sink that batches its hashing
-    /// hashes here, outside the canonicalization timing.
+    /// hashes here.
     fn end_of_line(&mut self) {}
 }
 

@@ -1,8 +1,6 @@
 //! What receives what reading a line finds: the build's [`Reader`] counts
 //! and hashes it, [`Collect`] keeps it for [`read_line`](super::read_line).
 
-use std::time::Instant;
-
 use super::entry::Read;
 use super::outcome::{EntryOutcome, LineOutcome, ParseReport};
 use super::sink::EntrySink;
@@ -10,7 +8,7 @@ use super::sink::EntrySink;
 /// Receives what reading a line finds: the build's [`Reader`] counts and
 /// hashes it, [`read_line`](super::read_line)'s [`Collect`] keeps it.
 pub(super) trait Visit {
-    /// Runs one entry's canonicalization (timed for a timed sink).
+    /// Runs one entry's canonicalization.
     fn canonicalizing<T>(&mut self, f: impl FnOnce() -> T) -> T {
         f()
     }
@@ -32,17 +30,6 @@ pub(super) struct Reader<'a, S> {
 }
 
 impl<S: EntrySink> Visit for Reader<'_, S> {
-    fn canonicalizing<T>(&mut self, f: impl FnOnce() -> T) -> T {
-        if S::TIMED {
-            let started = Instant::now();
-            let out = f();
-            self.sink.canonicalized(started.elapsed());
-            out
-        } else {
-            f()
-        }
-    }
-
     fn cleaned(&mut self, kind: &'static str) {
         match self.report.cleaned.get_mut(kind) {
             Some(n) => *n += 1,

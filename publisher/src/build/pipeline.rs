@@ -1,0 +1,465 @@
+//! Reading one source's content into full hashes as it streams: the raw
+//! bytes (a file, or a response in memory) are decompressed block by block,
+//! never held whole once decoded; a line format is cut into blocks of whole
+//! lines that every core parses, canonicalizes and hashes at once, and the
+//! blocks' results are merged in input order, so counts, reject samples and
+//! hashes are those of one pass from the first line to the last. A fresh
+//! source's copy to keep as its last good content is taken on the way:
+//! gzip as received, anything else compressed with zstd.
+//!
+//! JSON and CSV documents are read whole (a document cannot be cut at a
+//! line), then parsed on one thread.
+
+use std::io::{self, BufRead, BufReader, Cursor, Read, Write as _};
+use std::time::{Duration, Instant};
+
+use blocksieve_format::FullHash;
+use rayon::prelude::*;
+
+use crate::config::{SourceConfig, SourceFormat};
+use crate::fetch::{ContentEncoding, Stream, is_gzip};
+use crate::sources::{EntrySink, FormatOptions, ParseReport, parse_source_into};
+
+/// Bytes read for one block of lines (a block ends at the last line end
+/// within them, or runs on to the next line end for a longer line).
+const BLOCK_BYTES: usize = 256 * 1024;
+
+/// Blocks per core read ahead while the previous ones are parsed.
+const BLOCKS_PER_THREAD: usize = 4;
+
+/// zstd level of a last good copy of content received uncompressed: fast
+/// (it runs on the reading thread, beside the parse), about 5× smaller
+/// than the text for URL lists.
+const KEEP_ZSTD_LEVEL: i32 = 1;
+
+/// A source's content, as the build gets it.
+pub(crate) enum Content {
+    /// Fresh bytes as received (gzip or plain).
+    Fresh(Vec<u8>),
+    /// Fresh content to read as it streams (a local file).
+    Stream(Stream),
+    /// A last good copy, as stored.
+    Cached {
+        /// The stored bytes.
+        bytes: Vec<u8>,
+        /// How they are encoded.
+        encoding: ContentEncoding,
+    },
+}
+
+/// The copy of fresh content to keep as its last good content.
+#[derive(Debug)]
+pub(crate) struct Kept {
+    /// The bytes to store.
+    pub(crate) bytes: Vec<u8>,
+    /// How they are encoded.
+    pub(crate) encoding: ContentEncoding,
+}
+
+/// What reading one content gave.
+#[derive(Debug, Default)]
+pub(crate) struct Streamed {
+    /// Its lines' report.
+    pub(crate) report: ParseReport,
+    /// Expressions hashed, and their bytes.
+    pub(crate) expressions: u64,
+    pub(crate) expression_bytes: u64,
+    /// Wall time spent waiting for input (reading, decompressing and
+    /// keeping the copy) that the parse did not hide.
+    pub(crate) read: Duration,
+    /// Wall time of the parse on every core (splitting, cleaning,
+    /// canonicalizing, hashing).
+    pub(crate) parse: Duration,
+}
+
+/// The raw bytes of a content.
+enum Raw {
+    Memory(Cursor<Vec<u8>>),
+    Stream(Box<dyn Read + Send>),
+}
+
+impl Read for Raw {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Self::Memory(c) => c.read(buf),
+            Self::Stream(r) => r.read(buf),
+        }
+    }
+}
+
+/// Where the raw bytes of fresh content are copied as they are read.
+enum Keeper {
+    /// Nothing to copy (cached content, or fresh gzip already in memory).
+    Nothing,
+    /// The raw bytes themselves (a gzip stream).
+    Raw(Vec<u8>),
+    /// The raw bytes, compressed.
+    Zstd(zstd::stream::write::Encoder<'static, Vec<u8>>),
+}
+
+impl Keeper {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<()> {
+        match self {
+            Self::Nothing => Ok(()),
+            Self::Raw(v) => {
+                v.extend_from_slice(bytes);
+                Ok(())
+            }
+            Self::Zstd(e) => e.write_all(bytes),
+        }
+    }
+}
+
+/// Reads raw bytes, copying them to a keeper.
+struct Tee<'a> {
+    raw: &'a mut Raw,
+    keeper: &'a mut Keeper,
+}
+
+impl Read for Tee<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.raw.read(buf)?;
+        self.keeper.write(&buf[..n])?;
+        Ok(n)
+    }
+}
+
+/// Fails a read once more than `max` bytes came through.
+struct Limit<R> {
+    inner: R,
+    left: u64,
+    max: u64,
+}
+
+impl<R: Read> Read for Limit<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        match self.left.checked_sub(n as u64) {
+            Some(left) => {
+                self.left = left;
+                Ok(n)
+            }
+            None => Err(io::Error::new(
+                io::ErrorKind::FileTooLarge,
+                format!("decompressed content exceeds max_bytes = {}", self.max),
+            )),
+        }
+    }
+}
+
+/// The decoded stream of `encoding`'s bytes from `input`.
+pub(crate) fn decoder<'a>(
+    input: impl BufRead + Send + 'a,
+    encoding: ContentEncoding,
+) -> io::Result<Box<dyn Read + Send + 'a>> {
+    Ok(match encoding {
+        ContentEncoding::Identity => Box::new(input),
+        ContentEncoding::Gzip => Box::new(flate2::bufread::MultiGzDecoder::new(input)),
+        ContentEncoding::Zstd => Box::new(zstd::stream::read::Decoder::with_buffer(input)?),
+    })
+}
+
+/// Fills `buf` from `reader` as far as it goes; the bytes read.
+fn read_full(reader: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match reader.read(&mut buf[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(filled)
+}
+
+/// A decoded stream cut into blocks of whole lines: each block but the
+/// last ends with a line feed, so reading the blocks one after another
+/// with [`feed_lines`](crate::sources::feed_lines) gives the lines of the
+/// whole stream (a CRLF pair is never cut, and a lone CR splits within a
+/// block's line as it does within the whole).
+pub(crate) struct Blocks<R> {
+    reader: R,
+    /// The start of a line cut at the end of the previous block (holds no
+    /// line feed).
+    carry: Vec<u8>,
+    done: bool,
+}
+
+impl<R: Read> Blocks<R> {
+    pub(crate) fn new(reader: R) -> Self {
+        Self {
+            reader,
+            carry: Vec::new(),
+            done: false,
+        }
+    }
+
+    /// The next block of whole lines, `None` at the end.
+    pub(crate) fn next_block(&mut self) -> io::Result<Option<Vec<u8>>> {
+        let mut block = std::mem::take(&mut self.carry);
+        loop {
+            if self.done {
+                return Ok((!block.is_empty()).then_some(block));
+            }
+            let start = block.len();
+            block.resize(start + BLOCK_BYTES, 0);
+            let n = read_full(&mut self.reader, &mut block[start..])?;
+            block.truncate(start + n);
+            self.done = n < BLOCK_BYTES;
+            if let Some(at) = memchr::memrchr(b'\n', &block[start..]) {
+                let cut = start + at + 1;
+                self.carry = block[cut..].to_vec();
+                block.truncate(cut);
+                return Ok(Some(block));
+            }
+        }
+    }
+
+    /// Up to `count` blocks.
+    fn wave(&mut self, count: usize) -> io::Result<Vec<Vec<u8>>> {
+        let mut wave = Vec::with_capacity(count);
+        while wave.len() < count {
+            match self.next_block()? {
+                Some(block) => wave.push(block),
+                None => break,
+            }
+        }
+        Ok(wave)
+    }
+}
+
+/// The sink of one block: its full hashes, in order.
+#[derive(Default)]
+struct BlockSink {
+    hashes: Vec<FullHash>,
+    expressions: u64,
+    expression_bytes: u64,
+}
+
+impl EntrySink for BlockSink {
+    fn expression(&mut self, expression: &[u8]) {
+        self.hashes.push(FullHash::of(expression));
+        self.expressions += 1;
+        self.expression_bytes += expression.len() as u64;
+    }
+
+    fn full_hash(&mut self, hash: FullHash) {
+        self.hashes.push(hash);
+    }
+}
+
+/// Parses a whole document (or block) on this thread into `out`.
+fn parse_into(
+    bytes: &[u8],
+    format: SourceFormat,
+    options: &FormatOptions,
+    out: &mut Vec<FullHash>,
+    streamed: &mut Streamed,
+) {
+    let started = Instant::now();
+    let mut sink = BlockSink {
+        hashes: std::mem::take(out),
+        ..BlockSink::default()
+    };
+    parse_source_into(bytes, format, options, &mut streamed.report, &mut sink);
+    *out = sink.hashes;
+    streamed.expressions += sink.expressions;
+    streamed.expression_bytes += sink.expression_bytes;
+    streamed.parse += started.elapsed();
+}
+
+/// Parses a line format's blocks on every core into `out`, reading the
+/// next blocks while the current ones are parsed; results in input order.
+fn parse_lines<R: Read + Send>(
+    blocks: &mut Blocks<R>,
+    format: SourceFormat,
+    options: &FormatOptions,
+    out: &mut Vec<FullHash>,
+    streamed: &mut Streamed,
+) -> io::Result<()> {
+    let per_wave = rayon::current_num_threads().max(1) * BLOCKS_PER_THREAD;
+    let started = Instant::now();
+    let mut wave = blocks.wave(per_wave)?;
+    streamed.read += started.elapsed();
+    while !wave.is_empty() {
+        let started = Instant::now();
+        let (next, (parsed, parse_took)) = rayon::join(
+            || blocks.wave(per_wave),
+            || {
+                let started = Instant::now();
+                let parsed: Vec<(ParseReport, BlockSink)> = wave
+                    .par_iter()
+                    .map(|block| {
+                        let mut report = ParseReport::default();
+                        let mut sink = BlockSink::default();
+                        parse_source_into(block, format, options, &mut report, &mut sink);
+                        (report, sink)
+                    })
+                    .collect();
+                (parsed, started.elapsed())
+            },
+        );
+        drop(std::mem::take(&mut wave));
+        for (report, sink) in parsed {
+            streamed.report.merge(&report);
+            out.extend_from_slice(&sink.hashes);
+            streamed.expressions += sink.expressions;
+            streamed.expression_bytes += sink.expression_bytes;
+        }
+        let wall = started.elapsed();
+        streamed.parse += parse_took;
+        streamed.read += wall.saturating_sub(parse_took);
+        wave = next?;
+    }
+    Ok(())
+}
+
+/// How one content is read: its format and the options of each pass (a
+/// JSON block source's allow array is a second pass over the document).
+pub(crate) struct Passes<'a> {
+    pub(crate) config: &'a SourceConfig,
+    pub(crate) entries: FormatOptions,
+    pub(crate) allow_array: Option<FormatOptions>,
+}
+
+/// What reading one content gave: each pass's result, and the copy to keep
+/// (fresh content only).
+pub(crate) struct ContentRead {
+    pub(crate) entries: Streamed,
+    pub(crate) allow_array: Streamed,
+    pub(crate) kept: Option<Kept>,
+}
+
+/// Reads `content` per `passes`: the entries into `out`, a JSON allow
+/// array into `allowed`. An error (unreadable, corrupt, over `max_bytes`
+/// decompressed) is the reason, with whatever was added to `out` and
+/// `allowed` left for the caller to cut back.
+pub(crate) fn read_content(
+    content: Content,
+    passes: &Passes<'_>,
+    out: &mut Vec<FullHash>,
+    allowed: &mut Vec<FullHash>,
+) -> Result<ContentRead, String> {
+    let started = Instant::now();
+    let fresh = !matches!(content, Content::Cached { .. });
+    let max_bytes = passes.config.max_bytes;
+    let (mut raw, encoding, mut keeper) = match content {
+        Content::Fresh(bytes) => {
+            let gzip = is_gzip(&bytes);
+            let keeper = if gzip { Keeper::Nothing } else { zstd_keeper()? };
+            (Raw::Memory(Cursor::new(bytes)), gzip_or_plain(gzip), keeper)
+        }
+        Content::Stream(stream) => {
+            let keeper = if stream.gzip {
+                // Sized up front: no copies while it grows.
+                let size = usize::try_from(stream.size.min(max_bytes)).unwrap_or(0);
+                Keeper::Raw(Vec::with_capacity(size))
+            } else {
+                zstd_keeper()?
+            };
+            (Raw::Stream(stream.reader), gzip_or_plain(stream.gzip), keeper)
+        }
+        Content::Cached { bytes, encoding } => (Raw::Memory(Cursor::new(bytes)), encoding, Keeper::Nothing),
+    };
+    let prepared = started.elapsed();
+    let mut read = {
+        let tee = BufReader::with_capacity(
+            BLOCK_BYTES,
+            Tee {
+                raw: &mut raw,
+                keeper: &mut keeper,
+            },
+        );
+        let decoded = decoder(tee, encoding).map_err(|e| e.to_string())?;
+        let decoded: Box<dyn Read + Send + '_> = if fresh {
+            Box::new(Limit {
+                inner: decoded,
+                left: max_bytes,
+                max: max_bytes,
+            })
+        } else {
+            decoded
+        };
+        read_passes(decoded, passes, out, allowed).map_err(|e| describe(&e, encoding))?
+    };
+    read.entries.read += prepared;
+    let kept = match keeper {
+        _ if !fresh => None,
+        Keeper::Nothing => match raw {
+            Raw::Memory(cursor) => Some(Kept {
+                bytes: cursor.into_inner(),
+                encoding,
+            }),
+            Raw::Stream(_) => None,
+        },
+        Keeper::Raw(bytes) => Some(Kept { bytes, encoding }),
+        Keeper::Zstd(encoder) => Some(Kept {
+            bytes: encoder.finish().map_err(|e| e.to_string())?,
+            encoding: ContentEncoding::Zstd,
+        }),
+    };
+    Ok(ContentRead { kept, ..read })
+}
+
+/// A read error as a source's failure reason: what failed, and where.
+fn describe(error: &io::Error, encoding: ContentEncoding) -> String {
+    match (error.kind(), encoding) {
+        (io::ErrorKind::FileTooLarge, _) => error.to_string(),
+        (_, ContentEncoding::Gzip) => format!("gzip: {error}"),
+        (_, ContentEncoding::Zstd) => format!("zstd: {error}"),
+        (_, ContentEncoding::Identity) => format!("reading content: {error}"),
+    }
+}
+
+fn gzip_or_plain(gzip: bool) -> ContentEncoding {
+    if gzip {
+        ContentEncoding::Gzip
+    } else {
+        ContentEncoding::Identity
+    }
+}
+
+fn zstd_keeper() -> Result<Keeper, String> {
+    zstd::stream::write::Encoder::new(Vec::new(), KEEP_ZSTD_LEVEL)
+        .map(Keeper::Zstd)
+        .map_err(|e| e.to_string())
+}
+
+/// The passes over a decoded stream.
+fn read_passes(
+    mut decoded: impl Read + Send,
+    passes: &Passes<'_>,
+    out: &mut Vec<FullHash>,
+    allowed: &mut Vec<FullHash>,
+) -> io::Result<ContentRead> {
+    let format = passes.config.format;
+    let mut entries = Streamed::default();
+    let mut allow_array = Streamed::default();
+    if matches!(format, SourceFormat::Json | SourceFormat::Csv) {
+        let started = Instant::now();
+        let mut document = Vec::new();
+        decoded.read_to_end(&mut document)?;
+        entries.read += started.elapsed();
+        parse_into(&document, format, &passes.entries, out, &mut entries);
+        if let Some(options) = &passes.allow_array {
+            parse_into(&document, format, options, allowed, &mut allow_array);
+        }
+    } else {
+        parse_lines(
+            &mut Blocks::new(decoded),
+            format,
+            &passes.entries,
+            out,
+            &mut entries,
+        )?;
+    }
+    Ok(ContentRead {
+        entries,
+        allow_array,
+        kept: None,
+    })
+}
+
+#[cfg(test)]
+mod tests;

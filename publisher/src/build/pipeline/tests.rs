@@ -1,0 +1,215 @@
+//! The streamed, parallel read gives what one sequential pass over the
+//! whole decoded document gives: the same hashes in the same order, the
+//! same counts and the same reject samples.
+
+use std::io::Write as _;
+
+use super::*;
+use crate::sources::{feed_lines, parse_source};
+
+fn gzip(bytes: &[u8]) -> Vec<u8> {
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    encoder.write_all(bytes).unwrap();
+    encoder.finish().unwrap()
+}
+
+/// One pass over the whole document, on this thread.
+fn sequential(bytes: &[u8], format: SourceFormat, options: &FormatOptions) -> (Vec<FullHash>, ParseReport) {
+    let mut report = ParseReport::default();
+    let mut hashes = Vec::new();
+    parse_source(bytes, format, options, &mut report, |h| hashes.push(h));
+    (hashes, report)
+}
+
+fn read(
+    content: Content,
+    config: &SourceConfig,
+) -> Result<(Vec<FullHash>, ParseReport, Option<Kept>), String> {
+    let passes = Passes {
+        config,
+        entries: FormatOptions::default(),
+        allow_array: None,
+    };
+    let (mut out, mut allowed) = (Vec::new(), Vec::new());
+    let read = read_content(content, &passes, &mut out, &mut allowed)?;
+    assert!(allowed.is_empty());
+    Ok((out, read.entries.report, read.kept))
+}
+
+/// Several blocks of a `urls` feed with every kind of line, rejects spread
+/// thin (so the ten samples come from several blocks), CRLF and lone-CR
+/// line ends, a byte-order mark, quotes, columns, comments, and no final
+/// line feed.
+fn fixture() -> Vec<u8> {
+    let mut feed = Vec::new();
+    for i in 0..60_000u32 {
+        let line: Vec<u8> = match i % 20 {
+            0 if i % 6_000 == 0 => format!("not a url {i}").into_bytes(),
+            1 if i % 7_000 == 1 => b"http://com/".to_vec(),
+            2 => format!("\u{feff}http://bom.example/{i}\r").into_bytes(),
+            3 => format!("\"http://quoted.example/{i},x\",2020-01-01").into_bytes(),
+            4 => format!("http://tab.example/{i}\t2020").into_bytes(),
+            5 => format!("http://a.example/{i}\rhttp://b.example/{i}").into_bytes(),
+            6 => b"# a comment".to_vec(),
+            7 => Vec::new(),
+            8 => format!("http://space.example/a b{i}").into_bytes(),
+            9 => format!("http://amp.example/?a=1&amp;b={i} # seen").into_bytes(),
+            _ => format!("https://host{}.example/path/{i}?q={i}", i % 97).into_bytes(),
+        };
+        feed.extend_from_slice(&line);
+        feed.push(b'\n');
+    }
+    feed.extend_from_slice(b"http://last.example/no-line-feed");
+    feed
+}
+
+#[test]
+fn a_feed_read_in_parallel_blocks_is_read_as_in_one_pass() {
+    let feed = fixture();
+    assert!(feed.len() > 4 * BLOCK_BYTES, "{}", feed.len());
+    let config = SourceConfig::file("feed.txt", SourceFormat::Urls);
+    let (hashes, report) = sequential(&feed, SourceFormat::Urls, &FormatOptions::default());
+    assert!(report.samples.len() == REJECT_SAMPLES_SEEN && report.rejected_total() > 10);
+    // More threads than cores: blocks finish out of order.
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(5).build().unwrap();
+    let (out, parallel, kept) = pool
+        .install(|| read(Content::Fresh(feed.clone()), &config))
+        .unwrap();
+    assert_eq!(parallel, report);
+    assert!(out == hashes, "hashes differ from one pass's");
+    // Received plain: kept as zstd of what was received.
+    let kept = kept.unwrap();
+    assert_eq!(kept.encoding, ContentEncoding::Zstd);
+    assert_eq!(zstd::stream::decode_all(kept.bytes.as_slice()).unwrap(), feed);
+    assert!(kept.bytes.len() * 3 < feed.len());
+}
+
+const REJECT_SAMPLES_SEEN: usize = crate::sources::REJECT_SAMPLES;
+
+#[test]
+fn gzip_is_streamed_and_kept_as_received() {
+    let feed = fixture();
+    let gz = gzip(&feed);
+    let config = SourceConfig::file("feed.txt.gz", SourceFormat::Urls);
+    let expected = sequential(&feed, SourceFormat::Urls, &FormatOptions::default());
+
+    let (out, report, kept) = read(Content::Fresh(gz.clone()), &config).unwrap();
+    assert_eq!((out, report), expected);
+    let kept = kept.unwrap();
+    assert_eq!((kept.encoding, kept.bytes == gz), (ContentEncoding::Gzip, true));
+
+    // A file: read as it streams, its bytes kept as they came.
+    let stream = Stream {
+        reader: Box::new(Cursor::new(gz.clone())),
+        gzip: true,
+        size: gz.len() as u64,
+    };
+    let (out, report, kept) = read(Content::Stream(stream), &config).unwrap();
+    assert_eq!((out, report), expected);
+    let kept = kept.unwrap();
+    assert_eq!((kept.encoding, kept.bytes == gz), (ContentEncoding::Gzip, true));
+
+    // Two gzip members (`cat a.gz b.gz`) read as one.
+    let (head, tail) = feed.split_at(feed.len() / 3);
+    let members = [gzip(head), gzip(tail)].concat();
+    let (out, report, _) = read(Content::Fresh(members), &config).unwrap();
+    assert_eq!((out, report), expected);
+}
+
+#[test]
+fn every_stored_encoding_reads_back_the_same_and_is_not_kept_again() {
+    let feed = fixture();
+    let config = SourceConfig::file("feed.txt", SourceFormat::Urls);
+    let expected = sequential(&feed, SourceFormat::Urls, &FormatOptions::default());
+    for (bytes, encoding) in [
+        // A cache written before copies were kept compressed.
+        (feed.clone(), ContentEncoding::Identity),
+        (gzip(&feed), ContentEncoding::Gzip),
+        (
+            zstd::stream::encode_all(feed.as_slice(), 1).unwrap(),
+            ContentEncoding::Zstd,
+        ),
+    ] {
+        let (out, report, kept) = read(Content::Cached { bytes, encoding }, &config).unwrap();
+        assert_eq!((out, report), expected, "{encoding:?}");
+        assert!(kept.is_none());
+    }
+}
+
+#[test]
+fn decompressed_content_over_max_bytes_or_corrupt_is_an_error_not_a_panic() {
+    let feed = fixture();
+    let mut config = SourceConfig::file("feed.txt.gz", SourceFormat::Urls);
+    config.max_bytes = feed.len() as u64 - 1;
+    let err = read(Content::Fresh(gzip(&feed)), &config).unwrap_err();
+    assert!(err.contains("exceeds max_bytes"), "{err}");
+    config.max_bytes = feed.len() as u64;
+    assert!(read(Content::Fresh(gzip(&feed)), &config).is_ok());
+
+    let mut corrupt = gzip(&feed);
+    let middle = corrupt.len() / 2;
+    corrupt[middle..middle + 64].fill(0xAA);
+    let err = read(Content::Fresh(corrupt.clone()), &config).unwrap_err();
+    assert!(err.starts_with("gzip: "), "{err}");
+    corrupt.truncate(middle);
+    let err = read(Content::Fresh(corrupt), &config).unwrap_err();
+    assert!(err.starts_with("gzip: "), "{err}");
+}
+
+#[test]
+fn blocks_end_at_line_feeds_and_give_the_lines_of_the_whole() {
+    let long = vec![b'x'; 2 * BLOCK_BYTES + 17];
+    let cases: Vec<Vec<u8>> = vec![
+        Vec::new(),
+        b"\n".to_vec(),
+        b"\n\n\n".to_vec(),
+        b"a\r\nb\rc\n\n".to_vec(),
+        // A CRLF pair across the end of the first read.
+        [vec![b'a'; BLOCK_BYTES - 1], b"\r\nb\n".to_vec()].concat(),
+        // A line feed as the last byte of the first read, then an empty line.
+        [vec![b'a'; BLOCK_BYTES - 1], b"\n\nc".to_vec()].concat(),
+        // A line longer than two reads, between short ones.
+        [b"a\n".to_vec(), long.clone(), b"\nb\r\n".to_vec()].concat(),
+        long,
+    ];
+    for whole in cases {
+        let mut blocks = Blocks::new(whole.as_slice());
+        let mut lines: Vec<Vec<u8>> = Vec::new();
+        let mut joined = Vec::new();
+        while let Some(block) = blocks.next_block().unwrap() {
+            assert!(!block.is_empty());
+            lines.extend(feed_lines(&block).map(<[u8]>::to_vec));
+            joined.extend_from_slice(&block);
+        }
+        let expected: Vec<Vec<u8>> = feed_lines(&whole).map(<[u8]>::to_vec).collect();
+        assert_eq!(joined, whole);
+        assert!(
+            lines == expected,
+            "lines differ for a case of {} bytes",
+            whole.len()
+        );
+    }
+}
+
+#[test]
+fn a_json_document_is_read_whole_with_its_allow_array() {
+    let json = br#"{"blacklist": ["evil.example", "bad.example", "com"], "whitelist": ["bad.example"]}"#;
+    let mut config = SourceConfig::file("config.json", SourceFormat::Json);
+    config.json_allow_key = Some("whitelist".to_owned());
+    let allow_options = FormatOptions {
+        column: None,
+        json_key: Some("whitelist".to_owned()),
+        json_key_optional: true,
+    };
+    let passes = Passes {
+        config: &config,
+        entries: FormatOptions::default(),
+        allow_array: Some(allow_options.clone()),
+    };
+    let (mut out, mut allowed) = (Vec::new(), Vec::new());
+    let read = read_content(Content::Fresh(gzip(json)), &passes, &mut out, &mut allowed).unwrap();
+    let entries = sequential(json, SourceFormat::Json, &FormatOptions::default());
+    let allow = sequential(json, SourceFormat::Json, &allow_options);
+    assert_eq!((out, read.entries.report), entries);
+    assert_eq!((allowed, read.allow_array.report), allow);
+}

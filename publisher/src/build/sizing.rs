@@ -1,0 +1,100 @@
+//! Sizing a list's filter and its full-hash protocol: the canary's measured
+//! false-positive rate, the filter kind, the request prefix length.
+
+use blocksieve_format::{FilterKind, KeyBits, PrefixFilter};
+use rand::{Rng as _, SeedableRng as _};
+use rayon::prelude::*;
+
+use crate::config::{FilterChoice, ListConfig};
+
+/// How many keys absent by construction are probed to measure a filter's
+/// false-positive rate (the canary).
+pub const CANARY_PROBES: u32 = 100_000;
+
+/// Mean number of expressions per URL check, measured with this
+/// canonicalizer on the 5,715 URLs of `legit-urls.txt` (Hannousse &
+/// Yahiouche's legitimate URLs): 26,327 expressions / 5,715 URLs.
+pub const MEAN_EXPRESSIONS_PER_URL: f64 = 4.607;
+
+/// Approximate JSON bytes per full hash in a full-hash response
+/// (`{"full_hash":"<64 hex>","list":"<name>"},`), excluding the name.
+pub(super) const RESPONSE_BYTES_PER_MATCH: f64 = 35.0 + 64.0;
+
+/// The fraction of `probes` random keys, absent from `keys` by construction,
+/// that `filter` reports present. Seeded: the same inputs give the same rate.
+pub fn measure_fpr(filter: &PrefixFilter, keys: &[u64], key_bits: KeyBits, probes: u32, seed: u64) -> f64 {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let mut hits = 0u64;
+    let mut done = 0u32;
+    // The keys are drawn in order on this thread; whether each is absent
+    // and a hit is checked on every core, and the first `probes` absent
+    // ones counted: the same probes and rate as one loop.
+    let mut candidates = Vec::new();
+    while done < probes {
+        candidates.clear();
+        candidates.extend((done..probes).map(|_| match key_bits {
+            KeyBits::Bits32 => u64::from(rng.r#gen::<u32>()),
+            KeyBits::Bits64 => rng.r#gen::<u64>(),
+        }));
+        let probed: Vec<Option<bool>> = candidates
+            .par_iter()
+            .map(|&key| keys.binary_search(&key).is_err().then(|| filter.contains(key)))
+            .collect();
+        for hit in probed.into_iter().flatten() {
+            done += 1;
+            hits += u64::from(hit);
+        }
+    }
+    hits as f64 / f64::from(probes)
+}
+
+/// Probability that probing one expression that is not listed hits: a
+/// filter false positive, or (32-bit keys) a listed prefix shared by chance.
+pub fn false_hit_per_probe(fpr: f64, unique_keys: u64, key_bits: KeyBits) -> f64 {
+    let collision = match key_bits {
+        KeyBits::Bits32 => unique_keys as f64 / 4_294_967_296.0,
+        KeyBits::Bits64 => 0.0,
+    };
+    collision + (1.0 - collision) * fpr
+}
+
+/// Expected full-hash requests per 1,000 checks of unlisted URLs: a check
+/// probes [`MEAN_EXPRESSIONS_PER_URL`] expressions and needs a request when
+/// any of them hits.
+pub fn expected_requests_per_1000(per_probe: f64) -> f64 {
+    1000.0 * (1.0 - (1.0 - per_probe).powf(MEAN_EXPRESSIONS_PER_URL))
+}
+
+/// The request prefix length to advertise: the longest of 8, 12, …, 32 bits
+/// whose expected bucket still holds `min_anonymity` listed full hashes (8
+/// when even that is too few).
+pub fn request_prefix_bits(full_hashes: u64, min_anonymity: u64) -> u8 {
+    use blocksieve_format::api::{MAX_REQUEST_PREFIX_BITS, MIN_REQUEST_PREFIX_BITS};
+    (MIN_REQUEST_PREFIX_BITS..=MAX_REQUEST_PREFIX_BITS)
+        .rev()
+        .step_by(4)
+        .find(|&bits| full_hashes as f64 / 2f64.powi(i32::from(bits)) >= min_anonymity as f64)
+        .unwrap_or(MIN_REQUEST_PREFIX_BITS)
+}
+
+pub(super) fn filter_kind_for(list: &ListConfig, unique_keys: u64) -> FilterKind {
+    match list.filter {
+        FilterChoice::Kind(k) => k,
+        FilterChoice::Auto(_) => [
+            FilterKind::BinaryFuse8,
+            FilterKind::BinaryFuse16,
+            FilterKind::BinaryFuse32,
+        ]
+        .into_iter()
+        .find(|k| {
+            let fpr = match k {
+                FilterKind::BinaryFuse8 => 1.0 / 256.0,
+                FilterKind::BinaryFuse16 => 1.0 / 65_536.0,
+                _ => 1.0 / 4_294_967_296.0,
+            };
+            expected_requests_per_1000(false_hit_per_probe(fpr, unique_keys, list.key_width()))
+                <= list.target_full_hash_requests_per_1000
+        })
+        .unwrap_or(FilterKind::BinaryFuse32),
+    }
+}
