@@ -14,7 +14,9 @@
 # target/bench/notes/<N>-<name>.md; a section not run keeps the files of its
 # last run, and BENCHMARKS.md says when each section was measured. Human
 # findings (profiles, causes) live in bench/findings/<N>-<name>.md and are
-# appended to that section's notes.
+# appended to that section's notes. Rows measured by hand (rows 7-9: see
+# their notes for the commands) live in bench/manual/<N>-<name>.{rows.md,
+# notes.md,stamp} and are written into the table in their place.
 #
 # Needs the shared data at ../shared/data beside the repository, or
 # BLOCKSIEVE_DATA=DIR; a section without its data is skipped with a message.
@@ -54,6 +56,9 @@ stamp() { # stamp SECTION: when and at which commit it was measured
 }
 
 if [ "$SECTIONS" != table ]; then
+    # How busy the machine was when the run started (other processes on the
+    # same cores), for the table's Machine section.
+    cut -d' ' -f1 /proc/loadavg >"$OUT/load-at-start"
     echo "== building (release)" >&2
     cargo build --release -q -p blocksieve-bench -p blocksieve-publisher
 fi
@@ -154,7 +159,10 @@ the ratios hold. Regenerate this file with \`bench/run.sh\` (see "Commands").
 | written | $(date -u '+%Y-%m-%d %H:%M UTC') |
 | commit | $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet HEAD 2>/dev/null || echo ' + uncommitted changes') |
 
-Other builds were running on the same two cores during the runs.
+Load average (1 min) when the last run of `bench/run.sh` started: $(cat "$OUT/load-at-start" 2>/dev/null || echo unknown)
+(other processes on the same cores; the ratios are measured within one run,
+so load shifts both sides alike, but it costs parallel builds their second
+core).
 
 Sections and when they were measured:
 
@@ -163,6 +171,9 @@ EOF
         name=$(basename "$f" .md)
         when=$(cat "$OUT/stamps/$name" 2>/dev/null || date -u -r "$f" '+%Y-%m-%d %H:%M UTC (rows file written)')
         echo "- \`$name\`: $when"
+    done
+    for f in bench/manual/*.stamp; do
+        echo "- \`$(basename "$f" .stamp)\`: $(cat "$f")"
     done
     cat <<'EOF'
 
@@ -206,7 +217,7 @@ target/release/blocksieve-bench rows probe --criterion target/criterion --out ta
 | # | measurement | measured | reference | ratio | target | met |
 |---|---|---:|---:|---:|---|---|
 EOF
-    cat "$OUT"/rows/*.md
+    cat "$OUT"/rows/*.md bench/manual/*.rows.md
     for f in "$OUT"/notes/*.md; do
         echo
         cat "$f"
@@ -215,6 +226,10 @@ EOF
             echo
             cat "$finding"
         fi
+    done
+    for f in bench/manual/*.notes.md; do
+        echo
+        cat "$f"
     done
 } | sanitize >BENCHMARKS.md
 echo "wrote BENCHMARKS.md" >&2
