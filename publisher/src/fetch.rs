@@ -101,6 +101,10 @@ fn decoded_head(head: &[u8], complete: bool) -> Result<Vec<u8>, String> {
         .take(HEAD_BYTES as u64)
         .read_to_end(&mut out);
     match read {
+        // The head ended inside the gzip stream (even inside its header,
+        // which may run past the head): the build decodes the rest, and
+        // reports a stream that really is cut short.
+        Err(e) if !complete && e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(out),
         Err(e) if complete || out.is_empty() => Err(format!("gzip: {e}")),
         _ => Ok(out),
     }
@@ -119,9 +123,9 @@ fn check_content(size: u64, head: &[u8], complete: bool, source: &SourceConfig) 
 }
 
 /// Opens a local source file and checks it (size, start) without reading
-/// it whole: the file, rewound, for the build to read.
+/// it whole: the start read, then the rest of the file, for the build to
+/// read. Never seeks: a named pipe or `/dev/stdin` reads as well.
 fn open_file(path: &Path, source: &SourceConfig) -> Result<Stream, String> {
-    use std::io::Seek as _;
     let mut file = std::fs::File::open(path).map_err(|e| e.to_string())?;
     let size = file.metadata().map_err(|e| e.to_string())?.len();
     let mut head = Vec::new();
@@ -130,10 +134,10 @@ fn open_file(path: &Path, source: &SourceConfig) -> Result<Stream, String> {
         .read_to_end(&mut head)
         .map_err(|e| e.to_string())?;
     check_content(size, &head, head.len() as u64 == size, source)?;
-    file.rewind().map_err(|e| e.to_string())?;
+    let gzip = is_gzip(&head);
     Ok(Stream {
-        reader: Box::new(file),
-        gzip: is_gzip(&head),
+        reader: Box::new(std::io::Cursor::new(head).chain(file)),
+        gzip,
         size,
     })
 }

@@ -605,21 +605,51 @@ pub struct CacheMeta {
 
 /// What is stored as a source's metadata: [`CacheMeta`] and which content
 /// object it describes.
+///
+/// Plain content is named by `data` and `sha256`, as every version writes
+/// and reads it. Compressed content is named by `encoded_data` and
+/// `encoded_sha256` instead, fields that versions before compressed copies
+/// do not know: such a version finds no content (its `data` is absent, and
+/// the fixed `.data` key of older metadata is removed) and fetches anew,
+/// rather than read gzip or zstd bytes as feed lines. Nor can it then
+/// rewrite this metadata after a `304`, dropping `encoding`: without
+/// content it sends no validators.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct StoredMeta {
     #[serde(flatten)]
     meta: CacheMeta,
-    /// The key of the content object (`None`: written before content keys
-    /// named their hash, at the source's fixed `.data` key).
+    /// The key of plain content (`None`: compressed content, named by
+    /// `encoded_data`; or metadata written before content keys named their
+    /// hash, at the source's fixed `.data` key).
     #[serde(default)]
     data: Option<String>,
-    /// The content's SHA-256, hex (`None` as for `data`).
+    /// The plain content's SHA-256, hex (`None` as for `data`).
     #[serde(default)]
     sha256: Option<String>,
-    /// How the content is encoded: absent (plain) in metadata written
-    /// before last good copies were kept compressed.
+    /// The key of compressed content.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    encoded_data: Option<String>,
+    /// The compressed content's SHA-256, hex (of the bytes as stored).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    encoded_sha256: Option<String>,
+    /// How the content named by `encoded_data` is encoded (plain content
+    /// is `identity`, left out).
     #[serde(default, skip_serializing_if = "is_identity")]
     encoding: ContentEncoding,
+}
+
+impl StoredMeta {
+    /// The content's key, expected SHA-256 and encoding.
+    fn content(&self, legacy_key: impl FnOnce() -> String) -> (String, Option<&String>, ContentEncoding) {
+        match &self.encoded_data {
+            Some(key) => (key.clone(), self.encoded_sha256.as_ref(), self.encoding),
+            None => (
+                self.data.clone().unwrap_or_else(legacy_key),
+                self.sha256.as_ref(),
+                ContentEncoding::Identity,
+            ),
+        }
+    }
 }
 
 fn is_identity(encoding: &ContentEncoding) -> bool {
@@ -682,7 +712,7 @@ impl SourceCache {
     /// content is still stored.
     fn described(&self) -> Option<(StoredMeta, String)> {
         let stored = self.stored_meta()?;
-        let data = (stored.data.clone()).unwrap_or_else(|| format!("{}/{}.data", self.dir, self.stem));
+        let (data, _, _) = stored.content(|| format!("{}/{}.data", self.dir, self.stem));
         self.storage.version(&data).ok()??;
         Some((stored, data))
     }
@@ -712,13 +742,14 @@ impl SourceCache {
         use sha2::Digest as _;
         let (stored, data) = self.described()?;
         let bytes = self.storage.get(&data).ok()??;
-        if let Some(expected) = &stored.sha256
+        let (_, expected, encoding) = stored.content(String::new);
+        if let Some(expected) = expected
             && hex::encode(sha2::Sha256::digest(&bytes)) != *expected
         {
             tracing::warn!(key = %data, "cached source content does not match its metadata; ignored");
             return None;
         }
-        Some((bytes, stored.encoding, stored.meta))
+        Some((bytes, encoding, stored.meta))
     }
 
     /// Only the metadata (cheap: for validators and the collapse check),
@@ -729,7 +760,7 @@ impl SourceCache {
 
     /// How the cached content is stored, if there is content.
     pub fn encoding(&self) -> Option<ContentEncoding> {
-        self.described().map(|(stored, _)| stored.encoding)
+        self.described().map(|(stored, _)| stored.content(String::new).2)
     }
 
     /// Bytes `range` of the cached content as stored (fewer at its end), if
@@ -765,10 +796,13 @@ impl SourceCache {
         let sha256 = hex::encode(sha2::Sha256::digest(bytes));
         let data = format!("{}/{}.{}.data", self.dir, self.stem, &sha256[..16]);
         self.storage.put(&data, bytes, PutMode::Overwrite)?;
+        let plain = encoding == ContentEncoding::Identity;
         self.write_meta(&StoredMeta {
             meta: meta.clone(),
-            data: Some(data.clone()),
-            sha256: Some(sha256),
+            data: plain.then(|| data.clone()),
+            sha256: plain.then(|| sha256.clone()),
+            encoded_data: (!plain).then(|| data.clone()),
+            encoded_sha256: (!plain).then_some(sha256),
             encoding,
         })?;
         let own = format!("{}/{}.", self.dir, self.stem);
@@ -1045,6 +1079,14 @@ mod tests {
         // A 304 keeps the encoding with the content.
         cache.store_meta(&meta_with("y")).unwrap();
         assert_eq!(cache.encoding(), Some(ContentEncoding::Zstd));
+        // A version before compressed copies reads `data` (else the fixed
+        // `.data` key) and `sha256`: it must find no content, never read the
+        // zstd bytes as lines (and publish the list without this source).
+        let json: serde_json::Value =
+            serde_json::from_slice(&storage.get(&cache.meta_key()).unwrap().unwrap()).unwrap();
+        assert!(json["data"].is_null() && json["sha256"].is_null(), "{json}");
+        let legacy = format!("{}/{}.data", cache.dir, cache.stem);
+        assert!(storage.version(&legacy).unwrap().is_none());
 
         // Metadata as earlier versions wrote it: no `encoding`, plain text.
         cache.store(b"plain\n", &meta_with("p")).unwrap();

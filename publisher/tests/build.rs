@@ -153,3 +153,65 @@ fn a_source_not_modified_is_built_from_the_last_good_content_it_is_given() {
     );
     assert!(meta.fetched_at == NOW && meta.accepted == 3);
 }
+
+/// Builds `config`'s source as the publisher fetches it, and returns the
+/// full hashes and the source's state.
+async fn fetch_and_build(config: SourceConfig) -> (Vec<FullHash>, String) {
+    use blocksieve_publisher::internal::fetch::fetch;
+    let fetched = fetch(&reqwest::Client::new(), &config, None).await;
+    let key = SigningKey::from_secret_bytes([7; 32]);
+    let mut list = ListConfig::new("phishing", vec![]);
+    list.gates.min_entries = 0;
+    let request = BuildRequest {
+        list: &list,
+        previous: None,
+        now: NOW,
+        ttl: Duration::from_secs(3600),
+        probe: PeakRssProbe::NONE,
+        key: &key,
+    };
+    let source = LoadedSource {
+        config,
+        role: SourceRole::Block,
+        fetched,
+        last_good: LastGood::none(),
+        read_duration: Duration::ZERO,
+    };
+    let built = build_list(&request, vec![source]).unwrap();
+    (built.hashes, built.report.sources[0].state.clone())
+}
+
+/// A source file is read without seeking back after its start is checked:
+/// a named pipe (or `/dev/stdin`) is a source like any file.
+#[tokio::test]
+async fn a_named_pipe_is_read_as_a_source_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("feed.fifo");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    let writer = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::write(&fifo, FEED).unwrap())
+    };
+    let (hashes, state) = fetch_and_build(SourceConfig::file(&fifo, SourceFormat::Urls)).await;
+    writer.join().unwrap();
+    assert_eq!((hashes, state.as_str()), (expected_hashes(), "fresh"));
+}
+
+/// A valid gzip file whose header alone (an extra field and a comment, each
+/// within gzip's limits) runs past the start that the HTML check decodes is
+/// read whole, not refused as cut short.
+#[tokio::test]
+async fn a_gzip_file_with_a_header_longer_than_the_checked_start_is_read() {
+    use std::io::Write as _;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("feed.txt.gz");
+    let mut gz = flate2::GzBuilder::new()
+        .extra(vec![b'x'; 65_535])
+        .comment(vec![b'c'; 10_000])
+        .write(Vec::new(), flate2::Compression::default());
+    gz.write_all(FEED.as_bytes()).unwrap();
+    std::fs::write(&path, gz.finish().unwrap()).unwrap();
+    let (hashes, state) = fetch_and_build(SourceConfig::file(&path, SourceFormat::Urls)).await;
+    assert_eq!((hashes, state.as_str()), (expected_hashes(), "fresh"));
+}

@@ -141,7 +141,10 @@ impl<R: Read> Read for Limit<R> {
             }
             None => Err(io::Error::new(
                 io::ErrorKind::FileTooLarge,
-                format!("decompressed content exceeds max_bytes = {}", self.max),
+                format!(
+                    "content as read (decompressed, if compressed) exceeds max_bytes = {}",
+                    self.max
+                ),
             )),
         }
     }
