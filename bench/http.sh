@@ -15,7 +15,7 @@
 # Loopback only: the publisher and nginx listen on 127.0.0.1 ports picked at
 # start; wrk (Debian package) sends a fixed number of connections for a fixed
 # time and stops by itself. Both servers get the machine's 2 cores: the
-# publisher's tokio runtime has one worker thread per core, nginx gets
+# publisher serves on one current-thread tokio runtime per core, nginx gets
 # `worker_processes 2`. Installs wrk and nginx with apt-get when missing.
 set -euo pipefail
 trap 'echo "$0: failed at line $LINENO: $BASH_COMMAND" >&2' ERR
@@ -322,8 +322,8 @@ notes.append("## Row 4: HTTP endpoints, publisher vs nginx\n")
 notes.append(f"wrk 1 thread, {conns} keep-alive connections, {secs} s per measurement after a 1 s warm-up, "
              f"loopback; per endpoint, publisher and nginx alternate {rounds} times in one run (requests/s over "
              "the summed time; p50/p99 the median of the rounds). "
-             "The publisher serves the 854k-URL feed's list (release build, tokio multi-thread runtime: "
-             "2 worker threads on 2 cores); nginx (Debian package) serves the same bytes as static files "
+             "The publisher serves the 854k-URL feed's list (release build, one current-thread tokio "
+             "runtime per core, each with its own `SO_REUSEPORT` listener: 2 on 2 cores); nginx (Debian package) serves the same bytes as static files "
              "with `worker_processes 2`, `access_log off`, `sendfile on`, keep-alive without a request cap: "
              "the snapshot file copied from the publisher's data directory (nginx's own ETag for the 304s), "
              "and one JSON file per prefix fetched from the publisher. wrk runs on the same 2 cores. "

@@ -19,8 +19,16 @@
 //! - [`ConnectionLimits::write_stall_timeout`]: [`GuardedStream`] fails a
 //!   write that makes no progress for this long, which ends the connection;
 //! - [`ConnectionLimits::max_connections`]: beyond this many open
-//!   connections the loop stops accepting, so new ones wait in the kernel's
-//!   accept backlog until one closes.
+//!   connections (over all serving threads) the loops stop accepting, so
+//!   new ones wait in the kernel's accept backlog until one closes.
+//!
+//! The loop runs on one current-thread runtime per core, each on its own
+//! thread with its own listener, so that a connection's requests are read,
+//! answered and written on one thread, as nginx's workers do: on a
+//! multi-thread runtime, a request woken on one worker was often run on the
+//! other (a wake-up and a context switch per request, which cost the 304
+//! answers more than their own work). Builds, schedules and the store
+//! follower stay on the runtime that called [`serve`].
 //!
 //! And a lingering close ([`LINGER_TIME`], [`LINGER_MAX_BYTES`]): when the
 //! server closes a connection whose client may still be sending (a `413`
@@ -34,15 +42,19 @@
 
 use std::future::Future;
 use std::io;
+use std::net::SocketAddr;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
+use socket2::{Domain, SockRef, Socket, Type};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 use tokio::time::{Instant, Sleep};
 
 /// Per-connection limits, enforced below the router.
@@ -71,17 +83,154 @@ pub const LINGER_TIME: Duration = Duration::from_secs(1);
 /// anyway: a client still sending after this much is cut with a reset.
 pub const LINGER_MAX_BYTES: usize = 1024 * 1024;
 
-/// Serves `router` on `listener` until `shutdown` completes, then stops
-/// accepting, lets every open connection finish its current request, and
-/// returns once all are closed. The caller bounds that wait (the drain
-/// deadline) by dropping this future, which aborts the connections still
-/// open. While [`ConnectionLimits::max_connections`] are open, nothing is
-/// accepted: new connections wait in the kernel's accept backlog (and
-/// beyond it, their SYNs are retried by the client's kernel).
+/// Serves `router` until `shutdown` completes, on one current-thread
+/// runtime per core ([`serving_threads`]), each accepting on its own
+/// listener and answering its own connections, as an nginx worker does:
+/// a request never crosses threads. The listeners are `listener` and, when
+/// it was bound with `SO_REUSEPORT` ([`bind`]), more bound to the same
+/// address (the kernel spreads new connections over them); otherwise they
+/// share `listener`'s accept queue. After `shutdown`, each stops accepting
+/// and lets every open connection finish its current request; once all are
+/// closed, or `drain` has passed (then the rest are aborted), this returns
+/// `true` if all finished in time. Dropping this future aborts every
+/// connection without waiting. While [`ConnectionLimits::max_connections`]
+/// are open in all, nothing is accepted: new connections wait in the
+/// kernel's accept backlog (and beyond it, their SYNs are retried by the
+/// client's kernel).
 pub async fn serve(
     listener: TcpListener,
     router: axum::Router,
     limits: ConnectionLimits,
+    shutdown: impl Future<Output = ()>,
+    drain: Duration,
+) -> io::Result<bool> {
+    let listeners = spread(listener, serving_threads())?;
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(Stop::Serve);
+    let stop_tx = AbortOnDrop(stop_tx);
+    let slots = Arc::new(Semaphore::new(limits.max_connections));
+    let mut finished = Vec::new();
+    for (i, std_listener) in listeners.into_iter().enumerate() {
+        let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();
+        let (router, slots, mut stop) = (router.clone(), Arc::clone(&slots), stop_rx.clone());
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        std::thread::Builder::new()
+            .name(format!("serve-{i}"))
+            .spawn(move || {
+                runtime.block_on(async move {
+                    let Ok(listener) = TcpListener::from_std(std_listener) else {
+                        return;
+                    };
+                    let mut draining = stop.clone();
+                    let draining = async move {
+                        let _ = draining.wait_for(|s| *s != Stop::Serve).await;
+                    };
+                    tokio::select! {
+                        () = serve_one(listener, router, limits, slots, draining) => {}
+                        _ = stop.wait_for(|s| *s == Stop::Abort) => {}
+                    }
+                });
+                // Dropping the runtime drops the connections still open.
+                drop(runtime);
+                drop(done_tx);
+            })?;
+        finished.push(done_rx);
+    }
+    shutdown.await;
+    let _ = stop_tx.0.send(Stop::Drain);
+    let deadline = tokio::time::Instant::now() + drain;
+    let mut in_time = true;
+    for mut done in finished {
+        if in_time && tokio::time::timeout_at(deadline, &mut done).await.is_ok() {
+            continue;
+        }
+        if in_time {
+            in_time = false;
+            let _ = stop_tx.0.send(Stop::Abort);
+        }
+        let _ = done.await;
+    }
+    Ok(in_time)
+}
+
+/// How many threads serve connections: one per core.
+pub fn serving_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
+}
+
+/// Binds a listener on `addr` with `SO_REUSEPORT` where the system has it,
+/// so that [`serve`] can give each serving thread its own.
+///
+/// # Errors
+///
+/// When the address cannot be bound.
+pub fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
+    let socket = reuse_port_socket(addr)?;
+    let listener = std::net::TcpListener::from(socket);
+    TcpListener::from_std(listener)
+}
+
+fn reuse_port_socket(addr: SocketAddr) -> io::Result<Socket> {
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
+    socket.set_reuse_address(true)?;
+    #[cfg(all(
+        unix,
+        not(any(target_os = "solaris", target_os = "illumos", target_os = "cygwin"))
+    ))]
+    socket.set_reuse_port(true)?;
+    socket.set_nonblocking(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(1024)?;
+    Ok(socket)
+}
+
+/// `listener` and `count - 1` more: bound to its address with
+/// `SO_REUSEPORT` when it has that option, else copies of it.
+fn spread(listener: TcpListener, count: usize) -> io::Result<Vec<std::net::TcpListener>> {
+    let listener = listener.into_std()?;
+    let addr = listener.local_addr()?;
+    let reuse = SockRef::from(&listener).reuse_port().unwrap_or(false);
+    let mut all = Vec::with_capacity(count);
+    for _ in 1..count {
+        all.push(if reuse {
+            reuse_port_socket(addr)?.into()
+        } else {
+            listener.try_clone()?
+        });
+    }
+    all.insert(0, listener);
+    Ok(all)
+}
+
+/// What the serving threads are told.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    /// Keep serving.
+    Serve,
+    /// Stop accepting, finish the open connections.
+    Drain,
+    /// Close everything now.
+    Abort,
+}
+
+/// Tells the serving threads to abort when [`serve`] is dropped.
+struct AbortOnDrop(tokio::sync::watch::Sender<Stop>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.send(Stop::Abort);
+    }
+}
+
+/// One serving thread's loop: accepts on `listener` while `slots` has a
+/// free connection slot, until `shutdown`; then lets every open connection
+/// finish its current request, and returns once all are closed.
+async fn serve_one(
+    listener: TcpListener,
+    router: axum::Router,
+    limits: ConnectionLimits,
+    slots: Arc<Semaphore>,
     shutdown: impl Future<Output = ()>,
 ) {
     let mut http = hyper::server::conn::http1::Builder::new();
@@ -93,13 +242,15 @@ pub async fn serve(
     let mut connections = tokio::task::JoinSet::new();
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
-        // The set holds one task per open connection (finished ones are
-        // reaped by the branch below), so its length is the connection count.
-        let below_cap = connections.len() < limits.max_connections;
-        let stream = tokio::select! {
-            accepted = listener.accept(), if below_cap => match accepted {
-                Ok((stream, _peer)) => stream,
-                Err(e) => {
+        let (stream, slot) = tokio::select! {
+            // A slot first, so that at the cap nothing is accepted.
+            accepted = async {
+                let slot = Arc::clone(&slots).acquire_owned().await;
+                (listener.accept().await, slot)
+            } => match accepted {
+                (Ok((stream, _peer)), Ok(slot)) => (stream, slot),
+                (Ok(_), Err(_)) => continue,
+                (Err(e), _) => {
                     accept_error(e).await;
                     continue;
                 }
@@ -117,6 +268,7 @@ pub async fn serve(
                 // they are the client's problem, not the server's.
                 tracing::debug!(error = %e, "connection closed with an error");
             }
+            drop(slot);
         });
     }
     drop(listener);

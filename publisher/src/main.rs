@@ -379,8 +379,7 @@ async fn serve(config: Config, force: bool) -> anyhow::Result<()> {
     if force {
         publisher.force_next_build();
     }
-    let listener = tokio::net::TcpListener::bind(publisher.config().listen)
-        .await
+    let listener = blocksieve_publisher::internal::listener::bind(publisher.config().listen)
         .with_context(|| format!("binding {}", publisher.config().listen))?;
     tracing::info!(
         addr = %listener.local_addr()?,

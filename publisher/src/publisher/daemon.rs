@@ -20,7 +20,8 @@ impl Publisher {
     ///
     /// # Errors
     ///
-    /// [`Error::Config`] when a schedule is invalid.
+    /// [`Error::Config`] when a schedule is invalid, or the serving threads
+    /// cannot be started (their listeners on the listen address).
     pub async fn run(
         self,
         listener: TcpListener,
@@ -47,25 +48,28 @@ impl Publisher {
             }
         }
         let drain = self.inner.config.drain_timeout;
-        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-        let signal = async move {
-            shutdown.await;
-            let _ = stop_tx.send(true);
-        };
-        // Not `axum::serve`: it sets no header-read or write-stall timeout
-        // (see `listener`). `serve` returns once every connection has
-        // finished after the signal; the drain deadline below bounds that.
-        let server = listener::serve(listener, self.router(), self.connection_limits(), signal);
-        let mut stopped = stop_rx.clone();
-        let served = tokio::select! {
-            () = server => Ok(()),
-            () = async move {
-                let _ = stopped.wait_for(|s| *s).await;
-                tokio::time::sleep(drain).await;
-            } => {
-                tracing::warn!(drain_s = drain.as_secs(), "drain deadline passed; closing remaining connections");
+        // Not `axum::serve`: it sets no header-read or write-stall timeout,
+        // and serves on this runtime (see `listener`). `serve` returns once
+        // every connection has finished after the signal, or the drain
+        // deadline has passed and the rest were closed.
+        let served =
+            listener::serve(listener, self.router(), self.connection_limits(), shutdown, drain).await;
+        // Failing to start the serving threads (a listener per thread on
+        // the listen address) is reported as the address's problem.
+        let served = match served {
+            Ok(in_time) => {
+                if !in_time {
+                    tracing::warn!(
+                        drain_s = drain.as_secs(),
+                        "drain deadline passed; closing remaining connections"
+                    );
+                }
                 Ok(())
             }
+            Err(e) => Err(Error::Config {
+                field: "listen".into(),
+                reason: format!("serving threads: {e}"),
+            }),
         };
         if let Some(mut scheduler) = scheduler {
             let _ = scheduler.shutdown().await;
