@@ -162,10 +162,22 @@ pub fn serving_threads() -> usize {
 /// Binds a listener on `addr` with `SO_REUSEPORT` where the system has it,
 /// so that [`serve`] can give each serving thread its own.
 ///
+/// An address another process already listens on is refused, as a plain
+/// bind would: `SO_REUSEPORT` alone would let a second publisher (of the
+/// same user) share the port, and the kernel split connections between
+/// the two. So the address is first bound without it.
+///
 /// # Errors
 ///
-/// When the address cannot be bound.
+/// When the address cannot be bound; `AddrInUse` when something listens
+/// on it.
 pub fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
+    if addr.port() != 0 {
+        let probe = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
+        // Not refused for connections of an earlier run in TIME_WAIT.
+        probe.set_reuse_address(true)?;
+        probe.bind(&addr.into())?;
+    }
     let socket = reuse_port_socket(addr)?;
     let listener = std::net::TcpListener::from(socket);
     TcpListener::from_std(listener)
@@ -447,6 +459,21 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for GuardedStream<S> {
 
 #[cfg(test)]
 mod tests {
+    /// A second publisher on the address of a running one fails to start,
+    /// as without `SO_REUSEPORT`, instead of sharing its connections.
+    #[tokio::test]
+    async fn a_second_bind_of_a_listening_address_is_refused() {
+        let first = super::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let addr = first.local_addr().unwrap();
+        let second = super::bind(addr);
+        assert_eq!(
+            second.err().map(|e| e.kind()),
+            Some(std::io::ErrorKind::AddrInUse)
+        );
+        drop(first);
+        assert!(super::bind(addr).is_ok(), "the address is free again");
+    }
+
     use tokio::io::AsyncWriteExt as _;
 
     use super::*;
