@@ -108,7 +108,7 @@ name = "phishing"
 sources = [ { path = "$FEED", format = "urls" } ]
 EOF
     RUST_LOG=warn "$TARGET/release/blocksieve-publisher" build --config "$PUBDIR/phishing.toml" >"$PUBDIR/build.txt"
-    SNAPSHOT=$(ls "$PUBDIR"/data/lists/phishing/*.snapshot | tail -n 1)
+    SNAPSHOT=$(ls "$PUBDIR"/data/lists/phishing/builds/*.snapshot | tail -n 1)
     KEY=$PUBDIR/data/signing.key
     if want swap; then
         echo "== row 5: swap under load" >&2
@@ -159,7 +159,7 @@ the ratios hold. Regenerate this file with \`bench/run.sh\` (see "Commands").
 | written | $(date -u '+%Y-%m-%d %H:%M UTC') |
 | commit | $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet HEAD 2>/dev/null || echo ' + uncommitted changes') |
 
-Load average (1 min) when the last run of `bench/run.sh` started: $(cat "$OUT/load-at-start" 2>/dev/null || echo unknown)
+Load average (1 min) when the last run of \`bench/run.sh\` started: $(cat "$OUT/load-at-start" 2>/dev/null || echo unknown)
 (other processes on the same cores; the ratios are measured within one run,
 so load shifts both sides alike, but it costs parallel builds their second
 core).
@@ -202,7 +202,7 @@ bash bench/http.sh                                      # row 4
 # writes the config to target/bench/publisher/phishing.toml):
 cargo build --release -p blocksieve-bench -p blocksieve-publisher
 target/release/blocksieve-publisher build --config target/bench/publisher/phishing.toml
-S=$(ls target/bench/publisher/data/lists/phishing/*.snapshot | tail -n 1)
+S=$(ls target/bench/publisher/data/lists/phishing/builds/*.snapshot | tail -n 1)
 K=target/bench/publisher/data/signing.key
 target/release/blocksieve-bench swap --snapshot $S --signing-key $K --out target/bench       # row 5
 target/release/blocksieve-bench footprint --snapshot $S --signing-key $K --out target/bench  # row 6
