@@ -33,6 +33,10 @@ pub(crate) struct Args {
     /// A scratch cache directory for the agent.
     #[arg(long, default_value = "target/bench/profile-cache")]
     cache_dir: PathBuf,
+    /// Run each pass this many times (for a sampling profiler such as
+    /// `perf record`, which needs seconds of work, not one pass).
+    #[arg(long, default_value_t = 1)]
+    repeat: u32,
 }
 
 #[inline(never)]
@@ -89,9 +93,34 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         .filter_map(|u| canonicalize(u).ok())
         .flat_map(|u| u.expressions().map(|e| e.as_str().to_owned()).collect::<Vec<_>>())
         .collect();
-    let hits = pass_lookup_local(&agent, &urls);
-    let canon = pass_canonicalize_sha256(&urls);
-    let sha = pass_sha256_only(&expressions);
+    let (mut hits, mut canon, mut sha) = (0, 0, 0);
+    // Wall time of each pass, per URL, in every round: the passes alternate,
+    // so a slower stretch of the machine weighs on all three alike.
+    let mut times: [Vec<f64>; 3] = Default::default();
+    let per_url = |t: std::time::Instant| t.elapsed().as_nanos() as f64 / urls.len() as f64;
+    for _ in 0..args.repeat.max(1) {
+        let t = std::time::Instant::now();
+        hits = pass_lookup_local(&agent, &urls);
+        times[0].push(per_url(t));
+        let t = std::time::Instant::now();
+        canon = pass_canonicalize_sha256(&urls);
+        times[1].push(per_url(t));
+        let t = std::time::Instant::now();
+        sha = pass_sha256_only(&expressions);
+        times[2].push(per_url(t));
+    }
+    if args.repeat > 1 {
+        let [lookup, canonical, hashing] = times.map(|mut v| {
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        });
+        println!(
+            "median per URL over {} rounds: lookup_local {lookup:.0} ns ({:.3}), canonicalize + SHA-256 {canonical:.0} ns ({:.3}), SHA-256 alone {hashing:.0} ns",
+            args.repeat,
+            lookup / hashing,
+            canonical / hashing
+        );
+    }
     println!(
         "{} URLs, {} expressions, {hits} prefix hits (checksums {canon} {sha})",
         urls.len(),
