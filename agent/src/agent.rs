@@ -336,7 +336,7 @@ impl Agent {
     pub fn lookup_local(&self, url: &str) -> Result<LocalLookup, Error> {
         let mut hashes = UrlHashes::default();
         hashes.set(url)?;
-        self.inner.lists.probe(&hashes, self.inner.shared.now())
+        self.inner.lists.probe(&hashes, self.inner.shared.now_coarse())
     }
 
     /// Starts the background updates: one task that checks every list for a

@@ -83,15 +83,42 @@ const MAX_TIMEOUT: Duration = Duration::from_secs(24 * 60 * 60);
 pub trait TimeProvider: fmt::Debug + Send + Sync {
     /// The current time.
     fn now(&self) -> SystemTime;
+
+    /// The current time for [`Agent::lookup_local`](crate::Agent::lookup_local),
+    /// which reads it on every check only to tell whether a snapshot has
+    /// expired — an instant given in whole seconds. A clock a few
+    /// milliseconds old will do, if it is cheaper to read. By default,
+    /// [`TimeProvider::now`].
+    fn now_coarse(&self) -> SystemTime {
+        self.now()
+    }
 }
 
 /// The system clock, [`SystemTime::now`]; the default [`TimeProvider`].
+///
+/// Its [`now_coarse`](TimeProvider::now_coarse) on Linux is the kernel's
+/// coarse wall clock (`CLOCK_REALTIME_COARSE`, the same time as of the last
+/// timer tick: at most a few milliseconds behind, and read without the
+/// clock source, which costs as much as the rest of a check's bookkeeping
+/// on virtual machines); elsewhere, [`SystemTime::now`].
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SystemClock;
 
 impl TimeProvider for SystemClock {
     fn now(&self) -> SystemTime {
         SystemTime::now()
+    }
+
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    fn now_coarse(&self) -> SystemTime {
+        let t = rustix::time::clock_gettime(rustix::time::ClockId::RealtimeCoarse);
+        match (u64::try_from(t.tv_sec), u32::try_from(t.tv_nsec)) {
+            (Ok(secs), Ok(nanos)) if nanos < 1_000_000_000 => {
+                SystemTime::UNIX_EPOCH + Duration::new(secs, nanos)
+            }
+            // Before 1970: not a clock this agent can use coarsely.
+            _ => SystemTime::now(),
+        }
     }
 }
 
@@ -584,6 +611,20 @@ fn is_loopback(host: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The coarse clock is the wall clock as of the last tick: never ahead
+    /// of it, and behind by a tick (milliseconds), never by a second.
+    #[test]
+    fn the_system_clocks_coarse_time_is_the_wall_clock_within_a_tick() {
+        for _ in 0..1000 {
+            let coarse = SystemClock.now_coarse();
+            let precise = SystemClock.now();
+            let behind = precise
+                .duration_since(coarse)
+                .expect("coarse time ahead of the clock");
+            assert!(behind < Duration::from_millis(100), "{behind:?} behind");
+        }
+    }
 
     #[test]
     fn base_url_is_normalised_without_trailing_slash() {

@@ -79,7 +79,7 @@ struct ListMeta {
 /// One subscribed list and its current snapshot.
 #[derive(Debug)]
 struct ListSlot {
-    name: String,
+    name: Arc<str>,
     /// Swapped whole by updates; readers take an `Arc` and never block, so a
     /// check sees either the old filter or the new one, never a mix.
     current: ArcSwapOption<Loaded>,
@@ -128,7 +128,7 @@ impl Lists {
             .lists
             .iter()
             .map(|name| ListSlot {
-                name: name.clone(),
+                name: name.as_str().into(),
                 current: ArcSwapOption::empty(),
                 meta: Mutex::new(ListMeta::default()),
             })
@@ -151,7 +151,7 @@ impl Lists {
 
     /// The subscribed lists' names, in subscription order.
     pub(crate) fn names(&self) -> impl Iterator<Item = &str> {
-        self.slots.iter().map(|s| s.name.as_str())
+        self.slots.iter().map(|s| &*s.name)
     }
 
     /// How many lists are subscribed.
@@ -160,7 +160,7 @@ impl Lists {
     }
 
     fn slot(&self, list: &str) -> Option<&ListSlot> {
-        self.slots.iter().find(|s| s.name == list)
+        self.slots.iter().find(|s| &*s.name == list)
     }
 
     /// The version `list`'s state stands for, if it has one.
@@ -176,7 +176,7 @@ impl Lists {
         versions.len() == self.slots.len()
             && self.slots.iter().all(|slot| {
                 let advertised = lock(&slot.meta).buckets_advertised;
-                advertised.is_some() && advertised == versions.get(&slot.name).copied()
+                advertised.is_some() && advertised == versions.get(&*slot.name).copied()
             })
     }
 
@@ -199,7 +199,7 @@ impl Lists {
                 let state = current.as_ref().map(|l| &l.state);
                 let base = state.map(ListState::base);
                 ListStatus {
-                    name: slot.name.clone(),
+                    name: slot.name.to_string(),
                     version: state.map(ListState::version),
                     base_version: base.map(|b| b.header().version),
                     additions: state.map_or(0, |s| s.additions().len()),
@@ -236,7 +236,7 @@ impl Lists {
         let mut lists = Vec::with_capacity(self.slots.len());
         for slot in &self.slots {
             let (outcome, _) = self.update_list_locked(slot).await;
-            lists.push((slot.name.clone(), outcome));
+            lists.push((slot.name.to_string(), outcome));
         }
         lists
     }
@@ -352,7 +352,7 @@ impl Lists {
             }
         }
         Err(first_error.unwrap_or(Error::NotReady {
-            list: slot.name.clone(),
+            list: slot.name.to_string(),
         }))
     }
 
@@ -458,7 +458,7 @@ impl Lists {
             (chain, meta.etag.clone())
         };
         let record = ListRecord {
-            list: slot.name.clone(),
+            list: slot.name.to_string(),
             floor: new_floor,
             base: Some(state.base().floor()),
             etag,
@@ -757,7 +757,7 @@ impl Lists {
             return;
         };
         let record = ListRecord {
-            list: slot.name.clone(),
+            list: slot.name.to_string(),
             floor,
             base: None,
             etag,
@@ -796,10 +796,10 @@ impl Lists {
             let current = slot.current.load();
             let Some(loaded) = current.as_ref() else {
                 return Err(Error::NotReady {
-                    list: slot.name.clone(),
+                    list: slot.name.to_string(),
                 });
             };
-            let snapshot = std::iter::once((slot.name.as_str(), &loaded.state));
+            let snapshot = std::iter::once((&slot.name, &loaded.state));
             return Ok(lookup::probe(hashes, snapshot, now));
         }
         let mut loaded = Vec::with_capacity(self.slots.len());
@@ -807,10 +807,10 @@ impl Lists {
             let current = slot.current.load();
             if current.is_none() {
                 return Err(Error::NotReady {
-                    list: slot.name.clone(),
+                    list: slot.name.to_string(),
                 });
             }
-            loaded.push((slot.name.as_str(), current));
+            loaded.push((&slot.name, current));
         }
         Ok(lookup::probe(
             hashes,

@@ -62,6 +62,11 @@ impl Shared {
         self.time.now()
     }
 
+    /// [`TimeProvider::now_coarse`]: for a check's staleness test.
+    pub(crate) fn now_coarse(&self) -> SystemTime {
+        self.time.now_coarse()
+    }
+
     /// Runs `f` with the agent's RNG, locked: every draw of the agent goes
     /// through here, one at a time.
     pub(crate) fn with_rng<T>(&self, f: impl FnOnce(&mut StdRng) -> T) -> T {

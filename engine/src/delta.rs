@@ -127,8 +127,10 @@ impl ListState {
     /// allocation.
     #[inline]
     pub fn probably_contains(&self, hash: &FullHash) -> bool {
+        // `|`, not `||`: no branch on the filter's answer, so that the
+        // probes of a URL's expressions overlap (see `lookup::probe`).
         self.base.snapshot().probably_contains(hash)
-            || (!self.additions.is_empty() && self.additions.binary_search(&hash.prefix().0).is_ok())
+            | (!self.additions.is_empty() && self.additions.binary_search(&hash.prefix().0).is_ok())
     }
 
     /// Whether the additions have passed `max_additions_ratio` of the base's

@@ -79,8 +79,9 @@ impl<'a> UrlHashes<'a> {
 /// confirmed by the publisher.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PrefixHit {
-    /// The threat list whose filter the prefix hit.
-    pub list: String,
+    /// The threat list whose filter the prefix hit (shared with the
+    /// subscription: a hit copies no name).
+    pub list: Arc<str>,
     /// The expression, e.g. `evil.example/login/`.
     pub expression: String,
     /// The expression's full hash.
@@ -135,7 +136,12 @@ impl LocalLookup {
     /// The distinct 32-bit hash prefixes that hit `list`'s filter.
     pub fn prefixes_for(&self, list: &str) -> Vec<HashPrefix> {
         let mut out: Vec<HashPrefix> = Vec::new();
-        for p in self.hits.iter().filter(|h| h.list == list).map(PrefixHit::prefix) {
+        for p in self
+            .hits
+            .iter()
+            .filter(|h| &*h.list == list)
+            .map(PrefixHit::prefix)
+        {
             if !out.contains(&p) {
                 out.push(p);
             }
@@ -195,20 +201,30 @@ impl FromIterator<u64> for SnapshotVersions {
 /// beyond the answer on this, the path of every check.
 pub fn probe<'a, I>(hashes: &UrlHashes<'_>, snapshots: I, now: SystemTime) -> LocalLookup
 where
-    I: IntoIterator<Item = (&'a str, &'a ListState)>,
+    I: IntoIterator<Item = (&'a Arc<str>, &'a ListState)>,
     I::IntoIter: Clone,
 {
     let snapshots = snapshots.into_iter();
+    let all = hashes.hashes();
     let mut hits = Vec::new();
-    for (i, hash) in hashes.hashes().iter().enumerate() {
-        for (list, snapshot) in snapshots.clone() {
-            if snapshot.probably_contains(hash) {
-                hits.push(PrefixHit {
-                    list: list.to_owned(),
-                    expression: hashes.expression(i).to_owned(),
-                    full_hash: *hash,
-                    request_prefix_bits: snapshot.request_prefix_bits(),
-                });
+    // Batch probing: each list's filter is probed with every hash first,
+    // into a bit mask, with no branch on the answers; only then are the
+    // hits built. A branch per answer would make the CPU wait for each
+    // probe's random reads into the filter (and, when it guessed the answer
+    // wrong, start the next probes' reads over), where the masks let the
+    // reads of all of a URL's probes overlap (`benches/lookup.rs`).
+    let masks: SmallVec<[u32; 4]> = snapshots.clone().map(|(_, s)| probe_mask(s, all)).collect();
+    if masks.iter().any(|&m| m != 0) {
+        for (i, hash) in all.iter().enumerate() {
+            for ((list, snapshot), mask) in snapshots.clone().zip(&masks) {
+                if mask & (1 << i) != 0 {
+                    hits.push(PrefixHit {
+                        list: Arc::clone(list),
+                        expression: hashes.expression(i).to_owned(),
+                        full_hash: *hash,
+                        request_prefix_bits: snapshot.request_prefix_bits(),
+                    });
+                }
             }
         }
     }
@@ -217,6 +233,17 @@ where
         snapshot_versions: snapshots.clone().map(|(_, s)| s.version()).collect(),
         stale: snapshots.clone().any(|(_, s)| s.is_stale(now)),
     }
+}
+
+/// Bit `i` set when `hashes[i]` probably belongs to `state`'s list; a URL
+/// has at most [`MAX_EXPRESSIONS`](blocksieve_format::MAX_EXPRESSIONS)
+/// (30) expressions, so a `u32` holds every answer.
+#[inline(always)]
+fn probe_mask(state: &ListState, hashes: &[FullHash]) -> u32 {
+    const _: () = assert!(blocksieve_format::MAX_EXPRESSIONS <= 32);
+    hashes.iter().take(32).enumerate().fold(0, |mask, (i, hash)| {
+        mask | (u32::from(state.probably_contains(hash)) << i)
+    })
 }
 
 /// What a check answers when the full-hash request for a prefix hit fails
@@ -367,7 +394,7 @@ pub fn decide(
             reason,
             lists: lists
                 .iter()
-                .filter(|l| local.hits.iter().any(|h| h.list == **l))
+                .filter(|l| local.hits.iter().any(|h| &*h.list == **l))
                 .map(|l| (*l).to_owned())
                 .collect(),
             block: policy == FailurePolicy::FailClosed,
@@ -518,6 +545,38 @@ mod tests {
         // A missing answer is no better than a failed one.
         let missing = decide(&l, &HashMap::new(), &["phishing"], FailurePolicy::FailOpen);
         assert!(missing.is_unverified());
+    }
+
+    /// Batch probing answers as one probe per expression would: every
+    /// listed expression of a URL with the most expressions (30) hits, the
+    /// last as well as the first, in expression order, then list order.
+    #[test]
+    fn every_expression_of_the_largest_url_is_probed_in_order() {
+        use crate::delta::tests::{NOW, base};
+        let url = "http://a.b.c.d.e.f.g/1/2/3/4/5/6/7.html?x=1";
+        let h = hashes(url);
+        let all: Vec<String> = h.iter().map(|(e, _)| e.to_owned()).collect();
+        assert_eq!(all.len(), blocksieve_format::MAX_EXPRESSIONS);
+        let first = ListState::of_base(base("first", 1, &all[..1]));
+        let last = ListState::of_base(base("last", 1, &all[29..]));
+        let every = ListState::of_base(base("every", 1, &all));
+        let names: [Arc<str>; 3] = ["first".into(), "last".into(), "every".into()];
+        let lists = [(&names[0], &first), (&names[1], &last), (&names[2], &every)];
+        let now = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(NOW);
+        let local = probe(&h, lists, now);
+        let got: Vec<(&str, &str)> = local
+            .hits
+            .iter()
+            .map(|hit| (&*hit.list, hit.expression.as_str()))
+            // The 8-bit filters have false positives of their own.
+            .filter(|(list, e)| *list == "every" || (*list == "first" && *e == all[0]) || *e == all[29])
+            .collect();
+        let mut want = vec![("first", all[0].as_str())];
+        want.extend(all.iter().map(|e| ("every", e.as_str())));
+        want.insert(30, ("last", all[29].as_str()));
+        assert_eq!(got, want);
+        assert_eq!(&*local.snapshot_versions, &[1, 1, 1]);
+        assert!(!local.stale);
     }
 
     #[test]

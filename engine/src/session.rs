@@ -248,7 +248,7 @@ pub struct SessionStats {
 /// One subscribed list.
 #[derive(Debug)]
 struct Slot {
-    name: String,
+    name: Arc<str>,
     /// Swapped whole: a check sees the old state or the new one.
     state: Option<Arc<ListState>>,
     /// The base snapshot's ETag, for `If-None-Match` while no delta has
@@ -362,7 +362,7 @@ impl Session {
             slots: names
                 .into_iter()
                 .map(|name| Slot {
-                    name,
+                    name: name.into(),
                     state: None,
                     etag: None,
                     floor: None,
@@ -387,7 +387,7 @@ impl Session {
 
     /// The subscribed lists, in subscription order.
     pub fn lists(&self) -> impl Iterator<Item = &str> {
-        self.slots.iter().map(|s| s.name.as_str())
+        self.slots.iter().map(|s| &*s.name)
     }
 
     /// The version `list`'s state stands for, if one is loaded.
@@ -415,7 +415,7 @@ impl Session {
     }
 
     fn slot(&self, list: &str) -> Option<&Slot> {
-        self.slots.iter().find(|s| s.name == list)
+        self.slots.iter().find(|s| &*s.name == list)
     }
 
     fn get(&self, path: String, if_none_match: Option<String>) -> HttpRequest {
@@ -436,7 +436,7 @@ impl Session {
         let plain_base = slot.state.as_ref().is_some_and(|s| !s.has_deltas());
         let etag = slot.etag.clone().filter(|_| plain_base);
         ListRequest {
-            list: slot.name.clone(),
+            list: slot.name.to_string(),
             kind: RequestKind::Snapshot {
                 conditional: etag.is_some(),
             },
@@ -454,7 +454,7 @@ impl Session {
             .map(
                 |slot| match delta::next_request(slot.state.as_deref(), self.max_additions_ratio) {
                     UpdateRequest::Deltas { from, if_none_match } => ListRequest {
-                        list: slot.name.clone(),
+                        list: slot.name.to_string(),
                         kind: RequestKind::Deltas { from },
                         request: self.get(routes::updates(&slot.name, from), Some(if_none_match)),
                     },
@@ -502,7 +502,7 @@ impl Session {
         let index = self
             .slots
             .iter()
-            .position(|s| s.name == request.list)
+            .position(|s| *s.name == *request.list)
             .ok_or_else(|| Error::UnexpectedResponse {
                 url: url.to_owned(),
                 reason: format!("list {} is not subscribed", request.list),
@@ -546,7 +546,7 @@ impl Session {
             let request = self.snapshot_request(slot);
             return Ok(ListUpdate::NeedSnapshot {
                 reason: Some(Error::NotReady {
-                    list: slot.name.clone(),
+                    list: slot.name.to_string(),
                 }),
                 request,
             });
@@ -677,14 +677,14 @@ impl Session {
     fn probe(&self, hashes: &UrlHashes<'_>, now: SystemTime) -> Result<LocalLookup, Error> {
         if let Some(slot) = self.slots.iter().find(|slot| slot.state.is_none()) {
             return Err(Error::NotReady {
-                list: slot.name.clone(),
+                list: slot.name.to_string(),
             });
         }
         // Walked, not collected: no allocation on the path of every check.
         let states = self
             .slots
             .iter()
-            .filter_map(|slot| Some((slot.name.as_str(), &**slot.state.as_ref()?)));
+            .filter_map(|slot| Some((&slot.name, &**slot.state.as_ref()?)));
         Ok(lookup::probe(hashes, states, now))
     }
 
@@ -711,7 +711,7 @@ impl Session {
         let versions: Versions = self
             .slots
             .iter()
-            .map(|slot| slot.name.clone())
+            .map(|slot| slot.name.to_string())
             .zip(local.snapshot_versions.iter().copied())
             .collect();
         let mut answers = HashMap::new();
@@ -811,7 +811,7 @@ impl Session {
     }
 
     fn decide(&mut self, local: &LocalLookup, answers: &HashMap<RequestPrefix, Answer>) -> Verdict {
-        let lists: Vec<&str> = self.slots.iter().map(|s| s.name.as_str()).collect();
+        let lists: Vec<&str> = self.slots.iter().map(|s| &*s.name).collect();
         let verdict = lookup::decide(local, answers, &lists, self.failure_policy);
         if !local.is_empty() {
             match &verdict {

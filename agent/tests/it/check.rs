@@ -358,7 +358,7 @@ async fn lookup_local_reports_hits_per_list_without_requests() {
     let (fake, agent) = ready().await;
     let local = agent.lookup_local("http://evil.example/x/y").unwrap();
     assert_eq!(local.hits.len(), 1);
-    assert_eq!(local.hits[0].list, "malware");
+    assert_eq!(&*local.hits[0].list, "malware");
     assert_eq!(local.hits[0].expression, "evil.example/");
     assert_eq!(local.hits[0].request_prefix_bits, 32);
     assert_eq!(

@@ -53,7 +53,7 @@ impl Session {
         let floor = slot.floor.unwrap_or_else(|| state.floor());
         let base = state.base().floor();
         let record = ListRecord {
-            list: slot.name.clone(),
+            list: slot.name.to_string(),
             floor,
             // The snapshot's own floor whenever it is not the floor held
             // (deltas applied).
@@ -61,7 +61,7 @@ impl Session {
             etag: slot.etag.clone(),
         };
         Some(SavedList {
-            list: slot.name.clone(),
+            list: slot.name.to_string(),
             snapshot,
             chain: if state.has_deltas() {
                 slot.chain.clone()
@@ -101,7 +101,7 @@ impl Session {
     /// discard what was kept, the list stays without a state, and the next
     /// update downloads the snapshot.
     pub fn restore(&mut self, saved: &SavedList, now: SystemTime) -> Result<Restored, Error> {
-        let Some(index) = self.slots.iter().position(|s| s.name == saved.list) else {
+        let Some(index) = self.slots.iter().position(|s| *s.name == *saved.list) else {
             return Err(Error::InvalidSetting {
                 setting: "list",
                 value: format!("{:?} is not subscribed", saved.list),
