@@ -10,9 +10,35 @@ use std::str::FromStr;
 
 use sha2::{Digest, Sha256};
 
-/// A 32-byte SHA-256 full hash of an expression.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+/// A 32-byte SHA-256 full hash of an expression. Ordered by its bytes, as
+/// the snapshot's full-hash list is sorted.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct FullHash(pub [u8; 32]);
+
+impl Ord for FullHash {
+    /// The bytes' order, compared as four big-endian words: the same order
+    /// as the derived one (a `memcmp` call per comparison, the most of a
+    /// build's sort), inlined.
+    #[inline]
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        let word = |h: &Self, i: usize| {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&h.0[i * 8..i * 8 + 8]);
+            u64::from_be_bytes(w)
+        };
+        (0..4)
+            .map(|i| word(self, i).cmp(&word(other, i)))
+            .find(|o| o.is_ne())
+            .unwrap_or(std::cmp::Ordering::Equal)
+    }
+}
+
+impl PartialOrd for FullHash {
+    #[inline]
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
 
 impl FullHash {
     /// Length of a full hash in bytes.
@@ -139,6 +165,28 @@ pub struct HexError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The word-wise order is the bytes' order: on hashes that share
+    /// leading bytes (up to all 32), differing in each word, and random.
+    #[test]
+    fn full_hashes_order_as_their_bytes() {
+        use rand::{Rng as _, SeedableRng as _};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(18);
+        let mut hashes: Vec<FullHash> = (0..2_000).map(|_| FullHash(rng.r#gen())).collect();
+        for byte in 0..32 {
+            for value in [0u8, 1, 0x7f, 0x80, 0xff] {
+                let mut h = hashes[byte];
+                h.0[byte] = value;
+                hashes.push(h);
+                hashes.push(FullHash([value; 32]));
+            }
+        }
+        for a in hashes.iter().step_by(7) {
+            for b in &hashes {
+                assert_eq!(a.cmp(b), a.0.cmp(&b.0), "{a} vs {b}");
+            }
+        }
+    }
 
     #[test]
     fn published_vectors() {
