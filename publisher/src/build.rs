@@ -669,7 +669,7 @@ pub fn check_gates(
             });
         }
     }
-    if s.theoretical_fpr > 0.0 && s.measured_fpr > g.max_fpr_ratio * s.theoretical_fpr {
+    if s.theoretical_fpr > 0.0 && sizing::fpr_over_bound(s.measured_fpr, s.theoretical_fpr, g.max_fpr_ratio) {
         return Some(GateRefusal::MaxFprRatio {
             measured_fpr: s.measured_fpr,
             theoretical_fpr: s.theoretical_fpr,

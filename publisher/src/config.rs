@@ -341,7 +341,9 @@ pub struct Gates {
     /// published snapshot. By default, 0.5.
     pub max_shrink: f64,
     /// Refuse a filter whose measured false-positive rate exceeds this
-    /// multiple of its theoretical rate. By default, 2.0.
+    /// multiple of its theoretical rate beyond chance (the count would come
+    /// from a filter at its theoretical rate with probability under 1e-6).
+    /// By default, 2.0.
     pub max_fpr_ratio: f64,
 }
 

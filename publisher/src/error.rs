@@ -277,7 +277,7 @@ pub enum GateRefusal {
     /// The canary's false-positive rate is over `max_fpr_ratio` times the
     /// filter's theoretical one.
     #[error(
-        "gate max_fpr_ratio: measured false-positive rate {measured_fpr:.3e} is over {max_fpr_ratio} x the theoretical {theoretical_fpr:.3e}"
+        "gate max_fpr_ratio: measured false-positive rate {measured_fpr:.3e} is over {max_fpr_ratio} x the theoretical {theoretical_fpr:.3e}, beyond chance (p < 1e-6)"
     )]
     MaxFprRatio {
         /// The false-positive rate the canary measured.

@@ -48,6 +48,57 @@ pub fn measure_fpr(filter: &PrefixFilter, keys: &[u64], key_bits: KeyBits, probe
     hits as f64 / f64::from(probes)
 }
 
+/// How unlikely, for a filter that works as its theory says, the canary's
+/// count of false positives must be before the `max_fpr_ratio` gate calls
+/// the filter broken: one build in a million refused by chance.
+pub(super) const CANARY_SIGNIFICANCE: f64 = 1e-6;
+
+/// Whether a canary that measured `measured` over [`CANARY_PROBES`] probes
+/// shows a false-positive rate over `ratio` × `theoretical`, beyond what
+/// chance explains: the count is over the bound, and a filter at its
+/// theoretical rate would count as many or more with probability under
+/// [`CANARY_SIGNIFICANCE`] (Poisson tail).
+///
+/// The count alone is not enough. For a `binary_fuse16` filter the canary
+/// expects 1.5 false positives (100,000 / 65,536), and counts 4 or more,
+/// "over 2×", in 7 % of builds of a perfectly good filter; a
+/// `binary_fuse8` filter expects 391, where twice as many is never chance.
+pub(super) fn fpr_over_bound(measured: f64, theoretical: f64, ratio: f64) -> bool {
+    let probes = f64::from(CANARY_PROBES);
+    let hits = (measured * probes).round();
+    let expected = theoretical * probes;
+    measured > ratio * theoretical && poisson_tail(expected, hits) < CANARY_SIGNIFICANCE
+}
+
+/// P(X ≥ `k`) for X ~ Poisson(`lambda`), summed in log space (no
+/// overflow for counts up to the canary's 100,000 probes).
+pub(super) fn poisson_tail(lambda: f64, k: f64) -> f64 {
+    if k <= 0.0 {
+        return 1.0;
+    }
+    if lambda <= 0.0 {
+        return 0.0;
+    }
+    let k = k as u64;
+    // ln P(X = k) = -λ + k ln λ - ln k!
+    let ln_factorial: f64 = (2..=k).map(|i| (i as f64).ln()).sum();
+    let mut ln_term = -lambda + k as f64 * lambda.ln() - ln_factorial;
+    let mut tail = 0.0;
+    for j in k.. {
+        let term = ln_term.exp();
+        tail += term;
+        // Past the mode the terms fall; stop once they no longer count.
+        if j as f64 > lambda && term <= tail * 1e-17 {
+            break;
+        }
+        ln_term += lambda.ln() - ((j + 1) as f64).ln();
+        if j > k + 10_000_000 {
+            break;
+        }
+    }
+    tail.min(1.0)
+}
+
 /// Probability that probing one expression that is not listed hits: a
 /// filter false positive, or (32-bit keys) a listed prefix shared by chance.
 pub fn false_hit_per_probe(fpr: f64, unique_keys: u64, key_bits: KeyBits) -> f64 {

@@ -133,3 +133,67 @@ fn auto_picks_the_smallest_kind_under_target() {
     let r8 = expected_requests_per_1000(false_hit_per_probe(1.0 / 256.0, 100_000, KeyBits::Bits32));
     assert!((17.0..19.0).contains(&r8), "{r8}");
 }
+
+#[test]
+fn poisson_tails_match_hand_computed_values() {
+    use sizing::poisson_tail;
+    // P(X ≥ 4 | λ = 100,000 / 65,536) = 1 − e^−λ (1 + λ + λ²/2 + λ³/6).
+    let l: f64 = 100_000.0 / 65_536.0;
+    let expected = 1.0 - (-l).exp() * (1.0 + l + l * l / 2.0 + l * l * l / 6.0);
+    assert!(
+        (poisson_tail(l, 4.0) - expected).abs() < 1e-12,
+        "{}",
+        poisson_tail(l, 4.0)
+    );
+    assert!((expected - 0.0698).abs() < 1e-3);
+    assert_eq!(poisson_tail(l, 0.0), 1.0);
+    assert!((poisson_tail(3.0, 1.0) - (1.0 - (-3.0f64).exp())).abs() < 1e-12);
+    // Twice a binary_fuse8 canary's mean is no chance at all; its mean is
+    // a coin flip.
+    let fuse8 = 100_000.0 / 256.0;
+    assert!(poisson_tail(fuse8, 2.0 * fuse8) < 1e-60);
+    assert!((poisson_tail(fuse8, fuse8.ceil()) - 0.5).abs() < 0.05);
+}
+
+#[test]
+fn the_fpr_gate_refuses_a_broken_filter_not_a_lucky_count() {
+    let fuse16 = 1.0 / 65_536.0;
+    let fuse8 = 1.0 / 256.0;
+    let per = |hits: u32| f64::from(hits) / f64::from(CANARY_PROBES);
+    // binary_fuse16 expects 1.5 hits: 4 is over 2× by chance (7 %), 12 is
+    // not chance (P < 1e-6), and a broken filter hits half its probes.
+    assert!(!sizing::fpr_over_bound(per(4), fuse16, 2.0));
+    assert!(!sizing::fpr_over_bound(per(8), fuse16, 2.0));
+    assert!(sizing::fpr_over_bound(per(12), fuse16, 2.0));
+    assert!(sizing::fpr_over_bound(0.5, fuse16, 2.0));
+    // binary_fuse8 expects 391: 2× the bound is refused as before, a count
+    // under it never.
+    assert!(sizing::fpr_over_bound(per(782), fuse8, 2.0));
+    assert!(!sizing::fpr_over_bound(per(780), fuse8, 2.0));
+    assert!(!sizing::fpr_over_bound(per(450), fuse8, 2.0));
+}
+
+/// A good binary_fuse16 filter over a small list (the built-in list's
+/// size), canary-measured with 60 seeds: the count alone was "over 2×" in
+/// some of them (7 % each), the gate refuses none.
+#[test]
+fn a_good_small_binary_fuse16_filter_is_never_refused_by_chance() {
+    use rand::{Rng as _, SeedableRng as _};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(19);
+    let mut keys: Vec<u64> = (0..778).map(|_| u64::from(rng.r#gen::<u32>())).collect();
+    keys.sort_unstable();
+    keys.dedup();
+    let filter = PrefixFilter::build(FilterKind::BinaryFuse16, &keys).unwrap();
+    let theoretical = 1.0 / 65_536.0;
+    let (mut over_by_count, mut refused) = (0, 0);
+    for seed in 0..60 {
+        let measured = measure_fpr(&filter, &keys, KeyBits::Bits32, CANARY_PROBES, seed);
+        over_by_count += u32::from(measured > 2.0 * theoretical);
+        refused += u32::from(sizing::fpr_over_bound(measured, theoretical, 2.0));
+    }
+    assert!(
+        over_by_count >= 1,
+        "the old rule refused none of 60 (expected ~4)"
+    );
+    assert_eq!(refused, 0);
+}
