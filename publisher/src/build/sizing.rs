@@ -70,6 +70,20 @@ pub(super) fn fpr_over_bound(measured: f64, theoretical: f64, ratio: f64) -> boo
     measured > ratio * theoretical && poisson_tail(expected, hits) < CANARY_SIGNIFICANCE
 }
 
+/// The largest false-positive rate the canary may measure for a filter
+/// of theoretical rate `theoretical` without the gate refusing it (at
+/// [`fpr_over_bound`]'s `ratio`): what the status page and the alert rules
+/// compare the measured rate with.
+pub(crate) fn fpr_gate_bound(theoretical: f64, ratio: f64) -> f64 {
+    let probes = f64::from(CANARY_PROBES);
+    let per = |hits: f64| hits / probes;
+    let mut hits = (ratio * theoretical * probes).floor().min(probes);
+    while hits < probes && !fpr_over_bound(per(hits + 1.0), theoretical, ratio) {
+        hits += 1.0;
+    }
+    per(hits)
+}
+
 /// P(X ≥ `k`) for X ~ Poisson(`lambda`), summed in log space (no
 /// overflow for counts up to the canary's 100,000 probes).
 pub(super) fn poisson_tail(lambda: f64, k: f64) -> f64 {

@@ -197,3 +197,15 @@ fn a_good_small_binary_fuse16_filter_is_never_refused_by_chance() {
     );
     assert_eq!(refused, 0);
 }
+
+#[test]
+fn the_fpr_gate_bound_is_the_largest_rate_it_accepts() {
+    let per = |hits: u32| f64::from(hits) / f64::from(CANARY_PROBES);
+    // binary_fuse16: P(X ≥ 10) = 4.8e-6, P(X ≥ 11) = 6.5e-7 at λ = 1.53.
+    for (theoretical, bound) in [(1.0 / 256.0, per(781)), (1.0 / 65_536.0, per(10))] {
+        let got = sizing::fpr_gate_bound(theoretical, 2.0);
+        assert!((got - bound).abs() < 1e-12, "{theoretical}: {got} vs {bound}");
+        assert!(!sizing::fpr_over_bound(got, theoretical, 2.0));
+        assert!(sizing::fpr_over_bound(got + per(1), theoretical, 2.0));
+    }
+}
