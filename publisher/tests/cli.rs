@@ -440,7 +440,7 @@ fn check_config_passes_the_shipped_sample_and_summarizes_it() {
         "data_dir      /var/lib/blocksieve\n",
         "role          all\n",
         "list phishing\n  source      builtin (urls)\n",
-        "  filter      auto (at most 10 full-hash requests per 1,000 checks), 32-bit keys\n",
+        "  filter      binary_fuse8, 32-bit keys\n",
         "  schedule    0 */30 * * * *: next ",
         "publisher.toml is valid (",
     ] {
