@@ -68,7 +68,7 @@ fi
 if ! command -v promtool >/dev/null; then
     step "installing promtool from Debian's prometheus package"
     apt-get update -qq
-    (cd "$work" && apt-get download -qq prometheus)
+    (cd "$work" && apt-get download -qq -o APT::Sandbox::User=root prometheus)
     dpkg-deb --fsys-tarfile "$work"/prometheus_*.deb | tar -x -C "$work" ./usr/bin/promtool
     install -m 0755 "$work/usr/bin/promtool" /usr/local/bin/promtool
     rm -rf "$work"/prometheus_*.deb "$work/usr"
