@@ -17,6 +17,7 @@ use serde::Deserialize;
 
 use crate::Error;
 
+pub mod check;
 pub mod schedule;
 mod settings;
 

@@ -2,6 +2,7 @@
 //! serves them. This file only parses the command line, sets up logging and
 //! hands a listener and a shutdown signal to the library.
 
+use std::io::Write as _;
 use std::path::PathBuf;
 
 use anyhow::Context as _;
@@ -23,6 +24,7 @@ Examples:
   blocksieve-publisher serve                       built-in list on 127.0.0.1:8080
   blocksieve-publisher serve --config lists.toml   your lists (see docs/configuration.md)
   blocksieve-publisher build --config lists.toml --out /tmp/out
+  blocksieve-publisher check-config /etc/blocksieve/publisher.toml
   blocksieve-publisher expressions 'http://a.b.c/1/2.html?param=1'
   blocksieve-publisher expressions --feed-line urls 'http://a.example/p # seen 2020-01-01'
   blocksieve-publisher inspect \"$(ls blocksieve-data/lists/phishing/*.snapshot | tail -n 1)\" \\
@@ -93,6 +95,22 @@ enum Command {
         /// into an empty data directory give byte-identical snapshots.
         #[arg(long, value_name = "UNIX_SECONDS", value_parser = clap::value_parser!(u64).range(1..))]
         now: Option<u64>,
+    },
+    /// Check a configuration file as `serve` reads it, print what it runs,
+    /// and warn about what would fail at run time.
+    ///
+    /// The summary (stdout) gives the listen address, data directory, store,
+    /// role, and each list with its sources, allowlists, filter and schedule
+    /// with its next two firings (UTC). Warnings (stderr, `warning: …`) name
+    /// what is valid but would fail or be created when `serve` starts: a
+    /// source file that is missing or unreadable, a signing key not created
+    /// yet, a data directory that cannot be written. Nothing is fetched.
+    /// Exits 0 when the file is valid (warnings or not), 1 naming the field
+    /// when it is not.
+    CheckConfig {
+        /// TOML configuration file.
+        #[arg(value_name = "FILE")]
+        file: PathBuf,
     },
     /// Write a new Ed25519 signing key (mode 0600) and print its public key.
     Keygen {
@@ -333,6 +351,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             timings_json,
             now,
         } => build(config, out, force, timings, timings_json, now).await,
+        Command::CheckConfig { file } => check_config(&file),
         Command::Keygen { out } => {
             let key = storage::generate_signing_key();
             storage::write_key_pair(&key, &out)?;
@@ -372,6 +391,34 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Inspect { file, key } => inspect(&file, key.as_deref()),
     }
+}
+
+/// `check-config`: the file parsed and validated as `serve` reads it, then
+/// its summary and warnings.
+fn check_config(file: &std::path::Path) -> anyhow::Result<()> {
+    use blocksieve_publisher::internal::config::check;
+    let settings = Config::from_file(file)?.resolve()?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let warnings = check::warnings(&settings);
+    let Some(()) = until_closed(|out| {
+        std::io::Write::write_all(out, check::summary(&settings, now).as_bytes())?;
+        writeln!(
+            out,
+            "{} is valid ({} warning{})",
+            file.display(),
+            warnings.len(),
+            if warnings.len() == 1 { "" } else { "s" }
+        )
+    })?
+    else {
+        return Ok(());
+    };
+    for warning in &warnings {
+        eprintln!("warning: {warning}");
+    }
+    Ok(())
 }
 
 async fn serve(config: Config, force: bool) -> anyhow::Result<()> {

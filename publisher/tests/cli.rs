@@ -423,3 +423,163 @@ fn serve_role_is_checked_at_start_and_a_replica_needs_a_store() {
     // It refused before touching the data directory.
     assert!(!dir.path().join("data").exists());
 }
+
+/// The sample configuration the package installs in /etc/blocksieve.
+fn sample_config() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/publisher.toml")
+}
+
+#[test]
+fn check_config_passes_the_shipped_sample_and_summarizes_it() {
+    let sample = sample_config();
+    let out = run(&["check-config", sample.to_str().unwrap()]);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    for want in [
+        "listen        127.0.0.1:8080\n",
+        "data_dir      /var/lib/blocksieve\n",
+        "role          all\n",
+        "list phishing\n  source      builtin (urls)\n",
+        "  filter      binary_fuse8, 32-bit keys\n",
+        "  schedule    0 */30 * * * *: next ",
+        "publisher.toml is valid (",
+    ] {
+        assert!(stdout.contains(want), "{want:?} not in\n{stdout}");
+    }
+    // Only warnings: the key the first start creates, and the data
+    // directory when this user may not create it.
+    for line in stderr.lines() {
+        assert!(
+            line.starts_with("warning: signing_key ") || line.starts_with("warning: data_dir "),
+            "{stderr}"
+        );
+    }
+}
+
+#[test]
+fn check_config_exits_1_naming_the_field_for_each_kind_of_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let list = "[[lists]]\nname = \"p\"\nsources = [{ path = \"u.txt\", format = \"urls\" }]\n";
+    let cases = [
+        ("unreadable file", None, "configuration: "),
+        ("not TOML", Some("listen = \n".to_owned()), "invalid string"),
+        (
+            "no list",
+            Some("listen = \"127.0.0.1:1\"\n".to_owned()),
+            "no [[lists]] configured",
+        ),
+        (
+            "unknown field",
+            Some(format!("ttl_s = 5\n{list}")),
+            "unknown field `ttl_s`",
+        ),
+        (
+            "a value out of range",
+            Some(format!("{list}key_bits = 48\n")),
+            "lists.p.key_bits: 48 is not 32 or 64",
+        ),
+        (
+            "a bad schedule",
+            Some(format!("schedule = \"*/30 * * * *\"\n{list}")),
+            "schedule: \"*/30 * * * *\" is not a valid 6-field cron",
+        ),
+        (
+            "a bad filter",
+            Some(format!("{list}filter = \"cuckoo\"\n")),
+            "unknown filter \"cuckoo\"",
+        ),
+        (
+            "a source with two places",
+            Some(list.replace(
+                "path = \"u.txt\"",
+                "path = \"u.txt\", url = \"https://a.example/\"",
+            )),
+            "lists.p.sources[0]: needs exactly one of",
+        ),
+        (
+            "a replica without a store",
+            Some(format!("role = \"replica\"\n{list}")),
+            "configuration: role: a replica follows an object store",
+        ),
+        (
+            "a required field left out",
+            Some(list.replace("name = \"p\"\n", "")),
+            "missing field `name`",
+        ),
+    ];
+    for (i, (case, content, want)) in cases.iter().enumerate() {
+        let path = dir.path().join(format!("{i}.toml"));
+        if let Some(content) = content {
+            std::fs::write(&path, content).unwrap();
+        }
+        let out = run(&["check-config", path.to_str().unwrap()]);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{case}: {stderr}");
+        assert!(out.stdout.is_empty(), "{case}: {}", text(&out.stdout));
+        assert!(stderr.starts_with("Error: configuration: "), "{case}: {stderr}");
+        assert!(stderr.contains(want), "{case}: {want:?} not in {stderr}");
+    }
+}
+
+#[test]
+fn check_config_warns_about_what_fails_at_run_time_and_still_exits_0() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("feed.txt"), "http://evil.example/x\n").unwrap();
+    std::fs::write(dir.path().join("data"), "a file, not a directory").unwrap();
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "data_dir = {:?}\n[[lists]]\nname = \"p\"\nschedule = \"0 0 3 * * *\"\n\
+             sources = [{{ path = \"feed.txt\", format = \"urls\" }}, {{ path = \"gone.txt\", format = \"hosts\" }},\n\
+             {{ url = \"https://feeds.example/u.txt\", format = \"urls\" }}]\n\
+             allow = [{{ path = \"allow.txt\", format = \"domains\" }}]\n",
+            dir.path().join("data")
+        ),
+    )
+    .unwrap();
+    let out = run(&["check-config", config.to_str().unwrap()]);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    assert!(stdout.contains("  schedule    0 0 3 * * *: next "), "{stdout}");
+    assert!(stdout.contains("T03:00:00Z, then "), "{stdout}");
+    assert!(stdout.contains("config.toml is valid (4 warnings)\n"), "{stdout}");
+    let warnings: Vec<&str> = stderr.lines().collect();
+    assert_eq!(warnings.len(), 4, "{stderr}");
+    assert!(
+        warnings[0].starts_with("warning: list p: source ")
+            && warnings[0].contains("gone.txt: does not exist"),
+        "{stderr}"
+    );
+    assert!(
+        warnings[1].starts_with("warning: list p: allow source ")
+            && warnings[1].contains("allow.txt: does not exist"),
+        "{stderr}"
+    );
+    assert!(warnings[2].starts_with("warning: data_dir ") && warnings[2].ends_with("is not a directory"));
+    // The key would go in the data directory, which is a file.
+    assert!(warnings[3].starts_with("warning: signing_key "), "{stderr}");
+    // Nothing was fetched, created or written.
+    let mut names: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["config.toml", "data", "feed.txt"]);
+}
+
+#[test]
+fn check_config_usage_errors_exit_2() {
+    for args in [
+        &["check-config"][..],
+        &["check-config", "a.toml", "b.toml"],
+        &["check-config", "--bogus", "a.toml"],
+    ] {
+        let out = run(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out.stderr));
+        assert!(
+            text(&out.stderr).contains("Usage: blocksieve-publisher check-config"),
+            "{args:?}"
+        );
+    }
+}

@@ -11,7 +11,10 @@
 //! URL — `unsafe <list> <url>`, `safe <url>`, `invalid <url> <reason>`,
 //! `unverified <url> <reason>` when a prefix hit could not be confirmed (the
 //! full-hash request failed), or `error <url> <reason>` — then a summary on
-//! stderr. Exits with 1 when any URL should be blocked (unsafe, or
+//! stderr. Reading many URLs from stdin with stderr on a terminal, it shows
+//! its progress there (URLs checked, their rate, unsafe so far) from the
+//! second batch on, and clears it before the summary; piped or redirected,
+//! stderr gets the summary alone. Exits with 1 when any URL should be blocked (unsafe, or
 //! unverified with `--fail-closed`), else 2 on errors (publisher unreachable
 //! without a cached snapshot, an unverified URL under the default fail-open
 //! policy, …), else 0.
@@ -206,6 +209,7 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
 
     let mut tally = Tally::default();
+    let mut progress = Progress::new();
     if args.urls.is_empty() {
         let mut batch = Vec::with_capacity(BATCH);
         // Lines are read as bytes: one line that is not UTF-8 must not stop
@@ -217,14 +221,15 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
                 batch.push(url);
             }
             if batch.len() == BATCH {
-                check(&agent, &batch, &mut tally).await;
+                progress.check(&agent, &batch, &mut tally).await;
                 batch.clear();
             }
         }
-        check(&agent, &batch, &mut tally).await;
+        progress.check(&agent, &batch, &mut tally).await;
     } else {
         check(&agent, &args.urls, &mut tally).await;
     }
+    progress.finish();
 
     let mut extra = String::new();
     if tally.unverified > 0 {
@@ -267,12 +272,82 @@ fn url_from_line(line: &[u8]) -> String {
         .to_owned()
 }
 
+/// The progress line of a long run from stdin: on stderr, only when it
+/// is a terminal, and only from the second batch on (a short run shows
+/// none). Verdict lines on stdout are printed with the line cleared, so a
+/// terminal showing both is not garbled.
+struct Progress {
+    /// Whether stderr is a terminal: decided once, at start.
+    enabled: bool,
+    /// Batches checked so far.
+    batches: u64,
+    /// When the run started checking, for the rate.
+    started: std::time::Instant,
+    /// The progress line, once shown.
+    bar: Option<indicatif::ProgressBar>,
+}
+
+impl Progress {
+    fn new() -> Self {
+        Self {
+            enabled: std::io::IsTerminal::is_terminal(&std::io::stderr()),
+            batches: 0,
+            started: std::time::Instant::now(),
+            bar: None,
+        }
+    }
+
+    /// Checks a batch as [`check`] does, then updates the progress line.
+    async fn check(&mut self, agent: &Agent, urls: &[String], tally: &mut Tally) {
+        match &self.bar {
+            // The verdicts are printed while the line is cleared.
+            Some(bar) => {
+                let verdicts = agent.check_urls(urls).await;
+                bar.suspend(|| print_verdicts(urls, verdicts, tally));
+            }
+            None => check(agent, urls, tally).await,
+        }
+        self.batches += 1;
+        if self.enabled && self.bar.is_none() && self.batches >= 2 {
+            let bar = indicatif::ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::stderr());
+            bar.set_style(
+                indicatif::ProgressStyle::with_template("{spinner} {human_pos} URLs checked, {msg}")
+                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+            );
+            bar.enable_steady_tick(Duration::from_millis(200));
+            self.bar = Some(bar);
+        }
+        if let Some(bar) = &self.bar {
+            // The rate over the whole run, steadier than per-batch steps.
+            let seconds = self.started.elapsed().as_secs_f64().max(0.001);
+            bar.set_position(tally.urls);
+            bar.set_message(format!(
+                "{:.0} URLs/s, {} unsafe so far",
+                tally.urls as f64 / seconds,
+                tally.unsafe_
+            ));
+        }
+    }
+
+    /// Clears the progress line, before the summary.
+    fn finish(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}
+
 /// Checks a batch of URLs and prints one line each, in order.
 async fn check(agent: &Agent, urls: &[String], tally: &mut Tally) {
     if urls.is_empty() {
         return;
     }
     let verdicts = agent.check_urls(urls).await;
+    print_verdicts(urls, verdicts, tally);
+}
+
+/// Prints one line per URL with its verdict, in order, and counts them.
+fn print_verdicts(urls: &[String], verdicts: Vec<Result<Verdict, Error>>, tally: &mut Tally) {
     for (url, verdict) in urls.iter().zip(verdicts) {
         tally.urls += 1;
         match verdict {

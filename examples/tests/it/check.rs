@@ -71,6 +71,57 @@ fn reads_urls_from_stdin_and_the_default_key_file() {
     );
 }
 
+/// Many batches from stdin with stderr piped (not a terminal): no progress
+/// line, no escape code or carriage return; stderr is the summary line
+/// alone and stdout one verdict line per URL, in order, as before progress
+/// existed.
+#[test]
+fn a_long_run_from_stdin_with_stderr_piped_prints_the_summary_alone() {
+    let publisher = start();
+    let key = publisher_key().public_key().to_base64();
+    // Three batches of 256 and a partial one: 900 URLs, every third listed.
+    let urls: Vec<String> = (0..900)
+        .map(|i| {
+            if i % 3 == 0 {
+                format!("http://evil.example/p{i}")
+            } else {
+                format!("https://good{i}.example/")
+            }
+        })
+        .collect();
+    let out = check(
+        &[
+            "--publisher",
+            &publisher.base_url,
+            "--key",
+            &key,
+            "--list",
+            "malware",
+        ],
+        Some(&(urls.join("\n") + "\n")),
+        &temp_dir(),
+    );
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let want: String = urls
+        .iter()
+        .enumerate()
+        .map(|(i, url)| {
+            if i % 3 == 0 {
+                format!("unsafe malware {url}\n")
+            } else {
+                format!("safe {url}\n")
+            }
+        })
+        .collect();
+    assert!(text(&out.stdout) == want, "stdout differs");
+    let requests = stderr
+        .strip_prefix("900 urls: 300 unsafe, 600 safe, 0 invalid; ")
+        .and_then(|rest| rest.strip_suffix(" full-hash requests\n"))
+        .and_then(|n| n.parse::<u64>().ok());
+    assert!(requests.is_some_and(|n| (1..=4).contains(&n)), "{stderr:?}");
+}
+
 #[test]
 fn key_from_file_argument() {
     let publisher = start();

@@ -1,0 +1,306 @@
+//! What `blocksieve-publisher check-config` prints about a valid
+//! configuration: a short summary of what `serve` would run, and warnings
+//! about what would fail at run time although the file is valid (a source
+//! file that is missing, a data directory that cannot be written).
+//!
+//! Nothing here writes but the probe of the data directory (a file created
+//! and removed at once), and nothing reaches the network: an HTTP source
+//! or an object store is named, not fetched.
+
+use std::path::Path;
+
+use super::{FilterChoice, Role, SIGNING_KEY_ENV, Settings, SourceConfig, schedule};
+
+/// The summary of `settings`: listen address, data directory, store, role,
+/// signing key, then each list with its sources, allowlists, filter choice,
+/// schedule and that schedule's next two firings after `now` (Unix
+/// seconds), in UTC.
+pub fn summary(settings: &Settings, now: u64) -> String {
+    let mut out = String::new();
+    let mut line = |text: String| {
+        out.push_str(&text);
+        out.push('\n');
+    };
+    line(format!("listen        {}", settings.listen));
+    line(format!("data_dir      {}", settings.data_dir.display()));
+    line(format!(
+        "store         {}",
+        settings
+            .store
+            .as_deref()
+            .unwrap_or("the data directory (no `store`)")
+    ));
+    line(format!("role          {}", settings.role.name()));
+    if settings.role.builds() {
+        line(format!("signing_key   {}", settings.signing_key_path().display()));
+    } else {
+        line(format!(
+            "public_key    {}",
+            if settings.public_key.is_some() {
+                "`public_key` in the file".to_owned()
+            } else {
+                public_key_file(settings).display().to_string()
+            }
+        ));
+    }
+    line(format!("lists         {}", settings.lists.len()));
+    for (i, list) in settings.lists.iter().enumerate() {
+        line(format!("list {}", list.name));
+        for source in &list.sources {
+            line(format!(
+                "  source      {} ({})",
+                source.label(),
+                source.format.name()
+            ));
+        }
+        for source in &list.allow {
+            line(format!(
+                "  allow       {} ({})",
+                source.label(),
+                source.format.name()
+            ));
+        }
+        let filter = match list.filter {
+            FilterChoice::Kind(kind) => kind.name().to_owned(),
+            FilterChoice::Auto(_) => format!(
+                "auto (at most {} full-hash requests per 1,000 checks)",
+                list.target_full_hash_requests_per_1000
+            ),
+        };
+        line(format!("  filter      {filter}, {}-bit keys", list.key_bits));
+        let cron = settings.schedule_of(i);
+        let first = schedule::next_firing(cron, now);
+        let second = first.and_then(|t| schedule::next_firing(cron, t));
+        let firings: Vec<String> = [first, second].into_iter().flatten().map(utc).collect();
+        let next = if firings.is_empty() {
+            "never fires again".to_owned()
+        } else {
+            format!("next {}", firings.join(", then "))
+        };
+        line(format!("  schedule    {cron}: {next}"));
+    }
+    out
+}
+
+/// Unix seconds as `2027-01-15T10:30:00Z`.
+fn utc(seconds: u64) -> String {
+    i64::try_from(seconds)
+        .ok()
+        .and_then(|s| chrono::DateTime::from_timestamp(s, 0))
+        .map_or_else(
+            || format!("{seconds} (Unix seconds)"),
+            |t| t.format("%Y-%m-%dT%H:%M:%SZ").to_string(),
+        )
+}
+
+/// Where a replica without `public_key` reads its public key.
+fn public_key_file(settings: &Settings) -> std::path::PathBuf {
+    crate::storage::public_key_path(&settings.signing_key_path())
+}
+
+/// What would fail, or be done for the operator, when `serve` starts with
+/// `settings`, although the configuration is valid: a source file that does
+/// not exist or cannot be read, a signing key that does not exist yet (it
+/// is created at first start) or cannot be read, a replica's missing
+/// public key file, a data directory that cannot be created or written.
+pub fn warnings(settings: &Settings) -> Vec<String> {
+    let mut out = Vec::new();
+    for list in &settings.lists {
+        let sources = list.sources.iter().map(|s| ("source", s));
+        for (kind, source) in sources.chain(list.allow.iter().map(|s| ("allow source", s))) {
+            if let Some(problem) = source_problem(source) {
+                out.push(format!(
+                    "list {}: {kind} {}: {problem}",
+                    list.name,
+                    source.label()
+                ));
+            }
+        }
+    }
+    if let Some(problem) = data_dir_problem(&settings.data_dir) {
+        out.push(format!("data_dir {}: {problem}", settings.data_dir.display()));
+    }
+    let key = settings.signing_key_path();
+    let from = if std::env::var_os(SIGNING_KEY_ENV).is_some_and(|v| !v.is_empty()) {
+        format!(" (from {SIGNING_KEY_ENV})")
+    } else {
+        String::new()
+    };
+    if settings.role == Role::Replica {
+        let file = public_key_file(settings);
+        if settings.public_key.is_none() && !file.is_file() {
+            out.push(format!(
+                "public key {}: does not exist; a replica without `public_key` reads it there, so \
+                 `serve` will fail: copy the builder's public.key there or set `public_key`",
+                file.display()
+            ));
+        }
+    } else {
+        match std::fs::metadata(&key) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => out.push(format!(
+                "signing_key {}{from}: does not exist yet; the first `serve` or `build` creates it \
+                 (mode 0600, with its public key beside it), or create it now with `keygen --out`",
+                key.display()
+            )),
+            Err(e) => out.push(format!("signing_key {}{from}: {e}", key.display())),
+            Ok(m) if !m.is_file() => {
+                out.push(format!("signing_key {}{from}: is not a file", key.display()));
+            }
+            Ok(_) => {
+                if let Err(e) = std::fs::File::open(&key) {
+                    out.push(format!(
+                        "signing_key {}{from}: cannot be read: {e}",
+                        key.display()
+                    ));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Why `source`, a local file, cannot be read now; `None` for a readable
+/// file, an HTTP source (fetched at build time) or the built-in feed.
+fn source_problem(source: &SourceConfig) -> Option<String> {
+    let path = source.path.as_ref()?;
+    match std::fs::metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some(
+            "does not exist; the list's build will fail until it does (or use the source's last \
+             good content, if a build ever read it)"
+                .to_owned(),
+        ),
+        Err(e) => Some(format!("cannot be read: {e}")),
+        Ok(m) if m.is_dir() => Some("is a directory, not a file".to_owned()),
+        Ok(_) => std::fs::File::open(path)
+            .err()
+            .map(|e| format!("cannot be read: {e}")),
+    }
+}
+
+/// Why the data directory cannot be used now: it is not a directory, or a
+/// file cannot be created in it (probed by creating and removing one), or
+/// it does not exist and its nearest existing parent cannot be written.
+fn data_dir_problem(dir: &Path) -> Option<String> {
+    match std::fs::metadata(dir) {
+        Ok(m) if !m.is_dir() => Some("is not a directory".to_owned()),
+        Ok(_) => probe(dir).err().map(|e| format!("is not writable: {e}")),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let parent = dir.ancestors().skip(1).find(|a| a.is_dir())?;
+            match probe(parent) {
+                Ok(()) => None,
+                Err(e) => Some(format!(
+                    "does not exist, and {} cannot be written to create it: {e}",
+                    parent.display()
+                )),
+            }
+        }
+        Err(e) => Some(format!("cannot be read: {e}")),
+    }
+}
+
+/// Creates and removes a file in `dir`: whether this process may write
+/// there (permissions, a read-only mount, a sandbox).
+fn probe(dir: &Path) -> std::io::Result<()> {
+    let path = dir.join(format!(".check-config-{}", std::process::id()));
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&path)?;
+    std::fs::remove_file(&path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Config, ListConfig};
+
+    /// 2027-01-15T10:07:00Z.
+    const NOW: u64 = 1_800_007_620;
+
+    #[test]
+    fn the_summary_names_every_list_with_its_sources_filter_and_next_two_firings() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut list = ListConfig::new(
+            "p",
+            vec![
+                SourceConfig::builtin(),
+                SourceConfig::http("https://feed.example/u.txt", crate::SourceFormat::Urls),
+            ],
+        );
+        list.allow = vec![SourceConfig::file(
+            dir.path().join("allow.txt"),
+            crate::SourceFormat::Domains,
+        )];
+        list.schedule = Some("0 0 * * * *".to_owned());
+        let config = Config {
+            data_dir: dir.path().join("data"),
+            lists: vec![list, ListConfig::new("q", vec![SourceConfig::builtin()])],
+            ..Config::default()
+        };
+        let settings = config.resolve().unwrap();
+        let text = summary(&settings, NOW);
+        for want in [
+            "listen        127.0.0.1:8080\n",
+            "role          all\n",
+            "store         the data directory",
+            "list p\n  source      builtin (urls)\n  source      https://feed.example/u.txt (urls)\n",
+            "allow.txt (domains)\n",
+            "  filter      binary_fuse8, 32-bit keys\n",
+            "  schedule    0 0 * * * *: next 2027-01-15T11:00:00Z, then 2027-01-15T12:00:00Z\n",
+            "list q\n",
+            "  schedule    0 */30 * * * *: next 2027-01-15T10:30:00Z, then 2027-01-15T11:00:00Z\n",
+        ] {
+            assert!(text.contains(want), "{want:?} not in\n{text}");
+        }
+        // The missing allowlist, the missing data directory (its parent
+        // is writable) and the signing key the first start creates.
+        let warned = warnings(&settings);
+        assert_eq!(warned.len(), 2, "{warned:#?}");
+        assert!(warned[0].starts_with("list p: allow source ") && warned[0].contains("does not exist"));
+        assert!(warned[1].starts_with("signing_key ") && warned[1].contains("first `serve`"));
+    }
+
+    #[test]
+    fn a_data_dir_that_is_a_file_and_a_source_that_is_a_directory_are_warned_about() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("file");
+        std::fs::write(&file, "").unwrap();
+        std::fs::write(dir.path().join("signing.key"), "").unwrap();
+        let config = Config {
+            data_dir: file.clone(),
+            signing_key: Some(dir.path().join("signing.key")),
+            lists: vec![ListConfig::new(
+                "p",
+                vec![SourceConfig::file(dir.path(), crate::SourceFormat::Urls)],
+            )],
+            ..Config::default()
+        };
+        let warned = warnings(&config.resolve().unwrap());
+        assert_eq!(warned.len(), 2, "{warned:#?}");
+        assert!(warned[0].ends_with("is a directory, not a file"), "{}", warned[0]);
+        assert!(warned[1].ends_with("is not a directory"), "{}", warned[1]);
+        assert_eq!(probe(dir.path()).map_err(|e| e.to_string()), Ok(()));
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            2,
+            "the probe is removed"
+        );
+    }
+
+    #[test]
+    fn a_replica_without_its_public_key_file_is_warned_about() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = Config {
+            data_dir: dir.path().to_owned(),
+            role: Role::Replica,
+            store: Some("s3://bucket/prefix".to_owned()),
+            ..Config::default()
+        };
+        let settings = config.resolve().unwrap();
+        assert!(summary(&settings, NOW).contains("public_key    "));
+        let warned = warnings(&settings);
+        assert_eq!(warned.len(), 1, "{warned:#?}");
+        assert!(warned[0].contains("public.key: does not exist"), "{}", warned[0]);
+        assert_eq!(utc(0), "1970-01-01T00:00:00Z");
+    }
+}
