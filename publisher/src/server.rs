@@ -41,6 +41,7 @@ use tower_http::compression::CompressionLayer;
 use tower_http::compression::predicate::{Predicate as _, SizeAbove};
 
 use crate::state::{AppState, Published};
+use crate::status;
 
 mod buckets;
 pub mod cors;
@@ -49,7 +50,8 @@ mod layer;
 mod updates;
 
 pub use error::ApiError;
-use error::{body_error, parse_version, shown, unknown_list};
+pub(crate) use error::unknown_list;
+use error::{body_error, parse_version, shown};
 use layer::GuardLayer;
 use updates::{hashes_header, if_none_match_matches};
 
@@ -96,7 +98,8 @@ pub fn router(state: Arc<AppState>, limits: Limits) -> Router {
         .route(routes::UPDATES, get(updates::updates))
         .route(routes::FULL_HASHES, get(full_hashes))
         .route(routes::LIST_HASHES, get(list_hashes))
-        .route(routes::SEARCH, post(search));
+        .route(routes::SEARCH, post(search))
+        .route(routes::LIST_HISTORY, get(status::history));
     let cors = cors::layer(&limits.cors_allowed_origins);
     let router = with_layers(api, state, limits);
     match cors {
@@ -106,14 +109,17 @@ pub fn router(state: Arc<AppState>, limits: Limits) -> Router {
     }
 }
 
-/// A builder's router: only `/healthz`, `/readyz` and `/metrics`, with the
-/// same limits; every `/v1` route is 404, as any unknown route.
+/// A builder's router: only the status page `/`, `/healthz`, `/readyz` and
+/// `/metrics`, with the same limits; every `/v1` route is 404, as any
+/// unknown route. (The status page is there because a builder is where
+/// builds, sources and history are: replicas build nothing.)
 pub fn operational_router(state: Arc<AppState>, limits: Limits) -> Router {
     with_layers(operational_routes(), state, limits)
 }
 
 fn operational_routes() -> Router<Arc<AppState>> {
     Router::new()
+        .route(STATUS_PAGE, get(status::page))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
@@ -121,7 +127,8 @@ fn operational_routes() -> Router<Arc<AppState>> {
 
 /// Every route pattern of the routers, and `unmatched` (the fallbacks):
 /// the request metrics of these are resolved once per router.
-const ROUTES: [&str; 11] = [
+const ROUTES: [&str; 13] = [
+    STATUS_PAGE,
     "/healthz",
     "/readyz",
     "/metrics",
@@ -132,8 +139,13 @@ const ROUTES: [&str; 11] = [
     routes::FULL_HASHES,
     routes::LIST_HASHES,
     routes::SEARCH,
+    routes::LIST_HISTORY,
     "unmatched",
 ];
+
+/// The status page for operators (HTML, [`status::page`]): the publisher's
+/// own route, like `/metrics`, not the protocol's.
+pub const STATUS_PAGE: &str = "/";
 
 /// `routes` with the fallbacks, the limits and the request metrics
 /// ([`layer`]), and gzip for JSON answers.
@@ -193,6 +205,7 @@ async fn readyz(State(state): State<Arc<AppState>>) -> Result<&'static str, ApiE
 }
 
 async fn metrics(State(state): State<Arc<AppState>>) -> impl IntoResponse {
+    state.refresh_gauges();
     (
         [(
             header::CONTENT_TYPE,

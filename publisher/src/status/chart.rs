@@ -1,0 +1,95 @@
+//! Small inline SVG charts of a list's build history: one value per build,
+//! reduced to the chart's pixel columns (the least and greatest value of
+//! each), so that a chart of 1,000 builds is as small as one of 100.
+
+use std::fmt::Write as _;
+
+/// Chart width in pixels (one path point pair per column at most).
+pub(super) const WIDTH: u32 = 240;
+/// Chart height in pixels.
+pub(super) const HEIGHT: u32 = 48;
+
+/// The least and greatest value of each pixel column of `points`
+/// ((Unix seconds, value), oldest first, non-finite values left out),
+/// spread over `width` columns by time: `(column, least, greatest)`.
+pub(super) fn columns(points: &[(u64, f64)], width: u32) -> Vec<(u32, f64, f64)> {
+    let finite = || points.iter().filter(|p| p.1.is_finite());
+    let (Some(first), Some(last)) = (finite().next(), finite().last()) else {
+        return Vec::new();
+    };
+    let span = last.0.saturating_sub(first.0).max(1) as f64;
+    let last_column = width.saturating_sub(1);
+    let mut out: Vec<(u32, f64, f64)> = Vec::with_capacity(width as usize);
+    for &(t, v) in finite() {
+        let column = ((t.saturating_sub(first.0) as f64 / span) * f64::from(last_column)).round() as u32;
+        match out.last_mut() {
+            Some(c) if c.0 == column => {
+                c.1 = c.1.min(v);
+                c.2 = c.2.max(v);
+            }
+            _ => out.push((column.min(last_column), v, v)),
+        }
+    }
+    out
+}
+
+/// An SVG chart of `points` titled `title` (escaped by the caller), its
+/// last value `last` shown beside it: a line through each column's least
+/// and greatest value, scaled to their range.
+pub(super) fn svg(title: &str, last: &str, points: &[(u64, f64)]) -> String {
+    let columns = columns(points, WIDTH);
+    let (lo, hi) = columns
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), c| {
+            (lo.min(c.1), hi.max(c.2))
+        });
+    let range = if hi > lo { hi - lo } else { 1.0 };
+    let top = 2.0;
+    let usable = f64::from(HEIGHT) - 2.0 * top;
+    let y = |v: f64| top + usable - (v - lo) / range * usable;
+    let mut path = String::with_capacity(columns.len() * 24);
+    for (i, &(x, least, greatest)) in columns.iter().enumerate() {
+        let op = if i == 0 { 'M' } else { 'L' };
+        let _ = write!(path, "{op}{x} {:.1}", y(least));
+        if greatest > least {
+            let _ = write!(path, "V{:.1}", y(greatest));
+        }
+    }
+    if columns.len() == 1 {
+        // One build: a dot, drawn as a short line.
+        let _ = write!(path, "h1");
+    }
+    format!(
+        "<figure><figcaption>{title} <b>{last}</b></figcaption>\
+         <svg viewBox=\"0 0 {WIDTH} {HEIGHT}\" width=\"{WIDTH}\" height=\"{HEIGHT}\" role=\"img\" aria-label=\"{title}\">\
+         <path d=\"{path}\"/></svg></figure>"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn many_points_reduce_to_one_pair_per_column() {
+        let points: Vec<(u64, f64)> = (0..1_000u64).map(|i| (i * 1800, (i % 7) as f64)).collect();
+        let c = columns(&points, 240);
+        assert_eq!(c.len(), 240);
+        assert_eq!(c.first().map(|c| c.0), Some(0));
+        assert_eq!(c.last().map(|c| c.0), Some(239));
+        // Each column of about four builds spans their least and greatest.
+        assert!(c.iter().all(|c| c.1 <= c.2 && c.2 <= 6.0));
+        let chart = svg("entries", "6", &points);
+        assert!(chart.len() < 240 * 24 + 400, "{} bytes", chart.len());
+    }
+
+    #[test]
+    fn few_or_odd_points_still_draw() {
+        assert!(columns(&[], 240).is_empty());
+        assert_eq!(columns(&[(5, 1.0)], 240), [(0, 1.0, 1.0)]);
+        assert_eq!(columns(&[(5, f64::NAN), (6, 2.0)], 240), [(0, 2.0, 2.0)]);
+        // The same time twice: one column.
+        assert_eq!(columns(&[(5, 1.0), (5, 3.0)], 240), [(0, 1.0, 3.0)]);
+        assert!(svg("x", "1", &[(5, 1.0)]).contains("h1"));
+    }
+}
