@@ -166,6 +166,9 @@ pub struct ListWatch {
     pub refusal: Mutex<Option<String>>,
     /// The sources the latest build read from their last good content.
     pub on_last_good: Mutex<Vec<String>>,
+    /// The history's charts as the page shows them, drawn once per build
+    /// (`None`: not drawn since the last build).
+    charts: Mutex<Option<Arc<str>>>,
 }
 
 impl ListWatch {
@@ -179,7 +182,19 @@ impl ListWatch {
             sources: Mutex::new(Vec::new()),
             refusal: Mutex::new(None),
             on_last_good: Mutex::new(Vec::new()),
+            charts: Mutex::new(None),
         }
+    }
+
+    /// The history's charts (HTML), drawn by `draw` when the history
+    /// changed since they last were.
+    pub fn charts(&self, draw: impl FnOnce(&VecDeque<BuildRecord>) -> String) -> Arc<str> {
+        if let Some(drawn) = self.charts.lock().ok().and_then(|c| c.clone()) {
+            return drawn;
+        }
+        let drawn: Arc<str> = self.with_history(draw).into();
+        set(&self.charts, Some(drawn.clone()));
+        drawn
     }
 
     /// Records a finished build: its history line, and the state the
@@ -206,6 +221,7 @@ impl ListWatch {
             let History { file, records } = &mut *h;
             file.append(&record, records);
         }
+        set(&self.charts, None);
     }
 
     /// Calls `f` with the history, oldest first.

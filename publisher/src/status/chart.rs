@@ -5,9 +5,9 @@
 use std::fmt::Write as _;
 
 /// Chart width in pixels (one path point pair per column at most).
-pub(super) const WIDTH: u32 = 240;
+pub(super) const WIDTH: u32 = 160;
 /// Chart height in pixels.
-pub(super) const HEIGHT: u32 = 48;
+pub(super) const HEIGHT: u32 = 40;
 
 /// The least and greatest value of each pixel column of `points`
 /// ((Unix seconds, value), oldest first, non-finite values left out),
@@ -43,17 +43,39 @@ pub(super) fn svg(title: &str, last: &str, points: &[(u64, f64)]) -> String {
         .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), c| {
             (lo.min(c.1), hi.max(c.2))
         });
-    let range = if hi > lo { hi - lo } else { 1.0 };
     let top = 2.0;
     let usable = f64::from(HEIGHT) - 2.0 * top;
-    let y = |v: f64| top + usable - (v - lo) / range * usable;
-    let mut path = String::with_capacity(columns.len() * 24);
-    for (i, &(x, least, greatest)) in columns.iter().enumerate() {
-        let op = if i == 0 { 'M' } else { 'L' };
-        let _ = write!(path, "{op}{x} {:.1}", y(least));
-        if greatest > least {
-            let _ = write!(path, "V{:.1}", y(greatest));
+    // Whole pixels: the chart is drawn at its size, so nothing finer shows.
+    // A flat series is drawn across the middle.
+    let y = |v: f64| -> i64 {
+        let at = if hi > lo {
+            top + usable - (v - lo) / (hi - lo) * usable
+        } else {
+            f64::from(HEIGHT) / 2.0
+        };
+        at.round() as i64
+    };
+    // Each column's least and greatest, as points; a point between two at
+    // its height adds nothing to the line.
+    let points: Vec<(u32, i64)> = columns
+        .iter()
+        .flat_map(|&(x, least, greatest)| [(x, y(least)), (x, y(greatest))])
+        .collect();
+    let mut path = String::with_capacity(columns.len() * 12);
+    let mut at: Option<(u32, i64)> = None;
+    for (i, &(x, py)) in points.iter().enumerate() {
+        let next = points.get(i + 1);
+        let flat_through = at.is_some_and(|a| a.1 == py) && next.is_some_and(|n| n.1 == py);
+        if flat_through || at == Some((x, py)) {
+            continue;
         }
+        let _ = match at {
+            None => write!(path, "M{x} {py}"),
+            Some((ax, _)) if ax == x => write!(path, "V{py}"),
+            Some((_, ay)) if ay == py => write!(path, "H{x}"),
+            Some(_) => write!(path, "L{x} {py}"),
+        };
+        at = Some((x, py));
     }
     if columns.len() == 1 {
         // One build: a dot, drawn as a short line.
@@ -73,14 +95,17 @@ mod tests {
     #[test]
     fn many_points_reduce_to_one_pair_per_column() {
         let points: Vec<(u64, f64)> = (0..1_000u64).map(|i| (i * 1800, (i % 7) as f64)).collect();
-        let c = columns(&points, 240);
-        assert_eq!(c.len(), 240);
+        let c = columns(&points, WIDTH);
+        assert_eq!(c.len(), WIDTH as usize);
         assert_eq!(c.first().map(|c| c.0), Some(0));
-        assert_eq!(c.last().map(|c| c.0), Some(239));
-        // Each column of about four builds spans their least and greatest.
+        assert_eq!(c.last().map(|c| c.0), Some(WIDTH - 1));
+        // Each column of about six builds spans their least and greatest.
         assert!(c.iter().all(|c| c.1 <= c.2 && c.2 <= 6.0));
         let chart = svg("entries", "6", &points);
-        assert!(chart.len() < 240 * 24 + 400, "{} bytes", chart.len());
+        assert!(chart.len() < WIDTH as usize * 12 + 300, "{} bytes", chart.len());
+        // A flat series: one horizontal line across the middle.
+        let flat: Vec<(u64, f64)> = (0..1_000u64).map(|i| (i * 1800, 5.0)).collect();
+        assert!(svg("x", "5", &flat).contains(&format!("d=\"M0 20H{}\"", WIDTH - 1)));
     }
 
     #[test]

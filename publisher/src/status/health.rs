@@ -167,11 +167,7 @@ pub fn days_to_fill(history: &[(u64, f64)], current: (u64, f64), now: u64) -> Op
 }
 
 fn percent(ratio: f64) -> String {
-    if ratio.is_finite() {
-        format!("{:.0}%", ratio * 100.0)
-    } else {
-        "over 100%".to_owned()
-    }
+    format!("{:.0}%", ratio * 100.0)
 }
 
 /// `s` seconds in the largest two units: `3 h 2 min`, `45 s`.

@@ -22,10 +22,12 @@ const STYLE: &str = "body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:
 h1{font-size:1.4em;margin:0 0 .3em}h2{font-size:1.15em;margin:1.6em 0 .3em}\
 table{border-collapse:collapse;margin:.4em 0}th,td{padding:.2em .6em;border-bottom:1px solid #ddd;text-align:right;white-space:nowrap}\
 th{background:#f4f4f4}td.l,th.l{text-align:left}td.w{white-space:normal;max-width:40em;overflow-wrap:anywhere}\
+li.red::marker{color:#c62828}li.amber::marker{color:#b86e00}ul.r{list-style:square}\
 .s{display:inline-block;min-width:4.5em;padding:.1em .5em;border-radius:.3em;font-weight:600;text-align:center;color:#fff}\
-.green{background:#1a7f37}.amber{background:#b86e00}.red{background:#c62828}\
+.s.green{background:#1a7f37}.s.amber{background:#b86e00}.s.red{background:#c62828}\
 ul.r{margin:.2em 0;padding-left:1.2em}.muted{color:#666}\
 figure{display:inline-block;margin:.3em 1em .3em 0}figcaption{font-size:.85em;color:#444}\
+section{content-visibility:auto;contain-intrinsic-size:auto 480px}\
 svg{display:block;border:1px solid #e3e3e3;background:#fafafa}svg path{fill:none;stroke:#1f5fa8;stroke-width:1.2}";
 
 /// The `Content-Security-Policy` of the page: nothing may load or run but
@@ -82,9 +84,10 @@ pub fn render(state: &AppState, now: u64) -> String {
         "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">\
          <meta name=\"viewport\" content=\"width=device-width\"><title>blocksieve status</title>\
          <style>{STYLE}</style></head><body><h1>blocksieve publisher</h1>\
-         <p class=\"muted\">Role <b>{}</b>, {} lists, as of Unix time {now}. {}</p>",
+         <p class=\"muted\">Role <b>{}</b>, {} lists, as of {}. {}</p>",
         state.role.name(),
         state.lists.len(),
+        utc(now),
         role_note(state.role),
     );
     let healths: Vec<_> = state.lists.iter().map(|l| super::health_of(l, now)).collect();
@@ -112,14 +115,15 @@ fn badge(state: health::State) -> String {
     format!("<span class=\"s {0}\">{0}</span>", state.name())
 }
 
-/// The table of every list, one row each.
+/// The tables of every list, one row each: what is served, then the
+/// sizing advice.
 fn summary(out: &mut String, state: &AppState, healths: &[health::Health], now: u64) {
     out.push_str(
-        "<table><tr><th class=\"l\">list</th><th class=\"l\">state</th><th>version</th><th>age / interval</th>\
+        "<table><tr><th class=\"l\">list</th><th class=\"l\">state</th><th>version</th><th>fresh / interval</th>\
          <th>entries</th><th>unique prefixes</th><th>snapshot bytes</th><th class=\"l\">filter</th><th>bits/key</th>\
-         <th>FPR theory</th><th>FPR measured</th><th>prefix bits</th><th>anonymity set</th>\
-         <th>false hits / check</th><th>full-hash req. / 1,000 checks</th><th>req. / s</th><th>capacity (fill)</th></tr>",
+         <th>FPR theory</th><th>FPR measured</th><th>prefix bits</th><th>anonymity set</th></tr>",
     );
+    let mut advice = String::new();
     for (slot, h) in state.lists.iter().zip(healths) {
         let name = escape(&slot.name);
         let _ = write!(
@@ -128,7 +132,7 @@ fn summary(out: &mut String, state: &AppState, healths: &[health::Health], now: 
             badge(h.state)
         );
         let Some(p) = slot.current.load_full() else {
-            out.push_str(&"<td>–</td>".repeat(15));
+            out.push_str(&"<td>–</td>".repeat(11));
             out.push_str("</tr>");
             continue;
         };
@@ -138,29 +142,20 @@ fn summary(out: &mut String, state: &AppState, healths: &[health::Health], now: 
             .profile
             .build_interval
             .map_or("–".to_owned(), |i| duration(i.as_secs()));
-        let age = slot
-            .fresh_at()
-            .map_or("–".to_owned(), |f| duration(now.saturating_sub(f)));
+        let age = slot.fresh_at().map_or("–".to_owned(), |f| {
+            format!("{} ago", duration(now.saturating_sub(f)))
+        });
         let bytes = p.snapshot.len() as u64;
         let bits_per_key = if hd.entry_count == 0 {
             0.0
         } else {
             bytes as f64 * 8.0 / hd.entry_count as f64
         };
-        let a = slot
-            .watch
-            .profile
-            .advice(hd.theoretical_fpr, hd.entry_count, hd.key_bits);
         let anonymity = hd.full_hash_count as f64 / 2f64.powi(i32::from(hd.request_prefix_bits));
-        let capacity = match a.capacity {
-            None => "unbounded".to_owned(),
-            Some(c) => format!("{c} ({:.1}%)", a.fill_ratio * 100.0),
-        };
         let _ = write!(
             out,
             "<td>{}</td><td>{age} / {interval}</td><td>{}</td><td>{}</td><td>{bytes}</td><td class=\"l\">{}</td>\
-             <td>{bits_per_key:.2}</td><td>{:.3e}</td><td>{:.3e}</td><td>{}</td><td>{anonymity:.1}</td>\
-             <td>{:.3e}</td><td>{:.3}</td><td>{:.3}</td><td>{capacity}</td></tr>",
+             <td>{bits_per_key:.2}</td><td>{:.3e}</td><td>{:.3e}</td><td>{}</td><td>{anonymity:.1}</td></tr>",
             hd.version,
             hd.full_hash_count,
             hd.entry_count,
@@ -168,31 +163,81 @@ fn summary(out: &mut String, state: &AppState, healths: &[health::Health], now: 
             hd.theoretical_fpr,
             hd.measured_fpr,
             hd.request_prefix_bits,
+        );
+        let a = slot
+            .watch
+            .profile
+            .advice(hd.theoretical_fpr, hd.entry_count, hd.key_bits);
+        let (capacity, fill) = match a.capacity {
+            None => ("unbounded".to_owned(), "–".to_owned()),
+            Some(0) => (
+                "0: the filter alone exceeds the target".to_owned(),
+                "–".to_owned(),
+            ),
+            Some(c) => (c.to_string(), format!("{:.1}%", a.fill_ratio * 100.0)),
+        };
+        let _ = write!(
+            advice,
+            "<tr><td class=\"l\">{name}</td><td>{:.3e}</td><td>{:.3}</td><td>{:.3}</td><td>{}</td><td>{capacity}</td><td>{fill}</td></tr>",
             a.false_hits_per_check,
             a.requests_per_1000,
             a.requests_per_second,
+            slot.watch.profile.target_per_1000,
         );
     }
     out.push_str("</table>");
-    if let Some(slot) = state.lists.first() {
-        let _ = write!(
-            out,
-            "<p class=\"muted\">Sizing advice per URL check (a check probes 4.607 expressions on average), at the filter's theoretical rate; requests per second for a fleet making {} URL checks a second (<code>fleet_checks_per_second</code>); capacity: the unique prefixes at which the filter would exceed the list's target full-hash requests per 1,000 checks.</p>",
-            slot.watch.profile.fleet_checks_per_second
-        );
-    }
+    let fleet = state
+        .lists
+        .first()
+        .map_or(0.0, |l| l.watch.profile.fleet_checks_per_second);
+    let _ = write!(
+        out,
+        "<h2>Sizing advice</h2><p class=\"muted\">Per URL check of an unlisted URL (a check probes 4.607 expressions \
+         on average), at the filter&#39;s theoretical rate; requests per second for a fleet making {fleet} URL checks a \
+         second (<code>fleet_checks_per_second</code>); capacity: the unique prefixes at which the filter would exceed \
+         the list&#39;s target full-hash requests per 1,000 checks.</p>\
+         <table><tr><th class=\"l\">list</th><th>false hits / check</th><th>full-hash req. / 1,000 checks</th>\
+         <th>full-hash req. / s</th><th>target / 1,000</th><th>capacity (unique prefixes)</th><th>fill</th></tr>{advice}</table>"
+    );
+}
+
+/// `unix` seconds as `YYYY-MM-DD HH:MM:SS UTC` (the proleptic Gregorian
+/// calendar: H. Hinnant, "chrono-Compatible Low-Level Date Algorithms",
+/// `civil_from_days`).
+pub(super) fn utc(unix: u64) -> String {
+    let days = (unix / 86_400) as i64;
+    let secs = unix % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC",
+        secs / 3600,
+        secs % 3600 / 60,
+        secs % 60
+    )
 }
 
 /// One list's section: its state with every reason, its sources, its history.
 fn list_section(out: &mut String, slot: &ListSlot, h: &health::Health, now: u64, role: Role) {
     let name = escape(&slot.name);
-    let _ = write!(out, "<h2 id=\"list-{name}\">{name} {}</h2>", badge(h.state));
+    let _ = write!(
+        out,
+        "<section><h2 id=\"list-{name}\">{name} {}</h2>",
+        badge(h.state)
+    );
     if h.reasons.is_empty() {
         out.push_str("<p class=\"muted\">Fresh, within its bounds.</p>");
     } else {
         out.push_str("<ul class=\"r\">");
         for (state, reason) in &h.reasons {
-            let _ = write!(out, "<li>{} {}</li>", state.name(), escape(reason));
+            let _ = write!(out, "<li class=\"{}\">{}</li>", state.name(), escape(reason));
         }
         out.push_str("</ul>");
     }
@@ -224,6 +269,7 @@ fn list_section(out: &mut String, slot: &ListSlot, h: &health::Health, now: u64,
     if role != Role::Replica {
         charts(out, slot);
     }
+    out.push_str("</section>");
 }
 
 fn sources(out: &mut String, slot: &ListSlot, now: u64) {
@@ -258,10 +304,17 @@ fn sources(out: &mut String, slot: &ListSlot, now: u64) {
 }
 
 fn charts(out: &mut String, slot: &ListSlot) {
-    slot.watch.with_history(|h| {
+    out.push_str(&slot.watch.charts(draw_charts));
+}
+
+/// The charts of history `h`: entries, measured FPR, build time and
+/// snapshot bytes.
+fn draw_charts(h: &std::collections::VecDeque<blocksieve_format::api::BuildRecord>) -> String {
+    let mut out = String::with_capacity(4 * 2600);
+    {
         if h.is_empty() {
             out.push_str("<p class=\"muted\">No builds recorded yet.</p>");
-            return;
+            return out;
         }
         // Builds that got as far as a filter.
         let built: Vec<_> = h.iter().filter(|r| !r.filter_kind.is_empty()).collect();
@@ -303,7 +356,8 @@ fn charts(out: &mut String, slot: &ListSlot) {
             &bytes,
         ));
         out.push_str("</div>");
-    });
+    }
+    out
 }
 
 #[cfg(test)]
@@ -316,6 +370,14 @@ mod tests {
             escape(r#"<script>alert("x&y's")</script>"#),
             "&lt;script&gt;alert(&quot;x&amp;y&#39;s&quot;)&lt;/script&gt;"
         );
+    }
+
+    #[test]
+    fn dates_are_utc() {
+        assert_eq!(utc(0), "1970-01-01 00:00:00 UTC");
+        assert_eq!(utc(951_782_400), "2000-02-29 00:00:00 UTC");
+        assert_eq!(utc(1_800_000_000), "2027-01-15 08:00:00 UTC");
+        assert_eq!(utc(4_102_444_799), "2099-12-31 23:59:59 UTC");
     }
 
     #[test]
