@@ -33,6 +33,11 @@ pub const DEFAULT_JSON_ALLOW_KEY: &str = "whitelist";
 /// Environment variable that overrides [`Config::signing_key`].
 pub const SIGNING_KEY_ENV: &str = "BLOCKSIEVE_SIGNING_KEY";
 
+/// URL checks per second over the whole fleet that sizing advice assumes
+/// when the configuration names none ([`Config::fleet_checks_per_second`]):
+/// say 100,000 agents checking a URL every 100 seconds.
+pub const DEFAULT_FLEET_CHECKS_PER_SECOND: f64 = 1_000.0;
+
 /// The whole publisher configuration.
 ///
 /// A field left out of the file takes its value in [`Config::default`],
@@ -589,7 +594,7 @@ impl Default for Config {
             write_stall_timeout_s: 30,
             max_concurrency: 1024,
             cors_allowed_origins: Vec::new(),
-            fleet_checks_per_second: crate::build::DEFAULT_FLEET_CHECKS_PER_SECOND,
+            fleet_checks_per_second: DEFAULT_FLEET_CHECKS_PER_SECOND,
             max_connections: 10_000,
             drain_timeout_s: 10,
             log_format: LogFormat::Text,

@@ -41,17 +41,17 @@ use tower_http::compression::CompressionLayer;
 use tower_http::compression::predicate::{Predicate as _, SizeAbove};
 
 use crate::state::{AppState, Published};
-use crate::status;
 
 mod buckets;
 pub mod cors;
 mod error;
+mod history;
 mod layer;
+pub mod page;
 mod updates;
 
 pub use error::ApiError;
-pub(crate) use error::unknown_list;
-use error::{body_error, parse_version, shown};
+use error::{body_error, parse_version, shown, unknown_list};
 use layer::GuardLayer;
 use updates::{hashes_header, if_none_match_matches};
 
@@ -99,7 +99,7 @@ pub fn router(state: Arc<AppState>, limits: Limits) -> Router {
         .route(routes::FULL_HASHES, get(full_hashes))
         .route(routes::LIST_HASHES, get(list_hashes))
         .route(routes::SEARCH, post(search))
-        .route(routes::LIST_HISTORY, get(status::history));
+        .route(routes::LIST_HISTORY, get(history::history));
     let cors = cors::layer(&limits.cors_allowed_origins);
     let router = with_layers(api, state, limits);
     match cors {
@@ -119,7 +119,7 @@ pub fn operational_router(state: Arc<AppState>, limits: Limits) -> Router {
 
 fn operational_routes() -> Router<Arc<AppState>> {
     Router::new()
-        .route(STATUS_PAGE, get(status::page))
+        .route(STATUS_PAGE, get(page::page))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
@@ -143,7 +143,7 @@ const ROUTES: [&str; 13] = [
     "unmatched",
 ];
 
-/// The status page for operators (HTML, [`status::page`]): the publisher's
+/// The status page for operators (HTML, [`page`]): the publisher's
 /// own route, like `/metrics`, not the protocol's.
 pub const STATUS_PAGE: &str = "/";
 

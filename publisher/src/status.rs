@@ -1,7 +1,7 @@
 //! What operators see of each list beyond the served snapshot: its build
 //! history (kept across restarts by `storage::history`), its sources' last
-//! fetches, its health (`health`, pure), and the status page (`page`, with
-//! its charts in `chart`) and history route that show them.
+//! fetches, and its health (`health`, pure). The server shows them: the
+//! status page (`server::page`) and the history route (`server::history`).
 //!
 //! A [`ListWatch`] per list ([`ListSlot::watch`]) holds what the build
 //! records: the publisher calls [`ListWatch::record`] as each build finishes.
@@ -11,24 +11,17 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::extract::{Path as UrlPath, State};
-use axum::response::Json;
 use blocksieve_format::KeyBits;
-use blocksieve_format::api::{BuildRecord, HistoryResponse, Sizing};
+use blocksieve_format::api::{BuildRecord, Sizing};
 
 use crate::build;
 use crate::config::schedule;
 use crate::fetch::{Fetched, Validators};
-use crate::server::ApiError;
-use crate::state::{AppState, ListSlot};
 use crate::storage::history::{HISTORY_LIMIT, HistoryFile};
 
-mod chart;
 pub mod health;
-mod page;
 
 pub use health::{Health, HealthInput, State as HealthState};
-pub use page::{CONTENT_SECURITY_POLICY, page, render};
 
 /// What the configuration says of a list that its status needs.
 #[derive(Debug, Clone, PartialEq)]
@@ -285,73 +278,4 @@ impl RecordOf<'_> {
             sources_on_last_good: self.sources_on_last_good,
         }
     }
-}
-
-/// The inputs of a list's health at `now`, from its slot.
-pub fn health_of(slot: &ListSlot, now: u64) -> Health {
-    let served = slot.current.load_full();
-    let profile = &slot.watch.profile;
-    let refusal = slot.watch.refusal.lock().ok().and_then(|r| r.clone());
-    let on_last_good = slot
-        .watch
-        .on_last_good
-        .lock()
-        .map(|g| g.clone())
-        .unwrap_or_default();
-    // The latest build's rates, else the served snapshot's.
-    let last = slot
-        .watch
-        .with_history(|h| h.back().filter(|r| !r.filter_kind.is_empty()).cloned());
-    let (measured, theoretical) = match (&last, &served) {
-        (Some(r), _) => (Some(r.measured_fpr), Some(r.theoretical_fpr)),
-        (None, Some(p)) => (Some(p.header.measured_fpr), Some(p.header.theoretical_fpr)),
-        (None, None) => (None, None),
-    };
-    let fill = served.as_ref().map_or(0.0, |p| {
-        let capacity = build::capacity(
-            p.header.theoretical_fpr,
-            p.header.key_bits,
-            profile.target_per_1000,
-        );
-        build::fill_ratio(p.header.entry_count, capacity)
-    });
-    let fill_history: Vec<(u64, f64)> = slot.watch.with_history(|h| {
-        h.iter()
-            .filter(|r| r.outcome == "published" || r.outcome == "unchanged")
-            .filter_map(|r| {
-                r.capacity
-                    .map(|c| (r.finished_at, build::fill_ratio(r.unique_prefixes, Some(c))))
-            })
-            .collect()
-    });
-    health::health(
-        &HealthInput {
-            served: served.is_some(),
-            fresh_at: slot.fresh_at(),
-            build_interval: profile.build_interval,
-            measured_fpr: measured,
-            fpr_bound: theoretical.map(|t| t * profile.max_fpr_ratio),
-            refusal: refusal.as_deref(),
-            on_last_good: &on_last_good,
-            fill_ratio: fill,
-            fill_history: &fill_history,
-        },
-        now,
-    )
-}
-
-/// `GET /v1/lists/{name}/history`.
-pub async fn history(
-    State(state): State<Arc<AppState>>,
-    UrlPath(name): UrlPath<String>,
-) -> Result<Json<HistoryResponse>, ApiError> {
-    let slot = state
-        .list(&name)
-        .ok_or_else(|| crate::server::unknown_list(&name))?;
-    let builds = slot.watch.with_history(|h| h.iter().cloned().collect());
-    Ok(Json(HistoryResponse {
-        list: name,
-        limit: HISTORY_LIMIT,
-        builds,
-    }))
 }

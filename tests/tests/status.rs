@@ -355,7 +355,12 @@ fn navigation_timing(chromium: &Path, url: &str, loads: u32) -> Vec<serde_json::
 fn record(i: u64, at: u64) -> BuildRecord {
     BuildRecord {
         finished_at: at,
-        outcome: if i % 97 == 0 { "refused" } else { "published" }.to_owned(),
+        outcome: if i.is_multiple_of(97) {
+            "refused"
+        } else {
+            "published"
+        }
+        .to_owned(),
         version: Some(at),
         entries: 100_000 + i * 37 % 5_000,
         unique_prefixes: 99_990 + i * 37 % 5_000,
@@ -366,7 +371,7 @@ fn record(i: u64, at: u64) -> BuildRecord {
         filter_kind: "binary_fuse16".to_owned(),
         bits_per_key: 18.4,
         capacity: Some(9_294_018),
-        refusal: (i % 97 == 0).then(|| "max_shrink: <shrank>".to_owned()),
+        refusal: i.is_multiple_of(97).then(|| "max_shrink: <shrank>".to_owned()),
         error: None,
         sources_on_last_good: Vec::new(),
     }
@@ -421,7 +426,7 @@ async fn the_page_of_100_lists_with_1000_builds_each_renders_in_under_100_ms() {
     let median = times[times.len() / 2];
     let state = publisher.state();
     let started = Instant::now();
-    let rendered = blocksieve_publisher::internal::state::render(&state, now());
+    let rendered = blocksieve_publisher::internal::server::page::render(&state, now());
     let render = started.elapsed();
     assert_eq!(rendered.matches("<svg ").count(), 400);
     eprintln!(

@@ -99,11 +99,6 @@ pub(super) fn filter_kind_for(list: &ListConfig, unique_keys: u64) -> FilterKind
     }
 }
 
-/// Full-hash requests per second assumed for sizing advice when the
-/// configuration names no fleet: 1,000 URL checks per second over the whole
-/// fleet (say 100,000 agents checking a URL every 100 seconds).
-pub const DEFAULT_FLEET_CHECKS_PER_SECOND: f64 = 1_000.0;
-
 /// What a list's sizing means for agents and the server, in the terms the
 /// configuration uses: per URL check, not per probe.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -83,7 +83,7 @@ pub(super) fn shown(text: &str) -> String {
 }
 
 /// `404 unknown_list` for list `name`.
-pub(crate) fn unknown_list(name: &str) -> ApiError {
+pub(super) fn unknown_list(name: &str) -> ApiError {
     ApiError::new(
         StatusCode::NOT_FOUND,
         "unknown_list",

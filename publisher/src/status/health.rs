@@ -126,7 +126,7 @@ pub fn health(input: &HealthInput<'_>, now: u64) -> Health {
             ),
         ));
     }
-    reasons.sort_by(|a, b| b.0.cmp(&a.0));
+    reasons.sort_by_key(|r| std::cmp::Reverse(r.0));
     Health {
         state: reasons.first().map_or(State::Green, |r| r.0),
         reasons,

@@ -1,4 +1,4 @@
-//! The status page, `GET /`: HTML for operators, one request, no script, no
+//! The status page, `GET /` ([`super::STATUS_PAGE`]): HTML for operators, one request, no script, no
 //! external asset. Every value is escaped ([`escape`]); the one `<style>`
 //! element is allowed by its hash in [`CONTENT_SECURITY_POLICY`], so the
 //! page needs neither `'unsafe-inline'` nor anything else.
@@ -12,10 +12,12 @@ use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
 use sha2::Digest as _;
 
-use super::chart;
-use super::health::{self, duration};
+use crate::build;
 use crate::config::Role;
 use crate::state::{AppState, ListSlot};
+use crate::status::health::{self, Health, HealthInput, duration};
+
+mod chart;
 
 /// The page's style sheet, allowed by its hash.
 const STYLE: &str = "body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222;background:#fff}\
@@ -61,7 +63,7 @@ pub async fn page(State(state): State<Arc<AppState>>) -> Response {
 
 /// `s` with `&`, `<`, `>`, `"` and `'` escaped, for HTML text and quoted
 /// attribute values.
-pub(super) fn escape(s: &str) -> String {
+fn escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
@@ -90,7 +92,7 @@ pub fn render(state: &AppState, now: u64) -> String {
         utc(now),
         role_note(state.role),
     );
-    let healths: Vec<_> = state.lists.iter().map(|l| super::health_of(l, now)).collect();
+    let healths: Vec<_> = state.lists.iter().map(|l| health_of(l, now)).collect();
     summary(&mut out, state, &healths, now);
     for (slot, h) in state.lists.iter().zip(&healths) {
         list_section(&mut out, slot, h, now, state.role);
@@ -204,7 +206,7 @@ fn summary(out: &mut String, state: &AppState, healths: &[health::Health], now: 
 /// `unix` seconds as `YYYY-MM-DD HH:MM:SS UTC` (the proleptic Gregorian
 /// calendar: H. Hinnant, "chrono-Compatible Low-Level Date Algorithms",
 /// `civil_from_days`).
-pub(super) fn utc(unix: u64) -> String {
+fn utc(unix: u64) -> String {
     let days = (unix / 86_400) as i64;
     let secs = unix % 86_400;
     let z = days + 719_468;
@@ -358,6 +360,59 @@ fn draw_charts(h: &std::collections::VecDeque<blocksieve_format::api::BuildRecor
         out.push_str("</div>");
     }
     out
+}
+
+/// The health of list `slot` at `now` (Unix seconds): [`health::health`] of what it serves and its watch holds.
+pub fn health_of(slot: &ListSlot, now: u64) -> Health {
+    let served = slot.current.load_full();
+    let profile = &slot.watch.profile;
+    let refusal = slot.watch.refusal.lock().ok().and_then(|r| r.clone());
+    let on_last_good = slot
+        .watch
+        .on_last_good
+        .lock()
+        .map(|g| g.clone())
+        .unwrap_or_default();
+    // The latest build's rates, else the served snapshot's.
+    let last = slot
+        .watch
+        .with_history(|h| h.back().filter(|r| !r.filter_kind.is_empty()).cloned());
+    let (measured, theoretical) = match (&last, &served) {
+        (Some(r), _) => (Some(r.measured_fpr), Some(r.theoretical_fpr)),
+        (None, Some(p)) => (Some(p.header.measured_fpr), Some(p.header.theoretical_fpr)),
+        (None, None) => (None, None),
+    };
+    let fill = served.as_ref().map_or(0.0, |p| {
+        let capacity = build::capacity(
+            p.header.theoretical_fpr,
+            p.header.key_bits,
+            profile.target_per_1000,
+        );
+        build::fill_ratio(p.header.entry_count, capacity)
+    });
+    let fill_history: Vec<(u64, f64)> = slot.watch.with_history(|h| {
+        h.iter()
+            .filter(|r| r.outcome == "published" || r.outcome == "unchanged")
+            .filter_map(|r| {
+                r.capacity
+                    .map(|c| (r.finished_at, build::fill_ratio(r.unique_prefixes, Some(c))))
+            })
+            .collect()
+    });
+    health::health(
+        &HealthInput {
+            served: served.is_some(),
+            fresh_at: slot.fresh_at(),
+            build_interval: profile.build_interval,
+            measured_fpr: measured,
+            fpr_bound: theoretical.map(|t| t * profile.max_fpr_ratio),
+            refusal: refusal.as_deref(),
+            on_last_good: &on_last_good,
+            fill_ratio: fill,
+            fill_history: &fill_history,
+        },
+        now,
+    )
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ pub(super) const HEIGHT: u32 = 40;
 /// spread over `width` columns by time: `(column, least, greatest)`.
 pub(super) fn columns(points: &[(u64, f64)], width: u32) -> Vec<(u32, f64, f64)> {
     let finite = || points.iter().filter(|p| p.1.is_finite());
-    let (Some(first), Some(last)) = (finite().next(), finite().last()) else {
+    let (Some(first), Some(last)) = (finite().next(), finite().next_back()) else {
         return Vec::new();
     };
     let span = last.0.saturating_sub(first.0).max(1) as f64;
