@@ -168,8 +168,13 @@ impl Publisher {
             // A replica writes nothing to its data directory: its history
             // (it builds nothing) stays empty.
             let history_dir = config.role.builds().then_some(config.data_dir.as_path());
+            let watch = status::ListWatch::open(profile, history_dir, &list.name);
+            if watch.with_history(|h| !h.is_empty()) {
+                let (refused, on_last_good) = watch.standing();
+                metrics.build_health(&list.name, Some(refused), on_last_good, None);
+            }
             let slot = ListSlot {
-                watch: status::ListWatch::open(profile, history_dir, &list.name),
+                watch,
                 name: list.name.clone(),
                 current: ArcSwapOption::empty(),
                 last_build: Mutex::new(None),

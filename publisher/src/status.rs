@@ -169,14 +169,28 @@ impl ListWatch {
     /// in memory only).
     pub fn open(profile: ListProfile, data_dir: Option<&Path>, list: &str) -> Self {
         let (file, records) = HistoryFile::open(data_dir, list, HISTORY_LIMIT);
+        // What the latest builds before a restart said still stands.
+        let refusal = (records.iter().rev())
+            .find(|r| matches!(r.outcome.as_str(), "published" | "unchanged" | "refused"))
+            .and_then(|r| r.refusal.clone());
+        let on_last_good = records.back().map(|r| r.sources_on_last_good.clone());
         Self {
             profile,
             history: Mutex::new(History { file, records }),
             sources: Mutex::new(Vec::new()),
-            refusal: Mutex::new(None),
-            on_last_good: Mutex::new(Vec::new()),
+            refusal: Mutex::new(refusal),
+            on_last_good: Mutex::new(on_last_good.unwrap_or_default()),
             charts: Mutex::new(None),
         }
+    }
+
+    /// Whether the latest build attempt's gate refusal stands, and how many
+    /// sources the latest build read from their last good content (for the
+    /// gauges of a publisher that just started).
+    pub fn standing(&self) -> (bool, usize) {
+        let refused = self.refusal.lock().is_ok_and(|r| r.is_some());
+        let on_last_good = self.on_last_good.lock().map_or(0, |g| g.len());
+        (refused, on_last_good)
     }
 
     /// The history's charts (HTML), drawn by `draw` when the history
@@ -277,5 +291,79 @@ impl RecordOf<'_> {
             error: self.error,
             sources_on_last_good: self.sources_on_last_good,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn profile() -> ListProfile {
+        ListProfile::new("0 0,30 * * * *", 2.0, 10.0, 1000.0, 1_800_000_000)
+    }
+
+    fn record(outcome: &str, refusal: Option<&str>, on_last_good: &[&str]) -> BuildRecord {
+        RecordOf {
+            finished_at: 1_800_000_000,
+            outcome,
+            version: Some(7),
+            sizing: None,
+            refusal: refusal.map(str::to_owned),
+            error: None,
+            sources_on_last_good: on_last_good.iter().map(|s| (*s).to_owned()).collect(),
+            took: Duration::from_millis(1500),
+        }
+        .record(&profile())
+    }
+
+    #[test]
+    fn the_interval_is_between_the_next_two_firings() {
+        assert_eq!(profile().build_interval, Some(Duration::from_secs(1800)));
+        assert_eq!(
+            build_interval("0 0 3 * * *", 1_800_000_000),
+            Some(Duration::from_secs(86_400))
+        );
+    }
+
+    #[test]
+    fn a_refusal_stands_until_a_build_publishes_and_across_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let watch = ListWatch::open(profile(), Some(dir.path()), "phishing");
+        watch.record(record("published", None, &[]));
+        assert_eq!(watch.standing(), (false, 0));
+        watch.record(record("refused", Some("max_shrink: 1 entries"), &["a.txt"]));
+        // A failure says nothing of the gates: the refusal stands.
+        watch.record(record("failed", None, &["a.txt"]));
+        assert_eq!(watch.standing(), (true, 1));
+        drop(watch);
+        let restarted = ListWatch::open(profile(), Some(dir.path()), "phishing");
+        assert_eq!(restarted.standing(), (true, 1));
+        assert_eq!(
+            restarted.refusal.lock().unwrap().as_deref(),
+            Some("max_shrink: 1 entries")
+        );
+        let outcomes: Vec<String> = restarted.with_history(|h| h.iter().map(|r| r.outcome.clone()).collect());
+        assert_eq!(outcomes, ["published", "refused", "failed"]);
+        restarted.record(record("unchanged", None, &[]));
+        assert_eq!(restarted.standing(), (false, 0));
+        assert_eq!(
+            restarted.with_history(|h| h.back().map(|r| r.duration_ms)),
+            Some(1500)
+        );
+    }
+
+    #[test]
+    fn charts_are_drawn_again_only_after_a_build() {
+        let watch = ListWatch::open(profile(), None, "phishing");
+        let draws = std::cell::Cell::new(0);
+        let draw = |h: &VecDeque<BuildRecord>| {
+            draws.set(draws.get() + 1);
+            h.len().to_string()
+        };
+        assert_eq!(&*watch.charts(draw), "0");
+        assert_eq!(&*watch.charts(draw), "0");
+        watch.record(record("published", None, &[]));
+        assert_eq!(&*watch.charts(draw), "1");
+        assert_eq!(draws.get(), 2);
     }
 }
