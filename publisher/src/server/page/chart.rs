@@ -11,17 +11,16 @@ pub(super) const HEIGHT: u32 = 40;
 
 /// The least and greatest value of each pixel column of `points`
 /// ((Unix seconds, value), oldest first, non-finite values left out),
-/// spread over `width` columns by time: `(column, least, greatest)`.
+/// spread over `width` columns in build order (builds follow a schedule,
+/// so order is time; several builds in one second still spread out):
+/// `(column, least, greatest)`.
 pub(super) fn columns(points: &[(u64, f64)], width: u32) -> Vec<(u32, f64, f64)> {
-    let finite = || points.iter().filter(|p| p.1.is_finite());
-    let (Some(first), Some(last)) = (finite().next(), finite().next_back()) else {
-        return Vec::new();
-    };
-    let span = last.0.saturating_sub(first.0).max(1) as f64;
+    let values: Vec<f64> = points.iter().map(|p| p.1).filter(|v| v.is_finite()).collect();
+    let last = values.len().saturating_sub(1).max(1) as f64;
     let last_column = width.saturating_sub(1);
-    let mut out: Vec<(u32, f64, f64)> = Vec::with_capacity(width as usize);
-    for &(t, v) in finite() {
-        let column = ((t.saturating_sub(first.0) as f64 / span) * f64::from(last_column)).round() as u32;
+    let mut out: Vec<(u32, f64, f64)> = Vec::with_capacity(values.len().min(width as usize));
+    for (i, &v) in values.iter().enumerate() {
+        let column = ((i as f64 / last) * f64::from(last_column)).round() as u32;
         match out.last_mut() {
             Some(c) if c.0 == column => {
                 c.1 = c.1.min(v);
@@ -113,8 +112,15 @@ mod tests {
         assert!(columns(&[], 240).is_empty());
         assert_eq!(columns(&[(5, 1.0)], 240), [(0, 1.0, 1.0)]);
         assert_eq!(columns(&[(5, f64::NAN), (6, 2.0)], 240), [(0, 2.0, 2.0)]);
-        // The same time twice: one column.
-        assert_eq!(columns(&[(5, 1.0), (5, 3.0)], 240), [(0, 1.0, 3.0)]);
+        // Builds in the same second still spread out, in order.
+        assert_eq!(
+            columns(&[(5, 1.0), (5, 3.0)], 240),
+            [(0, 1.0, 1.0), (239, 3.0, 3.0)]
+        );
+        assert_eq!(
+            columns(&[(5, 1.0), (5, 3.0), (6, 2.0)], 3),
+            [(0, 1.0, 1.0), (1, 3.0, 3.0), (2, 2.0, 2.0)]
+        );
         assert!(svg("x", "1", &[(5, 1.0)]).contains("h1"));
     }
 }
