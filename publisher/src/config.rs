@@ -175,8 +175,8 @@ pub enum Role {
     /// Fetch, build, store and serve everything.
     #[default]
     All,
-    /// Fetch, build and store on the schedule; serve only `/healthz`,
-    /// `/readyz` and `/metrics`.
+    /// Fetch, build and store on the schedule; serve only the status page
+    /// `/`, `/healthz`, `/readyz` and `/metrics`.
     Builder,
     /// Build nothing: follow the store and serve the whole API from memory.
     Replica,

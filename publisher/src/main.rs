@@ -51,8 +51,8 @@ enum Command {
         #[arg(long)]
         force: bool,
         /// What this process does (overrides `role`): all (fetch, build,
-        /// store, serve), builder (fetch, build, store; serve only
-        /// /healthz, /readyz, /metrics) or replica (build nothing; follow
+        /// store, serve), builder (fetch, build, store; serve only the
+        /// status page /, /healthz, /readyz, /metrics) or replica (build nothing; follow
         /// the object store and serve the whole API from memory).
         #[arg(long, value_name = "ROLE", value_parser = parse_role)]
         role: Option<Role>,
