@@ -20,6 +20,8 @@
 //! (`GET /v1/lists/{name}/hashes/{version}/{prefix}`, advertised by
 //! [`HASHES_HEADER`](blocksieve_format::api::HASHES_HEADER) on snapshot responses) `public, max-age=31536000,
 //! immutable`; `GET /v1/hashes/{prefix}` `public, max-age=<cache_duration_s>`.
+//! The status page `/` (`page`, HTML for operators) is `no-store`, with
+//! its own `Content-Security-Policy`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
