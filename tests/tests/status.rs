@@ -3,11 +3,12 @@
 //! headless Chromium, and how fast it renders with 100 lists of 1,000
 //! builds each.
 //!
-//! Three lists show the three states, each made the way it happens in
-//! production: `healthy` (built, then found unchanged at start), `stale`
-//! (built three hours ago on a half-hourly schedule; its feed and its last
-//! good copy are gone since, so every build fails and the old version stays
-//! served) and `refused` (its feed shrank past `gates.max_shrink`).
+//! Three lists over HTTP feeds show the three states, each made the way it
+//! happens in production: `healthy` (built, then found unchanged at start:
+//! its feed answers `304` to the stored `ETag`), `stale` (built three hours
+//! ago on a half-hourly schedule; its feed fails since and its last good
+//! copy is gone, so every build fails and the old version stays served) and
+//! `refused` (its feed shrank past `gates.max_shrink`).
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -15,6 +16,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use blocksieve_format::FilterKind;
 use blocksieve_format::api::{BuildRecord, ErrorResponse, HistoryResponse};
 use blocksieve_publisher::{Config, FilterChoice, ListConfig, Publisher, SourceConfig, SourceFormat};
+use blocksieve_tests::feed::FakeFeed;
 use blocksieve_tests::{RunningPublisher, config};
 
 const HOUR: u64 = 3600;
@@ -33,10 +35,15 @@ fn urls(host: &str, n: usize) -> String {
 /// A list over one URL feed, with a 32-bit binary fuse filter: its
 /// measured false-positive rate is 0 on any small list, so the canary gate
 /// and the FPR bound never depend on chance here.
-fn list(name: &str, feed: &Path) -> ListConfig {
-    let mut list = ListConfig::new(name, vec![SourceConfig::file(feed, SourceFormat::Urls)]);
+fn list(name: &str, feed: SourceConfig) -> ListConfig {
+    let mut list = ListConfig::new(name, vec![feed]);
     list.filter = FilterChoice::Kind(FilterKind::BinaryFuse32);
     list
+}
+
+/// A list over the URL feed file `feed`.
+fn file_list(name: &str, feed: &Path) -> ListConfig {
+    list(name, SourceConfig::file(feed, SourceFormat::Urls))
 }
 
 /// Waits until every list has finished a build since the publisher started.
@@ -50,20 +57,20 @@ async fn wait_built(publisher: &Publisher) {
 }
 
 /// The three lists, served by a running publisher (see the module's
-/// documentation); the directory holds the feeds and the data directory.
-async fn three_lists() -> (RunningPublisher, tempfile::TempDir) {
+/// documentation), and their feeds; the directory holds the data directory.
+async fn three_lists() -> (RunningPublisher, tempfile::TempDir, [FakeFeed; 3]) {
     let dir = tempfile::tempdir().unwrap();
-    // A source whose path needs escaping on the page.
-    let healthy = dir.path().join("feed<&\">.txt");
-    let stale = dir.path().join("stale.txt");
-    let shrinking = dir.path().join("shrinking.txt");
-    std::fs::write(&healthy, urls("healthy", 40)).unwrap();
-    std::fs::write(&stale, urls("stale", 40)).unwrap();
-    std::fs::write(&shrinking, urls("shrinking", 40)).unwrap();
+    let healthy = FakeFeed::start(urls("healthy", 40).as_bytes()).await;
+    healthy.set(|r| r.etag = Some("\"feed-v1\"".to_owned()));
+    let stale = FakeFeed::start(urls("stale", 40).as_bytes()).await;
+    let shrinking = FakeFeed::start(urls("shrinking", 40).as_bytes()).await;
+    let http = |feed: &FakeFeed, query: &str| SourceConfig::http(feed.url() + query, SourceFormat::Urls);
     let mut cfg: Config = config(&dir.path().join("data"), "unused", vec![]);
-    let mut stale_list = list("stale", &stale);
+    let mut stale_list = list("stale", http(&stale, ""));
     stale_list.schedule = Some("0 0,30 * * * *".to_owned());
-    cfg.lists = vec![list("healthy", &healthy), stale_list, list("refused", &shrinking)];
+    // A URL that needs escaping on the page.
+    let healthy_list = list("healthy", http(&healthy, "?list=healthy&kind=urls"));
+    cfg.lists = vec![healthy_list, stale_list, list("refused", http(&shrinking, ""))];
     // Snapshots built three hours ago are still valid, not expired.
     cfg.snapshot_ttl_s = 24 * HOUR;
     {
@@ -73,18 +80,18 @@ async fn three_lists() -> (RunningPublisher, tempfile::TempDir) {
             assert!(outcome.result.is_ok(), "{}: {:?}", outcome.list, outcome.result);
         }
     }
-    std::fs::remove_file(&stale).unwrap();
+    stale.set(|r| r.status = 503);
     std::fs::remove_dir_all(dir.path().join("data/sources/stale")).unwrap();
     let running = RunningPublisher::start(cfg).await;
     wait_built(&running.publisher).await;
-    std::fs::write(&shrinking, urls("shrinking", 5)).unwrap();
+    shrinking.set(|r| r.body = urls("shrinking", 5).into_bytes());
     let refused = running.publisher.build_list(2).await;
     assert!(
         matches!(refused.result, Err(blocksieve_publisher::Error::Refused { .. })),
         "{:?}",
         refused.result
     );
-    (running, dir)
+    (running, dir, [healthy, stale, shrinking])
 }
 
 fn outcomes(history: &HistoryResponse) -> Vec<&str> {
@@ -103,7 +110,7 @@ fn section<'a>(page: &'a str, name: &str) -> &'a str {
 
 #[tokio::test]
 async fn history_page_and_gauges_show_healthy_stale_and_refused_lists() {
-    let (running, _dir) = three_lists().await;
+    let (running, _dir, _feeds) = three_lists().await;
     let base = running.base_url();
     let http = reqwest::Client::new();
     let history = |name: &str| {
@@ -147,15 +154,26 @@ async fn history_page_and_gauges_show_healthy_stale_and_refused_lists() {
         healthy.contains("<span class=\"s green\">green</span>"),
         "{healthy}"
     );
-    assert!(healthy.contains("feed&lt;&amp;&quot;&gt;.txt"), "{healthy}");
-    assert!(!page.contains("feed<&"), "a source's path is escaped");
+    // The feed answered the stored ETag with 304; its URL is escaped.
+    assert!(
+        healthy.contains("/feed.txt?list=healthy&amp;kind=urls"),
+        "{healthy}"
+    );
+    assert!(!page.contains("healthy&kind"), "a source's URL is escaped");
+    assert!(
+        healthy.contains("not_modified") && healthy.contains("&quot;feed-v1&quot;"),
+        "{healthy}"
+    );
     let stale = section(&page, "stale");
     assert!(stale.contains("<span class=\"s red\">red</span>"), "{stale}");
     assert!(
         stale.contains("stale: last fresh 3 h 0 min ago, over twice the 30 min build interval"),
         "{stale}"
     );
-    assert!(stale.contains("failed: "), "the failing source is shown: {stale}");
+    assert!(
+        stale.contains("failed: ") && stale.contains("503"),
+        "the failing source is shown: {stale}"
+    );
     let refused = section(&page, "refused");
     assert!(
         refused.contains("<span class=\"s amber\">amber</span>"),
@@ -270,7 +288,7 @@ fn artifacts() -> PathBuf {
 #[tokio::test]
 async fn the_status_page_in_headless_chromium_shows_each_state() {
     let Some(chromium) = chromium() else { return };
-    let (running, dir) = three_lists().await;
+    let (running, dir, _feeds) = three_lists().await;
     let url = format!("{}/", running.base_url());
     let profile = dir.path().join("chromium-profile");
     let shot = artifacts().join("status-page.png");
@@ -384,7 +402,9 @@ async fn the_page_of_100_lists_with_1000_builds_each_renders_in_under_100_ms() {
     let feed = dir.path().join("feed.txt");
     std::fs::write(&feed, urls("many", 20)).unwrap();
     let mut cfg = config(&data, "unused", vec![]);
-    cfg.lists = (0..100).map(|i| list(&format!("list-{i:03}"), &feed)).collect();
+    cfg.lists = (0..100)
+        .map(|i| file_list(&format!("list-{i:03}"), &feed))
+        .collect();
     {
         let builder = Publisher::open(cfg.clone()).unwrap();
         for outcome in builder.build_all().await {
