@@ -8,6 +8,7 @@
 //! | `GET /v1/hashes/{prefix}` | [`FullHashResponse`], or binary ([`FullHashAnswer`]) |
 //! | `GET /v1/lists/{name}/hashes/{version}/{prefix}` | the bucket of one list's snapshot `{version}`: [`FullHashResponse`], or binary; immutable |
 //! | `GET /v1/lists/{name}/updates/{from}` | the deltas from snapshot version `{from}` to the latest (`application/vnd.blocksieve.deltas`, FORMAT.md "Delta chains"); `304` when `{from}` is the latest; `410 no_delta` when the agent must take the snapshot |
+//! | `GET /v1/lists/{name}/history` | [`HistoryResponse`]: the list's last builds, oldest first (for operators; agents never ask) |
 //! | `POST /v1/hashes:search` | [`FullHashSearchRequest`] → [`FullHashSearchResponse`], or binary |
 //! | any error | 4xx/5xx with [`ErrorResponse`] |
 //!
@@ -76,6 +77,9 @@ pub mod routes {
     /// `POST`: the full hashes of several request prefixes
     /// ([`super::FullHashSearchRequest`] → [`super::FullHashSearchResponse`]).
     pub const SEARCH: &str = "/v1/hashes:search";
+    /// `GET`: list `{name}`'s build history ([`super::HistoryResponse`]),
+    /// for operators: agents never ask.
+    pub const LIST_HISTORY: &str = "/v1/lists/{name}/history";
 
     /// The path of list `name`'s latest snapshot.
     pub fn latest_snapshot(name: &str) -> String {
@@ -109,6 +113,11 @@ pub mod routes {
     /// `version` of list `name`'s snapshot.
     pub fn list_hashes(name: &str, version: u64, prefix: RequestPrefix) -> String {
         format!("/v1/lists/{name}/hashes/{version}/{prefix}")
+    }
+
+    /// The path of list `name`'s build history.
+    pub fn list_history(name: &str) -> String {
+        format!("/v1/lists/{name}/history")
     }
 }
 
@@ -262,6 +271,73 @@ pub struct BuildStatus {
     pub sizing: Option<Sizing>,
     /// Build wall time in milliseconds.
     pub duration_ms: u64,
+}
+
+/// `GET /v1/lists/{name}/history`: the list's last builds, oldest first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HistoryResponse {
+    /// The list name.
+    pub list: String,
+    /// The most builds kept per list; older ones are dropped.
+    pub limit: usize,
+    /// The builds, oldest first.
+    pub builds: Vec<BuildRecord>,
+}
+
+/// One build attempt of a list, as its history keeps it (one JSON line of
+/// the publisher's history file, too). Every field but `finished_at` and
+/// `outcome` has a default, so a line written by an older publisher still
+/// reads.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BuildRecord {
+    /// When the build finished, Unix seconds.
+    pub finished_at: u64,
+    /// `published`, `unchanged` (the list is as served: its freshness
+    /// renewed), `refused` (a publishing gate), `failed` or `superseded`
+    /// (another builder published first).
+    pub outcome: String,
+    /// The snapshot version served after the build (`None`: none).
+    #[serde(default)]
+    pub version: Option<u64>,
+    /// Distinct full hashes the build found.
+    #[serde(default)]
+    pub entries: u64,
+    /// Distinct filter keys (hash prefixes).
+    #[serde(default)]
+    pub unique_prefixes: u64,
+    /// False-positive rate per probe measured by the canary.
+    #[serde(default)]
+    pub measured_fpr: f64,
+    /// The filter's false-positive rate per probe in theory.
+    #[serde(default)]
+    pub theoretical_fpr: f64,
+    /// Wall time of the whole build attempt, milliseconds.
+    #[serde(default)]
+    pub duration_ms: u64,
+    /// Size of the snapshot built, in bytes.
+    #[serde(default)]
+    pub snapshot_bytes: u64,
+    /// Filter kind (`binary_fuse8`, …; empty when the build had no filter).
+    #[serde(default)]
+    pub filter_kind: String,
+    /// Snapshot bits per filter key.
+    #[serde(default)]
+    pub bits_per_key: f64,
+    /// The unique prefixes at which the filter kind would exceed the list's
+    /// target full-hash requests per 1,000 checks (`None`: never, or no
+    /// filter).
+    #[serde(default)]
+    pub capacity: Option<u64>,
+    /// The gate that refused the build and why, for `refused`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refusal: Option<String>,
+    /// Why the build failed, for `failed` and `superseded`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The sources (block and allow) read from their last good content
+    /// instead of a fresh fetch.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sources_on_last_good: Vec<String>,
 }
 
 /// A build's allowlists: the list's `allow` sources and the allow arrays of

@@ -41,8 +41,8 @@ mod timings;
 use pipeline::{Content, Passes, read_content};
 pub use reference::{HashReference, hash_reference, hash_reference_encoded};
 pub use sizing::{
-    CANARY_PROBES, MEAN_EXPRESSIONS_PER_URL, expected_requests_per_1000, false_hit_per_probe, measure_fpr,
-    request_prefix_bits,
+    Advice, CANARY_PROBES, MEAN_EXPRESSIONS_PER_URL, advice, capacity, expected_requests_per_1000,
+    false_hit_per_probe, fill_ratio, measure_fpr, request_prefix_bits,
 };
 use sizing::{RESPONSE_BYTES_PER_MATCH, filter_kind_for};
 pub use timings::{BuildTimings, PeakRssProbe, STAGES, StageTiming};

@@ -34,6 +34,11 @@ pub const DEFAULT_JSON_ALLOW_KEY: &str = "whitelist";
 /// Environment variable that overrides [`Config::signing_key`].
 pub const SIGNING_KEY_ENV: &str = "BLOCKSIEVE_SIGNING_KEY";
 
+/// URL checks per second over the whole fleet that sizing advice assumes
+/// when the configuration names none ([`Config::fleet_checks_per_second`]):
+/// say 100,000 agents checking a URL every 100 seconds.
+pub const DEFAULT_FLEET_CHECKS_PER_SECOND: f64 = 1_000.0;
+
 /// The whole publisher configuration.
 ///
 /// A field left out of the file takes its value in [`Config::default`],
@@ -105,6 +110,12 @@ pub struct Config {
     /// `["*"]` for any, or origins such as `https://mail.example`. By
     /// default, none.
     pub cors_allowed_origins: Vec<String>,
+    /// URL checks per second over the whole fleet of agents: the status
+    /// page and `build`'s report turn each list's expected full-hash
+    /// requests per 1,000 checks into requests per second with it. By
+    /// default, 1,000 (say 100,000 agents checking a URL every 100
+    /// seconds).
+    pub fleet_checks_per_second: f64,
     /// Connections open at once; beyond this many the server stops accepting
     /// and new connections wait in the kernel's accept backlog until one
     /// closes. By default, 10,000.
@@ -165,8 +176,8 @@ pub enum Role {
     /// Fetch, build, store and serve everything.
     #[default]
     All,
-    /// Fetch, build and store on the schedule; serve only `/healthz`,
-    /// `/readyz` and `/metrics`.
+    /// Fetch, build and store on the schedule; serve only the status page
+    /// `/`, `/healthz`, `/readyz` and `/metrics`.
     Builder,
     /// Build nothing: follow the store and serve the whole API from memory.
     Replica,
@@ -586,6 +597,7 @@ impl Default for Config {
             write_stall_timeout_s: 30,
             max_concurrency: 1024,
             cors_allowed_origins: Vec::new(),
+            fleet_checks_per_second: DEFAULT_FLEET_CHECKS_PER_SECOND,
             max_connections: 10_000,
             drain_timeout_s: 10,
             log_format: LogFormat::Text,
@@ -794,6 +806,12 @@ impl Config {
         }
         if self.max_concurrency == 0 {
             return Err(config_error("max_concurrency", "must be at least 1"));
+        }
+        if !(self.fleet_checks_per_second.is_finite() && self.fleet_checks_per_second > 0.0) {
+            return Err(config_error(
+                "fleet_checks_per_second",
+                format!("{} is not a positive number", self.fleet_checks_per_second),
+            ));
         }
         crate::server::cors::check_origins(&self.cors_allowed_origins)
             .map_err(|reason| config_error("cors_allowed_origins", reason))?;

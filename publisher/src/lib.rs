@@ -13,9 +13,8 @@
 //!    false-positive rate measured (the canary), and a snapshot signed. The
 //!    build is pure: bytes and the time in, snapshot and [`BuildReport`]
 //!    out. The publishing gates may refuse it ([`GateRefusal`]).
-//! 4. **Store**: the snapshot and its full hashes are published as a new
-//!    generation (immutable objects, a signed manifest, a pointer moved by
-//!    compare-and-swap) in the data directory or an object store.
+//! 4. **Store**: the snapshot and its full hashes are published as a new generation (immutable
+//!    objects, a signed manifest, a pointer moved by compare-and-swap) in a directory or a store.
 //! 5. **Serve**: the [`AppState`] holds one [`ListSlot`] per list, whose
 //!    [`Published`] snapshot a build swaps atomically; [`Publisher::router`]
 //!    serves it. [`Publisher::run`] is the daemon: serve what is on disk at
@@ -23,8 +22,8 @@
 //! 6. **Roles** ([`Role`]): `all` does all of the above; a `builder` serves
 //!    only the operational routes; a `replica` builds nothing, follows the
 //!    store a builder publishes to and swaps each new version in.
-//!
-//! Every failure is one [`Error`], grouped by what the operator does next.
+//! 7. **Status**: builds go to a list's history, shown at `GET /`. Every
+//!    failure is one [`Error`], grouped by what the operator does next.
 
 mod build;
 mod config;
@@ -40,6 +39,7 @@ mod replica;
 mod server;
 mod sources;
 mod state;
+mod status;
 mod storage;
 
 pub use build::BuildReport;
@@ -80,7 +80,7 @@ pub mod internal {
         pub use crate::sources::*;
     }
     pub mod state {
-        pub use crate::state::*;
+        pub use crate::{state::*, status::*};
     }
     pub mod storage {
         pub use crate::generations::*;

@@ -53,8 +53,8 @@ enum Command {
         #[arg(long)]
         force: bool,
         /// What this process does (overrides `role`): all (fetch, build,
-        /// store, serve), builder (fetch, build, store; serve only
-        /// /healthz, /readyz, /metrics) or replica (build nothing; follow
+        /// store, serve), builder (fetch, build, store; serve only the
+        /// status page /, /healthz, /readyz, /metrics) or replica (build nothing; follow
         /// the object store and serve the whole API from memory).
         #[arg(long, value_name = "ROLE", value_parser = parse_role)]
         role: Option<Role>,
@@ -483,6 +483,7 @@ async fn build(
     }
     bar.finish_and_clear();
     print_summary(outcomes.iter().map(|(o, _)| o));
+    print_advice(&publisher, outcomes.iter().map(|(o, _)| o));
     // Stage timings exist only for lists that got as far as a report.
     let rows: Vec<_> = outcomes
         .iter()
@@ -583,6 +584,47 @@ fn print_summary<'a>(outcomes: impl IntoIterator<Item = &'a ListBuildOutcome>) {
                 }
             }
         }
+    }
+}
+
+/// Prints the sizing advice of each list that got as far as a filter: per
+/// URL check rather than per probe, full-hash requests per 1,000 checks and
+/// per second at the configured fleet, and the capacity at which the
+/// filter would exceed the list's target.
+fn print_advice<'a>(publisher: &Publisher, outcomes: impl IntoIterator<Item = &'a ListBuildOutcome>) {
+    let config = publisher.config();
+    let fleet = config.fleet_checks_per_second;
+    println!();
+    println!(
+        "Sizing advice (a URL check probes {} expressions on average; the fleet makes {fleet} URL checks a second, `fleet_checks_per_second`):",
+        build::MEAN_EXPRESSIONS_PER_URL
+    );
+    println!(
+        "| list | filter | false hits / check | full-hash req. / 1000 checks | full-hash req. / s | target / 1000 | capacity (unique prefixes) | fill |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    for outcome in outcomes {
+        let (Some(r), Some(list)) = (
+            &outcome.report,
+            config.lists.iter().find(|l| l.name == outcome.list),
+        ) else {
+            continue;
+        };
+        let s = &r.sizing;
+        let target = list.target_full_hash_requests_per_1000;
+        let a = build::advice(s.theoretical_fpr, s.unique_keys, list.key_width(), target, fleet);
+        let capacity = a
+            .capacity
+            .map_or_else(|| "unbounded".to_owned(), |c| c.to_string());
+        println!(
+            "| {} | {} | {:.3e} | {:.3} | {:.3} | {target} | {capacity} | {:.1}% |",
+            outcome.list,
+            s.filter_kind,
+            a.false_hits_per_check,
+            a.requests_per_1000,
+            a.requests_per_second,
+            a.fill_ratio * 100.0,
+        );
     }
 }
 

@@ -39,6 +39,12 @@ pub struct Metrics {
     requests: Family<Labels, Counter>,
     latency: Family<Labels, Histogram, LatencyBuckets>,
     store_reachable: Gauge,
+    fresh_timestamp: Family<Labels, Gauge>,
+    build_interval: Family<Labels, Gauge>,
+    last_build_refused: Family<Labels, Gauge>,
+    sources_on_last_good: Family<Labels, Gauge>,
+    fpr_bound: Family<Labels, Gauge<f64, AtomicU64>>,
+    capacity_fill: Family<Labels, Gauge<f64, AtomicU64>>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -73,6 +79,12 @@ impl Metrics {
             requests: Family::default(),
             latency: Family::new_with_constructor(LatencyBuckets),
             store_reachable: Gauge::default(),
+            fresh_timestamp: Family::default(),
+            build_interval: Family::default(),
+            last_build_refused: Family::default(),
+            sources_on_last_good: Family::default(),
+            fpr_bound: Family::default(),
+            capacity_fill: Family::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -126,7 +138,74 @@ impl Metrics {
             "1 when a replica's last check of the store succeeded, else 0 (always 0 on other roles)",
             m.store_reachable.clone(),
         );
+        registry.register(
+            "snapshot_fresh_timestamp_seconds",
+            "Unix seconds of the served version's latest freshness: the build that published it, or the latest build that found the list unchanged",
+            m.fresh_timestamp.clone(),
+        );
+        registry.register(
+            "build_interval_seconds",
+            "Seconds between the list's schedule's next two firings",
+            m.build_interval.clone(),
+        );
+        registry.register(
+            "last_build_refused",
+            "1 while the latest build attempt was refused by a gate (until a build publishes or finds the list unchanged), else 0",
+            m.last_build_refused.clone(),
+        );
+        registry.register(
+            "sources_on_last_good",
+            "Sources (block and allow) the latest build read from their last good content instead of a fresh fetch",
+            m.sources_on_last_good.clone(),
+        );
+        registry.register(
+            "fpr_bound",
+            "Largest measured false-positive rate per probe the gate accepts: the filter's theoretical rate times gates.max_fpr_ratio",
+            m.fpr_bound.clone(),
+        );
+        registry.register(
+            "capacity_fill_ratio",
+            "Unique hash prefixes served over the capacity at which the filter would exceed its target full-hash requests per 1,000 checks",
+            m.capacity_fill.clone(),
+        );
         Self { registry, ..m }
+    }
+
+    /// Records the served version's latest freshness, Unix seconds.
+    pub fn fresh_at(&self, name: &str, unix_seconds: u64) {
+        (self.fresh_timestamp.get_or_create(&list(name)))
+            .set(i64::try_from(unix_seconds).unwrap_or(i64::MAX));
+    }
+
+    /// Records the time between the list's next two scheduled builds.
+    pub fn build_interval(&self, name: &str, seconds: u64) {
+        (self.build_interval.get_or_create(&list(name))).set(i64::try_from(seconds).unwrap_or(i64::MAX));
+    }
+
+    /// Records what the latest build attempt says of the list's health:
+    /// whether a gate refused it (`None`: leave as it was, for a build
+    /// that neither published nor was refused), how many sources it read
+    /// from their last good content, and the gate's false-positive bound.
+    pub fn build_health(
+        &self,
+        name: &str,
+        refused: Option<bool>,
+        on_last_good: usize,
+        fpr_bound: Option<f64>,
+    ) {
+        let l = list(name);
+        if let Some(refused) = refused {
+            self.last_build_refused.get_or_create(&l).set(i64::from(refused));
+        }
+        (self.sources_on_last_good.get_or_create(&l)).set(i64::try_from(on_last_good).unwrap_or(i64::MAX));
+        if let Some(bound) = fpr_bound {
+            self.fpr_bound.get_or_create(&l).set(bound);
+        }
+    }
+
+    /// Records the served snapshot's unique prefixes over its capacity.
+    pub fn capacity_fill(&self, name: &str, ratio: f64) {
+        self.capacity_fill.get_or_create(&list(name)).set(ratio);
     }
 
     /// Records a served snapshot.

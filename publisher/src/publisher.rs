@@ -19,7 +19,7 @@ use crate::generations::deltas::NextDelta;
 use crate::generations::{self, LeaseOutcome, ListStore, PublishOutcome};
 use crate::state::{AppState, Freshness, ListSlot};
 use crate::storage::{self, LocalStorage, SourceCache, Storage};
-use crate::{listener, metrics, object_storage, server};
+use crate::{listener, metrics, object_storage, server, status};
 
 mod daemon;
 
@@ -153,8 +153,28 @@ impl Publisher {
     ) -> Result<Self, Error> {
         let metrics = metrics::Metrics::new();
         let mut lists = Vec::new();
-        for list in &config.lists {
+        let now = unix_now();
+        for (index, list) in config.lists.iter().enumerate() {
+            let profile = status::ListProfile::new(
+                config.schedule_of(index),
+                list.gates.max_fpr_ratio,
+                list.target_full_hash_requests_per_1000,
+                config.fleet_checks_per_second,
+                now,
+            );
+            if let Some(interval) = profile.build_interval {
+                metrics.build_interval(&list.name, interval.as_secs());
+            }
+            // A replica writes nothing to its data directory: its history
+            // (it builds nothing) stays empty.
+            let history_dir = config.role.builds().then_some(config.data_dir.as_path());
+            let watch = status::ListWatch::open(profile, history_dir, &list.name);
+            if watch.with_history(|h| !h.is_empty()) {
+                let (refused, on_last_good) = watch.standing();
+                metrics.build_health(&list.name, Some(refused), on_last_good, None);
+            }
             let slot = ListSlot {
+                watch,
                 name: list.name.clone(),
                 current: ArcSwapOption::empty(),
                 last_build: Mutex::new(None),
@@ -182,6 +202,7 @@ impl Publisher {
             max_bucket_entries: config.max_bucket_entries,
             max_prefixes_per_request: config.max_prefixes_per_request,
             metrics,
+            role: config.role,
         }
         .shared();
         let http = reqwest::Client::builder()
@@ -343,6 +364,7 @@ impl Publisher {
         // the blocking pool (CPU, then disk).
         let mut loaded = Vec::new();
         let mut caches = Vec::new();
+        let mut views = Vec::new();
         let block = (list.sources.iter().enumerate()).map(|(i, s)| (i, s, SourceRole::Block));
         let allow = (list.allow.iter().enumerate()).map(|(i, s)| (i, s, SourceRole::Allow));
         for (i, source, role) in block.chain(allow) {
@@ -355,6 +377,18 @@ impl Publisher {
             let validators = cache.meta().map(|m| m.validators);
             let fetched = fetch::fetch(&inner.http, source, validators.as_ref()).await;
             let read_duration = fetch_started.elapsed();
+            let role_name = if role == SourceRole::Block {
+                "block"
+            } else {
+                "allow"
+            };
+            views.push(status::SourceView::of(
+                source.label(),
+                role_name,
+                &fetched,
+                validators,
+                unix_now(),
+            ));
             if let fetch::Fetched::Failed(reason) = &fetched {
                 tracing::warn!(list = %list.name, source = %source.label(), %reason, "source failed");
                 inner.state.metrics.source_failed(&list.name);
@@ -371,6 +405,9 @@ impl Publisher {
                 read_duration,
             });
             caches.push((cache, source.label()));
+        }
+        if let Ok(mut held) = inner.state.lists[index].watch.sources.lock() {
+            *held = views;
         }
         let force = inner.force_once[index].swap(false, Ordering::SeqCst);
         let this = self.clone();
@@ -677,6 +714,9 @@ impl Publisher {
         if let Some(g) = &gate {
             metrics.gate_refused(name, g);
         }
+        if label != "skipped" {
+            self.watch_build(index, outcome, label, elapsed);
+        }
         match (&outcome.result, &outcome.report) {
             (Ok(version), Some(_)) if outcome.unchanged => {
                 tracing::info!(
@@ -758,6 +798,59 @@ impl Publisher {
         if let Ok(mut g) = inner.state.lists[index].last_build.lock() {
             *g = Some(status);
         }
+    }
+}
+
+impl Publisher {
+    /// Records a build attempt for the status page and the health gauges:
+    /// its history line, the gate refusal, the sources on last good
+    /// content, the false-positive bound and the freshness.
+    fn watch_build(&self, index: usize, outcome: &ListBuildOutcome, label: &str, elapsed: Duration) {
+        let inner = &self.inner;
+        let name = &inner.config.lists[index].name;
+        let slot = &inner.state.lists[index];
+        let metrics = &inner.state.metrics;
+        let report = outcome.report.as_ref();
+        let on_last_good: Vec<String> = report
+            .map(|r| r.sources.iter().chain(&r.allow.sources))
+            .into_iter()
+            .flatten()
+            .filter(|s| s.state == "last_good")
+            .map(|s| s.source.clone())
+            .collect();
+        let refusal = match &outcome.result {
+            Err(Error::Refused { gate }) => Some(gate.to_string().trim_start_matches("gate ").to_owned()),
+            _ => None,
+        };
+        let refused = match label {
+            "published" | "unchanged" => Some(false),
+            "refused" => Some(true),
+            _ => None,
+        };
+        let profile = &slot.watch.profile;
+        let fpr_bound = report.map(|r| r.sizing.theoretical_fpr * profile.max_fpr_ratio);
+        metrics.build_health(name, refused, on_last_good.len(), fpr_bound);
+        if let Some(interval) = status::build_interval(&profile.schedule, unix_now()) {
+            metrics.build_interval(name, interval.as_secs());
+        }
+        if let Some(at) = slot.fresh_at() {
+            metrics.fresh_at(name, at);
+        }
+        let record = status::RecordOf {
+            finished_at: unix_now(),
+            outcome: label,
+            version: slot.current.load().as_ref().map(|p| p.header.version),
+            sizing: report.map(|r| &r.sizing),
+            error: match &outcome.result {
+                Err(Error::Refused { .. }) | Ok(_) => None,
+                Err(e) => Some(e.to_string()),
+            },
+            refusal,
+            sources_on_last_good: on_last_good,
+            took: elapsed,
+        }
+        .record(profile);
+        slot.watch.record(record);
     }
 }
 

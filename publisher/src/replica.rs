@@ -240,6 +240,11 @@ mod tests {
             store_status: std::sync::Mutex::new(None),
             store: ListStore::open(storage.clone(), "phishing", 5).unwrap(),
             freshness: arc_swap::ArcSwapOption::empty(),
+            watch: crate::status::ListWatch::open(
+                crate::status::ListProfile::new("0 0 0 1 1 *", 2.0, 10.0, 1000.0, 0),
+                None,
+                "phishing",
+            ),
         };
         let state = AppState {
             lists: vec![slot],
@@ -249,6 +254,7 @@ mod tests {
             max_bucket_entries: 4096,
             max_prefixes_per_request: 1000,
             metrics: crate::metrics::Metrics::new(),
+            role: crate::config::Role::Replica,
         };
         (state.shared(), storage)
     }

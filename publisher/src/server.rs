@@ -20,6 +20,8 @@
 //! (`GET /v1/lists/{name}/hashes/{version}/{prefix}`, advertised by
 //! [`HASHES_HEADER`](blocksieve_format::api::HASHES_HEADER) on snapshot responses) `public, max-age=31536000,
 //! immutable`; `GET /v1/hashes/{prefix}` `public, max-age=<cache_duration_s>`.
+//! The status page `/` (`page`, HTML for operators) is `no-store`, with
+//! its own `Content-Security-Policy`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -45,7 +47,9 @@ use crate::state::{AppState, Published};
 mod buckets;
 pub mod cors;
 mod error;
+mod history;
 mod layer;
+pub mod page;
 mod updates;
 
 pub use error::ApiError;
@@ -96,7 +100,8 @@ pub fn router(state: Arc<AppState>, limits: Limits) -> Router {
         .route(routes::UPDATES, get(updates::updates))
         .route(routes::FULL_HASHES, get(full_hashes))
         .route(routes::LIST_HASHES, get(list_hashes))
-        .route(routes::SEARCH, post(search));
+        .route(routes::SEARCH, post(search))
+        .route(routes::LIST_HISTORY, get(history::history));
     let cors = cors::layer(&limits.cors_allowed_origins);
     let router = with_layers(api, state, limits);
     match cors {
@@ -106,14 +111,17 @@ pub fn router(state: Arc<AppState>, limits: Limits) -> Router {
     }
 }
 
-/// A builder's router: only `/healthz`, `/readyz` and `/metrics`, with the
-/// same limits; every `/v1` route is 404, as any unknown route.
+/// A builder's router: only the status page `/`, `/healthz`, `/readyz` and
+/// `/metrics`, with the same limits; every `/v1` route is 404, as any
+/// unknown route. (The status page is there because a builder is where
+/// builds, sources and history are: replicas build nothing.)
 pub fn operational_router(state: Arc<AppState>, limits: Limits) -> Router {
     with_layers(operational_routes(), state, limits)
 }
 
 fn operational_routes() -> Router<Arc<AppState>> {
     Router::new()
+        .route(STATUS_PAGE, get(page::page))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
@@ -121,7 +129,8 @@ fn operational_routes() -> Router<Arc<AppState>> {
 
 /// Every route pattern of the routers, and `unmatched` (the fallbacks):
 /// the request metrics of these are resolved once per router.
-const ROUTES: [&str; 11] = [
+const ROUTES: [&str; 13] = [
+    STATUS_PAGE,
     "/healthz",
     "/readyz",
     "/metrics",
@@ -132,8 +141,13 @@ const ROUTES: [&str; 11] = [
     routes::FULL_HASHES,
     routes::LIST_HASHES,
     routes::SEARCH,
+    routes::LIST_HISTORY,
     "unmatched",
 ];
+
+/// The status page for operators (HTML, [`page`]): the publisher's
+/// own route, like `/metrics`, not the protocol's.
+pub const STATUS_PAGE: &str = "/";
 
 /// `routes` with the fallbacks, the limits and the request metrics
 /// ([`layer`]), and gzip for JSON answers.
@@ -193,6 +207,7 @@ async fn readyz(State(state): State<Arc<AppState>>) -> Result<&'static str, ApiE
 }
 
 async fn metrics(State(state): State<Arc<AppState>>) -> impl IntoResponse {
+    state.refresh_gauges();
     (
         [(
             header::CONTENT_TYPE,

@@ -11,9 +11,11 @@ use axum::http::HeaderValue;
 use blocksieve_format::api::{BuildStatus, StoreStatus};
 use blocksieve_format::{FreshnessRecord, FullHash, RequestPrefix, SigningKey, SnapshotHeader, TrustedKey};
 
+use crate::config::Role;
 use crate::generations::deltas::Chain;
 use crate::generations::{ListStore, Pointer};
 use crate::metrics::Metrics;
+use crate::status::ListWatch;
 
 /// A published snapshot and the full hashes behind it.
 #[derive(Debug)]
@@ -229,6 +231,8 @@ pub struct ListSlot {
     /// How following the object store goes (`None` when nothing follows
     /// it: a publisher on a data directory).
     pub store_status: Mutex<Option<StoreStatus>>,
+    /// Its build history, sources and health inputs, for operators.
+    pub watch: ListWatch,
 }
 
 impl ListSlot {
@@ -261,8 +265,25 @@ impl ListSlot {
         });
         if swapped {
             metrics.snapshot_served(&self.name, version, count, bytes);
+            let h = &offered.header;
+            let capacity =
+                crate::build::capacity(h.theoretical_fpr, h.key_bits, self.watch.profile.target_per_1000);
+            metrics.capacity_fill(&self.name, crate::build::fill_ratio(h.entry_count, capacity));
+            if let Some(at) = self.fresh_at() {
+                metrics.fresh_at(&self.name, at);
+            }
         }
         swapped
+    }
+
+    /// Unix seconds of the served version's latest freshness: its build
+    /// (the snapshot's creation), or the latest freshness record for it
+    /// (a later build that found the list unchanged); `None` when nothing
+    /// is served.
+    pub fn fresh_at(&self) -> Option<u64> {
+        let served = self.current.load_full()?;
+        let renewed = self.freshness_of(&served).map_or(0, |f| f.record.issued_at);
+        Some(served.header.created_at.max(renewed))
     }
 }
 
@@ -366,6 +387,8 @@ pub struct AppState {
     pub max_prefixes_per_request: usize,
     /// Prometheus metrics.
     pub metrics: Metrics,
+    /// What this publisher does (the status page says).
+    pub role: Role,
 }
 
 impl AppState {
@@ -388,6 +411,16 @@ impl AppState {
             .filter_map(|l| l.current.load().as_ref().map(|p| p.hashes.len() as u64))
             .sum();
         total as f64 / 2f64.powi(i32::from(bits))
+    }
+
+    /// Sets each list's freshness gauge from what it serves now: a
+    /// freshness record may come from a build, a restart or the store.
+    pub fn refresh_gauges(&self) {
+        for l in &self.lists {
+            if let Some(at) = l.fresh_at() {
+                self.metrics.fresh_at(&l.name, at);
+            }
+        }
     }
 
     /// Shared handle.

@@ -10,6 +10,7 @@
 //! <data_dir>/sources/<list>/<i>-<label>.<hash>.data  source i's last good content
 //! <data_dir>/sources/<list>/<i>-<label>.meta.json    its validators, fetch time, entry count and content key
 //! <data_dir>/sources/<list>.allow/...                the same for the list's allowlists
+//! <data_dir>/history/<list>.jsonl                    the list's last builds, a JSON line each (`history`)
 //! <data_dir>/lock                                    held by the publisher using the directory
 //! ```
 //!
@@ -54,6 +55,8 @@ use serde::{Deserialize, Serialize};
 use crate::config::SourceConfig;
 use crate::error::Error;
 use crate::fetch::{ContentEncoding, Validators};
+
+pub mod history;
 
 const TMP_SUFFIX: &str = ".tmp";
 

@@ -16,5 +16,6 @@ mod outage;
 mod publisher;
 mod replica;
 mod slow_clients;
+mod status;
 mod store;
 mod tidy;

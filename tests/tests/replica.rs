@@ -64,6 +64,16 @@ async fn status(base: &str, path: &str) -> u16 {
         .map_or(0, |r| r.status().as_u16())
 }
 
+/// The status page at `base`.
+async fn status_page(base: &str) -> String {
+    reqwest::get(format!("{base}/"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
 /// The latest snapshot's version, ETag and bytes.
 async fn latest(base: &str) -> (u64, String, Vec<u8>) {
     let answer = reqwest::get(format!("{base}{}", routes::latest_snapshot("phishing")))
@@ -133,13 +143,31 @@ async fn a_builder_and_two_replicas_on_one_bucket_serve_the_same_snapshot_and_fo
         RunningPublisher::start(on_store(Role::Builder, moto.addr, builder_dir.path(), &feed)).await;
     builder.wait_ready(READY).await;
     let version = served_version(&builder).unwrap();
-    // The builder serves only the operational routes.
+    // The builder serves only the operational routes, its status page among
+    // them (its builds and sources are there); the history route is `/v1`.
     assert_eq!(status(&builder.base_url(), "/readyz").await, 200);
     assert_eq!(status(&builder.base_url(), "/metrics").await, 200);
     assert_eq!(status(&builder.base_url(), routes::LISTS).await, 404);
+    assert_eq!(
+        status(&builder.base_url(), &routes::list_history("phishing")).await,
+        404
+    );
+    let page = status_page(&builder.base_url()).await;
+    assert!(page.contains("Role <b>builder</b>"), "{page}");
 
     first.wait_ready(READY).await;
     second.wait_ready(READY).await;
+    // A replica's page: what it serves, not stale, and where builds are shown.
+    let page = status_page(&first.base_url()).await;
+    assert!(page.contains("It builds nothing"), "{page}");
+    assert!(
+        page.contains("<h2 id=\"list-phishing\">phishing <span class=\"s "),
+        "{page}"
+    );
+    assert!(
+        !page.contains("stale:") && !page.contains("no snapshot served"),
+        "{page}"
+    );
     let (v1, etag1, bytes1) = latest(&first.base_url()).await;
     let (v2, etag2, bytes2) = latest(&second.base_url()).await;
     assert_eq!((v1, v2), (version, version));

@@ -163,3 +163,121 @@ pub(super) fn filter_kind_for(list: &ListConfig, unique_keys: u64) -> FilterKind
         .unwrap_or(FilterKind::BinaryFuse32),
     }
 }
+
+/// What a list's sizing means for agents and the server, in the terms the
+/// configuration uses: per URL check, not per probe.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Advice {
+    /// Expected false hits per check of an unlisted URL: each of its
+    /// [`MEAN_EXPRESSIONS_PER_URL`] expressions hits by chance with the
+    /// per-probe rate ([`false_hit_per_probe`]).
+    pub false_hits_per_check: f64,
+    /// Expected full-hash requests per 1,000 checks of unlisted URLs.
+    pub requests_per_1000: f64,
+    /// Expected full-hash requests per second from the fleet.
+    pub requests_per_second: f64,
+    /// The URL checks per second the fleet makes (the assumption behind
+    /// `requests_per_second`).
+    pub fleet_checks_per_second: f64,
+    /// The unique hash prefixes at which the filter, at its theoretical
+    /// rate, would exceed the target full-hash requests per 1,000 checks
+    /// ([`capacity`]; `None`: never).
+    pub capacity: Option<u64>,
+    /// The unique prefixes now ÷ `capacity` (0 when unbounded).
+    pub fill_ratio: f64,
+}
+
+/// The advice for a filter of `unique_keys` keys of width `key_bits` with
+/// false-positive rate `fpr` per probe, a list whose target is
+/// `target_per_1000` full-hash requests per 1,000 checks, and a fleet that
+/// checks `fleet_checks_per_second` URLs a second.
+pub fn advice(
+    fpr: f64,
+    unique_keys: u64,
+    key_bits: KeyBits,
+    target_per_1000: f64,
+    fleet_checks_per_second: f64,
+) -> Advice {
+    let per_probe = false_hit_per_probe(fpr, unique_keys, key_bits);
+    let requests_per_1000 = expected_requests_per_1000(per_probe);
+    let capacity = capacity(fpr, key_bits, target_per_1000);
+    Advice {
+        false_hits_per_check: MEAN_EXPRESSIONS_PER_URL * per_probe,
+        requests_per_1000,
+        requests_per_second: requests_per_1000 * fleet_checks_per_second / 1000.0,
+        fleet_checks_per_second,
+        capacity,
+        fill_ratio: fill_ratio(unique_keys, capacity),
+    }
+}
+
+/// `unique_keys` ÷ `capacity`: 0 when unbounded, infinite over a capacity
+/// of 0 (a filter that misses its target at any size).
+pub fn fill_ratio(unique_keys: u64, capacity: Option<u64>) -> f64 {
+    match capacity {
+        None => 0.0,
+        Some(0) => f64::INFINITY,
+        Some(c) => unique_keys as f64 / c as f64,
+    }
+}
+
+/// The most unique hash prefixes a filter with false-positive rate `fpr`
+/// per probe over `key_bits` keys holds while the expected full-hash
+/// requests per 1,000 checks ([`expected_requests_per_1000`]) stay at or
+/// under `target_per_1000`: the inverse of [`false_hit_per_probe`] at the
+/// per-probe rate the target allows. `Some(0)` when the filter alone
+/// exceeds it; `None` when the size never matters (64-bit keys share no
+/// prefix by chance) and the filter meets it.
+pub fn capacity(fpr: f64, key_bits: KeyBits, target_per_1000: f64) -> Option<u64> {
+    let allowed = (target_per_1000 / 1000.0).clamp(0.0, 1.0);
+    // 1 − (1 − p)^m = allowed  ⇔  p = 1 − (1 − allowed)^(1/m).
+    let per_probe = 1.0 - (1.0 - allowed).powf(1.0 / MEAN_EXPRESSIONS_PER_URL);
+    if fpr >= per_probe {
+        return Some(0);
+    }
+    match key_bits {
+        KeyBits::Bits64 => None,
+        // collision + (1 − collision) × fpr = p, collision = n / 2^32.
+        KeyBits::Bits32 => Some(((per_probe - fpr) / (1.0 - fpr) * 4_294_967_296.0).floor() as u64),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capacity_is_where_the_target_is_reached() {
+        // Target 10 per 1,000 checks: p = 1 − 0.99^(1/4.607) = 0.00217916
+        // per probe. binary_fuse8 (1/256) misses it at any size;
+        // binary_fuse16: 2^32 × (p − 2^-16) / (1 − 2^-16) = 9,294,018;
+        // binary_fuse32: 9,359,411; 64-bit keys: unbounded.
+        assert_eq!(capacity(1.0 / 256.0, KeyBits::Bits32, 10.0), Some(0));
+        assert_eq!(capacity(1.0 / 65_536.0, KeyBits::Bits32, 10.0), Some(9_294_018));
+        assert_eq!(
+            capacity(1.0 / 4_294_967_296.0, KeyBits::Bits32, 10.0),
+            Some(9_359_411)
+        );
+        assert_eq!(capacity(1.0 / 65_536.0, KeyBits::Bits64, 10.0), None);
+        assert_eq!(capacity(1.0 / 256.0, KeyBits::Bits64, 10.0), Some(0));
+        // At the capacity the requests are the target, just under.
+        let at = expected_requests_per_1000(false_hit_per_probe(1.0 / 65_536.0, 9_294_018, KeyBits::Bits32));
+        assert!((9.999..=10.0).contains(&at), "{at}");
+    }
+
+    #[test]
+    fn advice_is_per_check_and_per_second() {
+        // 1,000,000 keys in binary_fuse16: per probe 1e6/2^32 + (1 −
+        // 1e6/2^32)/65,536 = 2.48086e-4; per check 4.607 × that = 1.14293e-3;
+        // 1,000 × (1 − (1 − 2.48086e-4)^4.607) = 1.14242 requests per 1,000
+        // checks, so 11.4242 a second at 10,000 checks a second.
+        let a = advice(1.0 / 65_536.0, 1_000_000, KeyBits::Bits32, 10.0, 10_000.0);
+        assert!((a.false_hits_per_check - 1.142_93e-3).abs() < 1e-8, "{a:?}");
+        assert!((a.requests_per_1000 - 1.142_42).abs() < 1e-5, "{a:?}");
+        assert!((a.requests_per_second - 11.424_2).abs() < 1e-4, "{a:?}");
+        assert_eq!(a.capacity, Some(9_294_018));
+        assert!((a.fill_ratio - 1_000_000.0 / 9_294_018.0).abs() < 1e-12);
+        assert_eq!(fill_ratio(5, None), 0.0);
+        assert_eq!(fill_ratio(5, Some(0)), f64::INFINITY);
+    }
+}

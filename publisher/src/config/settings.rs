@@ -67,6 +67,9 @@ pub struct Settings {
     pub max_concurrency: usize,
     /// Origins allowed cross-origin access ([`Config::cors_allowed_origins`]).
     pub cors_allowed_origins: Vec<String>,
+    /// URL checks per second over the fleet, for sizing advice
+    /// ([`Config::fleet_checks_per_second`]).
+    pub fleet_checks_per_second: f64,
     /// Connections open at once ([`Config::max_connections`]).
     pub max_connections: usize,
     /// How long in-flight requests get to finish after a shutdown signal
@@ -124,6 +127,7 @@ impl Config {
             write_stall_timeout: Duration::from_secs(self.write_stall_timeout_s),
             max_concurrency: self.max_concurrency,
             cors_allowed_origins: self.cors_allowed_origins,
+            fleet_checks_per_second: self.fleet_checks_per_second,
             max_connections: self.max_connections,
             drain_timeout: Duration::from_secs(self.drain_timeout_s),
             log_format: self.log_format,

@@ -1,0 +1,27 @@
+//! `GET /v1/lists/{name}/history`: a list's build history as JSON, oldest
+//! build first (`status::ListWatch` keeps it).
+
+use std::sync::Arc;
+
+use axum::extract::{Path, State};
+use axum::response::Json;
+use blocksieve_format::api::HistoryResponse;
+
+use super::error::{ApiError, unknown_list};
+use crate::state::AppState;
+use crate::storage::history::HISTORY_LIMIT;
+
+/// `GET /v1/lists/{name}/history`; `404 unknown_list` for a list not
+/// configured.
+pub(super) async fn history(
+    State(state): State<Arc<AppState>>,
+    Path(name): Path<String>,
+) -> Result<Json<HistoryResponse>, ApiError> {
+    let slot = state.list(&name).ok_or_else(|| unknown_list(&name))?;
+    let builds = slot.watch.with_history(|h| h.iter().cloned().collect());
+    Ok(Json(HistoryResponse {
+        list: name,
+        limit: HISTORY_LIMIT,
+        builds,
+    }))
+}

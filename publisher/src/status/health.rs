@@ -1,0 +1,310 @@
+//! A list's health, red, amber or green with every reason that applies:
+//! pure, the time passed in. The conditions are those of the alert rules
+//! on the same metrics (`blocksieve_snapshot_fresh_timestamp_seconds`,
+//! `blocksieve_build_interval_seconds`, `blocksieve_measured_fpr`,
+//! `blocksieve_fpr_bound`, `blocksieve_last_build_refused`,
+//! `blocksieve_sources_on_last_good`, `blocksieve_capacity_fill_ratio`).
+
+use std::time::Duration;
+
+/// How much of its capacity a list may fill before it is amber.
+pub const FILL_WARNING: f64 = 0.9;
+
+/// How far ahead a fill trend is projected: a list projected to reach its
+/// capacity within this long is amber.
+pub const FILL_HORIZON: Duration = Duration::from_secs(14 * 24 * 60 * 60);
+
+/// How far back the fill trend is fitted.
+pub const FILL_WINDOW: Duration = Duration::from_secs(7 * 24 * 60 * 60);
+
+/// A list's state; the worst reason decides it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum State {
+    /// Nothing to look at.
+    Green,
+    /// Look soon: the list is served and fresh, but something degrades it.
+    Amber,
+    /// Look now: agents are not protected as configured.
+    Red,
+}
+
+impl State {
+    /// `green`, `amber` or `red`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Green => "green",
+            Self::Amber => "amber",
+            Self::Red => "red",
+        }
+    }
+}
+
+/// A list's state and every reason for it (none when green).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Health {
+    /// The worst of the reasons' states.
+    pub state: State,
+    /// Each reason, with its state, worst first.
+    pub reasons: Vec<(State, String)>,
+}
+
+/// What the health of one list is computed from.
+#[derive(Debug, Clone, Default)]
+pub struct HealthInput<'a> {
+    /// Whether a snapshot is served.
+    pub served: bool,
+    /// Unix seconds of the served version's latest freshness (its build,
+    /// or the latest build that found it unchanged).
+    pub fresh_at: Option<u64>,
+    /// Time between the schedule's next two firings.
+    pub build_interval: Option<Duration>,
+    /// The latest build's measured false-positive rate per probe.
+    pub measured_fpr: Option<f64>,
+    /// The largest rate the gate accepts (theoretical × `max_fpr_ratio`).
+    pub fpr_bound: Option<f64>,
+    /// The latest build's gate refusal, while it stands.
+    pub refusal: Option<&'a str>,
+    /// Sources the latest build read from their last good content.
+    pub on_last_good: &'a [String],
+    /// Unique prefixes served ÷ the filter's capacity.
+    pub fill_ratio: f64,
+    /// Earlier builds' fill ratios, (Unix seconds, ratio), oldest first.
+    pub fill_history: &'a [(u64, f64)],
+}
+
+/// The health of a list at `now` (Unix seconds).
+pub fn health(input: &HealthInput<'_>, now: u64) -> Health {
+    let mut reasons = Vec::new();
+    if !input.served {
+        reasons.push((State::Red, "no snapshot served".to_owned()));
+    }
+    if input.served
+        && let (Some(fresh), Some(interval)) = (input.fresh_at, input.build_interval)
+    {
+        let age = now.saturating_sub(fresh);
+        if age > 2 * interval.as_secs() {
+            reasons.push((
+                State::Red,
+                format!(
+                    "stale: last fresh {} ago, over twice the {} build interval",
+                    duration(age),
+                    duration(interval.as_secs())
+                ),
+            ));
+        }
+    }
+    if let (Some(measured), Some(bound)) = (input.measured_fpr, input.fpr_bound)
+        && measured > bound
+    {
+        reasons.push((
+            State::Red,
+            format!("FPR over its bound: measured {measured:.3e} > {bound:.3e}"),
+        ));
+    }
+    if let Some(refusal) = input.refusal {
+        reasons.push((State::Amber, format!("gate refused: {refusal}")));
+    }
+    if !input.on_last_good.is_empty() {
+        reasons.push((
+            State::Amber,
+            format!("source on last good: {}", input.on_last_good.join(", ")),
+        ));
+    }
+    if input.fill_ratio >= FILL_WARNING {
+        reasons.push((
+            State::Amber,
+            format!("filling: {} of capacity", percent(input.fill_ratio)),
+        ));
+    } else if let Some(days) = days_to_fill(input.fill_history, (now, input.fill_ratio), now)
+        && days <= FILL_HORIZON.as_secs_f64() / 86_400.0
+    {
+        reasons.push((
+            State::Amber,
+            format!(
+                "filling: {} of capacity, projected to reach it in {days:.0} days",
+                percent(input.fill_ratio)
+            ),
+        ));
+    }
+    reasons.sort_by_key(|r| std::cmp::Reverse(r.0));
+    Health {
+        state: reasons.first().map_or(State::Green, |r| r.0),
+        reasons,
+    }
+}
+
+/// Days from `now` until a least-squares line through the points of the
+/// last [`FILL_WINDOW`] (and `current`) reaches 1; `None` when it does not
+/// rise, or there are too few points.
+pub fn days_to_fill(history: &[(u64, f64)], current: (u64, f64), now: u64) -> Option<f64> {
+    let since = now.saturating_sub(FILL_WINDOW.as_secs());
+    let points: Vec<(f64, f64)> = history
+        .iter()
+        .copied()
+        .chain([current])
+        .filter(|&(t, r)| t >= since && r.is_finite())
+        .map(|(t, r)| ((t as f64 - now as f64) / 86_400.0, r))
+        .collect();
+    let n = points.len() as f64;
+    if points.len() < 2 {
+        return None;
+    }
+    let (mx, my) = points
+        .iter()
+        .fold((0.0, 0.0), |(x, y), p| (x + p.0 / n, y + p.1 / n));
+    let sxx: f64 = points.iter().map(|p| (p.0 - mx).powi(2)).sum();
+    let sxy: f64 = points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+    if sxx <= 0.0 {
+        return None;
+    }
+    let slope = sxy / sxx;
+    if slope <= 0.0 {
+        return None;
+    }
+    // The line at day 0 (now) is my − slope × mx.
+    let at_now = my - slope * mx;
+    Some(((1.0 - at_now) / slope).max(0.0))
+}
+
+fn percent(ratio: f64) -> String {
+    format!("{:.0}%", ratio * 100.0)
+}
+
+/// `s` seconds in the largest two units: `3 h 2 min`, `45 s`.
+pub fn duration(s: u64) -> String {
+    match s {
+        0..60 => format!("{s} s"),
+        60..3600 => format!("{} min", s / 60),
+        3600..86_400 => format!("{} h {} min", s / 3600, s % 3600 / 60),
+        _ => format!("{} d {} h", s / 86_400, s % 86_400 / 3600),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: u64 = 1_800_000_000;
+    const HALF_HOUR: Duration = Duration::from_secs(1800);
+
+    fn fresh() -> HealthInput<'static> {
+        HealthInput {
+            served: true,
+            fresh_at: Some(NOW - 60),
+            build_interval: Some(HALF_HOUR),
+            measured_fpr: Some(1.4e-5),
+            fpr_bound: Some(2.0 / 65_536.0),
+            fill_ratio: 0.1,
+            ..HealthInput::default()
+        }
+    }
+
+    fn reasons(h: &Health) -> Vec<&str> {
+        h.reasons.iter().map(|r| r.1.as_str()).collect()
+    }
+
+    #[test]
+    fn a_fresh_list_within_its_bounds_is_green() {
+        let h = health(&fresh(), NOW);
+        assert_eq!(h.state, State::Green);
+        assert!(h.reasons.is_empty());
+    }
+
+    #[test]
+    fn stale_past_twice_the_interval() {
+        let at_bound = HealthInput {
+            fresh_at: Some(NOW - 3600),
+            ..fresh()
+        };
+        assert_eq!(health(&at_bound, NOW).state, State::Green);
+        let stale = HealthInput {
+            fresh_at: Some(NOW - 3601),
+            ..fresh()
+        };
+        let h = health(&stale, NOW);
+        assert_eq!(h.state, State::Red);
+        assert_eq!(
+            reasons(&h),
+            ["stale: last fresh 1 h 0 min ago, over twice the 30 min build interval"]
+        );
+    }
+
+    #[test]
+    fn no_snapshot_and_fpr_over_its_bound_are_red() {
+        let none = HealthInput {
+            served: false,
+            fresh_at: None,
+            measured_fpr: None,
+            ..fresh()
+        };
+        assert_eq!(reasons(&health(&none, NOW)), ["no snapshot served"]);
+        let over = HealthInput {
+            measured_fpr: Some(4e-5),
+            ..fresh()
+        };
+        let h = health(&over, NOW);
+        assert_eq!(h.state, State::Red);
+        assert_eq!(reasons(&h), ["FPR over its bound: measured 4.000e-5 > 3.052e-5"]);
+    }
+
+    #[test]
+    fn every_reason_is_listed_the_worst_first() {
+        let names = ["https://feed.example/a.txt".to_owned(), "b.txt".to_owned()];
+        let input = HealthInput {
+            fresh_at: Some(NOW - 10_000),
+            refusal: Some("max_shrink: 10 entries, down from 100 in version 7 (more than 50% smaller)"),
+            on_last_good: &names,
+            fill_ratio: 0.93,
+            ..fresh()
+        };
+        let h = health(&input, NOW);
+        assert_eq!(h.state, State::Red);
+        assert_eq!(
+            reasons(&h),
+            [
+                "stale: last fresh 2 h 46 min ago, over twice the 30 min build interval",
+                "gate refused: max_shrink: 10 entries, down from 100 in version 7 (more than 50% smaller)",
+                "source on last good: https://feed.example/a.txt, b.txt",
+                "filling: 93% of capacity",
+            ]
+        );
+        let amber = HealthInput {
+            fresh_at: Some(NOW),
+            ..input
+        };
+        assert_eq!(health(&amber, NOW).state, State::Amber);
+    }
+
+    #[test]
+    fn a_fill_trend_reaching_capacity_within_two_weeks_is_amber() {
+        // From 0.4 a week ago to 0.7 now: 0.3 a week, so 1 in 7 days.
+        let week = 7 * 86_400;
+        let rising = [(NOW - week, 0.4), (NOW - week / 2, 0.55)];
+        assert!((days_to_fill(&rising, (NOW, 0.7), NOW).unwrap() - 7.0).abs() < 1e-9);
+        let input = HealthInput {
+            fill_ratio: 0.7,
+            fill_history: &rising,
+            ..fresh()
+        };
+        let h = health(&input, NOW);
+        assert_eq!(h.state, State::Amber);
+        assert_eq!(
+            reasons(&h),
+            ["filling: 70% of capacity, projected to reach it in 7 days"]
+        );
+        // Half as fast: 14 days, still within the horizon; a third: 21, not.
+        let slower = [(NOW - week, 0.55)];
+        assert!((days_to_fill(&slower, (NOW, 0.7), NOW).unwrap() - 14.0).abs() < 1e-9);
+        let slowest = [(NOW - week, 0.6)];
+        let input = HealthInput {
+            fill_ratio: 0.7,
+            fill_history: &slowest,
+            ..fresh()
+        };
+        assert_eq!(health(&input, NOW).state, State::Green);
+        // Points older than the window, falling or alone: no projection.
+        assert_eq!(days_to_fill(&[(NOW - 2 * week, 0.1)], (NOW, 0.7), NOW), None);
+        assert_eq!(days_to_fill(&[(NOW - week, 0.8)], (NOW, 0.7), NOW), None);
+        assert_eq!(days_to_fill(&[], (NOW, 0.7), NOW), None);
+    }
+}
