@@ -40,6 +40,7 @@ mod sizing;
 mod timings;
 use pipeline::{Content, Passes, read_content};
 pub use reference::{HashReference, hash_reference, hash_reference_encoded};
+pub(crate) use sizing::fpr_gate_bound;
 pub use sizing::{
     Advice, CANARY_PROBES, MEAN_EXPRESSIONS_PER_URL, advice, capacity, expected_requests_per_1000,
     false_hit_per_probe, fill_ratio, measure_fpr, request_prefix_bits,

@@ -160,7 +160,7 @@ impl Metrics {
         );
         registry.register(
             "fpr_bound",
-            "Largest measured false-positive rate per probe the gate accepts: the filter's theoretical rate times gates.max_fpr_ratio",
+            "Largest measured false-positive rate per probe the gate accepts: the filter's theoretical rate times gates.max_fpr_ratio, beyond chance (one build in a million)",
             m.fpr_bound.clone(),
         );
         registry.register(

@@ -828,7 +828,8 @@ impl Publisher {
             _ => None,
         };
         let profile = &slot.watch.profile;
-        let fpr_bound = report.map(|r| r.sizing.theoretical_fpr * profile.max_fpr_ratio);
+        let fpr_bound =
+            report.map(|r| build::fpr_gate_bound(r.sizing.theoretical_fpr, profile.max_fpr_ratio));
         metrics.build_health(name, refused, on_last_good.len(), fpr_bound);
         if let Some(interval) = status::build_interval(&profile.schedule, unix_now()) {
             metrics.build_interval(name, interval.as_secs());

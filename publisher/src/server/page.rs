@@ -173,7 +173,7 @@ fn summary(out: &mut String, state: &AppState, healths: &[health::Health], now: 
         let (capacity, fill) = match a.capacity {
             None => ("unbounded".to_owned(), "–".to_owned()),
             Some(0) => (
-                "0: the filter alone exceeds the target".to_owned(),
+                "0: the filter answers yes to every key".to_owned(),
                 "–".to_owned(),
             ),
             Some(c) => (c.to_string(), format!("{:.1}%", a.fill_ratio * 100.0)),
@@ -197,7 +197,8 @@ fn summary(out: &mut String, state: &AppState, healths: &[health::Health], now: 
         "<h2>Sizing advice</h2><p class=\"muted\">Per URL check of an unlisted URL (a check probes 4.607 expressions \
          on average), at the filter&#39;s theoretical rate; requests per second for a fleet making {fleet} URL checks a \
          second (<code>fleet_checks_per_second</code>); capacity: the unique prefixes at which the filter would exceed \
-         the list&#39;s target full-hash requests per 1,000 checks.</p>\
+         the list&#39;s target full-hash requests per 1,000 checks (for a filter named in the configuration that \
+         exceeds it at any size, at which chance 32-bit prefix collisions double its false hits).</p>\
          <table><tr><th class=\"l\">list</th><th>false hits / check</th><th>full-hash req. / 1,000 checks</th>\
          <th>full-hash req. / s</th><th>target / 1,000</th><th>capacity (unique prefixes)</th><th>fill</th></tr>{advice}</table>"
     );
@@ -246,7 +247,7 @@ fn list_section(out: &mut String, slot: &ListSlot, h: &health::Health, now: u64,
     let profile = &slot.watch.profile;
     let _ = write!(
         out,
-        "<p class=\"muted\">Schedule <code>{}</code>; FPR bound {}× theory; target {} full-hash requests per 1,000 checks.</p>",
+        "<p class=\"muted\">Schedule <code>{}</code>; FPR bound {}× theory beyond chance; target {} full-hash requests per 1,000 checks.</p>",
         escape(&profile.schedule),
         profile.max_fpr_ratio,
         profile.target_per_1000
@@ -405,7 +406,7 @@ pub fn health_of(slot: &ListSlot, now: u64) -> Health {
             fresh_at: slot.fresh_at(),
             build_interval: profile.build_interval,
             measured_fpr: measured,
-            fpr_bound: theoretical.map(|t| t * profile.max_fpr_ratio),
+            fpr_bound: theoretical.map(|t| crate::build::fpr_gate_bound(t, profile.max_fpr_ratio)),
             refusal: refusal.as_deref(),
             on_last_good: &on_last_good,
             fill_ratio: fill,

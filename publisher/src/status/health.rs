@@ -60,7 +60,8 @@ pub struct HealthInput<'a> {
     pub build_interval: Option<Duration>,
     /// The latest build's measured false-positive rate per probe.
     pub measured_fpr: Option<f64>,
-    /// The largest rate the gate accepts (theoretical × `max_fpr_ratio`).
+    /// The largest rate the gate accepts (theoretical × `max_fpr_ratio`,
+    /// beyond chance: `build::fpr_gate_bound`).
     pub fpr_bound: Option<f64>,
     /// The latest build's gate refusal, while it stands.
     pub refusal: Option<&'a str>,
