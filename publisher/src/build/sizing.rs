@@ -75,6 +75,12 @@ pub(super) fn fpr_over_bound(measured: f64, theoretical: f64, ratio: f64) -> boo
 /// [`fpr_over_bound`]'s `ratio`): what the status page and the alert rules
 /// compare the measured rate with.
 pub(crate) fn fpr_gate_bound(theoretical: f64, ratio: f64) -> f64 {
+    // Outside a probability's range no count is "beyond chance": the loop
+    // below counts hits one at a time from `ratio × theoretical` and must
+    // start in [0, probes].
+    if !(0.0..=1.0).contains(&theoretical) || !ratio.is_finite() || ratio < 0.0 {
+        return f64::NAN;
+    }
     let probes = f64::from(CANARY_PROBES);
     let per = |hits: f64| hits / probes;
     let mut hits = (ratio * theoretical * probes).floor().min(probes);

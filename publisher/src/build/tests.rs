@@ -209,3 +209,11 @@ fn the_fpr_gate_bound_is_the_largest_rate_it_accepts() {
         assert!(sizing::fpr_over_bound(got + per(1), theoretical, 2.0));
     }
 }
+
+#[test]
+fn the_fpr_gate_bound_of_no_probability_is_none_at_once() {
+    for theoretical in [-1e12, -1.0, 1.5, f64::NAN, f64::INFINITY] {
+        assert!(sizing::fpr_gate_bound(theoretical, 2.0).is_nan(), "{theoretical}");
+    }
+    assert!(sizing::fpr_gate_bound(1.0 / 256.0, f64::NAN).is_nan());
+}

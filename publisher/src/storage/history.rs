@@ -107,6 +107,11 @@ fn append_line(path: &Path, record: &BuildRecord, after_cut: bool) -> Result<(),
         .map_err(|e| e.to_string())
 }
 
+/// Whether `x` is a probability (finite, 0 to 1).
+fn is_rate(x: f64) -> bool {
+    (0.0..=1.0).contains(&x)
+}
+
 /// The newest `limit` records of the file at `path` that parse, its
 /// lines, and whether its last line is cut.
 fn read(path: &Path, list: &str, limit: usize) -> (VecDeque<BuildRecord>, usize, bool) {
@@ -124,6 +129,9 @@ fn read(path: &Path, list: &str, limit: usize) -> (VecDeque<BuildRecord>, usize,
     for raw in bytes.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
         lines += 1;
         match serde_json::from_slice::<BuildRecord>(raw) {
+            // Rates are probabilities: a line edited or damaged into one
+            // that is not is skipped like a line that does not parse.
+            Ok(record) if !is_rate(record.measured_fpr) || !is_rate(record.theoretical_fpr) => skipped += 1,
             Ok(record) => {
                 if records.len() == limit {
                     records.pop_front();
@@ -136,7 +144,7 @@ fn read(path: &Path, list: &str, limit: usize) -> (VecDeque<BuildRecord>, usize,
         }
     }
     if skipped > 0 {
-        tracing::warn!(%list, path = %path.display(), skipped, "build history lines that do not parse were skipped");
+        tracing::warn!(%list, path = %path.display(), skipped, "build history lines that do not parse, or hold rates that are not probabilities, were skipped");
     }
     (records, lines, cut)
 }
@@ -224,6 +232,16 @@ mod tests {
         let path = history_path(dir.path());
         let mut text = fs::read(&path).unwrap();
         text.extend_from_slice(b"not json\n\xff\xfe\n{\"finished_at\":3}\n");
+        // Rates that are no probabilities (a status page computing the
+        // gate's bound from -1e12 would count forever).
+        for (measured, theoretical) in [(1e-5, -1e12), (2.0, 1e-5), (1e-5, f64::MAX)] {
+            let r = BuildRecord {
+                measured_fpr: measured,
+                theoretical_fpr: theoretical,
+                ..record(3)
+            };
+            text.extend_from_slice(&line(&r).unwrap().into_bytes());
+        }
         text.extend_from_slice(&line(&record(4)).unwrap().into_bytes());
         // A crash in the middle of the last append.
         text.extend_from_slice(&line(&record(5)).unwrap().as_bytes()[..40]);
