@@ -59,7 +59,7 @@ fail() {
 
 step() { echo "deploy: $*"; }
 
-if dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'installed'; then
+if dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed'; then
     fail "$package is already installed on this machine; not replacing it"
 fi
 [ ! -e "$config" ] || fail "$config already exists; not overwriting it"
@@ -153,9 +153,13 @@ grep -q 'publisher stopped' "$work/serve.log" || { cat "$work/serve.log"; fail "
 step "dpkg --purge $package"
 dpkg --purge "$package"
 installed=
-if dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'installed'; then
-    fail "$package is still installed"
-fi
+# Purged: dpkg knows nothing of it, or only as "not-installed" (not
+# "config-files", "half-installed", ...).
+left=$(dpkg-query -W -f='${Status}' "$package" 2>/dev/null || true)
+case "$left" in
+    "" | *" not-installed") ;;
+    *) fail "$package is still known to dpkg after the purge: $left" ;;
+esac
 for gone in /usr/bin/blocksieve-publisher "$unit" "$config" /etc/blocksieve "/usr/share/doc/$package"; do
     [ ! -e "$gone" ] || fail "$gone is left after the purge"
 done
