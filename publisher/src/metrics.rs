@@ -25,6 +25,16 @@ impl MetricConstructor<Histogram> for LatencyBuckets {
     }
 }
 
+/// The outcomes of [`Metrics::build_finished`].
+pub const BUILD_OUTCOMES: [&str; 6] = [
+    "published",
+    "unchanged",
+    "refused",
+    "failed",
+    "superseded",
+    "skipped",
+];
+
 /// Every metric the publisher exports.
 pub struct Metrics {
     registry: Registry,
@@ -40,6 +50,7 @@ pub struct Metrics {
     latency: Family<Labels, Histogram, LatencyBuckets>,
     store_reachable: Gauge,
     fresh_timestamp: Family<Labels, Gauge>,
+    overdue_timestamp: Family<Labels, Gauge>,
     build_interval: Family<Labels, Gauge>,
     last_build_refused: Family<Labels, Gauge>,
     sources_on_last_good: Family<Labels, Gauge>,
@@ -80,6 +91,7 @@ impl Metrics {
             latency: Family::new_with_constructor(LatencyBuckets),
             store_reachable: Gauge::default(),
             fresh_timestamp: Family::default(),
+            overdue_timestamp: Family::default(),
             build_interval: Family::default(),
             last_build_refused: Family::default(),
             sources_on_last_good: Family::default(),
@@ -144,6 +156,11 @@ impl Metrics {
             m.fresh_timestamp.clone(),
         );
         registry.register(
+            "build_overdue_timestamp_seconds",
+            "Unix seconds at which the served version goes stale: the second scheduled build after its latest freshness (both missed)",
+            m.overdue_timestamp.clone(),
+        );
+        registry.register(
             "build_interval_seconds",
             "Seconds between the list's schedule's next two firings",
             m.build_interval.clone(),
@@ -171,10 +188,15 @@ impl Metrics {
         Self { registry, ..m }
     }
 
-    /// Records the served version's latest freshness, Unix seconds.
-    pub fn fresh_at(&self, name: &str, unix_seconds: u64) {
+    /// Records the served version's latest freshness, Unix seconds, and
+    /// when it goes stale ([`crate::status::overdue_at`]; `None`: a
+    /// schedule that never fires again).
+    pub fn fresh_at(&self, name: &str, unix_seconds: u64, overdue_at: Option<u64>) {
         (self.fresh_timestamp.get_or_create(&list(name)))
             .set(i64::try_from(unix_seconds).unwrap_or(i64::MAX));
+        if let Some(at) = overdue_at {
+            (self.overdue_timestamp.get_or_create(&list(name))).set(i64::try_from(at).unwrap_or(i64::MAX));
+        }
     }
 
     /// Records the time between the list's next two scheduled builds.
@@ -242,6 +264,19 @@ impl Metrics {
         }
         l.push(("outcome", outcome.to_owned()));
         self.builds.get_or_create(&l).inc();
+    }
+
+    /// Every build outcome of list `name` counted from 0, so that the
+    /// first failure after a start is an increase a rule sees
+    /// (`increase(blocksieve_builds_total{outcome="failed"}[1h])`), not a
+    /// series that appears already at 1.
+    pub fn list_known(&self, name: &str) {
+        for outcome in BUILD_OUTCOMES {
+            let mut l = list(name);
+            l.push(("outcome", outcome.to_owned()));
+            let _ = self.builds.get_or_create(&l);
+        }
+        let _ = self.source_failures.get_or_create(&list(name));
     }
 
     /// Records a gate refusal.

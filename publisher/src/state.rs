@@ -270,7 +270,7 @@ impl ListSlot {
                 crate::build::capacity(h.theoretical_fpr, h.key_bits, self.watch.profile.target_per_1000);
             metrics.capacity_fill(&self.name, crate::build::fill_ratio(h.entry_count, capacity));
             if let Some(at) = self.fresh_at() {
-                metrics.fresh_at(&self.name, at);
+                metrics.fresh_at(&self.name, at, self.watch.profile.overdue_at(at));
             }
         }
         swapped
@@ -418,7 +418,7 @@ impl AppState {
     pub fn refresh_gauges(&self) {
         for l in &self.lists {
             if let Some(at) = l.fresh_at() {
-                self.metrics.fresh_at(&l.name, at);
+                self.metrics.fresh_at(&l.name, at, l.watch.profile.overdue_at(at));
             }
         }
     }

@@ -57,6 +57,11 @@ impl ListProfile {
         }
     }
 
+    /// When the list, last fresh at `fresh_at`, goes stale ([`overdue_at`]).
+    pub fn overdue_at(&self, fresh_at: u64) -> Option<u64> {
+        overdue_at(&self.schedule, fresh_at)
+    }
+
     /// The sizing advice for a filter with false-positive rate `fpr` over
     /// `unique_keys` keys of width `key_bits`.
     pub fn advice(&self, fpr: f64, unique_keys: u64, key_bits: KeyBits) -> build::Advice {
@@ -68,6 +73,16 @@ impl ListProfile {
             self.fleet_checks_per_second,
         )
     }
+}
+
+/// When a list last fresh at `fresh_at` (Unix seconds) goes stale: at the
+/// second firing of `schedule` after it, when the build scheduled next and
+/// the one after have both not renewed it. (Twice "the interval" is wrong
+/// for uneven schedules: after the 06:00 build of `0 0 0,6 * * *` the
+/// next gap is 6 h, but the list is due at 00:00 and 06:00, not at 18:00.)
+pub fn overdue_at(schedule: &str, fresh_at: u64) -> Option<u64> {
+    let next = schedule::next_firing(schedule, fresh_at)?;
+    schedule::next_firing(schedule, next)
 }
 
 /// Seconds between the next two firings of `schedule` after `now`.

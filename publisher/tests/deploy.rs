@@ -70,7 +70,7 @@ fn registered_metric_names() -> BTreeSet<String> {
     metrics.source_failed("p");
     metrics.request("/healthz", 200, 0.001);
     metrics.store_reachable(true);
-    metrics.fresh_at("p", 1_800_000_000);
+    metrics.fresh_at("p", 1_800_000_000, Some(1_800_003_600));
     metrics.build_interval("p", 1800);
     metrics.build_health("p", Some(false), 0, Some(0.008));
     metrics.capacity_fill("p", 0.05);
@@ -85,7 +85,7 @@ fn registered_metric_names() -> BTreeSet<String> {
 /// The gauges of the operators' health states (the status page's): each
 /// is registered, and some rule alerts on it.
 const HEALTH_GAUGES: [&str; 6] = [
-    "blocksieve_snapshot_fresh_timestamp_seconds",
+    "blocksieve_build_overdue_timestamp_seconds",
     "blocksieve_build_interval_seconds",
     "blocksieve_last_build_refused",
     "blocksieve_sources_on_last_good",

@@ -167,7 +167,7 @@ async fn history_page_and_gauges_show_healthy_stale_and_refused_lists() {
     let stale = section(&page, "stale");
     assert!(stale.contains("<span class=\"s red\">red</span>"), "{stale}");
     assert!(
-        stale.contains("stale: last fresh 3 h 0 min ago, over twice the 30 min build interval"),
+        stale.contains("stale: last fresh 3 h 0 min ago; the two builds scheduled since, the later 2 h "),
         "{stale}"
     );
     assert!(
@@ -201,6 +201,7 @@ async fn history_page_and_gauges_show_healthy_stale_and_refused_lists() {
     for gauge in [
         "blocksieve_snapshot_fresh_timestamp_seconds{list=\"stale\"} ",
         "blocksieve_build_interval_seconds{list=\"stale\"} 1800",
+        "blocksieve_build_overdue_timestamp_seconds{list=\"stale\"} ",
         "blocksieve_last_build_refused{list=\"refused\"} 1",
         "blocksieve_last_build_refused{list=\"healthy\"} 0",
         "blocksieve_sources_on_last_good{list=\"healthy\"} 0",
@@ -216,6 +217,15 @@ async fn history_page_and_gauges_show_healthy_stale_and_refused_lists() {
     };
     assert!(now() - fresh("stale") >= 3 * HOUR);
     assert!(now() - fresh("healthy") < HOUR);
+    // Half-hourly: the stale list was due twice within an hour of its
+    // last freshness, and that has passed.
+    let overdue = |list: &str| -> u64 {
+        let key = format!("blocksieve_build_overdue_timestamp_seconds{{list=\"{list}\"}} ");
+        let line = metrics.lines().find(|l| l.starts_with(&key)).unwrap();
+        line[key.len()..].trim().parse().unwrap()
+    };
+    assert!(overdue("stale") > fresh("stale") && overdue("stale") <= fresh("stale") + HOUR);
+    assert!(overdue("stale") < now());
     running.stop().await;
 }
 

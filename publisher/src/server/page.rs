@@ -404,7 +404,7 @@ pub fn health_of(slot: &ListSlot, now: u64) -> Health {
         &HealthInput {
             served: served.is_some(),
             fresh_at: slot.fresh_at(),
-            build_interval: profile.build_interval,
+            overdue_at: slot.fresh_at().and_then(|at| profile.overdue_at(at)),
             measured_fpr: measured,
             fpr_bound: theoretical.map(|t| crate::build::fpr_gate_bound(t, profile.max_fpr_ratio)),
             refusal: refusal.as_deref(),

@@ -1,7 +1,7 @@
 //! A list's health, red, amber or green with every reason that applies:
 //! pure, the time passed in. The conditions are those of the alert rules
 //! on the same metrics (`blocksieve_snapshot_fresh_timestamp_seconds`,
-//! `blocksieve_build_interval_seconds`, `blocksieve_measured_fpr`,
+//! `blocksieve_build_overdue_timestamp_seconds`, `blocksieve_measured_fpr`,
 //! `blocksieve_fpr_bound`, `blocksieve_last_build_refused`,
 //! `blocksieve_sources_on_last_good`, `blocksieve_capacity_fill_ratio`).
 
@@ -56,8 +56,9 @@ pub struct HealthInput<'a> {
     /// Unix seconds of the served version's latest freshness (its build,
     /// or the latest build that found it unchanged).
     pub fresh_at: Option<u64>,
-    /// Time between the schedule's next two firings.
-    pub build_interval: Option<Duration>,
+    /// Unix seconds at which the served version goes stale: the second
+    /// scheduled build after `fresh_at` ([`crate::status::overdue_at`]).
+    pub overdue_at: Option<u64>,
     /// The latest build's measured false-positive rate per probe.
     pub measured_fpr: Option<f64>,
     /// The largest rate the gate accepts (theoretical × `max_fpr_ratio`,
@@ -80,19 +81,17 @@ pub fn health(input: &HealthInput<'_>, now: u64) -> Health {
         reasons.push((State::Red, "no snapshot served".to_owned()));
     }
     if input.served
-        && let (Some(fresh), Some(interval)) = (input.fresh_at, input.build_interval)
+        && let (Some(fresh), Some(overdue)) = (input.fresh_at, input.overdue_at)
+        && now > overdue
     {
-        let age = now.saturating_sub(fresh);
-        if age > 2 * interval.as_secs() {
-            reasons.push((
-                State::Red,
-                format!(
-                    "stale: last fresh {} ago, over twice the {} build interval",
-                    duration(age),
-                    duration(interval.as_secs())
-                ),
-            ));
-        }
+        reasons.push((
+            State::Red,
+            format!(
+                "stale: last fresh {} ago; the two builds scheduled since, the later {} ago, renewed nothing",
+                duration(now.saturating_sub(fresh)),
+                duration(now - overdue)
+            ),
+        ));
     }
     if let (Some(measured), Some(bound)) = (input.measured_fpr, input.fpr_bound)
         && measured > bound
@@ -186,13 +185,14 @@ mod tests {
     use super::*;
 
     const NOW: u64 = 1_800_000_000;
-    const HALF_HOUR: Duration = Duration::from_secs(1800);
 
     fn fresh() -> HealthInput<'static> {
         HealthInput {
             served: true,
             fresh_at: Some(NOW - 60),
-            build_interval: Some(HALF_HOUR),
+            // Half-hourly builds: due again at NOW - 60 + 1800, stale
+            // after the build after that.
+            overdue_at: Some(NOW - 60 + 3600),
             measured_fpr: Some(1.4e-5),
             fpr_bound: Some(2.0 / 65_536.0),
             fill_ratio: 0.1,
@@ -212,21 +212,31 @@ mod tests {
     }
 
     #[test]
-    fn stale_past_twice_the_interval() {
-        let at_bound = HealthInput {
-            fresh_at: Some(NOW - 3600),
+    fn stale_once_two_scheduled_builds_renewed_nothing() {
+        // NOW is 08:00 UTC. Builds at 00:00 and 06:00; the 06:00 build
+        // ended at 06:00:30.
+        let schedule = "0 0 0,6 * * *";
+        let fresh_at = NOW - 2 * 3600 + 30;
+        let overdue = crate::status::overdue_at(schedule, fresh_at);
+        assert_eq!(overdue, Some(NOW + 22 * 3600), "tomorrow 06:00");
+        let input = HealthInput {
+            fresh_at: Some(fresh_at),
+            overdue_at: overdue,
             ..fresh()
         };
-        assert_eq!(health(&at_bound, NOW).state, State::Green);
-        let stale = HealthInput {
-            fresh_at: Some(NOW - 3601),
-            ..fresh()
-        };
-        let h = health(&stale, NOW);
+        // At 18:00 the list is 12 h old, twice the 6 h gap after 06:00, but
+        // no build was missed: green (twice "the interval" said red).
+        assert_eq!(health(&input, NOW + 10 * 3600).state, State::Green);
+        // Tomorrow 06:00 passes with no renewal: the 00:00 and 06:00 builds
+        // both renewed nothing.
+        assert_eq!(health(&input, NOW + 22 * 3600).state, State::Green);
+        let h = health(&input, NOW + 22 * 3600 + 60);
         assert_eq!(h.state, State::Red);
         assert_eq!(
             reasons(&h),
-            ["stale: last fresh 1 h 0 min ago, over twice the 30 min build interval"]
+            [
+                "stale: last fresh 1 d 0 h ago; the two builds scheduled since, the later 1 min ago, renewed nothing"
+            ]
         );
     }
 
@@ -253,6 +263,7 @@ mod tests {
         let names = ["https://feed.example/a.txt".to_owned(), "b.txt".to_owned()];
         let input = HealthInput {
             fresh_at: Some(NOW - 10_000),
+            overdue_at: Some(NOW - 10_000 + 3600),
             refusal: Some("max_shrink: 10 entries, down from 100 in version 7 (more than 50% smaller)"),
             on_last_good: &names,
             fill_ratio: 0.93,
@@ -263,7 +274,7 @@ mod tests {
         assert_eq!(
             reasons(&h),
             [
-                "stale: last fresh 2 h 46 min ago, over twice the 30 min build interval",
+                "stale: last fresh 2 h 46 min ago; the two builds scheduled since, the later 1 h 46 min ago, renewed nothing",
                 "gate refused: max_shrink: 10 entries, down from 100 in version 7 (more than 50% smaller)",
                 "source on last good: https://feed.example/a.txt, b.txt",
                 "filling: 93% of capacity",
@@ -271,6 +282,7 @@ mod tests {
         );
         let amber = HealthInput {
             fresh_at: Some(NOW),
+            overdue_at: Some(NOW + 3600),
             ..input
         };
         assert_eq!(health(&amber, NOW).state, State::Amber);
