@@ -84,9 +84,8 @@ fn registered_metric_names() -> BTreeSet<String> {
 
 /// The gauges of the operators' health states (the status page's): each
 /// is registered, and some rule alerts on it.
-const HEALTH_GAUGES: [&str; 6] = [
+const HEALTH_GAUGES: [&str; 5] = [
     "blocksieve_build_overdue_timestamp_seconds",
-    "blocksieve_build_interval_seconds",
     "blocksieve_last_build_refused",
     "blocksieve_sources_on_last_good",
     "blocksieve_fpr_bound",
