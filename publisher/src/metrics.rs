@@ -121,7 +121,7 @@ impl Metrics {
         );
         registry.register(
             "measured_fpr",
-            "False-positive rate per probe measured by the canary on the last build",
+            "False-positive rate per probe the canary measured for the served snapshot's filter (a refused build's is in its refusal)",
             m.measured_fpr.clone(),
         );
         registry.register("builds", "Build attempts by outcome", m.builds.clone());
@@ -223,6 +223,14 @@ impl Metrics {
         if let Some(bound) = fpr_bound {
             self.fpr_bound.get_or_create(&l).set(bound);
         }
+    }
+
+    /// Records the served snapshot's canary-measured false-positive rate
+    /// and the gate's bound for its filter: what the FPR alert compares
+    /// (on every role; a replica builds nothing).
+    pub fn served_fpr(&self, name: &str, measured: f64, bound: f64) {
+        self.measured_fpr.get_or_create(&list(name)).set(measured);
+        self.fpr_bound.get_or_create(&list(name)).set(bound);
     }
 
     /// Records the served snapshot's unique prefixes over its capacity.

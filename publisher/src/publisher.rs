@@ -705,7 +705,12 @@ impl Publisher {
         let inner = &self.inner;
         let name = &inner.config.lists[index].name;
         let metrics = &inner.state.metrics;
-        let measured = outcome.report.as_ref().map(|r| r.sizing.measured_fpr);
+        // The served filter's rate: a refused build's stays out of it.
+        let measured = outcome
+            .report
+            .as_ref()
+            .filter(|_| outcome.result.is_ok())
+            .map(|r| r.sizing.measured_fpr);
         let (label, gate) = match &outcome.result {
             Ok(_) if outcome.unchanged => ("unchanged", None),
             Ok(_) => ("published", None),

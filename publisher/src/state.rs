@@ -269,6 +269,8 @@ impl ListSlot {
             let capacity =
                 crate::build::capacity(h.theoretical_fpr, h.key_bits, self.watch.profile.target_per_1000);
             metrics.capacity_fill(&self.name, crate::build::fill_ratio(h.entry_count, capacity));
+            let bound = crate::build::fpr_gate_bound(h.theoretical_fpr, self.watch.profile.max_fpr_ratio);
+            metrics.served_fpr(&self.name, h.measured_fpr, bound);
             if let Some(at) = self.fresh_at() {
                 metrics.fresh_at(&self.name, at, self.watch.profile.overdue_at(at));
             }

@@ -40,8 +40,11 @@ impl Publisher {
             _ => None,
         };
         let profile = &slot.watch.profile;
-        let fpr_bound =
-            report.map(|r| build::fpr_gate_bound(r.sizing.theoretical_fpr, profile.max_fpr_ratio));
+        // The bound of the filter served: a build that serves nothing (a
+        // refusal, a failure) leaves it.
+        let fpr_bound = report
+            .filter(|_| outcome.result.is_ok())
+            .map(|r| build::fpr_gate_bound(r.sizing.theoretical_fpr, profile.max_fpr_ratio));
         metrics.build_health(name, refused, on_last_good.len(), fpr_bound);
         if let Some(interval) = status::build_interval(&profile.schedule, unix_now()) {
             metrics.build_interval(name, interval.as_secs());

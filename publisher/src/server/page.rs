@@ -374,14 +374,11 @@ pub fn health_of(slot: &ListSlot, now: u64) -> Health {
         .lock()
         .map(|g| g.clone())
         .unwrap_or_default();
-    // The latest build's rates, else the served snapshot's.
-    let last = slot
-        .watch
-        .with_history(|h| h.back().filter(|r| !r.filter_kind.is_empty()).cloned());
-    let (measured, theoretical) = match (&last, &served) {
-        (Some(r), _) => (Some(r.measured_fpr), Some(r.theoretical_fpr)),
-        (None, Some(p)) => (Some(p.header.measured_fpr), Some(p.header.theoretical_fpr)),
-        (None, None) => (None, None),
+    // The served snapshot's rates: what agents probe. (A build the canary
+    // gate refused serves nothing; its refusal is the amber reason.)
+    let (measured, theoretical) = match &served {
+        Some(p) => (Some(p.header.measured_fpr), Some(p.header.theoretical_fpr)),
+        None => (None, None),
     };
     let fill = served.as_ref().map_or(0.0, |p| {
         let capacity = build::capacity(
