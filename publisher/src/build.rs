@@ -354,7 +354,7 @@ pub fn read_sources(
             read_duration,
         } = source;
         timings.add("read", read_duration);
-        let label = config.label();
+        let label = config.public_label();
         let mut update = None;
         let fresh = match fetched {
             Fetched::Fresh { bytes, validators } => Ok((Content::Fresh(bytes), validators)),

@@ -18,9 +18,11 @@ use serde::Deserialize;
 use crate::Error;
 
 pub mod check;
+mod redact;
 pub mod schedule;
 mod settings;
 
+pub use redact::redact_url;
 pub use settings::Settings;
 
 /// The built-in threat list: a real phishing URL feed shipped with the
@@ -463,6 +465,17 @@ impl SourceConfig {
             (Some(p), _) => p.display().to_string(),
             (None, Some(u)) => u.clone(),
             (None, None) => "builtin".to_owned(),
+        }
+    }
+
+    /// [`Self::label`] as reports, `/v1/lists`, the status page and the
+    /// build history show it: a URL's credentials (`user:password@`) and
+    /// the values of query parameters named like secrets (`key`, `token`,
+    /// `secret`, `pass`, `auth`, `sig`, `credential`) replaced by `***`.
+    pub fn public_label(&self) -> String {
+        match (&self.path, &self.url) {
+            (None, Some(u)) => redact_url(u),
+            _ => self.label(),
         }
     }
 }

@@ -184,7 +184,7 @@ async fn fetch_http(
     }
     let mut response = match request.send().await {
         Ok(r) => r,
-        Err(e) => return Fetched::Failed(format!("request failed: {e}")),
+        Err(e) => return Fetched::Failed(format!("request failed: {}", error_chain(e))),
     };
     let status = response.status();
     if status == reqwest::StatusCode::NOT_MODIFIED && cached.is_some() {
@@ -219,7 +219,7 @@ async fn fetch_http(
                 bytes.extend_from_slice(&chunk);
             }
             Ok(None) => break,
-            Err(e) => return Fetched::Failed(format!("reading body failed: {e}")),
+            Err(e) => return Fetched::Failed(format!("reading body failed: {}", error_chain(e))),
         }
     }
     let head = &bytes[..bytes.len().min(HEAD_BYTES)];
@@ -227,4 +227,21 @@ async fn fetch_http(
         Ok(()) => Fetched::Fresh { bytes, validators },
         Err(e) => Fetched::Failed(e),
     }
+}
+
+/// A request error and its causes ("error sending request: client error
+/// (Connect): tcp connect error: Connection refused"), without the URL:
+/// the reason is shown with the source's public label
+/// ([`SourceConfig::public_label`](crate::config::SourceConfig::public_label)),
+/// and the URL may hold credentials.
+fn error_chain(e: reqwest::Error) -> String {
+    let e = e.without_url();
+    let mut out = e.to_string();
+    let mut cause = std::error::Error::source(&e);
+    while let Some(c) = cause {
+        out.push_str(": ");
+        out.push_str(&c.to_string());
+        cause = c.source();
+    }
+    out
 }
