@@ -100,8 +100,7 @@ pub fn router(state: Arc<AppState>, limits: Limits) -> Router {
         .route(routes::UPDATES, get(updates::updates))
         .route(routes::FULL_HASHES, get(full_hashes))
         .route(routes::LIST_HASHES, get(list_hashes))
-        .route(routes::SEARCH, post(search))
-        .route(routes::LIST_HISTORY, get(history::history));
+        .route(routes::SEARCH, post(search));
     let cors = cors::layer(&limits.cors_allowed_origins);
     let router = with_layers(api, state, limits);
     match cors {
@@ -111,10 +110,11 @@ pub fn router(state: Arc<AppState>, limits: Limits) -> Router {
     }
 }
 
-/// A builder's router: only the status page `/`, `/healthz`, `/readyz` and
-/// `/metrics`, with the same limits; every `/v1` route is 404, as any
-/// unknown route. (The status page is there because a builder is where
-/// builds, sources and history are: replicas build nothing.)
+/// A builder's router: only the status page `/`, the build history
+/// `/v1/lists/{name}/history`, `/healthz`, `/readyz` and `/metrics`, with
+/// the same limits; every other `/v1` route is 404, as any unknown route.
+/// (The page and the history are there because a builder is where builds,
+/// sources and history are: replicas build nothing.)
 pub fn operational_router(state: Arc<AppState>, limits: Limits) -> Router {
     with_layers(operational_routes(), state, limits)
 }
@@ -122,6 +122,7 @@ pub fn operational_router(state: Arc<AppState>, limits: Limits) -> Router {
 fn operational_routes() -> Router<Arc<AppState>> {
     Router::new()
         .route(STATUS_PAGE, get(page::page))
+        .route(routes::LIST_HISTORY, get(history::history))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))

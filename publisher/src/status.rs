@@ -211,11 +211,17 @@ impl ListWatch {
     /// The history's charts (HTML), drawn by `draw` when the history
     /// changed since they last were.
     pub fn charts(&self, draw: impl FnOnce(&VecDeque<BuildRecord>) -> String) -> Arc<str> {
-        if let Some(drawn) = self.charts.lock().ok().and_then(|c| c.clone()) {
-            return drawn;
+        // Drawn and kept under the lock: a build recorded meanwhile (which
+        // clears the drawing after adding its line) waits, so a drawing of
+        // the history before it is never kept after it.
+        let Ok(mut charts) = self.charts.lock() else {
+            return self.with_history(draw).into();
+        };
+        if let Some(drawn) = charts.as_ref() {
+            return drawn.clone();
         }
         let drawn: Arc<str> = self.with_history(draw).into();
-        set(&self.charts, Some(drawn.clone()));
+        *charts = Some(drawn.clone());
         drawn
     }
 

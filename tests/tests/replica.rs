@@ -143,20 +143,25 @@ async fn a_builder_and_two_replicas_on_one_bucket_serve_the_same_snapshot_and_fo
         RunningPublisher::start(on_store(Role::Builder, moto.addr, builder_dir.path(), &feed)).await;
     builder.wait_ready(READY).await;
     let version = served_version(&builder).unwrap();
-    // The builder serves only the operational routes, its status page among
-    // them (its builds and sources are there); the history route is `/v1`.
+    // The builder serves only the operational routes, its status page and
+    // build history among them (its builds and sources are there).
     assert_eq!(status(&builder.base_url(), "/readyz").await, 200);
     assert_eq!(status(&builder.base_url(), "/metrics").await, 200);
     assert_eq!(status(&builder.base_url(), routes::LISTS).await, 404);
     assert_eq!(
         status(&builder.base_url(), &routes::list_history("phishing")).await,
-        404
+        200
     );
     let page = status_page(&builder.base_url()).await;
     assert!(page.contains("Role <b>builder</b>"), "{page}");
 
     first.wait_ready(READY).await;
     second.wait_ready(READY).await;
+    // A replica builds nothing: its history route says where builds are.
+    assert_eq!(
+        status(&first.base_url(), &routes::list_history("phishing")).await,
+        404
+    );
     // A replica's page: what it serves, not stale, and where builds are shown.
     let page = status_page(&first.base_url()).await;
     assert!(page.contains("It builds nothing"), "{page}");
