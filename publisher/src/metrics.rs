@@ -207,19 +207,22 @@ impl Metrics {
     /// Records what the latest build attempt says of the list's health:
     /// whether a gate refused it (`None`: leave as it was, for a build
     /// that neither published nor was refused), how many sources it read
-    /// from their last good content, and the gate's false-positive bound.
+    /// from their last good content (`None`: it read none, leave as it
+    /// was), and the gate's false-positive bound.
     pub fn build_health(
         &self,
         name: &str,
         refused: Option<bool>,
-        on_last_good: usize,
+        on_last_good: Option<usize>,
         fpr_bound: Option<f64>,
     ) {
         let l = list(name);
         if let Some(refused) = refused {
             self.last_build_refused.get_or_create(&l).set(i64::from(refused));
         }
-        (self.sources_on_last_good.get_or_create(&l)).set(i64::try_from(on_last_good).unwrap_or(i64::MAX));
+        if let Some(n) = on_last_good {
+            (self.sources_on_last_good.get_or_create(&l)).set(i64::try_from(n).unwrap_or(i64::MAX));
+        }
         if let Some(bound) = fpr_bound {
             self.fpr_bound.get_or_create(&l).set(bound);
         }

@@ -175,7 +175,7 @@ impl Publisher {
             let watch = status::ListWatch::open(profile, history_dir, &list.name);
             if watch.with_history(|h| !h.is_empty()) {
                 let (refused, on_last_good) = watch.standing();
-                metrics.build_health(&list.name, Some(refused), on_last_good, None);
+                metrics.build_health(&list.name, Some(refused), Some(on_last_good), None);
             }
             let slot = ListSlot {
                 watch,

@@ -188,7 +188,10 @@ impl ListWatch {
         let refusal = (records.iter().rev())
             .find(|r| matches!(r.outcome.as_str(), "published" | "unchanged" | "refused"))
             .and_then(|r| r.refusal.clone());
-        let on_last_good = records.back().map(|r| r.sources_on_last_good.clone());
+        // As `record` keeps it: what the last build that read its sources said.
+        let on_last_good = (records.iter().rev())
+            .find(|r| r.outcome != "skipped" && !r.filter_kind.is_empty())
+            .map(|r| r.sources_on_last_good.clone());
         Self {
             profile,
             history: Mutex::new(History { file, records }),
@@ -233,7 +236,10 @@ impl ListWatch {
             "refused" => set(&self.refusal, record.refusal.clone()),
             _ => {}
         }
-        if record.outcome != "skipped" {
+        // A build that read its sources says which were on last good
+        // content; one that read none (skipped, or failed before a report)
+        // leaves what the last one said.
+        if record.outcome != "skipped" && !record.filter_kind.is_empty() {
             set(&self.on_last_good, record.sources_on_last_good.clone());
         }
         if let Ok(mut sources) = self.sources.lock() {
@@ -323,7 +329,16 @@ mod tests {
         ListProfile::new("0 0,30 * * * *", 2.0, 10.0, 1000.0, 1_800_000_000)
     }
 
+    /// A build that read its sources (it has a report, so a filter kind).
     fn record(outcome: &str, refusal: Option<&str>, on_last_good: &[&str]) -> BuildRecord {
+        BuildRecord {
+            filter_kind: "binary_fuse8".to_owned(),
+            ..unread(outcome, refusal, on_last_good)
+        }
+    }
+
+    /// A build that ended before a report (no source read).
+    fn unread(outcome: &str, refusal: Option<&str>, on_last_good: &[&str]) -> BuildRecord {
         RecordOf {
             finished_at: 1_800_000_000,
             outcome,
@@ -356,6 +371,9 @@ mod tests {
         // A failure says nothing of the gates: the refusal stands.
         watch.record(record("failed", None, &["a.txt"]));
         assert_eq!(watch.standing(), (true, 1));
+        // One that read no source says nothing of them either.
+        watch.record(unread("failed", None, &[]));
+        assert_eq!(watch.standing(), (true, 1));
         drop(watch);
         let restarted = ListWatch::open(profile(), Some(dir.path()), "phishing");
         assert_eq!(restarted.standing(), (true, 1));
@@ -364,7 +382,7 @@ mod tests {
             Some("max_shrink: 1 entries")
         );
         let outcomes: Vec<String> = restarted.with_history(|h| h.iter().map(|r| r.outcome.clone()).collect());
-        assert_eq!(outcomes, ["published", "refused", "failed"]);
+        assert_eq!(outcomes, ["published", "refused", "failed", "failed"]);
         restarted.record(record("unchanged", None, &[]));
         assert_eq!(restarted.standing(), (false, 0));
         assert_eq!(

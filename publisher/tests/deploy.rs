@@ -72,7 +72,7 @@ fn registered_metric_names() -> BTreeSet<String> {
     metrics.store_reachable(true);
     metrics.fresh_at("p", 1_800_000_000, Some(1_800_003_600));
     metrics.build_interval("p", 1800);
-    metrics.build_health("p", Some(false), 0, Some(0.008));
+    metrics.build_health("p", Some(false), Some(0), Some(0.008));
     metrics.capacity_fill("p", 0.05);
     let text = metrics.render();
     text.lines()

@@ -45,7 +45,9 @@ impl Publisher {
         let fpr_bound = report
             .filter(|_| outcome.result.is_ok())
             .map(|r| build::fpr_gate_bound(r.sizing.theoretical_fpr, profile.max_fpr_ratio));
-        metrics.build_health(name, refused, on_last_good.len(), fpr_bound);
+        // A build that read no source (no report) says nothing of them.
+        let read_sources = report.map(|_| on_last_good.len());
+        metrics.build_health(name, refused, read_sources, fpr_bound);
         if let Some(interval) = status::build_interval(&profile.schedule, unix_now()) {
             metrics.build_interval(name, interval.as_secs());
         }

@@ -47,7 +47,12 @@ pub async fn page(State(state): State<Arc<AppState>>) -> Response {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    let html = render(&state, now);
+    // Rendered off the serving thread: it takes the lists' locks (the
+    // history, the charts), which a build recording its line holds while it
+    // writes the history file, and 10 ms of a worker for 100 lists.
+    let Ok(html) = tokio::task::spawn_blocking(move || render(&state, now)).await else {
+        return axum::http::StatusCode::INTERNAL_SERVER_ERROR.into_response();
+    };
     (
         [
             (header::CONTENT_TYPE, "text/html; charset=utf-8"),
