@@ -8,7 +8,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use blocksieve_publisher::internal::metrics::Metrics;
+use blocksieve_publisher::internal::metrics::{BUILD_OUTCOMES, Metrics};
 
 fn deploy(file: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy").join(file)
@@ -56,14 +56,7 @@ fn rule_metric_names() -> BTreeSet<String> {
 fn registered_metric_names() -> BTreeSet<String> {
     let metrics = Metrics::new();
     metrics.snapshot_served("p", 7, 100, 2048);
-    for outcome in [
-        "published",
-        "unchanged",
-        "refused",
-        "failed",
-        "superseded",
-        "skipped",
-    ] {
+    for outcome in BUILD_OUTCOMES {
         metrics.build_finished("p", outcome, 1.5, Some(0.004));
     }
     metrics.gate_refused("p", "shrink");
