@@ -28,6 +28,8 @@ pub use health::{Health, HealthInput, State as HealthState};
 pub struct ListProfile {
     /// Its cron schedule (6 fields, seconds first, UTC).
     pub schedule: String,
+    /// `schedule` parsed (`None`: it does not parse).
+    parsed: Option<schedule::Schedule>,
     /// The time between its schedule's next two firings (`None`: the
     /// schedule does not fire twice).
     pub build_interval: Option<Duration>,
@@ -50,6 +52,7 @@ impl ListProfile {
     ) -> Self {
         Self {
             schedule: schedule.to_owned(),
+            parsed: schedule::Schedule::parse(schedule),
             build_interval: build_interval(schedule, now),
             max_fpr_ratio,
             target_per_1000,
@@ -59,7 +62,8 @@ impl ListProfile {
 
     /// When the list, last fresh at `fresh_at`, goes stale ([`overdue_at`]).
     pub fn overdue_at(&self, fresh_at: u64) -> Option<u64> {
-        overdue_at(&self.schedule, fresh_at)
+        let schedule = self.parsed.as_ref()?;
+        schedule.next_firing(schedule.next_firing(fresh_at)?)
     }
 
     /// The sizing advice for a filter with false-positive rate `fpr` over
@@ -81,14 +85,15 @@ impl ListProfile {
 /// for uneven schedules: after the 06:00 build of `0 0 0,6 * * *` the
 /// next gap is 6 h, but the list is due at 00:00 and 06:00, not at 18:00.)
 pub fn overdue_at(schedule: &str, fresh_at: u64) -> Option<u64> {
-    let next = schedule::next_firing(schedule, fresh_at)?;
-    schedule::next_firing(schedule, next)
+    let schedule = schedule::Schedule::parse(schedule)?;
+    schedule.next_firing(schedule.next_firing(fresh_at)?)
 }
 
 /// Seconds between the next two firings of `schedule` after `now`.
 pub fn build_interval(schedule: &str, now: u64) -> Option<Duration> {
-    let next = schedule::next_firing(schedule, now)?;
-    let after = schedule::next_firing(schedule, next)?;
+    let schedule = schedule::Schedule::parse(schedule)?;
+    let next = schedule.next_firing(now)?;
+    let after = schedule.next_firing(next)?;
     Some(Duration::from_secs(after.saturating_sub(next)))
 }
 
@@ -154,6 +159,9 @@ impl SourceView {
     }
 }
 
+/// `(finished_at, fill ratio)` of builds, oldest first ([`ListWatch::fill_history`]).
+pub type FillHistory = Arc<[(u64, f64)]>;
+
 /// A list's build history in memory and in its file.
 #[derive(Debug)]
 struct History {
@@ -177,6 +185,8 @@ pub struct ListWatch {
     /// The history's charts as the page shows them, drawn once per build
     /// (`None`: not drawn since the last build).
     charts: Mutex<Option<Arc<str>>>,
+    /// [`ListWatch::fill_history`], worked out once per build.
+    fill_history: Mutex<Option<FillHistory>>,
 }
 
 impl ListWatch {
@@ -199,6 +209,7 @@ impl ListWatch {
             refusal: Mutex::new(refusal),
             on_last_good: Mutex::new(on_last_good.unwrap_or_default()),
             charts: Mutex::new(None),
+            fill_history: Mutex::new(None),
         }
     }
 
@@ -256,6 +267,30 @@ impl ListWatch {
             file.append(&record, records);
         }
         set(&self.charts, None);
+        set(&self.fill_history, None);
+    }
+
+    /// The fill ratio (unique prefixes over capacity, [`build::fill_ratio`])
+    /// of each build in the history that published or renewed the list and
+    /// knew its capacity: `(finished_at, fill)`, oldest first, for the
+    /// health's trend. Worked out once per build, like the charts.
+    pub fn fill_history(&self) -> FillHistory {
+        let work = || -> FillHistory {
+            self.with_history(|h| {
+                h.iter()
+                    .filter(|r| r.outcome == "published" || r.outcome == "unchanged")
+                    .filter_map(|r| {
+                        r.capacity
+                            .map(|c| (r.finished_at, build::fill_ratio(r.unique_prefixes, Some(c))))
+                    })
+                    .collect()
+            })
+        };
+        // Worked out under the lock, as the charts are drawn.
+        let Ok(mut kept) = self.fill_history.lock() else {
+            return work();
+        };
+        kept.get_or_insert_with(work).clone()
     }
 
     /// Calls `f` with the history, oldest first.
@@ -404,5 +439,33 @@ mod tests {
         watch.record(record("published", None, &[]));
         assert_eq!(&*watch.charts(draw), "1");
         assert_eq!(draws.get(), 2);
+    }
+
+    #[test]
+    fn the_fill_history_follows_each_build() {
+        let watch = ListWatch::open(profile(), None, "phishing");
+        let sized = |outcome: &str, unique_prefixes: u64| BuildRecord {
+            unique_prefixes,
+            capacity: Some(1_000),
+            ..record(outcome, None, &[])
+        };
+        assert!(watch.fill_history().is_empty());
+        watch.record(sized("published", 500));
+        assert_eq!(&*watch.fill_history(), [(1_800_000_000, 0.5)]);
+        // Only builds that published or renewed the list count.
+        watch.record(sized("refused", 900));
+        watch.record(sized("unchanged", 250));
+        let fills: Vec<f64> = watch.fill_history().iter().map(|f| f.1).collect();
+        assert_eq!(fills, [0.5, 0.25]);
+    }
+
+    #[test]
+    fn the_profile_parses_its_schedule_once_and_goes_stale_as_the_schedule_says() {
+        let fresh_at = 1_800_000_000 + 60;
+        assert_eq!(profile().overdue_at(fresh_at), overdue_at("0 0,30 * * * *", fresh_at));
+        assert_eq!(profile().overdue_at(fresh_at), Some(1_800_000_000 + 3600));
+        let unparsable = ListProfile::new("every hour", 2.0, 10.0, 1000.0, 1_800_000_000);
+        assert_eq!(unparsable.overdue_at(fresh_at), None);
+        assert_eq!(unparsable.build_interval, None);
     }
 }

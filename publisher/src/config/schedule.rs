@@ -14,19 +14,38 @@ pub const MIN_BUILD_MARGIN: Duration = Duration::from_secs(30);
 /// (a slow build must not keep agents away long after it is done).
 pub const MAX_BUILD_MARGIN: Duration = Duration::from_secs(10 * 60);
 
+/// A parsed cron schedule (6 fields, seconds first, in UTC, as the
+/// scheduler reads it), parsed once: the status page asks each list's
+/// schedule for its next firings on every request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Schedule(croner::Cron);
+
+impl Schedule {
+    /// `schedule` parsed; `None` when it does not parse.
+    pub fn parse(schedule: &str) -> Option<Self> {
+        CronParser::builder()
+            .seconds(Seconds::Required)
+            .dom_and_dow(true)
+            .build()
+            .parse(schedule)
+            .ok()
+            .map(Self)
+    }
+
+    /// The Unix second of the first firing after `now`; `None` when it
+    /// never fires again.
+    pub fn next_firing(&self, now: u64) -> Option<u64> {
+        let start = chrono::DateTime::from_timestamp(i64::try_from(now).ok()?, 0)?;
+        let next = self.0.find_next_occurrence(&start, false).ok()?;
+        u64::try_from(next.timestamp()).ok()
+    }
+}
+
 /// The Unix second of the first firing of `schedule` (a 6-field cron
 /// expression, seconds first, in UTC, as the scheduler reads it) after
 /// `now`; `None` when it does not parse or never fires again.
 pub fn next_firing(schedule: &str, now: u64) -> Option<u64> {
-    let cron = CronParser::builder()
-        .seconds(Seconds::Required)
-        .dom_and_dow(true)
-        .build()
-        .parse(schedule)
-        .ok()?;
-    let start = chrono::DateTime::from_timestamp(i64::try_from(now).ok()?, 0)?;
-    let next = cron.find_next_occurrence(&start, false).ok()?;
-    u64::try_from(next.timestamp()).ok()
+    Schedule::parse(schedule)?.next_firing(now)
 }
 
 /// How long past its scheduled start a build is given to finish: twice

@@ -393,15 +393,7 @@ pub fn health_of(slot: &ListSlot, now: u64) -> Health {
         );
         build::fill_ratio(p.header.entry_count, capacity)
     });
-    let fill_history: Vec<(u64, f64)> = slot.watch.with_history(|h| {
-        h.iter()
-            .filter(|r| r.outcome == "published" || r.outcome == "unchanged")
-            .filter_map(|r| {
-                r.capacity
-                    .map(|c| (r.finished_at, build::fill_ratio(r.unique_prefixes, Some(c))))
-            })
-            .collect()
-    });
+    let fill_history = slot.watch.fill_history();
     health::health(
         &HealthInput {
             served: served.is_some(),
