@@ -13,8 +13,11 @@
 #    --version, `check-config /etc/blocksieve/publisher.toml`, the unit and
 #    the conffile in place, a `build` of the sample configuration into a
 #    temporary directory, a `serve` on 127.0.0.1:0 answering /healthz and
-#    stopping cleanly on SIGTERM; then `dpkg --purge`, after which nothing
-#    of the package is left.
+#    stopping cleanly on SIGTERM; the status page of 100 lists with 1,000
+#    builds each served by the installed binary and loaded in headless
+#    Chromium, its median load under 100 ms (tests/status-page/page-load.mjs;
+#    Chromium, Node.js and playwright-core installed if missing); then
+#    `dpkg --purge`, after which nothing of the package is left.
 #
 # The machine is left as found, on failure too: the package is purged, the
 # temporary files, the server and target/deploy/ are removed. The script
@@ -79,6 +82,16 @@ if ! cargo deb --version >/dev/null 2>&1; then
     cargo install cargo-deb --version "$cargo_deb_version" --locked
 fi
 cargo deb --version
+bash .ci/chromium.sh
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+    step "installing nodejs and npm"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
+fi
+# playwright-core: the extension test's pinned install.
+playwright_dir=bindings/wasm/extension/test
+if ! npm ls --prefix "$playwright_dir" playwright-core >/dev/null 2>&1; then
+    (cd "$playwright_dir" && npm ci --no-audit --no-fund --loglevel=error)
+fi
 
 # --- alert rules ---
 step "promtool check rules"
@@ -149,6 +162,10 @@ wait "$server_pid" || stop_status=$?
 server_pid=
 [ "$stop_status" = 0 ] || { cat "$work/serve.log"; fail "serve exited $stop_status on SIGTERM"; }
 grep -q 'publisher stopped' "$work/serve.log" || { cat "$work/serve.log"; fail "serve did not drain and stop"; }
+
+step "the status page of 100 lists with 1,000 builds each, loaded in headless Chromium"
+CHROMIUM="$(command -v chromium)" node tests/status-page/page-load.mjs /usr/bin/blocksieve-publisher 9 100 \
+    || fail "the status page did not load in under 100 ms"
 
 step "dpkg --purge $package"
 dpkg --purge "$package"

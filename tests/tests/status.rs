@@ -341,44 +341,6 @@ async fn the_status_page_in_headless_chromium_shows_each_state() {
     running.stop().await;
 }
 
-/// The Navigation Timing entries of `loads` loads of `url` in headless
-/// `chromium`, through playwright-core (`tests/status-page/timing.mjs`,
-/// with the extension test's install of it); none, said loudly, without
-/// Node.js or that install, unless `BLOCKSIEVE_REQUIRE_CHROMIUM` is set.
-fn navigation_timing(chromium: &Path, url: &str, loads: u32) -> Vec<serde_json::Value> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let modules = root.join("bindings/wasm/extension/test/node_modules");
-    let script = root.join("tests/status-page/timing.mjs");
-    let out = std::process::Command::new("node")
-        .arg(&script)
-        .arg(url)
-        .arg(loads.to_string())
-        .env("CHROMIUM", chromium)
-        .env("PLAYWRIGHT_DIR", &modules)
-        .output();
-    match out {
-        Ok(out) if out.status.success() => String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .collect(),
-        other => {
-            let why = match other {
-                Ok(out) => String::from_utf8_lossy(&out.stderr).into_owned(),
-                Err(e) => e.to_string(),
-            };
-            assert!(
-                std::env::var_os("BLOCKSIEVE_REQUIRE_CHROMIUM").is_none(),
-                "Navigation Timing not measured: {why}"
-            );
-            eprintln!(
-                "STATUS PAGE NAVIGATION TIMING SKIPPED (no Node.js or playwright-core in {}): {why}",
-                modules.display()
-            );
-            Vec::new()
-        }
-    }
-}
-
 /// A build record of list build `i` at `at`.
 fn record(i: u64, at: u64) -> BuildRecord {
     BuildRecord {
@@ -405,8 +367,12 @@ fn record(i: u64, at: u64) -> BuildRecord {
     }
 }
 
+/// The server's half of "the page loads in under 100 ms with 100 lists and
+/// 1,000 history points" (in this test build, unoptimized). The browser's
+/// half, the page loaded in headless Chromium from the packaged release
+/// binary, is `tests/status-page/page-load.mjs`, run by `.ci/deploy.sh`.
 #[tokio::test]
-async fn the_page_of_100_lists_with_1000_builds_each_renders_in_under_100_ms() {
+async fn the_page_of_100_lists_with_1000_builds_each_is_served_in_under_100_ms() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let feed = dir.path().join("feed.txt");
@@ -463,29 +429,5 @@ async fn the_page_of_100_lists_with_1000_builds_each_renders_in_under_100_ms() {
         "status page, 100 lists × 1,000 builds: {bytes} bytes; first GET {first:?}, median {median:?} of 7; render alone, charts drawn, {render:?}"
     );
     assert!(median < Duration::from_millis(100), "{median:?}");
-    if let Some(chromium) = chromium() {
-        let page_url = format!("{base}/");
-        let loads = tokio::task::spawn_blocking(move || navigation_timing(&chromium, &page_url, 5))
-            .await
-            .unwrap();
-        // Navigation Timing of each load, in milliseconds from its start.
-        for (i, t) in loads.iter().enumerate() {
-            eprintln!(
-                "status page in Chromium, load {}: response end {:.1} ms, DOMContentLoaded end {:.1} ms, load end {:.1} ms",
-                i + 1,
-                t["responseEnd"].as_f64().unwrap_or(f64::NAN),
-                t["domContentLoadedEventEnd"].as_f64().unwrap_or(f64::NAN),
-                t["loadEventEnd"].as_f64().unwrap_or(f64::NAN),
-            );
-        }
-        let mut load_ends: Vec<f64> = loads.iter().filter_map(|t| t["loadEventEnd"].as_f64()).collect();
-        load_ends.sort_by(f64::total_cmp);
-        if let Some(median) = load_ends.get(load_ends.len() / 2) {
-            eprintln!(
-                "status page in Chromium: median load end {median:.1} ms of {}",
-                load_ends.len()
-            );
-        }
-    }
     server.abort();
 }
