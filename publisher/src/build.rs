@@ -34,10 +34,12 @@ use crate::storage::CacheMeta;
 // parallel); `reference` measures SHA-256 alone over the same expressions;
 // `sizing` holds the canary and the filter and protocol sizing; `timings`
 // the stage timings.
+mod copy;
 mod pipeline;
 mod reference;
 mod sizing;
 mod timings;
+pub use copy::KeepTo;
 use pipeline::{Content, Passes, read_content};
 pub use reference::{HashReference, hash_reference, hash_reference_encoded};
 pub(crate) use sizing::fpr_gate_bound;
@@ -74,6 +76,9 @@ pub struct LoadedSource {
     /// How long fetching took: reading the file or the HTTP response, and
     /// gunzip (the build's `read` stage).
     pub read_duration: Duration,
+    /// Where a copy of fresh content is written as it is read, to become
+    /// its last good content if it parses.
+    pub keep_to: KeepTo,
 }
 
 /// A source's last good content and its metadata, handed to the build by
@@ -127,9 +132,10 @@ pub enum SourceUpdate {
     /// Fresh content that parsed: the new last good content.
     Store {
         /// The content, compressed: gzip as received, or zstd of what was
-        /// received uncompressed.
-        bytes: Vec<u8>,
-        /// How `bytes` are encoded.
+        /// received uncompressed; written where [`LoadedSource::keep_to`]
+        /// said, to be committed ([`crate::storage::SourceCache::store_staged`]).
+        copy: crate::storage::Staged,
+        /// How `copy` is encoded.
         encoding: ContentEncoding,
         /// Its metadata.
         meta: CacheMeta,
@@ -275,6 +281,7 @@ struct SourceParse {
 /// cut back.
 fn parse_source_content(
     content: Content,
+    keep_to: KeepTo,
     config: &SourceConfig,
     role: SourceRole,
     hashes: &mut Vec<FullHash>,
@@ -289,8 +296,8 @@ fn parse_source_content(
     let (before, allowed_before) = (hashes.len(), allowed.len());
     // An allow source has no allow array: its entries go to `allowed`.
     let read = match role {
-        SourceRole::Block => read_content(content, &passes, hashes, allowed),
-        SourceRole::Allow => read_content(content, &passes, allowed, &mut Vec::new()),
+        SourceRole::Block => read_content(content, keep_to, &passes, hashes, allowed),
+        SourceRole::Allow => read_content(content, keep_to, &passes, allowed, &mut Vec::new()),
     };
     let read = match read {
         Ok(read) => read,
@@ -352,6 +359,7 @@ pub fn read_sources(
             fetched,
             last_good,
             read_duration,
+            keep_to,
         } = source;
         timings.add("read", read_duration);
         let label = config.public_label();
@@ -366,7 +374,15 @@ pub fn read_sources(
             Ok((content, validators)) => {
                 // Parsed straight into the sets; cut back if it collapsed.
                 let (before, allowed_before) = (hashes.len(), allowed.len());
-                match parse_source_content(content, &config, role, &mut hashes, &mut allowed, &mut timings) {
+                match parse_source_content(
+                    content,
+                    keep_to,
+                    &config,
+                    role,
+                    &mut hashes,
+                    &mut allowed,
+                    &mut timings,
+                ) {
                     Err(reason) => {
                         tracing::warn!(source = %label, %reason, "source content unreadable");
                         (None, None, reason)
@@ -395,11 +411,16 @@ pub fn read_sources(
                                 fetched_at: now,
                                 accepted: r.accepted,
                             };
-                            update = parsed.kept.take().map(|kept| SourceUpdate::Store {
-                                bytes: kept.bytes,
-                                encoding: kept.encoding,
-                                meta,
-                            });
+                            update = match parsed.kept.take().map(|kept| (kept.copy, kept.encoding)) {
+                                Some((Ok(copy), encoding)) => {
+                                    Some(SourceUpdate::Store { copy, encoding, meta })
+                                }
+                                Some((Err(reason), _)) => {
+                                    tracing::warn!(source = %label, %reason, "could not keep a copy of the source's content as its last good content");
+                                    None
+                                }
+                                None => None,
+                            };
                             (Some(parsed), Some(now), String::new())
                         }
                     }
@@ -416,8 +437,15 @@ pub fn read_sources(
                 timings.add("read", started.elapsed());
                 let cached = cached.map(|(bytes, encoding, meta)| {
                     let content = Content::Cached { bytes, encoding };
-                    let parsed =
-                        parse_source_content(content, &config, role, &mut hashes, &mut allowed, &mut timings);
+                    let parsed = parse_source_content(
+                        content,
+                        KeepTo::memory(),
+                        &config,
+                        role,
+                        &mut hashes,
+                        &mut allowed,
+                        &mut timings,
+                    );
                     (parsed, meta)
                 });
                 let (parsed, meta) = match cached {
@@ -711,6 +739,7 @@ pub(crate) mod testing {
             },
             last_good: LastGood::none(),
             read_duration: Duration::ZERO,
+            keep_to: KeepTo::memory(),
         };
         build_list(&request, vec![source]).unwrap()
     }

@@ -401,12 +401,17 @@ impl Publisher {
                 let cache = cache.clone();
                 LastGood::deferred(move || cache.load_encoded())
             };
+            let keep_to = {
+                let cache = cache.clone();
+                build::KeepTo::deferred(move || cache.stage())
+            };
             loaded.push(LoadedSource {
                 config: source.clone(),
                 role,
                 fetched,
                 last_good,
                 read_duration,
+                keep_to,
             });
             caches.push((cache, source.label()));
         }
@@ -560,19 +565,15 @@ impl Publisher {
         };
         let mut updates = Vec::new();
         let read = build::read_sources(&list.name, loaded, request.now, request.probe, &mut updates);
-        // Kept before the filter is built, which then has the sources'
-        // memory back.
+        // Each fresh source's copy, written while it was read, committed
+        // as its last good content (a rename in the data directory).
         let mut source_cache = None;
         for (i, update) in updates {
             let (cache, label) = &caches[i];
             match update {
-                SourceUpdate::Store {
-                    bytes,
-                    encoding,
-                    meta,
-                } => {
+                SourceUpdate::Store { copy, encoding, meta } => {
                     let started = std::time::Instant::now();
-                    if let Err(e) = cache.store_encoded(&bytes, encoding, &meta) {
+                    if let Err(e) = cache.store_staged(copy, encoding, &meta) {
                         tracing::warn!(source = %label, error = %e, "could not cache source content");
                     }
                     *source_cache.get_or_insert(Duration::ZERO) += started.elapsed();

@@ -462,7 +462,10 @@ mod tests {
     #[test]
     fn the_profile_parses_its_schedule_once_and_goes_stale_as_the_schedule_says() {
         let fresh_at = 1_800_000_000 + 60;
-        assert_eq!(profile().overdue_at(fresh_at), overdue_at("0 0,30 * * * *", fresh_at));
+        assert_eq!(
+            profile().overdue_at(fresh_at),
+            overdue_at("0 0,30 * * * *", fresh_at)
+        );
         assert_eq!(profile().overdue_at(fresh_at), Some(1_800_000_000 + 3600));
         let unparsable = ListProfile::new("every hour", 2.0, 10.0, 1000.0, 1_800_000_000);
         assert_eq!(unparsable.overdue_at(fresh_at), None);

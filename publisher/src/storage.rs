@@ -57,6 +57,9 @@ use crate::error::Error;
 use crate::fetch::{ContentEncoding, Validators};
 
 pub mod history;
+pub mod staged;
+
+pub use staged::Staged;
 
 const TMP_SUFFIX: &str = ".tmp";
 
@@ -208,6 +211,38 @@ pub trait Storage: std::fmt::Debug + Send + Sync {
 
     /// Where `key` is, for messages (a file path, an object's URL).
     fn location(&self, key: &str) -> PathBuf;
+
+    /// A value to be written a piece at a time under `prefix`, then stored
+    /// by [`Storage::commit`] under a key chosen at the end ([`Staged`]):
+    /// in memory, unless the storage has somewhere better (the data
+    /// directory: a temporary file beside the key).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Storage`] when that place cannot be made.
+    fn stage(&self, prefix: &str) -> Result<Staged, Error> {
+        let _ = prefix;
+        Ok(Staged::memory())
+    }
+
+    /// Stores `staged` under `key`, replacing its value; see
+    /// [`Storage::put_chunks`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Storage`]; a failed commit leaves the previous value and
+    /// nothing of `staged`.
+    fn commit(&self, key: &str, staged: Staged) -> Result<(), Error> {
+        let bytes = match staged.into_parts().map_err(Error::storage(&self.location(key)))? {
+            staged::Parts::Memory(bytes) => bytes,
+            staged::Parts::File(tmp) => {
+                let read = fs::read(&tmp);
+                let _ = fs::remove_file(&tmp);
+                read.map_err(Error::storage(&tmp))?
+            }
+        };
+        self.put(key, &bytes, PutMode::Overwrite).map(drop)
+    }
 }
 
 /// The data directory: each key a file under it.
@@ -374,6 +409,29 @@ impl Storage for LocalStorage {
 
     fn location(&self, key: &str) -> PathBuf {
         self.path(key)
+    }
+
+    fn stage(&self, prefix: &str) -> Result<Staged, Error> {
+        let dir = self.path(prefix);
+        Staged::file(&dir).map_err(Error::storage(&dir))
+    }
+
+    fn commit(&self, key: &str, staged: Staged) -> Result<(), Error> {
+        let path = self.path(key);
+        let io = Error::storage(&path);
+        let tmp = match staged.into_parts().map_err(&io)? {
+            staged::Parts::Memory(bytes) => return self.put(key, &bytes, PutMode::Overwrite).map(drop),
+            staged::Parts::File(tmp) => tmp,
+        };
+        if let Err(e) = fs::rename(&tmp, &path) {
+            let _ = fs::remove_file(&tmp);
+            return Err(io(e));
+        }
+        let dir = path
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        fs::File::open(dir).and_then(|d| d.sync_all()).map_err(&io)
     }
 }
 
@@ -797,8 +855,54 @@ impl SourceCache {
     ) -> Result<(), Error> {
         use sha2::Digest as _;
         let sha256 = hex::encode(sha2::Sha256::digest(bytes));
-        let data = format!("{}/{}.{}.data", self.dir, self.stem, &sha256[..16]);
+        let data = self.data_key(&sha256);
         self.storage.put(&data, bytes, PutMode::Overwrite)?;
+        self.stored(data, sha256, encoding, meta)
+    }
+
+    /// A copy of this source's content to be written as it is read and
+    /// kept by [`SourceCache::store_staged`] ([`Storage::stage`]).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Storage`] when the storage cannot stage a value.
+    pub fn stage(&self) -> Result<Staged, Error> {
+        self.storage.stage(&self.dir)
+    }
+
+    /// Stores good content written into `staged` (from
+    /// [`SourceCache::stage`]), encoded as `encoding`; see
+    /// [`SourceCache::store_encoded`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Storage`] when committing or writing fails.
+    pub fn store_staged(
+        &self,
+        staged: Staged,
+        encoding: ContentEncoding,
+        meta: &CacheMeta,
+    ) -> Result<(), Error> {
+        let sha256 = staged.sha256_hex();
+        let data = self.data_key(&sha256);
+        self.storage.commit(&data, staged)?;
+        self.stored(data, sha256, encoding, meta)
+    }
+
+    /// The key of content whose SHA-256 is `sha256` (hex).
+    fn data_key(&self, sha256: &str) -> String {
+        format!("{}/{}.{}.data", self.dir, self.stem, &sha256[..16])
+    }
+
+    /// Content stored under `data`: the metadata naming it, then this
+    /// source's other content objects removed.
+    fn stored(
+        &self,
+        data: String,
+        sha256: String,
+        encoding: ContentEncoding,
+        meta: &CacheMeta,
+    ) -> Result<(), Error> {
         let plain = encoding == ContentEncoding::Identity;
         self.write_meta(&StoredMeta {
             meta: meta.clone(),

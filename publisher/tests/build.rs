@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use blocksieve_format::{DecodeLimits, FullHash, SigningKey, decode};
 use blocksieve_publisher::internal::build::{
-    BuildRequest, LastGood, LoadedSource, PeakRssProbe, SourceRole, SourceUpdate, build_list, read_sources,
+    BuildRequest, KeepTo, LastGood, LoadedSource, PeakRssProbe, SourceRole, SourceUpdate, build_list,
+    read_sources,
 };
 use blocksieve_publisher::internal::fetch::{ContentEncoding, Fetched, Validators};
 use blocksieve_publisher::internal::storage::CacheMeta;
@@ -28,6 +29,7 @@ fn source(bytes: &str) -> LoadedSource {
         },
         last_good: LastGood::none(),
         read_duration: Duration::ZERO,
+        keep_to: KeepTo::memory(),
     }
 }
 
@@ -133,22 +135,12 @@ fn a_source_not_modified_is_built_from_the_last_good_content_it_is_given() {
         &mut updates,
     )
     .unwrap();
-    let [
-        (
-            0,
-            SourceUpdate::Store {
-                bytes,
-                encoding,
-                meta,
-            },
-        ),
-    ] = updates.as_slice()
-    else {
+    let [(0, SourceUpdate::Store { copy, encoding, meta })] = updates.as_mut_slice() else {
         panic!("{updates:?}");
     };
     assert_eq!(*encoding, ContentEncoding::Zstd);
     assert_eq!(
-        zstd::stream::decode_all(bytes.as_slice()).unwrap(),
+        zstd::stream::decode_all(copy.contents().unwrap().as_slice()).unwrap(),
         FEED.as_bytes()
     );
     assert!(meta.fetched_at == NOW && meta.accepted == 3);
@@ -176,6 +168,7 @@ async fn fetch_and_build(config: SourceConfig) -> (Vec<FullHash>, String) {
         fetched,
         last_good: LastGood::none(),
         read_duration: Duration::ZERO,
+        keep_to: KeepTo::memory(),
     };
     let built = build_list(&request, vec![source]).unwrap();
     (built.hashes, built.report.sources[0].state.clone())

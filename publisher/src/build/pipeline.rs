@@ -5,7 +5,8 @@
 //! blocks' results are merged in input order, so counts, reject samples and
 //! hashes are those of one pass from the first line to the last. A fresh
 //! source's copy to keep as its last good content is taken on the way:
-//! gzip as received, anything else compressed with zstd.
+//! gzip as received, anything else compressed with zstd, and written to
+//! storage alongside the read (`copy`).
 //!
 //! JSON and CSV documents are read whole (a document cannot be cut at a
 //! line), then parsed on one thread.
@@ -16,6 +17,7 @@ use std::time::{Duration, Instant};
 use blocksieve_format::FullHash;
 use rayon::prelude::*;
 
+use super::copy::{CopyWriter, KeepTo};
 use crate::config::{SourceConfig, SourceFormat};
 use crate::fetch::{ContentEncoding, Stream, is_gzip};
 use crate::sources::{EntrySink, FormatOptions, ParseReport, parse_source_into};
@@ -50,9 +52,9 @@ pub(crate) enum Content {
 /// The copy of fresh content to keep as its last good content.
 #[derive(Debug)]
 pub(crate) struct Kept {
-    /// The bytes to store.
-    pub(crate) bytes: Vec<u8>,
-    /// How they are encoded.
+    /// The copy, written (not yet committed), or why it could not be.
+    pub(crate) copy: Result<crate::storage::Staged, String>,
+    /// How it is encoded.
     pub(crate) encoding: ContentEncoding,
 }
 
@@ -92,20 +94,28 @@ enum Keeper {
     /// Nothing to copy (cached content, or fresh gzip already in memory).
     Nothing,
     /// The raw bytes themselves (a gzip stream).
-    Raw(Vec<u8>),
+    Raw(CopyWriter),
     /// The raw bytes, compressed.
-    Zstd(zstd::stream::write::Encoder<'static, Vec<u8>>),
+    Zstd(zstd::stream::write::Encoder<'static, CopyWriter>),
+    /// The copy failed, for this reason: the read goes on without it.
+    Broken(String),
 }
 
 impl Keeper {
-    fn write(&mut self, bytes: &[u8]) -> io::Result<()> {
-        match self {
-            Self::Nothing => Ok(()),
-            Self::Raw(v) => {
-                v.extend_from_slice(bytes);
-                Ok(())
-            }
+    fn zstd(copy: CopyWriter) -> Self {
+        zstd::stream::write::Encoder::new(copy, KEEP_ZSTD_LEVEL)
+            .map_or_else(|e| Self::Broken(format!("zstd: {e}")), Self::Zstd)
+    }
+
+    /// Copies `bytes`; a copy that fails is dropped, never the read.
+    fn write(&mut self, bytes: &[u8]) {
+        let written = match self {
+            Self::Nothing | Self::Broken(_) => Ok(()),
+            Self::Raw(copy) => copy.write_all(bytes),
             Self::Zstd(e) => e.write_all(bytes),
+        };
+        if let Err(e) = written {
+            *self = Self::Broken(e.to_string());
         }
     }
 }
@@ -119,7 +129,7 @@ struct Tee<'a> {
 impl Read for Tee<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let n = self.raw.read(buf)?;
-        self.keeper.write(&buf[..n])?;
+        self.keeper.write(&buf[..n]);
         Ok(n)
     }
 }
@@ -340,6 +350,7 @@ pub(crate) struct ContentRead {
 /// `allowed` left for the caller to cut back.
 pub(crate) fn read_content(
     content: Content,
+    keep_to: KeepTo,
     passes: &Passes<'_>,
     out: &mut Vec<FullHash>,
     allowed: &mut Vec<FullHash>,
@@ -350,16 +361,19 @@ pub(crate) fn read_content(
     let (mut raw, encoding, mut keeper) = match content {
         Content::Fresh(bytes) => {
             let gzip = is_gzip(&bytes);
-            let keeper = if gzip { Keeper::Nothing } else { zstd_keeper()? };
+            let keeper = if gzip {
+                Keeper::Nothing
+            } else {
+                Keeper::zstd(keep_to.open())
+            };
             (Raw::Memory(Cursor::new(bytes)), gzip_or_plain(gzip), keeper)
         }
         Content::Stream(stream) => {
+            let copy = keep_to.open();
             let keeper = if stream.gzip {
-                // Sized up front: no copies while it grows.
-                let size = usize::try_from(stream.size.min(max_bytes)).unwrap_or(0);
-                Keeper::Raw(Vec::with_capacity(size))
+                Keeper::Raw(copy)
             } else {
-                zstd_keeper()?
+                Keeper::zstd(copy)
             };
             (Raw::Stream(stream.reader), gzip_or_plain(stream.gzip), keeper)
         }
@@ -386,22 +400,35 @@ pub(crate) fn read_content(
         };
         read_passes(decoded, passes, out, allowed).map_err(|e| describe(&e, encoding))?
     };
-    read.entries.read += prepared;
+    // The copy's last pieces written and synced by its thread: part of
+    // reading it.
+    let finishing = Instant::now();
     let kept = match keeper {
         _ if !fresh => None,
         Keeper::Nothing => match raw {
             Raw::Memory(cursor) => Some(Kept {
-                bytes: cursor.into_inner(),
+                copy: Ok(crate::storage::Staged::from_bytes(cursor.into_inner())),
                 encoding,
             }),
             Raw::Stream(_) => None,
         },
-        Keeper::Raw(bytes) => Some(Kept { bytes, encoding }),
+        Keeper::Raw(copy) => Some(Kept {
+            copy: copy.finish(),
+            encoding,
+        }),
         Keeper::Zstd(encoder) => Some(Kept {
-            bytes: encoder.finish().map_err(|e| e.to_string())?,
+            copy: encoder
+                .finish()
+                .map_err(|e| format!("zstd: {e}"))
+                .and_then(CopyWriter::finish),
             encoding: ContentEncoding::Zstd,
         }),
+        Keeper::Broken(reason) => Some(Kept {
+            copy: Err(reason),
+            encoding,
+        }),
     };
+    read.entries.read += prepared + finishing.elapsed();
     Ok(ContentRead { kept, ..read })
 }
 
@@ -421,12 +448,6 @@ fn gzip_or_plain(gzip: bool) -> ContentEncoding {
     } else {
         ContentEncoding::Identity
     }
-}
-
-fn zstd_keeper() -> Result<Keeper, String> {
-    zstd::stream::write::Encoder::new(Vec::new(), KEEP_ZSTD_LEVEL)
-        .map(Keeper::Zstd)
-        .map_err(|e| e.to_string())
 }
 
 /// The passes over a decoded stream.

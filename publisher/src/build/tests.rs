@@ -15,6 +15,7 @@ fn loaded(bytes: &str, format: SourceFormat, role: SourceRole) -> LoadedSource {
         },
         last_good: LastGood::none(),
         read_duration: Duration::ZERO,
+        keep_to: KeepTo::memory(),
     }
 }
 

@@ -21,19 +21,38 @@ fn sequential(bytes: &[u8], format: SourceFormat, options: &FormatOptions) -> (V
     (hashes, report)
 }
 
+/// The copy kept: its encoding and its bytes.
+#[derive(Debug)]
+struct KeptBytes {
+    encoding: ContentEncoding,
+    bytes: Vec<u8>,
+}
+
 fn read(
     content: Content,
     config: &SourceConfig,
-) -> Result<(Vec<FullHash>, ParseReport, Option<Kept>), String> {
+) -> Result<(Vec<FullHash>, ParseReport, Option<KeptBytes>), String> {
+    read_keeping(content, KeepTo::memory(), config)
+}
+
+fn read_keeping(
+    content: Content,
+    keep_to: KeepTo,
+    config: &SourceConfig,
+) -> Result<(Vec<FullHash>, ParseReport, Option<KeptBytes>), String> {
     let passes = Passes {
         config,
         entries: FormatOptions::default(),
         allow_array: None,
     };
     let (mut out, mut allowed) = (Vec::new(), Vec::new());
-    let read = read_content(content, &passes, &mut out, &mut allowed)?;
+    let read = read_content(content, keep_to, &passes, &mut out, &mut allowed)?;
     assert!(allowed.is_empty());
-    Ok((out, read.entries.report, read.kept))
+    let kept = read.kept.map(|kept| KeptBytes {
+        encoding: kept.encoding,
+        bytes: kept.copy.unwrap().contents().unwrap(),
+    });
+    Ok((out, read.entries.report, kept))
 }
 
 /// Several blocks of a `urls` feed with every kind of line, rejects spread
@@ -108,6 +127,36 @@ fn gzip_is_streamed_and_kept_as_received() {
     assert_eq!((out, report), expected);
     let kept = kept.unwrap();
     assert_eq!((kept.encoding, kept.bytes == gz), (ContentEncoding::Gzip, true));
+
+    // Written to the data directory as it is read, through its own thread.
+    let dir = tempfile::tempdir().unwrap();
+    let storage = crate::storage::LocalStorage::open(dir.path()).unwrap();
+    for plain in [false, true] {
+        let bytes = if plain { feed.clone() } else { gz.clone() };
+        let stream = Stream {
+            size: bytes.len() as u64,
+            reader: Box::new(Cursor::new(bytes)),
+            gzip: !plain,
+        };
+        let storage = storage.clone();
+        let keep_to = KeepTo::deferred(move || crate::storage::Storage::stage(&storage, "sources/l"));
+        let (out, report, kept) = read_keeping(Content::Stream(stream), keep_to, &config).unwrap();
+        assert_eq!((out, report), expected);
+        let kept = kept.unwrap();
+        let decoded = if plain {
+            assert_eq!(kept.encoding, ContentEncoding::Zstd);
+            zstd::stream::decode_all(kept.bytes.as_slice()).unwrap()
+        } else {
+            assert_eq!((kept.encoding, &kept.bytes), (ContentEncoding::Gzip, &gz));
+            feed.clone()
+        };
+        assert_eq!(decoded, feed);
+    }
+    // Each staged copy was dropped uncommitted: nothing of it is left.
+    assert_eq!(
+        std::fs::read_dir(dir.path().join("sources/l")).unwrap().count(),
+        0
+    );
 
     // Two gzip members (`cat a.gz b.gz`) read as one.
     let (head, tail) = feed.split_at(feed.len() / 3);
@@ -207,7 +256,14 @@ fn a_json_document_is_read_whole_with_its_allow_array() {
         allow_array: Some(allow_options.clone()),
     };
     let (mut out, mut allowed) = (Vec::new(), Vec::new());
-    let read = read_content(Content::Fresh(gzip(json)), &passes, &mut out, &mut allowed).unwrap();
+    let read = read_content(
+        Content::Fresh(gzip(json)),
+        KeepTo::memory(),
+        &passes,
+        &mut out,
+        &mut allowed,
+    )
+    .unwrap();
     let entries = sequential(json, SourceFormat::Json, &FormatOptions::default());
     let allow = sequential(json, SourceFormat::Json, &allow_options);
     assert_eq!((out, read.entries.report), entries);

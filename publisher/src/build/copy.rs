@@ -1,0 +1,192 @@
+//! The copy of a fresh source kept as its last good content, written while
+//! the source is read: the reading thread hands each piece (gzip as
+//! received, or zstd of plain content) to a writer thread of its own, which
+//! writes it to the storage's staged value ([`Staged`]: a temporary file in
+//! the data directory, synced as it grows), so that neither the read nor
+//! the parse waits for the disk, and the build holds no copy in memory.
+//! The build then commits it under its SHA-256 if the content parsed
+//! ([`crate::storage::SourceCache::store_staged`]), or drops it.
+//!
+//! A copy that cannot be written (a full disk) never fails the read: the
+//! build goes on without it and says why.
+
+use std::io::{self, Write};
+use std::sync::mpsc::{SyncSender, sync_channel};
+use std::thread::JoinHandle;
+
+use crate::error::Error;
+use crate::storage::Staged;
+
+/// Pieces in flight to the writer thread (each up to a read block).
+const PIECES_IN_FLIGHT: usize = 16;
+
+/// Where a fresh source's copy goes as it is read.
+pub struct KeepTo(Option<Box<dyn FnOnce() -> Result<Staged, Error> + Send>>);
+
+impl std::fmt::Debug for KeepTo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "KeepTo(storage)"
+        } else {
+            "KeepTo(memory)"
+        })
+    }
+}
+
+impl KeepTo {
+    /// Kept in memory (a build with no storage, and tests).
+    pub fn memory() -> Self {
+        Self(None)
+    }
+
+    /// Written to what `stage` gives ([`crate::storage::SourceCache::stage`]),
+    /// called only if the source is fresh.
+    pub fn deferred(stage: impl FnOnce() -> Result<Staged, Error> + Send + 'static) -> Self {
+        Self(Some(Box::new(stage)))
+    }
+
+    /// The writer of the copy.
+    pub(crate) fn open(self) -> CopyWriter {
+        let staged = match self.0 {
+            None => return CopyWriter::Direct(Staged::memory()),
+            Some(stage) => match stage() {
+                Ok(staged) => staged,
+                Err(e) => return CopyWriter::Broken(e.to_string()),
+            },
+        };
+        if !staged.is_file() {
+            return CopyWriter::Direct(staged);
+        }
+        let (tx, rx) = sync_channel::<Vec<u8>>(PIECES_IN_FLIGHT);
+        let spawned = std::thread::Builder::new()
+            .name("source-copy".to_owned())
+            .spawn(move || {
+                let mut staged = staged;
+                for piece in rx {
+                    staged.write_all(&piece)?;
+                }
+                staged.finish()?;
+                Ok(staged)
+            });
+        match spawned {
+            Ok(handle) => CopyWriter::Thread {
+                tx: Some(tx),
+                handle: Some(handle),
+            },
+            Err(e) => CopyWriter::Broken(format!("starting its writer: {e}")),
+        }
+    }
+}
+
+/// Writes a copy: into a staged value in memory, or through a writer
+/// thread to one in a file. Its writes never fail; a copy that could not
+/// be written says why at [`CopyWriter::finish`].
+pub(crate) enum CopyWriter {
+    Direct(Staged),
+    Thread {
+        tx: Option<SyncSender<Vec<u8>>>,
+        handle: Option<JoinHandle<io::Result<Staged>>>,
+    },
+    Broken(String),
+}
+
+impl CopyWriter {
+    /// The copy, all written (and a file synced), or why there is none.
+    pub(crate) fn finish(self) -> Result<Staged, String> {
+        match self {
+            Self::Direct(staged) => Ok(staged),
+            Self::Thread { mut tx, mut handle } => {
+                // Its last pieces, then the end.
+                drop(tx.take());
+                joined(handle.take())
+            }
+            Self::Broken(reason) => Err(reason),
+        }
+    }
+}
+
+/// The writer thread's copy, or why there is none.
+fn joined(handle: Option<JoinHandle<io::Result<Staged>>>) -> Result<Staged, String> {
+    match handle.map(JoinHandle::join) {
+        Some(Ok(Ok(staged))) => Ok(staged),
+        Some(Ok(Err(e))) => Err(e.to_string()),
+        Some(Err(_)) | None => Err("its writer stopped".to_owned()),
+    }
+}
+
+impl Write for CopyWriter {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Self::Direct(staged) => {
+                if let Err(e) = staged.write_all(buf) {
+                    *self = Self::Broken(e.to_string());
+                }
+            }
+            Self::Thread { tx, handle } => {
+                let sent = tx.as_ref().is_some_and(|tx| tx.send(buf.to_vec()).is_ok());
+                if !sent {
+                    // The writer thread ended early: its error.
+                    drop(tx.take());
+                    let reason = match joined(handle.take()) {
+                        Ok(_) => "its writer stopped".to_owned(),
+                        Err(reason) => reason,
+                    };
+                    *self = Self::Broken(reason);
+                }
+            }
+            Self::Broken(_) => {}
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    use crate::storage::{LocalStorage, Storage};
+
+    #[test]
+    fn a_copy_through_its_thread_is_what_was_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let storage: Arc<dyn Storage> = Arc::new(LocalStorage::open(dir.path()).unwrap());
+        let stage = Arc::clone(&storage);
+        let mut copy = KeepTo::deferred(move || stage.stage("sources/x")).open();
+        assert!(matches!(copy, CopyWriter::Thread { .. }));
+        let piece: Vec<u8> = (0..=255).collect();
+        for _ in 0..1000 {
+            copy.write_all(&piece).unwrap();
+        }
+        let mut staged = copy.finish().unwrap();
+        assert_eq!(staged.contents().unwrap(), piece.repeat(1000));
+        storage.commit("sources/x/kept.data", staged).unwrap();
+        assert_eq!(
+            storage.get("sources/x/kept.data").unwrap().unwrap(),
+            piece.repeat(1000)
+        );
+        // Nothing else left in the directory: the staged file was renamed.
+        assert_eq!(storage.list("sources/x").unwrap(), ["sources/x/kept.data"]);
+    }
+
+    #[test]
+    fn a_copy_that_cannot_be_made_says_why_and_takes_every_write() {
+        let mut copy = KeepTo::deferred(|| {
+            Err(Error::Storage {
+                path: "sources/x".into(),
+                reason: io::Error::other("disk full"),
+            })
+        })
+        .open();
+        copy.write_all(b"abc").unwrap();
+        let reason = copy.finish().unwrap_err();
+        assert!(reason.contains("disk full"), "{reason}");
+        let mut memory = KeepTo::memory().open();
+        memory.write_all(b"abc").unwrap();
+        assert_eq!(memory.finish().unwrap().contents().unwrap(), b"abc");
+    }
+}

@@ -1,0 +1,252 @@
+//! A value written a piece at a time, then stored under a key chosen at
+//! the end ([`Staged`], [`Storage::stage`](super::Storage::stage) and
+//! [`Storage::commit`](super::Storage::commit)): a source's last good
+//! copy, written while the source is read and named by its SHA-256, which
+//! is known only once it is all written.
+//!
+//! In the data directory a staged value is a temporary file beside its
+//! key, synced every [`SYNC_EVERY`] bytes as it grows (so the commit's
+//! fsync waits only for the last of it) and renamed into place by the
+//! commit; one dropped uncommitted is removed, and one left by a crash is
+//! removed on start like every temporary file ([`super::TMP_SUFFIX`]).
+//! Elsewhere (an object store) it is held in memory and put whole.
+
+use std::fs;
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use sha2::Digest as _;
+
+/// How many bytes a staged file takes between syncs.
+pub const SYNC_EVERY: u64 = 4 << 20;
+
+/// A value being written; see the module documentation.
+pub struct Staged {
+    target: Target,
+    sha256: sha2::Sha256,
+    len: u64,
+}
+
+enum Target {
+    Memory(Vec<u8>),
+    File {
+        /// The temporary file's path; `None` once committed.
+        tmp: Option<PathBuf>,
+        file: BufWriter<fs::File>,
+        unsynced: u64,
+    },
+}
+
+/// Where a [`Staged`] value's bytes are, for a commit.
+pub(crate) enum Parts {
+    /// In memory.
+    Memory(Vec<u8>),
+    /// In this temporary file, written and synced: the committer renames
+    /// it into place or removes it.
+    File(PathBuf),
+}
+
+impl std::fmt::Debug for Staged {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let target = match &self.target {
+            Target::Memory(_) => "memory".to_owned(),
+            Target::File { tmp, .. } => format!("{tmp:?}"),
+        };
+        f.debug_struct("Staged")
+            .field("target", &target)
+            .field("len", &self.len)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Staged {
+    /// An empty value held in memory.
+    pub fn memory() -> Self {
+        Self {
+            target: Target::Memory(Vec::new()),
+            sha256: sha2::Sha256::new(),
+            len: 0,
+        }
+    }
+
+    /// The value `bytes`, held in memory.
+    pub fn from_bytes(bytes: Vec<u8>) -> Self {
+        Self {
+            sha256: sha2::Sha256::new_with_prefix(&bytes),
+            len: bytes.len() as u64,
+            target: Target::Memory(bytes),
+        }
+    }
+
+    /// An empty value in a new temporary file in `dir` (created if
+    /// missing).
+    ///
+    /// # Errors
+    ///
+    /// When the directory or the file cannot be created.
+    pub(crate) fn file(dir: &Path) -> io::Result<Self> {
+        // A name of this writer's own: builds of several lists stage at once.
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        fs::create_dir_all(dir)?;
+        let tmp = dir.join(format!(".staged-{}-{n}{}", std::process::id(), super::TMP_SUFFIX));
+        let file = fs::File::create(&tmp)?;
+        Ok(Self {
+            target: Target::File {
+                tmp: Some(tmp),
+                file: BufWriter::with_capacity(1 << 20, file),
+                unsynced: 0,
+            },
+            sha256: sha2::Sha256::new(),
+            len: 0,
+        })
+    }
+
+    /// Whether it is written to a file (worth a thread of its own: its
+    /// writes wait for the disk).
+    pub fn is_file(&self) -> bool {
+        matches!(self.target, Target::File { .. })
+    }
+
+    /// Its length so far, in bytes.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether nothing was written.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The SHA-256 of what was written, in hex.
+    pub fn sha256_hex(&self) -> String {
+        hex::encode(self.sha256.clone().finalize())
+    }
+
+    /// Writes what is buffered and syncs a file: after this, a commit only
+    /// renames.
+    ///
+    /// # Errors
+    ///
+    /// When the write or the sync fails.
+    pub fn finish(&mut self) -> io::Result<()> {
+        if let Target::File { file, unsynced, .. } = &mut self.target {
+            file.flush()?;
+            file.get_ref().sync_data()?;
+            *unsynced = 0;
+        }
+        Ok(())
+    }
+
+    /// What was written, read back (for tests and small values).
+    ///
+    /// # Errors
+    ///
+    /// When a file cannot be flushed or read.
+    pub fn contents(&mut self) -> io::Result<Vec<u8>> {
+        match &mut self.target {
+            Target::Memory(bytes) => Ok(bytes.clone()),
+            Target::File { tmp, file, .. } => {
+                file.flush()?;
+                fs::read(tmp.as_deref().unwrap_or(Path::new("")))
+            }
+        }
+    }
+
+    /// Its bytes for a commit, a file finished first ([`Staged::finish`]).
+    ///
+    /// # Errors
+    ///
+    /// When finishing the file fails (it is then removed).
+    pub(crate) fn into_parts(mut self) -> io::Result<Parts> {
+        self.finish()?;
+        match &mut self.target {
+            Target::Memory(bytes) => Ok(Parts::Memory(std::mem::take(bytes))),
+            Target::File { tmp, .. } => Ok(Parts::File(tmp.take().unwrap_or_default())),
+        }
+    }
+}
+
+impl Write for Staged {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = match &mut self.target {
+            Target::Memory(bytes) => {
+                bytes.extend_from_slice(buf);
+                buf.len()
+            }
+            Target::File { file, unsynced, .. } => {
+                let n = file.write(buf)?;
+                *unsynced += n as u64;
+                if *unsynced >= SYNC_EVERY {
+                    // The kernel writes it back now, not all at the commit.
+                    file.flush()?;
+                    file.get_ref().sync_data()?;
+                    *unsynced = 0;
+                }
+                n
+            }
+        };
+        self.sha256.update(&buf[..n]);
+        self.len += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match &mut self.target {
+            Target::Memory(_) => Ok(()),
+            Target::File { file, .. } => file.flush(),
+        }
+    }
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        // Not committed: nothing of it stays.
+        if let Target::File { tmp: Some(tmp), .. } = &self.target {
+            let _ = fs::remove_file(tmp);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_staged_file_hashes_what_it_holds_and_leaves_nothing_when_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut staged = Staged::file(dir.path()).unwrap();
+        assert!(staged.is_file() && staged.is_empty());
+        let piece = vec![7u8; (SYNC_EVERY / 3) as usize];
+        for _ in 0..4 {
+            staged.write_all(&piece).unwrap();
+        }
+        let whole = piece.repeat(4);
+        assert_eq!(staged.len(), whole.len() as u64);
+        assert_eq!(staged.sha256_hex(), hex::encode(sha2::Sha256::digest(&whole)));
+        assert_eq!(staged.contents().unwrap(), whole);
+        assert_eq!(
+            Staged::from_bytes(whole.clone()).sha256_hex(),
+            staged.sha256_hex()
+        );
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
+        drop(staged);
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn committed_parts_are_the_caller_s() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut staged = Staged::file(&dir.path().join("new")).unwrap();
+        staged.write_all(b"abc").unwrap();
+        let Parts::File(tmp) = staged.into_parts().unwrap() else {
+            panic!("a file")
+        };
+        assert_eq!(fs::read(&tmp).unwrap(), b"abc");
+        let mut memory = Staged::memory();
+        memory.write_all(b"xyz").unwrap();
+        assert!(!memory.is_file());
+        assert!(matches!(memory.into_parts().unwrap(), Parts::Memory(b) if b == b"xyz"));
+    }
+}
