@@ -109,15 +109,22 @@ fn replace_all(haystack: &[u8], from: &[u8], to: &[u8]) -> Vec<u8> {
 
 /// `http://https://host/…` → `https://host/…` (a feed artifact).
 pub(super) fn strip_doubled_scheme(line: &[u8]) -> &[u8] {
-    for outer in [&b"http://"[..], b"https://"] {
-        if let Some(inner) = strip_prefix_ignore_case(line, outer)
-            && (strip_prefix_ignore_case(inner, b"http://").is_some()
-                || strip_prefix_ignore_case(inner, b"https://").is_some())
-        {
-            return inner;
-        }
+    // Called for every URL line: one scheme compare for most lines.
+    match strip_http_scheme(line) {
+        Some(inner) if strip_http_scheme(inner).is_some() => inner,
+        _ => line,
     }
-    line
+}
+
+/// `s` after a leading `http://` or `https://`, compared ignoring ASCII
+/// case.
+fn strip_http_scheme(s: &[u8]) -> Option<&[u8]> {
+    let rest = strip_prefix_ignore_case(s, b"http")?;
+    let rest = match rest.split_first() {
+        Some((b's' | b'S', after)) => after,
+        _ => rest,
+    };
+    rest.strip_prefix(b"://")
 }
 
 /// `s` without `prefix`, compared ignoring ASCII case.
@@ -148,6 +155,25 @@ mod tests {
     use crate::config::SourceFormat;
     use crate::sources::reason;
     use crate::sources::tests::{collect, hashes, read_one};
+
+    #[test]
+    fn a_doubled_scheme_is_stripped_in_any_case_and_nothing_else() {
+        use super::strip_doubled_scheme as strip;
+        let cases: [(&[u8], &[u8]); 9] = [
+            (b"http://https://a.example/", b"https://a.example/"),
+            (b"HTTPS://http://a.example/", b"http://a.example/"),
+            (b"https://HtTpS://a.example/", b"HtTpS://a.example/"),
+            (b"http://a.example/", b"http://a.example/"),
+            (b"http://httpx://a.example/", b"http://httpx://a.example/"),
+            (b"http://http:/a.example/", b"http://http:/a.example/"),
+            (b"ftp://http://a.example/", b"ftp://http://a.example/"),
+            (b"http:", b"http:"),
+            (b"", b""),
+        ];
+        for (line, stripped) in cases {
+            assert_eq!(strip(line), stripped, "{}", String::from_utf8_lossy(line));
+        }
+    }
 
     #[test]
     fn url_lines_keep_path_and_query() {

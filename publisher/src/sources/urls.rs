@@ -12,8 +12,12 @@ use super::white::{first_white, unquote, white_len};
 /// comment).
 pub(super) fn clean_url_line(text: &[u8], mut cuts: Cuts) -> Option<Cleaned<'_>> {
     // Most lines are one URL: ASCII, no white space, no quote at the start.
+    // First one compare a byte (vectorized: no byte at or below the space
+    // and none above ASCII), then, only for a line with such a byte, the
+    // exact test (a control character other than white space is neither).
+    let printable = |t: &[u8]| !t.iter().any(|&b| b.wrapping_sub(0x21) >= 0x5f);
     if !matches!(text.first(), Some(b'"' | b'\''))
-        && !text.iter().any(|&b| b.is_ascii_whitespace() || !b.is_ascii())
+        && (printable(text) || !text.iter().any(|&b| b.is_ascii_whitespace() || !b.is_ascii()))
     {
         return Some(Cleaned {
             text,
