@@ -61,7 +61,7 @@ pub mod staged;
 
 pub use staged::Staged;
 
-const TMP_SUFFIX: &str = ".tmp";
+pub(crate) const TMP_SUFFIX: &str = ".tmp";
 
 /// A stored value's version, for compare-and-swap ([`PutMode::Update`]): an
 /// entity tag, as an object store gives one.

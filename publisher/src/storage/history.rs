@@ -47,6 +47,13 @@ impl HistoryFile {
     /// not parse is skipped (one warning says how many).
     pub fn open(data_dir: Option<&Path>, list: &str, limit: usize) -> (Self, VecDeque<BuildRecord>) {
         let path = data_dir.map(|d| d.join("history").join(format!("{list}.jsonl")));
+        if let Some(path) = &path {
+            // What a rewrite cut short by a crash left ([`super::write_atomic`]'s
+            // temporary file; one publisher at a time holds the directory).
+            let mut tmp = path.clone().into_os_string();
+            tmp.push(super::TMP_SUFFIX);
+            let _ = fs::remove_file(tmp);
+        }
         let (records, lines, cut) = path
             .as_deref()
             .map_or((VecDeque::new(), 0, false), |p| read(p, list, limit));
@@ -223,6 +230,17 @@ mod tests {
         assert!(file.lines < 10, "{} lines", file.lines);
         let text = fs::read_to_string(history_path(dir.path())).unwrap();
         assert!(text.lines().count() < 10, "{text}");
+    }
+
+    #[test]
+    fn a_rewrite_cut_short_by_a_crash_leaves_nothing_after_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let kept = append_all(dir.path(), 5, 1..=3);
+        let tmp = dir.path().join("history/phishing.jsonl.tmp");
+        fs::write(&tmp, "{\"half\":").unwrap();
+        let (_, read) = HistoryFile::open(Some(dir.path()), "phishing", 5);
+        assert_eq!(read, kept);
+        assert!(!tmp.exists());
     }
 
     #[test]
