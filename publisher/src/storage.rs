@@ -47,18 +47,16 @@ use std::fs;
 use std::io::{Read as _, Seek as _, Write as _};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use blocksieve_format::{SigningKey, TrustedKey};
-use serde::{Deserialize, Serialize};
 
-use crate::config::SourceConfig;
 use crate::error::Error;
-use crate::fetch::{ContentEncoding, Validators};
 
 pub mod history;
+mod source_cache;
 pub mod staged;
 
+pub use source_cache::{CacheMeta, CacheReader, SourceCache};
 pub use staged::Staged;
 
 pub(crate) const TMP_SUFFIX: &str = ".tmp";
@@ -412,8 +410,14 @@ impl Storage for LocalStorage {
     }
 
     fn stage(&self, prefix: &str) -> Result<Staged, Error> {
-        let dir = self.path(prefix);
-        Staged::file(&dir).map_err(Error::storage(&dir))
+        // A name of this writer's own: builds of several lists stage at
+        // once; a temporary file's suffix, so a crash's is removed on start.
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tmp = self
+            .path(prefix)
+            .join(format!(".staged-{}-{n}{TMP_SUFFIX}", std::process::id()));
+        Staged::file(tmp.clone()).map_err(Error::storage(&tmp))
     }
 
     fn commit(&self, key: &str, staged: Staged) -> Result<(), Error> {
@@ -653,332 +657,6 @@ pub fn public_key_path(path: &Path) -> PathBuf {
     }
 }
 
-/// Metadata stored next to a source's last good content.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct CacheMeta {
-    /// Validators for the next conditional GET.
-    pub validators: Validators,
-    /// When the content was fetched, Unix seconds.
-    pub fetched_at: u64,
-    /// Entries the content yielded when it was accepted.
-    pub accepted: u64,
-}
-
-/// What is stored as a source's metadata: [`CacheMeta`] and which content
-/// object it describes.
-///
-/// Plain content is named by `data` and `sha256`, as every version writes
-/// and reads it. Compressed content is named by `encoded_data` and
-/// `encoded_sha256` instead, fields that versions before compressed copies
-/// do not know: such a version finds no content (its `data` is absent, and
-/// the fixed `.data` key of older metadata is removed) and fetches anew,
-/// rather than read gzip or zstd bytes as feed lines. Nor can it then
-/// rewrite this metadata after a `304`, dropping `encoding`: without
-/// content it sends no validators.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct StoredMeta {
-    #[serde(flatten)]
-    meta: CacheMeta,
-    /// The key of plain content (`None`: compressed content, named by
-    /// `encoded_data`; or metadata written before content keys named their
-    /// hash, at the source's fixed `.data` key).
-    #[serde(default)]
-    data: Option<String>,
-    /// The plain content's SHA-256, hex (`None` as for `data`).
-    #[serde(default)]
-    sha256: Option<String>,
-    /// The key of compressed content.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    encoded_data: Option<String>,
-    /// The compressed content's SHA-256, hex (of the bytes as stored).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    encoded_sha256: Option<String>,
-    /// How the content named by `encoded_data` is encoded (plain content
-    /// is `identity`, left out).
-    #[serde(default, skip_serializing_if = "is_identity")]
-    encoding: ContentEncoding,
-}
-
-impl StoredMeta {
-    /// The content's key, expected SHA-256 and encoding.
-    fn content(&self, legacy_key: impl FnOnce() -> String) -> (String, Option<&String>, ContentEncoding) {
-        match &self.encoded_data {
-            Some(key) => (key.clone(), self.encoded_sha256.as_ref(), self.encoding),
-            None => (
-                self.data.clone().unwrap_or_else(legacy_key),
-                self.sha256.as_ref(),
-                ContentEncoding::Identity,
-            ),
-        }
-    }
-}
-
-fn is_identity(encoding: &ContentEncoding) -> bool {
-    *encoding == ContentEncoding::Identity
-}
-
-/// One source's last good content and its metadata.
-///
-/// The content is stored under a key named by its SHA-256
-/// (`<i>-<label>.<first 16 hex digits>.data`), then the metadata, which
-/// names that key and carries the fetch's validators. Metadata and content
-/// therefore always agree, even when two builders store the same source at
-/// once: whichever metadata is written last names its own content. Content
-/// objects no metadata names are removed after each store. Metadata whose
-/// content is gone counts as none, so the next fetch is unconditional: a
-/// `304 Not Modified` is never answered to validators whose content is not
-/// the one kept.
-#[derive(Debug, Clone)]
-pub struct SourceCache {
-    storage: Arc<dyn Storage>,
-    /// `sources/<dir>`.
-    dir: String,
-    /// `<i>-<label>`: the start of every key of this source.
-    stem: String,
-}
-
-impl SourceCache {
-    /// The last good content of source `index` of list `list`.
-    pub fn source(storage: Arc<dyn Storage>, list: &str, index: usize, source: &SourceConfig) -> Self {
-        Self::new(storage, list, index, source)
-    }
-
-    /// The last good content of allowlist `index` of list `list`: in a
-    /// directory of its own, `sources/<list>.allow/`.
-    pub fn allow(storage: Arc<dyn Storage>, list: &str, index: usize, source: &SourceConfig) -> Self {
-        Self::new(storage, &format!("{list}.allow"), index, source)
-    }
-
-    /// Keyed also by the source's label, so a reconfigured source never
-    /// reads another's content.
-    fn new(storage: Arc<dyn Storage>, dir: &str, index: usize, source: &SourceConfig) -> Self {
-        use sha2::Digest as _;
-        let key = hex::encode(&sha2::Sha256::digest(source.label().as_bytes())[..8]);
-        Self {
-            storage,
-            dir: format!("sources/{dir}"),
-            stem: format!("{index}-{key}"),
-        }
-    }
-
-    fn meta_key(&self) -> String {
-        format!("{}/{}.meta.json", self.dir, self.stem)
-    }
-
-    fn stored_meta(&self) -> Option<StoredMeta> {
-        serde_json::from_slice(&self.storage.get(&self.meta_key()).ok()??).ok()
-    }
-
-    /// The stored metadata and the key of the content it names, if that
-    /// content is still stored.
-    fn described(&self) -> Option<(StoredMeta, String)> {
-        let stored = self.stored_meta()?;
-        let (data, _, _) = stored.content(|| format!("{}/{}.data", self.dir, self.stem));
-        self.storage.version(&data).ok()??;
-        Some((stored, data))
-    }
-
-    /// The cached content, decoded, and its metadata, if any (and if the
-    /// content is the one the metadata describes). The build reads
-    /// [`SourceCache::load_encoded`] instead, decoding as it parses.
-    pub fn load(&self) -> Option<(Vec<u8>, CacheMeta)> {
-        use std::io::Read as _;
-        let (bytes, encoding, meta) = self.load_encoded()?;
-        let decoded = match encoding {
-            ContentEncoding::Identity => Ok(bytes),
-            ContentEncoding::Gzip => {
-                let mut out = Vec::new();
-                flate2::read::MultiGzDecoder::new(bytes.as_slice())
-                    .read_to_end(&mut out)
-                    .map(|_| out)
-            }
-            ContentEncoding::Zstd => zstd::stream::decode_all(bytes.as_slice()),
-        };
-        decoded.ok().map(|bytes| (bytes, meta))
-    }
-
-    /// The cached content as stored, how it is encoded, and its metadata,
-    /// if any (and if the content is the one the metadata describes).
-    pub fn load_encoded(&self) -> Option<(Vec<u8>, ContentEncoding, CacheMeta)> {
-        use sha2::Digest as _;
-        let (stored, data) = self.described()?;
-        let bytes = self.storage.get(&data).ok()??;
-        let (_, expected, encoding) = stored.content(String::new);
-        if let Some(expected) = expected
-            && hex::encode(sha2::Sha256::digest(&bytes)) != *expected
-        {
-            tracing::warn!(key = %data, "cached source content does not match its metadata; ignored");
-            return None;
-        }
-        Some((bytes, encoding, stored.meta))
-    }
-
-    /// Only the metadata (cheap: for validators and the collapse check),
-    /// if the content it describes is stored.
-    pub fn meta(&self) -> Option<CacheMeta> {
-        self.described().map(|(stored, _)| stored.meta)
-    }
-
-    /// How the cached content is stored, if there is content.
-    pub fn encoding(&self) -> Option<ContentEncoding> {
-        self.described().map(|(stored, _)| stored.content(String::new).2)
-    }
-
-    /// Bytes `range` of the cached content as stored (fewer at its end), if
-    /// any.
-    pub fn read_range(&self, range: Range<u64>) -> Option<Vec<u8>> {
-        let (_, data) = self.described()?;
-        self.storage.get_range(&data, range).ok()?
-    }
-
-    /// Stores good plain content; see [`SourceCache::store_encoded`].
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Storage`] when writing fails.
-    pub fn store(&self, bytes: &[u8], meta: &CacheMeta) -> Result<(), Error> {
-        self.store_encoded(bytes, ContentEncoding::Identity, meta)
-    }
-
-    /// Stores good content, `bytes` encoded as `encoding`: the content,
-    /// then metadata naming it (and its encoding), then removes this
-    /// source's content objects the metadata does not name.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Storage`] when writing fails.
-    pub fn store_encoded(
-        &self,
-        bytes: &[u8],
-        encoding: ContentEncoding,
-        meta: &CacheMeta,
-    ) -> Result<(), Error> {
-        use sha2::Digest as _;
-        let sha256 = hex::encode(sha2::Sha256::digest(bytes));
-        let data = self.data_key(&sha256);
-        self.storage.put(&data, bytes, PutMode::Overwrite)?;
-        self.stored(data, sha256, encoding, meta)
-    }
-
-    /// A copy of this source's content to be written as it is read and
-    /// kept by [`SourceCache::store_staged`] ([`Storage::stage`]).
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Storage`] when the storage cannot stage a value.
-    pub fn stage(&self) -> Result<Staged, Error> {
-        self.storage.stage(&self.dir)
-    }
-
-    /// Stores good content written into `staged` (from
-    /// [`SourceCache::stage`]), encoded as `encoding`; see
-    /// [`SourceCache::store_encoded`].
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Storage`] when committing or writing fails.
-    pub fn store_staged(
-        &self,
-        staged: Staged,
-        encoding: ContentEncoding,
-        meta: &CacheMeta,
-    ) -> Result<(), Error> {
-        let sha256 = staged.sha256_hex();
-        let data = self.data_key(&sha256);
-        self.storage.commit(&data, staged)?;
-        self.stored(data, sha256, encoding, meta)
-    }
-
-    /// The key of content whose SHA-256 is `sha256` (hex).
-    fn data_key(&self, sha256: &str) -> String {
-        format!("{}/{}.{}.data", self.dir, self.stem, &sha256[..16])
-    }
-
-    /// Content stored under `data`: the metadata naming it, then this
-    /// source's other content objects removed.
-    fn stored(
-        &self,
-        data: String,
-        sha256: String,
-        encoding: ContentEncoding,
-        meta: &CacheMeta,
-    ) -> Result<(), Error> {
-        let plain = encoding == ContentEncoding::Identity;
-        self.write_meta(&StoredMeta {
-            meta: meta.clone(),
-            data: plain.then(|| data.clone()),
-            sha256: plain.then(|| sha256.clone()),
-            encoded_data: (!plain).then(|| data.clone()),
-            encoded_sha256: (!plain).then_some(sha256),
-            encoding,
-        })?;
-        let own = format!("{}/{}.", self.dir, self.stem);
-        if let Ok(keys) = self.storage.list(&self.dir) {
-            for key in keys {
-                if key.starts_with(&own) && key.ends_with(".data") && key != data {
-                    let _ = self.storage.delete(&key);
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Updates only the metadata (after a 304), still naming the content
-    /// stored.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Storage`] when writing fails.
-    pub fn store_meta(&self, meta: &CacheMeta) -> Result<(), Error> {
-        let Some((stored, _)) = self.described() else {
-            // Nothing to describe: without content, validators would only
-            // bring another 304.
-            return Ok(());
-        };
-        self.write_meta(&StoredMeta {
-            meta: meta.clone(),
-            ..stored
-        })
-    }
-
-    fn write_meta(&self, stored: &StoredMeta) -> Result<(), Error> {
-        let json = serde_json::to_vec_pretty(stored).map_err(|e| Error::Storage {
-            path: self.storage.location(&self.meta_key()),
-            reason: std::io::Error::other(e),
-        })?;
-        self.storage
-            .put(&self.meta_key(), &json, PutMode::Overwrite)
-            .map(drop)
-    }
-}
-
-/// Reads a source's cached content as stored, a range at a time (never
-/// whole in memory). A read after the content is gone or replaced fails.
-pub struct CacheReader<'a> {
-    cache: &'a SourceCache,
-    offset: u64,
-}
-
-impl<'a> CacheReader<'a> {
-    /// From the start of `cache`'s content.
-    pub fn new(cache: &'a SourceCache) -> Self {
-        Self { cache, offset: 0 }
-    }
-}
-
-impl std::io::Read for CacheReader<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        const RANGE_BYTES: u64 = 1 << 20;
-        let want = (buf.len() as u64).min(RANGE_BYTES);
-        let range = self.cache.read_range(self.offset..self.offset + want);
-        let bytes = range.ok_or_else(|| std::io::Error::other("cached source content is gone"))?;
-        let n = bytes.len().min(buf.len());
-        buf[..n].copy_from_slice(&bytes[..n]);
-        self.offset += n as u64;
-        Ok(n)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1069,139 +747,6 @@ mod tests {
         names.sort();
         assert_eq!(names, ["1.snapshot", "2.snapshot"]);
     }
-
-    fn meta_with(etag: &str) -> CacheMeta {
-        CacheMeta {
-            validators: crate::fetch::Validators {
-                etag: Some(etag.to_owned()),
-                last_modified: None,
-            },
-            fetched_at: 1,
-            accepted: 1,
-        }
-    }
-
-    /// Two builders store one source at once: the content kept and the
-    /// validators kept always belong together. Content of one fetch under
-    /// the other's validators would let a `304` keep old content as new, and
-    /// additions in between would never be listed.
-    #[test]
-    fn regression_two_builders_storing_one_source_never_pair_content_with_the_others_validators() {
-        let dir = tempfile::tempdir().unwrap();
-        let source = SourceConfig::file("feed.txt", crate::config::SourceFormat::Urls);
-        let local = LocalStorage::open(dir.path()).unwrap();
-        let other = SourceCache::source(Arc::new(local.clone()), "phishing", 0, &source);
-        // A second builder stores the same source just before this one's
-        // metadata write.
-        let racing = Arc::new(testing::Intercepted::over(local).once_before_put(
-            |key| key.ends_with(".meta.json"),
-            move || {
-                other.store(b"newer content\n", &meta_with("\"new\"")).unwrap();
-            },
-        ));
-        let cache = SourceCache::source(racing, "phishing", 0, &source);
-        cache.store(b"older content\n", &meta_with("\"old\"")).unwrap();
-        match cache.load() {
-            None => {}
-            Some((bytes, meta)) => {
-                let etag = meta.validators.etag.unwrap();
-                let pair = (bytes.as_slice(), etag.as_str());
-                assert!(
-                    pair == (b"older content\n", "\"old\"") || pair == (b"newer content\n", "\"new\""),
-                    "content {:?} kept with validators {etag}",
-                    String::from_utf8_lossy(&bytes)
-                );
-            }
-        }
-        // Validators are offered only with the content they describe.
-        assert_eq!(cache.meta().is_some(), cache.load().is_some());
-    }
-
-    #[test]
-    fn a_source_cache_keeps_content_with_its_metadata_and_refuses_what_does_not_match() {
-        let dir = tempfile::tempdir().unwrap();
-        let storage: Arc<dyn Storage> = Arc::new(LocalStorage::open(dir.path()).unwrap());
-        let source = SourceConfig::file("feed.txt", crate::config::SourceFormat::Urls);
-        let cache = SourceCache::source(storage.clone(), "phishing", 0, &source);
-        assert!(cache.meta().is_none() && cache.load().is_none());
-        cache.store(b"one\n", &meta_with("a")).unwrap();
-        cache.store(b"two\n", &meta_with("b")).unwrap();
-        let (bytes, meta) = cache.load().unwrap();
-        assert_eq!(
-            (bytes.as_slice(), meta.validators.etag.as_deref()),
-            (&b"two\n"[..], Some("b"))
-        );
-        assert_eq!(cache.read_range(1..3).unwrap(), b"wo");
-        // One content object: the older one was removed.
-        let data: Vec<String> = (storage.list("sources/phishing").unwrap().into_iter())
-            .filter(|k| k.ends_with(".data"))
-            .collect();
-        assert_eq!(data.len(), 1, "{data:?}");
-        // A 304 updates the metadata and keeps the content.
-        cache.store_meta(&meta_with("c")).unwrap();
-        let (bytes, meta) = cache.load().unwrap();
-        assert_eq!(
-            (bytes.as_slice(), meta.validators.etag.as_deref()),
-            (&b"two\n"[..], Some("c"))
-        );
-        // Changed content is refused; gone content takes its validators along.
-        storage.put(&data[0], b"tampered\n", PutMode::Overwrite).unwrap();
-        assert!(cache.load().is_none());
-        storage.delete(&data[0]).unwrap();
-        assert!(cache.meta().is_none(), "validators without content");
-        // Metadata of the older form (no content key) still reads its `.data`.
-        let meta_key = cache.meta_key();
-        let legacy = format!("{}/{}.data", cache.dir, cache.stem);
-        storage.put(&legacy, b"legacy\n", PutMode::Overwrite).unwrap();
-        let old = serde_json::to_vec(&meta_with("d")).unwrap();
-        storage.put(&meta_key, &old, PutMode::Overwrite).unwrap();
-        assert_eq!(cache.load().unwrap().0, b"legacy\n");
-    }
-
-    #[test]
-    fn a_compressed_copy_says_its_encoding_and_a_plain_copy_of_an_earlier_version_reads_as_plain() {
-        use std::io::Read as _;
-        let dir = tempfile::tempdir().unwrap();
-        let storage: Arc<dyn Storage> = Arc::new(LocalStorage::open(dir.path()).unwrap());
-        let source = SourceConfig::file("feed.txt", crate::config::SourceFormat::Urls);
-        let cache = SourceCache::source(storage.clone(), "phishing", 0, &source);
-        let text: Vec<u8> = (0..300_000)
-            .flat_map(|i| format!("http://a.example/{i}\n").into_bytes())
-            .collect();
-        let zstd = zstd::stream::encode_all(text.as_slice(), 1).unwrap();
-        cache
-            .store_encoded(&zstd, ContentEncoding::Zstd, &meta_with("z"))
-            .unwrap();
-        assert_eq!(cache.encoding(), Some(ContentEncoding::Zstd));
-        let (stored, encoding, meta) = cache.load_encoded().unwrap();
-        assert_eq!(
-            (stored == zstd, encoding, meta.validators.etag.as_deref()),
-            (true, ContentEncoding::Zstd, Some("z"))
-        );
-        // Decoded for callers of `load`; read range by range as stored.
-        assert!(cache.load().unwrap().0 == text);
-        let mut read = Vec::new();
-        CacheReader::new(&cache).read_to_end(&mut read).unwrap();
-        assert!(read == zstd);
-        // A 304 keeps the encoding with the content.
-        cache.store_meta(&meta_with("y")).unwrap();
-        assert_eq!(cache.encoding(), Some(ContentEncoding::Zstd));
-        // A version before compressed copies reads `data` (else the fixed
-        // `.data` key) and `sha256`: it must find no content, never read the
-        // zstd bytes as lines (and publish the list without this source).
-        let json: serde_json::Value =
-            serde_json::from_slice(&storage.get(&cache.meta_key()).unwrap().unwrap()).unwrap();
-        assert!(json["data"].is_null() && json["sha256"].is_null(), "{json}");
-        let legacy = format!("{}/{}.data", cache.dir, cache.stem);
-        assert!(storage.version(&legacy).unwrap().is_none());
-
-        // Metadata as earlier versions wrote it: no `encoding`, plain text.
-        cache.store(b"plain\n", &meta_with("p")).unwrap();
-        let json = String::from_utf8(storage.get(&cache.meta_key()).unwrap().unwrap()).unwrap();
-        assert!(!json.contains("encoding"), "{json}");
-        assert_eq!(cache.encoding(), Some(ContentEncoding::Identity));
-        assert_eq!(cache.load_encoded().unwrap().0, b"plain\n");
-    }
 }
 
 /// A [`Storage`] wrapper for tests that injects what a real store can do:
@@ -1210,6 +755,8 @@ mod tests {
 /// watched.
 #[cfg(test)]
 pub(crate) mod testing {
+    use std::sync::Arc;
+
     use super::*;
 
     /// A call through [`Intercepted`], as its hooks see it.
@@ -1361,6 +908,13 @@ pub(crate) mod testing {
         }
         fn location(&self, key: &str) -> PathBuf {
             self.inner.location(key)
+        }
+        fn stage(&self, prefix: &str) -> Result<Staged, Error> {
+            self.inner.stage(prefix)
+        }
+        fn commit(&self, key: &str, staged: Staged) -> Result<(), Error> {
+            (self.before)(Op::Put, key)?;
+            self.inner.commit(key, staged)
         }
     }
 }

@@ -1,6 +1,6 @@
 //! A value written a piece at a time, then stored under a key chosen at
-//! the end ([`Staged`], [`Storage::stage`](super::Storage::stage) and
-//! [`Storage::commit`](super::Storage::commit)): a source's last good
+//! the end ([`Staged`], `Storage::stage` and `Storage::commit` in the
+//! parent module): a source's last good
 //! copy, written while the source is read and named by its SHA-256, which
 //! is known only once it is all written.
 //!
@@ -8,13 +8,13 @@
 //! key, synced every [`SYNC_EVERY`] bytes as it grows (so the commit's
 //! fsync waits only for the last of it) and renamed into place by the
 //! commit; one dropped uncommitted is removed, and one left by a crash is
-//! removed on start like every temporary file ([`super::TMP_SUFFIX`]).
+//! removed when the publisher next starts (it prepares each list's
+//! `sources/` directories, removing their temporary files).
 //! Elsewhere (an object store) it is held in memory and put whole.
 
 use std::fs;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use sha2::Digest as _;
 
@@ -79,18 +79,16 @@ impl Staged {
         }
     }
 
-    /// An empty value in a new temporary file in `dir` (created if
-    /// missing).
+    /// An empty value in a new temporary file at `tmp` (its directory
+    /// created if missing): a name no other writer uses.
     ///
     /// # Errors
     ///
     /// When the directory or the file cannot be created.
-    pub(crate) fn file(dir: &Path) -> io::Result<Self> {
-        // A name of this writer's own: builds of several lists stage at once.
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        fs::create_dir_all(dir)?;
-        let tmp = dir.join(format!(".staged-{}-{n}{}", std::process::id(), super::TMP_SUFFIX));
+    pub(crate) fn file(tmp: PathBuf) -> io::Result<Self> {
+        if let Some(dir) = tmp.parent() {
+            fs::create_dir_all(dir)?;
+        }
         let file = fs::File::create(&tmp)?;
         Ok(Self {
             target: Target::File {
@@ -216,7 +214,7 @@ mod tests {
     #[test]
     fn a_staged_file_hashes_what_it_holds_and_leaves_nothing_when_dropped() {
         let dir = tempfile::tempdir().unwrap();
-        let mut staged = Staged::file(dir.path()).unwrap();
+        let mut staged = Staged::file(dir.path().join("a.tmp")).unwrap();
         assert!(staged.is_file() && staged.is_empty());
         let piece = vec![7u8; (SYNC_EVERY / 3) as usize];
         for _ in 0..4 {
@@ -238,7 +236,7 @@ mod tests {
     #[test]
     fn committed_parts_are_the_caller_s() {
         let dir = tempfile::tempdir().unwrap();
-        let mut staged = Staged::file(&dir.path().join("new")).unwrap();
+        let mut staged = Staged::file(dir.path().join("new/b.tmp")).unwrap();
         staged.write_all(b"abc").unwrap();
         let Parts::File(tmp) = staged.into_parts().unwrap() else {
             panic!("a file")
