@@ -168,6 +168,13 @@ impl Publisher {
             }
             if config.role.builds() {
                 metrics.list_known(&list.name);
+                // What a build killed mid-read left of its sources' copies
+                // (their staged files): no build runs yet, and the data
+                // directory's lock keeps other publishers out.
+                storage.prepare(&format!("sources/{}", list.name))?;
+                if !list.allow.is_empty() {
+                    storage.prepare(&format!("sources/{}.allow", list.name))?;
+                }
             }
             // A replica writes nothing to its data directory: its history
             // (it builds nothing) stays empty.

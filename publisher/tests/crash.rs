@@ -152,7 +152,9 @@ fn sigkill_during_builds_never_leaves_a_partial_snapshot() {
         served = current.header.version;
         let versions = check_disk(&dir.path().join("data"), &list_dir, &key);
         assert!(versions.contains(&served));
-        let leftovers = leftovers(&list_dir);
+        // Anywhere in the data directory: the list's builds, its sources'
+        // copies staged while read, their metadata, its history.
+        let leftovers = leftovers(&dir.path().join("data"));
         assert!(
             leftovers.is_empty(),
             "round {round}: temporary files left: {leftovers:?}"

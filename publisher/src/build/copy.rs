@@ -11,6 +11,8 @@
 //! build goes on without it and says why.
 
 use std::io::{self, Write};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{SyncSender, sync_channel};
 use std::thread::JoinHandle;
 
@@ -57,25 +59,45 @@ impl KeepTo {
         if !staged.is_file() {
             return CopyWriter::Direct(staged);
         }
-        let (tx, rx) = sync_channel::<Vec<u8>>(PIECES_IN_FLIGHT);
+        let (tx, rx) = sync_channel::<Piece>(PIECES_IN_FLIGHT);
+        let abandoned = Arc::new(AtomicBool::new(false));
+        let abandon = Arc::clone(&abandoned);
         let spawned = std::thread::Builder::new()
             .name("source-copy".to_owned())
             .spawn(move || {
                 let mut staged = staged;
-                for piece in rx {
-                    staged.write_all(&piece)?;
+                loop {
+                    // A closed channel without its end, or a read given up:
+                    // the copy is dropped (and its file with it) unsynced.
+                    match rx.recv() {
+                        _ if abandon.load(Ordering::Relaxed) => break,
+                        Ok(Piece::Bytes(piece)) => staged.write_all(&piece)?,
+                        Ok(Piece::End) => {
+                            staged.finish()?;
+                            return Ok(staged);
+                        }
+                        Err(_) => break,
+                    }
                 }
-                staged.finish()?;
-                Ok(staged)
+                Err(io::Error::other("the read was given up"))
             });
         match spawned {
-            Ok(handle) => CopyWriter::Thread {
+            Ok(handle) => CopyWriter::Thread(Writer {
                 tx: Some(tx),
                 handle: Some(handle),
-            },
+                abandoned,
+            }),
             Err(e) => CopyWriter::Broken(format!("starting its writer: {e}")),
         }
     }
+}
+
+/// What the reading thread sends the writer thread.
+enum Piece {
+    /// The next bytes of the copy.
+    Bytes(Vec<u8>),
+    /// The copy is whole: finish it.
+    End,
 }
 
 /// Writes a copy: into a staged value in memory, or through a writer
@@ -83,11 +105,58 @@ impl KeepTo {
 /// be written says why at [`CopyWriter::finish`].
 pub(crate) enum CopyWriter {
     Direct(Staged),
-    Thread {
-        tx: Option<SyncSender<Vec<u8>>>,
-        handle: Option<JoinHandle<io::Result<Staged>>>,
-    },
+    Thread(Writer),
     Broken(String),
+}
+
+/// The writer thread of a copy in a file. Dropped unfinished (a read that
+/// failed), it tells the thread to give up and waits for it, so the staged
+/// file is gone when the read returns.
+pub(crate) struct Writer {
+    tx: Option<SyncSender<Piece>>,
+    handle: Option<JoinHandle<io::Result<Staged>>>,
+    abandoned: Arc<AtomicBool>,
+}
+
+impl Writer {
+    /// The copy, its last pieces written and its file synced, or why there
+    /// is none.
+    fn finish(mut self) -> Result<Staged, String> {
+        let ended = self.tx.take().is_some_and(|tx| tx.send(Piece::End).is_ok());
+        let joined = joined(self.handle.take());
+        match joined {
+            Ok(staged) if ended => Ok(staged),
+            Ok(_) => Err("its writer stopped".to_owned()),
+            Err(reason) => Err(reason),
+        }
+    }
+
+    /// Sends `piece`; `Err` with the writer's reason when it has ended.
+    fn send(&mut self, piece: &[u8]) -> Result<(), String> {
+        if self
+            .tx
+            .as_ref()
+            .is_some_and(|tx| tx.send(Piece::Bytes(piece.to_vec())).is_ok())
+        {
+            return Ok(());
+        }
+        // The writer thread ended early: its error.
+        drop(self.tx.take());
+        Err(match joined(self.handle.take()) {
+            Ok(_) => "its writer stopped".to_owned(),
+            Err(reason) => reason,
+        })
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        if let Some(handle) = self.handle.take() {
+            self.abandoned.store(true, Ordering::Relaxed);
+            drop(self.tx.take());
+            let _ = handle.join();
+        }
+    }
 }
 
 impl CopyWriter {
@@ -95,11 +164,7 @@ impl CopyWriter {
     pub(crate) fn finish(self) -> Result<Staged, String> {
         match self {
             Self::Direct(staged) => Ok(staged),
-            Self::Thread { mut tx, mut handle } => {
-                // Its last pieces, then the end.
-                drop(tx.take());
-                joined(handle.take())
-            }
+            Self::Thread(writer) => writer.finish(),
             Self::Broken(reason) => Err(reason),
         }
     }
@@ -116,25 +181,13 @@ fn joined(handle: Option<JoinHandle<io::Result<Staged>>>) -> Result<Staged, Stri
 
 impl Write for CopyWriter {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        match self {
-            Self::Direct(staged) => {
-                if let Err(e) = staged.write_all(buf) {
-                    *self = Self::Broken(e.to_string());
-                }
-            }
-            Self::Thread { tx, handle } => {
-                let sent = tx.as_ref().is_some_and(|tx| tx.send(buf.to_vec()).is_ok());
-                if !sent {
-                    // The writer thread ended early: its error.
-                    drop(tx.take());
-                    let reason = match joined(handle.take()) {
-                        Ok(_) => "its writer stopped".to_owned(),
-                        Err(reason) => reason,
-                    };
-                    *self = Self::Broken(reason);
-                }
-            }
-            Self::Broken(_) => {}
+        let broken = match self {
+            Self::Direct(staged) => staged.write_all(buf).err().map(|e| e.to_string()),
+            Self::Thread(writer) => writer.send(buf).err(),
+            Self::Broken(_) => None,
+        };
+        if let Some(reason) = broken {
+            *self = Self::Broken(reason);
         }
         Ok(buf.len())
     }
@@ -147,7 +200,6 @@ impl Write for CopyWriter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
 
     use crate::storage::{LocalStorage, Storage};
 
@@ -157,7 +209,7 @@ mod tests {
         let storage: Arc<dyn Storage> = Arc::new(LocalStorage::open(dir.path()).unwrap());
         let stage = Arc::clone(&storage);
         let mut copy = KeepTo::deferred(move || stage.stage("sources/x")).open();
-        assert!(matches!(copy, CopyWriter::Thread { .. }));
+        assert!(matches!(copy, CopyWriter::Thread(_)));
         let piece: Vec<u8> = (0..=255).collect();
         for _ in 0..1000 {
             copy.write_all(&piece).unwrap();
@@ -188,5 +240,19 @@ mod tests {
         let mut memory = KeepTo::memory().open();
         memory.write_all(b"abc").unwrap();
         assert_eq!(memory.finish().unwrap().contents().unwrap(), b"abc");
+    }
+
+    #[test]
+    fn a_copy_given_up_leaves_no_file_once_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let storage: Arc<dyn Storage> = Arc::new(LocalStorage::open(dir.path()).unwrap());
+        let stage = Arc::clone(&storage);
+        let mut copy = KeepTo::deferred(move || stage.stage("sources/x")).open();
+        for _ in 0..100 {
+            copy.write_all(&[1u8; 64 * 1024]).unwrap();
+        }
+        // A read that failed drops its copy unfinished.
+        drop(copy);
+        assert!(storage.list("sources/x").unwrap().is_empty());
     }
 }
