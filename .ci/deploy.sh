@@ -23,7 +23,8 @@
 # temporary files, the server and target/deploy/ are removed. The script
 # refuses to run where blocksieve-publisher is already installed (it would
 # replace and then purge an operator's package). Tools installed because
-# they were missing (promtool, cargo-deb) stay, as in the other CI scripts.
+# they were missing (promtool, cargo-deb, Chromium, Node.js and npm, the
+# extension test's node_modules) stay, as in the other CI scripts.
 #
 #   bash .ci/deploy.sh
 #   DEPLOY_KEEP_BUILD=1 bash .ci/deploy.sh   # keep target/deploy for a rerun
@@ -164,7 +165,7 @@ server_pid=
 grep -q 'publisher stopped' "$work/serve.log" || { cat "$work/serve.log"; fail "serve did not drain and stop"; }
 
 step "the status page of 100 lists with 1,000 builds each, loaded in headless Chromium"
-CHROMIUM="$(command -v chromium)" node tests/status-page/page-load.mjs /usr/bin/blocksieve-publisher 9 100 \
+TMPDIR="$work" CHROMIUM="$(command -v chromium)" node tests/status-page/page-load.mjs /usr/bin/blocksieve-publisher 9 100 \
     || fail "the status page did not load in under 100 ms"
 
 step "dpkg --purge $package"

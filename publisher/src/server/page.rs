@@ -123,7 +123,8 @@ fn badge(state: health::State) -> String {
 }
 
 /// The tables of every list, one row each: what is served, then the
-/// sizing advice.
+/// sizing advice (in a section of its own: with many lists it is below the
+/// fold, and like the lists' sections it is laid out only when scrolled to).
 fn summary(out: &mut String, state: &AppState, healths: &[health::Health], now: u64) {
     out.push_str(
         "<table><tr><th class=\"l\">list</th><th class=\"l\">state</th><th>version</th><th>fresh / interval</th>\
@@ -199,13 +200,13 @@ fn summary(out: &mut String, state: &AppState, healths: &[health::Health], now: 
         .map_or(0.0, |l| l.watch.profile.fleet_checks_per_second);
     let _ = write!(
         out,
-        "<h2>Sizing advice</h2><p class=\"muted\">Per URL check of an unlisted URL (a check probes 4.607 expressions \
+        "<section><h2>Sizing advice</h2><p class=\"muted\">Per URL check of an unlisted URL (a check probes 4.607 expressions \
          on average), at the filter&#39;s theoretical rate; requests per second for a fleet making {fleet} URL checks a \
          second (<code>fleet_checks_per_second</code>); capacity: the unique prefixes at which the filter would exceed \
          the list&#39;s target full-hash requests per 1,000 checks (for a filter named in the configuration that \
          exceeds it at any size, at which chance 32-bit prefix collisions double its false hits).</p>\
          <table><tr><th class=\"l\">list</th><th>false hits / check</th><th>full-hash req. / 1,000 checks</th>\
-         <th>full-hash req. / s</th><th>target / 1,000</th><th>capacity (unique prefixes)</th><th>fill</th></tr>{advice}</table>"
+         <th>full-hash req. / s</th><th>target / 1,000</th><th>capacity (unique prefixes)</th><th>fill</th></tr>{advice}</table></section>"
     );
 }
 
