@@ -167,7 +167,7 @@ impl Metrics {
         );
         registry.register(
             "last_build_refused",
-            "1 while the latest build attempt was refused by a gate (until a build publishes or finds the list unchanged), else 0",
+            "1 while the latest build attempt was refused by a gate (until a build publishes or finds the list unchanged, or another builder builds it: it published first, or holds the lease), else 0",
             m.last_build_refused.clone(),
         );
         registry.register(

@@ -731,7 +731,13 @@ impl Publisher {
         if let Some(g) = &gate {
             metrics.gate_refused(name, g);
         }
-        if label != "skipped" {
+        if label == "skipped" {
+            // Another builder holds the lease and builds the list: a gate
+            // refusal of this one's own last attempt no longer stands (its
+            // alert would fire for as long as the other builder leads).
+            self.inner.state.lists[index].watch.stand_down();
+            metrics.build_health(name, Some(false), None, None);
+        } else {
             self.watch_build(index, outcome, label, elapsed);
         }
         match (&outcome.result, &outcome.report) {

@@ -243,7 +243,8 @@ impl ListWatch {
     /// health reads (the gate refusal, the sources on last good content).
     pub fn record(&self, record: BuildRecord) {
         match record.outcome.as_str() {
-            "published" | "unchanged" => set(&self.refusal, None),
+            // Superseded: another builder published a newer version.
+            "published" | "unchanged" | "superseded" => set(&self.refusal, None),
             "refused" => set(&self.refusal, record.refusal.clone()),
             _ => {}
         }
@@ -291,6 +292,13 @@ impl ListWatch {
             return work();
         };
         kept.get_or_insert_with(work).clone()
+    }
+
+    /// This builder stands down for the list: another holds its lease and
+    /// builds it (a skipped build, which records no history line), so a
+    /// gate refusal of this builder's own last attempt no longer stands.
+    pub fn stand_down(&self) {
+        set(&self.refusal, None);
     }
 
     /// Calls `f` with the history, oldest first.
@@ -424,6 +432,20 @@ mod tests {
             restarted.with_history(|h| h.back().map(|r| r.duration_ms)),
             Some(1500)
         );
+    }
+
+    #[test]
+    fn a_refusal_stands_down_when_another_builder_builds_the_list() {
+        let watch = ListWatch::open(profile(), None, "phishing");
+        watch.record(record("refused", Some("max_shrink: 1 entries"), &[]));
+        assert_eq!(watch.standing(), (true, 0));
+        // Another builder published a newer version first.
+        watch.record(record("superseded", None, &[]));
+        assert_eq!(watch.standing(), (false, 0));
+        watch.record(record("refused", Some("max_shrink: 1 entries"), &[]));
+        // Another builder holds the lease: this one skips, and stands down.
+        watch.stand_down();
+        assert_eq!(watch.standing(), (false, 0));
     }
 
     #[test]

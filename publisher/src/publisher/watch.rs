@@ -34,8 +34,10 @@ impl Publisher {
             Err(Error::Refused { gate }) => Some(gate.to_string().trim_start_matches("gate ").to_owned()),
             _ => None,
         };
+        // Superseded: another builder published a newer version, which
+        // this one now serves; its own earlier refusal no longer stands.
         let refused = match label {
-            "published" | "unchanged" => Some(false),
+            "published" | "unchanged" | "superseded" => Some(false),
             "refused" => Some(true),
             _ => None,
         };
