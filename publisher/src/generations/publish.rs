@@ -296,7 +296,12 @@ impl ListStore {
                 self.storage.delete(&manifest_key)?;
             }
         }
-        for object_key in self.storage.list(&self.key("builds"))? {
+        // A build's snapshot (and deltas) before its full hashes: a
+        // retention interrupted between the two leaves a build's full
+        // hashes alone, never a snapshot without them.
+        let mut objects = self.storage.list(&self.key("builds"))?;
+        objects.sort_by_key(|key| key.ends_with(".hashes"));
+        for object_key in objects {
             let Some(name) = object_key.rsplit('/').next() else {
                 continue;
             };
@@ -307,7 +312,9 @@ impl ListStore {
             }
         }
         // The older layout's versions, superseded by the first generation.
-        for legacy in self.storage.list(&self.prefix)? {
+        let mut legacy_objects = self.storage.list(&self.prefix)?;
+        legacy_objects.sort_by_key(|key| key.ends_with(".hashes"));
+        for legacy in legacy_objects {
             if legacy.ends_with(".snapshot") || legacy.ends_with(".hashes") {
                 self.storage.delete(&legacy)?;
             }

@@ -824,3 +824,40 @@ fn a_refresh_moves_the_pointer_only_from_the_version_read() {
     let head = store.head(key().public_key()).unwrap().unwrap();
     assert_eq!(head.pointer.freshness.as_deref(), Some("first"));
 }
+
+/// Retention removes a build's snapshot before its full hashes: a publisher
+/// killed between the two leaves full hashes alone (garbage the next
+/// retention removes), never a snapshot without them.
+#[test]
+fn retention_removes_each_snapshot_before_its_full_hashes() {
+    let dir = tempfile::tempdir().unwrap();
+    let deleted = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let seen = Arc::clone(&deleted);
+    let storage: Arc<dyn Storage> = Arc::new(
+        Intercepted::over(LocalStorage::open(dir.path()).unwrap()).before(move |op, key| {
+            if op == crate::storage::testing::Op::Delete {
+                seen.lock().unwrap().push(key.to_owned());
+            }
+            Ok(())
+        }),
+    );
+    let store = ListStore::open(storage, "phishing", 1).unwrap();
+    let mut base = None;
+    for i in 0..4u64 {
+        let built = build(&format!("http://phish.example/{i}\n"), 1_800_000_000 + i * 100);
+        publish(&store, &built, base.as_ref());
+        base = store.latest().unwrap();
+    }
+    let deleted = deleted.lock().unwrap().clone();
+    let builds: Vec<&String> = deleted.iter().filter(|k| k.contains("/builds/")).collect();
+    assert!(builds.len() >= 6, "{deleted:?}");
+    for (i, key) in builds.iter().enumerate() {
+        if let Some(build) = key.strip_suffix(".hashes") {
+            let snapshot = format!("{build}.snapshot");
+            assert!(
+                builds[..i].iter().any(|k| **k == snapshot),
+                "{key} removed before its snapshot: {deleted:?}"
+            );
+        }
+    }
+}
