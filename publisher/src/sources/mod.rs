@@ -148,7 +148,7 @@ use blocksieve_format::FullHash;
 
 use crate::config::SourceFormat;
 
-pub use document::{feed_lines, looks_like_html};
+pub use document::{FeedLines, feed_lines, looks_like_html};
 pub use hosts::domain_expression;
 pub use options::FormatOptions;
 pub use outcome::{EntryOutcome, LineOutcome, ParseReport, REJECT_SAMPLES, Reading, cleaned, reason};
