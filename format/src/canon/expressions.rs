@@ -25,6 +25,27 @@ impl CanonicalUrl {
     pub fn expressions(&self) -> Expressions<'_> {
         Expressions::new(self)
     }
+
+    /// The most specific expression: the first of
+    /// [`expressions`](Self::expressions), the host with the exact path and
+    /// its query (without a `?` when the query is empty), e.g.
+    /// `a.b.c/1/2.html?param=1`. One slice of the URL, found without
+    /// laying out the others (what a publisher hashes for a URL entry).
+    ///
+    /// ```
+    /// use blocksieve_format::canonicalize;
+    /// let url = canonicalize("http://a.b.c/1/2.html?param=1").unwrap();
+    /// assert_eq!(url.most_specific_expression(), "a.b.c/1/2.html?param=1");
+    /// assert_eq!(canonicalize("http://a.b.c/x?").unwrap().most_specific_expression(), "a.b.c/x");
+    /// ```
+    pub fn most_specific_expression(&self) -> &str {
+        let end = if self.serialization.len() > self.path_end + 1 {
+            self.serialization.len()
+        } else {
+            self.path_end
+        };
+        &self.serialization[self.host_start..end]
+    }
 }
 
 /// One host-suffix/path-prefix expression: the string `host` + `path` that is
@@ -152,6 +173,29 @@ impl ExactSizeIterator for Expressions<'_> {}
 #[cfg(test)]
 mod tests {
     use crate::canonicalize;
+
+    #[test]
+    fn the_most_specific_expression_is_the_first_of_all() {
+        let urls = [
+            "http://a.b.c.d.e.f.g/1/2/3/4/5.html?q=1",
+            "http://b/",
+            "http://a.b/x?",
+            "http://a.b/x?#f",
+            "http://a.b/?y",
+            "http://1.2.3.4/a/b",
+            "http://[::1]/p?q",
+            "https://www.example.com:8080/a%20b/../c?d=e&f",
+            "http://xn--bcher-kva.example/",
+        ];
+        for u in urls {
+            let url = canonicalize(u).unwrap();
+            assert_eq!(
+                url.most_specific_expression(),
+                url.expressions().next().unwrap().as_str(),
+                "{u}"
+            );
+        }
+    }
 
     #[test]
     fn expression_counts() {

@@ -63,20 +63,18 @@ pub(super) struct UrlEntry {
 impl UrlEntry {
     pub(super) fn emit(&self, sink: &mut impl EntrySink) {
         for url in std::iter::once(&self.first).chain(&self.second) {
-            if let Some(e) = url.expressions().next() {
-                sink.expression(e.as_str().as_bytes());
-            }
+            sink.expression(url.most_specific_expression().as_bytes());
         }
     }
 
     pub(super) fn to_strings(&self) -> Vec<String> {
         std::iter::once(&self.first)
             .chain(&self.second)
-            .filter_map(|u| most_specific(u).map(str::to_owned))
+            .map(|u| most_specific(u).to_owned())
             .collect()
     }
 }
 
-pub(super) fn most_specific(url: &CanonicalUrl) -> Option<&str> {
-    url.expressions().next().map(|e| e.as_str())
+pub(super) fn most_specific(url: &CanonicalUrl) -> &str {
+    url.most_specific_expression()
 }

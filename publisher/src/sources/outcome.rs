@@ -47,8 +47,6 @@ pub mod reason {
     pub const DELIMITER_IN_HOST: &str = "host holds a URL delimiter once unescaped, which browsers reject";
     /// A canonicalization error this version does not know.
     pub const NOT_A_URL: &str = "not a URL";
-    /// A canonical URL with no expression (never seen; kept for safety).
-    pub const NO_EXPRESSION: &str = "no expression";
     /// A hosts line with an address and no name.
     pub const HOSTS_NO_NAME: &str = "hosts line has an address but no name";
     /// An adblock exception rule (`@@…`): it allows, it does not block.

@@ -16,17 +16,17 @@ fn url_canonical(line: &[u8]) -> Result<CanonicalUrl, &'static str> {
     if let Some(reason) = too_broad(url.host(), url.host_kind(), is_host_wide(&url)) {
         return Err(reason);
     }
-    if url.expressions().next().is_none() {
-        return Err(reason::NO_EXPRESSION);
-    }
+    // Every canonical URL has an expression (the host and path, at least
+    // `/`), so none is rejected for lacking one.
     Ok(url)
 }
 
 /// Whether `line` contains `&amp;`. Most lines have no `&` at all, which
-/// `contains` finds with `memchr`; a window compare at every byte cost a
-/// quarter of canonicalizing a URL (callgrind, BENCHMARKS.md row 3).
+/// `memchr` finds (vectorized, where `<[u8]>::contains` reads a word at a
+/// time); a window compare at every byte cost a quarter of canonicalizing
+/// a URL (callgrind, BENCHMARKS.md row 3).
 fn contains_amp_entity(line: &[u8]) -> bool {
-    line.contains(&b'&') && line.windows(5).any(|w| w == b"&amp;")
+    memchr::memchr(b'&', line).is_some() && memchr::memmem::find(line, b"&amp;").is_some()
 }
 
 pub(super) fn url_entry(line: &[u8]) -> Result<UrlEntry, &'static str> {
@@ -60,9 +60,7 @@ pub(super) fn url_entry(line: &[u8]) -> Result<UrlEntry, &'static str> {
 /// or would block too much.
 pub fn url_expression(line: &[u8]) -> Result<String, String> {
     let url = url_canonical(line)?;
-    most_specific(&url)
-        .map(str::to_owned)
-        .ok_or_else(|| reason::NO_EXPRESSION.to_owned())
+    Ok(most_specific(&url).to_owned())
 }
 
 /// The expressions a URL line stands for: [`url_expression`] of the line as

@@ -10,14 +10,27 @@ use super::white::{first_white, unquote, white_len};
 
 /// Steps 3 to 5 of the module docs for a `urls` line (trimmed, not a
 /// comment).
+/// Whether every byte of `text` is ASCII above the space (`!` to DEL: the
+/// test the exact one below refines). Checked 32 bytes at a time with no early exit inside a
+/// chunk, which the compiler turns into vector compares: a byte-at-a-time
+/// `any` (one branch per byte) was 6 % of an 854k-line build's CPU.
+fn all_printable(text: &[u8]) -> bool {
+    let outside = |chunk: &[u8]| {
+        chunk
+            .iter()
+            .fold(0u8, |acc, &b| acc | u8::from(b.wrapping_sub(0x21) >= 0x5f))
+    };
+    let mut chunks = text.chunks_exact(32);
+    chunks.all(|c| outside(c) == 0) && outside(chunks.remainder()) == 0
+}
+
 pub(super) fn clean_url_line(text: &[u8], mut cuts: Cuts) -> Option<Cleaned<'_>> {
     // Most lines are one URL: ASCII, no white space, no quote at the start.
     // First one compare a byte (vectorized: no byte at or below the space
     // and none above ASCII), then, only for a line with such a byte, the
     // exact test (a control character other than white space is neither).
-    let printable = |t: &[u8]| !t.iter().any(|&b| b.wrapping_sub(0x21) >= 0x5f);
     if !matches!(text.first(), Some(b'"' | b'\''))
-        && (printable(text) || !text.iter().any(|&b| b.is_ascii_whitespace() || !b.is_ascii()))
+        && (all_printable(text) || !text.iter().any(|&b| b.is_ascii_whitespace() || !b.is_ascii()))
     {
         return Some(Cleaned {
             text,
@@ -283,6 +296,26 @@ mod tests {
     use crate::config::SourceFormat;
     use crate::sources::tests::{collect, exprs, hashes, read_one};
     use crate::sources::{cleaned, read_line};
+
+    #[test]
+    fn all_printable_is_true_exactly_when_every_byte_is_ascii_above_the_space() {
+        // Every byte value at every position of lines of 0 to 70 bytes
+        // (across the 32-byte chunks and their remainder).
+        for len in 0..70 {
+            assert!(super::all_printable(&vec![b'a'; len]));
+            for at in 0..len {
+                for b in 0..=255u8 {
+                    let mut line = vec![b'~'; len];
+                    line[at] = b;
+                    assert_eq!(
+                        super::all_printable(&line),
+                        (0x21..=0x7f).contains(&b),
+                        "{len} {at} {b}"
+                    );
+                }
+            }
+        }
+    }
 
     #[test]
     fn url_line_with_a_trailing_comment_is_cut_and_counted() {
