@@ -569,6 +569,7 @@ impl Publisher {
             ttl: inner.config.snapshot_ttl,
             key,
             probe: build::PeakRssProbe::new(metrics::peak_rss_bytes),
+            spill: Some(&slot.store),
         };
         let mut updates = Vec::new();
         let read = build::read_sources(&list.name, loaded, request.now, request.probe, &mut updates);
@@ -676,7 +677,8 @@ impl Publisher {
             deltas: chain.bytes(),
             freshness: freshness.as_ref().map(|f| f.header_value.as_str()),
         };
-        let written = slot.store.publish_build(&build, base.as_ref(), key, request.now);
+        let written =
+            (slot.store).publish_spilled(&build, built.spilled.take(), base.as_ref(), key, request.now);
         let write_took = write_started.elapsed();
         built.report.timings.add("write", write_took);
         let published = written.and_then(|outcome| match outcome {

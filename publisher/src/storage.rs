@@ -54,6 +54,7 @@ use crate::error::Error;
 
 pub mod history;
 mod source_cache;
+pub mod spill;
 pub mod staged;
 
 pub use source_cache::{CacheMeta, CacheReader, SourceCache};

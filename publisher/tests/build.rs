@@ -54,6 +54,7 @@ fn a_build_from_feed_bytes_in_memory_decodes_and_holds_the_feed_full_hashes() {
         ttl: Duration::from_secs(3600),
         probe: PeakRssProbe::NONE,
         key: &key,
+        spill: None,
     };
     let built = build_list(&request, vec![source(FEED)]).unwrap();
 
@@ -161,6 +162,7 @@ async fn fetch_and_build(config: SourceConfig) -> (Vec<FullHash>, String) {
         ttl: Duration::from_secs(3600),
         probe: PeakRssProbe::NONE,
         key: &key,
+        spill: None,
     };
     let source = LoadedSource {
         config,

@@ -26,7 +26,9 @@ use std::time::Duration;
 /// - `filter`, `canary` (on every core), `compress`, `sign`, `deltas`,
 ///   `write`: building the filter, measuring its false-positive rate,
 ///   compressing and signing the snapshot, the delta from the version
-///   served, writing them.
+///   served, writing them (`write` includes writing the full hashes out
+///   of memory before the filter is built and reading them back after, see
+///   [`Spill`](crate::storage::spill::Spill)).
 /// - `other`: what no stage covers (sizing, gates, thread hops).
 pub const STAGES: [&str; 11] = [
     "read",

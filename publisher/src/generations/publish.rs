@@ -7,6 +7,28 @@ use blocksieve_format::{FullHash, SigningKey, TrustedKey};
 use super::{Build, Latest, ListStore, Manifest, ObjectRef, Pointer, PublishOutcome, is_definitive};
 use crate::error::Error;
 use crate::storage::PutMode;
+use crate::storage::spill::{Spill, SpilledHashes};
+
+impl Spill for ListStore {
+    /// Stages the `.hashes` object in the list's `builds/` (a temporary
+    /// file there, removed when dropped or left by a crash): only where
+    /// staging is on disk.
+    fn spill(&self, hashes: &[FullHash]) -> Option<SpilledHashes> {
+        let prefix = self.key("builds");
+        let staged = match self.storage.stage(&prefix) {
+            Ok(staged) if staged.is_file() => staged,
+            Ok(_) => return None,
+            Err(e) => {
+                tracing::warn!(list = %self.name, error = %e, "cannot write the full hashes out of memory while the filter is built; the build keeps them");
+                return None;
+            }
+        };
+        let location = self.storage.location(&prefix).display().to_string();
+        SpilledHashes::write(staged, hashes, location)
+            .inspect_err(|e| tracing::warn!(list = %self.name, error = %e, "cannot write the full hashes out of memory while the filter is built; the build keeps them"))
+            .ok()
+    }
+}
 
 impl ListStore {
     /// Publishes a build of `version` (its signed `snapshot` and sorted
@@ -52,6 +74,25 @@ impl ListStore {
         key: &SigningKey,
         now: u64,
     ) -> Result<PublishOutcome, Error> {
+        self.publish_spilled(build, None, base, key, now)
+    }
+
+    /// As [`ListStore::publish_build`], with the build's full hashes
+    /// already written as `spilled` (by [`Spill::spill`], from this store):
+    /// committed under the build's key rather than written again. They
+    /// must be `build.hashes`, as [`SpilledHashes::read_back`] checked.
+    ///
+    /// # Errors
+    ///
+    /// As [`ListStore::publish`].
+    pub fn publish_spilled(
+        &self,
+        build: &Build<'_>,
+        spilled: Option<SpilledHashes>,
+        base: Option<&Latest>,
+        key: &SigningKey,
+        now: u64,
+    ) -> Result<PublishOutcome, Error> {
         let Build {
             version,
             snapshot,
@@ -81,13 +122,32 @@ impl ListStore {
         };
         let build = format!("{version:020}-{:016x}", rand::random::<u64>());
         let snapshot_ref = ObjectRef::of(format!("builds/{build}.snapshot"), snapshot);
-        let hashes_ref =
-            ObjectRef::of_chunks(format!("builds/{build}.hashes"), hashes.iter().map(|h| &h.0[..]));
-        // Streamed: a copy of the hashes in memory would add 32 bytes per
-        // entry to the build's peak.
-        let mut chunks = hashes.iter().map(|h| &h.0[..]);
-        let created = (self.storage).put_chunks(&self.key(&hashes_ref.key), &mut chunks, PutMode::Create)?;
-        let created = created.is_some()
+        let hashes_key = format!("builds/{build}.hashes");
+        let created = match spilled.filter(|s| s.len() == hashes.len()) {
+            // Written while the filter was built: renamed into place (the
+            // build id is new, so nothing is replaced).
+            Some(spilled) => {
+                let staged = spilled.into_staged();
+                let hashes_ref = ObjectRef {
+                    key: hashes_key,
+                    size: staged.len(),
+                    sha256: staged.sha256_hex(),
+                };
+                self.storage.commit(&self.key(&hashes_ref.key), staged)?;
+                (hashes_ref, true)
+            }
+            None => {
+                let hashes_ref = ObjectRef::of_chunks(hashes_key, hashes.iter().map(|h| &h.0[..]));
+                // Streamed: a copy of the hashes in memory would add 32
+                // bytes per entry to the build's peak.
+                let mut chunks = hashes.iter().map(|h| &h.0[..]);
+                let created =
+                    (self.storage).put_chunks(&self.key(&hashes_ref.key), &mut chunks, PutMode::Create)?;
+                (hashes_ref, created.is_some())
+            }
+        };
+        let (hashes_ref, created) = created;
+        let created = created
             && (self.storage)
                 .put(&self.key(&snapshot_ref.key), snapshot, PutMode::Create)?
                 .is_some();
@@ -320,5 +380,81 @@ impl ListStore {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::build::testing::build_feed_spilled;
+    use crate::storage::{LocalStorage, Storage};
+
+    /// The names in `dir`, sorted.
+    fn names(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn spilled_full_hashes_are_the_build_s_and_published_as_they_are_and_a_build_not_published_leaves_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let storage: Arc<dyn Storage> = Arc::new(LocalStorage::open(dir.path()).unwrap());
+        let store = ListStore::open(storage, "phishing", 5).unwrap();
+        let key = SigningKey::from_secret_bytes([9; 32]);
+        let builds = dir.path().join("lists/phishing/builds");
+        let feed: String = (0..5_000)
+            .map(|i| format!("http://phish{i}.example/p/{i}\n"))
+            .collect();
+        let now = 1_800_000_000;
+
+        let in_memory = build_feed_spilled(&feed, now, &key, None);
+        assert!(in_memory.spilled.is_none());
+        let mut built = build_feed_spilled(&feed, now, &key, Some(&store));
+        // The same build, byte for byte, with one staged file the more.
+        assert_eq!(built.hashes, in_memory.hashes);
+        assert_eq!(built.hashes.len(), 5_000);
+        assert_eq!(built.snapshot, in_memory.snapshot);
+        let spilled = built.spilled.take().expect("a data directory stages on disk");
+        assert_eq!(spilled.len(), built.hashes.len());
+        let staged = names(&builds);
+        assert!(staged.len() == 1 && staged[0].ends_with(".tmp"), "{staged:?}");
+
+        let build = Build {
+            version: built.version,
+            snapshot: &built.snapshot,
+            hashes: &built.hashes,
+            deltas: &[],
+            freshness: None,
+        };
+        let outcome = store
+            .publish_spilled(&build, Some(spilled), None, &key, now)
+            .unwrap();
+        assert_eq!(outcome, PublishOutcome::Published { generation: 1 });
+        // Committed under the build's key, checked against the manifest
+        // when read back.
+        let stored = store.load_from(1, key.public_key()).unwrap();
+        assert_eq!(stored.hashes, in_memory.hashes);
+        let published = names(&builds);
+        assert_eq!(published.len(), 2, "{published:?}");
+        assert!(
+            published
+                .iter()
+                .all(|n| n.ends_with(".hashes") || n.ends_with(".snapshot"))
+        );
+
+        // A build that publishes nothing (unchanged, refused) drops its
+        // staged hashes: nothing of it stays.
+        let next = build_feed_spilled(&feed, now + 100, &key, Some(&store));
+        assert!(next.spilled.is_some());
+        assert_eq!(names(&builds).len(), 3);
+        drop(next);
+        assert_eq!(names(&builds), published);
     }
 }

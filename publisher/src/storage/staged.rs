@@ -35,6 +35,8 @@ enum Target {
         tmp: Option<PathBuf>,
         file: BufWriter<fs::File>,
         unsynced: u64,
+        /// Bytes between syncs ([`SYNC_EVERY`], or none: [`Staged::synced_at_commit`]).
+        sync_every: u64,
     },
 }
 
@@ -95,10 +97,42 @@ impl Staged {
                 tmp: Some(tmp),
                 file: BufWriter::with_capacity(1 << 20, file),
                 unsynced: 0,
+                sync_every: SYNC_EVERY,
             },
             sha256: sha2::Sha256::new(),
             len: 0,
         })
+    }
+
+    /// This value synced only when finished or committed, not every
+    /// [`SYNC_EVERY`] bytes: for a value written all at once and read back
+    /// (a build's full hashes, out of memory while its filter is built),
+    /// which a build that publishes nothing then drops unwritten to disk.
+    #[must_use]
+    pub fn synced_at_commit(mut self) -> Self {
+        if let Target::File { sync_every, .. } = &mut self.target {
+            *sync_every = u64::MAX;
+        }
+        self
+    }
+
+    /// What was written so far, read from the start (flushed first). The
+    /// caller checks it against [`Self::len`] and [`Self::sha256_hex`].
+    ///
+    /// # Errors
+    ///
+    /// When the written bytes cannot be flushed or the file reopened.
+    pub fn read_back(&mut self) -> io::Result<Box<dyn io::Read + Send + '_>> {
+        match &mut self.target {
+            Target::Memory(bytes) => Ok(Box::new(io::Cursor::new(bytes.as_slice()))),
+            Target::File { tmp, file, .. } => {
+                file.flush()?;
+                let path = tmp
+                    .as_deref()
+                    .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
+                Ok(Box::new(fs::File::open(path)?))
+            }
+        }
     }
 
     /// Whether it is written to a file (worth a thread of its own: its
@@ -173,10 +207,15 @@ impl Write for Staged {
                 bytes.extend_from_slice(buf);
                 buf.len()
             }
-            Target::File { file, unsynced, .. } => {
+            Target::File {
+                file,
+                unsynced,
+                sync_every,
+                ..
+            } => {
                 let n = file.write(buf)?;
                 *unsynced += n as u64;
-                if *unsynced >= SYNC_EVERY {
+                if *unsynced >= *sync_every {
                     // The kernel writes it back now, not all at the commit.
                     file.flush()?;
                     file.get_ref().sync_data()?;
@@ -209,6 +248,8 @@ impl Drop for Staged {
 
 #[cfg(test)]
 mod tests {
+    use std::io::Read as _;
+
     use super::*;
 
     #[test]
@@ -231,6 +272,22 @@ mod tests {
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
         drop(staged);
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn a_staged_file_reads_back_what_was_written_before_it_is_finished() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut staged = Staged::file(dir.path().join("c.tmp")).unwrap().synced_at_commit();
+        let whole: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
+        staged.write_all(&whole).unwrap();
+        let mut back = Vec::new();
+        staged.read_back().unwrap().read_to_end(&mut back).unwrap();
+        assert_eq!(back, whole);
+        let mut memory = Staged::memory().synced_at_commit();
+        memory.write_all(b"xyz").unwrap();
+        let mut back = Vec::new();
+        memory.read_back().unwrap().read_to_end(&mut back).unwrap();
+        assert_eq!(back, b"xyz");
     }
 
     #[test]

@@ -1,0 +1,188 @@
+//! A build's full hashes out of memory while its filter is built
+//! ([`Spill`], [`SpilledHashes`]): the binary fuse construction needs about
+//! 25 bytes per key besides the keys, and with the hashes (32 bytes per
+//! entry) still held the two made a build's peak (BENCHMARKS.md, row 3.2).
+//! Written as the `.hashes` object the build then publishes, so the write
+//! is the one publishing needed anyway; read back after the filter, checked
+//! against what was written, and committed (renamed into place) if the
+//! build publishes. A build that publishes nothing drops it: the file is
+//! removed, most often before any of it reached the disk.
+//!
+//! Only a storage that stages on disk (the data directory) spills; with an
+//! object store the hashes stay in memory as before, since a staged value
+//! there is itself held in memory.
+
+use std::io::{self, Read as _, Write as _};
+
+use blocksieve_format::FullHash;
+use sha2::Digest as _;
+
+use super::Staged;
+use crate::error::Error;
+
+/// Where a build writes its full hashes while it builds the filter.
+pub trait Spill: Sync + std::fmt::Debug {
+    /// Writes `hashes` (sorted, unique) out of memory; `None` when they
+    /// cannot be, and the build keeps them in memory (a storage that
+    /// does not stage on disk, or a failed write, which is logged).
+    fn spill(&self, hashes: &[FullHash]) -> Option<SpilledHashes>;
+}
+
+/// Full hashes written out of memory: see the module documentation.
+#[derive(Debug)]
+pub struct SpilledHashes {
+    staged: Staged,
+    count: usize,
+    /// Where they are, for errors.
+    location: String,
+}
+
+impl SpilledHashes {
+    /// Writes `hashes` into `staged`, a staged value on disk (see
+    /// [`Staged::is_file`]) named `location` in errors.
+    ///
+    /// # Errors
+    ///
+    /// When writing fails: `staged` is dropped, and its file with it.
+    pub fn write(staged: Staged, hashes: &[FullHash], location: String) -> io::Result<Self> {
+        let mut staged = staged.synced_at_commit();
+        for chunk in hashes.chunks(1 << 15) {
+            // One write of 1 MiB rather than one per hash: the staged
+            // value hashes what it is given, and SHA-256 runs faster over
+            // long inputs.
+            let bytes: Vec<u8> = chunk.iter().flat_map(|h| h.0).collect();
+            staged.write_all(&bytes)?;
+        }
+        staged.flush()?;
+        Ok(Self {
+            staged,
+            count: hashes.len(),
+            location,
+        })
+    }
+
+    /// How many full hashes were written.
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    /// Whether none were.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// The full hashes read back, checked to be exactly those written: see
+    /// [`Self::read_chunks`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Self::read_chunks`].
+    pub fn read_back(&mut self) -> Result<Vec<FullHash>, Error> {
+        let mut hashes = Vec::with_capacity(self.count);
+        self.read_chunks(|chunk| hashes.extend_from_slice(chunk))?;
+        Ok(hashes)
+    }
+
+    /// Reads the full hashes back a chunk at a time into `each`, checked
+    /// to be exactly those written (as many bytes, and the SHA-256 of the
+    /// bytes given to the write) once all are read: a caller drops what it
+    /// made of them on an error.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Storage`] when the file cannot be read, [`Error::Corrupt`]
+    /// when it does not hold what was written.
+    pub fn read_chunks(&mut self, mut each: impl FnMut(&[FullHash])) -> Result<(), Error> {
+        let expected_len = self.staged.len();
+        let expected_sha = self.staged.sha256_hex();
+        let io = Error::storage(&self.location);
+        let mut reader = self.staged.read_back().map_err(&io)?;
+        let mut chunk: Vec<FullHash> = Vec::with_capacity(1 << 15);
+        let mut sha = sha2::Sha256::new();
+        let mut buf = vec![0u8; 1 << 20];
+        let mut filled = 0;
+        let mut total = 0u64;
+        let mut count = 0usize;
+        loop {
+            let n = reader.read(&mut buf[filled..]).map_err(&io)?;
+            if n == 0 {
+                break;
+            }
+            sha.update(&buf[filled..filled + n]);
+            total += n as u64;
+            filled += n;
+            let whole = filled - filled % 32;
+            chunk.clear();
+            chunk.extend(buf[..whole].chunks_exact(32).map(|c| {
+                let mut h = [0u8; 32];
+                h.copy_from_slice(c);
+                FullHash(h)
+            }));
+            count += chunk.len();
+            each(&chunk);
+            buf.copy_within(whole..filled, 0);
+            filled -= whole;
+        }
+        let sha = hex::encode(sha.finalize());
+        if total != expected_len || sha != expected_sha || filled != 0 || count != self.count {
+            return Err(Error::Corrupt {
+                path: self.location.clone().into(),
+                reason: format!(
+                    "full hashes read back as {total} bytes (SHA-256 {sha}), written as {expected_len} bytes (SHA-256 {expected_sha})"
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// The staged value, to commit under its key, with its size and
+    /// SHA-256.
+    pub fn into_staged(self) -> Staged {
+        self.staged
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hashes(n: u32) -> Vec<FullHash> {
+        (0..n).map(|i| FullHash::of(&i.to_be_bytes())).collect()
+    }
+
+    #[test]
+    fn spilled_hashes_read_back_as_written() {
+        let dir = tempfile::tempdir().unwrap();
+        for n in [0, 1, 32_767, 32_768, 100_001] {
+            let written = hashes(n);
+            let staged = Staged::file(dir.path().join(format!("{n}.tmp"))).unwrap();
+            let mut spilled = SpilledHashes::write(staged, &written, "x".into()).unwrap();
+            assert_eq!(spilled.len(), n as usize);
+            assert_eq!(spilled.read_back().unwrap(), written);
+            let staged = spilled.into_staged();
+            let bytes: Vec<u8> = written.iter().flat_map(|h| h.0).collect();
+            assert_eq!(staged.len(), bytes.len() as u64);
+            assert_eq!(staged.sha256_hex(), hex::encode(sha2::Sha256::digest(&bytes)));
+        }
+        // Dropped uncommitted: nothing left.
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn a_spilled_file_changed_on_disk_is_refused_not_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("h.tmp");
+        let written = hashes(1000);
+        let mut spilled =
+            SpilledHashes::write(Staged::file(path.clone()).unwrap(), &written, "h".into()).unwrap();
+        // One bit flipped, then the file cut short.
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[12_345] ^= 1;
+        std::fs::write(&path, &bytes).unwrap();
+        let e = spilled.read_back().unwrap_err();
+        assert!(matches!(e, Error::Corrupt { .. }), "{e}");
+        std::fs::write(&path, &bytes[..bytes.len() - 32]).unwrap();
+        let e = spilled.read_back().unwrap_err();
+        assert!(e.to_string().contains("31968 bytes"), "{e}");
+    }
+}
