@@ -571,8 +571,10 @@ fn release<T>(mut v: Vec<T>) {
 /// whole build, pure — bytes, the time and the key in; the snapshot, its
 /// full hashes and the report out. What [`read_sources`] asks to store is
 /// dropped; the publisher, which stores it, calls the two halves itself.
-/// The build opens no file (a source file comes as a reader the caller
-/// opened) and reads no clock but its stage timers.
+/// The build opens no file itself (a source file comes as a reader the
+/// caller opened; the full hashes go out of memory only through the
+/// caller's [`BuildRequest::spill`]) and reads no clock but its stage
+/// timers.
 ///
 /// The new version is `max(previous + 1, now)`, so versions keep increasing
 /// even if the data directory is lost.
@@ -580,19 +582,24 @@ fn release<T>(mut v: Vec<T>) {
 /// # Errors
 ///
 /// [`Error::Source`] when a failed source has no fallback, [`Error::Filter`]
-/// or [`Error::Encode`] when the filter cannot be built or encoded.
+/// or [`Error::Encode`] when the filter cannot be built or encoded, as
+/// [`build_snapshot`] when the spilled full hashes cannot be read back.
 pub fn build_list(req: &BuildRequest<'_>, sources: Vec<LoadedSource>) -> Result<BuiltList, Error> {
     let read = read_sources(&req.list.name, sources, req.now, req.probe, &mut Vec::new())?;
     build_snapshot(req, read)
 }
 
 /// The second half of a build: the filter over `read`'s full hashes, its
-/// canary, and the signed snapshot.
+/// canary, and the signed snapshot. With a [`BuildRequest::spill`] that
+/// takes them, the full hashes are out of memory while the filter is built
+/// (the filter keys read from the copy written), then read back.
 ///
 /// # Errors
 ///
 /// [`Error::Filter`] or [`Error::Encode`] when the filter cannot be built or
-/// encoded.
+/// encoded; [`Error::Storage`] or [`Error::Corrupt`] when the spilled full
+/// hashes cannot be read back as written (the build fails, and the version
+/// served stays).
 pub fn build_snapshot(req: &BuildRequest<'_>, read: ReadSources) -> Result<BuiltList, Error> {
     let ReadSources {
         hashes,

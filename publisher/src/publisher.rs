@@ -18,6 +18,7 @@ use crate::fetch;
 use crate::generations::deltas::NextDelta;
 use crate::generations::{self, LeaseOutcome, ListStore, PublishOutcome};
 use crate::state::{AppState, Freshness, ListSlot};
+use crate::storage::spill::UnlessServed;
 use crate::storage::{self, LocalStorage, SourceCache, Storage};
 use crate::{listener, metrics, object_storage, server, status};
 
@@ -562,6 +563,10 @@ impl Publisher {
             slot.adopt_freshness(&base.pointer, &inner.public_key);
         }
         let previous = slot.current.load_full();
+        let spill = UnlessServed {
+            spill: &slot.store,
+            served: previous.as_ref().map(|p| p.hashes.as_slice()),
+        };
         let request = BuildRequest {
             list,
             previous: previous.as_ref().map(|p| &p.header),
@@ -569,7 +574,7 @@ impl Publisher {
             ttl: inner.config.snapshot_ttl,
             key,
             probe: build::PeakRssProbe::new(metrics::peak_rss_bytes),
-            spill: Some(&slot.store),
+            spill: Some(&spill),
         };
         let mut updates = Vec::new();
         let read = build::read_sources(&list.name, loaded, request.now, request.probe, &mut updates);

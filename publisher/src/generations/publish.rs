@@ -133,8 +133,14 @@ impl ListStore {
                     size: staged.len(),
                     sha256: staged.sha256_hex(),
                 };
-                self.storage.commit(&self.key(&hashes_ref.key), staged)?;
-                (hashes_ref, true)
+                // A commit replaces; a build id is never reused, which
+                // the write it stands for (create-only) checked.
+                let key = self.key(&hashes_ref.key);
+                let absent = self.storage.version(&key)?.is_none();
+                if absent {
+                    self.storage.commit(&key, staged)?;
+                }
+                (hashes_ref, absent)
             }
             None => {
                 let hashes_ref = ObjectRef::of_chunks(hashes_key, hashes.iter().map(|h| &h.0[..]));

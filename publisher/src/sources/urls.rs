@@ -8,8 +8,6 @@ use super::url_entry::{read_url, url_entry, url_read};
 use super::visit::Visit;
 use super::white::{first_white, unquote, white_len};
 
-/// Steps 3 to 5 of the module docs for a `urls` line (trimmed, not a
-/// comment).
 /// Whether every byte of `text` is ASCII above the space (`!` to DEL: the
 /// test the exact one below refines). Checked 32 bytes at a time with no early exit inside a
 /// chunk, which the compiler turns into vector compares: a byte-at-a-time
@@ -24,6 +22,8 @@ fn all_printable(text: &[u8]) -> bool {
     chunks.all(|c| outside(c) == 0) && outside(chunks.remainder()) == 0
 }
 
+/// Steps 3 to 5 of the module docs for a `urls` line (trimmed, not a
+/// comment).
 pub(super) fn clean_url_line(text: &[u8], mut cuts: Cuts) -> Option<Cleaned<'_>> {
     // Most lines are one URL: ASCII, no white space, no quote at the start.
     // First one compare a byte (vectorized: no byte at or below the space

@@ -28,6 +28,27 @@ pub trait Spill: Sync + std::fmt::Debug {
     fn spill(&self, hashes: &[FullHash]) -> Option<SpilledHashes>;
 }
 
+/// A [`Spill`] that leaves in memory full hashes equal to the served
+/// version's: such a build most likely publishes nothing (its list is
+/// unchanged), and writing them out would be a write of 32 bytes an entry
+/// for nothing, every build, while a feed stands still.
+#[derive(Debug)]
+pub struct UnlessServed<'a, S> {
+    /// Where the others go.
+    pub spill: &'a S,
+    /// The full hashes of the version served, if any.
+    pub served: Option<&'a [FullHash]>,
+}
+
+impl<S: Spill> Spill for UnlessServed<'_, S> {
+    fn spill(&self, hashes: &[FullHash]) -> Option<SpilledHashes> {
+        if self.served == Some(hashes) {
+            return None;
+        }
+        self.spill.spill(hashes)
+    }
+}
+
 /// Full hashes written out of memory: see the module documentation.
 #[derive(Debug)]
 pub struct SpilledHashes {
@@ -166,6 +187,28 @@ mod tests {
         }
         // Dropped uncommitted: nothing left.
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn hashes_equal_to_the_served_version_s_stay_in_memory() {
+        #[derive(Debug)]
+        struct ToDir(std::path::PathBuf);
+        impl Spill for ToDir {
+            fn spill(&self, hashes: &[FullHash]) -> Option<SpilledHashes> {
+                let staged = Staged::file(self.0.join("s.tmp")).unwrap();
+                SpilledHashes::write(staged, hashes, "s".into()).ok()
+            }
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let to_dir = ToDir(dir.path().to_owned());
+        let served = hashes(10);
+        let unless = |served| UnlessServed {
+            spill: &to_dir,
+            served,
+        };
+        assert!(unless(Some(&served)).spill(&served).is_none());
+        assert!(unless(Some(&served[1..])).spill(&served).is_some());
+        assert!(unless(None).spill(&served).is_some());
     }
 
     #[test]

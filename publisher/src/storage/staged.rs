@@ -4,12 +4,17 @@
 //! copy, written while the source is read and named by its SHA-256, which
 //! is known only once it is all written.
 //!
+//! A build's full hashes are staged the same way, as the `.hashes` object
+//! it will publish, while its filter is built ([`super::spill`]).
+//!
 //! In the data directory a staged value is a temporary file beside its
 //! key, synced every [`SYNC_EVERY`] bytes as it grows (so the commit's
-//! fsync waits only for the last of it) and renamed into place by the
-//! commit; one dropped uncommitted is removed, and one left by a crash is
-//! removed when the publisher next starts (it prepares each list's
-//! `sources/` directories, removing their temporary files).
+//! fsync waits only for the last of it; a build's full hashes, see
+//! [`Staged::synced_at_commit`], only at the commit) and renamed into place
+//! by the commit; one dropped uncommitted is removed, and one left by a
+//! crash is removed when the publisher next starts (it prepares each list's
+//! `sources/` and `lists/<name>/builds/` directories, removing their
+//! temporary files).
 //! Elsewhere (an object store) it is held in memory and put whole.
 
 use std::fs;
