@@ -244,21 +244,26 @@ needs both cores working for the build. The load average printed with each build
 of the machine other processes took; when it is near or above 2, the build gets about one core
 (compare its CPU time with its wall time) and the ratio is that of one core. Left, biggest
 first: canonicalization itself; sorting 32-byte hashes (`sort_dedup`: a radix sort on the
-4-byte prefix would do); `write`, which fsyncs (disk, shared too); gunzip
-on the reading thread (flate2's zlib-rs backend is about twice as fast as miniz_oxide, but
-enabling it switches every flate2 user in the process, the server's gzip responses and the
-agent's decoding too, and raised the agent's RSS growth in `memory::full_hash_cache_keeps_rss_flat…`
-past its bound, so it is not used).
+4-byte prefix would do); `write`, which fsyncs (disk, shared too: on this machine the same
+311 MB `.hashes` write took 0.5 s or 3 s depending on what the disk was still writing back);
+gunzip on the reading thread (flate2's zlib-rs backend now, in the publisher only; the agent's
+memory test passes with it); and, on the synthetic lists, zstd level 1 of the plain-text copy
+to keep (random URLs: about 300 MB/s, a fifth of the 10M build's CPU; a real feed's text
+compresses 4.6× at 500 MB/s, and one fetched gzip is kept as received, for free).
 
-**Memory.** The peak is at the filter stage (per-stage column): the full hashes (32 B each),
-the 8-byte filter keys, the binary fuse construction's temporary arrays (about 30 B per key),
-and the process's own ~12 MiB (runtime, binary, thread stacks). Neither the decompressed feed
-nor the compressed copy to keep is held (the copy was, until the parse ended: 17 MiB for the
-854k feed, 245 MiB for the 10M synthetic list, whose random URLs zstd compresses only 2×; it
-was freed before the filter stage, so the peak hardly moved: 75 → 68 MiB at 854k). On the
-synthetic lists the fixed parts are small and the target is met; on the 854k feed the fixed
-12 MiB, the keys and the filter construction alone come to about 1.2× its 27 MiB set of full
-hashes, so 2× would need the full hashes out of memory while the filter is built.
+**Memory.** The full hashes (32 B each) are out of memory while the filter is built: the build
+writes them as the `.hashes` file it will publish (a staged file in the data directory), takes
+the filter keys from that file, drops them, builds the filter (the binary fuse construction's
+temporary arrays, about 25 B a key, and the 8-byte keys), then reads them back, checked against
+the SHA-256 of what was written, and publishing renames the file into place. So the peak is the
+larger of the parse (full hashes growing, blocks in flight) and the filter construction, not
+their sum, plus the process's own ~12 MiB (runtime, binary, thread stacks). Before: 66 MiB at
+854k, 588 MiB at 10M, 2,840 MiB at 50M. With an object store the hashes stay in memory (a
+staged value there is held in memory anyway), as they do when they equal the served version's
+(an unchanged list: nothing would be published). Freeing the hashes goes through `release` in
+`publisher/src/build.rs`: glibc raises its mmap threshold to the size of a freed block up to
+32 MiB, after which the filter construction's blocks came from the heap and stayed resident
+after being freed (+10 MiB at 854k).
 
 **Noise.** Each build waits for the 1-minute load average to fall under 1 and for the
 synthetic files to be written back (`sync`) before it starts; the machine is still shared, and
