@@ -13,7 +13,7 @@ use blocksieve_format::SnapshotHeader;
 use crate::Error;
 use crate::config::{AgentBuilder, Settings};
 use crate::confirm::{Confirmer, Versions};
-use crate::engine::lookup::{self, FailurePolicy, LocalLookup, UrlHashes, Verdict};
+use crate::engine::lookup::{self, FailurePolicy, LocalLookup, Verdict};
 use crate::engine::prefix::RequestPrefix;
 use crate::engine::schedule::UpdateSchedule;
 use crate::lists::Lists;
@@ -271,9 +271,7 @@ impl Agent {
         let locals: Vec<Result<LocalLookup, Error>> = urls
             .into_iter()
             .map(|url| {
-                let mut hashes = UrlHashes::default();
-                hashes.set(url.as_ref())?;
-                let local = inner.lists.probe(&hashes, now)?;
+                let local = inner.lists.lookup_local(url.as_ref(), now)?;
                 Counters::bump(&counters.lookups);
                 if !local.is_empty() {
                     Counters::bump(&counters.prefix_hits);
@@ -334,9 +332,7 @@ impl Agent {
     /// [`Error::InvalidUrl`] when the URL names no host;
     /// [`Error::NotReady`] when a list has no snapshot yet.
     pub fn lookup_local(&self, url: &str) -> Result<LocalLookup, Error> {
-        let mut hashes = UrlHashes::default();
-        hashes.set(url)?;
-        self.inner.lists.probe(&hashes, self.inner.shared.now_coarse())
+        self.inner.lists.lookup_local(url, self.inner.shared.now_coarse())
     }
 
     /// Starts the background updates: one task that checks every list for a

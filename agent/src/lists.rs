@@ -782,6 +782,31 @@ impl Lists {
         lock(&slot.meta).last_storage_error = Some(error);
     }
 
+    /// Hashes `url`'s expressions and probes every list's current state
+    /// with them ([`Agent::lookup_local`](crate::Agent::lookup_local)).
+    /// With one list (the usual case) each hash's filter slots start
+    /// loading as soon as it is computed, so those reads (cache misses,
+    /// once a filter outgrows the caches) overlap the hashing of the next
+    /// expressions instead of all waiting after the last one.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidUrl`] when the URL names no host, then
+    /// [`Error::NotReady`] when a list has no snapshot yet.
+    pub(crate) fn lookup_local(&self, url: &str, now: SystemTime) -> Result<LocalLookup, Error> {
+        let mut hashes = UrlHashes::default();
+        if let [slot] = self.slots.as_slice() {
+            let current = slot.current.load();
+            if let Some(loaded) = current.as_ref() {
+                hashes.set_then(url, |hash| loaded.state.prefetch(hash))?;
+                let snapshot = std::iter::once((&slot.name, &loaded.state));
+                return Ok(lookup::probe(&hashes, snapshot, now));
+            }
+        }
+        hashes.set(url)?;
+        self.probe(&hashes, now)
+    }
+
     /// Probes every list's current state (base filter and additions).
     ///
     /// # Errors

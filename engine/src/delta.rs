@@ -133,6 +133,14 @@ impl ListState {
             | (!self.additions.is_empty() && self.additions.binary_search(&hash.prefix().0).is_ok())
     }
 
+    /// Starts loading the base filter's memory that
+    /// [`Self::probably_contains`] will read for `hash`
+    /// ([`PrefixFilter::prefetch`](blocksieve_format::PrefixFilter::prefetch)).
+    #[inline(always)]
+    pub fn prefetch(&self, hash: &FullHash) {
+        self.base.snapshot().prefetch(hash);
+    }
+
     /// Whether the additions have passed `max_additions_ratio` of the base's
     /// entries (32-bit prefixes): time to take the whole snapshot again.
     pub fn past_ratio(&self, max_additions_ratio: f64) -> bool {

@@ -58,6 +58,21 @@ impl<'a> UrlHashes<'a> {
             .map_err(|reason| Error::InvalidUrl { reason })
     }
 
+    /// [`Self::set`], calling `on_hash` with each full hash as soon as it
+    /// is computed ([`HashedUrl::set_then`]): a check starts loading the
+    /// filters' memory for an expression ([`ListState::prefetch`]) while
+    /// the next ones are hashed.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidUrl`] when the URL names no host.
+    #[inline(always)]
+    pub fn set_then(&mut self, url: &'a str, on_hash: impl FnMut(&FullHash)) -> Result<(), Error> {
+        self.hashed
+            .set_then(url.as_bytes(), on_hash)
+            .map_err(|reason| Error::InvalidUrl { reason })
+    }
+
     /// Each expression and its full hash, the exact URL first.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &FullHash)> {
         self.hashed.iter()

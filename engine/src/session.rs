@@ -701,7 +701,15 @@ impl Session {
     /// [`Error::NotReady`] when a list has no snapshot yet.
     pub fn check(&mut self, url: &str, now: SystemTime, rng: &mut impl Rng) -> Result<CheckStep, Error> {
         let mut hashes = UrlHashes::default();
-        hashes.set(url)?;
+        // With one list, each hash's filter slots start loading while the
+        // next expressions are hashed (see `UrlHashes::set_then`).
+        if let [slot] = self.slots.as_slice()
+            && let Some(state) = slot.state.as_deref()
+        {
+            hashes.set_then(url, |hash| state.prefetch(hash))?;
+        } else {
+            hashes.set(url)?;
+        }
         let local = self.probe(&hashes, now)?;
         self.stats.lookups += 1;
         if local.is_empty() {

@@ -228,6 +228,13 @@ impl VerifiedSnapshot {
     pub fn probably_contains(&self, hash: &FullHash) -> bool {
         self.filter.contains(self.header.key_bits.key_of(hash))
     }
+
+    /// Starts loading what [`Self::probably_contains`] will read for
+    /// `hash` ([`PrefixFilter::prefetch`]).
+    #[inline(always)]
+    pub fn prefetch(&self, hash: &FullHash) {
+        self.filter.prefetch(self.header.key_bits.key_of(hash));
+    }
 }
 
 fn header_len_for(name_len: usize) -> usize {

@@ -109,6 +109,19 @@ impl<'a> HashedUrl<'a> {
     /// As [`canonicalize`](super::canonicalize).
     #[inline(always)]
     pub fn set(&mut self, input: &'a [u8]) -> Result<(), CanonError> {
+        self.set_then(input, |_| {})
+    }
+
+    /// [`Self::set`], calling `on_hash` with each full hash as soon as it
+    /// is computed, in expression order: a check starts loading the filter
+    /// memory for one expression ([`PrefixFilter::prefetch`](crate::PrefixFilter::prefetch))
+    /// while the next ones are hashed.
+    ///
+    /// # Errors
+    ///
+    /// As [`canonicalize`](super::canonicalize); `on_hash` is not called.
+    #[inline(always)]
+    pub fn set_then(&mut self, input: &'a [u8], on_hash: impl FnMut(&FullHash)) -> Result<(), CanonError> {
         self.spans.clear();
         self.hashes.clear();
         let this = self;
@@ -145,7 +158,7 @@ impl<'a> HashedUrl<'a> {
             // the property tests and the fuzz target).
             Some(Common::AsWritten { .. }) | None => this.set_canonical(canonicalize_by_steps(input)?),
         };
-        this.hash(host_start, path_end, &layout);
+        this.hash(host_start, path_end, &layout, on_hash);
         Ok(())
     }
 
@@ -158,14 +171,22 @@ impl<'a> HashedUrl<'a> {
     /// Lists the expressions of the text, then hashes them in one loop (see
     /// [`CanonicalUrl::full_hashes_into`]).
     #[inline(always)]
-    fn hash(&mut self, host_start: usize, path_end: usize, layout: &Layout) {
+    fn hash(
+        &mut self,
+        host_start: usize,
+        path_end: usize,
+        layout: &Layout,
+        mut on_hash: impl FnMut(&FullHash),
+    ) {
         let bytes = self.text.bytes();
         let (listed, listed_count) = expression_spans(bytes.len(), host_start, path_end, layout);
         for &(start, end) in &listed[..listed_count] {
             if let Some(expression) = bytes.get(start as usize..end as usize) {
                 // At most MAX_EXPRESSIONS spans are listed: never full.
+                let hash = FullHash::of(expression);
+                on_hash(&hash);
                 let _ = self.spans.try_push((start, end));
-                let _ = self.hashes.try_push(FullHash::of(expression));
+                let _ = self.hashes.try_push(hash);
             }
         }
     }
@@ -241,8 +262,21 @@ mod tests {
             let mut vec = Vec::new();
             crate::full_hashes(input, &mut vec).unwrap();
             assert_eq!(hashed.hashes(), vec.as_slice(), "{input}");
+            // `set_then` sees every hash, in order, and sets the same.
+            let mut seen = Vec::new();
+            let mut then = HashedUrl::default();
+            then.set_then(input.as_bytes(), |h| seen.push(*h)).unwrap();
+            assert_eq!(seen, vec, "{input}");
+            assert_eq!(then.hashes(), hashed.hashes(), "{input}");
         }
         assert!(HashedUrl::of(b"").is_err());
         assert!(HashedUrl::of(b"mailto:x@y").is_err());
+        let mut calls = 0;
+        assert!(
+            HashedUrl::default()
+                .set_then(b"mailto:x@y", |_| calls += 1)
+                .is_err()
+        );
+        assert_eq!(calls, 0, "no hash, no call");
     }
 }
