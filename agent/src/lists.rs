@@ -784,10 +784,12 @@ impl Lists {
 
     /// Hashes `url`'s expressions and probes every list's current state
     /// with them ([`Agent::lookup_local`](crate::Agent::lookup_local)).
-    /// With one list (the usual case) each hash's filter slots start
-    /// loading as soon as it is computed, so those reads (cache misses,
-    /// once a filter outgrows the caches) overlap the hashing of the next
-    /// expressions instead of all waiting after the last one.
+    /// With one list (the usual case), on x86/x86_64, each hash's filter
+    /// slots start loading as soon as it is computed
+    /// ([`PrefixFilter::prefetch`](blocksieve_format::PrefixFilter::prefetch)),
+    /// so those reads (cache misses, once a filter outgrows the caches)
+    /// overlap the hashing of the next expressions instead of all waiting
+    /// after the last one.
     ///
     /// # Errors
     ///

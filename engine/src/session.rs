@@ -702,7 +702,7 @@ impl Session {
     pub fn check(&mut self, url: &str, now: SystemTime, rng: &mut impl Rng) -> Result<CheckStep, Error> {
         let mut hashes = UrlHashes::default();
         // With one list, each hash's filter slots start loading while the
-        // next expressions are hashed (see `UrlHashes::set_then`).
+        // next expressions are hashed (`UrlHashes::set_then`; x86 only).
         if let [slot] = self.slots.as_slice()
             && let Some(state) = slot.state.as_deref()
         {

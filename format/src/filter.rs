@@ -193,7 +193,7 @@ where
 }
 
 /// `key`'s hash and its three slots in a binary fuse filter (the layout of
-/// the `xorf` crate, version 0.11).
+/// [`fuse_contains`]).
 #[inline(always)]
 fn fuse_slots(d: &Descriptor, key: u64) -> (u64, [u32; 3]) {
     let hash = fmix64(key.wrapping_add(d.seed));
@@ -367,12 +367,14 @@ impl PrefixFilter {
         }
     }
 
-    /// Starts loading the memory [`Self::contains`] will read for `key`
-    /// (a binary fuse filter's three slots, a Bloom filter's words), so
-    /// that a caller with other work to do before it probes (hashing a
-    /// URL's next expressions) overlaps those reads with it: each is
-    /// usually a cache miss once a filter outgrows the caches. Changes no
-    /// answer.
+    /// Starts loading memory [`Self::contains`] will read for `key`: a
+    /// binary fuse filter's three slots; a Bloom filter's first two words
+    /// (a key not listed, most of them, usually stops there: loading all k
+    /// would cost more than it saves). A caller with other work to do
+    /// before it probes (hashing a URL's next expressions) overlaps those
+    /// reads with it: each is usually a cache miss once a filter outgrows
+    /// the caches. Changes no answer. On x86/x86_64 only (`prefetcht0`);
+    /// elsewhere it does nothing.
     #[inline(always)]
     pub fn prefetch(&self, key: u64) {
         match &self.inner {
@@ -381,7 +383,7 @@ impl PrefixFilter {
             Inner::Fuse16(f) => fuse_prefetch(&f.descriptor, &f.fingerprints, key),
             Inner::Fuse32(f) => fuse_prefetch(&f.descriptor, &f.fingerprints, key),
             Inner::Bloom(b) => {
-                for bit in Bloom::positions(b.seed, b.bit_count, b.hash_count, key) {
+                for bit in Bloom::positions(b.seed, b.bit_count, b.hash_count, key).take(2) {
                     if let Some(word) = b.words.get((bit / 64) as usize) {
                         prefetch(word);
                     }
@@ -687,7 +689,8 @@ mod tests {
                 assert_eq!(body.len(), f.body_len());
                 let g = PrefixFilter::read_body(kind, f.param(), n, &body).unwrap();
                 assert!(k.iter().all(|&x| g.contains(x)), "{kind} n={n}");
-                // A prefetch of any key, listed or not, changes no answer.
+                // A prefetch of any key, listed or not, never panics (and,
+                // taking `&self`, cannot change an answer).
                 let probes: Vec<u64> = (0..64)
                     .map(|i: u64| i.wrapping_mul(0x5851_f42d_4c95_7f2d))
                     .chain(k.iter().copied())
