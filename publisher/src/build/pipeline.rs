@@ -11,11 +11,13 @@
 //! JSON and CSV documents are read whole (a document cannot be cut at a
 //! line), then parsed on one thread.
 
+use std::collections::BTreeMap;
 use std::io::{self, BufRead, BufReader, Cursor, Read, Write as _};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use blocksieve_format::FullHash;
-use rayon::prelude::*;
 
 use super::copy::{CopyWriter, KeepTo};
 use crate::config::{SourceConfig, SourceFormat};
@@ -26,8 +28,8 @@ use crate::sources::{EntrySink, FormatOptions, ParseReport, parse_source_into};
 /// within them, or runs on to the next line end for a longer line).
 const BLOCK_BYTES: usize = 256 * 1024;
 
-/// Blocks per core read ahead while the previous ones are parsed.
-const BLOCKS_PER_THREAD: usize = 4;
+/// Blocks per core queued, read ahead of the parse.
+const BLOCKS_QUEUED_PER_THREAD: usize = 2;
 
 /// zstd level of a last good copy of content received uncompressed: fast
 /// (it runs on the reading thread, beside the parse), about 5× smaller
@@ -228,18 +230,6 @@ impl<R: Read> Blocks<R> {
             }
         }
     }
-
-    /// Up to `count` blocks.
-    fn wave(&mut self, count: usize) -> io::Result<Vec<Vec<u8>>> {
-        let mut wave = Vec::with_capacity(count);
-        while wave.len() < count {
-            match self.next_block()? {
-                Some(block) => wave.push(block),
-                None => break,
-            }
-        }
-        Ok(wave)
-    }
 }
 
 /// The sink of one block: its full hashes, in order.
@@ -282,8 +272,18 @@ fn parse_into(
     streamed.parse += started.elapsed();
 }
 
-/// Parses a line format's blocks on every core into `out`, reading the
-/// next blocks while the current ones are parsed; results in input order.
+/// Parses a line format's blocks on every core into `out`, results in
+/// input order.
+///
+/// A streaming pipeline with no barrier between blocks: one thread reads
+/// (and decompresses) blocks into a bounded queue; one task per rayon
+/// thread takes the next block as soon as it is done with the last and
+/// parses it; each block's result is merged as soon as every block before
+/// it has been. A core never waits for the slowest block of a batch, and
+/// at most `threads × (BLOCKS_QUEUED_PER_THREAD + 1) + 1` blocks of text
+/// are in memory at once (the queue, one per parser, one being read).
+/// A result that comes before its turn waits holding only its full
+/// hashes, which the merge keeps anyway.
 fn parse_lines<R: Read + Send>(
     blocks: &mut Blocks<R>,
     format: SourceFormat,
@@ -291,41 +291,98 @@ fn parse_lines<R: Read + Send>(
     out: &mut Vec<FullHash>,
     streamed: &mut Streamed,
 ) -> io::Result<()> {
-    let per_wave = rayon::current_num_threads().max(1) * BLOCKS_PER_THREAD;
+    let threads = rayon::current_num_threads().max(1);
     let started = Instant::now();
-    let mut wave = blocks.wave(per_wave)?;
-    streamed.read += started.elapsed();
-    while !wave.is_empty() {
-        let started = Instant::now();
-        let (next, (parsed, parse_took)) = rayon::join(
-            || blocks.wave(per_wave),
-            || {
-                let started = Instant::now();
-                let parsed: Vec<(ParseReport, BlockSink)> = wave
-                    .par_iter()
-                    .map(|block| {
-                        let mut report = ParseReport::default();
-                        let mut sink = BlockSink::default();
-                        parse_source_into(block, format, options, &mut report, &mut sink);
-                        (report, sink)
-                    })
-                    .collect();
-                (parsed, started.elapsed())
-            },
-        );
-        drop(std::mem::take(&mut wave));
-        for (report, sink) in parsed {
-            streamed.report.merge(&report);
-            out.extend_from_slice(&sink.hashes);
-            streamed.expressions += sink.expressions;
-            streamed.expression_bytes += sink.expression_bytes;
+    let (send, receive) =
+        std::sync::mpsc::sync_channel::<(usize, Vec<u8>)>(threads * BLOCKS_QUEUED_PER_THREAD);
+    let merge = Mutex::new(InOrder {
+        next: 0,
+        waiting: BTreeMap::new(),
+        out,
+        streamed: &mut *streamed,
+    });
+    // Nanoseconds the parse tasks spent waiting for the next block.
+    let waited = AtomicU64::new(0);
+    let read = std::thread::scope(|scope| {
+        let reader = scope.spawn(move || -> io::Result<()> {
+            let mut index = 0;
+            while let Some(block) = blocks.next_block()? {
+                if send.send((index, block)).is_err() {
+                    break;
+                }
+                index += 1;
+            }
+            Ok(())
+        });
+        let receive = Mutex::new(receive);
+        let parsed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            rayon::scope(|tasks| {
+                for _ in 0..threads {
+                    tasks.spawn(|_| {
+                        loop {
+                            let wait = Instant::now();
+                            // The lock is held only while the queue is empty or
+                            // a block is taken: every other task is parsing.
+                            let next = receive.lock().unwrap_or_else(PoisonError::into_inner).recv();
+                            waited.fetch_add(nanos(wait.elapsed()), Ordering::Relaxed);
+                            let Ok((index, block)) = next else { break };
+                            let mut report = ParseReport::default();
+                            let mut sink = BlockSink::default();
+                            parse_source_into(&block, format, options, &mut report, &mut sink);
+                            drop(block);
+                            merge
+                                .lock()
+                                .unwrap_or_else(PoisonError::into_inner)
+                                .add(index, report, sink);
+                        }
+                    });
+                }
+            });
+        }));
+        // The queue closed, so a reader blocked on it stops, even when a
+        // parse task panicked.
+        drop(receive);
+        let read = reader.join();
+        match (parsed, read) {
+            (Err(panic), _) | (_, Err(panic)) => std::panic::resume_unwind(panic),
+            (Ok(()), Ok(read)) => read,
         }
-        let wall = started.elapsed();
-        streamed.parse += parse_took;
-        streamed.read += wall.saturating_sub(parse_took);
-        wave = next?;
+    });
+    let merge = merge.into_inner().unwrap_or_else(PoisonError::into_inner);
+    debug_assert!(merge.waiting.is_empty() || read.is_err());
+    let wall = started.elapsed();
+    // Input the parse waited for is reading's share of the wall time.
+    let waiting = Duration::from_nanos(waited.into_inner() / threads as u64).min(wall);
+    streamed.read += waiting;
+    streamed.parse += wall - waiting;
+    read
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// Blocks' results merged in input order.
+struct InOrder<'a> {
+    /// The index of the next block to merge.
+    next: usize,
+    /// Results of later blocks, until their turn.
+    waiting: BTreeMap<usize, (ParseReport, BlockSink)>,
+    out: &'a mut Vec<FullHash>,
+    streamed: &'a mut Streamed,
+}
+
+impl InOrder<'_> {
+    fn add(&mut self, index: usize, report: ParseReport, sink: BlockSink) {
+        self.waiting.insert(index, (report, sink));
+        while let Some((report, sink)) = self.waiting.remove(&self.next) {
+            self.streamed.report.merge(&report);
+            self.out.extend_from_slice(&sink.hashes);
+            self.streamed.expressions += sink.expressions;
+            self.streamed.expression_bytes += sink.expression_bytes;
+            self.next += 1;
+        }
     }
-    Ok(())
 }
 
 /// How one content is read: its format and the options of each pass (a
