@@ -235,7 +235,7 @@ notes.append("""### Where rows 3.x stand
 **What the build does now.** A source is streamed: the file (or the HTTP response as
 received) is decompressed block by block and never held whole once decompressed; blocks of
 whole lines (256 KiB) are read by one thread into a bounded queue (2 blocks per core), taken
-by one parse task per core as soon as it is done with its last (no batch barrier), parsed,
+by one parse thread per core as soon as it is done with its last (no batch barrier), parsed,
 canonicalized and hashed, and merged in input order, so the snapshot, the full
 hashes and the report (counts, the first ten rejected lines) are byte for byte those of one
 thread. The last good copy of a source is kept compressed (the gzip as received; zstd level 1

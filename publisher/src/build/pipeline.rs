@@ -13,7 +13,7 @@
 
 use std::collections::BTreeMap;
 use std::io::{self, BufRead, BufReader, Cursor, Read, Write as _};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -276,14 +276,18 @@ fn parse_into(
 /// input order.
 ///
 /// A streaming pipeline with no barrier between blocks: one thread reads
-/// (and decompresses) blocks into a bounded queue; one task per rayon
-/// thread takes the next block as soon as it is done with the last and
-/// parses it; each block's result is merged as soon as every block before
-/// it has been. A core never waits for the slowest block of a batch, and
-/// at most `threads × (BLOCKS_QUEUED_PER_THREAD + 1) + 1` blocks of text
-/// are in memory at once (the queue, one per parser, one being read).
-/// A result that comes before its turn waits holding only its full
-/// hashes, which the merge keeps anyway.
+/// (and decompresses) blocks into a bounded queue; one parse thread per
+/// core (as many as rayon's pool has) takes the next block as soon as it
+/// is done with the last; each block's result is merged as soon as every
+/// block before it has been. A core never waits for the slowest block of
+/// a batch, and at most `threads × (BLOCKS_QUEUED_PER_THREAD + 1) + 1`
+/// blocks of text are in memory at once (the queue, one per parse thread,
+/// one being read). A result that comes before its turn waits holding
+/// only its full hashes, which the merge keeps anyway.
+///
+/// The threads are this source's own, not rayon tasks: a task that ran
+/// for a whole source would hold a pool thread that a build of another
+/// list, waiting on the same pool, might need to go on.
 fn parse_lines<R: Read + Send>(
     blocks: &mut Blocks<R>,
     format: SourceFormat,
@@ -295,67 +299,102 @@ fn parse_lines<R: Read + Send>(
     let started = Instant::now();
     let (send, receive) =
         std::sync::mpsc::sync_channel::<(usize, Vec<u8>)>(threads * BLOCKS_QUEUED_PER_THREAD);
+    let receive = Mutex::new(Some(receive));
     let merge = Mutex::new(InOrder {
         next: 0,
         waiting: BTreeMap::new(),
         out,
         streamed: &mut *streamed,
     });
-    // Nanoseconds the parse tasks spent waiting for the next block.
+    // Nanoseconds the parse threads spent waiting for the next block.
     let waited = AtomicU64::new(0);
-    let read = std::thread::scope(|scope| {
-        let reader = scope.spawn(move || -> io::Result<()> {
-            let mut index = 0;
-            while let Some(block) = blocks.next_block()? {
-                if send.send((index, block)).is_err() {
+    // Set when a parse thread panics: the others stop at their next block.
+    let stop = AtomicBool::new(false);
+    let spawn_error =
+        |what: &str, e: io::Error| io::Error::new(e.kind(), format!("cannot start {what}: {e}"));
+    let result = std::thread::scope(|scope| {
+        let reader = std::thread::Builder::new()
+            .name("source-read".into())
+            .spawn_scoped(scope, move || -> io::Result<()> {
+                let mut index = 0;
+                while let Some(block) = blocks.next_block()? {
+                    if send.send((index, block)).is_err() {
+                        break;
+                    }
+                    index += 1;
+                }
+                Ok(())
+            })
+            .map_err(|e| spawn_error("the source's read thread", e))?;
+        let parse = || {
+            let _stop_on_panic = StopOnPanic(&stop);
+            loop {
+                let wait = Instant::now();
+                // The lock is held only while the queue is empty or a block
+                // is taken: every other thread is parsing.
+                let next = receive
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .as_ref()
+                    .map(std::sync::mpsc::Receiver::recv);
+                waited.fetch_add(nanos(wait.elapsed()), Ordering::Relaxed);
+                let Some(Ok((index, block))) = next else { break };
+                if stop.load(Ordering::Relaxed) {
                     break;
                 }
-                index += 1;
+                let mut report = ParseReport::default();
+                let mut sink = BlockSink::default();
+                parse_source_into(&block, format, options, &mut report, &mut sink);
+                drop(block);
+                merge
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .add(index, report, sink);
             }
-            Ok(())
-        });
-        let receive = Mutex::new(receive);
-        let parsed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            rayon::scope(|tasks| {
-                for _ in 0..threads {
-                    tasks.spawn(|_| {
-                        loop {
-                            let wait = Instant::now();
-                            // The lock is held only while the queue is empty or
-                            // a block is taken: every other task is parsing.
-                            let next = receive.lock().unwrap_or_else(PoisonError::into_inner).recv();
-                            waited.fetch_add(nanos(wait.elapsed()), Ordering::Relaxed);
-                            let Ok((index, block)) = next else { break };
-                            let mut report = ParseReport::default();
-                            let mut sink = BlockSink::default();
-                            parse_source_into(&block, format, options, &mut report, &mut sink);
-                            drop(block);
-                            merge
-                                .lock()
-                                .unwrap_or_else(PoisonError::into_inner)
-                                .add(index, report, sink);
-                        }
-                    });
+        };
+        let mut parsers = Vec::with_capacity(threads);
+        let mut started_all = Ok(());
+        for _ in 0..threads {
+            match std::thread::Builder::new()
+                .name("source-parse".into())
+                .spawn_scoped(scope, parse)
+            {
+                Ok(handle) => parsers.push(handle),
+                Err(e) => {
+                    stop.store(true, Ordering::Relaxed);
+                    started_all = Err(spawn_error("a parse thread", e));
+                    break;
                 }
-            });
-        }));
-        // The queue closed, so a reader blocked on it stops, even when a
-        // parse task panicked.
-        drop(receive);
-        let read = reader.join();
-        match (parsed, read) {
-            (Err(panic), _) | (_, Err(panic)) => std::panic::resume_unwind(panic),
-            (Ok(()), Ok(read)) => read,
+            }
         }
+        let panicked = parsers.into_iter().find_map(|p| p.join().err());
+        // The queue closed, so a reader blocked on it stops, whatever
+        // stopped the parse.
+        drop(receive.lock().unwrap_or_else(PoisonError::into_inner).take());
+        let read = reader.join();
+        if let Some(panic) = panicked {
+            std::panic::resume_unwind(panic);
+        }
+        let read = read.unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        started_all.and(read)
     });
-    let merge = merge.into_inner().unwrap_or_else(PoisonError::into_inner);
-    debug_assert!(merge.waiting.is_empty() || read.is_err());
     let wall = started.elapsed();
     // Input the parse waited for is reading's share of the wall time.
     let waiting = Duration::from_nanos(waited.into_inner() / threads as u64).min(wall);
     streamed.read += waiting;
     streamed.parse += wall - waiting;
-    read
+    result
+}
+
+/// Sets its flag when dropped by a panic's unwinding.
+struct StopOnPanic<'a>(&'a AtomicBool);
+
+impl Drop for StopOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.store(true, Ordering::Relaxed);
+        }
+    }
 }
 
 fn nanos(d: Duration) -> u64 {

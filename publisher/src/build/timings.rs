@@ -14,7 +14,7 @@ use std::time::Duration;
 ///   part of reading and decompressing a source (and compressing its copy
 ///   to keep) that the parse did not hide: a source is read block by block
 ///   on one thread while the blocks read before are parsed on every core,
-///   and this is the wall time the parse tasks waited for the next block
+///   and this is the wall time the parse threads waited for the next block
 ///   (their summed wait over their number).
 /// - `parse`: the parse on every core: splitting lines, cleaning them,
 ///   canonicalizing each entry, its public-suffix check, SHA-256 of its

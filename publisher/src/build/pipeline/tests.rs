@@ -106,6 +106,31 @@ fn a_feed_read_in_parallel_blocks_is_read_as_in_one_pass() {
 const REJECT_SAMPLES_SEEN: usize = crate::sources::REJECT_SAMPLES;
 
 #[test]
+fn sources_read_at_once_on_one_pool_thread_each_read_as_in_one_pass() {
+    // The parse threads are each source's own: two sources read at once,
+    // from two rayon tasks of a one-thread pool, neither waits for the
+    // other's whole source (nor for a pool thread the other holds).
+    let feed = fixture();
+    let gz = gzip(&feed);
+    let config = SourceConfig::file("feed.txt", SourceFormat::Urls);
+    let expected = sequential(&feed, SourceFormat::Urls, &FormatOptions::default());
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+    let (plain, gzipped) = pool.install(|| {
+        rayon::join(
+            || read(Content::Fresh(feed.clone()), &config),
+            || read(Content::Fresh(gz.clone()), &config),
+        )
+    });
+    for read in [plain, gzipped] {
+        let (out, report, _) = read.unwrap();
+        assert!(
+            (&out, &report) == (&expected.0, &expected.1),
+            "differs from one pass"
+        );
+    }
+}
+
+#[test]
 fn gzip_is_streamed_and_kept_as_received() {
     let feed = fixture();
     let gz = gzip(&feed);
