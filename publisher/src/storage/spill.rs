@@ -4,7 +4,10 @@
 //! entry) still held the two made a build's peak (BENCHMARKS.md, row 3.2).
 //! Written as the `.hashes` object the build then publishes, so the write
 //! is the one publishing needed anyway; read back after the filter, checked
-//! against what was written, and committed (renamed into place) if the
+//! against what was written (its length and XXH3-64: a check against the
+//! file changing on disk, not against an adversary, who could change the
+//! data directory at will; SHA-256 there cost two more passes at its
+//! speed over every full hash), and committed (renamed into place) if the
 //! build publishes. A build that publishes nothing drops it: the file is
 //! removed, most often before any of it reached the disk.
 //!
@@ -12,10 +15,11 @@
 //! object store the hashes stay in memory as before, since a staged value
 //! there is itself held in memory.
 
+use std::hash::Hasher as _;
 use std::io::{self, Read as _, Write as _};
 
 use blocksieve_format::FullHash;
-use sha2::Digest as _;
+use twox_hash::XxHash3_64;
 
 use super::Staged;
 use crate::error::Error;
@@ -54,6 +58,8 @@ impl<S: Spill> Spill for UnlessServed<'_, S> {
 pub struct SpilledHashes {
     staged: Staged,
     count: usize,
+    /// The XXH3-64 of the bytes written.
+    xxh3: u64,
     /// Where they are, for errors.
     location: String,
 }
@@ -67,17 +73,20 @@ impl SpilledHashes {
     /// When writing fails: `staged` is dropped, and its file with it.
     pub fn write(staged: Staged, hashes: &[FullHash], location: String) -> io::Result<Self> {
         let mut staged = staged.synced_at_commit();
+        let mut xxh3 = XxHash3_64::new();
         for chunk in hashes.chunks(1 << 15) {
             // One write of 1 MiB rather than one per hash: the staged
             // value hashes what it is given, and SHA-256 runs faster over
             // long inputs.
             let bytes: Vec<u8> = chunk.iter().flat_map(|h| h.0).collect();
+            xxh3.write(&bytes);
             staged.write_all(&bytes)?;
         }
         staged.flush()?;
         Ok(Self {
             staged,
             count: hashes.len(),
+            xxh3: xxh3.finish(),
             location,
         })
     }
@@ -105,7 +114,7 @@ impl SpilledHashes {
     }
 
     /// Reads the full hashes back a chunk at a time into `each`, checked
-    /// to be exactly those written (as many bytes, and the SHA-256 of the
+    /// to be exactly those written (as many bytes, and the XXH3-64 of the
     /// bytes given to the write) once all are read: a caller drops what it
     /// made of them on an error.
     ///
@@ -115,11 +124,11 @@ impl SpilledHashes {
     /// when it does not hold what was written.
     pub fn read_chunks(&mut self, mut each: impl FnMut(&[FullHash])) -> Result<(), Error> {
         let expected_len = self.staged.len();
-        let expected_sha = self.staged.sha256_hex();
+        let expected_xxh3 = self.xxh3;
         let io = Error::storage(&self.location);
         let mut reader = self.staged.read_back().map_err(&io)?;
         let mut chunk: Vec<FullHash> = Vec::with_capacity(1 << 15);
-        let mut sha = sha2::Sha256::new();
+        let mut xxh3 = XxHash3_64::new();
         let mut buf = vec![0u8; 1 << 20];
         let mut filled = 0;
         let mut total = 0u64;
@@ -129,7 +138,7 @@ impl SpilledHashes {
             if n == 0 {
                 break;
             }
-            sha.update(&buf[filled..filled + n]);
+            xxh3.write(&buf[filled..filled + n]);
             total += n as u64;
             filled += n;
             let whole = filled - filled % 32;
@@ -144,12 +153,12 @@ impl SpilledHashes {
             buf.copy_within(whole..filled, 0);
             filled -= whole;
         }
-        let sha = hex::encode(sha.finalize());
-        if total != expected_len || sha != expected_sha || filled != 0 || count != self.count {
+        let xxh3 = xxh3.finish();
+        if total != expected_len || xxh3 != expected_xxh3 || filled != 0 || count != self.count {
             return Err(Error::Corrupt {
                 path: self.location.clone().into(),
                 reason: format!(
-                    "full hashes read back as {total} bytes (SHA-256 {sha}), written as {expected_len} bytes (SHA-256 {expected_sha})"
+                    "full hashes read back as {total} bytes (XXH3-64 {xxh3:016x}), written as {expected_len} bytes (XXH3-64 {expected_xxh3:016x})"
                 ),
             });
         }
@@ -165,6 +174,8 @@ impl SpilledHashes {
 
 #[cfg(test)]
 mod tests {
+    use sha2::Digest as _;
+
     use super::*;
 
     fn hashes(n: u32) -> Vec<FullHash> {
