@@ -367,7 +367,12 @@ fn parse_lines<R: Read + Send>(
                 }
             }
         }
-        let panicked = parsers.into_iter().find_map(|p| p.join().err());
+        let mut panicked = None;
+        for parser in parsers {
+            if let Err(panic) = parser.join() {
+                panicked.get_or_insert(panic);
+            }
+        }
         // The queue closed, so a reader blocked on it stops, whatever
         // stopped the parse.
         drop(receive.lock().unwrap_or_else(PoisonError::into_inner).take());
