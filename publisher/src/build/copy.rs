@@ -1,10 +1,11 @@
 //! The copy of a fresh source kept as its last good content, written while
-//! the source is read: the reading thread hands each piece (gzip as
-//! received, or zstd of plain content) to a writer thread of its own, which
-//! writes it to the storage's staged value ([`Staged`]: a temporary file in
-//! the data directory, synced as it grows), so that neither the read nor
-//! the parse waits for the disk, and the build holds no copy in memory.
-//! The build then commits it under its SHA-256 if the content parsed
+//! the source is read: the reading thread hands each piece as read (gzip as
+//! received, or plain content) to a writer thread of its own, which
+//! compresses plain content with zstd and writes the copy to the storage's
+//! staged value ([`Staged`]: a temporary file in the data directory, synced
+//! as it grows), so that neither the read nor the parse waits for the
+//! compression or the disk, and the build holds no copy in memory. The
+//! build then commits it under its SHA-256 if the content parsed
 //! ([`crate::storage::SourceCache::store_staged`]), or drops it.
 //!
 //! A copy that cannot be written (a full disk) never fails the read: the
@@ -21,10 +22,50 @@ use crate::storage::Staged;
 
 /// Pieces in flight to the writer thread (each up to a read block of
 /// 256 KiB): 1 MiB, more than the parse uses while the writer syncs 4 MiB
-/// (about 7 ms here); a slower disk holds the read back rather than
-/// growing the build's memory (16 pieces added up to 4 MiB to the peak
-/// when the disk lagged).
+/// (about 7 ms here); a slower disk or compression holds the read back
+/// rather than growing the build's memory (16 pieces added up to 4 MiB to
+/// the peak when the disk lagged).
 const PIECES_IN_FLIGHT: usize = 4;
+
+/// How a copy is stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Encode {
+    /// As read (gzip as received).
+    AsRead,
+    /// Compressed with zstd at this level (plain content).
+    Zstd(i32),
+}
+
+/// A copy's bytes on their way into its staged value.
+pub(crate) enum Sink {
+    AsRead(Staged),
+    Zstd(zstd::stream::write::Encoder<'static, Staged>),
+}
+
+impl Sink {
+    fn new(staged: Staged, encode: Encode) -> io::Result<Self> {
+        Ok(match encode {
+            Encode::AsRead => Self::AsRead(staged),
+            Encode::Zstd(level) => Self::Zstd(zstd::stream::write::Encoder::new(staged, level)?),
+        })
+    }
+
+    fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
+        match self {
+            Self::AsRead(staged) => staged.write_all(bytes),
+            Self::Zstd(encoder) => encoder.write_all(bytes),
+        }
+    }
+
+    /// The staged value, every byte written into it (its file not yet
+    /// synced).
+    fn finish(self) -> io::Result<Staged> {
+        match self {
+            Self::AsRead(staged) => Ok(staged),
+            Self::Zstd(encoder) => encoder.finish(),
+        }
+    }
+}
 
 /// Where a fresh source's copy goes as it is read.
 pub struct KeepTo(Option<Box<dyn FnOnce() -> Result<Staged, Error> + Send>>);
@@ -51,32 +92,38 @@ impl KeepTo {
         Self(Some(Box::new(stage)))
     }
 
-    /// The writer of the copy.
-    pub(crate) fn open(self) -> CopyWriter {
+    /// The writer of the copy, stored as `encode` says.
+    pub(crate) fn open(self, encode: Encode) -> CopyWriter {
         let staged = match self.0 {
-            None => return CopyWriter::Direct(Staged::memory()),
-            Some(stage) => match stage() {
-                Ok(staged) => staged,
-                Err(e) => return CopyWriter::Broken(e.to_string()),
-            },
+            None => Ok(Staged::memory()),
+            Some(stage) => stage().map_err(|e| e.to_string()),
         };
-        if !staged.is_file() {
-            return CopyWriter::Direct(staged);
-        }
+        let sink = staged.and_then(|staged| {
+            let file = staged.is_file();
+            Sink::new(staged, encode)
+                .map(|sink| (sink, file))
+                .map_err(|e| format!("zstd: {e}"))
+        });
+        let sink = match sink {
+            Ok((sink, true)) => sink,
+            Ok((sink, false)) => return CopyWriter::Direct(Box::new(sink)),
+            Err(reason) => return CopyWriter::Broken(reason),
+        };
         let (tx, rx) = sync_channel::<Piece>(PIECES_IN_FLIGHT);
         let abandoned = Arc::new(AtomicBool::new(false));
         let abandon = Arc::clone(&abandoned);
         let spawned = std::thread::Builder::new()
             .name("source-copy".to_owned())
             .spawn(move || {
-                let mut staged = staged;
+                let mut sink = sink;
                 loop {
                     // A closed channel without its end, or a read given up:
                     // the copy is dropped (and its file with it) unsynced.
                     match rx.recv() {
                         _ if abandon.load(Ordering::Relaxed) => break,
-                        Ok(Piece::Bytes(piece)) => staged.write_all(&piece)?,
+                        Ok(Piece::Bytes(piece)) => sink.write_all(&piece)?,
                         Ok(Piece::End) => {
+                            let mut staged = sink.finish()?;
                             staged.finish()?;
                             return Ok(staged);
                         }
@@ -108,7 +155,7 @@ enum Piece {
 /// thread to one in a file. Its writes never fail; a copy that could not
 /// be written says why at [`CopyWriter::finish`].
 pub(crate) enum CopyWriter {
-    Direct(Staged),
+    Direct(Box<Sink>),
     Thread(Writer),
     Broken(String),
 }
@@ -167,7 +214,7 @@ impl CopyWriter {
     /// The copy, all written (and a file synced), or why there is none.
     pub(crate) fn finish(self) -> Result<Staged, String> {
         match self {
-            Self::Direct(staged) => Ok(staged),
+            Self::Direct(sink) => (*sink).finish().map_err(|e| e.to_string()),
             Self::Thread(writer) => writer.finish(),
             Self::Broken(reason) => Err(reason),
         }
@@ -186,7 +233,7 @@ fn joined(handle: Option<JoinHandle<io::Result<Staged>>>) -> Result<Staged, Stri
 impl Write for CopyWriter {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         let broken = match self {
-            Self::Direct(staged) => staged.write_all(buf).err().map(|e| e.to_string()),
+            Self::Direct(sink) => sink.write_all(buf).err().map(|e| e.to_string()),
             Self::Thread(writer) => writer.send(buf).err(),
             Self::Broken(_) => None,
         };
@@ -212,7 +259,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let storage: Arc<dyn Storage> = Arc::new(LocalStorage::open(dir.path()).unwrap());
         let stage = Arc::clone(&storage);
-        let mut copy = KeepTo::deferred(move || stage.stage("sources/x")).open();
+        let mut copy = KeepTo::deferred(move || stage.stage("sources/x")).open(Encode::AsRead);
         assert!(matches!(copy, CopyWriter::Thread(_)));
         let piece: Vec<u8> = (0..=255).collect();
         for _ in 0..1000 {
@@ -230,6 +277,28 @@ mod tests {
     }
 
     #[test]
+    fn a_compressed_copy_is_compressed_by_its_thread_and_decodes_to_what_was_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let storage: Arc<dyn Storage> = Arc::new(LocalStorage::open(dir.path()).unwrap());
+        let stage = Arc::clone(&storage);
+        let mut copy = KeepTo::deferred(move || stage.stage("sources/x")).open(Encode::Zstd(1));
+        assert!(matches!(copy, CopyWriter::Thread(_)));
+        let text = b"http://example.com/a/b?c=d\n".repeat(20_000);
+        for piece in text.chunks(100_003) {
+            copy.write_all(piece).unwrap();
+        }
+        let mut staged = copy.finish().unwrap();
+        let stored = staged.contents().unwrap();
+        assert!(stored.len() * 20 < text.len(), "{} bytes", stored.len());
+        assert_eq!(zstd::stream::decode_all(stored.as_slice()).unwrap(), text);
+        // The same through a copy held in memory.
+        let mut memory = KeepTo::memory().open(Encode::Zstd(1));
+        memory.write_all(&text).unwrap();
+        let stored = memory.finish().unwrap().contents().unwrap();
+        assert_eq!(zstd::stream::decode_all(stored.as_slice()).unwrap(), text);
+    }
+
+    #[test]
     fn a_copy_that_cannot_be_made_says_why_and_takes_every_write() {
         let mut copy = KeepTo::deferred(|| {
             Err(Error::Storage {
@@ -237,11 +306,11 @@ mod tests {
                 reason: io::Error::other("disk full"),
             })
         })
-        .open();
+        .open(Encode::AsRead);
         copy.write_all(b"abc").unwrap();
         let reason = copy.finish().unwrap_err();
         assert!(reason.contains("disk full"), "{reason}");
-        let mut memory = KeepTo::memory().open();
+        let mut memory = KeepTo::memory().open(Encode::AsRead);
         memory.write_all(b"abc").unwrap();
         assert_eq!(memory.finish().unwrap().contents().unwrap(), b"abc");
     }
@@ -251,7 +320,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let storage: Arc<dyn Storage> = Arc::new(LocalStorage::open(dir.path()).unwrap());
         let stage = Arc::clone(&storage);
-        let mut copy = KeepTo::deferred(move || stage.stage("sources/x")).open();
+        let mut copy = KeepTo::deferred(move || stage.stage("sources/x")).open(Encode::AsRead);
         for _ in 0..100 {
             copy.write_all(&[1u8; 64 * 1024]).unwrap();
         }

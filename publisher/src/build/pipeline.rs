@@ -6,7 +6,7 @@
 //! hashes are those of one pass from the first line to the last. A fresh
 //! source's copy to keep as its last good content is taken on the way:
 //! gzip as received, anything else compressed with zstd, and written to
-//! storage alongside the read (`copy`).
+//! storage alongside the read, both on a thread of its own (`copy`).
 //!
 //! JSON and CSV documents are read whole (a document cannot be cut at a
 //! line), then parsed on one thread.
@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use blocksieve_format::FullHash;
 
-use super::copy::{CopyWriter, KeepTo};
+use super::copy::{CopyWriter, Encode, KeepTo};
 use crate::config::{SourceConfig, SourceFormat};
 use crate::fetch::{ContentEncoding, Stream, is_gzip};
 use crate::sources::{EntrySink, FormatOptions, ParseReport, parse_source_into};
@@ -32,7 +32,7 @@ const BLOCK_BYTES: usize = 256 * 1024;
 const BLOCKS_QUEUED_PER_THREAD: usize = 2;
 
 /// zstd level of a last good copy of content received uncompressed: fast
-/// (it runs on the reading thread, beside the parse), about 5× smaller
+/// (it runs on the copy's thread, beside the parse), about 5× smaller
 /// than the text for URL lists.
 const KEEP_ZSTD_LEVEL: i32 = 1;
 
@@ -95,26 +95,30 @@ impl Read for Raw {
 enum Keeper {
     /// Nothing to copy (cached content, or fresh gzip already in memory).
     Nothing,
-    /// The raw bytes themselves (a gzip stream).
-    Raw(CopyWriter),
-    /// The raw bytes, compressed.
-    Zstd(zstd::stream::write::Encoder<'static, CopyWriter>),
+    /// The raw bytes, stored with this encoding (compressed by the copy's
+    /// writer when they are plain: [`Encode`]).
+    Copy(CopyWriter, ContentEncoding),
     /// The copy failed, for this reason: the read goes on without it.
     Broken(String),
 }
 
 impl Keeper {
-    fn zstd(copy: CopyWriter) -> Self {
-        zstd::stream::write::Encoder::new(copy, KEEP_ZSTD_LEVEL)
-            .map_or_else(|e| Self::Broken(format!("zstd: {e}")), Self::Zstd)
+    /// A copy of raw bytes in `encoding` (gzip or plain), written by
+    /// `keep_to`: gzip as received, plain compressed with zstd.
+    fn open(keep_to: KeepTo, encoding: ContentEncoding) -> Self {
+        match encoding {
+            ContentEncoding::Identity => {
+                Self::Copy(keep_to.open(Encode::Zstd(KEEP_ZSTD_LEVEL)), ContentEncoding::Zstd)
+            }
+            _ => Self::Copy(keep_to.open(Encode::AsRead), encoding),
+        }
     }
 
     /// Copies `bytes`; a copy that fails is dropped, never the read.
     fn write(&mut self, bytes: &[u8]) {
         let written = match self {
             Self::Nothing | Self::Broken(_) => Ok(()),
-            Self::Raw(copy) => copy.write_all(bytes),
-            Self::Zstd(e) => e.write_all(bytes),
+            Self::Copy(copy, _) => copy.write_all(bytes),
         };
         if let Err(e) = written {
             *self = Self::Broken(e.to_string());
@@ -461,22 +465,21 @@ pub(crate) fn read_content(
     let max_bytes = passes.config.max_bytes;
     let (mut raw, encoding, mut keeper) = match content {
         Content::Fresh(bytes) => {
-            let gzip = is_gzip(&bytes);
-            let keeper = if gzip {
+            let encoding = gzip_or_plain(is_gzip(&bytes));
+            let keeper = if encoding == ContentEncoding::Gzip {
                 Keeper::Nothing
             } else {
-                Keeper::zstd(keep_to.open())
+                Keeper::open(keep_to, encoding)
             };
-            (Raw::Memory(Cursor::new(bytes)), gzip_or_plain(gzip), keeper)
+            (Raw::Memory(Cursor::new(bytes)), encoding, keeper)
         }
         Content::Stream(stream) => {
-            let copy = keep_to.open();
-            let keeper = if stream.gzip {
-                Keeper::Raw(copy)
-            } else {
-                Keeper::zstd(copy)
-            };
-            (Raw::Stream(stream.reader), gzip_or_plain(stream.gzip), keeper)
+            let encoding = gzip_or_plain(stream.gzip);
+            (
+                Raw::Stream(stream.reader),
+                encoding,
+                Keeper::open(keep_to, encoding),
+            )
         }
         Content::Cached { bytes, encoding } => (Raw::Memory(Cursor::new(bytes)), encoding, Keeper::Nothing),
     };
@@ -513,16 +516,9 @@ pub(crate) fn read_content(
             }),
             Raw::Stream(_) => None,
         },
-        Keeper::Raw(copy) => Some(Kept {
+        Keeper::Copy(copy, encoding) => Some(Kept {
             copy: copy.finish(),
             encoding,
-        }),
-        Keeper::Zstd(encoder) => Some(Kept {
-            copy: encoder
-                .finish()
-                .map_err(|e| format!("zstd: {e}"))
-                .and_then(CopyWriter::finish),
-            encoding: ContentEncoding::Zstd,
         }),
         Keeper::Broken(reason) => Some(Kept {
             copy: Err(reason),
