@@ -197,9 +197,10 @@ for num, name, label in builds:
                  f"the process's, reference pass included: {rss / MiB:.0f}) |")
     notes.append(f"| SHA-256 alone (reference) | {ref:.3f} | | 1.00 | |\n")
 notes.append("Stages (wall time; they do not overlap, their sum is the total): `read` = fetching "
-             "(checking the file) and the part of reading, gunzip (miniz_oxide) and compressing the "
-             "source's copy that the parse did not hide (a source is read block by block on one "
-             "thread while the blocks before are parsed on every core); `parse` = the parallel "
+             "(checking the file) and the part of reading and gunzip (zlib-rs) that the parse did not "
+             "hide (a source is read block by block on one thread while the blocks before are "
+             "parsed on every core; on 2 cores it also counts the CPU the copy's zstd, on a thread "
+             "of its own, takes from the parse); `parse` = the parallel "
              "parse: line splitting, cleaning, canonicalization with the public-suffix check, "
              "SHA-256 (no longer timed apart: clock reads per entry cost more than some of what "
              "they time, and summed over cores they are not wall time); `source_cache` = committing "
@@ -239,8 +240,9 @@ by one parse thread per core as soon as it is done with its last (no batch barri
 canonicalized and hashed, and merged in input order, so the snapshot, the full
 hashes and the report (counts, the first ten rejected lines) are byte for byte those of one
 thread. The last good copy of a source is kept compressed (the gzip as received; zstd level 1
-of content received plain) and written to storage while the source is read, by a thread of its
-own (a staged file synced every 4 MiB, renamed into place once the source parsed): it is never
+of content received plain, compressed by the copy's thread, not the reading one) and written to
+storage while the source is read, by a thread of its own (a staged file synced every 4 MiB,
+renamed into place once the source parsed): it is never
 held in memory and the build does not wait for it; sorts and the canary run in parallel.
 Earlier: whole decompressed feed in memory and a decompressed fsynced copy (`source_cache` 2.2×
 on the 854k feed); then the compressed copy held in memory and written with fsync after the
@@ -264,8 +266,9 @@ first: canonicalization itself; sorting 32-byte hashes (`sort_dedup`: a radix so
 311 MB `.hashes` write took 0.5 s or 3 s depending on what the disk was still writing back);
 gunzip on the reading thread (flate2's zlib-rs backend now, in the publisher only; the agent's
 memory test passes with it); and, on the synthetic lists, zstd level 1 of the plain-text copy
-to keep (random URLs: about 300 MB/s, a fifth of the 10M build's CPU; a real feed's text
-compresses 4.6× at 500 MB/s, and one fetched gzip is kept as received, for free).
+to keep (random URLs: about 300 MB/s, a fifth of the 10M build's CPU, on the copy's thread; a
+real feed's text compresses 4.6× at 500 MB/s, and one fetched gzip is kept as received, for
+free).
 
 **Memory.** The full hashes (32 B each) are out of memory while the filter is built: the build
 writes them as the `.hashes` file it will publish (a staged file in the data directory), takes
