@@ -16,6 +16,7 @@
 //! reject samples as one pass. Fresh content's compressed copy, the next
 //! last good content, is taken on the way.
 
+use std::io::Read;
 use std::time::{Duration, Instant};
 
 use blocksieve_format::api::{AllowStatus, Sizing, SourceStatus};
@@ -89,7 +90,7 @@ pub struct LastGood(Option<Box<ReadLastGood>>);
 
 /// Reads a source's last good content (as stored, with its encoding) and
 /// its metadata.
-type ReadLastGood = dyn FnOnce() -> Option<(Vec<u8>, ContentEncoding, CacheMeta)> + Send;
+type ReadLastGood = dyn FnOnce() -> Option<(Box<dyn Read + Send>, ContentEncoding, CacheMeta)> + Send;
 
 impl LastGood {
     /// No last good content.
@@ -100,19 +101,26 @@ impl LastGood {
     /// Plain content already in memory.
     pub fn in_memory(bytes: Vec<u8>, meta: CacheMeta) -> Self {
         Self(Some(Box::new(move || {
-            Some((bytes, ContentEncoding::Identity, meta))
+            Some((
+                Box::new(std::io::Cursor::new(bytes)) as Box<dyn Read + Send>,
+                ContentEncoding::Identity,
+                meta,
+            ))
         })))
     }
 
-    /// Content that `read` gets when (and only if) the build needs it:
-    /// the stored bytes and how they are encoded.
+    /// Content that `open` gets when (and only if) the build needs it: a
+    /// reader of the stored bytes (read as they are parsed, e.g.
+    /// [`SourceCache::open_encoded`](crate::storage::SourceCache::open_encoded))
+    /// and how they are encoded. A read error, a failed check of the
+    /// content included, makes the build drop what it parsed of it.
     pub fn deferred(
-        read: impl FnOnce() -> Option<(Vec<u8>, ContentEncoding, CacheMeta)> + Send + 'static,
+        open: impl FnOnce() -> Option<(Box<dyn Read + Send>, ContentEncoding, CacheMeta)> + Send + 'static,
     ) -> Self {
-        Self(Some(Box::new(read)))
+        Self(Some(Box::new(open)))
     }
 
-    fn take(self) -> Option<(Vec<u8>, ContentEncoding, CacheMeta)> {
+    fn take(self) -> Option<(Box<dyn Read + Send>, ContentEncoding, CacheMeta)> {
         self.0.and_then(|read| read())
     }
 }
@@ -442,8 +450,8 @@ pub fn read_sources(
                 let started = Instant::now();
                 let cached = last_good.take();
                 timings.add("read", started.elapsed());
-                let cached = cached.map(|(bytes, encoding, meta)| {
-                    let content = Content::Cached { bytes, encoding };
+                let cached = cached.map(|(reader, encoding, meta)| {
+                    let content = Content::Cached { reader, encoding };
                     let parsed = parse_source_content(
                         content,
                         KeepTo::memory(),

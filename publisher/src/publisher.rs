@@ -407,7 +407,7 @@ impl Publisher {
             }
             let last_good = {
                 let cache = cache.clone();
-                LastGood::deferred(move || cache.load_encoded())
+                LastGood::deferred(move || cache.open_encoded())
             };
             let keep_to = {
                 let cache = cache.clone();

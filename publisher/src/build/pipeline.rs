@@ -42,10 +42,10 @@ pub(crate) enum Content {
     Fresh(Vec<u8>),
     /// Fresh content to read as it streams (a local file).
     Stream(Stream),
-    /// A last good copy, as stored.
+    /// A last good copy, as stored, read as it streams.
     Cached {
         /// The stored bytes.
-        bytes: Vec<u8>,
+        reader: Box<dyn Read + Send>,
         /// How they are encoded.
         encoding: ContentEncoding,
     },
@@ -481,7 +481,7 @@ pub(crate) fn read_content(
                 Keeper::open(keep_to, encoding),
             )
         }
-        Content::Cached { bytes, encoding } => (Raw::Memory(Cursor::new(bytes)), encoding, Keeper::Nothing),
+        Content::Cached { reader, encoding } => (Raw::Stream(reader), encoding, Keeper::Nothing),
     };
     let prepared = started.elapsed();
     let mut read = {
@@ -504,6 +504,12 @@ pub(crate) fn read_content(
         };
         read_passes(decoded, passes, out, allowed).map_err(|e| describe(&e, encoding))?
     };
+    if !fresh {
+        // A stored copy read to its very end, where its reader checks it
+        // (`SourceCache::open_encoded`), also when the decoder stopped
+        // before: what was parsed of a copy that fails is dropped.
+        io::copy(&mut raw, &mut io::sink()).map_err(|e| describe(&e, encoding))?;
+    }
     // The copy's last pieces written and synced by its thread: part of
     // reading it.
     let finishing = Instant::now();

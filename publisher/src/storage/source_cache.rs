@@ -157,6 +157,32 @@ impl SourceCache {
         decoded.ok().map(|bytes| (bytes, meta))
     }
 
+    /// The cached content as stored, read as it is parsed, a range at a
+    /// time ([`CacheReader`]: never whole in memory), how it is encoded,
+    /// and its metadata, if any. The reader checks the content against the
+    /// SHA-256 its metadata names when it reaches the end: content that
+    /// does not match fails the read there, with
+    /// [`std::io::ErrorKind::InvalidData`], and the build drops what it
+    /// parsed of it. A build that falls back to its last good content (a
+    /// `304 Not Modified` every build while a feed stands still) so holds
+    /// no more of it than the parse's blocks.
+    pub fn open_encoded(&self) -> Option<(Box<dyn std::io::Read + Send>, ContentEncoding, CacheMeta)> {
+        let (stored, data) = self.described()?;
+        let (_, expected, encoding) = stored.content(String::new);
+        let reader = CacheReader::new(self);
+        let reader: Box<dyn std::io::Read + Send> = match expected {
+            Some(expected) => Box::new(Checked {
+                inner: reader,
+                sha256: <sha2::Sha256 as sha2::Digest>::new(),
+                expected: expected.clone(),
+                key: data,
+                mismatch: None,
+            }),
+            None => Box::new(reader),
+        };
+        Some((reader, encoding, stored.meta))
+    }
+
     /// The cached content as stored, how it is encoded, and its metadata,
     /// if any (and if the content is the one the metadata describes).
     pub fn load_encoded(&self) -> Option<(Vec<u8>, ContentEncoding, CacheMeta)> {
@@ -314,19 +340,22 @@ impl SourceCache {
 
 /// Reads a source's cached content as stored, a range at a time (never
 /// whole in memory). A read after the content is gone or replaced fails.
-pub struct CacheReader<'a> {
-    cache: &'a SourceCache,
+pub struct CacheReader {
+    cache: SourceCache,
     offset: u64,
 }
 
-impl<'a> CacheReader<'a> {
+impl CacheReader {
     /// From the start of `cache`'s content.
-    pub fn new(cache: &'a SourceCache) -> Self {
-        Self { cache, offset: 0 }
+    pub fn new(cache: &SourceCache) -> Self {
+        Self {
+            cache: cache.clone(),
+            offset: 0,
+        }
     }
 }
 
-impl std::io::Read for CacheReader<'_> {
+impl std::io::Read for CacheReader {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         const RANGE_BYTES: u64 = 1 << 20;
         let want = (buf.len() as u64).min(RANGE_BYTES);
@@ -336,6 +365,47 @@ impl std::io::Read for CacheReader<'_> {
         buf[..n].copy_from_slice(&bytes[..n]);
         self.offset += n as u64;
         Ok(n)
+    }
+}
+
+/// A reader of cached content that checks it against the SHA-256 its
+/// metadata names once it has read it all ([`SourceCache::open_encoded`]).
+struct Checked<R> {
+    inner: R,
+    sha256: sha2::Sha256,
+    /// The SHA-256 the metadata names, in hex.
+    expected: String,
+    /// The content's key, for the error.
+    key: String,
+    /// Why the content was refused, once it was.
+    mismatch: Option<String>,
+}
+
+impl<R: std::io::Read> std::io::Read for Checked<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        use sha2::Digest as _;
+        if let Some(reason) = &self.mismatch {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                reason.clone(),
+            ));
+        }
+        let n = self.inner.read(buf)?;
+        if n > 0 || buf.is_empty() {
+            self.sha256.update(&buf[..n]);
+            return Ok(n);
+        }
+        let actual = hex::encode(self.sha256.clone().finalize());
+        if actual != self.expected {
+            let reason = format!(
+                "cached source content {} does not match its metadata: SHA-256 {actual}, the metadata names {}",
+                self.key, self.expected
+            );
+            tracing::warn!(key = %self.key, %reason, "cached source content refused");
+            self.mismatch = Some(reason.clone());
+            return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, reason));
+        }
+        Ok(0)
     }
 }
 
@@ -418,9 +488,22 @@ mod tests {
             (bytes.as_slice(), meta.validators.etag.as_deref()),
             (&b"two\n"[..], Some("c"))
         );
-        // Changed content is refused; gone content takes its validators along.
+        // Read as it streams, the same content.
+        let streamed = |cache: &SourceCache| {
+            let (mut reader, encoding, _) = cache.open_encoded().unwrap();
+            assert_eq!(encoding, ContentEncoding::Identity);
+            let mut out = Vec::new();
+            std::io::Read::read_to_end(&mut reader, &mut out).map(|_| out)
+        };
+        assert_eq!(streamed(&cache).unwrap(), b"two\n");
+        // Changed content is refused (streamed: at its end, the bytes read
+        // so far given, and the build drops them); gone content takes its
+        // validators along.
         storage.put(&data[0], b"tampered\n", PutMode::Overwrite).unwrap();
         assert!(cache.load().is_none());
+        let e = streamed(&cache).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidData);
+        assert!(e.to_string().contains("does not match its metadata"), "{e}");
         storage.delete(&data[0]).unwrap();
         assert!(cache.meta().is_none(), "validators without content");
         // Metadata of the older form (no content key) still reads its `.data`.

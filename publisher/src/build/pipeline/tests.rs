@@ -205,9 +205,46 @@ fn every_stored_encoding_reads_back_the_same_and_is_not_kept_again() {
             ContentEncoding::Zstd,
         ),
     ] {
-        let (out, report, kept) = read(Content::Cached { bytes, encoding }, &config).unwrap();
+        let reader = Box::new(Cursor::new(bytes));
+        let (out, report, kept) = read(Content::Cached { reader, encoding }, &config).unwrap();
         assert_eq!((out, report), expected, "{encoding:?}");
         assert!(kept.is_none());
+    }
+}
+
+/// Reads `bytes`, then fails where it would end (as a stored copy's
+/// reader does when the copy does not match its metadata).
+struct FailsAtEnd(Cursor<Vec<u8>>);
+
+impl Read for FailsAtEnd {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self.0.read(buf)? {
+            0 if !buf.is_empty() => Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "copy refused at its end",
+            )),
+            n => Ok(n),
+        }
+    }
+}
+
+#[test]
+fn a_stored_copy_is_read_to_its_end_and_refused_there_in_every_encoding() {
+    let feed = fixture();
+    let config = SourceConfig::file("feed.txt", SourceFormat::Urls);
+    // Whether the decoder itself reads on to the end or stops at the end
+    // of its frame, the read fails there, and nothing is kept.
+    for (bytes, encoding) in [
+        (feed.clone(), ContentEncoding::Identity),
+        (gzip(&feed), ContentEncoding::Gzip),
+        (
+            zstd::stream::encode_all(feed.as_slice(), 1).unwrap(),
+            ContentEncoding::Zstd,
+        ),
+    ] {
+        let reader = Box::new(FailsAtEnd(Cursor::new(bytes)));
+        let e = read(Content::Cached { reader, encoding }, &config).unwrap_err();
+        assert!(e.contains("copy refused at its end"), "{encoding:?}: {e}");
     }
 }
 
