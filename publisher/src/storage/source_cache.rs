@@ -157,8 +157,8 @@ impl SourceCache {
         decoded.ok().map(|bytes| (bytes, meta))
     }
 
-    /// The cached content as stored, read as it is parsed, a range at a
-    /// time ([`CacheReader`]: never whole in memory), how it is encoded,
+    /// The cached content as stored, read as it is parsed, 4 MiB at a time
+    /// (never whole in memory), how it is encoded,
     /// and its metadata, if any. The reader checks the content against the
     /// SHA-256 its metadata names when it reaches the end: content that
     /// does not match fails the read there, with
@@ -169,7 +169,13 @@ impl SourceCache {
     pub fn open_encoded(&self) -> Option<(Box<dyn std::io::Read + Send>, ContentEncoding, CacheMeta)> {
         let (stored, data) = self.described()?;
         let (_, expected, encoding) = stored.content(String::new);
-        let reader = CacheReader::new(self);
+        let reader = RangeReader {
+            storage: self.storage.clone(),
+            key: data.clone(),
+            offset: 0,
+            range: Vec::new(),
+            at: 0,
+        };
         let reader: Box<dyn std::io::Read + Send> = match expected {
             Some(expected) => Box::new(Checked {
                 inner: reader,
@@ -340,22 +346,19 @@ impl SourceCache {
 
 /// Reads a source's cached content as stored, a range at a time (never
 /// whole in memory). A read after the content is gone or replaced fails.
-pub struct CacheReader {
-    cache: SourceCache,
+pub struct CacheReader<'a> {
+    cache: &'a SourceCache,
     offset: u64,
 }
 
-impl CacheReader {
+impl<'a> CacheReader<'a> {
     /// From the start of `cache`'s content.
-    pub fn new(cache: &SourceCache) -> Self {
-        Self {
-            cache: cache.clone(),
-            offset: 0,
-        }
+    pub fn new(cache: &'a SourceCache) -> Self {
+        Self { cache, offset: 0 }
     }
 }
 
-impl std::io::Read for CacheReader {
+impl std::io::Read for CacheReader<'_> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         const RANGE_BYTES: u64 = 1 << 20;
         let want = (buf.len() as u64).min(RANGE_BYTES);
@@ -364,6 +367,49 @@ impl std::io::Read for CacheReader {
         let n = bytes.len().min(buf.len());
         buf[..n].copy_from_slice(&bytes[..n]);
         self.offset += n as u64;
+        Ok(n)
+    }
+}
+
+/// Reads one stored content object [`RangeReader::RANGE_BYTES`] at a
+/// time. Content is stored under a key named by its SHA-256, so content
+/// replaced while it is read is gone: the read fails.
+struct RangeReader {
+    storage: Arc<dyn Storage>,
+    key: String,
+    /// Where the next range starts.
+    offset: u64,
+    /// The last range read, and how much of it was given.
+    range: Vec<u8>,
+    at: usize,
+}
+
+impl RangeReader {
+    /// Bytes per request: few requests to an object store, little memory.
+    const RANGE_BYTES: u64 = 4 << 20;
+}
+
+impl std::io::Read for RangeReader {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.at == self.range.len() && !buf.is_empty() {
+            let range = self.offset..self.offset + Self::RANGE_BYTES;
+            self.range = match self.storage.get_range(&self.key, range) {
+                Ok(Some(bytes)) => bytes,
+                Ok(None) => {
+                    return Err(std::io::Error::other(format!(
+                        "cached source content {} is gone",
+                        self.key
+                    )));
+                }
+                Err(e) => return Err(std::io::Error::other(e.to_string())),
+            };
+            self.at = 0;
+            self.offset += self.range.len() as u64;
+        }
+        let rest = self.range.get(self.at..).unwrap_or_default();
+        let n = rest.len().min(buf.len());
+        buf[..n].copy_from_slice(&rest[..n]);
+        self.at += n;
         Ok(n)
     }
 }
@@ -459,6 +505,39 @@ mod tests {
         }
         // Validators are offered only with the content they describe.
         assert_eq!(cache.meta().is_some(), cache.load().is_some());
+    }
+
+    #[test]
+    fn a_streamed_copy_reads_whole_across_its_ranges_and_fails_once_gone() {
+        use std::io::Read as _;
+        let dir = tempfile::tempdir().unwrap();
+        let storage: Arc<dyn Storage> = Arc::new(LocalStorage::open(dir.path()).unwrap());
+        let source = SourceConfig::file("feed.txt", crate::config::SourceFormat::Urls);
+        let cache = SourceCache::source(storage.clone(), "phishing", 0, &source);
+        // Two whole ranges and part of a third, in reads that straddle them.
+        let content: Vec<u8> = (0..(2 * RangeReader::RANGE_BYTES + 12_345))
+            .map(|i| (i * 7 % 251) as u8)
+            .collect();
+        cache.store(&content, &meta_with("a")).unwrap();
+        let (mut reader, _, _) = cache.open_encoded().unwrap();
+        let mut out = Vec::new();
+        let mut buf = vec![0u8; 100_003];
+        loop {
+            match reader.read(&mut buf).unwrap() {
+                0 => break,
+                n => out.extend_from_slice(&buf[..n]),
+            }
+        }
+        assert!(out == content, "{} bytes read of {}", out.len(), content.len());
+        // Removed while read: the next range fails, it does not end early.
+        let (mut reader, _, _) = cache.open_encoded().unwrap();
+        reader.read_exact(&mut buf).unwrap();
+        let data: Vec<String> = (storage.list("sources/phishing").unwrap().into_iter())
+            .filter(|k| k.ends_with(".data"))
+            .collect();
+        storage.delete(&data[0]).unwrap();
+        let e = reader.read_to_end(&mut Vec::new()).unwrap_err();
+        assert!(e.to_string().contains("is gone"), "{e}");
     }
 
     #[test]
