@@ -482,7 +482,7 @@ pub fn read_sources(
                                 reason,
                             });
                         }
-                        tracing::warn!(source = %label, reason = %message, "allow source failed with no last good content; building without it");
+                        tracing::warn!(source = %label, reason = %message, "allow source failed with no usable last good content; building without it");
                         allow.sources.push(SourceStatus {
                             source: label,
                             state: "failed".to_owned(),

@@ -57,7 +57,7 @@ mod source_cache;
 pub mod spill;
 pub mod staged;
 
-pub use source_cache::{CacheMeta, CacheReader, SourceCache};
+pub use source_cache::{CacheMeta, CacheReader, SourceCache, StoredCopyError};
 pub use staged::Staged;
 
 pub(crate) const TMP_SUFFIX: &str = ".tmp";

@@ -23,6 +23,7 @@ use super::copy::{CopyWriter, Encode, KeepTo};
 use crate::config::{SourceConfig, SourceFormat};
 use crate::fetch::{ContentEncoding, Stream, is_gzip};
 use crate::sources::{EntrySink, FormatOptions, ParseReport, parse_source_into};
+use crate::storage::StoredCopyError;
 
 /// Bytes read for one block of lines (a block ends at the last line end
 /// within them, or runs on to the next line end for a longer line).
@@ -484,7 +485,7 @@ pub(crate) fn read_content(
         Content::Cached { reader, encoding } => (Raw::Stream(reader), encoding, Keeper::Nothing),
     };
     let prepared = started.elapsed();
-    let mut read = {
+    let read = {
         let tee = BufReader::with_capacity(
             BLOCK_BYTES,
             Tee {
@@ -493,26 +494,38 @@ pub(crate) fn read_content(
             },
         );
         let decoded = decoder(tee, encoding).map_err(|e| e.to_string())?;
-        let decoded: Box<dyn Read + Send + '_> = if fresh {
-            Box::new(Limit {
-                inner: decoded,
-                left: max_bytes,
-                max: max_bytes,
-            })
-        } else {
-            decoded
+        // Stored copies too: theirs is checked only at their end, so a
+        // copy that changed on disk is decoded before it is refused.
+        let decoded = Limit {
+            inner: decoded,
+            left: max_bytes,
+            max: max_bytes,
         };
-        read_passes(decoded, passes, out, allowed).map_err(|e| describe(&e, encoding))?
+        read_passes(decoded, passes, out, allowed)
     };
-    if !fresh {
-        // A stored copy read to its very end, where its reader checks it
-        // (`SourceCache::open_encoded`), also when the decoder stopped
-        // before: what was parsed of a copy that fails is dropped.
-        io::copy(&mut raw, &mut io::sink()).map_err(|e| describe(&e, encoding))?;
-    }
-    // The copy's last pieces written and synced by its thread: part of
-    // reading it.
+    // The copy's last pieces written and synced by its thread, and a
+    // stored copy read to its end: part of reading it.
     let finishing = Instant::now();
+    let mut read = match read {
+        Ok(read) if fresh => read,
+        Ok(read) => {
+            // A stored copy read to its very end, where its reader checks
+            // it (`SourceCache::open_encoded`), also when the decoder
+            // stopped before: what was parsed of a copy that fails is
+            // dropped.
+            io::copy(&mut raw, &mut io::sink()).map_err(|e| describe(&e, encoding))?;
+            read
+        }
+        Err(e) if fresh || is_stored_copy_error(&e) => return Err(describe(&e, encoding)),
+        Err(e) => {
+            // A stored copy that does not decode most often changed on
+            // disk: its own check says so, where it fails too.
+            return Err(match io::copy(&mut raw, &mut io::sink()) {
+                Err(copy) if is_stored_copy_error(&copy) => describe(&copy, encoding),
+                _ => describe(&e, encoding),
+            });
+        }
+    };
     let kept = match keeper {
         _ if !fresh => None,
         Keeper::Nothing => match raw {
@@ -537,12 +550,21 @@ pub(crate) fn read_content(
 
 /// A read error as a source's failure reason: what failed, and where.
 fn describe(error: &io::Error, encoding: ContentEncoding) -> String {
+    if is_stored_copy_error(error) {
+        return format!("stored copy: {error}");
+    }
     match (error.kind(), encoding) {
         (io::ErrorKind::FileTooLarge, _) => error.to_string(),
         (_, ContentEncoding::Gzip) => format!("gzip: {error}"),
         (_, ContentEncoding::Zstd) => format!("zstd: {error}"),
         (_, ContentEncoding::Identity) => format!("reading content: {error}"),
     }
+}
+
+/// Whether `error` is the stored copy's own (it is gone, or does not
+/// match its metadata: [`StoredCopyError`]), passed on by the decoder.
+fn is_stored_copy_error(error: &io::Error) -> bool {
+    error.get_ref().is_some_and(|inner| inner.is::<StoredCopyError>())
 }
 
 fn gzip_or_plain(gzip: bool) -> ContentEncoding {

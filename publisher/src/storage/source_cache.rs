@@ -140,7 +140,7 @@ impl SourceCache {
 
     /// The cached content, decoded, and its metadata, if any (and if the
     /// content is the one the metadata describes). The build reads
-    /// [`SourceCache::load_encoded`] instead, decoding as it parses.
+    /// [`SourceCache::open_encoded`] instead, decoding as it parses.
     pub fn load(&self) -> Option<(Vec<u8>, CacheMeta)> {
         use std::io::Read as _;
         let (bytes, encoding, meta) = self.load_encoded()?;
@@ -175,6 +175,7 @@ impl SourceCache {
             offset: 0,
             range: Vec::new(),
             at: 0,
+            ended: false,
         };
         let reader: Box<dyn std::io::Read + Send> = match expected {
             Some(expected) => Box::new(Checked {
@@ -371,6 +372,27 @@ impl std::io::Read for CacheReader<'_> {
     }
 }
 
+/// Why a stored copy could not be read as it streamed: it is gone, it
+/// could not be read, or it does not match its metadata (the error inside
+/// the [`std::io::Error`] that [`SourceCache::open_encoded`]'s reader
+/// returns, for callers to tell it from a decoder's).
+#[derive(Debug)]
+pub struct StoredCopyError(pub String);
+
+impl std::fmt::Display for StoredCopyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for StoredCopyError {}
+
+impl StoredCopyError {
+    fn io(kind: std::io::ErrorKind, reason: String) -> std::io::Error {
+        std::io::Error::new(kind, Self(reason))
+    }
+}
+
 /// Reads one stored content object [`RangeReader::RANGE_BYTES`] at a
 /// time. Content is stored under a key named by its SHA-256, so content
 /// replaced while it is read is gone: the read fails.
@@ -382,6 +404,8 @@ struct RangeReader {
     /// The last range read, and how much of it was given.
     range: Vec<u8>,
     at: usize,
+    /// Whether the end was read (an empty range): no request after it.
+    ended: bool,
 }
 
 impl RangeReader {
@@ -391,20 +415,19 @@ impl RangeReader {
 
 impl std::io::Read for RangeReader {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        if self.at == self.range.len() && !buf.is_empty() {
+        if self.at == self.range.len() && !buf.is_empty() && !self.ended {
             let range = self.offset..self.offset + Self::RANGE_BYTES;
             self.range = match self.storage.get_range(&self.key, range) {
                 Ok(Some(bytes)) => bytes,
                 Ok(None) => {
-                    return Err(std::io::Error::other(format!(
-                        "cached source content {} is gone",
-                        self.key
-                    )));
+                    let reason = format!("cached source content {} is gone", self.key);
+                    return Err(StoredCopyError::io(std::io::ErrorKind::NotFound, reason));
                 }
-                Err(e) => return Err(std::io::Error::other(e.to_string())),
+                Err(e) => return Err(StoredCopyError::io(std::io::ErrorKind::Other, e.to_string())),
             };
             self.at = 0;
             self.offset += self.range.len() as u64;
+            self.ended = self.range.is_empty();
         }
         let rest = self.range.get(self.at..).unwrap_or_default();
         let n = rest.len().min(buf.len());
@@ -431,7 +454,7 @@ impl<R: std::io::Read> std::io::Read for Checked<R> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         use sha2::Digest as _;
         if let Some(reason) = &self.mismatch {
-            return Err(std::io::Error::new(
+            return Err(StoredCopyError::io(
                 std::io::ErrorKind::InvalidData,
                 reason.clone(),
             ));
@@ -449,7 +472,7 @@ impl<R: std::io::Read> std::io::Read for Checked<R> {
             );
             tracing::warn!(key = %self.key, %reason, "cached source content refused");
             self.mismatch = Some(reason.clone());
-            return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, reason));
+            return Err(StoredCopyError::io(std::io::ErrorKind::InvalidData, reason));
         }
         Ok(0)
     }
