@@ -114,6 +114,60 @@ fn failing_allow_source_is_left_out_but_a_failing_block_source_fails() {
     assert!(matches!(err, Error::Source { .. }), "{err}");
 }
 
+/// A stored copy whose reader gives `text`, then refuses it at its end
+/// (as one that does not match its metadata does).
+fn refused_copy(text: &'static str) -> LastGood {
+    struct RefusedAtEnd(std::io::Cursor<&'static [u8]>);
+    impl Read for RefusedAtEnd {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            match self.0.read(buf)? {
+                0 if !buf.is_empty() => Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    crate::storage::StoredCopyError("does not match its metadata".into()),
+                )),
+                n => Ok(n),
+            }
+        }
+    }
+    LastGood::deferred(move || {
+        let reader = Box::new(RefusedAtEnd(std::io::Cursor::new(text.as_bytes())));
+        Some((
+            reader as Box<dyn Read + Send>,
+            ContentEncoding::Identity,
+            CacheMeta::default(),
+        ))
+    })
+}
+
+// What a refused copy gave before its end is dropped: an allow source's
+// entries would remove listed ones.
+#[test]
+fn a_refused_stored_copy_leaves_an_allow_source_out_and_fails_a_block_source() {
+    let falling_back = |text, role| LoadedSource {
+        fetched: Fetched::Failed("HTTP 503".to_owned()),
+        last_good: refused_copy(text),
+        ..loaded("", SourceFormat::Domains, role)
+    };
+    let (hashes, _, allow) = collect(vec![
+        loaded(
+            "evil.example\nworse.example\n",
+            SourceFormat::Domains,
+            SourceRole::Block,
+        ),
+        falling_back("evil.example\n", SourceRole::Allow),
+    ])
+    .unwrap();
+    assert_eq!(hashes, sorted(&["evil.example/", "worse.example/"]));
+    assert_eq!(allow.sources[0].state, "failed");
+    let error = allow.sources[0].error.as_deref().unwrap_or_default();
+    assert!(
+        error.contains("HTTP 503; last good content unreadable: stored copy: does not match its metadata"),
+        "{error}"
+    );
+    let err = collect(vec![falling_back("evil.example\n", SourceRole::Block)]).unwrap_err();
+    assert!(matches!(err, Error::Source { .. }), "{err}");
+}
+
 #[test]
 fn request_prefix_length_keeps_the_anonymity_set() {
     assert_eq!(request_prefix_bits(813_641, 64), 12); // 813641/4096 = 198 ≥ 64; /65536 = 12
