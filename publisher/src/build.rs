@@ -27,7 +27,7 @@ use rayon::prelude::*;
 
 use crate::config::{ListConfig, SourceConfig};
 use crate::error::{Error, GateRefusal};
-use crate::fetch::{ContentEncoding, Fetched};
+use crate::fetch::{ContentEncoding, Fetched, Validators};
 use crate::sources::{FormatOptions, ParseReport};
 use crate::storage::CacheMeta;
 use crate::storage::spill::{Spill, SpilledHashes};
@@ -149,8 +149,9 @@ pub enum SourceUpdate {
         /// Its metadata.
         meta: CacheMeta,
     },
-    /// The last good content is current (the server said not modified):
-    /// only its metadata changes.
+    /// Only the metadata changes: the last good content is current (the
+    /// server said not modified), or it could not be read and its
+    /// validators are dropped (the next fetch is unconditional).
     Meta(CacheMeta),
 }
 
@@ -466,6 +467,22 @@ pub fn read_sources(
                 let (parsed, meta) = match cached {
                     Some((Ok(parsed), meta)) => (parsed, meta),
                     cached => {
+                        // A stored copy that cannot be read (it changed on
+                        // storage, or no longer decodes or fits) is kept no
+                        // longer as current: its validators are dropped, so
+                        // the next fetch is unconditional and brings the
+                        // content whole, where a conditional one would get
+                        // `304 Not Modified` and this copy again for as
+                        // long as the feed stands still.
+                        let forget = match &cached {
+                            Some((Err(_), meta)) if meta.validators != Validators::default() => {
+                                Some(CacheMeta {
+                                    validators: Validators::default(),
+                                    ..meta.clone()
+                                })
+                            }
+                            _ => None,
+                        };
                         let reason = match (cached, failure.is_empty()) {
                             (Some((Err(e), _)), _) if failure.is_empty() => {
                                 format!("last good content unreadable: {e}")
@@ -473,6 +490,14 @@ pub fn read_sources(
                             (Some((Err(e), _)), _) => format!("{failure}; last good content unreadable: {e}"),
                             (_, true) => "server said not modified but no cached content exists".to_owned(),
                             (_, false) => format!("{failure}; no last good content to fall back to"),
+                        };
+                        let reason = if let Some(meta) = forget {
+                            updates.push((index, SourceUpdate::Meta(meta)));
+                            format!(
+                                "{reason} (its validators dropped: the next fetch asks for the whole content)"
+                            )
+                        } else {
+                            reason
                         };
                         let message = format!("{label}: {reason}");
                         if role == SourceRole::Block {

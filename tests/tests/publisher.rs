@@ -345,6 +345,70 @@ async fn failing_sources_keep_their_last_good_content() {
     assert_eq!(status.sources[0].state, "last_good");
 }
 
+// A stored copy that went bad on disk would otherwise come back with every
+// `304 Not Modified` for as long as the feed stands still, failing every
+// build of the list: its validators are dropped with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stored_copy_that_went_bad_is_fetched_again_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let feed = FakeFeed::start(n_urls(300).as_bytes()).await;
+    feed.set(|r| r.etag = Some("\"v1\"".into()));
+    let p = publisher_with(dir.path(), vec![http_list(&feed.url())]);
+    let v1 = p.build_list(0).await.result.unwrap();
+
+    let copies: Vec<_> = walkdir(&dir.path().join("sources"))
+        .into_iter()
+        .filter(|f| f.extension().is_some_and(|e| e == "data"))
+        .collect();
+    assert_eq!(copies.len(), 1, "{copies:?}");
+    let mut bytes = std::fs::read(&copies[0]).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x01;
+    std::fs::write(&copies[0], &bytes).unwrap();
+
+    // 304: the copy is refused at its end, the build fails, version 1
+    // keeps serving.
+    let o = p.build_list(0).await;
+    let error = o.result.as_ref().unwrap_err().to_string();
+    assert!(error.contains("last good content unreadable"), "{error}");
+    assert!(error.contains("validators dropped"), "{error}");
+    assert_eq!(
+        feed.seen().last().unwrap().if_none_match.as_deref(),
+        Some("\"v1\"")
+    );
+    assert_eq!(
+        p.state().lists[0].current.load().as_ref().unwrap().header.version,
+        v1
+    );
+
+    // The next fetch is unconditional: the content comes whole and parses,
+    // and its copy is the new last good content, asked for conditionally
+    // again after it.
+    let o = p.build_list(0).await;
+    assert_eq!(feed.seen().last().unwrap().if_none_match, None);
+    assert!(o.result.is_ok(), "{:?}", o.result);
+    assert_eq!(o.report.unwrap().sources[0].state, "fresh");
+    let o = p.build_list(0).await;
+    assert_eq!(
+        feed.seen().last().unwrap().if_none_match.as_deref(),
+        Some("\"v1\"")
+    );
+    assert_eq!(o.report.unwrap().sources[0].state, "not_modified");
+}
+
+fn walkdir(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(walkdir(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_source_with_no_last_good_content_fails_the_build() {
     let dir = tempfile::tempdir().unwrap();
