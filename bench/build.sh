@@ -280,7 +280,7 @@ their sum, plus the process's own ~12 MiB (runtime, binary, thread stacks). Befo
 854k, 588 MiB at 10M, 2,840 MiB at 50M. With an object store the hashes stay in memory (a
 staged value there is held in memory anyway), as they do when they equal the served version's
 (an unchanged list: nothing would be published). Freeing the hashes goes through `release` in
-`publisher/src/build.rs`: glibc raises its mmap threshold to the size of a freed block up to
+`publisher/src/build/memory.rs`: glibc raises its mmap threshold to the size of a freed block up to
 32 MiB, after which the filter construction's blocks came from the heap and stayed resident
 after being freed (+10 MiB at 854k).
 

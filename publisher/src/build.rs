@@ -37,6 +37,7 @@ use crate::storage::spill::{Spill, SpilledHashes};
 // `sizing` holds the canary and the filter and protocol sizing; `timings`
 // the stage timings.
 mod copy;
+pub(crate) mod memory;
 mod pipeline;
 mod reference;
 mod sizing;
@@ -382,7 +383,10 @@ pub fn read_sources(
         let mut update = None;
         let fresh = match fetched {
             Fetched::Fresh { bytes, validators } => Ok((Content::Fresh(bytes), validators)),
-            Fetched::Stream(stream) => Ok((Content::Stream(stream), Default::default())),
+            Fetched::Stream(mut stream) => {
+                let validators = std::mem::take(&mut stream.validators);
+                Ok((Content::Stream(stream), validators))
+            }
             Fetched::NotModified => Err(String::new()),
             Fetched::Failed(reason) => Err(reason),
         };
@@ -587,19 +591,6 @@ pub fn read_sources(
     })
 }
 
-/// Drops `v`, its memory returned to the system as it goes. Shrunk first,
-/// then freed: glibc frees a large block with `munmap` but then raises its
-/// mmap threshold to that block's size (up to 32 MiB), and the blocks of
-/// about that size allocated next (the filter construction's) come from
-/// the heap, where freed memory stays resident (+10 MiB on an 854k build's
-/// peak); shrinking the block in place (`mremap`) and freeing what is left
-/// moves no threshold. Any allocator frees the same memory either way.
-fn release<T>(mut v: Vec<T>) {
-    v.clear();
-    v.shrink_to(1);
-    drop(v);
-}
-
 /// Builds and signs a snapshot of `req.list` from its loaded sources: the
 /// whole build, pure — bytes, the time and the key in; the snapshot, its
 /// full hashes and the report out. What [`read_sources`] asks to store is
@@ -651,7 +642,7 @@ pub fn build_snapshot(req: &BuildRequest<'_>, read: ReadSources) -> Result<Built
     let started_spill = Instant::now();
     let mut spilled = req.spill.and_then(|s| s.spill(&hashes));
     let mut hashes = if spilled.is_some() {
-        release(hashes);
+        memory::release(hashes);
         Vec::new()
     } else {
         hashes

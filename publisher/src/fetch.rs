@@ -1,7 +1,8 @@
 //! Getting a source's bytes: local files (opened and checked, for the
 //! build to stream), HTTP(S) feeds with conditional GET (the body as
-//! received, gzip or not), size limits and HTML detection; the build
-//! decompresses as it reads.
+//! received, gzip or not, spooled: in memory up to 8 MiB, then in an
+//! unnamed temporary file, never held whole), size limits and HTML
+//! detection; the build decompresses as it reads.
 //!
 //! A source that fails — unreadable file, network error, 4xx/5xx, an HTML
 //! page instead of a list, over its size limit, or (decided in
@@ -29,8 +30,9 @@ pub enum Fetched {
         /// HTTP validators to send next time.
         validators: Validators,
     },
-    /// New content in a local file, opened and checked, read by the build
-    /// as it parses (never held whole in memory).
+    /// New content in a local file, or a response body spooled as it
+    /// arrived ([`Spool`]), checked, read by the build as it parses (never
+    /// held whole in memory).
     Stream(Stream),
     /// The server answered 304: the cached content is current.
     NotModified,
@@ -38,7 +40,8 @@ pub enum Fetched {
     Failed(String),
 }
 
-/// Fresh content the build reads as it parses: a local file.
+/// Fresh content the build reads as it parses: a local file, or a
+/// response body as received.
 pub struct Stream {
     /// The content from its start, as stored.
     pub reader: Box<dyn std::io::Read + Send>,
@@ -46,6 +49,8 @@ pub struct Stream {
     pub gzip: bool,
     /// Its size, in bytes.
     pub size: u64,
+    /// HTTP validators to send next time (none for a file).
+    pub validators: Validators,
 }
 
 impl std::fmt::Debug for Stream {
@@ -53,6 +58,7 @@ impl std::fmt::Debug for Stream {
         f.debug_struct("Stream")
             .field("gzip", &self.gzip)
             .field("size", &self.size)
+            .field("validators", &self.validators)
             .finish_non_exhaustive()
     }
 }
@@ -139,6 +145,7 @@ fn open_file(path: &Path, source: &SourceConfig) -> Result<Stream, String> {
         reader: Box::new(std::io::Cursor::new(head).chain(file)),
         gzip,
         size,
+        validators: Validators::default(),
     })
 }
 
@@ -209,23 +216,132 @@ async fn fetch_http(
     if is_html {
         return Fetched::Failed("response is an HTML page (Content-Type text/html), not a list".to_owned());
     }
-    let mut bytes = Vec::new();
+    // A length the server declares over the limit fails before any of the
+    // body is read; one that is not declared is counted as it arrives.
+    if let Some(length) = response.content_length()
+        && length > source.max_bytes
+    {
+        return Fetched::Failed(format!(
+            "response of {length} bytes exceeds max_bytes = {}",
+            source.max_bytes
+        ));
+    }
+    let mut spool = Spool::default();
+    // The start, checked as soon as it arrived: an HTML page or a bad gzip
+    // stream fails without the rest of its body.
+    let mut checked = false;
     loop {
         match response.chunk().await {
             Ok(Some(chunk)) => {
-                if (bytes.len() + chunk.len()) as u64 > source.max_bytes {
+                if spool.size + chunk.len() as u64 > source.max_bytes {
                     return Fetched::Failed(format!("response exceeds max_bytes = {}", source.max_bytes));
                 }
-                bytes.extend_from_slice(&chunk);
+                if let Err(e) = spool.write(&chunk).await {
+                    return Fetched::Failed(format!("spooling the response: {e}"));
+                }
+                if !checked && spool.head.len() >= HEAD_BYTES {
+                    checked = true;
+                    if let Err(e) = check_content(spool.size, &spool.head, false, source) {
+                        return Fetched::Failed(e);
+                    }
+                }
             }
             Ok(None) => break,
             Err(e) => return Fetched::Failed(format!("reading body failed: {}", error_chain(e))),
         }
     }
-    let head = &bytes[..bytes.len().min(HEAD_BYTES)];
-    match check_content(bytes.len() as u64, head, head.len() == bytes.len(), source) {
-        Ok(()) => Fetched::Fresh { bytes, validators },
-        Err(e) => Fetched::Failed(e),
+    if !checked && let Err(e) = check_content(spool.size, &spool.head, true, source) {
+        return Fetched::Failed(e);
+    }
+    let gzip = is_gzip(&spool.head);
+    let size = spool.size;
+    match spool.finish().await {
+        Ok(reader) => Fetched::Stream(Stream {
+            reader,
+            gzip,
+            size,
+            validators,
+        }),
+        Err(e) => Fetched::Failed(format!("spooling the response: {e}")),
+    }
+}
+
+/// Bytes of a response body held in memory before it is spooled to a
+/// temporary file; also how much is written to the file at a time.
+const SPOOL_IN_MEMORY: usize = 8 * 1024 * 1024;
+
+/// A response body as it arrives, for the build to read once it is whole:
+/// in memory up to [`SPOOL_IN_MEMORY`] bytes (most feeds), beyond that in
+/// an unnamed temporary file in the system's temporary directory
+/// (`TMPDIR`), removed when the build has read it. The file is written on
+/// the blocking pool, 8 MiB at a time, never on the runtime's threads.
+///
+/// The body is spooled whole before the build reads it, not read by the
+/// build as it arrives: a source waits for the list's sources before it
+/// to be parsed, and its connection, idle meanwhile, would count that
+/// time against its timeout or be closed by the server.
+#[derive(Default)]
+struct Spool {
+    /// Bytes not yet written to the file (all of them while there is none).
+    memory: Vec<u8>,
+    file: Option<std::fs::File>,
+    /// Bytes received.
+    size: u64,
+    /// The first [`HEAD_BYTES`] received, for [`check_content`].
+    head: Vec<u8>,
+}
+
+impl Spool {
+    async fn write(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        let room = HEAD_BYTES.saturating_sub(self.head.len());
+        self.head.extend_from_slice(&bytes[..bytes.len().min(room)]);
+        self.memory.extend_from_slice(bytes);
+        self.size += bytes.len() as u64;
+        if self.memory.len() >= SPOOL_IN_MEMORY {
+            self.spill().await?;
+        }
+        Ok(())
+    }
+
+    /// Writes the bytes in memory to the file, created if need be.
+    async fn spill(&mut self) -> std::io::Result<()> {
+        use std::io::Write as _;
+        let mut memory = std::mem::take(&mut self.memory);
+        let file = self.file.take();
+        let (file, mut memory) = tokio::task::spawn_blocking(move || {
+            let mut file = match file {
+                Some(file) => file,
+                None => tempfile::tempfile()?,
+            };
+            file.write_all(&memory)?;
+            memory.clear();
+            Ok::<_, std::io::Error>((file, memory))
+        })
+        .await
+        .map_err(std::io::Error::other)??;
+        self.file = Some(file);
+        // The same buffer again: no new pages for the next 8 MiB.
+        std::mem::swap(&mut self.memory, &mut memory);
+        Ok(())
+    }
+
+    /// The whole body, from its start.
+    async fn finish(mut self) -> std::io::Result<Box<dyn std::io::Read + Send>> {
+        use std::io::Seek as _;
+        if self.file.is_none() {
+            return Ok(Box::new(std::io::Cursor::new(self.memory)));
+        }
+        self.spill().await?;
+        // Its memory returned to the system, moving no allocator threshold.
+        crate::build::memory::release(std::mem::take(&mut self.memory));
+        let mut file = self
+            .file
+            .take()
+            .ok_or_else(|| std::io::Error::other("spool file lost"))?;
+        let file = tokio::task::spawn_blocking(move || file.rewind().map(|()| file))
+            .await
+            .map_err(std::io::Error::other)??;
+        Ok(Box::new(file))
     }
 }
 
@@ -244,4 +360,44 @@ fn error_chain(e: reqwest::Error) -> String {
         cause = c.source();
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Read as _;
+
+    use super::{HEAD_BYTES, SPOOL_IN_MEMORY, Spool};
+
+    /// Reads a spooled body back whole.
+    async fn spooled(pieces: &[Vec<u8>]) -> (Vec<u8>, bool, Vec<u8>) {
+        let mut spool = Spool::default();
+        for piece in pieces {
+            spool.write(piece).await.unwrap();
+        }
+        let on_file = spool.file.is_some() || spool.memory.len() >= SPOOL_IN_MEMORY;
+        let head = spool.head.clone();
+        let mut out = Vec::new();
+        spool.finish().await.unwrap().read_to_end(&mut out).unwrap();
+        (out, on_file, head)
+    }
+
+    #[tokio::test]
+    async fn a_body_is_spooled_in_memory_then_to_a_file_and_read_back_whole() {
+        // Bytes that differ at every offset mod 251, in pieces of odd sizes
+        // that straddle the 8 MiB boundary.
+        let body: Vec<u8> = (0..SPOOL_IN_MEMORY * 2 + 12_345)
+            .map(|i| (i % 251) as u8)
+            .collect();
+        for piece in [1, 16_384, 1_000_003, SPOOL_IN_MEMORY, SPOOL_IN_MEMORY + 1] {
+            let pieces: Vec<Vec<u8>> = body.chunks(piece).map(<[u8]>::to_vec).collect();
+            let (out, on_file, head) = spooled(&pieces[..pieces.len().min(4096)]).await;
+            let sent = pieces.iter().take(4096).map(Vec::len).sum::<usize>();
+            assert_eq!(out.len(), sent, "piece {piece}");
+            assert!(out == body[..sent], "piece {piece}");
+            assert_eq!(on_file, sent >= SPOOL_IN_MEMORY, "piece {piece}");
+            assert_eq!(head, body[..HEAD_BYTES.min(sent)], "piece {piece}");
+        }
+        let (out, on_file, head) = spooled(&[]).await;
+        assert!(out.is_empty() && !on_file && head.is_empty());
+    }
 }

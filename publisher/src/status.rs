@@ -142,7 +142,7 @@ impl SourceView {
             Fetched::Fresh { bytes, validators } => {
                 ("fresh", None, Some(bytes.len() as u64), validators.clone())
             }
-            Fetched::Stream(s) => ("fresh", None, Some(s.size), Validators::default()),
+            Fetched::Stream(s) => ("fresh", None, Some(s.size), s.validators.clone()),
             Fetched::NotModified => ("not_modified", None, None, stored.unwrap_or_default()),
             Fetched::Failed(reason) => ("failed", Some(reason.clone()), None, stored.unwrap_or_default()),
         };

@@ -345,6 +345,59 @@ async fn failing_sources_keep_their_last_good_content() {
     assert_eq!(status.sources[0].state, "last_good");
 }
 
+// A response body past the 8 MiB held in memory is spooled to a temporary
+// file and read from there as the build parses, plain or gzip as
+// received; a size the server declares over `max_bytes` fails at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_feed_past_what_is_held_in_memory_builds_plain_and_gzip() {
+    use std::io::Write as _;
+    let dir = tempfile::tempdir().unwrap();
+    let lines = |n: usize| -> String {
+        (0..n)
+            .map(|i| format!("http://host{i}.example/{}\n", "p".repeat(220)))
+            .collect()
+    };
+    let plain = lines(40_000);
+    assert!(plain.len() > 9 << 20, "{}", plain.len());
+    let feed = FakeFeed::start(plain.as_bytes()).await;
+    let p = publisher_with(dir.path(), vec![http_list(&feed.url())]);
+    let o = p.build_list(0).await;
+    assert!(o.result.is_ok(), "{:?}", o.result);
+    let r = o.report.unwrap();
+    assert_eq!((r.sources[0].state.as_str(), r.parse.accepted), ("fresh", 40_000));
+
+    // Stored, not deflated: gzip as large as the text.
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::none());
+    gz.write_all(lines(40_001).as_bytes()).unwrap();
+    let gz = gz.finish().unwrap();
+    assert!(gz.len() > 9 << 20, "{}", gz.len());
+    let gz_len = gz.len();
+    feed.set(|r| {
+        r.body = gz;
+        r.content_type = "application/gzip".into();
+    });
+    let o = p.build_list(0).await;
+    assert!(o.result.is_ok(), "{:?}", o.result);
+    let r = o.report.unwrap();
+    assert_eq!((r.sources[0].state.as_str(), r.parse.accepted), ("fresh", 40_001));
+    assert_eq!(entries(&p, 0).len(), 40_001);
+    let meta = walkdir(&dir.path().join("sources"))
+        .into_iter()
+        .find(|f| f.to_string_lossy().ends_with(".meta.json"))
+        .unwrap();
+    let meta = std::fs::read_to_string(meta).unwrap();
+    assert!(meta.contains("\"encoding\": \"gzip\""), "{meta}");
+
+    let mut small = http_list(&feed.url());
+    small.sources[0].max_bytes = 1 << 20;
+    let other = tempfile::tempdir().unwrap();
+    let p = publisher_with(other.path(), vec![small]);
+    let o = p.build_list(0).await;
+    let error = o.result.unwrap_err().to_string();
+    let declared = format!("response of {} bytes exceeds max_bytes = 1048576", gz_len);
+    assert!(error.contains(&declared), "{error}");
+}
+
 // A stored copy that went bad on disk would otherwise come back with every
 // `304 Not Modified` for as long as the feed stands still, failing every
 // build of the list: its validators are dropped with it.

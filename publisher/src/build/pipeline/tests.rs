@@ -148,6 +148,7 @@ fn gzip_is_streamed_and_kept_as_received() {
         reader: Box::new(Cursor::new(gz.clone())),
         gzip: true,
         size: gz.len() as u64,
+        validators: Default::default(),
     };
     let (out, report, kept) = read(Content::Stream(stream), &config).unwrap();
     assert_eq!((out, report), expected);
@@ -163,6 +164,7 @@ fn gzip_is_streamed_and_kept_as_received() {
             size: bytes.len() as u64,
             reader: Box::new(Cursor::new(bytes)),
             gzip: !plain,
+            validators: Default::default(),
         };
         let storage = storage.clone();
         let keep_to = KeepTo::deferred(move || crate::storage::Storage::stage(&storage, "sources/l"));
