@@ -298,18 +298,27 @@ impl Storage for ObjectStorage {
     }
 
     fn get_range(&self, key: &str, range: Range<u64>) -> Result<Option<Vec<u8>>, Error> {
-        // A range past the end is an error to a store, not fewer bytes.
-        let (store, path) = (self.store.clone(), self.path(key));
-        let Some(size) = not_found_is_none(self.run(key, async move { store.head(&path).await }))? else {
-            return Ok(None);
+        // One GET (a range over the end gives the bytes up to it); only a
+        // range that starts at or past the end, which a store refuses
+        // (416), or an empty one needs the object's size.
+        let size = |key: &str| {
+            let (store, path) = (self.store.clone(), self.path(key));
+            not_found_is_none(self.run(key, async move { store.head(&path).await }))
+                .map(|meta| meta.map(|m| m.size))
         };
-        let range = range.start.min(size.size)..range.end.min(size.size);
         if range.is_empty() {
-            return Ok(Some(Vec::new()));
+            return Ok(size(key)?.map(|_| Vec::new()));
         }
         let (store, path) = (self.store.clone(), self.path(key));
-        not_found_is_none(self.run(key, async move { store.get_range(&path, range).await }))
-            .map(|b| b.map(Vec::from))
+        let bounded = range.clone();
+        match not_found_is_none(self.run(key, async move { store.get_range(&path, bounded).await })) {
+            Ok(got) => Ok(got.map(Vec::from)),
+            Err(e) => match size(key)? {
+                None => Ok(None),
+                Some(size) if range.start >= size => Ok(Some(Vec::new())),
+                Some(_) => Err(e),
+            },
+        }
     }
 
     fn version(&self, key: &str) -> Result<Option<Version>, Error> {
