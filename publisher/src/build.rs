@@ -498,7 +498,7 @@ pub fn read_sources(
                         let reason = if let Some(meta) = forget {
                             updates.push((index, SourceUpdate::Meta(meta)));
                             format!(
-                                "{reason} (its validators dropped: the next fetch asks for the whole content)"
+                                "{reason} (dropping its validators: the next fetch asks for the whole content)"
                             )
                         } else {
                             reason

@@ -239,7 +239,9 @@ async fn fetch_http(
                 if let Err(e) = spool.write(&chunk).await {
                     return Fetched::Failed(format!("spooling the response: {e}"));
                 }
-                if !checked && spool.head.len() >= HEAD_BYTES {
+                // Past its first 64 KiB: a body of exactly 64 KiB is
+                // checked whole, at its end.
+                if !checked && spool.size > HEAD_BYTES as u64 {
                     checked = true;
                     if let Err(e) = check_content(spool.size, &spool.head, false, source) {
                         return Fetched::Failed(e);

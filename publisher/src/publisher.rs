@@ -591,9 +591,20 @@ impl Publisher {
                     }
                     *source_cache.get_or_insert(Duration::ZERO) += started.elapsed();
                 }
-                SourceUpdate::Meta(meta) => {
-                    let _ = cache.store_meta(&meta);
-                }
+                SourceUpdate::Meta(meta) => match cache.store_meta(&meta) {
+                    // The status page shows what the next fetch sends: no
+                    // validators once a refused copy's are dropped.
+                    Ok(()) => {
+                        if let Ok(mut views) = slot.watch.sources.lock()
+                            && let Some(view) = views.get_mut(i)
+                        {
+                            view.validators = meta.validators;
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(source = %label, error = %e, "could not store the source's metadata");
+                    }
+                },
             }
         }
         let built = read.and_then(|mut read| {

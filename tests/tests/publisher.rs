@@ -398,6 +398,37 @@ async fn a_feed_past_what_is_held_in_memory_builds_plain_and_gzip() {
     assert!(error.contains(&declared), "{error}");
 }
 
+// The start of a body is checked as soon as more than 64 KiB arrived; a
+// body of exactly 64 KiB is checked whole: a gzip stream cut there fails
+// its fetch (and the status page says so), not only its build.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gzip_body_cut_at_64_kib_fails_its_fetch() {
+    use std::io::Write as _;
+    let lines: String = (0..20_000u64)
+        .map(|i| {
+            format!(
+                "http://h{:x}.example/{:x}\n",
+                i * 2_654_435_761 % 1_000_003,
+                i * 40_503 % 99_991
+            )
+        })
+        .collect();
+    // Stored, not deflated: the 64 KiB cut decode to less than 64 KiB,
+    // so the check reaches the cut.
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::none());
+    gz.write_all(lines.as_bytes()).unwrap();
+    let mut gz = gz.finish().unwrap();
+    assert!(gz.len() > 1 << 16, "{}", gz.len());
+    gz.truncate(1 << 16);
+    let feed = FakeFeed::start(&gz).await;
+    let dir = tempfile::tempdir().unwrap();
+    let p = publisher_with(dir.path(), vec![http_list(&feed.url())]);
+    let error = p.build_list(0).await.result.unwrap_err().to_string();
+    assert!(error.contains("gzip"), "{error}");
+    let view = p.state().lists[0].watch.sources.lock().unwrap()[0].clone();
+    assert_eq!(view.fetch, "failed", "{view:?}");
+}
+
 // A stored copy that went bad on disk would otherwise come back with every
 // `304 Not Modified` for as long as the feed stands still, failing every
 // build of the list: its validators are dropped with it.
@@ -424,7 +455,7 @@ async fn a_stored_copy_that_went_bad_is_fetched_again_whole() {
     let o = p.build_list(0).await;
     let error = o.result.as_ref().unwrap_err().to_string();
     assert!(error.contains("last good content unreadable"), "{error}");
-    assert!(error.contains("validators dropped"), "{error}");
+    assert!(error.contains("dropping its validators"), "{error}");
     assert_eq!(
         feed.seen().last().unwrap().if_none_match.as_deref(),
         Some("\"v1\"")
@@ -433,6 +464,11 @@ async fn a_stored_copy_that_went_bad_is_fetched_again_whole() {
         p.state().lists[0].current.load().as_ref().unwrap().header.version,
         v1
     );
+    // What the status page shows: the validators the next fetch sends.
+    let shown = p.state().lists[0].watch.sources.lock().unwrap()[0]
+        .validators
+        .clone();
+    assert_eq!(shown.etag, None);
 
     // The next fetch is unconditional: the content comes whole and parses,
     // and its copy is the new last good content, asked for conditionally
