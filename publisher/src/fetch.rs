@@ -227,33 +227,9 @@ async fn fetch_http(
         ));
     }
     let mut spool = Spool::default();
-    // The start, checked as soon as it arrived: an HTML page or a bad gzip
-    // stream fails without the rest of its body.
-    let mut checked = false;
-    loop {
-        match response.chunk().await {
-            Ok(Some(chunk)) => {
-                if spool.size + chunk.len() as u64 > source.max_bytes {
-                    return Fetched::Failed(format!("response exceeds max_bytes = {}", source.max_bytes));
-                }
-                if let Err(e) = spool.write(&chunk).await {
-                    return Fetched::Failed(format!("spooling the response: {e}"));
-                }
-                // Past its first 64 KiB: a body of exactly 64 KiB is
-                // checked whole, at its end.
-                if !checked && spool.size > HEAD_BYTES as u64 {
-                    checked = true;
-                    if let Err(e) = check_content(spool.size, &spool.head, false, source) {
-                        return Fetched::Failed(e);
-                    }
-                }
-            }
-            Ok(None) => break,
-            Err(e) => return Fetched::Failed(format!("reading body failed: {}", error_chain(e))),
-        }
-    }
-    if !checked && let Err(e) = check_content(spool.size, &spool.head, true, source) {
-        return Fetched::Failed(e);
+    if let Err(reason) = receive(&mut response, source, &mut spool).await {
+        spool.discard().await;
+        return Fetched::Failed(reason);
     }
     let gzip = is_gzip(&spool.head);
     let size = spool.size;
@@ -266,6 +242,41 @@ async fn fetch_http(
         }),
         Err(e) => Fetched::Failed(format!("spooling the response: {e}")),
     }
+}
+
+/// Receives `response`'s body into `spool`, checking its size against
+/// `max_bytes` as it arrives and its start as soon as more than 64 KiB
+/// arrived (an HTML page or a bad gzip stream fails without the rest of
+/// its body; a body of exactly 64 KiB is checked whole, at its end).
+async fn receive(
+    response: &mut reqwest::Response,
+    source: &SourceConfig,
+    spool: &mut Spool,
+) -> Result<(), String> {
+    let mut checked = false;
+    loop {
+        match response.chunk().await {
+            Ok(Some(chunk)) => {
+                if spool.size + chunk.len() as u64 > source.max_bytes {
+                    return Err(format!("response exceeds max_bytes = {}", source.max_bytes));
+                }
+                spool
+                    .write(&chunk)
+                    .await
+                    .map_err(|e| format!("spooling the response: {e}"))?;
+                if !checked && spool.size > HEAD_BYTES as u64 {
+                    checked = true;
+                    check_content(spool.size, &spool.head, false, source)?;
+                }
+            }
+            Ok(None) => break,
+            Err(e) => return Err(format!("reading body failed: {}", error_chain(e))),
+        }
+    }
+    if !checked {
+        check_content(spool.size, &spool.head, true, source)?;
+    }
+    Ok(())
 }
 
 /// Bytes of a response body held in memory before it is spooled to a
@@ -325,6 +336,15 @@ impl Spool {
         // The same buffer again: no new pages for the next 8 MiB.
         std::mem::swap(&mut self.memory, &mut memory);
         Ok(())
+    }
+
+    /// Drops what was spooled of a body that failed: its file closed on
+    /// the blocking pool (closing a large file can take tens of
+    /// milliseconds).
+    async fn discard(mut self) {
+        if let Some(file) = self.file.take() {
+            let _ = tokio::task::spawn_blocking(move || drop(file)).await;
+        }
     }
 
     /// The whole body, from its start.
@@ -401,5 +421,11 @@ mod tests {
         }
         let (out, on_file, head) = spooled(&[]).await;
         assert!(out.is_empty() && !on_file && head.is_empty());
+        // A body that failed past 8 MiB: its file is dropped off the
+        // runtime's threads.
+        let mut spool = Spool::default();
+        spool.write(&body[..SPOOL_IN_MEMORY + 1]).await.unwrap();
+        assert!(spool.file.is_some());
+        spool.discard().await;
     }
 }
