@@ -471,7 +471,7 @@ pub fn read_sources(
                 let (parsed, meta) = match cached {
                     Some((Ok(parsed), meta)) => (parsed, meta),
                     cached => {
-                        // A stored copy that cannot be read (it changed on
+                        // A stored copy that cannot be used (it changed on
                         // storage, or no longer decodes or fits) is kept no
                         // longer as current: its validators are dropped, so
                         // the next fetch is unconditional and brings the
@@ -489,9 +489,9 @@ pub fn read_sources(
                         };
                         let reason = match (cached, failure.is_empty()) {
                             (Some((Err(e), _)), _) if failure.is_empty() => {
-                                format!("last good content unreadable: {e}")
+                                format!("last good content not usable: {e}")
                             }
-                            (Some((Err(e), _)), _) => format!("{failure}; last good content unreadable: {e}"),
+                            (Some((Err(e), _)), _) => format!("{failure}; last good content not usable: {e}"),
                             (_, true) => "server said not modified but no cached content exists".to_owned(),
                             (_, false) => format!("{failure}; no last good content to fall back to"),
                         };

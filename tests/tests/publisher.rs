@@ -454,7 +454,7 @@ async fn a_stored_copy_that_went_bad_is_fetched_again_whole() {
     // keeps serving.
     let o = p.build_list(0).await;
     let error = o.result.as_ref().unwrap_err().to_string();
-    assert!(error.contains("last good content unreadable"), "{error}");
+    assert!(error.contains("last good content not usable"), "{error}");
     assert!(error.contains("dropping its validators"), "{error}");
     assert_eq!(
         feed.seen().last().unwrap().if_none_match.as_deref(),

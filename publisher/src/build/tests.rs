@@ -161,7 +161,7 @@ fn a_refused_stored_copy_leaves_an_allow_source_out_and_fails_a_block_source() {
     assert_eq!(allow.sources[0].state, "failed");
     let error = allow.sources[0].error.as_deref().unwrap_or_default();
     assert!(
-        error.contains("HTTP 503; last good content unreadable: stored copy: does not match its metadata"),
+        error.contains("HTTP 503; last good content not usable: stored copy: does not match its metadata"),
         "{error}"
     );
     let err = collect(vec![falling_back("evil.example\n", SourceRole::Block)]).unwrap_err();
