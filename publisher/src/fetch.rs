@@ -396,7 +396,7 @@ mod tests {
         for piece in pieces {
             spool.write(piece).await.unwrap();
         }
-        let on_file = spool.file.is_some() || spool.memory.len() >= SPOOL_IN_MEMORY;
+        let on_file = spool.file.is_some();
         let head = spool.head.clone();
         let mut out = Vec::new();
         spool.finish().await.unwrap().read_to_end(&mut out).unwrap();
