@@ -67,7 +67,9 @@ enum Command {
     /// Build every list once into a data directory, print the sizing report and exit.
     ///
     /// The report has a row for every list; a list not published (its build
-    /// failed, or a gate refused it) says `no` and is followed by the reason.
+    /// failed, or a gate refused it) says `no` and is followed by the reason;
+    /// one whose entries did not change since the version the data
+    /// directory holds says `unchanged` (that version stays).
     /// Exits 1 if any list failed or was refused by a gate.
     Build {
         /// TOML configuration file (without it, the built-in list).
@@ -523,7 +525,13 @@ fn print_summary<'a>(outcomes: impl IntoIterator<Item = &'a ListBuildOutcome>) {
     println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for outcome in outcomes {
         let name = &outcome.list;
-        let published = if outcome.result.is_ok() { "yes" } else { "no" };
+        // An unchanged list keeps the version it served: nothing new was
+        // published, and nothing failed.
+        let published = match (&outcome.result, outcome.unchanged) {
+            (Ok(_), false) => "yes",
+            (Ok(_), true) => "unchanged",
+            (Err(_), _) => "no",
+        };
         match &outcome.report {
             Some(r) => {
                 let s = &r.sizing;

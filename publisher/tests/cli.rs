@@ -252,6 +252,14 @@ fn build_summary_has_a_row_for_every_list_with_the_reason_it_was_not_published()
             && rows[missing + 1].contains("nope.txt"),
         "{stdout}"
     );
+    // Built again from the same sources: the good list publishes nothing
+    // new and says so.
+    let again = run(&["build", "--config", config.to_str().unwrap()]);
+    let stdout = text(&again.stdout);
+    assert!(
+        stdout.lines().any(|l| l.starts_with("| good | unchanged | 5 |")),
+        "{stdout}"
+    );
 }
 
 #[test]

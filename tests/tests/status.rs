@@ -174,6 +174,15 @@ async fn history_page_and_gauges_show_healthy_stale_and_refused_lists() {
         stale.contains("failed: ") && stale.contains("503"),
         "the failing source is shown: {stale}"
     );
+    // Its failed build shows at once, with its error, not only through
+    // the staleness it leads to.
+    assert!(
+        stale.contains("builds failing: 1 build in the last hour, the latest ")
+            && stale.contains(" ago: source: ")
+            && stale.contains("HTTP 503"),
+        "{stale}"
+    );
+    assert!(!healthy.contains("builds failing"), "{healthy}");
     let refused = section(&page, "refused");
     assert!(
         refused.contains("<span class=\"s amber\">amber</span>"),

@@ -395,6 +395,14 @@ pub fn health_of(slot: &ListSlot, now: u64) -> Health {
         build::fill_ratio(p.header.entry_count, capacity)
     });
     let fill_history = slot.watch.fill_history();
+    let failed = slot.watch.with_history(|h| {
+        let failed = health::FailedBuilds::among(
+            h.iter()
+                .map(|r| (r.finished_at, r.outcome.as_str(), r.error.as_deref())),
+            now,
+        );
+        (failed.count, failed.latest.map(|(at, e)| (at, e.to_owned())))
+    });
     health::health(
         &HealthInput {
             served: served.is_some(),
@@ -404,6 +412,10 @@ pub fn health_of(slot: &ListSlot, now: u64) -> Health {
             fpr_bound: theoretical.map(|t| crate::build::fpr_gate_bound(t, profile.max_fpr_ratio)),
             refusal: refusal.as_deref(),
             on_last_good: &on_last_good,
+            failed: health::FailedBuilds {
+                count: failed.0,
+                latest: failed.1.as_ref().map(|(at, e)| (*at, e.as_str())),
+            },
             fill_ratio: fill,
             fill_history: &fill_history,
         },

@@ -3,7 +3,8 @@
 //! on the same metrics (`blocksieve_snapshot_fresh_timestamp_seconds`,
 //! `blocksieve_build_overdue_timestamp_seconds`, `blocksieve_measured_fpr`,
 //! `blocksieve_fpr_bound`, `blocksieve_last_build_refused`,
-//! `blocksieve_sources_on_last_good`, `blocksieve_capacity_fill_ratio`).
+//! `blocksieve_sources_on_last_good`, `blocksieve_capacity_fill_ratio`,
+//! `blocksieve_builds_total{outcome="failed"}`).
 
 use std::time::Duration;
 
@@ -13,6 +14,10 @@ pub const FILL_WARNING: f64 = 0.9;
 /// How far ahead a fill trend is projected: a list projected to reach its
 /// capacity within this long is amber.
 pub const FILL_HORIZON: Duration = Duration::from_secs(14 * 24 * 60 * 60);
+
+/// How far back failed builds make a list amber (the window of the
+/// `BlocksieveBuildsFailing` alert; the reason's text says "hour").
+pub const FAILED_WINDOW: Duration = Duration::from_secs(60 * 60);
 
 /// How far back the fill trend is fitted.
 pub const FILL_WINDOW: Duration = Duration::from_secs(7 * 24 * 60 * 60);
@@ -68,10 +73,38 @@ pub struct HealthInput<'a> {
     pub refusal: Option<&'a str>,
     /// Sources the latest build read from their last good content.
     pub on_last_good: &'a [String],
+    /// The builds that failed within [`FAILED_WINDOW`] before now.
+    pub failed: FailedBuilds<'a>,
     /// Unique prefixes served ÷ the filter's capacity.
     pub fill_ratio: f64,
     /// Earlier builds' fill ratios, (Unix seconds, ratio), oldest first.
     pub fill_history: &'a [(u64, f64)],
+}
+
+/// The builds of a list that failed within [`FAILED_WINDOW`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FailedBuilds<'a> {
+    /// How many.
+    pub count: usize,
+    /// The latest one: when it finished (Unix seconds) and its error.
+    pub latest: Option<(u64, &'a str)>,
+}
+
+impl<'a> FailedBuilds<'a> {
+    /// The failed builds among `records` (`(finished_at, outcome,
+    /// error)`, oldest first) that finished within [`FAILED_WINDOW`]
+    /// before `now`.
+    pub fn among(records: impl IntoIterator<Item = (u64, &'a str, Option<&'a str>)>, now: u64) -> Self {
+        let since = now.saturating_sub(FAILED_WINDOW.as_secs());
+        let mut failed = Self::default();
+        for (finished_at, outcome, error) in records {
+            if outcome == "failed" && finished_at > since {
+                failed.count += 1;
+                failed.latest = Some((finished_at, error.unwrap_or("no error recorded")));
+            }
+        }
+        failed
+    }
 }
 
 /// The health of a list at `now` (Unix seconds).
@@ -103,6 +136,19 @@ pub fn health(input: &HealthInput<'_>, now: u64) -> Health {
     }
     if let Some(refusal) = input.refusal {
         reasons.push((State::Amber, format!("gate refused: {refusal}")));
+    }
+    if let Some((at, error)) = input.failed.latest {
+        let builds = match input.failed.count {
+            1 => "1 build".to_owned(),
+            n => format!("{n} builds"),
+        };
+        reasons.push((
+            State::Amber,
+            format!(
+                "builds failing: {builds} in the last hour, the latest {} ago: {error}",
+                duration(now.saturating_sub(at))
+            ),
+        ));
     }
     if !input.on_last_good.is_empty() {
         reasons.push((
@@ -286,6 +332,50 @@ mod tests {
             ..input
         };
         assert_eq!(health(&amber, NOW).state, State::Amber);
+    }
+
+    #[test]
+    fn a_build_failed_within_the_hour_is_amber_as_the_alert_fires() {
+        let history = [
+            (NOW - 3 * 3600, "failed", Some("old")),
+            (NOW - 3600, "failed", Some("just outside the hour")),
+            (
+                NOW - 1800,
+                "failed",
+                Some("source https://feed.example/a.txt: HTTP 503"),
+            ),
+            (NOW - 900, "published", None),
+            (
+                NOW - 120,
+                "failed",
+                Some("writing the snapshot: No space left on device (os error 28)"),
+            ),
+        ];
+        let failed = FailedBuilds::among(history, NOW);
+        assert_eq!(failed.count, 2);
+        let h = health(&HealthInput { failed, ..fresh() }, NOW);
+        assert_eq!(h.state, State::Amber);
+        assert_eq!(
+            reasons(&h),
+            [
+                "builds failing: 2 builds in the last hour, the latest 2 min ago: writing the snapshot: No space left on device (os error 28)"
+            ]
+        );
+        // A publish after the failure does not clear it within the hour
+        // (nor does the alert); an hour after the last failure, green.
+        let later = FailedBuilds::among(history, NOW + 3600 - 120);
+        assert_eq!(later.count, 0);
+        assert_eq!(
+            health(
+                &HealthInput {
+                    failed: later,
+                    ..fresh()
+                },
+                NOW + 3600 - 120
+            )
+            .state,
+            State::Green
+        );
     }
 
     #[test]
