@@ -10,7 +10,6 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use blocksieve_format::{FilterKind, KeyBits, TrustedKey, is_valid_list_name};
 use serde::Deserialize;
@@ -21,17 +20,16 @@ pub mod check;
 mod redact;
 pub mod schedule;
 mod settings;
+mod source;
 
 pub use redact::redact_url;
 pub use settings::Settings;
+use source::check_source;
+pub use source::{DEFAULT_JSON_ALLOW_KEY, MAX_SOURCE_RETRIES, SourceConfig, SourceFormat};
 
 /// The built-in threat list: a real phishing URL feed shipped with the
 /// publisher (phishunt, CC0; see `publisher/data/README.md`).
 pub const BUILTIN_LIST: &[u8] = include_bytes!("../data/phishunt-urls.txt");
-
-/// The JSON array of allowed domains read by default
-/// ([`SourceConfig::json_allow_key`]): MetaMask's `whitelist`.
-pub const DEFAULT_JSON_ALLOW_KEY: &str = "whitelist";
 
 /// Environment variable that overrides [`Config::signing_key`].
 pub const SIGNING_KEY_ENV: &str = "BLOCKSIEVE_SIGNING_KEY";
@@ -371,173 +369,10 @@ impl Default for Gates {
     }
 }
 
-/// One source of entries: exactly one of `path`, `url` or `builtin`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SourceConfig {
-    /// Local file; relative paths are relative to the configuration file.
-    #[serde(default)]
-    pub path: Option<PathBuf>,
-    /// HTTP(S) URL, fetched with a conditional GET.
-    #[serde(default)]
-    pub url: Option<String>,
-    /// The built-in feed (used by the default configuration).
-    #[serde(default)]
-    pub builtin: bool,
-    /// How entries are read.
-    pub format: SourceFormat,
-    /// For `format = "csv"`: the header name of the URL column. By default, `url`.
-    #[serde(default)]
-    pub column: Option<String>,
-    /// For `format = "json"`: the array of domains to read. By default,
-    /// `blacklist` (MetaMask `eth-phishing-config`). Not used in an allow
-    /// source, which reads `json_allow_key`.
-    #[serde(default)]
-    pub json_key: Option<String>,
-    /// For `format = "json"`: the array of allowed domains. In a list's
-    /// `sources`, its entries, when the document has that array, are
-    /// removed from the list as an `allow` source's are (MetaMask's
-    /// `whitelist` overrides its `blacklist`); `""` reads no allow array. In
-    /// a list's `allow`, the array read. By default, `whitelist`.
-    #[serde(default)]
-    pub json_allow_key: Option<String>,
-    /// Seconds an HTTP fetch may take. By default, 60.
-    #[serde(default = "default_source_timeout")]
-    pub timeout_s: u64,
-    /// Largest source accepted, in bytes (after gzip decompression). By
-    /// default, 512 MiB.
-    #[serde(default = "default_source_max")]
-    pub max_bytes: u64,
-}
-
-impl SourceConfig {
-    /// A source reading a local file.
-    pub fn file(path: impl Into<PathBuf>, format: SourceFormat) -> Self {
-        Self {
-            path: Some(path.into()),
-            url: None,
-            builtin: false,
-            format,
-            column: None,
-            json_key: None,
-            json_allow_key: None,
-            timeout_s: default_source_timeout(),
-            max_bytes: default_source_max(),
-        }
-    }
-
-    /// A source fetched over HTTP(S).
-    pub fn http(url: impl Into<String>, format: SourceFormat) -> Self {
-        Self {
-            path: None,
-            url: Some(url.into()),
-            ..Self::file("", format)
-        }
-    }
-
-    /// The built-in feed.
-    pub fn builtin() -> Self {
-        Self {
-            path: None,
-            builtin: true,
-            ..Self::file("", SourceFormat::Urls)
-        }
-    }
-
-    /// How long an HTTP fetch of this source may take (`timeout_s`).
-    pub fn timeout(&self) -> Duration {
-        Duration::from_secs(self.timeout_s)
-    }
-
-    /// The JSON array of allowed domains: `json_allow_key`, by default
-    /// `whitelist`; `None` when set to `""`.
-    pub fn json_allow_key(&self) -> Option<&str> {
-        match self.json_allow_key.as_deref() {
-            None => Some(DEFAULT_JSON_ALLOW_KEY),
-            Some("") => None,
-            Some(key) => Some(key),
-        }
-    }
-
-    /// A short human-readable name: the path, the URL or `builtin`.
-    pub fn label(&self) -> String {
-        match (&self.path, &self.url) {
-            (Some(p), _) => p.display().to_string(),
-            (None, Some(u)) => u.clone(),
-            (None, None) => "builtin".to_owned(),
-        }
-    }
-
-    /// [`Self::label`] as reports, `/v1/lists`, the status page and the
-    /// build history show it: a URL's credentials (`user:password@`) and
-    /// the values of query parameters named like secrets (`key`, `token`,
-    /// `secret`, `pass`, `auth`, `sig`, `credential`) replaced by `***`.
-    pub fn public_label(&self) -> String {
-        match (&self.path, &self.url) {
-            (None, Some(u)) => redact_url(u),
-            _ => self.label(),
-        }
-    }
-}
-
-/// The format of a source.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum SourceFormat {
-    /// One URL per line; each becomes its most specific expression
-    /// (host + path + query).
-    Urls,
-    /// Hosts-file lines (`0.0.0.0 name [name…] [# comment]`); each name
-    /// becomes `name/`.
-    Hosts,
-    /// One domain per line (`*.` prefix allowed); each becomes `domain/`.
-    Domains,
-    /// Adblock-style host and URL rules (`||host^`, `||host/path^$all`, bare
-    /// hosts), `!` comments, as in urlhaus-filter.
-    AdblockHosts,
-    /// CSV with a header row; the URL column is named by `column`.
-    Csv,
-    /// JSON object with an array of domains (MetaMask `eth-phishing-config`).
-    Json,
-    /// One SHA-256 full hash per line, 64 hex digits (already hashed lists).
-    Sha256,
-}
-
-impl SourceFormat {
-    /// Every format, as listed in `docs/configuration.md`.
-    pub const ALL: [SourceFormat; 7] = [
-        SourceFormat::Urls,
-        SourceFormat::Hosts,
-        SourceFormat::Domains,
-        SourceFormat::AdblockHosts,
-        SourceFormat::Csv,
-        SourceFormat::Json,
-        SourceFormat::Sha256,
-    ];
-
-    /// The format's name in the configuration, e.g. `adblock-hosts`.
-    pub fn name(self) -> &'static str {
-        match self {
-            SourceFormat::Urls => "urls",
-            SourceFormat::Hosts => "hosts",
-            SourceFormat::Domains => "domains",
-            SourceFormat::AdblockHosts => "adblock-hosts",
-            SourceFormat::Csv => "csv",
-            SourceFormat::Json => "json",
-            SourceFormat::Sha256 => "sha256",
-        }
-    }
-
-    /// The format named `name` (as in the configuration), if any.
-    pub fn from_name(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|f| f.name() == name)
-    }
-}
-
-// `ListConfig` and `SourceConfig` have required keys (`name`, `sources`,
-// `format`), which serde's container `default` cannot leave required: their
-// other keys name their defaults one by one, here, and `ListConfig::new` and
-// `SourceConfig::file` use the same functions.
+// `ListConfig` has required keys (`name`, `sources`), which serde's
+// container `default` cannot leave required: its other keys name their
+// defaults one by one, here, and `ListConfig::new` uses the same functions
+// (`SourceConfig`'s are in `config/source.rs`).
 fn default_filter() -> FilterChoice {
     FilterChoice::Kind(FilterKind::BinaryFuse8)
 }
@@ -553,13 +388,6 @@ fn default_fh_target() -> f64 {
 fn default_min_anonymity() -> u64 {
     64
 }
-fn default_source_timeout() -> u64 {
-    60
-}
-fn default_source_max() -> u64 {
-    512 * 1024 * 1024
-}
-
 impl ListConfig {
     /// A list `name` over `sources` with every other field at its default.
     pub fn new(name: impl Into<String>, sources: Vec<SourceConfig>) -> Self {
@@ -626,13 +454,6 @@ impl Default for Config {
     }
 }
 
-fn config_error(field: impl std::fmt::Display, problem: impl std::fmt::Display) -> Error {
-    Error::Config {
-        field: field.to_string(),
-        reason: problem.to_string(),
-    }
-}
-
 impl Config {
     /// Reads and validates a TOML configuration file. Relative source paths
     /// are resolved against the file's directory.
@@ -641,8 +462,8 @@ impl Config {
     ///
     /// [`Error::Config`] naming the file, the field and what is wrong.
     pub fn from_file(path: &Path) -> Result<Self, Error> {
-        let text = std::fs::read_to_string(path).map_err(|e| config_error(path.display(), e))?;
-        let mut config: Config = toml::from_str(&text).map_err(|e| config_error(path.display(), e))?;
+        let text = std::fs::read_to_string(path).map_err(|e| Error::config(path.display(), e))?;
+        let mut config: Config = toml::from_str(&text).map_err(|e| Error::config(path.display(), e))?;
         let base = path.parent().unwrap_or(Path::new("."));
         for list in &mut config.lists {
             for source in list.sources.iter_mut().chain(&mut list.allow) {
@@ -654,7 +475,7 @@ impl Config {
             }
         }
         if config.lists.is_empty() {
-            return Err(config_error(path.display(), "no [[lists]] configured"));
+            return Err(Error::config(path.display(), "no [[lists]] configured"));
         }
         config.validate()?;
         Ok(config)
@@ -667,61 +488,61 @@ impl Config {
     /// [`Error::Config`] naming the field and what is wrong.
     pub fn validate(&self) -> Result<(), Error> {
         if self.lists.is_empty() {
-            return Err(config_error("lists", "at least one list is required"));
+            return Err(Error::config("lists", "at least one list is required"));
         }
         if let Some(store) = &self.store
             && (store.strip_prefix("s3://"))
                 .and_then(|rest| rest.split('/').next())
                 .is_none_or(str::is_empty)
         {
-            return Err(config_error(
+            return Err(Error::config(
                 "store",
                 format!("{store:?} is not s3://bucket[/prefix]"),
             ));
         }
         if self.role == Role::Replica && self.store.is_none() {
-            return Err(config_error(
+            return Err(Error::config(
                 "role",
                 "a replica follows an object store: set store = \"s3://bucket/prefix\"",
             ));
         }
         if self.replica_poll_s == 0 {
-            return Err(config_error("replica_poll_s", "must be at least 1"));
+            return Err(Error::config("replica_poll_s", "must be at least 1"));
         }
         if self.lease_s == 0 {
-            return Err(config_error("lease_s", "must be at least 1"));
+            return Err(Error::config("lease_s", "must be at least 1"));
         }
         if let Some(key) = &self.public_key
             && TrustedKey::from_base64(key.trim()).is_err()
         {
-            return Err(config_error("public_key", "not a base64 Ed25519 public key"));
+            return Err(Error::config("public_key", "not a base64 Ed25519 public key"));
         }
         let mut names = std::collections::HashSet::new();
         for list in &self.lists {
             let field = |f: &str| format!("lists.{}.{f}", list.name);
             if !is_valid_list_name(&list.name) {
-                return Err(config_error(
+                return Err(Error::config(
                     format!("lists.name {:?}", list.name),
                     "must be 1-64 characters of a-z, 0-9, '-' and '_'",
                 ));
             }
             if !names.insert(&list.name) {
-                return Err(config_error(
+                return Err(Error::config(
                     format!("lists.name {:?}", list.name),
                     "listed twice",
                 ));
             }
             if list.sources.is_empty() {
-                return Err(config_error(field("sources"), "at least one source is required"));
+                return Err(Error::config(field("sources"), "at least one source is required"));
             }
             if !(1..=64).contains(&list.bloom_bits_per_key) {
-                return Err(config_error(
+                return Err(Error::config(
                     field("bloom_bits_per_key"),
                     format!("{} is outside 1..=64", list.bloom_bits_per_key),
                 ));
             }
             if list.key_bits != 32 && list.key_bits != 64 {
-                return Err(config_error(
+                return Err(Error::config(
                     field("key_bits"),
                     format!("{} is not 32 or 64", list.key_bits),
                 ));
@@ -729,7 +550,7 @@ impl Config {
             if list.target_full_hash_requests_per_1000.is_nan()
                 || list.target_full_hash_requests_per_1000 <= 0.0
             {
-                return Err(config_error(
+                return Err(Error::config(
                     field("target_full_hash_requests_per_1000"),
                     "must be a positive number",
                 ));
@@ -737,7 +558,7 @@ impl Config {
             if let Some(bits) = list.request_prefix_bits
                 && !blocksieve_format::api::is_valid_request_prefix_bits(bits)
             {
-                return Err(config_error(
+                return Err(Error::config(
                     field("request_prefix_bits"),
                     format!("{bits} is not one of 8, 12, ..., 32"),
                 ));
@@ -747,13 +568,13 @@ impl Config {
             }
             let g = &list.gates;
             if !(0.0..=1.0).contains(&g.max_shrink) {
-                return Err(config_error(
+                return Err(Error::config(
                     field("gates.max_shrink"),
                     format!("{} is outside 0..=1", g.max_shrink),
                 ));
             }
             if g.max_fpr_ratio.is_nan() || g.max_fpr_ratio < 1.0 {
-                return Err(config_error(
+                return Err(Error::config(
                     field("gates.max_fpr_ratio"),
                     format!("{} is below 1", g.max_fpr_ratio),
                 ));
@@ -764,7 +585,7 @@ impl Config {
             for (i, s) in list.allow.iter().enumerate() {
                 let field = format!("lists.{}.allow[{i}]", list.name);
                 if s.builtin {
-                    return Err(config_error(
+                    return Err(Error::config(
                         &field,
                         "`builtin` is the built-in threat feed, not an allowlist",
                     ));
@@ -772,13 +593,13 @@ impl Config {
                 check_source(&field, s)?;
                 if s.format == SourceFormat::Json {
                     if s.json_key.is_some() {
-                        return Err(config_error(
+                        return Err(Error::config(
                             format!("{field}.json_key"),
                             "an allow source reads `json_allow_key`, not `json_key`",
                         ));
                     }
                     if s.json_allow_key().is_none() {
-                        return Err(config_error(
+                        return Err(Error::config(
                             format!("{field}.json_allow_key"),
                             "must name the array of allowed domains",
                         ));
@@ -787,16 +608,16 @@ impl Config {
             }
         }
         if self.snapshot_ttl_s < 60 {
-            return Err(config_error(
+            return Err(Error::config(
                 "snapshot_ttl_s",
                 format!("{} is below 60", self.snapshot_ttl_s),
             ));
         }
         if self.keep_versions == 0 {
-            return Err(config_error("keep_versions", "must be at least 1"));
+            return Err(Error::config("keep_versions", "must be at least 1"));
         }
         if self.delta_window == 0 || self.delta_window > blocksieve_format::MAX_CHAIN_DELTAS {
-            return Err(config_error(
+            return Err(Error::config(
                 "delta_window",
                 format!(
                     "{} is outside 1..={}",
@@ -806,77 +627,51 @@ impl Config {
             ));
         }
         if self.max_prefixes_per_request == 0 || self.max_prefixes_per_request > 100_000 {
-            return Err(config_error(
+            return Err(Error::config(
                 "max_prefixes_per_request",
                 format!("{} is outside 1..=100000", self.max_prefixes_per_request),
             ));
         }
         if self.padding > 10_000 {
-            return Err(config_error(
+            return Err(Error::config(
                 "padding",
                 format!("{} is above 10000", self.padding),
             ));
         }
         if self.max_concurrency == 0 {
-            return Err(config_error("max_concurrency", "must be at least 1"));
+            return Err(Error::config("max_concurrency", "must be at least 1"));
         }
         if !(self.fleet_checks_per_second.is_finite() && self.fleet_checks_per_second > 0.0) {
-            return Err(config_error(
+            return Err(Error::config(
                 "fleet_checks_per_second",
                 format!("{} is not a positive number", self.fleet_checks_per_second),
             ));
         }
         crate::server::cors::check_origins(&self.cors_allowed_origins)
-            .map_err(|reason| config_error("cors_allowed_origins", reason))?;
+            .map_err(|reason| Error::config("cors_allowed_origins", reason))?;
         if self.request_timeout_s == 0 {
-            return Err(config_error("request_timeout_s", "must be at least 1"));
+            return Err(Error::config("request_timeout_s", "must be at least 1"));
         }
         if self.body_read_timeout_s == 0 {
-            return Err(config_error("body_read_timeout_s", "must be at least 1"));
+            return Err(Error::config("body_read_timeout_s", "must be at least 1"));
         }
         if self.max_connections == 0 {
-            return Err(config_error("max_connections", "must be at least 1"));
+            return Err(Error::config("max_connections", "must be at least 1"));
         }
         if self.header_read_timeout_s == 0 {
-            return Err(config_error("header_read_timeout_s", "must be at least 1"));
+            return Err(Error::config("header_read_timeout_s", "must be at least 1"));
         }
         if self.write_stall_timeout_s == 0 {
-            return Err(config_error("write_stall_timeout_s", "must be at least 1"));
+            return Err(Error::config("write_stall_timeout_s", "must be at least 1"));
         }
         check_cron("schedule", &self.schedule)?;
         Ok(())
     }
 }
 
-/// Checks one source, `field` naming it (`lists.<name>.sources[i]`).
-fn check_source(field: &str, s: &SourceConfig) -> Result<(), Error> {
-    let set = usize::from(s.path.is_some()) + usize::from(s.url.is_some()) + usize::from(s.builtin);
-    if set != 1 {
-        return Err(config_error(
-            field,
-            "needs exactly one of `path`, `url` or `builtin = true`",
-        ));
-    }
-    if let Some(u) = &s.url
-        && !(u.starts_with("http://") || u.starts_with("https://"))
-    {
-        return Err(config_error(
-            format!("{field}.url"),
-            format!("{u:?} is not an http(s) URL"),
-        ));
-    }
-    if s.timeout_s == 0 {
-        return Err(config_error(format!("{field}.timeout_s"), "must be at least 1"));
-    }
-    if s.max_bytes == 0 {
-        return Err(config_error(format!("{field}.max_bytes"), "must be at least 1"));
-    }
-    Ok(())
-}
-
 fn check_cron(field: &str, expr: &str) -> Result<(), Error> {
     let bad = || {
-        config_error(
+        Error::config(
             field,
             format!("{expr:?} is not a valid 6-field cron expression (sec min hour day month weekday)"),
         )
@@ -1053,6 +848,22 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("sources[0].url"), "{err}");
+
+        let c: Config = toml::from_str(text).unwrap();
+        assert_eq!(c.lists[1].sources[0].retries, 2, "the default");
+        let retries = |n: u32| {
+            let text = text.replace(
+                "format = \"urls\" },",
+                &format!("format = \"urls\", retries = {n} }},"),
+            );
+            toml::from_str::<Config>(&text).unwrap().validate()
+        };
+        retries(10).unwrap();
+        let err = retries(11).unwrap_err().to_string();
+        assert!(
+            err.contains("sources[0].retries") && err.contains("at most 10"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -209,6 +209,15 @@ pub enum Error {
 }
 
 impl Error {
+    /// A [`Error::Config`] error: `field` (e.g. `lists.x.sources[0].url`)
+    /// and what is wrong with it.
+    pub(crate) fn config(field: impl std::fmt::Display, problem: impl std::fmt::Display) -> Self {
+        Self::Config {
+            field: field.to_string(),
+            reason: problem.to_string(),
+        }
+    }
+
     /// A [`Error::Storage`] error about `path`.
     pub(crate) fn storage(path: impl Into<PathBuf>) -> impl Fn(std::io::Error) -> Self {
         let path = path.into();

@@ -13,6 +13,7 @@
 
 use std::io::Read as _;
 use std::path::Path;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
@@ -31,7 +32,7 @@ pub enum Fetched {
         validators: Validators,
     },
     /// New content in a local file, or a response body spooled as it
-    /// arrived ([`Spool`]), checked, read by the build as it parses (never
+    /// arrived (in memory, then a temporary file), checked, read by the build as it parses (never
     /// held whole in memory).
     Stream(Stream),
     /// The server answered 304: the cached content is current.
@@ -174,12 +175,105 @@ pub async fn fetch(client: &reqwest::Client, source: &SourceConfig, cached: Opti
     fetch_http(client, url, source, cached).await
 }
 
+/// The longest `Retry-After` a fetch waits for within a build; a server
+/// asking for more is not tried again in that build (it keeps its last
+/// good content, and the next scheduled build asks again).
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+
+/// The wait before the first retry of a failed fetch; each retry after it
+/// waits twice as long, times a random factor in 0.5–1 (jitter, so
+/// publishers fetching one feed do not retry in step).
+const FIRST_RETRY_DELAY: Duration = Duration::from_secs(1);
+
+/// Why one attempt at a fetch failed.
+#[derive(Debug)]
+struct Failure {
+    reason: String,
+    /// Whether another attempt may succeed: the connection, a timeout or
+    /// the server's state (`408`, `429`, `5xx` but `501` and `505`), not
+    /// the content or the request itself.
+    transient: bool,
+    /// The server's `Retry-After`, with a `429` or `503`.
+    retry_after: Option<Duration>,
+}
+
+impl Failure {
+    fn permanent(reason: String) -> Self {
+        Self {
+            reason,
+            transient: false,
+            retry_after: None,
+        }
+    }
+
+    fn transient(reason: String) -> Self {
+        Self {
+            reason,
+            transient: true,
+            retry_after: None,
+        }
+    }
+}
+
+/// Fetches `url` with up to `source.retries` retries of failures that may
+/// pass (see [`Failure::transient`]), waiting [`FIRST_RETRY_DELAY`],
+/// doubling, with jitter, or the server's `Retry-After` up to
+/// [`MAX_RETRY_AFTER`]. Each attempt has the source's whole timeout.
 async fn fetch_http(
     client: &reqwest::Client,
     url: &str,
     source: &SourceConfig,
     cached: Option<&Validators>,
 ) -> Fetched {
+    let mut retried = 0;
+    loop {
+        let failure = match attempt(client, url, source, cached).await {
+            Ok(fetched) => return fetched,
+            Err(failure) => failure,
+        };
+        let attempts = |n: u32| match n {
+            0 => String::new(),
+            n => format!(" ({} attempts)", n + 1),
+        };
+        if !failure.transient || retried >= source.retries {
+            return Fetched::Failed(format!("{}{}", failure.reason, attempts(retried)));
+        }
+        let delay = match failure.retry_after {
+            Some(asked) if asked > MAX_RETRY_AFTER => {
+                return Fetched::Failed(format!(
+                    "{}{}; the server asks to retry in {} s, later than this build waits ({} s)",
+                    failure.reason,
+                    attempts(retried),
+                    asked.as_secs(),
+                    MAX_RETRY_AFTER.as_secs()
+                ));
+            }
+            Some(asked) => asked,
+            None => {
+                let ceiling = FIRST_RETRY_DELAY.saturating_mul(1 << retried.min(16));
+                ceiling.mul_f64(rand::Rng::gen_range(&mut rand::thread_rng(), 0.5..=1.0))
+            }
+        };
+        retried += 1;
+        tracing::warn!(
+            source = %source.public_label(),
+            reason = %failure.reason,
+            retry = retried,
+            of = source.retries,
+            delay_ms = delay.as_millis() as u64,
+            "fetch failed; trying again"
+        );
+        tokio::time::sleep(delay).await;
+    }
+}
+
+/// One attempt at fetching `url`: see [`fetch_http`].
+async fn attempt(
+    client: &reqwest::Client,
+    url: &str,
+    source: &SourceConfig,
+    cached: Option<&Validators>,
+) -> Result<Fetched, Failure> {
     let mut request = client.get(url).timeout(source.timeout());
     if let Some(validators) = cached {
         if let Some(etag) = &validators.etag {
@@ -191,14 +285,43 @@ async fn fetch_http(
     }
     let mut response = match request.send().await {
         Ok(r) => r,
-        Err(e) => return Fetched::Failed(format!("request failed: {}", error_chain(e))),
+        Err(e) => {
+            // A request that cannot be built or is redirected in circles
+            // fails the same way every time.
+            let transient = !(e.is_builder() || e.is_redirect());
+            let reason = format!("request failed: {}", error_chain(e));
+            return Err(if transient {
+                Failure::transient(reason)
+            } else {
+                Failure::permanent(reason)
+            });
+        }
     };
     let status = response.status();
     if status == reqwest::StatusCode::NOT_MODIFIED && cached.is_some() {
-        return Fetched::NotModified;
+        return Ok(Fetched::NotModified);
     }
     if !status.is_success() {
-        return Fetched::Failed(format!("HTTP {status}"));
+        use reqwest::StatusCode as S;
+        let transient = matches!(
+            status,
+            S::REQUEST_TIMEOUT
+                | S::TOO_MANY_REQUESTS
+                | S::INTERNAL_SERVER_ERROR
+                | S::BAD_GATEWAY
+                | S::SERVICE_UNAVAILABLE
+                | S::GATEWAY_TIMEOUT
+        );
+        let retry_after = matches!(status, S::TOO_MANY_REQUESTS | S::SERVICE_UNAVAILABLE)
+            .then(|| response.headers().get(reqwest::header::RETRY_AFTER))
+            .flatten()
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| parse_retry_after(v, std::time::SystemTime::now()));
+        return Err(Failure {
+            reason: format!("HTTP {status}"),
+            transient,
+            retry_after,
+        });
     }
     let header = |name| {
         response
@@ -214,67 +337,92 @@ async fn fetch_http(
     let is_html =
         header(reqwest::header::CONTENT_TYPE).is_some_and(|t| t.to_ascii_lowercase().contains("text/html"));
     if is_html {
-        return Fetched::Failed("response is an HTML page (Content-Type text/html), not a list".to_owned());
+        return Err(Failure::permanent(
+            "response is an HTML page (Content-Type text/html), not a list".to_owned(),
+        ));
     }
     // A length the server declares over the limit fails before any of the
     // body is read; one that is not declared is counted as it arrives.
     if let Some(length) = response.content_length()
         && length > source.max_bytes
     {
-        return Fetched::Failed(format!(
+        return Err(Failure::permanent(format!(
             "response of {length} bytes exceeds max_bytes = {}",
             source.max_bytes
-        ));
+        )));
     }
     let mut spool = Spool::default();
-    if let Err(reason) = receive(&mut response, source, &mut spool).await {
+    if let Err(failure) = receive(&mut response, source, &mut spool).await {
         spool.discard().await;
-        return Fetched::Failed(reason);
+        return Err(failure);
     }
     let gzip = is_gzip(&spool.head);
     let size = spool.size;
     match spool.finish().await {
-        Ok(reader) => Fetched::Stream(Stream {
+        Ok(reader) => Ok(Fetched::Stream(Stream {
             reader,
             gzip,
             size,
             validators,
-        }),
-        Err(e) => Fetched::Failed(format!("spooling the response: {e}")),
+        })),
+        Err(e) => Err(Failure::permanent(format!("spooling the response: {e}"))),
     }
+}
+
+/// A `Retry-After` value (RFC 9110 §10.2.3): delay-seconds or an
+/// HTTP-date, relative to `now` (a date past is no wait). `None` when it
+/// is neither.
+fn parse_retry_after(value: &str, now: std::time::SystemTime) -> Option<Duration> {
+    let value = value.trim();
+    if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
+        // More seconds than a u64 holds is "very long": over any cap.
+        return Some(Duration::from_secs(value.parse::<u64>().unwrap_or(u64::MAX)));
+    }
+    let at = httpdate::parse_http_date(value).ok()?;
+    Some(at.duration_since(now).unwrap_or(Duration::ZERO))
 }
 
 /// Receives `response`'s body into `spool`, checking its size against
 /// `max_bytes` as it arrives and its start as soon as more than 64 KiB
 /// arrived (an HTML page or a bad gzip stream fails without the rest of
-/// its body; a body of exactly 64 KiB is checked whole, at its end).
+/// its body; a body of exactly 64 KiB is checked whole, at its end). A
+/// body cut off (the connection lost, the timeout) may be had whole on
+/// another attempt; the rest are the content's own faults.
 async fn receive(
     response: &mut reqwest::Response,
     source: &SourceConfig,
     spool: &mut Spool,
-) -> Result<(), String> {
+) -> Result<(), Failure> {
     let mut checked = false;
     loop {
         match response.chunk().await {
             Ok(Some(chunk)) => {
                 if spool.size + chunk.len() as u64 > source.max_bytes {
-                    return Err(format!("response exceeds max_bytes = {}", source.max_bytes));
+                    return Err(Failure::permanent(format!(
+                        "response exceeds max_bytes = {}",
+                        source.max_bytes
+                    )));
                 }
                 spool
                     .write(&chunk)
                     .await
-                    .map_err(|e| format!("spooling the response: {e}"))?;
+                    .map_err(|e| Failure::permanent(format!("spooling the response: {e}")))?;
                 if !checked && spool.size > HEAD_BYTES as u64 {
                     checked = true;
-                    check_content(spool.size, &spool.head, false, source)?;
+                    check_content(spool.size, &spool.head, false, source).map_err(Failure::permanent)?;
                 }
             }
             Ok(None) => break,
-            Err(e) => return Err(format!("reading body failed: {}", error_chain(e))),
+            Err(e) => {
+                return Err(Failure::transient(format!(
+                    "reading body failed: {}",
+                    error_chain(e)
+                )));
+            }
         }
     }
     if !checked {
-        check_content(spool.size, &spool.head, true, source)?;
+        check_content(spool.size, &spool.head, true, source).map_err(Failure::permanent)?;
     }
     Ok(())
 }
@@ -388,7 +536,24 @@ fn error_chain(e: reqwest::Error) -> String {
 mod tests {
     use std::io::Read as _;
 
-    use super::{HEAD_BYTES, SPOOL_IN_MEMORY, Spool};
+    use std::time::{Duration, SystemTime};
+
+    use super::{HEAD_BYTES, SPOOL_IN_MEMORY, Spool, parse_retry_after};
+
+    #[test]
+    fn retry_after_is_seconds_or_an_http_date_and_nothing_else() {
+        // Sun, 06 Nov 1994 08:49:37 GMT (RFC 9110's example date).
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(784_111_777);
+        let secs = |s| Some(Duration::from_secs(s));
+        assert_eq!(parse_retry_after("0", now), secs(0));
+        assert_eq!(parse_retry_after(" 120 ", now), secs(120));
+        assert_eq!(parse_retry_after("99999999999999999999999", now), secs(u64::MAX));
+        assert_eq!(parse_retry_after("Sun, 06 Nov 1994 08:50:07 GMT", now), secs(30));
+        assert_eq!(parse_retry_after("Sun, 06 Nov 1994 08:00:00 GMT", now), secs(0));
+        for bad in ["", "-1", "1.5", "soon", "Sun, 06 Nov 1994"] {
+            assert_eq!(parse_retry_after(bad, now), None, "{bad:?}");
+        }
+    }
 
     /// Reads a spooled body back whole.
     async fn spooled(pieces: &[Vec<u8>]) -> (Vec<u8>, bool, Vec<u8>) {

@@ -24,6 +24,17 @@ pub struct FeedResponse {
     pub etag: Option<String>,
 }
 
+/// A fault the fake feed answers one request with, before its
+/// [`FeedResponse`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FeedFault {
+    /// This status, with this `Retry-After` if any, and a short body.
+    Status(u16, Option<String>),
+    /// Status 200 and the response's whole `Content-Length`, but the
+    /// connection is closed after half of its body.
+    CutBody,
+}
+
 /// One request the fake feed saw.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SeenRequest {
@@ -35,6 +46,7 @@ pub struct SeenRequest {
 struct Shared {
     response: FeedResponse,
     seen: Vec<SeenRequest>,
+    faults: std::collections::VecDeque<FeedFault>,
 }
 
 /// A running fake feed.
@@ -60,6 +72,7 @@ impl FakeFeed {
                 etag: None,
             },
             seen: Vec::new(),
+            faults: std::collections::VecDeque::new(),
         }));
         let app = Router::new()
             .route("/feed.txt", get(serve))
@@ -84,6 +97,14 @@ impl FakeFeed {
         }
     }
 
+    /// Answers the next requests with `faults`, one each, in order, then
+    /// with the response again.
+    pub fn fail_next(&self, faults: impl IntoIterator<Item = FeedFault>) {
+        if let Ok(mut s) = self.shared.lock() {
+            s.faults.extend(faults);
+        }
+    }
+
     /// Requests seen so far.
     pub fn seen(&self) -> Vec<SeenRequest> {
         self.shared.lock().map(|s| s.seen.clone()).unwrap_or_default()
@@ -102,6 +123,34 @@ async fn serve(State(shared): State<Arc<Mutex<Shared>>>, headers: HeaderMap) -> 
         if_none_match: inm.clone(),
     });
     let r = s.response.clone();
+    match s.faults.pop_front() {
+        Some(FeedFault::Status(status, retry_after)) => {
+            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            let mut response = (status, "fault\n").into_response();
+            if let Some(value) = retry_after.and_then(|v| v.parse().ok()) {
+                response.headers_mut().insert(header::RETRY_AFTER, value);
+            }
+            return response;
+        }
+        Some(FeedFault::CutBody) => {
+            let half = r.body[..r.body.len() / 2].to_vec();
+            let chunks: [Result<Vec<u8>, std::io::Error>; 2] = [
+                Ok(half),
+                Err(std::io::Error::other("the fake feed cuts the body")),
+            ];
+            let mut response =
+                axum::body::Body::from_stream(futures_util::stream::iter(chunks)).into_response();
+            response
+                .headers_mut()
+                .insert(header::CONTENT_LENGTH, r.body.len().into());
+            response.headers_mut().insert(
+                header::CONTENT_TYPE,
+                header::HeaderValue::from_static("text/plain"),
+            );
+            return response;
+        }
+        None => {}
+    }
     if r.status == 200 && r.etag.is_some() && inm == r.etag {
         return StatusCode::NOT_MODIFIED.into_response();
     }

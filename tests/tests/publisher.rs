@@ -345,6 +345,75 @@ async fn failing_sources_keep_their_last_good_content() {
     assert_eq!(status.sources[0].state, "last_good");
 }
 
+// A feed failing for a moment (a 503 asking to retry at once, a body cut
+// off, a 500) is fetched again within the build, up to `retries` times;
+// a failure a retry cannot mend (404), retries run out, or a Retry-After
+// longer than a build waits, fall back at once, each saying so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_feed_failing_for_a_moment_is_fetched_again_within_the_build() {
+    use blocksieve_tests::feed::FeedFault;
+    let dir = tempfile::tempdir().unwrap();
+    let feed = FakeFeed::start(n_urls(300).as_bytes()).await;
+    let p = publisher_with(dir.path(), vec![http_list(&feed.url())]);
+    let requests = || feed.seen().len();
+
+    // 503 with Retry-After: 0, then a body cut half way (the backoff's
+    // first wait, 0.5-1 s), then the whole feed: published, fresh.
+    feed.fail_next([FeedFault::Status(503, Some("0".into())), FeedFault::CutBody]);
+    let started = std::time::Instant::now();
+    let first = p.build_list(0).await;
+    let took = started.elapsed();
+    let v1 = first.result.unwrap();
+    assert_eq!(first.report.unwrap().sources[0].state, "fresh");
+    assert_eq!(requests(), 3);
+    assert!(took >= Duration::from_millis(500), "{took:?}");
+
+    // Each case: the faults, the requests the build makes, the error.
+    let cases: [(Vec<FeedFault>, usize, &str); 3] = [
+        (vec![FeedFault::Status(404, None)], 1, "HTTP 404 Not Found; no"),
+        (
+            vec![FeedFault::Status(503, Some("0".into())); 3],
+            3,
+            "HTTP 503 Service Unavailable (3 attempts)",
+        ),
+        (
+            vec![FeedFault::Status(429, Some("120".into()))],
+            1,
+            "HTTP 429 Too Many Requests; the server asks to retry in 120 s, later than this build waits (60 s)",
+        ),
+    ];
+    for (faults, made, expected) in cases {
+        let before = requests();
+        feed.fail_next(faults);
+        let o = p.build_list(0).await;
+        assert_eq!(requests() - before, made, "{expected}");
+        let report = o.report.unwrap();
+        let source = &report.sources[0];
+        assert_eq!(source.state, "last_good", "{expected}");
+        let error = source.error.as_deref().unwrap();
+        let expected = expected.trim_end_matches("; no");
+        assert!(
+            error.starts_with(expected) && !error[expected.len()..].starts_with(" ("),
+            "{expected}: {error}"
+        );
+        assert_eq!(o.result.unwrap(), v1, "{expected}");
+    }
+
+    // `retries = 0`: one request, whatever the failure.
+    let mut list = http_list(&feed.url());
+    list.sources[0].retries = 0;
+    drop(p);
+    let p = publisher_with(dir.path(), vec![list]);
+    let before = requests();
+    feed.fail_next([FeedFault::Status(503, Some("0".into()))]);
+    let o = p.build_list(0).await;
+    assert_eq!(requests() - before, 1);
+    assert_eq!(
+        o.report.unwrap().sources[0].error.as_deref(),
+        Some("HTTP 503 Service Unavailable")
+    );
+}
+
 // A response body past the 8 MiB held in memory is spooled to a temporary
 // file and read from there as the build parses, plain or gzip as
 // received; a size the server declares over `max_bytes` fails at once.

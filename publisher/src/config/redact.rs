@@ -1,7 +1,7 @@
 //! Source URLs as the publisher shows them: without credentials.
 
 /// `url` with its userinfo and secret-looking query values replaced by
-/// `***` ([`SourceConfig::public_label`]).
+/// `***` ([`SourceConfig::public_label`](super::SourceConfig::public_label)).
 pub fn redact_url(url: &str) -> String {
     const SECRET: [&str; 7] = ["key", "token", "secret", "pass", "auth", "sig", "credential"];
     let (rest, fragment) = url.split_once('#').map_or((url, None), |(r, f)| (r, Some(f)));

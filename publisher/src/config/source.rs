@@ -1,0 +1,234 @@
+//! One source of entries ([`SourceConfig`]): where it is, how it is read
+//! ([`SourceFormat`]), its fetch's limits and retries, and its checks.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::redact::redact_url;
+use crate::Error;
+
+/// The JSON array of allowed domains read by default
+/// ([`SourceConfig::json_allow_key`]): MetaMask's `whitelist`.
+pub const DEFAULT_JSON_ALLOW_KEY: &str = "whitelist";
+
+/// One source of entries: exactly one of `path`, `url` or `builtin`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SourceConfig {
+    /// Local file; relative paths are relative to the configuration file.
+    #[serde(default)]
+    pub path: Option<PathBuf>,
+    /// HTTP(S) URL, fetched with a conditional GET.
+    #[serde(default)]
+    pub url: Option<String>,
+    /// The built-in feed (used by the default configuration).
+    #[serde(default)]
+    pub builtin: bool,
+    /// How entries are read.
+    pub format: SourceFormat,
+    /// For `format = "csv"`: the header name of the URL column. By default, `url`.
+    #[serde(default)]
+    pub column: Option<String>,
+    /// For `format = "json"`: the array of domains to read. By default,
+    /// `blacklist` (MetaMask `eth-phishing-config`). Not used in an allow
+    /// source, which reads `json_allow_key`.
+    #[serde(default)]
+    pub json_key: Option<String>,
+    /// For `format = "json"`: the array of allowed domains. In a list's
+    /// `sources`, its entries, when the document has that array, are
+    /// removed from the list as an `allow` source's are (MetaMask's
+    /// `whitelist` overrides its `blacklist`); `""` reads no allow array. In
+    /// a list's `allow`, the array read. By default, `whitelist`.
+    #[serde(default)]
+    pub json_allow_key: Option<String>,
+    /// Seconds an HTTP fetch may take. By default, 60.
+    #[serde(default = "default_source_timeout")]
+    pub timeout_s: u64,
+    /// Largest source accepted, in bytes (after gzip decompression). By
+    /// default, 512 MiB.
+    #[serde(default = "default_source_max")]
+    pub max_bytes: u64,
+    /// How many times an HTTP fetch that failed for a reason that may pass
+    /// (no connection, a timeout, a body cut off, `408`, `429`, `500`,
+    /// `502`, `503`, `504`) is tried again within the build, after 1 s,
+    /// then 2 s, 4 s… (each × a random 0.5–1, or the server's
+    /// `Retry-After` up to 60 s). By default, 2; at most 10.
+    #[serde(default = "default_source_retries")]
+    pub retries: u32,
+}
+
+impl SourceConfig {
+    /// A source reading a local file.
+    pub fn file(path: impl Into<PathBuf>, format: SourceFormat) -> Self {
+        Self {
+            path: Some(path.into()),
+            url: None,
+            builtin: false,
+            format,
+            column: None,
+            json_key: None,
+            json_allow_key: None,
+            timeout_s: default_source_timeout(),
+            max_bytes: default_source_max(),
+            retries: default_source_retries(),
+        }
+    }
+
+    /// A source fetched over HTTP(S).
+    pub fn http(url: impl Into<String>, format: SourceFormat) -> Self {
+        Self {
+            path: None,
+            url: Some(url.into()),
+            ..Self::file("", format)
+        }
+    }
+
+    /// The built-in feed.
+    pub fn builtin() -> Self {
+        Self {
+            path: None,
+            builtin: true,
+            ..Self::file("", SourceFormat::Urls)
+        }
+    }
+
+    /// How long an HTTP fetch of this source may take (`timeout_s`).
+    pub fn timeout(&self) -> Duration {
+        Duration::from_secs(self.timeout_s)
+    }
+
+    /// The JSON array of allowed domains: `json_allow_key`, by default
+    /// `whitelist`; `None` when set to `""`.
+    pub fn json_allow_key(&self) -> Option<&str> {
+        match self.json_allow_key.as_deref() {
+            None => Some(DEFAULT_JSON_ALLOW_KEY),
+            Some("") => None,
+            Some(key) => Some(key),
+        }
+    }
+
+    /// A short human-readable name: the path, the URL or `builtin`.
+    pub fn label(&self) -> String {
+        match (&self.path, &self.url) {
+            (Some(p), _) => p.display().to_string(),
+            (None, Some(u)) => u.clone(),
+            (None, None) => "builtin".to_owned(),
+        }
+    }
+
+    /// [`Self::label`] as reports, `/v1/lists`, the status page and the
+    /// build history show it: a URL's credentials (`user:password@`) and
+    /// the values of query parameters named like secrets (`key`, `token`,
+    /// `secret`, `pass`, `auth`, `sig`, `credential`) replaced by `***`.
+    pub fn public_label(&self) -> String {
+        match (&self.path, &self.url) {
+            (None, Some(u)) => redact_url(u),
+            _ => self.label(),
+        }
+    }
+}
+
+/// The format of a source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SourceFormat {
+    /// One URL per line; each becomes its most specific expression
+    /// (host + path + query).
+    Urls,
+    /// Hosts-file lines (`0.0.0.0 name [name…] [# comment]`); each name
+    /// becomes `name/`.
+    Hosts,
+    /// One domain per line (`*.` prefix allowed); each becomes `domain/`.
+    Domains,
+    /// Adblock-style host and URL rules (`||host^`, `||host/path^$all`, bare
+    /// hosts), `!` comments, as in urlhaus-filter.
+    AdblockHosts,
+    /// CSV with a header row; the URL column is named by `column`.
+    Csv,
+    /// JSON object with an array of domains (MetaMask `eth-phishing-config`).
+    Json,
+    /// One SHA-256 full hash per line, 64 hex digits (already hashed lists).
+    Sha256,
+}
+
+impl SourceFormat {
+    /// Every format, as listed in `docs/configuration.md`.
+    pub const ALL: [SourceFormat; 7] = [
+        SourceFormat::Urls,
+        SourceFormat::Hosts,
+        SourceFormat::Domains,
+        SourceFormat::AdblockHosts,
+        SourceFormat::Csv,
+        SourceFormat::Json,
+        SourceFormat::Sha256,
+    ];
+
+    /// The format's name in the configuration, e.g. `adblock-hosts`.
+    pub fn name(self) -> &'static str {
+        match self {
+            SourceFormat::Urls => "urls",
+            SourceFormat::Hosts => "hosts",
+            SourceFormat::Domains => "domains",
+            SourceFormat::AdblockHosts => "adblock-hosts",
+            SourceFormat::Csv => "csv",
+            SourceFormat::Json => "json",
+            SourceFormat::Sha256 => "sha256",
+        }
+    }
+
+    /// The format named `name` (as in the configuration), if any.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|f| f.name() == name)
+    }
+}
+
+// `SourceConfig` has a required key (`format`), which serde's container
+// `default` cannot leave required: its other keys name their defaults one
+// by one, here, and `SourceConfig::file` uses the same functions.
+fn default_source_timeout() -> u64 {
+    60
+}
+fn default_source_retries() -> u32 {
+    2
+}
+/// The most [`SourceConfig::retries`] a configuration may ask for: with
+/// the default 60 s timeout, 11 attempts of a feed that never answers
+/// already hold a build for 11 minutes of its 30.
+pub const MAX_SOURCE_RETRIES: u32 = 10;
+fn default_source_max() -> u64 {
+    512 * 1024 * 1024
+}
+
+/// Checks one source, `field` naming it (`lists.<name>.sources[i]`).
+pub(super) fn check_source(field: &str, s: &SourceConfig) -> Result<(), Error> {
+    let set = usize::from(s.path.is_some()) + usize::from(s.url.is_some()) + usize::from(s.builtin);
+    if set != 1 {
+        return Err(Error::config(
+            field,
+            "needs exactly one of `path`, `url` or `builtin = true`",
+        ));
+    }
+    if let Some(u) = &s.url
+        && !(u.starts_with("http://") || u.starts_with("https://"))
+    {
+        return Err(Error::config(
+            format!("{field}.url"),
+            format!("{u:?} is not an http(s) URL"),
+        ));
+    }
+    if s.timeout_s == 0 {
+        return Err(Error::config(format!("{field}.timeout_s"), "must be at least 1"));
+    }
+    if s.max_bytes == 0 {
+        return Err(Error::config(format!("{field}.max_bytes"), "must be at least 1"));
+    }
+    if s.retries > MAX_SOURCE_RETRIES {
+        return Err(Error::config(
+            format!("{field}.retries"),
+            format!("must be at most {MAX_SOURCE_RETRIES}"),
+        ));
+    }
+    Ok(())
+}
