@@ -32,8 +32,8 @@ pub enum Fetched {
         validators: Validators,
     },
     /// New content in a local file, or a response body spooled as it
-    /// arrived (in memory, then a temporary file), checked, read by the build as it parses (never
-    /// held whole in memory).
+    /// arrived (in memory, then a temporary file), checked, read by the
+    /// build as it parses (never held whole in memory).
     Stream(Stream),
     /// The server answered 304: the cached content is current.
     NotModified,
@@ -216,7 +216,7 @@ impl Failure {
 }
 
 /// Fetches `url` with up to `source.retries` retries of failures that may
-/// pass (see [`Failure::transient`]), waiting [`FIRST_RETRY_DELAY`],
+/// pass (see [`Failure`]'s `transient`), waiting [`FIRST_RETRY_DELAY`],
 /// doubling, with jitter, or the server's `Retry-After` up to
 /// [`MAX_RETRY_AFTER`]. Each attempt has the source's whole timeout.
 async fn fetch_http(
