@@ -394,15 +394,17 @@ impl Publisher {
             } else {
                 "allow"
             };
+            // Shown on the status page and in logs: without credentials,
+            // as the build's report names it (which `record` matches).
             views.push(status::SourceView::of(
-                source.label(),
+                source.public_label(),
                 role_name,
                 &fetched,
                 validators,
                 unix_now(),
             ));
             if let fetch::Fetched::Failed(reason) = &fetched {
-                tracing::warn!(list = %list.name, source = %source.label(), %reason, "source failed");
+                tracing::warn!(list = %list.name, source = %source.public_label(), %reason, "source failed");
                 inner.state.metrics.source_failed(&list.name);
             }
             let last_good = {
@@ -421,7 +423,7 @@ impl Publisher {
                 read_duration,
                 keep_to,
             });
-            caches.push((cache, source.label()));
+            caches.push((cache, source.public_label()));
         }
         if let Ok(mut held) = inner.state.lists[index].watch.sources.lock() {
             *held = views;

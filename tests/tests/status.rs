@@ -68,8 +68,12 @@ async fn three_lists() -> (RunningPublisher, tempfile::TempDir, [FakeFeed; 3]) {
     let mut cfg: Config = config(&dir.path().join("data"), "unused", vec![]);
     let mut stale_list = list("stale", http(&stale, ""));
     stale_list.schedule = Some("0 0,30 * * * *".to_owned());
-    // A URL that needs escaping on the page.
-    let healthy_list = list("healthy", http(&healthy, "?list=healthy&kind=urls"));
+    // A URL that needs escaping on the page, with credentials it must not
+    // show.
+    let mut healthy_list = list("healthy", http(&healthy, "?list=healthy&kind=urls&token=s3cret"));
+    if let Some(url) = &mut healthy_list.sources[0].url {
+        *url = url.replacen("http://", "http://operator:pa55word@", 1);
+    }
     cfg.lists = vec![healthy_list, stale_list, list("refused", http(&shrinking, ""))];
     // Snapshots built three hours ago are still valid, not expired.
     cfg.snapshot_ttl_s = 24 * HOUR;
@@ -160,6 +164,14 @@ async fn history_page_and_gauges_show_healthy_stale_and_refused_lists() {
         "{healthy}"
     );
     assert!(!page.contains("healthy&kind"), "a source's URL is escaped");
+    assert!(
+        healthy.contains("http://***@127.0.0.1:") && healthy.contains("kind=urls&amp;token=***"),
+        "{healthy}"
+    );
+    assert!(
+        !page.contains("s3cret") && !page.contains("pa55word"),
+        "no credentials on the page"
+    );
     assert!(
         healthy.contains("not_modified") && healthy.contains("&quot;feed-v1&quot;"),
         "{healthy}"

@@ -49,14 +49,14 @@ pub fn summary(settings: &Settings, now: u64) -> String {
         for source in &list.sources {
             line(format!(
                 "  source      {} ({})",
-                source.label(),
+                source.public_label(),
                 source.format.name()
             ));
         }
         for source in &list.allow {
             line(format!(
                 "  allow       {} ({})",
-                source.label(),
+                source.public_label(),
                 source.format.name()
             ));
         }
@@ -112,7 +112,7 @@ pub fn warnings(settings: &Settings) -> Vec<String> {
                 out.push(format!(
                     "list {}: {kind} {}: {problem}",
                     list.name,
-                    source.label()
+                    source.public_label()
                 ));
             }
         }
