@@ -484,8 +484,6 @@ async fn build(
         outcomes.push((outcome, reference));
     }
     bar.finish_and_clear();
-    print_summary(outcomes.iter().map(|(o, _)| o));
-    print_advice(&publisher, outcomes.iter().map(|(o, _)| o));
     // Stage timings exist only for lists that got as far as a report.
     let rows: Vec<_> = outcomes
         .iter()
@@ -495,11 +493,18 @@ async fn build(
                 .map(|r| (o.list.as_str(), r, reference.as_ref()))
         })
         .collect();
-    if timings {
-        for (name, r, reference) in &rows {
-            print_timings(name, &r.timings, *reference);
+    // A reader that stops (`build … | head`) ends the report quietly; the
+    // build is done and its exit status stands.
+    until_closed(|out| {
+        print_summary(out, outcomes.iter().map(|(o, _)| o))?;
+        print_advice(out, &publisher, outcomes.iter().map(|(o, _)| o))?;
+        if timings {
+            for (name, r, reference) in &rows {
+                print_timings(out, name, &r.timings, *reference)?;
+            }
         }
-    }
+        Ok(())
+    })?;
     if let Some(path) = timings_json {
         let lists: Vec<serde_json::Value> = rows
             .iter()
@@ -518,11 +523,18 @@ async fn build(
 /// whose build failed before it had a report shows `–` in every column but
 /// the first two; every list not published is followed by a
 /// `not published` line giving the reason.
-fn print_summary<'a>(outcomes: impl IntoIterator<Item = &'a ListBuildOutcome>) {
-    println!(
+fn print_summary<'a>(
+    out: &mut impl std::io::Write,
+    outcomes: impl IntoIterator<Item = &'a ListBuildOutcome>,
+) -> std::io::Result<()> {
+    writeln!(
+        out,
         "| list | published | lines | rejected | entries | unique keys | filter | bits/key | snapshot bytes | FPR theory | FPR measured | prefix collision n/2^32 | full-hash req. / 1000 checks | request prefix bits | anonymity set | response bytes | build |"
-    );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    )?;
+    writeln!(
+        out,
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    )?;
     for outcome in outcomes {
         let name = &outcome.list;
         // An unchanged list keeps the version it served: nothing new was
@@ -535,7 +547,8 @@ fn print_summary<'a>(outcomes: impl IntoIterator<Item = &'a ListBuildOutcome>) {
         match &outcome.report {
             Some(r) => {
                 let s = &r.sizing;
-                println!(
+                writeln!(
+                    out,
                     "| {name} | {published} | {} | {} | {} | {} | {} | {:.2} | {} | {:.3e} | {:.3e} | {:.3e} | {:.2} | {} | {:.1} | {:.0} | {:.2} s |",
                     r.parse.lines,
                     r.parse.rejected_total(),
@@ -552,34 +565,35 @@ fn print_summary<'a>(outcomes: impl IntoIterator<Item = &'a ListBuildOutcome>) {
                     s.anonymity_set,
                     s.expected_response_bytes,
                     r.duration.as_secs_f64(),
-                );
+                )?;
             }
-            None => println!("| {name} | {published} |{}", " – |".repeat(15)),
+            None => writeln!(out, "| {name} | {published} |{}", " – |".repeat(15))?,
         }
         if let Err(e) = &outcome.result {
-            println!("|   not published: {e} |");
+            writeln!(out, "|   not published: {e} |")?;
         }
         if let Some(r) = &outcome.report {
             for (reason, count) in &r.parse.rejected {
-                println!("|   rejected: {reason} | {count} |");
+                writeln!(out, "|   rejected: {reason} | {count} |")?;
             }
             for (kind, count) in &r.parse.cleaned {
-                println!("|   cleaned: {kind} | {count} |");
+                writeln!(out, "|   cleaned: {kind} | {count} |")?;
             }
             for src in &r.sources {
                 if let Some(e) = &src.error {
-                    println!("|   source {} used its last good content: {e} |", src.source);
+                    writeln!(out, "|   source {} used its last good content: {e} |", src.source)?;
                 }
             }
             let a = &r.allow;
             if !a.sources.is_empty() {
-                println!(
+                writeln!(
+                    out,
                     "|   allowlists: {} lines, {} allowed entries ({} distinct full hashes), {} listed full hashes removed |",
                     a.parse.lines, a.parse.accepted, a.entries, a.removed
-                );
+                )?;
             }
             for (reason, count) in &a.parse.rejected {
-                println!("|   allowlist rejected: {reason} | {count} |");
+                writeln!(out, "|   allowlist rejected: {reason} | {count} |")?;
             }
             for src in &a.sources {
                 if let Some(e) = &src.error {
@@ -588,29 +602,36 @@ fn print_summary<'a>(outcomes: impl IntoIterator<Item = &'a ListBuildOutcome>) {
                     } else {
                         "used its last good content"
                     };
-                    println!("|   allow source {} {used}: {e} |", src.source);
+                    writeln!(out, "|   allow source {} {used}: {e} |", src.source)?;
                 }
             }
         }
     }
+    Ok(())
 }
 
 /// Prints the sizing advice of each list that got as far as a filter: per
 /// URL check rather than per probe, full-hash requests per 1,000 checks and
 /// per second at the configured fleet, and the capacity at which the
 /// filter would exceed the list's target.
-fn print_advice<'a>(publisher: &Publisher, outcomes: impl IntoIterator<Item = &'a ListBuildOutcome>) {
+fn print_advice<'a>(
+    out: &mut impl std::io::Write,
+    publisher: &Publisher,
+    outcomes: impl IntoIterator<Item = &'a ListBuildOutcome>,
+) -> std::io::Result<()> {
     let config = publisher.config();
     let fleet = config.fleet_checks_per_second;
-    println!();
-    println!(
+    writeln!(out)?;
+    writeln!(
+        out,
         "Sizing advice (a URL check probes {} expressions on average; the fleet makes {fleet} URL checks a second, `fleet_checks_per_second`):",
         build::MEAN_EXPRESSIONS_PER_URL
-    );
-    println!(
+    )?;
+    writeln!(
+        out,
         "| list | filter | false hits / check | full-hash req. / 1000 checks | full-hash req. / s | target / 1000 | capacity (unique prefixes) | fill |"
-    );
-    println!("|---|---|---|---|---|---|---|---|");
+    )?;
+    writeln!(out, "|---|---|---|---|---|---|---|---|")?;
     for outcome in outcomes {
         let (Some(r), Some(list)) = (
             &outcome.report,
@@ -624,7 +645,8 @@ fn print_advice<'a>(publisher: &Publisher, outcomes: impl IntoIterator<Item = &'
         let capacity = a
             .capacity
             .map_or_else(|| "unbounded".to_owned(), |c| c.to_string());
-        println!(
+        writeln!(
+            out,
             "| {} | {} | {:.3e} | {:.3} | {:.3} | {target} | {capacity} | {:.1}% |",
             outcome.list,
             s.filter_kind,
@@ -632,8 +654,9 @@ fn print_advice<'a>(publisher: &Publisher, outcomes: impl IntoIterator<Item = &'
             a.requests_per_1000,
             a.requests_per_second,
             a.fill_ratio * 100.0,
-        );
+        )?;
     }
+    Ok(())
 }
 
 fn mib(bytes: Option<u64>) -> String {
@@ -643,36 +666,46 @@ fn mib(bytes: Option<u64>) -> String {
     )
 }
 
-fn print_timings(name: &str, t: &BuildTimings, reference: Option<&HashReference>) {
+fn print_timings(
+    out: &mut impl std::io::Write,
+    name: &str,
+    t: &BuildTimings,
+    reference: Option<&HashReference>,
+) -> std::io::Result<()> {
     let total = t.total.as_secs_f64();
-    println!();
-    println!(
+    writeln!(out)?;
+    writeln!(
+        out,
         "Build stages of {name}: {} expressions hashed ({} bytes); wall time, and the peak RSS when the stage last ended",
         t.expressions_hashed, t.expression_bytes
-    );
-    println!("| stage | seconds | share | peak RSS MiB |");
-    println!("|---|---|---|---|");
+    )?;
+    writeln!(out, "| stage | seconds | share | peak RSS MiB |")?;
+    writeln!(out, "|---|---|---|---|")?;
     for s in &t.stages {
         let secs = s.duration.as_secs_f64();
-        println!(
+        writeln!(
+            out,
             "| {} | {secs:.3} | {:.1}% | {} |",
             s.stage,
             if total > 0.0 { secs * 100.0 / total } else { 0.0 },
             mib(s.peak_rss_bytes)
-        );
+        )?;
     }
-    println!(
+    writeln!(
+        out,
         "| **total** | {total:.3} | 100% | {} |",
         mib(blocksieve_publisher::internal::metrics::peak_rss_bytes())
-    );
+    )?;
     if let Some(r) = reference {
         let secs = r.duration.as_secs_f64();
-        println!(
+        writeln!(
+            out,
             "| SHA-256 alone of the same {} expressions (reference) | {secs:.3} | total = {:.1} x reference | |",
             r.expressions,
             if secs > 0.0 { total / secs } else { 0.0 }
-        );
+        )?;
     }
+    Ok(())
 }
 
 fn timings_json_of(

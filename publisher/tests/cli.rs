@@ -164,6 +164,29 @@ fn regression_expressions_piped_into_a_reader_that_stops_ends_quietly() {
     }
 }
 
+/// `build … | head -1`: the report's reader is gone before it is written.
+/// The build still runs to its end and exits as it would (0 here), with
+/// nothing on stderr about the pipe (it panicked with exit 101).
+#[test]
+fn regression_a_build_whose_report_nobody_reads_exits_as_built() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), false);
+    let mut child = Command::new(BIN)
+        .args(["build", "--config", config.to_str().unwrap(), "--timings"])
+        .env("RUST_BACKTRACE", "0")
+        .env("RUST_LOG", "error")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run publisher");
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("panicked") && !stderr.contains("Broken pipe"), "{stderr}");
+    assert!(dir.path().join("data/lists/good").is_dir(), "built anyway");
+}
+
 #[test]
 fn expressions_takes_arguments_that_are_not_utf8() {
     use std::os::unix::ffi::OsStrExt;
