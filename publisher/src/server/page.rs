@@ -401,7 +401,11 @@ pub fn health_of(slot: &ListSlot, now: u64) -> Health {
                 .map(|r| (r.finished_at, r.outcome.as_str(), r.error.as_deref())),
             now,
         );
-        (failed.count, failed.latest.map(|(at, e)| (at, e.to_owned())))
+        (
+            failed.count,
+            failed.latest.map(|(at, e)| (at, e.to_owned())),
+            failed.recovered_at,
+        )
     });
     health::health(
         &HealthInput {
@@ -415,6 +419,7 @@ pub fn health_of(slot: &ListSlot, now: u64) -> Health {
             failed: health::FailedBuilds {
                 count: failed.0,
                 latest: failed.1.as_ref().map(|(at, e)| (*at, e.as_str())),
+                recovered_at: failed.2,
             },
             fill_ratio: fill,
             fill_history: &fill_history,

@@ -88,6 +88,9 @@ pub struct FailedBuilds<'a> {
     pub count: usize,
     /// The latest one: when it finished (Unix seconds) and its error.
     pub latest: Option<(u64, &'a str)>,
+    /// When a build after the latest failure published or renewed the
+    /// list, the latest such (Unix seconds).
+    pub recovered_at: Option<u64>,
 }
 
 impl<'a> FailedBuilds<'a> {
@@ -98,9 +101,16 @@ impl<'a> FailedBuilds<'a> {
         let since = now.saturating_sub(FAILED_WINDOW.as_secs());
         let mut failed = Self::default();
         for (finished_at, outcome, error) in records {
-            if outcome == "failed" && finished_at > since {
-                failed.count += 1;
-                failed.latest = Some((finished_at, error.unwrap_or("no error recorded")));
+            match outcome {
+                "failed" if finished_at > since => {
+                    failed.count += 1;
+                    failed.latest = Some((finished_at, error.unwrap_or("no error recorded")));
+                    failed.recovered_at = None;
+                }
+                "published" | "unchanged" if failed.latest.is_some() => {
+                    failed.recovered_at = Some(finished_at);
+                }
+                _ => {}
             }
         }
         failed
@@ -142,12 +152,22 @@ pub fn health(input: &HealthInput<'_>, now: u64) -> Health {
             1 => "1 build".to_owned(),
             n => format!("{n} builds"),
         };
+        let ago = |t: u64| duration(now.saturating_sub(t));
+        // Amber for the hour either way, as the alert fires; the words say
+        // whether the list builds again since.
         reasons.push((
             State::Amber,
-            format!(
-                "builds failing: {builds} in the last hour, the latest {} ago: {error}",
-                duration(now.saturating_sub(at))
-            ),
+            match input.failed.recovered_at {
+                None => format!(
+                    "builds failing: {builds} in the last hour, the latest {} ago: {error}",
+                    ago(at)
+                ),
+                Some(ok) => format!(
+                    "builds failed: {builds} in the last hour, the latest {} ago: {error}; a build {} ago succeeded",
+                    ago(at),
+                    ago(ok)
+                ),
+            },
         ));
     }
     if !input.on_last_good.is_empty() {
@@ -361,8 +381,31 @@ mod tests {
                 "builds failing: 2 builds in the last hour, the latest 2 min ago: writing the snapshot: No space left on device (os error 28)"
             ]
         );
-        // A publish after the failure does not clear it within the hour
-        // (nor does the alert); an hour after the last failure, green.
+        // A publish after the failure keeps it amber within the hour (as
+        // the alert), saying so; an hour after the last failure, green.
+        let recovered = [
+            (
+                NOW - 300,
+                "failed",
+                Some("HTTP 503 Service Unavailable (3 attempts)"),
+            ),
+            (NOW - 200, "refused", None),
+            (NOW - 60, "unchanged", None),
+        ];
+        let h = health(
+            &HealthInput {
+                failed: FailedBuilds::among(recovered, NOW),
+                ..fresh()
+            },
+            NOW,
+        );
+        assert_eq!(h.state, State::Amber);
+        assert_eq!(
+            reasons(&h),
+            [
+                "builds failed: 1 build in the last hour, the latest 5 min ago: HTTP 503 Service Unavailable (3 attempts); a build 1 min ago succeeded"
+            ]
+        );
         let later = FailedBuilds::among(history, NOW + 3600 - 120);
         assert_eq!(later.count, 0);
         assert_eq!(
