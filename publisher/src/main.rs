@@ -68,8 +68,10 @@ enum Command {
     ///
     /// The report has a row for every list; a list not published (its build
     /// failed, or a gate refused it) says `no` and is followed by the reason;
-    /// one whose entries did not change since the version the data
-    /// directory holds says `unchanged` (that version stays).
+    /// one that built the same filter and full hashes as the version the
+    /// data directory serves says `unchanged` (that version stays, with a
+    /// new freshness record; `yes` when it is re-signed as a new version,
+    /// past half its lifetime or with other settings).
     /// Exits 1 if any list failed or was refused by a gate.
     Build {
         /// TOML configuration file (without it, the built-in list).
