@@ -150,9 +150,14 @@ fn open_file(path: &Path, source: &SourceConfig) -> Result<Stream, String> {
     })
 }
 
-/// Fetches `source`, conditionally when the validators of its last good
-/// content, `cached`, exist.
-pub async fn fetch(client: &reqwest::Client, source: &SourceConfig, cached: Option<&Validators>) -> Fetched {
+/// Fetches `source` of list `list` (named in logs), conditionally when the
+/// validators of its last good content, `cached`, exist.
+pub async fn fetch(
+    client: &reqwest::Client,
+    list: &str,
+    source: &SourceConfig,
+    cached: Option<&Validators>,
+) -> Fetched {
     if source.builtin {
         return Fetched::Fresh {
             bytes: BUILTIN_LIST.to_vec(),
@@ -172,7 +177,7 @@ pub async fn fetch(client: &reqwest::Client, source: &SourceConfig, cached: Opti
     let Some(url) = &source.url else {
         return Fetched::Failed("source has no path, url or builtin".to_owned());
     };
-    fetch_http(client, url, source, cached).await
+    fetch_http(client, list, url, source, cached).await
 }
 
 /// The longest `Retry-After` a fetch waits for within a build; a server
@@ -181,9 +186,14 @@ pub async fn fetch(client: &reqwest::Client, source: &SourceConfig, cached: Opti
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 
 /// The wait before the first retry of a failed fetch; each retry after it
-/// waits twice as long, times a random factor in 0.5–1 (jitter, so
-/// publishers fetching one feed do not retry in step).
+/// waits twice as long, up to [`MAX_RETRY_DELAY`], times a random factor
+/// in 0.5–1 (jitter, so publishers fetching one feed do not retry in step).
 const FIRST_RETRY_DELAY: Duration = Duration::from_secs(1);
+
+/// The longest backoff wait between two attempts (before its jitter): ten
+/// retries of a feed that never answers wait at most 1 + 2 + 4 + 8 + 16 +
+/// 5 × 30 = 181 s in all, beside their timeouts.
+const MAX_RETRY_DELAY: Duration = Duration::from_secs(30);
 
 /// Why one attempt at a fetch failed.
 #[derive(Debug)]
@@ -221,6 +231,7 @@ impl Failure {
 /// [`MAX_RETRY_AFTER`]. Each attempt has the source's whole timeout.
 async fn fetch_http(
     client: &reqwest::Client,
+    list: &str,
     url: &str,
     source: &SourceConfig,
     cached: Option<&Validators>,
@@ -250,12 +261,15 @@ async fn fetch_http(
             }
             Some(asked) => asked,
             None => {
-                let ceiling = FIRST_RETRY_DELAY.saturating_mul(1 << retried.min(16));
+                let ceiling = FIRST_RETRY_DELAY
+                    .saturating_mul(1 << retried.min(16))
+                    .min(MAX_RETRY_DELAY);
                 ceiling.mul_f64(rand::Rng::gen_range(&mut rand::thread_rng(), 0.5..=1.0))
             }
         };
         retried += 1;
         tracing::warn!(
+            list,
             source = %source.public_label(),
             reason = %failure.reason,
             retry = retried,
@@ -289,7 +303,7 @@ async fn attempt(
             // A request that cannot be built or is redirected in circles
             // fails the same way every time.
             let transient = !(e.is_builder() || e.is_redirect());
-            let reason = format!("request failed: {}", error_chain(e));
+            let reason = format!("request failed: {}{}", timed_out(&e, source), error_chain(e));
             return Err(if transient {
                 Failure::transient(reason)
             } else {
@@ -369,6 +383,16 @@ async fn attempt(
     }
 }
 
+/// `timed out after N s (timeout_s): ` when `e` is the source's timeout,
+/// which reqwest reports only as "operation timed out".
+fn timed_out(e: &reqwest::Error, source: &SourceConfig) -> String {
+    if e.is_timeout() {
+        format!("timed out after {} s (timeout_s): ", source.timeout_s)
+    } else {
+        String::new()
+    }
+}
+
 /// A `Retry-After` value (RFC 9110 §10.2.3): delay-seconds or an
 /// HTTP-date, relative to `now` (a date past is no wait). `None` when it
 /// is neither.
@@ -415,7 +439,8 @@ async fn receive(
             Ok(None) => break,
             Err(e) => {
                 return Err(Failure::transient(format!(
-                    "reading body failed: {}",
+                    "reading body failed: {}{}",
+                    timed_out(&e, source),
                     error_chain(e)
                 )));
             }

@@ -387,7 +387,7 @@ impl Publisher {
             };
             let fetch_started = std::time::Instant::now();
             let validators = cache.meta().map(|m| m.validators);
-            let fetched = fetch::fetch(&inner.http, source, validators.as_ref()).await;
+            let fetched = fetch::fetch(&inner.http, &list.name, source, validators.as_ref()).await;
             let read_duration = fetch_started.elapsed();
             let role_name = if role == SourceRole::Block {
                 "block"

@@ -183,7 +183,10 @@ fn regression_a_build_whose_report_nobody_reads_exits_as_built() {
     let out = child.wait_with_output().unwrap();
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
-    assert!(!stderr.contains("panicked") && !stderr.contains("Broken pipe"), "{stderr}");
+    assert!(
+        !stderr.contains("panicked") && !stderr.contains("Broken pipe"),
+        "{stderr}"
+    );
     assert!(dir.path().join("data/lists/good").is_dir(), "built anyway");
 }
 

@@ -33,6 +33,8 @@ pub enum FeedFault {
     /// Status 200 and the response's whole `Content-Length`, but the
     /// connection is closed after half of its body.
     CutBody,
+    /// No answer for this long, then the response.
+    Stall(std::time::Duration),
 }
 
 /// One request the fake feed saw.
@@ -116,14 +118,17 @@ async fn serve(State(shared): State<Arc<Mutex<Shared>>>, headers: HeaderMap) -> 
         .get(header::IF_NONE_MATCH)
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
-    let Ok(mut s) = shared.lock() else {
-        return StatusCode::INTERNAL_SERVER_ERROR.into_response();
+    // The lock is not held across the stall's wait.
+    let (r, fault) = {
+        let Ok(mut s) = shared.lock() else {
+            return StatusCode::INTERNAL_SERVER_ERROR.into_response();
+        };
+        s.seen.push(SeenRequest {
+            if_none_match: inm.clone(),
+        });
+        (s.response.clone(), s.faults.pop_front())
     };
-    s.seen.push(SeenRequest {
-        if_none_match: inm.clone(),
-    });
-    let r = s.response.clone();
-    match s.faults.pop_front() {
+    match fault {
         Some(FeedFault::Status(status, retry_after)) => {
             let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
             let mut response = (status, "fault\n").into_response();
@@ -131,6 +136,10 @@ async fn serve(State(shared): State<Arc<Mutex<Shared>>>, headers: HeaderMap) -> 
                 response.headers_mut().insert(header::RETRY_AFTER, value);
             }
             return response;
+        }
+        Some(FeedFault::Stall(pause)) => {
+            tokio::time::sleep(pause).await;
+            return (StatusCode::OK, r.body).into_response();
         }
         Some(FeedFault::CutBody) => {
             let half = r.body[..r.body.len() / 2].to_vec();

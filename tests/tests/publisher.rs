@@ -412,6 +412,21 @@ async fn a_feed_failing_for_a_moment_is_fetched_again_within_the_build() {
         o.report.unwrap().sources[0].error.as_deref(),
         Some("HTTP 503 Service Unavailable")
     );
+
+    // A timeout says which limit it hit.
+    let mut list = http_list(&feed.url());
+    list.sources[0].retries = 0;
+    list.sources[0].timeout_s = 1;
+    drop(p);
+    let p = publisher_with(dir.path(), vec![list]);
+    feed.fail_next([FeedFault::Stall(Duration::from_secs(3))]);
+    let o = p.build_list(0).await;
+    let report = o.report.unwrap();
+    let error = report.sources[0].error.as_deref().unwrap();
+    assert!(
+        error.starts_with("request failed: timed out after 1 s (timeout_s): "),
+        "{error}"
+    );
 }
 
 // A response body past the 8 MiB held in memory is spooled to a temporary

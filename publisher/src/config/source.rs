@@ -53,8 +53,8 @@ pub struct SourceConfig {
     /// How many times an HTTP fetch that failed for a reason that may pass
     /// (no connection, a timeout, a body cut off, `408`, `429`, `500`,
     /// `502`, `503`, `504`) is tried again within the build, after 1 s,
-    /// then 2 s, 4 s… (each × a random 0.5–1, or the server's
-    /// `Retry-After` up to 60 s). By default, 2; at most 10.
+    /// then 2 s, 4 s… up to 30 s (each × a random 0.5–1), or the server's
+    /// `Retry-After` up to 60 s. By default, 2; at most 10.
     #[serde(default = "default_source_retries")]
     pub retries: u32,
 }
@@ -194,8 +194,9 @@ fn default_source_retries() -> u32 {
     2
 }
 /// The most [`SourceConfig::retries`] a configuration may ask for: with
-/// the default 60 s timeout, 11 attempts of a feed that never answers
-/// already hold a build for 11 minutes of its 30.
+/// the default 60 s timeout, 11 attempts of a feed that never answers and
+/// the backoff waits between them (at most 181 s) hold its list's build
+/// for up to 14 min 1 s of the default 30.
 pub const MAX_SOURCE_RETRIES: u32 = 10;
 fn default_source_max() -> u64 {
     512 * 1024 * 1024
