@@ -151,31 +151,37 @@ fn open_file(path: &Path, source: &SourceConfig) -> Result<Stream, String> {
 }
 
 /// Fetches `source` of list `list` (named in logs), conditionally when the
-/// validators of its last good content, `cached`, exist.
+/// validators of its last good content, `cached`, exist: what it produced,
+/// and how many times it was tried again (see `SourceConfig::retries`).
 pub async fn fetch(
     client: &reqwest::Client,
     list: &str,
     source: &SourceConfig,
     cached: Option<&Validators>,
-) -> Fetched {
+) -> (Fetched, u32) {
     if source.builtin {
-        return Fetched::Fresh {
+        let builtin = Fetched::Fresh {
             bytes: BUILTIN_LIST.to_vec(),
             validators: Validators::default(),
         };
+        return (builtin, 0);
     }
     if let Some(path) = &source.path {
         let path = path.clone();
         let source = source.clone();
         let opened = tokio::task::spawn_blocking(move || open_file(&path, &source)).await;
-        return match opened {
+        let fetched = match opened {
             Ok(Ok(stream)) => Fetched::Stream(stream),
             Ok(Err(e)) => Fetched::Failed(e),
             Err(e) => Fetched::Failed(format!("read task failed: {e}")),
         };
+        return (fetched, 0);
     }
     let Some(url) = &source.url else {
-        return Fetched::Failed("source has no path, url or builtin".to_owned());
+        return (
+            Fetched::Failed("source has no path, url or builtin".to_owned()),
+            0,
+        );
     };
     fetch_http(client, list, url, source, cached).await
 }
@@ -200,7 +206,7 @@ const MAX_RETRY_DELAY: Duration = Duration::from_secs(30);
 struct Failure {
     reason: String,
     /// Whether another attempt may succeed: the connection, a timeout or
-    /// the server's state (`408`, `429`, `5xx` but `501` and `505`), not
+    /// the server's state (`408`, `429`, `500`, `502`, `503`, `504`), not
     /// the content or the request itself.
     transient: bool,
     /// The server's `Retry-After`, with a `429` or `503`.
@@ -235,11 +241,11 @@ async fn fetch_http(
     url: &str,
     source: &SourceConfig,
     cached: Option<&Validators>,
-) -> Fetched {
+) -> (Fetched, u32) {
     let mut retried = 0;
     loop {
         let failure = match attempt(client, url, source, cached).await {
-            Ok(fetched) => return fetched,
+            Ok(fetched) => return (fetched, retried),
             Err(failure) => failure,
         };
         let attempts = |n: u32| match n {
@@ -247,17 +253,21 @@ async fn fetch_http(
             n => format!(" ({} attempts)", n + 1),
         };
         if !failure.transient || retried >= source.retries {
-            return Fetched::Failed(format!("{}{}", failure.reason, attempts(retried)));
+            return (
+                Fetched::Failed(format!("{}{}", failure.reason, attempts(retried))),
+                retried,
+            );
         }
         let delay = match failure.retry_after {
             Some(asked) if asked > MAX_RETRY_AFTER => {
-                return Fetched::Failed(format!(
+                let reason = format!(
                     "{}{}; the server asks to retry in {} s, later than this build waits ({} s)",
                     failure.reason,
                     attempts(retried),
                     asked.as_secs(),
                     MAX_RETRY_AFTER.as_secs()
-                ));
+                );
+                return (Fetched::Failed(reason), retried);
             }
             Some(asked) => asked,
             None => {

@@ -46,6 +46,7 @@ pub struct Metrics {
     builds: Family<Labels, Counter>,
     gate_refusals: Family<Labels, Counter>,
     source_failures: Family<Labels, Counter>,
+    source_retries: Family<Labels, Counter>,
     requests: Family<Labels, Counter>,
     latency: Family<Labels, Histogram, LatencyBuckets>,
     store_reachable: Gauge,
@@ -87,6 +88,7 @@ impl Metrics {
             builds: Family::default(),
             gate_refusals: Family::default(),
             source_failures: Family::default(),
+            source_retries: Family::default(),
             requests: Family::default(),
             latency: Family::new_with_constructor(LatencyBuckets),
             store_reachable: Gauge::default(),
@@ -134,6 +136,11 @@ impl Metrics {
             "source_failures",
             "Sources that failed and fell back to their last good content (or failed the build)",
             m.source_failures.clone(),
+        );
+        registry.register(
+            "source_fetch_retries",
+            "HTTP source fetches tried again within a build after a failure that may pass (no connection, a timeout, a body cut off, 408, 429, 500, 502, 503, 504)",
+            m.source_retries.clone(),
         );
         registry.register(
             "http_requests",
@@ -288,6 +295,7 @@ impl Metrics {
             let _ = self.builds.get_or_create(&l);
         }
         let _ = self.source_failures.get_or_create(&list(name));
+        let _ = self.source_retries.get_or_create(&list(name));
     }
 
     /// Records a gate refusal.
@@ -300,6 +308,16 @@ impl Metrics {
     /// Records a failed source.
     pub fn source_failed(&self, name: &str) {
         self.source_failures.get_or_create(&list(name)).inc();
+    }
+
+    /// Records `retries` retries of a fetch of one of list `name`'s
+    /// sources.
+    pub fn source_retried(&self, name: &str, retries: u32) {
+        if retries > 0 {
+            self.source_retries
+                .get_or_create(&list(name))
+                .inc_by(u64::from(retries));
+        }
     }
 
     /// The request metrics of `routes` (matched route patterns), resolved

@@ -387,7 +387,8 @@ impl Publisher {
             };
             let fetch_started = std::time::Instant::now();
             let validators = cache.meta().map(|m| m.validators);
-            let fetched = fetch::fetch(&inner.http, &list.name, source, validators.as_ref()).await;
+            let (fetched, retries) = fetch::fetch(&inner.http, &list.name, source, validators.as_ref()).await;
+            inner.state.metrics.source_retried(&list.name, retries);
             let read_duration = fetch_started.elapsed();
             let role_name = if role == SourceRole::Block {
                 "block"

@@ -367,6 +367,11 @@ async fn a_feed_failing_for_a_moment_is_fetched_again_within_the_build() {
     assert_eq!(first.report.unwrap().sources[0].state, "fresh");
     assert_eq!(requests(), 3);
     assert!(took >= Duration::from_millis(500), "{took:?}");
+    let metrics = p.state().metrics.render();
+    assert!(
+        metrics.contains("blocksieve_source_fetch_retries_total{list=\"feed\"} 2"),
+        "{metrics}"
+    );
 
     // Each case: the faults, the requests the build makes, the error.
     let cases: [(Vec<FeedFault>, usize, &str); 3] = [
