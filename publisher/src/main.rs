@@ -615,12 +615,15 @@ fn print_summary<'a>(
 /// Prints the sizing advice of each list that got as far as a filter: per
 /// URL check rather than per probe, full-hash requests per 1,000 checks and
 /// per second at the configured fleet, and the capacity at which the
-/// filter would exceed the list's target.
+/// filter would exceed the list's target. Nothing when no list did.
 fn print_advice<'a>(
     out: &mut impl std::io::Write,
     publisher: &Publisher,
-    outcomes: impl IntoIterator<Item = &'a ListBuildOutcome>,
+    outcomes: impl IntoIterator<Item = &'a ListBuildOutcome> + Clone,
 ) -> std::io::Result<()> {
+    if outcomes.clone().into_iter().all(|o| o.report.is_none()) {
+        return Ok(());
+    }
     let config = publisher.config();
     let fleet = config.fleet_checks_per_second;
     writeln!(out)?;

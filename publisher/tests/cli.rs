@@ -164,6 +164,26 @@ fn regression_expressions_piped_into_a_reader_that_stops_ends_quietly() {
     }
 }
 
+/// No list got as far as a filter: no sizing advice, not an empty table.
+#[test]
+fn a_build_with_no_list_built_prints_no_advice() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "data_dir = {:?}\n[[lists]]\nname = \"missing\"\nsources = [{{ path = \"nope.txt\", format = \"urls\" }}]\n",
+            dir.path().join("data")
+        ),
+    )
+    .unwrap();
+    let out = run(&["build", "--config", config.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = text(&out.stdout);
+    assert!(stdout.starts_with("| list | published |"), "{stdout}");
+    assert!(!stdout.contains("Sizing advice"), "{stdout}");
+}
+
 /// `build … | head -1`: the report's reader is gone before it is written.
 /// The build still runs to its end and exits as it would (0 here), with
 /// nothing on stderr about the pipe (it panicked with exit 101).
