@@ -186,6 +186,12 @@ pub async fn fetch(
     fetch_http(client, list, url, source, cached).await
 }
 
+/// How many of one list's sources (and allowlists) a build fetches at
+/// once: each is a connection to a feed and up to 8 MiB of body held in
+/// memory before it spools to a file, so this bounds both; a list with
+/// more sources fetches the rest as the first finish.
+pub const MAX_CONCURRENT_FETCHES: usize = 4;
+
 /// The longest `Retry-After` a fetch waits for within a build; a server
 /// asking for more is not tried again in that build (it keeps its last
 /// good content, and the next scheduled build asks again).

@@ -10,11 +10,10 @@ use arc_swap::ArcSwapOption;
 use blocksieve_format::api::BuildStatus;
 use blocksieve_format::{SigningKey, SnapshotHeader, TrustedKey};
 
-use crate::build::{self, BuildRequest, LastGood, LoadedSource, SourceRole, SourceUpdate};
+use crate::build::{self, BuildRequest, LoadedSource, SourceUpdate};
 use crate::config::schedule;
 use crate::config::{Config, Role, Settings};
 use crate::error::Error;
-use crate::fetch;
 use crate::generations::deltas::NextDelta;
 use crate::generations::{self, LeaseOutcome, ListStore, PublishOutcome};
 use crate::state::{AppState, Freshness, ListSlot};
@@ -23,6 +22,7 @@ use crate::storage::{self, LocalStorage, SourceCache, Storage};
 use crate::{listener, metrics, object_storage, server, status};
 
 mod daemon;
+mod fetching;
 mod watch;
 
 /// Current time in Unix seconds.
@@ -372,63 +372,7 @@ impl Publisher {
                 return outcome;
             }
         };
-        // Fetch every source and allowlist (I/O), then build and store on
-        // the blocking pool (CPU, then disk).
-        let mut loaded = Vec::new();
-        let mut caches = Vec::new();
-        let mut views = Vec::new();
-        let block = (list.sources.iter().enumerate()).map(|(i, s)| (i, s, SourceRole::Block));
-        let allow = (list.allow.iter().enumerate()).map(|(i, s)| (i, s, SourceRole::Allow));
-        for (i, source, role) in block.chain(allow) {
-            let storage = inner.storage.clone();
-            let cache = match role {
-                SourceRole::Block => SourceCache::source(storage, &list.name, i, source),
-                SourceRole::Allow => SourceCache::allow(storage, &list.name, i, source),
-            };
-            let fetch_started = std::time::Instant::now();
-            let validators = cache.meta().map(|m| m.validators);
-            let (fetched, retries) = fetch::fetch(&inner.http, &list.name, source, validators.as_ref()).await;
-            inner.state.metrics.source_retried(&list.name, retries);
-            let read_duration = fetch_started.elapsed();
-            let role_name = if role == SourceRole::Block {
-                "block"
-            } else {
-                "allow"
-            };
-            // Shown on the status page and in logs: without credentials,
-            // as the build's report names it (which `record` matches).
-            views.push(status::SourceView::of(
-                source.public_label(),
-                role_name,
-                &fetched,
-                validators,
-                unix_now(),
-            ));
-            if let fetch::Fetched::Failed(reason) = &fetched {
-                tracing::warn!(list = %list.name, source = %source.public_label(), %reason, "source failed");
-                inner.state.metrics.source_failed(&list.name);
-            }
-            let last_good = {
-                let cache = cache.clone();
-                LastGood::deferred(move || cache.open_encoded())
-            };
-            let keep_to = {
-                let cache = cache.clone();
-                build::KeepTo::deferred(move || cache.stage())
-            };
-            loaded.push(LoadedSource {
-                config: source.clone(),
-                role,
-                fetched,
-                last_good,
-                read_duration,
-                keep_to,
-            });
-            caches.push((cache, source.public_label()));
-        }
-        if let Ok(mut held) = inner.state.lists[index].watch.sources.lock() {
-            *held = views;
-        }
+        let (loaded, caches) = self.fetch_sources(index).await;
         let force = inner.force_once[index].swap(false, Ordering::SeqCst);
         let this = self.clone();
         let mut outcome =

@@ -434,6 +434,66 @@ async fn a_feed_failing_for_a_moment_is_fetched_again_within_the_build() {
     );
 }
 
+// A list's sources are fetched together (up to four at a time): three
+// feeds that each take a second to answer hold the build up by about a
+// second, not three, and are still read in their configured order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lists_sources_are_fetched_together_and_read_in_order() {
+    use blocksieve_tests::feed::FeedFault;
+    let dir = tempfile::tempdir().unwrap();
+    let pause = Duration::from_millis(1500);
+    let mut feeds = Vec::new();
+    for n in [100, 200, 300] {
+        let feed = FakeFeed::start(n_urls(n).as_bytes()).await;
+        feeds.push(feed);
+    }
+    // The allowlist is fetched with them.
+    let allow = FakeFeed::start(b"http://host0.example/phish\n").await;
+    let mut list = ListConfig::new(
+        "feed",
+        feeds
+            .iter()
+            .map(|f| SourceConfig::http(f.url(), SourceFormat::Urls))
+            .collect(),
+    );
+    list.allow = vec![SourceConfig::http(allow.url(), SourceFormat::Urls)];
+    for feed in feeds.iter().chain([&allow]) {
+        feed.fail_next([FeedFault::Stall(pause)]);
+    }
+    let p = publisher_with(dir.path(), vec![list]);
+    let started = std::time::Instant::now();
+    let o = p.build_list(0).await;
+    let took = started.elapsed();
+    assert!(o.result.is_ok(), "{:?}", o.result);
+    assert!(took >= pause, "{took:?}");
+    assert!(took < pause * 2, "fetched one after another: {took:?}");
+    let r = o.report.unwrap();
+    let read: Vec<(&str, &str, u64)> = r
+        .sources
+        .iter()
+        .map(|s| (s.source.as_str(), s.state.as_str(), s.accepted))
+        .collect();
+    let expected: Vec<(String, &str, u64)> = feeds
+        .iter()
+        .zip([100, 200, 300])
+        .map(|(f, n)| (f.url(), "fresh", n))
+        .collect();
+    let expected: Vec<(&str, &str, u64)> = expected.iter().map(|(u, s, n)| (u.as_str(), *s, *n)).collect();
+    assert_eq!(read, expected);
+    // host0..host99 are in each feed: 300 distinct URLs, one allowed.
+    assert_eq!((r.allow.sources[0].state.as_str(), r.allow.removed), ("fresh", 1));
+    assert_eq!(r.sizing.entries, 299);
+    // The fetch stage's wall time is counted once.
+    let fetch = r
+        .timings
+        .stages
+        .iter()
+        .find(|s| s.stage == "read")
+        .map(|s| s.duration)
+        .unwrap();
+    assert!(fetch < pause * 2, "{fetch:?}");
+}
+
 // A response body past the 8 MiB held in memory is spooled to a temporary
 // file and read from there as the build parses, plain or gzip as
 // received; a size the server declares over `max_bytes` fails at once.
