@@ -379,11 +379,13 @@ pub struct SourceStatus {
     /// The file path or URL.
     pub source: String,
     /// `fresh`, `not_modified` (HTTP 304, cached copy used), `last_good`
-    /// (the source failed; its last good content was used) or, for an
-    /// allow source only, `failed` (it failed with no last good content and
-    /// the build went on without it: a missing allowlist only blocks more).
+    /// (the source failed; its last good content was used) or `failed`
+    /// (it failed with no usable last good content: an allow source is
+    /// left out and the build goes on without it, as a missing allowlist
+    /// only blocks more; a block source fails the build, which still reads
+    /// and reports the list's other sources).
     pub state: String,
-    /// Why the source failed, for `last_good`.
+    /// Why the source failed, for `last_good` and `failed`.
     pub error: Option<String>,
     /// When the content used was fetched, Unix seconds.
     pub content_fetched_at: Option<u64>,

@@ -174,6 +174,26 @@ pub struct ReadSources {
     started: Instant,
 }
 
+/// What a build that failed while reading its sources found of each: the
+/// report a build that got further carries instead.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SourcesRead {
+    /// Per source: where its content came from, or why it failed.
+    pub sources: Vec<SourceStatus>,
+    /// The allowlists, as read.
+    pub allow: AllowStatus,
+}
+
+/// A [`read_sources`] that failed: why, and what it read of every source.
+#[derive(Debug)]
+pub struct ReadFailed {
+    /// Why (the first block source that failed with no usable last good
+    /// content).
+    pub error: Error,
+    /// Every source, the failed ones included.
+    pub read: SourcesRead,
+}
+
 /// A built, signed, not yet published snapshot of one list.
 #[derive(Debug)]
 pub struct BuiltList {
@@ -353,15 +373,18 @@ fn parse_source_content(
 /// # Errors
 ///
 /// [`Error::Source`] when a block source failed and has no last good
-/// content. An allow source in that state is left out (a missing allowlist
-/// only blocks more) and reported as `failed` in `allow`.
+/// content, with every source's status: the sources after it are still
+/// read (their fresh content kept as their last good), so the failed
+/// build says which of them fail too. An allow source in that state is
+/// left out (a missing allowlist only blocks more) and reported as
+/// `failed` in `allow`.
 pub fn read_sources(
     list: &str,
     sources: Vec<LoadedSource>,
     now: u64,
     probe: PeakRssProbe,
     updates: &mut Vec<(usize, SourceUpdate)>,
-) -> Result<ReadSources, Error> {
+) -> Result<ReadSources, Box<ReadFailed>> {
     let started = Instant::now();
     let mut report = ParseReport::default();
     let mut statuses = Vec::new();
@@ -369,6 +392,7 @@ pub fn read_sources(
     let mut timings = BuildTimings::new(probe);
     let mut hashes = Vec::new();
     let mut allowed = Vec::new();
+    let mut failed = None;
     for (index, source) in sources.into_iter().enumerate() {
         let LoadedSource {
             config,
@@ -503,24 +527,26 @@ pub fn read_sources(
                         } else {
                             reason
                         };
-                        let message = format!("{label}: {reason}");
-                        if role == SourceRole::Block {
-                            return Err(Error::Source {
-                                list: list.to_owned(),
-                                label,
-                                reason,
-                            });
-                        }
-                        tracing::warn!(source = %label, reason = %message, "allow source failed with no usable last good content; building without it");
-                        allow.sources.push(SourceStatus {
-                            source: label,
+                        let status = SourceStatus {
+                            source: label.clone(),
                             state: "failed".to_owned(),
-                            error: Some(message),
+                            error: Some(reason.clone()),
                             content_fetched_at: None,
                             lines: 0,
                             accepted: 0,
                             rejected: 0,
-                        });
+                        };
+                        if role == SourceRole::Block {
+                            statuses.push(status);
+                            failed.get_or_insert(Error::Source {
+                                list: list.to_owned(),
+                                label,
+                                reason,
+                            });
+                            continue;
+                        }
+                        tracing::warn!(source = %label, %reason, "allow source failed with no usable last good content; building without it");
+                        allow.sources.push(status);
                         continue;
                     }
                 };
@@ -568,6 +594,15 @@ pub fn read_sources(
             allow.parse.merge(&parsed.allow_array);
         }
     }
+    if let Some(error) = failed {
+        return Err(Box::new(ReadFailed {
+            error,
+            read: SourcesRead {
+                sources: statuses,
+                allow: allow.status(),
+            },
+        }));
+    }
     let sorting = Instant::now();
     hashes.par_sort_unstable();
     hashes.dedup();
@@ -609,7 +644,8 @@ pub fn read_sources(
 /// or [`Error::Encode`] when the filter cannot be built or encoded, as
 /// [`build_snapshot`] when the spilled full hashes cannot be read back.
 pub fn build_list(req: &BuildRequest<'_>, sources: Vec<LoadedSource>) -> Result<BuiltList, Error> {
-    let read = read_sources(&req.list.name, sources, req.now, req.probe, &mut Vec::new())?;
+    let read = read_sources(&req.list.name, sources, req.now, req.probe, &mut Vec::new())
+        .map_err(|failed| failed.error)?;
     build_snapshot(req, read)
 }
 

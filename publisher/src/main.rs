@@ -581,11 +581,6 @@ fn print_summary<'a>(
             for (kind, count) in &r.parse.cleaned {
                 writeln!(out, "|   cleaned: {kind} | {count} |")?;
             }
-            for src in &r.sources {
-                if let Some(e) = &src.error {
-                    writeln!(out, "|   source {} used its last good content: {e} |", src.source)?;
-                }
-            }
             let a = &r.allow;
             if !a.sources.is_empty() {
                 writeln!(
@@ -597,15 +592,19 @@ fn print_summary<'a>(
             for (reason, count) in &a.parse.rejected {
                 writeln!(out, "|   allowlist rejected: {reason} | {count} |")?;
             }
-            for src in &a.sources {
-                if let Some(e) = &src.error {
-                    let used = if src.state == "failed" {
-                        "was left out"
-                    } else {
-                        "used its last good content"
-                    };
-                    writeln!(out, "|   allow source {} {used}: {e} |", src.source)?;
-                }
+        }
+        // Which sources failed or fell back, also when the build failed
+        // reading them.
+        if let Some((sources, allow)) = outcome.source_statuses() {
+            let block = sources.iter().map(|s| ("source", s));
+            for (role, src) in block.chain(allow.sources.iter().map(|s| ("allow source", s))) {
+                let Some(e) = &src.error else { continue };
+                let what = match (src.state.as_str(), role) {
+                    ("failed", "source") => "failed",
+                    ("failed", _) => "was left out",
+                    _ => "used its last good content",
+                };
+                writeln!(out, "|   {role} {} {what}: {e} |", src.source)?;
             }
         }
     }

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use arc_swap::ArcSwapOption;
-use blocksieve_format::api::BuildStatus;
+use blocksieve_format::api::{AllowStatus, BuildStatus, SourceStatus};
 use blocksieve_format::{SigningKey, SnapshotHeader, TrustedKey};
 
 use crate::build::{self, BuildRequest, LoadedSource, SourceUpdate};
@@ -82,6 +82,23 @@ pub struct ListBuildOutcome {
     /// and full hashes as the version served): it published nothing new,
     /// only a new freshness record for the served version.
     pub unchanged: bool,
+    /// What a build that failed while reading its sources (a block source
+    /// failed with no usable last good content) found of each; a build
+    /// that got further has them in its `report`.
+    pub sources_read: Option<build::SourcesRead>,
+}
+
+impl ListBuildOutcome {
+    /// Every source's status in this build and its allowlists', from the
+    /// report or, for a build that failed reading them, from what it read;
+    /// `None` for a build that read no source.
+    pub fn source_statuses(&self) -> Option<(&[SourceStatus], AllowStatus)> {
+        match (&self.report, &self.sources_read) {
+            (Some(r), _) => Some((&r.sources, r.allow.status())),
+            (None, Some(read)) => Some((&read.sources, read.allow.clone())),
+            (None, None) => None,
+        }
+    }
 }
 
 impl Publisher {
@@ -363,6 +380,7 @@ impl Publisher {
             Ok(lease) => lease,
             Err(e) => {
                 let outcome = ListBuildOutcome {
+                    sources_read: None,
                     unchanged: false,
                     list: list.name.clone(),
                     report: None,
@@ -379,6 +397,7 @@ impl Publisher {
             tokio::task::spawn_blocking(move || this.build_and_publish(index, loaded, &caches, force))
                 .await
                 .unwrap_or_else(|e| ListBuildOutcome {
+                    sources_read: None,
                     unchanged: false,
                     list: list.name.clone(),
                     report: None,
@@ -481,6 +500,7 @@ impl Publisher {
             return builds_nothing(&list.name);
         };
         let failed = |e| ListBuildOutcome {
+            sources_read: None,
             unchanged: false,
             list: list.name.clone(),
             report: None,
@@ -554,22 +574,22 @@ impl Publisher {
                 },
             }
         }
-        let built = read.and_then(|mut read| {
-            if let Some(took) = source_cache {
-                read.timings.add("source_cache", took);
-            }
-            build::build_snapshot(&request, read)
-        });
-        let built = match built {
-            Ok(b) => b,
-            Err(e) => {
+        let mut read = match read {
+            Ok(read) => read,
+            Err(failure) => {
+                let build::ReadFailed { error, read } = *failure;
                 return ListBuildOutcome {
-                    unchanged: false,
-                    list: list.name.clone(),
-                    report: None,
-                    result: Err(e),
+                    sources_read: Some(read),
+                    ..failed(error)
                 };
             }
+        };
+        if let Some(took) = source_cache {
+            read.timings.add("source_cache", took);
+        }
+        let built = match build::build_snapshot(&request, read) {
+            Ok(b) => b,
+            Err(e) => return failed(e),
         };
         let reread = |reason| Error::Reread {
             list: list.name.clone(),
@@ -599,6 +619,7 @@ impl Publisher {
                 slot.offer_freshness(freshness);
             }
             return ListBuildOutcome {
+                sources_read: None,
                 unchanged: true,
                 list: list.name.clone(),
                 report: Some(built.report),
@@ -610,6 +631,7 @@ impl Publisher {
                 tracing::warn!(list = %list.name, %refusal, "gate overridden by --force");
             } else {
                 return ListBuildOutcome {
+                    sources_read: None,
                     unchanged: false,
                     list: list.name.clone(),
                     report: Some(built.report),
@@ -659,6 +681,7 @@ impl Publisher {
                     slot.offer_freshness(freshness);
                 }
                 ListBuildOutcome {
+                    sources_read: None,
                     unchanged: false,
                     list: list.name.clone(),
                     report: Some(built.report),
@@ -666,6 +689,7 @@ impl Publisher {
                 }
             }
             Err(e) => ListBuildOutcome {
+                sources_read: None,
                 unchanged: false,
                 list: list.name.clone(),
                 report: Some(built.report),
@@ -747,6 +771,7 @@ impl Publisher {
             }
             _ => {}
         }
+        let statuses = outcome.source_statuses();
         let status = BuildStatus {
             finished_at: unix_now(),
             ok: outcome.result.is_ok(),
@@ -770,16 +795,8 @@ impl Publisher {
                 .as_ref()
                 .map(|r| r.parse.cleaned.clone())
                 .unwrap_or_default(),
-            allow: outcome
-                .report
-                .as_ref()
-                .map(|r| r.allow.status())
-                .unwrap_or_default(),
-            sources: outcome
-                .report
-                .as_ref()
-                .map(|r| r.sources.clone())
-                .unwrap_or_default(),
+            allow: statuses.as_ref().map(|s| s.1.clone()).unwrap_or_default(),
+            sources: statuses.map(|s| s.0.to_vec()).unwrap_or_default(),
             sizing: outcome.report.as_ref().map(|r| r.sizing.clone()),
             duration_ms: elapsed.as_millis() as u64,
         };
@@ -808,6 +825,7 @@ fn builder_id(data_dir: &std::path::Path) -> String {
 /// The outcome of asking a replica, which has no signing key, to build.
 fn builds_nothing(list: &str) -> ListBuildOutcome {
     ListBuildOutcome {
+        sources_read: None,
         unchanged: false,
         list: list.to_owned(),
         report: None,

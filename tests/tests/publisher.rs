@@ -494,6 +494,61 @@ async fn a_lists_sources_are_fetched_together_and_read_in_order() {
     assert!(fetch < pause * 2, "{fetch:?}");
 }
 
+// A build that fails on a source with no last good content still says
+// what became of each source (`/v1/lists` `last_build.sources`), and the
+// sources after it that did answer are kept as their last good content.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_build_reports_each_source() {
+    let dir = tempfile::tempdir().unwrap();
+    let down = FakeFeed::start(b"").await;
+    down.set(|r| r.status = 404);
+    let up = FakeFeed::start(n_urls(50).as_bytes()).await;
+    let list = ListConfig::new(
+        "feed",
+        vec![
+            SourceConfig::http(down.url(), SourceFormat::Urls),
+            SourceConfig::http(up.url(), SourceFormat::Urls),
+        ],
+    );
+    let p = publisher_with(dir.path(), vec![list]);
+    let o = p.build_list(0).await;
+    let error = o.result.unwrap_err().to_string();
+    assert!(
+        error.contains("HTTP 404 Not Found; no last good content"),
+        "{error}"
+    );
+    let status = p.state().lists[0].last_build.lock().unwrap().clone().unwrap();
+    assert!(!status.ok);
+    let read: Vec<(&str, &str, u64)> = (status.sources.iter())
+        .map(|s| (s.source.as_str(), s.state.as_str(), s.accepted))
+        .collect();
+    assert_eq!(
+        read,
+        [
+            (down.url().as_str(), "failed", 0),
+            (up.url().as_str(), "fresh", 50)
+        ]
+    );
+    assert_eq!(
+        status.sources[0].error.as_deref(),
+        Some("HTTP 404 Not Found; no last good content to fall back to")
+    );
+
+    // Once the first feed answers, the second is down: it builds from the
+    // second's content kept by the failed build.
+    down.set(|r| {
+        r.status = 200;
+        r.body = n_urls(10).into_bytes();
+    });
+    up.set(|r| r.status = 404);
+    let o = p.build_list(0).await;
+    assert!(o.result.is_ok(), "{:?}", o.result);
+    let r = o.report.unwrap();
+    let states: Vec<&str> = r.sources.iter().map(|s| s.state.as_str()).collect();
+    assert_eq!(states, ["fresh", "last_good"]);
+    assert_eq!(r.sizing.entries, 50);
+}
+
 // A response body past the 8 MiB held in memory is spooled to a temporary
 // file and read from there as the build parses, plain or gzip as
 // received; a size the server declares over `max_bytes` fails at once.

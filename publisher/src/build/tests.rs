@@ -20,7 +20,7 @@ fn loaded(bytes: &str, format: SourceFormat, role: SourceRole) -> LoadedSource {
 }
 
 fn collect(sources: Vec<LoadedSource>) -> Result<(Vec<FullHash>, ParseReport, AllowReport), Error> {
-    let read = read_sources("test", sources, 1, PeakRssProbe::NONE, &mut Vec::new())?;
+    let read = read_sources("test", sources, 1, PeakRssProbe::NONE, &mut Vec::new()).map_err(|f| f.error)?;
     Ok((read.hashes, read.parse, read.allow))
 }
 
@@ -90,6 +90,51 @@ fn allow_sources_remove_the_same_expression_from_every_source() {
 
 // A missing allowlist only blocks more; a missing threat feed would
 // publish less.
+// A block source that fails with no last good content fails the build,
+// but the sources after it are still read: the failed build says which
+// of them fail too, and keeps their fresh content as their last good.
+#[test]
+fn a_failed_read_reports_every_source_and_keeps_the_others_content() {
+    let failed = |role| LoadedSource {
+        fetched: Fetched::Failed("HTTP 503".to_owned()),
+        ..loaded("", SourceFormat::Domains, role)
+    };
+    let mut updates = Vec::new();
+    let sources = vec![
+        loaded("a.example\n", SourceFormat::Domains, SourceRole::Block),
+        failed(SourceRole::Block),
+        loaded("c.example\nd.example\n", SourceFormat::Domains, SourceRole::Block),
+        failed(SourceRole::Allow),
+    ];
+    let failure = read_sources("test", sources, 1, PeakRssProbe::NONE, &mut updates).unwrap_err();
+    assert_eq!(
+        failure.error.to_string(),
+        "source: Domains-Block: HTTP 503; no last good content to fall back to"
+    );
+    let read: Vec<_> = (failure.read.sources.iter())
+        .map(|s| (s.state.as_str(), s.accepted, s.error.as_deref()))
+        .collect();
+    assert_eq!(
+        read,
+        [
+            ("fresh", 1, None),
+            (
+                "failed",
+                0,
+                Some("HTTP 503; no last good content to fall back to")
+            ),
+            ("fresh", 2, None),
+        ]
+    );
+    let allow = &failure.read.allow.sources;
+    assert_eq!((allow.len(), allow[0].state.as_str()), (1, "failed"));
+    let stored: Vec<usize> = (updates.iter())
+        .filter(|(_, u)| matches!(u, SourceUpdate::Store { .. }))
+        .map(|(i, _)| *i)
+        .collect();
+    assert_eq!(stored, [0, 2]);
+}
+
 #[test]
 fn failing_allow_source_is_left_out_but_a_failing_block_source_fails() {
     let failed = |role| LoadedSource {

@@ -23,8 +23,10 @@ impl Publisher {
         let slot = &inner.state.lists[index];
         let metrics = &inner.state.metrics;
         let report = outcome.report.as_ref();
-        let on_last_good: Vec<String> = report
-            .map(|r| r.sources.iter().chain(&r.allow.sources))
+        let statuses = outcome.source_statuses();
+        let on_last_good: Vec<String> = statuses
+            .as_ref()
+            .map(|(sources, allow)| sources.iter().chain(&allow.sources))
             .into_iter()
             .flatten()
             .filter(|s| s.state == "last_good")
@@ -47,8 +49,8 @@ impl Publisher {
         let fpr_bound = report
             .filter(|_| outcome.result.is_ok())
             .map(|r| build::fpr_gate_bound(r.sizing.theoretical_fpr, profile.max_fpr_ratio));
-        // A build that read no source (no report) says nothing of them.
-        let read_sources = report.map(|_| on_last_good.len());
+        // A build that read no source says nothing of them.
+        let read_sources = statuses.as_ref().map(|_| on_last_good.len());
         metrics.build_health(name, refused, read_sources, fpr_bound);
         if let Some(interval) = status::build_interval(&profile.schedule, unix_now()) {
             metrics.build_interval(name, interval.as_secs());
