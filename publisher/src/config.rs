@@ -864,6 +864,28 @@ mod tests {
             err.contains("sources[0].retries") && err.contains("at most 10"),
             "{err}"
         );
+        // A file is read, not fetched: a timeout or retries on one would do
+        // nothing, and are refused (their defaults pass).
+        for (set, field) in [
+            ("timeout_s = 5", "lists.bloomy.sources[0].timeout_s"),
+            ("retries = 0", "lists.bloomy.sources[0].retries"),
+        ] {
+            let text = text.replace("format = \"hosts\" }", &format!("format = \"hosts\", {set} }}"));
+            let err = toml::from_str::<Config>(&text)
+                .unwrap()
+                .validate()
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains(field) && err.contains("applies to `url` sources only"),
+                "{err}"
+            );
+        }
+        let text = text.replace(
+            "format = \"hosts\" }",
+            "format = \"hosts\", retries = 2, timeout_s = 60 }",
+        );
+        toml::from_str::<Config>(&text).unwrap().validate().unwrap();
     }
 
     #[test]

@@ -46,16 +46,21 @@ pub fn summary(settings: &Settings, now: u64) -> String {
     line(format!("lists         {}", settings.lists.len()));
     for (i, list) in settings.lists.iter().enumerate() {
         line(format!("list {}", list.name));
-        for source in &list.sources {
+        let sources = list.sources.iter().map(|s| ("source", s));
+        for (kind, source) in sources.chain(list.allow.iter().map(|s| ("allow", s))) {
+            // How long a feed may hold the build: its timeout and retries.
+            let fetch = if source.url.is_some() {
+                format!(
+                    "; timeout {} s, {} retr{}",
+                    source.timeout_s,
+                    source.retries,
+                    if source.retries == 1 { "y" } else { "ies" }
+                )
+            } else {
+                String::new()
+            };
             line(format!(
-                "  source      {} ({})",
-                source.public_label(),
-                source.format.name()
-            ));
-        }
-        for source in &list.allow {
-            line(format!(
-                "  allow       {} ({})",
+                "  {kind:<12}{} ({}{fetch})",
                 source.public_label(),
                 source.format.name()
             ));
@@ -243,7 +248,7 @@ mod tests {
             "listen        127.0.0.1:8080\n",
             "role          all\n",
             "store         the data directory",
-            "list p\n  source      builtin (urls)\n  source      https://feed.example/u.txt (urls)\n",
+            "list p\n  source      builtin (urls)\n  source      https://feed.example/u.txt (urls; timeout 60 s, 2 retries)\n",
             "allow.txt (domains)\n",
             "  filter      binary_fuse8, 32-bit keys\n",
             "  schedule    0 0 * * * *: next 2027-01-15T11:00:00Z, then 2027-01-15T12:00:00Z\n",

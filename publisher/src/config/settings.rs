@@ -185,7 +185,7 @@ mod tests {
             [[lists]]
             name = "p"
             schedule = "0 5 * * * *"
-            sources = [{ path = "u.txt", format = "urls", timeout_s = 15 }]
+            sources = [{ url = "https://feeds.example/u.txt", format = "urls", timeout_s = 15 }]
             [[lists]]
             name = "q"
             sources = [{ path = "v.txt", format = "urls" }]

@@ -225,6 +225,22 @@ pub(super) fn check_source(field: &str, s: &SourceConfig) -> Result<(), Error> {
     if s.max_bytes == 0 {
         return Err(Error::config(format!("{field}.max_bytes"), "must be at least 1"));
     }
+    // A file (or the built-in list) is read, not fetched: a timeout or
+    // retries set on one would do nothing, so they are refused rather than
+    // left to look as if they did (their defaults pass).
+    if s.url.is_none() {
+        for (name, set) in [
+            ("timeout_s", s.timeout_s != default_source_timeout()),
+            ("retries", s.retries != default_source_retries()),
+        ] {
+            if set {
+                return Err(Error::config(
+                    format!("{field}.{name}"),
+                    "applies to `url` sources only: a file is read, not fetched",
+                ));
+            }
+        }
+    }
     if s.retries > MAX_SOURCE_RETRIES {
         return Err(Error::config(
             format!("{field}.retries"),
