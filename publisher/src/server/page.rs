@@ -286,6 +286,16 @@ fn sources(out: &mut String, slot: &ListSlot, now: u64) {
     if views.is_empty() {
         return;
     }
+    // When the content each source read from its last good copy was
+    // fetched, as the last build reported it: how old what it lists is.
+    let last_good_at: Vec<(String, Option<u64>)> = match slot.last_build.lock() {
+        Ok(build) => (build.iter())
+            .flat_map(|b| b.sources.iter().chain(&b.allow.sources))
+            .filter(|s| s.state == "last_good")
+            .map(|s| (s.source.clone(), s.content_fetched_at))
+            .collect(),
+        Err(_) => Vec::new(),
+    };
     out.push_str(
         "<table><tr><th class=\"l\">source</th><th class=\"l\">role</th><th>last fetch</th><th class=\"l\">status</th>\
          <th>bytes</th><th class=\"l\">ETag</th><th class=\"l\">Last-Modified</th><th class=\"l\">last good used</th></tr>",
@@ -306,10 +316,22 @@ fn sources(out: &mut String, slot: &ListSlot, now: u64) {
             s.bytes.map_or("–".to_owned(), |b| b.to_string()),
             escape(s.validators.etag.as_deref().unwrap_or("–")),
             escape(s.validators.last_modified.as_deref().unwrap_or("–")),
-            if s.on_last_good { "yes" } else { "no" },
+            last_good(s, &last_good_at, now),
         );
     }
     out.push_str("</table>");
+}
+
+/// The "last good used" cell of source `s`: `no`, or `yes` with how old
+/// the content read is (`fetched 3 h 5 min ago`) when the build said.
+fn last_good(s: &crate::status::SourceView, fetched_at: &[(String, Option<u64>)], now: u64) -> String {
+    if !s.on_last_good {
+        return "no".to_owned();
+    }
+    match fetched_at.iter().find(|(label, _)| *label == s.label) {
+        Some((_, Some(at))) => format!("yes, content fetched {} ago", duration(now.saturating_sub(*at))),
+        _ => "yes".to_owned(),
+    }
 }
 
 fn charts(out: &mut String, slot: &ListSlot) {
@@ -446,6 +468,26 @@ mod tests {
         assert_eq!(utc(951_782_400), "2000-02-29 00:00:00 UTC");
         assert_eq!(utc(1_800_000_000), "2027-01-15 08:00:00 UTC");
         assert_eq!(utc(4_102_444_799), "2099-12-31 23:59:59 UTC");
+    }
+
+    #[test]
+    fn a_source_on_last_good_says_how_old_its_content_is() {
+        use crate::fetch::Fetched;
+        let mut view = crate::status::SourceView::of(
+            "https://feed.example/a.txt".to_owned(),
+            "block",
+            &Fetched::Failed("HTTP 503".to_owned()),
+            None,
+            100_000,
+        );
+        let at = [(view.label.clone(), Some(100_000 - 3 * 3600 - 300))];
+        assert_eq!(last_good(&view, &at, 100_000), "no");
+        view.on_last_good = true;
+        assert_eq!(
+            last_good(&view, &at, 100_000),
+            "yes, content fetched 3 h 5 min ago"
+        );
+        assert_eq!(last_good(&view, &[], 100_000), "yes");
     }
 
     #[test]
