@@ -343,6 +343,16 @@ async fn failing_sources_keep_their_last_good_content() {
     }
     let status = p.state().lists[0].last_build.lock().unwrap().clone().unwrap();
     assert_eq!(status.sources[0].state, "last_good");
+    // The status page says how old the content it fell back to is, in the
+    // list's health and in its source table.
+    let fetched = status.sources[0].content_fetched_at.unwrap();
+    let page = blocksieve_publisher::internal::server::page::render(&p.state(), fetched + 7_500);
+    let label = feed.url();
+    assert!(
+        page.contains(&format!("source on last good: {label} (content fetched 2 h 5 min ago)")),
+        "{page}"
+    );
+    assert!(page.contains(">yes, content fetched 2 h 5 min ago<"), "{page}");
 }
 
 // A feed failing for a moment (a 503 asking to retry at once, a body cut

@@ -286,16 +286,7 @@ fn sources(out: &mut String, slot: &ListSlot, now: u64) {
     if views.is_empty() {
         return;
     }
-    // When the content each source read from its last good copy was
-    // fetched, as the last build reported it: how old what it lists is.
-    let last_good_at: Vec<(String, Option<u64>)> = match slot.last_build.lock() {
-        Ok(build) => (build.iter())
-            .flat_map(|b| b.sources.iter().chain(&b.allow.sources))
-            .filter(|s| s.state == "last_good")
-            .map(|s| (s.source.clone(), s.content_fetched_at))
-            .collect(),
-        Err(_) => Vec::new(),
-    };
+    let last_good_at = last_good_fetched_at(slot);
     out.push_str(
         "<table><tr><th class=\"l\">source</th><th class=\"l\">role</th><th>last fetch</th><th class=\"l\">status</th>\
          <th>bytes</th><th class=\"l\">ETag</th><th class=\"l\">Last-Modified</th><th class=\"l\">last good used</th></tr>",
@@ -320,6 +311,19 @@ fn sources(out: &mut String, slot: &ListSlot, now: u64) {
         );
     }
     out.push_str("</table>");
+}
+
+/// When the content each source read from its last good copy was fetched,
+/// as the last build reported it: how old what it lists is.
+fn last_good_fetched_at(slot: &ListSlot) -> Vec<(String, Option<u64>)> {
+    match slot.last_build.lock() {
+        Ok(build) => (build.iter())
+            .flat_map(|b| b.sources.iter().chain(&b.allow.sources))
+            .filter(|s| s.state == "last_good")
+            .map(|s| (s.source.clone(), s.content_fetched_at))
+            .collect(),
+        Err(_) => Vec::new(),
+    }
 }
 
 /// The "last good used" cell of source `s`: `no`, or `yes` with how old
@@ -396,12 +400,22 @@ pub fn health_of(slot: &ListSlot, now: u64) -> Health {
     let served = slot.current.load_full();
     let profile = &slot.watch.profile;
     let refusal = slot.watch.refusal.lock().ok().and_then(|r| r.clone());
-    let on_last_good = slot
-        .watch
-        .on_last_good
-        .lock()
+    // Each named with how old its content is, when the last build said.
+    let fetched_at = last_good_fetched_at(slot);
+    let on_last_good: Vec<String> = (slot.watch.on_last_good.lock())
         .map(|g| g.clone())
-        .unwrap_or_default();
+        .unwrap_or_default()
+        .into_iter()
+        .map(|label| match fetched_at.iter().find(|(l, _)| *l == label) {
+            Some((_, Some(at))) => {
+                format!(
+                    "{label} (content fetched {} ago)",
+                    duration(now.saturating_sub(*at))
+                )
+            }
+            _ => label,
+        })
+        .collect();
     // The served snapshot's rates: what agents probe. (A build the canary
     // gate refused serves nothing; its refusal is the amber reason.)
     let (measured, theoretical) = match &served {
