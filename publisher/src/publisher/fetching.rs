@@ -20,10 +20,11 @@ impl Publisher {
     ) -> (Vec<LoadedSource>, Vec<(SourceCache, String)>) {
         let inner = &self.inner;
         let list = &inner.config.lists[index];
-        // Up to `MAX_CONCURRENT_FETCHES` at a time: a slow or retried feed
+        // Up to `MAX_CONCURRENT_FETCHES` at a time, the next starting as
+        // soon as any finishes (not in order: a finished fetch waiting
+        // behind a slow one would hold its place): a slow or retried feed
         // holds the build up by its own time, not by the sum of every
-        // source's. The build reads them in their configured order either
-        // way.
+        // source's. The build reads them in their configured order.
         let block = (list.sources.iter().enumerate()).map(|(i, s)| (i, s, SourceRole::Block));
         let allow = (list.allow.iter().enumerate()).map(|(i, s)| (i, s, SourceRole::Allow));
         let targets: Vec<_> = block
@@ -40,20 +41,21 @@ impl Publisher {
         let fetch_started = std::time::Instant::now();
         // Made before they are polled (not mapped lazily in the stream),
         // which keeps the build's future `Send` for the scheduler.
-        let pending: Vec<_> = targets
-            .iter()
-            .map(|(source, _, cache)| self.fetch_source(&list.name, source, cache))
+        let pending: Vec<_> = (targets.iter().enumerate())
+            .map(|(i, (source, _, cache))| self.fetch_source(i, &list.name, source, cache))
             .collect();
-        let fetches: Vec<_> = stream::iter(pending)
-            .buffered(MAX_CONCURRENT_FETCHES)
+        let mut fetches: Vec<_> = stream::iter(pending)
+            .buffer_unordered(MAX_CONCURRENT_FETCHES)
             .collect()
             .await;
+        fetches.sort_unstable_by_key(|(i, ..)| *i);
         // The fetch stage's wall time, counted once (on the first source).
         let mut fetch_wall = Some(fetch_started.elapsed());
         let mut loaded = Vec::new();
         let mut caches = Vec::new();
         let mut views = Vec::new();
-        for ((source, role, cache), (fetched, validators, fetched_at)) in targets.into_iter().zip(fetches) {
+        for ((source, role, cache), (_, fetched, validators, fetched_at)) in targets.into_iter().zip(fetches)
+        {
             let role_name = if role == SourceRole::Block {
                 "block"
             } else {
@@ -68,10 +70,6 @@ impl Publisher {
                 validators,
                 fetched_at,
             ));
-            if let fetch::Fetched::Failed(reason) = &fetched {
-                tracing::warn!(list = %list.name, source = %source.public_label(), %reason, "source failed");
-                inner.state.metrics.source_failed(&list.name);
-            }
             let last_good = {
                 let cache = cache.clone();
                 LastGood::deferred(move || cache.open_encoded())
@@ -96,18 +94,24 @@ impl Publisher {
         (loaded, caches)
     }
 
-    /// Fetches one source of `list` conditionally on its cached
-    /// validators: what it fetched, those validators, and when.
+    /// Fetches source `index` of `list` conditionally on its cached
+    /// validators: `index`, what it fetched, those validators, and when. A
+    /// failure is logged and counted as soon as it is known.
     async fn fetch_source(
         &self,
+        index: usize,
         list: &str,
         source: &SourceConfig,
         cache: &SourceCache,
-    ) -> (fetch::Fetched, Option<fetch::Validators>, u64) {
+    ) -> (usize, fetch::Fetched, Option<fetch::Validators>, u64) {
         let inner = &self.inner;
         let validators = cache.meta().map(|m| m.validators);
         let (fetched, retries) = fetch::fetch(&inner.http, list, source, validators.as_ref()).await;
         inner.state.metrics.source_retried(list, retries);
-        (fetched, validators, unix_now())
+        if let fetch::Fetched::Failed(reason) = &fetched {
+            tracing::warn!(%list, source = %source.public_label(), %reason, "source failed");
+            inner.state.metrics.source_failed(list);
+        }
+        (index, fetched, validators, unix_now())
     }
 }
