@@ -850,7 +850,7 @@ mod tests {
         assert!(err.contains("sources[0].url"), "{err}");
 
         let c: Config = toml::from_str(text).unwrap();
-        assert_eq!(c.lists[1].sources[0].retries, 2, "the default");
+        assert_eq!(c.lists[1].sources[0].retries(), 2, "the default");
         let retries = |n: u32| {
             let text = text.replace(
                 "format = \"urls\" },",
@@ -881,11 +881,25 @@ mod tests {
                 "{err}"
             );
         }
-        let text = text.replace(
-            "format = \"hosts\" }",
-            "format = \"hosts\", retries = 2, timeout_s = 60 }",
+        // Its defaults too: set, they would still say something false.
+        let text = text.replace("format = \"hosts\" }", "format = \"hosts\", retries = 2 }");
+        let err = toml::from_str::<Config>(&text)
+            .unwrap()
+            .validate()
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("a file is read, not fetched"), "{err}");
+        let builtin = SourceConfig {
+            timeout_s: Some(5),
+            ..SourceConfig::builtin()
+        };
+        let err = check_source("lists.p.sources[0]", &builtin)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("lists.p.sources[0].timeout_s: applies to `url` sources only: the built-in list is read, not fetched"),
+            "{err}"
         );
-        toml::from_str::<Config>(&text).unwrap().validate().unwrap();
     }
 
     #[test]

@@ -258,7 +258,7 @@ async fn fetch_http(
             0 => String::new(),
             n => format!(" ({} attempts)", n + 1),
         };
-        if !failure.transient || retried >= source.retries {
+        if !failure.transient || retried >= source.retries() {
             return (
                 Fetched::Failed(format!("{}{}", failure.reason, attempts(retried))),
                 retried,
@@ -289,7 +289,7 @@ async fn fetch_http(
             source = %source.public_label(),
             reason = %failure.reason,
             retry = retried,
-            of = source.retries,
+            of = source.retries(),
             delay_ms = delay.as_millis() as u64,
             "fetch failed; trying again"
         );
@@ -403,7 +403,7 @@ async fn attempt(
 /// which reqwest reports only as "operation timed out".
 fn timed_out(e: &reqwest::Error, source: &SourceConfig) -> String {
     if e.is_timeout() {
-        format!("timed out after {} s (timeout_s): ", source.timeout_s)
+        format!("timed out after {} s (timeout_s): ", source.timeout().as_secs())
     } else {
         String::new()
     }

@@ -52,9 +52,9 @@ pub fn summary(settings: &Settings, now: u64) -> String {
             let fetch = if source.url.is_some() {
                 format!(
                     "; timeout {} s, {} retr{}",
-                    source.timeout_s,
-                    source.retries,
-                    if source.retries == 1 { "y" } else { "ies" }
+                    source.timeout().as_secs(),
+                    source.retries(),
+                    if source.retries() == 1 { "y" } else { "ies" }
                 )
             } else {
                 String::new()

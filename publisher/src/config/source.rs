@@ -43,9 +43,10 @@ pub struct SourceConfig {
     /// a list's `allow`, the array read. By default, `whitelist`.
     #[serde(default)]
     pub json_allow_key: Option<String>,
-    /// Seconds an HTTP fetch may take. By default, 60.
-    #[serde(default = "default_source_timeout")]
-    pub timeout_s: u64,
+    /// Seconds an HTTP fetch may take ([`Self::timeout`]); `None`: 60.
+    /// For `url` sources only.
+    #[serde(default)]
+    pub timeout_s: Option<u64>,
     /// Largest source accepted, in bytes (after gzip decompression). By
     /// default, 512 MiB.
     #[serde(default = "default_source_max")]
@@ -54,9 +55,10 @@ pub struct SourceConfig {
     /// (no connection, a timeout, a body cut off, `408`, `429`, `500`,
     /// `502`, `503`, `504`) is tried again within the build, after 1 s,
     /// then 2 s, 4 s… up to 30 s (each × a random 0.5–1), or the server's
-    /// `Retry-After` up to 60 s. By default, 2; at most 10.
-    #[serde(default = "default_source_retries")]
-    pub retries: u32,
+    /// `Retry-After` up to 60 s ([`Self::retries`]); `None`: 2; at most
+    /// 10. For `url` sources only.
+    #[serde(default)]
+    pub retries: Option<u32>,
 }
 
 impl SourceConfig {
@@ -70,9 +72,9 @@ impl SourceConfig {
             column: None,
             json_key: None,
             json_allow_key: None,
-            timeout_s: default_source_timeout(),
+            timeout_s: None,
             max_bytes: default_source_max(),
-            retries: default_source_retries(),
+            retries: None,
         }
     }
 
@@ -94,9 +96,16 @@ impl SourceConfig {
         }
     }
 
-    /// How long an HTTP fetch of this source may take (`timeout_s`).
+    /// How long an HTTP fetch of this source may take (`timeout_s`, by
+    /// default 60 s).
     pub fn timeout(&self) -> Duration {
-        Duration::from_secs(self.timeout_s)
+        Duration::from_secs(self.timeout_s.unwrap_or(DEFAULT_SOURCE_TIMEOUT_S))
+    }
+
+    /// How many times a failed HTTP fetch of this source is tried again
+    /// within a build (`retries`, by default 2).
+    pub fn retries(&self) -> u32 {
+        self.retries.unwrap_or(DEFAULT_SOURCE_RETRIES)
     }
 
     /// The JSON array of allowed domains: `json_allow_key`, by default
@@ -187,12 +196,10 @@ impl SourceFormat {
 // `SourceConfig` has a required key (`format`), which serde's container
 // `default` cannot leave required: its other keys name their defaults one
 // by one, here, and `SourceConfig::file` uses the same functions.
-fn default_source_timeout() -> u64 {
-    60
-}
-fn default_source_retries() -> u32 {
-    2
-}
+/// [`SourceConfig::timeout_s`] when not set.
+pub(super) const DEFAULT_SOURCE_TIMEOUT_S: u64 = 60;
+/// [`SourceConfig::retries`] when not set.
+pub(super) const DEFAULT_SOURCE_RETRIES: u32 = 2;
 /// The most [`SourceConfig::retries`] a configuration may ask for: with
 /// the default 60 s timeout, 11 attempts of a feed that never answers and
 /// the backoff waits between them (at most 181 s) hold its list's build
@@ -219,29 +226,30 @@ pub(super) fn check_source(field: &str, s: &SourceConfig) -> Result<(), Error> {
             format!("{u:?} is not an http(s) URL"),
         ));
     }
-    if s.timeout_s == 0 {
+    if s.timeout_s == Some(0) {
         return Err(Error::config(format!("{field}.timeout_s"), "must be at least 1"));
     }
     if s.max_bytes == 0 {
         return Err(Error::config(format!("{field}.max_bytes"), "must be at least 1"));
     }
-    // A file (or the built-in list) is read, not fetched: a timeout or
+    // A file or the built-in list is read, not fetched: a timeout or
     // retries set on one would do nothing, so they are refused rather than
-    // left to look as if they did (their defaults pass).
+    // left to look as if they did.
     if s.url.is_none() {
+        let what = if s.builtin { "the built-in list" } else { "a file" };
         for (name, set) in [
-            ("timeout_s", s.timeout_s != default_source_timeout()),
-            ("retries", s.retries != default_source_retries()),
+            ("timeout_s", s.timeout_s.is_some()),
+            ("retries", s.retries.is_some()),
         ] {
             if set {
                 return Err(Error::config(
                     format!("{field}.{name}"),
-                    "applies to `url` sources only: a file is read, not fetched",
+                    format!("applies to `url` sources only: {what} is read, not fetched"),
                 ));
             }
         }
     }
-    if s.retries > MAX_SOURCE_RETRIES {
+    if s.retries() > MAX_SOURCE_RETRIES {
         return Err(Error::config(
             format!("{field}.retries"),
             format!("must be at most {MAX_SOURCE_RETRIES}"),
