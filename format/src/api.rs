@@ -338,6 +338,11 @@ pub struct BuildRecord {
     /// instead of a fresh fetch.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sources_on_last_good: Vec<String>,
+    /// The sources (block and allow) that failed with no usable last good
+    /// content: a block source among them failed the build, an allow
+    /// source was left out.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sources_failed: Vec<String>,
 }
 
 /// A build's allowlists: the list's `allow` sources and the allow arrays of

@@ -182,6 +182,8 @@ pub struct SourcesRead {
     pub sources: Vec<SourceStatus>,
     /// The allowlists, as read.
     pub allow: AllowStatus,
+    /// Lines read and rejected, over the block sources read.
+    pub parse: ParseReport,
 }
 
 /// A [`read_sources`] that failed: why, and what it read of every source.
@@ -600,6 +602,7 @@ pub fn read_sources(
             read: SourcesRead {
                 sources: statuses,
                 allow: allow.status(),
+                parse: report,
             },
         }));
     }

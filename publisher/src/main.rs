@@ -605,8 +605,16 @@ fn print_summary<'a>(
         // reading them.
         if let Some((sources, allow)) = outcome.source_statuses() {
             let block = sources.iter().map(|s| ("source", s));
+            // The source the `not published` line names is not named twice.
+            let named = match &outcome.result {
+                Err(blocksieve_publisher::Error::Source { label, .. }) => Some(label.as_str()),
+                _ => None,
+            };
             for (role, src) in block.chain(allow.sources.iter().map(|s| ("allow source", s))) {
                 let Some(e) = &src.error else { continue };
+                if role == "source" && src.state == "failed" && named == Some(src.source.as_str()) {
+                    continue;
+                }
                 let what = match (src.state.as_str(), role) {
                     ("failed", "source") => "failed",
                     ("failed", _) => "was left out",

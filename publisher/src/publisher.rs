@@ -772,29 +772,20 @@ impl Publisher {
             _ => {}
         }
         let statuses = outcome.source_statuses();
+        // The lines read, also by a build that failed reading its sources.
+        let parse = (outcome.report.as_ref().map(|r| &r.parse))
+            .or_else(|| outcome.sources_read.as_ref().map(|s| &s.parse));
         let status = BuildStatus {
             finished_at: unix_now(),
             ok: outcome.result.is_ok(),
             error: outcome.result.as_ref().err().map(ToString::to_string),
             refused_by_gate: gate,
             forced,
-            lines: outcome.report.as_ref().map_or(0, |r| r.parse.lines),
-            rejected: outcome.report.as_ref().map_or(0, |r| r.parse.rejected_total()),
-            rejected_by_reason: outcome
-                .report
-                .as_ref()
-                .map(|r| r.parse.rejected.clone())
-                .unwrap_or_default(),
-            rejected_samples: outcome
-                .report
-                .as_ref()
-                .map(|r| r.parse.samples.clone())
-                .unwrap_or_default(),
-            cleaned_by_kind: outcome
-                .report
-                .as_ref()
-                .map(|r| r.parse.cleaned.clone())
-                .unwrap_or_default(),
+            lines: parse.map_or(0, |p| p.lines),
+            rejected: parse.map_or(0, |p| p.rejected_total()),
+            rejected_by_reason: parse.map(|p| p.rejected.clone()).unwrap_or_default(),
+            rejected_samples: parse.map(|p| p.samples.clone()).unwrap_or_default(),
+            cleaned_by_kind: parse.map(|p| p.cleaned.clone()).unwrap_or_default(),
             allow: statuses.as_ref().map(|s| s.1.clone()).unwrap_or_default(),
             sources: statuses.map(|s| s.0.to_vec()).unwrap_or_default(),
             sizing: outcome.report.as_ref().map(|r| r.sizing.clone()),

@@ -159,6 +159,13 @@ impl SourceView {
     }
 }
 
+/// Whether build `r` read its sources, so that its `sources_on_last_good`
+/// says which were on last good content: it got as far as a filter, or
+/// it failed reading them (a source failed with nothing to fall back to).
+fn read_its_sources(r: &BuildRecord) -> bool {
+    r.outcome != "skipped" && (!r.filter_kind.is_empty() || !r.sources_failed.is_empty())
+}
+
 /// `(finished_at, fill ratio)` of builds, oldest first ([`ListWatch::fill_history`]).
 pub type FillHistory = Arc<[(u64, f64)]>;
 
@@ -200,7 +207,7 @@ impl ListWatch {
             .and_then(|r| r.refusal.clone());
         // As `record` keeps it: what the last build that read its sources said.
         let on_last_good = (records.iter().rev())
-            .find(|r| r.outcome != "skipped" && !r.filter_kind.is_empty())
+            .find(|r| read_its_sources(r))
             .map(|r| r.sources_on_last_good.clone());
         Self {
             profile,
@@ -251,7 +258,7 @@ impl ListWatch {
         // A build that read its sources says which were on last good
         // content; one that read none (skipped, or failed before a report)
         // leaves what the last one said.
-        if record.outcome != "skipped" && !record.filter_kind.is_empty() {
+        if read_its_sources(&record) {
             set(&self.on_last_good, record.sources_on_last_good.clone());
         }
         if let Ok(mut sources) = self.sources.lock() {
@@ -334,6 +341,8 @@ pub struct RecordOf<'a> {
     pub error: Option<String>,
     /// Sources read from their last good content.
     pub sources_on_last_good: Vec<String>,
+    /// Sources that failed with no usable last good content.
+    pub sources_failed: Vec<String>,
     /// Wall time of the attempt.
     pub took: Duration,
 }
@@ -360,6 +369,7 @@ impl RecordOf<'_> {
             refusal: self.refusal,
             error: self.error,
             sources_on_last_good: self.sources_on_last_good,
+            sources_failed: self.sources_failed,
         }
     }
 }
@@ -390,6 +400,7 @@ mod tests {
             refusal: refusal.map(str::to_owned),
             error: None,
             sources_on_last_good: on_last_good.iter().map(|s| (*s).to_owned()).collect(),
+            sources_failed: Vec::new(),
             took: Duration::from_millis(1500),
         }
         .record(&profile())
@@ -431,6 +442,30 @@ mod tests {
         assert_eq!(
             restarted.with_history(|h| h.back().map(|r| r.duration_ms)),
             Some(1500)
+        );
+        // A build that failed reading its sources (one failed with nothing
+        // to fall back to) says which others were on last good content,
+        // here and after a restart: none, then one.
+        restarted.record(record(
+            "refused",
+            Some("max_shrink: 1 entries"),
+            &["a.txt", "c.txt"],
+        ));
+        assert_eq!(restarted.standing(), (true, 2));
+        let failed_read = |on_last_good: &[&str]| BuildRecord {
+            sources_failed: vec!["a.txt".to_owned()],
+            ..unread("failed", None, on_last_good)
+        };
+        restarted.record(failed_read(&[]));
+        assert_eq!(restarted.standing(), (true, 0));
+        restarted.record(failed_read(&["c.txt"]));
+        assert_eq!(restarted.standing(), (true, 1));
+        drop(restarted);
+        let again = ListWatch::open(profile(), Some(dir.path()), "phishing");
+        assert_eq!(again.standing(), (true, 1));
+        assert_eq!(
+            again.with_history(|h| h.back().map(|r| r.sources_failed.clone())),
+            Some(vec!["a.txt".to_owned()])
         );
     }
 

@@ -350,11 +350,11 @@ async fn failing_sources_keep_their_last_good_content() {
     let label = feed.url();
     assert!(
         page.contains(&format!(
-            "source on last good: {label} (content fetched 2 h 5 min ago)"
+            "source on last good: {label} (content as of 2 h 5 min ago)"
         )),
         "{page}"
     );
-    assert!(page.contains(">yes, content fetched 2 h 5 min ago<"), "{page}");
+    assert!(page.contains(">yes, content as of 2 h 5 min ago<"), "{page}");
 }
 
 // A feed failing for a moment (a 503 asking to retry at once, a body cut
@@ -542,6 +542,12 @@ async fn a_failed_build_reports_each_source() {
         status.sources[0].error.as_deref(),
         Some("HTTP 404 Not Found; no last good content to fall back to")
     );
+    // The lines it read, and the failed source in its history line.
+    assert_eq!((status.lines, status.rejected), (50, 0));
+    let failed = p.state().lists[0]
+        .watch
+        .with_history(|h| h.back().map(|r| r.sources_failed.clone()));
+    assert_eq!(failed, Some(vec![down.url()]));
 
     // Once the first feed answers, the second is down: it builds from the
     // second's content kept by the failed build.

@@ -385,6 +385,7 @@ fn record(i: u64, at: u64) -> BuildRecord {
         refusal: i.is_multiple_of(97).then(|| "max_shrink: <shrank>".to_owned()),
         error: None,
         sources_on_last_good: Vec::new(),
+        sources_failed: Vec::new(),
     }
 }
 

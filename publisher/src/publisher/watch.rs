@@ -24,14 +24,16 @@ impl Publisher {
         let metrics = &inner.state.metrics;
         let report = outcome.report.as_ref();
         let statuses = outcome.source_statuses();
-        let on_last_good: Vec<String> = statuses
-            .as_ref()
-            .map(|(sources, allow)| sources.iter().chain(&allow.sources))
-            .into_iter()
-            .flatten()
-            .filter(|s| s.state == "last_good")
-            .map(|s| s.source.clone())
-            .collect();
+        let named = |state: &str| -> Vec<String> {
+            (statuses.as_ref())
+                .map(|(sources, allow)| sources.iter().chain(&allow.sources))
+                .into_iter()
+                .flatten()
+                .filter(|s| s.state == state)
+                .map(|s| s.source.clone())
+                .collect()
+        };
+        let on_last_good = named("last_good");
         let refusal = match &outcome.result {
             Err(Error::Refused { gate }) => Some(gate.to_string().trim_start_matches("gate ").to_owned()),
             _ => None,
@@ -69,6 +71,7 @@ impl Publisher {
             },
             refusal,
             sources_on_last_good: on_last_good,
+            sources_failed: named("failed"),
             took: elapsed,
         }
         .record(profile);

@@ -333,7 +333,7 @@ fn last_good(s: &crate::status::SourceView, fetched_at: &[(String, Option<u64>)]
         return "no".to_owned();
     }
     match fetched_at.iter().find(|(label, _)| *label == s.label) {
-        Some((_, Some(at))) => format!("yes, content fetched {} ago", duration(now.saturating_sub(*at))),
+        Some((_, Some(at))) => format!("yes, content as of {} ago", duration(now.saturating_sub(*at))),
         _ => "yes".to_owned(),
     }
 }
@@ -409,7 +409,7 @@ pub fn health_of(slot: &ListSlot, now: u64) -> Health {
         .map(|label| match fetched_at.iter().find(|(l, _)| *l == label) {
             Some((_, Some(at))) => {
                 format!(
-                    "{label} (content fetched {} ago)",
+                    "{label} (content as of {} ago)",
                     duration(now.saturating_sub(*at))
                 )
             }
@@ -497,10 +497,7 @@ mod tests {
         let at = [(view.label.clone(), Some(100_000 - 3 * 3600 - 300))];
         assert_eq!(last_good(&view, &at, 100_000), "no");
         view.on_last_good = true;
-        assert_eq!(
-            last_good(&view, &at, 100_000),
-            "yes, content fetched 3 h 5 min ago"
-        );
+        assert_eq!(last_good(&view, &at, 100_000), "yes, content as of 3 h 5 min ago");
         assert_eq!(last_good(&view, &[], 100_000), "yes");
     }
 

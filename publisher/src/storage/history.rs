@@ -191,6 +191,7 @@ mod tests {
             refusal: None,
             error: None,
             sources_on_last_good: Vec::new(),
+            sources_failed: Vec::new(),
         }
     }
 
