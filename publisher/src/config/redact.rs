@@ -3,7 +3,21 @@
 /// `url` with its userinfo and secret-looking query values replaced by
 /// `***` ([`SourceConfig::public_label`](super::SourceConfig::public_label)).
 pub fn redact_url(url: &str) -> String {
-    const SECRET: [&str; 7] = ["key", "token", "secret", "pass", "auth", "sig", "credential"];
+    // Names holding these anywhere (`api_key`, `X-Amz-Signature`), and the
+    // short names that are secrets only whole (`pw`, not `pwr`).
+    const SECRET: [&str; 10] = [
+        "key",
+        "token",
+        "secret",
+        "pass",
+        "auth",
+        "sig",
+        "credential",
+        "session",
+        "jwt",
+        "bearer",
+    ];
+    const SECRET_NAMES: [&str; 3] = ["pw", "pwd", "sid"];
     let (rest, fragment) = url.split_once('#').map_or((url, None), |(r, f)| (r, Some(f)));
     let (base, query) = rest.split_once('?').map_or((rest, None), |(b, q)| (b, Some(q)));
     let mut out = match base.split_once("://") {
@@ -22,7 +36,12 @@ pub fn redact_url(url: &str) -> String {
         let pairs: Vec<String> = query
             .split('&')
             .map(|pair| match pair.split_once('=') {
-                Some((name, _)) if SECRET.iter().any(|s| name.to_ascii_lowercase().contains(s)) => {
+                Some((name, _))
+                    if {
+                        let name = name.to_ascii_lowercase();
+                        SECRET.iter().any(|s| name.contains(s)) || SECRET_NAMES.contains(&name.as_str())
+                    } =>
+                {
                     format!("{name}=***")
                 }
                 _ => pair.to_owned(),
@@ -60,6 +79,10 @@ mod tests {
             ),
             ("https://feed.example/a@b/c", "https://feed.example/a@b/c"),
             ("not a url?password=1", "not a url?password=***"),
+            (
+                "https://feed.example/l?PW=a&pwd=b&sid=c&sessionid=d&jwt=e&pwr=on&side=l",
+                "https://feed.example/l?PW=***&pwd=***&sid=***&sessionid=***&jwt=***&pwr=on&side=l",
+            ),
         ] {
             assert_eq!(redact_url(url), shown, "{url}");
         }
