@@ -689,6 +689,15 @@ fn check_cron(field: &str, expr: &str) -> Result<(), Error> {
 mod tests {
     use super::*;
 
+    /// Why the configuration `text` is refused (it must parse as TOML).
+    fn refusal(text: &str) -> String {
+        toml::from_str::<Config>(text)
+            .unwrap()
+            .validate()
+            .unwrap_err()
+            .to_string()
+    }
+
     #[test]
     fn store_is_an_s3_url_with_a_bucket_and_takes_options() {
         let config: Config = toml::from_str(
@@ -794,11 +803,7 @@ mod tests {
         assert_eq!(c.lists[0].gates.min_entries, 1);
 
         let bad = text.replace("key_bits = 64", "key_bits = 48");
-        let err = toml::from_str::<Config>(&bad)
-            .unwrap()
-            .validate()
-            .unwrap_err()
-            .to_string();
+        let err = refusal(&bad);
         assert!(
             err.contains("lists.malware.key_bits") && err.contains("48"),
             "{err}"
@@ -831,22 +836,14 @@ mod tests {
         }
 
         let bad = text.replace("padding = 8", "padding = 8\nschedule = \"0 */30 * * * foo\"");
-        let err = toml::from_str::<Config>(&bad)
-            .unwrap()
-            .validate()
-            .unwrap_err()
-            .to_string();
+        let err = refusal(&bad);
         assert!(
             err.starts_with("configuration: schedule") && err.contains("foo"),
             "{err}"
         );
 
         let bad = text.replace("https://feeds", "ftp://feeds");
-        let err = toml::from_str::<Config>(&bad)
-            .unwrap()
-            .validate()
-            .unwrap_err()
-            .to_string();
+        let err = refusal(&bad);
         assert!(err.contains("sources[0].url"), "{err}");
 
         let c: Config = toml::from_str(text).unwrap();
@@ -865,17 +862,13 @@ mod tests {
             "{err}"
         );
         // A file is read, not fetched: a timeout or retries on one would do
-        // nothing, and are refused (their defaults pass).
+        // nothing, and are refused.
         for (set, field) in [
             ("timeout_s = 5", "lists.bloomy.sources[0].timeout_s"),
             ("retries = 0", "lists.bloomy.sources[0].retries"),
         ] {
             let text = text.replace("format = \"hosts\" }", &format!("format = \"hosts\", {set} }}"));
-            let err = toml::from_str::<Config>(&text)
-                .unwrap()
-                .validate()
-                .unwrap_err()
-                .to_string();
+            let err = refusal(&text);
             assert!(
                 err.contains(field) && err.contains("applies to `url` sources only"),
                 "{err}"
@@ -883,11 +876,7 @@ mod tests {
         }
         // Its defaults too: set, they would still say something false.
         let text = text.replace("format = \"hosts\" }", "format = \"hosts\", retries = 2 }");
-        let err = toml::from_str::<Config>(&text)
-            .unwrap()
-            .validate()
-            .unwrap_err()
-            .to_string();
+        let err = refusal(&text);
         assert!(err.contains("a file is read, not fetched"), "{err}");
         let builtin = SourceConfig {
             timeout_s: Some(5),
@@ -932,19 +921,11 @@ mod tests {
                 }
                 _ => text.replace("json_allow_key = \"fuzzylist\"", bad),
             };
-            let err = toml::from_str::<Config>(&replaced)
-                .unwrap()
-                .validate()
-                .unwrap_err()
-                .to_string();
+            let err = refusal(&replaced);
             assert!(err.contains(&format!("lists.crypto.{field}")), "{err}");
         }
         let no_source = text.replace("path = \"ok.txt\", ", "");
-        let err = toml::from_str::<Config>(&no_source)
-            .unwrap()
-            .validate()
-            .unwrap_err()
-            .to_string();
+        let err = refusal(&no_source);
         assert!(
             err.contains("lists.crypto.allow[0]") && err.contains("exactly one"),
             "{err}"
