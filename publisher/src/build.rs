@@ -686,6 +686,21 @@ pub fn build_snapshot(req: &BuildRequest<'_>, read: ReadSources) -> Result<Built
     } else {
         hashes
     };
+    // The spilled file goes to disk while the keys and the filter are
+    // made (a thread that waits on the disk, not a core): the commit's
+    // sync then finds it written. A build that publishes nothing removes
+    // it all the same. A failed sync here is the commit's to report.
+    let syncing = spilled
+        .as_mut()
+        .and_then(SpilledHashes::file_handle)
+        .and_then(|file| {
+            std::thread::Builder::new()
+                .name("spill-sync".to_owned())
+                .spawn(move || {
+                    let _ = file.sync_data();
+                })
+                .ok()
+        });
     timings.add("write", started_spill.elapsed());
     let started_keys = Instant::now();
     let key_bits = list.key_width();
@@ -748,6 +763,11 @@ pub fn build_snapshot(req: &BuildRequest<'_>, read: ReadSources) -> Result<Built
     let snapshot = sign_snapshot(&params, &body, req.key).map_err(encode_error)?;
     drop(body);
     timings.add("sign", started_sign.elapsed());
+    if let Some(syncing) = syncing {
+        let started_sync = Instant::now();
+        let _ = syncing.join();
+        timings.add("write", started_sync.elapsed());
+    }
     let theoretical_fpr = filter.theoretical_fpr();
     let anonymity_set = hashes.len() as f64 / 2f64.powi(i32::from(request_bits));
     let sizing = Sizing {

@@ -121,6 +121,43 @@ impl Staged {
         self
     }
 
+    /// Writes `bytes` without hashing them: for a writer that computes
+    /// their SHA-256 on another thread, alongside the write, and hands it
+    /// over with [`Self::set_sha256`] before anything reads it.
+    pub(crate) fn write_all_unhashed(&mut self, bytes: &[u8]) -> io::Result<()> {
+        match &mut self.target {
+            Target::Memory(held) => held.extend_from_slice(bytes),
+            Target::File { file, .. } => file.write_all(bytes)?,
+        }
+        self.len += bytes.len() as u64;
+        Ok(())
+    }
+
+    /// The SHA-256 of every byte written, computed by the caller of
+    /// [`Self::write_all_unhashed`] (over all of them: it replaces the
+    /// digest so far).
+    pub(crate) fn set_sha256(&mut self, sha256: sha2::Sha256) {
+        self.sha256 = sha256;
+    }
+
+    /// Another handle on the file written (its buffer flushed first), to
+    /// sync what is written from another thread while this one goes on
+    /// (the commit then finds little left to write to disk); `None` in
+    /// memory.
+    ///
+    /// # Errors
+    ///
+    /// When the buffer cannot be flushed or the handle duplicated.
+    pub(crate) fn file_handle(&mut self) -> io::Result<Option<fs::File>> {
+        match &mut self.target {
+            Target::Memory(_) => Ok(None),
+            Target::File { file, .. } => {
+                file.flush()?;
+                file.get_ref().try_clone().map(Some)
+            }
+        }
+    }
+
     /// What was written so far, read from the start (flushed first). The
     /// caller checks it against [`Self::len`] and [`Self::sha256_hex`].
     ///
