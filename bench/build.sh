@@ -211,7 +211,8 @@ notes.append("Stages (wall time; they do not overlap, their sum is the total): `
              "measurement (probes drawn in order, checked on every core); `compress` = zstd of the "
              "filter body; `sign` = header, body SHA-256, Ed25519; `deltas` = the delta from the version served "
              "(none on a first build); `write` = the `.hashes` and "
-             "`.snapshot` files with fsync; `other` = what no stage covers (sizing, gates, thread "
+             "`.snapshot` files with fsync (the `.hashes` written before the filter, its digests on a "
+             "thread beside the write, synced by another while the filter is built, read back after); `other` = what no stage covers (sizing, gates, thread "
              "hops).\n")
 if "large" in per_entry:
     notes.append("### Growth: time and peak RSS per entry\n")

@@ -8,8 +8,12 @@
 //! file changing on disk, not against an adversary, who could change the
 //! data directory at will; SHA-256 there cost two more passes at its
 //! speed over every full hash), and committed (renamed into place) if the
-//! build publishes. A build that publishes nothing drops it: the file is
-//! removed, most often before any of it reached the disk.
+//! build publishes. Its SHA-256 (which the manifest names it by) and
+//! XXH3-64 are computed on a thread beside the write, and the build syncs
+//! the file from another thread while it makes the filter
+//! ([`SpilledHashes::file_handle`]), so neither waits on the build's path.
+//! A build that publishes nothing (a gate refused it: one whose hashes
+//! equal the version served spills none, [`UnlessServed`]) removes it.
 //!
 //! Only a storage that stages on disk (the data directory) spills; with an
 //! object store the hashes stay in memory as before, since a staged value

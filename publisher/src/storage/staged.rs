@@ -111,8 +111,9 @@ impl Staged {
 
     /// This value synced only when finished or committed, not every
     /// [`SYNC_EVERY`] bytes: for a value written all at once and read back
-    /// (a build's full hashes, out of memory while its filter is built),
-    /// which a build that publishes nothing then drops unwritten to disk.
+    /// (a build's full hashes, out of memory while its filter is built,
+    /// which the build syncs from another thread meanwhile:
+    /// [`Self::file_handle`]).
     #[must_use]
     pub fn synced_at_commit(mut self) -> Self {
         if let Target::File { sync_every, .. } = &mut self.target {
