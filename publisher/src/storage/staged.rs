@@ -125,13 +125,43 @@ impl Staged {
     /// Writes `bytes` without hashing them: for a writer that computes
     /// their SHA-256 on another thread, alongside the write, and hands it
     /// over with [`Self::set_sha256`] before anything reads it.
-    pub(crate) fn write_all_unhashed(&mut self, bytes: &[u8]) -> io::Result<()> {
-        match &mut self.target {
-            Target::Memory(held) => held.extend_from_slice(bytes),
-            Target::File { file, .. } => file.write_all(bytes)?,
+    pub(crate) fn write_all_unhashed(&mut self, mut bytes: &[u8]) -> io::Result<()> {
+        while !bytes.is_empty() {
+            match self.write_target(bytes)? {
+                0 => return Err(io::ErrorKind::WriteZero.into()),
+                n => bytes = &bytes[n..],
+            }
         }
-        self.len += bytes.len() as u64;
         Ok(())
+    }
+
+    /// Writes what it can of `buf` to the target (and counts it), syncing
+    /// a file every `sync_every` bytes: every write but the SHA-256.
+    fn write_target(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = match &mut self.target {
+            Target::Memory(bytes) => {
+                bytes.extend_from_slice(buf);
+                buf.len()
+            }
+            Target::File {
+                file,
+                unsynced,
+                sync_every,
+                ..
+            } => {
+                let n = file.write(buf)?;
+                *unsynced += n as u64;
+                if *unsynced >= *sync_every {
+                    // The kernel writes it back now, not all at the commit.
+                    file.flush()?;
+                    file.get_ref().sync_data()?;
+                    *unsynced = 0;
+                }
+                n
+            }
+        };
+        self.len += n as u64;
+        Ok(n)
     }
 
     /// The SHA-256 of every byte written, computed by the caller of
@@ -245,30 +275,8 @@ impl Staged {
 
 impl Write for Staged {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let n = match &mut self.target {
-            Target::Memory(bytes) => {
-                bytes.extend_from_slice(buf);
-                buf.len()
-            }
-            Target::File {
-                file,
-                unsynced,
-                sync_every,
-                ..
-            } => {
-                let n = file.write(buf)?;
-                *unsynced += n as u64;
-                if *unsynced >= *sync_every {
-                    // The kernel writes it back now, not all at the commit.
-                    file.flush()?;
-                    file.get_ref().sync_data()?;
-                    *unsynced = 0;
-                }
-                n
-            }
-        };
+        let n = self.write_target(buf)?;
         self.sha256.update(&buf[..n]);
-        self.len += n as u64;
         Ok(n)
     }
 
