@@ -286,6 +286,10 @@ async fn latest_snapshot(
         updates::snapshot_polled_values(updates::next_check_s(&state, slot), STALE_IF_ERROR_S);
     let hashes = updates::published_hashes_header(&name, &current);
     let freshness = updates::freshness_header(slot, &current);
+    // A 304 carries what the 200 would among ETag, Cache-Control and
+    // Content-Location (RFC 9110 §15.4.5), and the headers that guide the
+    // agent's next poll: its freshness record, the next-check hint and
+    // where this version's buckets are.
     if if_none_match_matches(request.headers(), &current.etag) {
         return Ok((
             StatusCode::NOT_MODIFIED,
@@ -293,6 +297,7 @@ async fn latest_snapshot(
                 (header::ETAG, etag),
                 (header::CACHE_CONTROL, cache_control),
                 (header::HeaderName::from_static(NEXT_CHECK_HEADER), next_check),
+                (header::CONTENT_LOCATION, version_url(&name, &current)),
                 hashes,
             ],
             freshness_parts(freshness),

@@ -29,6 +29,7 @@ async fn snapshot_etag_and_304() {
     assert_eq!(first.status(), 200);
     let etag = first.headers()["etag"].to_str().unwrap().to_owned();
     assert!(etag.starts_with('"') && etag.ends_with('"'), "strong etag {etag}");
+    let first_headers = first.headers().clone();
     let body = first.bytes().await.unwrap();
     assert!(body.starts_with(b"BLKSIEVE"));
     let again = client
@@ -39,6 +40,29 @@ async fn snapshot_etag_and_304() {
         .unwrap();
     assert_eq!(again.status(), 304);
     assert_eq!(again.headers()["etag"].to_str().unwrap(), etag);
+    // RFC 9110 §15.4.5: a 304 carries those of Content-Location, Date,
+    // ETag, Vary, Cache-Control and Expires that the 200 carried.
+    for name in [
+        "content-location",
+        "date",
+        "etag",
+        "vary",
+        "cache-control",
+        "expires",
+    ] {
+        assert_eq!(
+            first_headers.contains_key(name),
+            again.headers().contains_key(name),
+            "{name}: in the 200 {:?}, in the 304 {:?}",
+            first_headers.get(name),
+            again.headers().get(name)
+        );
+    }
+    assert!(first_headers.contains_key("content-location"));
+    assert_eq!(
+        first_headers["content-location"],
+        again.headers()["content-location"]
+    );
     assert!(again.bytes().await.unwrap().is_empty());
     let other = client
         .get(&url)
