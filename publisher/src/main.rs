@@ -27,7 +27,7 @@ Examples:
   blocksieve-publisher check-config /etc/blocksieve/publisher.toml
   blocksieve-publisher expressions 'http://a.b.c/1/2.html?param=1'
   blocksieve-publisher expressions --feed-line urls 'http://a.example/p # seen 2020-01-01'
-  blocksieve-publisher inspect \"$(ls blocksieve-data/lists/phishing/*.snapshot | tail -n 1)\" \\
+  blocksieve-publisher inspect \"$(ls blocksieve-data/lists/phishing/builds/*.snapshot | tail -n 1)\" \\
       --key blocksieve-data/public.key")]
 struct Cli {
     #[command(subcommand)]

@@ -2,8 +2,8 @@
 //! stores (with the `aws` feature), or any other [`ObjectStore`].
 //!
 //! Keys are those of the data directory ([`crate::storage`]), under the
-//! store's prefix: `s3://bucket/prefix` holds `prefix/lists/<name>/<version>.snapshot`
-//! where a data directory holds `lists/<name>/<version>.snapshot`, so a
+//! store's prefix: `s3://bucket/prefix` holds `prefix/lists/<name>/builds/<build>.snapshot`
+//! where a data directory holds `lists/<name>/builds/<build>.snapshot`, so a
 //! bucket holds what a data directory holds. The signing key and the lock
 //! stay in the local data directory.
 //!
