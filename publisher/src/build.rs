@@ -363,6 +363,26 @@ fn parse_source_content(
     })
 }
 
+/// The three most frequent of `rejected`'s reasons with their counts, most
+/// frequent first, e.g. `15 × URL has no host (…); 6 × …`: why a collapsed
+/// parse was refused, whose own counts are not kept (the build reports
+/// the content it used instead).
+fn top_reasons(rejected: &std::collections::BTreeMap<String, u64>) -> String {
+    let mut by_count: Vec<(&String, &u64)> = rejected.iter().collect();
+    by_count.sort_by(|a, b| b.1.cmp(a.1).then_with(|| a.0.cmp(b.0)));
+    let shown: Vec<String> = by_count
+        .iter()
+        .take(3)
+        .map(|(reason, count)| format!("{count} × {reason}"))
+        .collect();
+    let more = by_count.len().saturating_sub(3);
+    if more > 0 {
+        format!("{}; {more} more reasons", shown.join("; "))
+    } else {
+        shown.join("; ")
+    }
+}
+
 /// Parses every source and allowlist, falling back to a source's last good
 /// content when it failed, was not modified or its parse collapsed; the
 /// list's sorted, unique full hashes, every allowed one removed. What to
@@ -446,9 +466,10 @@ pub fn read_sources(
                                 None,
                                 None,
                                 format!(
-                                    "parse collapsed: {} of {} entry lines rejected",
+                                    "parse collapsed: {} of {} entry lines rejected ({})",
                                     r.rejected_total(),
-                                    entry_lines
+                                    entry_lines,
+                                    top_reasons(&r.rejected)
                                 ),
                             )
                         } else {

@@ -42,7 +42,7 @@ use blocksieve_format::api::{
 use tower_http::compression::CompressionLayer;
 use tower_http::compression::predicate::{Predicate as _, SizeAbove};
 
-use crate::state::{AppState, Published};
+use crate::state::{AppState, ListSlot, Published};
 
 mod buckets;
 pub mod cors;
@@ -190,21 +190,37 @@ async fn healthz() -> &'static str {
 }
 
 async fn readyz(State(state): State<Arc<AppState>>) -> Result<&'static str, ApiError> {
+    check_ready(&state)?;
+    Ok("ready\n")
+}
+
+/// Seconds a client is asked to wait (`Retry-After`) when this server has
+/// no snapshot yet for some list.
+const NOT_READY_RETRY_S: u64 = 5;
+
+/// `503 not_ready` (with `Retry-After`) while some list has no snapshot in
+/// service: its first build (or a replica's first load) has not succeeded.
+/// A full-hash answer covers every list, so one given then could leave out
+/// a listed hash, and an agent would take that "no match" as safe.
+fn check_ready(state: &AppState) -> Result<(), ApiError> {
     if state.ready() {
-        Ok("ready\n")
-    } else {
-        let missing: Vec<&str> = state
-            .lists
-            .iter()
-            .filter(|l| l.current.load().is_none())
-            .map(|l| l.name.as_str())
-            .collect();
-        Err(ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "not_ready",
-            format!("no snapshot yet for: {}", missing.join(", ")),
-        ))
+        return Ok(());
     }
+    let missing: Vec<&str> = state
+        .lists
+        .iter()
+        .filter(|l| l.current.load().is_none())
+        .map(|l| l.name.as_str())
+        .collect();
+    Err(ApiError::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "not_ready",
+        format!(
+            "no snapshot yet for: {} (GET /v1/lists says why); ask again or ask another server",
+            missing.join(", ")
+        ),
+    )
+    .retry_after(NOT_READY_RETRY_S))
 }
 
 async fn metrics(State(state): State<Arc<AppState>>) -> impl IntoResponse {
@@ -270,13 +286,7 @@ async fn latest_snapshot(
     request: Request,
 ) -> Result<Response, ApiError> {
     let slot = state.list(&name).ok_or_else(|| unknown_list(&name))?;
-    let current = slot.current.load_full().ok_or_else(|| {
-        ApiError::new(
-            StatusCode::NOT_FOUND,
-            "no_snapshot",
-            format!("list {name:?} has no snapshot yet; its first build has not finished"),
-        )
-    })?;
+    let current = slot.current.load_full().ok_or_else(|| no_snapshot(&name, slot))?;
     let etag = current
         .headers
         .etag
@@ -384,6 +394,26 @@ async fn versioned_snapshot(
         Body::from(bytes),
     )
         .into_response())
+}
+
+/// `404 no_snapshot` for list `name`, which has no snapshot in service:
+/// why, as far as this server knows (no build has finished yet, or the
+/// last one failed or was refused, and its reason).
+fn no_snapshot(name: &str, slot: &ListSlot) -> ApiError {
+    let last = slot.last_build.lock().ok().and_then(|b| b.clone());
+    let why = match last {
+        None => "no build (or, on a replica, load from the store) of it has finished yet".to_owned(),
+        Some(b) if b.ok => "its build finished but nothing is served yet".to_owned(),
+        Some(b) => format!(
+            "its last build did not publish: {} (GET /v1/lists has the details)",
+            b.error.as_deref().unwrap_or("no reason recorded")
+        ),
+    };
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "no_snapshot",
+        format!("list {name:?} has no snapshot yet; {why}"),
+    )
 }
 
 /// `Content-Location` of the latest snapshot, `published`, of list `name`.
@@ -535,6 +565,7 @@ async fn full_hashes(
     request: Request,
 ) -> Result<Response, ApiError> {
     let prefix = check_bucket_size(&state, parse_request_prefix(&prefix_text)?)?;
+    check_ready(&state)?;
     let cache_duration_s = state.cache_duration.as_secs();
     let answer = FullHashAnswer {
         cache_duration_s,
@@ -709,6 +740,7 @@ async fn search(
         .into_iter()
         .map(|p| check_bucket_size(&state, p))
         .collect::<Result<Vec<_>, _>>()?;
+    check_ready(&state)?;
     let results = prefixes
         .into_iter()
         .map(|prefix| PrefixAnswer {

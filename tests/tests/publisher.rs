@@ -310,7 +310,8 @@ async fn failing_sources_keep_their_last_good_content() {
             }),
         ),
         (
-            "parse collapsed",
+            "parse collapsed: 300 of 300 entry lines rejected \
+             (300 × URL has no host (it starts with a path or query))",
             Box::new(|r| {
                 r.body = (0..300)
                     .map(|i| format!("/not/a/url/{i}\n"))
@@ -1149,6 +1150,52 @@ async fn readyz_lists_status_and_metrics() {
         .unwrap();
     assert_eq!(r.status(), 503);
     assert_eq!(r.json::<ErrorResponse>().await.unwrap().error.code, "not_ready");
+    // Once its first build has failed: the snapshot's 404 says so, and no
+    // full-hash answer is given (it could leave out a listed hash).
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let lists: ListsResponse = client
+            .get(format!("{}/v1/lists", server.base_url()))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if lists.lists[0].last_build.is_some() {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "no build finished");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let r = client
+        .get(format!("{}/v1/lists/broken/snapshot", server.base_url()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+    let error = r.json::<ErrorResponse>().await.unwrap().error;
+    assert_eq!(error.code, "no_snapshot");
+    assert!(
+        error.message.contains("last build did not publish") && error.message.contains("missing.txt"),
+        "{}",
+        error.message
+    );
+    let answers = [
+        client.get(format!("{}/v1/hashes/abcd", server.base_url())),
+        client
+            .post(format!("{}/v1/hashes:search", server.base_url()))
+            .header("content-type", "application/json")
+            .body(r#"{"prefixes": ["abcd"]}"#),
+    ];
+    for request in answers {
+        let r = request.send().await.unwrap();
+        assert_eq!(r.status(), 503);
+        assert_eq!(r.headers()["retry-after"], "5");
+        let error = r.json::<ErrorResponse>().await.unwrap().error;
+        assert_eq!(error.code, "not_ready");
+        assert!(error.message.contains("broken"), "{}", error.message);
+    }
     server.stop().await;
 }
 

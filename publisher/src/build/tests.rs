@@ -317,3 +317,16 @@ fn the_fpr_gate_bound_of_no_probability_is_none_at_once() {
     }
     assert!(sizing::fpr_gate_bound(1.0 / 256.0, f64::NAN).is_nan());
 }
+
+#[test]
+fn a_collapsed_parse_names_its_three_most_frequent_reasons() {
+    let rejected: std::collections::BTreeMap<String, u64> =
+        [("b", 5), ("a", 5), ("c", 9), ("d", 1), ("e", 2)]
+            .into_iter()
+            .map(|(r, n)| (r.to_owned(), n))
+            .collect();
+    assert_eq!(top_reasons(&rejected), "9 × c; 5 × a; 5 × b; 2 more reasons");
+    let one = [("only".to_owned(), 3)].into_iter().collect();
+    assert_eq!(top_reasons(&one), "3 × only");
+    assert_eq!(top_reasons(&Default::default()), "");
+}
