@@ -29,4 +29,4 @@ pub mod storage_contract;
 
 pub use fixtures::{fixture_lines, fixture_source, fixtures};
 pub use machine::{heavy_test_lock, open_files_limit, vm_rss_bytes};
-pub use running::{RunningPublisher, config};
+pub use running::{RunningPublisher, config, reopen};

@@ -9,6 +9,30 @@ use blocksieve_publisher::{Config, ListConfig, Publisher, SourceConfig};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+/// [`Publisher::open`] on a data directory that a publisher of this
+/// process has just let go of (dropped or stopped), tried again for up to
+/// 5 s while its lock is held by this same process: a child process forked
+/// meanwhile by a test running beside this one holds a copy of every open
+/// descriptor, the lock's included, until it execs. Any other error, or a
+/// lock held by another process, is returned at once.
+///
+/// # Errors
+///
+/// What [`Publisher::open`] returns.
+pub fn reopen(cfg: Config) -> Result<Publisher, blocksieve_publisher::Error> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        match Publisher::open(cfg.clone()) {
+            Err(blocksieve_publisher::Error::InUse {
+                holder: Some(holder), ..
+            }) if holder == std::process::id() && std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            other => return other,
+        }
+    }
+}
+
 /// A configuration with one list `name` over `sources`, data in `data_dir`.
 /// It rebuilds once a year: only the start-up build and the test's own
 /// builds run, never one the wall clock happens to schedule (the default

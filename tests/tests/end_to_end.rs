@@ -175,7 +175,7 @@ async fn a_stopped_publisher_releases_its_data_dir_with_a_first_build_in_flight(
     publisher.stop().await;
     let took = started.elapsed();
     assert!(took < Duration::from_secs(5), "stopping took {took:?}");
-    let reopened = blocksieve_publisher::Publisher::open(cfg);
+    let reopened = blocksieve_tests::reopen(cfg);
     assert!(reopened.is_ok(), "{:?}", reopened.err());
     held.abort();
 }

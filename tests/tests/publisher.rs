@@ -14,7 +14,8 @@ use blocksieve_tests::{RunningPublisher, config, fixture_lines, fixture_source, 
 fn publisher_with(dir: &std::path::Path, lists: Vec<ListConfig>) -> Publisher {
     let mut cfg = config(dir, "unused", vec![]);
     cfg.lists = lists;
-    Publisher::open(cfg).unwrap()
+    // Reopened after a drop in some tests: see `reopen`.
+    blocksieve_tests::reopen(cfg).unwrap()
 }
 
 fn entries(p: &Publisher, list: usize) -> Vec<FullHash> {

@@ -248,7 +248,7 @@ async fn a_store_that_ignores_conditional_writes_is_refused_unless_dangerously_a
     assert!(publisher.build_list(0).await.result.unwrap() > version);
     // A restarted builder (the same data directory) is the same builder.
     drop(publisher);
-    let restarted = Publisher::open(cfg).unwrap();
+    let restarted = blocksieve_tests::reopen(cfg).unwrap();
     assert!(restarted.build_list(0).await.result.is_ok());
 }
 
