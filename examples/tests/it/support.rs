@@ -4,9 +4,8 @@
 //! an example that outlives its deadline.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use blocksieve_tests::fake::{FakePublisher, Served};
@@ -65,17 +64,26 @@ pub fn run_with_deadline(
     }
 }
 
-/// A fresh empty directory to run the example in.
-pub fn temp_dir() -> PathBuf {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    let dir = std::env::temp_dir().join(format!(
-        "blocksieve-check-{}-{}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A fresh empty directory to run the example in, removed with everything
+/// in it when dropped (a test's files do not outlive it).
+pub fn temp_dir() -> Scratch {
+    Scratch(
+        tempfile::Builder::new()
+            .prefix("blocksieve-check-")
+            .tempdir()
+            .unwrap(),
+    )
+}
+
+/// A directory removed when dropped; reads as the [`Path`] it is.
+pub struct Scratch(tempfile::TempDir);
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+
+    fn deref(&self) -> &Path {
+        self.0.path()
+    }
 }
 
 pub fn run(bin: &str, args: &[&str], stdin: Option<&str>, dir: &std::path::Path) -> Output {
