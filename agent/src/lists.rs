@@ -408,6 +408,16 @@ impl Lists {
                 buckets,
                 freshness,
             } => {
+                if let Some(error) = update::stale_validator(
+                    &slot.name,
+                    url,
+                    &loaded.state,
+                    freshness.as_deref(),
+                    &self.trusted_keys,
+                ) {
+                    self.delta_fallback(slot, error);
+                    return Ok(None);
+                }
                 self.note_freshness(slot, &loaded.state, freshness.as_deref());
                 self.note_buckets(slot, version, buckets.as_deref());
                 return Ok(Some((ListUpdate::Unchanged { version }, hint)));
@@ -530,23 +540,48 @@ impl Lists {
         let previous = current.as_ref().map(|l| l.state.version());
         // Deltas applied: the base's ETag no longer names the version held.
         let plain_base = current.as_ref().filter(|l| !l.state.has_deltas());
-        let (etag, floor) = {
+        let (mut etag, floor) = {
             let meta = lock(&slot.meta);
             (plain_base.and(meta.etag.clone()), meta.floor)
         };
-        let mut date = None;
-        let fetched = http::fetch_snapshot(
-            &self.shared.client,
-            url,
-            etag.as_deref(),
-            self.max_snapshot_bytes,
-            self.snapshot_timeout,
-            self.shared.now(),
-            &mut date,
-        )
-        .await;
-        self.shared.observe_publisher_time(date);
-        let fetched = fetched?;
+        // At most twice: a 304 that shows the ETag sent stale is asked again
+        // without it, and an unconditional request gets no 304.
+        let (fetched, etag) = loop {
+            let mut date = None;
+            let fetched = http::fetch_snapshot(
+                &self.shared.client,
+                url,
+                etag.as_deref(),
+                self.max_snapshot_bytes,
+                self.snapshot_timeout,
+                self.shared.now(),
+                &mut date,
+            )
+            .await;
+            self.shared.observe_publisher_time(date);
+            let fetched = fetched?;
+            if let (SnapshotFetch::NotModified { freshness, .. }, Some(loaded), Some(_)) =
+                (&fetched, plain_base, &etag)
+                && let Some(error) = update::stale_validator(
+                    &slot.name,
+                    url,
+                    &loaded.state,
+                    freshness.as_deref(),
+                    &self.trusted_keys,
+                )
+            {
+                tracing::warn!(list = %slot.name, %error, "asking for the snapshot again without If-None-Match");
+                Counters::bump(&self.shared.counters.delta_fallbacks);
+                {
+                    let mut meta = lock(&slot.meta);
+                    meta.etag = None;
+                    meta.last_delta_error = Some(error);
+                }
+                etag = None;
+                continue;
+            }
+            break (fetched, etag);
+        };
         let (bytes, new_etag, hint, buckets, freshness) = match (fetched, plain_base) {
             (
                 SnapshotFetch::NotModified {

@@ -87,8 +87,10 @@ pub struct Stats {
     pub delta_bytes: u64,
     /// Update rounds that asked for deltas and took the whole snapshot
     /// instead: `410 no_delta`, a `404` from a publisher without the
-    /// update route, or a delta or chain that did not verify or link (the
-    /// reason is in [`ListStatus::last_delta_error`](crate::ListStatus::last_delta_error)).
+    /// update route, or a delta or chain that did not verify or link; and
+    /// `304`s whose signed freshness record named a newer version than the
+    /// one held, so the snapshot was asked for again without `If-None-Match`
+    /// (the reason is in [`ListStatus::last_delta_error`](crate::ListStatus::last_delta_error)).
     pub delta_fallbacks: u64,
     /// Signed freshness records that named exactly the version held and
     /// extended its freshness.

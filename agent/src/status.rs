@@ -110,6 +110,7 @@ pub struct ListStatus {
     pub last_storage_error: Option<Error>,
     /// Why the last update round that asked for deltas took the whole
     /// snapshot instead (`410`, `404`, or a delta that did not verify or
-    /// link), if one did.
+    /// link), or asked for it again without `If-None-Match` (a `304` whose
+    /// signed freshness record named a newer version), if one did.
     pub last_delta_error: Option<Error>,
 }

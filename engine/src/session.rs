@@ -126,12 +126,15 @@ pub enum ListUpdate {
         /// The version now held.
         version: u64,
     },
-    /// No usable delta chain: take the whole snapshot now, with `request`
-    /// (the list keeps its state meanwhile).
+    /// No usable delta chain, or a `304` to a conditional snapshot request
+    /// whose signed freshness record names a newer version than the one
+    /// held ([`update::stale_validator`]): take the whole snapshot now, with
+    /// `request` (unconditional in the second case; the list keeps its
+    /// state meanwhile).
     NeedSnapshot {
-        /// Why the deltas were not used: the error of the updates request
-        /// or chain; `None` when the chain verified but adds entries while
-        /// `max_additions_ratio` is 0.
+        /// Why the deltas or the `304` were not used: the error of the
+        /// updates request, chain or `304`; `None` when the chain verified
+        /// but adds entries while `max_additions_ratio` is 0.
         reason: Option<Error>,
         /// The snapshot request to send in the same round.
         request: ListRequest,
@@ -235,7 +238,9 @@ pub struct SessionStats {
     pub snapshots_applied: u64,
     /// Deltas verified and applied.
     pub deltas_applied: u64,
-    /// Rounds that asked for deltas and took the whole snapshot.
+    /// Rounds that asked for deltas and took the whole snapshot, or whose
+    /// conditional snapshot request got a `304` showing its validator stale
+    /// ([`ListUpdate::NeedSnapshot`]).
     pub delta_fallbacks: u64,
     /// Update responses refused (the list kept its state).
     pub updates_failed: u64,
@@ -559,6 +564,12 @@ impl Session {
         };
         let bytes = match response.status {
             304 => {
+                let freshness = response.header(FRESHNESS_HEADER);
+                if let Some(error) =
+                    update::stale_validator(&list, url, &current, freshness, &self.trusted_keys)
+                {
+                    return Ok(fallback(self, Some(error)));
+                }
                 self.note_freshness(&list, &current, &response);
                 return Ok(ListUpdate::Unchanged { version });
             }
@@ -612,6 +623,17 @@ impl Session {
         let etag = slot.etag.clone().filter(|_| plain_base.is_some());
         match (response.status, &plain_base) {
             (304, Some(base)) if conditional => {
+                let freshness = response.header(FRESHNESS_HEADER);
+                if let Some(error) = update::stale_validator(&list, url, base, freshness, &self.trusted_keys)
+                {
+                    // Forget the validator: the snapshot again, unconditionally.
+                    self.slots[index].etag = None;
+                    let request = self.snapshot_request(&self.slots[index]);
+                    return Ok(ListUpdate::NeedSnapshot {
+                        reason: Some(error),
+                        request,
+                    });
+                }
                 self.note_freshness(&list, base, &response);
                 return Ok(ListUpdate::Unchanged {
                     version: base.version(),

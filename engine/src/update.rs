@@ -14,14 +14,15 @@
 //! * [`take_snapshot`]: a `200` answer to the snapshot route — the snapshot
 //!   in use under its own or a new `ETag` (nothing swapped), or a newer one
 //!   verified ([`accept::accept`]: signature, limits, list name, rollback
-//!   floor) as the new base.
-//!
+//!   floor) as the new base;
+//! * [`stale_validator`]: whether a `304` cannot mean "what you hold is
+//!   current", its signed freshness record naming a newer version.
 //!
 //! And at start, [`restore`]: what the bytes a host kept (the snapshot, the
 //! chain applied since, the [`ListRecord`]) give back — the agent's cache
 //! directory and a session's saved lists alike.
 //!
-//! Statuses (`304`, `404`/`410`, errors), freshness records, counting,
+//! Statuses (`304`, `404`/`410`, errors), applying freshness records, counting,
 //! persistence and the swap itself stay with the caller: each transport
 //! sees its responses in its own shape.
 
@@ -158,6 +159,37 @@ pub fn take_snapshot(
         });
     }
     Ok(SnapshotStep::New(Box::new(ListState::of_base(accepted))))
+}
+
+/// Whether a `304 Not Modified` answer for `list` contradicts itself: its
+/// freshness record (`X-Blocksieve-Freshness`, the header's value in
+/// `freshness`) verifies against `trusted_keys`, names `list` and a
+/// version newer than the state `held`. The publisher then vouches for a
+/// newer snapshot while answering that the validator sent is current: that
+/// validator names another snapshot than the one held (an `ETag` taken for
+/// the same body from a mirror or a bad response, a cache keyed wrongly).
+/// Taking the `304` would keep the list on the older version, missing what
+/// the newer one adds, until the `ETag` changed again. Returns the error to
+/// report; the caller forgets the validator and asks again without it, in
+/// the same round. A record that does not verify, names another list, or
+/// names the held or an older version changes nothing.
+pub fn stale_validator(
+    list: &str,
+    url: &str,
+    held: &ListState,
+    freshness: Option<&str>,
+    trusted_keys: &[TrustedKey],
+) -> Option<Error> {
+    let record = delta::read_freshness(list, freshness?, trusted_keys).ok()?;
+    (record.version > held.version()).then(|| Error::UnexpectedResponse {
+        url: url.to_owned(),
+        reason: format!(
+            "304 Not Modified while its signed freshness record names version {}, newer than version {} in use: \
+             the validator sent names another snapshot",
+            record.version,
+            held.version()
+        ),
+    })
 }
 
 /// A list as [`restore`] finds it in the bytes kept for it.

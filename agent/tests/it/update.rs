@@ -5,7 +5,7 @@ use axum::http::StatusCode;
 use blocksieve_agent::{Agent, Error, ErrorKind, ListUpdate, SnapshotSource};
 
 use blocksieve_tests::fake::{FakePublisher, SearchMode, Served, etag_of, unreachable_url};
-use blocksieve_tests::snapshot::{Snap, trusted};
+use blocksieve_tests::snapshot::{Snap, end_of, freshness, publisher_key, trusted, unix_now};
 
 const LISTED: &str = "http://evil.example/landing";
 
@@ -105,6 +105,95 @@ async fn same_snapshot_under_a_new_etag_is_unchanged() {
         fake.requests().last().unwrap().if_none_match.as_deref(),
         Some("\"second\"")
     );
+}
+
+/// A 200 carrying the snapshot in use under the ETag of a newer one (a bad
+/// mirror or response) makes that ETag the next `If-None-Match`; the
+/// publisher's 304 to it carries a signed freshness record naming the newer
+/// version. The agent must not stay on the older version: it asks again
+/// without the ETag, in the same round, and takes the newer snapshot.
+#[tokio::test]
+async fn a_304_whose_freshness_record_names_a_newer_version_is_asked_again_without_the_etag() {
+    let fake = FakePublisher::start().await;
+    let v2 = Snap::new("malware", 2, &["evil.example/"]).encode();
+    let v3 = Snap::new("malware", 3, &["evil.example/", "worse.example/"]).encode();
+    fake.list_expressions("malware", &["evil.example/", "worse.example/"]);
+    let agent = fake.agent(&["malware"]);
+    fake.serve("malware", Served::WithEtag(v2.clone(), "\"v2\"".into()));
+    agent.update().await.unwrap();
+    // v2's body under v3's ETag: held, the ETag taken.
+    fake.serve("malware", Served::WithEtag(v2, "\"v3\"".into()));
+    let report = agent.update().await.unwrap();
+    assert!(matches!(
+        report.get("malware"),
+        Some(ListUpdate::Unchanged { version: 2 })
+    ));
+
+    // The publisher now serves v3 under that ETag, vouching for it.
+    fake.serve("malware", Served::WithEtag(v3.clone(), "\"v3\"".into()));
+    let record = freshness("malware", end_of(&v3), unix_now() + 3600, &publisher_key());
+    fake.set_freshness("malware", Some(record));
+    let before = fake.requests().len();
+    // Each round also asks for deltas first, which this fake has no route
+    // for: one fallback a round (a 404), and one more for the stale ETag.
+    let fallbacks = agent.stats().delta_fallbacks;
+    let report = agent.update().await.unwrap();
+
+    assert!(
+        matches!(
+            report.get("malware"),
+            Some(ListUpdate::Updated {
+                previous: Some(2),
+                version: 3
+            })
+        ),
+        "{report:?}"
+    );
+    let sent: Vec<_> = fake.requests()[before..]
+        .iter()
+        .map(|r| r.if_none_match.clone())
+        .collect();
+    assert_eq!(sent, [Some("\"v3\"".to_owned()), None]);
+    assert!(
+        agent
+            .check_url("http://worse.example/")
+            .await
+            .unwrap()
+            .is_unsafe()
+    );
+    assert_eq!(agent.stats().delta_fallbacks, fallbacks + 2);
+    let status = agent.status();
+    let why = status
+        .list("malware")
+        .unwrap()
+        .last_delta_error
+        .as_ref()
+        .unwrap()
+        .to_string();
+    assert!(
+        why.contains("names version 3, newer than version 2 in use"),
+        "{why}"
+    );
+    // The next round is conditional again, on v3's ETag: a 304 that holds.
+    let report = agent.update().await.unwrap();
+    assert!(matches!(
+        report.get("malware"),
+        Some(ListUpdate::Unchanged { version: 3 })
+    ));
+    assert_eq!(
+        fake.requests().last().unwrap().if_none_match.as_deref(),
+        Some("\"v3\"")
+    );
+    assert_eq!(agent.stats().delta_fallbacks, fallbacks + 3);
+
+    // Without a record (or with one for the version held) a 304 holds, as
+    // before: nothing newer is vouched for.
+    fake.set_freshness("malware", None);
+    let report = agent.update().await.unwrap();
+    assert!(matches!(
+        report.get("malware"),
+        Some(ListUpdate::Unchanged { version: 3 })
+    ));
 }
 
 #[tokio::test]

@@ -230,9 +230,14 @@ impl Inner {
                     Err(error) => Err(error),
                 };
                 match result {
-                    // No usable deltas: the whole snapshot, in this round.
+                    // No usable deltas, or a 304 that showed the ETag sent
+                    // stale: the whole snapshot, in this round (the second
+                    // request for a snapshot is unconditional, so this ends).
                     Ok(ListUpdate::NeedSnapshot { request: next, .. })
-                        if matches!(request.kind, RequestKind::Deltas { .. }) =>
+                        if matches!(
+                            request.kind,
+                            RequestKind::Deltas { .. } | RequestKind::Snapshot { conditional: true }
+                        ) =>
                     {
                         request = next;
                     }
@@ -247,7 +252,8 @@ impl Inner {
                 Ok(ListUpdate::Unchanged { version }) => {
                     lists.push(json!({"list": list, "version": version, "changed": false}));
                 }
-                // Not reached: a snapshot request never falls back.
+                // Not reached: an unconditional snapshot request never
+                // falls back.
                 Ok(ListUpdate::NeedSnapshot { .. }) => {
                     lists.push(json!({"list": list, "version": held, "changed": false}));
                 }

@@ -17,6 +17,25 @@ pub(crate) fn keys() -> Vec<TrustedKey> {
     vec![key().public_key().clone()]
 }
 
+/// A freshness record's header value for `list` at `version`, signed by
+/// `key` (the trusted [`keys`] with `trusted`, a stranger's without).
+pub(crate) fn freshness_header(list: &str, version: u64, trusted: bool) -> String {
+    let record = FreshnessRecord {
+        list_name: list.into(),
+        version,
+        body_sha256: [version as u8; 32],
+        issued_at: NOW,
+        expires_at: NOW + 7200,
+        next_build_at: 0,
+    };
+    let signer = if trusted {
+        key()
+    } else {
+        SigningKey::from_secret_bytes([8u8; 32])
+    };
+    FreshnessRecord::to_header_value(&record.sign(&signer).expect("signed"))
+}
+
 pub(crate) fn hash(expression: &str) -> FullHash {
     FullHash::of(expression.as_bytes())
 }

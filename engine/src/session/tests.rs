@@ -204,6 +204,61 @@ fn the_first_round_downloads_the_snapshot_and_the_next_asks_for_deltas_with_its_
     assert_eq!(session.stats().delta_fallbacks, 1);
 }
 
+/// A 304 cannot keep the list on its version while its signed freshness
+/// record vouches for a newer one (`update::stale_validator`): on the
+/// snapshot route the session forgets the ETag and asks again without it,
+/// on the updates route it takes the snapshot; a record for the version
+/// held is a 304 that holds.
+#[test]
+fn a_304_whose_freshness_record_names_a_newer_version_asks_for_the_snapshot_again() {
+    let (mut session, etag) = loaded(config());
+    let newer = crate::delta::tests::freshness_header("malware", 2, true);
+    let held = crate::delta::tests::freshness_header("malware", 1, true);
+
+    let [deltas] = session.update_requests().try_into().expect("one request");
+    let update =
+        session.handle_update_response(&deltas, status(304, &[(FRESHNESS_HEADER, &held)]), at(NOW + 60));
+    assert_eq!(update, Ok(ListUpdate::Unchanged { version: 1 }));
+    let update =
+        session.handle_update_response(&deltas, status(304, &[(FRESHNESS_HEADER, &newer)]), at(NOW + 60));
+    let Ok(ListUpdate::NeedSnapshot {
+        reason: Some(Error::UnexpectedResponse { reason, .. }),
+        request,
+    }) = update
+    else {
+        panic!("{update:?}");
+    };
+    assert!(
+        reason.contains("names version 2, newer than version 1 in use"),
+        "{reason}"
+    );
+    assert_eq!(request.kind, RequestKind::Snapshot { conditional: true });
+    assert_eq!(request.request.headers, vec![("if-none-match".to_owned(), etag)]);
+
+    let update =
+        session.handle_update_response(&request, status(304, &[(FRESHNESS_HEADER, &newer)]), at(NOW + 60));
+    let Ok(ListUpdate::NeedSnapshot {
+        reason: Some(Error::UnexpectedResponse { .. }),
+        request: again,
+    }) = update
+    else {
+        panic!("{update:?}");
+    };
+    assert_eq!(again.kind, RequestKind::Snapshot { conditional: false });
+    assert!(again.request.headers.is_empty());
+    assert_eq!(session.version("malware"), Some(1));
+    let update = session.handle_update_response(&again, ok(snapshot(2), &[("etag", "\"v2\"")]), at(NOW + 60));
+    assert_eq!(
+        update,
+        Ok(ListUpdate::Updated {
+            previous: Some(1),
+            version: 2
+        })
+    );
+    assert_eq!(session.stats().delta_fallbacks, 2);
+    assert_eq!(session.stats().updates_failed, 0);
+}
+
 #[test]
 fn a_delta_chain_is_applied_whole_and_its_additions_are_found() {
     let (mut session, _) = loaded(config());

@@ -2,7 +2,7 @@ use blocksieve_format::api::snapshot_etag;
 use blocksieve_format::{DecodeLimits, DeltaEnd};
 
 use super::*;
-use crate::delta::tests::{NOW, base, base_end, delta, end, keys, names, snapshot_bytes};
+use crate::delta::tests::{NOW, base, base_end, delta, end, freshness_header, keys, names, snapshot_bytes};
 
 fn etag_of(state: &ListState) -> String {
     let floor = state.floor();
@@ -192,4 +192,32 @@ fn a_chain_is_taken_only_whole_to_the_version_its_response_names() {
         take_chain("malware", &state, b"garbage", None, &keys(), floor.as_ref(), 1.0),
         ChainStep::Fallback(Some(Error::Delta { .. }))
     ));
+}
+
+#[test]
+fn a_304_is_a_stale_validator_only_when_its_signed_record_names_a_newer_version() {
+    let state = ListState::of_base(base("malware", 2, &names(0..20, "a")));
+    let url = "http://publisher.example/v1/lists/malware/snapshot";
+    let stale = |header: Option<&str>| stale_validator("malware", url, &state, header, &keys());
+
+    let newer = freshness_header("malware", 3, true);
+    let Some(Error::UnexpectedResponse { url: at, reason }) = stale(Some(&newer)) else {
+        panic!("a trusted record naming version 3 over version 2 is a stale validator");
+    };
+    assert_eq!(at, url);
+    assert!(
+        reason.contains("version 3, newer than version 2 in use"),
+        "{reason}"
+    );
+
+    for (what, header) in [
+        ("no record", None),
+        ("the held version", Some(freshness_header("malware", 2, true))),
+        ("an older version", Some(freshness_header("malware", 1, true))),
+        ("another list", Some(freshness_header("phishing", 3, true))),
+        ("an untrusted key", Some(freshness_header("malware", 3, false))),
+        ("garbage", Some("not-a-record".to_owned())),
+    ] {
+        assert!(stale(header.as_deref()).is_none(), "{what}");
+    }
 }
