@@ -485,6 +485,14 @@ impl AgentBuilder {
             ..DecodeLimits::default()
         };
         if let Some(dir) = &self.cache_dir {
+            if dir.as_os_str().is_empty() {
+                // `create_dir_all("")` succeeds, and files named relative
+                // to "" land in the working directory while its fsync fails.
+                return Err(Error::InvalidCacheDir {
+                    path: dir.clone(),
+                    reason: "the path is empty (\".\" names the working directory)".to_owned(),
+                });
+            }
             std::fs::create_dir_all(dir).map_err(|e| Error::InvalidCacheDir {
                 path: dir.clone(),
                 reason: e.to_string(),

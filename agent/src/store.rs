@@ -229,7 +229,11 @@ fn read_limited(path: &Path, limit: u64) -> io::Result<Option<Result<Vec<u8>, u6
 /// directory, fsync, rename, fsync of the directory.
 fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     static NEXT: AtomicU64 = AtomicU64::new(0);
-    let dir = path.parent().unwrap_or_else(|| Path::new("."));
+    // A bare file name's parent is "", which names no directory to sync.
+    let dir = path
+        .parent()
+        .filter(|dir| !dir.as_os_str().is_empty())
+        .unwrap_or_else(|| Path::new("."));
     let mut name = path.file_name().unwrap_or_default().to_owned();
     name.push(format!(
         "{TEMP_INFIX}{}-{}",

@@ -165,6 +165,14 @@ fn cache_dir_that_cannot_be_created_is_refused() {
     let e = builder().cache_dir(file.join("sub")).build().unwrap_err();
     assert!(matches!(e, Error::InvalidCacheDir { .. }), "{e}");
     assert_eq!(e.kind(), ErrorKind::Misconfigured);
+    // An empty path: refused, not read as the working directory.
+    let e = builder().cache_dir("").build().unwrap_err();
+    assert!(matches!(e, Error::InvalidCacheDir { .. }), "{e}");
+    assert_eq!(
+        e.to_string(),
+        "cannot use cache directory : the path is empty (\".\" names the working directory)"
+    );
+    assert_eq!(e.kind(), ErrorKind::Misconfigured);
 }
 
 #[test]
