@@ -52,9 +52,13 @@ struct Options {
 /// `seconds` as a duration, for setting `name`.
 fn seconds(name: &str, seconds: f64) -> PyResult<Duration> {
     Duration::try_from_secs_f64(seconds).map_err(|_| {
-        misconfigured(format!(
-            "{name} must be a non-negative number of seconds, got {seconds}"
-        ))
+        // Negative or NaN, else too large (infinite, or past 2^64 s).
+        let (must, shown) = if seconds.is_nan() || seconds < 0.0 {
+            ("a non-negative number of seconds", format!("{seconds}"))
+        } else {
+            ("a finite number of seconds under 2^64", format!("{seconds:e}"))
+        };
+        misconfigured(format!("{name} must be {must}, got {shown}"))
     })
 }
 

@@ -84,13 +84,19 @@ pub(crate) fn to_py_for_url(err: &Error, url: &str) -> PyErr {
     if err.kind() != ErrorKind::InvalidInput {
         return to_py(err);
     }
-    let shown: String = url.chars().take(200).collect();
-    let more = if shown.len() < url.len() { "..." } else { "" };
-    InvalidUrlError::new_err(format!("{err}: {shown:?}{more}"))
+    InvalidUrlError::new_err(format!("{err}: {}", shown_url(url)))
 }
 
-/// The lowercase name of an error's kind, as `Verdict.reason_kind` and
-/// `ListUpdate.error_kind` give it.
+/// `url` quoted for an error message, cut after 200 characters (a URL can
+/// be megabytes long).
+pub(crate) fn shown_url(url: &str) -> String {
+    let shown: String = url.chars().take(200).collect();
+    let more = if shown.len() < url.len() { "..." } else { "" };
+    format!("{shown:?}{more}")
+}
+
+/// The lowercase name of an error's kind, as `ListUpdate.error_kind` gives
+/// it.
 pub(crate) fn kind_name(err: &Error) -> &'static str {
     match err.kind() {
         ErrorKind::BadData => "bad_data",

@@ -5,11 +5,12 @@
 use blocksieve_format::{CanonicalUrl, canonicalize as canonicalize_url};
 use pyo3::prelude::*;
 
-use crate::errors::InvalidUrlError;
+use crate::errors::{InvalidUrlError, shown_url};
 
-/// `url` canonicalized, or `InvalidUrlError` with the reason.
+/// `url` canonicalized, or `InvalidUrlError` with the reason (and the URL,
+/// cut after 200 characters).
 fn canonical(url: &str) -> PyResult<CanonicalUrl> {
-    canonicalize_url(url).map_err(|e| InvalidUrlError::new_err(format!("{e}: {url:?}")))
+    canonicalize_url(url).map_err(|e| InvalidUrlError::new_err(format!("{e}: {}", shown_url(url))))
 }
 
 /// The Safe Browsing canonical form of `url`, e.g.

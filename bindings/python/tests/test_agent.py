@@ -83,6 +83,16 @@ def test_invalid_url_raises_never_crashes(bad):
     assert issubclass(blocksieve.InvalidUrlError, blocksieve.BlocksieveError)
 
 
+def test_an_invalid_url_is_cut_in_its_error_message():
+    url = "mailto:" + "a" * (1 << 20)
+    for function in (blocksieve.canonicalize, blocksieve.expressions, blocksieve.full_hashes):
+        with pytest.raises(blocksieve.InvalidUrlError) as raised:
+            function(url)
+        message = str(raised.value)
+        assert len(message) < 400, len(message)
+        assert message.endswith('aaa"...'), message[-20:]
+
+
 def test_wrong_argument_types_raise_type_error():
     with pytest.raises(TypeError):
         blocksieve.canonicalize(b"http://a.example/")
@@ -225,7 +235,10 @@ def test_transport_error_before_any_snapshot(publisher):
         ({"lists": []}, "list"),
         ({"publisher": "http://publisher.example"}, "http"),
         ({"failure_policy": "maybe"}, "maybe"),
-        ({"request_timeout": -1.0}, "request_timeout"),
+        ({"request_timeout": -1.0}, "request_timeout must be a non-negative number of seconds, got -1"),
+        ({"request_timeout": float("inf")}, "request_timeout must be a finite number of seconds under 2\\^64, got inf"),
+        ({"update_interval": 1e300}, "update_interval must be a finite number of seconds under 2\\^64, got 1e300$"),
+        ({"cache_dir": ""}, "the path is empty"),
     ],
 )
 def test_misconfigured(publisher, change, message):
