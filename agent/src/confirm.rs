@@ -157,7 +157,7 @@ impl Confirmer {
                 for (p, tx) in &claim.senders {
                     let answer = fetched.remove(p).unwrap_or_else(|| {
                         Err(Error::UnexpectedResponse {
-                            url: String::new(),
+                            url: self.publisher(),
                             reason: format!("no answer for prefix {p}"),
                         })
                     });
@@ -167,7 +167,7 @@ impl Confirmer {
                 for p in unclaimed {
                     let answer = fetched.remove(&p).unwrap_or_else(|| {
                         Err(Error::UnexpectedResponse {
-                            url: String::new(),
+                            url: self.publisher(),
                             reason: format!("no answer for prefix {p}"),
                         })
                     });
@@ -190,13 +190,19 @@ impl Confirmer {
             answers.insert(
                 p,
                 Err(Error::Transport {
-                    url: String::new(),
+                    url: self.publisher(),
                     reason: "the shared full-hash request was cancelled".to_owned(),
                     timed_out: false,
                 }),
             );
         }
         answers
+    }
+
+    /// The first publisher base URL, for an error that concerns no one
+    /// request.
+    fn publisher(&self) -> String {
+        self.shared.base_urls.first().cloned().unwrap_or_default()
     }
 
     /// Sends full-hash requests for `prefixes` (none cached, none in
@@ -223,6 +229,7 @@ impl Confirmer {
                 continue;
             }
             Counters::bump(&self.shared.counters.full_hash_requests);
+            // The answer and the URL it came from (the first bucket's).
             let from_buckets = if buckets && plan.prefixes.len() * self.lists.len() <= MAX_BUCKET_REQUESTS {
                 match self.fetch_buckets(&plan, versions).await {
                     Ok(answer) => {
@@ -243,7 +250,7 @@ impl Confirmer {
                 None => self.search(&plan, versions).await,
             };
             match result {
-                Ok(answer) => {
+                Ok((answer, url)) => {
                     lock(&self.backoff).on_success();
                     let sorted = prefix::sort_answers(&plan.real, &answer, &self.lists);
                     let duration = Duration::from_secs(answer.answer.cache_duration_s);
@@ -252,7 +259,7 @@ impl Confirmer {
                     drop(answer);
                     Counters::add(&self.shared.counters.ignored_full_hashes, sorted.ignored as u64);
                     let now = self.shared.now();
-                    lock(&self.cache).store(sorted, duration, versions, now, "", &mut answers);
+                    lock(&self.cache).store(sorted, duration, versions, now, &url, &mut answers);
                 }
                 Err(error) => {
                     Counters::bump(&self.shared.counters.full_hash_failures);
@@ -282,14 +289,25 @@ impl Confirmer {
     /// The first failure: a bucket no base URL answered (`404
     /// version_gone`, `503 behind`, transport, a bad answer) or one
     /// without its prefix's result. The caller then asks by `POST`.
-    async fn fetch_buckets(&self, plan: &PlannedRequest, versions: &Versions) -> Result<SearchAnswer, Error> {
+    async fn fetch_buckets(
+        &self,
+        plan: &PlannedRequest,
+        versions: &Versions,
+    ) -> Result<(SearchAnswer, String), Error> {
         let mut tasks = tokio::task::JoinSet::new();
+        // Where the buckets are, for errors that concern no one of them.
+        let mut at = String::new();
         for (index, list) in self.lists.iter().enumerate() {
             let Some(&version) = versions.get(&**list) else {
                 return Err(Error::NotReady {
                     list: list.to_string(),
                 });
             };
+            if at.is_empty()
+                && let Some(base) = self.shared.base_urls.first()
+            {
+                at = format!("{base}{}", routes::list_hashes_base(list, version));
+            }
             for &prefix in &plan.prefixes {
                 let path = routes::list_hashes(list, version, prefix);
                 let shared = Arc::clone(&self.shared);
@@ -300,23 +318,28 @@ impl Confirmer {
         // Dropping the set on the first failure aborts the other GETs.
         while let Some(joined) = tasks.join_next().await {
             let (index, prefix, answer) = joined.map_err(|join| Error::UnexpectedResponse {
-                url: String::new(),
+                url: at.clone(),
                 reason: format!("a full-hash bucket request did not finish: {join}"),
             })?;
             buckets.insert((index, prefix), answer?);
         }
-        prefix::merge_buckets(&plan.prefixes, &self.lists, &buckets).map_err(|reason| {
+        let merged = prefix::merge_buckets(&plan.prefixes, &self.lists, &buckets).map_err(|reason| {
             Error::UnexpectedResponse {
-                url: String::new(),
+                url: at.clone(),
                 reason,
             }
-        })
+        })?;
+        Ok((merged, at))
     }
 
     /// One `POST /v1/hashes:search`, each base URL in turn, asking for
     /// answers at least as new as `versions` (a server behind answers `503`
     /// and the next one is asked).
-    async fn search(&self, plan: &PlannedRequest, versions: &Versions) -> Result<SearchAnswer, Error> {
+    async fn search(
+        &self,
+        plan: &PlannedRequest,
+        versions: &Versions,
+    ) -> Result<(SearchAnswer, String), Error> {
         let request = FullHashSearchRequest {
             prefixes: plan.prefixes.iter().map(ToString::to_string).collect(),
             min_versions: versions.clone(),
@@ -330,7 +353,7 @@ impl Confirmer {
                     .await;
             self.shared.observe_publisher_time(date);
             match result {
-                Ok(response) => return Ok(response),
+                Ok(response) => return Ok((response, url)),
                 Err(error) => {
                     first_error.get_or_insert(error);
                 }

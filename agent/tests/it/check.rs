@@ -260,6 +260,12 @@ async fn malformed_full_hash_responses_are_unverified() {
         assert!(matches!(reason, Error::UnexpectedResponse { .. }), "{reason}");
         assert_eq!(reason.kind(), ErrorKind::BadData);
         assert!(reason.to_string().contains(expected), "{reason}");
+        // The error names the request it is about.
+        let search = format!(
+            "unexpected response from {}/v1/hashes:search: ",
+            fake.base_url.trim_end_matches('/')
+        );
+        assert!(reason.to_string().starts_with(&search), "{reason}");
     }
 }
 
