@@ -1178,8 +1178,11 @@ pub unsafe extern "C" fn blocksieve_session_update_requests(
 /// swapped in whole (Ed25519 signature, body hash, list name, rollback
 /// floor, chain links all checked); anything else leaves the list as it
 /// was. A snapshot already expired at `now_ms` is applied all the same
-/// (verdicts based on it say `stale`). The request is only read; the host
-/// still frees it.
+/// (verdicts based on it say `stale`). A `200` to a snapshot request whose
+/// `ETag` is the one the list's snapshot came with (a server that ignores
+/// `If-None-Match`) is `BLOCKSIEVE_UPDATE_UNCHANGED` without its body being
+/// read: the list keeps the snapshot it verified, whatever that body holds.
+/// The request is only read; the host still frees it.
 ///
 /// `status`: the HTTP status (e.g. 200, 304). `headers`: `headers_len`
 /// name and value pairs (NULL when 0), at least `ETag`; names in any case.
