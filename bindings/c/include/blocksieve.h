@@ -203,6 +203,16 @@ typedef struct blocksieve_config {
     // The wait between background update checks when the publisher gives
     // no hint, in seconds; 0 for the default (10 minutes).
     uint64_t update_interval_seconds;
+    // The longest a full-hash request or list query may take from
+    // connecting to the end of its body (and a snapshot download to
+    // connect), in milliseconds, at most one day; 0 for the default (10
+    // seconds). A check whose confirmation times out answers unverified.
+    uint64_t request_timeout_ms;
+    // The longest one snapshot or delta download may take in total, in
+    // milliseconds, at most one day; 0 for the default (5 minutes): what
+    // `blocksieve_agent_update` waits at most, per list and mirror, for a
+    // publisher that accepts the connection and never answers.
+    uint64_t snapshot_timeout_ms;
 } blocksieve_config;
 
 // The answer of `blocksieve_agent_check` and of a session's checks

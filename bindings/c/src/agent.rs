@@ -24,6 +24,8 @@ pub(crate) struct Settings<'a> {
     pub(crate) cache_dir: Option<&'a str>,
     pub(crate) failure_policy: u32,
     pub(crate) update_interval_seconds: u64,
+    pub(crate) request_timeout_ms: u64,
+    pub(crate) snapshot_timeout_ms: u64,
 }
 
 /// What a `blocksieve_agent` handle owns.
@@ -75,6 +77,12 @@ impl Handle {
         }
         if settings.update_interval_seconds != 0 {
             builder = builder.update_interval(Duration::from_secs(settings.update_interval_seconds));
+        }
+        if settings.request_timeout_ms != 0 {
+            builder = builder.request_timeout(Duration::from_millis(settings.request_timeout_ms));
+        }
+        if settings.snapshot_timeout_ms != 0 {
+            builder = builder.snapshot_timeout(Duration::from_millis(settings.snapshot_timeout_ms));
         }
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)

@@ -592,6 +592,8 @@ pub unsafe extern "C" fn blocksieve_agent_new(
             cache_dir,
             failure_policy: config.failure_policy,
             update_interval_seconds: config.update_interval_seconds,
+            request_timeout_ms: config.request_timeout_ms,
+            snapshot_timeout_ms: config.snapshot_timeout_ms,
         };
         let handle = Box::new(blocksieve_agent {
             inner: Handle::new(&settings)?,

@@ -204,6 +204,16 @@ pub struct blocksieve_config {
     /// The wait between background update checks when the publisher gives
     /// no hint, in seconds; 0 for the default (10 minutes).
     pub update_interval_seconds: u64,
+    /// The longest a full-hash request or list query may take from
+    /// connecting to the end of its body (and a snapshot download to
+    /// connect), in milliseconds, at most one day; 0 for the default (10
+    /// seconds). A check whose confirmation times out answers unverified.
+    pub request_timeout_ms: u64,
+    /// The longest one snapshot or delta download may take in total, in
+    /// milliseconds, at most one day; 0 for the default (5 minutes): what
+    /// `blocksieve_agent_update` waits at most, per list and mirror, for a
+    /// publisher that accepts the connection and never answers.
+    pub snapshot_timeout_ms: u64,
 }
 
 /// An agent: the verified filters of its threat lists, their updates, the

@@ -248,6 +248,8 @@ fn agent_new_rejects_bad_configs_with_a_status() {
         cache_dir: std::ptr::null(),
         failure_policy: BLOCKSIEVE_FAIL_OPEN,
         update_interval_seconds: 0,
+        request_timeout_ms: 0,
+        snapshot_timeout_ms: 0,
     };
     let new = |config: &blocksieve_config| {
         let mut agent = std::ptr::dangling_mut();
@@ -318,6 +320,20 @@ fn agent_new_rejects_bad_configs_with_a_status() {
         ),
         (
             blocksieve_config {
+                snapshot_timeout_ms: 86_400_001,
+                ..good
+            },
+            BLOCKSIEVE_MISCONFIGURED,
+        ),
+        (
+            blocksieve_config {
+                request_timeout_ms: u64::MAX,
+                ..good
+            },
+            BLOCKSIEVE_MISCONFIGURED,
+        ),
+        (
+            blocksieve_config {
                 lists: too_many.as_ptr(),
                 lists_len: too_many.len(),
                 ..good
@@ -363,6 +379,8 @@ fn the_agent_answers_and_is_freed_on_a_thread_running_a_tokio_runtime() {
         cache_dir: std::ptr::null(),
         failure_policy: BLOCKSIEVE_FAIL_OPEN,
         update_interval_seconds: 0,
+        request_timeout_ms: 0,
+        snapshot_timeout_ms: 0,
     };
     let host = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -1326,4 +1344,56 @@ fn a_restore_refuses_bytes_that_do_not_verify_and_misuse() {
     let status = unsafe { blocksieve_saved_free(std::ptr::null_mut()) };
     assert_eq!(status, BLOCKSIEVE_OK);
     free_session(session);
+}
+
+#[test]
+fn an_update_from_a_publisher_that_never_answers_ends_at_the_snapshot_timeout() {
+    // Accepts connections and never answers: only the timeout ends a request.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let base_url = CString::new(format!("http://{}", listener.local_addr().unwrap())).unwrap();
+    let held = std::thread::spawn(move || {
+        let mut connections = Vec::new();
+        listener.set_nonblocking(true).unwrap();
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while std::time::Instant::now() < until && connections.len() < 8 {
+            match listener.accept() {
+                Ok((stream, _)) => connections.push(stream),
+                Err(_) => std::thread::sleep(std::time::Duration::from_millis(10)),
+            }
+        }
+        connections
+    });
+    let key = golden_key();
+    let keys = [key.as_ptr()];
+    let lists = [c"phishing".as_ptr()];
+    let config = blocksieve_config {
+        base_url: base_url.as_ptr(),
+        lists: lists.as_ptr(),
+        lists_len: 1,
+        trusted_keys: keys.as_ptr(),
+        trusted_keys_len: 1,
+        cache_dir: std::ptr::null(),
+        failure_policy: BLOCKSIEVE_FAIL_OPEN,
+        update_interval_seconds: 0,
+        request_timeout_ms: 300,
+        snapshot_timeout_ms: 400,
+    };
+    let mut agent = std::ptr::null_mut();
+    // SAFETY: `config` holds valid strings; `agent` is writable.
+    let status = unsafe { blocksieve_agent_new(&config, &mut agent) };
+    assert_eq!(status, BLOCKSIEVE_OK, "{}", last_error());
+    let started = std::time::Instant::now();
+    // SAFETY: the live handle just created.
+    let status = unsafe { blocksieve_agent_update(agent) };
+    let took = started.elapsed();
+    assert_eq!(status, BLOCKSIEVE_TRANSPORT, "{}", last_error());
+    assert!(last_error().contains("timed out"), "{}", last_error());
+    // The default would be 5 minutes; 400 ms per list, a little slack.
+    assert!(
+        took >= std::time::Duration::from_millis(400) && took < std::time::Duration::from_secs(5),
+        "{took:?}"
+    );
+    // SAFETY: the live handle, freed once.
+    assert_eq!(unsafe { blocksieve_agent_free(agent) }, BLOCKSIEVE_OK);
+    drop(held);
 }
