@@ -97,7 +97,7 @@ pub fn entry_points(data: &[u8]) {
         failure_policy: (data.len() % 3) as u32,
         update_interval_seconds: 0,
         // 0 (the defaults), or past the one-day limit.
-        request_timeout_ms: if data.len() % 5 == 0 { u64::MAX } else { 0 },
+        request_timeout_ms: if data.len().is_multiple_of(5) { u64::MAX } else { 0 },
         snapshot_timeout_ms: 0,
     };
     let mut agent = std::ptr::null_mut();
