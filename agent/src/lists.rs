@@ -74,6 +74,10 @@ struct ListMeta {
     /// hashes be fetched there. `None` for a snapshot restored from the
     /// cache directory until a download or `304` says so.
     buckets_advertised: Option<u64>,
+    /// The newer version a `304`'s signed freshness record named while the
+    /// validator sent was stale ([`update::stale_validator`]): the snapshot
+    /// request that follows must not end on the version held.
+    vouched: Option<u64>,
 }
 
 /// One subscribed list and its current snapshot.
@@ -408,13 +412,14 @@ impl Lists {
                 buckets,
                 freshness,
             } => {
-                if let Some(error) = update::stale_validator(
+                if let Some((vouched, error)) = update::stale_validator(
                     &slot.name,
                     url,
                     &loaded.state,
                     freshness.as_deref(),
                     &self.trusted_keys,
                 ) {
+                    lock(&slot.meta).vouched = Some(vouched);
                     self.delta_fallback(slot, error);
                     return Ok(None);
                 }
@@ -540,9 +545,9 @@ impl Lists {
         let previous = current.as_ref().map(|l| l.state.version());
         // Deltas applied: the base's ETag no longer names the version held.
         let plain_base = current.as_ref().filter(|l| !l.state.has_deltas());
-        let (mut etag, floor) = {
-            let meta = lock(&slot.meta);
-            (plain_base.and(meta.etag.clone()), meta.floor)
+        let (mut etag, floor, mut vouched) = {
+            let mut meta = lock(&slot.meta);
+            (plain_base.and(meta.etag.clone()), meta.floor, meta.vouched.take())
         };
         // At most twice: a 304 that shows the ETag sent stale is asked again
         // without it, and an unconditional request gets no 304.
@@ -562,7 +567,7 @@ impl Lists {
             let fetched = fetched?;
             if let (SnapshotFetch::NotModified { freshness, .. }, Some(loaded), Some(_)) =
                 (&fetched, plain_base, &etag)
-                && let Some(error) = update::stale_validator(
+                && let Some((newer, error)) = update::stale_validator(
                     &slot.name,
                     url,
                     &loaded.state,
@@ -578,6 +583,7 @@ impl Lists {
                     meta.last_delta_error = Some(error);
                 }
                 etag = None;
+                vouched = Some(newer);
                 continue;
             }
             break (fetched, etag);
@@ -618,6 +624,21 @@ impl Lists {
         let (step, bytes) = self
             .take_snapshot_blocking(&slot.name, url, bytes, new_etag.clone(), base, floor)
             .await?;
+        // An answer that is still the version in use while a signed record
+        // (its own, or the stale validator's 304's) vouches for a newer one
+        // is a publisher (or cache) behind, not "unchanged".
+        let vouched = vouched.max(update::vouched_version(
+            &slot.name,
+            freshness.as_deref(),
+            &self.trusted_keys,
+        ));
+        let answered = match &step {
+            SnapshotStep::Held { version, .. } => *version,
+            SnapshotStep::New(state) => state.version(),
+        };
+        if let Some(newer) = vouched.filter(|&v| v > answered && previous == Some(answered)) {
+            return Err(update::served_behind(url, answered, newer));
+        }
         let state = match step {
             SnapshotStep::Held {
                 version,

@@ -265,6 +265,10 @@ struct Slot {
     /// what [`Session::saved`] hands the host to keep.
     snapshot: Option<Arc<[u8]>>,
     chain: Vec<u8>,
+    /// The newer version a `304`'s signed freshness record named while the
+    /// validator sent was stale ([`update::stale_validator`]): the snapshot
+    /// response that follows must not end on the version held.
+    vouched: Option<u64>,
 }
 
 /// The agent's state and decisions, driven by the host's I/O; see the
@@ -373,6 +377,7 @@ impl Session {
                     floor: None,
                     snapshot: None,
                     chain: Vec::new(),
+                    vouched: None,
                 })
                 .collect(),
             trusted_keys: config.trusted_keys,
@@ -565,9 +570,10 @@ impl Session {
         let bytes = match response.status {
             304 => {
                 let freshness = response.header(FRESHNESS_HEADER);
-                if let Some(error) =
+                if let Some((vouched, error)) =
                     update::stale_validator(&list, url, &current, freshness, &self.trusted_keys)
                 {
+                    self.slots[index].vouched = Some(vouched);
                     return Ok(fallback(self, Some(error)));
                 }
                 self.note_freshness(&list, &current, &response);
@@ -615,6 +621,8 @@ impl Session {
         response: HttpResponse,
         now: SystemTime,
     ) -> Result<ListUpdate, Error> {
+        // Set by a stale validator's 304 for the request this answers.
+        let vouched = self.slots[index].vouched.take();
         let slot = &self.slots[index];
         let list = slot.name.clone();
         let current = slot.state.clone();
@@ -624,10 +632,12 @@ impl Session {
         match (response.status, &plain_base) {
             (304, Some(base)) if conditional => {
                 let freshness = response.header(FRESHNESS_HEADER);
-                if let Some(error) = update::stale_validator(&list, url, base, freshness, &self.trusted_keys)
+                if let Some((newer, error)) =
+                    update::stale_validator(&list, url, base, freshness, &self.trusted_keys)
                 {
                     // Forget the validator: the snapshot again, unconditionally.
                     self.slots[index].etag = None;
+                    self.slots[index].vouched = Some(newer);
                     let request = self.snapshot_request(&self.slots[index]);
                     return Ok(ListUpdate::NeedSnapshot {
                         reason: Some(error),
@@ -662,6 +672,21 @@ impl Session {
             &self.limits,
             slot.floor.as_ref(),
         )?;
+        // An answer that is still the version in use while a signed record
+        // (its own, or the stale validator's 304's) vouches for a newer one
+        // is a publisher (or cache) behind, not "unchanged".
+        let vouched = vouched.max(update::vouched_version(
+            &list,
+            response.header(FRESHNESS_HEADER),
+            &self.trusted_keys,
+        ));
+        let answered = match &step {
+            SnapshotStep::Held { version, .. } => *version,
+            SnapshotStep::New(state) => state.version(),
+        };
+        if let Some(newer) = vouched.filter(|&v| v > answered && previous == Some(answered)) {
+            return Err(update::served_behind(url, answered, newer));
+        }
         let state = match step {
             SnapshotStep::Held {
                 version,

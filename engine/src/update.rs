@@ -169,27 +169,58 @@ pub fn take_snapshot(
 /// validator names another snapshot than the one held (an `ETag` taken for
 /// the same body from a mirror or a bad response, a cache keyed wrongly).
 /// Taking the `304` would keep the list on the older version, missing what
-/// the newer one adds, until the `ETag` changed again. Returns the error to
-/// report; the caller forgets the validator and asks again without it, in
-/// the same round. A record that does not verify, names another list, or
-/// names the held or an older version changes nothing.
+/// the newer one adds, until the `ETag` changed again. Returns the version
+/// vouched for and the error to report; the caller forgets the validator
+/// and asks again without it, in the same round (and if that answer is
+/// still the snapshot held, reports [`served_behind`]). A record that does
+/// not verify, names another list, or names the held or an older version
+/// changes nothing.
 pub fn stale_validator(
     list: &str,
     url: &str,
     held: &ListState,
     freshness: Option<&str>,
     trusted_keys: &[TrustedKey],
-) -> Option<Error> {
-    let record = delta::read_freshness(list, freshness?, trusted_keys).ok()?;
-    (record.version > held.version()).then(|| Error::UnexpectedResponse {
+) -> Option<(u64, Error)> {
+    let vouched = vouched_version(list, freshness, trusted_keys)?;
+    (vouched > held.version()).then(|| {
+        let error = Error::UnexpectedResponse {
+            url: url.to_owned(),
+            reason: format!(
+                "304 Not Modified while its signed freshness record names version {}, newer than version {} in use: \
+                 the validator sent names another snapshot",
+                vouched,
+                held.version()
+            ),
+        };
+        (vouched, error)
+    })
+}
+
+/// The version a response's freshness record (the `X-Blocksieve-Freshness`
+/// value in `freshness`) vouches is `list`'s current one, if the record
+/// verifies against `trusted_keys` and names `list`.
+pub fn vouched_version(list: &str, freshness: Option<&str>, trusted_keys: &[TrustedKey]) -> Option<u64> {
+    delta::read_freshness(list, freshness?, trusted_keys)
+        .ok()
+        .map(|record| record.version)
+}
+
+/// The error of a snapshot response that is still the snapshot `held`
+/// while a signed freshness record — its own, or that of the `304`
+/// ([`stale_validator`]) it was asked again after — vouches for the newer
+/// version `vouched`: the publisher, or a cache in front of it, serves an
+/// older snapshot than the one it says is current. The list keeps its
+/// state, and the round counts as failed (the status shows the list
+/// behind), rather than as unchanged.
+pub fn served_behind(url: &str, held: u64, vouched: u64) -> Error {
+    Error::UnexpectedResponse {
         url: url.to_owned(),
         reason: format!(
-            "304 Not Modified while its signed freshness record names version {}, newer than version {} in use: \
-             the validator sent names another snapshot",
-            record.version,
-            held.version()
+            "serves version {held} (the snapshot in use) while its signed freshness record names version {vouched}: \
+             the publisher or a cache in front of it is behind"
         ),
-    })
+    }
 }
 
 /// A list as [`restore`] finds it in the bytes kept for it.

@@ -196,6 +196,64 @@ async fn a_304_whose_freshness_record_names_a_newer_version_is_asked_again_witho
     ));
 }
 
+/// As above, but what answers the request without the ETag (a cache in
+/// front) is still the snapshot in use while the 304 vouched for a newer
+/// one: the round fails, showing the list behind, rather than reporting it
+/// unchanged; the list keeps answering, and the next round asks without
+/// the ETag at once.
+#[tokio::test]
+async fn a_snapshot_still_behind_the_version_a_304_vouches_for_fails_the_round() {
+    let fake = FakePublisher::start().await;
+    let v2 = Snap::new("malware", 2, &["evil.example/"]).encode();
+    let v3 = Snap::new("malware", 3, &["evil.example/", "worse.example/"]).encode();
+    fake.list_expressions("malware", &["evil.example/"]);
+    let agent = fake.agent(&["malware"]);
+    fake.serve("malware", Served::WithEtag(v2.clone(), "\"v2\"".into()));
+    agent.update().await.unwrap();
+    fake.serve("malware", Served::WithEtag(v2, "\"v3\"".into()));
+    agent.update().await.unwrap();
+    let record = freshness("malware", end_of(&v3), unix_now() + 3600, &publisher_key());
+    fake.set_freshness("malware", Some(record));
+
+    let before = fake.requests().len();
+    let report = agent.update().await.unwrap();
+
+    let Some(ListUpdate::Failed { error, kept_version }) = report.get("malware") else {
+        panic!("{report:?}");
+    };
+    assert_eq!(*kept_version, Some(2));
+    assert_eq!(error.kind(), ErrorKind::BadData);
+    assert!(
+        error.to_string().contains(
+            "serves version 2 (the snapshot in use) while its signed freshness record names version 3"
+        ),
+        "{error}"
+    );
+    let sent: Vec<_> = fake.requests()[before..]
+        .iter()
+        .map(|r| r.if_none_match.clone())
+        .collect();
+    assert_eq!(sent, [Some("\"v3\"".to_owned()), None]);
+    let status = agent.status();
+    let list = status.list("malware").unwrap();
+    assert_eq!(list.consecutive_failures, 1);
+    assert!(list.last_error.is_some());
+    assert!(agent.check_url(LISTED).await.unwrap().is_unsafe());
+
+    // One download per round, no loop: the next round asks without the ETag.
+    let before = fake.requests().len();
+    let report = agent.update().await.unwrap();
+    assert!(
+        matches!(report.get("malware"), Some(ListUpdate::Failed { .. })),
+        "{report:?}"
+    );
+    let sent: Vec<_> = fake.requests()[before..]
+        .iter()
+        .map(|r| r.if_none_match.clone())
+        .collect();
+    assert_eq!(sent, [None]);
+}
+
 #[tokio::test]
 async fn newer_snapshot_replaces_the_filter() {
     let fake = FakePublisher::start().await;

@@ -259,6 +259,61 @@ fn a_304_whose_freshness_record_names_a_newer_version_asks_for_the_snapshot_agai
     assert_eq!(session.stats().updates_failed, 0);
 }
 
+/// The snapshot asked for again after a stale validator, or any snapshot
+/// whose own signed record vouches for a newer version, that is still the
+/// version held: the publisher (or a cache) is behind. The round fails
+/// with the list kept, rather than reporting it unchanged.
+#[test]
+fn a_snapshot_still_behind_the_version_vouched_for_fails_the_round() {
+    let newer = crate::delta::tests::freshness_header("malware", 2, true);
+    let (mut session, _) = loaded(config());
+    let [deltas] = session.update_requests().try_into().expect("one request");
+    let update =
+        session.handle_update_response(&deltas, status(304, &[(FRESHNESS_HEADER, &newer)]), at(NOW + 60));
+    let Ok(ListUpdate::NeedSnapshot { request, .. }) = update else {
+        panic!("{update:?}");
+    };
+    let update =
+        session.handle_update_response(&request, status(304, &[(FRESHNESS_HEADER, &newer)]), at(NOW + 60));
+    let Ok(ListUpdate::NeedSnapshot { request: again, .. }) = update else {
+        panic!("{update:?}");
+    };
+    // Version 1 again, without a record of its own.
+    let update = session.handle_update_response(&again, ok(snapshot(1), &[("etag", "\"v2\"")]), at(NOW + 60));
+    let Err(Error::UnexpectedResponse { reason, .. }) = &update else {
+        panic!("{update:?}");
+    };
+    assert!(
+        reason.contains(
+            "serves version 1 (the snapshot in use) while its signed freshness record names version 2"
+        ),
+        "{reason}"
+    );
+    assert_eq!(session.version("malware"), Some(1));
+    assert_eq!(session.stats().updates_failed, 1);
+    // Its ETag was not taken: the next snapshot request is unconditional.
+    let [next] = session.update_requests().try_into().expect("one request");
+    let update = session.handle_update_response(&next, status(410, &[]), at(NOW + 60));
+    let Ok(ListUpdate::NeedSnapshot { request, .. }) = update else {
+        panic!("{update:?}");
+    };
+    assert_eq!(request.kind, RequestKind::Snapshot { conditional: false });
+    // A snapshot whose own record vouches for a newer version: behind too.
+    let update = session.handle_update_response(
+        &request,
+        ok(snapshot(1), &[(FRESHNESS_HEADER, &newer)]),
+        at(NOW + 60),
+    );
+    assert!(
+        matches!(update, Err(Error::UnexpectedResponse { .. })),
+        "{update:?}"
+    );
+    assert_eq!(session.stats().updates_failed, 2);
+    // Without one, the same snapshot is the one held: unchanged.
+    let update = session.handle_update_response(&request, ok(snapshot(1), &[]), at(NOW + 60));
+    assert_eq!(update, Ok(ListUpdate::Unchanged { version: 1 }));
+}
+
 #[test]
 fn a_delta_chain_is_applied_whole_and_its_additions_are_found() {
     let (mut session, _) = loaded(config());

@@ -201,7 +201,7 @@ fn a_304_is_a_stale_validator_only_when_its_signed_record_names_a_newer_version(
     let stale = |header: Option<&str>| stale_validator("malware", url, &state, header, &keys());
 
     let newer = freshness_header("malware", 3, true);
-    let Some(Error::UnexpectedResponse { url: at, reason }) = stale(Some(&newer)) else {
+    let Some((3, Error::UnexpectedResponse { url: at, reason })) = stale(Some(&newer)) else {
         panic!("a trusted record naming version 3 over version 2 is a stale validator");
     };
     assert_eq!(at, url);
