@@ -25,7 +25,6 @@ use crate::Error;
 use crate::config::Settings;
 use crate::engine::accept::{AcceptedSnapshot, ListRecord, VersionFloor};
 use crate::engine::delta::{self, ListState, UpdateRequest};
-use crate::engine::lookup::{self, LocalLookup, UrlHashes};
 use crate::engine::update::{self, ChainStep, PlainBase, SnapshotStep};
 use crate::http::{self, SnapshotFetch, UpdatesFetch};
 use crate::shared::{Shared, lock};
@@ -33,6 +32,8 @@ use crate::stats::Counters;
 use crate::status::{ListStatus, SnapshotSource};
 use crate::store::Store;
 use crate::update::ListUpdate;
+
+mod probe;
 
 /// A list's state in use. The only way in is a [`ListState`], built on an
 /// [`AcceptedSnapshot`] and verified deltas: nothing unverified can be
@@ -836,71 +837,5 @@ impl Lists {
         tracing::warn!(list = %slot.name, %error, "cannot persist snapshot");
         Counters::bump(&self.shared.counters.persist_failures);
         lock(&slot.meta).last_storage_error = Some(error);
-    }
-
-    /// Hashes `url`'s expressions and probes every list's current state
-    /// with them ([`Agent::lookup_local`](crate::Agent::lookup_local)).
-    /// With one list (the usual case), on x86/x86_64, each hash's filter
-    /// slots start loading as soon as it is computed
-    /// ([`PrefixFilter::prefetch`](blocksieve_format::PrefixFilter::prefetch)),
-    /// so those reads (cache misses, once a filter outgrows the caches)
-    /// overlap the hashing of the next expressions instead of all waiting
-    /// after the last one.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidUrl`] when the URL names no host, then
-    /// [`Error::NotReady`] when a list has no snapshot yet.
-    pub(crate) fn lookup_local(&self, url: &str, now: SystemTime) -> Result<LocalLookup, Error> {
-        let mut hashes = UrlHashes::default();
-        if let [slot] = self.slots.as_slice() {
-            let current = slot.current.load();
-            if let Some(loaded) = current.as_ref() {
-                hashes.set_then(url, |hash| loaded.state.prefetch(hash))?;
-                let snapshot = std::iter::once((&slot.name, &loaded.state));
-                return Ok(lookup::probe(&hashes, snapshot, now));
-            }
-        }
-        hashes.set(url)?;
-        self.probe(&hashes, now)
-    }
-
-    /// Probes every list's current state (base filter and additions).
-    ///
-    /// # Errors
-    ///
-    /// [`Error::NotReady`] when a list has no snapshot yet.
-    pub(crate) fn probe(&self, hashes: &UrlHashes<'_>, now: SystemTime) -> Result<LocalLookup, Error> {
-        // Guards, not `load_full`: cloning the `Arc` writes its shared
-        // reference count on every check, a cache line that concurrent
-        // checkers on other cores then fight over (`bench/`, row 5).
-        if let [slot] = self.slots.as_slice() {
-            // One list, the usual case: no allocation for the guards.
-            let current = slot.current.load();
-            let Some(loaded) = current.as_ref() else {
-                return Err(Error::NotReady {
-                    list: slot.name.to_string(),
-                });
-            };
-            let snapshot = std::iter::once((&slot.name, &loaded.state));
-            return Ok(lookup::probe(hashes, snapshot, now));
-        }
-        let mut loaded = Vec::with_capacity(self.slots.len());
-        for slot in &self.slots {
-            let current = slot.current.load();
-            if current.is_none() {
-                return Err(Error::NotReady {
-                    list: slot.name.to_string(),
-                });
-            }
-            loaded.push((&slot.name, current));
-        }
-        Ok(lookup::probe(
-            hashes,
-            loaded
-                .iter()
-                .filter_map(|(name, l)| l.as_ref().map(|l| (*name, &l.state))),
-            now,
-        ))
     }
 }

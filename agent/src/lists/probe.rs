@@ -1,0 +1,77 @@
+//! The read path of [`Lists`]: a URL's hashes probed against every list's
+//! current state, with no lock and no allocation for one list. The update
+//! path (downloads, verification, the swap) is the parent module.
+
+use std::time::SystemTime;
+
+use super::Lists;
+use crate::Error;
+use crate::engine::lookup::{self, LocalLookup, UrlHashes};
+
+impl Lists {
+    /// Hashes `url`'s expressions and probes every list's current state
+    /// with them ([`Agent::lookup_local`](crate::Agent::lookup_local)).
+    /// With one list (the usual case), on x86/x86_64, each hash's filter
+    /// slots start loading as soon as it is computed
+    /// ([`PrefixFilter::prefetch`](blocksieve_format::PrefixFilter::prefetch)),
+    /// so those reads (cache misses, once a filter outgrows the caches)
+    /// overlap the hashing of the next expressions instead of all waiting
+    /// after the last one.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidUrl`] when the URL names no host, then
+    /// [`Error::NotReady`] when a list has no snapshot yet.
+    pub(crate) fn lookup_local(&self, url: &str, now: SystemTime) -> Result<LocalLookup, Error> {
+        let mut hashes = UrlHashes::default();
+        if let [slot] = self.slots.as_slice() {
+            let current = slot.current.load();
+            if let Some(loaded) = current.as_ref() {
+                hashes.set_then(url, |hash| loaded.state.prefetch(hash))?;
+                let snapshot = std::iter::once((&slot.name, &loaded.state));
+                return Ok(lookup::probe(&hashes, snapshot, now));
+            }
+        }
+        hashes.set(url)?;
+        self.probe(&hashes, now)
+    }
+
+    /// Probes every list's current state (base filter and additions).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotReady`] when a list has no snapshot yet.
+    pub(crate) fn probe(&self, hashes: &UrlHashes<'_>, now: SystemTime) -> Result<LocalLookup, Error> {
+        // Guards, not `load_full`: cloning the `Arc` writes its shared
+        // reference count on every check, a cache line that concurrent
+        // checkers on other cores then fight over (`bench/`, row 5).
+        if let [slot] = self.slots.as_slice() {
+            // One list, the usual case: no allocation for the guards.
+            let current = slot.current.load();
+            let Some(loaded) = current.as_ref() else {
+                return Err(Error::NotReady {
+                    list: slot.name.to_string(),
+                });
+            };
+            let snapshot = std::iter::once((&slot.name, &loaded.state));
+            return Ok(lookup::probe(hashes, snapshot, now));
+        }
+        let mut loaded = Vec::with_capacity(self.slots.len());
+        for slot in &self.slots {
+            let current = slot.current.load();
+            if current.is_none() {
+                return Err(Error::NotReady {
+                    list: slot.name.to_string(),
+                });
+            }
+            loaded.push((&slot.name, current));
+        }
+        Ok(lookup::probe(
+            hashes,
+            loaded
+                .iter()
+                .filter_map(|(name, l)| l.as_ref().map(|l| (*name, &l.state))),
+            now,
+        ))
+    }
+}
