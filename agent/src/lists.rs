@@ -625,21 +625,15 @@ impl Lists {
         let (step, bytes) = self
             .take_snapshot_blocking(&slot.name, url, bytes, new_etag.clone(), base, floor)
             .await?;
-        // An answer that is still the version in use while a signed record
-        // (its own, or the stale validator's 304's) vouches for a newer one
-        // is a publisher (or cache) behind, not "unchanged".
-        let vouched = vouched.max(update::vouched_version(
+        update::check_not_behind(
             &slot.name,
+            url,
+            &step,
+            previous,
+            vouched,
             freshness.as_deref(),
             &self.trusted_keys,
-        ));
-        let answered = match &step {
-            SnapshotStep::Held { version, .. } => *version,
-            SnapshotStep::New(state) => state.version(),
-        };
-        if let Some(newer) = vouched.filter(|&v| v > answered && previous == Some(answered)) {
-            return Err(update::served_behind(url, answered, newer));
-        }
+        )?;
         let state = match step {
             SnapshotStep::Held {
                 version,

@@ -672,21 +672,15 @@ impl Session {
             &self.limits,
             slot.floor.as_ref(),
         )?;
-        // An answer that is still the version in use while a signed record
-        // (its own, or the stale validator's 304's) vouches for a newer one
-        // is a publisher (or cache) behind, not "unchanged".
-        let vouched = vouched.max(update::vouched_version(
+        update::check_not_behind(
             &list,
+            url,
+            &step,
+            previous,
+            vouched,
             response.header(FRESHNESS_HEADER),
             &self.trusted_keys,
-        ));
-        let answered = match &step {
-            SnapshotStep::Held { version, .. } => *version,
-            SnapshotStep::New(state) => state.version(),
-        };
-        if let Some(newer) = vouched.filter(|&v| v > answered && previous == Some(answered)) {
-            return Err(update::served_behind(url, answered, newer));
-        }
+        )?;
         let state = match step {
             SnapshotStep::Held {
                 version,

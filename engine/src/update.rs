@@ -16,7 +16,9 @@
 //!   verified ([`accept::accept`]: signature, limits, list name, rollback
 //!   floor) as the new base;
 //! * [`stale_validator`]: whether a `304` cannot mean "what you hold is
-//!   current", its signed freshness record naming a newer version.
+//!   current", its signed freshness record naming a newer version, and
+//!   [`check_not_behind`]: whether a snapshot answer is older than such a
+//!   record says is current.
 //!
 //! And at start, [`restore`]: what the bytes a host kept (the snapshot, the
 //! chain applied since, the [`ListRecord`]) give back — the agent's cache
@@ -172,7 +174,7 @@ pub fn take_snapshot(
 /// the newer one adds, until the `ETag` changed again. Returns the version
 /// vouched for and the error to report; the caller forgets the validator
 /// and asks again without it, in the same round (and if that answer is
-/// still the snapshot held, reports [`served_behind`]). A record that does
+/// still the snapshot held, [`check_not_behind`] fails the round). A record that does
 /// not verify, names another list, or names the held or an older version
 /// changes nothing.
 pub fn stale_validator(
@@ -200,26 +202,48 @@ pub fn stale_validator(
 /// The version a response's freshness record (the `X-Blocksieve-Freshness`
 /// value in `freshness`) vouches is `list`'s current one, if the record
 /// verifies against `trusted_keys` and names `list`.
-pub fn vouched_version(list: &str, freshness: Option<&str>, trusted_keys: &[TrustedKey]) -> Option<u64> {
+fn vouched_version(list: &str, freshness: Option<&str>, trusted_keys: &[TrustedKey]) -> Option<u64> {
     delta::read_freshness(list, freshness?, trusted_keys)
         .ok()
         .map(|record| record.version)
 }
 
-/// The error of a snapshot response that is still the snapshot `held`
-/// while a signed freshness record — its own, or that of the `304`
-/// ([`stale_validator`]) it was asked again after — vouches for the newer
-/// version `vouched`: the publisher, or a cache in front of it, serves an
-/// older snapshot than the one it says is current. The list keeps its
-/// state, and the round counts as failed (the status shows the list
-/// behind), rather than as unchanged.
-pub fn served_behind(url: &str, held: u64, vouched: u64) -> Error {
-    Error::UnexpectedResponse {
-        url: url.to_owned(),
-        reason: format!(
-            "serves version {held} (the snapshot in use) while its signed freshness record names version {vouched}: \
-             the publisher or a cache in front of it is behind"
-        ),
+/// Checks that a `200` answer to the snapshot route, read into `step`, is
+/// not behind: still the version in use (`previous`) while a signed
+/// freshness record — the answer's own (`freshness`), or that of the
+/// `304` it was asked again after ([`stale_validator`]'s version,
+/// `vouched`) — names a newer one. The publisher, or a cache in front of
+/// it, then serves an older snapshot than the one it says is current: the
+/// round fails with the list kept (its status shows the list behind),
+/// rather than reporting it unchanged. A newer snapshot that is still
+/// older than the record is progress, and passes.
+///
+/// # Errors
+///
+/// [`Error::UnexpectedResponse`] naming both versions.
+pub fn check_not_behind(
+    list: &str,
+    url: &str,
+    step: &SnapshotStep,
+    previous: Option<u64>,
+    vouched: Option<u64>,
+    freshness: Option<&str>,
+    trusted_keys: &[TrustedKey],
+) -> Result<(), Error> {
+    let answered = match step {
+        SnapshotStep::Held { version, .. } => *version,
+        SnapshotStep::New(state) => state.version(),
+    };
+    let vouched = vouched.max(vouched_version(list, freshness, trusted_keys));
+    match vouched {
+        Some(newer) if newer > answered && previous == Some(answered) => Err(Error::UnexpectedResponse {
+            url: url.to_owned(),
+            reason: format!(
+                "serves version {answered} (the snapshot in use) while its signed freshness record names version \
+                 {newer}: the publisher or a cache in front of it is behind"
+            ),
+        }),
+        _ => Ok(()),
     }
 }
 
