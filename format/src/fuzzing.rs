@@ -66,7 +66,10 @@ pub fn check_canonicalize(data: &[u8]) {
 ///    canonicalizing and then [`CanonicalUrl::full_hashes_into`], after what
 ///    `out` held, or fails with the same error and appends nothing;
 /// 6. [`HashedUrl`](crate::HashedUrl) gives the same expression strings and
-///    full hashes as the canonical URL's expressions, or the same error.
+///    full hashes as the canonical URL's expressions, or the same error;
+/// 7. [`canonicalize_form`](crate::canonicalize_form) gives the same host,
+///    host kind, path, query and most specific expression, or the same
+///    error.
 ///
 /// # Errors
 ///
@@ -83,6 +86,7 @@ pub fn check_invariants(data: &[u8]) -> Result<(), String> {
     let mut hashes = vec![FullHash([0xa5; 32])];
     let direct = crate::full_hashes(data, &mut hashes);
     let hashed = crate::HashedUrl::of(data);
+    check_form(data, &result)?;
     let Ok(url) = result else {
         if let Ok(h) = hashed {
             return Err(format!(
@@ -122,6 +126,28 @@ pub fn check_invariants(data: &[u8]) -> Result<(), String> {
         }
     }
     check_url(&url)
+}
+
+/// Invariant 7 of [`check_invariants`].
+fn check_form(data: &[u8], canonicalized: &Result<CanonicalUrl, crate::CanonError>) -> Result<(), String> {
+    let form = crate::canonicalize_form(data);
+    let agrees = match (&form, canonicalized) {
+        (Err(a), Err(b)) => a == b,
+        (Ok(f), Ok(u)) => {
+            f.host() == u.host().as_bytes()
+                && f.host_kind() == u.host_kind()
+                && f.path() == u.path().as_bytes()
+                && f.query() == u.query().map(str::as_bytes)
+                && f.most_specific_expression() == u.most_specific_expression().as_bytes()
+        }
+        _ => false,
+    };
+    if !agrees {
+        return Err(format!(
+            "canonicalize_form gives {form:?}, canonicalize {canonicalized:?}"
+        ));
+    }
+    Ok(())
 }
 
 /// Checks invariants 1, 2 and 4 of [`check_invariants`] on one canonical URL.

@@ -37,8 +37,8 @@ mod zstd_frame;
 
 pub use api::RequestPrefix;
 pub use canon::{
-    CanonError, CanonicalUrl, Expression, Expressions, HashedUrl, HostKind, MAX_EXPRESSIONS, MAX_URL_BYTES,
-    canonicalize, full_hashes,
+    AsWrittenUrl, CanonError, CanonicalForm, CanonicalUrl, Expression, Expressions, HashedUrl, HostKind,
+    MAX_EXPRESSIONS, MAX_URL_BYTES, canonicalize, canonicalize_form, full_hashes,
 };
 pub use delta::{
     DELTA_CONTEXT, DELTA_MAGIC, DELTA_VERSION, DeltaEnd, DeltaError, DeltaHeader, DeltaParams,

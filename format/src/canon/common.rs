@@ -10,7 +10,14 @@ use crate::scan;
 
 /// [`common_case`] as a [`CanonicalUrl`].
 pub(super) fn canonicalize_common(input: &[u8]) -> Option<CanonicalUrl> {
-    match common_case(input)? {
+    into_url(input, common_case(input)?)
+}
+
+/// What [`common_case`] found in `input`, as a [`CanonicalUrl`]; `None`
+/// only if the input is not UTF-8 where it was found canonical (it cannot
+/// be: every byte there is printable ASCII).
+pub(super) fn into_url(input: &[u8], common: Common) -> Option<CanonicalUrl> {
+    match common {
         Common::Built(url) => Some(url),
         Common::AsWritten {
             end,

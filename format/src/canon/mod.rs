@@ -199,6 +199,7 @@
 mod common;
 mod escape;
 mod expressions;
+mod form;
 mod hashed;
 mod hashing;
 mod host;
@@ -210,6 +211,7 @@ use common::canonicalize_common;
 
 pub(crate) use common::{canonical_as_written, takes_common_case};
 pub use expressions::{Expression, Expressions};
+pub use form::{AsWrittenUrl, CanonicalForm, canonicalize_form};
 pub use hashed::HashedUrl;
 pub use hashing::full_hashes;
 pub(crate) use steps::canonicalize_by_steps;

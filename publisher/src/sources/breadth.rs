@@ -2,19 +2,20 @@
 //! suffix, and entries on a loopback or unspecified address (see the
 //! module docs of `sources`).
 
-use blocksieve_format::{CanonicalUrl, HostKind};
+use blocksieve_format::{CanonicalForm, HostKind};
 
 use super::outcome::reason;
 
 /// Why an entry is refused even though it parses: it would block too much.
 /// `host_wide` says whether it publishes `host/` (see the module docs).
-pub(super) fn too_broad(host: &str, kind: HostKind, host_wide: bool) -> Option<&'static str> {
+pub(super) fn too_broad(host: &[u8], kind: HostKind, host_wide: bool) -> Option<&'static str> {
     match kind {
-        HostKind::Ipv4 => (host == "0.0.0.0" || host.starts_with("127.")).then_some(reason::LOOPBACK),
+        HostKind::Ipv4 => (host == b"0.0.0.0" || host.starts_with(b"127.")).then_some(reason::LOOPBACK),
         HostKind::Ipv6 => {
             let address = host
-                .strip_prefix('[')
-                .and_then(|h| h.strip_suffix(']'))
+                .strip_prefix(b"[")
+                .and_then(|h| h.strip_suffix(b"]"))
+                .and_then(|h| std::str::from_utf8(h).ok())
                 .and_then(|h| h.parse::<std::net::Ipv6Addr>().ok());
             address
                 .is_some_and(|a| {
@@ -32,18 +33,18 @@ pub(super) fn too_broad(host: &str, kind: HostKind, host_wide: bool) -> Option<&
 
 /// Why a host-wide entry on `host` would cover a whole registry, if it
 /// would: the host has no registrable domain by the Public Suffix List.
-fn public_suffix(host: &str) -> Option<&'static str> {
-    if psl::domain_str(host).is_some() {
+fn public_suffix(host: &[u8]) -> Option<&'static str> {
+    if psl::domain(host).is_some() {
         return None;
     }
-    Some(match psl::suffix(host.as_bytes()) {
+    Some(match psl::suffix(host) {
         Some(s) if s.is_known() && s.typ() == Some(psl::Type::Private) => reason::PUBLIC_SUFFIX_PRIVATE,
         Some(s) if s.is_known() => reason::PUBLIC_SUFFIX_ICANN,
         // Not on the list: only the default rule `*` (the last label is a
         // suffix) leaves no registrable domain, so the host is one label.
         _ if host
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') =>
+            .iter()
+            .all(|&b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') =>
         {
             reason::SINGLE_LABEL
         }
@@ -52,8 +53,8 @@ fn public_suffix(host: &str) -> Option<&'static str> {
 }
 
 /// Whether `url` publishes a host-wide expression: path `/`, no query.
-pub(super) fn is_host_wide(url: &CanonicalUrl) -> bool {
-    url.path() == "/" && url.query().is_none_or(str::is_empty)
+pub(super) fn is_host_wide(url: &CanonicalForm<'_>) -> bool {
+    url.path() == b"/" && url.query().is_none_or(<[u8]>::is_empty)
 }
 
 #[cfg(test)]

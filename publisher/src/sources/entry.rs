@@ -1,22 +1,22 @@
 //! What an entry stands for: a URL's canonical forms, an expression to
 //! hash, or a full hash given as is; and one reading of an entry.
 
-use blocksieve_format::{CanonicalUrl, FullHash};
+use blocksieve_format::{CanonicalForm, FullHash};
 
 use super::outcome::Reading;
 use super::sink::EntrySink;
 
 /// What an entry stands for.
-pub(super) enum Entry {
+pub(super) enum Entry<'a> {
     /// A URL: one expression, or two for a line with `&amp;`.
-    Url(UrlEntry),
+    Url(UrlEntry<'a>),
     /// An expression to hash.
     Expression(String),
     /// A full hash given as is.
     Hash(FullHash),
 }
 
-impl Entry {
+impl Entry<'_> {
     pub(super) fn emit(&self, sink: &mut impl EntrySink) {
         match self {
             Entry::Url(u) => u.emit(sink),
@@ -29,7 +29,7 @@ impl Entry {
 /// One reading of an entry: the text read and what it stands for.
 pub(super) struct Read<'a> {
     pub(super) text: &'a [u8],
-    pub(super) entry: Entry,
+    pub(super) entry: Entry<'a>,
 }
 
 impl Read<'_> {
@@ -52,29 +52,35 @@ impl Read<'_> {
 }
 
 /// The canonical URLs a URL entry stands for (see
-/// [`url_expressions`](super::url_expressions)); the
-/// expressions are slices of them, so no string is copied per entry.
-pub(super) struct UrlEntry {
-    pub(super) first: CanonicalUrl,
+/// [`url_expressions`](super::url_expressions)); the expressions are slices
+/// of them, and of the line itself when it is canonical as written (most
+/// are), so no string is copied per entry.
+pub(super) struct UrlEntry<'a> {
+    pub(super) first: CanonicalForm<'a>,
     /// The line as written, when it differs from its `&amp;`-decoded form.
-    pub(super) second: Option<CanonicalUrl>,
+    pub(super) second: Option<CanonicalForm<'a>>,
 }
 
-impl UrlEntry {
+impl UrlEntry<'_> {
     pub(super) fn emit(&self, sink: &mut impl EntrySink) {
         for url in std::iter::once(&self.first).chain(&self.second) {
-            sink.expression(url.most_specific_expression().as_bytes());
+            sink.expression(url.most_specific_expression());
         }
     }
 
     pub(super) fn to_strings(&self) -> Vec<String> {
         std::iter::once(&self.first)
             .chain(&self.second)
-            .map(|u| most_specific(u).to_owned())
+            .map(most_specific)
             .collect()
     }
 }
 
-pub(super) fn most_specific(url: &CanonicalUrl) -> &str {
-    url.most_specific_expression()
+/// The most specific expression of `url`, as a string.
+pub(super) fn most_specific(url: &CanonicalForm<'_>) -> String {
+    match url {
+        CanonicalForm::Built(url) => url.most_specific_expression().to_owned(),
+        // Printable ASCII (canonical as written), so never lossy.
+        CanonicalForm::AsWritten(_) => String::from_utf8_lossy(url.most_specific_expression()).into_owned(),
+    }
 }

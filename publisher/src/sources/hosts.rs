@@ -68,7 +68,7 @@ fn domain_entry(name: &[u8]) -> Result<String, &'static str> {
         return Err(reason::NOT_A_HOST_NAME);
     }
     let url = canonicalize(name).map_err(domain_error)?;
-    if let Some(reason) = too_broad(url.host(), url.host_kind(), true) {
+    if let Some(reason) = too_broad(url.host().as_bytes(), url.host_kind(), true) {
         return Err(reason);
     }
     Ok(format!("{}/", url.host()))

@@ -1,7 +1,7 @@
 //! What a URL entry stands for: its most specific expression (and that of
 //! the line as written, for a URL written with `&amp;`).
 
-use blocksieve_format::{CanonError, CanonicalUrl, canonicalize};
+use blocksieve_format::{CanonError, CanonicalForm, canonicalize, canonicalize_form};
 
 use super::breadth::{is_host_wide, too_broad};
 use super::entry::{Entry, Read, UrlEntry, most_specific};
@@ -9,10 +9,19 @@ use super::outcome::reason;
 use super::visit::Visit;
 
 /// A URL canonicalized, checked to have an expression and not to block too
-/// much.
-fn url_canonical(line: &[u8]) -> Result<CanonicalUrl, &'static str> {
-    let line = strip_doubled_scheme(line);
-    let url = canonicalize(line).map_err(url_error)?;
+/// much: borrowed from `line` when the line is canonical as written.
+fn url_canonical(line: &[u8]) -> Result<CanonicalForm<'_>, &'static str> {
+    let url = canonicalize_form(strip_doubled_scheme(line)).map_err(url_error)?;
+    not_too_broad(url)
+}
+
+/// [`url_canonical`] of a line made here (`&amp;` decoded), owned.
+fn url_canonical_owned(line: &[u8]) -> Result<CanonicalForm<'static>, &'static str> {
+    let url = canonicalize(strip_doubled_scheme(line)).map_err(url_error)?;
+    not_too_broad(CanonicalForm::Built(url))
+}
+
+fn not_too_broad(url: CanonicalForm<'_>) -> Result<CanonicalForm<'_>, &'static str> {
     if let Some(reason) = too_broad(url.host(), url.host_kind(), is_host_wide(&url)) {
         return Err(reason);
     }
@@ -31,7 +40,7 @@ fn contains_amp_entity(line: &[u8]) -> bool {
     memchr::memchr_iter(b'&', line).any(|at| line.get(at..).is_some_and(|rest| rest.starts_with(b"&amp;")))
 }
 
-pub(super) fn url_entry(line: &[u8]) -> Result<UrlEntry, &'static str> {
+pub(super) fn url_entry(line: &[u8]) -> Result<UrlEntry<'_>, &'static str> {
     let written = url_canonical(line)?;
     if !contains_amp_entity(line) {
         return Ok(UrlEntry {
@@ -39,18 +48,20 @@ pub(super) fn url_entry(line: &[u8]) -> Result<UrlEntry, &'static str> {
             second: None,
         });
     }
-    let decoded = url_canonical(&replace_all(line, b"&amp;", b"&"))?;
-    Ok(if most_specific(&decoded) == most_specific(&written) {
-        UrlEntry {
-            first: written,
-            second: None,
-        }
-    } else {
-        UrlEntry {
-            first: decoded,
-            second: Some(written),
-        }
-    })
+    let decoded = url_canonical_owned(&replace_all(line, b"&amp;", b"&"))?;
+    Ok(
+        if decoded.most_specific_expression() == written.most_specific_expression() {
+            UrlEntry {
+                first: written,
+                second: None,
+            }
+        } else {
+            UrlEntry {
+                first: decoded,
+                second: Some(written),
+            }
+        },
+    )
 }
 
 /// The expression a URL entry stands for: its most specific expression.
@@ -62,7 +73,7 @@ pub(super) fn url_entry(line: &[u8]) -> Result<UrlEntry, &'static str> {
 /// or would block too much.
 pub fn url_expression(line: &[u8]) -> Result<String, String> {
     let url = url_canonical(line)?;
-    Ok(most_specific(&url).to_owned())
+    Ok(most_specific(&url))
 }
 
 /// The expressions a URL line stands for: [`url_expression`] of the line as
@@ -143,7 +154,7 @@ pub(super) fn read_url(text: &[u8], v: &mut impl Visit) {
 
 /// The reading of URL `text`: the text the build reads is the URL after a
 /// doubled scheme is removed.
-pub(super) fn url_read(text: &[u8], entry: UrlEntry) -> Read<'_> {
+pub(super) fn url_read<'a>(text: &'a [u8], entry: UrlEntry<'a>) -> Read<'a> {
     Read {
         text: strip_doubled_scheme(text),
         entry: Entry::Url(entry),
