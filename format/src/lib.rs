@@ -6,7 +6,9 @@
 //!    canonicalization), and [`CanonicalUrl::expressions`] yields its
 //!    host-suffix/path-prefix [`Expression`]s; [`full_hashes`] gives the
 //!    full hashes of all of a URL's expressions at once, as a client's
-//!    check needs them.
+//!    check needs them; [`canonicalize_form`] gives a URL's host and most
+//!    specific expression borrowed from the input when it is canonical as
+//!    written, as a publisher reading feed lines needs them.
 //! 2. [`FullHash::of`] hashes an expression (SHA-256); its [`HashPrefix`] is
 //!    the first four bytes, big-endian.
 //! 3. The publisher builds a [`PrefixFilter`] over the prefixes of a threat
