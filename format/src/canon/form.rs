@@ -4,7 +4,7 @@
 //! neither allocates nor copies for most URLs.
 
 use super::common::{Common, common_case, into_url};
-use super::url::{CanonError, CanonicalUrl, HostKind, MAX_URL_BYTES};
+use super::url::{CanonError, CanonicalUrl, HostKind, check_length};
 
 /// A URL in canonical form: [`CanonicalForm::AsWritten`] when the input is
 /// its own canonical form from the host on (a URL without a scheme gets
@@ -47,12 +47,7 @@ pub struct AsWrittenUrl<'a> {
 /// assert_eq!(url.most_specific_expression(), b"a.example/b");
 /// ```
 pub fn canonicalize_form(input: &[u8]) -> Result<CanonicalForm<'_>, CanonError> {
-    if input.len() > MAX_URL_BYTES {
-        return Err(CanonError::TooLong {
-            len: input.len(),
-            max: MAX_URL_BYTES,
-        });
-    }
+    check_length(input)?;
     let built = match common_case(input) {
         // "example.com" without a path gets "/", which the input lacks: built.
         Some(Common::AsWritten {

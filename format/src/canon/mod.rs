@@ -215,6 +215,7 @@ pub use form::{AsWrittenUrl, CanonicalForm, canonicalize_form};
 pub use hashed::HashedUrl;
 pub use hashing::full_hashes;
 pub(crate) use steps::canonicalize_by_steps;
+use url::check_length;
 pub use url::{CanonError, CanonicalUrl, HostKind, MAX_EXPRESSIONS, MAX_URL_BYTES};
 
 /// Canonicalizes `input` by the Safe Browsing v4 rules (see the module docs).
@@ -239,12 +240,7 @@ pub fn canonicalize(input: impl AsRef<[u8]>) -> Result<CanonicalUrl, CanonError>
 }
 
 fn canonicalize_bytes(input: &[u8]) -> Result<CanonicalUrl, CanonError> {
-    if input.len() > MAX_URL_BYTES {
-        return Err(CanonError::TooLong {
-            len: input.len(),
-            max: MAX_URL_BYTES,
-        });
-    }
+    check_length(input)?;
     if let Some(url) = canonicalize_common(input) {
         return Ok(url);
     }

@@ -8,7 +8,7 @@ use std::borrow::Cow;
 use super::escape::{AUTHORITY_END, CLASS, HOST_PLAIN, PREPASS, Unescape, unescape_fully};
 use super::host::{canonical_host, ipv4_or_domain};
 use super::path::push_path_and_query;
-use super::url::{CanonError, CanonicalUrl, Layout, MAX_URL_BYTES};
+use super::url::{CanonError, CanonicalUrl, Layout, check_length};
 
 /// [`canonicalize`](super::canonicalize) by the steps of the module docs, one
 /// after the other. Every input goes this way unless
@@ -16,12 +16,7 @@ use super::url::{CanonError, CanonicalUrl, Layout, MAX_URL_BYTES};
 /// two must agree on every input they both accept (checked by the property
 /// tests and the fuzz target through [`crate::fuzzing`]).
 pub(crate) fn canonicalize_by_steps(input: &[u8]) -> Result<CanonicalUrl, CanonError> {
-    if input.len() > MAX_URL_BYTES {
-        return Err(CanonError::TooLong {
-            len: input.len(),
-            max: MAX_URL_BYTES,
-        });
-    }
+    check_length(input)?;
     // 1. Remove tab, CR and LF; 2. trim C0 controls and space.
     let start = input.iter().position(|&b| b > 0x20).unwrap_or(input.len());
     let end = input.iter().rposition(|&b| b > 0x20).map_or(start, |i| i + 1);

@@ -14,6 +14,18 @@ pub const MAX_URL_BYTES: usize = 2 * 1024 * 1024;
 /// The most expressions one URL can produce: 5 hosts × 6 paths.
 pub const MAX_EXPRESSIONS: usize = 30;
 
+/// [`CanonError::TooLong`] for an input over [`MAX_URL_BYTES`]: every way
+/// through canonicalization checks this first.
+pub(super) fn check_length(input: &[u8]) -> Result<(), CanonError> {
+    if input.len() > MAX_URL_BYTES {
+        return Err(CanonError::TooLong {
+            len: input.len(),
+            max: MAX_URL_BYTES,
+        });
+    }
+    Ok(())
+}
+
 /// Why a string could not be canonicalized into a URL with a host.
 ///
 /// Every variant means "there is nothing to look up": the caller reports the
