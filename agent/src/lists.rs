@@ -75,10 +75,6 @@ struct ListMeta {
     /// hashes be fetched there. `None` for a snapshot restored from the
     /// cache directory until a download or `304` says so.
     buckets_advertised: Option<u64>,
-    /// The newer version a `304`'s signed freshness record named while the
-    /// validator sent was stale ([`update::stale_validator`]): the snapshot
-    /// request that follows must not end on the version held.
-    vouched: Option<u64>,
 }
 
 /// One subscribed list and its current snapshot.
@@ -343,10 +339,24 @@ impl Lists {
     }
 
     /// Tries each base URL in turn; the first error is reported if all fail.
+    ///
+    /// The newest version a signed freshness record named during the round
+    /// ([`update::newer_vouched`]), on any base URL, is kept for the whole
+    /// round: no answer may then leave the list unchanged at an older
+    /// version (a mirror, or a cache in front of one, that is behind) —
+    /// that base URL fails and the next is tried.
     async fn fetch_and_apply(&self, slot: &ListSlot) -> Result<(ListUpdate, Option<Duration>), Error> {
         let mut first_error = None;
+        let mut vouched = None;
         for base in &self.shared.base_urls {
-            match self.fetch_and_apply_from(slot, base).await {
+            let done = match self.fetch_and_apply_from(slot, base, &mut vouched).await {
+                Ok((ListUpdate::Unchanged { version }, _)) if vouched.is_some_and(|v| v > version) => {
+                    let newer = vouched.unwrap_or(version);
+                    Err(update::behind(base, version, newer))
+                }
+                done => done,
+            };
+            match done {
                 Ok(done) => return Ok(done),
                 Err(error) => {
                     if self.shared.base_urls.len() > 1 {
@@ -365,34 +375,45 @@ impl Lists {
     /// version held while [`delta::next_request`] says so, and the whole
     /// snapshot otherwise — also, in the same round, when no chain can be
     /// had or the one sent does not verify.
+    ///
+    /// `vouched` is the round's newest version named by a signed freshness
+    /// record ([`Self::fetch_and_apply`]), raised by what this base URL
+    /// answers.
     async fn fetch_and_apply_from(
         &self,
         slot: &ListSlot,
         base: &str,
+        vouched: &mut Option<u64>,
     ) -> Result<(ListUpdate, Option<Duration>), Error> {
         let current = slot.current.load_full();
         let request = delta::next_request(current.as_ref().map(|l| &l.state), self.max_additions_ratio);
         if let (UpdateRequest::Deltas { from, if_none_match }, Some(loaded)) = (request, &current) {
             let url = format!("{base}{}", routes::updates(&slot.name, from));
-            if let Some(done) = self.follow_deltas(slot, &url, loaded, &if_none_match).await? {
+            if let Some(done) = self
+                .follow_deltas(slot, &url, loaded, &if_none_match, vouched)
+                .await?
+            {
                 return Ok(done);
             }
         }
         let url = format!("{base}{}", routes::latest_snapshot(&slot.name));
-        self.download_snapshot(slot, &url).await
+        self.download_snapshot(slot, &url, vouched).await
     }
 
     /// Asks `url` (the update route) for the deltas since `loaded`'s
     /// version and applies them. `None` when the whole snapshot must be
     /// taken instead (`410`, `404`, or a chain that does not verify or
-    /// link: counted and kept in the list's status); an error when the
-    /// round fails (transport, `503 behind`, other statuses).
+    /// link: counted and kept in the list's status; or an answer that the
+    /// version held is current while the round's `vouched` names a newer
+    /// one); an error when the round fails (transport, `503 behind`, other
+    /// statuses).
     async fn follow_deltas(
         &self,
         slot: &ListSlot,
         url: &str,
         loaded: &Arc<Loaded>,
         if_none_match: &str,
+        vouched: &mut Option<u64>,
     ) -> Result<Option<(ListUpdate, Option<Duration>)>, Error> {
         let mut date = None;
         let fetched = http::fetch_updates(
@@ -413,14 +434,20 @@ impl Lists {
                 buckets,
                 freshness,
             } => {
-                if let Some((vouched, error)) = update::stale_validator(
+                let stale = update::stale_validator(
                     &slot.name,
                     url,
                     &loaded.state,
                     freshness.as_deref(),
                     &self.trusted_keys,
-                ) {
-                    lock(&slot.meta).vouched = Some(vouched);
+                )
+                .or_else(|| {
+                    vouched
+                        .filter(|&v| v > version)
+                        .map(|v| (v, update::behind(url, version, v)))
+                });
+                if let Some((newer, error)) = stale {
+                    *vouched = (*vouched).max(Some(newer));
                     self.delta_fallback(slot, error);
                     return Ok(None);
                 }
@@ -440,11 +467,22 @@ impl Lists {
                 freshness,
             } => (bytes, etag, hint, buckets, freshness),
         };
+        // Kept for the round even when this chain is not used (it does not
+        // verify, or `max_additions_ratio` sends the round to the snapshot).
+        let newer = update::newer_vouched(&slot.name, version, freshness.as_deref(), &self.trusted_keys);
+        *vouched = (*vouched).max(newer);
         let floor = lock(&slot.meta).floor;
         let (step, bytes) = self
             .take_chain_blocking(&slot.name, url, loaded, bytes, latest_etag, floor)
             .await;
         let (state, deltas) = match step {
+            // No delta since the version held, where a signed record names
+            // a newer one: the snapshot says which is right.
+            ChainStep::Unchanged if vouched.is_some_and(|v| v > version) => {
+                let newer = vouched.unwrap_or(version);
+                self.delta_fallback(slot, update::behind(url, version, newer));
+                return Ok(None);
+            }
             ChainStep::Unchanged => {
                 self.note_freshness(slot, &loaded.state, freshness.as_deref());
                 self.note_buckets(slot, version, buckets.as_deref());
@@ -536,19 +574,22 @@ impl Lists {
 
     /// Downloads the latest whole snapshot from `url` (conditionally while
     /// the state is its base alone) and swaps it in as the new base, with no
-    /// additions.
+    /// additions. A `304` that leaves the list at an older version than the
+    /// round's `vouched` is asked again without the validator, and a
+    /// snapshot still older fails the round ([`update::check_not_behind`]).
     async fn download_snapshot(
         &self,
         slot: &ListSlot,
         url: &str,
+        vouched: &mut Option<u64>,
     ) -> Result<(ListUpdate, Option<Duration>), Error> {
         let current = slot.current.load_full();
         let previous = current.as_ref().map(|l| l.state.version());
         // Deltas applied: the base's ETag no longer names the version held.
         let plain_base = current.as_ref().filter(|l| !l.state.has_deltas());
-        let (mut etag, floor, mut vouched) = {
-            let mut meta = lock(&slot.meta);
-            (plain_base.and(meta.etag.clone()), meta.floor, meta.vouched.take())
+        let (mut etag, floor) = {
+            let meta = lock(&slot.meta);
+            (plain_base.and(meta.etag.clone()), meta.floor)
         };
         // At most twice: a 304 that shows the ETag sent stale is asked again
         // without it, and an unconditional request gets no 304.
@@ -575,6 +616,12 @@ impl Lists {
                     freshness.as_deref(),
                     &self.trusted_keys,
                 )
+                .or_else(|| {
+                    let held = loaded.state.version();
+                    vouched
+                        .filter(|&v| v > held)
+                        .map(|v| (v, update::behind(url, held, v)))
+                })
             {
                 tracing::warn!(list = %slot.name, %error, "asking for the snapshot again without If-None-Match");
                 Counters::bump(&self.shared.counters.delta_fallbacks);
@@ -584,12 +631,18 @@ impl Lists {
                     meta.last_delta_error = Some(error);
                 }
                 etag = None;
-                vouched = Some(newer);
+                *vouched = (*vouched).max(Some(newer));
                 continue;
             }
             break (fetched, etag);
         };
         let (bytes, new_etag, hint, buckets, freshness) = match (fetched, plain_base) {
+            (SnapshotFetch::NotModified { .. }, Some(_)) if etag.is_none() => {
+                return Err(Error::UnexpectedResponse {
+                    url: url.to_owned(),
+                    reason: "304 Not Modified to a request that sent no If-None-Match".to_owned(),
+                });
+            }
             (
                 SnapshotFetch::NotModified {
                     hint,
@@ -630,7 +683,7 @@ impl Lists {
             url,
             &step,
             previous,
-            vouched,
+            *vouched,
             freshness.as_deref(),
             &self.trusted_keys,
         )?;

@@ -18,7 +18,8 @@
 //!   (`GET /v1/lists/{name}/snapshot`, with the base's ETag as
 //!   `If-None-Match` while no delta has been applied to it). The response
 //!   goes to [`Session::handle_update_response`]: verified
-//!   ([`update::take_snapshot`], [`update::take_chain`]) and swapped in whole, or
+//!   ([`update::take_snapshot`](crate::update::take_snapshot),
+//!   [`update::take_chain`](crate::update::take_chain)) and swapped in whole, or
 //!   refused with the list kept as it was. When no usable chain can be had
 //!   (`410`, `404`, a chain that does not verify or link) the answer is
 //!   [`ListUpdate::NeedSnapshot`] with the snapshot request to make in the
@@ -56,17 +57,16 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use blocksieve_format::api::{
-    FRESHNESS_HEADER, FULL_HASHES_ACCEPT, FullHashSearchRequest, MAX_PREFIXES_PER_REQUEST, routes,
-};
+use blocksieve_format::api::{FULL_HASHES_ACCEPT, FullHashSearchRequest, MAX_PREFIXES_PER_REQUEST, routes};
 use blocksieve_format::{DecodeLimits, TrustedKey, is_valid_list_name};
 use rand::Rng;
 
+mod apply;
 mod http;
 mod saved;
 
+use http::read_answer;
 pub use http::{HttpRequest, HttpResponse, MAX_SEARCH_RESPONSE_BYTES, Method};
-use http::{read_answer, status_error};
 pub use saved::{Restored, SavedList};
 
 use crate::Error;
@@ -76,7 +76,6 @@ use crate::delta::{self, ListState, UpdateRequest};
 use crate::lookup::{self, Answer, FailurePolicy, LocalLookup, UrlHashes, Verdict};
 use crate::prefix::{self, PlannedRequest, RequestPrefix};
 use crate::schedule::FullHashBackoff;
-use crate::update::{self, ChainStep, PlainBase, SnapshotStep};
 
 /// The most threat lists one session subscribes to. A URL has at most 30
 /// expressions (Safe Browsing v4 "Suffix/Prefix Expressions"), each needing
@@ -126,11 +125,14 @@ pub enum ListUpdate {
         /// The version now held.
         version: u64,
     },
-    /// No usable delta chain, or a `304` to a conditional snapshot request
-    /// whose signed freshness record names a newer version than the one
-    /// held ([`update::stale_validator`]): take the whole snapshot now, with
-    /// `request` (unconditional in the second case; the list keeps its
-    /// state meanwhile).
+    /// No usable delta chain (also an empty one while a signed freshness
+    /// record names a newer version than the one held), or a `304` to a
+    /// conditional snapshot request while a signed freshness record — its
+    /// own, or the updates answer's that led to it — names a newer version
+    /// ([`update::stale_validator`](crate::update::stale_validator),
+    /// [`update::newer_vouched`](crate::update::newer_vouched)): take the
+    /// whole snapshot now, with `request` (unconditional in the second
+    /// case; the list keeps its state meanwhile).
     NeedSnapshot {
         /// Why the deltas or the `304` were not used: the error of the
         /// updates request, chain or `304`; `None` when the chain verified
@@ -265,9 +267,12 @@ struct Slot {
     /// what [`Session::saved`] hands the host to keep.
     snapshot: Option<Arc<[u8]>>,
     chain: Vec<u8>,
-    /// The newer version a `304`'s signed freshness record named while the
-    /// validator sent was stale ([`update::stale_validator`]): the snapshot
-    /// response that follows must not end on the version held.
+    /// The newest version a signed freshness record named, newer than the
+    /// version held, in an answer to the updates route that did not
+    /// advance the list
+    /// ([`update::newer_vouched`](crate::update::newer_vouched): a `304` with a stale
+    /// validator, a chain that is not used): the snapshot response that
+    /// follows must not leave the list at an older version.
     vouched: Option<u64>,
 }
 
@@ -485,7 +490,8 @@ impl Session {
     /// [`Error::Status`] for an HTTP error (with `Retry-After` on a `429`
     /// or `503`), [`Error::ResponseTooLarge`], [`Error::UnexpectedResponse`]
     /// (a `304` to an unconditional request, an unknown list), and the
-    /// verification errors of [`update::take_snapshot`] ([`Error::Decode`],
+    /// verification errors of
+    /// [`update::take_snapshot`](crate::update::take_snapshot) ([`Error::Decode`],
     /// [`Error::WrongList`], [`Error::Rollback`]).
     pub fn handle_update_response(
         &mut self,
@@ -530,188 +536,6 @@ impl Session {
                 self.apply_snapshot(index, url, conditional, response, now)
             }
         }
-    }
-
-    /// Reads a response's freshness record, if any, into `state` when it
-    /// verifies and names exactly the state's version; anything else is
-    /// ignored.
-    fn note_freshness(&self, list: &str, state: &ListState, response: &HttpResponse) {
-        if let Some(value) = response.header(FRESHNESS_HEADER)
-            && let Ok(record) = delta::read_freshness(list, value, &self.trusted_keys)
-        {
-            state.apply_freshness(list, &record);
-        }
-    }
-
-    fn apply_deltas(
-        &mut self,
-        index: usize,
-        url: &str,
-        response: HttpResponse,
-        now: SystemTime,
-    ) -> Result<ListUpdate, Error> {
-        let slot = &self.slots[index];
-        let Some(current) = slot.state.clone() else {
-            // The state is gone (not possible today): ask for the snapshot.
-            let request = self.snapshot_request(slot);
-            return Ok(ListUpdate::NeedSnapshot {
-                reason: Some(Error::NotReady {
-                    list: slot.name.to_string(),
-                }),
-                request,
-            });
-        };
-        let list = slot.name.clone();
-        let version = current.version();
-        let fallback = |session: &Self, reason: Option<Error>| ListUpdate::NeedSnapshot {
-            reason,
-            request: session.snapshot_request(&session.slots[index]),
-        };
-        let bytes = match response.status {
-            304 => {
-                let freshness = response.header(FRESHNESS_HEADER);
-                if let Some((vouched, error)) =
-                    update::stale_validator(&list, url, &current, freshness, &self.trusted_keys)
-                {
-                    self.slots[index].vouched = Some(vouched);
-                    return Ok(fallback(self, Some(error)));
-                }
-                self.note_freshness(&list, &current, &response);
-                return Ok(ListUpdate::Unchanged { version });
-            }
-            404 | 410 => return Ok(fallback(self, Some(status_error(&response, url, now)))),
-            200 => &response.body,
-            _ => return Err(status_error(&response, url, now)),
-        };
-        let etag = response.header("etag");
-        let (state, deltas) = match update::take_chain(
-            &list,
-            &current,
-            bytes,
-            etag,
-            &self.trusted_keys,
-            slot.floor.as_ref(),
-            self.max_additions_ratio,
-        ) {
-            ChainStep::Unchanged => {
-                self.note_freshness(&list, &current, &response);
-                return Ok(ListUpdate::Unchanged { version });
-            }
-            ChainStep::Fallback(reason) => return Ok(fallback(self, reason)),
-            ChainStep::Advanced { state, deltas } => (state, deltas),
-        };
-        self.note_freshness(&list, &state, &response);
-        let new_version = state.version();
-        let slot = &mut self.slots[index];
-        slot.floor = Some(state.floor());
-        slot.state = Some(Arc::new(state));
-        slot.chain.extend_from_slice(bytes);
-        self.stats.deltas_applied += deltas as u64;
-        Ok(ListUpdate::Updated {
-            previous: Some(version),
-            version: new_version,
-        })
-    }
-
-    fn apply_snapshot(
-        &mut self,
-        index: usize,
-        url: &str,
-        conditional: bool,
-        response: HttpResponse,
-        now: SystemTime,
-    ) -> Result<ListUpdate, Error> {
-        // Set by a stale validator's 304 for the request this answers.
-        let vouched = self.slots[index].vouched.take();
-        let slot = &self.slots[index];
-        let list = slot.name.clone();
-        let current = slot.state.clone();
-        let previous = current.as_ref().map(|s| s.version());
-        let plain_base = current.clone().filter(|s| !s.has_deltas());
-        let etag = slot.etag.clone().filter(|_| plain_base.is_some());
-        match (response.status, &plain_base) {
-            (304, Some(base)) if conditional => {
-                let freshness = response.header(FRESHNESS_HEADER);
-                if let Some((newer, error)) =
-                    update::stale_validator(&list, url, base, freshness, &self.trusted_keys)
-                {
-                    // Forget the validator: the snapshot again, unconditionally.
-                    self.slots[index].etag = None;
-                    self.slots[index].vouched = Some(newer);
-                    let request = self.snapshot_request(&self.slots[index]);
-                    return Ok(ListUpdate::NeedSnapshot {
-                        reason: Some(error),
-                        request,
-                    });
-                }
-                self.note_freshness(&list, base, &response);
-                return Ok(ListUpdate::Unchanged {
-                    version: base.version(),
-                });
-            }
-            (304, _) => {
-                // Unconditional, or the state changed since the request.
-                return Err(Error::UnexpectedResponse {
-                    url: url.to_owned(),
-                    reason: "304 Not Modified without the snapshot it names loaded".to_owned(),
-                });
-            }
-            (200, _) => {}
-            _ => return Err(status_error(&response, url, now)),
-        }
-        let new_etag = response.header("etag");
-        let step = update::take_snapshot(
-            &list,
-            &response.body,
-            new_etag,
-            plain_base.as_deref().map(|state| PlainBase {
-                state,
-                etag: etag.as_deref(),
-            }),
-            &self.trusted_keys,
-            &self.limits,
-            slot.floor.as_ref(),
-        )?;
-        update::check_not_behind(
-            &list,
-            url,
-            &step,
-            previous,
-            vouched,
-            response.header(FRESHNESS_HEADER),
-            &self.trusted_keys,
-        )?;
-        let state = match step {
-            SnapshotStep::Held {
-                version,
-                new_etag: renamed,
-            } => {
-                if let Some(base) = &plain_base {
-                    self.note_freshness(&list, base, &response);
-                }
-                if renamed {
-                    self.slots[index].etag = new_etag.map(str::to_owned);
-                }
-                return Ok(ListUpdate::Unchanged { version });
-            }
-            SnapshotStep::New(state) => *state,
-        };
-        let version = state.version();
-        let new_floor = state.floor();
-        let new_etag = new_etag.map(str::to_owned);
-        self.note_freshness(&list, &state, &response);
-        let slot = &mut self.slots[index];
-        slot.state = Some(Arc::new(state));
-        slot.floor = Some(new_floor);
-        slot.etag = new_etag;
-        slot.snapshot = Some(Arc::from(response.body));
-        slot.chain.clear();
-        self.stats.snapshots_applied += 1;
-        if previous == Some(version) {
-            // A rebase on the very version the deltas led to.
-            return Ok(ListUpdate::Unchanged { version });
-        }
-        Ok(ListUpdate::Updated { previous, version })
     }
 
     /// Probes every list with `url` at `now`.

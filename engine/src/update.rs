@@ -199,6 +199,39 @@ pub fn stale_validator(
     })
 }
 
+/// The version a response's freshness record (`freshness`, the
+/// `X-Blocksieve-Freshness` value) vouches is `list`'s current one, when
+/// the record verifies against `trusted_keys`, names `list`, and that
+/// version is newer than `held`: evidence, for the rest of the update
+/// round, that the publisher has published past the version in use. A
+/// record that does not verify, names another list, or names the held or
+/// an older version is none.
+pub fn newer_vouched(
+    list: &str,
+    held: u64,
+    freshness: Option<&str>,
+    trusted_keys: &[TrustedKey],
+) -> Option<u64> {
+    vouched_version(list, freshness, trusted_keys).filter(|&vouched| vouched > held)
+}
+
+/// Why an answer that leaves a list at the version in use (`held`: a
+/// `304`, an empty chain) cannot end an update round in which a signed
+/// freshness record named `vouched`, a newer version ([`newer_vouched`]):
+/// the server that answered, or a cache in front of it, is behind. The
+/// agent then asks for the whole snapshot, without a validator, and fails
+/// the round if that is behind too ([`check_not_behind`]), rather than
+/// report the list unchanged.
+pub fn behind(url: &str, held: u64, vouched: u64) -> Error {
+    Error::UnexpectedResponse {
+        url: url.to_owned(),
+        reason: format!(
+            "answers that version {held} (the version in use) is unchanged while a signed freshness record in \
+             this round names version {vouched}: the server or a cache in front of it is behind"
+        ),
+    }
+}
+
 /// The version a response's freshness record (the `X-Blocksieve-Freshness`
 /// value in `freshness`) vouches is `list`'s current one, if the record
 /// verifies against `trusted_keys` and names `list`.

@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, missing_docs, unreachable_pub, dead_code)]
 
 mod background;
+mod behind;
 mod check;
 mod clock;
 mod config;

@@ -287,10 +287,11 @@ pub enum blocksieve_update_kind {
     /// The publisher has nothing newer than the version held (`304`, an
     /// empty chain, the same snapshot).
     BLOCKSIEVE_UPDATE_UNCHANGED = 1,
-    /// No usable delta chain, or a `304` whose signed freshness record names
-    /// a newer version than the one held (the ETag sent was stale): send the
-    /// whole-snapshot request returned beside the result in the same round.
-    /// The list keeps its state.
+    /// No usable delta chain, or an answer that would keep the version held
+    /// (a `304`, an empty chain) while a signed freshness record of this round
+    /// names a newer one (the ETag sent was stale, or a cache is behind): send
+    /// the whole-snapshot request returned beside the result in the same
+    /// round. The list keeps its state.
     BLOCKSIEVE_UPDATE_NEED_SNAPSHOT = 2,
     /// The response was refused (HTTP error, forged, rolled back, oversized)
     /// or the host could not send the request. The list keeps its state;

@@ -2,7 +2,7 @@ use std::collections::BTreeMap;
 use std::time::UNIX_EPOCH;
 
 use blocksieve_format::api::{
-    FULL_HASHES_CONTENT_TYPE, FullHashAnswer, ListedFullHash, PrefixAnswer, snapshot_etag,
+    FRESHNESS_HEADER, FULL_HASHES_CONTENT_TYPE, FullHashAnswer, ListedFullHash, PrefixAnswer, snapshot_etag,
 };
 use blocksieve_format::{
     DeltaEnd, DeltaParams, FilterKind, FullHash, KeyBits, PrefixFilter, SigningKey, SnapshotParams, encode,
@@ -1094,4 +1094,91 @@ fn saved_bytes_that_do_not_verify_are_refused_and_nothing_replaces_a_download() 
     let mut updated = with_delta();
     assert_eq!(updated.restore(&saved, at(NOW)).map(|r| r.version), Ok(2));
     assert_eq!(updated.stats().restored, 0);
+}
+
+/// The updates route's answer (`answer`) vouches (signed) for version 2
+/// while version 1 is held and sends the round to the snapshot: whatever
+/// answers there must not leave the list "unchanged" at version 1. A
+/// conditional request's `304` without a record (a cache in front of the
+/// snapshot route) is asked again without the ETag; version 1 served again
+/// fails the round; version 2 is taken.
+fn vouched_then(config: SessionConfig, answer: impl Fn(&Session, &str) -> HttpResponse) {
+    let newer = crate::delta::tests::freshness_header("malware", 2, true);
+    for behind in [true, false] {
+        let (mut session, _) = loaded(config.clone());
+        let [deltas] = session.update_requests().try_into().expect("one request");
+        let response = answer(&session, &newer);
+        let update = session.handle_update_response(&deltas, response, at(NOW + 60));
+        let Ok(ListUpdate::NeedSnapshot { mut request, .. }) = update else {
+            panic!("{update:?}");
+        };
+        if request.kind == (RequestKind::Snapshot { conditional: true }) {
+            let update = session.handle_update_response(&request, status(304, &[]), at(NOW + 60));
+            let Ok(ListUpdate::NeedSnapshot {
+                request: again,
+                reason,
+            }) = update
+            else {
+                panic!("a 304 without a record after version 2 was vouched for: {update:?}");
+            };
+            assert_eq!(again.kind, RequestKind::Snapshot { conditional: false });
+            let reason = reason.expect("a reason").to_string();
+            assert!(reason.contains("in this round names version 2"), "{reason}");
+            request = again;
+        }
+        let served = if behind { snapshot(1) } else { snapshot(2) };
+        let update =
+            session.handle_update_response(&request, ok(served, &[("etag", "\"cached\"")]), at(NOW + 60));
+        if behind {
+            assert!(
+                matches!(&update, Err(Error::UnexpectedResponse { reason, .. }) if reason.contains("names version 2")),
+                "{update:?}"
+            );
+            assert_eq!(session.version("malware"), Some(1));
+        } else {
+            assert_eq!(
+                update,
+                Ok(ListUpdate::Updated {
+                    previous: Some(1),
+                    version: 2
+                })
+            );
+        }
+    }
+}
+
+#[test]
+fn a_snapshot_304_without_a_record_cannot_undo_a_version_vouched_for_by_the_updates_route() {
+    vouched_then(config(), |_, newer| status(304, &[(FRESHNESS_HEADER, newer)]));
+}
+
+#[test]
+fn the_record_of_a_chain_not_used_holds_for_the_snapshot_that_follows() {
+    // A chain that does not verify.
+    vouched_then(config(), |session, newer| {
+        let mut chain = delta_to_2(session);
+        let last = chain.len() - 1;
+        chain[last] ^= 1;
+        ok(
+            chain,
+            &[(FRESHNESS_HEADER, newer), ("etag", &snapshot_etag(2, &[2; 32]))],
+        )
+    });
+    // A chain that verifies, where `max_additions_ratio` 0 takes it whole.
+    let ratio_zero = SessionConfig {
+        max_additions_ratio: 0.0,
+        ..config()
+    };
+    vouched_then(ratio_zero, |session, newer| {
+        ok(
+            delta_to_2(session),
+            &[(FRESHNESS_HEADER, newer), ("etag", &snapshot_etag(2, &[2; 32]))],
+        )
+    });
+}
+
+#[test]
+fn an_empty_chain_under_a_record_of_a_newer_version_is_not_unchanged() {
+    // No ETag (a proxy stripped it): the chain's end cannot be checked.
+    vouched_then(config(), |_, newer| ok(Vec::new(), &[(FRESHNESS_HEADER, newer)]));
 }
