@@ -221,3 +221,27 @@ fn a_304_is_a_stale_validator_only_when_its_signed_record_names_a_newer_version(
         assert!(stale(header.as_deref()).is_none(), "{what}");
     }
 }
+
+#[test]
+fn only_a_trusted_record_of_this_list_naming_a_newer_version_is_evidence_for_the_round() {
+    let vouched = |header: Option<String>| newer_vouched("malware", 2, header.as_deref(), &keys());
+    assert_eq!(vouched(Some(freshness_header("malware", 3, true))), Some(3));
+    for (what, header) in [
+        ("no record", None),
+        ("the held version", Some(freshness_header("malware", 2, true))),
+        ("an older version", Some(freshness_header("malware", 1, true))),
+        ("another list", Some(freshness_header("phishing", 3, true))),
+        ("an untrusted key", Some(freshness_header("malware", 3, false))),
+        ("garbage", Some("not-a-record".to_owned())),
+    ] {
+        assert_eq!(vouched(header), None, "{what}");
+    }
+    let Error::UnexpectedResponse { url, reason } = behind("http://mirror.example", 2, 3) else {
+        panic!("not an unexpected response");
+    };
+    assert_eq!(url, "http://mirror.example");
+    assert!(
+        reason.contains("version 2 (the version in use) is unchanged while a signed freshness record in this round names version 3"),
+        "{reason}"
+    );
+}
