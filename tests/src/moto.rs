@@ -4,9 +4,13 @@
 //! `moto_server` is looked for in `BLOCKSIEVE_MOTO_SERVER` (a path), then
 //! in the virtual environment `.ci/moto.sh` creates
 //! (`target/moto-venv/bin/moto_server`), then on `PATH`. When it is found
-//! nowhere the test fails, saying how to install it — unless
-//! `BLOCKSIEVE_SKIP_MOTO=1` is set outside CI (`CI` unset), when
-//! [`Moto::start`] returns `None` and the test skips itself. CI never skips.
+//! nowhere, the first test that needs it installs it with `.ci/moto.sh`
+//! (needs `python3` with `venv`, and the package index; one test binary at
+//! a time, under a lock file, the others wait), so that `cargo test
+//! --workspace` on a fresh clone runs them too; a failed install fails the
+//! test with the installer's output. With `BLOCKSIEVE_SKIP_MOTO=1` set
+//! outside CI (`CI` unset) nothing is installed: [`Moto::start`] returns
+//! `None` and the test skips itself. CI never skips.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -47,6 +51,38 @@ pub fn find_moto_server() -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
+/// Installs `moto_server` with `.ci/moto.sh` (see the module docs) and
+/// finds it; the installer's failure otherwise. One process at a time,
+/// under `target/moto-venv.lock`: a second one waits, then finds it.
+fn install_moto_server() -> Result<PathBuf, String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let target = root.join("target");
+    std::fs::create_dir_all(&target).map_err(|e| format!("creating {}: {e}", target.display()))?;
+    let lock_path = target.join("moto-venv.lock");
+    let lock =
+        std::fs::File::create(&lock_path).map_err(|e| format!("creating {}: {e}", lock_path.display()))?;
+    lock.lock()
+        .map_err(|e| format!("locking {}: {e}", lock_path.display()))?;
+    if let Some(found) = find_moto_server() {
+        return Ok(found);
+    }
+    eprintln!("moto_server not found: installing it with .ci/moto.sh (once, into target/moto-venv)");
+    let output = Command::new("bash")
+        .arg(root.join(".ci/moto.sh"))
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("running .ci/moto.sh: {e}"))?;
+    if !output.status.success() {
+        return Err(format!(
+            ".ci/moto.sh failed ({}): {}{}",
+            output.status,
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        ));
+    }
+    find_moto_server().ok_or_else(|| ".ci/moto.sh ran, yet moto_server is not in target/moto-venv".to_owned())
+}
+
 impl Moto {
     /// Starts moto and creates a bucket; `None` when moto is missing and
     /// `BLOCKSIEVE_SKIP_MOTO=1` allows skipping (see the module docs).
@@ -70,16 +106,22 @@ impl Moto {
     ///
     /// As [`Moto::start`].
     pub async fn start_on(port: u16) -> Option<Self> {
-        let Some(program) = find_moto_server() else {
-            let in_ci = std::env::var_os("CI").is_some_and(|v| !v.is_empty());
-            if !in_ci && std::env::var(SKIP_MOTO_ENV).is_ok_and(|v| v == "1") {
-                eprintln!("skipped: moto_server not found and {SKIP_MOTO_ENV}=1");
-                return None;
+        let program = match find_moto_server() {
+            Some(program) => program,
+            None => {
+                let in_ci = std::env::var_os("CI").is_some_and(|v| !v.is_empty());
+                if !in_ci && std::env::var(SKIP_MOTO_ENV).is_ok_and(|v| v == "1") {
+                    eprintln!("skipped: moto_server not found and {SKIP_MOTO_ENV}=1");
+                    return None;
+                }
+                install_moto_server().unwrap_or_else(|reason| {
+                    panic!(
+                        "moto_server not found (in {MOTO_SERVER_ENV}, target/moto-venv or PATH) and not installed: \
+                         {reason}; install it with `bash .ci/moto.sh`, or set {SKIP_MOTO_ENV}=1 to skip the \
+                         object-store tests outside CI"
+                    )
+                })
             }
-            panic!(
-                "moto_server not found (in {MOTO_SERVER_ENV}, target/moto-venv or PATH): run `bash .ci/moto.sh`, \
-                 or set {SKIP_MOTO_ENV}=1 to skip the object-store tests outside CI"
-            );
         };
         let addr = SocketAddr::from(([127, 0, 0, 1], port));
         let child = Command::new(&program)
