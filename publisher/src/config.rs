@@ -177,7 +177,8 @@ pub enum Role {
     #[default]
     All,
     /// Fetch, build and store on the schedule; serve only the status page
-    /// `/`, `/healthz`, `/readyz` and `/metrics`.
+    /// `/` (with `GET /v1/lists/{name}/history`), `/healthz`, `/readyz` and
+    /// `/metrics`.
     Builder,
     /// Build nothing: follow the store and serve the whole API from memory.
     Replica,
@@ -500,6 +501,12 @@ impl Config {
                 format!("{store:?} is not s3://bucket[/prefix]"),
             ));
         }
+        // The store's client options, as `serve` will take them (an
+        // unknown key is refused here, not only when the store is opened).
+        #[cfg(feature = "aws")]
+        if let Some(store) = &self.store {
+            crate::object_storage::ObjectStorage::check_s3(store, &self.store_options)?;
+        }
         if self.role == Role::Replica && self.store.is_none() {
             return Err(Error::config(
                 "role",
@@ -723,6 +730,20 @@ mod tests {
             match config.validate() {
                 Err(Error::Config { field, .. }) => assert_eq!(field, "store", "{bad}"),
                 other => panic!("{bad}: {other:?}"),
+            }
+        }
+        // An option the store's client does not know is refused by the
+        // validation `check-config` runs, as `serve` refuses it.
+        #[cfg(feature = "aws")]
+        {
+            let mut config = config;
+            config.store_options.insert("bogus".to_owned(), "1".to_owned());
+            match config.validate() {
+                Err(Error::Config { field, reason }) => {
+                    assert_eq!(field, "store_options.bogus");
+                    assert!(reason.contains("bogus"), "{reason}");
+                }
+                other => panic!("{other:?}"),
             }
         }
     }

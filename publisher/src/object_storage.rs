@@ -39,6 +39,15 @@ use crate::storage::{Conditional, PutMode, Storage, Version};
 #[cfg(feature = "aws")]
 mod s3_list;
 
+/// A configuration error of the `store` field.
+#[cfg(feature = "aws")]
+fn store_config(e: &dyn std::fmt::Display) -> Error {
+    Error::Config {
+        field: "store".to_owned(),
+        reason: e.to_string(),
+    }
+}
+
 /// [`Storage`] on an [`ObjectStore`], every key under a prefix.
 #[derive(Debug)]
 pub struct ObjectStorage {
@@ -117,28 +126,59 @@ impl ObjectStorage {
         url: &str,
         options: impl IntoIterator<Item = (&'a String, &'a String)>,
     ) -> Result<Self, Error> {
-        use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
-        let config = |field: String, e: &dyn std::fmt::Display| Error::Config {
-            field,
-            reason: e.to_string(),
-        };
-        let Some(rest) = url.strip_prefix("s3://") else {
-            return Err(config("store".to_owned(), &"not an s3:// URL"));
-        };
-        let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
-        let mut builder = AmazonS3Builder::from_env().with_bucket_name(bucket);
-        for (key, value) in options {
-            let field = format!("store_options.{key}");
-            let key: AmazonS3ConfigKey = key.parse().map_err(|e| config(field, &e))?;
-            builder = builder.with_config(key, value);
-        }
-        let store = Arc::new((builder.clone().build()).map_err(|e| config("store".to_owned(), &e))?);
-        let raw_listing =
-            s3_list::S3Lister::new(&builder, store.clone()).map_err(|e| config("store".to_owned(), &e))?;
+        let (builder, prefix) = Self::s3_builder(url, options)?;
+        let store = Arc::new(builder.clone().build().map_err(|e| store_config(&e))?);
+        let raw_listing = s3_list::S3Lister::new(&builder, store.clone()).map_err(|e| store_config(&e))?;
         Ok(Self {
             raw_listing: raw_listing.map(Arc::new),
             ..Self::new(store, prefix, url)?
         })
+    }
+
+    /// The client of the S3 store at `url` (`s3://bucket/prefix`) as
+    /// [`Self::s3`] configures it, and the prefix; nothing is asked of the
+    /// store.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] for a URL that is not `s3://`, or an option key
+    /// the client does not know (`store_options.<key>`).
+    #[cfg(feature = "aws")]
+    fn s3_builder<'a, 'u>(
+        url: &'u str,
+        options: impl IntoIterator<Item = (&'a String, &'a String)>,
+    ) -> Result<(object_store::aws::AmazonS3Builder, &'u str), Error> {
+        use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
+        let Some(rest) = url.strip_prefix("s3://") else {
+            return Err(store_config(&"not an s3:// URL"));
+        };
+        let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+        let mut builder = AmazonS3Builder::from_env().with_bucket_name(bucket);
+        for (key, value) in options {
+            let key: AmazonS3ConfigKey = key.parse().map_err(|e| Error::Config {
+                field: format!("store_options.{key}"),
+                reason: format!("{e}"),
+            })?;
+            builder = builder.with_config(key, value);
+        }
+        Ok((builder, prefix))
+    }
+
+    /// Checks the S3 store's URL and options as [`Self::s3`] would take
+    /// them (the client built, nothing asked of the store): what
+    /// `check-config` and the configuration's validation refuse before
+    /// `serve` would.
+    ///
+    /// # Errors
+    ///
+    /// As [`Self::s3`], short of reaching the store.
+    #[cfg(feature = "aws")]
+    pub fn check_s3<'a>(
+        url: &str,
+        options: impl IntoIterator<Item = (&'a String, &'a String)>,
+    ) -> Result<(), Error> {
+        let (builder, _) = Self::s3_builder(url, options)?;
+        builder.build().map(drop).map_err(|e| store_config(&e))
     }
 
     /// The store's path of `key`.

@@ -212,11 +212,17 @@ fn check_ready(state: &AppState) -> Result<(), ApiError> {
         .filter(|l| l.current.load().is_none())
         .map(|l| l.name.as_str())
         .collect();
+    // A builder serves no `/v1/lists`: its status page says why.
+    let why = if state.role == crate::config::Role::Builder {
+        "the status page / says why"
+    } else {
+        "GET /v1/lists says why"
+    };
     Err(ApiError::new(
         StatusCode::SERVICE_UNAVAILABLE,
         "not_ready",
         format!(
-            "no snapshot yet for: {} (GET /v1/lists says why); ask again or ask another server",
+            "no snapshot yet for: {} ({why}); ask again or ask another server",
             missing.join(", ")
         ),
     )

@@ -113,7 +113,7 @@ pub fn warnings(settings: &Settings) -> Vec<String> {
     for list in &settings.lists {
         let sources = list.sources.iter().map(|s| ("source", s));
         for (kind, source) in sources.chain(list.allow.iter().map(|s| ("allow source", s))) {
-            if let Some(problem) = source_problem(source) {
+            if let Some(problem) = source_problem(source, kind == "allow source") {
                 out.push(format!(
                     "list {}: {kind} {}: {problem}",
                     list.name,
@@ -165,10 +165,17 @@ pub fn warnings(settings: &Settings) -> Vec<String> {
 }
 
 /// Why `source`, a local file, cannot be read now; `None` for a readable
-/// file, an HTTP source (fetched at build time) or the built-in feed.
-fn source_problem(source: &SourceConfig) -> Option<String> {
+/// file, an HTTP source (fetched at build time) or the built-in feed. What
+/// a missing file does to the build depends on whether it is an `allow`
+/// source: a block source fails the build, an allow source is left out.
+fn source_problem(source: &SourceConfig, allow: bool) -> Option<String> {
     let path = source.path.as_ref()?;
     match std::fs::metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && allow => Some(
+            "does not exist; the list is built without it until it does (or with its last good \
+             content, if a build ever read it)"
+                .to_owned(),
+        ),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some(
             "does not exist; the list's build will fail until it does (or use the source's last \
              good content, if a build ever read it)"
@@ -262,6 +269,12 @@ mod tests {
         let warned = warnings(&settings);
         assert_eq!(warned.len(), 2, "{warned:#?}");
         assert!(warned[0].starts_with("list p: allow source ") && warned[0].contains("does not exist"));
+        // A missing allowlist is left out of the build, which goes on.
+        assert!(
+            warned[0].contains("the list is built without it"),
+            "{}",
+            warned[0]
+        );
         assert!(warned[1].starts_with("signing_key ") && warned[1].contains("first `serve`"));
     }
 
