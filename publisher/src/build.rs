@@ -458,8 +458,16 @@ pub fn read_sources(
                         let entry_lines = r.accepted + r.rejected_total();
                         // The content no longer reads as this format (a changed
                         // layout, an error page in another markup): most lines are
-                        // rejected. A list that merely shrank is the gates' business.
-                        if entry_lines >= 10 && r.rejected_total() * 2 > entry_lines {
+                        // rejected; or not one entry of it is (a short error body,
+                        // a JSON error object or a document cut short, a renamed
+                        // array or column: one rejected document), which no list
+                        // gives. Its last good content is used instead, and it is
+                        // not kept. Content with no entry line at all (an emptied
+                        // list) is taken as it is; a list that merely shrank is
+                        // the gates' business.
+                        let collapsed = (entry_lines >= 10 && r.rejected_total() * 2 > entry_lines)
+                            || (r.accepted == 0 && r.rejected_total() > 0);
+                        if collapsed {
                             hashes.truncate(before);
                             allowed.truncate(allowed_before);
                             (

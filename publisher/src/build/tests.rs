@@ -330,3 +330,70 @@ fn a_collapsed_parse_names_its_three_most_frequent_reasons() {
     assert_eq!(top_reasons(&one), "3 × only");
     assert_eq!(top_reasons(&Default::default()), "");
 }
+
+/// A source whose content gives not one entry but rejects something (an
+/// error body, a JSON error object or a document cut short, a renamed
+/// array or column) is not a list: its last good content is used, and the
+/// content is not kept in its place. An empty body (no entry line at all)
+/// is an emptied list, taken as it is.
+#[test]
+fn content_that_gives_no_entry_falls_back_to_the_last_good_content() {
+    let good_json = r#"{"blacklist": ["json-listed-1.example", "json-listed-2.example"], "whitelist": []}"#;
+    let good_urls = "http://listed.example/a\nhttp://listed.example/b\n";
+    let meta = || CacheMeta {
+        validators: Default::default(),
+        fetched_at: 0,
+        accepted: 2,
+    };
+    for (format, good, bad) in [
+        (
+            SourceFormat::Json,
+            good_json,
+            r#"{"error": "rate limit exceeded, try again later"}"#,
+        ),
+        (SourceFormat::Json, good_json, &good_json[..good_json.len() / 2]),
+        (
+            SourceFormat::Json,
+            good_json,
+            r#"{"blocklist": ["json-listed-1.example"]}"#,
+        ),
+        (
+            SourceFormat::Urls,
+            good_urls,
+            "Error: daily download quota exceeded\n",
+        ),
+        (
+            SourceFormat::Urls,
+            good_urls,
+            "Service unavailable\nTry again later\n",
+        ),
+    ] {
+        let source = LoadedSource {
+            last_good: LastGood::in_memory(good.as_bytes().to_vec(), meta()),
+            ..loaded(bad, format, SourceRole::Block)
+        };
+        let mut updates = Vec::new();
+        let read = read_sources("test", vec![source], 1, PeakRssProbe::NONE, &mut updates).unwrap();
+        assert_eq!(read.sources[0].state, "last_good", "{format:?} {bad:?}");
+        let error = read.sources[0].error.as_deref().unwrap_or_default();
+        assert!(error.starts_with("parse collapsed: "), "{bad:?}: {error}");
+        assert_eq!(read.hashes.len(), 2, "{bad:?}: the last good content's entries");
+        assert!(
+            !updates
+                .iter()
+                .any(|(_, u)| matches!(u, SourceUpdate::Store { .. })),
+            "{bad:?}: kept as the last good content"
+        );
+    }
+    // An emptied list: no entry line, nothing rejected.
+    let source = LoadedSource {
+        last_good: LastGood::in_memory(good_urls.as_bytes().to_vec(), meta()),
+        ..loaded(
+            "# no threats listed today\n",
+            SourceFormat::Urls,
+            SourceRole::Block,
+        )
+    };
+    let read = read_sources("test", vec![source], 1, PeakRssProbe::NONE, &mut Vec::new()).unwrap();
+    assert_eq!((read.sources[0].state.as_str(), read.hashes.len()), ("fresh", 0));
+}
