@@ -83,8 +83,9 @@ pub struct Config {
     /// with random hashes of the same prefix, so a hit and a miss have the
     /// same size (0 turns padding off). By default, 0.
     pub padding: usize,
-    /// Refuse (400) a request prefix whose expected bucket, over all lists,
-    /// holds more full hashes than this. By default, 4096.
+    /// Refuse (400) a request prefix whose expected bucket holds more full
+    /// hashes than this: over all lists on the routes that answer for every
+    /// list, over the list alone on its immutable buckets. By default, 4096.
     pub max_bucket_entries: u64,
     /// Most prefixes in one `POST /v1/hashes:search`. By default, 1000.
     pub max_prefixes_per_request: usize,

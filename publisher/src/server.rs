@@ -550,7 +550,16 @@ fn check_not_behind(state: &AppState, min_versions: &BTreeMap<String, u64>) -> R
 /// Refuses a prefix whose expected bucket over every list is larger than
 /// the configured cap (it would reveal too much of the lists at once).
 fn check_bucket_size(state: &AppState, prefix: RequestPrefix) -> Result<RequestPrefix, ApiError> {
-    let expected = state.expected_bucket(prefix.bits());
+    check_expected_bucket(state, prefix, state.expected_bucket(prefix.bits()))
+}
+
+/// Refuses `prefix` when the bucket it selects holds about `expected` full
+/// hashes, more than the configured cap.
+fn check_expected_bucket(
+    state: &AppState,
+    prefix: RequestPrefix,
+    expected: f64,
+) -> Result<RequestPrefix, ApiError> {
     if expected > state.max_bucket_entries as f64 {
         return Err(ApiError::new(
             StatusCode::BAD_REQUEST,
@@ -622,7 +631,7 @@ async fn list_hashes(
 ) -> Result<Response, ApiError> {
     let slot = state.list(&name).ok_or_else(|| unknown_list(&name))?;
     let version = parse_version(&version)?;
-    let prefix = check_bucket_size(&state, parse_request_prefix(&prefix_text)?)?;
+    let prefix = parse_request_prefix(&prefix_text)?;
     let current = slot.current.load_full();
     let served = current.as_deref().map(|p| p.header.version);
     let published = match current {
@@ -654,6 +663,12 @@ async fn list_hashes(
             .retry_after(1));
         }
     };
+    // Only this list's full hashes are answered: its own bucket is what the
+    // cap bounds. (Over every list, a small list's short request prefix,
+    // sized by its own entries, would be refused beside a large list, and
+    // its hits left unconfirmed.)
+    let expected = published.hashes.len() as f64 / 2f64.powi(i32::from(prefix.bits()));
+    let prefix = check_expected_bucket(&state, prefix, expected)?;
     let answer = FullHashAnswer {
         cache_duration_s: state.cache_duration.as_secs(),
         results: vec![PrefixAnswer {

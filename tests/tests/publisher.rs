@@ -1050,6 +1050,52 @@ async fn bucket_cap_refuses_too_short_prefixes() {
     server.stop().await;
 }
 
+/// A list's immutable buckets (`/v1/lists/{name}/hashes/{version}/{prefix}`)
+/// hold only its own full hashes: the cap bounds that list's bucket. A
+/// small list's request prefix is sized by its own entries; measured over
+/// every list, beside a large one, it was refused and the small list's
+/// hits could never be confirmed (`unverified`, let through by default).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cap_on_a_lists_immutable_bucket_counts_that_list_only() {
+    let feed_dir = tempfile::tempdir().unwrap();
+    let small_feed = feed_dir.path().join("small.txt");
+    std::fs::write(
+        &small_feed,
+        "http://small-1.example/a\nhttp://small-2.example/b\nhttp://small-3.example/c\n",
+    )
+    .unwrap();
+    let small = ListConfig::new("small", vec![SourceConfig::file(&small_feed, SourceFormat::Urls)]);
+    // ~300 full hashes in the large list: an 8-bit prefix selects ~1.2 of
+    // them, over a cap of 1; ~0.01 of the small list's.
+    let (server, _dir) = serve(vec![fixture_list(), small], |c| c.max_bucket_entries = 1).await;
+    let version = |i: usize| {
+        server.publisher.state().lists[i]
+            .current
+            .load()
+            .as_ref()
+            .unwrap()
+            .header
+            .version
+    };
+    let client = reqwest::Client::new();
+    let status = |path: String| {
+        let client = client.clone();
+        let url = format!("{}{path}", server.base_url());
+        async move { client.get(url).send().await.unwrap().status().as_u16() }
+    };
+    assert_eq!(
+        status(format!("/v1/lists/small/hashes/{}/ab", version(1))).await,
+        200
+    );
+    assert_eq!(
+        status(format!("/v1/lists/phishing/hashes/{}/ab", version(0))).await,
+        400
+    );
+    // The routes that answer over every list still count every list.
+    assert_eq!(status("/v1/hashes/ab".to_owned()).await, 400);
+    server.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn padding_makes_hit_and_miss_the_same_size() {
     let (server, _dir) = serve(vec![fixture_list()], |c| c.padding = 4).await;
