@@ -390,22 +390,31 @@ impl Publisher {
                 return outcome;
             }
         };
+        // The generation the store points to before the sources are
+        // fetched: a build whose fetch outlasts its lease must not publish
+        // content older than what another builder published meanwhile.
+        let this = self.clone();
+        let started_from = tokio::task::spawn_blocking(move || this.head_generation(index))
+            .await
+            .ok()
+            .flatten();
         let (loaded, caches) = self.fetch_sources(index).await;
         let force = inner.force_once[index].swap(false, Ordering::SeqCst);
         let this = self.clone();
-        let mut outcome =
-            tokio::task::spawn_blocking(move || this.build_and_publish(index, loaded, &caches, force))
-                .await
-                .unwrap_or_else(|e| ListBuildOutcome {
-                    sources_read: None,
-                    unchanged: false,
-                    list: list.name.clone(),
-                    report: None,
-                    result: Err(Error::BuildTask {
-                        list: list.name.clone(),
-                        reason: e.to_string(),
-                    }),
-                });
+        let mut outcome = tokio::task::spawn_blocking(move || {
+            this.build_and_publish(index, loaded, &caches, force, started_from)
+        })
+        .await
+        .unwrap_or_else(|e| ListBuildOutcome {
+            sources_read: None,
+            unchanged: false,
+            list: list.name.clone(),
+            report: None,
+            result: Err(Error::BuildTask {
+                list: list.name.clone(),
+                reason: e.to_string(),
+            }),
+        });
         if let Some(timings) = outcome.report.as_mut().map(|r| &mut r.timings) {
             // What no stage covers: sizing, gates, the blocking-pool hop.
             timings.total = started.elapsed();
@@ -483,15 +492,31 @@ impl Publisher {
         }
     }
 
+    /// The generation list `index`'s store points to now (`Some(None)`:
+    /// none yet); `None` when it cannot be read.
+    fn head_generation(&self, index: usize) -> Option<Option<u64>> {
+        let slot = &self.inner.state.lists[index];
+        let head = slot.store.head(&self.inner.public_key).ok()?;
+        Some(head.map(|latest| latest.pointer.generation))
+    }
+
     /// Build (pure) and store: reads the sources, keeps what the build
     /// asks to keep of them in `caches` (one per source, with its label),
-    /// builds the snapshot, checks the gates and publishes.
+    /// builds the snapshot, checks the gates and publishes. `started_from`
+    /// is the generation the store pointed to before the sources were
+    /// fetched ([`Self::head_generation`]): if another builder has
+    /// published since (its lease taken after this one's ran out while this
+    /// fetch went on), this build's content may be older than what is
+    /// published, and the build is discarded — neither published nor kept
+    /// as the sources' last good content — as one that loses the store's
+    /// conditional write is.
     fn build_and_publish(
         &self,
         index: usize,
         loaded: Vec<LoadedSource>,
         caches: &[(SourceCache, String)],
         force: bool,
+        started_from: Option<Option<u64>>,
     ) -> ListBuildOutcome {
         let inner = &self.inner;
         let list = &inner.config.lists[index];
@@ -528,6 +553,18 @@ impl Publisher {
                 );
             }
             slot.adopt_freshness(&base.pointer, &inner.public_key);
+        }
+        // Checked once the newer generation serves here.
+        let now_at = base.as_ref().map(|b| b.pointer.generation);
+        if let Some(started) = started_from
+            && started != now_at
+            && let Some(generation) = now_at
+        {
+            tracing::warn!(list = %list.name, generation, "another builder published while this build fetched its sources: discarded");
+            return failed(Error::Superseded {
+                list: list.name.clone(),
+                generation,
+            });
         }
         let previous = slot.current.load_full();
         let spill = UnlessServed {

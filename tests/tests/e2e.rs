@@ -16,6 +16,7 @@ mod outage;
 mod publisher;
 mod replica;
 mod slow_clients;
+mod stalled_builder;
 mod status;
 mod store;
 mod tidy;
