@@ -58,7 +58,11 @@ pub(super) fn trim_line(format: SourceFormat, raw: &[u8]) -> Option<(&[u8], Cuts
     let line = raw.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(raw);
     let text = trim_white(line, &mut cuts);
     let first = *text.first()?;
-    if is_line_format(format) && (first == b'#' || (format == SourceFormat::AdblockHosts && first == b'!')) {
+    // `!` starts an adblock comment, which URL lists derived from adblock
+    // lists keep (urlhaus-filter: `! Homepage: https://…`); no URL starts
+    // with it.
+    let bang_comment = matches!(format, SourceFormat::AdblockHosts | SourceFormat::Urls);
+    if is_line_format(format) && (first == b'#' || (bang_comment && first == b'!')) {
         return None;
     }
     Some((text, cuts))

@@ -23,7 +23,8 @@
 //!    canonicalizer itself is not changed: a URL checked by an agent is
 //!    read as browsers read it.
 //! 2. Blank lines and comments are skipped: a line starting with `#`, and
-//!    with `!` in adblock lists.
+//!    with `!` in adblock lists and URL lists (which keep adblock headers:
+//!    `! Homepage: https://…` would otherwise list that page).
 //! 3. Quotes. `urls`: a field starting with `"` or `'` runs to the
 //!    matching quote that ends the line or is followed by white space, `,`,
 //!    `;` or `#` (a CSV-export artifact: `"https://x.example/a,b,c"`,

@@ -317,6 +317,22 @@ mod tests {
         }
     }
 
+    /// urlhaus-filter's header, as its URL list keeps it: the `!` lines are
+    /// comments; read as entries, the homepage line listed that page.
+    #[test]
+    fn adblock_comment_lines_of_a_url_list_are_skipped() {
+        let (out, report) = collect(
+            b"! Title: Malicious URL Blocklist\n! Homepage: https://gitlab.com/malware-filter/urlhaus-filter\n\
+              !   License: https://gitlab.com/malware-filter/urlhaus-filter#license\nhttp://listed.example/p\n",
+            SourceFormat::Urls,
+        );
+        assert_eq!(out, hashes(&["listed.example/p"]));
+        assert_eq!(
+            (report.lines, report.accepted, report.rejected_total()),
+            (4, 1, 0)
+        );
+    }
+
     #[test]
     fn url_line_with_a_trailing_comment_is_cut_and_counted() {
         let line = b"http://comment.example/p # seen 2020-01-01";
