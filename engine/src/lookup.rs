@@ -127,6 +127,11 @@ pub struct LocalLookup {
     /// Whether any probed snapshot had expired: the answer may miss entries
     /// listed since.
     pub stale: bool,
+    /// The length, in bits, of every request prefix that confirms this
+    /// check's hits: the longest `request_prefix_bits` any probed snapshot
+    /// advertises (0 when none was probed; see
+    /// [`LocalLookup::request_prefix_of`]).
+    pub request_prefix_bits: u8,
 }
 
 impl LocalLookup {
@@ -165,15 +170,30 @@ impl LocalLookup {
     }
 
     /// The request prefix that confirms `hash`: its first `bits` bits, where
-    /// `bits` is the shortest `request_prefix_bits` among the lists whose
-    /// filter it hit. `None` if it hit none.
+    /// `bits` is the longest `request_prefix_bits` of the probed snapshots
+    /// ([`LocalLookup::request_prefix_bits`], or of the hits' lists if
+    /// longer). `None` if `hash` hit no filter.
+    ///
+    /// The longest, not the hit lists' own: the answer to a request prefix
+    /// is cached for every subscribed list, so it must hold each list's
+    /// bucket under that prefix, and a list's bucket under a prefix shorter
+    /// than the list advertises can hold more full hashes than the
+    /// publisher serves at once (`max_bucket_entries`): a small list's
+    /// 8-bit prefix beside a large list's 16 bits was refused, and the
+    /// small list's hits never confirmed. Under the longest length every
+    /// list's bucket is at most the one its publisher sized, and the
+    /// prefix is still shared by at least the `min_anonymity` listed full
+    /// hashes that list's length was chosen for.
     pub fn request_prefix_of(&self, hash: &FullHash) -> Option<RequestPrefix> {
-        let bits = self
-            .hits
-            .iter()
-            .filter(|h| h.full_hash == *hash)
-            .map(|h| h.request_prefix_bits)
-            .min()?;
+        let mut hit = false;
+        let mut bits = self.request_prefix_bits;
+        for h in &self.hits {
+            hit |= h.full_hash == *hash;
+            bits = bits.max(h.request_prefix_bits);
+        }
+        if !hit {
+            return None;
+        }
         request_prefix(hash, bits)
     }
 
@@ -247,6 +267,7 @@ where
         hits,
         snapshot_versions: snapshots.clone().map(|(_, s)| s.version()).collect(),
         stale: snapshots.clone().any(|(_, s)| s.is_stale(now)),
+        request_prefix_bits: snapshots.map(|(_, s)| s.request_prefix_bits()).max().unwrap_or(0),
     }
 }
 
@@ -444,6 +465,7 @@ mod tests {
             hits,
             snapshot_versions: SnapshotVersions::default(),
             stale: false,
+            request_prefix_bits: 0,
         }
     }
 
@@ -481,17 +503,19 @@ mod tests {
     }
 
     #[test]
-    fn request_prefix_is_the_shortest_over_the_lists_that_hit() {
-        let l = local(vec![
-            hit("malware", "e/", 32),
-            hit("phishing", "e/", 16),
-            hit("malware", "f/", 24),
-        ]);
+    fn request_prefix_is_the_longest_over_the_probed_lists() {
+        let mut l = local(vec![hit("phishing", "e/", 8), hit("phishing", "f/", 8)]);
+        // A list that did not hit advertises 16 bits: every prefix is 16
+        // bits long, so that the answer holds that list's bucket too.
+        l.request_prefix_bits = 16;
         assert_eq!(l.request_prefix_of(&FullHash::of(b"e/")), Some(rp("e/", 16)));
-        let mut expected = vec![rp("e/", 16), rp("f/", 24)];
+        let mut expected = vec![rp("e/", 16), rp("f/", 16)];
         expected.sort();
         assert_eq!(l.request_prefixes(), expected);
         assert_eq!(l.request_prefix_of(&FullHash::of(b"g/")), None);
+        // A hand-made lookup with no probed length: the hits' longest.
+        let l = local(vec![hit("malware", "e/", 24), hit("phishing", "f/", 12)]);
+        assert_eq!(l.request_prefix_of(&FullHash::of(b"f/")), Some(rp("f/", 24)));
     }
 
     #[test]

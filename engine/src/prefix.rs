@@ -5,10 +5,16 @@
 //! `hashes:search`):
 //!
 //! * A full hash that hit a local filter is sent as a [`RequestPrefix`] of
-//!   the length the list advertises in its signed header
-//!   (`request_prefix_bits`, 8..=32 bits): a shorter prefix is shared by more
-//!   expressions, so the publisher learns less. When several lists hit the
-//!   same full hash, the shortest of their lengths is sent.
+//!   the length the lists advertise in their signed headers
+//!   (`request_prefix_bits`, 8..=32 bits: the longest whose bucket still
+//!   holds the list's `min_anonymity` listed full hashes, so the publisher
+//!   cannot tell which of them the client asks about). With several
+//!   subscribed lists, the longest of their lengths is sent, whichever list
+//!   hit ([`LocalLookup::request_prefix_of`]): the answer must hold every
+//!   list's bucket, and under a shorter prefix than it advertises a large
+//!   list's bucket can exceed what the publisher serves at once.
+//!
+//! [`LocalLookup::request_prefix_of`]: crate::lookup::LocalLookup::request_prefix_of
 //! * Every request also carries `noise` random prefixes, with lengths drawn
 //!   from the real ones so they look alike, and the whole set is shuffled:
 //!   the publisher cannot tell which prefixes the client cares about.

@@ -560,3 +560,50 @@ async fn a_restored_snapshot_uses_post_until_a_304_advertises_its_buckets() {
     assert_eq!(route_requests(&server, routes::SEARCH).await, 1);
     server.stop().await;
 }
+
+/// Two lists of very different sizes, each advertising its own request
+/// prefix length: the large one 16 bits, the small one 8. Under 8 bits the
+/// large list's bucket holds more full hashes than the publisher serves
+/// (`max_bucket_entries`), so an agent subscribed to both that asked a
+/// small-list hit at 8 bits got `400 prefix_too_short` from the large
+/// list's bucket and from the `POST` alike: the hit was never confirmed
+/// (`unverified`, let through by default) and the failure backed off every
+/// confirmation. An agent asks at the longest length its lists advertise,
+/// under which every list's bucket is one its publisher serves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_small_lists_hit_is_confirmed_beside_a_large_list() {
+    let dir = tempfile::tempdir().unwrap();
+    let (large, small) = (dir.path().join("large.txt"), dir.path().join("small.txt"));
+    // 2,000 full hashes: about 7.8 under an 8-bit prefix, over the cap of
+    // 4; 0.03 under a 16-bit one.
+    std::fs::write(&large, urls("large.example", 2_000)).unwrap();
+    std::fs::write(&small, urls("small.example", 20)).unwrap();
+    let mut cfg = config(dir.path(), "unused", vec![]);
+    cfg.lists = vec![file_list("large", &large, 16), file_list("small", &small, 8)];
+    cfg.max_bucket_entries = 4;
+    let server = RunningPublisher::start(cfg).await;
+    server.wait_ready(Duration::from_secs(60)).await;
+    let agent = blocksieve_agent::Agent::builder(server.base_url())
+        .lists(["large", "small"])
+        .trusted_key(server.public_key())
+        .build()
+        .unwrap();
+    assert!(agent.update().await.unwrap().is_complete());
+
+    for (url, expected) in [
+        ("http://small.example/page/7", "small"),
+        ("http://large.example/page/1234", "large"),
+    ] {
+        match agent.check_url(url).await.unwrap() {
+            blocksieve_agent::Verdict::Unsafe { list, .. } => assert_eq!(list, expected),
+            other => panic!("{url}, listed on {expected}, was {other:?}"),
+        }
+    }
+    let local = agent.lookup_local("http://small.example/page/7").unwrap();
+    assert_eq!(local.request_prefixes()[0].bits(), 16, "{local:?}");
+    let stats = agent.stats();
+    assert_eq!(stats.full_hash_failures, 0, "{stats:?}");
+    assert_eq!(stats.immutable_bucket_fallbacks, 0, "{stats:?}");
+    assert_eq!(route_requests(&server, routes::SEARCH).await, 0);
+    server.stop().await;
+}

@@ -77,11 +77,15 @@ async fn noise_count_is_configurable_and_can_be_disabled() {
     }
 }
 
+/// Every prefix is sent at the longest length the subscribed lists
+/// advertise, whichever list hit: the answer is cached for every list, and
+/// a list's bucket under a shorter prefix than it advertises may be more
+/// than its publisher serves.
 #[tokio::test]
-async fn the_shortest_prefix_over_the_lists_that_hit_is_sent() {
+async fn the_longest_prefix_over_the_subscribed_lists_is_sent() {
     let fake = FakePublisher::start().await;
-    fake.serve_snapshot(&Snap::new("malware", 1, &["evil.example/"]).request_prefix_bits(32));
-    fake.serve_snapshot(&Snap::new("phishing", 1, &["evil.example/"]).request_prefix_bits(12));
+    fake.serve_snapshot(&Snap::new("malware", 1, &["other.example/"]).request_prefix_bits(16));
+    fake.serve_snapshot(&Snap::new("phishing", 1, &["evil.example/"]).request_prefix_bits(8));
     fake.list_expressions("phishing", &["evil.example/"]);
     let agent = fake.agent(&["malware", "phishing"]);
     agent.update().await.unwrap();
@@ -92,9 +96,9 @@ async fn the_shortest_prefix_over_the_lists_that_hit_is_sent() {
         matches!(&verdict, Verdict::Unsafe { list, .. } if list == "phishing"),
         "{verdict:?}"
     );
-    let real = &FullHash::of(b"evil.example/").prefix().to_string()[..3];
+    let real = &FullHash::of(b"evil.example/").prefix().to_string()[..4];
     let sent = &fake.searches()[0].prefixes;
-    assert!(sent.iter().all(|p| p.len() == 3), "{sent:?}");
+    assert!(sent.iter().all(|p| p.len() == 4), "{sent:?}");
     assert!(sent.iter().any(|p| p == real));
 }
 
