@@ -179,6 +179,7 @@ impl Publisher {
                 list.gates.max_fpr_ratio,
                 list.target_full_hash_requests_per_1000,
                 config.fleet_checks_per_second,
+                config.max_bucket_entries,
                 now,
             );
             if let Some(interval) = profile.build_interval {

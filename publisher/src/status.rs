@@ -39,6 +39,8 @@ pub struct ListProfile {
     pub target_per_1000: f64,
     /// The fleet's URL checks per second (`fleet_checks_per_second`).
     pub fleet_checks_per_second: f64,
+    /// `max_bucket_entries`: the largest bucket the full-hash routes serve.
+    pub max_bucket_entries: u64,
 }
 
 impl ListProfile {
@@ -48,6 +50,7 @@ impl ListProfile {
         max_fpr_ratio: f64,
         target_per_1000: f64,
         fleet_checks_per_second: f64,
+        max_bucket_entries: u64,
         now: u64,
     ) -> Self {
         Self {
@@ -57,6 +60,7 @@ impl ListProfile {
             max_fpr_ratio,
             target_per_1000,
             fleet_checks_per_second,
+            max_bucket_entries,
         }
     }
 
@@ -379,7 +383,7 @@ mod tests {
     use super::*;
 
     fn profile() -> ListProfile {
-        ListProfile::new("0 0,30 * * * *", 2.0, 10.0, 1000.0, 1_800_000_000)
+        ListProfile::new("0 0,30 * * * *", 2.0, 10.0, 1000.0, 4096, 1_800_000_000)
     }
 
     /// A build that read its sources (it has a report, so a filter kind).
@@ -524,7 +528,7 @@ mod tests {
             overdue_at("0 0,30 * * * *", fresh_at)
         );
         assert_eq!(profile().overdue_at(fresh_at), Some(1_800_000_000 + 3600));
-        let unparsable = ListProfile::new("every hour", 2.0, 10.0, 1000.0, 1_800_000_000);
+        let unparsable = ListProfile::new("every hour", 2.0, 10.0, 1000.0, 4096, 1_800_000_000);
         assert_eq!(unparsable.overdue_at(fresh_at), None);
         assert_eq!(unparsable.build_interval, None);
     }

@@ -459,6 +459,11 @@ pub fn health_of(slot: &ListSlot, now: u64) -> Health {
             },
             fill_ratio: fill,
             fill_history: &fill_history,
+            request_bucket: served.as_ref().map(|p| {
+                let bits = p.header.request_prefix_bits;
+                let expected = p.hashes.len() as f64 / 2f64.powi(i32::from(bits));
+                (bits, expected, profile.max_bucket_entries)
+            }),
         },
         now,
     )

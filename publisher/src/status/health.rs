@@ -79,6 +79,9 @@ pub struct HealthInput<'a> {
     pub fill_ratio: f64,
     /// Earlier builds' fill ratios, (Unix seconds, ratio), oldest first.
     pub fill_history: &'a [(u64, f64)],
+    /// The served version's request prefix length (bits), the full hashes
+    /// its bucket holds on average under it, and `max_bucket_entries`.
+    pub request_bucket: Option<(u8, f64, u64)>,
 }
 
 /// The builds of a list that failed within [`FAILED_WINDOW`].
@@ -142,6 +145,18 @@ pub fn health(input: &HealthInput<'_>, now: u64) -> Health {
         reasons.push((
             State::Red,
             format!("FPR over its bound: measured {measured:.3e} > {bound:.3e}"),
+        ));
+    }
+    if let Some((bits, expected, cap)) = input.request_bucket
+        && expected > cap as f64
+    {
+        // Agents ask this list's hits at (at least) this length; every
+        // such request is refused, so no hit is ever confirmed.
+        reasons.push((
+            State::Red,
+            format!(
+                "hits cannot be confirmed: the advertised {bits}-bit request prefix selects about {expected:.0} full hashes, more than max_bucket_entries ({cap}); lengthen request_prefix_bits or raise max_bucket_entries"
+            ),
         ));
     }
     if let Some(refusal) = input.refusal {
@@ -262,6 +277,7 @@ mod tests {
             measured_fpr: Some(1.4e-5),
             fpr_bound: Some(2.0 / 65_536.0),
             fill_ratio: 0.1,
+            request_bucket: Some((12, 205.0, 4096)),
             ..HealthInput::default()
         }
     }
@@ -275,6 +291,29 @@ mod tests {
         let h = health(&fresh(), NOW);
         assert_eq!(h.state, State::Green);
         assert!(h.reasons.is_empty());
+    }
+
+    /// A request prefix whose bucket is over the cap: every confirmation
+    /// of the list's hits is refused (`400 prefix_too_short`).
+    #[test]
+    fn a_request_prefix_whose_bucket_is_over_the_cap_is_red() {
+        let input = HealthInput {
+            request_bucket: Some((8, 4100.0, 4096)),
+            ..fresh()
+        };
+        let h = health(&input, NOW);
+        assert_eq!(h.state, State::Red);
+        assert_eq!(
+            reasons(&h),
+            [
+                "hits cannot be confirmed: the advertised 8-bit request prefix selects about 4100 full hashes, more than max_bucket_entries (4096); lengthen request_prefix_bits or raise max_bucket_entries"
+            ]
+        );
+        let at_cap = HealthInput {
+            request_bucket: Some((8, 4096.0, 4096)),
+            ..fresh()
+        };
+        assert_eq!(health(&at_cap, NOW).state, State::Green);
     }
 
     #[test]
