@@ -169,8 +169,9 @@ typedef struct blocksieve_snapshot_info {
     uint64_t entry_count;
     // The number of distinct full hashes on the list.
     uint64_t full_hash_count;
-    // The length of the hash prefix, in bits, sent to the full-hash
-    // endpoint for this list.
+    // The length of the hash prefix, in bits, this list advertises for
+    // the full-hash endpoint (an agent subscribed to several lists sends
+    // the longest of theirs).
     uint8_t request_prefix_bits;
     // The id (first 8 bytes of SHA-256 of the public key) of the key that
     // signed the snapshot.

@@ -138,8 +138,9 @@ pub struct blocksieve_snapshot_info {
     pub entry_count: u64,
     /// The number of distinct full hashes on the list.
     pub full_hash_count: u64,
-    /// The length of the hash prefix, in bits, sent to the full-hash
-    /// endpoint for this list.
+    /// The length of the hash prefix, in bits, this list advertises for
+    /// the full-hash endpoint (an agent subscribed to several lists sends
+    /// the longest of theirs).
     pub request_prefix_bits: u8,
     /// The id (first 8 bytes of SHA-256 of the public key) of the key that
     /// signed the snapshot.
