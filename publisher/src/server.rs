@@ -547,17 +547,25 @@ fn check_not_behind(state: &AppState, min_versions: &BTreeMap<String, u64>) -> R
     Ok(())
 }
 
-/// Refuses a prefix whose expected bucket over every list is larger than
-/// the configured cap (it would reveal too much of the lists at once).
+/// Refuses a prefix under which some list's expected bucket is larger than
+/// the configured cap (it would reveal too much of that list at once), for
+/// the routes that answer for every list. Each list's bucket is capped, as
+/// on its immutable buckets, not their sum: a list's bucket is served
+/// there whatever other lists the publisher serves, and agents size their
+/// prefixes by their lists' own advertised lengths.
 fn check_bucket_size(state: &AppState, prefix: RequestPrefix) -> Result<RequestPrefix, ApiError> {
-    check_expected_bucket(state, prefix, state.expected_bucket(prefix.bits()))
+    match state.largest_bucket(prefix.bits()) {
+        Some((list, expected)) => check_expected_bucket(state, prefix, list, expected),
+        None => Ok(prefix),
+    }
 }
 
-/// Refuses `prefix` when the bucket it selects holds about `expected` full
-/// hashes, more than the configured cap.
+/// Refuses `prefix` when the bucket it selects of `list` holds about
+/// `expected` full hashes, more than the configured cap.
 fn check_expected_bucket(
     state: &AppState,
     prefix: RequestPrefix,
+    list: &str,
     expected: f64,
 ) -> Result<RequestPrefix, ApiError> {
     if expected > state.max_bucket_entries as f64 {
@@ -565,7 +573,7 @@ fn check_expected_bucket(
             StatusCode::BAD_REQUEST,
             "prefix_too_short",
             format!(
-                "a {}-bit prefix selects about {expected:.0} full hashes, more than the limit of {}; send a longer prefix",
+                "a {}-bit prefix selects about {expected:.0} full hashes of list {list}, more than the limit of {}; send a longer prefix",
                 prefix.bits(),
                 state.max_bucket_entries
             ),
@@ -668,7 +676,7 @@ async fn list_hashes(
     // sized by its own entries, would be refused beside a large list, and
     // its hits left unconfirmed.)
     let expected = published.hashes.len() as f64 / 2f64.powi(i32::from(prefix.bits()));
-    let prefix = check_expected_bucket(&state, prefix, expected)?;
+    let prefix = check_expected_bucket(&state, prefix, &name, expected)?;
     let answer = FullHashAnswer {
         cache_duration_s: state.cache_duration.as_secs(),
         results: vec![PrefixAnswer {

@@ -404,15 +404,21 @@ impl AppState {
         self.lists.iter().all(|l| l.current.load().is_some())
     }
 
-    /// Expected number of listed full hashes, over all lists, in the bucket
-    /// of a `bits`-bit prefix.
-    pub fn expected_bucket(&self, bits: u8) -> f64 {
-        let total: u64 = self
-            .lists
+    /// The list with the most full hashes served, and the number of them
+    /// its bucket under a `bits`-bit prefix holds on average: the largest
+    /// bucket of one list a request prefix selects. `None` while no list
+    /// is served.
+    pub fn largest_bucket(&self, bits: u8) -> Option<(&str, f64)> {
+        self.lists
             .iter()
-            .filter_map(|l| l.current.load().as_ref().map(|p| p.hashes.len() as u64))
-            .sum();
-        total as f64 / 2f64.powi(i32::from(bits))
+            .filter_map(|l| {
+                l.current
+                    .load()
+                    .as_ref()
+                    .map(|p| (l.name.as_str(), p.hashes.len()))
+            })
+            .max_by_key(|&(_, n)| n)
+            .map(|(name, n)| (name, n as f64 / 2f64.powi(i32::from(bits))))
     }
 
     /// Sets each list's freshness gauge from what it serves now: a

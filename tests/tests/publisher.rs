@@ -1043,9 +1043,11 @@ async fn bucket_cap_refuses_too_short_prefixes() {
         .await
         .unwrap();
     assert_eq!(r.status(), 400);
+    let error = r.json::<ErrorResponse>().await.unwrap().error;
+    assert_eq!(error.code, "prefix_too_short");
     assert_eq!(
-        r.json::<ErrorResponse>().await.unwrap().error.code,
-        "prefix_too_short"
+        error.message,
+        "a 8-bit prefix selects about 1 full hashes of list phishing, more than the limit of 1; send a longer prefix"
     );
     server.stop().await;
 }
@@ -1093,6 +1095,43 @@ async fn the_cap_on_a_lists_immutable_bucket_counts_that_list_only() {
     );
     // The routes that answer over every list still count every list.
     assert_eq!(status("/v1/hashes/ab".to_owned()).await, 400);
+    server.stop().await;
+}
+
+/// The routes that answer for every list (`GET /v1/hashes/{prefix}`,
+/// `POST /v1/hashes:search`) cap each list's bucket, as the immutable
+/// buckets do, not their sum: three lists whose 8-bit buckets are each
+/// within the cap were refused together, though the same prefix asked of
+/// each list's immutable bucket was served, and an agent that confirms by
+/// `POST` only (the sans-I/O session of the C, Python and WASM bindings)
+/// could confirm nothing on a publisher serving several lists.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cap_on_the_routes_for_every_list_counts_each_list_alone() {
+    let named = |name: &str| {
+        let mut list = fixture_list();
+        list.name = name.to_owned();
+        list
+    };
+    // ~300 full hashes a list: an 8-bit prefix selects ~1.2 of each, 3.6
+    // of the three, over a cap of 2.
+    let (server, _dir) = serve(vec![named("one"), named("two"), named("three")], |c| {
+        c.max_bucket_entries = 2;
+    })
+    .await;
+    let client = reqwest::Client::new();
+    let get = client
+        .get(format!("{}/v1/hashes/ab", server.base_url()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(get.status(), 200);
+    let search = client
+        .post(format!("{}/v1/hashes:search", server.base_url()))
+        .json(&serde_json::json!({"prefixes": ["ab", "c4"]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(search.status(), 200);
     server.stop().await;
 }
 
