@@ -465,8 +465,11 @@ pub struct FullHashSearchRequest {
     /// name. A server that serves an older version of one of them, or none,
     /// answers `503 behind` instead of answering from older data (a replica
     /// that has not loaded the newest build yet would otherwise report a
-    /// newly listed URL's full hash as absent). Empty (and left out) for
-    /// clients that send no versions; by default, empty.
+    /// newly listed URL's full hash as absent). When given, the answer
+    /// holds these lists' matches only, and only their buckets count
+    /// against the server's bucket limit (`400 prefix_too_short`). Empty
+    /// (and left out) for clients that send no versions, answered for
+    /// every list; by default, empty.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub min_versions: std::collections::BTreeMap<String, u64>,
 }

@@ -553,8 +553,12 @@ fn check_not_behind(state: &AppState, min_versions: &BTreeMap<String, u64>) -> R
 /// on its immutable buckets, not their sum: a list's bucket is served
 /// there whatever other lists the publisher serves, and agents size their
 /// prefixes by their lists' own advertised lengths.
-fn check_bucket_size(state: &AppState, prefix: RequestPrefix) -> Result<RequestPrefix, ApiError> {
-    match state.largest_bucket(prefix.bits()) {
+fn check_bucket_size(
+    state: &AppState,
+    prefix: RequestPrefix,
+    among: impl Fn(&str) -> bool,
+) -> Result<RequestPrefix, ApiError> {
+    match state.largest_bucket(prefix.bits(), among) {
         Some((list, expected)) => check_expected_bucket(state, prefix, list, expected),
         None => Ok(prefix),
     }
@@ -587,14 +591,14 @@ async fn full_hashes(
     Path(prefix_text): Path<String>,
     request: Request,
 ) -> Result<Response, ApiError> {
-    let prefix = check_bucket_size(&state, parse_request_prefix(&prefix_text)?)?;
+    let prefix = check_bucket_size(&state, parse_request_prefix(&prefix_text)?, |_| true)?;
     check_ready(&state)?;
     let cache_duration_s = state.cache_duration.as_secs();
     let answer = FullHashAnswer {
         cache_duration_s,
         results: vec![PrefixAnswer {
             prefix,
-            matches: buckets::bucket(&state, prefix),
+            matches: buckets::bucket(&state, prefix, |_| true),
         }],
     };
     let mut response = full_hash_answer(request.headers(), answer, |a| {
@@ -765,16 +769,23 @@ async fn search(
     let body = body.map_err(|e| body_error(&e))?;
     let (prefixes, min_versions) = parse_search(&body, state.max_prefixes_per_request)?;
     check_not_behind(&state, &min_versions)?;
+    // A request that names the lists it holds (`min_versions`) is answered
+    // for those lists only, and only their buckets count against the cap:
+    // a list the client does not subscribe to, larger than its lists, must
+    // not get its prefixes refused (and is of no use to it).
+    let among = |name: &str| min_versions.is_empty() || min_versions.contains_key(name);
     let prefixes = prefixes
         .into_iter()
-        .map(|p| check_bucket_size(&state, p))
+        .map(|p| check_bucket_size(&state, p, among))
         .collect::<Result<Vec<_>, _>>()?;
-    check_ready(&state)?;
+    if min_versions.is_empty() {
+        check_ready(&state)?;
+    }
     let results = prefixes
         .into_iter()
         .map(|prefix| PrefixAnswer {
             prefix,
-            matches: buckets::bucket(&state, prefix),
+            matches: buckets::bucket(&state, prefix, among),
         })
         .collect();
     let answer = FullHashAnswer {

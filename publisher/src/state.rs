@@ -404,13 +404,14 @@ impl AppState {
         self.lists.iter().all(|l| l.current.load().is_some())
     }
 
-    /// The list with the most full hashes served, and the number of them
-    /// its bucket under a `bits`-bit prefix holds on average: the largest
-    /// bucket of one list a request prefix selects. `None` while no list
-    /// is served.
-    pub fn largest_bucket(&self, bits: u8) -> Option<(&str, f64)> {
+    /// Among the lists `among` accepts (by name), the one with the most
+    /// full hashes served, and the number of them its bucket under a
+    /// `bits`-bit prefix holds on average: the largest bucket of one list a
+    /// request prefix selects. `None` while no such list is served.
+    pub fn largest_bucket(&self, bits: u8, among: impl Fn(&str) -> bool) -> Option<(&str, f64)> {
         self.lists
             .iter()
+            .filter(|l| among(&l.name))
             .filter_map(|l| {
                 l.current
                     .load()

@@ -607,3 +607,48 @@ async fn a_small_lists_hit_is_confirmed_beside_a_large_list() {
     assert_eq!(route_requests(&server, routes::SEARCH).await, 0);
     server.stop().await;
 }
+
+/// `POST /v1/hashes:search` with `min_versions` answers the lists it names
+/// only, and caps only their buckets: a client subscribed to the small
+/// list alone asks at its 8 bits, under which a large list it does not
+/// subscribe to holds more than the cap. Counted over every served list,
+/// the search was refused (`400`): a client that confirms by `POST` (the
+/// sans-I/O session; the agent when buckets fail) confirmed nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_search_is_answered_and_capped_for_the_lists_it_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let (large, small) = (dir.path().join("large.txt"), dir.path().join("small.txt"));
+    std::fs::write(&large, urls("large.example", 2_000)).unwrap();
+    std::fs::write(&small, urls("small.example", 20)).unwrap();
+    let mut cfg = config(dir.path(), "unused", vec![]);
+    cfg.lists = vec![file_list("large", &large, 16), file_list("small", &small, 8)];
+    cfg.max_bucket_entries = 4;
+    let server = RunningPublisher::start(cfg).await;
+    server.wait_ready(Duration::from_secs(60)).await;
+    let version = served(&server, "small").unwrap();
+    let hash = hash_of("http://small.example/page/7");
+    let prefix = RequestPrefix::of(&hash, 8).to_string();
+    let client = reqwest::Client::new();
+    let search = |body: serde_json::Value| {
+        client
+            .post(format!("{}{}", server.base_url(), routes::SEARCH))
+            .json(&body)
+            .send()
+    };
+
+    let named = search(serde_json::json!({"prefixes": [prefix], "min_versions": {"small": version}}))
+        .await
+        .unwrap();
+    assert_eq!(named.status(), 200);
+    let answer: blocksieve_format::api::FullHashSearchResponse = named.json().await.unwrap();
+    let matches = &answer.results[0].matches;
+    assert!(matches.iter().all(|m| m.list == "small"), "{matches:?}");
+    assert!(matches.iter().any(|m| m.full_hash == hash.to_string()), "{matches:?}");
+
+    let every = search(serde_json::json!({"prefixes": [prefix]})).await.unwrap();
+    assert_eq!(every.status(), 400);
+    let error = every.json::<ErrorResponse>().await.unwrap().error;
+    assert_eq!(error.code, "prefix_too_short");
+    assert!(error.message.contains("of list large"), "{}", error.message);
+    server.stop().await;
+}

@@ -11,11 +11,16 @@ use rand::RngCore as _;
 
 use crate::state::AppState;
 
-/// Every listed full hash starting with `prefix`, padded with random hashes
-/// of the same prefix up to the configured padding.
-pub(super) fn bucket(state: &AppState, prefix: RequestPrefix) -> Vec<ListedFullHash> {
+/// Every full hash starting with `prefix` listed on a list `among`
+/// accepts (by name), padded with random hashes of the same prefix up to
+/// the configured padding.
+pub(super) fn bucket(
+    state: &AppState,
+    prefix: RequestPrefix,
+    among: impl Fn(&str) -> bool,
+) -> Vec<ListedFullHash> {
     let mut matches = Vec::new();
-    for slot in &state.lists {
+    for slot in state.lists.iter().filter(|l| among(&l.name)) {
         if let Some(current) = slot.current.load().as_deref() {
             for h in current.bucket(prefix) {
                 matches.push(ListedFullHash {
@@ -29,7 +34,9 @@ pub(super) fn bucket(state: &AppState, prefix: RequestPrefix) -> Vec<ListedFullH
         // Padding entries look like real ones (same prefix, a real list name)
         // and can never match a URL: a random 256-bit hash collides with
         // probability 2^-(256 - bits).
-        let pad_list = state.lists.first().map(|l| l.name.clone()).unwrap_or_default();
+        let pad_list = (state.lists.iter().find(|l| among(&l.name)))
+            .map(|l| l.name.clone())
+            .unwrap_or_default();
         let mut rng = rand::thread_rng();
         let (lo, hi) = prefix.range32();
         while matches.len() < state.padding {
