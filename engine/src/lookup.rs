@@ -400,6 +400,13 @@ pub fn decide(
     let mut failure: Option<Error> = None;
     for hit in &local.hits {
         let Some(prefix) = local.request_prefix_of(&hit.full_hash) else {
+            // No valid request prefix length (a lookup made by hand: probes
+            // take it from verified headers): the hit cannot be confirmed,
+            // which is a failure, never "safe".
+            failure.get_or_insert_with(|| Error::UnexpectedResponse {
+                url: String::new(),
+                reason: format!("no valid request prefix length for the hit on list {}", hit.list),
+            });
             continue;
         };
         match answers.get(&prefix) {
@@ -550,6 +557,16 @@ mod tests {
             }
         );
         assert!(v.should_block());
+    }
+
+    #[test]
+    fn a_hit_with_no_valid_request_prefix_is_unverified_not_safe() {
+        let l = local(vec![hit("malware", "x/", 7)]);
+        let v = decide(&l, &HashMap::new(), &["malware"], FailurePolicy::FailOpen);
+        assert!(
+            matches!(&v, Verdict::Unverified { lists, .. } if lists == &["malware"]),
+            "{v:?}"
+        );
     }
 
     #[test]

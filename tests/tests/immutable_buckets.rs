@@ -643,7 +643,10 @@ async fn a_search_is_answered_and_capped_for_the_lists_it_names() {
     let answer: blocksieve_format::api::FullHashSearchResponse = named.json().await.unwrap();
     let matches = &answer.results[0].matches;
     assert!(matches.iter().all(|m| m.list == "small"), "{matches:?}");
-    assert!(matches.iter().any(|m| m.full_hash == hash.to_string()), "{matches:?}");
+    assert!(
+        matches.iter().any(|m| m.full_hash == hash.to_string()),
+        "{matches:?}"
+    );
 
     let every = search(serde_json::json!({"prefixes": [prefix]})).await.unwrap();
     assert_eq!(every.status(), 400);
