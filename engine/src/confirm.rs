@@ -101,6 +101,17 @@ impl AnswerCache {
                 }),
             );
         }
+        for p in sorted.unreadable {
+            answers.insert(
+                p,
+                Err(Error::UnexpectedResponse {
+                    url: url.to_owned(),
+                    reason: format!(
+                        "the answer lists a full hash under requested prefix {p} that is not 64 hex digits"
+                    ),
+                }),
+            );
+        }
     }
 
     /// How many prefixes' answers are cached.
@@ -139,6 +150,7 @@ mod tests {
         let sorted = Answers {
             by_prefix: [(a, listed)].into_iter().collect(),
             missing: vec![b],
+            unreadable: Vec::new(),
             ignored: 0,
         };
         cache.store(

@@ -132,8 +132,9 @@ pub struct SearchAnswer {
     /// prefix its full hashes.
     pub answer: IndexedAnswer,
     /// For each full hash of a JSON answer that is not 64 hex digits, the
-    /// prefix it was listed under: it is dropped, and [`sort_answers`]
-    /// counts it as ignored if that prefix was asked. Empty for a binary
+    /// prefix it was listed under: it is dropped, and if that prefix was
+    /// asked [`sort_answers`] counts it as ignored and leaves the prefix
+    /// unanswered ([`Answers::unreadable`]). Empty for a binary
     /// answer, which has no such full hash.
     pub unreadable: Vec<RequestPrefix>,
 }
@@ -154,8 +155,9 @@ impl SearchAnswer {
     /// Converts a JSON full-hash answer, as [`sort_answers`] reads it:
     /// results whose prefix is not a request prefix are dropped (they
     /// cannot answer a request), full hashes that are not 64 hex digits are
-    /// dropped and noted in [`SearchAnswer::unreadable`], list names are
-    /// kept once each. A full hash that does not start with its prefix is
+    /// dropped and noted in [`SearchAnswer::unreadable`] (their prefix, if
+    /// asked, is then left unanswered: [`Answers::unreadable`]), list
+    /// names are kept once each. A full hash that does not start with its prefix is
     /// kept: [`sort_answers`] ignores it.
     ///
     /// # Errors
@@ -284,8 +286,13 @@ pub struct Answers {
     /// Real prefixes the answer says nothing about: they stay unverified
     /// and uncached.
     pub missing: Vec<RequestPrefix>,
-    /// Full hashes ignored: not 64 hex digits, or not starting with the
-    /// prefix they were listed under.
+    /// Real prefixes under which the answer lists a full hash that is not
+    /// 64 hex digits (a JSON answer only): a broken answer, which may have
+    /// garbled the very full hash asked about, so they stay unverified and
+    /// uncached rather than read as a miss. Sorted, each once.
+    pub unreadable: Vec<RequestPrefix>,
+    /// Full hashes ignored: not starting with the prefix they were listed
+    /// under (they cannot be about it), or unreadable (above).
     pub ignored: usize,
 }
 
@@ -338,13 +345,26 @@ pub fn sort_answers(real: &[RequestPrefix], answer: &SearchAnswer, subscribed: &
             }
         }
     }
-    let missing = asked.into_iter().filter(|p| !buckets.contains_key(p)).collect();
+    let unreadable: BTreeSet<RequestPrefix> = answer
+        .unreadable
+        .iter()
+        .filter(|p| asked.contains(p))
+        .copied()
+        .collect();
+    for p in &unreadable {
+        buckets.remove(p);
+    }
+    let missing = asked
+        .into_iter()
+        .filter(|p| !buckets.contains_key(p) && !unreadable.contains(p))
+        .collect();
     Answers {
         by_prefix: buckets
             .into_iter()
             .map(|(prefix, bucket)| (prefix, ListedHashes::from_lists(bucket)))
             .collect(),
         missing,
+        unreadable: unreadable.into_iter().collect(),
         ignored,
     }
 }
@@ -542,16 +562,25 @@ mod tests {
         let real = vec![rp(&FullHash::of(b"missing/"), 32), p];
         let lists = subscribed(&["phishing", "malware"]);
         let answers = sort_answers(&real, &answer, &lists);
-        assert_eq!(
-            answers.by_prefix.get(&p),
-            Some(&ListedHashes::new([("malware", listed)]))
-        );
+        // `p` lists an unreadable full hash: the answer for it is broken
+        // (the garbled one could be the one asked about), not a miss.
+        assert!(!answers.by_prefix.contains_key(&p));
+        assert_eq!(answers.unreadable, [p]);
         assert!(!answers.by_prefix.contains_key(&unasked));
         assert!(!answers.by_prefix.contains_key(&noise));
         assert_eq!(answers.missing, vec![rp(&FullHash::of(b"missing/"), 32)]);
         // The foreign full hash and the unreadable one under `p`; not the
         // unreadable one under the prefix nobody asked.
         assert_eq!(answers.ignored, 2);
+        // Without the unreadable full hash, `p` is answered.
+        let mut readable = answer.clone();
+        readable.unreadable.clear();
+        let answers = sort_answers(&real, &readable, &lists);
+        assert_eq!(
+            answers.by_prefix.get(&p),
+            Some(&ListedHashes::new([("malware", listed)]))
+        );
+        assert!(answers.unreadable.is_empty());
     }
 
     #[test]

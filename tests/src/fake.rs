@@ -80,6 +80,9 @@ pub enum SearchMode {
     Foreign(String),
     /// No answer for a minute, then `504`.
     Hang,
+    /// 200 JSON with, under each hash prefix, the listed full hashes
+    /// garbled: their last hex digit replaced by `x` (not a full hash).
+    Garbled,
 }
 
 /// One request the fake publisher saw: a snapshot download or a full-hash
@@ -630,6 +633,14 @@ async fn search(State(state): Shared, headers: HeaderMap, body: Bytes) -> Respon
         SearchMode::Status(status) => injected(status),
         SearchMode::RetryAfter(status, after) => with_retry_after(status, &after),
         SearchMode::Garbage => (StatusCode::OK, "<html>not json</html>").into_response(),
+        SearchMode::Garbled => {
+            let mut json = results(None);
+            for m in json.results.iter_mut().flat_map(|r| r.matches.iter_mut()) {
+                m.full_hash.pop();
+                m.full_hash.push('x');
+            }
+            Json(json).into_response()
+        }
         SearchMode::Hang => {
             tokio::time::sleep(Duration::from_secs(60)).await;
             StatusCode::GATEWAY_TIMEOUT.into_response()

@@ -199,6 +199,31 @@ async fn full_hashes_outside_the_requested_prefix_are_ignored() {
     assert!(verdict.is_safe(), "{verdict:?}");
 }
 
+/// An answer that lists, under the requested prefix, a full hash that is
+/// not 64 hex digits is broken: the garbled entry may be the very full hash
+/// asked about. The prefix stays unverified (and uncached), never a miss:
+/// read as one, the listed URL was safe.
+#[tokio::test]
+async fn a_garbled_full_hash_under_the_asked_prefix_is_unverified_not_a_miss() {
+    let fake = FakePublisher::start().await;
+    fake.serve_snapshot(&Snap::new("malware", 1, &["evil.example/"]).request_prefix_bits(16));
+    fake.list_expressions("malware", &["evil.example/"]);
+    fake.set_search_mode(SearchMode::Garbled);
+    let agent = fake.agent(&["malware"]);
+    agent.update().await.unwrap();
+
+    let verdict = agent.check_url("http://evil.example/").await.unwrap();
+
+    assert!(
+        matches!(&verdict, Verdict::Unverified { lists, .. } if lists == &["malware"]),
+        "{verdict:?}"
+    );
+    // Not cached: once the answers are whole again, the URL is unsafe.
+    fake.set_search_mode(SearchMode::Normal);
+    let verdict = agent.check_url("http://evil.example/").await.unwrap();
+    assert!(verdict.is_unsafe(), "{verdict:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_checks_of_the_same_prefix_share_one_request() {
     let fake = sixteen_bit().await;
