@@ -571,6 +571,24 @@ impl Config {
                     format!("{bits} is not one of 8, 12, ..., 32"),
                 ));
             }
+            // The advertised length is the longest whose bucket holds
+            // `min_anonymity` full hashes, so its bucket can hold up to 16 ×
+            // that (4 bits shorter): more than the full-hash routes serve,
+            // and every confirmation of the list would be refused.
+            if list.request_prefix_bits.is_none()
+                && list.min_anonymity.saturating_mul(16) > self.max_bucket_entries
+            {
+                return Err(Error::config(
+                    field("min_anonymity"),
+                    format!(
+                        "{}: the request prefix it sizes can select up to 16 × {} full hashes, more than max_bucket_entries ({}), and agents' full-hash requests would be refused; lower min_anonymity to {} or less, or raise max_bucket_entries",
+                        list.min_anonymity,
+                        list.min_anonymity,
+                        self.max_bucket_entries,
+                        self.max_bucket_entries / 16
+                    ),
+                ));
+            }
             if let Some(s) = &list.schedule {
                 check_cron(&field("schedule"), s)?;
             }
@@ -704,6 +722,28 @@ mod tests {
             .validate()
             .unwrap_err()
             .to_string()
+    }
+
+    /// A `min_anonymity` whose advertised request prefix could select a
+    /// bucket over `max_bucket_entries` is refused: the publisher would
+    /// advertise a length its own full-hash routes refuse.
+    #[test]
+    fn min_anonymity_must_fit_the_bucket_limit() {
+        let list = |extra: &str| {
+            format!(
+                "max_bucket_entries = 4096\n[[lists]]\nname = \"p\"\nsources = [{{ path = \"a.txt\", format = \"urls\" }}]\n{extra}"
+            )
+        };
+        let ok: Config = toml::from_str(&list("min_anonymity = 256")).unwrap();
+        ok.validate().unwrap();
+        assert_eq!(
+            refusal(&list("min_anonymity = 257")),
+            "configuration: lists.p.min_anonymity: 257: the request prefix it sizes can select up to 16 × 257 full hashes, more than max_bucket_entries (4096), and agents' full-hash requests would be refused; lower min_anonymity to 256 or less, or raise max_bucket_entries"
+        );
+        // A length set by hand is the operator's (the status page turns
+        // red if its bucket is over the limit).
+        let fixed: Config = toml::from_str(&list("min_anonymity = 1000\nrequest_prefix_bits = 16")).unwrap();
+        fixed.validate().unwrap();
     }
 
     #[test]
