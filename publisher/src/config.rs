@@ -525,18 +525,6 @@ impl Config {
         {
             return Err(Error::config("public_key", "not a base64 Ed25519 public key"));
         }
-        // A full-hash answer names each list by a one-byte index, and the
-        // routes for every list may name them all.
-        let most = blocksieve_format::api::MAX_ANSWER_LISTS;
-        if self.lists.len() > most {
-            return Err(Error::config(
-                "lists",
-                format!(
-                    "{} lists, more than {most}: a full-hash answer names at most {most}",
-                    self.lists.len()
-                ),
-            ));
-        }
         let mut names = std::collections::HashSet::new();
         for list in &self.lists {
             let field = |f: &str| format!("lists.{}.{f}", list.name);
@@ -739,25 +727,6 @@ mod tests {
     /// A `min_anonymity` whose advertised request prefix could select a
     /// bucket over `max_bucket_entries` is refused: the publisher would
     /// advertise a length its own full-hash routes refuse.
-    #[test]
-    fn at_most_64_lists() {
-        let lists = |n: usize| -> String {
-            (0..n)
-                .map(|i| {
-                    format!(
-                        "[[lists]]\nname = \"l{i}\"\nsources = [{{ path = \"a.txt\", format = \"urls\" }}]\n"
-                    )
-                })
-                .collect()
-        };
-        let ok: Config = toml::from_str(&lists(64)).unwrap();
-        ok.validate().unwrap();
-        assert_eq!(
-            refusal(&lists(65)),
-            "configuration: lists: 65 lists, more than 64: a full-hash answer names at most 64"
-        );
-    }
-
     #[test]
     fn min_anonymity_must_fit_the_bucket_limit() {
         let list = |extra: &str| {
