@@ -825,6 +825,16 @@ async fn serve(
     (server, dir)
 }
 
+/// A bucket limit of `cap` full hashes, far below the default, with the
+/// lists' `min_anonymity` lowered to fit it (at most `cap` / 16, which
+/// `check-config` requires).
+fn tiny_cap(config: &mut Config, cap: u64) {
+    config.max_bucket_entries = cap;
+    for list in &mut config.lists {
+        list.min_anonymity = cap / 16;
+    }
+}
+
 fn fixture_list() -> ListConfig {
     ListConfig::new(
         "phishing",
@@ -1025,7 +1035,7 @@ async fn hashes_search_takes_up_to_1000_prefixes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bucket_cap_refuses_too_short_prefixes() {
-    let (server, _dir) = serve(vec![fixture_list()], |c| c.max_bucket_entries = 8).await;
+    let (server, _dir) = serve(vec![fixture_list()], |c| tiny_cap(c, 8)).await;
     let client = reqwest::Client::new();
     // ~300 hashes: a 8-bit prefix selects ~1.2, fine; cap 8 still allows it.
     let ok = client
@@ -1036,7 +1046,7 @@ async fn bucket_cap_refuses_too_short_prefixes() {
     assert_eq!(ok.status(), 200);
     server.stop().await;
 
-    let (server, _dir) = serve(vec![fixture_list()], |c| c.max_bucket_entries = 1).await;
+    let (server, _dir) = serve(vec![fixture_list()], |c| tiny_cap(c, 1)).await;
     let r = client
         .get(format!("{}/v1/hashes/ab", server.base_url()))
         .send()
@@ -1069,7 +1079,7 @@ async fn the_cap_on_a_lists_immutable_bucket_counts_that_list_only() {
     let small = ListConfig::new("small", vec![SourceConfig::file(&small_feed, SourceFormat::Urls)]);
     // ~300 full hashes in the large list: an 8-bit prefix selects ~1.2 of
     // them, over a cap of 1; ~0.01 of the small list's.
-    let (server, _dir) = serve(vec![fixture_list(), small], |c| c.max_bucket_entries = 1).await;
+    let (server, _dir) = serve(vec![fixture_list(), small], |c| tiny_cap(c, 1)).await;
     let version = |i: usize| {
         server.publisher.state().lists[i]
             .current
@@ -1115,7 +1125,7 @@ async fn the_cap_on_the_routes_for_every_list_counts_each_list_alone() {
     // ~300 full hashes a list: an 8-bit prefix selects ~1.2 of each, 3.6
     // of the three, over a cap of 2.
     let (server, _dir) = serve(vec![named("one"), named("two"), named("three")], |c| {
-        c.max_bucket_entries = 2;
+        tiny_cap(c, 2)
     })
     .await;
     let client = reqwest::Client::new();
