@@ -43,14 +43,24 @@ const recent = [];
 /** Per tab, the URL of the navigation checked last, so that a late verdict
  * for an earlier navigation does not turn the tab away from a newer one. */
 const pending = new Map();
+/** Per tab, the URLs its current page was reached through: the navigation's
+ * first URL, every server redirect, and every page that forwarded the tab
+ * by a client redirect (script or meta refresh). A "block" verdict for any
+ * of them still turns the tab to the warning when it arrives after the tab
+ * moved on: a listed page must not escape its warning by forwarding the
+ * tab to an unlisted one before its full-hash answer comes. */
+const chain = new Map();
 /** Per tab, the last URL found safe: the warning page's "go back" target. */
 const lastSafe = new Map();
+/** Whether the configuration asks to block what cannot be checked
+ * (`failurePolicy: "closed"`), as last read. */
+let failClosed = false;
 
 /**
  * The configuration: what the options page stored, else config.json in the
  * extension's directory. Shape: { publisher: "http(s)://host:port",
  * lists: ["name", ...], key: "<base64 Ed25519 public key>",
- * updateMinutes: number >= 0.5 }.
+ * updateMinutes: number >= 0.5, failurePolicy: "open" | "closed" }.
  *
  * Throws an Error naming the source and the field when one is missing or
  * malformed.
@@ -84,6 +94,13 @@ function validateConfig(config, source) {
   if (publisher.protocol !== "http:" && publisher.protocol !== "https:") {
     fail(`publisher ${JSON.stringify(config.publisher)} is not http or https`);
   }
+  // The agent itself refuses plain http to any other host: say so here,
+  // naming the field, rather than leave every navigation unchecked.
+  const loopback =
+    publisher.hostname === "localhost" || publisher.hostname === "[::1]" || /^127(\.\d{1,3}){3}$/.test(publisher.hostname);
+  if (publisher.protocol === "http:" && !loopback) {
+    fail(`publisher ${JSON.stringify(config.publisher)} is plain http to a host that is not loopback: use https`);
+  }
   if (!Array.isArray(config.lists) || config.lists.length === 0) fail("lists is not a non-empty array");
   for (const list of config.lists) {
     if (typeof list !== "string" || !/^[a-z0-9_-]{1,64}$/.test(list)) {
@@ -95,11 +112,16 @@ function validateConfig(config, source) {
   if (typeof updateMinutes !== "number" || !(updateMinutes >= MIN_UPDATE_MINUTES)) {
     fail(`updateMinutes ${JSON.stringify(updateMinutes)} is not a number of at least ${MIN_UPDATE_MINUTES}`);
   }
+  const failurePolicy = config.failurePolicy ?? "open";
+  if (failurePolicy !== "open" && failurePolicy !== "closed") {
+    fail(`failurePolicy ${JSON.stringify(failurePolicy)} is not "open" or "closed"`);
+  }
   return {
     publisher: config.publisher.replace(/\/+$/, ""),
     lists: [...config.lists],
     key: config.key.trim(),
     updateMinutes,
+    failurePolicy,
   };
 }
 
@@ -115,8 +137,14 @@ function agent() {
 
 async function start() {
   const config = await readConfig();
+  failClosed = config.failurePolicy === "closed";
   await init({ module_or_path: chrome.runtime.getURL("pkg/blocksieve_wasm_bg.wasm") });
-  const started = new Agent({ publisher: config.publisher, lists: config.lists, key: config.key });
+  const started = new Agent({
+    publisher: config.publisher,
+    lists: config.lists,
+    key: config.key,
+    failurePolicy: config.failurePolicy,
+  });
   started.owner = { publisher: config.publisher, key: config.key };
   const alarm = await chrome.alarms.get(UPDATE_ALARM);
   if (alarm?.periodInMinutes !== config.updateMinutes) {
@@ -221,17 +249,27 @@ async function checkNavigation(tabId, url) {
     verdict = await (await agent()).check(url);
   } catch (error) {
     // Unchecked navigations proceed (fail open), as the agent's own
-    // "unverified" verdicts do unless the agent was told otherwise.
-    remember({ url, kind: "error", error: describe(error), block: false });
+    // "unverified" verdicts do, unless the configuration says
+    // `failurePolicy: "closed"`.
+    remember({ url, kind: "error", error: describe(error), block: failClosed });
     console.warn("blocksieve: could not check a navigation:", describe(error));
+    if (failClosed) await warn(tabId, url, { kind: "error" });
     return;
   }
   remember({ url, kind: verdict.kind, list: verdict.list, stale: verdict.stale, block: verdict.block });
   if (!verdict.block) {
-    lastSafe.set(tabId, url);
+    // Only a page found safe is a "go back" target: an unverified one
+    // (let through) may be the listed site's own.
+    if (verdict.kind === "safe") lastSafe.set(tabId, url);
     return;
   }
-  if (pending.get(tabId) !== url) return;
+  await warn(tabId, url, verdict);
+}
+
+/** Turns tab `tabId` to the warning page for `url`, unless the tab has
+ * moved on to a navigation `url` did not lead to. */
+async function warn(tabId, url, verdict) {
+  if (pending.get(tabId) !== url && !chain.get(tabId)?.has(url)) return;
   const warning = new URL(chrome.runtime.getURL("warning.html"));
   warning.searchParams.set("url", url);
   if (verdict.list) warning.searchParams.set("list", verdict.list);
@@ -272,8 +310,26 @@ chrome.webNavigation.onBeforeNavigate.addListener(
   { url: [{ schemes: ["http", "https"] }] },
 );
 
+// A server redirect (a shortener, a click tracker, an open redirect) commits
+// a URL no onBeforeNavigate named: it is checked here. Every commit also
+// records how the tab reached its page (`chain`).
+chrome.webNavigation.onCommitted.addListener(
+  (details) => {
+    if (details.frameId !== 0) return;
+    const { tabId, url } = details;
+    const qualifiers = details.transitionQualifiers ?? [];
+    const reached = qualifiers.includes("client_redirect") ? (chain.get(tabId) ?? new Set()) : new Set();
+    if (qualifiers.includes("server_redirect") && pending.has(tabId)) reached.add(pending.get(tabId));
+    reached.add(url);
+    chain.set(tabId, reached);
+    if (pending.get(tabId) !== url) checkNavigation(tabId, url);
+  },
+  { url: [{ schemes: ["http", "https"] }] },
+);
+
 chrome.tabs.onRemoved.addListener((tabId) => {
   pending.delete(tabId);
+  chain.delete(tabId);
   lastSafe.delete(tabId);
 });
 

@@ -2,7 +2,7 @@
 // (chrome.storage.local "config", which takes precedence over the packaged
 // config.json) and shows the agent's status.
 
-const fields = ["publisher", "lists", "key", "updateMinutes"];
+const fields = ["publisher", "lists", "key", "updateMinutes", "failurePolicy"];
 const message = document.getElementById("message");
 
 async function showStatus(type = "status") {
@@ -36,6 +36,7 @@ document.getElementById("config").addEventListener("submit", async (event) => {
       .filter(Boolean),
     key: document.getElementById("key").value.trim(),
     updateMinutes: Number(document.getElementById("updateMinutes").value || 30),
+    failurePolicy: document.getElementById("failurePolicy").value,
   };
   await chrome.storage.local.set({ config });
   message.textContent = "Saved; the agent restarts with it.";

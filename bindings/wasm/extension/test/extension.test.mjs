@@ -148,12 +148,17 @@ async function fullHashRequests() {
 function startRecorder() {
   const upstream = new URL(publisher.url);
   const requests = [];
+  const self = { server: null, url: null, requests, searchDelayMs: 0 };
   const server = http.createServer((request, response) => {
     const chunks = [];
     request.on("data", (chunk) => chunks.push(chunk));
-    request.on("end", () => {
+    request.on("end", async () => {
       const body = Buffer.concat(chunks);
       requests.push({ method: request.method, path: request.url, body: body.toString("latin1") });
+      // A slow full-hash answer, when a test asks for one.
+      if (request.method === "POST" && self.searchDelayMs > 0) {
+        await new Promise((r) => setTimeout(r, self.searchDelayMs));
+      }
       const forward = http.request(
         { host: upstream.hostname, port: upstream.port, method: request.method, path: request.url, headers: request.headers },
         (answer) => {
@@ -167,7 +172,7 @@ function startRecorder() {
   });
   return new Promise((resolve) => {
     server.listen(0, "127.0.0.1", () =>
-      resolve({ server, url: `http://127.0.0.1:${server.address().port}`, requests }),
+      resolve(Object.assign(self, { server, url: `http://127.0.0.1:${server.address().port}` })),
     );
   });
 }
@@ -186,6 +191,13 @@ function startSites() {
   const server = http.createServer((request, response) => {
     const host = (request.headers.host ?? "").split(":")[0];
     requests.push(`${host}${request.url}`);
+    const query = new URL(request.url, "http://x").searchParams;
+    // `?to=URL`: a server redirect there (a shortener, a click tracker).
+    if (query.has("to")) {
+      response.writeHead(302, { location: query.get("to") });
+      response.end();
+      return;
+    }
     const listed = host !== "good.blocksieve.test";
     const banner = listed ? "#777777" : "#1e8e3e";
     const title = listed ? "Listed test page" : "Benign test site";
@@ -194,7 +206,11 @@ function startSites() {
       `<!doctype html><html><head><title>${title}</title></head>` +
         `<body style="margin:0;font-family:sans-serif">` +
         `<header style="background:${banner};color:#fff;padding:48px 32px;font-size:28px">${title}</header>` +
-        `<main style="padding:16px 32px">Served for ${host}${request.url}</main></body></html>`,
+        `<main style="padding:16px 32px">Served for ${host}${request.url}</main>` +
+        // `?fwd=URL`: the page forwards the tab there as soon as it runs,
+        // as listed landing pages forward to fresh domains.
+        (query.has("fwd") ? `<script>location.replace(${JSON.stringify(query.get("fwd"))})</script>` : "") +
+        `</body></html>`,
     );
   });
   return new Promise((resolve) => {
@@ -517,6 +533,39 @@ test("from a safe page, the warning's go-back link returns to it", async () => {
   assert.equal(await page.textContent("header"), "Benign test site");
 });
 
+test("a server redirect to a listed URL shows the warning page", async () => {
+  // The navigation starts at an unlisted URL (checked: safe) whose server
+  // answers 302 to the listed one: only the committed URL names it.
+  const page = context.pages()[0];
+  const start = `http://good.blocksieve.test/go?to=${encodeURIComponent(LISTED)}`;
+  const since = Date.now();
+  await page.goto(start).catch(() => {});
+  await waitForWarning(page);
+  assert.equal(await page.textContent("#url"), LISTED);
+  assert.equal((await verdictFor(start, since)).kind, "safe");
+  assert.equal((await verdictFor(LISTED, since)).kind, "unsafe");
+});
+
+test("a listed page that forwards the tab before its verdict still shows the warning page", async () => {
+  // The full-hash answer is slowed down, so the listed page loads and its
+  // script forwards the tab to an unlisted page before the verdict: the
+  // verdict for the listed page still turns the tab to the warning.
+  const page = context.pages()[0];
+  const landed = "http://good.blocksieve.test/landed";
+  const listed = `http://forward.blocksieve.test/start?fwd=${encodeURIComponent(landed)}`;
+  recorder.searchDelayMs = 1500;
+  try {
+    const since = Date.now();
+    await page.goto(listed).catch(() => {});
+    await waitForWarning(page);
+    assert.equal(await page.textContent("#url"), listed);
+    assert.equal((await verdictFor(listed, since)).kind, "unsafe");
+    assert.ok(sites.requests.includes("good.blocksieve.test/landed"), "the listed page did not forward the tab first");
+  } finally {
+    recorder.searchDelayMs = 0;
+  }
+});
+
 test("the listed page's expression hashes as the publisher says", () => {
   // The SHA-256 of the expression the test lists is the full hash the
   // publisher computes for the URL, so the warning above is that entry's.
@@ -620,4 +669,25 @@ test("with the publisher gone, a filter hit that cannot be confirmed does not bl
   assert.equal(verdict.block, false);
   assert.equal(page.url(), url);
   assert.equal(await page.textContent("header"), "Listed test page");
+
+  // With `failurePolicy: "closed"` the same hit is blocked: a new agent
+  // restores the kept list (the publisher is still gone) and cannot
+  // confirm it.
+  await worker.evaluate(
+    (config) => chrome.storage.local.set({ config }),
+    { publisher: recorder.url, lists: ["phishing"], key: publisher.key, failurePolicy: "closed" },
+  );
+  const closedSince = Date.now();
+  await page.goto(url).catch(() => {});
+  await waitForWarning(page);
+  // The page let through unverified before is not a "go back" target: it
+  // may be the listed site's own.
+  assert.notEqual(await page.getAttribute("#back", "href"), url);
+  const blocked = await verdictFor(url, closedSince);
+  t.diagnostic(`fail-closed verdict: ${JSON.stringify(blocked)}`);
+  assert.ok(["unverified", "error"].includes(blocked.kind), JSON.stringify(blocked));
+  assert.equal(blocked.block, true);
+  assert.equal(await page.textContent("#url"), url);
+  assert.match(await page.textContent("#summary"), /could not be confirmed safe/);
+  await worker.evaluate(() => chrome.storage.local.remove("config"));
 });

@@ -93,7 +93,9 @@ export class Agent {
           prefixes: [...prefixes, ...Array.from({ length: 4 }, () => crypto.getRandomValues(new Uint32Array(1))[0].toString(16).padStart(8, "0"))],
         }),
       });
-      if (!response.ok) return { kind: "unverified", stale: false, block: false };
+      if (!response.ok) {
+        return { kind: "unverified", stale: false, block: this.#options.failurePolicy === "closed" };
+      }
       const body = await response.json();
       for (const result of body.results) this.#cache.set(result.prefix, result.matches);
       matches = body.results.flatMap((r) => r.matches);
