@@ -595,6 +595,18 @@ test("a bad configuration is reported with the field at fault", async () => {
     return !s.running && s.error;
   });
   assert.match(failed.message, /^configuration from the options page: publisher "ftp:\/\/x\.example" is not http or https$/);
+  // Plain http to a host that is not loopback: the agent would refuse it.
+  await worker.evaluate(() =>
+    chrome.storage.local.set({ config: { publisher: "http://publisher.example", lists: ["phishing"], key: "k" } }),
+  );
+  const plain = await until("the plain-http error", async () => {
+    const s = await status();
+    return !s.running && s.error?.message.includes("publisher.example") && s.error;
+  });
+  assert.equal(
+    plain.message,
+    'configuration from the options page: publisher "http://publisher.example" is plain http to a host that is not loopback: use https',
+  );
   // Back to config.json: a new agent takes the snapshot again.
   await worker.evaluate(() => chrome.storage.local.remove("config"));
   await until("the agent with config.json", async () => (await status()).lastUpdate?.report);
