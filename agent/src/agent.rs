@@ -242,8 +242,10 @@ impl Agent {
     /// Each URL is canonicalized and its host-suffix/path-prefix expressions
     /// hashed once. A URL whose expressions hit no local filter is
     /// [`Verdict::Safe`] without any request. The full hashes that did hit
-    /// are confirmed together: their [`RequestPrefix`]es (of the length each
-    /// list advertises) are answered from the full-hash cache where
+    /// are confirmed together: their [`RequestPrefix`]es (of the longest
+    /// length the subscribed lists advertise,
+    /// [`LocalLookup::request_prefix_of`]) are answered from the full-hash
+    /// cache where
     /// possible, joined to a request already in flight for the same prefix
     /// (single flight), and the rest sent in one `POST /v1/hashes:search`
     /// per 1,000 prefixes, with noise prefixes, shuffled. A URL is
