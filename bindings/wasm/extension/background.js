@@ -43,15 +43,43 @@ const recent = [];
 /** Per tab, the URL of the navigation checked last, so that a late verdict
  * for an earlier navigation does not turn the tab away from a newer one. */
 const pending = new Map();
-/** Per tab, the URLs its current page was reached through: the navigation's
- * first URL, every server redirect, and every page that forwarded the tab
- * by a client redirect (script or meta refresh). A "block" verdict for any
- * of them still turns the tab to the warning when it arrives after the tab
- * moved on: a listed page must not escape its warning by forwarding the
- * tab to an unlisted one before its full-hash answer comes. */
+/** Per tab, the URLs of the navigation in progress: its first URL and each
+ * server redirect's target (`webRequest.onBeforeRedirect`), every one
+ * checked; each mapped to its warning's "go back" target, the tab's last
+ * page found safe when the navigation began (a redirector leading to a
+ * listed page is no way back). */
+const navigation = new Map();
+/** Per tab, the URLs its current page was reached through since the user
+ * last navigated (typed, bookmarked, reloaded, went back or forward): every
+ * navigation's URLs and redirects since, including those a page started
+ * itself (a script, a meta refresh, a form, a link). A "block" verdict for
+ * any of them still turns the tab to the warning when it arrives after the
+ * tab moved on: a listed page must not escape its warning by forwarding the
+ * tab before its full-hash answer comes. Each URL is mapped to its "go
+ * back" target, as in `navigation` (a page the listed one forwarded to is no
+ * way back). At most CHAIN_URLS, the newest. */
 const chain = new Map();
-/** Per tab, the last URL found safe: the warning page's "go back" target. */
+const CHAIN_URLS = 32;
+/** Transitions the user makes (chrome.webNavigation TransitionType): a
+ * commit of one of these starts a new `chain`. */
+const USER_TRANSITIONS = new Set([
+  "typed",
+  "auto_bookmark",
+  "generated",
+  "keyword",
+  "keyword_generated",
+  "start_page",
+  "auto_toplevel",
+  "reload",
+]);
+/** Per tab, the last page committed and found safe (a redirector found
+ * safe never commits: it is no way back). */
 const lastSafe = new Map();
+/** Per tab, the URL committed last, and the URLs found safe (at most
+ * CHAIN_URLS, the newest): a page is `lastSafe` once both are known, in
+ * whichever order its verdict and its commit come. */
+const committed = new Map();
+const foundSafe = new Map();
 /** Whether the configuration asks to block what cannot be checked
  * (`failurePolicy: "closed"`), as last read. */
 let failClosed = false;
@@ -260,7 +288,11 @@ async function checkNavigation(tabId, url) {
   if (!verdict.block) {
     // Only a page found safe is a "go back" target: an unverified one
     // (let through) may be the listed site's own.
-    if (verdict.kind === "safe") lastSafe.set(tabId, url);
+    if (verdict.kind === "safe") {
+      const safe = [...(foundSafe.get(tabId) ?? [])].filter((u) => u !== url);
+      foundSafe.set(tabId, new Set([...safe, url].slice(-CHAIN_URLS)));
+      if (committed.get(tabId) === url) lastSafe.set(tabId, url);
+    }
     return;
   }
   await warn(tabId, url, verdict);
@@ -269,13 +301,14 @@ async function checkNavigation(tabId, url) {
 /** Turns tab `tabId` to the warning page for `url`, unless the tab has
  * moved on to a navigation `url` did not lead to. */
 async function warn(tabId, url, verdict) {
-  if (pending.get(tabId) !== url && !chain.get(tabId)?.has(url)) return;
+  const reached = navigation.get(tabId)?.has(url) ? navigation.get(tabId) : chain.get(tabId);
+  if (pending.get(tabId) !== url && !reached?.has(url)) return;
   const warning = new URL(chrome.runtime.getURL("warning.html"));
   warning.searchParams.set("url", url);
   if (verdict.list) warning.searchParams.set("list", verdict.list);
   warning.searchParams.set("kind", verdict.kind);
   if (verdict.stale) warning.searchParams.set("stale", "1");
-  const back = lastSafe.get(tabId);
+  const back = reached?.has(url) ? reached.get(url) : lastSafe.get(tabId);
   if (back) warning.searchParams.set("back", back);
   try {
     await chrome.tabs.update(tabId, { url: warning.href });
@@ -305,32 +338,57 @@ async function status() {
 
 chrome.webNavigation.onBeforeNavigate.addListener(
   (details) => {
-    if (details.frameId === 0) checkNavigation(details.tabId, details.url);
+    if (details.frameId !== 0) return;
+    navigation.set(details.tabId, new Map([[details.url, lastSafe.get(details.tabId)]]));
+    checkNavigation(details.tabId, details.url);
   },
   { url: [{ schemes: ["http", "https"] }] },
 );
 
-// A server redirect (a shortener, a click tracker, an open redirect) commits
-// a URL no onBeforeNavigate named: it is checked here. Every commit also
-// records how the tab reached its page (`chain`).
+// Each server redirect of a top-level navigation (a shortener, a click
+// tracker, an open redirect; several in a row) is checked as it happens:
+// only its last target commits.
+chrome.webRequest.onBeforeRedirect.addListener(
+  (details) => {
+    if (details.tabId < 0 || !/^https?:/.test(details.redirectUrl)) return;
+    const urls = navigation.get(details.tabId) ?? new Map([[details.url, lastSafe.get(details.tabId)]]);
+    // The way back from every hop is the navigation's own.
+    urls.set(details.redirectUrl, urls.values().next().value);
+    navigation.set(details.tabId, urls);
+    checkNavigation(details.tabId, details.redirectUrl);
+  },
+  { urls: ["http://*/*", "https://*/*"], types: ["main_frame"] },
+);
+
+// Every commit records how the tab reached its page (`chain`), and a URL no
+// check named is checked here.
 chrome.webNavigation.onCommitted.addListener(
   (details) => {
     if (details.frameId !== 0) return;
     const { tabId, url } = details;
     const qualifiers = details.transitionQualifiers ?? [];
-    const reached = qualifiers.includes("client_redirect") ? (chain.get(tabId) ?? new Set()) : new Set();
-    if (qualifiers.includes("server_redirect") && pending.has(tabId)) reached.add(pending.get(tabId));
-    reached.add(url);
+    const byUser = USER_TRANSITIONS.has(details.transitionType) || qualifiers.includes("forward_back") || qualifiers.includes("from_address_bar");
+    const urls = navigation.get(tabId) ?? new Map();
+    navigation.delete(tabId);
+    committed.set(tabId, url);
+    if (foundSafe.get(tabId)?.has(url)) lastSafe.set(tabId, url);
+    const reached = new Map(byUser ? [] : chain.get(tabId));
+    for (const [u, back] of urls) reached.set(u, back);
+    if (!reached.has(url)) reached.set(url, lastSafe.get(tabId));
+    for (const oldest of [...reached.keys()].slice(0, Math.max(0, reached.size - CHAIN_URLS))) reached.delete(oldest);
     chain.set(tabId, reached);
-    if (pending.get(tabId) !== url) checkNavigation(tabId, url);
+    if (!urls.has(url)) checkNavigation(tabId, url);
   },
   { url: [{ schemes: ["http", "https"] }] },
 );
 
 chrome.tabs.onRemoved.addListener((tabId) => {
   pending.delete(tabId);
+  navigation.delete(tabId);
   chain.delete(tabId);
   lastSafe.delete(tabId);
+  committed.delete(tabId);
+  foundSafe.delete(tabId);
 });
 
 chrome.alarms.onAlarm.addListener((alarm) => {
