@@ -13,8 +13,6 @@
 //!   hit ([`LocalLookup::request_prefix_of`]): the answer must hold every
 //!   list's bucket, and under a shorter prefix than it advertises a large
 //!   list's bucket can exceed what the publisher serves at once.
-//!
-//! [`LocalLookup::request_prefix_of`]: crate::lookup::LocalLookup::request_prefix_of
 //! * Every request also carries `noise` random prefixes, with lengths drawn
 //!   from the real ones so they look alike, and the whole set is shuffled:
 //!   the publisher cannot tell which prefixes the client cares about.
@@ -33,6 +31,8 @@
 //! also be answered by the immutable buckets of the snapshot versions held,
 //! one per list and prefix, which [`merge_buckets`] puts together into the
 //! answer a search would give.
+//!
+//! [`LocalLookup::request_prefix_of`]: crate::lookup::LocalLookup::request_prefix_of
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;

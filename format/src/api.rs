@@ -523,7 +523,7 @@ pub struct RequestPrefix {
 impl RequestPrefix {
     /// The first `bits` bits of `hash`; `None` unless
     /// [`is_valid_request_prefix_bits`]`(bits)`. The agent sends exactly the
-    /// length a list advertises, or nothing.
+    /// longest length its subscribed lists advertise, or nothing.
     pub fn new(hash: &FullHash, bits: u8) -> Option<Self> {
         is_valid_request_prefix_bits(bits).then(|| Self::of(hash, bits))
     }

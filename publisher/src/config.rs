@@ -83,9 +83,10 @@ pub struct Config {
     /// with random hashes of the same prefix, so a hit and a miss have the
     /// same size (0 turns padding off). By default, 0.
     pub padding: usize,
-    /// Refuse (400) a request prefix whose expected bucket holds more full
-    /// hashes than this: over all lists on the routes that answer for every
-    /// list, over the list alone on its immutable buckets. By default, 4096.
+    /// Refuse (400) a request prefix under which one list's expected bucket
+    /// holds more full hashes than this: each list's bucket is capped, not
+    /// their sum (on a search naming its lists, only those lists'). By
+    /// default, 4096.
     pub max_bucket_entries: u64,
     /// Most prefixes in one `POST /v1/hashes:search`. By default, 1000.
     pub max_prefixes_per_request: usize,
@@ -573,19 +574,21 @@ impl Config {
             }
             // The advertised length is the longest whose bucket holds
             // `min_anonymity` full hashes, so its bucket can hold up to 16 ×
-            // that (4 bits shorter): more than the full-hash routes serve,
-            // and every confirmation of the list would be refused.
+            // that (4 bits shorter), and twice that for an agent that follows
+            // the list by deltas as it grows (it keeps the length of its last
+            // whole snapshot): over what the full-hash routes serve, every
+            // confirmation of the list would be refused.
             if list.request_prefix_bits.is_none()
-                && list.min_anonymity.saturating_mul(16) > self.max_bucket_entries
+                && list.min_anonymity.saturating_mul(32) > self.max_bucket_entries
             {
                 return Err(Error::config(
                     field("min_anonymity"),
                     format!(
-                        "{}: the request prefix it sizes can select up to 16 × {} full hashes, more than max_bucket_entries ({}), and agents' full-hash requests would be refused; lower min_anonymity to {} or less, or raise max_bucket_entries",
+                        "{}: the request prefix it sizes can select up to 16 × {} full hashes, twice that as the list grows between an agent's whole snapshots, more than max_bucket_entries ({}), and agents' full-hash requests would be refused; lower min_anonymity to {} or less, or raise max_bucket_entries",
                         list.min_anonymity,
                         list.min_anonymity,
                         self.max_bucket_entries,
-                        self.max_bucket_entries / 16
+                        self.max_bucket_entries / 32
                     ),
                 ));
             }
@@ -734,11 +737,11 @@ mod tests {
                 "max_bucket_entries = 4096\n[[lists]]\nname = \"p\"\nsources = [{{ path = \"a.txt\", format = \"urls\" }}]\n{extra}"
             )
         };
-        let ok: Config = toml::from_str(&list("min_anonymity = 256")).unwrap();
+        let ok: Config = toml::from_str(&list("min_anonymity = 128")).unwrap();
         ok.validate().unwrap();
         assert_eq!(
-            refusal(&list("min_anonymity = 257")),
-            "configuration: lists.p.min_anonymity: 257: the request prefix it sizes can select up to 16 × 257 full hashes, more than max_bucket_entries (4096), and agents' full-hash requests would be refused; lower min_anonymity to 256 or less, or raise max_bucket_entries"
+            refusal(&list("min_anonymity = 129")),
+            "configuration: lists.p.min_anonymity: 129: the request prefix it sizes can select up to 16 × 129 full hashes, twice that as the list grows between an agent's whole snapshots, more than max_bucket_entries (4096), and agents' full-hash requests would be refused; lower min_anonymity to 128 or less, or raise max_bucket_entries"
         );
         // A length set by hand is the operator's (the status page turns
         // red if its bucket is over the limit).

@@ -609,7 +609,8 @@ async fn a_small_lists_hit_is_confirmed_beside_a_large_list() {
 }
 
 /// `POST /v1/hashes:search` with `min_versions` answers the lists it names
-/// only, and caps only their buckets: a client subscribed to the small
+/// only (another list need not be served), and caps only their buckets: a
+/// client subscribed to the small
 /// list alone asks at its 8 bits, under which a large list it does not
 /// subscribe to holds more than the cap. Counted over every served list,
 /// the search was refused (`400`): a client that confirms by `POST` (the
@@ -621,11 +622,16 @@ async fn a_search_is_answered_and_capped_for_the_lists_it_names() {
     std::fs::write(&large, urls("large.example", 2_000)).unwrap();
     std::fs::write(&small, urls("small.example", 20)).unwrap();
     let mut cfg = config(dir.path(), "unused", vec![]);
-    cfg.lists = vec![file_list("large", &large, 16), file_list("small", &small, 8)];
+    // A third list whose only source is missing: never served.
+    cfg.lists = vec![
+        file_list("large", &large, 16),
+        file_list("small", &small, 8),
+        file_list("pending", &dir.path().join("missing.txt"), 8),
+    ];
     cfg.max_bucket_entries = 4;
     let server = RunningPublisher::start(cfg).await;
-    server.wait_ready(Duration::from_secs(60)).await;
-    let version = served(&server, "small").unwrap();
+    wait_served(&server, "large").await;
+    let version = wait_served(&server, "small").await;
     let hash = hash_of("http://small.example/page/7");
     let prefix = RequestPrefix::of(&hash, 8).to_string();
     let client = reqwest::Client::new();
@@ -648,10 +654,19 @@ async fn a_search_is_answered_and_capped_for_the_lists_it_names() {
         "{matches:?}"
     );
 
+    // Without names: every list, the large one's bucket over the cap.
     let every = search(serde_json::json!({"prefixes": [prefix]})).await.unwrap();
     assert_eq!(every.status(), 400);
     let error = every.json::<ErrorResponse>().await.unwrap().error;
     assert_eq!(error.code, "prefix_too_short");
     assert!(error.message.contains("of list large"), "{}", error.message);
+    // The list with no snapshot is not named, so the search is answered
+    // (above); named, it is `503 behind`, never "no match".
+    let named_pending =
+        search(serde_json::json!({"prefixes": [prefix], "min_versions": {"small": version, "pending": 1}}))
+            .await
+            .unwrap();
+    assert_eq!(named_pending.status(), 503);
+    assert_eq!(code(named_pending).await, "behind");
     server.stop().await;
 }
