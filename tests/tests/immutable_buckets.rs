@@ -561,6 +561,20 @@ async fn a_restored_snapshot_uses_post_until_a_304_advertises_its_buckets() {
     server.stop().await;
 }
 
+/// A publisher's configuration in `dir` with two lists: `large` (2,000
+/// URLs, 16-bit request prefixes) and `small` (20 URLs, 8 bits), and a
+/// bucket limit of 4 full hashes, which the large list's bucket passes
+/// under 8 bits (about 7.8) and not under 16 (0.03).
+fn large_and_small(dir: &std::path::Path) -> blocksieve_publisher::Config {
+    let (large, small) = (dir.join("large.txt"), dir.join("small.txt"));
+    std::fs::write(&large, urls("large.example", 2_000)).unwrap();
+    std::fs::write(&small, urls("small.example", 20)).unwrap();
+    let mut cfg = config(dir, "unused", vec![]);
+    cfg.lists = vec![file_list("large", &large, 16), file_list("small", &small, 8)];
+    cfg.max_bucket_entries = 4;
+    cfg
+}
+
 /// Two lists of very different sizes, each advertising its own request
 /// prefix length: the large one 16 bits, the small one 8. Under 8 bits the
 /// large list's bucket holds more full hashes than the publisher serves
@@ -573,14 +587,7 @@ async fn a_restored_snapshot_uses_post_until_a_304_advertises_its_buckets() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_small_lists_hit_is_confirmed_beside_a_large_list() {
     let dir = tempfile::tempdir().unwrap();
-    let (large, small) = (dir.path().join("large.txt"), dir.path().join("small.txt"));
-    // 2,000 full hashes: about 7.8 under an 8-bit prefix, over the cap of
-    // 4; 0.03 under a 16-bit one.
-    std::fs::write(&large, urls("large.example", 2_000)).unwrap();
-    std::fs::write(&small, urls("small.example", 20)).unwrap();
-    let mut cfg = config(dir.path(), "unused", vec![]);
-    cfg.lists = vec![file_list("large", &large, 16), file_list("small", &small, 8)];
-    cfg.max_bucket_entries = 4;
+    let cfg = large_and_small(dir.path());
     let server = RunningPublisher::start(cfg).await;
     server.wait_ready(Duration::from_secs(60)).await;
     let agent = blocksieve_agent::Agent::builder(server.base_url())
@@ -610,25 +617,17 @@ async fn a_small_lists_hit_is_confirmed_beside_a_large_list() {
 
 /// `POST /v1/hashes:search` with `min_versions` answers the lists it names
 /// only (another list need not be served), and caps only their buckets: a
-/// client subscribed to the small
-/// list alone asks at its 8 bits, under which a large list it does not
-/// subscribe to holds more than the cap. Counted over every served list,
+/// client subscribed to the small list alone asks at its 8 bits, under
+/// which a large list it does not subscribe to holds more than the cap. Counted over every served list,
 /// the search was refused (`400`): a client that confirms by `POST` (the
 /// sans-I/O session; the agent when buckets fail) confirmed nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_search_is_answered_and_capped_for_the_lists_it_names() {
     let dir = tempfile::tempdir().unwrap();
-    let (large, small) = (dir.path().join("large.txt"), dir.path().join("small.txt"));
-    std::fs::write(&large, urls("large.example", 2_000)).unwrap();
-    std::fs::write(&small, urls("small.example", 20)).unwrap();
-    let mut cfg = config(dir.path(), "unused", vec![]);
+    let mut cfg = large_and_small(dir.path());
     // A third list whose only source is missing: never served.
-    cfg.lists = vec![
-        file_list("large", &large, 16),
-        file_list("small", &small, 8),
-        file_list("pending", &dir.path().join("missing.txt"), 8),
-    ];
-    cfg.max_bucket_entries = 4;
+    cfg.lists
+        .push(file_list("pending", &dir.path().join("missing.txt"), 8));
     let server = RunningPublisher::start(cfg).await;
     wait_served(&server, "large").await;
     let version = wait_served(&server, "small").await;
