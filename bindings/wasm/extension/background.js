@@ -60,18 +60,14 @@ const navigation = new Map();
  * way back). At most CHAIN_URLS, the newest. */
 const chain = new Map();
 const CHAIN_URLS = 32;
-/** Transitions the user makes (chrome.webNavigation TransitionType): a
- * commit of one of these starts a new `chain`. */
-const USER_TRANSITIONS = new Set([
-  "typed",
-  "auto_bookmark",
-  "generated",
-  "keyword",
-  "keyword_generated",
-  "start_page",
-  "auto_toplevel",
-  "reload",
-]);
+/** Transitions only the user makes (chrome.webNavigation TransitionType;
+ * with the `from_address_bar` qualifier too): a commit of one of these
+ * starts a new `chain`. Not "reload" nor the `forward_back` qualifier: a
+ * page's script makes those too (`location.reload()`, `history.go()`). */
+const USER_TRANSITIONS = new Set(["typed", "auto_bookmark", "generated", "keyword", "keyword_generated", "start_page"]);
+/** Per tab, the URLs whose check is running: kept in `navigation` and
+ * `chain` until their verdict comes, whatever else the tab does. */
+const checking = new Map();
 /** Per tab, the last page committed and found safe (a redirector found
  * safe never commits: it is no way back). */
 const lastSafe = new Map();
@@ -272,6 +268,22 @@ function describe(error) {
  * the verdict says block. */
 async function checkNavigation(tabId, url) {
   pending.set(tabId, url);
+  // A URL found safe before is not known safe now: a list update may have
+  // listed it since.
+  foundSafe.get(tabId)?.delete(url);
+  const running = checking.get(tabId) ?? new Map();
+  running.set(url, (running.get(url) ?? 0) + 1);
+  checking.set(tabId, running);
+  try {
+    await decide(tabId, url);
+  } finally {
+    const left = (running.get(url) ?? 1) - 1;
+    if (left > 0) running.set(url, left);
+    else running.delete(url);
+  }
+}
+
+async function decide(tabId, url) {
   let verdict;
   try {
     verdict = await (await agent()).check(url);
@@ -285,6 +297,8 @@ async function checkNavigation(tabId, url) {
     return;
   }
   remember({ url, kind: verdict.kind, list: verdict.list, stale: verdict.stale, block: verdict.block });
+  // The tab was closed meanwhile.
+  if (!pending.has(tabId)) return;
   if (!verdict.block) {
     // Only a page found safe is a "go back" target: an unverified one
     // (let through) may be the listed site's own.
@@ -309,6 +323,10 @@ async function warn(tabId, url, verdict) {
   warning.searchParams.set("kind", verdict.kind);
   if (verdict.stale) warning.searchParams.set("stale", "1");
   const back = reached?.has(url) ? reached.get(url) : lastSafe.get(tabId);
+  // The pages the listed one led to are no way back from later warnings
+  // either: the tab's way back is the one this warning offers.
+  if (back) lastSafe.set(tabId, back);
+  else lastSafe.delete(tabId);
   if (back) warning.searchParams.set("back", back);
   try {
     await chrome.tabs.update(tabId, { url: warning.href });
@@ -339,8 +357,13 @@ async function status() {
 chrome.webNavigation.onBeforeNavigate.addListener(
   (details) => {
     if (details.frameId !== 0) return;
-    navigation.set(details.tabId, new Map([[details.url, lastSafe.get(details.tabId)]]));
-    checkNavigation(details.tabId, details.url);
+    const { tabId, url } = details;
+    // What the last navigation left: URLs still being checked stay (a
+    // redirect reported before this event, a navigation this one replaces).
+    const urls = new Map([...(navigation.get(tabId) ?? [])].filter(([u]) => checking.get(tabId)?.has(u)));
+    urls.set(url, lastSafe.get(tabId));
+    navigation.set(tabId, urls);
+    checkNavigation(tabId, url);
   },
   { url: [{ schemes: ["http", "https"] }] },
 );
@@ -367,29 +390,38 @@ chrome.webNavigation.onCommitted.addListener(
     if (details.frameId !== 0) return;
     const { tabId, url } = details;
     const qualifiers = details.transitionQualifiers ?? [];
-    const byUser = USER_TRANSITIONS.has(details.transitionType) || qualifiers.includes("forward_back") || qualifiers.includes("from_address_bar");
+    const byUser = USER_TRANSITIONS.has(details.transitionType) || qualifiers.includes("from_address_bar");
     const urls = navigation.get(tabId) ?? new Map();
     navigation.delete(tabId);
+    const running = checking.get(tabId);
+    // A user's navigation starts a new chain: a verdict still to come for
+    // a page they left is dropped.
+    const reached = new Map(byUser ? [] : chain.get(tabId));
+    const add = (u, back) => {
+      reached.delete(u); // to the newest place
+      reached.set(u, back);
+    };
+    for (const [u, back] of urls) add(u, back);
+    if (!urls.has(url)) add(url, reached.get(url) ?? lastSafe.get(tabId));
+    // The oldest go first, but never one still being checked.
+    for (const u of [...reached.keys()]) {
+      if (reached.size <= CHAIN_URLS) break;
+      if (!running?.has(u)) reached.delete(u);
+    }
+    chain.set(tabId, reached);
     committed.set(tabId, url);
     if (foundSafe.get(tabId)?.has(url)) lastSafe.set(tabId, url);
-    const reached = new Map(byUser ? [] : chain.get(tabId));
-    for (const [u, back] of urls) reached.set(u, back);
-    if (!reached.has(url)) reached.set(url, lastSafe.get(tabId));
-    for (const oldest of [...reached.keys()].slice(0, Math.max(0, reached.size - CHAIN_URLS))) reached.delete(oldest);
-    chain.set(tabId, reached);
     if (!urls.has(url)) checkNavigation(tabId, url);
   },
   { url: [{ schemes: ["http", "https"] }] },
 );
 
-chrome.tabs.onRemoved.addListener((tabId) => {
-  pending.delete(tabId);
-  navigation.delete(tabId);
-  chain.delete(tabId);
-  lastSafe.delete(tabId);
-  committed.delete(tabId);
-  foundSafe.delete(tabId);
-});
+function forgetTab(tabId) {
+  for (const map of [pending, navigation, chain, lastSafe, committed, foundSafe, checking]) map.delete(tabId);
+}
+
+chrome.tabs.onRemoved.addListener(forgetTab);
+chrome.tabs.onReplaced.addListener((_added, removed) => forgetTab(removed));
 
 chrome.alarms.onAlarm.addListener((alarm) => {
   if (alarm.name === UPDATE_ALARM) agent().then(update, () => {});

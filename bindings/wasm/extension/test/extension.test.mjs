@@ -210,6 +210,10 @@ function startSites() {
         // `?fwd=URL`: the page forwards the tab there as soon as it runs,
         // as listed landing pages forward to fresh domains.
         (query.has("fwd") ? `<script>location.replace(${JSON.stringify(query.get("fwd"))})</script>` : "") +
+        // `?reload=1`: the page reloads itself once, by script, once loaded.
+        (query.has("reload")
+          ? `<script>addEventListener("load", () => setTimeout(() => { if (!sessionStorage.getItem("reloaded")) { sessionStorage.setItem("reloaded", "1"); location.reload(); } }, 200))</script>`
+          : "") +
         // `?fwdlater=URL`: the same, once the page has loaded.
         (query.has("fwdlater")
           ? `<script>addEventListener("load", () => setTimeout(() => { location.href = ${JSON.stringify(query.get("fwdlater"))}; }, 200))</script>`
@@ -574,16 +578,19 @@ test("a listed page in the middle of a chain of server redirects shows the warni
 
 // Each test its own listed host: an answer cached for another test's
 // prefix would come at once, before the page forwards.
-for (const [when, param, host] of [
-  ["as it loads", "fwd", "forward"],
-  ["once it has loaded", "fwdlater", "forward-later"],
+for (const [when, param, host, landedQuery] of [
+  ["as it loads", "fwd", "forward", ""],
+  ["once it has loaded", "fwdlater", "forward-later", ""],
+  // A reload by script is no navigation of the user's: it must not end the
+  // listed page's claim on the tab.
+  ["to a page that reloads itself", "fwd", "forward-reload", "?reload=1"],
 ]) {
   test(`a listed page that forwards the tab ${when}, before its verdict, still shows the warning page`, async () => {
     // The full-hash answer is slowed down, so the listed page loads and its
     // script forwards the tab to an unlisted page before the verdict: the
     // verdict for the listed page still turns the tab to the warning.
     const page = context.pages()[0];
-    const landed = `http://good.blocksieve.test/landed-${param}`;
+    const landed = `http://good.blocksieve.test/landed-${host}${landedQuery}`;
     const listed = `http://${host}.blocksieve.test/start?${param}=${encodeURIComponent(landed)}`;
     recorder.searchDelayMs = 2500;
     try {
@@ -592,7 +599,8 @@ for (const [when, param, host] of [
       await waitForWarning(page);
       assert.equal(await page.textContent("#url"), listed);
       assert.equal((await verdictFor(listed, since)).kind, "unsafe");
-      assert.ok(sites.requests.includes(landed.slice("http://".length)), "the listed page did not forward the tab first");
+      const served = sites.requests.filter((r) => r === landed.slice("http://".length)).length;
+      assert.ok(served >= (landedQuery ? 2 : 1), `the listed page did not forward the tab first (${served})`);
       // The page it forwarded to is no way back.
       assert.notEqual(await page.getAttribute("#back", "href"), landed);
     } finally {
