@@ -219,7 +219,11 @@ typedef struct blocksieve_config {
 
 // The answer of `blocksieve_agent_check` and of a session's checks
 // (`blocksieve_session_check`, `_complete_check`, `_fail_check`), written
-// whole by the library (the caller need not initialize it).
+// whole by the library (the caller need not initialize it). Once the
+// arguments are checked, a check writes a placeholder first and leaves it
+// when it returns no verdict (a query to send, an error):
+// `BLOCKSIEVE_UNVERIFIED` with `block` true and no texts, so that a caller
+// that skips the status never reads "safe".
 typedef struct blocksieve_verdict {
     // Safe, unsafe or unverified.
     enum blocksieve_verdict_kind kind;
@@ -556,7 +560,9 @@ enum blocksieve_status blocksieve_agent_update(const struct blocksieve_agent *ag
 //
 // `url`: `url_len` bytes of UTF-8. `*out_verdict` receives the verdict
 // (kind, stale, block, full hash, text lengths) whenever the status is
-// `BLOCKSIEVE_OK` or `BLOCKSIEVE_BUFFER_TOO_SMALL`. `list` and
+// `BLOCKSIEVE_OK` or `BLOCKSIEVE_BUFFER_TOO_SMALL`, and otherwise, once
+// the arguments are checked, the placeholder (`BLOCKSIEVE_UNVERIFIED`,
+// `block` true: see `blocksieve_verdict`). `list` and
 // `expression`: buffers of `list_capacity` and `expression_capacity`
 // bytes for the texts of `blocksieve_verdict`, written NUL-terminated;
 // either may be NULL with capacity 0 when the caller does not want that
@@ -785,7 +791,9 @@ enum blocksieve_status blocksieve_session_handle_update_failure(const struct blo
 // (`blocksieve_query_request`: `POST /v1/hashes:search` carrying the real
 // request prefixes and `noise_prefixes` random ones, shuffled) and hand
 // the response to `blocksieve_session_complete_check` (or the failure to
-// `blocksieve_session_fail_check`); `*out_verdict` is then not written. A
+// `blocksieve_session_fail_check`); `*out_verdict` then holds only the
+// placeholder (`BLOCKSIEVE_UNVERIFIED`, `block` true: see
+// `blocksieve_verdict`). A
 // prefix hit alone is never `BLOCKSIEVE_UNSAFE`.
 //
 // `url`: `url_len` bytes of UTF-8. `now_ms`: the time, Unix

@@ -236,8 +236,16 @@ struct VerdictOut {
 }
 
 impl VerdictOut {
-    /// Checks the pointers before any work is done.
-    fn new(
+    /// Checks the pointers before any work is done, then writes the
+    /// placeholder ([`blocksieve_verdict::PLACEHOLDER`]: unverified, to
+    /// block) that `*verdict` holds until a verdict replaces it: a caller
+    /// that reads it after another status (a query to send, an error) never
+    /// reads "safe" from a zeroed struct.
+    ///
+    /// # Safety
+    ///
+    /// `verdict`, unless NULL, must be writable.
+    unsafe fn new(
         verdict: *mut blocksieve_verdict,
         list: *mut c_char,
         list_capacity: usize,
@@ -255,6 +263,9 @@ impl VerdictOut {
                 "expression buffer is NULL but its capacity is {expression_capacity}"
             )));
         }
+        // SAFETY: non-NULL and aligned (checked above), writable by the
+        // caller's guarantee.
+        unsafe { verdict.write(blocksieve_verdict::PLACEHOLDER) };
         Ok(Self {
             verdict,
             list,
@@ -670,7 +681,9 @@ pub unsafe extern "C" fn blocksieve_agent_update(agent: *const blocksieve_agent)
 ///
 /// `url`: `url_len` bytes of UTF-8. `*out_verdict` receives the verdict
 /// (kind, stale, block, full hash, text lengths) whenever the status is
-/// `BLOCKSIEVE_OK` or `BLOCKSIEVE_BUFFER_TOO_SMALL`. `list` and
+/// `BLOCKSIEVE_OK` or `BLOCKSIEVE_BUFFER_TOO_SMALL`, and otherwise, once
+/// the arguments are checked, the placeholder (`BLOCKSIEVE_UNVERIFIED`,
+/// `block` true: see `blocksieve_verdict`). `list` and
 /// `expression`: buffers of `list_capacity` and `expression_capacity`
 /// bytes for the texts of `blocksieve_verdict`, written NUL-terminated;
 /// either may be NULL with capacity 0 when the caller does not want that
@@ -705,7 +718,9 @@ pub unsafe extern "C" fn blocksieve_agent_check(
         let handle = unsafe { handle(agent) }?;
         // SAFETY: the caller's guarantee on `url`, passed on.
         let url = unsafe { text(url, url_len, "url") }?;
-        let out = VerdictOut::new(out_verdict, list, list_capacity, expression, expression_capacity)?;
+        // SAFETY: the caller's guarantee on `out_verdict`, passed on.
+        let out =
+            unsafe { VerdictOut::new(out_verdict, list, list_capacity, expression, expression_capacity) }?;
         let answer = handle.check(url)?;
         // SAFETY: the caller's guarantee on the buffers, passed on.
         unsafe { out.write(&answer) }
@@ -1299,7 +1314,9 @@ pub unsafe extern "C" fn blocksieve_session_handle_update_failure(
 /// (`blocksieve_query_request`: `POST /v1/hashes:search` carrying the real
 /// request prefixes and `noise_prefixes` random ones, shuffled) and hand
 /// the response to `blocksieve_session_complete_check` (or the failure to
-/// `blocksieve_session_fail_check`); `*out_verdict` is then not written. A
+/// `blocksieve_session_fail_check`); `*out_verdict` then holds only the
+/// placeholder (`BLOCKSIEVE_UNVERIFIED`, `block` true: see
+/// `blocksieve_verdict`). A
 /// prefix hit alone is never `BLOCKSIEVE_UNSAFE`.
 ///
 /// `url`: `url_len` bytes of UTF-8. `now_ms`: the time, Unix
@@ -1349,7 +1366,9 @@ pub unsafe extern "C" fn blocksieve_session_check(
         // SAFETY: the caller's guarantee on `seed`, passed on.
         let seed = unsafe { self::seed(seed) }?;
         let now = crate::session::time(now_ms)?;
-        let out = VerdictOut::new(out_verdict, list, list_capacity, expression, expression_capacity)?;
+        // SAFETY: the caller's guarantee on `out_verdict`, passed on.
+        let out =
+            unsafe { VerdictOut::new(out_verdict, list, list_capacity, expression, expression_capacity) }?;
         match handle.check(url, now, seed)? {
             // SAFETY: the caller's guarantee on the buffers, passed on.
             Step::Done(answer) => unsafe { out.write(&answer) },
@@ -1455,7 +1474,9 @@ pub unsafe extern "C" fn blocksieve_session_complete_check(
         let response = unsafe { response(status, headers, headers_len, body, body_len) };
         // SAFETY: the caller's guarantee, passed on.
         let seed = unsafe { self::seed(seed) };
-        let out = VerdictOut::new(out_verdict, list, list_capacity, expression, expression_capacity);
+        // SAFETY: the caller's guarantee on `out_verdict`, passed on.
+        let out =
+            unsafe { VerdictOut::new(out_verdict, list, list_capacity, expression, expression_capacity) };
         // SAFETY: the caller's guarantee, passed on.
         unsafe { complete(session, query, response.map(Ok), now_ms, seed, out) }
     })
@@ -1499,7 +1520,9 @@ pub unsafe extern "C" fn blocksieve_session_fail_check(
         let reason = unsafe { c_str(reason, "reason") };
         // SAFETY: the caller's guarantee, passed on.
         let seed = unsafe { self::seed(seed) };
-        let out = VerdictOut::new(out_verdict, list, list_capacity, expression, expression_capacity);
+        // SAFETY: the caller's guarantee on `out_verdict`, passed on.
+        let out =
+            unsafe { VerdictOut::new(out_verdict, list, list_capacity, expression, expression_capacity) };
         // SAFETY: the caller's guarantee, passed on.
         unsafe { complete(session, query, reason.map(Err), now_ms, seed, out) }
     })

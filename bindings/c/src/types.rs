@@ -93,7 +93,11 @@ pub enum blocksieve_verdict_kind {
 
 /// The answer of `blocksieve_agent_check` and of a session's checks
 /// (`blocksieve_session_check`, `_complete_check`, `_fail_check`), written
-/// whole by the library (the caller need not initialize it).
+/// whole by the library (the caller need not initialize it). Once the
+/// arguments are checked, a check writes a placeholder first and leaves it
+/// when it returns no verdict (a query to send, an error):
+/// `BLOCKSIEVE_UNVERIFIED` with `block` true and no texts, so that a caller
+/// that skips the status never reads "safe".
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct blocksieve_verdict {
@@ -119,6 +123,21 @@ pub struct blocksieve_verdict {
     /// first in expression order); 0 otherwise. The expression buffer needs
     /// `expression_len + 1` bytes.
     pub expression_len: usize,
+}
+
+impl blocksieve_verdict {
+    /// What a check writes to `*out_verdict` before anything else, and
+    /// leaves there when it returns no verdict (a query to send, an error):
+    /// `BLOCKSIEVE_UNVERIFIED` with `block` set, no texts. Not a verdict to
+    /// act on, but never read as safe by a caller that skips the status.
+    pub const PLACEHOLDER: Self = Self {
+        kind: blocksieve_verdict_kind::BLOCKSIEVE_UNVERIFIED,
+        stale: false,
+        block: true,
+        full_hash: [0; BLOCKSIEVE_FULL_HASH_BYTES],
+        list_len: 0,
+        expression_len: 0,
+    };
 }
 
 /// The signed header fields of a verified snapshot, from

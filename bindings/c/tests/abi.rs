@@ -865,9 +865,15 @@ fn the_session_api_refuses_misuse_without_reading_it() {
     assert_eq!(status, BLOCKSIEVE_INVALID_ARGUMENT);
 
     // Checks before any snapshot, of bytes that are not UTF-8, with no seed.
-    let (status, _, query) = session_check(session, GOLDEN_LISTED);
+    let (status, verdict, query) = session_check(session, GOLDEN_LISTED);
     assert_eq!(status, BLOCKSIEVE_NOT_READY);
     assert!(query.is_null());
+    // No verdict, so the placeholder: a caller that skips the status reads
+    // "unverified, block", never the zeroed struct's "safe".
+    assert_eq!(
+        (verdict.kind, verdict.block),
+        (blocksieve_verdict_kind::BLOCKSIEVE_UNVERIFIED, true)
+    );
     let mut verdict = MaybeUninit::<blocksieve_verdict>::zeroed();
     let mut query = std::ptr::dangling_mut::<blocksieve_query>();
     let not_utf8 = b"http://a.example/\xff";
@@ -914,8 +920,13 @@ fn the_session_api_refuses_misuse_without_reading_it() {
     let request = round(other);
     respond(other, request, 200, &golden_snapshot());
     free_request(request);
-    let (_, _, query) = session_check(other, GOLDEN_LISTED);
+    let (_, verdict, query) = session_check(other, GOLDEN_LISTED);
     assert!(!query.is_null());
+    // A query to send: the verdict is the placeholder until it is answered.
+    assert_eq!(
+        (verdict.kind, verdict.block),
+        (blocksieve_verdict_kind::BLOCKSIEVE_UNVERIFIED, true)
+    );
     let (status, ..) = complete(session, query, 200, &[], b"");
     assert_eq!(status, BLOCKSIEVE_INVALID_ARGUMENT);
     assert!(last_error().contains("another session"), "{}", last_error());
