@@ -342,7 +342,13 @@ pub fn parse_delta_header(bytes: &[u8]) -> Result<(DeltaHeader, usize), DeltaErr
         body_sha256,
         key_id,
     };
-    Ok((header, header_len + body_len as usize))
+    // The whole delta's length, which on a 32-bit target (WASM) may not
+    // fit a `usize` for a hostile `body_len`: refused, not wrapped.
+    let len = usize::try_from(body_len)
+        .ok()
+        .and_then(|body| header_len.checked_add(body))
+        .ok_or(invalid("body_len", u64::from(body_len)))?;
+    Ok((header, len))
 }
 
 /// Verifies and decodes one delta, which must be all of `bytes` (FORMAT.md

@@ -143,3 +143,35 @@ fn freshness_records_travel_as_header_values() {
     };
     assert!(bad.sign(&key()).is_err());
 }
+
+#[test]
+fn a_body_length_past_the_address_space_is_refused_not_wrapped() {
+    // `body_len` near `u32::MAX`: on a 32-bit target (WASM) the delta's
+    // whole length does not fit a `usize`; everywhere it is more bytes
+    // than there are.
+    let bytes = encode_delta(&params(10, 11), &[1, 2, 3, 1_000_000], &key()).unwrap();
+    let header_len = header_len_for("phishing".len());
+    let body_len = u32::try_from(bytes.len() - header_len).unwrap();
+    let at = bytes[..header_len]
+        .windows(4)
+        .position(|w| w == body_len.to_le_bytes())
+        .unwrap();
+    let mut bad = bytes.clone();
+    bad[at..at + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+    match parse_delta_header(&bad) {
+        Ok((_, len)) => assert_eq!(len as u64, header_len as u64 + u64::from(u32::MAX)),
+        Err(e) => assert!(
+            matches!(
+                e,
+                DeltaError::InvalidField {
+                    field: "body_len",
+                    ..
+                }
+            ),
+            "{e}"
+        ),
+    }
+    let trusted = [key().public_key().clone()];
+    assert!(decode_delta(&bad, &trusted).is_err());
+    assert!(decode_chain(&bad, "phishing", &trusted).is_err());
+}
