@@ -126,15 +126,16 @@ pub struct Latest {
 /// What [`ListStore::publish`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PublishOutcome {
-    /// This build is generation `generation`, and `latest` points to it
-    /// (or already to a newer one).
+    /// This build is generation `generation`, and `latest` points to it.
     Published {
         /// Its generation.
         generation: u64,
     },
-    /// Another builder published `generation` first from the same
-    /// generation (or, this build having stalled, a later one); this
-    /// build's objects were removed.
+    /// `latest` names `generation`, another builder's: it published first
+    /// from the same generation (or, this build having stalled, a later
+    /// one; this build's objects were then removed), or moved the pointer
+    /// past this build's generation before this builder could point to it
+    /// (its objects then stay: a later generation may descend from it).
     Superseded {
         /// The generation the other builder published.
         generation: u64,

@@ -231,12 +231,13 @@ impl ListStore {
             self.roll_forward(generation, base, key.public_key())?;
             return Ok(PublishOutcome::Superseded { generation });
         }
-        if !self.move_pointer(&manifest, freshness, base, key.public_key())? {
-            // The pointer moved on without this generation, which another
-            // build now holds (a number pruned and created again while this
-            // builder stalled): this build was never published, and must
-            // not be served under its version either.
-            return Ok(PublishOutcome::Superseded { generation });
+        if let Some(latest) = self.move_pointer(&manifest, freshness, base, key.public_key())? {
+            // The pointer moved on past this generation (or without it:
+            // another build now holds its number, pruned and created again
+            // while this builder stalled). Either way `latest` does not
+            // name this build: it must not be served as the latest, nor
+            // its objects removed (a later generation may descend from it).
+            return Ok(PublishOutcome::Superseded { generation: latest });
         }
         self.remember(version, generation, self.key(&manifest.snapshot.key));
         self.prune(generation, key.public_key());
@@ -266,15 +267,17 @@ impl ListStore {
 
     /// Moves `latest` from `base` to `manifest`'s generation by
     /// compare-and-swap. A lost race is re-read: a pointer already at this
-    /// generation or past it means it was published, if the manifest of
-    /// this generation is still this build's (`false` when it is not).
+    /// generation means it was published, if the manifest of this
+    /// generation is still this build's. Returns `None` when `latest`
+    /// names this build, or the generation it names instead (past this
+    /// one, or this number holding another build).
     fn move_pointer(
         &self,
         manifest: &Manifest,
         freshness: Option<&str>,
         base: Option<&Latest>,
         key: &TrustedKey,
-    ) -> Result<bool, Error> {
+    ) -> Result<Option<u64>, Error> {
         let pointer = Pointer {
             list: self.name.clone(),
             generation: manifest.generation,
@@ -288,12 +291,20 @@ impl ListStore {
                 .put(&self.pointer_key(), &pointer.to_bytes(), mode)?
                 .is_some()
             {
-                return Ok(true);
+                return Ok(None);
             }
             match self.latest()? {
-                Some(now) if now.pointer.generation >= manifest.generation => {
+                Some(now) if now.pointer.generation > manifest.generation => {
+                    // Superseded, whether or not a later generation was
+                    // built on this one: a builder that served this build
+                    // now would serve an older list than the store's (and,
+                    // its clock ahead, a version that keeps its follower
+                    // from loading the newer one).
+                    return Ok(Some(now.pointer.generation));
+                }
+                Some(now) if now.pointer.generation == manifest.generation => {
                     let held = self.manifest(manifest.generation, key)?;
-                    return Ok(held.build == manifest.build);
+                    return Ok((held.build != manifest.build).then_some(now.pointer.generation));
                 }
                 now => expected = now.map(|n| n.version),
             }

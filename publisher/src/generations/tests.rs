@@ -679,13 +679,22 @@ fn regression_a_stale_build_racing_retention_never_prunes_the_latest_generation(
     let stale_store = ListStore::open(interleaved, "phishing", 1).unwrap();
     let stale_base = stale_store.latest().unwrap().unwrap();
     // Its clock runs ahead of the other builder's.
-    publish(
+    let outcome = publish(
         &stale_store,
         &build("http://phish.example/c\n", 1_800_003_600),
         Some(&stale_base),
     );
     let latest = other.latest().unwrap().unwrap();
     assert_eq!(latest.pointer.generation, 3);
+    // Its generation 2 (created again after retention removed the other's)
+    // is not what `latest` names: not published, so the stale builder does
+    // not serve it. Served, its version (ahead of the store's) would keep
+    // its follower from ever loading generation 3, and a client holding
+    // generation 3's filter would be answered from hashes without it.
+    assert!(
+        matches!(outcome, PublishOutcome::Superseded { generation: 3 }),
+        "{outcome:?}"
+    );
     other.load_generation(3, &public).unwrap();
 }
 
