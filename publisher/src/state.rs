@@ -75,8 +75,10 @@ impl Published {
     }
 
     /// Whether a build of snapshot `header` with sorted full `hashes` at
-    /// `now` leaves this served version as it is: the same snapshot body
-    /// and full hashes, and this snapshot still fresh for at least half of
+    /// `now` leaves this served version as it is: the same snapshot body,
+    /// full hashes and request prefix length (a length changed in the
+    /// configuration is published at once, as a new version that agents
+    /// take whole: see `generations/deltas.rs`), and this snapshot still fresh for at least half of
     /// `ttl` (the snapshot expiry). A build after that publishes the same
     /// content as a new version (an empty delta to agents that follow
     /// deltas), so that agents that read only snapshots, not freshness
@@ -89,6 +91,7 @@ impl Published {
         ttl: Duration,
     ) -> bool {
         self.header.body_sha256 == header.body_sha256
+            && self.header.request_prefix_bits == header.request_prefix_bits
             && self.header.expires_at >= now.saturating_add(ttl.as_secs() / 2)
             && self.hashes == hashes
     }
@@ -502,5 +505,12 @@ mod tests {
         assert!(!served.unchanged_by(&same.header, &built.hashes, now + half + 1, ttl));
         let (other, built) = published("http://phish.example/b\n", now + 60);
         assert!(!served.unchanged_by(&other.header, &built.hashes, now + 60, ttl));
+        // The same content under another request prefix length (the
+        // operator changed `request_prefix_bits`): a new version, which
+        // agents take whole, not the old header served on.
+        let (same, built) = published("http://phish.example/a\n", now + 60);
+        let mut lengthened = same.header.clone();
+        lengthened.request_prefix_bits = served.header.request_prefix_bits + 4;
+        assert!(!served.unchanged_by(&lengthened, &built.hashes, now + 60, ttl));
     }
 }

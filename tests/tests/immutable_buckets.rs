@@ -669,3 +669,60 @@ async fn a_search_is_answered_and_capped_for_the_lists_it_names() {
     assert_eq!(code(named_pending).await, "behind");
     server.stop().await;
 }
+
+/// An operator lengthens a list's request prefixes (`request_prefix_bits`
+/// 8 → 12: under 8 bits its 2,000 full hashes make buckets of about 7.8,
+/// over `max_bucket_entries`, 4) and restarts the publisher; the list gains
+/// a URL, so a new version is published. An agent that followed it by a
+/// delta kept its base's 8 bits (a delta carries no prefix length) and both
+/// full-hash routes kept refusing them (`400 prefix_too_short`): every hit
+/// `unverified`, let through by default, until the agent next took a whole
+/// snapshot. A delta is offered only between versions with the same
+/// request prefix length, so the agent takes the new snapshot and its
+/// length. (A list sized by `min_anonymity` changes length as it grows
+/// 16-fold; the chain of such growth outgrows the snapshot and is dropped
+/// anyway.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_request_prefix_length_reaches_agents_by_snapshot_not_by_delta() {
+    let dir = tempfile::tempdir().unwrap();
+    let feed = dir.path().join("feed.txt");
+    std::fs::write(&feed, urls("listed.example", 2_000)).unwrap();
+    let mut cfg = config(dir.path(), "unused", vec![]);
+    cfg.lists = vec![file_list("phishing", &feed, 8)];
+    cfg.max_bucket_entries = 4;
+    let server = RunningPublisher::start(cfg.clone()).await;
+    let first = wait_served(&server, "phishing").await;
+    let proxy = blocksieve_tests::fault::FaultProxy::start(&server.base_url()).await;
+    let agent = blocksieve_agent::Agent::builder(proxy.base_url())
+        .list("phishing")
+        .trusted_key(server.public_key())
+        .build()
+        .unwrap();
+    assert!(agent.update().await.unwrap().is_complete());
+    let url = "http://listed.example/page/7";
+    assert_eq!(agent.lookup_local(url).unwrap().request_prefixes()[0].bits(), 8);
+    server.stop().await;
+
+    cfg.lists[0].request_prefix_bits = Some(12);
+    let mut text = urls("listed.example", 2_000);
+    text.push_str("http://newly-listed.example/page\n");
+    std::fs::write(&feed, text).unwrap();
+    let server = RunningPublisher::start(cfg).await;
+    for _ in 0..600 {
+        if served(&server, "phishing").is_some_and(|v| v > first) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(served(&server, "phishing").unwrap() > first);
+    proxy.set_upstream(&server.base_url());
+    assert!(agent.update().await.unwrap().is_complete());
+    assert_eq!(agent.lookup_local(url).unwrap().request_prefixes()[0].bits(), 12);
+    for url in [url, "http://newly-listed.example/page"] {
+        let verdict = agent.check_url(url).await.unwrap();
+        assert!(verdict.is_unsafe(), "{url}: {verdict:?}");
+    }
+    let stats = agent.stats();
+    assert_eq!(stats.full_hash_failures, 0, "{stats:?}");
+    server.stop().await;
+}

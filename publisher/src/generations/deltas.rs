@@ -164,10 +164,19 @@ impl NextDelta<'_> {
     /// the chain of the new version: empty when there is no `from`, or it is not older,
     /// or the delta cannot be signed (logged; agents then download the
     /// snapshot).
+    ///
+    /// Empty too when the two versions advertise different request prefix
+    /// lengths: a delta carries none, so an agent that followed one would
+    /// keep asking at its base's length, which the full-hash routes may
+    /// refuse for the new version (`400 prefix_too_short`: every hit
+    /// unconfirmed), or which is shorter than the operator now wants.
+    /// Agents on any older version then take the new snapshot, and the
+    /// chain starts again from it.
     pub fn chain(&self, key: &SigningKey) -> Chain {
         let (to, to_hashes) = self.to;
-        let Some((from, from_hashes, chain)) = self.from.filter(|(from, ..)| from.version < to.version)
-        else {
+        let Some((from, from_hashes, chain)) = self.from.filter(|(from, ..)| {
+            from.version < to.version && from.request_prefix_bits == to.request_prefix_bits
+        }) else {
             return Chain::default();
         };
         let additions = added_prefixes(from_hashes, to_hashes);
@@ -344,6 +353,32 @@ mod tests {
             for h in &to_hashes {
                 assert!(found(h), "{from_bits:?} -> {to_bits:?}: {h} missed");
             }
+        }
+    }
+
+    #[test]
+    fn no_delta_joins_versions_with_different_request_prefix_lengths() {
+        let key = SigningKey::from_secret_bytes([3; 32]);
+        let bits32 = blocksieve_format::KeyBits::Bits32;
+        let (old, new) = (hash_of(1 << 40), hash_of(2 << 40));
+        let earlier = chain_of(&key, &[1, 2], 10, usize::MAX);
+        for (from_bits, to_bits, joined) in [(12, 12, true), (8, 12, false), (16, 12, false)] {
+            let mut from = header(2, bits32);
+            from.request_prefix_bits = from_bits;
+            let mut to = header(3, bits32);
+            to.request_prefix_bits = to_bits;
+            let chain = NextDelta {
+                from: Some((&from, &[old], &earlier)),
+                to: (&to, &[old, new]),
+                window: 10,
+                snapshot_bytes: usize::MAX,
+            }
+            .chain(&key);
+            // Joined, the chain reaches the new version from every version
+            // it passes; otherwise from none (agents take the snapshot).
+            assert_eq!(chain.suffix(2).is_some(), joined, "{from_bits} -> {to_bits}");
+            assert_eq!(chain.suffix(1).is_some(), joined, "{from_bits} -> {to_bits}");
+            assert_eq!(chain.is_empty(), !joined, "{from_bits} -> {to_bits}");
         }
     }
 
