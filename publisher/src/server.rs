@@ -604,8 +604,11 @@ async fn full_hashes(
     let mut response = full_hash_answer(request.headers(), answer, |a| {
         Json(a.into_single(prefix)).into_response()
     })?;
-    // A GET answer is the same for everyone; CDNs may keep it as long as
-    // agents do.
+    // A GET answer is the same for everyone, and CDNs may keep it for the
+    // cache duration it names. It names no version, so a cached answer (or
+    // one from a replica still loading a newer build) can be older than a
+    // client's filter: clients that hold a snapshot confirm at the
+    // versioned buckets or by POST with `min_versions` (README, API).
     if let Some(value) = max_age(cache_duration_s) {
         response.headers_mut().insert(header::CACHE_CONTROL, value);
     }
