@@ -374,7 +374,8 @@ impl Lists {
     /// One list's update from the publisher at `base`: the deltas since the
     /// version held while [`delta::next_request`] says so, and the whole
     /// snapshot otherwise — also, in the same round, when no chain can be
-    /// had or the one sent does not verify.
+    /// had or the one sent does not verify. A rebase whose snapshot fails
+    /// takes the deltas in the same round instead.
     ///
     /// `vouched` is the round's newest version named by a signed freshness
     /// record ([`Self::fetch_and_apply`]), raised by what this base URL
@@ -387,6 +388,7 @@ impl Lists {
     ) -> Result<(ListUpdate, Option<Duration>), Error> {
         let current = slot.current.load_full();
         let request = delta::next_request(current.as_ref().map(|l| &l.state), self.max_additions_ratio);
+        let rebase = matches!(request, UpdateRequest::Snapshot) && current.is_some();
         if let (UpdateRequest::Deltas { from, if_none_match }, Some(loaded)) = (request, &current) {
             let url = format!("{base}{}", routes::updates(&slot.name, from));
             if let Some(done) = self
@@ -397,7 +399,27 @@ impl Lists {
             }
         }
         let url = format!("{base}{}", routes::latest_snapshot(&slot.name));
-        self.download_snapshot(slot, &url, vouched).await
+        let snapshot = self.download_snapshot(slot, &url, vouched).await;
+        // A rebase (the additions past `max_additions_ratio`) whose snapshot
+        // cannot be had (too large, timing out, refused as older than the
+        // version the deltas reached by a lagging cache, a failing route):
+        // the deltas since the version held still bring what was listed
+        // since, so the round takes them rather than nothing. The next round
+        // asks for the snapshot again.
+        if let (Err(error), true, Some(loaded)) = (&snapshot, rebase, &current)
+            && let UpdateRequest::Deltas { from, if_none_match } =
+                delta::next_request(Some(&loaded.state), f64::INFINITY)
+        {
+            tracing::warn!(list = %slot.name, %error, "the snapshot to rebase on failed; following the deltas meanwhile");
+            let url = format!("{base}{}", routes::updates(&slot.name, from));
+            if let Ok(Some(done)) = self
+                .follow_deltas(slot, &url, loaded, &if_none_match, vouched)
+                .await
+            {
+                return Ok(done);
+            }
+        }
+        snapshot
     }
 
     /// Asks `url` (the update route) for the deltas since `loaded`'s

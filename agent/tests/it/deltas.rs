@@ -469,6 +469,50 @@ async fn past_the_additions_ratio_the_next_round_takes_the_whole_snapshot() {
     assert!(all.iter().all(|e| found(&agent, e)));
 }
 
+/// Past the ratio, a round asks for the whole snapshot; when that fails
+/// (here `503`; also a snapshot over `max_snapshot_bytes`, a timeout, or
+/// one a lagging cache serves older than the version the deltas reached),
+/// the round still takes the deltas since the version held: entries listed
+/// since are found, not answered "safe" until the snapshot route recovers.
+#[tokio::test]
+async fn a_rebase_whose_snapshot_fails_still_takes_the_deltas() {
+    let fake = FakePublisher::start().await;
+    let base = exprs("base", 10);
+    let bytes = Snap::new("malware", 1, &refs(&base)).encode();
+    let v1 = end_of(&bytes);
+    fake.serve("malware", Served::Snapshot(bytes));
+    let agent = builder(&fake).max_additions_ratio(0.3).build().unwrap();
+    agent.update().await.unwrap();
+    let added = exprs("added", 4);
+    let first = delta("malware", v1, end(2), &refs(&added));
+    fake.serve_updates("malware", feed(vec![(1, first.clone())], end(2)));
+    agent.update().await.unwrap();
+    assert_eq!(agent.status().lists[0].additions, 4);
+
+    fake.serve("malware", Served::Status(StatusCode::SERVICE_UNAVAILABLE));
+    let late = exprs("late", 2);
+    let second = delta("malware", end(2), end(3), &refs(&late));
+    fake.serve_updates("malware", feed(vec![(1, first), (2, second)], end(3)));
+    let report = agent.update().await.unwrap();
+    assert!(
+        matches!(
+            report.get("malware"),
+            Some(ListUpdate::Updated {
+                previous: Some(2),
+                version: 3
+            })
+        ),
+        "{report:?}"
+    );
+    assert_eq!(fake.snapshot_requests().len(), 2);
+    assert_eq!(fake.update_requests().len(), 2);
+    assert!(late.iter().chain(&added).chain(&base).all(|e| found(&agent, e)));
+    assert_eq!(agent.status().lists[0].additions, 6);
+    // Still past the ratio: the next round asks for the snapshot first.
+    let _ = agent.update().await;
+    assert_eq!(fake.snapshot_requests().len(), 3);
+}
+
 #[tokio::test]
 async fn a_rebase_on_the_very_version_held_swaps_in_the_snapshot_without_additions() {
     let fake = FakePublisher::start().await;
