@@ -274,6 +274,11 @@ struct Slot {
     /// validator, a chain that is not used): the snapshot response that
     /// follows must not leave the list at an older version.
     vouched: Option<u64>,
+    /// The last rebase (a snapshot asked for past `max_additions_ratio`)
+    /// failed: the next round asks for the deltas since the version held
+    /// instead, so what was listed since still arrives while the snapshot
+    /// cannot be had, and the round after asks for the snapshot again.
+    rebase_failed: bool,
 }
 
 /// The agent's state and decisions, driven by the host's I/O; see the
@@ -383,6 +388,7 @@ impl Session {
                     snapshot: None,
                     chain: Vec::new(),
                     vouched: None,
+                    rebase_failed: false,
                 })
                 .collect(),
             trusted_keys: config.trusted_keys,
@@ -461,21 +467,30 @@ impl Session {
 
     /// One update round's requests, one per list in subscription order:
     /// the deltas since the version held while [`delta::next_request`] says
-    /// so, else the whole snapshot. Send each and hand its response to
+    /// so, else the whole snapshot; after a rebase whose snapshot failed,
+    /// the deltas once more (what was listed since still arrives), then the
+    /// snapshot again. Send each and hand its response to
     /// [`Session::handle_update_response`].
     pub fn update_requests(&self) -> Vec<ListRequest> {
         self.slots
             .iter()
-            .map(
-                |slot| match delta::next_request(slot.state.as_deref(), self.max_additions_ratio) {
+            .map(|slot| {
+                match delta::next_request(
+                    slot.state.as_deref(),
+                    if slot.rebase_failed {
+                        f64::INFINITY
+                    } else {
+                        self.max_additions_ratio
+                    },
+                ) {
                     UpdateRequest::Deltas { from, if_none_match } => ListRequest {
                         list: slot.name.to_string(),
                         kind: RequestKind::Deltas { from },
                         request: self.get(routes::updates(&slot.name, from), Some(if_none_match)),
                     },
                     UpdateRequest::Snapshot => self.snapshot_request(slot),
-                },
-            )
+                }
+            })
             .collect()
     }
 
@@ -499,7 +514,21 @@ impl Session {
         response: HttpResponse,
         now: SystemTime,
     ) -> Result<ListUpdate, Error> {
+        // A snapshot asked for while a state is held past the ratio is a
+        // rebase; whether it failed decides the next round's request.
+        let rebase = matches!(request.kind, RequestKind::Snapshot { .. })
+            .then(|| self.slots.iter().position(|s| *s.name == *request.list))
+            .flatten()
+            .filter(|&i| {
+                self.slots[i]
+                    .state
+                    .as_ref()
+                    .is_some_and(|s| s.past_ratio(self.max_additions_ratio))
+            });
         let result = self.apply_update(request, response, now);
+        if let Some(slot) = self.slots.iter_mut().find(|s| *s.name == *request.list) {
+            slot.rebase_failed = rebase.is_some() && result.is_err();
+        }
         match &result {
             Ok(ListUpdate::NeedSnapshot { .. }) => self.stats.delta_fallbacks += 1,
             Ok(_) => {}

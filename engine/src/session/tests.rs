@@ -1182,3 +1182,63 @@ fn an_empty_chain_under_a_record_of_a_newer_version_is_not_unchanged() {
     // No ETag (a proxy stripped it): the chain's end cannot be checked.
     vouched_then(config(), |_, newer| ok(Vec::new(), &[(FRESHNESS_HEADER, newer)]));
 }
+
+/// Past `max_additions_ratio` a round asks for the whole snapshot; when
+/// that fails, the next round asks for the deltas since the version held
+/// (their additions found, not answered "safe" while the snapshot route
+/// fails), and the one after asks for the snapshot again.
+#[test]
+fn a_rebase_whose_snapshot_fails_is_followed_by_a_round_of_deltas() {
+    let (mut session, _) = loaded(SessionConfig {
+        max_additions_ratio: 0.01,
+        ..config()
+    });
+    let [request] = session.update_requests().try_into().expect("one request");
+    let etag = snapshot_etag(2, &[2; 32]);
+    let chain = delta_to_2(&session);
+    let update = session.handle_update_response(&request, ok(chain, &[("etag", &etag)]), at(NOW));
+    assert!(matches!(update, Ok(ListUpdate::Updated { .. })), "{update:?}");
+
+    // Past the ratio: the snapshot, which fails.
+    let [rebase] = session.update_requests().try_into().expect("one request");
+    assert!(matches!(rebase.kind, RequestKind::Snapshot { .. }), "{rebase:?}");
+    assert!(
+        session
+            .handle_update_response(&rebase, status(503, &[]), at(NOW))
+            .is_err()
+    );
+
+    // The deltas since version 2, with what was listed since.
+    let [next] = session.update_requests().try_into().expect("one request");
+    assert_eq!(next.kind, RequestKind::Deltas { from: 2 }, "{next:?}");
+    let params = DeltaParams {
+        list_name: "malware".into(),
+        from: DeltaEnd {
+            version: 2,
+            body_sha256: [2; 32],
+        },
+        to: DeltaEnd {
+            version: 3,
+            body_sha256: [3; 32],
+        },
+        created_at: NOW,
+        expires_at: NOW + 7200,
+    };
+    let late = encode_delta(&params, &[FullHash::of(b"late.example/").prefix().0], &key()).expect("delta");
+    let update =
+        session.handle_update_response(&next, ok(late, &[("etag", &snapshot_etag(3, &[3; 32]))]), at(NOW));
+    assert_eq!(
+        update,
+        Ok(ListUpdate::Updated {
+            previous: Some(2),
+            version: 3
+        })
+    );
+    let mut rng = StdRng::seed_from_u64(1);
+    assert!(matches!(
+        session.check("http://late.example/", at(NOW), &mut rng),
+        Ok(CheckStep::NeedFullHashes(_))
+    ));
+    let [again] = session.update_requests().try_into().expect("one request");
+    assert!(matches!(again.kind, RequestKind::Snapshot { .. }), "{again:?}");
+}
