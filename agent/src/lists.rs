@@ -34,6 +34,7 @@ use crate::store::Store;
 use crate::update::ListUpdate;
 
 mod probe;
+mod rebase;
 
 /// A list's state in use. The only way in is a [`ListState`], built on an
 /// [`AcceptedSnapshot`] and verified deltas: nothing unverified can be
@@ -366,16 +367,19 @@ impl Lists {
                 }
             }
         }
-        Err(first_error.unwrap_or(Error::NotReady {
+        let error = first_error.unwrap_or(Error::NotReady {
             list: slot.name.to_string(),
-        }))
+        });
+        match self.deltas_after_failed_rebase(slot, &error, &mut vouched).await {
+            Some(done) => Ok(done),
+            None => Err(error),
+        }
     }
 
     /// One list's update from the publisher at `base`: the deltas since the
     /// version held while [`delta::next_request`] says so, and the whole
     /// snapshot otherwise — also, in the same round, when no chain can be
-    /// had or the one sent does not verify. A rebase whose snapshot fails
-    /// takes the deltas in the same round instead.
+    /// had or the one sent does not verify.
     ///
     /// `vouched` is the round's newest version named by a signed freshness
     /// record ([`Self::fetch_and_apply`]), raised by what this base URL
@@ -388,7 +392,6 @@ impl Lists {
     ) -> Result<(ListUpdate, Option<Duration>), Error> {
         let current = slot.current.load_full();
         let request = delta::next_request(current.as_ref().map(|l| &l.state), self.max_additions_ratio);
-        let rebase = matches!(request, UpdateRequest::Snapshot) && current.is_some();
         if let (UpdateRequest::Deltas { from, if_none_match }, Some(loaded)) = (request, &current) {
             let url = format!("{base}{}", routes::updates(&slot.name, from));
             if let Some(done) = self
@@ -399,27 +402,7 @@ impl Lists {
             }
         }
         let url = format!("{base}{}", routes::latest_snapshot(&slot.name));
-        let snapshot = self.download_snapshot(slot, &url, vouched).await;
-        // A rebase (the additions past `max_additions_ratio`) whose snapshot
-        // cannot be had (too large, timing out, refused as older than the
-        // version the deltas reached by a lagging cache, a failing route):
-        // the deltas since the version held still bring what was listed
-        // since, so the round takes them rather than nothing. The next round
-        // asks for the snapshot again.
-        if let (Err(error), true, Some(loaded)) = (&snapshot, rebase, &current)
-            && let UpdateRequest::Deltas { from, if_none_match } =
-                delta::next_request(Some(&loaded.state), f64::INFINITY)
-        {
-            tracing::warn!(list = %slot.name, %error, "the snapshot to rebase on failed; following the deltas meanwhile");
-            let url = format!("{base}{}", routes::updates(&slot.name, from));
-            if let Ok(Some(done)) = self
-                .follow_deltas(slot, &url, loaded, &if_none_match, vouched)
-                .await
-            {
-                return Ok(done);
-            }
-        }
-        snapshot
+        self.download_snapshot(slot, &url, vouched).await
     }
 
     /// Asks `url` (the update route) for the deltas since `loaded`'s
