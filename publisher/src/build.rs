@@ -48,7 +48,7 @@ pub use reference::{HashReference, hash_reference, hash_reference_encoded};
 pub(crate) use sizing::fpr_gate_bound;
 pub use sizing::{
     Advice, CANARY_PROBES, MEAN_EXPRESSIONS_PER_URL, advice, capacity, expected_requests_per_1000,
-    false_hit_per_probe, fill_ratio, measure_fpr, request_prefix_bits,
+    false_hit_per_probe, fill_ratio, measure_fpr, request_prefix_bits, request_prefix_bits_after,
 };
 use sizing::{RESPONSE_BYTES_PER_MATCH, filter_kind_for};
 pub use timings::{BuildTimings, PeakRssProbe, STAGES, StageTiming};
@@ -764,9 +764,13 @@ pub fn build_snapshot(req: &BuildRequest<'_>, read: ReadSources) -> Result<Built
         timings.add("write", started_back.elapsed());
     }
     debug_assert_eq!(hashes.len(), entries);
-    let request_bits = list
-        .request_prefix_bits
-        .unwrap_or_else(|| request_prefix_bits(hashes.len() as u64, list.min_anonymity));
+    let request_bits = list.request_prefix_bits.unwrap_or_else(|| {
+        request_prefix_bits_after(
+            req.previous.map(|p| p.request_prefix_bits),
+            hashes.len() as u64,
+            list.min_anonymity,
+        )
+    });
     let params = SnapshotParams {
         list_name: list.name.clone(),
         version,

@@ -574,18 +574,18 @@ impl Config {
             }
             // The advertised length is the longest whose bucket holds
             // `min_anonymity` full hashes, so its bucket can hold up to 16 ×
-            // that (4 bits shorter); twice that is kept as a margin (agents
-            // following deltas keep their base's length, and no delta joins
-            // versions of different lengths: `generations/deltas.rs`). Over
-            // what the full-hash routes serve, every confirmation of the
-            // list would be refused.
+            // that (4 bits shorter), and up to 32 × while a growing list
+            // keeps its length (`build/sizing.rs`,
+            // `request_prefix_bits_after`: a change of length sends every
+            // agent a whole snapshot). Over what the full-hash routes serve,
+            // every confirmation of the list would be refused.
             if list.request_prefix_bits.is_none()
                 && list.min_anonymity.saturating_mul(32) > self.max_bucket_entries
             {
                 return Err(Error::config(
                     field("min_anonymity"),
                     format!(
-                        "{}: the request prefix it sizes can select up to 16 × {} full hashes, and with the margin of twice that kept, more than max_bucket_entries ({}), and agents' full-hash requests would be refused; lower min_anonymity to {} or less, or raise max_bucket_entries",
+                        "{}: the request prefix it sizes can select up to 16 × {} full hashes, and twice that while a growing list keeps its length, more than max_bucket_entries ({}), and agents' full-hash requests would be refused; lower min_anonymity to {} or less, or raise max_bucket_entries",
                         list.min_anonymity,
                         list.min_anonymity,
                         self.max_bucket_entries,
@@ -742,7 +742,7 @@ mod tests {
         ok.validate().unwrap();
         assert_eq!(
             refusal(&list("min_anonymity = 129")),
-            "configuration: lists.p.min_anonymity: 129: the request prefix it sizes can select up to 16 × 129 full hashes, and with the margin of twice that kept, more than max_bucket_entries (4096), and agents' full-hash requests would be refused; lower min_anonymity to 128 or less, or raise max_bucket_entries"
+            "configuration: lists.p.min_anonymity: 129: the request prefix it sizes can select up to 16 × 129 full hashes, and twice that while a growing list keeps its length, more than max_bucket_entries (4096), and agents' full-hash requests would be refused; lower min_anonymity to 128 or less, or raise max_bucket_entries"
         );
         // A length set by hand is the operator's (the status page turns
         // red if its bucket is over the limit).

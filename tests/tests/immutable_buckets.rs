@@ -679,9 +679,8 @@ async fn a_search_is_answered_and_capped_for_the_lists_it_names() {
 /// `unverified`, let through by default, until the agent next took a whole
 /// snapshot. A delta is offered only between versions with the same
 /// request prefix length, so the agent takes the new snapshot and its
-/// length. (A list sized by `min_anonymity` changes length as it grows
-/// 16-fold; the chain of such growth outgrows the snapshot and is dropped
-/// anyway.)
+/// length. (A list sized by `min_anonymity` keeps its length until it
+/// doubles past the threshold where it took it, or falls back under it.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_request_prefix_length_reaches_agents_by_snapshot_not_by_delta() {
     let dir = tempfile::tempdir().unwrap();

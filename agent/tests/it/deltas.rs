@@ -509,7 +509,12 @@ async fn a_rebase_whose_snapshot_fails_still_takes_the_deltas() {
     assert!(late.iter().chain(&added).chain(&base).all(|e| found(&agent, e)));
     assert_eq!(agent.status().lists[0].additions, 6);
     // The snapshot's failure is counted all the same.
-    assert_eq!(agent.stats().update_failures_by.http_status, 1, "{:?}", agent.stats());
+    assert_eq!(
+        agent.stats().update_failures_by.http_status,
+        1,
+        "{:?}",
+        agent.stats()
+    );
     // Still past the ratio: the next round asks for the snapshot first.
     let _ = agent.update().await;
     assert_eq!(fake.snapshot_requests().len(), 3);

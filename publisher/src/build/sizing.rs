@@ -136,6 +136,26 @@ pub fn expected_requests_per_1000(per_probe: f64) -> f64 {
     1000.0 * (1.0 - (1.0 - per_probe).powf(MEAN_EXPRESSIONS_PER_URL))
 }
 
+/// The request prefix length a list of `full_hashes` advertises after a
+/// version that advertised `previous`: `previous` while its expected bucket
+/// stays between `min_anonymity` and 32 × that (the most the configuration
+/// lets `max_bucket_entries` fall to, so the full-hash routes still answer
+/// it), else [`request_prefix_bits`]. A change of length ends the delta
+/// chain and sends every agent a whole snapshot (`generations/deltas.rs`),
+/// so a list hovering around a length's threshold must not change length at
+/// each crossing: a length taken at a threshold is kept until the list
+/// doubles past it (then 4 bits longer) or falls back under it.
+pub fn request_prefix_bits_after(previous: Option<u8>, full_hashes: u64, min_anonymity: u64) -> u8 {
+    if let Some(bits) = previous.filter(|&b| blocksieve_format::api::is_valid_request_prefix_bits(b)) {
+        let bucket = full_hashes as f64 / 2f64.powi(i32::from(bits));
+        let anonymity = min_anonymity as f64;
+        if bucket >= anonymity && bucket <= 32.0 * anonymity {
+            return bits;
+        }
+    }
+    request_prefix_bits(full_hashes, min_anonymity)
+}
+
 /// The request prefix length to advertise: the longest of 8, 12, …, 32 bits
 /// whose expected bucket still holds `min_anonymity` listed full hashes (8
 /// when even that is too few).

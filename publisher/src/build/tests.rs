@@ -222,6 +222,36 @@ fn request_prefix_length_keeps_the_anonymity_set() {
     assert_eq!(request_prefix_bits(1 << 40, 64), 32);
 }
 
+/// A list around a threshold (262,144 full hashes at `min_anonymity` 64:
+/// 8 bits below, 12 from it) keeps the length it had until its bucket
+/// passes 32 × `min_anonymity` or falls under it: the length goes up at
+/// twice the threshold and back down at the threshold, not at each
+/// crossing, since every change of length sends agents a whole snapshot.
+#[test]
+fn request_prefix_length_changes_only_past_a_doubling_or_a_halving() {
+    let threshold = 64 << 12;
+    assert_eq!(request_prefix_bits(threshold - 1, 64), 8);
+    assert_eq!(request_prefix_bits(threshold, 64), 12);
+    let mut bits = request_prefix_bits_after(None, threshold - 1, 64);
+    assert_eq!(bits, 8);
+    for n in [threshold + 1, threshold - 1, threshold + 1, 2 * threshold] {
+        bits = request_prefix_bits_after(Some(bits), n, 64);
+        assert_eq!(bits, 8, "{n}");
+    }
+    // Past 32 × min_anonymity under 8 bits: the longest length, 12.
+    bits = request_prefix_bits_after(Some(bits), 2 * threshold + 1, 64);
+    assert_eq!(bits, 12);
+    for n in [2 * threshold + 1, threshold, 8 * threshold] {
+        assert_eq!(request_prefix_bits_after(Some(12), n, 64), 12, "{n}");
+    }
+    // Under min_anonymity at 12 bits (halved since it took 12): back to 8.
+    assert_eq!(request_prefix_bits_after(Some(12), threshold - 1, 64), 8);
+    // A length the list could not keep (set by the operator before, or
+    // invalid) is sized afresh.
+    assert_eq!(request_prefix_bits_after(Some(32), threshold, 64), 12);
+    assert_eq!(request_prefix_bits_after(Some(13), threshold, 64), 12);
+}
+
 #[test]
 fn auto_picks_the_smallest_kind_under_target() {
     let mut list = ListConfig::new("x", vec![]);
