@@ -504,7 +504,9 @@ impl ListStore {
     /// asked for now is not walked past: serving an older one instead
     /// would skip its additions although it may load a moment later. Only
     /// generations of a version above `floor` (what is served) are
-    /// downloaded.
+    /// downloaded. The generations skipped because their manifest or an
+    /// object it names was missing are added to `missing` (a store may show
+    /// the pointer before the objects: a caller can try them again).
     ///
     /// # Errors
     ///
@@ -515,6 +517,7 @@ impl ListStore {
         generation: u64,
         floor: Option<u64>,
         key: &TrustedKey,
+        missing: &mut Vec<u64>,
     ) -> Result<Option<StoredVersion>, Error> {
         let oldest = generation.saturating_sub(WALK_BACK).max(1);
         for g in (oldest..=generation).rev() {
@@ -534,7 +537,11 @@ impl ListStore {
                 Ok(stored) => return Ok(Some(stored)),
                 Err(e) if !is_definitive(&e) => return Err(e),
                 Err(e) => {
-                    tracing::warn!(list = %self.name, generation = g, error = %e, "skipping a generation that cannot be loaded")
+                    if matches!(&e, Error::Storage { reason, .. } if reason.kind() == std::io::ErrorKind::NotFound)
+                    {
+                        missing.push(g);
+                    }
+                    tracing::warn!(list = %self.name, generation = g, error = %e, "skipping a generation that cannot be loaded");
                 }
             }
         }

@@ -11,7 +11,11 @@
 //! names, each checked against the manifest's size and SHA-256 and
 //! verified with the publisher's public key as an agent would — and swapped
 //! into the list's slot, as a build swaps its own. A generation that does
-//! not verify is remembered and not downloaded again, and the replica
+//! not verify is remembered and not downloaded again (one skipped because
+//! its manifest or an object it names was missing is tried again after 2,
+//! 4, … up to 64 checks: a store whose replication shows the pointer before
+//! the objects must not keep a replica a generation behind until the next
+//! publish), and the replica
 //! walks back from it to the newest generation that verifies, if that is
 //! newer than what it serves (but not past one the store could not be
 //! asked for now: that is tried again at the next check, as an
@@ -28,7 +32,7 @@
 //! one that has loaded nothing yet is not ready (`/readyz`) until the
 //! store answers.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::sync::mpsc;
 use std::time::Duration;
@@ -69,6 +73,62 @@ struct Followed {
     seen: Option<Version>,
     /// The generations that did not verify: not downloaded again.
     rejected: BTreeSet<u64>,
+    /// The generations skipped because their manifest or an object it
+    /// names was missing: checks left before the next try, and the wait
+    /// after a failed one.
+    missing: BTreeMap<u64, Retry>,
+}
+
+/// When a generation skipped as missing is tried again.
+#[derive(Debug, Clone, Copy)]
+struct Retry {
+    left: u32,
+    wait: u32,
+}
+
+/// Checks between tries of a generation skipped as missing: the first
+/// wait, doubled after each failed try up to the last.
+const MISSING_RETRY: (u32, u32) = (2, 64);
+
+impl Followed {
+    /// Counts one check down for every generation skipped as missing;
+    /// whether one is due (its pointer must then be read again, not
+    /// asked for conditionally).
+    fn tick(&mut self) -> bool {
+        let mut due = false;
+        for retry in self.missing.values_mut() {
+            retry.left = retry.left.saturating_sub(1);
+            due |= retry.left == 0;
+        }
+        due
+    }
+
+    /// The generations not to download at this check.
+    fn skipped(&self) -> BTreeSet<u64> {
+        let waiting = self.missing.iter().filter(|(_, r)| r.left > 0).map(|(&g, _)| g);
+        self.rejected.iter().copied().chain(waiting).collect()
+    }
+
+    /// `generation` did not load: skipped for good, or (`missing`) until
+    /// its next try.
+    fn skip(&mut self, generation: u64, missing: bool) {
+        if !missing {
+            self.missing.remove(&generation);
+            self.rejected.insert(generation);
+            return;
+        }
+        let (first, last) = MISSING_RETRY;
+        let retry = self
+            .missing
+            .entry(generation)
+            .or_insert(Retry { left: 0, wait: 0 });
+        retry.wait = if retry.wait == 0 {
+            first
+        } else {
+            (retry.wait * 2).min(last)
+        };
+        retry.left = retry.wait;
+    }
 }
 
 /// Follows the store for every list of a state.
@@ -128,7 +188,11 @@ impl Follower {
 
     fn poll_list(&mut self, index: usize, slot: &ListSlot) -> Result<(), Error> {
         let followed = &mut self.lists[index];
-        let (bytes, seen) = match slot.store.latest_if_changed(followed.seen.as_ref())? {
+        // A generation skipped as missing, due for another try: the pointer
+        // read whole, as if it had changed.
+        let due = followed.tick();
+        let seen = if due { None } else { followed.seen.as_ref() };
+        let (bytes, seen) = match slot.store.latest_if_changed(seen)? {
             // No generation yet (a new store), or nothing new.
             Conditional::Missing | Conditional::NotModified => return Ok(()),
             Conditional::Value { bytes, version } => (bytes, version),
@@ -142,19 +206,23 @@ impl Follower {
             }
         };
         let served = slot.current.load().as_ref().map(|p| p.header.version);
-        let PollDecision::Load(generation) = decide(served, &pointer, &followed.rejected) else {
+        let PollDecision::Load(generation) = decide(served, &pointer, &followed.skipped()) else {
             // The same version, perhaps with a new freshness record.
             slot.adopt_freshness(&pointer, &self.key);
             followed.seen = Some(seen);
             return Ok(());
         };
         // The newest generation that verifies, newer than what is served.
-        let stored = match slot.store.load_newest_from(generation, served, &self.key) {
+        let mut missing = Vec::new();
+        let stored = match slot
+            .store
+            .load_newest_from(generation, served, &self.key, &mut missing)
+        {
             Ok(Some(stored)) => stored,
             Err(e) => return Err(e),
             Ok(None) => {
                 tracing::warn!(list = %slot.name, generation, "no generation newer than the one served verifies; skipped");
-                followed.rejected.insert(generation);
+                followed.skip(generation, missing.contains(&generation));
                 followed.seen = Some(seen);
                 return Ok(());
             }
@@ -168,7 +236,9 @@ impl Follower {
             slot.loaded_generation(loaded);
             if loaded < generation {
                 // Walked back past it: the pointed generation did not load.
-                followed.rejected.insert(generation);
+                followed.skip(generation, missing.contains(&generation));
+            } else {
+                followed.missing.retain(|&g, _| g > loaded);
             }
             tracing::info!(list = %slot.name, generation = loaded, version = header.version, "serving a generation from the store");
             slot.store.remember_older(loaded, &self.key);
@@ -360,8 +430,8 @@ mod tests {
         let _ = g2;
     }
 
-    /// A generation whose full hashes are gone is skipped for good and a
-    /// replica with nothing serves the newest complete one.
+    /// A generation whose full hashes are gone is skipped (until its next
+    /// try) and a replica with nothing serves the newest complete one.
     #[test]
     fn regression_an_incomplete_newest_generation_does_not_block_an_older_one() {
         let dir = tempfile::tempdir().unwrap();
@@ -377,10 +447,58 @@ mod tests {
         let mut follower = Follower::new(state.clone(), key.public_key().clone());
         assert!(follower.poll());
         assert_eq!(served(&state), Some(v1));
-        assert!(follower.lists[0].rejected.contains(&g2));
-        // The pointer is asked for conditionally: nothing is downloaded again.
+        assert!(follower.lists[0].missing.contains_key(&g2));
+        assert!(!follower.lists[0].rejected.contains(&g2));
+        // The pointer is asked for conditionally: nothing is downloaded
+        // again until the next try, which finds it still missing.
+        for _ in 0..4 {
+            assert!(follower.poll());
+            assert_eq!(served(&state), Some(v1));
+        }
+        assert_eq!(follower.lists[0].missing[&g2].wait, 4);
+    }
+
+    /// A store that shows the pointer before an object it names (replicated
+    /// buckets, multi-site object stores): the generation is missing at
+    /// first, then there. The replica serves it at its next try, not only
+    /// after the next publish (agents holding its filter were answered
+    /// `503 behind` meanwhile: unverified, let through by default).
+    #[test]
+    fn a_generation_missing_an_object_at_first_is_served_once_it_appears() {
+        let dir = tempfile::tempdir().unwrap();
+        let (state, _) = state_over(dir.path());
+        let key = SigningKey::from_secret_bytes([7; 32]);
+        let store = &state.lists[0].store;
+        let (_, v1) = publish(store, &key, "http://phish.example/a\n", 1_800_000_000);
+        let (g2, v2) = publish(store, &key, "http://phish.example/b\n", 1_800_000_100);
+        let hashes = format!(
+            "lists/phishing/{}",
+            store.manifest(g2, key.public_key()).unwrap().hashes.key
+        );
+        let (state, _) = state_over(dir.path());
+        let failed = std::sync::atomic::AtomicBool::new(false);
+        let path = dir.path().join(&hashes);
+        let missing_once =
+            Intercepted::over(LocalStorage::open(dir.path()).unwrap()).before(move |op, read| {
+                if op == Op::Read && read == hashes && !failed.swap(true, std::sync::atomic::Ordering::SeqCst)
+                {
+                    return Err(Error::storage(path.clone())(std::io::ErrorKind::NotFound.into()));
+                }
+                Ok(())
+            });
+        let missing_once: Arc<dyn Storage> = Arc::new(missing_once);
+        let state = Arc::into_inner(state).unwrap();
+        let mut lists = state.lists;
+        lists[0].store = ListStore::open(missing_once, "phishing", 5).unwrap();
+        let replica = AppState { lists, ..state }.shared();
+        let mut follower = Follower::new(replica.clone(), key.public_key().clone());
         assert!(follower.poll());
-        assert_eq!(served(&state), Some(v1));
+        assert_eq!(served(&replica), Some(v1));
+        for _ in 0..2 {
+            assert!(follower.poll());
+        }
+        assert_eq!(served(&replica), Some(v2), "still a generation behind");
+        assert!(follower.lists[0].missing.is_empty());
     }
 
     fn pointer(generation: u64, version: u64) -> Pointer {
