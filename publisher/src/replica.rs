@@ -209,6 +209,11 @@ impl Follower {
         let PollDecision::Load(generation) = decide(served, &pointer, &followed.skipped()) else {
             // The same version, perhaps with a new freshness record.
             slot.adopt_freshness(&pointer, &self.key);
+            if served.is_some_and(|s| s >= pointer.version) {
+                // Served (by a build of this process, or a later pointer):
+                // nothing at or below it is worth another try.
+                followed.missing.retain(|&g, _| g > pointer.generation);
+            }
             followed.seen = Some(seen);
             return Ok(());
         };
