@@ -480,22 +480,10 @@ mod tests {
             "lists/phishing/{}",
             store.manifest(g2, key.public_key()).unwrap().hashes.key
         );
-        let (state, _) = state_over(dir.path());
-        let failed = std::sync::atomic::AtomicBool::new(false);
         let path = dir.path().join(&hashes);
-        let missing_once =
-            Intercepted::over(LocalStorage::open(dir.path()).unwrap()).before(move |op, read| {
-                if op == Op::Read && read == hashes && !failed.swap(true, std::sync::atomic::Ordering::SeqCst)
-                {
-                    return Err(Error::storage(path.clone())(std::io::ErrorKind::NotFound.into()));
-                }
-                Ok(())
-            });
-        let missing_once: Arc<dyn Storage> = Arc::new(missing_once);
-        let state = Arc::into_inner(state).unwrap();
-        let mut lists = state.lists;
-        lists[0].store = ListStore::open(missing_once, "phishing", 5).unwrap();
-        let replica = AppState { lists, ..state }.shared();
+        let replica = replica_failing_once_with(dir.path(), &hashes, move |_| {
+            Error::storage(path.clone())(std::io::ErrorKind::NotFound.into())
+        });
         let mut follower = Follower::new(replica.clone(), key.public_key().clone());
         assert!(follower.poll());
         assert_eq!(served(&replica), Some(v1));
@@ -538,16 +526,26 @@ mod tests {
     /// A replica of list `phishing` in `dir`, whose first read of `key`
     /// fails as a store that cannot answer for now does.
     fn replica_failing_once(dir: &std::path::Path, key: &str) -> Arc<AppState> {
+        replica_failing_once_with(dir, key, |read| Error::Store {
+            store: "s3://bucket".to_owned(),
+            key: read.to_owned(),
+            kind: crate::StoreFailure::Transient,
+            answer: "503 Slow Down".to_owned(),
+        })
+    }
+
+    /// A replica of list `phishing` in `dir`, whose first read of `key`
+    /// fails with `error(key)`.
+    fn replica_failing_once_with(
+        dir: &std::path::Path,
+        key: &str,
+        error: impl Fn(&str) -> Error + Send + Sync + 'static,
+    ) -> Arc<AppState> {
         let (state, _) = state_over(dir);
         let (key, failed) = (key.to_owned(), std::sync::atomic::AtomicBool::new(false));
         let failing = Intercepted::over(LocalStorage::open(dir).unwrap()).before(move |op, read| {
             if op == Op::Read && read == key && !failed.swap(true, std::sync::atomic::Ordering::SeqCst) {
-                return Err(Error::Store {
-                    store: "s3://bucket".to_owned(),
-                    key: read.to_owned(),
-                    kind: crate::StoreFailure::Transient,
-                    answer: "503 Slow Down".to_owned(),
-                });
+                return Err(error(read));
             }
             Ok(())
         });
