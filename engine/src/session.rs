@@ -514,27 +514,44 @@ impl Session {
         response: HttpResponse,
         now: SystemTime,
     ) -> Result<ListUpdate, Error> {
-        // A snapshot asked for while a state is held past the ratio is a
-        // rebase; whether it failed decides the next round's request.
-        let rebase = matches!(request.kind, RequestKind::Snapshot { .. })
-            .then(|| self.slots.iter().position(|s| *s.name == *request.list))
-            .flatten()
-            .filter(|&i| {
-                self.slots[i]
-                    .state
-                    .as_ref()
-                    .is_some_and(|s| s.past_ratio(self.max_additions_ratio))
-            });
+        // Whether a rebase failed decides the next round's request.
+        let rebase = self.is_rebase(request);
         let result = self.apply_update(request, response, now);
-        if let Some(slot) = self.slots.iter_mut().find(|s| *s.name == *request.list) {
-            slot.rebase_failed = rebase.is_some() && result.is_err();
-        }
+        self.note_rebase(request, rebase && result.is_err());
         match &result {
             Ok(ListUpdate::NeedSnapshot { .. }) => self.stats.delta_fallbacks += 1,
             Ok(_) => {}
             Err(_) => self.stats.updates_failed += 1,
         }
         result
+    }
+
+    /// Records that the host could not send `request` or read its answer
+    /// (a transport failure, a timeout): the list keeps its state, and a
+    /// failed rebase is followed by the deltas next round, as after an
+    /// error answer ([`Session::update_requests`]).
+    pub fn update_not_sent(&mut self, request: &ListRequest) {
+        let rebase = self.is_rebase(request);
+        self.note_rebase(request, rebase);
+    }
+
+    /// Whether `request` is a rebase: a snapshot asked for while the list
+    /// holds a state past `max_additions_ratio`.
+    fn is_rebase(&self, request: &ListRequest) -> bool {
+        matches!(request.kind, RequestKind::Snapshot { .. })
+            && self
+                .slots
+                .iter()
+                .find(|s| *s.name == *request.list)
+                .and_then(|s| s.state.as_ref())
+                .is_some_and(|s| s.past_ratio(self.max_additions_ratio))
+    }
+
+    /// Sets whether the list of `request` follows a failed rebase.
+    fn note_rebase(&mut self, request: &ListRequest, failed: bool) {
+        if let Some(slot) = self.slots.iter_mut().find(|s| *s.name == *request.list) {
+            slot.rebase_failed = failed;
+        }
     }
 
     fn apply_update(

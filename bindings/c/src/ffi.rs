@@ -1268,7 +1268,9 @@ pub unsafe extern "C" fn blocksieve_session_handle_update_response(
 
 /// Records that the host could not send an update request of this session
 /// or read its response (no connection, timeout, a cut body): counted in
-/// `updates_failed`, the list kept as it is. Retry in a later round.
+/// `updates_failed`, the list kept as it is. Retry in a later round (after
+/// a rebase that failed so, a snapshot past `max_additions_ratio`, the
+/// next round asks for the deltas since the version held first).
 ///
 /// `reason`: NUL-terminated UTF-8, e.g. curl's error text. `*out_result`
 /// receives the list, `BLOCKSIEVE_UPDATE_FAILED` and the version held.

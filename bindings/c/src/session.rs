@@ -307,6 +307,7 @@ impl Handle {
         let update = self.update_of(request)?;
         let mut state = self.lock();
         state.unsent_updates += 1;
+        state.session.update_not_sent(update);
         let held = state.session.version(&update.list);
         drop(state);
         let error = Error::Transport {

@@ -227,7 +227,10 @@ impl Inner {
                             .borrow_mut()
                             .handle_update_response(&request, response, now())
                     }
-                    Err(error) => Err(error),
+                    Err(error) => {
+                        self.session.borrow_mut().update_not_sent(&request);
+                        Err(error)
+                    }
                 };
                 match result {
                     // No usable deltas, or a 304 that showed the ETag sent

@@ -1242,3 +1242,28 @@ fn a_rebase_whose_snapshot_fails_is_followed_by_a_round_of_deltas() {
     let [again] = session.update_requests().try_into().expect("one request");
     assert!(matches!(again.kind, RequestKind::Snapshot { .. }), "{again:?}");
 }
+
+/// The same when the host could not send the snapshot request or read its
+/// answer (a timeout on a large snapshot): the next round asks for the
+/// deltas.
+#[test]
+fn a_rebase_the_host_could_not_send_is_followed_by_a_round_of_deltas() {
+    let (mut session, _) = loaded(SessionConfig {
+        max_additions_ratio: 0.01,
+        ..config()
+    });
+    let [request] = session.update_requests().try_into().expect("one request");
+    let etag = snapshot_etag(2, &[2; 32]);
+    let chain = delta_to_2(&session);
+    let update = session.handle_update_response(&request, ok(chain, &[("etag", &etag)]), at(NOW));
+    assert!(matches!(update, Ok(ListUpdate::Updated { .. })), "{update:?}");
+    let [rebase] = session.update_requests().try_into().expect("one request");
+    assert!(matches!(rebase.kind, RequestKind::Snapshot { .. }), "{rebase:?}");
+    session.update_not_sent(&rebase);
+    let [next] = session.update_requests().try_into().expect("one request");
+    assert_eq!(next.kind, RequestKind::Deltas { from: 2 }, "{next:?}");
+    // A deltas request not sent changes nothing: the snapshot next.
+    session.update_not_sent(&next);
+    let [again] = session.update_requests().try_into().expect("one request");
+    assert!(matches!(again.kind, RequestKind::Snapshot { .. }), "{again:?}");
+}
