@@ -1183,12 +1183,10 @@ fn an_empty_chain_under_a_record_of_a_newer_version_is_not_unchanged() {
     vouched_then(config(), |_, newer| ok(Vec::new(), &[(FRESHNESS_HEADER, newer)]));
 }
 
-/// Past `max_additions_ratio` a round asks for the whole snapshot; when
-/// that fails, the next round asks for the deltas since the version held
-/// (their additions found, not answered "safe" while the snapshot route
-/// fails), and the one after asks for the snapshot again.
-#[test]
-fn a_rebase_whose_snapshot_fails_is_followed_by_a_round_of_deltas() {
+/// A session with version 2 of `malware` reached by a delta past a
+/// `max_additions_ratio` of 0.01, and the round's request: the snapshot (a
+/// rebase).
+fn past_the_ratio() -> (Session, ListRequest) {
     let (mut session, _) = loaded(SessionConfig {
         max_additions_ratio: 0.01,
         ..config()
@@ -1198,10 +1196,19 @@ fn a_rebase_whose_snapshot_fails_is_followed_by_a_round_of_deltas() {
     let chain = delta_to_2(&session);
     let update = session.handle_update_response(&request, ok(chain, &[("etag", &etag)]), at(NOW));
     assert!(matches!(update, Ok(ListUpdate::Updated { .. })), "{update:?}");
-
-    // Past the ratio: the snapshot, which fails.
     let [rebase] = session.update_requests().try_into().expect("one request");
     assert!(matches!(rebase.kind, RequestKind::Snapshot { .. }), "{rebase:?}");
+    (session, rebase)
+}
+
+/// Past `max_additions_ratio` a round asks for the whole snapshot; when
+/// that fails, the next round asks for the deltas since the version held
+/// (their additions found, not answered "safe" while the snapshot route
+/// fails), and the one after asks for the snapshot again.
+#[test]
+fn a_rebase_whose_snapshot_fails_is_followed_by_a_round_of_deltas() {
+    // Past the ratio: the snapshot, which fails.
+    let (mut session, rebase) = past_the_ratio();
     assert!(
         session
             .handle_update_response(&rebase, status(503, &[]), at(NOW))
@@ -1248,17 +1255,7 @@ fn a_rebase_whose_snapshot_fails_is_followed_by_a_round_of_deltas() {
 /// deltas.
 #[test]
 fn a_rebase_the_host_could_not_send_is_followed_by_a_round_of_deltas() {
-    let (mut session, _) = loaded(SessionConfig {
-        max_additions_ratio: 0.01,
-        ..config()
-    });
-    let [request] = session.update_requests().try_into().expect("one request");
-    let etag = snapshot_etag(2, &[2; 32]);
-    let chain = delta_to_2(&session);
-    let update = session.handle_update_response(&request, ok(chain, &[("etag", &etag)]), at(NOW));
-    assert!(matches!(update, Ok(ListUpdate::Updated { .. })), "{update:?}");
-    let [rebase] = session.update_requests().try_into().expect("one request");
-    assert!(matches!(rebase.kind, RequestKind::Snapshot { .. }), "{rebase:?}");
+    let (mut session, rebase) = past_the_ratio();
     session.update_not_sent(&rebase);
     let [next] = session.update_requests().try_into().expect("one request");
     assert_eq!(next.kind, RequestKind::Deltas { from: 2 }, "{next:?}");
