@@ -537,8 +537,7 @@ impl ListStore {
                 Ok(stored) => return Ok(Some(stored)),
                 Err(e) if !is_definitive(&e) => return Err(e),
                 Err(e) => {
-                    if matches!(&e, Error::Storage { reason, .. } if reason.kind() == std::io::ErrorKind::NotFound)
-                    {
+                    if is_missing(&e) {
                         missing.push(g);
                     }
                     tracing::warn!(list = %self.name, generation = g, error = %e, "skipping a generation that cannot be loaded");
@@ -716,9 +715,14 @@ impl ListStore {
 pub(crate) fn is_definitive(e: &Error) -> bool {
     match e {
         Error::Corrupt { .. } => true,
-        Error::Storage { reason, .. } => reason.kind() == std::io::ErrorKind::NotFound,
+        Error::Storage { .. } => is_missing(e),
         _ => false,
     }
+}
+
+/// Whether `e` says an object (a manifest, or one it names) is not there.
+pub(crate) fn is_missing(e: &Error) -> bool {
+    matches!(e, Error::Storage { reason, .. } if reason.kind() == std::io::ErrorKind::NotFound)
 }
 
 #[cfg(test)]
