@@ -8,7 +8,7 @@ use super::sink::EntrySink;
 
 /// What an entry stands for.
 pub(super) enum Entry<'a> {
-    /// A URL: one expression, or two for a line with `&amp;`.
+    /// A URL: one expression, or more for a line with `&amp;`.
     Url(UrlEntry<'a>),
     /// An expression to hash.
     Expression(String),
@@ -57,20 +57,23 @@ impl Read<'_> {
 /// are), so no string is copied per entry.
 pub(super) struct UrlEntry<'a> {
     pub(super) first: CanonicalForm<'a>,
-    /// The line as written, when it differs from its `&amp;`-decoded form.
-    pub(super) second: Option<CanonicalForm<'a>>,
+    /// For a line written with `&amp;`: the readings between its decoded
+    /// form (`first`) and the line as written (the last), one per level of
+    /// escaping decoded, each that differs from the one before. Empty (no
+    /// allocation) for every other line.
+    pub(super) others: Vec<CanonicalForm<'a>>,
 }
 
 impl UrlEntry<'_> {
     pub(super) fn emit(&self, sink: &mut impl EntrySink) {
-        for url in std::iter::once(&self.first).chain(&self.second) {
+        for url in std::iter::once(&self.first).chain(&self.others) {
             sink.expression(url.most_specific_expression());
         }
     }
 
     pub(super) fn to_strings(&self) -> Vec<String> {
         std::iter::once(&self.first)
-            .chain(&self.second)
+            .chain(&self.others)
             .map(most_specific)
             .collect()
     }

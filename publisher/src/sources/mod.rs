@@ -85,7 +85,8 @@
 //! - a `sha256` line is already a full hash.
 //!
 //! Feed quirks handled here: `&amp;` in a URL is usually the HTML escape of
-//! `&`, so such a line is listed both decoded and as written; a doubled
+//! `&`, so such a line is listed both decoded and as written (a line
+//! escaped more than once, `&amp;amp;`, at every level); a doubled
 //! scheme (`http://https://host/…`) is reduced to the inner URL; hosts-file
 //! boilerplate names (`localhost`, `broadcasthost`, …) are skipped.
 //!

@@ -179,7 +179,8 @@ pub struct Reading {
     /// (the last for a URL written with `&amp;`).
     pub text: Vec<u8>,
     /// The expressions published for it: its most specific expression, and
-    /// for a URL written with `&amp;` also that of the line as written.
+    /// for a URL written with `&amp;` also that of the line as written (and
+    /// of each level of escaping between, for `&amp;amp;`).
     /// Empty for a `sha256` line.
     pub expressions: Vec<String>,
     /// The full hashes published: SHA-256 of each expression, or the

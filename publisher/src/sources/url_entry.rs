@@ -45,23 +45,37 @@ pub(super) fn url_entry(line: &[u8]) -> Result<UrlEntry<'_>, &'static str> {
     if !contains_amp_entity(line) {
         return Ok(UrlEntry {
             first: written,
-            second: None,
+            others: Vec::new(),
         });
     }
-    let decoded = url_canonical_owned(&replace_all(line, b"&amp;", b"&"))?;
-    Ok(
-        if decoded.most_specific_expression() == written.most_specific_expression() {
-            UrlEntry {
-                first: written,
-                second: None,
-            }
-        } else {
-            UrlEntry {
-                first: decoded,
-                second: Some(written),
-            }
-        },
-    )
+    // Decoded one level at a time: a line escaped twice (`&amp;amp;`, as
+    // some feeds write a URL taken from HTML) stands for the URL with `&`,
+    // and each level between may be the one a page's link held. Every pass
+    // removes four bytes per entity, so the loop ends.
+    let mut readings: Vec<CanonicalForm<'static>> = Vec::new();
+    let mut text = line.to_vec();
+    while contains_amp_entity(&text) {
+        text = replace_all(&text, b"&amp;", b"&");
+        let decoded = url_canonical_owned(&text)?;
+        let seen = std::iter::once(&written)
+            .chain(&readings)
+            .any(|r| r.most_specific_expression() == decoded.most_specific_expression());
+        if !seen {
+            readings.push(decoded);
+        }
+    }
+    // The most decoded reading first (the URL a browser visits), then the
+    // levels between, then the line as written.
+    let Some(first) = readings.pop() else {
+        return Ok(UrlEntry {
+            first: written,
+            others: Vec::new(),
+        });
+    };
+    readings.reverse();
+    let mut others: Vec<CanonicalForm<'_>> = readings;
+    others.push(written);
+    Ok(UrlEntry { first, others })
 }
 
 /// The expression a URL entry stands for: its most specific expression.
@@ -78,8 +92,10 @@ pub fn url_expression(line: &[u8]) -> Result<String, String> {
 
 /// The expressions a URL line stands for: [`url_expression`] of the line as
 /// written and, when it contains `&amp;`, also of the line with `&amp;`
-/// decoded to `&` (the URL a browser actually visits). Listing both keeps
-/// the entry as written matching, so nothing the feed names is missed.
+/// decoded to `&` (the URL a browser actually visits), and of each level
+/// between for a line escaped more than once (`&amp;amp;`). Listing them
+/// all keeps the entry as written matching, so nothing the feed names is
+/// missed.
 ///
 /// # Errors
 ///
@@ -242,5 +258,31 @@ mod tests {
         // The entry text of a doubled scheme is the inner URL the build reads.
         let readings = read_one(SourceFormat::Urls, b"http://https://inner.example/login").unwrap();
         assert_eq!(readings[0].text, b"https://inner.example/login");
+    }
+
+    /// A URL taken from HTML twice over (464 distinct lines of the shared
+    /// URL feeds, nested up to 9 deep): the URL a browser visits has `&`,
+    /// and each level between may be the one a page's link held.
+    #[test]
+    fn an_amp_entity_escaped_again_is_decoded_at_every_level() {
+        let readings = read_one(SourceFormat::Urls, b"http://a.example/p?x=1&amp;amp;amp;y=2").unwrap();
+        assert_eq!(
+            readings[0].expressions,
+            [
+                "a.example/p?x=1&y=2",
+                "a.example/p?x=1&amp;y=2",
+                "a.example/p?x=1&amp;amp;y=2",
+                "a.example/p?x=1&amp;amp;amp;y=2",
+            ]
+        );
+        // Levels that read the same are listed once; the line as written last.
+        let readings = read_one(SourceFormat::Urls, b"http://b.example/p#f&amp;amp;g").unwrap();
+        assert_eq!(readings[0].expressions, ["b.example/p"]);
+        let (out, report) = collect(b"http://c.example/?a&amp;amp;b\n", SourceFormat::Urls);
+        assert_eq!(
+            out,
+            hashes(&["c.example/?a&b", "c.example/?a&amp;b", "c.example/?a&amp;amp;b"])
+        );
+        assert_eq!(report.rejected_total(), 0);
     }
 }
