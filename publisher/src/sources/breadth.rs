@@ -99,11 +99,6 @@ mod tests {
                 "http://s3.amazonaws.com/?bucket=evil",
                 "s3.amazonaws.com/?bucket=evil",
             ),
-            // So is an adblock path rule.
-            (
-                "||s3.amazonaws.com/evil-bucket/login.html^$all",
-                "s3.amazonaws.com/evil-bucket/login.html",
-            ),
         ] {
             let format = if line.starts_with("||") {
                 SourceFormat::AdblockHosts
@@ -116,6 +111,17 @@ mod tests {
                 "{line}"
             );
         }
+        // So is an adblock path rule (and what `^` also matches under it).
+        assert_eq!(
+            exprs(
+                SourceFormat::AdblockHosts,
+                b"||s3.amazonaws.com/evil-bucket/login.html^$all"
+            ),
+            Ok(vec![
+                "s3.amazonaws.com/evil-bucket/login.html".to_owned(),
+                "s3.amazonaws.com/evil-bucket/login.html/".to_owned()
+            ])
+        );
     }
 
     // What stays rejected is host-wide, and says
