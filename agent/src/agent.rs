@@ -298,9 +298,10 @@ impl Agent {
                 .collect();
             // Immutable buckets only for exactly these versions, of every list.
             let buckets = inner.lists.buckets_advertised(&versions);
+            let listed = inner.lists.full_hashes_held();
             inner
                 .confirmer
-                .resolve(needed.into_iter().collect(), &versions, buckets)
+                .resolve(needed.into_iter().collect(), &versions, buckets, listed)
                 .await
         };
         let lists: Vec<&str> = inner.lists.names().collect();

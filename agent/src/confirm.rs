@@ -21,7 +21,7 @@
 //! ([`crate::engine::cache`], [`crate::engine::prefix`],
 //! [`crate::engine::schedule::FullHashBackoff`]).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
@@ -106,12 +106,15 @@ impl Confirmer {
     /// a request in flight for the same versions (single flight), or from new
     /// requests, which ask for answers at least that new. With `buckets`
     /// (every subscribed list advertised the immutable buckets of exactly
-    /// these versions) new requests go to those buckets first.
+    /// these versions) new requests go to those buckets first. `listed`,
+    /// the full hashes the lists hold together, sizes the requests
+    /// ([`prefix::plan_requests`]).
     pub(crate) async fn resolve(
         &self,
         needed: Vec<RequestPrefix>,
         versions: &Versions,
         buckets: bool,
+        listed: u64,
     ) -> HashMap<RequestPrefix, Answer> {
         let mut answers = HashMap::with_capacity(needed.len());
         let mut pending = needed;
@@ -153,7 +156,7 @@ impl Confirmer {
                     .map(|(p, _)| *p)
                     .chain(unclaimed.iter().copied())
                     .collect();
-                let mut fetched = self.fetch_full_hashes(prefixes, versions, buckets).await;
+                let mut fetched = self.fetch_full_hashes(prefixes, versions, buckets, listed).await;
                 for (p, tx) in &claim.senders {
                     let answer = fetched.remove(p).unwrap_or_else(|| {
                         Err(Error::UnexpectedResponse {
@@ -216,12 +219,14 @@ impl Confirmer {
         prefixes: Vec<RequestPrefix>,
         versions: &Versions,
         buckets: bool,
+        listed: u64,
     ) -> HashMap<RequestPrefix, Answer> {
-        let plans = self
+        let mut plans: VecDeque<PlannedRequest> = self
             .shared
-            .with_rng(|rng| prefix::plan_requests(&prefixes, self.noise_prefixes, rng));
+            .with_rng(|rng| prefix::plan_requests(&prefixes, self.noise_prefixes, listed, rng))
+            .into();
         let mut answers = HashMap::with_capacity(prefixes.len());
-        for plan in plans {
+        while let Some(plan) = plans.pop_front() {
             if let Err(paused) = lock(&self.backoff).check(self.shared.now()) {
                 for p in &plan.real {
                     answers.insert(*p, Err(paused.clone()));
@@ -260,6 +265,20 @@ impl Confirmer {
                     Counters::add(&self.shared.counters.ignored_full_hashes, sorted.ignored as u64);
                     let now = self.shared.now();
                     lock(&self.cache).store(sorted, duration, versions, now, &url, &mut answers);
+                }
+                // An answer too large for one response (`413
+                // answer_too_large`: buckets larger than planned, or the
+                // publisher's padding): the same prefixes asked for half at
+                // a time, at once; nothing failed, so no backoff.
+                Err(Error::Status { status: 413, .. }) if plan.real.len() > 1 => {
+                    let (first, second) = plan.real.split_at(plan.real.len() / 2);
+                    let halves = self.shared.with_rng(|rng| {
+                        [first, second].map(|half| prefix::plan_requests(half, self.noise_prefixes, 0, rng))
+                    });
+                    let halves: Vec<PlannedRequest> = halves.into_iter().flatten().collect();
+                    for half in halves.into_iter().rev() {
+                        plans.push_front(half);
+                    }
                 }
                 Err(error) => {
                     Counters::bump(&self.shared.counters.full_hash_failures);

@@ -182,6 +182,18 @@ impl Lists {
             })
     }
 
+    /// How many full hashes the lists' base snapshots hold together: what
+    /// sizes a batch's full-hash requests ([`prefix::plan_requests`](crate::engine::prefix::plan_requests)).
+    pub(crate) fn full_hashes_held(&self) -> u64 {
+        self.slots
+            .iter()
+            .filter_map(|slot| {
+                let current = slot.current.load();
+                current.as_ref().map(|l| l.state.base().header().full_hash_count)
+            })
+            .fold(0u64, u64::saturating_add)
+    }
+
     /// The verified header of `list`'s base snapshot, if any.
     pub(crate) fn header(&self, list: &str) -> Option<SnapshotHeader> {
         let slot = self.slot(list)?;

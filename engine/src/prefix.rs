@@ -41,7 +41,7 @@ use blocksieve_format::FullHash;
 pub use blocksieve_format::RequestPrefix;
 use blocksieve_format::api::{
     AnswerError, FullHashSearchResponse, IndexedAnswer, IndexedFullHash, IndexedPrefixAnswer,
-    MAX_ANSWER_LISTS,
+    MAX_ANSWER_LISTS, MAX_ANSWER_MATCHES,
 };
 use rand::Rng;
 use rand::seq::SliceRandom;
@@ -77,13 +77,33 @@ pub struct PlannedRequest {
     pub real: Vec<RequestPrefix>,
 }
 
+/// The most full hashes a planned request's answer is expected to hold: a
+/// quarter of what one answer may carry ([`MAX_ANSWER_MATCHES`], which is
+/// also about the agent's read limit in bytes), so that buckets larger than
+/// their average and padding still fit.
+pub const PLANNED_ANSWER_MATCHES: f64 = (MAX_ANSWER_MATCHES / 4) as f64;
+
 /// Plans the full-hash requests for the `real` prefixes (duplicates are
 /// sent once): chunks of at most [`MAX_PREFIXES_PER_REQUEST`] prefixes,
 /// each with `noise` random prefixes added and shuffled. No request for no
 /// real prefix. Noise never repeats a real prefix or another noise prefix
 /// of the same request; when the prefix space is too small for that (many
 /// 8-bit prefixes), fewer noise prefixes are sent.
-pub fn plan_requests(real: &[RequestPrefix], noise: usize, rng: &mut impl Rng) -> Vec<PlannedRequest> {
+///
+/// `listed` is how many full hashes the subscribed lists hold together: a
+/// `b`-bit prefix's answer holds about `listed / 2^b` of them, and a chunk
+/// stops short of a thousand prefixes when its answer (noise included)
+/// would hold more than [`PLANNED_ANSWER_MATCHES`]. Else a batch check of
+/// many hits on lists whose buckets are large (up to `max_bucket_entries`,
+/// 4,096 by default) asks for more than one answer can carry, and the
+/// publisher refuses the whole request: every one of its URLs unverified.
+/// A chunk holds one real prefix at least.
+pub fn plan_requests(
+    real: &[RequestPrefix],
+    noise: usize,
+    listed: u64,
+    rng: &mut impl Rng,
+) -> Vec<PlannedRequest> {
     let unique: Vec<RequestPrefix> = real
         .iter()
         .copied()
@@ -92,8 +112,28 @@ pub fn plan_requests(real: &[RequestPrefix], noise: usize, rng: &mut impl Rng) -
         .collect();
     let noise = noise.min(MAX_PREFIXES_PER_REQUEST - 1);
     let per_request = MAX_PREFIXES_PER_REQUEST - noise;
-    unique
-        .chunks(per_request)
+    let bucket = |p: &RequestPrefix| listed as f64 / 2f64.powi(i32::from(p.bits()));
+    let mut chunks: Vec<&[RequestPrefix]> = Vec::new();
+    let mut rest = &unique[..];
+    while !rest.is_empty() {
+        // The largest bucket so far sizes every prefix of the chunk: noise
+        // takes its lengths from the real prefixes.
+        let mut largest = 0f64;
+        let mut len = 0;
+        for p in rest.iter().take(per_request) {
+            let with = largest.max(bucket(p));
+            if len > 0 && (len + 1 + noise) as f64 * with > PLANNED_ANSWER_MATCHES {
+                break;
+            }
+            largest = with;
+            len += 1;
+        }
+        let (chunk, after) = rest.split_at(len);
+        chunks.push(chunk);
+        rest = after;
+    }
+    chunks
+        .into_iter()
         .map(|chunk| {
             let mut taken: BTreeSet<RequestPrefix> = chunk.iter().copied().collect();
             let mut prefixes = chunk.to_vec();
@@ -444,7 +484,7 @@ mod tests {
         ];
         let mut first_positions = BTreeSet::new();
         for _ in 0..50 {
-            let plans = plan_requests(&real, 4, &mut rng);
+            let plans = plan_requests(&real, 4, 0, &mut rng);
             assert_eq!(plans.len(), 1);
             let plan = &plans[0];
             assert_eq!(plan.real.len(), 2);
@@ -463,7 +503,7 @@ mod tests {
             first_positions.len() > 3,
             "real prefixes are shuffled: {first_positions:?}"
         );
-        assert!(plan_requests(&[], 4, &mut rng).is_empty());
+        assert!(plan_requests(&[], 4, 0, &mut rng).is_empty());
     }
 
     #[test]
@@ -472,11 +512,43 @@ mod tests {
         let real: Vec<RequestPrefix> = (0..2_500u32)
             .map(|i| rp(&FullHash::of(&i.to_be_bytes()), 32))
             .collect();
-        let plans = plan_requests(&real, 4, &mut rng);
+        let plans = plan_requests(&real, 4, 0, &mut rng);
         assert_eq!(plans.len(), 3);
         assert!(plans.iter().all(|p| p.prefixes.len() <= MAX_PREFIXES_PER_REQUEST));
         assert_eq!(plans.iter().map(|p| p.real.len()).sum::<usize>(), 2_500);
         assert!(plans.iter().all(|p| p.prefixes.len() == p.real.len() + 4));
+    }
+
+    /// Lists holding 2^20 full hashes between them answer a 12-bit prefix
+    /// with about 256 each: a thousand such prefixes (a batch check of many
+    /// hits) would be 256,000 full hashes, about the planned quarter of an
+    /// answer's limit; at 2^23 (2,048 a bucket, a length kept while a list
+    /// grows) one request would be over the limit itself and refused.
+    #[test]
+    fn large_buckets_are_asked_for_in_smaller_requests() {
+        let mut rng = StdRng::seed_from_u64(4);
+        // A thousand distinct 12-bit prefixes.
+        let real: Vec<RequestPrefix> = (0..1_000u16)
+            .map(|i| {
+                let mut h = [0u8; 32];
+                h[..2].copy_from_slice(&(i << 4).to_be_bytes());
+                rp(&FullHash(h), 12)
+            })
+            .collect();
+        for (listed, requests) in [(0u64, 2), (1 << 16, 2), (1 << 23, 9)] {
+            let plans = plan_requests(&real, 4, listed, &mut rng);
+            assert_eq!(plans.len(), requests, "{listed}");
+            assert_eq!(plans.iter().map(|p| p.real.len()).sum::<usize>(), 1_000);
+            for plan in &plans {
+                let expected = plan.prefixes.len() as f64 * listed as f64 / 4096.0;
+                assert!(expected <= PLANNED_ANSWER_MATCHES, "{listed}: {expected}");
+            }
+        }
+        // A bucket over the whole budget is still asked for, one real
+        // prefix a request.
+        let plans = plan_requests(&real[..3], 4, 1 << 40, &mut rng);
+        assert_eq!(plans.len(), 3);
+        assert!(plans.iter().all(|p| p.real.len() == 1));
     }
 
     #[test]
@@ -489,7 +561,7 @@ mod tests {
                 rp(&FullHash(h), 8)
             })
             .collect();
-        let plans = plan_requests(&real, 4, &mut rng);
+        let plans = plan_requests(&real, 4, 0, &mut rng);
         assert_eq!(plans[0].prefixes.len(), 256);
     }
 

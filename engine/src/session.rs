@@ -648,7 +648,10 @@ impl Session {
             return Ok(CheckStep::Done(self.decide(&local, &answers)));
         }
         // One plan: a check's prefixes fit one request (`MAX_LISTS`).
-        let mut plans = prefix::plan_requests(&misses, self.noise_prefixes, rng).into_iter();
+        // Not sized by the lists' buckets (`listed` 0): one URL's few dozen
+        // prefixes are one request, whose answer the routes' bucket limit
+        // already bounds.
+        let mut plans = prefix::plan_requests(&misses, self.noise_prefixes, 0, rng).into_iter();
         let Some(plan) = plans.next() else {
             return Ok(CheckStep::Done(self.decide(&local, &answers)));
         };

@@ -37,7 +37,8 @@ use axum::routing::{get, post};
 use blocksieve_format::RequestPrefix;
 use blocksieve_format::api::{
     FULL_HASHES_CONTENT_TYPE, FullHashAnswer, FullHashSearchRequest, FullHashSearchResponse, ListStatus,
-    ListsResponse, NEXT_CHECK_HEADER, PrefixAnswer, SnapshotStatus, accepts_full_hashes_binary, routes,
+    ListsResponse, MAX_ANSWER_MATCHES, NEXT_CHECK_HEADER, PrefixAnswer, SnapshotStatus,
+    accepts_full_hashes_binary, routes,
 };
 use tower_http::compression::CompressionLayer;
 use tower_http::compression::predicate::{Predicate as _, SizeAbove};
@@ -750,6 +751,36 @@ fn full_hash_answer(
     Ok(response)
 }
 
+/// Refuses a search whose answer would hold more full hashes than half of
+/// what one answer may carry ([`MAX_ANSWER_MATCHES`], about the agent's
+/// read limit in bytes), its buckets' averages and padding counted, before
+/// it is built: `413 answer_too_large`, which the agent answers by asking
+/// for half the prefixes at a time. Many prefixes over large buckets (a
+/// batch check of many hits, or `padding` in the thousands) would otherwise
+/// fail to encode, or be built at hundreds of megabytes to be refused.
+fn check_answer_size(
+    state: &AppState,
+    prefixes: &[RequestPrefix],
+    among: impl Fn(&str) -> bool,
+) -> Result<(), ApiError> {
+    let expected: f64 = prefixes
+        .iter()
+        .map(|p| state.expected_bucket(p.bits(), &among).max(state.padding as f64))
+        .sum();
+    if expected > (MAX_ANSWER_MATCHES / 2) as f64 {
+        return Err(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "answer_too_large",
+            format!(
+                "the answer to {} prefixes would hold about {expected:.0} full hashes, more than {} in one answer; send fewer prefixes per request",
+                prefixes.len(),
+                MAX_ANSWER_MATCHES / 2
+            ),
+        ));
+    }
+    Ok(())
+}
+
 async fn search(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
@@ -784,6 +815,7 @@ async fn search(
     if min_versions.is_empty() {
         check_ready(&state)?;
     }
+    check_answer_size(&state, &prefixes, among)?;
     let results = prefixes
         .into_iter()
         .map(|prefix| PrefixAnswer {

@@ -425,6 +425,19 @@ impl AppState {
             .map(|(name, n)| (name, n as f64 / 2f64.powi(i32::from(bits))))
     }
 
+    /// The full hashes a `bits`-bit prefix's bucket holds on average over
+    /// the lists `among` accepts (by name), summed: what one prefix adds to
+    /// an answer before padding.
+    pub fn expected_bucket(&self, bits: u8, among: impl Fn(&str) -> bool) -> f64 {
+        let listed: usize = self
+            .lists
+            .iter()
+            .filter(|l| among(&l.name))
+            .filter_map(|l| l.current.load().as_ref().map(|p| p.hashes.len()))
+            .sum();
+        listed as f64 / 2f64.powi(i32::from(bits))
+    }
+
     /// Sets each list's freshness gauge from what it serves now: a
     /// freshness record may come from a build, a restart or the store.
     pub fn refresh_gauges(&self) {

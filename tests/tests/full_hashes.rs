@@ -266,3 +266,62 @@ async fn agents_read_json_from_a_publisher_without_the_binary_answer() {
         assert_eq!(seen[0].accept.as_deref(), Some(FULL_HASHES_ACCEPT));
     }
 }
+
+/// A batch check of many hits on buckets padded to 10,000 (the most
+/// `padding` allows): 150 URLs' prefixes and the noise in one request
+/// would be over 1.5 million full hashes, more than one answer carries
+/// (2^20). The publisher refused it with `500` and every URL of the batch
+/// was unverified; now it answers `413 answer_too_large` before building
+/// the answer and the agent asks for half the prefixes at a time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_whose_answer_is_too_large_for_one_response_is_asked_in_parts() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(
+        dir.path(),
+        "phishing",
+        vec![fixture_source("phishing-urls.txt", SourceFormat::Urls)],
+    );
+    // 32-bit prefixes: each listed URL its own prefix.
+    cfg.lists[0].request_prefix_bits = Some(32);
+    cfg.padding = 10_000;
+    let server = RunningPublisher::start(cfg).await;
+    server.wait_ready(Duration::from_secs(60)).await;
+    let agent = blocksieve_agent::Agent::builder(server.base_url())
+        .list("phishing")
+        .trusted_key(server.public_key())
+        .build()
+        .unwrap();
+    assert!(agent.update().await.unwrap().is_complete());
+    let urls: Vec<String> = fixture_lines("phishing-urls.txt").into_iter().take(150).collect();
+    let verdicts = agent.check_urls(&urls).await;
+    for (url, verdict) in urls.iter().zip(&verdicts) {
+        let verdict = verdict.as_ref().unwrap();
+        assert!(verdict.is_unsafe(), "listed URL {url} was {verdict:?}");
+    }
+    let stats = agent.stats();
+    assert_eq!(stats.full_hash_failures, 0, "{stats:?}");
+    // Refused twice (about 1.5 million, then 770,000 full hashes), then
+    // answered in four parts.
+    assert!(stats.full_hash_requests >= 4, "{stats:?}");
+
+    // The refusal itself, as a client sees it.
+    let prefixes: Vec<String> = (0..60u32)
+        .map(|i| format!("{:08x}", i.wrapping_mul(0x9E37_79B9)))
+        .collect();
+    let body = serde_json::to_string(&FullHashSearchRequest {
+        prefixes,
+        ..FullHashSearchRequest::default()
+    })
+    .unwrap();
+    let response = reqwest::Client::new()
+        .post(format!("{}/v1/hashes:search", server.base_url()))
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 413);
+    let error: ErrorResponse = response.json().await.unwrap();
+    assert_eq!(error.error.code, "answer_too_large");
+    server.stop().await;
+}
