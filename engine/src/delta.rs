@@ -26,7 +26,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use blocksieve_format::api::snapshot_etag;
 use blocksieve_format::{
-    DeltaEnd, FreshnessRecord, FullHash, TrustedKey, VerifiedDelta, decode_chain, merge_additions,
+    DeltaEnd, FreshnessRecord, FullHash, MAX_CHAIN_DELTAS, TrustedKey, VerifiedDelta, decode_chain,
+    merge_additions,
 };
 
 use crate::Error;
@@ -35,6 +36,16 @@ use crate::accept::{AcceptedSnapshot, VersionFloor};
 /// The default for `max_additions_ratio`: rebase once the additions since
 /// the base pass 30 % of its entries.
 pub const DEFAULT_MAX_ADDITIONS_RATIO: f64 = 0.3;
+
+/// Deltas applied since the base after which the whole snapshot is taken
+/// again, whatever the additions: half of [`MAX_CHAIN_DELTAS`], the most a
+/// saved chain may hold to be restored at start. A list that changes little
+/// still gets a delta per build (an empty one at least once its snapshot is
+/// half-way to expiry, FORMAT.md "Delta chains"), so its chain grows without
+/// its additions ever passing the ratio: at 48 builds a day, 2,048 deltas
+/// are about 43 days. Past 4,096 the saved chain would be refused at the
+/// next start, and the agent would restart on a base that old.
+pub const REBASE_AFTER_DELTAS: usize = MAX_CHAIN_DELTAS / 2;
 
 /// What one list is probed with: a whole snapshot (the base) and the hash
 /// prefixes the deltas applied since have added. Only [`ListState::of_base`],
@@ -47,6 +58,9 @@ pub struct ListState {
     base: Arc<AcceptedSnapshot>,
     /// The 32-bit hash prefixes added since the base, strictly ascending.
     additions: Arc<[u32]>,
+    /// How many deltas were applied since the base (the saved chain's
+    /// length).
+    deltas: usize,
     /// The version and body hash of the snapshot this state stands for.
     floor: VersionFloor,
     /// Unix seconds: the latest signed `expires_at` of the base and the
@@ -66,6 +80,7 @@ impl ListState {
         Self {
             base: Arc::new(base),
             additions: Arc::from(Vec::new()),
+            deltas: 0,
             floor,
             signed_until,
             fresh_until: AtomicU64::new(signed_until),
@@ -141,11 +156,18 @@ impl ListState {
         self.base.snapshot().prefetch(hash);
     }
 
-    /// Whether the additions have passed `max_additions_ratio` of the base's
-    /// entries (32-bit prefixes): time to take the whole snapshot again.
-    pub fn past_ratio(&self, max_additions_ratio: f64) -> bool {
+    /// Whether it is time to take the whole snapshot again (a rebase): the
+    /// additions have passed `max_additions_ratio` of the base's entries
+    /// (32-bit prefixes), or [`REBASE_AFTER_DELTAS`] deltas were applied
+    /// since the base.
+    pub fn due_for_rebase(&self, max_additions_ratio: f64) -> bool {
         let entries = self.base.header().entry_count as f64;
-        self.additions.len() as f64 > max_additions_ratio * entries
+        self.additions.len() as f64 > max_additions_ratio * entries || self.deltas >= REBASE_AFTER_DELTAS
+    }
+
+    /// How many deltas were applied since the base.
+    pub fn deltas_applied(&self) -> usize {
+        self.deltas
     }
 
     /// Extends the state's freshness to `record.expires_at` if the record
@@ -180,15 +202,21 @@ pub enum UpdateRequest {
 }
 
 /// Which request an update round makes: the deltas since the state's
-/// version while the additions stay within `max_additions_ratio` of the
-/// base's entries, the whole snapshot otherwise.
+/// version until it is [due for a rebase](ListState::due_for_rebase), the
+/// whole snapshot then.
 pub fn next_request(state: Option<&ListState>, max_additions_ratio: f64) -> UpdateRequest {
     match state {
-        Some(state) if !state.past_ratio(max_additions_ratio) => UpdateRequest::Deltas {
-            from: state.version(),
-            if_none_match: state.etag(),
-        },
+        Some(state) if !state.due_for_rebase(max_additions_ratio) => deltas_request(state),
         _ => UpdateRequest::Snapshot,
+    }
+}
+
+/// The deltas since the state's version, rebase due or not: what follows
+/// a rebase whose snapshot failed, so that what was listed since arrives.
+pub fn deltas_request(state: &ListState) -> UpdateRequest {
+    UpdateRequest::Deltas {
+        from: state.version(),
+        if_none_match: state.etag(),
     }
 }
 
@@ -308,6 +336,7 @@ fn advance(
     Ok(ListState {
         base: Arc::clone(&state.base),
         additions: Arc::from(additions),
+        deltas: state.deltas.saturating_add(deltas.len()),
         floor: to,
         signed_until,
         fresh_until: AtomicU64::new(signed_until),

@@ -475,14 +475,11 @@ impl Session {
         self.slots
             .iter()
             .map(|slot| {
-                match delta::next_request(
-                    slot.state.as_deref(),
-                    if slot.rebase_failed {
-                        f64::INFINITY
-                    } else {
-                        self.max_additions_ratio
-                    },
-                ) {
+                let request = match slot.state.as_deref() {
+                    Some(state) if slot.rebase_failed => delta::deltas_request(state),
+                    state => delta::next_request(state, self.max_additions_ratio),
+                };
+                match request {
                     UpdateRequest::Deltas { from, if_none_match } => ListRequest {
                         list: slot.name.to_string(),
                         kind: RequestKind::Deltas { from },
@@ -544,7 +541,7 @@ impl Session {
                 .iter()
                 .find(|s| *s.name == *request.list)
                 .and_then(|s| s.state.as_ref())
-                .is_some_and(|s| s.past_ratio(self.max_additions_ratio))
+                .is_some_and(|s| s.due_for_rebase(self.max_additions_ratio))
     }
 
     /// Sets whether the list of `request` follows a failed rebase.

@@ -27,12 +27,10 @@ impl Lists {
         vouched: &mut Option<u64>,
     ) -> Option<(ListUpdate, Option<Duration>)> {
         let loaded = slot.current.load_full()?;
-        if !loaded.state.past_ratio(self.max_additions_ratio) {
+        if !loaded.state.due_for_rebase(self.max_additions_ratio) {
             return None;
         }
-        let UpdateRequest::Deltas { from, if_none_match } =
-            delta::next_request(Some(&loaded.state), f64::INFINITY)
-        else {
+        let UpdateRequest::Deltas { from, if_none_match } = delta::deltas_request(&loaded.state) else {
             return None;
         };
         for base in &self.shared.base_urls {

@@ -287,7 +287,7 @@ fn deltas_are_asked_for_until_the_additions_pass_the_ratio() {
     );
     let chain = delta(base_end(&state), end(2), &names(0..30, "a"), NOW);
     let at_ratio = advanced(apply_chain("malware", &state, &chain, &keys(), None));
-    assert!(!at_ratio.past_ratio(0.3), "30 of 100 is not past 0.3");
+    assert!(!at_ratio.due_for_rebase(0.3), "30 of 100 is not past 0.3");
     assert!(matches!(
         next_request(Some(&at_ratio), 0.3),
         UpdateRequest::Deltas { from: 2, .. }
@@ -421,4 +421,48 @@ fn a_far_future_expiry_of_a_delta_or_freshness_record_reads_without_a_panic() {
     };
     assert!(state.apply_freshness("malware", &record));
     assert!(state.expires_at() > from_unix_seconds(NOW + 3600));
+}
+
+/// A list that changes little gets a delta per build that adds nothing, so
+/// its additions never pass the ratio, and the saved chain grew without end:
+/// past [`MAX_CHAIN_DELTAS`] (about 85 days at 48 builds a day) it was
+/// refused at the next start, and the agent restarted on a months-old base.
+/// At [`REBASE_AFTER_DELTAS`] the whole snapshot is asked for; a chain of
+/// that many, saved, is restored whole.
+#[test]
+fn a_long_chain_of_empty_deltas_is_followed_by_a_rebase() {
+    let state = ListState::of_base(base("malware", 1, &names(0..100, "base")));
+    let links = |from: u64, to: u64| -> Vec<u8> {
+        let mut chain = Vec::new();
+        for v in from..to {
+            let start = if v == 1 { base_end(&state) } else { end(v) };
+            chain.extend(delta(start, end(v + 1), &[], NOW));
+        }
+        chain
+    };
+    let almost = links(1, REBASE_AFTER_DELTAS as u64);
+    let before = advanced(apply_chain("malware", &state, &almost, &keys(), None));
+    assert_eq!(before.deltas_applied(), REBASE_AFTER_DELTAS - 1);
+    assert!(matches!(
+        next_request(Some(&before), 0.3),
+        UpdateRequest::Deltas { .. }
+    ));
+    let last = links(REBASE_AFTER_DELTAS as u64, REBASE_AFTER_DELTAS as u64 + 1);
+    let due = advanced(apply_chain("malware", &before, &last, &keys(), None));
+    assert_eq!(due.deltas_applied(), REBASE_AFTER_DELTAS);
+    assert_eq!(next_request(Some(&due), 0.3), UpdateRequest::Snapshot);
+    // After a failed rebase the deltas are still asked for.
+    assert!(matches!(deltas_request(&due), UpdateRequest::Deltas { .. }));
+    // The chain as saved (both responses) restores whole at start.
+    let saved = [almost, last].concat();
+    let (restored, error) = restore_chain(
+        "malware",
+        base("malware", 1, &names(0..100, "base")),
+        Some(&saved),
+        None,
+        &keys(),
+    );
+    assert!(error.is_none(), "{error:?}");
+    assert_eq!(restored.version(), REBASE_AFTER_DELTAS as u64 + 1);
+    assert_eq!(restored.deltas_applied(), REBASE_AFTER_DELTAS);
 }
