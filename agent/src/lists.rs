@@ -70,12 +70,26 @@ struct ListMeta {
     /// For [`ListStatus::last_storage_error`]: a failed write or a
     /// quarantined file.
     last_storage_error: Option<Error>,
+    /// The snapshot in use when its write to the cache directory failed:
+    /// written again before a chain of deltas on it is, since a chain and
+    /// record naming it as their base, beside the older snapshot still on
+    /// disk, would make the next start refuse that one as a rollback.
+    unsaved: Option<UnsavedSnapshot>,
     /// The snapshot version whose immutable full-hash buckets the latest
     /// snapshot response advertised (`X-Blocksieve-Hashes` naming exactly
     /// the list and the version in use), if it did: only then may full
     /// hashes be fetched there. `None` for a snapshot restored from the
     /// cache directory until a download or `304` says so.
     buckets_advertised: Option<u64>,
+}
+
+/// A snapshot whose write to the cache directory failed, kept to write it
+/// again ([`ListMeta::unsaved`]).
+#[derive(Debug)]
+struct UnsavedSnapshot {
+    bytes: Vec<u8>,
+    floor: VersionFloor,
+    etag: Option<String>,
 }
 
 /// One subscribed list and its current snapshot.
@@ -534,7 +548,16 @@ impl Lists {
             base: Some(state.base().floor()),
             etag,
         };
-        self.persist_chain(slot, chain.clone(), record).await;
+        // The base first, if its own write failed: a chain is written only
+        // over the base it applies to.
+        let unsaved = lock(&slot.meta).unsaved.take();
+        let base_saved = match unsaved {
+            Some(base) => self.persist(slot, base.bytes, base.floor, base.etag).await,
+            None => true,
+        };
+        if base_saved {
+            self.persist_chain(slot, chain.clone(), record).await;
+        }
         // The state is now the publisher's latest word, whatever its base
         // came from.
         slot.current.store(Some(Arc::new(Loaded {
@@ -872,20 +895,43 @@ impl Lists {
 
     /// Writes an accepted snapshot and its floor to the cache directory, if
     /// any. A failure is counted and reported in the list's status; the
-    /// snapshot is used all the same (protection now beats persistence).
-    async fn persist(&self, slot: &ListSlot, bytes: Vec<u8>, floor: VersionFloor, etag: Option<String>) {
+    /// snapshot is used all the same (protection now beats persistence) and
+    /// kept to be written again before the deltas on it
+    /// ([`ListMeta::unsaved`]). Returns whether it is on disk (or there is
+    /// no cache directory).
+    async fn persist(
+        &self,
+        slot: &ListSlot,
+        bytes: Vec<u8>,
+        floor: VersionFloor,
+        etag: Option<String>,
+    ) -> bool {
         let Some(store) = self.store.clone() else {
-            return;
+            return true;
         };
         let record = ListRecord {
             list: slot.name.to_string(),
             floor,
             base: None,
-            etag,
+            etag: etag.clone(),
         };
         let list = slot.name.clone();
-        let result = tokio::task::spawn_blocking(move || store.save(&list, &bytes, &record)).await;
+        let result = tokio::task::spawn_blocking(move || {
+            let saved = store.save(&list, &bytes, &record);
+            (saved, bytes)
+        })
+        .await;
+        let (result, bytes) = match result {
+            Ok((saved, bytes)) => (Ok(saved), Some(bytes)),
+            Err(join) => (Err(join), None),
+        };
+        let saved = matches!(result, Ok(Ok(())));
         self.persisted(slot, result);
+        lock(&slot.meta).unsaved = match bytes {
+            Some(bytes) if !saved => Some(UnsavedSnapshot { bytes, floor, etag }),
+            _ => None,
+        };
+        saved
     }
 
     /// Counts and reports a failed write of `slot`'s files, if it failed.

@@ -773,3 +773,64 @@ fn readers_checking_while_deltas_swap_in_never_miss_an_entry_of_the_version_they
     assert_eq!(agent.snapshot_version("malware"), Some(31));
     assert!(checks.into_inner() > 100);
 }
+
+/// A snapshot whose write failed (a full disk) left the older one on disk;
+/// the chain of deltas on the new one, and its record naming the new one as
+/// base, were written all the same, and the next start refused the older
+/// snapshot as a rollback: the list came back with no data at all. Now the
+/// unsaved snapshot is written again before any chain on it, and while it
+/// cannot be, no chain is: the cache keeps the older, consistent state.
+#[tokio::test]
+async fn a_chain_is_not_saved_over_a_base_whose_write_failed() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = FakePublisher::start().await;
+    let v1 = Snap::new("malware", 1, &["base.example/"]).encode();
+    fake.serve("malware", Served::Snapshot(v1.clone()));
+    let agent = cached(&fake.base_url, dir.path());
+    agent.update().await.unwrap();
+    assert_eq!(std::fs::read(dir.path().join("malware.snapshot")).unwrap(), v1);
+
+    // v2 by a whole snapshot, whose write fails: a directory where the
+    // file goes (the rename fails, even for root). v1 is what a failed
+    // write leaves on disk.
+    let snapshot_path = dir.path().join("malware.snapshot");
+    std::fs::remove_file(&snapshot_path).unwrap();
+    std::fs::create_dir_all(snapshot_path.join("blocker")).unwrap();
+    let v2 = Snap::new("malware", 2, &["base.example/", "two.example/"]).encode();
+    fake.serve_updates("malware", Updates::Status(StatusCode::GONE));
+    fake.serve("malware", Served::Snapshot(v2.clone()));
+    agent.update().await.unwrap();
+    assert_eq!(agent.snapshot_version("malware"), Some(2));
+    assert_eq!(agent.stats().persist_failures, 1);
+
+    // v3 by a delta on v2, while v2 still cannot be written.
+    let d3 = delta("malware", end_of(&v2), end(3), &["three.example/"]);
+    fake.serve_updates("malware", feed(vec![(2, d3.clone())], end(3)));
+    agent.update().await.unwrap();
+    assert_eq!(agent.snapshot_version("malware"), Some(3));
+    assert!(!dir.path().join("malware.chain").exists());
+
+    // The failed write left v1: a start restores it, not nothing.
+    std::fs::remove_dir_all(&snapshot_path).unwrap();
+    std::fs::write(&snapshot_path, &v1).unwrap();
+    let restarted = cached(&unreachable_url(), dir.path());
+    assert_eq!(restarted.snapshot_version("malware"), Some(1));
+    assert!(found(&restarted, "base.example/"));
+    drop(restarted);
+
+    // Once the disk takes it again, the next chain's round writes the base
+    // first, then the whole chain on it.
+    let d4 = delta("malware", end(3), end(4), &["four.example/"]);
+    fake.serve_updates("malware", feed(vec![(2, d3), (3, d4)], end(4)));
+    agent.update().await.unwrap();
+    assert_eq!(agent.snapshot_version("malware"), Some(4));
+    assert_eq!(std::fs::read(&snapshot_path).unwrap(), v2);
+    drop(agent);
+    let restarted = cached(&unreachable_url(), dir.path());
+    assert_eq!(restarted.snapshot_version("malware"), Some(4));
+    assert!(
+        ["base.example/", "two.example/", "three.example/", "four.example/"]
+            .iter()
+            .all(|e| found(&restarted, e))
+    );
+}
