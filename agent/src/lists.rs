@@ -33,6 +33,7 @@ use crate::status::{ListStatus, SnapshotSource};
 use crate::store::Store;
 use crate::update::ListUpdate;
 
+mod persist;
 mod probe;
 mod rebase;
 
@@ -548,16 +549,7 @@ impl Lists {
             base: Some(state.base().floor()),
             etag,
         };
-        // The base first, if its own write failed: a chain is written only
-        // over the base it applies to.
-        let unsaved = lock(&slot.meta).unsaved.take();
-        let base_saved = match unsaved {
-            Some(base) => self.persist(slot, base.bytes, base.floor, base.etag).await,
-            None => true,
-        };
-        if base_saved {
-            self.persist_chain(slot, chain.clone(), record).await;
-        }
+        self.persist_chain(slot, chain.clone(), record).await;
         // The state is now the publisher's latest word, whatever its base
         // came from.
         slot.current.store(Some(Arc::new(Loaded {
@@ -879,73 +871,5 @@ impl Lists {
                 Vec::new(),
             ),
         }
-    }
-
-    /// Writes the chain applied since the base and the record naming the
-    /// version it leads to, if a cache directory is set. A failure is
-    /// counted and reported as for a snapshot.
-    async fn persist_chain(&self, slot: &ListSlot, chain: Vec<u8>, record: ListRecord) {
-        let Some(store) = self.store.clone() else {
-            return;
-        };
-        let list = slot.name.clone();
-        let result = tokio::task::spawn_blocking(move || store.save_chain(&list, &chain, &record)).await;
-        self.persisted(slot, result);
-    }
-
-    /// Writes an accepted snapshot and its floor to the cache directory, if
-    /// any. A failure is counted and reported in the list's status; the
-    /// snapshot is used all the same (protection now beats persistence) and
-    /// kept to be written again before the deltas on it
-    /// ([`ListMeta::unsaved`]). Returns whether it is on disk (or there is
-    /// no cache directory).
-    async fn persist(
-        &self,
-        slot: &ListSlot,
-        bytes: Vec<u8>,
-        floor: VersionFloor,
-        etag: Option<String>,
-    ) -> bool {
-        let Some(store) = self.store.clone() else {
-            return true;
-        };
-        let record = ListRecord {
-            list: slot.name.to_string(),
-            floor,
-            base: None,
-            etag: etag.clone(),
-        };
-        let list = slot.name.clone();
-        let result = tokio::task::spawn_blocking(move || {
-            let saved = store.save(&list, &bytes, &record);
-            (saved, bytes)
-        })
-        .await;
-        let (result, bytes) = match result {
-            Ok((saved, bytes)) => (Ok(saved), Some(bytes)),
-            Err(join) => (Err(join), None),
-        };
-        let saved = matches!(result, Ok(Ok(())));
-        self.persisted(slot, result);
-        lock(&slot.meta).unsaved = match bytes {
-            Some(bytes) if !saved => Some(UnsavedSnapshot { bytes, floor, etag }),
-            _ => None,
-        };
-        saved
-    }
-
-    /// Counts and reports a failed write of `slot`'s files, if it failed.
-    fn persisted(&self, slot: &ListSlot, result: Result<Result<(), Error>, tokio::task::JoinError>) {
-        let error = match result {
-            Ok(Ok(())) => return,
-            Ok(Err(e)) => e,
-            Err(join) => Error::Storage {
-                path: self.cache_dir.clone().unwrap_or_default(),
-                reason: format!("write did not finish: {join}"),
-            },
-        };
-        tracing::warn!(list = %slot.name, %error, "cannot persist snapshot");
-        Counters::bump(&self.shared.counters.persist_failures);
-        lock(&slot.meta).last_storage_error = Some(error);
     }
 }
