@@ -22,6 +22,13 @@ fn url_canonical_owned(line: &[u8]) -> Result<CanonicalForm<'static>, &'static s
 }
 
 fn not_too_broad(url: CanonicalForm<'_>) -> Result<CanonicalForm<'_>, &'static str> {
+    // Forbidden host code points (URL Standard, "host parsing") that the
+    // Safe Browsing canonicalization keeps: accepted, the entry would be
+    // counted as read and match nothing, hiding a misconfigured source
+    // from the parse-collapse gate.
+    if memchr::memchr2(b'|', b'^', url.host()).is_some() {
+        return Err(reason::ADBLOCK_SYNTAX_IN_HOST);
+    }
     if let Some(reason) = too_broad(url.host(), url.host_kind(), is_host_wide(&url)) {
         return Err(reason);
     }
@@ -258,6 +265,32 @@ mod tests {
         // The entry text of a doubled scheme is the inner URL the build reads.
         let readings = read_one(SourceFormat::Urls, b"http://https://inner.example/login").unwrap();
         assert_eq!(readings[0].text, b"https://inner.example/login");
+    }
+
+    /// Adblock syntax read as URLs: `|` and `^` in a host are forbidden by
+    /// the URL Standard, so no browser visits such a URL. Accepted, each
+    /// line was counted as read and matched nothing; in a path or query
+    /// they are ordinary bytes.
+    #[test]
+    fn a_host_with_adblock_syntax_is_rejected_for_that_reason() {
+        for line in [
+            &b"||evil.example^"[..],
+            b"||files.example/a/b^$all",
+            b"http://a|b.example/",
+            b"evil.example^",
+        ] {
+            assert_eq!(
+                read_one(SourceFormat::Urls, line),
+                Err(reason::ADBLOCK_SYNTAX_IN_HOST),
+                "{}",
+                line.escape_ascii()
+            );
+        }
+        let readings = read_one(SourceFormat::Urls, b"http://evil.example/p|q^?x=|^").unwrap();
+        assert_eq!(readings[0].expressions, ["evil.example/p|q^?x=|^"]);
+        // The same lines in their own format are read as rules.
+        let readings = read_one(SourceFormat::AdblockHosts, b"||evil.example^").unwrap();
+        assert_eq!(readings[0].expressions, ["evil.example/"]);
     }
 
     /// A URL taken from HTML twice over (464 distinct lines of the shared
