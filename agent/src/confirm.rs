@@ -268,17 +268,13 @@ impl Confirmer {
                 }
                 // An answer too large for one response (`413
                 // answer_too_large`: buckets larger than planned, or the
-                // publisher's padding): the same prefixes asked for half at
-                // a time, at once; nothing failed, so no backoff.
-                Err(Error::Status { status: 413, .. }) if plan.real.len() > 1 => {
-                    let (first, second) = plan.real.split_at(plan.real.len() / 2);
-                    let halves = self.shared.with_rng(|rng| {
-                        [first, second].map(|half| prefix::plan_requests(half, self.noise_prefixes, 0, rng))
-                    });
-                    let halves: Vec<PlannedRequest> = halves.into_iter().flatten().collect();
-                    for half in halves.into_iter().rev() {
-                        plans.push_front(half);
-                    }
+                // publisher's padding): the same prefixes, noise included,
+                // asked for half at a time, at once; nothing failed, so no
+                // backoff.
+                Err(Error::Status { status: 413, .. }) if plan.prefixes.len() > 1 => {
+                    let [first, second] = plan.halves();
+                    plans.push_front(second);
+                    plans.push_front(first);
                 }
                 Err(error) => {
                     Counters::bump(&self.shared.counters.full_hash_failures);
@@ -373,6 +369,9 @@ impl Confirmer {
             self.shared.observe_publisher_time(date);
             match result {
                 Ok(response) => return Ok((response, url)),
+                // Too large for one answer here is too large anywhere: the
+                // caller asks in parts, whatever the other base URLs said.
+                Err(error @ Error::Status { status: 413, .. }) => return Err(error),
                 Err(error) => {
                     first_error.get_or_insert(error);
                 }

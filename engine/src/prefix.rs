@@ -77,6 +77,23 @@ pub struct PlannedRequest {
     pub real: Vec<RequestPrefix>,
 }
 
+impl PlannedRequest {
+    /// The request cut in two: the first and second half of its
+    /// (shuffled) prefixes, each with the real prefixes it holds (maybe
+    /// none). What a publisher answering `413 answer_too_large` is sent
+    /// instead: the same prefixes, noise included, so that the two requests
+    /// tell it nothing the refused one did not (new noise for each half would
+    /// show, by intersection, which prefixes are real; a half left unsent
+    /// would show its prefixes to be noise).
+    pub fn halves(&self) -> [PlannedRequest; 2] {
+        let (first, second) = self.prefixes.split_at(self.prefixes.len() / 2);
+        [first, second].map(|half| PlannedRequest {
+            prefixes: half.to_vec(),
+            real: self.real.iter().copied().filter(|p| half.contains(p)).collect(),
+        })
+    }
+}
+
 /// The most full hashes a planned request's answer is expected to hold: a
 /// quarter of what one answer may carry ([`MAX_ANSWER_MATCHES`], which is
 /// also about the agent's read limit in bytes), so that buckets larger than
@@ -549,6 +566,32 @@ mod tests {
         let plans = plan_requests(&real[..3], 4, 1 << 40, &mut rng);
         assert_eq!(plans.len(), 3);
         assert!(plans.iter().all(|p| p.real.len() == 1));
+    }
+
+    #[test]
+    fn a_request_cut_in_two_sends_the_same_prefixes_and_splits_the_real_ones() {
+        let mut rng = StdRng::seed_from_u64(5);
+        let real: Vec<RequestPrefix> = (0..10u32)
+            .map(|i| rp(&FullHash::of(&i.to_be_bytes()), 32))
+            .collect();
+        let plan = plan_requests(&real, 4, 0, &mut rng).remove(0);
+        let [a, b] = plan.halves();
+        assert_eq!((a.prefixes.len(), b.prefixes.len()), (7, 7));
+        assert_eq!([a.prefixes.clone(), b.prefixes.clone()].concat(), plan.prefixes);
+        let mut reals = [a.real.clone(), b.real.clone()].concat();
+        reals.sort();
+        assert_eq!(reals, plan.real);
+        for half in [&a, &b] {
+            assert!(half.real.iter().all(|p| half.prefixes.contains(p)));
+            assert!(half.real.is_sorted());
+        }
+        // Down to one prefix a half.
+        let one = PlannedRequest {
+            prefixes: vec![real[0]],
+            real: vec![real[0]],
+        };
+        let [x, y] = one.halves();
+        assert!(x.prefixes.is_empty() && y.prefixes == one.prefixes && y.real == one.real);
     }
 
     #[test]

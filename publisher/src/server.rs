@@ -36,8 +36,8 @@ use axum::response::{IntoResponse, Json, Response};
 use axum::routing::{get, post};
 use blocksieve_format::RequestPrefix;
 use blocksieve_format::api::{
-    FULL_HASHES_CONTENT_TYPE, FullHashAnswer, FullHashSearchRequest, FullHashSearchResponse, ListStatus,
-    ListsResponse, MAX_ANSWER_MATCHES, NEXT_CHECK_HEADER, PrefixAnswer, SnapshotStatus,
+    AnswerError, FULL_HASHES_CONTENT_TYPE, FullHashAnswer, FullHashSearchRequest, FullHashSearchResponse,
+    ListStatus, ListsResponse, MAX_ANSWER_MATCHES, NEXT_CHECK_HEADER, PrefixAnswer, SnapshotStatus,
     accepts_full_hashes_binary, routes,
 };
 use tower_http::compression::CompressionLayer;
@@ -714,8 +714,10 @@ async fn list_hashes(
 ///
 /// # Errors
 ///
-/// `500 internal` when the answer cannot be encoded (a list name the binary
-/// encoding refuses; configuration validates them).
+/// `413 answer_too_large` when the answer holds more full hashes than one
+/// binary answer carries; `500 internal` when it cannot be encoded
+/// otherwise (a list name the binary encoding refuses; configuration
+/// validates them).
 fn full_hash_answer(
     headers: &HeaderMap,
     answer: FullHashAnswer,
@@ -727,12 +729,19 @@ fn full_hash_answer(
         .filter_map(|v| v.to_str().ok())
         .any(accepts_full_hashes_binary);
     let mut response = if binary {
-        let bytes = answer.encode().map_err(|e| {
-            ApiError::new(
+        let prefixes = answer.results.len();
+        let bytes = answer.encode().map_err(|e| match e {
+            // Buckets larger than their averages: as the search's check.
+            AnswerError::TooMany {
+                field: "match_count",
+                count,
+                ..
+            } => answer_too_large(prefixes, count),
+            e => ApiError::new(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "internal",
                 format!("cannot encode the full-hash answer: {e}"),
-            )
+            ),
         })?;
         (
             [(
@@ -751,13 +760,15 @@ fn full_hash_answer(
     Ok(response)
 }
 
-/// Refuses a search whose answer would hold more full hashes than half of
-/// what one answer may carry ([`MAX_ANSWER_MATCHES`], about the agent's
-/// read limit in bytes), its buckets' averages and padding counted, before
-/// it is built: `413 answer_too_large`, which the agent answers by asking
-/// for half the prefixes at a time. Many prefixes over large buckets (a
-/// batch check of many hits, or `padding` in the thousands) would otherwise
-/// fail to encode, or be built at hundreds of megabytes to be refused.
+/// Refuses a search whose answer would hold more full hashes than one
+/// answer may carry ([`MAX_ANSWER_MATCHES`], about the agent's read limit in
+/// bytes), its buckets' averages and padding counted, before it is built:
+/// `413 answer_too_large`, which the agent answers by asking for half the
+/// prefixes at a time. Many prefixes over large buckets (a batch check of
+/// many hits, or `padding` in the thousands) would otherwise fail to
+/// encode, or be built at hundreds of megabytes to be refused. One URL's
+/// check (a few dozen prefixes and up to 64 noise prefixes) fits at the
+/// largest padding (10,000).
 fn check_answer_size(
     state: &AppState,
     prefixes: &[RequestPrefix],
@@ -767,18 +778,22 @@ fn check_answer_size(
         .iter()
         .map(|p| state.expected_bucket(p.bits(), &among).max(state.padding as f64))
         .sum();
-    if expected > (MAX_ANSWER_MATCHES / 2) as f64 {
-        return Err(ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "answer_too_large",
-            format!(
-                "the answer to {} prefixes would hold about {expected:.0} full hashes, more than {} in one answer; send fewer prefixes per request",
-                prefixes.len(),
-                MAX_ANSWER_MATCHES / 2
-            ),
-        ));
+    if expected > MAX_ANSWER_MATCHES as f64 {
+        return Err(answer_too_large(prefixes.len(), expected as u64));
     }
     Ok(())
+}
+
+/// `413 answer_too_large` for `count` prefixes whose answer holds about
+/// `matches` full hashes.
+fn answer_too_large(count: usize, matches: u64) -> ApiError {
+    ApiError::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "answer_too_large",
+        format!(
+            "the answer to {count} prefixes would hold about {matches} full hashes, more than the {MAX_ANSWER_MATCHES} of one answer; send fewer prefixes per request"
+        ),
+    )
 }
 
 async fn search(

@@ -286,26 +286,38 @@ async fn a_batch_whose_answer_is_too_large_for_one_response_is_asked_in_parts() 
     cfg.padding = 10_000;
     let server = RunningPublisher::start(cfg).await;
     server.wait_ready(Duration::from_secs(60)).await;
-    let agent = blocksieve_agent::Agent::builder(server.base_url())
-        .list("phishing")
-        .trusted_key(server.public_key())
-        .build()
-        .unwrap();
-    assert!(agent.update().await.unwrap().is_complete());
+    let agent = |noise: usize| {
+        blocksieve_agent::Agent::builder(server.base_url())
+            .list("phishing")
+            .trusted_key(server.public_key())
+            .noise_prefixes(noise)
+            .build()
+            .unwrap()
+    };
+    let batch = agent(4);
+    assert!(batch.update().await.unwrap().is_complete());
     let urls: Vec<String> = fixture_lines("phishing-urls.txt").into_iter().take(150).collect();
-    let verdicts = agent.check_urls(&urls).await;
+    let verdicts = batch.check_urls(&urls).await;
     for (url, verdict) in urls.iter().zip(&verdicts) {
         let verdict = verdict.as_ref().unwrap();
         assert!(verdict.is_unsafe(), "listed URL {url} was {verdict:?}");
     }
-    let stats = agent.stats();
+    let stats = batch.stats();
     assert_eq!(stats.full_hash_failures, 0, "{stats:?}");
-    // Refused twice (about 1.5 million, then 770,000 full hashes), then
-    // answered in four parts.
-    assert!(stats.full_hash_requests >= 4, "{stats:?}");
+    // Refused once (the prefixes and 4 noise, about 1.5 million full
+    // hashes), then answered in two halves of the same prefixes.
+    assert_eq!(stats.full_hash_requests, 3, "{stats:?}");
+
+    // One URL with the most noise an agent sends (64) at the largest
+    // padding: 650,000 full hashes, one answer.
+    let single = agent(64);
+    assert!(single.update().await.unwrap().is_complete());
+    let verdict = single.check_url(&urls[0]).await.unwrap();
+    assert!(verdict.is_unsafe(), "{verdict:?}");
+    assert_eq!(single.stats().full_hash_requests, 1);
 
     // The refusal itself, as a client sees it.
-    let prefixes: Vec<String> = (0..60u32)
+    let prefixes: Vec<String> = (0..120u32)
         .map(|i| format!("{:08x}", i.wrapping_mul(0x9E37_79B9)))
         .collect();
     let body = serde_json::to_string(&FullHashSearchRequest {
