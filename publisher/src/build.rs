@@ -279,9 +279,6 @@ pub struct BuildRequest<'a> {
     /// Where the full hashes go while the filter is built, so that the two
     /// are never in memory at once; `None`: they stay in memory.
     pub spill: Option<&'a dyn Spill>,
-    /// The server's `max_bucket_entries`: a length kept while a list grows
-    /// keeps its bucket under half of it ([`request_prefix_bits_after`]).
-    pub max_bucket_entries: u64,
 }
 
 /// How a source's entries are read: its format options, with the JSON
@@ -772,7 +769,6 @@ pub fn build_snapshot(req: &BuildRequest<'_>, read: ReadSources) -> Result<Built
             req.previous.map(|p| p.request_prefix_bits),
             hashes.len() as u64,
             list.min_anonymity,
-            req.max_bucket_entries,
         )
     });
     let params = SnapshotParams {
@@ -917,7 +913,6 @@ pub(crate) mod testing {
             probe: PeakRssProbe::NONE,
             key,
             spill,
-            max_bucket_entries: 4096,
         };
         let source = LoadedSource {
             config: SourceConfig::file("feed.txt", SourceFormat::Urls),

@@ -577,8 +577,7 @@ impl Config {
             // that (4 bits shorter), and up to 32 × while a growing list
             // keeps its length (`build/sizing.rs`,
             // `request_prefix_bits_after`: a change of length sends every
-            // agent a whole snapshot; the band also stops at half of
-            // `max_bucket_entries`). Over what the full-hash routes serve,
+            // agent a whole snapshot). Over what the full-hash routes serve,
             // every confirmation of the list would be refused.
             if list.request_prefix_bits.is_none()
                 && list.min_anonymity.saturating_mul(32) > self.max_bucket_entries

@@ -580,7 +580,6 @@ impl Publisher {
             key,
             probe: build::PeakRssProbe::new(metrics::peak_rss_bytes),
             spill: Some(&spill),
-            max_bucket_entries: inner.config.max_bucket_entries,
         };
         let mut updates = Vec::new();
         let read = build::read_sources(&list.name, loaded, request.now, request.probe, &mut updates);

@@ -55,7 +55,6 @@ fn a_build_from_feed_bytes_in_memory_decodes_and_holds_the_feed_full_hashes() {
         probe: PeakRssProbe::NONE,
         key: &key,
         spill: None,
-        max_bucket_entries: 4096,
     };
     let built = build_list(&request, vec![source(FEED)]).unwrap();
 
@@ -164,7 +163,6 @@ async fn fetch_and_build(config: SourceConfig) -> (Vec<FullHash>, String) {
         probe: PeakRssProbe::NONE,
         key: &key,
         spill: None,
-        max_bucket_entries: 4096,
     };
     let source = LoadedSource {
         config,

@@ -138,32 +138,18 @@ pub fn expected_requests_per_1000(per_probe: f64) -> f64 {
 
 /// The request prefix length a list of `full_hashes` advertises after a
 /// version that advertised `previous`: `previous` while its expected bucket
-/// stays between `min_anonymity` and 32 × that, else [`request_prefix_bits`].
-/// A change of length ends the delta chain and sends every agent a whole
-/// snapshot (`generations/deltas.rs`), so a list hovering around a length's
-/// threshold must not change length at each crossing: a length taken at a
-/// threshold is kept until the list doubles past it (then 4 bits longer) or
-/// falls back under it.
-///
-/// The band's top is also at most half of `max_bucket_entries`: agents still
-/// on the version before a lengthening ask at the old length until they
-/// take the new snapshot, and the full-hash routes refuse a prefix whose
-/// bucket holds more than `max_bucket_entries` (`400 prefix_too_short`, every
-/// hit of theirs unverified meanwhile). So the list may double in the build
-/// that lengthens and they are still answered (the configuration lets
-/// `max_bucket_entries` fall to 32 × `min_anonymity`, where the band would
-/// otherwise end at the limit itself).
-pub fn request_prefix_bits_after(
-    previous: Option<u8>,
-    full_hashes: u64,
-    min_anonymity: u64,
-    max_bucket_entries: u64,
-) -> u8 {
+/// stays between `min_anonymity` and 32 × that (the most the configuration
+/// lets `max_bucket_entries` fall to, so the full-hash routes still answer
+/// it), else [`request_prefix_bits`]. A change of length ends the delta
+/// chain and sends every agent a whole snapshot (`generations/deltas.rs`),
+/// so a list hovering around a length's threshold must not change length at
+/// each crossing: a length taken at a threshold is kept until the list
+/// doubles past it (then 4 bits longer) or falls back under it.
+pub fn request_prefix_bits_after(previous: Option<u8>, full_hashes: u64, min_anonymity: u64) -> u8 {
     if let Some(bits) = previous.filter(|&b| blocksieve_format::api::is_valid_request_prefix_bits(b)) {
         let bucket = full_hashes as f64 / 2f64.powi(i32::from(bits));
         let anonymity = min_anonymity as f64;
-        let top = (32.0 * anonymity).min(max_bucket_entries as f64 / 2.0);
-        if bucket >= anonymity && bucket <= top {
+        if bucket >= anonymity && bucket <= 32.0 * anonymity {
             return bits;
         }
     }

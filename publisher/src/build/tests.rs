@@ -232,40 +232,24 @@ fn request_prefix_length_changes_only_past_a_doubling_or_a_halving() {
     let threshold = 64 << 12;
     assert_eq!(request_prefix_bits(threshold - 1, 64), 8);
     assert_eq!(request_prefix_bits(threshold, 64), 12);
-    let mut bits = request_prefix_bits_after(None, threshold - 1, 64, 4096);
+    let mut bits = request_prefix_bits_after(None, threshold - 1, 64);
     assert_eq!(bits, 8);
     for n in [threshold + 1, threshold - 1, threshold + 1, 2 * threshold] {
-        bits = request_prefix_bits_after(Some(bits), n, 64, 4096);
+        bits = request_prefix_bits_after(Some(bits), n, 64);
         assert_eq!(bits, 8, "{n}");
     }
     // Past 32 × min_anonymity under 8 bits: the longest length, 12.
-    bits = request_prefix_bits_after(Some(bits), 2 * threshold + 1, 64, 4096);
+    bits = request_prefix_bits_after(Some(bits), 2 * threshold + 1, 64);
     assert_eq!(bits, 12);
     for n in [2 * threshold + 1, threshold, 8 * threshold] {
-        assert_eq!(request_prefix_bits_after(Some(12), n, 64, 4096), 12, "{n}");
+        assert_eq!(request_prefix_bits_after(Some(12), n, 64), 12, "{n}");
     }
     // Under min_anonymity at 12 bits (halved since it took 12): back to 8.
-    assert_eq!(request_prefix_bits_after(Some(12), threshold - 1, 64, 4096), 8);
+    assert_eq!(request_prefix_bits_after(Some(12), threshold - 1, 64), 8);
     // A length the list could not keep (set by the operator before, or
     // invalid) is sized afresh.
-    assert_eq!(request_prefix_bits_after(Some(32), threshold, 64, 4096), 12);
-    assert_eq!(request_prefix_bits_after(Some(13), threshold, 64, 4096), 12);
-}
-
-/// At `min_anonymity` 128 with `max_bucket_entries` 4096 (32 × 128, which
-/// the configuration allows) the band alone would keep 8 bits up to a
-/// bucket of 4,096 and lengthen past it, where agents still asking at 8
-/// bits are refused (`prefix_too_short`). The band stops at half the limit:
-/// the list can double in the build that lengthens and they are answered.
-#[test]
-fn a_length_kept_while_growing_leaves_agents_on_it_room_to_be_answered() {
-    let at = |bucket: u64| bucket << 8;
-    assert_eq!(request_prefix_bits_after(Some(8), at(2048), 128, 4096), 8);
-    let bits = request_prefix_bits_after(Some(8), at(2049), 128, 4096);
-    assert_eq!(bits, 12);
-    // A generous limit leaves the band at 32 × min_anonymity.
-    assert_eq!(request_prefix_bits_after(Some(8), at(4096), 128, 1 << 20), 8);
-    assert_eq!(request_prefix_bits_after(Some(8), at(4097), 128, 1 << 20), 12);
+    assert_eq!(request_prefix_bits_after(Some(32), threshold, 64), 12);
+    assert_eq!(request_prefix_bits_after(Some(13), threshold, 64), 12);
 }
 
 #[test]
