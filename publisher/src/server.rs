@@ -559,28 +559,40 @@ fn check_bucket_size(
     prefix: RequestPrefix,
     among: impl Fn(&str) -> bool,
 ) -> Result<RequestPrefix, ApiError> {
-    match state.largest_bucket(prefix.bits(), among) {
-        Some((list, expected)) => check_expected_bucket(state, prefix, list, expected),
-        None => Ok(prefix),
+    for (list, expected, advertised) in state.buckets(prefix.bits(), among) {
+        check_expected_bucket(state, prefix, list, expected, advertised)?;
     }
+    Ok(prefix)
 }
 
-/// Refuses `prefix` when the bucket it selects of `list` holds about
-/// `expected` full hashes, more than the configured cap.
+/// Refuses `prefix` when the bucket it selects of `list` (whose snapshot
+/// advertises `advertised`-bit request prefixes) holds about `expected`
+/// full hashes, more than the configured cap. A prefix shorter than the
+/// list advertises may select twice the cap: agents still on the version
+/// before the list's length grew ask at the old length until they take the
+/// new snapshot (a length is kept while its bucket stays under 32 ×
+/// `min_anonymity`, which may be the cap itself: `build/sizing.rs`), and
+/// are answered while the list at most doubled in the build that
+/// lengthened.
 fn check_expected_bucket(
     state: &AppState,
     prefix: RequestPrefix,
     list: &str,
     expected: f64,
+    advertised: u8,
 ) -> Result<RequestPrefix, ApiError> {
-    if expected > state.max_bucket_entries as f64 {
+    let limit = if prefix.bits() < advertised {
+        state.max_bucket_entries.saturating_mul(2)
+    } else {
+        state.max_bucket_entries
+    };
+    if expected > limit as f64 {
         return Err(ApiError::new(
             StatusCode::BAD_REQUEST,
             "prefix_too_short",
             format!(
-                "a {}-bit prefix selects about {expected:.0} full hashes of list {list}, more than the limit of {}; send a longer prefix",
+                "a {}-bit prefix selects about {expected:.0} full hashes of list {list}, more than the limit of {limit}; send a longer prefix",
                 prefix.bits(),
-                state.max_bucket_entries
             ),
         ));
     }
@@ -684,7 +696,13 @@ async fn list_hashes(
     // sized by its own entries, would be refused beside a large list, and
     // its hits left unconfirmed.)
     let expected = published.hashes.len() as f64 / 2f64.powi(i32::from(prefix.bits()));
-    let prefix = check_expected_bucket(&state, prefix, &name, expected)?;
+    let prefix = check_expected_bucket(
+        &state,
+        prefix,
+        &name,
+        expected,
+        published.header.request_prefix_bits,
+    )?;
     let answer = FullHashAnswer {
         cache_duration_s: state.cache_duration.as_secs(),
         results: vec![PrefixAnswer {

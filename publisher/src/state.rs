@@ -407,22 +407,23 @@ impl AppState {
         self.lists.iter().all(|l| l.current.load().is_some())
     }
 
-    /// Among the lists `among` accepts (by name), the one with the most
-    /// full hashes served, and the number of them its bucket under a
-    /// `bits`-bit prefix holds on average: the largest bucket of one list a
-    /// request prefix selects. `None` while no such list is served.
-    pub fn largest_bucket(&self, bits: u8, among: impl Fn(&str) -> bool) -> Option<(&str, f64)> {
+    /// Each list `among` accepts (by name) that is served: its name, the
+    /// full hashes its bucket under a `bits`-bit prefix holds on average,
+    /// and the request prefix length its snapshot advertises.
+    pub fn buckets(&self, bits: u8, among: impl Fn(&str) -> bool) -> Vec<(&str, f64, u8)> {
         self.lists
             .iter()
             .filter(|l| among(&l.name))
             .filter_map(|l| {
-                l.current
-                    .load()
-                    .as_ref()
-                    .map(|p| (l.name.as_str(), p.hashes.len()))
+                l.current.load().as_ref().map(|p| {
+                    (
+                        l.name.as_str(),
+                        p.hashes.len() as f64 / 2f64.powi(i32::from(bits)),
+                        p.header.request_prefix_bits,
+                    )
+                })
             })
-            .max_by_key(|&(_, n)| n)
-            .map(|(name, n)| (name, n as f64 / 2f64.powi(i32::from(bits))))
+            .collect()
     }
 
     /// The full hashes a `bits`-bit prefix's bucket holds on average over

@@ -567,7 +567,9 @@ async fn a_restored_snapshot_uses_post_until_a_304_advertises_its_buckets() {
 /// under 8 bits (about 7.8) and not under 16 (0.03).
 fn large_and_small(dir: &std::path::Path) -> blocksieve_publisher::Config {
     let (large, small) = (dir.join("large.txt"), dir.join("small.txt"));
-    std::fs::write(&large, urls("large.example", 2_000)).unwrap();
+    // 3,000: under 8 bits about 12 a bucket, over twice the cap (a prefix
+    // shorter than a list advertises may select up to twice it).
+    std::fs::write(&large, urls("large.example", 3_000)).unwrap();
     std::fs::write(&small, urls("small.example", 20)).unwrap();
     let mut cfg = config(dir, "unused", vec![]);
     cfg.lists = vec![file_list("large", &large, 16), file_list("small", &small, 8)];

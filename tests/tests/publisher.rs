@@ -1046,7 +1046,10 @@ async fn bucket_cap_refuses_too_short_prefixes() {
     assert_eq!(ok.status(), 200);
     server.stop().await;
 
-    let (server, _dir) = serve(vec![fixture_list()], |c| tiny_cap(c, 1)).await;
+    // The list advertises 8 bits: an 8-bit prefix is held to the cap.
+    let mut list = fixture_list();
+    list.request_prefix_bits = Some(8);
+    let (server, _dir) = serve(vec![list], |c| tiny_cap(c, 1)).await;
     let r = client
         .get(format!("{}/v1/hashes/ab", server.base_url()))
         .send()
@@ -1059,6 +1062,21 @@ async fn bucket_cap_refuses_too_short_prefixes() {
         error.message,
         "a 8-bit prefix selects about 1 full hashes of list phishing, more than the limit of 1; send a longer prefix"
     );
+    server.stop().await;
+
+    // The list advertises 12 bits: agents still on a version that
+    // advertised 8 ask at 8 until they take the new snapshot, and are
+    // answered up to twice the cap (the list may have doubled in the build
+    // that lengthened).
+    let mut list = fixture_list();
+    list.request_prefix_bits = Some(12);
+    let (server, _dir) = serve(vec![list], |c| tiny_cap(c, 1)).await;
+    let r = client
+        .get(format!("{}/v1/hashes/ab", server.base_url()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
     server.stop().await;
 }
 
@@ -1078,8 +1096,11 @@ async fn the_cap_on_a_lists_immutable_bucket_counts_that_list_only() {
     .unwrap();
     let small = ListConfig::new("small", vec![SourceConfig::file(&small_feed, SourceFormat::Urls)]);
     // ~300 full hashes in the large list: an 8-bit prefix selects ~1.2 of
-    // them, over a cap of 1; ~0.01 of the small list's.
-    let (server, _dir) = serve(vec![fixture_list(), small], |c| tiny_cap(c, 1)).await;
+    // them, over a cap of 1; ~0.01 of the small list's. The large list
+    // advertises 8 bits (held to the cap itself at that length).
+    let mut large = fixture_list();
+    large.request_prefix_bits = Some(8);
+    let (server, _dir) = serve(vec![large, small], |c| tiny_cap(c, 1)).await;
     let version = |i: usize| {
         server.publisher.state().lists[i]
             .current

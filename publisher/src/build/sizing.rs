@@ -140,7 +140,9 @@ pub fn expected_requests_per_1000(per_probe: f64) -> f64 {
 /// version that advertised `previous`: `previous` while its expected bucket
 /// stays between `min_anonymity` and 32 × that (the most the configuration
 /// lets `max_bucket_entries` fall to, so the full-hash routes still answer
-/// it), else [`request_prefix_bits`]. A change of length ends the delta
+/// it; agents still on the version before a lengthening ask at the old
+/// length, which the routes answer up to twice `max_bucket_entries`), else
+/// [`request_prefix_bits`]. A change of length ends the delta
 /// chain and sends every agent a whole snapshot (`generations/deltas.rs`),
 /// so a list hovering around a length's threshold must not change length at
 /// each crossing: a length taken at a threshold is kept until the list
