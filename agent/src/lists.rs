@@ -88,7 +88,9 @@ struct ListMeta {
 /// again ([`ListMeta::unsaved`]).
 #[derive(Debug)]
 struct UnsavedSnapshot {
-    bytes: Vec<u8>,
+    /// `None` when the write's task did not finish and took the bytes with
+    /// it: no chain is written until a later snapshot is.
+    bytes: Option<Vec<u8>>,
     floor: VersionFloor,
     etag: Option<String>,
 }

@@ -18,12 +18,19 @@ impl Lists {
     /// would make the next start refuse that one as a rollback).
     pub(super) async fn persist_chain(&self, slot: &ListSlot, chain: Vec<u8>, record: ListRecord) {
         // The base first, if its own write failed: a chain is written only
-        // over the base it applies to.
-        let unsaved = lock(&slot.meta).unsaved.take();
-        if let Some(base) = unsaved
-            && !self.persist(slot, base.bytes, base.floor, base.etag).await
-        {
-            return;
+        // over the base it applies to. Copied, not taken: a round cancelled
+        // while it writes leaves it to the next.
+        let unsaved = lock(&slot.meta)
+            .unsaved
+            .as_ref()
+            .map(|u| (u.bytes.clone(), u.floor, u.etag.clone()));
+        if let Some((bytes, floor, etag)) = unsaved {
+            let Some(bytes) = bytes else {
+                return;
+            };
+            if !self.persist(slot, bytes, floor, etag).await {
+                return;
+            }
         }
         let Some(store) = self.store.clone() else {
             return;
@@ -67,10 +74,7 @@ impl Lists {
         };
         let saved = matches!(result, Ok(Ok(())));
         self.persisted(slot, result);
-        lock(&slot.meta).unsaved = match bytes {
-            Some(bytes) if !saved => Some(UnsavedSnapshot { bytes, floor, etag }),
-            _ => None,
-        };
+        lock(&slot.meta).unsaved = (!saved).then_some(UnsavedSnapshot { bytes, floor, etag });
         saved
     }
 
