@@ -39,9 +39,11 @@ use crate::stats::Counters;
 
 /// The most bucket GETs (lists × prefixes, noise included) one planned
 /// request may take; a larger one is sent as one `POST`, cheaper than that
-/// many GETs. Together they read at most what one search answer may.
-const MAX_BUCKET_REQUESTS: usize =
-    (http::MAX_SEARCH_RESPONSE_BYTES / http::MAX_BUCKET_RESPONSE_BYTES) as usize;
+/// many GETs. Together they read at most 32 MiB, under what one search
+/// answer may.
+const MAX_BUCKET_REQUESTS: usize = 64;
+const _: () =
+    assert!(MAX_BUCKET_REQUESTS as u64 * http::MAX_BUCKET_RESPONSE_BYTES <= http::MAX_SEARCH_RESPONSE_BYTES);
 
 /// Sends one answer to every check waiting on the same request prefix.
 type AnswerSender = watch::Sender<Option<Answer>>;
@@ -268,10 +270,13 @@ impl Confirmer {
                 }
                 // An answer too large for one response (`413
                 // answer_too_large`: buckets larger than planned, or the
-                // publisher's padding): the same prefixes, noise included,
+                // publisher's padding; or an answer over the read limit,
+                // from a publisher without that check): the same prefixes, noise included,
                 // asked for half at a time, at once; nothing failed, so no
                 // backoff.
-                Err(Error::Status { status: 413, .. }) if plan.prefixes.len() > 1 => {
+                Err(Error::Status { status: 413, .. } | Error::ResponseTooLarge { .. })
+                    if plan.prefixes.len() > 1 =>
+                {
                     let [first, second] = plan.halves();
                     plans.push_front(second);
                     plans.push_front(first);
@@ -360,6 +365,7 @@ impl Confirmer {
             min_versions: versions.clone(),
         };
         let mut first_error = None;
+        let mut too_large = None;
         for base in &self.shared.base_urls {
             let url = format!("{base}{}", routes::SEARCH);
             let mut date = None;
@@ -369,16 +375,18 @@ impl Confirmer {
             self.shared.observe_publisher_time(date);
             match result {
                 Ok(response) => return Ok((response, url)),
-                // Too large for one answer here is too large anywhere: the
-                // caller asks in parts, whatever the other base URLs said.
-                Err(error @ Error::Status { status: 413, .. }) => return Err(error),
+                Err(error @ (Error::Status { status: 413, .. } | Error::ResponseTooLarge { .. })) => {
+                    too_large.get_or_insert(error);
+                }
                 Err(error) => {
                     first_error.get_or_insert(error);
                 }
             }
         }
-        // Unreachable: `build` guarantees at least one base URL.
-        Err(first_error.unwrap_or(Error::NoLists))
+        // Too large where it was answered at all: the caller asks in parts,
+        // whatever the other base URLs' failures were.
+        // Unreachable without either: `build` guarantees at least one base URL.
+        Err(too_large.or(first_error).unwrap_or(Error::NoLists))
     }
 }
 

@@ -22,19 +22,19 @@ use crate::engine::prefix::SearchAnswer;
 use crate::engine::schedule::{parse_next_check, parse_retry_after};
 
 use blocksieve_format::api::NEXT_CHECK_HEADER as NEXT_CHECK;
-use blocksieve_format::api::{FRESHNESS_HEADER, HASHES_HEADER};
+use blocksieve_format::api::{FRESHNESS_HEADER, HASHES_HEADER, MAX_ANSWER_BYTES};
 
-/// The most bytes read of a full-hash search answer. Up to 1,000 prefixes,
-/// each with every listed full hash under it (more for short request
-/// prefixes): 32 MiB bounds memory against a hostile server while leaving
-/// room for 16-bit prefixes on large lists.
-pub(crate) const MAX_SEARCH_RESPONSE_BYTES: u64 = 32 * 1024 * 1024;
+/// The most bytes read of a full-hash search answer: the most a binary
+/// answer can take ([`MAX_ANSWER_BYTES`], about 34.2 MB), which bounds
+/// memory against a hostile server and reads every answer a publisher
+/// sends (it refuses larger ones with `413 answer_too_large`).
+pub(crate) const MAX_SEARCH_RESPONSE_BYTES: u64 = MAX_ANSWER_BYTES as u64;
 
 /// The most bytes read of one immutable full-hash bucket (one list, one
 /// prefix): 512 KiB, about 15,000 full hashes in binary, so that the 64
-/// bucket GETs one full-hash request may take read at most what one search
-/// answer may ([`MAX_SEARCH_RESPONSE_BYTES`]), whatever a hostile server
-/// sends. A larger bucket fails, and the request goes by `POST`.
+/// bucket GETs one full-hash request may take read at most 32 MiB, under
+/// what one search answer may ([`MAX_SEARCH_RESPONSE_BYTES`]), whatever a
+/// hostile server sends. A larger bucket fails, and the request goes by `POST`.
 pub(crate) const MAX_BUCKET_RESPONSE_BYTES: u64 = 512 * 1024;
 
 /// The most bytes read of the list status JSON (`GET /v1/lists`): a few

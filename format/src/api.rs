@@ -30,8 +30,9 @@ mod binary;
 
 pub use binary::{
     AnswerError, FULL_HASHES_ACCEPT, FULL_HASHES_CONTENT_TYPE, FULL_HASHES_MAGIC, FULL_HASHES_VERSION,
-    FullHashAnswer, IndexedAnswer, IndexedFullHash, IndexedPrefixAnswer, ListedFullHash, MAX_ANSWER_LISTS,
-    MAX_ANSWER_MATCHES, PrefixAnswer, accepts_full_hashes_binary, is_full_hashes_content_type,
+    FullHashAnswer, IndexedAnswer, IndexedFullHash, IndexedPrefixAnswer, ListedFullHash, MAX_ANSWER_BYTES,
+    MAX_ANSWER_LISTS, MAX_ANSWER_MATCHES, PrefixAnswer, accepts_full_hashes_binary,
+    is_full_hashes_content_type,
 };
 
 use serde::{Deserialize, Serialize};

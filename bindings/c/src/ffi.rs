@@ -1427,7 +1427,7 @@ unsafe fn complete(
 /// a good answer is cached for its cache duration (misses included) and
 /// decides the verdict — `BLOCKSIEVE_UNSAFE` only when a returned full hash
 /// is one of the URL's; an HTTP error, an answer that does not parse or is
-/// over 32 MiB makes the verdict `BLOCKSIEVE_UNVERIFIED` (`block` by the
+/// over 34.2 MB (the largest binary answer) makes the verdict `BLOCKSIEVE_UNVERIFIED` (`block` by the
 /// failure policy) and starts or extends the backoff (`Retry-After`
 /// honoured), during which checks needing full hashes answer
 /// `BLOCKSIEVE_UNVERIFIED` at once.

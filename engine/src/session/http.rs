@@ -9,9 +9,11 @@ use crate::Error;
 use crate::prefix::SearchAnswer;
 use crate::schedule::parse_retry_after;
 
-/// The most bytes of a full-hash search answer read: 32 MiB, as the Rust
-/// agent.
-pub const MAX_SEARCH_RESPONSE_BYTES: usize = 32 * 1024 * 1024;
+/// The most bytes of a full-hash search answer read, as the Rust agent: the
+/// most a binary answer can take
+/// ([`MAX_ANSWER_BYTES`](blocksieve_format::api::MAX_ANSWER_BYTES), about
+/// 34.2 MB), so that every answer a publisher sends is read.
+pub const MAX_SEARCH_RESPONSE_BYTES: usize = blocksieve_format::api::MAX_ANSWER_BYTES;
 
 /// The most characters of a publisher's error message kept in
 /// [`Error::Status`].

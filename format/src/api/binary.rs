@@ -44,8 +44,17 @@ pub const FULL_HASHES_VERSION: u8 = 1;
 pub const MAX_ANSWER_LISTS: usize = 64;
 
 /// The most full hashes in one binary answer, over all its prefixes:
-/// 2^20 (about 33 MB at 32 bytes each, the agent's read limit).
+/// 2^20 (about 33.5 MB at 32 bytes each).
 pub const MAX_ANSWER_MATCHES: usize = 1 << 20;
+
+/// The most bytes a binary answer within [`MAX_ANSWER_MATCHES`] and
+/// [`MAX_ANSWER_LISTS`] can take: its fixed fields, [`MAX_ANSWER_LISTS`]
+/// names of up to 255 bytes, up to 65,535 prefix results of at most 9 bytes
+/// each, and each full hash in at most 32 bytes (a list index and the bytes
+/// after the prefix's first). About 34.2 MB: what an agent reading a search
+/// answer must accept, so that every answer a publisher sends is read.
+pub const MAX_ANSWER_BYTES: usize =
+    16 + MAX_ANSWER_LISTS * 256 + u16::MAX as usize * 9 + MAX_ANSWER_MATCHES * 32;
 
 /// A full-hash answer as both encodings carry it: for each requested hash
 /// prefix, every listed full hash that starts with it, and how long the
@@ -505,6 +514,46 @@ impl From<FullHashAnswer> for FullHashSearchResponse {
 
 #[cfg(test)]
 mod tests {
+    /// The fullest answer the limits allow, at the shortest prefixes (the
+    /// most bytes a full hash), fits [`super::MAX_ANSWER_BYTES`].
+    #[test]
+    fn the_largest_answer_fits_max_answer_bytes() {
+        use super::{FullHashAnswer, MAX_ANSWER_BYTES, MAX_ANSWER_MATCHES, PrefixAnswer};
+        use crate::api::ListedFullHash;
+        use crate::{FullHash, RequestPrefix};
+        let per = MAX_ANSWER_MATCHES / 256;
+        let list = "l".repeat(crate::MAX_LIST_NAME_BYTES);
+        let results = (0..=255u8)
+            .map(|b| {
+                let mut h = [0u8; 32];
+                h[0] = b;
+                let prefix = RequestPrefix::of(&FullHash(h), 8);
+                let matches = (0..per)
+                    .map(|i| {
+                        let mut m = h;
+                        m[1..5].copy_from_slice(&(i as u32).to_be_bytes());
+                        ListedFullHash {
+                            full_hash: FullHash(m),
+                            list: list.clone(),
+                        }
+                    })
+                    .collect();
+                PrefixAnswer { prefix, matches }
+            })
+            .collect();
+        let answer = FullHashAnswer {
+            cache_duration_s: 300,
+            results,
+        };
+        let bytes = answer.encode().unwrap();
+        assert!(
+            bytes.len() <= MAX_ANSWER_BYTES,
+            "{} > {MAX_ANSWER_BYTES}",
+            bytes.len()
+        );
+        assert!(bytes.len() > 32 * MAX_ANSWER_MATCHES);
+    }
+
     use proptest::prelude::*;
 
     use super::*;
