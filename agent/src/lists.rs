@@ -103,6 +103,8 @@ struct ListSlot {
     /// check sees either the old filter or the new one, never a mix.
     current: ArcSwapOption<Loaded>,
     meta: Mutex<ListMeta>,
+    /// Orders the list's cache-directory writes (`lists/persist`).
+    writes: Arc<persist::WriteOrder>,
 }
 
 impl ListSlot {
@@ -150,6 +152,7 @@ impl Lists {
                 name: name.as_str().into(),
                 current: ArcSwapOption::empty(),
                 meta: Mutex::new(ListMeta::default()),
+                writes: Arc::default(),
             })
             .collect();
         let lists = Self {
