@@ -49,10 +49,10 @@ pub mod reason {
     pub const NOT_A_URL: &str = "not a URL";
     /// A URL's host holds `|` or `^`, which the URL Standard forbids in a
     /// host (forbidden host code points): no browser visits such a URL, so
-    /// its expression could never match. Adblock syntax read as a URL
+    /// its expression matches no browser's check. Adblock syntax read as a URL
     /// (`||evil.example^` in a `urls` source) is the usual cause.
     pub const ADBLOCK_SYNTAX_IN_HOST: &str =
-        "host holds | or ^, which no URL's host may (adblock syntax in a URL list? use format adblock-hosts)";
+        "host holds | or ^, which no URL's host may (adblock syntax read as a URL?)";
     /// A hosts line with an address and no name.
     pub const HOSTS_NO_NAME: &str = "hosts line has an address but no name";
     /// An adblock exception rule (`@@…`): it allows, it does not block.

@@ -101,9 +101,9 @@ pub fn url_expression(line: &[u8]) -> Result<String, String> {
 /// The expressions a URL line stands for: [`url_expression`] of the line as
 /// written and, when it contains `&amp;`, also of the line with `&amp;`
 /// decoded to `&` (the URL a browser actually visits), and of each level
-/// between for a line escaped more than once (`&amp;amp;`). Listing them
-/// all keeps the entry as written matching, so nothing the feed names is
-/// missed.
+/// between for a line escaped more than once (`&amp;amp;`; the first 12
+/// levels, past which only the whole decoding). Listing them keeps the
+/// entry as written matching, so nothing the feed names is missed.
 ///
 /// # Errors
 ///
