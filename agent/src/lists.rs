@@ -30,7 +30,7 @@ use crate::http::{self, SnapshotFetch, UpdatesFetch};
 use crate::shared::{Shared, lock};
 use crate::stats::Counters;
 use crate::status::{ListStatus, SnapshotSource};
-use crate::store::Store;
+use crate::store::{Store, WriteOrder};
 use crate::update::ListUpdate;
 
 mod persist;
@@ -104,7 +104,7 @@ struct ListSlot {
     current: ArcSwapOption<Loaded>,
     meta: Mutex<ListMeta>,
     /// Orders the list's cache-directory writes (`lists/persist`).
-    writes: Arc<persist::WriteOrder>,
+    writes: Arc<WriteOrder>,
 }
 
 impl ListSlot {

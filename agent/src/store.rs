@@ -29,6 +29,7 @@ use std::fs::{self, File};
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
 
 use crate::Error;
 use crate::engine::accept::ListRecord;
@@ -268,8 +269,68 @@ fn sync_dir(_dir: &Path) -> io::Result<()> {
     Ok(())
 }
 
+/// The order of one list's writes. A write keeps running on its blocking
+/// thread when the round that started it is cancelled (a host's timeout
+/// around `update()`), so a late one could land over a newer one: each
+/// takes a ticket when it starts and writes only if no later ticket has
+/// written yet, one at a time.
+#[derive(Debug, Default)]
+pub(crate) struct WriteOrder {
+    next: AtomicU64,
+    written: Mutex<u64>,
+}
+
+impl WriteOrder {
+    /// A ticket for a write starting now.
+    pub(crate) fn ticket(&self) -> u64 {
+        self.next.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// Runs `write` unless a later ticket's write already ran (then `Ok`:
+    /// the disk holds something newer).
+    pub(crate) fn write(&self, ticket: u64, write: impl FnOnce() -> Result<(), Error>) -> Result<(), Error> {
+        let mut written = self.written.lock().unwrap_or_else(PoisonError::into_inner);
+        if ticket < *written {
+            return Ok(());
+        }
+        write()?;
+        *written = ticket;
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    /// A write started before another but landing after it (its round
+    /// cancelled, its blocking thread still running) does not overwrite it.
+    #[test]
+    fn a_late_write_does_not_land_over_a_newer_one() {
+        let order = WriteOrder::default();
+        let (first, second) = (order.ticket(), order.ticket());
+        let mut disk = Vec::new();
+        order
+            .write(second, || {
+                disk.push("second");
+                Ok(())
+            })
+            .unwrap();
+        order
+            .write(first, || {
+                disk.push("first");
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(disk, ["second"]);
+        let third = order.ticket();
+        order
+            .write(third, || {
+                disk.push("third");
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(disk, ["second", "third"]);
+    }
+
     use blocksieve_format::FullHash;
 
     use super::*;

@@ -3,44 +3,13 @@
 //! a snapshot that could not be written is written again before a chain on
 //! it.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use super::{ListSlot, Lists, UnsavedSnapshot};
 use crate::Error;
 use crate::engine::accept::{ListRecord, VersionFloor};
 use crate::shared::lock;
 use crate::stats::Counters;
-
-/// The order of one list's writes. A write keeps running on its blocking
-/// thread when the round that started it is cancelled (a host's timeout
-/// around `update()`), so a late one could land over a newer one: each
-/// takes a ticket when it starts and writes only if no later ticket has
-/// written yet, one at a time.
-#[derive(Debug, Default)]
-pub(super) struct WriteOrder {
-    next: AtomicU64,
-    written: Mutex<u64>,
-}
-
-impl WriteOrder {
-    /// A ticket for a write starting now.
-    fn ticket(&self) -> u64 {
-        self.next.fetch_add(1, Ordering::Relaxed) + 1
-    }
-
-    /// Runs `write` unless a later ticket's write already ran (then `Ok`:
-    /// the disk holds something newer).
-    fn write(&self, ticket: u64, write: impl FnOnce() -> Result<(), Error>) -> Result<(), Error> {
-        let mut written = lock(&self.written);
-        if ticket < *written {
-            return Ok(());
-        }
-        write()?;
-        *written = ticket;
-        Ok(())
-    }
-}
 
 /// Marks a list's snapshot as not on disk if the round writing it is
 /// cancelled before the write's outcome is known: no chain is written over
@@ -158,40 +127,5 @@ impl Lists {
         tracing::warn!(list = %slot.name, %error, "cannot persist snapshot");
         Counters::bump(&self.shared.counters.persist_failures);
         lock(&slot.meta).last_storage_error = Some(error);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::WriteOrder;
-
-    /// A write started before another but landing after it (its round
-    /// cancelled, its blocking thread still running) does not overwrite it.
-    #[test]
-    fn a_late_write_does_not_land_over_a_newer_one() {
-        let order = WriteOrder::default();
-        let (first, second) = (order.ticket(), order.ticket());
-        let mut disk = Vec::new();
-        order
-            .write(second, || {
-                disk.push("second");
-                Ok(())
-            })
-            .unwrap();
-        order
-            .write(first, || {
-                disk.push("first");
-                Ok(())
-            })
-            .unwrap();
-        assert_eq!(disk, ["second"]);
-        let third = order.ticket();
-        order
-            .write(third, || {
-                disk.push("third");
-                Ok(())
-            })
-            .unwrap();
-        assert_eq!(disk, ["second", "third"]);
     }
 }
