@@ -430,13 +430,10 @@ impl AppState {
     /// the lists `among` accepts (by name), summed: what one prefix adds to
     /// an answer before padding.
     pub fn expected_bucket(&self, bits: u8, among: impl Fn(&str) -> bool) -> f64 {
-        let listed: usize = self
-            .lists
+        self.buckets(bits, among)
             .iter()
-            .filter(|l| among(&l.name))
-            .filter_map(|l| l.current.load().as_ref().map(|p| p.hashes.len()))
-            .sum();
-        listed as f64 / 2f64.powi(i32::from(bits))
+            .map(|&(_, expected, _)| expected)
+            .sum()
     }
 
     /// Sets each list's freshness gauge from what it serves now: a

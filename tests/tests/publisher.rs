@@ -1033,51 +1033,48 @@ async fn hashes_search_takes_up_to_1000_prefixes() {
     server.stop().await;
 }
 
+/// `GET /v1/hashes/ab` (an 8-bit prefix) of the fixture list, advertising
+/// `bits` (derived when `None`), under a bucket cap of `cap`: the status,
+/// and the error body of a refusal.
+async fn eight_bit_prefix(bits: Option<u8>, cap: u64) -> (u16, Option<ErrorResponse>) {
+    let mut list = fixture_list();
+    list.request_prefix_bits = bits;
+    let (server, _dir) = serve(vec![list], |c| tiny_cap(c, cap)).await;
+    let r = reqwest::Client::new()
+        .get(format!("{}/v1/hashes/ab", server.base_url()))
+        .send()
+        .await
+        .unwrap();
+    let status = r.status().as_u16();
+    let error = if status == 200 {
+        None
+    } else {
+        Some(r.json::<ErrorResponse>().await.unwrap())
+    };
+    server.stop().await;
+    (status, error)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bucket_cap_refuses_too_short_prefixes() {
-    let (server, _dir) = serve(vec![fixture_list()], |c| tiny_cap(c, 8)).await;
-    let client = reqwest::Client::new();
     // ~300 hashes: a 8-bit prefix selects ~1.2, fine; cap 8 still allows it.
-    let ok = client
-        .get(format!("{}/v1/hashes/ab", server.base_url()))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(ok.status(), 200);
-    server.stop().await;
+    assert_eq!(eight_bit_prefix(None, 8).await.0, 200);
 
     // The list advertises 8 bits: an 8-bit prefix is held to the cap.
-    let mut list = fixture_list();
-    list.request_prefix_bits = Some(8);
-    let (server, _dir) = serve(vec![list], |c| tiny_cap(c, 1)).await;
-    let r = client
-        .get(format!("{}/v1/hashes/ab", server.base_url()))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 400);
-    let error = r.json::<ErrorResponse>().await.unwrap().error;
+    let (status, error) = eight_bit_prefix(Some(8), 1).await;
+    assert_eq!(status, 400);
+    let error = error.unwrap().error;
     assert_eq!(error.code, "prefix_too_short");
     assert_eq!(
         error.message,
         "a 8-bit prefix selects about 1 full hashes of list phishing, more than the limit of 1; send a longer prefix"
     );
-    server.stop().await;
 
     // The list advertises 12 bits: agents still on a version that
     // advertised 8 ask at 8 until they take the new snapshot, and are
     // answered up to twice the cap (the list may have doubled in the build
     // that lengthened).
-    let mut list = fixture_list();
-    list.request_prefix_bits = Some(12);
-    let (server, _dir) = serve(vec![list], |c| tiny_cap(c, 1)).await;
-    let r = client
-        .get(format!("{}/v1/hashes/ab", server.base_url()))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
-    server.stop().await;
+    assert_eq!(eight_bit_prefix(Some(12), 1).await.0, 200);
 }
 
 /// A list's immutable buckets (`/v1/lists/{name}/hashes/{version}/{prefix}`)
