@@ -16,7 +16,7 @@ use crate::confirm::{Confirmer, Versions};
 use crate::engine::lookup::{self, FailurePolicy, LocalLookup, Verdict};
 use crate::engine::prefix::RequestPrefix;
 use crate::engine::schedule::UpdateSchedule;
-use crate::lists::Lists;
+use crate::lists::{Lists, Probed};
 use crate::shared::Shared;
 use crate::stats::{Counters, Stats};
 use crate::status::Status;
@@ -227,8 +227,9 @@ impl Agent {
     /// # Errors
     ///
     /// [`Error::InvalidUrl`] when the URL names no host;
-    /// [`Error::NotReady`] when a list has no snapshot yet. A failed
-    /// full-hash request is not an error but a [`Verdict::Unverified`].
+    /// [`Error::NotReady`] when a list has no snapshot yet and the lists
+    /// that have one do not confirm the URL unsafe. A failed full-hash
+    /// request is not an error but a [`Verdict::Unverified`].
     pub async fn check_url(&self, url: &str) -> Result<Verdict, Error> {
         self.check_urls([url])
             .await
@@ -258,10 +259,18 @@ impl Agent {
     /// against the clock at each check: a miss is [`Verdict::Safe`] with
     /// `stale: true`, a hit is confirmed (or unverified) as always.
     ///
+    /// While a list has no snapshot yet (newly subscribed and not fetched,
+    /// or its saved snapshot refused at start), the lists that have one
+    /// are still probed and confirmed: a URL they confirm unsafe is
+    /// [`Verdict::Unsafe`], so one unreachable list does not switch the
+    /// others off for hosts that let errors through. Any other outcome is
+    /// [`Error::NotReady`]: the list not probed may hold the URL.
+    ///
     /// # Errors
     ///
     /// Per URL: [`Error::InvalidUrl`] when it names no host;
-    /// [`Error::NotReady`] when a list has no snapshot yet.
+    /// [`Error::NotReady`] when a list has no snapshot yet and the others do
+    /// not confirm the URL unsafe.
     pub async fn check_urls<I, S>(&self, urls: I) -> Vec<Result<Verdict, Error>>
     where
         I: IntoIterator<Item = S>,
@@ -270,21 +279,30 @@ impl Agent {
         let inner = &self.inner;
         let counters = &inner.shared.counters;
         let now = inner.shared.now();
-        let locals: Vec<Result<LocalLookup, Error>> = urls
+        // Each URL's hits on the lists that have a snapshot, and the first
+        // list that has none: its URLs are answered only if unsafe.
+        let locals: Vec<Result<Probed, Error>> = urls
             .into_iter()
             .map(|url| {
-                let local = inner.lists.lookup_local(url.as_ref(), now)?;
+                let (local, unready) = inner.lists.lookup_loaded(url.as_ref(), now)?;
+                if local.is_empty()
+                    && let Some(list) = unready
+                {
+                    return Err(Error::NotReady {
+                        list: list.to_string(),
+                    });
+                }
                 Counters::bump(&counters.lookups);
                 if !local.is_empty() {
                     Counters::bump(&counters.prefix_hits);
                 }
-                Ok(local)
+                Ok((local, unready))
             })
             .collect();
         let needed: BTreeSet<RequestPrefix> = locals
             .iter()
             .flatten()
-            .flat_map(LocalLookup::request_prefixes)
+            .flat_map(|(local, _)| local.request_prefixes())
             .collect();
         let answers = if needed.is_empty() {
             HashMap::new()
@@ -308,7 +326,7 @@ impl Agent {
         locals
             .into_iter()
             .map(|local| {
-                let local = local?;
+                let (local, unready) = local?;
                 let verdict = lookup::decide(&local, &answers, &lists, inner.failure_policy);
                 if !local.is_empty() {
                     Counters::bump(match &verdict {
@@ -318,7 +336,7 @@ impl Agent {
                         _ => &counters.unverified,
                     });
                 }
-                Ok(verdict)
+                lookup::unless_unready(verdict, unready.as_ref())
             })
             .collect()
     }

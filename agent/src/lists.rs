@@ -25,6 +25,7 @@ use crate::Error;
 use crate::config::Settings;
 use crate::engine::accept::{AcceptedSnapshot, ListRecord, VersionFloor};
 use crate::engine::delta::{self, ListState, UpdateRequest};
+use crate::engine::lookup::LocalLookup;
 use crate::engine::update::{self, ChainStep, PlainBase, SnapshotStep};
 use crate::http::{self, SnapshotFetch, UpdatesFetch};
 use crate::shared::{Shared, lock};
@@ -36,6 +37,10 @@ use crate::update::ListUpdate;
 mod persist;
 mod probe;
 mod rebase;
+
+/// A URL's probe of the lists that have a snapshot, and the first list
+/// that has none (not probed): [`Lists::lookup_loaded`].
+pub(crate) type Probed = (LocalLookup, Option<Arc<str>>);
 
 /// A list's state in use. The only way in is a [`ListState`], built on an
 /// [`AcceptedSnapshot`] and verified deltas: nothing unverified can be

@@ -18,8 +18,9 @@ use blocksieve_format::{CanonError, DecodeError, DeltaError};
 /// * **Transport** ([`ErrorKind::Transport`]): the request did not complete or
 ///   the publisher answered with an HTTP error. Retry later.
 /// * **Not ready** ([`ErrorKind::NotReady`]): no snapshot has been loaded for a
-///   list yet, so the agent cannot say anything about a URL. Run
-///   an update first.
+///   list yet, so the agent cannot say the URL is safe (a URL that the
+///   lists already loaded confirm is still answered unsafe). Run an update
+///   first.
 /// * **Invalid input** ([`ErrorKind::InvalidInput`]): the URL names no host.
 ///   It is neither safe nor unsafe; report it to whoever supplied it.
 /// * **Storage** ([`ErrorKind::Storage`]): the cache directory could not be

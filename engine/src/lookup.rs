@@ -377,6 +377,26 @@ impl Verdict {
     }
 }
 
+/// The answer to a check that probed only the lists with a snapshot, while
+/// `unready` (the first subscribed list with none yet) was not probed:
+/// [`Verdict::Unsafe`] stands, since a loaded list's full hash confirmed it
+/// whatever the other list holds; anything else is
+/// [`Error::NotReady`], since the unprobed list may hold the URL ("safe"
+/// would be a guess, and so would "unverified"). With every list probed
+/// (`unready` is `None`) the verdict is returned as it is.
+///
+/// # Errors
+///
+/// [`Error::NotReady`] naming `unready` unless the verdict is unsafe.
+pub fn unless_unready(verdict: Verdict, unready: Option<&Arc<str>>) -> Result<Verdict, Error> {
+    match unready {
+        Some(list) if !verdict.is_unsafe() => Err(Error::NotReady {
+            list: list.to_string(),
+        }),
+        _ => Ok(verdict),
+    }
+}
+
 /// What is known about one request prefix: the listed full hashes under it
 /// (from the cache or a response), or why they are unknown.
 pub type Answer = Result<Arc<ListedHashes>, Error>;

@@ -163,6 +163,9 @@ pub struct FullHashQuery {
     pub request: HttpRequest,
     /// The probe's hits.
     local: LocalLookup,
+    /// The first list with no snapshot, not probed: then only an unsafe
+    /// verdict is an answer.
+    unready: Option<Arc<str>>,
     /// The answers the cache already had.
     answers: HashMap<RequestPrefix, Answer>,
     /// The planned request: which prefixes are real.
@@ -581,19 +584,22 @@ impl Session {
         }
     }
 
-    /// Probes every list with `url` at `now`.
-    fn probe(&self, hashes: &UrlHashes<'_>, now: SystemTime) -> Result<LocalLookup, Error> {
-        if let Some(slot) = self.slots.iter().find(|slot| slot.state.is_none()) {
-            return Err(Error::NotReady {
-                list: slot.name.to_string(),
-            });
-        }
+    /// Probes every list that has a snapshot with `url`'s hashes at `now`,
+    /// and names the first list that has none (not probed): its check can
+    /// end only in [`Verdict::Unsafe`] or [`Error::NotReady`]
+    /// ([`lookup::unless_unready`]).
+    fn probe(&self, hashes: &UrlHashes<'_>, now: SystemTime) -> (LocalLookup, Option<Arc<str>>) {
+        let unready = self
+            .slots
+            .iter()
+            .find(|slot| slot.state.is_none())
+            .map(|slot| Arc::clone(&slot.name));
         // Walked, not collected: no allocation on the path of every check.
         let states = self
             .slots
             .iter()
             .filter_map(|slot| Some((&slot.name, &**slot.state.as_ref()?)));
-        Ok(lookup::probe(hashes, states, now))
+        (lookup::probe(hashes, states, now), unready)
     }
 
     /// Checks `url` against every subscribed list at `now`: canonicalized,
@@ -603,10 +609,17 @@ impl Session {
     /// order). While requests are paused after failures the hits are
     /// [`Verdict::Unverified`] with no request.
     ///
+    /// While a list has no snapshot yet, the lists that have one are still
+    /// probed: a URL they confirm unsafe is [`Verdict::Unsafe`] (so a newly
+    /// subscribed list that cannot be fetched does not switch the others
+    /// off); any other outcome is [`Error::NotReady`].
+    ///
     /// # Errors
     ///
     /// [`Error::InvalidUrl`] when the URL names no host;
-    /// [`Error::NotReady`] when a list has no snapshot yet.
+    /// [`Error::NotReady`] when a list has no snapshot yet and the others
+    /// do not confirm the URL unsafe (here, or from
+    /// [`Session::complete_check`]).
     pub fn check(&mut self, url: &str, now: SystemTime, rng: &mut impl Rng) -> Result<CheckStep, Error> {
         let mut hashes = UrlHashes::default();
         // With one list, each hash's filter slots start loading while the
@@ -618,15 +631,21 @@ impl Session {
         } else {
             hashes.set(url)?;
         }
-        let local = self.probe(&hashes, now)?;
-        self.stats.lookups += 1;
+        let (local, unready) = self.probe(&hashes, now);
         if local.is_empty() {
-            return Ok(CheckStep::Done(Verdict::Safe { stale: local.stale }));
+            // No hit on the lists probed: safe only if every list was.
+            let verdict = lookup::unless_unready(Verdict::Safe { stale: local.stale }, unready.as_ref())?;
+            self.stats.lookups += 1;
+            return Ok(CheckStep::Done(verdict));
         }
+        self.stats.lookups += 1;
         self.stats.prefix_hits += 1;
+        // The versions of the lists probed (a list with no snapshot has
+        // none, and `snapshot_versions` skips it).
         let versions: Versions = self
             .slots
             .iter()
+            .filter(|slot| slot.state.is_some())
             .map(|slot| slot.name.to_string())
             .zip(local.snapshot_versions.iter().copied())
             .collect();
@@ -636,13 +655,17 @@ impl Session {
         let misses = self.cache.lookup(&versions, prefixes, now, &mut answers);
         self.stats.cache_hits += (asked - misses.len()) as u64;
         if misses.is_empty() {
-            return Ok(CheckStep::Done(self.decide(&local, &answers)));
+            return self
+                .decide(&local, &answers, unready.as_ref())
+                .map(CheckStep::Done);
         }
         if let Err(paused) = self.backoff.check(now) {
             for p in misses {
                 answers.insert(p, Err(paused.clone()));
             }
-            return Ok(CheckStep::Done(self.decide(&local, &answers)));
+            return self
+                .decide(&local, &answers, unready.as_ref())
+                .map(CheckStep::Done);
         }
         // One plan: a check's prefixes fit one request (`MAX_LISTS`).
         // Not sized by the lists' buckets (`listed` 0): one URL's few dozen
@@ -650,7 +673,9 @@ impl Session {
         // already bounds.
         let mut plans = prefix::plan_requests(&misses, self.noise_prefixes, 0, rng).into_iter();
         let Some(plan) = plans.next() else {
-            return Ok(CheckStep::Done(self.decide(&local, &answers)));
+            return self
+                .decide(&local, &answers, unready.as_ref())
+                .map(CheckStep::Done);
         };
         for extra in plans.flat_map(|p| p.real) {
             answers.insert(
@@ -681,6 +706,7 @@ impl Session {
                 body,
             },
             local,
+            unready,
             answers,
             plan,
             versions,
@@ -694,18 +720,25 @@ impl Session {
     /// versions probed are held) and resets the backoff; a failure starts
     /// or extends the backoff (`rng` draws its jitter; `Retry-After` is
     /// honoured) and the verdict is [`Verdict::Unverified`], with `block`
-    /// by the failure policy. Never an error: a prefix hit alone is never
-    /// reported unsafe.
+    /// by the failure policy. A prefix hit alone is never reported unsafe.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotReady`] when a subscribed list had no snapshot at
+    /// [`Session::check`] (it was not probed) and the lists that were
+    /// probed do not confirm the URL unsafe. A failed request is not an
+    /// error but a [`Verdict::Unverified`].
     pub fn complete_check(
         &mut self,
         query: FullHashQuery,
         response: Result<HttpResponse, Error>,
         now: SystemTime,
         rng: &mut impl Rng,
-    ) -> Verdict {
+    ) -> Result<Verdict, Error> {
         let FullHashQuery {
             request,
             local,
+            unready,
             mut answers,
             plan,
             versions,
@@ -726,10 +759,17 @@ impl Session {
                 }
             }
         }
-        self.decide(&local, &answers)
+        self.decide(&local, &answers, unready.as_ref())
     }
 
-    fn decide(&mut self, local: &LocalLookup, answers: &HashMap<RequestPrefix, Answer>) -> Verdict {
+    /// The verdict from `answers`, counted; [`Error::NotReady`] unless
+    /// unsafe when the list `unready` was not probed.
+    fn decide(
+        &mut self,
+        local: &LocalLookup,
+        answers: &HashMap<RequestPrefix, Answer>,
+        unready: Option<&Arc<str>>,
+    ) -> Result<Verdict, Error> {
         let lists: Vec<&str> = self.slots.iter().map(|s| &*s.name).collect();
         let verdict = lookup::decide(local, answers, &lists, self.failure_policy);
         if !local.is_empty() {
@@ -739,7 +779,7 @@ impl Session {
                 _ => self.stats.unverified += 1,
             }
         }
-        verdict
+        lookup::unless_unready(verdict, unready)
     }
 }
 

@@ -2,15 +2,34 @@
 //! current state, with no lock and no allocation for one list. The update
 //! path (downloads, verification, the swap) is the parent module.
 
+use std::sync::Arc;
 use std::time::SystemTime;
 
-use super::Lists;
+use super::{Lists, Probed};
 use crate::Error;
 use crate::engine::lookup::{self, LocalLookup, UrlHashes};
 
 impl Lists {
     /// Hashes `url`'s expressions and probes every list's current state
     /// with them ([`Agent::lookup_local`](crate::Agent::lookup_local)).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidUrl`] when the URL names no host, then
+    /// [`Error::NotReady`] when a list has no snapshot yet.
+    pub(crate) fn lookup_local(&self, url: &str, now: SystemTime) -> Result<LocalLookup, Error> {
+        match self.lookup_loaded(url, now)? {
+            (local, None) => Ok(local),
+            (_, Some(list)) => Err(Error::NotReady {
+                list: list.to_string(),
+            }),
+        }
+    }
+
+    /// Hashes `url`'s expressions and probes the current state of every
+    /// list that has one; names the first list that has none (not probed:
+    /// the check can then end only in an unsafe verdict or
+    /// [`Error::NotReady`], [`lookup::unless_unready`]).
     /// With one list (the usual case), on x86/x86_64, each hash's filter
     /// slots start loading as soon as it is computed
     /// ([`PrefixFilter::prefetch`](blocksieve_format::PrefixFilter::prefetch)),
@@ -20,28 +39,24 @@ impl Lists {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidUrl`] when the URL names no host, then
-    /// [`Error::NotReady`] when a list has no snapshot yet.
-    pub(crate) fn lookup_local(&self, url: &str, now: SystemTime) -> Result<LocalLookup, Error> {
+    /// [`Error::InvalidUrl`] when the URL names no host.
+    pub(crate) fn lookup_loaded(&self, url: &str, now: SystemTime) -> Result<Probed, Error> {
         let mut hashes = UrlHashes::default();
         if let [slot] = self.slots.as_slice() {
             let current = slot.current.load();
             if let Some(loaded) = current.as_ref() {
                 hashes.set_then(url, |hash| loaded.state.prefetch(hash))?;
                 let snapshot = std::iter::once((&slot.name, &loaded.state));
-                return Ok(lookup::probe(&hashes, snapshot, now));
+                return Ok((lookup::probe(&hashes, snapshot, now), None));
             }
         }
         hashes.set(url)?;
-        self.probe(&hashes, now)
+        Ok(self.probe(&hashes, now))
     }
 
-    /// Probes every list's current state (base filter and additions).
-    ///
-    /// # Errors
-    ///
-    /// [`Error::NotReady`] when a list has no snapshot yet.
-    pub(crate) fn probe(&self, hashes: &UrlHashes<'_>, now: SystemTime) -> Result<LocalLookup, Error> {
+    /// Probes the current state (base filter and additions) of every list
+    /// that has one, and names the first list that has none.
+    fn probe(&self, hashes: &UrlHashes<'_>, now: SystemTime) -> Probed {
         // Guards, not `load_full`: cloning the `Arc` writes its shared
         // reference count on every check, a cache line that concurrent
         // checkers on other cores then fight over (`bench/`, row 5).
@@ -49,29 +64,31 @@ impl Lists {
             // One list, the usual case: no allocation for the guards.
             let current = slot.current.load();
             let Some(loaded) = current.as_ref() else {
-                return Err(Error::NotReady {
-                    list: slot.name.to_string(),
-                });
+                return (
+                    lookup::probe(hashes, std::iter::empty(), now),
+                    Some(Arc::clone(&slot.name)),
+                );
             };
             let snapshot = std::iter::once((&slot.name, &loaded.state));
-            return Ok(lookup::probe(hashes, snapshot, now));
+            return (lookup::probe(hashes, snapshot, now), None);
         }
+        let mut unready = None;
         let mut loaded = Vec::with_capacity(self.slots.len());
         for slot in &self.slots {
             let current = slot.current.load();
             if current.is_none() {
-                return Err(Error::NotReady {
-                    list: slot.name.to_string(),
-                });
+                unready.get_or_insert_with(|| Arc::clone(&slot.name));
+                continue;
             }
             loaded.push((&slot.name, current));
         }
-        Ok(lookup::probe(
+        let local = lookup::probe(
             hashes,
             loaded
                 .iter()
                 .filter_map(|(name, l)| l.as_ref().map(|l| (*name, &l.state))),
             now,
-        ))
+        );
+        (local, unready)
     }
 }

@@ -2,7 +2,7 @@
 //! replacement, mirrors, lists not built yet, concurrency.
 
 use axum::http::StatusCode;
-use blocksieve_agent::{Agent, Error, ErrorKind, ListUpdate, SnapshotSource};
+use blocksieve_agent::{Agent, Error, ErrorKind, ListUpdate, SnapshotSource, Verdict};
 
 use blocksieve_tests::fake::{FakePublisher, SearchMode, Served, etag_of, unreachable_url};
 use blocksieve_tests::snapshot::{Snap, end_of, freshness, publisher_key, trusted, unix_now};
@@ -294,13 +294,29 @@ async fn update_fails_while_a_list_has_no_snapshot() {
     assert!(error.to_string().contains("phishing"), "{error}");
     // The list that could be loaded was loaded anyway.
     assert_eq!(agent.snapshot_version("malware"), Some(1));
-    let not_ready = agent.check_url(LISTED).await.unwrap_err();
+    // A URL it does not hold cannot be called safe while phishing has no
+    // snapshot.
+    let not_ready = agent.check_url("http://benign.example/").await.unwrap_err();
     assert!(
         matches!(&not_ready, Error::NotReady { list } if list == "phishing"),
         "{not_ready}"
     );
     assert_eq!(not_ready.kind(), ErrorKind::NotReady);
     assert_eq!(agent.status().list("phishing").unwrap().consecutive_failures, 1);
+    // But a URL that malware confirms is unsafe, phishing or not: one list
+    // that cannot be fetched does not switch the others off.
+    fake.list_expressions("malware", &["evil.example/"]);
+    let verdicts = agent.check_urls([LISTED, "http://benign.example/"]).await;
+    assert!(
+        matches!(&verdicts[0], Ok(Verdict::Unsafe { list, .. }) if list == "malware"),
+        "{verdicts:?}"
+    );
+    assert!(
+        matches!(&verdicts[1], Err(Error::NotReady { .. })),
+        "{verdicts:?}"
+    );
+    // The local probe alone still refuses: its hits are not the whole answer.
+    assert!(matches!(agent.lookup_local(LISTED), Err(Error::NotReady { .. })));
 
     // Once the publisher has built it, the agent becomes ready.
     fake.serve_snapshot(&Snap::new("phishing", 1, &[]));

@@ -569,7 +569,8 @@ enum blocksieve_status blocksieve_agent_update(const struct blocksieve_agent *ag
 // text (its length is still reported).
 //
 // Returns `BLOCKSIEVE_OK`, `BLOCKSIEVE_INVALID_URL` (the URL names no
-// host), `BLOCKSIEVE_NOT_READY` (a list has no snapshot yet),
+// host), `BLOCKSIEVE_NOT_READY` (a list has no snapshot yet, and the
+// lists that have one do not confirm the URL unsafe),
 // `BLOCKSIEVE_BUFFER_TOO_SMALL` (a text did not fit; the verdict is valid)
 // or `BLOCKSIEVE_INVALID_ARGUMENT`. A failed full-hash request is not an
 // error but a `BLOCKSIEVE_UNVERIFIED` verdict.
@@ -807,8 +808,9 @@ enum blocksieve_status blocksieve_session_handle_update_failure(const struct blo
 // for `blocksieve_agent_check`.
 //
 // Returns `BLOCKSIEVE_OK`, `BLOCKSIEVE_INVALID_URL` (the URL names no
-// host), `BLOCKSIEVE_NOT_READY` (a list has no snapshot yet: run an update
-// round first), `BLOCKSIEVE_BUFFER_TOO_SMALL` (a text did not fit; the
+// host), `BLOCKSIEVE_NOT_READY` (a list has no snapshot yet, and the
+// lists that have one do not confirm the URL unsafe without a request: run
+// an update round first), `BLOCKSIEVE_BUFFER_TOO_SMALL` (a text did not fit; the
 // verdict is valid) or `BLOCKSIEVE_INVALID_ARGUMENT`.
 //
 // Thread-safety: any thread; calls on one session serialize. Checks may
@@ -848,6 +850,8 @@ enum blocksieve_status blocksieve_session_check(const struct blocksieve_session 
 // backoff's jitter).
 //
 // Returns `BLOCKSIEVE_OK` (an unverified verdict included),
+// `BLOCKSIEVE_NOT_READY` (a list had no snapshot when the check began, and
+// the lists that had one do not confirm the URL unsafe),
 // `BLOCKSIEVE_BUFFER_TOO_SMALL` (a text did not fit; the verdict is valid,
 // and checking the URL again answers from the cache) or
 // `BLOCKSIEVE_INVALID_ARGUMENT` (a NULL or dead handle, a query of
@@ -884,8 +888,9 @@ enum blocksieve_status blocksieve_session_complete_check(const struct blocksieve
 // as for `blocksieve_session_complete_check`; `query` is consumed
 // whatever the status.
 //
-// Returns `BLOCKSIEVE_OK`, `BLOCKSIEVE_BUFFER_TOO_SMALL` or
-// `BLOCKSIEVE_INVALID_ARGUMENT`.
+// Returns `BLOCKSIEVE_OK`, `BLOCKSIEVE_NOT_READY` (a list had no snapshot
+// when the check began: an unverified hit is then no answer),
+// `BLOCKSIEVE_BUFFER_TOO_SMALL` or `BLOCKSIEVE_INVALID_ARGUMENT`.
 //
 // Thread-safety: as for `blocksieve_session_complete_check`.
 //

@@ -382,7 +382,7 @@ impl Handle {
         let verdict = self
             .lock()
             .session
-            .complete_check(query, response, now, &mut rng(seed));
+            .complete_check(query, response, now, &mut rng(seed))?;
         Ok(answer(verdict))
     }
 

@@ -287,7 +287,7 @@ impl Inner {
                 let response = send(&query.request, SEARCH_TIMEOUT, MAX_SEARCH_RESPONSE_BYTES as u64).await;
                 self.session
                     .borrow_mut()
-                    .complete_check(query, response, now(), &mut rng)
+                    .complete_check(query, response, now(), &mut rng)?
             }
         };
         Ok(api::verdict_json(&verdict))
@@ -345,7 +345,8 @@ impl Agent {
     /// Checks a URL: a promise of `{ kind, list?, expression?, fullHash?,
     /// stale, block }`, rejected with an `Error` whose `.kind` is
     /// `"invalid_input"` for a URL with no host (or not a string) and
-    /// `"not_ready"` before the first update.
+    /// `"not_ready"` while a list has no snapshot (before the first update),
+    /// unless the lists that have one confirm the URL unsafe.
     pub fn check(&self, url: JsValue) -> Promise {
         let inner = Rc::clone(&self.inner);
         future_to_promise(async move {

@@ -381,7 +381,9 @@ fn a_delta_chain_is_applied_whole_and_its_additions_are_found() {
         query.request.body.windows(2).any(|w| w == b"\"2"),
         "min_versions name 2"
     );
-    let verdict = session.complete_check(query, Ok(answer_for(&[added_expression()])), at(NOW), &mut rng);
+    let verdict = session
+        .complete_check(query, Ok(answer_for(&[added_expression()])), at(NOW), &mut rng)
+        .expect("verdict");
     assert!(verdict.is_unsafe(), "{verdict:?}");
 
     // With deltas applied, a rebase is unconditional.
@@ -434,7 +436,9 @@ fn a_listed_url_is_confirmed_by_full_hashes_and_then_answered_from_the_cache() {
     assert_eq!(body.min_versions, BTreeMap::from([("malware".to_owned(), 1)]));
 
     let response = answer(&query, &[LISTED_EXPRESSION], 300);
-    let verdict = session.complete_check(query, Ok(response), at(NOW), &mut rng);
+    let verdict = session
+        .complete_check(query, Ok(response), at(NOW), &mut rng)
+        .expect("verdict");
     let Verdict::Unsafe {
         list,
         expression,
@@ -468,13 +472,17 @@ fn an_answer_without_the_real_prefix_is_unverified_and_another_listed_hash_is_a_
     // expressions only if the path starts with it; `evil.example/` is not.
     let url = "http://evil.example/login/other.html";
     let query = need(session.check(url, at(NOW), &mut rng));
-    let verdict = session.complete_check(query, Ok(answer_for(&[])), at(NOW), &mut rng);
+    let verdict = session
+        .complete_check(query, Ok(answer_for(&[])), at(NOW), &mut rng)
+        .expect("verdict");
     // The answer holds no result for the real prefix: unverified, not safe.
     assert!(verdict.is_unverified(), "{verdict:?}");
 
     let query = need(session.check(url, at(NOW), &mut rng));
     let response = answer(&query, &["other.example/"], 60);
-    let verdict = session.complete_check(query, Ok(response), at(NOW), &mut rng);
+    let verdict = session
+        .complete_check(query, Ok(response), at(NOW), &mut rng)
+        .expect("verdict");
     // Only another full hash is listed under the prefix: a false prefix hit.
     assert_eq!(verdict, Verdict::Safe { stale: false });
 
@@ -492,7 +500,9 @@ fn a_miss_answer_is_safe_and_cached() {
     let mut rng = StdRng::seed_from_u64(9);
     let query = need(session.check(LISTED, at(NOW), &mut rng));
     let response = answer(&query, &[], 300);
-    let verdict = session.complete_check(query, Ok(response), at(NOW), &mut rng);
+    let verdict = session
+        .complete_check(query, Ok(response), at(NOW), &mut rng)
+        .expect("verdict");
     assert_eq!(verdict, Verdict::Safe { stale: false });
     assert_eq!(
         done(session.check(LISTED, at(NOW + 10), &mut rng)),
@@ -514,7 +524,9 @@ fn a_failed_full_hash_request_is_unverified_and_pauses_requests_for_retry_after(
         headers: vec![("Retry-After".into(), "600".into())],
         body: br#"{"error":{"code":"overloaded","message":"try later"}}"#.to_vec(),
     };
-    let verdict = session.complete_check(query, Ok(overloaded), at(NOW), &mut rng);
+    let verdict = session
+        .complete_check(query, Ok(overloaded), at(NOW), &mut rng)
+        .expect("verdict");
     let Verdict::Unverified { reason, block, .. } = &verdict else {
         panic!("{verdict:?}");
     };
@@ -541,7 +553,9 @@ fn a_failed_full_hash_request_is_unverified_and_pauses_requests_for_retry_after(
         reason: "connection refused".into(),
         timed_out: false,
     };
-    let verdict = session.complete_check(query, Err(lost), at(NOW + 601), &mut rng);
+    let verdict = session
+        .complete_check(query, Err(lost), at(NOW + 601), &mut rng)
+        .expect("verdict");
     assert!(verdict.is_unverified() && verdict.should_block());
     // Garbage, binary or JSON, is unverified too, never a panic.
     for (i, (content_type, body)) in [
@@ -555,7 +569,9 @@ fn a_failed_full_hash_request_is_unverified_and_pauses_requests_for_retry_after(
         let later = NOW + 100_000 * (i as u64 + 1);
         let query = need(session.check(LISTED, at(later), &mut rng));
         let response = ok(body, &[("content-type", content_type)]);
-        let verdict = session.complete_check(query, Ok(response), at(later), &mut rng);
+        let verdict = session
+            .complete_check(query, Ok(response), at(later), &mut rng)
+            .expect("verdict");
         assert!(
             matches!(
                 verdict,
@@ -668,6 +684,67 @@ fn checks_before_an_update_and_of_invalid_urls_are_errors() {
         let step = session.check(url, at(NOW), &mut rng);
         assert!(matches!(step, Err(Error::InvalidUrl { .. })), "{url:?}: {step:?}");
     }
+}
+
+/// A session subscribed to `malware` (version 1 loaded) and `phishing`
+/// (no snapshot: its download never answered).
+fn one_list_unready() -> Session {
+    let mut session = Session::new(SessionConfig {
+        lists: vec!["malware".into(), "phishing".into()],
+        ..config()
+    })
+    .expect("session");
+    let requests = session.update_requests();
+    let malware = requests
+        .iter()
+        .find(|r| &*r.list == "malware")
+        .expect("malware's request");
+    let update = session.handle_update_response(malware, ok(snapshot(1), &[]), at(NOW));
+    assert!(matches!(update, Ok(ListUpdate::Updated { .. })), "{update:?}");
+    session
+}
+
+#[test]
+fn a_list_without_a_snapshot_does_not_switch_the_others_off() {
+    let mut rng = StdRng::seed_from_u64(0);
+    // Confirmed unsafe on the loaded list: an answer, whatever the other
+    // list holds; the request asks for the loaded list's version only.
+    let mut session = one_list_unready();
+    let query = need(session.check(LISTED, at(NOW), &mut rng));
+    let request: FullHashSearchRequest = serde_json::from_slice(&query.request.body).expect("json");
+    assert_eq!(request.min_versions, BTreeMap::from([("malware".to_owned(), 1)]));
+    let verdict = session.complete_check(query, Ok(answer_for(&[LISTED_EXPRESSION])), at(NOW), &mut rng);
+    assert!(
+        matches!(&verdict, Ok(Verdict::Unsafe { list, .. }) if list == "malware"),
+        "{verdict:?}"
+    );
+    // From the cache, with no request.
+    let verdict = done(session.check(LISTED, at(NOW + 1), &mut rng));
+    assert!(verdict.is_unsafe(), "{verdict:?}");
+
+    // No hit, a refuted hit, an unverified hit: the list not probed may
+    // hold the URL, so none of them is an answer.
+    let not_ready = |result: &Result<Verdict, Error>| matches!(result, Err(Error::NotReady { list }) if list == "phishing");
+    let step = session.check("http://benign.example/", at(NOW), &mut rng);
+    assert!(
+        matches!(&step, Err(Error::NotReady { list }) if list == "phishing"),
+        "{step:?}"
+    );
+    let mut session = one_list_unready();
+    let query = need(session.check(LISTED, at(NOW), &mut rng));
+    let refuted = answer(&query, &[], 60);
+    let verdict = session.complete_check(query, Ok(refuted), at(NOW), &mut rng);
+    assert!(not_ready(&verdict), "{verdict:?}");
+    assert_eq!(session.stats().false_prefix_hits, 1);
+    let mut session = one_list_unready();
+    let query = need(session.check(LISTED, at(NOW), &mut rng));
+    let lost = Error::Transport {
+        url: query.request.url.clone(),
+        reason: "connection reset".into(),
+        timed_out: false,
+    };
+    let verdict = session.complete_check(query, Err(lost), at(NOW), &mut rng);
+    assert!(not_ready(&verdict), "{verdict:?}");
 }
 
 #[test]
@@ -854,7 +931,9 @@ fn mangled_responses_never_panic_roll_back_or_lose_a_listed_entry() {
             let mut response = ok(mutate(&good.body, &mut rng), &[]);
             response.headers = good.headers;
             response.status = [200, 200, 200, 429, 503][rng.gen_range(0..5)];
-            let _ = session.complete_check(query, Ok(response), at(NOW + round), &mut rng);
+            let _ = session
+                .complete_check(query, Ok(response), at(NOW + round), &mut rng)
+                .expect("verdict");
         }
     }
 }
