@@ -89,13 +89,14 @@ struct ListMeta {
     buckets_advertised: Option<u64>,
 }
 
-/// A snapshot whose write to the cache directory failed, kept to write it
+/// A snapshot whose write to the cache directory failed, or whose round
+/// was cancelled before the write's outcome was known, kept to write it
 /// again ([`ListMeta::unsaved`]).
 #[derive(Debug)]
 struct UnsavedSnapshot {
-    /// `None` when the write's task did not finish and took the bytes with
-    /// it: no chain is written until a later snapshot is.
-    bytes: Option<Vec<u8>>,
+    /// Shared with the write's task, which a cancelled round does not stop:
+    /// the bytes outlive both.
+    bytes: Arc<Vec<u8>>,
     floor: VersionFloor,
     etag: Option<String>,
 }
@@ -559,9 +560,10 @@ impl Lists {
             base: Some(state.base().floor()),
             etag,
         };
-        self.persist_chain(slot, chain.clone(), record).await;
         // The state is now the publisher's latest word, whatever its base
-        // came from.
+        // came from. In use first, then written, as a snapshot is: a round
+        // cancelled during the write leaves the whole chain in `meta`, to be
+        // written with the next one.
         slot.current.store(Some(Arc::new(Loaded {
             state,
             source: SnapshotSource::Network,
@@ -569,13 +571,14 @@ impl Lists {
         {
             let mut meta = lock(&slot.meta);
             meta.floor = Some(new_floor);
-            meta.chain = chain;
+            meta.chain.clone_from(&chain);
             meta.last_delta_error = None;
         }
         self.note_buckets(slot, new_version, buckets.as_deref());
         let counters = &self.shared.counters;
         Counters::add(&counters.deltas_applied, deltas as u64);
         Counters::add(&counters.delta_bytes, bytes.len() as u64);
+        self.persist_chain(slot, chain, record).await;
         tracing::info!(list = %slot.name, previous = version, version = new_version, deltas, additions, stale, "deltas applied");
         Ok(Some((
             ListUpdate::Updated {
@@ -752,7 +755,10 @@ impl Lists {
         let rebase = current.as_ref().is_some_and(|l| l.state.has_deltas());
         self.note_freshness(slot, &state, freshness.as_deref());
         let expired = state.is_stale(self.shared.now());
-        self.persist(slot, bytes, new_floor, new_etag.clone()).await;
+        // In use first, then written: protection does not wait for the
+        // disk, and a round cancelled during the write leaves the snapshot
+        // in use marked unsaved (`ListMeta::unsaved`), to be written again
+        // before a chain over it.
         slot.current.store(Some(Arc::new(Loaded {
             state,
             source: SnapshotSource::Network,
@@ -760,7 +766,7 @@ impl Lists {
         {
             let mut meta = lock(&slot.meta);
             meta.floor = Some(new_floor);
-            meta.etag = new_etag;
+            meta.etag.clone_from(&new_etag);
             meta.chain = Vec::new();
         }
         self.note_buckets(slot, version, buckets.as_deref());
@@ -768,6 +774,7 @@ impl Lists {
         if rebase {
             Counters::bump(&self.shared.counters.rebases);
         }
+        self.persist(slot, Arc::new(bytes), new_floor, new_etag).await;
         if expired {
             // Newer than the one in use (the floor saw to that), so it can
             // only add protection; stale, so the host sees the freeze or

@@ -286,6 +286,13 @@ impl WriteOrder {
         self.next.fetch_add(1, Ordering::Relaxed) + 1
     }
 
+    /// Holds every write of the list until the guard is dropped (tests: a
+    /// write whose outcome is not known yet).
+    #[cfg(test)]
+    pub(crate) fn hold(&self) -> std::sync::MutexGuard<'_, u64> {
+        self.written.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// Runs `write` unless a later ticket's write already ran (then `Ok`:
     /// the disk holds something newer).
     pub(crate) fn write(&self, ticket: u64, write: impl FnOnce() -> Result<(), Error>) -> Result<(), Error> {

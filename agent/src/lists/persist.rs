@@ -12,23 +12,17 @@ use crate::shared::lock;
 use crate::stats::Counters;
 
 /// Marks a list's snapshot as not on disk if the round writing it is
-/// cancelled before the write's outcome is known: no chain is written over
-/// it until a later snapshot is.
+/// cancelled before the write's outcome is known: it is written again
+/// (after that write, in the list's write order) before a chain over it.
 struct MarkIfCancelled<'a> {
     slot: &'a ListSlot,
-    floor: VersionFloor,
-    etag: Option<String>,
-    armed: bool,
+    unsaved: Option<UnsavedSnapshot>,
 }
 
 impl Drop for MarkIfCancelled<'_> {
     fn drop(&mut self) {
-        if self.armed {
-            lock(&self.slot.meta).unsaved = Some(UnsavedSnapshot {
-                bytes: None,
-                floor: self.floor,
-                etag: self.etag.take(),
-            });
+        if let Some(unsaved) = self.unsaved.take() {
+            lock(&self.slot.meta).unsaved = Some(unsaved);
         }
     }
 }
@@ -47,11 +41,13 @@ impl Lists {
         let unsaved = lock(&slot.meta)
             .unsaved
             .as_ref()
-            .map(|u| (u.bytes.clone(), u.floor, u.etag.clone()));
+            .map(|u| (Arc::clone(&u.bytes), u.floor, u.etag.clone()));
         if let Some((bytes, floor, etag)) = unsaved {
-            let Some(bytes) = bytes else {
+            if record.base.is_some_and(|base| base != floor) {
+                // Not the chain's base (not possible today: a snapshot is
+                // in use before it is written): write nothing over it.
                 return;
-            };
+            }
             if !self.persist(slot, bytes, floor, etag).await {
                 return;
             }
@@ -77,7 +73,7 @@ impl Lists {
     pub(super) async fn persist(
         &self,
         slot: &ListSlot,
-        bytes: Vec<u8>,
+        bytes: Arc<Vec<u8>>,
         floor: VersionFloor,
         etag: Option<String>,
     ) -> bool {
@@ -92,25 +88,22 @@ impl Lists {
         };
         let list = slot.name.clone();
         let (order, ticket) = (Arc::clone(&slot.writes), slot.writes.ticket());
+        let unsaved = UnsavedSnapshot {
+            bytes: Arc::clone(&bytes),
+            floor,
+            etag,
+        };
         let mut cancelled = MarkIfCancelled {
             slot,
-            floor,
-            etag: etag.clone(),
-            armed: true,
+            unsaved: Some(unsaved),
         };
-        let result = tokio::task::spawn_blocking(move || {
-            let saved = order.write(ticket, || store.save(&list, &bytes, &record));
-            (saved, bytes)
-        })
-        .await;
-        cancelled.armed = false;
-        let (result, bytes) = match result {
-            Ok((saved, bytes)) => (Ok(saved), Some(bytes)),
-            Err(join) => (Err(join), None),
-        };
+        let result =
+            tokio::task::spawn_blocking(move || order.write(ticket, || store.save(&list, &bytes, &record)))
+                .await;
+        let unsaved = cancelled.unsaved.take();
         let saved = matches!(result, Ok(Ok(())));
         self.persisted(slot, result);
-        lock(&slot.meta).unsaved = (!saved).then_some(UnsavedSnapshot { bytes, floor, etag });
+        lock(&slot.meta).unsaved = if saved { None } else { unsaved };
         saved
     }
 
@@ -127,5 +120,102 @@ impl Lists {
         tracing::warn!(list = %slot.name, %error, "cannot persist snapshot");
         Counters::bump(&self.shared.counters.persist_failures);
         lock(&slot.meta).last_storage_error = Some(error);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::future::Future;
+    use std::pin::pin;
+    use std::task::{Context, Waker};
+
+    use blocksieve_format::SigningKey;
+
+    use super::*;
+    use crate::config::AgentBuilder;
+    use crate::shared::Shared;
+
+    fn floor(version: u64) -> VersionFloor {
+        VersionFloor {
+            version,
+            body_sha256: [version as u8; 32],
+        }
+    }
+
+    /// A snapshot write whose round is cancelled before its outcome is
+    /// known (a host's timeout around `update()`) used to leave a marker
+    /// without the bytes, and no chain was written until the next whole
+    /// snapshot: up to 2,048 deltas never reached the disk, and a restart
+    /// came back on the old base. The bytes are now kept: the snapshot is
+    /// written again, then the chain over it.
+    #[tokio::test]
+    async fn a_snapshot_whose_round_was_cancelled_is_written_again_before_a_chain() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let key = SigningKey::from_secret_bytes([7; 32]).public_key().clone();
+        let (settings, client) = AgentBuilder::new("http://127.0.0.1:9".into())
+            .list("malware")
+            .trusted_key(key)
+            .cache_dir(dir.path())
+            .validate()
+            .expect("settings");
+        let shared = Arc::new(Shared::new(
+            client,
+            settings.base_urls.clone(),
+            Arc::clone(&settings.time),
+        ));
+        let lists = Lists::new(&settings, shared);
+        let slot = lists.slot("malware").expect("slot");
+        let store = lists.store.as_ref().expect("store");
+
+        // The write cannot finish while the list's writes are held: polled
+        // once, then dropped, as a cancelled round is.
+        let held = slot.writes.hold();
+        {
+            let write = pin!(lists.persist(slot, Arc::new(b"base 2".to_vec()), floor(2), None));
+            let pending = write.poll(&mut Context::from_waker(Waker::noop()));
+            assert!(pending.is_pending());
+        }
+        let unsaved = lock(&slot.meta)
+            .unsaved
+            .as_ref()
+            .map(|u| (u.bytes.to_vec(), u.floor));
+        assert_eq!(unsaved, Some((b"base 2".to_vec(), floor(2))));
+        drop(held);
+
+        // The next chain writes the base again (after the late write, in
+        // the list's order), then the chain and its record.
+        let record = |end: u64, base: u64| ListRecord {
+            list: "malware".into(),
+            floor: floor(end),
+            base: Some(floor(base)),
+            etag: None,
+        };
+        lists.persist_chain(slot, b"chain 3".to_vec(), record(3, 2)).await;
+        assert_eq!(
+            std::fs::read(store.snapshot_path("malware")).ok(),
+            Some(b"base 2".to_vec())
+        );
+        assert_eq!(
+            std::fs::read(store.chain_path("malware")).ok(),
+            Some(b"chain 3".to_vec())
+        );
+        assert!(lock(&slot.meta).unsaved.is_none());
+
+        // An unsaved snapshot that is not the chain's base: nothing is
+        // written over it.
+        lock(&slot.meta).unsaved = Some(UnsavedSnapshot {
+            bytes: Arc::new(b"base 5".to_vec()),
+            floor: floor(5),
+            etag: None,
+        });
+        lists.persist_chain(slot, b"chain 4".to_vec(), record(4, 2)).await;
+        assert_eq!(
+            std::fs::read(store.snapshot_path("malware")).ok(),
+            Some(b"base 2".to_vec())
+        );
+        assert_eq!(
+            std::fs::read(store.chain_path("malware")).ok(),
+            Some(b"chain 3".to_vec())
+        );
     }
 }
