@@ -197,7 +197,8 @@ impl Agent {
     /// # Errors
     ///
     /// Only when some list still has no snapshot at all after this round,
-    /// so that [`Agent::check_url`] cannot answer yet: the error is that
+    /// so that [`Agent::check_url`] answers only confirmed unsafe URLs yet
+    /// (the rest are [`Error::NotReady`]): the error is that
     /// list's failure (the first such list's, if several). Lists that did
     /// update in the same round keep their new snapshot. When every list has
     /// a filter the result is `Ok`, even if some updates failed: check
@@ -264,7 +265,9 @@ impl Agent {
     /// are still probed and confirmed: a URL they confirm unsafe is
     /// [`Verdict::Unsafe`], so one unreachable list does not switch the
     /// others off for hosts that let errors through. Any other outcome is
-    /// [`Error::NotReady`]: the list not probed may hold the URL.
+    /// [`Error::NotReady`]: the list not probed may hold the URL (an
+    /// unverified hit too, so a host under [`FailurePolicy::FailClosed`]
+    /// should block on `NotReady` as well).
     ///
     /// # Errors
     ///
@@ -285,18 +288,50 @@ impl Agent {
             .into_iter()
             .map(|url| {
                 let (local, unready) = inner.lists.lookup_loaded(url.as_ref(), now)?;
-                if local.is_empty()
-                    && let Some(list) = unready
-                {
-                    return Err(Error::NotReady {
-                        list: list.to_string(),
-                    });
+                if !local.snapshot_versions.is_empty() {
+                    // Probed against at least one filter.
+                    Counters::bump(&counters.lookups);
                 }
-                Counters::bump(&counters.lookups);
-                if !local.is_empty() {
+                if local.is_empty() {
+                    if let Some(list) = unready {
+                        return Err(Error::NotReady {
+                            list: list.to_string(),
+                        });
+                    }
+                } else {
                     Counters::bump(&counters.prefix_hits);
                 }
                 Ok((local, unready))
+            })
+            .collect();
+        // The versions probed (or newer): answers must be at least as new,
+        // or a listed URL the older data lacks would pass as safe. Read
+        // after every probe: a list gets a snapshot, never loses it, so each
+        // list any URL probed is named.
+        let versions: Versions = if locals.iter().flatten().any(|(local, _)| !local.is_empty()) {
+            inner
+                .lists
+                .names()
+                .filter_map(|name| Some((name.to_owned(), inner.lists.version(name)?)))
+                .collect()
+        } else {
+            Versions::new()
+        };
+        // A URL probed while a list had no snapshot that has one now: its
+        // request prefixes were sized without that list, which the request
+        // names now (the publisher counts that list's bucket under them and
+        // could refuse the whole request). It was not probed against that
+        // list either: not ready, and not asked.
+        let locals: Vec<Result<Probed, Error>> = locals
+            .into_iter()
+            .map(|probed| match probed {
+                Ok((_, Some(list))) if versions.contains_key(&*list) => {
+                    Counters::bump(&counters.unverified);
+                    Err(Error::NotReady {
+                        list: list.to_string(),
+                    })
+                }
+                other => other,
             })
             .collect();
         let needed: BTreeSet<RequestPrefix> = locals
@@ -307,13 +342,6 @@ impl Agent {
         let answers = if needed.is_empty() {
             HashMap::new()
         } else {
-            // The versions probed (or newer): answers must be at least as
-            // new, or a listed URL the older data lacks would pass as safe.
-            let versions: Versions = inner
-                .lists
-                .names()
-                .filter_map(|name| Some((name.to_owned(), inner.lists.version(name)?)))
-                .collect();
             // Immutable buckets only for exactly these versions, of every list.
             let buckets = inner.lists.buckets_advertised(&versions);
             let listed = inner.lists.full_hashes_held();

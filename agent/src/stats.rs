@@ -15,10 +15,13 @@ use crate::Error;
 /// and is not counted). Every URL check with a prefix hit ends as exactly one
 /// of confirmed unsafe, false prefix hit or unverified, so
 /// `confirmed_unsafe + false_prefix_hits + unverified == prefix_hits`.
+/// While a list has no snapshot, URLs are probed against the others and
+/// counted as such: their hits end as above, but only a confirmed one is
+/// answered (unsafe); the others are [`Error::NotReady`](crate::Error::NotReady).
 #[non_exhaustive]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Stats {
-    /// Valid URLs checked against the local filters.
+    /// Valid URLs checked against the local filters (at least one list's).
     pub lookups: u64,
     /// URL checks in which at least one expression's hash prefix hit a
     /// local filter.
@@ -50,10 +53,12 @@ pub struct Stats {
     /// verdict unsafe.
     pub confirmed_unsafe: u64,
     /// URL checks whose prefix hits were all refuted by the full hashes:
-    /// filter false positives or prefix collisions, verdict safe.
+    /// filter false positives or prefix collisions, verdict safe (or
+    /// `NotReady` while a list has no snapshot).
     pub false_prefix_hits: u64,
     /// URL checks with a prefix hit whose full hashes could not be obtained:
-    /// verdict unverified.
+    /// verdict unverified (or `NotReady` while a list has no snapshot, or
+    /// when one got its snapshot during the check).
     pub unverified: u64,
     /// Full hashes in answers that were ignored because they do not start
     /// with the prefix they were listed under (or are not hashes).

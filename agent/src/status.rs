@@ -38,7 +38,8 @@ impl Status {
         self.lists.iter().find(|l| l.name == name)
     }
 
-    /// Whether every list has a snapshot, so that URL checks can answer.
+    /// Whether every list has a snapshot, so that every URL check can
+    /// answer (until then only a URL the lists loaded confirm unsafe is).
     pub fn is_ready(&self) -> bool {
         self.lists.iter().all(|l| l.version.is_some())
     }

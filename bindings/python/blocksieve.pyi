@@ -29,7 +29,7 @@ class TransportError(BlocksieveError):
     """A request to the publisher failed or got an HTTP error; retry later."""
 
 class NotReadyError(BlocksieveError):
-    """A threat list has no snapshot yet; run ``update()`` first."""
+    """A threat list has no snapshot yet (and the others do not confirm the URL unsafe); run ``update()`` first."""
 
 class InvalidUrlError(BlocksieveError):
     """The URL cannot be canonicalized (it names no host)."""

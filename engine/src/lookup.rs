@@ -120,9 +120,9 @@ pub struct LocalLookup {
     /// Every (list, expression) whose prefix hit, in expression order (the
     /// exact URL first), then in list order.
     pub hits: Vec<PrefixHit>,
-    /// The snapshot version each list's state stands for (its base's, or
-    /// its last delta's), in subscription order: no entry of these versions
-    /// is missed.
+    /// The snapshot version each probed list's state stands for (its
+    /// base's, or its last delta's), in subscription order, skipping a list
+    /// with no snapshot (not probed): no entry of these versions is missed.
     pub snapshot_versions: SnapshotVersions,
     /// Whether any probed snapshot had expired: the answer may miss entries
     /// listed since.
@@ -208,8 +208,11 @@ impl LocalLookup {
     }
 }
 
-/// The snapshot versions a [`LocalLookup`] probed, one per subscribed list
-/// in subscription order (as a slice: `versions[0]` is the first list's).
+/// The snapshot versions a [`LocalLookup`] probed, one per list probed, in
+/// subscription order (as a slice: `versions[0]` is the first probed list's;
+/// a list with no snapshot is not probed, and
+/// `blocksieve_agent::Agent::lookup_local` answers only once every list has
+/// one).
 /// Up to four are held inline: a check allocates nothing for them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SnapshotVersions(SmallVec<[u64; 4]>);

@@ -25,6 +25,8 @@
 //!   [`ListUpdate::NeedSnapshot`] with the snapshot request to make in the
 //!   same round.
 //! * **Checks.** [`Session::check`] canonicalizes a URL, probes every list
+//!   that has a snapshot (while one has none, only a URL the others
+//!   confirm unsafe is answered; the rest are [`Error::NotReady`])
 //!   and answers from the full-hash cache where it can
 //!   ([`CheckStep::Done`]); otherwise it returns a [`FullHashQuery`] carrying
 //!   one `POST /v1/hashes:search` (the real request prefixes plus noise,
@@ -223,7 +225,10 @@ impl Default for SessionConfig {
 /// Counters of a session, since it was made.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SessionStats {
-    /// URLs checked (valid ones, with every list loaded).
+    /// Valid URLs probed against at least one list's filter (while a list
+    /// has no snapshot, against the others: the outcome counters below
+    /// then describe those lists' hits, and the check answers
+    /// [`Error::NotReady`] unless one is confirmed).
     pub lookups: u64,
     /// Checks with at least one local prefix hit.
     pub prefix_hits: u64,
@@ -632,13 +637,15 @@ impl Session {
             hashes.set(url)?;
         }
         let (local, unready) = self.probe(&hashes, now);
+        if !local.snapshot_versions.is_empty() {
+            // Probed against at least one filter.
+            self.stats.lookups += 1;
+        }
         if local.is_empty() {
             // No hit on the lists probed: safe only if every list was.
             let verdict = lookup::unless_unready(Verdict::Safe { stale: local.stale }, unready.as_ref())?;
-            self.stats.lookups += 1;
             return Ok(CheckStep::Done(verdict));
         }
-        self.stats.lookups += 1;
         self.stats.prefix_hits += 1;
         // The versions of the lists probed (a list with no snapshot has
         // none, and `snapshot_versions` skips it).

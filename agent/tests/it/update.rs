@@ -315,6 +315,13 @@ async fn update_fails_while_a_list_has_no_snapshot() {
         matches!(&verdicts[1], Err(Error::NotReady { .. })),
         "{verdicts:?}"
     );
+    // Three URLs probed against malware's filter, one hit, confirmed.
+    let stats = agent.stats();
+    assert_eq!(
+        (stats.lookups, stats.prefix_hits, stats.confirmed_unsafe),
+        (3, 1, 1),
+        "{stats:?}"
+    );
     // The local probe alone still refuses: its hits are not the whole answer.
     assert!(matches!(agent.lookup_local(LISTED), Err(Error::NotReady { .. })));
 

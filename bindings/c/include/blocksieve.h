@@ -64,7 +64,8 @@ typedef enum blocksieve_status {
     // The URL cannot be canonicalized: it names no host. It is neither safe
     // nor unsafe; report it to whoever supplied it.
     BLOCKSIEVE_INVALID_URL = 2,
-    // A threat list has no snapshot yet, so the agent cannot answer: run
+    // A threat list has no snapshot yet, and the lists that have one do
+    // not confirm the URL unsafe, so the agent cannot answer: run
     // `blocksieve_agent_update` first.
     BLOCKSIEVE_NOT_READY = 3,
     // The publisher (or the caller, for `blocksieve_snapshot_verify`) gave
@@ -256,7 +257,7 @@ typedef struct blocksieve_list_status {
     char name[BLOCKSIEVE_LIST_NAME_CAPACITY];
     // Whether the list has a snapshot; when false, `version`, `created_at`,
     // `expires_at` and `age_seconds` are 0 and checks answer
-    // `BLOCKSIEVE_NOT_READY`.
+    // `BLOCKSIEVE_NOT_READY` (unless another list confirms the URL unsafe).
     bool has_snapshot;
     // The version the list's filter stands for (its snapshot's, or that of
     // the last delta applied to it).

@@ -28,7 +28,7 @@ create_exception!(
     blocksieve,
     NotReadyError,
     BlocksieveError,
-    "A threat list has no snapshot yet, so no URL can be checked. Run update() first."
+    "A threat list has no snapshot yet, so a URL can be answered only if the other lists confirm it unsafe. Run update() first."
 );
 create_exception!(
     blocksieve,
