@@ -99,10 +99,7 @@ impl Session {
     /// [`Error::InvalidSetting`] for a list not subscribed; the snapshot's
     /// errors ([`Error::Decode`], [`Error::WrongList`], [`Error::Rollback`]):
     /// discard what was kept, the list stays without a state, and the next
-    /// update downloads the snapshot. The record's floor (if it can be read)
-    /// is still held against a rollback by that download, as the Rust agent
-    /// holds it when its cached snapshot is quarantined: nothing newer can
-    /// be proven then, but nothing older should be taken either.
+    /// update downloads the snapshot.
     pub fn restore(&mut self, saved: &SavedList, now: SystemTime) -> Result<Restored, Error> {
         let Some(index) = self.slots.iter().position(|s| *s.name == *saved.list) else {
             return Err(Error::InvalidSetting {
@@ -126,7 +123,6 @@ impl Session {
             &self.limits,
         );
         if let Some(error) = restored.snapshot_error {
-            self.slots[index].floor = restored.floor;
             return Err(error);
         }
         let Some(state) = restored.state else {

@@ -1150,35 +1150,6 @@ fn saved_bytes_that_do_not_verify_are_refused_and_nothing_replaces_a_download() 
         Err(Error::Rollback { .. })
     ));
 
-    // A snapshot refused at restore leaves the record's floor held against
-    // a rollback by the next download (as the agent's cache directory
-    // does): older is refused, newer taken.
-    let mut corrupt_newer = forged.clone();
-    corrupt_newer.record = newer.to_bytes();
-    let mut restarted = Session::new(config()).expect("session");
-    let refused = restarted.restore(&corrupt_newer, at(NOW));
-    assert!(matches!(refused, Err(Error::Decode { .. })), "{refused:?}");
-    let [request] = restarted.update_requests().try_into().expect("one request");
-    let update = restarted.handle_update_response(&request, ok(snapshot(1), &[]), at(NOW));
-    assert!(
-        matches!(
-            update,
-            Err(Error::Rollback {
-                trusted_version: 5,
-                new_version: 1,
-                ..
-            })
-        ),
-        "{update:?}"
-    );
-    assert_eq!(restarted.version("malware"), None);
-    let [request] = restarted.update_requests().try_into().expect("one request");
-    let update = restarted.handle_update_response(&request, ok(snapshot(6), &[]), at(NOW));
-    assert!(
-        matches!(update, Ok(ListUpdate::Updated { version: 6, .. })),
-        "{update:?}"
-    );
-
     // A record that cannot be read is ignored; the snapshot still verifies.
     let mut unreadable = saved.clone();
     unreadable.record = b"{".to_vec();
