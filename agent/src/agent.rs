@@ -317,7 +317,8 @@ impl Agent {
         } else {
             Versions::new()
         };
-        // A URL probed while a list had no snapshot that has one now: its
+        // A URL probed while a list had no snapshot that has one now (any
+        // such list: the versions name more lists than it probed): its
         // request prefixes were sized without that list, which the request
         // names now (the publisher counts that list's bucket under them and
         // could refuse the whole request). It was not probed against that
@@ -325,7 +326,7 @@ impl Agent {
         let locals: Vec<Result<Probed, Error>> = locals
             .into_iter()
             .map(|probed| match probed {
-                Ok((_, Some(list))) if versions.contains_key(&*list) => {
+                Ok((local, Some(list))) if local.snapshot_versions.len() < versions.len() => {
                     Counters::bump(&counters.unverified);
                     Err(Error::NotReady {
                         list: list.to_string(),

@@ -357,6 +357,7 @@ impl Lists {
     /// outcome (counted and recorded in the list's status) and the
     /// publisher's next-check hint.
     async fn update_list_locked(&self, slot: &ListSlot) -> (ListUpdate, Option<Duration>) {
+        self.persist_unsaved(slot).await;
         match self.fetch_and_apply(slot).await {
             Ok((outcome, hint)) => {
                 let mut meta = lock(&slot.meta);

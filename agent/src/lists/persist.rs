@@ -45,7 +45,18 @@ impl Lists {
         if let Some((bytes, floor, etag)) = unsaved {
             if record.base.is_some_and(|base| base != floor) {
                 // Not the chain's base (not possible today: a snapshot is
-                // in use before it is written): write nothing over it.
+                // in use before it is written): write nothing over it, and
+                // say so.
+                let error = Error::Storage {
+                    path: self.cache_dir.clone().unwrap_or_default(),
+                    reason: format!(
+                        "the snapshot not yet written (version {}) is not the base of the chain (version {}): chain not written",
+                        floor.version,
+                        record.base.map_or(0, |b| b.version)
+                    ),
+                };
+                tracing::warn!(list = %slot.name, %error, "cannot persist chain");
+                lock(&slot.meta).last_storage_error = Some(error);
                 return;
             }
             if !self.persist(slot, bytes, floor, etag).await {
@@ -62,6 +73,38 @@ impl Lists {
         })
         .await;
         self.persisted(slot, result);
+    }
+
+    /// Writes again the snapshot in use if it is not on disk (its write
+    /// failed, or its round was cancelled mid-write), with the chain applied
+    /// since, if any: at the start of every round, so that a list whose
+    /// next rounds bring nothing new (`304`, an empty chain) is still saved.
+    pub(super) async fn persist_unsaved(&self, slot: &ListSlot) {
+        let (unsaved, chain, etag) = {
+            let meta = lock(&slot.meta);
+            let unsaved = meta
+                .unsaved
+                .as_ref()
+                .map(|u| (Arc::clone(&u.bytes), u.floor, u.etag.clone()));
+            (unsaved, meta.chain.clone(), meta.etag.clone())
+        };
+        let Some((bytes, floor, snapshot_etag)) = unsaved else {
+            return;
+        };
+        let record = slot.current.load().as_ref().and_then(|loaded| {
+            (loaded.state.has_deltas() && !chain.is_empty()).then(|| ListRecord {
+                list: slot.name.to_string(),
+                floor: loaded.state.floor(),
+                base: Some(loaded.state.base().floor()),
+                etag,
+            })
+        });
+        match record {
+            Some(record) => self.persist_chain(slot, chain, record).await,
+            None => {
+                self.persist(slot, bytes, floor, snapshot_etag).await;
+            }
+        }
     }
 
     /// Writes an accepted snapshot and its floor to the cache directory, if
@@ -217,5 +260,27 @@ mod tests {
             std::fs::read(store.chain_path("malware")).ok(),
             Some(b"chain 3".to_vec())
         );
+        assert!(matches!(
+            lock(&slot.meta).last_storage_error.take(),
+            Some(Error::Storage { reason, .. }) if reason.contains("not the base of the chain")
+        ));
+        lock(&slot.meta).unsaved = None;
+
+        // A write that fails (a directory where the file goes) is written
+        // again at the start of the next round, whatever that round brings.
+        let snapshot = store.snapshot_path("malware");
+        std::fs::remove_file(&snapshot).expect("remove");
+        std::fs::create_dir_all(snapshot.join("blocker")).expect("blocker");
+        assert!(
+            !lists
+                .persist(slot, Arc::new(b"base 7".to_vec()), floor(7), None)
+                .await
+        );
+        lists.persist_unsaved(slot).await;
+        assert!(lock(&slot.meta).unsaved.is_some(), "the disk still refuses it");
+        std::fs::remove_dir_all(&snapshot).expect("unblock");
+        lists.persist_unsaved(slot).await;
+        assert_eq!(std::fs::read(&snapshot).ok(), Some(b"base 7".to_vec()));
+        assert!(lock(&slot.meta).unsaved.is_none());
     }
 }
