@@ -268,6 +268,10 @@ pub struct BuildRequest<'a> {
     pub list: &'a ListConfig,
     /// Header of the snapshot currently served, if any.
     pub previous: Option<&'a SnapshotHeader>,
+    /// The version this build must pass besides `previous`'s (0: none): the
+    /// store's newest generation when it is not the one served (its
+    /// objects did not load), which publishing refuses to go below.
+    pub after_version: u64,
     /// Build time, Unix seconds.
     pub now: u64,
     /// Snapshot lifetime: the snapshot expires this long after `now`.
@@ -667,8 +671,10 @@ pub fn read_sources(
 /// caller's [`BuildRequest::spill`]) and reads no clock but its stage
 /// timers.
 ///
-/// The new version is `max(previous + 1, now)`, so versions keep increasing
-/// even if the data directory is lost.
+/// The new version is `max(previous + 1, after_version + 1, now)`: it
+/// increases from build to build, and after a data directory or store is
+/// lost it starts again from the clock, which is then above every earlier
+/// version only if no earlier build's clock (or `--now`) ran ahead.
 ///
 /// # Errors
 ///
@@ -753,7 +759,10 @@ pub fn build_snapshot(req: &BuildRequest<'_>, read: ReadSources) -> Result<Built
         })?;
     timings.add("filter", started_filter.elapsed());
     let started_canary = Instant::now();
-    let version = req.previous.map_or(req.now, |p| req.now.max(p.version + 1));
+    let version = req
+        .previous
+        .map_or(req.now, |p| req.now.max(p.version + 1))
+        .max(req.after_version.saturating_add(1));
     let measured_fpr = measure_fpr(&filter, &keys, key_bits, CANARY_PROBES, version);
     timings.add("canary", started_canary.elapsed());
     let n = keys.len() as u64;
@@ -908,6 +917,7 @@ pub(crate) mod testing {
         let request = BuildRequest {
             list: &list,
             previous: None,
+            after_version: 0,
             now,
             ttl: Duration::from_secs(3600),
             probe: PeakRssProbe::NONE,

@@ -10,7 +10,7 @@ use arc_swap::ArcSwapOption;
 use blocksieve_format::api::{AllowStatus, BuildStatus, SourceStatus};
 use blocksieve_format::{SigningKey, SnapshotHeader, TrustedKey};
 
-use crate::build::{self, BuildRequest, LoadedSource, SourceUpdate};
+use crate::build::{self, BuildRequest, LoadedSource};
 use crate::config::schedule;
 use crate::config::{Config, Role, Settings};
 use crate::error::Error;
@@ -21,6 +21,9 @@ use crate::storage::spill::UnlessServed;
 use crate::storage::{self, LocalStorage, SourceCache, Storage};
 use crate::{listener, metrics, object_storage, server, status};
 
+use copies::PendingCopies;
+
+mod copies;
 mod daemon;
 mod fetching;
 mod watch;
@@ -575,6 +578,7 @@ impl Publisher {
         let request = BuildRequest {
             list,
             previous: previous.as_ref().map(|p| &p.header),
+            after_version: base.as_ref().map_or(0, |b| b.pointer.version),
             now: self.build_now(),
             ttl: inner.config.snapshot_ttl,
             key,
@@ -583,36 +587,31 @@ impl Publisher {
         };
         let mut updates = Vec::new();
         let read = build::read_sources(&list.name, loaded, request.now, request.probe, &mut updates);
-        // Each fresh source's copy, written while it was read, committed
-        // as its last good content (a rename in the data directory).
-        let mut source_cache = None;
+        // Each fresh source's copy, written while it was read, is committed
+        // as its last good content once this build is published or found
+        // unchanged (`copies`); metadata alone at once.
+        let mut copies = PendingCopies::default();
         for (i, update) in updates {
             let (cache, label) = &caches[i];
-            match update {
-                SourceUpdate::Store { copy, encoding, meta } => {
-                    let started = std::time::Instant::now();
-                    if let Err(e) = cache.store_staged(copy, encoding, &meta) {
-                        tracing::warn!(source = %label, error = %e, "could not cache source content");
+            let Some(meta) = copies.hold(i, update) else {
+                continue;
+            };
+            match cache.store_meta(&meta) {
+                // The status page shows what the next fetch sends: no
+                // validators once a refused copy's are dropped.
+                Ok(()) => {
+                    if let Ok(mut views) = slot.watch.sources.lock()
+                        && let Some(view) = views.get_mut(i)
+                    {
+                        view.validators = meta.validators;
                     }
-                    *source_cache.get_or_insert(Duration::ZERO) += started.elapsed();
                 }
-                SourceUpdate::Meta(meta) => match cache.store_meta(&meta) {
-                    // The status page shows what the next fetch sends: no
-                    // validators once a refused copy's are dropped.
-                    Ok(()) => {
-                        if let Ok(mut views) = slot.watch.sources.lock()
-                            && let Some(view) = views.get_mut(i)
-                        {
-                            view.validators = meta.validators;
-                        }
-                    }
-                    Err(e) => {
-                        tracing::warn!(source = %label, error = %e, "could not store the source's metadata");
-                    }
-                },
+                Err(e) => {
+                    tracing::warn!(source = %label, error = %e, "could not store the source's metadata");
+                }
             }
         }
-        let mut read = match read {
+        let read = match read {
             Ok(read) => read,
             Err(failure) => {
                 let build::ReadFailed { error, read } = *failure;
@@ -622,9 +621,6 @@ impl Publisher {
                 };
             }
         };
-        if let Some(took) = source_cache {
-            read.timings.add("source_cache", took);
-        }
         let built = match build::build_snapshot(&request, read) {
             Ok(b) => b,
             Err(e) => return failed(e),
@@ -656,11 +652,13 @@ impl Publisher {
                 }
                 slot.offer_freshness(freshness);
             }
+            let mut report = built.report;
+            report.timings.add("source_cache", copies.commit(caches));
             return ListBuildOutcome {
                 sources_read: None,
                 unchanged: true,
                 list: list.name.clone(),
-                report: Some(built.report),
+                report: Some(report),
                 result: Ok(prev.header.version),
             };
         }
@@ -714,6 +712,7 @@ impl Publisher {
         match published.map(|()| new_header) {
             Ok(header) => {
                 let version = header.version;
+                built.report.timings.add("source_cache", copies.commit(caches));
                 slot.serve(&inner.state.metrics, header, built.snapshot, built.hashes, chain);
                 if let Some(freshness) = freshness {
                     slot.offer_freshness(freshness);

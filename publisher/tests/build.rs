@@ -50,6 +50,7 @@ fn a_build_from_feed_bytes_in_memory_decodes_and_holds_the_feed_full_hashes() {
     let request = BuildRequest {
         list: &list,
         previous: None,
+        after_version: 0,
         now: NOW,
         ttl: Duration::from_secs(3600),
         probe: PeakRssProbe::NONE,
@@ -158,6 +159,7 @@ async fn fetch_and_build(config: SourceConfig) -> (Vec<FullHash>, String) {
     let request = BuildRequest {
         list: &list,
         previous: None,
+        after_version: 0,
         now: NOW,
         ttl: Duration::from_secs(3600),
         probe: PeakRssProbe::NONE,

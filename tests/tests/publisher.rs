@@ -758,6 +758,21 @@ async fn gates_refuse_empty_and_shrunken_lists_and_force_overrides_once() {
     assert!(!status.ok);
     assert!(p.state().metrics.render().contains("gate=\"max_shrink\""));
 
+    // The refused content did not become the source's last good content:
+    // when the feed then fails, the build falls back to what was published
+    // (unchanged), not to the 90 URLs (refused again, and --force would
+    // have published them). Then the shrunken feed is refused again.
+    feed.set(|r| r.status = 500);
+    let o = p.build_list(0).await;
+    assert!(
+        o.unchanged && matches!(o.result, Ok(v) if v == v1),
+        "{:?}",
+        o.result
+    );
+    feed.set(|r| r.status = 200);
+    let o = p.build_list(0).await;
+    assert!(matches!(&o.result, Err(Error::Refused { .. })), "{:?}", o.result);
+
     // --force publishes it once; the next shrink is refused again.
     p.force_next_build();
     let forced = p.build_list(0).await.result.unwrap();
@@ -1399,4 +1414,74 @@ async fn builds_are_reproducible_byte_for_byte() {
         digests, expected,
         "list, snapshot bytes, SHA-256 of the snapshot, SHA-256 of the full hashes"
     );
+}
+
+/// The store's newest generation can be one whose objects no longer load (a
+/// builder whose clock ran ahead published it, then its snapshot was lost):
+/// a publisher then serves the generation before it, and its next build
+/// must still pass the newest one's version, which publishing refuses to go
+/// below. Before, the version followed the served one only, and every build
+/// failed until the clock passed the lost generation's version.
+#[tokio::test]
+async fn a_build_passes_the_newest_generation_even_when_it_cannot_be_loaded() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let feed = dir.path().join("feed.txt");
+    let write_feed = |count: usize| {
+        let lines: Vec<String> = (0..count)
+            .map(|i| format!("http://listed-{i}.example/login"))
+            .collect();
+        std::fs::write(&feed, lines.join("\n")).unwrap();
+    };
+    let lists = || {
+        vec![ListConfig::new(
+            "urls",
+            vec![SourceConfig::file(feed.clone(), SourceFormat::Urls)],
+        )]
+    };
+    let built = |p: &Publisher| {
+        let served = p.state().lists[0].current.load_full();
+        served.map(|s| s.header.version)
+    };
+
+    write_feed(100);
+    let p = publisher_with(&data, lists());
+    p.set_build_time(1_800_000_000);
+    assert!(p.build_list(0).await.result.is_ok());
+    write_feed(110);
+    p.set_build_time(1_900_000_000);
+    assert!(p.build_list(0).await.result.is_ok());
+    assert_eq!(built(&p), Some(1_900_000_000));
+    drop(p);
+
+    // The newest generation's snapshot is lost.
+    let lost = format!("{:020}-", 1_900_000_000u64);
+    let mut found = Vec::new();
+    let mut dirs = vec![data.clone()];
+    while let Some(d) = dirs.pop() {
+        for entry in std::fs::read_dir(&d).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.file_name().is_some_and(|n| {
+                let n = n.to_string_lossy();
+                n.starts_with(&lost) && n.ends_with(".snapshot")
+            }) {
+                found.push(path);
+            }
+        }
+    }
+    assert_eq!(found.len(), 1, "{found:?}");
+    std::fs::remove_file(&found[0]).unwrap();
+
+    // Reopened with a clock behind that version: it serves the one before,
+    // and builds past the newest.
+    write_feed(120);
+    let p = publisher_with(&data, lists());
+    assert_eq!(built(&p), Some(1_800_000_000));
+    p.set_build_time(1_850_000_000);
+    let outcome = p.build_list(0).await;
+    assert!(outcome.result.is_ok(), "{:?}", outcome.result);
+    assert_eq!(built(&p), Some(1_900_000_001));
 }
