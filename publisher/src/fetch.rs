@@ -117,16 +117,37 @@ fn decoded_head(head: &[u8], complete: bool) -> Result<Vec<u8>, String> {
     }
 }
 
-/// Checks fetched content: its size as received, and that it is no HTML
-/// page (by its start, decompressed).
+/// Checks fetched content: its size as received, and that it is UTF-8
+/// text and no HTML page (by its start, decompressed).
 fn check_content(size: u64, head: &[u8], complete: bool, source: &SourceConfig) -> Result<(), String> {
     if size > source.max_bytes {
         return Err(format!("{size} bytes exceeds max_bytes = {}", source.max_bytes));
     }
-    if looks_like_html(&decoded_head(head, complete)?) {
+    let head = decoded_head(head, complete)?;
+    if looks_like_html(&head) {
         return Err("response is an HTML page, not a list".to_owned());
     }
+    if let Some(why) = not_utf8_text(&head) {
+        return Err(why.to_owned());
+    }
     Ok(())
+}
+
+/// Why content starting with `head` (decompressed) cannot be read as UTF-8
+/// text, if it cannot: a UTF-16 or UTF-32 byte-order mark, or a NUL byte
+/// (UTF-16 or UTF-32 without one, or a binary file). Read as UTF-8, such a
+/// list gives one entry of junk per line (a NUL between every letter,
+/// percent-escaped into the host), none of them a listed URL, and as many
+/// entries as before: the shrink gate would not see it.
+fn not_utf8_text(head: &[u8]) -> Option<&'static str> {
+    if head.starts_with(b"\xFF\xFE") || head.starts_with(b"\xFE\xFF") || head.starts_with(b"\0\0\xFE\xFF") {
+        return Some(
+            "content is UTF-16 or UTF-32 (it starts with that byte-order mark), not UTF-8: serve or save the list as UTF-8",
+        );
+    }
+    head.contains(&0).then_some(
+        "content holds a NUL byte: not a UTF-8 text list (UTF-16 or UTF-32 without a byte-order mark, or a binary file)",
+    )
 }
 
 /// Opens a local source file and checks it (size, start) without reading
@@ -364,13 +385,9 @@ async fn attempt(
         etag: header(reqwest::header::ETAG),
         last_modified: header(reqwest::header::LAST_MODIFIED),
     };
-    let is_html =
-        header(reqwest::header::CONTENT_TYPE).is_some_and(|t| t.to_ascii_lowercase().contains("text/html"));
-    if is_html {
-        return Err(Failure::permanent(
-            "response is an HTML page (Content-Type text/html), not a list".to_owned(),
-        ));
-    }
+    // A `Content-Type: text/html` alone decides nothing: some servers label
+    // every text file so (PHP's default); the content's start does
+    // (`check_content`).
     // A length the server declares over the limit fails before any of the
     // body is read; one that is not declared is counted as it arrives.
     if let Some(length) = response.content_length()

@@ -289,8 +289,9 @@ async fn failing_sources_keep_their_last_good_content() {
         Some("\"v1\"")
     );
 
-    // 500, an HTML page (by content type, then by content), and a parse
-    // collapse: each keeps the last good content and says so.
+    // 500, an HTML page (by its content, whatever its type), UTF-16 (with
+    // and without a byte-order mark) and a parse collapse: each keeps the
+    // last good content and says so.
     type Fault = Box<dyn Fn(&mut blocksieve_tests::feed::FeedResponse)>;
     let faults: Vec<(&str, Fault)> = vec![
         ("HTTP 500", Box::new(|r| r.status = 500)),
@@ -308,6 +309,23 @@ async fn failing_sources_keep_their_last_good_content() {
             Box::new(|r| {
                 r.content_type = "text/plain".into();
                 r.body = b"\n<!DOCTYPE html>\n<html><head><title>503</title></head></html>".to_vec();
+            }),
+        ),
+        (
+            "content is UTF-16 or UTF-32",
+            Box::new(|r| {
+                r.content_type = "text/plain".into();
+                let text = n_urls(300);
+                let mut utf16 = vec![0xFF, 0xFE];
+                utf16.extend(text.encode_utf16().flat_map(u16::to_le_bytes));
+                r.body = utf16;
+            }),
+        ),
+        (
+            "content holds a NUL byte",
+            Box::new(|r| {
+                let text = n_urls(300);
+                r.body = text.encode_utf16().flat_map(u16::to_le_bytes).collect();
             }),
         ),
         (
@@ -357,6 +375,16 @@ async fn failing_sources_keep_their_last_good_content() {
         "{page}"
     );
     assert!(page.contains(">yes, content as of 2 h 5 min ago<"), "{page}");
+
+    // A list served as `text/html` (some servers label every text file so)
+    // is read by its content: taken, fresh.
+    feed.set(|r| {
+        r.content_type = "text/html; charset=utf-8".into();
+        r.body = n_urls(301).into_bytes();
+    });
+    let o = p.build_list(0).await;
+    assert!(o.result.is_ok(), "{:?}", o.result);
+    assert_eq!(o.report.unwrap().sources[0].state, "fresh");
 }
 
 // A feed failing for a moment (a 503 asking to retry at once, a body cut
