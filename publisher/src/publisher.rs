@@ -662,7 +662,9 @@ impl Publisher {
                 result: Ok(prev.header.version),
             };
         }
-        if let Some(refusal) = build::check_gates(list, request.previous, &built.report) {
+        if let Some(refusal) = build::check_gates(list, request.previous, &built.report)
+            .or_else(|| copies.shrunk(caches, list.gates.max_shrink))
+        {
             if force {
                 tracing::warn!(list = %list.name, %refusal, "gate overridden by --force");
             } else {

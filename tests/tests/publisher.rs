@@ -1513,3 +1513,57 @@ async fn a_build_passes_the_newest_generation_even_when_it_cannot_be_loaded() {
     assert!(outcome.result.is_ok(), "{:?}", outcome.result);
     assert_eq!(built(&p), Some(1_900_000_001));
 }
+
+/// A list of two sources, one of which is emptied (a feed answering 200
+/// with an empty body, or cut short where the cut cannot be seen): the list
+/// as a whole shrank by a quarter, which its own `max_shrink` allows, and
+/// the emptied source's URLs left the list without a word. The gate now
+/// also holds per block source, against that source's last good content.
+#[tokio::test]
+async fn a_source_emptied_beside_others_is_refused_by_the_shrink_gate() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let (a, b) = (dir.path().join("a.txt"), dir.path().join("b.txt"));
+    let urls = |prefix: &str, count: usize| -> String {
+        (0..count)
+            .map(|i| format!("http://{prefix}-{i}.example/login\n"))
+            .collect()
+    };
+    std::fs::write(&a, urls("a", 300)).unwrap();
+    std::fs::write(&b, urls("b", 100)).unwrap();
+    let lists = vec![ListConfig::new(
+        "urls",
+        vec![
+            SourceConfig::file(a.clone(), SourceFormat::Urls),
+            SourceConfig::file(b.clone(), SourceFormat::Urls),
+        ],
+    )];
+    let p = publisher_with(&data, lists);
+    let v1 = p.build_list(0).await.result.unwrap();
+
+    // b shrinks by 40 %: within max_shrink (50 %), published.
+    std::fs::write(&b, urls("b", 60)).unwrap();
+    let v2 = p.build_list(0).await.result.unwrap();
+    assert!(v2 > v1);
+
+    // b emptied: the list loses 60 of 360 entries (17 %), but b all of its.
+    std::fs::write(&b, "").unwrap();
+    let o = p.build_list(0).await;
+    assert!(
+        matches!(&o.result, Err(e @ Error::Refused { gate })
+            if gate.name() == "max_shrink" && e.to_string().contains("b.txt gave 0 entries, down from 60")),
+        "{:?}",
+        o.result
+    );
+    assert_eq!(
+        p.state().lists[0].current.load().as_ref().unwrap().header.version,
+        v2
+    );
+    // Refused again while it stays empty (its last good content is still
+    // the published one); --force publishes it.
+    assert!(matches!(p.build_list(0).await.result, Err(Error::Refused { .. })));
+    p.force_next_build();
+    assert!(p.build_list(0).await.result.unwrap() > v2);
+    assert_eq!(entries(&p, 0).len(), 300);
+}
