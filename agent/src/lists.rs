@@ -81,6 +81,9 @@ struct ListMeta {
     /// record naming it as their base, beside the older snapshot still on
     /// disk, would make the next start refuse that one as a rollback.
     unsaved: Option<UnsavedSnapshot>,
+    /// Whether `chain` is not known to be on disk (its write failed, or its
+    /// round was cancelled mid-write): written again at the next round.
+    chain_unsaved: bool,
     /// The snapshot version whose immutable full-hash buckets the latest
     /// snapshot response advertised (`X-Blocksieve-Hashes` naming exactly
     /// the list and the version in use), if it did: only then may full
@@ -769,6 +772,7 @@ impl Lists {
             meta.floor = Some(new_floor);
             meta.etag.clone_from(&new_etag);
             meta.chain = Vec::new();
+            meta.chain_unsaved = false;
         }
         self.note_buckets(slot, version, buckets.as_deref());
         Counters::bump(&self.shared.counters.snapshots_applied);

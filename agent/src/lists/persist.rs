@@ -56,40 +56,49 @@ impl Lists {
                     ),
                 };
                 tracing::warn!(list = %slot.name, %error, "cannot persist chain");
-                lock(&slot.meta).last_storage_error = Some(error);
+                let mut meta = lock(&slot.meta);
+                meta.last_storage_error = Some(error);
+                meta.chain_unsaved = true;
                 return;
             }
             if !self.persist(slot, bytes, floor, etag).await {
+                lock(&slot.meta).chain_unsaved = true;
                 return;
             }
         }
         let Some(store) = self.store.clone() else {
             return;
         };
+        // Unsaved until the write is known to have landed: a round
+        // cancelled meanwhile leaves it so, for the next round to write.
+        lock(&slot.meta).chain_unsaved = true;
         let list = slot.name.clone();
         let (order, ticket) = (Arc::clone(&slot.writes), slot.writes.ticket());
         let result = tokio::task::spawn_blocking(move || {
             order.write(ticket, || store.save_chain(&list, &chain, &record))
         })
         .await;
+        let saved = matches!(result, Ok(Ok(())));
         self.persisted(slot, result);
+        lock(&slot.meta).chain_unsaved = !saved;
     }
 
-    /// Writes again the snapshot in use if it is not on disk (its write
-    /// failed, or its round was cancelled mid-write), with the chain applied
-    /// since, if any: at the start of every round, so that a list whose
-    /// next rounds bring nothing new (`304`, an empty chain) is still saved.
+    /// Writes again what of the list in use is not on disk (a write that
+    /// failed, or whose round was cancelled mid-write): the snapshot, and
+    /// the chain applied since, if any. At the start of every round, so
+    /// that a list whose next rounds bring nothing new (`304`, an empty
+    /// chain) is still saved.
     pub(super) async fn persist_unsaved(&self, slot: &ListSlot) {
-        let (unsaved, chain, etag) = {
+        let (unsaved, chain_unsaved, chain, etag) = {
             let meta = lock(&slot.meta);
+            if meta.unsaved.is_none() && !meta.chain_unsaved {
+                return;
+            }
             let unsaved = meta
                 .unsaved
                 .as_ref()
                 .map(|u| (Arc::clone(&u.bytes), u.floor, u.etag.clone()));
-            (unsaved, meta.chain.clone(), meta.etag.clone())
-        };
-        let Some((bytes, floor, snapshot_etag)) = unsaved else {
-            return;
+            (unsaved, meta.chain_unsaved, meta.chain.clone(), meta.etag.clone())
         };
         let record = slot.current.load().as_ref().and_then(|loaded| {
             (loaded.state.has_deltas() && !chain.is_empty()).then(|| ListRecord {
@@ -99,10 +108,16 @@ impl Lists {
                 etag,
             })
         });
-        match record {
-            Some(record) => self.persist_chain(slot, chain, record).await,
-            None => {
+        match (record, unsaved) {
+            (Some(record), _) => self.persist_chain(slot, chain, record).await,
+            (None, Some((bytes, floor, snapshot_etag))) => {
                 self.persist(slot, bytes, floor, snapshot_etag).await;
+            }
+            (None, None) => {
+                // No chain in use any more (a snapshot since), or none kept.
+                if chain_unsaved {
+                    lock(&slot.meta).chain_unsaved = false;
+                }
             }
         }
     }

@@ -834,3 +834,37 @@ async fn a_chain_is_not_saved_over_a_base_whose_write_failed() {
             .all(|e| found(&restarted, e))
     );
 }
+
+/// A chain whose write failed (a directory where the file goes) is written
+/// at the next round, even one that brings nothing new: before, it waited
+/// for the next delta, and a restart meanwhile came back on the base alone.
+#[tokio::test]
+async fn a_chain_whose_write_failed_is_written_at_the_next_round() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = FakePublisher::start().await;
+    let v1 = Snap::new("malware", 1, &["base.example/"]).encode();
+    fake.serve("malware", Served::Snapshot(v1.clone()));
+    let agent = cached(&fake.base_url, dir.path());
+    agent.update().await.unwrap();
+
+    let chain_path = dir.path().join("malware.chain");
+    std::fs::create_dir_all(chain_path.join("blocker")).unwrap();
+    let d2 = delta("malware", end_of(&v1), end(2), &["two.example/"]);
+    fake.serve_updates("malware", feed(vec![(1, d2)], end(2)));
+    agent.update().await.unwrap();
+    assert_eq!(agent.snapshot_version("malware"), Some(2));
+    assert_eq!(agent.stats().persist_failures, 1);
+
+    // The disk takes it again; the next round has nothing new.
+    std::fs::remove_dir_all(&chain_path).unwrap();
+    let report = agent.update().await.unwrap();
+    assert!(
+        matches!(report.get("malware"), Some(ListUpdate::Unchanged { version: 2 })),
+        "{report:?}"
+    );
+    assert!(chain_path.is_file());
+    drop(agent);
+    let restarted = cached(&unreachable_url(), dir.path());
+    assert_eq!(restarted.snapshot_version("malware"), Some(2));
+    assert!(found(&restarted, "two.example/"));
+}
