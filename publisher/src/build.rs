@@ -16,7 +16,6 @@
 //! reject samples as one pass. Fresh content's compressed copy, the next
 //! last good content, is taken on the way.
 
-use std::io::Read;
 use std::time::{Duration, Instant};
 
 use blocksieve_format::api::{AllowStatus, Sizing, SourceStatus};
@@ -36,13 +35,18 @@ use crate::storage::spill::{Spill, SpilledHashes};
 // parallel); `reference` measures SHA-256 alone over the same expressions;
 // `sizing` holds the canary and the filter and protocol sizing; `timings`
 // the stage timings.
+mod collapse;
 mod copy;
+mod last_good;
 pub(crate) mod memory;
 mod pipeline;
 mod reference;
 mod sizing;
 mod timings;
+#[cfg(test)]
+use collapse::top_reasons;
 pub use copy::KeepTo;
+pub use last_good::LastGood;
 use pipeline::{Content, Passes, read_content};
 pub use reference::{HashReference, hash_reference, hash_reference_encoded};
 pub(crate) use sizing::fpr_gate_bound;
@@ -82,58 +86,6 @@ pub struct LoadedSource {
     /// Where a copy of fresh content is written as it is read, to become
     /// its last good content if it parses.
     pub keep_to: KeepTo,
-}
-
-/// A source's last good content and its metadata, handed to the build by
-/// its caller and read only when the build falls back to it: most builds
-/// never need it, and it is as large as the source.
-pub struct LastGood(Option<Box<ReadLastGood>>);
-
-/// Reads a source's last good content (as stored, with its encoding) and
-/// its metadata.
-type ReadLastGood = dyn FnOnce() -> Option<(Box<dyn Read + Send>, ContentEncoding, CacheMeta)> + Send;
-
-impl LastGood {
-    /// No last good content.
-    pub fn none() -> Self {
-        Self(None)
-    }
-
-    /// Plain content already in memory.
-    pub fn in_memory(bytes: Vec<u8>, meta: CacheMeta) -> Self {
-        Self(Some(Box::new(move || {
-            Some((
-                Box::new(std::io::Cursor::new(bytes)) as Box<dyn Read + Send>,
-                ContentEncoding::Identity,
-                meta,
-            ))
-        })))
-    }
-
-    /// Content that `open` gets when (and only if) the build needs it: a
-    /// reader of the stored bytes (read as they are parsed, e.g.
-    /// [`SourceCache::open_encoded`](crate::storage::SourceCache::open_encoded))
-    /// and how they are encoded. A read error, a failed check of the
-    /// content included, makes the build drop what it parsed of it.
-    pub fn deferred(
-        open: impl FnOnce() -> Option<(Box<dyn Read + Send>, ContentEncoding, CacheMeta)> + Send + 'static,
-    ) -> Self {
-        Self(Some(Box::new(open)))
-    }
-
-    fn take(self) -> Option<(Box<dyn Read + Send>, ContentEncoding, CacheMeta)> {
-        self.0.and_then(|read| read())
-    }
-}
-
-impl std::fmt::Debug for LastGood {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(if self.0.is_some() {
-            "LastGood(..)"
-        } else {
-            "LastGood(None)"
-        })
-    }
 }
 
 /// What a build asks its caller to keep of a source.
@@ -367,26 +319,6 @@ fn parse_source_content(
     })
 }
 
-/// The three most frequent of `rejected`'s reasons with their counts, most
-/// frequent first, e.g. `15 × URL has no host (…); 6 × …`: why a collapsed
-/// parse was refused, whose own counts are not kept (the build reports
-/// the content it used instead).
-fn top_reasons(rejected: &std::collections::BTreeMap<String, u64>) -> String {
-    let mut by_count: Vec<(&String, &u64)> = rejected.iter().collect();
-    by_count.sort_by(|a, b| b.1.cmp(a.1).then_with(|| a.0.cmp(b.0)));
-    let shown: Vec<String> = by_count
-        .iter()
-        .take(3)
-        .map(|(reason, count)| format!("{count} × {reason}"))
-        .collect();
-    let more = by_count.len().saturating_sub(3);
-    if more > 0 {
-        format!("{}; {more} more reasons", shown.join("; "))
-    } else {
-        shown.join("; ")
-    }
-}
-
 /// Parses every source and allowlist, falling back to a source's last good
 /// content when it failed, was not modified or its parse collapsed; the
 /// list's sorted, unique full hashes, every allowed one removed. What to
@@ -400,8 +332,9 @@ fn top_reasons(rejected: &std::collections::BTreeMap<String, u64>) -> String {
 ///
 /// [`Error::Source`] when a block source failed and has no last good
 /// content, with every source's status: the sources after it are still
-/// read (their fresh content kept as their last good), so the failed
-/// build says which of them fail too. An allow source in that state is
+/// read, so the failed build says which of them fail too (their fresh
+/// copies go to `updates`, which the caller drops: only a published
+/// build's content becomes last good). An allow source in that state is
 /// left out (a missing allowlist only blocks more) and reported as
 /// `failed` in `allow`.
 pub fn read_sources(
@@ -430,6 +363,7 @@ pub fn read_sources(
         } = source;
         timings.add("read", read_duration);
         let label = config.public_label();
+        let min_accepted = last_good.min_accepted();
         let mut update = None;
         let fresh = match fetched {
             Fetched::Fresh { bytes, validators } => Ok((Content::Fresh(bytes), validators)),
@@ -459,31 +393,13 @@ pub fn read_sources(
                     }
                     Ok(mut parsed) => {
                         let r = &parsed.entries;
-                        let entry_lines = r.accepted + r.rejected_total();
-                        // The content no longer reads as this format (a changed
-                        // layout, an error page in another markup): most lines are
-                        // rejected; or not one entry of it is (a short error body,
-                        // a JSON error object or a document cut short, a renamed
-                        // array or column: one rejected document), which no list
-                        // gives. Its last good content is used instead, and it is
-                        // not kept. Content with no entry line at all (an emptied
-                        // list) is taken as it is; a list that merely shrank is
-                        // the gates' business.
-                        let collapsed = (entry_lines >= 10 && r.rejected_total() * 2 > entry_lines)
-                            || (r.accepted == 0 && r.rejected_total() > 0);
-                        if collapsed {
+                        // Content that no longer reads as this format, or far
+                        // smaller than the last good content: that is used
+                        // instead, and this is not kept (`collapse::refused`).
+                        if let Some(reason) = collapse::refused(r, min_accepted) {
                             hashes.truncate(before);
                             allowed.truncate(allowed_before);
-                            (
-                                None,
-                                None,
-                                format!(
-                                    "parse collapsed: {} of {} entry lines rejected ({})",
-                                    r.rejected_total(),
-                                    entry_lines,
-                                    top_reasons(&r.rejected)
-                                ),
-                            )
+                            (None, None, reason)
                         } else {
                             let meta = CacheMeta {
                                 validators,

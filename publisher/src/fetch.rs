@@ -118,14 +118,31 @@ fn decoded_head(head: &[u8], complete: bool) -> Result<Vec<u8>, String> {
 }
 
 /// Checks fetched content: its size as received, and that it is UTF-8
-/// text and no HTML page (by its start, decompressed).
-fn check_content(size: u64, head: &[u8], complete: bool, source: &SourceConfig) -> Result<(), String> {
+/// text and no HTML page (by its start, decompressed; content that
+/// `labelled_html`, served as `text/html`, may not start with markup at
+/// all: `<!-- -->`, `<meta>`, `<script>`, `<?xml`).
+fn check_content(
+    size: u64,
+    head: &[u8],
+    complete: bool,
+    labelled_html: bool,
+    source: &SourceConfig,
+) -> Result<(), String> {
     if size > source.max_bytes {
         return Err(format!("{size} bytes exceeds max_bytes = {}", source.max_bytes));
     }
     let head = decoded_head(head, complete)?;
     if looks_like_html(&head) {
         return Err("response is an HTML page, not a list".to_owned());
+    }
+    let start = head
+        .strip_prefix(b"\xEF\xBB\xBF")
+        .unwrap_or(&head)
+        .trim_ascii_start();
+    if labelled_html && start.starts_with(b"<") {
+        return Err(
+            "response is an HTML page (Content-Type text/html, starting with markup), not a list".to_owned(),
+        );
     }
     if let Some(why) = not_utf8_text(&head) {
         return Err(why.to_owned());
@@ -145,8 +162,11 @@ fn not_utf8_text(head: &[u8]) -> Option<&'static str> {
             "content is UTF-16 or UTF-32 (it starts with that byte-order mark), not UTF-8: serve or save the list as UTF-8",
         );
     }
-    head.contains(&0).then_some(
-        "content holds a NUL byte: not a UTF-8 text list (UTF-16 or UTF-32 without a byte-order mark, or a binary file)",
+    // Text in UTF-16 is half NUL bytes (ASCII), in UTF-32 three quarters;
+    // a stray NUL in UTF-8 text is that line's business.
+    let nul = head.iter().filter(|&&b| b == 0).count();
+    (nul > 0 && nul * 8 >= head.len()).then_some(
+        "content holds NUL bytes: not a UTF-8 text list (UTF-16 or UTF-32 without a byte-order mark, or a binary file)",
     )
 }
 
@@ -161,7 +181,7 @@ fn open_file(path: &Path, source: &SourceConfig) -> Result<Stream, String> {
         .take(HEAD_BYTES as u64)
         .read_to_end(&mut head)
         .map_err(|e| e.to_string())?;
-    check_content(size, &head, head.len() as u64 == size, source)?;
+    check_content(size, &head, head.len() as u64 == size, false, source)?;
     let gzip = is_gzip(&head);
     Ok(Stream {
         reader: Box::new(std::io::Cursor::new(head).chain(file)),
@@ -386,8 +406,10 @@ async fn attempt(
         last_modified: header(reqwest::header::LAST_MODIFIED),
     };
     // A `Content-Type: text/html` alone decides nothing: some servers label
-    // every text file so (PHP's default); the content's start does
-    // (`check_content`).
+    // every text file so (PHP's default); with it, content that starts with
+    // markup is refused (`check_content`).
+    let labelled_html =
+        header(reqwest::header::CONTENT_TYPE).is_some_and(|t| t.to_ascii_lowercase().contains("text/html"));
     // A length the server declares over the limit fails before any of the
     // body is read; one that is not declared is counted as it arrives.
     if let Some(length) = response.content_length()
@@ -399,7 +421,7 @@ async fn attempt(
         )));
     }
     let mut spool = Spool::default();
-    if let Err(failure) = receive(&mut response, source, &mut spool).await {
+    if let Err(failure) = receive(&mut response, source, labelled_html, &mut spool).await {
         spool.discard().await;
         return Err(failure);
     }
@@ -448,6 +470,7 @@ fn parse_retry_after(value: &str, now: std::time::SystemTime) -> Option<Duration
 async fn receive(
     response: &mut reqwest::Response,
     source: &SourceConfig,
+    labelled_html: bool,
     spool: &mut Spool,
 ) -> Result<(), Failure> {
     let mut checked = false;
@@ -466,7 +489,8 @@ async fn receive(
                     .map_err(|e| Failure::permanent(format!("spooling the response: {e}")))?;
                 if !checked && spool.size > HEAD_BYTES as u64 {
                     checked = true;
-                    check_content(spool.size, &spool.head, false, source).map_err(Failure::permanent)?;
+                    check_content(spool.size, &spool.head, false, labelled_html, source)
+                        .map_err(Failure::permanent)?;
                 }
             }
             Ok(None) => break,
@@ -480,7 +504,7 @@ async fn receive(
         }
     }
     if !checked {
-        check_content(spool.size, &spool.head, true, source).map_err(Failure::permanent)?;
+        check_content(spool.size, &spool.head, true, labelled_html, source).map_err(Failure::permanent)?;
     }
     Ok(())
 }

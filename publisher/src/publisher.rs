@@ -402,8 +402,8 @@ impl Publisher {
             .await
             .ok()
             .flatten();
-        let (loaded, caches) = self.fetch_sources(index).await;
         let force = inner.force_once[index].swap(false, Ordering::SeqCst);
+        let (loaded, caches) = self.fetch_sources(index, force).await;
         let this = self.clone();
         let mut outcome = tokio::task::spawn_blocking(move || {
             this.build_and_publish(index, loaded, &caches, force, started_from)
@@ -597,8 +597,9 @@ impl Publisher {
                 continue;
             };
             match cache.store_meta(&meta) {
-                // The status page shows what the next fetch sends: no
-                // validators once a refused copy's are dropped.
+                // The status page shows the validators kept: none once a
+                // refused copy's are dropped. (A fresh copy's new ones are
+                // shown as fetched, though kept only once published.)
                 Ok(()) => {
                     if let Ok(mut views) = slot.watch.sources.lock()
                         && let Some(view) = views.get_mut(i)
@@ -641,7 +642,12 @@ impl Publisher {
         // Unchanged: nothing new to publish (no version, generation or
         // delta); a new freshness record says the served version is still
         // the latest, here and, through the pointer, on replicas.
+        // Not while the store's newest generation is not the one served
+        // (its objects did not load): a new one is published past it.
         if let Some(prev) = &previous
+            && base
+                .as_ref()
+                .is_none_or(|b| b.pointer.version == prev.header.version)
             && prev.unchanged_by(&new_header, &built.hashes, request.now, request.ttl)
         {
             if let Some(freshness) = sign_freshness(&prev.header) {
@@ -662,9 +668,7 @@ impl Publisher {
                 result: Ok(prev.header.version),
             };
         }
-        if let Some(refusal) = build::check_gates(list, request.previous, &built.report)
-            .or_else(|| copies.shrunk(caches, list.gates.max_shrink))
-        {
+        if let Some(refusal) = build::check_gates(list, request.previous, &built.report) {
             if force {
                 tracing::warn!(list = %list.name, %refusal, "gate overridden by --force");
             } else {
@@ -714,11 +718,11 @@ impl Publisher {
         match published.map(|()| new_header) {
             Ok(header) => {
                 let version = header.version;
-                built.report.timings.add("source_cache", copies.commit(caches));
                 slot.serve(&inner.state.metrics, header, built.snapshot, built.hashes, chain);
                 if let Some(freshness) = freshness {
                     slot.offer_freshness(freshness);
                 }
+                built.report.timings.add("source_cache", copies.commit(caches));
                 ListBuildOutcome {
                     sources_read: None,
                     unchanged: false,
@@ -727,13 +731,22 @@ impl Publisher {
                     result: Ok(version),
                 }
             }
-            Err(e) => ListBuildOutcome {
-                sources_read: None,
-                unchanged: false,
-                list: list.name.clone(),
-                report: Some(built.report),
-                result: Err(e),
-            },
+            Err(e) => {
+                // Another builder's generation won: this content is not
+                // kept. Any other failure may have left this generation's
+                // manifest in the store (the pointer write failed), which
+                // the next build follows: its content is kept.
+                if !matches!(e, Error::Superseded { .. }) {
+                    built.report.timings.add("source_cache", copies.commit(caches));
+                }
+                ListBuildOutcome {
+                    sources_read: None,
+                    unchanged: false,
+                    list: list.name.clone(),
+                    report: Some(built.report),
+                    result: Err(e),
+                }
+            }
         }
     }
 

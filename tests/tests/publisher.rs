@@ -312,6 +312,13 @@ async fn failing_sources_keep_their_last_good_content() {
             }),
         ),
         (
+            "Content-Type text/html, starting with markup",
+            Box::new(|r| {
+                r.content_type = "text/html; charset=utf-8".into();
+                r.body = b"<!-- sign in -->\n<div>Session expired</div>\n".to_vec();
+            }),
+        ),
+        (
             "content is UTF-16 or UTF-32",
             Box::new(|r| {
                 r.content_type = "text/plain".into();
@@ -322,7 +329,7 @@ async fn failing_sources_keep_their_last_good_content() {
             }),
         ),
         (
-            "content holds a NUL byte",
+            "content holds NUL bytes",
             Box::new(|r| {
                 let text = n_urls(300);
                 r.body = text.encode_utf16().flat_map(u16::to_le_bytes).collect();
@@ -1516,11 +1523,13 @@ async fn a_build_passes_the_newest_generation_even_when_it_cannot_be_loaded() {
 
 /// A list of two sources, one of which is emptied (a feed answering 200
 /// with an empty body, or cut short where the cut cannot be seen): the list
-/// as a whole shrank by a quarter, which its own `max_shrink` allows, and
-/// the emptied source's URLs left the list without a word. The gate now
-/// also holds per block source, against that source's last good content.
+/// as a whole shrank by a sixth, which its own `max_shrink` allows, and the
+/// emptied source's URLs left the list without a word. Now a block source
+/// beside others whose fresh content falls past `max_shrink` of its last
+/// good content's entries keeps that content (as a collapsed parse does)
+/// and says so; `--force` takes the new content.
 #[tokio::test]
-async fn a_source_emptied_beside_others_is_refused_by_the_shrink_gate() {
+async fn a_source_emptied_beside_others_keeps_its_last_good_content() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     std::fs::create_dir_all(&data).unwrap();
@@ -1547,22 +1556,26 @@ async fn a_source_emptied_beside_others_is_refused_by_the_shrink_gate() {
     let v2 = p.build_list(0).await.result.unwrap();
     assert!(v2 > v1);
 
-    // b emptied: the list loses 60 of 360 entries (17 %), but b all of its.
+    // b emptied: the list would lose 60 of 360 entries (17 %), but b all of
+    // its. b keeps its last good content: the list is unchanged.
     std::fs::write(&b, "").unwrap();
-    let o = p.build_list(0).await;
-    assert!(
-        matches!(&o.result, Err(e @ Error::Refused { gate })
-            if gate.name() == "max_shrink" && e.to_string().contains("b.txt gave 0 entries, down from 60")),
-        "{:?}",
-        o.result
-    );
-    assert_eq!(
-        p.state().lists[0].current.load().as_ref().unwrap().header.version,
-        v2
-    );
-    // Refused again while it stays empty (its last good content is still
-    // the published one); --force publishes it.
-    assert!(matches!(p.build_list(0).await.result, Err(Error::Refused { .. })));
+    for _ in 0..2 {
+        let o = p.build_list(0).await;
+        assert!(
+            o.unchanged && matches!(o.result, Ok(v) if v == v2),
+            "{:?}",
+            o.result
+        );
+        let report = o.report.unwrap();
+        let source = &report.sources[1];
+        assert_eq!(source.state, "last_good");
+        let error = source.error.as_deref().unwrap();
+        assert!(
+            error.contains("shrank: 0 entries, fewer than the 30 that max_shrink allows"),
+            "{error}"
+        );
+    }
+    // --force takes it.
     p.force_next_build();
     assert!(p.build_list(0).await.result.unwrap() > v2);
     assert_eq!(entries(&p, 0).len(), 300);

@@ -1,5 +1,7 @@
 //! Unit tests of the build: allowlists, fallbacks, sizing.
 
+use std::io::Read;
+
 use blocksieve_format::{FilterKind, KeyBits};
 
 use super::*;

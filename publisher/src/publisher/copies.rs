@@ -7,7 +7,6 @@
 use std::time::{Duration, Instant};
 
 use crate::build::SourceUpdate;
-use crate::error::GateRefusal;
 use crate::fetch::ContentEncoding;
 use crate::storage::{CacheMeta, SourceCache, Staged};
 
@@ -29,29 +28,6 @@ impl PendingCopies {
             }
             SourceUpdate::Meta(meta) => Some(meta),
         }
-    }
-
-    /// The `max_shrink` gate per block source: the first whose fresh
-    /// content gave fewer entries, by more than `max_shrink`, than its last
-    /// good content (which is the content last published: copies are
-    /// committed only then). An allow source that shrinks can only block
-    /// more, and is not checked.
-    pub(super) fn shrunk(&self, caches: &[(SourceCache, String)], max_shrink: f64) -> Option<GateRefusal> {
-        self.0.iter().find_map(|(index, _, _, meta)| {
-            let (cache, label) = caches.get(*index)?;
-            if cache.is_allow() {
-                return None;
-            }
-            let previous = cache.meta()?.accepted;
-            ((meta.accepted as f64) < previous as f64 * (1.0 - max_shrink)).then(|| {
-                GateRefusal::SourceShrink {
-                    label: label.clone(),
-                    accepted: meta.accepted,
-                    previous_accepted: previous,
-                    max_shrink,
-                }
-            })
-        })
     }
 
     /// Commits every copy as its source's last good content (a rename in

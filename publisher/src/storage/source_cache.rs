@@ -109,11 +109,6 @@ impl SourceCache {
         Self::new(storage, &format!("{list}.allow"), index, source)
     }
 
-    /// Whether this is an allowlist's cache ([`SourceCache::allow`]).
-    pub fn is_allow(&self) -> bool {
-        self.dir.ends_with(".allow")
-    }
-
     /// Keyed also by the source's label, so a reconfigured source never
     /// reads another's content.
     fn new(storage: Arc<dyn Storage>, dir: &str, index: usize, source: &SourceConfig) -> Self {
