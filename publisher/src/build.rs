@@ -363,7 +363,6 @@ pub fn read_sources(
         } = source;
         timings.add("read", read_duration);
         let label = config.public_label();
-        let min_accepted = last_good.min_accepted();
         let mut update = None;
         let fresh = match fetched {
             Fetched::Fresh { bytes, validators } => Ok((Content::Fresh(bytes), validators)),
@@ -393,10 +392,10 @@ pub fn read_sources(
                     }
                     Ok(mut parsed) => {
                         let r = &parsed.entries;
-                        // Content that no longer reads as this format, or far
-                        // smaller than the last good content: that is used
-                        // instead, and this is not kept (`collapse::refused`).
-                        if let Some(reason) = collapse::refused(r, min_accepted) {
+                        // Content that no longer reads as this format: the last
+                        // good content is used instead, and this is not kept
+                        // (`collapse::refused`).
+                        if let Some(reason) = collapse::refused(r) {
                             hashes.truncate(before);
                             allowed.truncate(allowed_before);
                             (None, None, reason)

@@ -283,6 +283,24 @@ pub enum GateRefusal {
         /// The limit, a fraction.
         max_shrink: f64,
     },
+    /// A block source (of several) gave fewer entries, by more than
+    /// `max_shrink`, than its last good content (as a rule the content last
+    /// published): a feed emptied or cut short beside other sources, which
+    /// the list's own count need not show.
+    #[error(
+        "gate max_shrink: source {label} gave {accepted} entries, down from {previous_accepted} in its last good content (more than {:.0}% fewer: a feed emptied or cut short?)",
+        max_shrink * 100.0
+    )]
+    SourceShrink {
+        /// The source, as the build report names it.
+        label: String,
+        /// Entries its fresh content gave.
+        accepted: u64,
+        /// Entries its last good content gave.
+        previous_accepted: u64,
+        /// The limit, a fraction.
+        max_shrink: f64,
+    },
     /// The canary's false-positive rate is over `max_fpr_ratio` times the
     /// filter's theoretical one.
     #[error(
@@ -304,7 +322,7 @@ impl GateRefusal {
     pub fn name(&self) -> &'static str {
         match self {
             Self::MinEntries { .. } => "min_entries",
-            Self::MaxShrink { .. } => "max_shrink",
+            Self::MaxShrink { .. } | Self::SourceShrink { .. } => "max_shrink",
             Self::MaxFprRatio { .. } => "max_fpr_ratio",
         }
     }

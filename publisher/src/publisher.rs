@@ -402,8 +402,8 @@ impl Publisher {
             .await
             .ok()
             .flatten();
+        let (loaded, caches) = self.fetch_sources(index).await;
         let force = inner.force_once[index].swap(false, Ordering::SeqCst);
-        let (loaded, caches) = self.fetch_sources(index, force).await;
         let this = self.clone();
         let mut outcome = tokio::task::spawn_blocking(move || {
             this.build_and_publish(index, loaded, &caches, force, started_from)
@@ -590,31 +590,18 @@ impl Publisher {
         // Each fresh source's copy, written while it was read, is committed
         // as its last good content once this build is published or found
         // unchanged (`copies`); metadata alone at once.
-        let mut copies = PendingCopies::default();
-        for (i, update) in updates {
-            let (cache, label) = &caches[i];
-            let Some(meta) = copies.hold(i, update) else {
-                continue;
-            };
-            match cache.store_meta(&meta) {
-                // The status page shows the validators kept: none once a
-                // refused copy's are dropped. (A fresh copy's new ones are
-                // shown as fetched, though kept only once published.)
-                Ok(()) => {
-                    if let Ok(mut views) = slot.watch.sources.lock()
-                        && let Some(view) = views.get_mut(i)
-                    {
-                        view.validators = meta.validators;
-                    }
-                }
-                Err(e) => {
-                    tracing::warn!(source = %label, error = %e, "could not store the source's metadata");
-                }
-            }
-        }
+        let copies = PendingCopies::sort(updates, caches, &slot.watch.sources);
+        // Block sources (of several) whose fresh content fell past
+        // `max_shrink` of their last good content: the gate below refuses
+        // the build; their copies are kept on no other path either.
+        let mut shrunk = copies.shrunk(caches, list.sources.len(), list.gates.max_shrink);
         let read = match read {
             Ok(read) => read,
             Err(failure) => {
+                // Failed for another source: the sources that answered keep
+                // their content, so that a list of flaky sources builds once
+                // each has answered once.
+                copies.forget(&shrunk).commit(caches);
                 let build::ReadFailed { error, read } = *failure;
                 return ListBuildOutcome {
                     sources_read: Some(read),
@@ -624,7 +611,10 @@ impl Publisher {
         };
         let built = match build::build_snapshot(&request, read) {
             Ok(b) => b,
-            Err(e) => return failed(e),
+            Err(e) => {
+                copies.forget(&shrunk).commit(caches);
+                return failed(e);
+            }
         };
         let reread = |reason| Error::Reread {
             list: list.name.clone(),
@@ -658,8 +648,12 @@ impl Publisher {
                 }
                 slot.offer_freshness(freshness);
             }
+            // Nothing left the list (a shrunk source's entries are also
+            // another's): served on, but a shrunk copy is not kept.
             let mut report = built.report;
-            report.timings.add("source_cache", copies.commit(caches));
+            report
+                .timings
+                .add("source_cache", copies.forget(&shrunk).commit(caches));
             return ListBuildOutcome {
                 sources_read: None,
                 unchanged: true,
@@ -668,7 +662,8 @@ impl Publisher {
                 result: Ok(prev.header.version),
             };
         }
-        if let Some(refusal) = build::check_gates(list, request.previous, &built.report) {
+        let source_shrunk = (!shrunk.is_empty()).then(|| shrunk.swap_remove(0).1);
+        if let Some(refusal) = build::check_gates(list, request.previous, &built.report).or(source_shrunk) {
             if force {
                 tracing::warn!(list = %list.name, %refusal, "gate overridden by --force");
             } else {

@@ -1524,12 +1524,11 @@ async fn a_build_passes_the_newest_generation_even_when_it_cannot_be_loaded() {
 /// A list of two sources, one of which is emptied (a feed answering 200
 /// with an empty body, or cut short where the cut cannot be seen): the list
 /// as a whole shrank by a sixth, which its own `max_shrink` allows, and the
-/// emptied source's URLs left the list without a word. Now a block source
-/// beside others whose fresh content falls past `max_shrink` of its last
-/// good content's entries keeps that content (as a collapsed parse does)
-/// and says so; `--force` takes the new content.
+/// emptied source's URLs left the list without a word. The gate now also
+/// holds per block source (of several), against that source's last good
+/// content: refused, loudly, until the content comes back or `--force`.
 #[tokio::test]
-async fn a_source_emptied_beside_others_keeps_its_last_good_content() {
+async fn a_source_emptied_beside_others_is_refused_by_the_shrink_gate() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     std::fs::create_dir_all(&data).unwrap();
@@ -1557,22 +1556,20 @@ async fn a_source_emptied_beside_others_keeps_its_last_good_content() {
     assert!(v2 > v1);
 
     // b emptied: the list would lose 60 of 360 entries (17 %), but b all of
-    // its. b keeps its last good content: the list is unchanged.
+    // its. Refused, and again while it stays empty (its last good content
+    // is still the published one, not the refused one).
     std::fs::write(&b, "").unwrap();
     for _ in 0..2 {
         let o = p.build_list(0).await;
         assert!(
-            o.unchanged && matches!(o.result, Ok(v) if v == v2),
+            matches!(&o.result, Err(e @ Error::Refused { gate })
+                if gate.name() == "max_shrink" && e.to_string().contains("b.txt gave 0 entries, down from 60")),
             "{:?}",
             o.result
         );
-        let report = o.report.unwrap();
-        let source = &report.sources[1];
-        assert_eq!(source.state, "last_good");
-        let error = source.error.as_deref().unwrap();
-        assert!(
-            error.contains("shrank: 0 entries, fewer than the 30 that max_shrink allows"),
-            "{error}"
+        assert_eq!(
+            p.state().lists[0].current.load().as_ref().unwrap().header.version,
+            v2
         );
     }
     // --force takes it.

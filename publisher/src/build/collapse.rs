@@ -1,41 +1,29 @@
 //! When a source's fresh content is not taken, and its last good content
-//! is used instead: its parse collapsed, or it gave far fewer entries than
-//! the last good content.
+//! is used instead: its parse collapsed.
 
 use std::collections::BTreeMap;
 
 use crate::sources::ParseReport;
 
-/// Why fresh content read as `r` is not taken, if it is not:
-///
-/// - its parse collapsed: the content no longer reads as this format (a
-///   changed layout, an error page in another markup): most lines are
-///   rejected; or not one entry of it is (a short error body, a JSON error
-///   object or a document cut short, a renamed array or column: one
-///   rejected document), which no list gives;
-/// - it gave fewer than `min_accepted` entries, a shrink past `max_shrink`
-///   against the last good content ([`LastGood::requiring`](super::LastGood::requiring)).
-///
-/// Content with no entry line at all (an emptied list) is taken when no
-/// floor is set (a source without last good content, or `--force`).
-pub(super) fn refused(r: &ParseReport, min_accepted: u64) -> Option<String> {
+/// Why fresh content read as `r` is not taken, if it is not: its parse
+/// collapsed. The content no longer reads as this format (a changed layout,
+/// an error page in another markup): most lines are rejected; or not one
+/// entry of it is (a short error body, a JSON error object or a document
+/// cut short, a renamed array or column: one rejected document), which no
+/// list gives. Content with no entry line at all (an emptied list) is taken
+/// as it is; a list or source that merely shrank is the gates' business.
+pub(super) fn refused(r: &ParseReport) -> Option<String> {
     let entry_lines = r.accepted + r.rejected_total();
-    if (entry_lines >= 10 && r.rejected_total() * 2 > entry_lines)
-        || (r.accepted == 0 && r.rejected_total() > 0)
-    {
-        return Some(format!(
-            "parse collapsed: {} of {} entry lines rejected ({})",
-            r.rejected_total(),
-            entry_lines,
-            top_reasons(&r.rejected)
-        ));
-    }
-    (r.accepted < min_accepted).then(|| {
-        format!(
-            "shrank: {} entries, fewer than the {min_accepted} that max_shrink allows against its last good content (a feed emptied or cut short? --force takes it)",
-            r.accepted
-        )
-    })
+    ((entry_lines >= 10 && r.rejected_total() * 2 > entry_lines)
+        || (r.accepted == 0 && r.rejected_total() > 0))
+        .then(|| {
+            format!(
+                "parse collapsed: {} of {} entry lines rejected ({})",
+                r.rejected_total(),
+                entry_lines,
+                top_reasons(&r.rejected)
+            )
+        })
 }
 
 /// The three most frequent of `rejected`'s reasons with their counts, most

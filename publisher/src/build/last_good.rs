@@ -8,12 +8,7 @@ use crate::storage::CacheMeta;
 /// A source's last good content and its metadata, handed to the build by
 /// its caller and read only when the build falls back to it: most builds
 /// never need it, and it is as large as the source.
-pub struct LastGood {
-    read: Option<Box<ReadLastGood>>,
-    /// Fewer entries than this in fresh content, and the last good content
-    /// is used instead ([`LastGood::requiring`]).
-    min_accepted: u64,
-}
+pub struct LastGood(Option<Box<ReadLastGood>>);
 
 /// Reads a source's last good content (as stored, with its encoding) and
 /// its metadata.
@@ -22,10 +17,7 @@ type ReadLastGood = dyn FnOnce() -> Option<(Box<dyn Read + Send>, ContentEncodin
 impl LastGood {
     /// No last good content.
     pub fn none() -> Self {
-        Self {
-            read: None,
-            min_accepted: 0,
-        }
+        Self(None)
     }
 
     /// Plain content already in memory.
@@ -47,34 +39,17 @@ impl LastGood {
     pub fn deferred(
         open: impl FnOnce() -> Option<(Box<dyn Read + Send>, ContentEncoding, CacheMeta)> + Send + 'static,
     ) -> Self {
-        Self {
-            read: Some(Box::new(open)),
-            min_accepted: 0,
-        }
-    }
-
-    /// The same content, used instead of fresh content that gives fewer
-    /// than `min_accepted` entries: a block source whose feed was emptied
-    /// or cut short where no error shows (a `200` with an empty body, a
-    /// close-delimited body cut), beside other sources that keep the list's
-    /// own count within its gates. The caller sets it from `max_shrink` and
-    /// the last good content's entries (0 under `--force`).
-    pub fn requiring(self, min_accepted: u64) -> Self {
-        Self { min_accepted, ..self }
-    }
-
-    pub(super) fn min_accepted(&self) -> u64 {
-        self.min_accepted
+        Self(Some(Box::new(open)))
     }
 
     pub(super) fn take(self) -> Option<(Box<dyn Read + Send>, ContentEncoding, CacheMeta)> {
-        self.read.and_then(|read| read())
+        self.0.and_then(|read| read())
     }
 }
 
 impl std::fmt::Debug for LastGood {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(if self.read.is_some() {
+        f.write_str(if self.0.is_some() {
             "LastGood(..)"
         } else {
             "LastGood(None)"

@@ -4,10 +4,13 @@
 //! good content, so a later failure of that source falls back to the
 //! content last published.
 
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::build::SourceUpdate;
+use crate::error::GateRefusal;
 use crate::fetch::ContentEncoding;
+use crate::status::SourceView;
 use crate::storage::{CacheMeta, SourceCache, Staged};
 
 /// The copies of one build's fresh sources, by source index. Dropped
@@ -18,16 +21,86 @@ use crate::storage::{CacheMeta, SourceCache, Staged};
 pub(super) struct PendingCopies(Vec<(usize, Staged, ContentEncoding, CacheMeta)>);
 
 impl PendingCopies {
-    /// Keeps `update` if it is a fresh copy; gives back a metadata update,
-    /// which is committed at once.
-    pub(super) fn hold(&mut self, index: usize, update: SourceUpdate) -> Option<CacheMeta> {
-        match update {
-            SourceUpdate::Store { copy, encoding, meta } => {
-                self.0.push((index, copy, encoding, meta));
-                None
+    /// A build's source updates, by source index: each fresh copy held,
+    /// each metadata update committed at once, and the validators `views`
+    /// (the status page's) show updated: none once a refused copy's are
+    /// dropped (a fresh copy's new ones are shown as fetched, though kept
+    /// only once its build is published).
+    pub(super) fn sort(
+        updates: Vec<(usize, SourceUpdate)>,
+        caches: &[(SourceCache, String)],
+        views: &Mutex<Vec<SourceView>>,
+    ) -> Self {
+        let mut held = Self::default();
+        for (index, update) in updates {
+            let meta = match update {
+                SourceUpdate::Store { copy, encoding, meta } => {
+                    held.0.push((index, copy, encoding, meta));
+                    continue;
+                }
+                SourceUpdate::Meta(meta) => meta,
+            };
+            let Some((cache, label)) = caches.get(index) else {
+                continue;
+            };
+            match cache.store_meta(&meta) {
+                Ok(()) => {
+                    if let Ok(mut views) = views.lock()
+                        && let Some(view) = views.get_mut(index)
+                    {
+                        view.validators = meta.validators;
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(source = %label, error = %e, "could not store the source's metadata");
+                }
             }
-            SourceUpdate::Meta(meta) => Some(meta),
         }
+        held
+    }
+
+    /// The `max_shrink` gate per block source, in a list of several (of one,
+    /// the list's own gate sees the same): each source (below `blocks`,
+    /// the block sources' count) whose fresh content gave fewer entries, by
+    /// more than `max_shrink`, than its last good content (as a rule the
+    /// content last published). A feed emptied or cut short where no error
+    /// shows (a `200` with an empty body) beside larger sources would
+    /// otherwise leave the list within its own gate. An allow source that
+    /// shrinks can only block more, and is not checked.
+    pub(super) fn shrunk(
+        &self,
+        caches: &[(SourceCache, String)],
+        blocks: usize,
+        max_shrink: f64,
+    ) -> Vec<(usize, GateRefusal)> {
+        if blocks < 2 {
+            return Vec::new();
+        }
+        (self.0.iter())
+            .filter(|(index, ..)| *index < blocks)
+            .filter_map(|(index, _, _, meta)| {
+                let (cache, label) = caches.get(*index)?;
+                let previous = cache.meta()?.accepted;
+                let refused = (meta.accepted as f64) < previous as f64 * (1.0 - max_shrink);
+                refused.then(|| {
+                    let gate = GateRefusal::SourceShrink {
+                        label: label.clone(),
+                        accepted: meta.accepted,
+                        previous_accepted: previous,
+                        max_shrink,
+                    };
+                    (*index, gate)
+                })
+            })
+            .collect()
+    }
+
+    /// Without the copies of `sources` (from [`PendingCopies::shrunk`]):
+    /// kept no longer.
+    pub(super) fn forget(mut self, sources: &[(usize, GateRefusal)]) -> Self {
+        self.0
+            .retain(|(index, ..)| !sources.iter().any(|(s, _)| s == index));
+        self
     }
 
     /// Commits every copy as its source's last good content (a rename in

@@ -13,14 +13,10 @@ impl Publisher {
     /// Fetches list `index`'s sources, then its allowlists, each
     /// conditionally on its cached validators: what the build reads, in
     /// the configured order, and each one's source cache with its public
-    /// label. Shows what each fetch got on the status page. Unless
-    /// `force`, a block source's fresh content must keep within
-    /// `max_shrink` of its last good content's entries, or that is used
-    /// instead ([`LastGood::requiring`]).
+    /// label. Shows what each fetch got on the status page.
     pub(super) async fn fetch_sources(
         &self,
         index: usize,
-        force: bool,
     ) -> (Vec<LoadedSource>, Vec<(SourceCache, String)>) {
         let inner = &self.inner;
         let list = &inner.config.lists[index];
@@ -74,16 +70,9 @@ impl Publisher {
                 validators,
                 fetched_at,
             ));
-            // Beside other sources only: a list of one is the list gate's.
-            let min_accepted = match (role, force) {
-                (SourceRole::Block, false) if list.sources.len() > 1 => cache.meta().map_or(0, |meta| {
-                    (meta.accepted as f64 * (1.0 - list.gates.max_shrink)).ceil() as u64
-                }),
-                _ => 0,
-            };
             let last_good = {
                 let cache = cache.clone();
-                LastGood::deferred(move || cache.open_encoded()).requiring(min_accepted)
+                LastGood::deferred(move || cache.open_encoded())
             };
             let keep_to = {
                 let cache = cache.clone();
