@@ -1,8 +1,8 @@
-//! Fresh sources' copies, held until the build that read them is published
-//! (or found unchanged): a copy that a gate refuses, or that a build which
-//! fails or loses the store's race read, never becomes its source's last
-//! good content, so a later failure of that source falls back to the
-//! content last published.
+//! Fresh sources' copies, held until the build that read them ends: kept
+//! as their sources' last good content unless a gate refuses the build or
+//! it loses the store's race (a copy a gate refused, kept, would be what a
+//! later failure of that source falls back to), and never that of a source
+//! the per-source `max_shrink` refuses.
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
