@@ -710,7 +710,7 @@ impl Publisher {
                 generation,
             }),
         });
-        match published.map(|()| new_header) {
+        let result = match published.map(|()| new_header) {
             Ok(header) => {
                 let version = header.version;
                 slot.serve(&inner.state.metrics, header, built.snapshot, built.hashes, chain);
@@ -718,13 +718,7 @@ impl Publisher {
                     slot.offer_freshness(freshness);
                 }
                 built.report.timings.add("source_cache", copies.commit(caches));
-                ListBuildOutcome {
-                    sources_read: None,
-                    unchanged: false,
-                    list: list.name.clone(),
-                    report: Some(built.report),
-                    result: Ok(version),
-                }
+                Ok(version)
             }
             Err(e) => {
                 // Another builder's generation won: this content is not
@@ -734,14 +728,15 @@ impl Publisher {
                 if !matches!(e, Error::Superseded { .. }) {
                     built.report.timings.add("source_cache", copies.commit(caches));
                 }
-                ListBuildOutcome {
-                    sources_read: None,
-                    unchanged: false,
-                    list: list.name.clone(),
-                    report: Some(built.report),
-                    result: Err(e),
-                }
+                Err(e)
             }
+        };
+        ListBuildOutcome {
+            sources_read: None,
+            unchanged: false,
+            list: list.name.clone(),
+            report: Some(built.report),
+            result,
         }
     }
 

@@ -248,15 +248,17 @@ mod tests {
             base: Some(floor(base)),
             etag: None,
         };
+        // What the snapshot and chain files hold.
+        let on_disk = || {
+            let read = |path| std::fs::read(path).unwrap_or_default();
+            (
+                read(store.snapshot_path("malware")),
+                read(store.chain_path("malware")),
+            )
+        };
+        let base_2_chain_3 = (b"base 2".to_vec(), b"chain 3".to_vec());
         lists.persist_chain(slot, b"chain 3".to_vec(), record(3, 2)).await;
-        assert_eq!(
-            std::fs::read(store.snapshot_path("malware")).ok(),
-            Some(b"base 2".to_vec())
-        );
-        assert_eq!(
-            std::fs::read(store.chain_path("malware")).ok(),
-            Some(b"chain 3".to_vec())
-        );
+        assert_eq!(on_disk(), base_2_chain_3);
         assert!(lock(&slot.meta).unsaved.is_none());
 
         // An unsaved snapshot that is not the chain's base: nothing is
@@ -267,14 +269,7 @@ mod tests {
             etag: None,
         });
         lists.persist_chain(slot, b"chain 4".to_vec(), record(4, 2)).await;
-        assert_eq!(
-            std::fs::read(store.snapshot_path("malware")).ok(),
-            Some(b"base 2".to_vec())
-        );
-        assert_eq!(
-            std::fs::read(store.chain_path("malware")).ok(),
-            Some(b"chain 3".to_vec())
-        );
+        assert_eq!(on_disk(), base_2_chain_3);
         assert!(matches!(
             lock(&slot.meta).last_storage_error.take(),
             Some(Error::Storage { reason, .. }) if reason.contains("not the base of the chain")
