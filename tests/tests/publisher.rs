@@ -1577,3 +1577,56 @@ async fn a_source_emptied_beside_others_is_refused_by_the_shrink_gate() {
     assert!(p.build_list(0).await.result.unwrap() > v2);
     assert_eq!(entries(&p, 0).len(), 300);
 }
+
+/// The same emptied source in a build that another, new source fails: the
+/// sources that answered keep their fresh content (so a list of flaky
+/// sources builds once each has answered), but never the emptied one's,
+/// or the next build would measure it against nothing and publish the
+/// list without its entries.
+#[tokio::test]
+async fn a_source_emptied_in_a_build_failed_by_another_is_still_refused_next() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let (a, b, c) = (
+        dir.path().join("a.txt"),
+        dir.path().join("b.txt"),
+        dir.path().join("c.txt"),
+    );
+    let urls = |prefix: &str, count: usize| -> String {
+        (0..count)
+            .map(|i| format!("http://{prefix}-{i}.example/login\n"))
+            .collect()
+    };
+    std::fs::write(&a, urls("a", 300)).unwrap();
+    std::fs::write(&b, urls("b", 100)).unwrap();
+    let list = |paths: &[&std::path::Path]| {
+        let sources = paths
+            .iter()
+            .map(|p| SourceConfig::file(p.to_path_buf(), SourceFormat::Urls));
+        vec![ListConfig::new("urls", sources.collect())]
+    };
+    let p = publisher_with(&data, list(&[&a, &b]));
+    let v1 = p.build_list(0).await.result.unwrap();
+    drop(p);
+
+    // c is added and cannot be read yet (no last good content): the build
+    // fails, while b was emptied.
+    std::fs::write(&b, "").unwrap();
+    let p = publisher_with(&data, list(&[&a, &b, &c]));
+    let o = p.build_list(0).await;
+    assert!(matches!(&o.result, Err(Error::Source { .. })), "{:?}", o.result);
+
+    // c answers; b is still empty: refused against b's last good content.
+    std::fs::write(&c, urls("c", 10)).unwrap();
+    let o = p.build_list(0).await;
+    assert!(
+        matches!(&o.result, Err(e @ Error::Refused { .. }) if e.to_string().contains("b.txt gave 0 entries, down from 100")),
+        "{:?}",
+        o.result
+    );
+    assert_eq!(
+        p.state().lists[0].current.load().as_ref().unwrap().header.version,
+        v1
+    );
+}
