@@ -11,7 +11,8 @@
 use crate::config::SourceFormat;
 use crate::server::{parse_request_prefix, parse_search_request};
 use crate::sources::{
-    EntryOutcome, FormatOptions, ParseReport, REJECT_SAMPLES, feed_lines, parse_source, read_line,
+    EntryOutcome, FormatOptions, MAX_AMP_LEVELS, ParseReport, REJECT_SAMPLES, feed_lines, parse_source,
+    read_line,
 };
 
 /// The source format the first byte of a feed fuzz input selects, in
@@ -23,9 +24,9 @@ pub fn feed_format(selector: u8) -> SourceFormat {
 /// Feed parsing: the first byte of `data` selects the format
 /// ([`feed_format`]; its top bit also sets the CSV column and JSON key to
 /// non-defaults), the rest is the feed, parsed with [`parse_source`]. Every
-/// accepted entry must emit one to four full hashes (two for a URL written
-/// with `&amp;`, twice that for a `urls` line with a space inside, read
-/// both cut and as written), line formats must count every line, the
+/// accepted entry must emit at least one full hash (each reading one, or
+/// for a URL written with `&amp;` one per level of decoding, at most
+/// [`MAX_AMP_LEVELS`] + 2), line formats must count every line, the
 /// report must keep at most [`REJECT_SAMPLES`] samples, and for line
 /// formats [`read_line`] over each line must find exactly the entries,
 /// rejections and full hashes the build did.
@@ -82,9 +83,11 @@ pub fn check_feed(data: &[u8]) {
                             broken("an accepted entry has a reading");
                         }
                         for r in readings {
-                            // One expression, or two for a URL with `&amp;`.
-                            if !(1..=2).contains(&r.full_hashes.len()) {
-                                broken("a reading publishes one or two full hashes");
+                            // One expression, or for a URL with `&amp;` one
+                            // per level of decoding: the line as written, the
+                            // first `MAX_AMP_LEVELS` levels, the whole.
+                            if !(1..=MAX_AMP_LEVELS + 2).contains(&r.full_hashes.len()) {
+                                broken("a reading publishes one full hash, or one per `&amp;` level");
                             }
                             hashes.extend(r.full_hashes);
                         }

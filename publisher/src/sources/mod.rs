@@ -155,7 +155,7 @@ pub use hosts::domain_expression;
 pub use options::FormatOptions;
 pub use outcome::{EntryOutcome, LineOutcome, ParseReport, REJECT_SAMPLES, Reading, cleaned, reason};
 pub use sink::EntrySink;
-pub use url_entry::{url_expression, url_expressions};
+pub use url_entry::{MAX_AMP_LEVELS, url_expression, url_expressions};
 
 use csv::parse_csv;
 use json::parse_json;

@@ -129,7 +129,7 @@ fn url_error(e: CanonError) -> &'static str {
 
 /// The levels of `&amp;` escaping decoded one by one, then all at once
 /// past this many (the shared URL feeds nest up to 9).
-const MAX_AMP_LEVELS: usize = 12;
+pub const MAX_AMP_LEVELS: usize = 12;
 
 /// The most `amp;` that follow one `&` in `line`: how many times `&amp;`
 /// must be decoded to `&` for none to be left.
