@@ -1521,6 +1521,14 @@ async fn a_build_passes_the_newest_generation_even_when_it_cannot_be_loaded() {
     assert_eq!(built(&p), Some(1_900_000_001));
 }
 
+/// `count` URLs on hosts `prefix-0.example`, `prefix-1.example`, …, one a
+/// line.
+fn urls(prefix: &str, count: usize) -> String {
+    (0..count)
+        .map(|i| format!("http://{prefix}-{i}.example/login\n"))
+        .collect()
+}
+
 /// A list of two sources, one of which is emptied (a feed answering 200
 /// with an empty body, or cut short where the cut cannot be seen): the list
 /// as a whole shrank by a sixth, which its own `max_shrink` allows, and the
@@ -1533,11 +1541,6 @@ async fn a_source_emptied_beside_others_is_refused_by_the_shrink_gate() {
     let data = dir.path().join("data");
     std::fs::create_dir_all(&data).unwrap();
     let (a, b) = (dir.path().join("a.txt"), dir.path().join("b.txt"));
-    let urls = |prefix: &str, count: usize| -> String {
-        (0..count)
-            .map(|i| format!("http://{prefix}-{i}.example/login\n"))
-            .collect()
-    };
     std::fs::write(&a, urls("a", 300)).unwrap();
     std::fs::write(&b, urls("b", 100)).unwrap();
     let lists = vec![ListConfig::new(
@@ -1593,11 +1596,6 @@ async fn a_source_emptied_in_a_build_failed_by_another_is_still_refused_next() {
         dir.path().join("b.txt"),
         dir.path().join("c.txt"),
     );
-    let urls = |prefix: &str, count: usize| -> String {
-        (0..count)
-            .map(|i| format!("http://{prefix}-{i}.example/login\n"))
-            .collect()
-    };
     std::fs::write(&a, urls("a", 300)).unwrap();
     std::fs::write(&b, urls("b", 100)).unwrap();
     let list = |paths: &[&std::path::Path]| {

@@ -774,6 +774,18 @@ fn readers_checking_while_deltas_swap_in_never_miss_an_entry_of_the_version_they
     assert!(checks.into_inner() > 100);
 }
 
+/// An agent with a cache directory that took `malware` v1 (`base.example/`)
+/// from a fake publisher: the directory, the publisher, the agent, v1's bytes.
+async fn cached_on_v1() -> (tempfile::TempDir, FakePublisher, Agent, Vec<u8>) {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = FakePublisher::start().await;
+    let v1 = Snap::new("malware", 1, &["base.example/"]).encode();
+    fake.serve("malware", Served::Snapshot(v1.clone()));
+    let agent = cached(&fake.base_url, dir.path());
+    agent.update().await.unwrap();
+    (dir, fake, agent, v1)
+}
+
 /// A snapshot whose write failed (a full disk) left the older one on disk;
 /// the chain of deltas on the new one, and its record naming the new one as
 /// base, were written all the same, and the next start refused the older
@@ -782,12 +794,7 @@ fn readers_checking_while_deltas_swap_in_never_miss_an_entry_of_the_version_they
 /// cannot be, no chain is: the cache keeps the older, consistent state.
 #[tokio::test]
 async fn a_chain_is_not_saved_over_a_base_whose_write_failed() {
-    let dir = tempfile::tempdir().unwrap();
-    let fake = FakePublisher::start().await;
-    let v1 = Snap::new("malware", 1, &["base.example/"]).encode();
-    fake.serve("malware", Served::Snapshot(v1.clone()));
-    let agent = cached(&fake.base_url, dir.path());
-    agent.update().await.unwrap();
+    let (dir, fake, agent, v1) = cached_on_v1().await;
     assert_eq!(std::fs::read(dir.path().join("malware.snapshot")).unwrap(), v1);
 
     // v2 by a whole snapshot, whose write fails: a directory where the
@@ -840,12 +847,7 @@ async fn a_chain_is_not_saved_over_a_base_whose_write_failed() {
 /// for the next delta, and a restart meanwhile came back on the base alone.
 #[tokio::test]
 async fn a_chain_whose_write_failed_is_written_at_the_next_round() {
-    let dir = tempfile::tempdir().unwrap();
-    let fake = FakePublisher::start().await;
-    let v1 = Snap::new("malware", 1, &["base.example/"]).encode();
-    fake.serve("malware", Served::Snapshot(v1.clone()));
-    let agent = cached(&fake.base_url, dir.path());
-    agent.update().await.unwrap();
+    let (dir, fake, agent, v1) = cached_on_v1().await;
 
     let chain_path = dir.path().join("malware.chain");
     std::fs::create_dir_all(chain_path.join("blocker")).unwrap();
