@@ -13,8 +13,8 @@
 //! Each source is read as it streams ([`pipeline`]): decompressed block by
 //! block, its lines parsed, canonicalized and hashed on every core, the
 //! blocks' results merged in input order — the same hashes, counts and
-//! reject samples as one pass. Fresh content's compressed copy, the next
-//! last good content, is taken on the way.
+//! reject samples as one pass. Fresh content's copy, the next last good
+//! content, is taken on the way.
 
 use std::time::{Duration, Instant};
 
@@ -93,9 +93,9 @@ pub struct LoadedSource {
 pub enum SourceUpdate {
     /// Fresh content that parsed: the new last good content.
     Store {
-        /// The content, compressed: gzip as received, or zstd of what was
-        /// received uncompressed; written where [`LoadedSource::keep_to`]
-        /// said, to be committed ([`crate::storage::SourceCache::store_staged`]).
+        /// The content as received (gzip or plain), or zstd of what was
+        /// received uncompressed when the copy is held in memory; written
+        /// where [`LoadedSource::keep_to`] said, to be committed ([`crate::storage::SourceCache::store_staged`]).
         copy: crate::storage::Staged,
         /// How `copy` is encoded.
         encoding: ContentEncoding,

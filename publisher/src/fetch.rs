@@ -69,7 +69,7 @@ impl std::fmt::Debug for Stream {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ContentEncoding {
-    /// Plain text (caches written before copies were kept compressed).
+    /// Plain text (a copy in the data directory of content received plain).
     #[default]
     Identity,
     /// gzip, as the source served it.

@@ -127,7 +127,8 @@ fn a_source_not_modified_is_built_from_the_last_good_content_it_is_given() {
     ));
 
     // Fresh content is to be stored whole, compressed (zstd: it came
-    // uncompressed).
+    // uncompressed and its copy is held in memory; one written to a file
+    // is kept as received).
     let mut updates = Vec::new();
     read_sources(
         "phishing",

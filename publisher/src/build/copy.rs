@@ -1,10 +1,11 @@
 //! The copy of a fresh source kept as its last good content, written while
 //! the source is read: the reading thread hands each piece as read (gzip as
-//! received, or plain content) to a writer thread of its own, which
-//! compresses plain content with zstd and writes the copy to the storage's
-//! staged value ([`Staged`]: a temporary file in the data directory, synced
-//! as it grows), so that neither the read nor the parse waits for the
-//! compression or the disk, and the build holds no copy in memory. The
+//! received, or plain content) to a writer thread of its own, which writes
+//! the copy to the storage's staged value ([`Staged`]: a temporary file in
+//! the data directory, synced as it grows) as it was received, so that
+//! neither the read nor the parse waits for the disk, and the build holds
+//! no copy in memory. A copy held in memory (a `store`'s, put after the
+//! build) is of plain content compressed with zstd instead ([`Encode`]). The
 //! build then commits it under its SHA-256 if the content parsed
 //! ([`crate::storage::SourceCache::store_staged`]), or drops it.
 //!
@@ -34,6 +35,13 @@ pub(crate) enum Encode {
     AsRead,
     /// Compressed with zstd at this level (plain content).
     Zstd(i32),
+    /// Plain content: as read when the copy goes to a file, compressed
+    /// with zstd at this level when it is held in memory. On disk the copy
+    /// costs the disk the content's size and no CPU, where zstd took a
+    /// core-second per 300–500 MB of URLs from the parse on a 2-core
+    /// machine (BENCHMARKS.md, row 3); in memory (a `store`'s copy, held
+    /// until it is put) its size is the build's memory.
+    PlainUnlessInMemory(i32),
 }
 
 /// A copy's bytes on their way into its staged value.
@@ -46,7 +54,9 @@ impl Sink {
     fn new(staged: Staged, encode: Encode) -> io::Result<Self> {
         Ok(match encode {
             Encode::AsRead => Self::AsRead(staged),
-            Encode::Zstd(level) => Self::Zstd(zstd::stream::write::Encoder::new(staged, level)?),
+            Encode::Zstd(level) | Encode::PlainUnlessInMemory(level) => {
+                Self::Zstd(zstd::stream::write::Encoder::new(staged, level)?)
+            }
         })
     }
 
@@ -92,22 +102,29 @@ impl KeepTo {
         Self(Some(Box::new(stage)))
     }
 
-    /// The writer of the copy, stored as `encode` says.
-    pub(crate) fn open(self, encode: Encode) -> CopyWriter {
+    /// The writer of the copy, stored as `encode` says, and whether it is
+    /// compressed with zstd (`encode` resolved: [`Encode::AsRead`] or
+    /// [`Encode::Zstd`]).
+    pub(crate) fn open(self, encode: Encode) -> (CopyWriter, Encode) {
         let staged = match self.0 {
             None => Ok(Staged::memory()),
             Some(stage) => stage().map_err(|e| e.to_string()),
         };
+        let resolved = |file: bool| match encode {
+            Encode::PlainUnlessInMemory(_) if file => Encode::AsRead,
+            Encode::PlainUnlessInMemory(level) => Encode::Zstd(level),
+            other => other,
+        };
         let sink = staged.and_then(|staged| {
             let file = staged.is_file();
-            Sink::new(staged, encode)
+            Sink::new(staged, resolved(file))
                 .map(|sink| (sink, file))
                 .map_err(|e| format!("zstd: {e}"))
         });
         let sink = match sink {
             Ok((sink, true)) => sink,
-            Ok((sink, false)) => return CopyWriter::Direct(Box::new(sink)),
-            Err(reason) => return CopyWriter::Broken(reason),
+            Ok((sink, false)) => return (CopyWriter::Direct(Box::new(sink)), resolved(false)),
+            Err(reason) => return (CopyWriter::Broken(reason), resolved(false)),
         };
         let (tx, rx) = sync_channel::<Piece>(PIECES_IN_FLIGHT);
         let abandoned = Arc::new(AtomicBool::new(false));
@@ -132,14 +149,15 @@ impl KeepTo {
                 }
                 Err(io::Error::other("the read was given up"))
             });
-        match spawned {
+        let writer = match spawned {
             Ok(handle) => CopyWriter::Thread(Writer {
                 tx: Some(tx),
                 handle: Some(handle),
                 abandoned,
             }),
             Err(e) => CopyWriter::Broken(format!("starting its writer: {e}")),
-        }
+        };
+        (writer, resolved(true))
     }
 }
 
@@ -259,7 +277,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let storage: Arc<dyn Storage> = Arc::new(LocalStorage::open(dir.path()).unwrap());
         let stage = Arc::clone(&storage);
-        let mut copy = KeepTo::deferred(move || stage.stage("sources/x")).open(Encode::AsRead);
+        let mut copy = KeepTo::deferred(move || stage.stage("sources/x"))
+            .open(Encode::AsRead)
+            .0;
         assert!(matches!(copy, CopyWriter::Thread(_)));
         let piece: Vec<u8> = (0..=255).collect();
         for _ in 0..1000 {
@@ -281,7 +301,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let storage: Arc<dyn Storage> = Arc::new(LocalStorage::open(dir.path()).unwrap());
         let stage = Arc::clone(&storage);
-        let mut copy = KeepTo::deferred(move || stage.stage("sources/x")).open(Encode::Zstd(1));
+        let mut copy = KeepTo::deferred(move || stage.stage("sources/x"))
+            .open(Encode::Zstd(1))
+            .0;
         assert!(matches!(copy, CopyWriter::Thread(_)));
         let text = b"http://example.com/a/b?c=d\n".repeat(20_000);
         for piece in text.chunks(100_003) {
@@ -292,9 +314,31 @@ mod tests {
         assert!(stored.len() * 20 < text.len(), "{} bytes", stored.len());
         assert_eq!(zstd::stream::decode_all(stored.as_slice()).unwrap(), text);
         // The same through a copy held in memory.
-        let mut memory = KeepTo::memory().open(Encode::Zstd(1));
+        let mut memory = KeepTo::memory().open(Encode::Zstd(1)).0;
         memory.write_all(&text).unwrap();
         let stored = memory.finish().unwrap().contents().unwrap();
+        assert_eq!(zstd::stream::decode_all(stored.as_slice()).unwrap(), text);
+    }
+
+    /// Plain content is kept as received in a file (no CPU for the copy
+    /// beside the parse) and compressed only when held in memory.
+    #[test]
+    fn plain_content_is_kept_plain_in_a_file_and_compressed_in_memory() {
+        let dir = tempfile::tempdir().unwrap();
+        let storage: Arc<dyn Storage> = Arc::new(LocalStorage::open(dir.path()).unwrap());
+        let stage = Arc::clone(&storage);
+        let text = b"http://example.com/a/b?c=d\n".repeat(20_000);
+        let (mut copy, encode) =
+            KeepTo::deferred(move || stage.stage("sources/x")).open(Encode::PlainUnlessInMemory(1));
+        assert_eq!(encode, Encode::AsRead);
+        assert!(matches!(copy, CopyWriter::Thread(_)));
+        copy.write_all(&text).unwrap();
+        assert_eq!(copy.finish().unwrap().contents().unwrap(), text);
+        let (mut memory, encode) = KeepTo::memory().open(Encode::PlainUnlessInMemory(1));
+        assert_eq!(encode, Encode::Zstd(1));
+        memory.write_all(&text).unwrap();
+        let stored = memory.finish().unwrap().contents().unwrap();
+        assert!(stored.len() * 20 < text.len(), "{} bytes", stored.len());
         assert_eq!(zstd::stream::decode_all(stored.as_slice()).unwrap(), text);
     }
 
@@ -306,11 +350,12 @@ mod tests {
                 reason: io::Error::other("disk full"),
             })
         })
-        .open(Encode::AsRead);
+        .open(Encode::AsRead)
+        .0;
         copy.write_all(b"abc").unwrap();
         let reason = copy.finish().unwrap_err();
         assert!(reason.contains("disk full"), "{reason}");
-        let mut memory = KeepTo::memory().open(Encode::AsRead);
+        let mut memory = KeepTo::memory().open(Encode::AsRead).0;
         memory.write_all(b"abc").unwrap();
         assert_eq!(memory.finish().unwrap().contents().unwrap(), b"abc");
     }
@@ -320,7 +365,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let storage: Arc<dyn Storage> = Arc::new(LocalStorage::open(dir.path()).unwrap());
         let stage = Arc::clone(&storage);
-        let mut copy = KeepTo::deferred(move || stage.stage("sources/x")).open(Encode::AsRead);
+        let mut copy = KeepTo::deferred(move || stage.stage("sources/x"))
+            .open(Encode::AsRead)
+            .0;
         for _ in 0..100 {
             copy.write_all(&[1u8; 64 * 1024]).unwrap();
         }

@@ -4,9 +4,10 @@
 //! lines that every core parses, canonicalizes and hashes at once, and the
 //! blocks' results are merged in input order, so counts, reject samples and
 //! hashes are those of one pass from the first line to the last. A fresh
-//! source's copy to keep as its last good content is taken on the way:
-//! gzip as received, anything else compressed with zstd, and written to
-//! storage alongside the read, both on a thread of its own (`copy`).
+//! source's copy to keep as its last good content is taken on the way, as
+//! received (gzip or plain; plain content held in memory for a `store` is
+//! compressed with zstd), and written to storage alongside the read, on a
+//! thread of its own (`copy`).
 //!
 //! JSON and CSV documents are read whole (a document cannot be cut at a
 //! line), then parsed on one thread.
@@ -32,9 +33,10 @@ const BLOCK_BYTES: usize = 256 * 1024;
 /// Blocks per core queued, read ahead of the parse.
 const BLOCKS_QUEUED_PER_THREAD: usize = 2;
 
-/// zstd level of a last good copy of content received uncompressed: fast
-/// (it runs on the copy's thread, beside the parse), about 5× smaller
-/// than the text for URL lists.
+/// zstd level of a last good copy of content received uncompressed and
+/// held in memory (a `store`'s): fast, about 5× smaller than the text for
+/// real URL lists. A copy written to the data directory is kept as
+/// received ([`Encode::PlainUnlessInMemory`]).
 const KEEP_ZSTD_LEVEL: i32 = 1;
 
 /// A source's content, as the build gets it.
@@ -105,13 +107,15 @@ enum Keeper {
 
 impl Keeper {
     /// A copy of raw bytes in `encoding` (gzip or plain), written by
-    /// `keep_to`: gzip as received, plain compressed with zstd.
+    /// `keep_to`: gzip as received; plain as received into a file, or
+    /// compressed with zstd when held in memory.
     fn open(keep_to: KeepTo, encoding: ContentEncoding) -> Self {
         match encoding {
-            ContentEncoding::Identity => {
-                Self::Copy(keep_to.open(Encode::Zstd(KEEP_ZSTD_LEVEL)), ContentEncoding::Zstd)
-            }
-            _ => Self::Copy(keep_to.open(Encode::AsRead), encoding),
+            ContentEncoding::Identity => match keep_to.open(Encode::PlainUnlessInMemory(KEEP_ZSTD_LEVEL)) {
+                (copy, Encode::Zstd(_)) => Self::Copy(copy, ContentEncoding::Zstd),
+                (copy, _) => Self::Copy(copy, ContentEncoding::Identity),
+            },
+            _ => Self::Copy(keep_to.open(Encode::AsRead).0, encoding),
         }
     }
 
