@@ -199,12 +199,12 @@ for num, name, label in builds:
 notes.append("Stages (wall time; they do not overlap, their sum is the total): `read` = fetching "
              "(checking the file) and the part of reading and gunzip (zlib-rs) that the parse did not "
              "hide (a source is read block by block on one thread while the blocks before are "
-             "parsed on every core; on 2 cores it also counts the CPU the copy's zstd, on a thread "
+             "parsed on every core; on 2 cores it also counts the CPU the copy, on a thread "
              "of its own, takes from the parse); `parse` = the parallel "
              "parse: line splitting, cleaning, canonicalization with the public-suffix check, "
              "SHA-256 (no longer timed apart: clock reads per entry cost more than some of what "
              "they time, and summed over cores they are not wall time); `source_cache` = committing "
-             "the source's last good copy (compressed: the gzip as received, or zstd), written "
+             "the source's last good copy (as received: the gzip, or the plain text), written "
              "to storage alongside the read by a thread of its own: a rename; "
              "`sort_dedup` = parallel sorts and deduplication of full hashes and filter keys; "
              "`filter` = binary fuse construction; `canary` = the 100,000-probe false-positive "
@@ -240,15 +240,19 @@ whole lines (256 KiB) are read by one thread into a bounded queue (2 blocks per 
 by one parse thread per core as soon as it is done with its last (no batch barrier), parsed,
 canonicalized and hashed, and merged in input order, so the snapshot, the full
 hashes and the report (counts, the first ten rejected lines) are byte for byte those of one
-thread. The last good copy of a source is kept compressed (the gzip as received; zstd level 1
-of content received plain, compressed by the copy's thread, not the reading one) and written to
-storage while the source is read, by a thread of its own (a staged file synced every 4 MiB,
+thread. The last good copy of a source is kept as received (the gzip, or the plain text; zstd
+level 1 of plain text only with an object store, where the copy is held in memory) and written
+to storage while the source is read, by a thread of its own (a staged file synced every 4 MiB,
 renamed into place once the source parsed): it is never
 held in memory and the build does not wait for it; sorts and the canary run in parallel.
 Earlier: whole decompressed feed in memory and a decompressed fsynced copy (`source_cache` 2.2×
 on the 854k feed); then the compressed copy held in memory and written with fsync after the
 parse (`source_cache` 0.03–0.10 s at 854k, 1.6–1.9 s at 10M, 8.6–9.0 s at 50M); canonicalization
-timed per entry.
+timed per entry; then plain text's copy compressed with zstd level 1 on the copy's thread
+(random synthetic URLs: about 300 MB/s, a fifth of the 10M build's CPU, taken from the parse on
+2 cores; interleaved against keeping it as received, 4 pairs, 10M list, fresh data directory
+each: 6.14–6.50× against 4.66–5.67× SHA-256 alone; the data directory holds 523 MB for that
+list's copy instead of 256 MB).
 
 Earlier changes measured in this row: zstd level 19 → 3 for the filter body (binary fuse
 fingerprints are random: on the 854k list's 950 KB body level 19 saved 53 bytes over level 1
@@ -266,10 +270,8 @@ first: canonicalization itself; sorting 32-byte hashes (`sort_dedup`: a radix so
 4-byte prefix would do); `write`, which fsyncs (disk, shared too: on this machine the same
 311 MB `.hashes` write took 0.5 s or 3 s depending on what the disk was still writing back);
 gunzip on the reading thread (flate2's zlib-rs backend now, in the publisher only; the agent's
-memory test passes with it); and, on the synthetic lists, zstd level 1 of the plain-text copy
-to keep (random URLs: about 300 MB/s, a fifth of the 10M build's CPU, on the copy's thread; a
-real feed's text compresses 4.6× at 500 MB/s, and one fetched gzip is kept as received, for
-free).
+memory test passes with it); and, on the synthetic lists, writing the plain-text copy into
+the page cache (new page cache is slow on this VM: see the findings below).
 
 **Memory.** The full hashes (32 B each) are out of memory while the filter is built: the build
 writes them as the `.hashes` file it will publish (a staged file in the data directory), takes
