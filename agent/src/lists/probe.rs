@@ -18,12 +18,39 @@ impl Lists {
     /// [`Error::InvalidUrl`] when the URL names no host, then
     /// [`Error::NotReady`] when a list has no snapshot yet.
     pub(crate) fn lookup_local(&self, url: &str, now: SystemTime) -> Result<LocalLookup, Error> {
-        match self.lookup_loaded(url, now)? {
+        let mut hashes = UrlHashes::default();
+        if let Some(local) = self.lookup_one(url, now, &mut hashes) {
+            return local;
+        }
+        hashes.set(url)?;
+        match self.probe(&hashes, now) {
             (local, None) => Ok(local),
             (_, Some(list)) => Err(Error::NotReady {
                 list: list.to_string(),
             }),
         }
+    }
+
+    /// The check of one list that has a snapshot (the usual case), its
+    /// hashes' filter slots prefetched as they are computed; `None` with
+    /// several lists or none loaded (`hashes` untouched).
+    #[inline(always)]
+    fn lookup_one<'u>(
+        &self,
+        url: &'u str,
+        now: SystemTime,
+        hashes: &mut UrlHashes<'u>,
+    ) -> Option<Result<LocalLookup, Error>> {
+        let [slot] = self.slots.as_slice() else {
+            return None;
+        };
+        let current = slot.current.load();
+        let loaded = current.as_ref()?;
+        if let Err(e) = hashes.set_then(url, |hash| loaded.state.prefetch(hash)) {
+            return Some(Err(e));
+        }
+        let snapshot = std::iter::once((&slot.name, &loaded.state));
+        Some(Ok(lookup::probe(hashes, snapshot, now)))
     }
 
     /// Hashes `url`'s expressions and probes the current state of every
@@ -42,13 +69,8 @@ impl Lists {
     /// [`Error::InvalidUrl`] when the URL names no host.
     pub(crate) fn lookup_loaded(&self, url: &str, now: SystemTime) -> Result<Probed, Error> {
         let mut hashes = UrlHashes::default();
-        if let [slot] = self.slots.as_slice() {
-            let current = slot.current.load();
-            if let Some(loaded) = current.as_ref() {
-                hashes.set_then(url, |hash| loaded.state.prefetch(hash))?;
-                let snapshot = std::iter::once((&slot.name, &loaded.state));
-                return Ok((lookup::probe(&hashes, snapshot, now), None));
-            }
+        if let Some(local) = self.lookup_one(url, now, &mut hashes) {
+            return local.map(|local| (local, None));
         }
         hashes.set(url)?;
         Ok(self.probe(&hashes, now))
