@@ -279,6 +279,15 @@ async fn failing_sources_keep_their_last_good_content() {
     let first = p.build_list(0).await;
     let v1 = first.result.unwrap();
     assert_eq!(first.report.unwrap().sources[0].state, "fresh");
+    // Received plain: its copy in the data directory is the body as
+    // received, which the faults below fall back to.
+    let copies: Vec<_> = std::fs::read_dir(dir.path().join("sources/feed"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "data"))
+        .collect();
+    assert_eq!(copies.len(), 1, "{copies:?}");
+    assert_eq!(std::fs::read(&copies[0]).unwrap(), n_urls(300).as_bytes());
 
     // Unchanged feed: conditional GET, 304, the cached copy is used.
     let second = p.build_list(0).await;

@@ -23,7 +23,7 @@ use crate::storage::Staged;
 
 /// Pieces in flight to the writer thread (each up to a read block of
 /// 256 KiB): 1 MiB, more than the parse uses while the writer syncs 4 MiB
-/// (about 7 ms here); a slower disk or compression holds the read back
+/// (about 7 ms here); a slower disk holds the read back
 /// rather than growing the build's memory (16 pieces added up to 4 MiB to
 /// the peak when the disk lagged).
 const PIECES_IN_FLIGHT: usize = 4;
@@ -51,13 +51,20 @@ pub(crate) enum Sink {
 }
 
 impl Sink {
-    fn new(staged: Staged, encode: Encode) -> io::Result<Self> {
-        Ok(match encode {
-            Encode::AsRead => Self::AsRead(staged),
-            Encode::Zstd(level) | Encode::PlainUnlessInMemory(level) => {
-                Self::Zstd(zstd::stream::write::Encoder::new(staged, level)?)
-            }
-        })
+    /// The sink into `staged`, and how it stores the copy: `encode`
+    /// resolved to [`Encode::AsRead`] or [`Encode::Zstd`] by where
+    /// `staged` is (a file, or memory).
+    fn new(staged: Staged, encode: Encode) -> io::Result<(Self, Encode)> {
+        let encode = match encode {
+            Encode::PlainUnlessInMemory(_) if staged.is_file() => Encode::AsRead,
+            Encode::PlainUnlessInMemory(level) => Encode::Zstd(level),
+            other => other,
+        };
+        let sink = match encode {
+            Encode::Zstd(level) => Self::Zstd(zstd::stream::write::Encoder::new(staged, level)?),
+            _ => Self::AsRead(staged),
+        };
+        Ok((sink, encode))
     }
 
     fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
@@ -102,29 +109,25 @@ impl KeepTo {
         Self(Some(Box::new(stage)))
     }
 
-    /// The writer of the copy, stored as `encode` says, and whether it is
-    /// compressed with zstd (`encode` resolved: [`Encode::AsRead`] or
-    /// [`Encode::Zstd`]).
+    /// The writer of the copy, stored as `encode` says, and how it stores
+    /// it (`encode` resolved by [`Sink::new`]: [`Encode::AsRead`] or
+    /// [`Encode::Zstd`]; `encode` as given when no copy could be made:
+    /// nothing is written then, and [`CopyWriter::finish`] says why).
     pub(crate) fn open(self, encode: Encode) -> (CopyWriter, Encode) {
         let staged = match self.0 {
             None => Ok(Staged::memory()),
             Some(stage) => stage().map_err(|e| e.to_string()),
         };
-        let resolved = |file: bool| match encode {
-            Encode::PlainUnlessInMemory(_) if file => Encode::AsRead,
-            Encode::PlainUnlessInMemory(level) => Encode::Zstd(level),
-            other => other,
-        };
         let sink = staged.and_then(|staged| {
             let file = staged.is_file();
-            Sink::new(staged, resolved(file))
+            Sink::new(staged, encode)
                 .map(|sink| (sink, file))
                 .map_err(|e| format!("zstd: {e}"))
         });
-        let sink = match sink {
-            Ok((sink, true)) => sink,
-            Ok((sink, false)) => return (CopyWriter::Direct(Box::new(sink)), resolved(false)),
-            Err(reason) => return (CopyWriter::Broken(reason), resolved(false)),
+        let (sink, encode) = match sink {
+            Ok(((sink, encode), true)) => (sink, encode),
+            Ok(((sink, encode), false)) => return (CopyWriter::Direct(Box::new(sink)), encode),
+            Err(reason) => return (CopyWriter::Broken(reason), encode),
         };
         let (tx, rx) = sync_channel::<Piece>(PIECES_IN_FLIGHT);
         let abandoned = Arc::new(AtomicBool::new(false));
@@ -157,7 +160,7 @@ impl KeepTo {
             }),
             Err(e) => CopyWriter::Broken(format!("starting its writer: {e}")),
         };
-        (writer, resolved(true))
+        (writer, encode)
     }
 }
 

@@ -98,8 +98,9 @@ impl Read for Raw {
 enum Keeper {
     /// Nothing to copy (cached content, or fresh gzip already in memory).
     Nothing,
-    /// The raw bytes, stored with this encoding (compressed by the copy's
-    /// writer when they are plain: [`Encode`]).
+    /// The raw bytes, stored with this encoding (as received, or plain
+    /// bytes compressed with zstd when the copy is held in memory:
+    /// [`Encode::PlainUnlessInMemory`]).
     Copy(CopyWriter, ContentEncoding),
     /// The copy failed, for this reason: the read goes on without it.
     Broken(String),
