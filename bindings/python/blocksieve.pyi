@@ -12,7 +12,7 @@ import os
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from types import TracebackType
-from typing import Literal, Optional, Union
+from typing import Literal, Optional, Union, overload
 
 __version__: str
 
@@ -194,9 +194,20 @@ class Agent:
         """
     def check(self, url: str) -> Verdict:
         """Checks one URL. Raises ``InvalidUrlError``, ``NotReadyError``."""
-    def check_many(self, urls: Iterable[str]) -> builtins.list[Verdict]:
+    @overload
+    def check_many(self, urls: Iterable[str], return_exceptions: Literal[False] = False) -> builtins.list[Verdict]: ...
+    @overload
+    def check_many(
+        self, urls: Iterable[str], return_exceptions: Literal[True]
+    ) -> builtins.list[Union[Verdict, BlocksieveError]]: ...
+    def check_many(
+        self, urls: Iterable[str], return_exceptions: bool = False
+    ) -> Union[builtins.list[Verdict], builtins.list[Union[Verdict, BlocksieveError]]]:
         """Checks URLs together, answering in order. Raises the first URL's
-        error, if any."""
+        error, if any; with ``return_exceptions=True`` each URL's error is
+        its item in the list instead (as with ``asyncio.gather``), so that
+        a URL confirmed unsafe is answered while another is, e.g., a
+        ``NotReadyError`` because a list has no snapshot yet."""
     def status(self) -> Status: ...
     def start_updates(self) -> None:
         """Starts the background updates. Raises ``MisconfiguredError`` if
@@ -235,7 +246,17 @@ class AsyncAgent:
     ) -> None: ...
     async def update(self) -> UpdateReport: ...
     async def check(self, url: str) -> Verdict: ...
-    async def check_many(self, urls: Iterable[str]) -> builtins.list[Verdict]: ...
+    @overload
+    async def check_many(
+        self, urls: Iterable[str], return_exceptions: Literal[False] = False
+    ) -> builtins.list[Verdict]: ...
+    @overload
+    async def check_many(
+        self, urls: Iterable[str], return_exceptions: Literal[True]
+    ) -> builtins.list[Union[Verdict, BlocksieveError]]: ...
+    async def check_many(
+        self, urls: Iterable[str], return_exceptions: bool = False
+    ) -> Union[builtins.list[Verdict], builtins.list[Union[Verdict, BlocksieveError]]]: ...
     def status(self) -> Status: ...
     def start_updates(self) -> None: ...
     async def close(self) -> None: ...

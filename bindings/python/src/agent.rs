@@ -187,18 +187,47 @@ fn collect_urls(urls: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
     urls.try_iter()?.map(|url| url?.extract::<String>()).collect()
 }
 
-/// The verdicts for the agent's results for `urls`, or the first URL's
-/// error.
+/// One URL's answer in `check_many(..., return_exceptions=True)`: its
+/// verdict, or its error as an exception object in the list (as
+/// `asyncio.gather(..., return_exceptions=True)` gives them).
+pub(crate) enum Checked {
+    Verdict(Verdict),
+    Error(PyErr),
+}
+
+impl<'py> IntoPyObject<'py> for Checked {
+    type Target = PyAny;
+    type Output = Bound<'py, PyAny>;
+    type Error = PyErr;
+
+    fn into_pyobject(self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        match self {
+            Self::Verdict(verdict) => Ok(Bound::new(py, verdict)?.into_any()),
+            Self::Error(error) => Ok(error.into_value(py).into_bound(py).into_any()),
+        }
+    }
+}
+
+/// The answers to `urls` from the agent's `results`, in order: with
+/// `return_exceptions`, each URL's verdict or error; otherwise the
+/// verdicts, or the first URL's error.
 fn verdicts(
     urls: &[String],
     results: Vec<Result<blocksieve_agent::Verdict, blocksieve_agent::Error>>,
-) -> PyResult<Vec<Verdict>> {
+    return_exceptions: bool,
+) -> PyResult<Vec<Checked>> {
     urls.iter()
         .zip(&results)
         .map(|(url, r)| {
-            r.as_ref()
+            let checked = r
+                .as_ref()
                 .map(Verdict::from_agent)
-                .map_err(|e| to_py_for_url(e, url))
+                .map_err(|e| to_py_for_url(e, url));
+            match checked {
+                Ok(verdict) => Ok(Checked::Verdict(verdict)),
+                Err(error) if return_exceptions => Ok(Checked::Error(error)),
+                Err(error) => Err(error),
+            }
         })
         .collect()
 }
@@ -278,13 +307,23 @@ impl Agent {
     }
 
     /// Checks several URLs at once (one full-hash request for all their
-    /// hits), answering in the same order.
-    fn check_many(&self, py: Python<'_>, urls: &Bound<'_, PyAny>) -> PyResult<Vec<Verdict>> {
+    /// hits), answering in the same order: the first URL's error is
+    /// raised, or with `return_exceptions=True` each URL's error is its
+    /// item in the list (a URL confirmed unsafe is answered while another
+    /// URL's answer is an error, e.g. `NotReadyError` while a list has no
+    /// snapshot).
+    #[pyo3(signature = (urls, return_exceptions = false))]
+    fn check_many(
+        &self,
+        py: Python<'_>,
+        urls: &Bound<'_, PyAny>,
+        return_exceptions: bool,
+    ) -> PyResult<Vec<Checked>> {
         let urls = collect_urls(urls)?;
         let agent = self.core.agent()?;
         let runtime = runtime::get()?;
         let results = py.detach(|| runtime.block_on(agent.check_urls(&urls)));
-        verdicts(&urls, results)
+        verdicts(&urls, results, return_exceptions)
     }
 
     /// Every threat list's snapshot and update state, and the counters.
@@ -410,14 +449,21 @@ impl AsyncAgent {
         })
     }
 
-    /// Checks several URLs at once, answering in the same order.
-    fn check_many<'py>(&self, py: Python<'py>, urls: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    /// Checks several URLs at once, answering in the same order (see
+    /// `Agent.check_many`, `return_exceptions` included).
+    #[pyo3(signature = (urls, return_exceptions = false))]
+    fn check_many<'py>(
+        &self,
+        py: Python<'py>,
+        urls: &Bound<'py, PyAny>,
+        return_exceptions: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let urls = collect_urls(urls)?;
         let agent = self.core.agent()?;
         runtime::get()?;
         pyo3_async_runtimes::tokio::future_into_py(py, async move {
             let results = agent.check_urls(&urls).await;
-            verdicts(&urls, results)
+            verdicts(&urls, results, return_exceptions)
         })
     }
 

@@ -107,6 +107,36 @@ def test_not_ready_before_update(publisher):
         assert not agent.status().ready
 
 
+def test_check_many_answers_each_url_while_a_list_has_no_snapshot(publisher):
+    # `absent` is not published: it never gets a snapshot, and the URLs
+    # the other list does not confirm unsafe are not ready.
+    urls = [LISTED_URL, BENIGN_URL, "http://"]
+
+    def expect_each(answers):
+        unsafe, not_ready, invalid = answers
+        assert unsafe.is_unsafe and unsafe.list == "phishing"
+        assert isinstance(not_ready, blocksieve.NotReadyError) and "absent" in str(not_ready)
+        assert isinstance(invalid, blocksieve.InvalidUrlError)
+
+    with blocksieve.Agent(publisher.url, ["phishing", "absent"], publisher.key) as agent:
+        with pytest.raises(blocksieve.BlocksieveError):
+            agent.update()
+        with pytest.raises(blocksieve.NotReadyError):
+            agent.check_many(urls)
+        expect_each(agent.check_many(urls, return_exceptions=True))
+        assert agent.check(LISTED_URL).is_unsafe
+
+    async def main():
+        async with blocksieve.AsyncAgent(publisher.url, ["phishing", "absent"], publisher.key) as agent:
+            with pytest.raises(blocksieve.BlocksieveError):
+                await agent.update()
+            with pytest.raises(blocksieve.NotReadyError):
+                await agent.check_many(urls)
+            expect_each(await agent.check_many(urls, return_exceptions=True))
+
+    asyncio.run(main())
+
+
 def test_update_then_safe_and_unsafe(publisher):
     with agent_for(publisher) as agent:
         report = agent.update()
