@@ -106,6 +106,11 @@ pub enum SourceUpdate {
     /// server said not modified), or it could not be read and its
     /// validators are dropped (the next fetch is unconditional).
     Meta(CacheMeta),
+    /// Fresh content that parsed but whose copy could not be made (a full
+    /// disk): nothing is stored, so the source keeps its last good content
+    /// and validators, but the per-source gates still measure its entries
+    /// (`meta.accepted`) against that content's.
+    Unkept(CacheMeta),
 }
 
 /// The first half of a build: every source read into the list's full
@@ -411,7 +416,7 @@ pub fn read_sources(
                                 }
                                 Some((Err(reason), _)) => {
                                     tracing::warn!(source = %label, %reason, "could not keep a copy of the source's content as its last good content");
-                                    None
+                                    Some(SourceUpdate::Unkept(meta))
                                 }
                                 None => None,
                             };

@@ -429,3 +429,33 @@ fn content_that_gives_no_entry_falls_back_to_the_last_good_content() {
     let read = read_sources("test", vec![source], 1, PeakRssProbe::NONE, &mut Vec::new()).unwrap();
     assert_eq!((read.sources[0].state.as_str(), read.hashes.len()), ("fresh", 0));
 }
+
+/// Fresh content whose copy cannot be made (a full disk) is read and used,
+/// stores nothing, and says how many entries it gave, for the per-source
+/// gates (`SourceUpdate::Unkept`).
+#[test]
+fn a_fresh_source_whose_copy_fails_is_used_and_reported_unkept() {
+    let source = LoadedSource {
+        keep_to: KeepTo::deferred(|| {
+            Err(Error::Storage {
+                path: "sources/test".into(),
+                reason: std::io::Error::other("no space left on device"),
+            })
+        }),
+        ..loaded(
+            "http://a.example/x\nhttp://b.example/y\n",
+            SourceFormat::Urls,
+            SourceRole::Block,
+        )
+    };
+    let mut updates = Vec::new();
+    let read = read_sources("test", vec![source], 1, PeakRssProbe::NONE, &mut updates).unwrap();
+    assert_eq!((read.sources[0].state.as_str(), read.hashes.len()), ("fresh", 2));
+    assert!(
+        matches!(
+            updates.as_slice(),
+            [(0, SourceUpdate::Unkept(CacheMeta { accepted: 2, .. }))]
+        ),
+        "{updates:?}"
+    );
+}

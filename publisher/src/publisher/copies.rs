@@ -13,12 +13,17 @@ use crate::fetch::ContentEncoding;
 use crate::status::SourceView;
 use crate::storage::{CacheMeta, SourceCache, Staged};
 
-/// The copies of one build's fresh sources, by source index. Dropped
-/// without [`PendingCopies::commit`], they leave nothing behind (the staged
-/// files are removed) and each source's cache keeps its previous content
-/// and validators: the next fetch asks for the new content again.
+/// The copies of one build's fresh sources, by source index, with their
+/// metadata (`None`: fresh content whose copy could not be made, measured
+/// by the gates all the same, never stored). Dropped without
+/// [`PendingCopies::commit`], they leave nothing behind (the staged files
+/// are removed) and each source's cache keeps its previous content and
+/// validators: the next fetch asks for the new content again.
 #[derive(Default)]
-pub(super) struct PendingCopies(Vec<(usize, Staged, ContentEncoding, CacheMeta)>);
+pub(super) struct PendingCopies(Vec<(usize, Option<StagedCopy>, CacheMeta)>);
+
+/// A staged copy and its encoding.
+type StagedCopy = (Staged, ContentEncoding);
 
 impl PendingCopies {
     /// A build's source updates, by source index: each fresh copy held,
@@ -35,7 +40,11 @@ impl PendingCopies {
         for (index, update) in updates {
             let meta = match update {
                 SourceUpdate::Store { copy, encoding, meta } => {
-                    held.0.push((index, copy, encoding, meta));
+                    held.0.push((index, Some((copy, encoding)), meta));
+                    continue;
+                }
+                SourceUpdate::Unkept(meta) => {
+                    held.0.push((index, None, meta));
                     continue;
                 }
                 SourceUpdate::Meta(meta) => meta,
@@ -61,7 +70,8 @@ impl PendingCopies {
 
     /// The `max_shrink` gate per block source, in a list of several (of one,
     /// the list's own gate sees the same): each source (below `blocks`,
-    /// the block sources' count) whose fresh content gave fewer entries, by
+    /// the block sources' count) whose fresh content (its copy kept or not)
+    /// gave fewer entries, by
     /// more than `max_shrink`, than its last good content (as a rule the
     /// content last published). A feed emptied or cut short where no error
     /// shows (a `200` with an empty body) beside larger sources would
@@ -78,7 +88,7 @@ impl PendingCopies {
         }
         (self.0.iter())
             .filter(|(index, ..)| *index < blocks)
-            .filter_map(|(index, _, _, meta)| {
+            .filter_map(|(index, _, meta)| {
                 let (cache, label) = caches.get(*index)?;
                 let previous = cache.meta()?.accepted;
                 let refused = (meta.accepted as f64) < previous as f64 * (1.0 - max_shrink);
@@ -107,8 +117,8 @@ impl PendingCopies {
     /// the data directory); returns the time it took.
     pub(super) fn commit(self, caches: &[(SourceCache, String)]) -> Duration {
         let started = Instant::now();
-        for (index, copy, encoding, meta) in self.0 {
-            let Some((cache, label)) = caches.get(index) else {
+        for (index, copy, meta) in self.0 {
+            let (Some((copy, encoding)), Some((cache, label))) = (copy, caches.get(index)) else {
                 continue;
             };
             if let Err(e) = cache.store_staged(copy, encoding, &meta) {
@@ -116,5 +126,70 @@ impl PendingCopies {
             }
         }
         started.elapsed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::config::{SourceConfig, SourceFormat};
+    use crate::storage::{LocalStorage, Storage};
+
+    fn meta(accepted: u64) -> CacheMeta {
+        CacheMeta {
+            accepted,
+            ..CacheMeta::default()
+        }
+    }
+
+    /// Fresh content whose copy could not be made (a full disk) is still
+    /// measured by the per-source `max_shrink` gate, and stores nothing: an
+    /// emptied source beside another was published when its copy failed.
+    #[test]
+    fn a_fresh_source_without_its_copy_is_still_measured_and_stores_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let storage: Arc<dyn Storage> = Arc::new(LocalStorage::open(dir.path()).unwrap());
+        let caches: Vec<(SourceCache, String)> = ["a.txt", "b.txt"]
+            .iter()
+            .enumerate()
+            .map(|(i, name)| {
+                let config = SourceConfig::file(*name, SourceFormat::Urls);
+                (
+                    SourceCache::source(Arc::clone(&storage), "l", i, &config),
+                    (*name).to_owned(),
+                )
+            })
+            .collect();
+        caches[0].0.store(b"http://a.example/\n", &meta(300)).unwrap();
+        caches[1].0.store(b"http://b.example/\n", &meta(60)).unwrap();
+        let views = Mutex::new(Vec::new());
+        let updates = vec![
+            (0, SourceUpdate::Unkept(meta(300))),
+            (1, SourceUpdate::Unkept(meta(0))),
+        ];
+        let held = PendingCopies::sort(updates, &caches, &views);
+        let shrunk = held.shrunk(&caches, 2, 0.5);
+        assert!(
+            matches!(
+                shrunk.as_slice(),
+                [(
+                    1,
+                    GateRefusal::SourceShrink {
+                        accepted: 0,
+                        previous_accepted: 60,
+                        ..
+                    }
+                )]
+            ),
+            "{shrunk:?}"
+        );
+        // Committed (a build published without the gate): each source keeps
+        // its last good content and metadata.
+        held.forget(&shrunk).commit(&caches);
+        assert_eq!(caches[0].0.meta().unwrap().accepted, 300);
+        assert_eq!(caches[1].0.meta().unwrap().accepted, 60);
+        assert_eq!(caches[1].0.load().unwrap().0, b"http://b.example/\n");
     }
 }
