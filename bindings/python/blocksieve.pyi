@@ -195,19 +195,16 @@ class Agent:
     def check(self, url: str) -> Verdict:
         """Checks one URL. Raises ``InvalidUrlError``, ``NotReadyError``."""
     @overload
-    def check_many(self, urls: Iterable[str], return_exceptions: Literal[False] = False) -> builtins.list[Verdict]: ...
-    @overload
-    def check_many(
-        self, urls: Iterable[str], return_exceptions: Literal[True]
-    ) -> builtins.list[Union[Verdict, BlocksieveError]]: ...
-    def check_many(
-        self, urls: Iterable[str], return_exceptions: bool = False
-    ) -> Union[builtins.list[Verdict], builtins.list[Union[Verdict, BlocksieveError]]]:
+    def check_many(self, urls: Iterable[str], return_exceptions: Literal[False] = False) -> builtins.list[Verdict]:
         """Checks URLs together, answering in order. Raises the first URL's
         error, if any; with ``return_exceptions=True`` each URL's error is
         its item in the list instead (as with ``asyncio.gather``), so that
         a URL confirmed unsafe is answered while another is, e.g., a
         ``NotReadyError`` because a list has no snapshot yet."""
+    @overload
+    def check_many(
+        self, urls: Iterable[str], return_exceptions: Literal[True]
+    ) -> builtins.list[Union[Verdict, BlocksieveError]]: ...
     def status(self) -> Status: ...
     def start_updates(self) -> None:
         """Starts the background updates. Raises ``MisconfiguredError`` if
@@ -254,9 +251,6 @@ class AsyncAgent:
     async def check_many(
         self, urls: Iterable[str], return_exceptions: Literal[True]
     ) -> builtins.list[Union[Verdict, BlocksieveError]]: ...
-    async def check_many(
-        self, urls: Iterable[str], return_exceptions: bool = False
-    ) -> Union[builtins.list[Verdict], builtins.list[Union[Verdict, BlocksieveError]]]: ...
     def status(self) -> Status: ...
     def start_updates(self) -> None: ...
     async def close(self) -> None: ...

@@ -119,7 +119,7 @@ def test_check_many_answers_each_url_while_a_list_has_no_snapshot(publisher):
         assert isinstance(invalid, blocksieve.InvalidUrlError)
 
     with blocksieve.Agent(publisher.url, ["phishing", "absent"], publisher.key) as agent:
-        with pytest.raises(blocksieve.BlocksieveError):
+        with pytest.raises(blocksieve.TransportError, match="absent"):
             agent.update()
         with pytest.raises(blocksieve.NotReadyError):
             agent.check_many(urls)
@@ -128,7 +128,7 @@ def test_check_many_answers_each_url_while_a_list_has_no_snapshot(publisher):
 
     async def main():
         async with blocksieve.AsyncAgent(publisher.url, ["phishing", "absent"], publisher.key) as agent:
-            with pytest.raises(blocksieve.BlocksieveError):
+            with pytest.raises(blocksieve.TransportError, match="absent"):
                 await agent.update()
             with pytest.raises(blocksieve.NotReadyError):
                 await agent.check_many(urls)

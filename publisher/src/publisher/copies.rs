@@ -165,9 +165,13 @@ mod tests {
         caches[0].0.store(b"http://a.example/\n", &meta(300)).unwrap();
         caches[1].0.store(b"http://b.example/\n", &meta(60)).unwrap();
         let views = Mutex::new(Vec::new());
+        let fresh = |accepted| CacheMeta {
+            fetched_at: 99,
+            ..meta(accepted)
+        };
         let updates = vec![
-            (0, SourceUpdate::Unkept(meta(300))),
-            (1, SourceUpdate::Unkept(meta(0))),
+            (0, SourceUpdate::Unkept(fresh(350))),
+            (1, SourceUpdate::Unkept(fresh(0))),
         ];
         let held = PendingCopies::sort(updates, &caches, &views);
         let shrunk = held.shrunk(&caches, 2, 0.5);
@@ -185,9 +189,10 @@ mod tests {
             ),
             "{shrunk:?}"
         );
-        // Committed (a build published without the gate): each source keeps
-        // its last good content and metadata.
-        held.forget(&shrunk).commit(&caches);
+        // Committed as a forced build commits (without `forget`): each
+        // source keeps its last good content and metadata.
+        held.commit(&caches);
+        assert_eq!(caches[0].0.meta().unwrap().fetched_at, 0);
         assert_eq!(caches[0].0.meta().unwrap().accepted, 300);
         assert_eq!(caches[1].0.meta().unwrap().accepted, 60);
         assert_eq!(caches[1].0.load().unwrap().0, b"http://b.example/\n");
