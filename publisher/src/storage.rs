@@ -52,6 +52,7 @@ use blocksieve_format::{SigningKey, TrustedKey};
 
 use crate::error::Error;
 
+mod direct;
 pub mod history;
 mod source_cache;
 pub mod spill;

@@ -18,10 +18,12 @@
 //! Elsewhere (an object store) it is held in memory and put whole.
 
 use std::fs;
-use std::io::{self, BufWriter, Write};
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use sha2::Digest as _;
+
+use super::direct::DirectWriter;
 
 /// How many bytes a staged file takes between syncs.
 pub const SYNC_EVERY: u64 = 4 << 20;
@@ -38,7 +40,8 @@ enum Target {
     File {
         /// The temporary file's path; `None` once committed.
         tmp: Option<PathBuf>,
-        file: BufWriter<fs::File>,
+        /// Written to the disk past the page cache where it can be.
+        file: Box<DirectWriter>,
         unsynced: u64,
         /// Bytes between syncs ([`SYNC_EVERY`], or none: [`Staged::synced_at_commit`]).
         sync_every: u64,
@@ -96,11 +99,11 @@ impl Staged {
         if let Some(dir) = tmp.parent() {
             fs::create_dir_all(dir)?;
         }
-        let file = fs::File::create(&tmp)?;
+        let file = Box::new(DirectWriter::create(tmp.clone())?);
         Ok(Self {
             target: Target::File {
                 tmp: Some(tmp),
-                file: BufWriter::with_capacity(1 << 20, file),
+                file,
                 unsynced: 0,
                 sync_every: SYNC_EVERY,
             },
@@ -110,13 +113,16 @@ impl Staged {
     }
 
     /// This value synced only when finished or committed, not every
-    /// [`SYNC_EVERY`] bytes: for a value written all at once and read back
-    /// (a build's full hashes, out of memory while its filter is built,
-    /// which the build syncs from another thread meanwhile:
-    /// [`Self::file_handle`]).
+    /// [`SYNC_EVERY`] bytes, and written through the page cache: for a
+    /// value written all at once and read back soon (a build's full
+    /// hashes, out of memory while its filter is built, which the build
+    /// syncs from another thread meanwhile: [`Self::file_handle`]). Other
+    /// staged files bypass the page cache where they can
+    /// ([`super::direct`]).
     #[must_use]
     pub fn synced_at_commit(mut self) -> Self {
-        if let Target::File { sync_every, .. } = &mut self.target {
+        if let Target::File { file, sync_every, .. } = &mut self.target {
+            file.through_page_cache();
             *sync_every = u64::MAX;
         }
         self
@@ -152,9 +158,9 @@ impl Staged {
                 let n = file.write(buf)?;
                 *unsynced += n as u64;
                 if *unsynced >= *sync_every {
-                    // The kernel writes it back now, not all at the commit.
-                    file.flush()?;
-                    file.get_ref().sync_data()?;
+                    // On the disk now, not all at the commit (what the
+                    // window holds goes with the next sync).
+                    file.file().sync_data()?;
                     *unsynced = 0;
                 }
                 n
@@ -184,7 +190,7 @@ impl Staged {
             Target::Memory(_) => Ok(None),
             Target::File { file, .. } => {
                 file.flush()?;
-                file.get_ref().try_clone().map(Some)
+                file.file().try_clone().map(Some)
             }
         }
     }
@@ -238,7 +244,7 @@ impl Staged {
     pub fn finish(&mut self) -> io::Result<()> {
         if let Target::File { file, unsynced, .. } = &mut self.target {
             file.flush()?;
-            file.get_ref().sync_data()?;
+            file.file().sync_data()?;
             *unsynced = 0;
         }
         Ok(())
@@ -339,6 +345,22 @@ mod tests {
         let mut back = Vec::new();
         memory.read_back().unwrap().read_to_end(&mut back).unwrap();
         assert_eq!(back, b"xyz");
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_staged_copy_bypasses_the_page_cache_and_full_hashes_do_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let direct = |staged: &Staged| match &staged.target {
+            Target::File { file, .. } => file.is_direct(),
+            Target::Memory(_) => panic!("a file"),
+        };
+        let copy = Staged::file(dir.path().join("copy.tmp")).unwrap();
+        assert!(direct(&copy), "the test's directory takes O_DIRECT");
+        let hashes = Staged::file(dir.path().join("hashes.tmp"))
+            .unwrap()
+            .synced_at_commit();
+        assert!(!direct(&hashes));
     }
 
     #[test]
