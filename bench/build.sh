@@ -243,7 +243,8 @@ hashes and the report (counts, the first ten rejected lines) are byte for byte t
 thread. The last good copy of a source is kept as received (the gzip, or the plain text; zstd
 level 1 of plain text only with an object store, where the copy is held in memory) and written
 to storage while the source is read, by a thread of its own (a staged file synced every 4 MiB,
-renamed into place once the source parsed): it is never
+written with direct I/O past the page cache on Linux, renamed into place once the source
+parsed): it is never
 held in memory and the build does not wait for it; sorts and the canary run in parallel.
 Earlier: whole decompressed feed in memory and a decompressed fsynced copy (`source_cache` 2.2×
 on the 854k feed); then the compressed copy held in memory and written with fsync after the
@@ -252,7 +253,10 @@ timed per entry; then plain text's copy compressed with zstd level 1 on the copy
 (random synthetic URLs: about 300 MB/s, a fifth of the 10M build's CPU, taken from the parse on
 2 cores; interleaved against keeping it as received, 4 pairs, 10M list, fresh data directory
 each: 6.14–6.50× against 4.66–5.67× SHA-256 alone; the data directory holds 523 MB for that
-list's copy instead of 256 MB).
+list's copy instead of 256 MB); then that copy written through the page cache (new page cache
+on this VM costs 1.2–2 s of system time a gigabyte, `dd` 1.5 GB: 1.9–3.0 s against 0.7 s with
+`oflag=direct`; the 50M list's 2.6 GB copy took that CPU from the parse; interleaved, 50M
+list: 6.7 / 7.1× page cache against 4.9 / 5.1× direct; 10M: 4.8–6.0× against 4.6–4.8×).
 
 Earlier changes measured in this row: zstd level 19 → 3 for the filter body (binary fuse
 fingerprints are random: on the 854k list's 950 KB body level 19 saved 53 bytes over level 1
@@ -270,8 +274,9 @@ first: canonicalization itself; sorting 32-byte hashes (`sort_dedup`: a radix so
 4-byte prefix would do); `write`, which fsyncs (disk, shared too: on this machine the same
 311 MB `.hashes` write took 0.5 s or 3 s depending on what the disk was still writing back);
 gunzip on the reading thread (flate2's zlib-rs backend now, in the publisher only; the agent's
-memory test passes with it); and, on the synthetic lists, writing the plain-text copy into
-the page cache (new page cache is slow on this VM: see the findings below).
+memory test passes with it); and writing the `.hashes` file into the page cache (1.5 GB at
+50M: 2.3–3.6 s; it goes through the page cache because the build reads it back after the filter,
+which from the disk would be slower on a network disk).
 
 **Memory.** The full hashes (32 B each) are out of memory while the filter is built: the build
 writes them as the `.hashes` file it will publish (a staged file in the data directory), takes
