@@ -109,7 +109,8 @@ pub enum SourceUpdate {
     /// Fresh content that parsed but whose copy could not be made (a full
     /// disk): nothing is stored, so the source keeps its last good content
     /// and validators, but the per-source gates still measure its entries
-    /// (`meta.accepted`) against that content's.
+    /// (`meta.accepted`) against the count last published, and a published
+    /// build records them as the next baseline.
     Unkept(CacheMeta),
 }
 

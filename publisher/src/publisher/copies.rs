@@ -114,11 +114,22 @@ impl PendingCopies {
     }
 
     /// Commits every copy as its source's last good content (a rename in
-    /// the data directory); returns the time it took.
+    /// the data directory); returns the time it took. A source whose copy
+    /// could not be made keeps its content and validators, but the count
+    /// of entries its fresh content gave this build (published) becomes
+    /// its gate's baseline ([`SourceCache::store_accepted`]): measured
+    /// against the last copy written instead, a source that grew while
+    /// copies failed could shrink back unseen by up to that growth.
     pub(super) fn commit(self, caches: &[(SourceCache, String)]) -> Duration {
         let started = Instant::now();
         for (index, copy, meta) in self.0 {
-            let (Some((copy, encoding)), Some((cache, label))) = (copy, caches.get(index)) else {
+            let Some((cache, label)) = caches.get(index) else {
+                continue;
+            };
+            let Some((copy, encoding)) = copy else {
+                if let Err(e) = cache.store_accepted(meta.accepted) {
+                    tracing::warn!(source = %label, error = %e, "could not record the entries the source's content gave");
+                }
                 continue;
             };
             if let Err(e) = cache.store_staged(copy, encoding, &meta) {
@@ -190,11 +201,63 @@ mod tests {
             "{shrunk:?}"
         );
         // Committed as a forced build commits (without `forget`): each
-        // source keeps its last good content and metadata.
+        // source keeps its last good content and validators; what it
+        // gave the build published is its baseline from now on.
         held.commit(&caches);
         assert_eq!(caches[0].0.meta().unwrap().fetched_at, 0);
-        assert_eq!(caches[0].0.meta().unwrap().accepted, 300);
-        assert_eq!(caches[1].0.meta().unwrap().accepted, 60);
+        assert_eq!(caches[0].0.meta().unwrap().accepted, 350);
+        assert_eq!(caches[1].0.meta().unwrap().accepted, 0);
         assert_eq!(caches[1].0.load().unwrap().0, b"http://b.example/\n");
+    }
+
+    /// While copies cannot be written, a source that grew and then shrank
+    /// back is measured against what it gave the last published build, not
+    /// against its last copy: against the copy's 100 entries, 600 passed
+    /// the gate after 2,000 were published.
+    #[test]
+    fn a_source_that_grew_while_its_copies_failed_cannot_shrink_back_unseen() {
+        let dir = tempfile::tempdir().unwrap();
+        let storage: Arc<dyn Storage> = Arc::new(LocalStorage::open(dir.path()).unwrap());
+        let caches: Vec<(SourceCache, String)> = ["a.txt", "b.txt"]
+            .iter()
+            .enumerate()
+            .map(|(i, name)| {
+                let config = SourceConfig::file(*name, SourceFormat::Urls);
+                (
+                    SourceCache::source(Arc::clone(&storage), "l", i, &config),
+                    (*name).to_owned(),
+                )
+            })
+            .collect();
+        caches[0].0.store(b"http://a.example/\n", &meta(100)).unwrap();
+        caches[1].0.store(b"http://b.example/\n", &meta(50)).unwrap();
+        let views = Mutex::new(Vec::new());
+        let build = |accepted| {
+            let updates = vec![(0, SourceUpdate::Unkept(meta(accepted)))];
+            PendingCopies::sort(updates, &caches, &views)
+        };
+        let grown = build(2_000);
+        assert!(grown.shrunk(&caches, 2, 0.5).is_empty());
+        grown.commit(&caches);
+        let shrunk_back = build(600);
+        let refused = shrunk_back.shrunk(&caches, 2, 0.5);
+        assert!(
+            matches!(
+                refused.as_slice(),
+                [(
+                    0,
+                    GateRefusal::SourceShrink {
+                        accepted: 600,
+                        previous_accepted: 2_000,
+                        ..
+                    }
+                )]
+            ),
+            "{refused:?}"
+        );
+        // Refused: nothing committed, the baseline stays.
+        drop(shrunk_back);
+        assert_eq!(caches[0].0.meta().unwrap().accepted, 2_000);
+        assert_eq!(caches[0].0.load().unwrap().0, b"http://a.example/\n");
     }
 }

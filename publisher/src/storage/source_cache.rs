@@ -20,7 +20,10 @@ pub struct CacheMeta {
     pub validators: Validators,
     /// When the content was fetched, Unix seconds.
     pub fetched_at: u64,
-    /// Entries the content yielded when it was accepted.
+    /// Entries the content yielded when it was accepted; after a published
+    /// build whose fresh content for the source could not be stored, the
+    /// entries that content gave ([`SourceCache::store_accepted`]): the
+    /// per-source `max_shrink` gate's baseline.
     pub accepted: u64,
 }
 
@@ -330,6 +333,28 @@ impl SourceCache {
         };
         self.write_meta(&StoredMeta {
             meta: meta.clone(),
+            ..stored
+        })
+    }
+
+    /// Records `accepted` as the entries the source last gave a published
+    /// build (the per-source `max_shrink` gate's baseline) when its fresh
+    /// content could not be stored: the content, its validators and when
+    /// it was fetched stay those of the content stored.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Storage`] when writing fails.
+    pub fn store_accepted(&self, accepted: u64) -> Result<(), Error> {
+        let Some((stored, _)) = self.described() else {
+            // No baseline without content: the gate skips a source with none.
+            return Ok(());
+        };
+        self.write_meta(&StoredMeta {
+            meta: CacheMeta {
+                accepted,
+                ..stored.meta.clone()
+            },
             ..stored
         })
     }
