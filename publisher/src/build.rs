@@ -109,8 +109,8 @@ pub enum SourceUpdate {
     /// Fresh content that parsed but whose copy could not be made (a full
     /// disk): nothing is stored, so the source keeps its last good content
     /// and validators, but the per-source gates still measure its entries
-    /// (`meta.accepted`) against the count last published, and a published
-    /// build records them as the next baseline.
+    /// (`meta.accepted`), and a build that keeps its sources' content
+    /// records them as the next baseline, as it would a stored copy's.
     Unkept(CacheMeta),
 }
 

@@ -116,8 +116,8 @@ impl PendingCopies {
     /// Commits every copy as its source's last good content (a rename in
     /// the data directory); returns the time it took. A source whose copy
     /// could not be made keeps its content and validators, but the count
-    /// of entries its fresh content gave this build (published) becomes
-    /// its gate's baseline ([`SourceCache::store_accepted`]): measured
+    /// of entries its fresh content gave becomes its gate's baseline, as a
+    /// stored copy's would ([`SourceCache::store_accepted`]): measured
     /// against the last copy written instead, a source that grew while
     /// copies failed could shrink back unseen by up to that growth.
     pub(super) fn commit(self, caches: &[(SourceCache, String)]) -> Duration {

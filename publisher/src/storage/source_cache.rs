@@ -20,10 +20,10 @@ pub struct CacheMeta {
     pub validators: Validators,
     /// When the content was fetched, Unix seconds.
     pub fetched_at: u64,
-    /// Entries the content yielded when it was accepted; after a published
-    /// build whose fresh content for the source could not be stored, the
-    /// entries that content gave ([`SourceCache::store_accepted`]): the
-    /// per-source `max_shrink` gate's baseline.
+    /// Entries the content yielded when it was accepted; after fresh
+    /// content that could not be stored, the entries that content gave
+    /// ([`SourceCache::store_accepted`]): the per-source `max_shrink`
+    /// gate's baseline.
     pub accepted: u64,
 }
 
@@ -337,10 +337,11 @@ impl SourceCache {
         })
     }
 
-    /// Records `accepted` as the entries the source last gave a published
-    /// build (the per-source `max_shrink` gate's baseline) when its fresh
-    /// content could not be stored: the content, its validators and when
-    /// it was fetched stay those of the content stored.
+    /// Records `accepted` as the entries the source's fresh content gave
+    /// (the per-source `max_shrink` gate's baseline, as a stored copy's
+    /// count is) when that content could not be stored: the content, its
+    /// validators and when it was fetched stay those of the content
+    /// stored.
     ///
     /// # Errors
     ///
