@@ -211,7 +211,7 @@ mod tests {
     }
 
     /// While copies cannot be written, a source that grew and then shrank
-    /// back is measured against what it gave the last published build, not
+    /// back is measured against what its last accepted content gave, not
     /// against its last copy: against the copy's 100 entries, 600 passed
     /// the gate after 2,000 were published.
     #[test]
