@@ -110,7 +110,8 @@ pub enum SourceUpdate {
     /// disk): nothing is stored, so the source keeps its last good content
     /// and validators, but the per-source gates still measure its entries
     /// (`meta.accepted`), and a build that keeps its sources' content
-    /// records them as the next baseline, as it would a stored copy's.
+    /// records them as the next baseline, as it would a stored copy's
+    /// (dropping the stored content's validators).
     Unkept(CacheMeta),
 }
 

@@ -15,7 +15,8 @@ use crate::storage::{CacheMeta, SourceCache, Staged};
 
 /// The copies of one build's fresh sources, by source index, with their
 /// metadata (`None`: fresh content whose copy could not be made, measured
-/// by the gates all the same, never stored). Dropped without
+/// by the gates all the same; its content is never stored, its count is,
+/// as the next baseline). Dropped without
 /// [`PendingCopies::commit`], they leave nothing behind (the staged files
 /// are removed) and each source's cache keeps its previous content and
 /// validators: the next fetch asks for the new content again.
@@ -71,9 +72,10 @@ impl PendingCopies {
     /// The `max_shrink` gate per block source, in a list of several (of one,
     /// the list's own gate sees the same): each source (below `blocks`,
     /// the block sources' count) whose fresh content (its copy kept or not)
-    /// gave fewer entries, by
-    /// more than `max_shrink`, than its last good content (as a rule the
-    /// content last published). A feed emptied or cut short where no error
+    /// gave fewer entries, by more than `max_shrink`, than its baseline:
+    /// the count its last good content gave, or, when that content's copy
+    /// could not be stored, the count recorded in its place
+    /// ([`Self::commit`]). A feed emptied or cut short where no error
     /// shows (a `200` with an empty body) beside larger sources would
     /// otherwise leave the list within its own gate. An allow source that
     /// shrinks can only block more, and is not checked.
@@ -146,6 +148,7 @@ mod tests {
 
     use super::*;
     use crate::config::{SourceConfig, SourceFormat};
+    use crate::fetch::Validators;
     use crate::storage::{LocalStorage, Storage};
 
     fn meta(accepted: u64) -> CacheMeta {
@@ -173,8 +176,19 @@ mod tests {
                 )
             })
             .collect();
-        caches[0].0.store(b"http://a.example/\n", &meta(300)).unwrap();
+        let with_etag = |accepted| CacheMeta {
+            validators: Validators {
+                etag: Some("\"old\"".to_owned()),
+                last_modified: None,
+            },
+            ..meta(accepted)
+        };
+        caches[0]
+            .0
+            .store(b"http://a.example/\n", &with_etag(300))
+            .unwrap();
         caches[1].0.store(b"http://b.example/\n", &meta(60)).unwrap();
+        assert!(caches[0].0.meta().unwrap().validators.etag.is_some());
         let views = Mutex::new(Vec::new());
         let fresh = |accepted| CacheMeta {
             fetched_at: 99,
@@ -206,6 +220,9 @@ mod tests {
         held.commit(&caches);
         assert_eq!(caches[0].0.meta().unwrap().fetched_at, 0);
         assert_eq!(caches[0].0.meta().unwrap().accepted, 350);
+        // Its validators are dropped: the feed back at the stored content
+        // sends it whole (measured) rather than a 304 (taken unmeasured).
+        assert_eq!(caches[0].0.meta().unwrap().validators, Validators::default());
         assert_eq!(caches[1].0.meta().unwrap().accepted, 0);
         assert_eq!(caches[1].0.load().unwrap().0, b"http://b.example/\n");
     }

@@ -339,9 +339,12 @@ impl SourceCache {
 
     /// Records `accepted` as the entries the source's fresh content gave
     /// (the per-source `max_shrink` gate's baseline, as a stored copy's
-    /// count is) when that content could not be stored: the content, its
-    /// validators and when it was fetched stay those of the content
-    /// stored.
+    /// count is) when that content could not be stored. The content stored
+    /// and when it was fetched stay; its validators are dropped: the
+    /// content last used is no longer the one stored, so a feed back at
+    /// the stored content must not answer `304` (which would take the
+    /// stored content, unmeasured, with this count as its baseline), but
+    /// send it whole, to be measured against this count.
     ///
     /// # Errors
     ///
@@ -351,13 +354,12 @@ impl SourceCache {
             // No baseline without content: the gate skips a source with none.
             return Ok(());
         };
-        self.write_meta(&StoredMeta {
-            meta: CacheMeta {
-                accepted,
-                ..stored.meta.clone()
-            },
-            ..stored
-        })
+        let meta = CacheMeta {
+            accepted,
+            validators: crate::fetch::Validators::default(),
+            ..stored.meta.clone()
+        };
+        self.write_meta(&StoredMeta { meta, ..stored })
     }
 
     fn write_meta(&self, stored: &StoredMeta) -> Result<(), Error> {
