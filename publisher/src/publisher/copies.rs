@@ -151,6 +151,23 @@ mod tests {
     use crate::fetch::Validators;
     use crate::storage::{LocalStorage, Storage};
 
+    /// The caches of a list's two `urls` sources, `a.txt` and `b.txt`, in
+    /// a data directory at `dir`.
+    fn two_sources(dir: &std::path::Path) -> Vec<(SourceCache, String)> {
+        let storage: Arc<dyn Storage> = Arc::new(LocalStorage::open(dir).unwrap());
+        ["a.txt", "b.txt"]
+            .iter()
+            .enumerate()
+            .map(|(i, name)| {
+                let config = SourceConfig::file(*name, SourceFormat::Urls);
+                (
+                    SourceCache::source(Arc::clone(&storage), "l", i, &config),
+                    (*name).to_owned(),
+                )
+            })
+            .collect()
+    }
+
     fn meta(accepted: u64) -> CacheMeta {
         CacheMeta {
             accepted,
@@ -164,18 +181,7 @@ mod tests {
     #[test]
     fn a_fresh_source_without_its_copy_is_still_measured_and_stores_nothing() {
         let dir = tempfile::tempdir().unwrap();
-        let storage: Arc<dyn Storage> = Arc::new(LocalStorage::open(dir.path()).unwrap());
-        let caches: Vec<(SourceCache, String)> = ["a.txt", "b.txt"]
-            .iter()
-            .enumerate()
-            .map(|(i, name)| {
-                let config = SourceConfig::file(*name, SourceFormat::Urls);
-                (
-                    SourceCache::source(Arc::clone(&storage), "l", i, &config),
-                    (*name).to_owned(),
-                )
-            })
-            .collect();
+        let caches = two_sources(dir.path());
         let with_etag = |accepted| CacheMeta {
             validators: Validators {
                 etag: Some("\"old\"".to_owned()),
@@ -234,18 +240,7 @@ mod tests {
     #[test]
     fn a_source_that_grew_while_its_copies_failed_cannot_shrink_back_unseen() {
         let dir = tempfile::tempdir().unwrap();
-        let storage: Arc<dyn Storage> = Arc::new(LocalStorage::open(dir.path()).unwrap());
-        let caches: Vec<(SourceCache, String)> = ["a.txt", "b.txt"]
-            .iter()
-            .enumerate()
-            .map(|(i, name)| {
-                let config = SourceConfig::file(*name, SourceFormat::Urls);
-                (
-                    SourceCache::source(Arc::clone(&storage), "l", i, &config),
-                    (*name).to_owned(),
-                )
-            })
-            .collect();
+        let caches = two_sources(dir.path());
         caches[0].0.store(b"http://a.example/\n", &meta(100)).unwrap();
         caches[1].0.store(b"http://b.example/\n", &meta(50)).unwrap();
         let views = Mutex::new(Vec::new());

@@ -242,6 +242,14 @@ mod tests {
         (0..n).map(|i| (i * 7 % 251) as u8).collect()
     }
 
+    /// Every byte of `bytes` taken by `writer`, a window at a time.
+    fn write_all(writer: &mut DirectWriter, mut bytes: &[u8]) {
+        while !bytes.is_empty() {
+            let n = writer.write(bytes).unwrap();
+            bytes = &bytes[n..];
+        }
+    }
+
     #[test]
     fn the_file_holds_exactly_what_was_written_at_every_flush() {
         let dir = tempfile::tempdir().unwrap();
@@ -259,11 +267,7 @@ mod tests {
                 break;
             }
             let end = (written + size).min(whole.len());
-            let mut piece = &whole[written..end];
-            while !piece.is_empty() {
-                let n = writer.write(piece).unwrap();
-                piece = &piece[n..];
-            }
+            write_all(&mut writer, &whole[written..end]);
             written = end;
             if i % 3 == 0 {
                 writer.flush().unwrap();
@@ -292,18 +296,10 @@ mod tests {
             let whole = bytes(2 * WINDOW + 3);
             // Up to `at` written, flushed (direct where the file system
             // takes it), then every direct write refused.
-            let mut piece = &whole[..at];
-            while !piece.is_empty() {
-                let n = writer.write(piece).unwrap();
-                piece = &piece[n..];
-            }
+            write_all(&mut writer, &whole[..at]);
             writer.flush().unwrap();
             writer.refuse_direct = true;
-            let mut piece = &whole[at..];
-            while !piece.is_empty() {
-                let n = writer.write(piece).unwrap();
-                piece = &piece[n..];
-            }
+            write_all(&mut writer, &whole[at..]);
             writer.flush().unwrap();
             assert!(!writer.is_direct());
             assert_eq!(fs::read(&path).unwrap(), whole, "refused from byte {at}");
@@ -321,11 +317,7 @@ mod tests {
         let mut written = 0;
         for size in [10, WINDOW, 5, WINDOW] {
             let end = (written + size).min(whole.len());
-            let mut piece = &whole[written..end];
-            while !piece.is_empty() {
-                let n = writer.write(piece).unwrap();
-                piece = &piece[n..];
-            }
+            write_all(&mut writer, &whole[written..end]);
             written = end;
             writer.flush().unwrap();
             // Exactly the bytes written, no padding at any flush.
