@@ -146,7 +146,8 @@ rows, notes = [], []
 notes.append("## Row 3: publisher build\n")
 notes.append("Machine: 2 cores, shared with other builds; one build at a time, on every core "
              "(the parse, sorts and canary run on rayon's pool, one thread per core). The reference "
-             "is SHA-256 on one thread. Absolute times drift between runs; the ratios are measured "
+             "is SHA-256 on one thread, as the `sha2` crate computes it (`Sha256::digest`; the build "
+             "hashes with blocksieve's `FullHash::of`, row 1.6). Absolute times drift between runs; the ratios are measured "
              "within one process.\n")
 per_entry = {}
 builds = [("3.1", "union", "854k-URL feed (`phishing-urls-union-2018-2020.txt.gz`)"),

@@ -8,7 +8,29 @@
 use std::fmt;
 use std::str::FromStr;
 
+use sha2::digest::generic_array::GenericArray;
 use sha2::{Digest, Sha256};
+
+/// SHA-256's block size in bytes.
+const BLOCK: usize = 64;
+
+/// SHA-256's initial hash value, H(0) (FIPS 180-4 §5.3.3).
+const INITIAL_STATE: [u32; 8] = [
+    0x6a09_e667,
+    0xbb67_ae85,
+    0x3c6e_f372,
+    0xa54f_f53a,
+    0x510e_527f,
+    0x9b05_688c,
+    0x1f83_d9ab,
+    0x5be0_cd19,
+];
+
+/// One block of SHA-256's compression function into `state`.
+#[inline(always)]
+fn compress(state: &mut [u32; 8], block: &[u8]) {
+    sha2::compress256(state, std::slice::from_ref(GenericArray::from_slice(block)));
+}
 
 /// A 32-byte SHA-256 full hash of an expression. Ordered by its bytes, as
 /// the snapshot's full-hash list is sorted.
@@ -52,8 +74,39 @@ impl FullHash {
     /// assert_eq!(h.to_string(), "af30010e4c011fc77e1ab03ef898ab2f8dec17c0bd178a875ad0cd9b7a6e5973");
     /// assert_eq!(h.prefix().to_string(), "af30010e");
     /// ```
+    ///
+    /// The message is padded here (FIPS 180-4 §5.1.1) and its blocks handed
+    /// to `sha2`'s compression function (SHA-NI where the CPU has it), the
+    /// full ones in place: no block buffer, no copy of the expression but
+    /// its last partial block. On the expressions of real URLs (most are
+    /// one block) that takes 8–17 % less time than `Sha256::digest`
+    /// (`bench/`, row 1.6); the digest is the same (the tests compare the
+    /// two at every length up to four blocks and beyond).
+    #[inline]
     pub fn of(expression: &[u8]) -> Self {
-        Self(Sha256::digest(expression).into())
+        let mut state = INITIAL_STATE;
+        let mut blocks = expression.chunks_exact(BLOCK);
+        for block in &mut blocks {
+            compress(&mut state, block);
+        }
+        let rest = blocks.remainder();
+        // The rest, 0x80, zeros, and the length in bits as a big-endian
+        // u64 (mod 2^64) at the end of the first block that has room for
+        // it: one block if the rest leaves 9 bytes, else two.
+        let mut tail = [0u8; 2 * BLOCK];
+        tail[..rest.len()].copy_from_slice(rest);
+        tail[rest.len()] = 0x80;
+        let end = if rest.len() < BLOCK - 8 { BLOCK } else { 2 * BLOCK };
+        let bits = (expression.len() as u64).wrapping_mul(8);
+        tail[end - 8..end].copy_from_slice(&bits.to_be_bytes());
+        for block in tail[..end].chunks_exact(BLOCK) {
+            compress(&mut state, block);
+        }
+        let mut out = [0u8; 32];
+        for (bytes, word) in out.chunks_exact_mut(4).zip(state) {
+            bytes.copy_from_slice(&word.to_be_bytes());
+        }
+        Self(out)
     }
 
     /// The SHA-256 of `host` followed by `path`, without concatenating them.
@@ -186,6 +239,32 @@ mod tests {
                 assert_eq!(a.cmp(b), a.0.cmp(&b.0), "{a} vs {b}");
             }
         }
+    }
+
+    /// The same digest as `sha2`'s own padding, at every length up to four
+    /// blocks (each boundary of one and two padding blocks) and beyond.
+    #[test]
+    fn the_hand_padded_digest_is_sha256_at_every_length() {
+        use rand::{Rng as _, SeedableRng as _};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(1804);
+        let long: Vec<u8> = (0..2_000).map(|_| rng.r#gen()).collect();
+        for len in (0..=4 * BLOCK + 1).chain([1_000, 2_000]) {
+            let message = &long[..len];
+            assert_eq!(
+                FullHash::of(message).0,
+                <[u8; 32]>::from(Sha256::digest(message)),
+                "length {len}"
+            );
+        }
+        // FIPS 180-4 examples: empty, one block, two blocks (448 bits).
+        assert_eq!(
+            FullHash::of(b"").to_string(),
+            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        );
+        assert_eq!(
+            FullHash::of(b"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq").to_string(),
+            "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"
+        );
     }
 
     #[test]
