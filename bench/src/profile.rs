@@ -107,7 +107,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         .collect();
     let (mut hits, mut canon, mut sha, mut ours) = (0, 0, 0, 0);
     // Wall time of each pass, per URL, in every round: the passes alternate,
-    // so a slower stretch of the machine weighs on all three alike.
+    // so a slower stretch of the machine weighs on all four alike.
     let mut times: [Vec<f64>; 4] = Default::default();
     let per_url = |t: std::time::Instant| t.elapsed().as_nanos() as f64 / urls.len() as f64;
     for _ in 0..args.repeat.max(1) {

@@ -20,18 +20,18 @@
 //!   the `sha2` crate's `Sha256::digest`, as in every table so far (not
 //!   [`FullHash::of`](blocksieve_format::FullHash::of), which pads the
 //!   message itself and is faster: a yardstick that does not move with the
-//!   code it measures).
-//!
+//!   code it measures);
 //! - `sha256-blocksieve`: the same strings through blocksieve's
 //!   [`FullHash::of`](blocksieve_format::FullHash::of) (row 1.6).
 //!
-//! The ratio of the first and `sha256-only`'s medians is the cost of canonicalization;
-//! the target is at most 1.5. Criterion writes the medians to
-//! `target/criterion/urls-10k/*/new/estimates.json` (`median.point_estimate`,
-//! in nanoseconds per iteration over all 10,000 URLs). The first two are then
-//! each timed interleaved with the last (41 rounds of one pass each, side by
-//! side; the median of the per-round ratios), which holds on a noisy machine
-//! where criterion medians, measured one after the other, need not.
+//! The ratio of the first and `sha256-only`'s medians is the cost of
+//! canonicalization; the target is at most 1.5. Criterion writes the medians
+//! to `target/criterion/urls-10k/*/new/estimates.json` (`median.point_estimate`,
+//! in nanoseconds per iteration over all 10,000 URLs). The first two and
+//! `sha256-blocksieve` are then each timed interleaved with `sha256-only`
+//! (41 rounds of one pass each, side by side; the median of the per-round
+//! ratios), which holds on a noisy machine where criterion medians, measured
+//! one after the other, need not.
 //!
 //! [`CanonicalUrl`]: blocksieve_format::CanonicalUrl
 //! [`CanonicalUrl::expressions`]: blocksieve_format::CanonicalUrl::expressions

@@ -256,7 +256,8 @@ mod tests {
                 "length {len}"
             );
         }
-        // FIPS 180-4 examples: empty, one block, two blocks (448 bits).
+        // Known digests: the empty message, and FIPS 180-4's two-block
+        // (448-bit) example (its one-block `abc` is in `published_vectors`).
         assert_eq!(
             FullHash::of(b"").to_string(),
             "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
