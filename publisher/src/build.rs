@@ -632,11 +632,29 @@ pub fn build_snapshot(req: &BuildRequest<'_>, read: ReadSources) -> Result<Built
     let list = req.list;
     // The full hashes written out (as the `.hashes` object to publish)
     // and dropped while the filter is built, then read back: the keys come
-    // from the copy written, so the hashes and the keys are not in memory
-    // at once either.
+    // from the copy written through the page cache, so the hashes and the
+    // keys are not in memory at once either.
     let entries = hashes.len();
+    let key_bits = list.key_width();
     let started_spill = Instant::now();
     let mut spilled = req.spill.and_then(|s| s.spill(&hashes));
+    timings.add("write", started_spill.elapsed());
+    // A spill past the page cache (a large one) would be read from the
+    // disk for the keys: they are taken from memory before the hashes go,
+    // 8 bytes an entry held beside them for a moment. At 50M URLs that
+    // raised the build's peak from 1,652 to 1,868 MiB (row 3.6 of
+    // BENCHMARKS.md: 1.08× → 1.22× of hashes + filter, the bound is 2×);
+    // with the keys read back from the disk instead (tried), the key pass
+    // took what writing past the cache had saved.
+    let started_keys = Instant::now();
+    let early_keys = spilled.as_ref().filter(|s| s.is_direct()).map(|_| {
+        hashes
+            .par_iter()
+            .map(|h| key_bits.key_of(h))
+            .collect::<Vec<u64>>()
+    });
+    let keys_took = started_keys.elapsed();
+    let started_release = Instant::now();
     let mut hashes = if spilled.is_some() {
         memory::release(hashes);
         Vec::new()
@@ -658,20 +676,20 @@ pub fn build_snapshot(req: &BuildRequest<'_>, read: ReadSources) -> Result<Built
                 })
                 .ok()
         });
-    timings.add("write", started_spill.elapsed());
+    timings.add("write", started_release.elapsed());
     let started_keys = Instant::now();
-    let key_bits = list.key_width();
-    let mut keys: Vec<u64> = match &mut spilled {
-        Some(spilled) => {
+    let mut keys: Vec<u64> = match (early_keys, &mut spilled) {
+        (Some(keys), _) => keys,
+        (None, Some(spilled)) => {
             let mut keys = Vec::with_capacity(entries);
             spilled.read_chunks(|chunk| keys.extend(chunk.iter().map(|h| key_bits.key_of(h))))?;
             keys
         }
-        None => hashes.par_iter().map(|h| key_bits.key_of(h)).collect(),
+        (None, None) => hashes.par_iter().map(|h| key_bits.key_of(h)).collect(),
     };
     keys.par_sort_unstable(); // 32-bit keys come sorted already; 64-bit keys too, but be sure
     keys.dedup();
-    timings.add("sort_dedup", started_keys.elapsed());
+    timings.add("sort_dedup", keys_took + started_keys.elapsed());
     let started_filter = Instant::now();
     let kind = filter_kind_for(list, keys.len() as u64);
     let filter =

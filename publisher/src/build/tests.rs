@@ -459,3 +459,34 @@ fn a_fresh_source_whose_copy_fails_is_used_and_reported_unkept() {
         "{updates:?}"
     );
 }
+
+/// A spill past the page cache (as a large list's is, its keys then taken
+/// from memory before the full hashes go) builds the same snapshot as the
+/// full hashes kept in memory, and as a spill through the page cache.
+#[test]
+fn a_spill_past_the_page_cache_builds_the_same_snapshot() {
+    #[derive(Debug)]
+    struct ToDir(std::path::PathBuf, bool);
+    impl Spill for ToDir {
+        fn spill(&self, hashes: &[FullHash]) -> Option<SpilledHashes> {
+            let staged = crate::storage::Staged::file(self.0.join(format!("{}.tmp", self.1))).unwrap();
+            Some(SpilledHashes::write_as(staged, hashes, "t".into(), self.1).unwrap())
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let key = SigningKey::from_secret_bytes([3; 32]);
+    let feed: String = (0..20_000)
+        .map(|i| format!("http://phish{i}.example/p/{}\n", i % 977))
+        .collect();
+    let now = 1_800_000_000;
+    let in_memory = testing::build_feed_spilled(&feed, now, &key, None);
+    for direct in [false, true] {
+        let spill = ToDir(dir.path().to_owned(), direct);
+        let built = testing::build_feed_spilled(&feed, now, &key, Some(&spill));
+        let spilled = built.spilled.as_ref().expect("spilled");
+        // Past the page cache where the file system takes it.
+        assert!(direct || !spilled.is_direct());
+        assert_eq!(built.hashes, in_memory.hashes, "direct: {direct}");
+        assert_eq!(built.snapshot, in_memory.snapshot, "direct: {direct}");
+    }
+}

@@ -31,7 +31,7 @@
 //! does every other platform.
 
 use std::fs;
-use std::io::{self, Seek as _, SeekFrom, Write as _};
+use std::io::{self, Read as _, Seek as _, SeekFrom, Write as _};
 use std::path::{Path, PathBuf};
 
 /// The alignment of a direct write's memory, length and offset.
@@ -39,6 +39,9 @@ pub(crate) const ALIGN: usize = 4096;
 
 /// Bytes written at a time: a whole window.
 const WINDOW: usize = 1 << 20;
+
+/// Bytes read at a time: one request to the disk each, read back to back.
+const READ_WINDOW: usize = 4 << 20;
 
 /// See the module documentation.
 pub(crate) struct DirectWriter {
@@ -106,8 +109,8 @@ impl DirectWriter {
         }
     }
 
-    /// Whether writes bypass the page cache (for tests).
-    #[cfg(test)]
+    /// Whether writes bypass the page cache (so far: a refused write
+    /// turns them through it).
     pub(crate) fn is_direct(&self) -> bool {
         self.direct
     }
@@ -213,6 +216,122 @@ impl DirectWriter {
     }
 }
 
+/// A file read from its start past the page cache (`O_DIRECT`, Linux) a
+/// window at a time: for a large file written direct and read once soon
+/// after (a build's full hashes), whose pages would otherwise each be
+/// allocated in the cache, a copy on the way, and push out what the
+/// machine was using. A file system that refuses direct reads at open, or
+/// any of them as invalid (`EINVAL`), is read through the page cache from
+/// where it got to; so is every other platform.
+pub(crate) struct DirectReader {
+    file: fs::File,
+    path: PathBuf,
+    /// `READ_WINDOW + ALIGN` bytes: the window is the aligned
+    /// `READ_WINDOW` bytes from `start`.
+    buf: Vec<u8>,
+    start: usize,
+    /// The window's bytes not yet given out: `pos..end` of the window.
+    pos: usize,
+    end: usize,
+    /// Bytes of the file read into windows so far (where the next read
+    /// starts: a multiple of `ALIGN` while reads are direct and whole).
+    offset: u64,
+    /// Whether the file is open with `O_DIRECT`.
+    direct: bool,
+    /// Tests: direct reads fail as a file system without them fails them.
+    #[cfg(test)]
+    refuse_direct: bool,
+}
+
+impl DirectReader {
+    /// Opens the file at `path` for reading, direct where the platform and
+    /// the file system allow it.
+    ///
+    /// # Errors
+    ///
+    /// When the file cannot be opened.
+    pub(crate) fn open(path: PathBuf) -> io::Result<Self> {
+        let (file, direct) = match open_direct_read(&path) {
+            Ok(file) => (file, true),
+            Err(_) => (fs::File::open(&path)?, false),
+        };
+        let buf = vec![0u8; READ_WINDOW + ALIGN];
+        let start = buf.as_ptr().align_offset(ALIGN).min(ALIGN);
+        Ok(Self {
+            file,
+            path,
+            buf,
+            start,
+            pos: 0,
+            end: 0,
+            offset: 0,
+            direct,
+            #[cfg(test)]
+            refuse_direct: false,
+        })
+    }
+
+    /// Whether reads bypass the page cache (for tests).
+    #[cfg(test)]
+    pub(crate) fn is_direct(&self) -> bool {
+        self.direct
+    }
+
+    /// Reads the next window from `offset`; `0` at the end of the file. A
+    /// direct read refused as invalid (or one that would start unaligned,
+    /// after a short read) reopens the file through the page cache at the
+    /// same offset.
+    fn fill(&mut self) -> io::Result<usize> {
+        loop {
+            let refused = self.direct && (self.refused() || !self.offset.is_multiple_of(ALIGN as u64));
+            let read = if refused {
+                Err(io::ErrorKind::InvalidInput.into())
+            } else {
+                self.file
+                    .read(&mut self.buf[self.start..self.start + READ_WINDOW])
+            };
+            match read {
+                Ok(n) => {
+                    self.offset += n as u64;
+                    self.pos = self.start;
+                    self.end = self.start + n;
+                    return Ok(n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if self.direct && e.kind() == io::ErrorKind::InvalidInput => {
+                    self.file = fs::File::open(&self.path)?;
+                    self.file.seek(SeekFrom::Start(self.offset))?;
+                    self.direct = false;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Whether a test makes the file system refuse this direct read.
+    fn refused(&self) -> bool {
+        #[cfg(test)]
+        return self.direct && self.refuse_direct;
+        #[cfg(not(test))]
+        false
+    }
+}
+
+impl io::Read for DirectReader {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        if out.is_empty() {
+            return Ok(0);
+        }
+        if self.pos == self.end && self.fill()? == 0 {
+            return Ok(0);
+        }
+        let n = out.len().min(self.end - self.pos);
+        out[..n].copy_from_slice(&self.buf[self.pos..self.pos + n]);
+        self.pos += n;
+        Ok(n)
+    }
+}
+
 fn write_at(file: &mut fs::File, bytes: &[u8], offset: u64) -> io::Result<()> {
     file.seek(SeekFrom::Start(offset))?;
     file.write_all(bytes)
@@ -234,8 +353,24 @@ pub(crate) fn open_direct(_path: &Path) -> io::Result<fs::File> {
     Err(io::ErrorKind::Unsupported.into())
 }
 
+#[cfg(target_os = "linux")]
+fn open_direct_read(path: &Path) -> io::Result<fs::File> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(path)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn open_direct_read(_path: &Path) -> io::Result<fs::File> {
+    Err(io::ErrorKind::Unsupported.into())
+}
+
 #[cfg(test)]
 mod tests {
+    use std::io::Read as _;
+
     use super::*;
 
     fn bytes(n: usize) -> Vec<u8> {
@@ -303,6 +438,79 @@ mod tests {
             writer.flush().unwrap();
             assert!(!writer.is_direct());
             assert_eq!(fs::read(&path).unwrap(), whole, "refused from byte {at}");
+        }
+    }
+
+    /// Everything `reader` gives, taken in reads of `piece` bytes.
+    fn read_all(reader: &mut DirectReader, piece: usize) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut buf = vec![0u8; piece];
+        loop {
+            match reader.read(&mut buf).unwrap() {
+                0 => return out,
+                n => out.extend_from_slice(&buf[..n]),
+            }
+        }
+    }
+
+    #[test]
+    fn a_direct_read_gives_the_file_s_bytes_at_every_length() {
+        let dir = tempfile::tempdir().unwrap();
+        for len in [
+            0,
+            1,
+            ALIGN - 1,
+            ALIGN,
+            ALIGN + 1,
+            READ_WINDOW - 1,
+            READ_WINDOW,
+            READ_WINDOW + 1,
+            2 * READ_WINDOW + 3 * ALIGN + 5,
+        ] {
+            let path = dir.path().join(format!("r{len}.tmp"));
+            let whole = bytes(len);
+            // Written direct as a spill is (the reader is used on such files).
+            let mut writer = DirectWriter::create(path.clone()).unwrap();
+            write_all(&mut writer, &whole);
+            writer.flush().unwrap();
+            for piece in [1 << 20, 4097, 32] {
+                if piece < 4097 && len > READ_WINDOW {
+                    continue; // bytes at a time: slow, and nothing a larger piece misses
+                }
+                let mut reader = DirectReader::open(path.clone()).unwrap();
+                assert_eq!(
+                    read_all(&mut reader, piece),
+                    whole,
+                    "{len} bytes read {piece} at a time"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_direct_read_the_file_system_refuses_goes_on_through_the_page_cache() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f.tmp");
+        let whole = bytes(2 * READ_WINDOW + 7);
+        fs::write(&path, &whole).unwrap();
+        // Refused from the first read, and after one or two windows.
+        for windows in [0, 1, 2] {
+            let mut reader = DirectReader::open(path.clone()).unwrap();
+            let mut out = Vec::new();
+            let mut buf = vec![0u8; READ_WINDOW];
+            for _ in 0..windows {
+                let mut got = 0;
+                while got < READ_WINDOW {
+                    let n = reader.read(&mut buf[got..]).unwrap();
+                    assert_ne!(n, 0);
+                    got += n;
+                }
+                out.extend_from_slice(&buf);
+            }
+            reader.refuse_direct = true;
+            out.extend(read_all(&mut reader, 100_000));
+            assert!(!reader.is_direct());
+            assert_eq!(out, whole, "refused after {windows} windows");
         }
     }
 

@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 
 use sha2::Digest as _;
 
-use super::direct::DirectWriter;
+use super::direct::{DirectReader, DirectWriter};
 
 /// How many bytes a staged file takes between syncs.
 pub const SYNC_EVERY: u64 = 4 << 20;
@@ -113,16 +113,19 @@ impl Staged {
     }
 
     /// This value synced only when finished or committed, not every
-    /// [`SYNC_EVERY`] bytes, and written through the page cache: for a
-    /// value written all at once and read back soon (a build's full
-    /// hashes, out of memory while its filter is built, which the build
-    /// syncs from another thread meanwhile: [`Self::file_handle`]). Other
-    /// staged files bypass the page cache where they can
-    /// ([`super::direct`]).
+    /// [`SYNC_EVERY`] bytes: for a value written all at once and read back
+    /// soon (a build's full hashes, out of memory while its filter is
+    /// built, which the build syncs from another thread meanwhile:
+    /// [`Self::file_handle`]). Written and read back through the page cache
+    /// unless `direct` (other staged files bypass it where they can,
+    /// [`super::direct`]): the caller decides by the value's size
+    /// ([`super::spill`]).
     #[must_use]
-    pub fn synced_at_commit(mut self) -> Self {
+    pub fn synced_at_commit(mut self, direct: bool) -> Self {
         if let Target::File { file, sync_every, .. } = &mut self.target {
-            file.through_page_cache();
+            if !direct {
+                file.through_page_cache();
+            }
             *sync_every = u64::MAX;
         }
         self
@@ -195,7 +198,8 @@ impl Staged {
         }
     }
 
-    /// What was written so far, read from the start (flushed first). The
+    /// What was written so far, read from the start (flushed first): past
+    /// the page cache when it was written so ([`DirectReader`]). The
     /// caller checks it against [`Self::len`] and [`Self::sha256_hex`].
     ///
     /// # Errors
@@ -209,9 +213,18 @@ impl Staged {
                 let path = tmp
                     .as_deref()
                     .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
-                Ok(Box::new(fs::File::open(path)?))
+                if file.is_direct() {
+                    Ok(Box::new(DirectReader::open(path.to_owned())?))
+                } else {
+                    Ok(Box::new(fs::File::open(path)?))
+                }
             }
         }
+    }
+
+    /// Whether it is written to a file past the page cache.
+    pub fn is_direct(&self) -> bool {
+        matches!(&self.target, Target::File { file, .. } if file.is_direct())
     }
 
     /// Whether it is written to a file (worth a thread of its own: its
@@ -334,13 +347,15 @@ mod tests {
     #[test]
     fn a_staged_file_reads_back_what_was_written_before_it_is_finished() {
         let dir = tempfile::tempdir().unwrap();
-        let mut staged = Staged::file(dir.path().join("c.tmp")).unwrap().synced_at_commit();
+        let mut staged = Staged::file(dir.path().join("c.tmp"))
+            .unwrap()
+            .synced_at_commit(false);
         let whole: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
         staged.write_all(&whole).unwrap();
         let mut back = Vec::new();
         staged.read_back().unwrap().read_to_end(&mut back).unwrap();
         assert_eq!(back, whole);
-        let mut memory = Staged::memory().synced_at_commit();
+        let mut memory = Staged::memory().synced_at_commit(false);
         memory.write_all(b"xyz").unwrap();
         let mut back = Vec::new();
         memory.read_back().unwrap().read_to_end(&mut back).unwrap();
@@ -362,7 +377,7 @@ mod tests {
         assert_eq!(direct(&copy), takes_direct);
         let hashes = Staged::file(dir.path().join("hashes.tmp"))
             .unwrap()
-            .synced_at_commit();
+            .synced_at_commit(false);
         assert!(!direct(&hashes));
     }
 
