@@ -51,8 +51,13 @@ have_data() { # have_data SECTION: the feed is there, or the section is skipped
     echo "bench/run.sh: $FEED not found (set BLOCKSIEVE_DATA); skipping $1" >&2
     return 1
 }
+# commit_id: the commit measured, and whether the tree differed from it
+# (BENCHMARKS.md aside: it is this script's output, rewritten as it runs).
+commit_id() {
+    echo "$(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet HEAD -- . ':(exclude)BENCHMARKS.md' 2>/dev/null || echo ' + uncommitted changes')"
+}
 stamp() { # stamp SECTION: when and at which commit it was measured
-    echo "$(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet HEAD 2>/dev/null || echo ' + uncommitted changes')" >"$OUT/stamps/$1"
+    echo "$(date -u '+%Y-%m-%d %H:%M UTC'), commit $(commit_id)" >"$OUT/stamps/$1"
 }
 
 if [ "$SECTIONS" != table ]; then
@@ -157,7 +162,7 @@ the ratios hold. Regenerate this file with \`bench/run.sh\` (see "Commands").
 | kernel | $(uname -r) |
 | rustc | $(rustc --version) |
 | written | $(date -u '+%Y-%m-%d %H:%M UTC') |
-| commit | $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet HEAD 2>/dev/null || echo ' + uncommitted changes') |
+| commit | $(commit_id) |
 
 Load average (1 min) when the last run of \`bench/run.sh\` started: $(cat "$OUT/load-at-start" 2>/dev/null || echo unknown)
 (other processes on the same cores; the ratios are measured within one run,
