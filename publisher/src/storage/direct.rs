@@ -74,12 +74,8 @@ impl DirectWriter {
     ///
     /// When the file cannot be created.
     pub(crate) fn create(path: PathBuf) -> io::Result<Self> {
-        let (file, direct) = match open_direct(&path) {
-            Ok(file) => (file, true),
-            Err(_) => (fs::File::create(&path)?, false),
-        };
-        let buf = vec![0u8; WINDOW + ALIGN];
-        let start = buf.as_ptr().align_offset(ALIGN).min(ALIGN);
+        let (file, direct) = open_either(&path, open_direct, |p| fs::File::create(p))?;
+        let (buf, start) = aligned_buffer(WINDOW);
         Ok(Self {
             file,
             path,
@@ -251,12 +247,8 @@ impl DirectReader {
     ///
     /// When the file cannot be opened.
     pub(crate) fn open(path: PathBuf) -> io::Result<Self> {
-        let (file, direct) = match open_direct_read(&path) {
-            Ok(file) => (file, true),
-            Err(_) => (fs::File::open(&path)?, false),
-        };
-        let buf = vec![0u8; READ_WINDOW + ALIGN];
-        let start = buf.as_ptr().align_offset(ALIGN).min(ALIGN);
+        let (file, direct) = open_either(&path, open_direct_read, |p| fs::File::open(p))?;
+        let (buf, start) = aligned_buffer(READ_WINDOW);
         Ok(Self {
             file,
             path,
@@ -330,6 +322,27 @@ impl io::Read for DirectReader {
         self.pos += n;
         Ok(n)
     }
+}
+
+/// The file at `path` opened by `direct` where the platform and the file
+/// system allow it, else by `fallback`; and whether it is direct.
+fn open_either(
+    path: &Path,
+    direct: fn(&Path) -> io::Result<fs::File>,
+    fallback: fn(&Path) -> io::Result<fs::File>,
+) -> io::Result<(fs::File, bool)> {
+    match direct(path) {
+        Ok(file) => Ok((file, true)),
+        Err(_) => Ok((fallback(path)?, false)),
+    }
+}
+
+/// A buffer of `len + ALIGN` bytes, and where its `len` bytes aligned to
+/// `ALIGN` start.
+fn aligned_buffer(len: usize) -> (Vec<u8>, usize) {
+    let buf = vec![0u8; len + ALIGN];
+    let start = buf.as_ptr().align_offset(ALIGN).min(ALIGN);
+    (buf, start)
 }
 
 fn write_at(file: &mut fs::File, bytes: &[u8], offset: u64) -> io::Result<()> {
