@@ -275,13 +275,14 @@ first: canonicalization itself; sorting 32-byte hashes (`sort_dedup`: a radix so
 4-byte prefix would do); `write`, which fsyncs (disk, shared too: on this machine the same
 311 MB `.hashes` write took 0.5 s or 3 s depending on what the disk was still writing back);
 gunzip on the reading thread (flate2's zlib-rs backend now, in the publisher only; the agent's
-memory test passes with it); and writing the `.hashes` file into the page cache (1.5 GB at
-50M: 2.3–3.6 s; it goes through the page cache because the build reads it back after the filter,
-which from the disk would be slower on a network disk).
+memory test passes with it); and writing the `.hashes` file (through the page cache under 1 GiB,
+where the build reads it back faster from the cache; past it from 1 GiB, 1.5 GB at 50M, with the
+filter keys taken from memory before the full hashes are released: `storage/spill.rs`).
 
 **Memory.** The full hashes (32 B each) are out of memory while the filter is built: the build
 writes them as the `.hashes` file it will publish (a staged file in the data directory), takes
-the filter keys from that file, drops them, builds the filter (the binary fuse construction's
+the filter keys from that file (from memory, before dropping them, when the file is written past
+the page cache: 1 GiB and over), drops them, builds the filter (the binary fuse construction's
 temporary arrays, about 25 B a key, and the 8-byte keys), then reads them back, checked against
 the SHA-256 of what was written, and publishing renames the file into place. So the peak is the
 larger of the parse (full hashes growing, blocks in flight) and the filter construction, not

@@ -612,7 +612,8 @@ pub fn build_list(req: &BuildRequest<'_>, sources: Vec<LoadedSource>) -> Result<
 /// The second half of a build: the filter over `read`'s full hashes, its
 /// canary, and the signed snapshot. With a [`BuildRequest::spill`] that
 /// takes them, the full hashes are out of memory while the filter is built
-/// (the filter keys read from the copy written), then read back.
+/// (the filter keys read from the copy written; for a spill past the page
+/// cache, computed before the full hashes are released), then read back.
 ///
 /// # Errors
 ///
@@ -633,7 +634,7 @@ pub fn build_snapshot(req: &BuildRequest<'_>, read: ReadSources) -> Result<Built
     // The full hashes written out (as the `.hashes` object to publish)
     // and dropped while the filter is built, then read back: the keys come
     // from the copy written through the page cache, so the hashes and the
-    // keys are not in memory at once either.
+    // keys are not in memory at once either (a large spill aside, below).
     let entries = hashes.len();
     let key_bits = list.key_width();
     let started_spill = Instant::now();

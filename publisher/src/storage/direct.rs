@@ -1,13 +1,16 @@
-//! A staged file's writer ([`DirectWriter`]): its bytes go to the disk
-//! without passing through the page cache (`O_DIRECT`, Linux), a
-//! mebibyte at a time.
+//! A staged file's writer ([`DirectWriter`]) and reader
+//! ([`DirectReader`]): its bytes go to and from the disk without passing
+//! through the page cache (`O_DIRECT`, Linux), a mebibyte at a time
+//! written, four read.
 //!
 //! What a build stages is large, written once and, in the common case,
 //! read rarely or never soon after: a source's last good copy (as large as
 //! the source: 2.6 GB for a 50M-URL list) is read only when a later build
-//! falls back to it. A build's full hashes, which it reads back twice
-//! once its filter is built, are the exception: they go through the page
-//! cache ([`DirectWriter::through_page_cache`]). Written through the page cache, each byte is first
+//! falls back to it. A build's full hashes, read back once its filter is
+//! built, go through the page cache when they are small (under 1 GiB, where
+//! reading them back from the cache is the faster:
+//! [`DirectWriter::through_page_cache`], see `super::spill`), and are
+//! written and read back direct when larger. Written through the page cache, each byte is first
 //! copied into a page the kernel allocates for it (on a virtual machine
 //! whose host reclaims free memory, a fresh page costs a fault in the
 //! host too: 1.2–2 s of system time a gigabyte, measured with `dd`
@@ -92,7 +95,7 @@ impl DirectWriter {
 
     /// The same file written through the page cache from now on: for a
     /// value read back soon after it is written, which would otherwise be
-    /// read from the disk (a build's full hashes). Taken before anything
+    /// read from the disk (a build's full hashes, when small). Taken before anything
     /// is written; if the file cannot be opened again, it stays direct.
     pub(crate) fn through_page_cache(&mut self) {
         if self.direct
@@ -221,7 +224,10 @@ impl DirectWriter {
 /// where it got to; so is every other platform.
 pub(crate) struct DirectReader {
     file: fs::File,
-    path: PathBuf,
+    /// The same file opened through the page cache beside the direct
+    /// handle, taken when a direct read is refused: opened with it, so that
+    /// a file removed meanwhile is still read to its end.
+    plain: Option<fs::File>,
     /// `READ_WINDOW + ALIGN` bytes: the window is the aligned
     /// `READ_WINDOW` bytes from `start`.
     buf: Vec<u8>,
@@ -246,12 +252,13 @@ impl DirectReader {
     /// # Errors
     ///
     /// When the file cannot be opened.
-    pub(crate) fn open(path: PathBuf) -> io::Result<Self> {
-        let (file, direct) = open_either(&path, open_direct_read, |p| fs::File::open(p))?;
+    pub(crate) fn open(path: &Path) -> io::Result<Self> {
+        let (file, direct) = open_either(path, open_direct_read, |p| fs::File::open(p))?;
+        let plain = if direct { Some(fs::File::open(path)?) } else { None };
         let (buf, start) = aligned_buffer(READ_WINDOW);
         Ok(Self {
             file,
-            path,
+            plain,
             buf,
             start,
             pos: 0,
@@ -291,9 +298,12 @@ impl DirectReader {
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) if self.direct && e.kind() == io::ErrorKind::InvalidInput => {
-                    self.file = fs::File::open(&self.path)?;
-                    self.file.seek(SeekFrom::Start(self.offset))?;
+                    let Some(plain) = self.plain.take() else {
+                        return Err(e);
+                    };
+                    self.file = plain;
                     self.direct = false;
+                    self.file.seek(SeekFrom::Start(self.offset))?;
                 }
                 Err(e) => return Err(e),
             }
@@ -490,7 +500,9 @@ mod tests {
                 if piece < 4097 && len > READ_WINDOW {
                     continue; // bytes at a time: slow, and nothing a larger piece misses
                 }
-                let mut reader = DirectReader::open(path.clone()).unwrap();
+                let mut reader = DirectReader::open(&path).unwrap();
+                // Direct wherever the file system takes it.
+                assert_eq!(reader.is_direct(), open_direct_read(&path).is_ok());
                 assert_eq!(
                     read_all(&mut reader, piece),
                     whole,
@@ -508,7 +520,7 @@ mod tests {
         fs::write(&path, &whole).unwrap();
         // Refused from the first read, and after one or two windows.
         for windows in [0, 1, 2] {
-            let mut reader = DirectReader::open(path.clone()).unwrap();
+            let mut reader = DirectReader::open(&path).unwrap();
             let mut out = Vec::new();
             let mut buf = vec![0u8; READ_WINDOW];
             for _ in 0..windows {
@@ -525,6 +537,30 @@ mod tests {
             assert!(!reader.is_direct());
             assert_eq!(out, whole, "refused after {windows} windows");
         }
+    }
+
+    #[test]
+    fn a_direct_read_the_kernel_refuses_and_a_file_removed_meanwhile_are_read_to_the_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("g.tmp");
+        // Not a multiple of the alignment: the last direct read is short,
+        // and the next would start unaligned (the page cache takes it).
+        let whole = bytes(READ_WINDOW + ALIGN + 1);
+        fs::write(&path, &whole).unwrap();
+        // The window's memory one byte off its alignment: the kernel itself
+        // refuses the direct read (`EINVAL`), where it takes direct reads.
+        let mut reader = DirectReader::open(&path).unwrap();
+        reader.start += 1;
+        assert!(reader.start + READ_WINDOW <= reader.buf.len());
+        assert_eq!(read_all(&mut reader, 1 << 20), whole);
+        assert!(!reader.is_direct());
+        // Removed after the first window: the rest is still read.
+        let mut reader = DirectReader::open(&path).unwrap();
+        let mut first = vec![0u8; 1000];
+        reader.read_exact(&mut first).unwrap();
+        fs::remove_file(&path).unwrap();
+        first.extend(read_all(&mut reader, 1 << 20));
+        assert_eq!(first, whole);
     }
 
     #[test]

@@ -214,7 +214,7 @@ impl Staged {
                     .as_deref()
                     .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
                 if file.is_direct() {
-                    Ok(Box::new(DirectReader::open(path.to_owned())?))
+                    Ok(Box::new(DirectReader::open(path)?))
                 } else {
                     Ok(Box::new(fs::File::open(path)?))
                 }
@@ -364,7 +364,7 @@ mod tests {
 
     #[cfg(target_os = "linux")]
     #[test]
-    fn a_staged_copy_bypasses_the_page_cache_and_full_hashes_do_not() {
+    fn a_staged_copy_bypasses_the_page_cache_and_small_full_hashes_do_not() {
         let dir = tempfile::tempdir().unwrap();
         let direct = |staged: &Staged| match &staged.target {
             Target::File { file, .. } => file.is_direct(),
@@ -379,6 +379,16 @@ mod tests {
             .unwrap()
             .synced_at_commit(false);
         assert!(!direct(&hashes));
+        // Large ones (the caller decides) stay direct, and read back so.
+        let mut large = Staged::file(dir.path().join("large.tmp"))
+            .unwrap()
+            .synced_at_commit(true);
+        assert_eq!(direct(&large), takes_direct);
+        assert_eq!(large.is_direct(), takes_direct);
+        large.write_all(&[7; 5000]).unwrap();
+        let mut back = Vec::new();
+        large.read_back().unwrap().read_to_end(&mut back).unwrap();
+        assert_eq!(back, [7; 5000]);
     }
 
     #[test]
