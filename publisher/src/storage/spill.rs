@@ -197,27 +197,27 @@ impl SpilledHashes {
             }
         }
         // A file longer than written: counted to say by how much.
-        let mut beyond = 0u64;
-        let mut scratch = [0u8; 4096];
-        loop {
-            match reader.read(&mut scratch) {
-                Ok(0) => break,
-                Ok(n) => beyond += n as u64,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(io(e)),
-            }
-        }
+        let beyond = io::copy(&mut reader, &mut io::sink()).map_err(&io)?;
         let total = filled as u64 + beyond;
         let xxh3 = twox_hash::XxHash3_64::oneshot(&bytes[..filled]);
         if total != expected_len || xxh3 != expected_xxh3 {
-            return Err(Error::Corrupt {
-                path: self.location.clone().into(),
-                reason: format!(
-                    "full hashes read back as {total} bytes (XXH3-64 {xxh3:016x}), written as {expected_len} bytes (XXH3-64 {expected_xxh3:016x})"
-                ),
-            });
+            drop(reader);
+            return Err(self.not_as_written(total, xxh3));
         }
         Ok(raw.into_iter().map(FullHash).collect())
+    }
+
+    /// The error for a file read back as `total` bytes of XXH3-64 `xxh3`,
+    /// not as written.
+    fn not_as_written(&self, total: u64, xxh3: u64) -> Error {
+        Error::Corrupt {
+            path: self.location.clone().into(),
+            reason: format!(
+                "full hashes read back as {total} bytes (XXH3-64 {xxh3:016x}), written as {} bytes (XXH3-64 {:016x})",
+                self.staged.len(),
+                self.xxh3
+            ),
+        }
     }
 
     /// Reads the full hashes back a chunk at a time into `each`, checked
@@ -262,12 +262,8 @@ impl SpilledHashes {
         }
         let xxh3 = xxh3.finish();
         if total != expected_len || xxh3 != expected_xxh3 || filled != 0 || count != self.count {
-            return Err(Error::Corrupt {
-                path: self.location.clone().into(),
-                reason: format!(
-                    "full hashes read back as {total} bytes (XXH3-64 {xxh3:016x}), written as {expected_len} bytes (XXH3-64 {expected_xxh3:016x})"
-                ),
-            });
+            drop(reader);
+            return Err(self.not_as_written(total, xxh3));
         }
         Ok(())
     }
