@@ -226,7 +226,8 @@ pub(crate) struct DirectReader {
     file: fs::File,
     /// The same file opened through the page cache beside the direct
     /// handle, taken when a direct read is refused: opened with it, so that
-    /// a file removed meanwhile is still read to its end.
+    /// a file removed meanwhile is still read to its end. `Some` while
+    /// reads are direct.
     plain: Option<fs::File>,
     /// `READ_WINDOW + ALIGN` bytes: the window is the aligned
     /// `READ_WINDOW` bytes from `start`.
@@ -238,8 +239,6 @@ pub(crate) struct DirectReader {
     /// Bytes of the file read into windows so far (where the next read
     /// starts: a multiple of `ALIGN` while reads are direct and whole).
     offset: u64,
-    /// Whether the file is open with `O_DIRECT`.
-    direct: bool,
     /// Tests: direct reads fail as a file system without them fails them.
     #[cfg(test)]
     refuse_direct: bool,
@@ -264,25 +263,23 @@ impl DirectReader {
             pos: 0,
             end: 0,
             offset: 0,
-            direct,
             #[cfg(test)]
             refuse_direct: false,
         })
     }
 
-    /// Whether reads bypass the page cache (for tests).
-    #[cfg(test)]
-    pub(crate) fn is_direct(&self) -> bool {
-        self.direct
+    /// Whether reads bypass the page cache.
+    fn is_direct(&self) -> bool {
+        self.plain.is_some()
     }
 
     /// Reads the next window from `offset`; `0` at the end of the file. A
     /// direct read refused as invalid (or one that would start unaligned,
-    /// after a short read) reopens the file through the page cache at the
-    /// same offset.
+    /// after a short read) goes on through the page cache, on the handle
+    /// opened beside the direct one, from the same offset.
     fn fill(&mut self) -> io::Result<usize> {
         loop {
-            let refused = self.direct && (self.refused() || !self.offset.is_multiple_of(ALIGN as u64));
+            let refused = self.is_direct() && (self.refused() || !self.offset.is_multiple_of(ALIGN as u64));
             let read = if refused {
                 Err(io::ErrorKind::InvalidInput.into())
             } else {
@@ -297,12 +294,10 @@ impl DirectReader {
                     return Ok(n);
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) if self.direct && e.kind() == io::ErrorKind::InvalidInput => {
-                    let Some(plain) = self.plain.take() else {
-                        return Err(e);
-                    };
-                    self.file = plain;
-                    self.direct = false;
+                Err(e) if e.kind() == io::ErrorKind::InvalidInput && self.is_direct() => {
+                    if let Some(plain) = self.plain.take() {
+                        self.file = plain;
+                    }
                     self.file.seek(SeekFrom::Start(self.offset))?;
                 }
                 Err(e) => return Err(e),
@@ -313,7 +308,7 @@ impl DirectReader {
     /// Whether a test makes the file system refuse this direct read.
     fn refused(&self) -> bool {
         #[cfg(test)]
-        return self.direct && self.refuse_direct;
+        return self.refuse_direct;
         #[cfg(not(test))]
         false
     }
