@@ -366,24 +366,20 @@ mod tests {
     #[test]
     fn a_staged_copy_bypasses_the_page_cache_and_small_full_hashes_do_not() {
         let dir = tempfile::tempdir().unwrap();
-        let direct = |staged: &Staged| match &staged.target {
-            Target::File { file, .. } => file.is_direct(),
-            Target::Memory(_) => panic!("a file"),
-        };
         let copy = Staged::file(dir.path().join("copy.tmp")).unwrap();
         // Where the test's directory takes O_DIRECT (tmpfs before Linux
         // 6.6 does not).
         let takes_direct = super::super::direct::open_direct(&dir.path().join("probe")).is_ok();
-        assert_eq!(direct(&copy), takes_direct);
+        assert!(copy.is_file());
+        assert_eq!(copy.is_direct(), takes_direct);
         let hashes = Staged::file(dir.path().join("hashes.tmp"))
             .unwrap()
             .synced_at_commit(false);
-        assert!(!direct(&hashes));
+        assert!(hashes.is_file() && !hashes.is_direct());
         // Large ones (the caller decides) stay direct, and read back so.
         let mut large = Staged::file(dir.path().join("large.tmp"))
             .unwrap()
             .synced_at_commit(true);
-        assert_eq!(direct(&large), takes_direct);
         assert_eq!(large.is_direct(), takes_direct);
         large.write_all(&[7; 5000]).unwrap();
         let mut back = Vec::new();
