@@ -49,6 +49,7 @@ pub use config::{
 };
 pub use error::{Error, GateRefusal, StoreFailure};
 pub use publisher::{ListBuildOutcome, Publisher, wait_until_ready};
+pub use server::Api;
 pub use state::{AppState, ListSlot, Published};
 
 /// The publisher's inner parts, for its binary, tests, benchmarks and fuzz

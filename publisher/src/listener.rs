@@ -99,7 +99,7 @@ pub const LINGER_MAX_BYTES: usize = 1024 * 1024;
 /// client's kernel).
 pub async fn serve(
     listener: TcpListener,
-    router: axum::Router,
+    router: crate::server::Api,
     limits: ConnectionLimits,
     shutdown: impl Future<Output = ()>,
     drain: Duration,
@@ -240,7 +240,7 @@ impl Drop for AbortOnDrop {
 /// finish its current request, and returns once all are closed.
 async fn serve_one(
     listener: TcpListener,
-    router: axum::Router,
+    router: crate::server::Api,
     limits: ConnectionLimits,
     slots: Arc<Semaphore>,
     shutdown: impl Future<Output = ()>,

@@ -305,9 +305,9 @@ impl Publisher {
         self.inner.state.clone()
     }
 
-    /// The HTTP router, with the configured limits as layers: the whole
+    /// The HTTP service, with the configured limits as layers: the whole
     /// API, or only the operational routes for a [`Role::Builder`].
-    pub fn router(&self) -> axum::Router {
+    pub fn router(&self) -> server::Api {
         let c = &self.inner.config;
         let limits = server::Limits {
             request_timeout: c.request_timeout,

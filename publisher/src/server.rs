@@ -1,4 +1,5 @@
-//! The HTTP API (axum). Every error is mapped to a JSON body in one place,
+//! The HTTP API (axum; its four busiest `GET` routes matched in front of
+//! the router, `hot`). Every error is mapped to a JSON body in one place,
 //! [`ApiError`] (`error`); limits (body size, body-read time, timeout, concurrency)
 //! and the request metrics are one layer (`layer`), which also gives
 //! the errors axum's extractors answer themselves (a path that is not
@@ -49,12 +50,14 @@ mod buckets;
 pub mod cors;
 mod error;
 mod history;
+mod hot;
 mod layer;
 pub mod page;
 mod updates;
 
 pub use error::ApiError;
 use error::{body_error, parse_version, shown, unknown_list};
+pub use hot::Api;
 use layer::GuardLayer;
 use updates::{hashes_header, if_none_match_matches};
 
@@ -92,8 +95,9 @@ pub struct Limits {
     pub cors_allowed_origins: Vec<String>,
 }
 
-/// The API router over `state`; tests can call it without a socket.
-pub fn router(state: Arc<AppState>, limits: Limits) -> Router {
+/// The API over `state`: the router, with its busiest routes served in
+/// front of it ([`Api`], `hot`); tests can call it without a socket.
+pub fn router(state: Arc<AppState>, limits: Limits) -> Api {
     let api = operational_routes()
         .route(routes::LISTS, get(lists))
         .route(routes::LATEST_SNAPSHOT, get(latest_snapshot))
@@ -102,13 +106,14 @@ pub fn router(state: Arc<AppState>, limits: Limits) -> Router {
         .route(routes::FULL_HASHES, get(full_hashes))
         .route(routes::LIST_HASHES, get(list_hashes))
         .route(routes::SEARCH, post(search));
-    let cors = cors::layer(&limits.cors_allowed_origins);
-    let router = with_layers(api, state, limits);
-    match cors {
+    let guard = guard_layer(&state, &limits);
+    let router = with_layers(api, state.clone(), guard.clone());
+    let router = match cors::layer(&limits.cors_allowed_origins) {
         // Outermost: a preflight is answered before any limit or route.
         Some(cors) => router.layer(cors),
         None => router,
-    }
+    };
+    Api::new(router, &state, &limits, &guard)
 }
 
 /// A builder's router: only the status page `/`, the build history
@@ -116,8 +121,9 @@ pub fn router(state: Arc<AppState>, limits: Limits) -> Router {
 /// the same limits; every other `/v1` route is 404, as any unknown route.
 /// (The page and the history are there because a builder is where builds,
 /// sources and history are: replicas build nothing.)
-pub fn operational_router(state: Arc<AppState>, limits: Limits) -> Router {
-    with_layers(operational_routes(), state, limits)
+pub fn operational_router(state: Arc<AppState>, limits: Limits) -> Api {
+    let guard = guard_layer(&state, &limits);
+    Api::router_only(with_layers(operational_routes(), state, guard))
 }
 
 fn operational_routes() -> Router<Arc<AppState>> {
@@ -151,16 +157,21 @@ const ROUTES: [&str; 13] = [
 /// own route, like `/metrics`, not the protocol's.
 pub const STATUS_PAGE: &str = "/";
 
-/// `routes` with the fallbacks, the limits and the request metrics
-/// ([`layer`]), and gzip for JSON answers.
-fn with_layers(routes: Router<Arc<AppState>>, state: Arc<AppState>, limits: Limits) -> Router {
-    let guard = GuardLayer::new(
+/// The limits and the request metrics of one router ([`layer`]), shared
+/// by its routes and the ones [`Api`] serves in front of it.
+fn guard_layer(state: &AppState, limits: &Limits) -> GuardLayer {
+    GuardLayer::new(
         limits.request_timeout,
         limits.body_read_timeout,
         limits.max_concurrency,
         MAX_REQUEST_BODY_BYTES,
         state.metrics.http(&ROUTES),
-    );
+    )
+}
+
+/// `routes` with the fallbacks, `guard` (the limits and the request
+/// metrics, [`layer`]), and gzip for JSON answers.
+fn with_layers(routes: Router<Arc<AppState>>, state: Arc<AppState>, guard: GuardLayer) -> Router {
     routes
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)

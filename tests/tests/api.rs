@@ -270,12 +270,23 @@ async fn cors_follows_the_allowed_origins_and_is_off_by_default() {
     assert!(answer.headers().get("access-control-allow-origin").is_none());
     server.stop().await;
 
+    // The fixture and 5,000 more URLs: an 8-bit prefix's answer is long
+    // enough to be gzipped.
     let dir = tempfile::tempdir().unwrap();
-    let mut cfg = config(
+    let feed = dir.path().join("more-urls.txt");
+    let more: String = (0..5000)
+        .map(|i| format!("http://host-{i}.example/p/{i}\n"))
+        .collect();
+    std::fs::write(&feed, more).unwrap();
+    let cfg = config(
         dir.path(),
         "phishing",
-        vec![fixture_source("phishing-urls.txt", SourceFormat::Urls)],
+        vec![
+            fixture_source("phishing-urls.txt", SourceFormat::Urls),
+            blocksieve_publisher::SourceConfig::file(feed, SourceFormat::Urls),
+        ],
     );
+    let mut cfg = cfg;
     cfg.cors_allowed_origins = vec![allowed.to_owned(), "http://127.0.0.1:9".to_owned()];
     let server = RunningPublisher::start(cfg).await;
     server.wait_ready(Duration::from_secs(60)).await;
@@ -338,4 +349,243 @@ async fn cors_follows_the_allowed_origins_and_is_off_by_default() {
         .unwrap();
     assert!(metrics.headers().get("access-control-allow-origin").is_none());
     server.stop().await;
+}
+
+/// The routes the publisher serves in front of axum's router
+/// (`blocksieve_publisher::Api`: the snapshot polls, the deltas and
+/// both full-hash `GET`s) answer every request exactly as the router does
+/// — status, every header, body — CORS and gzip included, and everything
+/// the fast path does not take (`HEAD`, escaped or empty segments, a
+/// trailing slash) still reaches the router. The request metrics count a
+/// fast-path request under its route's pattern, as the router's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_busiest_routes_answer_as_the_router_does() {
+    use axum::body::Body;
+    use axum::http::{Method, Request};
+    use tower::ServiceExt as _;
+
+    // The fixture and 5,000 more URLs: an 8-bit prefix's answer is long
+    // enough to be gzipped.
+    let dir = tempfile::tempdir().unwrap();
+    let feed = dir.path().join("more-urls.txt");
+    let more: String = (0..5000)
+        .map(|i| format!("http://host-{i}.example/p/{i}\n"))
+        .collect();
+    std::fs::write(&feed, more).unwrap();
+    let cfg = config(
+        dir.path(),
+        "phishing",
+        vec![
+            fixture_source("phishing-urls.txt", SourceFormat::Urls),
+            blocksieve_publisher::SourceConfig::file(feed, SourceFormat::Urls),
+        ],
+    );
+    let mut cfg = cfg;
+    let origin = "https://mail.example";
+    cfg.cors_allowed_origins = vec![origin.to_owned()];
+    let publisher = blocksieve_publisher::Publisher::open(cfg).unwrap();
+    for outcome in publisher.build_all().await {
+        assert!(outcome.result.is_ok(), "{:?}", outcome.result);
+    }
+    let api = publisher.router();
+    let router = api.clone().into_router();
+    let send = |service: axum::Router, request: Request<Body>| async move {
+        let response = service.oneshot(request).await.unwrap_or_else(|e| match e {});
+        let (parts, body) = response.into_parts();
+        let body = axum::body::to_bytes(body, 1 << 24).await.unwrap();
+        (parts.status, parts.headers, body)
+    };
+    let send_api = |request: Request<Body>| {
+        let api = api.clone();
+        async move {
+            let response = api.oneshot(request).await.unwrap_or_else(|e| match e {});
+            let (parts, body) = response.into_parts();
+            let body = axum::body::to_bytes(body, 1 << 24).await.unwrap();
+            (parts.status, parts.headers, body)
+        }
+    };
+
+    let first = send_api(get("/v1/lists/phishing/snapshot", &[])).await;
+    assert_eq!(first.0, 200);
+    let etag = first.1["etag"].to_str().unwrap().to_owned();
+    let version = first.1["content-location"]
+        .to_str()
+        .unwrap()
+        .rsplit('/')
+        .next()
+        .unwrap()
+        .to_owned();
+    let listed = canonicalize(&fixture_lines("phishing-urls.txt")[5]).unwrap();
+    let prefix = listed
+        .expressions()
+        .next()
+        .unwrap()
+        .full_hash()
+        .prefix()
+        .to_string();
+    let short = &prefix[..2];
+    let binary = blocksieve_format::api::FULL_HASHES_ACCEPT;
+    type Case<'a> = (Method, String, Vec<(&'a str, &'a str)>);
+    let cases: Vec<Case> = vec![
+        (Method::GET, "/v1/lists/phishing/snapshot".into(), vec![]),
+        (
+            Method::GET,
+            "/v1/lists/phishing/snapshot".into(),
+            vec![("if-none-match", &etag)],
+        ),
+        (
+            Method::GET,
+            "/v1/lists/phishing/snapshot".into(),
+            vec![("if-none-match", "\"other\"")],
+        ),
+        (
+            Method::GET,
+            "/v1/lists/phishing/snapshot".into(),
+            vec![("origin", origin)],
+        ),
+        (
+            Method::GET,
+            "/v1/lists/phishing/snapshot".into(),
+            vec![("origin", "https://evil.example")],
+        ),
+        (Method::HEAD, "/v1/lists/phishing/snapshot".into(), vec![]),
+        (Method::GET, "/v1/lists/nope/snapshot".into(), vec![]),
+        (Method::GET, "/v1/lists/phish%69ng/snapshot".into(), vec![]),
+        (Method::GET, "/v1/lists/phishing/snapshot/".into(), vec![]),
+        (Method::GET, "/v1/lists//snapshot".into(), vec![]),
+        (Method::POST, "/v1/lists/phishing/snapshot".into(), vec![]),
+        (
+            Method::GET,
+            "/v1/lists/phishing/snapshot".into(),
+            vec![("content-length", "100000000")],
+        ),
+        (Method::GET, format!("/v1/hashes/{prefix}"), vec![]),
+        (
+            Method::GET,
+            format!("/v1/hashes/{prefix}"),
+            vec![("accept", binary)],
+        ),
+        (
+            Method::GET,
+            format!("/v1/hashes/{prefix}"),
+            vec![("origin", origin)],
+        ),
+        (
+            Method::GET,
+            format!("/v1/hashes/{short}"),
+            vec![("accept-encoding", "gzip")],
+        ),
+        (Method::GET, "/v1/hashes/00000000".into(), vec![]),
+        (Method::GET, "/v1/hashes/ZZ".into(), vec![]),
+        (Method::GET, "/v1/hashes/0".into(), vec![]),
+        (
+            Method::GET,
+            format!("/v1/lists/phishing/hashes/{version}/{prefix}"),
+            vec![],
+        ),
+        (
+            Method::GET,
+            format!("/v1/lists/phishing/hashes/{version}/{short}"),
+            vec![("accept-encoding", "gzip")],
+        ),
+        (
+            Method::GET,
+            format!("/v1/lists/phishing/hashes/{version}/{prefix}"),
+            vec![("accept", binary)],
+        ),
+        (
+            Method::GET,
+            format!("/v1/lists/phishing/hashes/1/{prefix}"),
+            vec![],
+        ),
+        (
+            Method::GET,
+            format!("/v1/lists/phishing/hashes/01/{prefix}"),
+            vec![],
+        ),
+        (
+            Method::GET,
+            format!("/v1/lists/phishing/hashes/99999999999/{prefix}"),
+            vec![],
+        ),
+        (
+            Method::GET,
+            format!("/v1/lists/phishing/updates/{version}"),
+            vec![],
+        ),
+        (
+            Method::GET,
+            "/v1/lists/phishing/updates/1".into(),
+            vec![("origin", origin)],
+        ),
+        (Method::GET, "/v1/lists/phishing/updates/x".into(), vec![]),
+        (Method::GET, "/v1/lists/nope/updates/1".into(), vec![]),
+    ];
+    for (method, path, headers) in &cases {
+        let request = || {
+            let mut r = Request::builder().method(method.clone()).uri(path.as_str());
+            for (name, value) in headers {
+                r = r.header(*name, *value);
+            }
+            r.body(Body::empty()).unwrap()
+        };
+        let (status, headers_api, body_api) = send_api(request()).await;
+        let (status_router, headers_router, body_router) = send(router.clone(), request()).await;
+        let case = format!("{method} {path} {headers:?}");
+        assert_eq!(status, status_router, "{case}");
+        assert_eq!(headers_api, headers_router, "{case}");
+        assert_eq!(body_api, body_router, "{case}");
+    }
+    // A few of them must have taken the cases they were meant to.
+    let gzip = send_api(get(
+        &format!("/v1/hashes/{short}"),
+        &[("accept-encoding", "gzip")],
+    ))
+    .await;
+    assert_eq!(
+        gzip.1.get("content-encoding").map(|v| v.to_str().unwrap()),
+        Some("gzip"),
+        "{gzip:?}"
+    );
+    let cors = send_api(get(&format!("/v1/hashes/{prefix}"), &[("origin", origin)])).await;
+    assert_eq!(cors.1["access-control-allow-origin"], origin);
+    let not_modified = send_api(get("/v1/lists/phishing/snapshot", &[("if-none-match", &etag)])).await;
+    assert_eq!(not_modified.0, 304);
+
+    // Metrics: one more 304 on the snapshot route, counted under its pattern.
+    let count = |text: &str| {
+        text.lines()
+            .find(|l| {
+                l.starts_with("blocksieve_http_requests_total")
+                    && l.contains(r#"route="/v1/lists/{name}/snapshot""#)
+                    && l.contains(r#"status="304""#)
+            })
+            .and_then(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    let metrics = |api: blocksieve_publisher::Api| async move {
+        let response = api
+            .oneshot(get("/metrics", &[]))
+            .await
+            .unwrap_or_else(|e| match e {});
+        String::from_utf8(
+            axum::body::to_bytes(response.into_body(), 1 << 24)
+                .await
+                .unwrap()
+                .to_vec(),
+        )
+        .unwrap()
+    };
+    let before = count(&metrics(api.clone()).await);
+    assert!(before >= 2, "the 304s above were counted: {before}");
+    let _ = send_api(get("/v1/lists/phishing/snapshot", &[("if-none-match", &etag)])).await;
+    assert_eq!(count(&metrics(api.clone()).await), before + 1);
+}
+
+fn get(path: &str, headers: &[(&str, &str)]) -> axum::http::Request<axum::body::Body> {
+    let mut r = axum::http::Request::get(path);
+    for (name, value) in headers {
+        r = r.header(*name, *value);
+    }
+    r.body(axum::body::Body::empty()).unwrap()
 }

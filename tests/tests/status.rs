@@ -420,7 +420,13 @@ async fn the_page_of_100_lists_with_1000_builds_each_is_served_in_under_100_ms()
     let publisher = Publisher::open(cfg).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
-    let server = tokio::spawn(axum::serve(listener, publisher.router()).into_future());
+    let server = tokio::spawn(
+        axum::serve(
+            listener,
+            axum::ServiceExt::<axum::extract::Request>::into_make_service(publisher.router()),
+        )
+        .into_future(),
+    );
     let http = reqwest::Client::new();
     let mut times = Vec::new();
     let mut bytes = 0;

@@ -16,7 +16,9 @@
 //!    the request timeout of taking its slot is answered
 //!    `408 request_timeout`;
 //! 5. the request metrics, by matched route and status
-//!    ([`HttpMetrics`]), of requests the router answered in time;
+//!    ([`HttpMetrics`]), of requests the router answered in time (the
+//!    route axum matched, or the one a [`GuardLayer::for_route`] stands
+//!    in front of: the routes `hot` dispatches without the router);
 //! 6. JSON errors: the error responses that axum's extractors and
 //!    fallbacks write themselves (plain-text path and body rejections) get
 //!    the JSON body of every other error, keeping their status and text.
@@ -49,6 +51,9 @@ const TOO_LARGE: &str = "length limit exceeded";
 #[derive(Debug, Clone)]
 pub(super) struct GuardLayer {
     shared: Arc<Shared>,
+    /// The route pattern every request through this layer is recorded
+    /// under; `None`: the one axum matched ([`MatchedPath`]).
+    route: Option<&'static str>,
 }
 
 /// What every request of a router shares.
@@ -80,6 +85,17 @@ impl GuardLayer {
                 slots: Semaphore::new(max_concurrency.min(Semaphore::MAX_PERMITS)),
                 metrics,
             }),
+            route: None,
+        }
+    }
+
+    /// The same layer (the same concurrency slots, limits and metrics) in
+    /// front of one route served without axum's router, whose requests
+    /// carry no [`MatchedPath`]: they are recorded under `pattern`.
+    pub(super) fn for_route(&self, pattern: &'static str) -> Self {
+        Self {
+            shared: self.shared.clone(),
+            route: Some(pattern),
         }
     }
 }
@@ -91,6 +107,7 @@ impl<S> Layer<S> for GuardLayer {
         Guard {
             inner,
             shared: self.shared.clone(),
+            route: self.route,
         }
     }
 }
@@ -100,6 +117,7 @@ impl<S> Layer<S> for GuardLayer {
 pub(super) struct Guard<S> {
     inner: S,
     shared: Arc<Shared>,
+    route: Option<&'static str>,
 }
 
 type BoxFuture = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
@@ -135,12 +153,12 @@ where
             Some(len) => len.min(shared.body_limit),
             None => shared.body_limit,
         };
-        let route = shared.metrics.route(
+        let route = shared.metrics.route(self.route.unwrap_or_else(|| {
             request
                 .extensions()
                 .get::<MatchedPath>()
-                .map_or("unmatched", MatchedPath::as_str),
-        );
+                .map_or("unmatched", MatchedPath::as_str)
+        }));
         if request.body().size_hint().exact() == Some(0) {
             // Nothing to read: the route's future now (a route's future
             // does nothing until polled), the slot when it is polled.
