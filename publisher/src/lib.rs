@@ -5,9 +5,8 @@
 //!
 //! 1. A [`Config`] names the threat lists ([`ListConfig`]), their sources
 //!    ([`SourceConfig`], each in a [`SourceFormat`]), filters and gates.
-//! 2. **Fetch**: a [`Publisher`] gets each source's bytes (a file or an
-//!    HTTP feed, with conditional GET, gzip and size limits); a source that
-//!    fails falls back to its last good content.
+//! 2. **Fetch**: a [`Publisher`] gets each source's bytes (a file or an HTTP feed, with
+//!    conditional GET, gzip and size limits); a source that fails falls back to its last good content.
 //! 3. **Build**: each entry's expression is canonicalized and hashed to a
 //!    full hash; a filter over the hash-prefix keys is built, its
 //!    false-positive rate measured (the canary), and a snapshot signed. The
@@ -17,7 +16,7 @@
 //!    objects, a signed manifest, a pointer moved by compare-and-swap) in a directory or a store.
 //! 5. **Serve**: the [`AppState`] holds one [`ListSlot`] per list, whose
 //!    [`Published`] snapshot a build swaps atomically; [`Publisher::router`]
-//!    serves it. [`Publisher::run`] is the daemon: serve what is on disk at
+//!    ([`Api`]) serves it. [`Publisher::run`] is the daemon: serve what is on disk at
 //!    once, build every list, then rebuild each on its cron schedule.
 //! 6. **Roles** ([`Role`]): `all` does all of the above; a `builder` serves
 //!    only the operational routes; a `replica` builds nothing, follows the
