@@ -425,6 +425,7 @@ async fn the_busiest_routes_answer_as_the_router_does() {
         .to_string();
     let short = &prefix[..2];
     let binary = blocksieve_format::api::FULL_HASHES_ACCEPT;
+    let long = "n".repeat(3000);
     type Case<'a> = (Method, String, Vec<(&'a str, &'a str)>);
     let cases: Vec<Case> = vec![
         (Method::GET, "/v1/lists/phishing/snapshot".into(), vec![]),
@@ -527,6 +528,113 @@ async fn the_busiest_routes_answer_as_the_router_does() {
         ),
         (Method::GET, "/v1/lists/phishing/updates/x".into(), vec![]),
         (Method::GET, "/v1/lists/nope/updates/1".into(), vec![]),
+        // Names and targets the router may read otherwise.
+        (Method::GET, "/v1/lists/ph\u{e9}ishing/snapshot".into(), vec![]),
+        (
+            Method::GET,
+            "/v1/lists/a{b}c/snapshot".into(),
+            vec![("accept-encoding", "gzip")],
+        ),
+        (Method::GET, "/v1/lists/../snapshot".into(), vec![]),
+        (Method::GET, "/v1/lists/./snapshot".into(), vec![]),
+        (Method::GET, "/v1/lists/a+b/snapshot".into(), vec![]),
+        (Method::GET, "/v1/lists/a;b=c/snapshot".into(), vec![]),
+        (Method::GET, "/v1/lists/a:b/snapshot".into(), vec![]),
+        (Method::GET, "/v1/lists/*x/snapshot".into(), vec![]),
+        (Method::GET, "/v1/hashes/{prefix}".into(), vec![]),
+        (Method::GET, "/v1/hashes/%7Bprefix%7D".into(), vec![]),
+        (Method::GET, "/v1/hashes:search".into(), vec![]),
+        (Method::GET, "/v1/hashes/ab?".into(), vec![]),
+        (Method::GET, "/v1/hashes/00000000#frag".into(), vec![]),
+        (Method::GET, "*".into(), vec![]),
+        (Method::GET, "http://publisher.example".into(), vec![]),
+        // Error bodies long enough to be gzipped.
+        (
+            Method::GET,
+            format!("/v1/lists/{long}/updates/1"),
+            vec![("accept-encoding", "gzip"), ("origin", origin)],
+        ),
+        (
+            Method::GET,
+            format!("/v1/lists/{long}/hashes/1/00"),
+            vec![("accept-encoding", "gzip, deflate, br")],
+        ),
+        (
+            Method::GET,
+            format!("/v1/lists/{long}/snapshot"),
+            vec![("accept-encoding", "gzip")],
+        ),
+        // gzip, CORS and conditions together.
+        (
+            Method::GET,
+            "/v1/lists/phishing/snapshot".into(),
+            vec![
+                ("if-none-match", &etag),
+                ("accept-encoding", "gzip"),
+                ("origin", origin),
+            ],
+        ),
+        (
+            Method::GET,
+            "/v1/lists/phishing/snapshot".into(),
+            vec![("accept-encoding", "gzip")],
+        ),
+        (
+            Method::GET,
+            format!("/v1/lists/phishing/updates/{version}"),
+            vec![("accept-encoding", "gzip"), ("if-none-match", &etag)],
+        ),
+        (
+            Method::GET,
+            format!("/v1/hashes/{short}"),
+            vec![("accept-encoding", "gzip;q=0, identity")],
+        ),
+        (
+            Method::GET,
+            format!("/v1/hashes/{short}"),
+            vec![
+                ("accept-encoding", "gzip"),
+                ("accept", binary),
+                ("origin", "null"),
+            ],
+        ),
+        (
+            Method::GET,
+            format!("/v1/hashes/{short}"),
+            vec![("accept-encoding", "gzip"), ("range", "bytes=0-10")],
+        ),
+        // Declared lengths, methods.
+        (
+            Method::GET,
+            format!("/v1/hashes/{short}"),
+            vec![("content-length", "70000")],
+        ),
+        (
+            Method::GET,
+            format!("/v1/hashes/{short}"),
+            vec![("content-length", "-1")],
+        ),
+        (
+            Method::GET,
+            format!("/v1/hashes/{short}"),
+            vec![("content-length", "5"), ("content-length", "7")],
+        ),
+        (
+            Method::OPTIONS,
+            format!("/v1/hashes/{short}"),
+            vec![("origin", origin), ("access-control-request-method", "GET")],
+        ),
+        (
+            Method::GET,
+            format!("/v1/hashes/{short}"),
+            vec![("origin", origin), ("access-control-request-method", "GET")],
+        ),
+        (
+            Method::from_bytes(b"get").unwrap(),
+            format!("/v1/hashes/{short}"),
+            vec![],
+        ),
+        (Method::CONNECT, format!("/v1/hashes/{short}"), vec![]),
     ];
     for (method, path, headers) in &cases {
         let request = || {
@@ -556,6 +664,43 @@ async fn the_busiest_routes_answer_as_the_router_does() {
         assert_eq!(via_api, via_router, "body {body:?}");
         assert_eq!(via_api.0, 304);
     }
+    // Other HTTP versions, bodies of unknown length, a body over the limit.
+    for version in [axum::http::Version::HTTP_10, axum::http::Version::HTTP_2] {
+        let request = || {
+            Request::get(format!("/v1/hashes/{short}"))
+                .version(version)
+                .header("accept-encoding", "gzip")
+                .body(Body::empty())
+                .unwrap()
+        };
+        let via_api = send_api(request()).await;
+        assert_eq!(via_api, send(router.clone(), request()).await, "{version:?}");
+    }
+    for body in ["{\"prefixes\":[\"00\"]}", "x"] {
+        let request = || {
+            let chunk = axum::body::Bytes::from_static(body.as_bytes());
+            let stream = futures_util::stream::iter([Ok::<_, std::io::Error>(chunk)]);
+            Request::get(format!("/v1/lists/phishing/hashes/{version}/{short}"))
+                .header("accept-encoding", "gzip")
+                .body(Body::from_stream(stream))
+                .unwrap()
+        };
+        let via_api = send_api(request()).await;
+        assert_eq!(via_api, send(router.clone(), request()).await, "stream {body:?}");
+    }
+    let big = "x".repeat(70_000);
+    let request = || {
+        Request::get(format!("/v1/hashes/{short}"))
+            .body(Body::from(big.clone()))
+            .unwrap()
+    };
+    let via_api = send_api(request()).await;
+    assert_eq!(
+        via_api,
+        send(router.clone(), request()).await,
+        "a 70,000-byte body"
+    );
+    assert_eq!(via_api.0, 413);
     // A few of them must have taken the cases they were meant to.
     let gzip = send_api(get(
         &format!("/v1/hashes/{short}"),
