@@ -107,13 +107,14 @@ pub fn router(state: Arc<AppState>, limits: Limits) -> Api {
         .route(routes::LIST_HASHES, get(list_hashes))
         .route(routes::SEARCH, post(search));
     let guard = guard_layer(&state, &limits);
+    let cors = cors::layer(&limits.cors_allowed_origins);
     let router = with_layers(api, state.clone(), guard.clone());
-    let router = match cors::layer(&limits.cors_allowed_origins) {
+    let router = match &cors {
         // Outermost: a preflight is answered before any limit or route.
-        Some(cors) => router.layer(cors),
+        Some(cors) => router.layer(cors.clone()),
         None => router,
     };
-    Api::new(router, &state, &limits, &guard)
+    Api::new(router, &state, cors.as_ref(), &guard)
 }
 
 /// A builder's router: only the status page `/`, the build history

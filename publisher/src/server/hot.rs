@@ -33,9 +33,10 @@ use axum::response::{IntoResponse, Response};
 use blocksieve_format::api::routes;
 use tower::util::BoxCloneSyncService;
 use tower::{BoxError, Service, ServiceBuilder, ServiceExt as _};
+use tower_http::cors::CorsLayer;
 
 use super::layer::GuardLayer;
-use super::{Limits, compress_json, cors, full_hashes, latest_snapshot, list_hashes, updates};
+use super::{compress_json, full_hashes, latest_snapshot, list_hashes, updates};
 use crate::state::AppState;
 
 /// One of the routes [`Api`] serves itself, with its parameters.
@@ -119,16 +120,22 @@ impl std::fmt::Debug for Api {
 
 impl Api {
     /// `router` (already layered) with the hot routes of `state` in front,
-    /// behind the same layers: `guard` (one of `router`'s: the same slots
-    /// and metrics), [`compress_json`] and, when configured, CORS.
-    pub(super) fn new(router: Router, state: &Arc<AppState>, limits: &Limits, guard: &GuardLayer) -> Self {
+    /// behind the same layers: `cors` (`router`'s, when configured),
+    /// [`compress_json`] and `guard` (one of `router`'s: the same slots and
+    /// metrics).
+    pub(super) fn new(
+        router: Router,
+        state: &Arc<AppState>,
+        cors: Option<&CorsLayer>,
+        guard: &GuardLayer,
+    ) -> Self {
         let hot = HOT_ROUTES
             .iter()
             .map(|&pattern| {
                 let handler = Handler { state: state.clone() };
                 let service = ServiceBuilder::new()
                     .map_response(with_content_length)
-                    .option_layer(cors::layer(&limits.cors_allowed_origins))
+                    .option_layer(cors.cloned())
                     .layer(compress_json())
                     .layer(guard.for_route(pattern))
                     .service(handler);
