@@ -63,6 +63,21 @@ pub use staged::Staged;
 
 pub(crate) const TMP_SUFFIX: &str = ".tmp";
 
+/// Fills `buf` from `reader` as far as it goes (to its end or `buf`'s);
+/// the bytes read. Interrupted reads are retried.
+pub(crate) fn read_full(reader: &mut impl std::io::Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match reader.read(&mut buf[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(filled)
+}
+
 /// A stored value's version, for compare-and-swap ([`PutMode::Update`]): an
 /// entity tag, as an object store gives one.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -184,20 +184,6 @@ pub(crate) fn decoder<'a>(
     })
 }
 
-/// Fills `buf` from `reader` as far as it goes; the bytes read.
-fn read_full(reader: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
-    let mut filled = 0;
-    while filled < buf.len() {
-        match reader.read(&mut buf[filled..]) {
-            Ok(0) => break,
-            Ok(n) => filled += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(filled)
-}
-
 /// A decoded stream cut into blocks of whole lines: each block but the
 /// last ends with a line feed, so reading the blocks one after another
 /// with [`feed_lines`](crate::sources::feed_lines) gives the lines of the
@@ -229,7 +215,7 @@ impl<R: Read> Blocks<R> {
             }
             let start = block.len();
             block.resize(start + BLOCK_BYTES, 0);
-            let n = read_full(&mut self.reader, &mut block[start..])?;
+            let n = crate::storage::read_full(&mut self.reader, &mut block[start..])?;
             block.truncate(start + n);
             self.done = n < BLOCK_BYTES;
             if let Some(at) = memchr::memrchr(b'\n', &block[start..]) {

@@ -187,15 +187,7 @@ impl SpilledHashes {
         // first touched by the read into it.
         let mut raw = vec![[0u8; 32]; self.count];
         let bytes = raw.as_flattened_mut();
-        let mut filled = 0;
-        while filled < bytes.len() {
-            match reader.read(&mut bytes[filled..]) {
-                Ok(0) => break,
-                Ok(n) => filled += n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(io(e)),
-            }
-        }
+        let filled = super::read_full(&mut reader, bytes).map_err(&io)?;
         // A file longer than written: counted to say by how much.
         let beyond = io::copy(&mut reader, &mut io::sink()).map_err(&io)?;
         let total = filled as u64 + beyond;
