@@ -10,9 +10,18 @@ use super::visit::Visit;
 enum AdblockRule<'a> {
     /// A host (`||host^`, a bare host).
     Host(&'a [u8]),
-    /// A URL (`||host/path^`, `|http://…|`), and whether it ended in the
-    /// `^` separator.
-    Url(&'a [u8], Separator),
+    /// A URL (`||host/path^`, `|http://…|`), whether it ended in the `^`
+    /// separator, and whether in the `|` end anchor.
+    Url(&'a [u8], Separator, End),
+}
+
+/// Whether a URL rule ended in `|`, which anchors it at the URL's end:
+/// without it a rule matches every URL that starts with it (`||a.example/p`
+/// blocks `a.example/p/x.exe` and `a.example/pq`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum End {
+    Anchored,
+    Open,
 }
 
 /// Whether a URL rule ended in `^`, which matches a separator (any byte
@@ -49,9 +58,21 @@ fn adblock_rule(line: &[u8]) -> Result<AdblockRule<'_>, &'static str> {
         Some(i) if are_adblock_options(line.get(i + 1..).unwrap_or_default()) => {
             line.get(..i).unwrap_or_default()
         }
+        // A host rule (`||host^`, no path) with options that are not all
+        // known: not a host name with a `$` in it.
+        Some(i)
+            if line.starts_with(b"||")
+                && !line.get(..i).unwrap_or_default().contains(&b'/')
+                && looks_like_options(line.get(i + 1..).unwrap_or_default()) =>
+        {
+            return Err(reason::ADBLOCK_UNKNOWN_OPTION);
+        }
         _ => line,
     };
-    let rule = rule.strip_suffix(b"|").unwrap_or(rule);
+    let (rule, end) = match rule.strip_suffix(b"|") {
+        Some(r) => (r, End::Anchored),
+        None => (rule, End::Open),
+    };
     let (rule, separator) = match rule.strip_suffix(b"^") {
         Some(r) => (r, Separator::Yes),
         None => (rule, Separator::No),
@@ -66,26 +87,33 @@ fn adblock_rule(line: &[u8]) -> Result<AdblockRule<'_>, &'static str> {
     let has_path = rule.contains(&b'/');
     Ok(
         if has_path || !anchored_host && rule.windows(3).any(|w| w == b"://") {
-            AdblockRule::Url(rule, separator)
+            AdblockRule::Url(rule, separator, end)
         } else {
             AdblockRule::Host(rule)
         },
     )
 }
 
-/// Network-rule option names of Adblock Plus and uBlock Origin (their
-/// filter syntax documentation), which may follow a rule's last `$`.
+/// Network-rule option names of Adblock Plus, uBlock Origin and AdGuard
+/// (their filter syntax documentation) that keep a rule a block for every
+/// client, which may follow a rule's last `$`. AdGuard DNS's `client`,
+/// `ctag` and `dnsrewrite` are left out: they narrow a rule to some
+/// clients or rewrite the answer, and such a rule is refused
+/// ([`reason::ADBLOCK_UNKNOWN_OPTION`]).
 const ADBLOCK_OPTIONS: &[&str] = &[
+    "_",
     "1p",
     "3p",
     "all",
     "badfilter",
+    "beacon",
     "cname",
     "csp",
     "css",
     "denyallow",
     "doc",
     "document",
+    "dnstype",
     "domain",
     "ehide",
     "elemhide",
@@ -113,6 +141,7 @@ const ADBLOCK_OPTIONS: &[&str] = &[
     "ping",
     "popunder",
     "popup",
+    "reason",
     "redirect",
     "redirect-rule",
     "removeparam",
@@ -135,6 +164,21 @@ const ADBLOCK_OPTIONS: &[&str] = &[
     "xmlhttprequest",
 ];
 
+/// Whether `text` (after a rule's last `$`) has the shape of adblock
+/// options, known or not: comma-separated names of letters, digits, `_`
+/// and `-`, each maybe negated and with a value.
+fn looks_like_options(text: &[u8]) -> bool {
+    !text.is_empty()
+        && text.split(|&b| b == b',').all(|option| {
+            let option = option.strip_prefix(b"~").unwrap_or(option);
+            let name = option.split(|&b| b == b'=').next().unwrap_or_default();
+            !name.is_empty()
+                && name
+                    .iter()
+                    .all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-'))
+        })
+}
+
 /// Whether `text` (after a rule's last `$`) is a list of adblock options:
 /// comma-separated known names, each maybe negated (`~`) and with a value
 /// (`domain=a.example|b.example`).
@@ -152,13 +196,17 @@ fn are_adblock_options(text: &[u8]) -> bool {
 pub(super) fn read_adblock(line: &[u8], v: &mut impl Visit) {
     match adblock_rule(line) {
         Ok(AdblockRule::Host(host)) => read_domain(host, line, v),
-        Ok(AdblockRule::Url(url, separator)) => {
+        Ok(AdblockRule::Url(url, separator, end)) => {
             // `||a.example/p^` also stands for the directory `a.example/p/`:
-            // a second reading of the same entry. Not for a rule whose path
-            // already ends in `/`, nor one with a query (its `^` can only
-            // match the query's own separators or its end).
-            let directory = (separator == Separator::Yes && !url.ends_with(b"/") && !url.contains(&b'?'))
-                .then(|| [url, b"/"].concat());
+            // a second reading of the same entry; so does `||a.example/p`,
+            // a prefix of every URL under it (`a.example/pq`, also blocked,
+            // has no Safe Browsing expression). Not for a rule anchored at
+            // the end without `^` (`|http://a.example/p|`: that URL only),
+            // a path that already ends in `/`, nor one with a query (its
+            // `^` can only match the query's own separators or its end).
+            let under = separator == Separator::Yes || end == End::Open;
+            let directory =
+                (under && !url.ends_with(b"/") && !url.contains(&b'?')).then(|| [url, b"/"].concat());
             let read = v.canonicalizing(|| {
                 let entry = url_entry(url)?;
                 let under = directory.as_deref().map(|d| url_entry(d).map(|e| url_read(d, e)));
@@ -210,10 +258,10 @@ mod tests {
         let exprs: Vec<_> = readings.iter().flat_map(|r| r.expressions.clone()).collect();
         assert_eq!(exprs, ["github.com/a/b", "github.com/a/b/"]);
         assert_eq!(readings[1].text, b"github.com/a/b/");
-        // Without `^`, with a query, or already a directory: one reading.
+        // Anchored at the end without `^`, with a query, or already a
+        // directory: one reading.
         for (rule, expression) in [
-            (&b"||files.example/a/b"[..], "files.example/a/b"),
-            (b"||files.example/a/b?x=1^", "files.example/a/b?x=1"),
+            (&b"||files.example/a/b?x=1^"[..], "files.example/a/b?x=1"),
             (b"||files.example/a/^", "files.example/a/"),
             (b"|http://files.example/a/b|", "files.example/a/b"),
         ] {
@@ -225,5 +273,66 @@ mod tests {
         let (out, report) = collect(b"||paste.example/d/x/0^$all\n", SourceFormat::AdblockHosts);
         assert_eq!(out, hashes(&["paste.example/d/x/0", "paste.example/d/x/0/"]));
         assert_eq!(report.accepted, 1);
+    }
+
+    /// `||host/path` (no `^`, no end `|`) is a prefix of every URL under the
+    /// path, which an adblocker blocks: listed as `host/path` alone it
+    /// missed `host/path/x.exe`.
+    #[test]
+    fn a_url_rule_open_at_the_end_also_stands_for_its_directory() {
+        for rule in [
+            &b"||evil.example/path"[..],
+            b"|http://evil.example/path",
+            b"||evil.example/path$all",
+        ] {
+            let readings = read_one(SourceFormat::AdblockHosts, rule).unwrap();
+            let exprs: Vec<_> = readings.iter().flat_map(|r| r.expressions.clone()).collect();
+            assert_eq!(
+                exprs,
+                ["evil.example/path", "evil.example/path/"],
+                "{}",
+                rule.escape_ascii()
+            );
+        }
+    }
+
+    /// Options of uBlock Origin (`_`, `beacon`, `reason=`) and AdGuard DNS
+    /// (`dnstype=`) keep a host rule; options that narrow it to some clients
+    /// or that this reader does not know refuse it by that reason, not as
+    /// "not a host name".
+    #[test]
+    fn host_rules_with_other_options_are_read_or_refused_by_their_option() {
+        for rule in [
+            &b"||evil.example^$_"[..],
+            b"||evil.example^$beacon",
+            b"||evil.example^$dnstype=A",
+            b"||evil.example^$important,dnstype=~AAAA",
+            b"||evil.example^$reason=phishing",
+        ] {
+            let readings = read_one(SourceFormat::AdblockHosts, rule).unwrap();
+            assert_eq!(
+                readings[0].expressions,
+                ["evil.example/"],
+                "{}",
+                rule.escape_ascii()
+            );
+        }
+        for rule in [
+            &b"||evil.example^$client=192.168.0.1"[..],
+            b"||evil.example^$important,ctag=device_pc",
+            b"||evil.example^$dnsrewrite=NOERROR;A;1.2.3.4",
+            b"||evil.example^$no-such-option",
+            b"||evil.example$no-such-option",
+        ] {
+            assert_eq!(
+                read_one(SourceFormat::AdblockHosts, rule).map(|_| ()),
+                Err(reason::ADBLOCK_UNKNOWN_OPTION),
+                "{}",
+                rule.escape_ascii()
+            );
+        }
+        // A `$` inside a URL rule is still the URL's.
+        let readings = read_one(SourceFormat::AdblockHosts, b"|http://a.example/p?x=$y|").unwrap();
+        assert_eq!(readings[0].expressions, ["a.example/p?x=$y"]);
     }
 }

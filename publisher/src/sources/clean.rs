@@ -12,12 +12,14 @@ use super::white::{first_char, is_unicode_white, last_char, unquote};
 pub(super) struct Cuts(pub(super) u8);
 
 /// Each [`Cuts`] bit and the [`cleaned`] kind it counts as.
-const CLEANED_KINDS: [(u8, &str); 5] = [
+const CLEANED_KINDS: [(u8, &str); 7] = [
     (Cuts::UNICODE, cleaned::UNICODE_WHITE_SPACE),
     (Cuts::QUOTES, cleaned::QUOTES),
     (Cuts::COLUMN, cleaned::COLUMN),
     (Cuts::COMMENT, cleaned::COMMENT),
     (Cuts::SPACE, cleaned::SPACE),
+    (Cuts::SPACE_IN_HOST, cleaned::SPACE_IN_HOST),
+    (Cuts::WRAPPER, cleaned::WRAPPER),
 ];
 
 impl Cuts {
@@ -26,6 +28,8 @@ impl Cuts {
     pub(super) const COLUMN: u8 = 4;
     pub(super) const COMMENT: u8 = 8;
     pub(super) const SPACE: u8 = 16;
+    pub(super) const SPACE_IN_HOST: u8 = 32;
+    pub(super) const WRAPPER: u8 = 64;
 
     pub(super) fn kinds(self) -> impl Iterator<Item = &'static str> {
         CLEANED_KINDS

@@ -42,24 +42,39 @@
 //!      its fragment. The
 //!      URL fields are those starting with a scheme (`http://…`); when none
 //!      does, the first that holds a `/` or a `.` and a letter, else the
-//!      first dotted-quad address, else the first field. The others are
+//!      first dotted-quad address, else the first field (a date written
+//!      with slashes, `01/02/2020`, holds no URL). The others are
 //!      columns and are dropped (`http://tab.example/mid<TAB>2020-01-01`,
 //!      `1<TAB>http://a.example/p`, `"Phishing" http://a.example/p`,
 //!      `2020-01-01 a.example/login`). Several URL fields with a scheme are
-//!      each read.
+//!      each read. A URL field wrapped in `<…>` or `(…)`, or opened by a
+//!      quote nothing closes (`<http://…>`, `'http://…`), loses the
+//!      wrapper, which would otherwise become its host.
 //!    - `hosts`, `domains`, `sha256`: a `#` anywhere starts a comment (no
 //!      host name or hex digit holds one); `hosts` names are separated by
 //!      ASCII or Unicode white space.
 //! 5. `urls`: a URL as written never holds a raw space, but browsers escape
 //!    one (`%20`) where a page's link has it, so unquoted fields that follow
 //!    a URL field after spaces (no TAB) are ambiguous: columns, or part of
-//!    the URL. The URL is read as written with them and — only when the
-//!    space falls after the host (the field holds a `/`, `\`, `?` or `#`
-//!    past its authority) — as the field alone. A space inside a host makes
-//!    no URL, and the field alone would list a host-wide expression for a
-//!    host the line does not name (`http://bank.example .evil.example/`).
-//!    The same holds for a space inside a quoted URL. No real feed of the
-//!    project's has such a line; when one does, nothing it lists is lost.
+//!    the URL. The URL is read as written with them and as the field
+//!    alone when the space falls after the host (the field holds a `/`,
+//!    `\`, `?` or `#` past its authority), or when no field that follows
+//!    looks like more host or a URL (`http://evil.example 2020-01-01`,
+//!    `evil.example (PayPal)`: a host, then columns). A space inside a
+//!    host makes no URL, and the field alone would list a host-wide
+//!    expression for a host the line does not name
+//!    (`http://bank.example .evil.example/`, counted as
+//!    [`cleaned::SPACE_IN_HOST`]). The same holds for a space inside a
+//!    quoted URL.
+//! 6. `urls`, `csv` and adblock URL rules: feed artifacts a browser reads
+//!    past are read past too — a doubled scheme (`http://https://…`),
+//!    more than two slashes after `http:` or `https:` (`http:///host/…`,
+//!    which the URL Standard's parser skips), and a defanged scheme or host
+//!    (`hxxp[:]//evil[.]example/`, also `(.)`, `{.}`, `[dot]`); a host that
+//!    still holds a character no browser accepts in a host is refused
+//!    ([`reason::FORBIDDEN_IN_HOST`]), never listed to match nothing. The
+//!    canonicalizer itself is not changed: an agent reads the URL it checks
+//!    as the Safe Browsing rules say.
 //!
 //! A domain entry must look like a host name (letters, digits, `-`, `_`,
 //! `.`, `%`-escapes, non-ASCII characters other than white space, an

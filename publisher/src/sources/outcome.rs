@@ -53,6 +53,11 @@ pub mod reason {
     /// (`||evil.example^` in a `urls` source) is the usual cause.
     pub const ADBLOCK_SYNTAX_IN_HOST: &str =
         "host holds | or ^, which no URL's host may (adblock syntax read as a URL?)";
+    /// A URL's host holds another character no browser accepts in a host
+    /// (`<`, `>`, brackets outside an IPv6 address, or `%`, which the
+    /// canonical form writes only for an escaped byte no host may hold:
+    /// white space, a control, `#`, `%`): no visit can match the entry.
+    pub const FORBIDDEN_IN_HOST: &str = "host holds a character no browser accepts in a host (<, >, [, ] or an escaped byte): no visit can match it";
     /// A hosts line with an address and no name.
     pub const HOSTS_NO_NAME: &str = "hosts line has an address but no name";
     /// An adblock exception rule (`@@…`): it allows, it does not block.
@@ -62,6 +67,12 @@ pub mod reason {
     pub const ADBLOCK_COSMETIC: &str = "cosmetic (element hiding) rule";
     /// An adblock rule with a wildcard, a regular expression or no host.
     pub const ADBLOCK_NOT_HOST_OR_URL: &str = "adblock rule is not a host or URL";
+    /// An adblock host rule with an option not read here: one that narrows
+    /// it to some clients or rewrites the answer (AdGuard DNS's `client`,
+    /// `ctag`, `dnsrewrite`), or one no adblock syntax this reader knows
+    /// names.
+    pub const ADBLOCK_UNKNOWN_OPTION: &str =
+        "adblock rule has an option not read here (not a block for every client?)";
     /// A `sha256` line that is not 64 hex digits.
     pub const NOT_SHA256: &str = "not a 64-digit hex SHA-256";
     /// A JSON array item that is not a string.
@@ -87,6 +98,13 @@ pub mod cleaned {
     /// `urls`: a space inside the URL field; read both cut at the space and
     /// as written.
     pub const SPACE: &str = "space inside: read cut at the space and as written";
+    /// `urls`: a space right after a host, followed by more host or URL
+    /// text (`http://bank.example .evil.example/`): read as written only,
+    /// since the host alone is not what the line names.
+    pub const SPACE_IN_HOST: &str = "space inside the host: read as written only";
+    /// `urls`: a URL field wrapped in `<…>` or `(…)`, or opened by a quote
+    /// that nothing closes (`<http://…>`, `'http://…`): the wrapper removed.
+    pub const WRAPPER: &str = "brackets or a lone quote around the URL removed";
 }
 
 /// What reading one or more sources produced.

@@ -7,7 +7,7 @@ use crate::config::SourceFormat;
 
 use super::breadth::is_host_wide;
 use super::entry::most_specific;
-use super::url_entry::strip_doubled_scheme;
+use super::url_entry::strip_scheme_artifacts;
 use super::*;
 
 pub(super) fn collect(text: &[u8], format: SourceFormat) -> (Vec<FullHash>, ParseReport) {
@@ -293,7 +293,8 @@ fn regression_quoted_columns_schemeless_urls_and_options_keep_the_url() {
         "http://bank.example .evil.example/login",
         "http://www.bank.example\u{feff}@evil.example/login",
     ] {
-        let got = exprs(SourceFormat::Urls, line.as_bytes()).unwrap();
+        // Read as written, or refused (a host holding a space is no host).
+        let got = exprs(SourceFormat::Urls, line.as_bytes()).unwrap_or_default();
         assert!(
             got.iter()
                 .all(|e| e != "bank.example/" && e != "www.bank.example/"),
@@ -323,7 +324,8 @@ fn rejection_reasons_are_true_for_the_line() {
             reason::NOT_A_HOST_NAME,
         ),
         (SourceFormat::Urls, b"http://:q!", reason::EMPTY_HOST),
-        (SourceFormat::Urls, b"https:///2t2sAZF", reason::EMPTY_HOST),
+        // Browsers skip the third slash: the host is `2t2sazf`.
+        (SourceFormat::Urls, b"https:///2t2sAZF", reason::SINGLE_LABEL),
         // Real items of MetaMask's blacklist.
         (SourceFormat::Json, b"com12786312634", reason::SINGLE_LABEL),
         (SourceFormat::Json, b"iclexofmarket", reason::SINGLE_LABEL),
@@ -425,7 +427,7 @@ fn union_feed_quirk_lines_are_read_as_listed() {
                     for r in readings {
                         // The entry text canonicalizes to what is published,
                         // and a page URL publishes a page, never `host/`.
-                        let url = canonicalize_form(strip_doubled_scheme(&r.text)).unwrap();
+                        let url = canonicalize_form(strip_scheme_artifacts(&r.text)).unwrap();
                         let own = most_specific(&url);
                         assert!(r.expressions.contains(&own), "{own}");
                         if is_host_wide(&url) {
@@ -441,7 +443,6 @@ fn union_feed_quirk_lines_are_read_as_listed() {
         }
     }
     let want = [
-        ("http:///bonuscommissions.com/", reason::EMPTY_HOST),
         ("http://09-2019-n", reason::SINGLE_LABEL),
         ("http://:q!", reason::EMPTY_HOST),
         ("http://adp", reason::SINGLE_LABEL),
@@ -460,14 +461,15 @@ fn union_feed_quirk_lines_are_read_as_listed() {
             reason::NOT_A_HOST_NAME,
         ),
         ("http://{apple", reason::NOT_A_HOST_NAME),
-        ("https:///2t2sAZF", reason::EMPTY_HOST),
+        ("https:///2t2sAZF", reason::SINGLE_LABEL),
         ("https://acct-piedmontcancerinstitute-inv", reason::SINGLE_LABEL),
     ];
     assert_eq!(rejected.len(), want.len(), "{rejected:?}");
     for ((text, why), (start, want_why)) in rejected.iter().zip(want) {
         assert!(text.starts_with(start) && *why == want_why, "{text}: {why}");
     }
-    assert_eq!((accepted, trimmed), (193, 14));
+    // `http:///bonuscommissions.com/…` is read as browsers read it.
+    assert_eq!((accepted, trimmed), (194, 14));
 }
 
 #[test]

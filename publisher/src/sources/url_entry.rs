@@ -1,7 +1,7 @@
 //! What a URL entry stands for: its most specific expression (and that of
 //! the line as written, for a URL written with `&amp;`).
 
-use blocksieve_format::{CanonError, CanonicalForm, canonicalize, canonicalize_form};
+use blocksieve_format::{CanonError, CanonicalForm, HostKind, canonicalize, canonicalize_form};
 
 use super::breadth::{is_host_wide, too_broad};
 use super::entry::{Entry, Read, UrlEntry, most_specific};
@@ -11,13 +11,18 @@ use super::visit::Visit;
 /// A URL canonicalized, checked to have an expression and not to block too
 /// much: borrowed from `line` when the line is canonical as written.
 fn url_canonical(line: &[u8]) -> Result<CanonicalForm<'_>, &'static str> {
-    let url = canonicalize_form(strip_doubled_scheme(line)).map_err(url_error)?;
+    if let Some(refanged) = refang(line) {
+        return url_canonical_owned(&refanged);
+    }
+    let url = canonicalize_form(strip_scheme_artifacts(line)).map_err(url_error)?;
     not_too_broad(url)
 }
 
 /// [`url_canonical`] of a line made here (`&amp;` decoded), owned.
 fn url_canonical_owned(line: &[u8]) -> Result<CanonicalForm<'static>, &'static str> {
-    let url = canonicalize(strip_doubled_scheme(line)).map_err(url_error)?;
+    let refanged = refang(line);
+    let line = refanged.as_deref().unwrap_or(line);
+    let url = canonicalize(strip_scheme_artifacts(line)).map_err(url_error)?;
     not_too_broad(CanonicalForm::Built(url))
 }
 
@@ -28,6 +33,18 @@ fn not_too_broad(url: CanonicalForm<'_>) -> Result<CanonicalForm<'_>, &'static s
     // from the parse-collapse gate.
     if memchr::memchr2(b'|', b'^', url.host()).is_some() {
         return Err(reason::ADBLOCK_SYNTAX_IN_HOST);
+    }
+    // The others the canonical form can hold: `<`, `>`, brackets outside
+    // an IPv6 address (`evil[.]example`, a defanged form `refang` did not
+    // know), and `%`, which it writes only for an escaped byte no host
+    // may hold (white space, a control, `#`, `%`, a byte IDNA refused).
+    let forbidden = |b: &u8| match b {
+        b'<' | b'>' | b'%' => true,
+        b'[' | b']' => url.host_kind() != HostKind::Ipv6,
+        _ => false,
+    };
+    if url.host().iter().any(forbidden) {
+        return Err(reason::FORBIDDEN_IN_HOST);
     }
     if let Some(reason) = too_broad(url.host(), url.host_kind(), is_host_wide(&url)) {
         return Err(reason);
@@ -165,13 +182,85 @@ fn decode_amp_levels(line: &[u8], level: usize) -> Vec<u8> {
     out
 }
 
-/// `http://https://host/…` → `https://host/…` (a feed artifact).
-pub(super) fn strip_doubled_scheme(line: &[u8]) -> &[u8] {
+/// Feed artifacts around an `http` or `https` scheme, which browsers read
+/// past: a doubled scheme, `http://https://host/…` → `https://host/…`, and
+/// more than two slashes, `http:///host/…` → `host/…` (the URL Standard's
+/// "special authority ignore slashes" state skips any number of `/` and
+/// `\`; the scheme does not change an expression). The Safe Browsing
+/// canonicalizer refuses the latter (an empty host), as an agent should
+/// for such a URL given to it: only a feed line is read past it.
+pub(super) fn strip_scheme_artifacts(line: &[u8]) -> &[u8] {
     // Called for every URL line: one scheme compare for most lines.
-    match strip_http_scheme(line) {
-        Some(inner) if strip_http_scheme(inner).is_some() => inner,
+    let Some(inner) = strip_http_scheme(line) else {
+        return line;
+    };
+    if strip_http_scheme(inner).is_some() {
+        return inner;
+    }
+    match inner.iter().position(|&b| b != b'/' && b != b'\\') {
+        Some(host) if host > 0 => inner.get(host..).unwrap_or(inner),
         _ => line,
     }
+}
+
+/// A defanged URL made visitable again, when `line` is one: `[.]`, `(.)`,
+/// `{.}`, `[dot]`, `(dot)` and `{dot}` in the host become `.`, and `[:]`
+/// or `[://]` after the scheme become `:` or `://` (`hxxp[:]//evil[.]example/`;
+/// the `hxxp` scheme itself changes no expression). Threat-intelligence
+/// feeds write URLs so, to keep them from being clicked; as written, the
+/// host holds brackets no browser accepts, and the entry would match
+/// nothing. Only the scheme and host are touched: a path or query keeps
+/// its brackets. `None` for every other line (one `memchr` for most).
+fn refang(line: &[u8]) -> Option<Vec<u8>> {
+    memchr::memchr3(b'[', b'(', b'{', line)?;
+    const DOTS: [&[u8]; 6] = [b"[.]", b"(.)", b"{.}", b"[dot]", b"(dot)", b"{dot}"];
+    const SEPARATORS: [(&[u8], &[u8]); 2] = [(b"[://]", b"://"), (b"[:]", b":")];
+    let mut out = Vec::with_capacity(line.len());
+    let mut rest = line;
+    // The scheme, when the line has one (letters, then a separator), and
+    // the slashes before the host.
+    let mut changed = false;
+    let letters = rest
+        .iter()
+        .take_while(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.'))
+        .count();
+    let after = rest.get(letters..).unwrap_or_default();
+    let separator = SEPARATORS.iter().find(|(from, _)| after.starts_with(from));
+    if letters > 0
+        && let Some((from, to)) = separator
+    {
+        out.extend_from_slice(rest.get(..letters).unwrap_or_default());
+        out.extend_from_slice(to);
+        rest = after.get(from.len()..).unwrap_or_default();
+        changed = true;
+    } else if letters > 0 && after.starts_with(b"://") {
+        out.extend_from_slice(rest.get(..letters + 3).unwrap_or_default());
+        rest = after.get(3..).unwrap_or_default();
+    }
+    let slashes = rest.iter().take_while(|&&b| b == b'/').count();
+    out.extend_from_slice(rest.get(..slashes).unwrap_or_default());
+    rest = rest.get(slashes..).unwrap_or_default();
+    while let Some(&b) = rest.first() {
+        if matches!(b, b'/' | b'\\' | b'?' | b'#') {
+            break;
+        }
+        let dot = DOTS
+            .iter()
+            .find(|d| rest.get(..d.len()).is_some_and(|r| r.eq_ignore_ascii_case(d)));
+        match dot {
+            Some(d) => {
+                out.push(b'.');
+                rest = rest.get(d.len()..).unwrap_or_default();
+                changed = true;
+            }
+            None => {
+                out.push(b);
+                rest = rest.get(1..).unwrap_or_default();
+            }
+        }
+    }
+    out.extend_from_slice(rest);
+    changed.then_some(out)
 }
 
 /// `s` after a leading `http://` or `https://`, compared ignoring ASCII
@@ -203,7 +292,7 @@ pub(super) fn read_url(text: &[u8], v: &mut impl Visit) {
 /// doubled scheme is removed.
 pub(super) fn url_read<'a>(text: &'a [u8], entry: UrlEntry<'a>) -> Read<'a> {
     Read {
-        text: strip_doubled_scheme(text),
+        text: strip_scheme_artifacts(text),
         entry: Entry::Url(entry),
     }
 }
@@ -212,7 +301,7 @@ pub(super) fn url_read<'a>(text: &'a [u8], entry: UrlEntry<'a>) -> Read<'a> {
 mod tests {
     use crate::config::SourceFormat;
     use crate::sources::reason;
-    use crate::sources::tests::{collect, hashes, read_one};
+    use crate::sources::tests::{collect, exprs, hashes, read_one};
 
     #[test]
     fn an_amp_entity_is_found_at_any_ampersand_and_only_whole() {
@@ -241,9 +330,14 @@ mod tests {
     }
 
     #[test]
-    fn a_doubled_scheme_is_stripped_in_any_case_and_nothing_else() {
-        use super::strip_doubled_scheme as strip;
-        let cases: [(&[u8], &[u8]); 9] = [
+    fn a_doubled_scheme_and_extra_slashes_are_stripped_in_any_case_and_nothing_else() {
+        use super::strip_scheme_artifacts as strip;
+        let cases: [(&[u8], &[u8]); 14] = [
+            (b"http:///a.example/p", b"a.example/p"),
+            (b"HTTPS:////a.example/p", b"a.example/p"),
+            (b"http://\\\\a.example/p", b"a.example/p"),
+            (b"http:///", b"http:///"),
+            (b"ftp:///a.example/p", b"ftp:///a.example/p"),
             (b"http://https://a.example/", b"https://a.example/"),
             (b"HTTPS://http://a.example/", b"http://a.example/"),
             (b"https://HtTpS://a.example/", b"HtTpS://a.example/"),
@@ -378,5 +472,64 @@ mod tests {
             hashes(&["c.example/?a&b", "c.example/?a&amp;b", "c.example/?a&amp;amp;b"])
         );
         assert_eq!(report.rejected_total(), 0);
+    }
+
+    /// A defanged URL (`hxxp://evil[.]example/`) was accepted as the
+    /// expression `evil[.]example/`, which no visit matches; it is read as
+    /// the URL it stands for. Brackets elsewhere stay.
+    #[test]
+    fn defanged_urls_are_read_as_the_urls_they_stand_for() {
+        for (line, expression) in [
+            (&b"hxxp://evil[.]example/login.php"[..], "evil.example/login.php"),
+            (b"hXXps[://]evil(dot)example/", "evil.example/"),
+            (b"hxxp[:]//evil{.}example[.]com/a", "evil.example.com/a"),
+            (b"http://evil[DOT]example/a?x=[.]", "evil.example/a?x=[.]"),
+            (b"evil[.]example/p[.]html", "evil.example/p[.]html"),
+            (b"http://evil.example/p[.]html", "evil.example/p[.]html"),
+            (b"http://[::1.2.3.4]/p", "[::1.2.3.4]/p"),
+        ] {
+            assert_eq!(
+                exprs(SourceFormat::Urls, line),
+                Ok(vec![expression.to_owned()]),
+                "{}",
+                line.escape_ascii()
+            );
+        }
+        // With `&amp;`, every reading is refanged.
+        assert_eq!(
+            exprs(SourceFormat::Urls, b"hxxp://evil[.]example/p?a=1&amp;b=2"),
+            Ok(vec![
+                "evil.example/p?a=1&b=2".to_owned(),
+                "evil.example/p?a=1&amp;b=2".to_owned()
+            ])
+        );
+    }
+
+    /// A host holding a character no browser accepts in a host is refused
+    /// with that reason (it was accepted, matching nothing and counted as
+    /// read, which hides a misread source from the parse-collapse gate).
+    #[test]
+    fn a_host_no_browser_accepts_is_refused_with_a_true_reason() {
+        for line in [
+            &b"http://evil[x]example/"[..],
+            b"http://evil<b>.example/p",
+            b"http://evil%20.example/p",
+            b"http://a.example%2523/p",
+        ] {
+            assert_eq!(
+                exprs(SourceFormat::Urls, line),
+                Err(reason::FORBIDDEN_IN_HOST),
+                "{}",
+                line.escape_ascii()
+            );
+        }
+        // IPv6 brackets, escapes a browser decodes, and an IDN are hosts.
+        for (line, expression) in [
+            (&b"http://[2001:db8::1]/p"[..], "[2001:db8::1]/p"),
+            (b"http://ev%69l.example/p", "evil.example/p"),
+            (b"http://fa\xc3\x9f.de/p", "xn--fa-hia.de/p"),
+        ] {
+            assert_eq!(exprs(SourceFormat::Urls, line), Ok(vec![expression.to_owned()]));
+        }
     }
 }

@@ -29,7 +29,7 @@ pub(super) fn clean_url_line(text: &[u8], mut cuts: Cuts) -> Option<Cleaned<'_>>
     // First one compare a byte (vectorized: no byte at or below the space
     // and none above ASCII), then, only for a line with such a byte, the
     // exact test (a control character other than white space is neither).
-    if !matches!(text.first(), Some(b'"' | b'\''))
+    if !matches!(text.first(), Some(b'"' | b'\'' | b'<' | b'('))
         && (all_printable(text) || !text.iter().any(|&b| b.is_ascii_whitespace() || !b.is_ascii()))
     {
         return Some(Cleaned {
@@ -38,9 +38,16 @@ pub(super) fn clean_url_line(text: &[u8], mut cuts: Cuts) -> Option<Cleaned<'_>>
             cuts,
         });
     }
-    let (fields, comment) = url_fields(text);
+    let (mut fields, comment) = url_fields(text);
     if comment {
         cuts.0 |= Cuts::COMMENT;
+    }
+    for field in fields.iter_mut().filter(|f| !f.quoted) {
+        if let Some(inner) = unwrap(field.text) {
+            field.text = inner;
+            field.start += 1;
+            cuts.0 |= Cuts::WRAPPER;
+        }
     }
     // The URL fields: those starting with a scheme; when none does, the
     // first that looks like a host or URL, else the first.
@@ -86,13 +93,18 @@ pub(super) fn clean_url_line(text: &[u8], mut cuts: Cuts) -> Option<Cleaned<'_>>
             readings.push(field.text);
             continue;
         }
-        cuts.0 |= Cuts::SPACE;
-        // The field alone only when the space falls after the host: a space
-        // inside a host makes no URL, and the cut would list a host-wide
-        // expression for a host the line does not name
-        // (`http://bank.example .evil.example/login`).
-        if cuts_after_host(field.text) {
+        // The field alone when the space falls after the host, or when
+        // what follows is no more host: a space inside a host makes no
+        // URL, and the cut would list a host-wide expression for a host
+        // the line does not name (`http://bank.example .evil.example/login`),
+        // where a host followed by a column (`http://evil.example
+        // 2020-01-01`, `evil.example (PayPal)`) names that host.
+        let joined = fields.get(i + 1..=last).unwrap_or_default();
+        if cuts_after_host(field.text) || joined.iter().all(|f| is_column(f.text)) {
+            cuts.0 |= Cuts::SPACE;
             readings.push(field.text);
+        } else {
+            cuts.0 |= Cuts::SPACE_IN_HOST;
         }
         readings.push(text.get(field.start..end.end).unwrap_or(field.text));
     }
@@ -190,18 +202,46 @@ fn url_fields(text: &[u8]) -> (Vec<Field<'_>>, bool) {
 }
 
 /// How much a field without a scheme looks like a URL or host rather than
-/// a column: 2 when it holds a `/`, or a `.` and a letter (`a.example`,
-/// `a.example/p`); 1 for a dotted-quad IPv4 address (also the address
-/// column of a hosts line); 0 for dates, counts and words.
+/// a column: 2 when it holds a `/` (and is not only digits and slashes: a
+/// date), or a `.` and a letter (`a.example`, `a.example/p`); 1 for a
+/// dotted-quad IPv4 address (also the address column of a hosts line); 0
+/// for dates, counts and words.
 fn url_likeness(field: &[u8]) -> u8 {
     let dots = field.iter().filter(|&&b| b == b'.').count();
-    if field.contains(&b'/') || dots > 0 && field.iter().any(u8::is_ascii_alphabetic) {
+    // A date written with slashes (`01/02/2020`) holds a `/` but no URL.
+    let date = field.iter().all(|&b| b.is_ascii_digit() || b == b'/');
+    if field.contains(&b'/') && !date || dots > 0 && field.iter().any(u8::is_ascii_alphabetic) {
         2
     } else if dots == 3 {
         1
     } else {
         0
     }
+}
+
+/// Whether a field that follows a host after a space is a column of the
+/// line rather than more of the host or another URL: it does not start
+/// with `.` and does not look like a host or URL ([`url_likeness`] under 2).
+fn is_column(field: &[u8]) -> bool {
+    !field.starts_with(b".") && url_likeness(field) < 2
+}
+
+/// A URL field without its wrapper: `<http://…>` and `(http://…)` (the
+/// closing bracket removed when it ends the field), or a quote that opens
+/// the field and that nothing closes (`"http://…`, `'http://…`). Only a
+/// wrapper around a URL with a scheme: `(a.example)` stays a column.
+fn unwrap(field: &[u8]) -> Option<&[u8]> {
+    let (&open, inner) = field.split_first()?;
+    let close = match open {
+        b'<' => b'>',
+        b'(' => b')',
+        b'"' | b'\'' if !inner.contains(&open) => open,
+        _ => return None,
+    };
+    if !has_scheme(inner) {
+        return None;
+    }
+    Some(inner.strip_suffix(&[close]).unwrap_or(inner))
 }
 
 /// `text` cut at its first white space, if it holds any.
@@ -295,7 +335,7 @@ pub(super) fn read_url_line(line: &Cleaned<'_>, v: &mut impl Visit) {
 mod tests {
     use crate::config::SourceFormat;
     use crate::sources::tests::{collect, exprs, hashes, read_one};
-    use crate::sources::{cleaned, read_line};
+    use crate::sources::{cleaned, read_line, reason};
 
     #[test]
     fn all_printable_is_true_exactly_when_every_byte_is_ascii_above_the_space() {
@@ -407,10 +447,93 @@ mod tests {
             exprs(SourceFormat::Urls, b"http://x.example/p#a b"),
             Ok(vec!["x.example/p".to_owned()])
         );
-        // When the cut reading is refused, the line as written still counts.
+        // A space inside the host: no cut reading, and the line as written
+        // names a host no browser visits.
         assert_eq!(
             exprs(SourceFormat::Urls, b"http://evil .example/p"),
-            Ok(vec!["evil%20.example/p".to_owned()])
+            Err(reason::FORBIDDEN_IN_HOST)
+        );
+        assert_eq!(
+            read_line(SourceFormat::Urls, b"http://evil .example/p").cleaned,
+            [cleaned::SPACE_IN_HOST]
+        );
+    }
+
+    /// A URL with no path followed by a column (`URL date`, `URL
+    /// (comment)`) names its host: it is read cut at the space too. It was
+    /// read as written only, `evil.example%202020-01-01/`, which no visit
+    /// matches (the report said "read cut at the space and as written").
+    /// A space followed by more host (`.evil.example/`) or another URL is
+    /// still not cut: the host alone is not what the line names.
+    #[test]
+    fn a_host_followed_by_a_column_is_read_cut_at_the_space() {
+        for line in [
+            &b"http://evil.example 2020-01-01"[..],
+            b"evil.example 2020-01-01",
+            b"http://evil.example (PayPal phishing)",
+            b"https://EVIL.example  - phishing",
+            b"http://evil.example 1.2.3.4",
+        ] {
+            assert_eq!(
+                exprs(SourceFormat::Urls, line),
+                Ok(vec!["evil.example/".to_owned()]),
+                "{}",
+                line.escape_ascii()
+            );
+            assert!(
+                read_line(SourceFormat::Urls, line)
+                    .cleaned
+                    .contains(&cleaned::SPACE)
+            );
+        }
+        for line in [
+            &b"http://bank.example .evil.example/login"[..],
+            b"http://bank.example evil.example/login",
+            b"http://bank.example evil.example",
+        ] {
+            let got = exprs(SourceFormat::Urls, line).unwrap_or_default();
+            assert!(
+                !got.contains(&"bank.example/".to_owned()),
+                "{}: {got:?}",
+                line.escape_ascii()
+            );
+        }
+    }
+
+    /// A URL in `<…>` or `(…)`, or after a quote nothing closes, is read
+    /// without them (they became the host: `<http/evil.example/login>`),
+    /// and a date with slashes before a scheme-less URL is a column (it was
+    /// read as the IP address `0.0.0.1`).
+    #[test]
+    fn wrappers_and_slashed_dates_around_a_url_are_removed() {
+        for line in [
+            &b"<http://evil.example/login>"[..],
+            b"(http://evil.example/login)",
+            b"\"http://evil.example/login",
+            b"'http://evil.example/login",
+            b"<http://evil.example/login",
+            b"01/02/2020 evil.example/login",
+            b"12/31/2020\tevil.example/login",
+        ] {
+            assert_eq!(
+                exprs(SourceFormat::Urls, line),
+                Ok(vec!["evil.example/login".to_owned()]),
+                "{}",
+                line.escape_ascii()
+            );
+        }
+        assert_eq!(
+            read_line(SourceFormat::Urls, b"<http://evil.example/login>").cleaned,
+            [cleaned::WRAPPER]
+        );
+        // Not a wrapper: a scheme-less host in brackets is a column, and a
+        // URL whose path ends in `)` keeps it.
+        assert_eq!(
+            exprs(SourceFormat::Urls, b"http://a.example/p_(x) (a.example)"),
+            Ok(vec![
+                "a.example/p_(x)".to_owned(),
+                "a.example/p_(x)%20(a.example)".to_owned()
+            ])
         );
     }
 }
