@@ -6,6 +6,7 @@ use blocksieve_format::{CanonError, canonicalize};
 use super::breadth::too_broad;
 use super::entry::{Entry, Read};
 use super::outcome::reason;
+use super::url_entry::hex_ipv6_host;
 use super::visit::Visit;
 use super::white::{is_unicode_white, split_white, unquote};
 
@@ -115,10 +116,21 @@ fn is_host_name_like(name: &[u8]) -> bool {
 pub(super) fn read_domain(name: &[u8], shown: &[u8], v: &mut impl Visit) {
     let name = strip_wildcard(name);
     match v.canonicalizing(|| domain_entry(name)) {
-        Ok(e) => v.accepted(&[Read {
-            text: name,
-            entry: Entry::Expression(e),
-        }]),
+        Ok(e) => {
+            let read = |e| Read {
+                text: name,
+                entry: Entry::Expression(e),
+            };
+            // An IPv6 address with an embedded IPv4 one: also as browsers
+            // send it (`hex_ipv6_host`).
+            match e
+                .strip_suffix('/')
+                .and_then(|host| hex_ipv6_host(host.as_bytes()))
+            {
+                Some(hex) => v.accepted(&[read(e), read(format!("{hex}/"))]),
+                None => v.accepted(&[read(e)]),
+            }
+        }
         Err(reason) => v.rejected(shown, reason),
     }
 }

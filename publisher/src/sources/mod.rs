@@ -72,7 +72,9 @@
 //!    which the URL Standard's parser skips), and a defanged scheme or host
 //!    (`hxxp[:]//evil[.]example/`, also `(.)`, `{.}`, `[dot]`); a host that
 //!    still holds a character no browser accepts in a host is refused
-//!    ([`reason::FORBIDDEN_IN_HOST`]), never listed to match nothing. The
+//!    ([`reason::FORBIDDEN_IN_HOST`]), never listed to match nothing. An
+//!    IPv6 host with an embedded IPv4 address (`[64:ff9b::1.2.3.4]`, in
+//!    every format) is also listed as browsers send it, in hexadecimal. The
 //!    canonicalizer itself is not changed: an agent reads the URL it checks
 //!    as the Safe Browsing rules say.
 //!

@@ -66,10 +66,11 @@ fn contains_amp_entity(line: &[u8]) -> bool {
 
 pub(super) fn url_entry(line: &[u8]) -> Result<UrlEntry<'_>, &'static str> {
     let written = url_canonical(line)?;
+    let hex = hex_ipv6_reading(&written);
     if !contains_amp_entity(line) {
         return Ok(UrlEntry {
             first: written,
-            others: Vec::new(),
+            others: hex.into_iter().collect(),
         });
     }
     // Decoded a level at a time: a line escaped twice (`&amp;amp;`, as
@@ -94,13 +95,44 @@ pub(super) fn url_entry(line: &[u8]) -> Result<UrlEntry<'_>, &'static str> {
     let Some(first) = readings.pop() else {
         return Ok(UrlEntry {
             first: written,
-            others: Vec::new(),
+            others: hex.into_iter().collect(),
         });
     };
     readings.reverse();
     let mut others: Vec<CanonicalForm<'_>> = readings;
     others.push(written);
+    others.extend(hex);
     Ok(UrlEntry { first, others })
+}
+
+/// The canonical host an agent computes for the IPv6 address in `host`
+/// (`[64:ff9b::1.2.3.4]`) as a browser sends it, when that differs from
+/// `host`: the Safe Browsing canonical form keeps an embedded IPv4 address
+/// as written (RFC 5952 §5, and this project's conformance vectors), but a
+/// browser serializes every IPv6 address in hexadecimal (URL Standard,
+/// "IPv6 serializer": `[64:ff9b::102:304]`), which the agent canonicalizes
+/// as the hexadecimal address it is. `None` for every other host.
+pub(super) fn hex_ipv6_host(host: &[u8]) -> Option<String> {
+    if !host.contains(&b'.') {
+        return None;
+    }
+    let inner = host.strip_prefix(b"[")?.strip_suffix(b"]")?;
+    let addr: std::net::Ipv6Addr = std::str::from_utf8(inner).ok()?.parse().ok()?;
+    let [a, b, c, d, e, f, g, h] = addr.segments();
+    let hex = format!("[{a:x}:{b:x}:{c:x}:{d:x}:{e:x}:{f:x}:{g:x}:{h:x}]");
+    let url = canonicalize(hex.as_bytes()).ok()?;
+    (url.host().as_bytes() != host).then(|| url.host().to_owned())
+}
+
+/// [`hex_ipv6_host`]'s reading of a URL entry: the same URL on the host
+/// as an agent canonicalizes a browser's visit to it.
+fn hex_ipv6_reading(url: &CanonicalForm<'_>) -> Option<CanonicalForm<'static>> {
+    if url.host_kind() != HostKind::Ipv6 {
+        return None;
+    }
+    let host = hex_ipv6_host(url.host())?;
+    let rest = url.most_specific_expression().get(url.host().len()..)?;
+    url_canonical_owned(&[host.as_bytes(), rest].concat()).ok()
 }
 
 /// The expression a URL entry stands for: its most specific expression.
@@ -486,7 +518,6 @@ mod tests {
             (b"http://evil[DOT]example/a?x=[.]", "evil.example/a?x=[.]"),
             (b"evil[.]example/p[.]html", "evil.example/p[.]html"),
             (b"http://evil.example/p[.]html", "evil.example/p[.]html"),
-            (b"http://[::1.2.3.4]/p", "[::1.2.3.4]/p"),
         ] {
             assert_eq!(
                 exprs(SourceFormat::Urls, line),
@@ -530,6 +561,57 @@ mod tests {
             (b"http://fa\xc3\x9f.de/p", "xn--fa-hia.de/p"),
         ] {
             assert_eq!(exprs(SourceFormat::Urls, line), Ok(vec![expression.to_owned()]));
+        }
+    }
+
+    /// `[64:ff9b::1.2.3.4]` is kept so by the Safe Browsing canonical form,
+    /// but a browser visits `[64:ff9b::102:304]`, which an agent checks as
+    /// written: both are listed (the hexadecimal one was missing: a false
+    /// negative). An IPv4-mapped address (`::ffff:1.2.3.4`) canonicalizes to
+    /// the same text either way, and needs no second reading.
+    #[test]
+    fn an_ipv6_host_with_an_embedded_ipv4_address_is_also_listed_as_browsers_send_it() {
+        let expressions = |url: &str| {
+            blocksieve_format::canonicalize(url)
+                .map(|u| u.expressions().map(|e| e.as_str().to_owned()).collect::<Vec<_>>())
+        };
+        for (line, written, visited) in [
+            (
+                "http://[64:ff9b::1.2.3.4]/login",
+                "[64:ff9b::1.2.3.4]/login",
+                "http://[64:ff9b::102:304]/login",
+            ),
+            (
+                "http://[::192.9.5.5]/ipng",
+                "[::192.9.5.5]/ipng",
+                "http://[::c009:505]/ipng",
+            ),
+        ] {
+            let got = exprs(SourceFormat::Urls, line.as_bytes()).unwrap();
+            assert_eq!(got[0], written);
+            let agent = expressions(visited).unwrap();
+            assert!(agent.contains(&got[1]), "{line}: {got:?} against {agent:?}");
+        }
+        assert_eq!(
+            exprs(SourceFormat::Urls, b"http://[::ffff:1.2.3.4]/p"),
+            Ok(vec!["[::ffff:1.2.3.4]/p".to_owned()])
+        );
+        let agent = expressions("http://[::ffff:102:304]/p").unwrap();
+        assert!(agent.contains(&"[::ffff:1.2.3.4]/p".to_owned()), "{agent:?}");
+        for format in [SourceFormat::Domains, SourceFormat::Hosts] {
+            let line: &[u8] = if format == SourceFormat::Hosts {
+                b"0.0.0.0 64:ff9b::1.2.3.4"
+            } else {
+                b"64:ff9b::1.2.3.4"
+            };
+            assert_eq!(
+                exprs(format, line),
+                Ok(vec![
+                    "[64:ff9b::1.2.3.4]/".to_owned(),
+                    "[64:ff9b::102:304]/".to_owned()
+                ]),
+                "{format:?}"
+            );
         }
     }
 }
