@@ -26,7 +26,8 @@ pub fn feed_format(selector: u8) -> SourceFormat {
 /// non-defaults), the rest is the feed, parsed with [`parse_source`]. Every
 /// accepted entry must emit at least one full hash (each reading one, or
 /// for a URL written with `&amp;` one per level of decoding, at most
-/// [`MAX_AMP_LEVELS`] + 2), line formats must count every line, the
+/// [`MAX_AMP_LEVELS`] + 2, and one more for an IPv6 host written with an
+/// embedded IPv4 address), line formats must count every line, the
 /// report must keep at most [`REJECT_SAMPLES`] samples, and for line
 /// formats [`read_line`] over each line must find exactly the entries,
 /// rejections and full hashes the build did.
@@ -85,9 +86,13 @@ pub fn check_feed(data: &[u8]) {
                         for r in readings {
                             // One expression, or for a URL with `&amp;` one
                             // per level of decoding: the line as written, the
-                            // first `MAX_AMP_LEVELS` levels, the whole.
-                            if !(1..=MAX_AMP_LEVELS + 2).contains(&r.full_hashes.len()) {
-                                broken("a reading publishes one full hash, or one per `&amp;` level");
+                            // first `MAX_AMP_LEVELS` levels, the whole; and
+                            // one more for an IPv6 host with an embedded
+                            // IPv4 address (also in hexadecimal).
+                            if !(1..=MAX_AMP_LEVELS + 3).contains(&r.full_hashes.len()) {
+                                broken(
+                                    "a reading publishes one full hash, or one per `&amp;` level and IPv6 form",
+                                );
                             }
                             hashes.extend(r.full_hashes);
                         }

@@ -1447,7 +1447,10 @@ async fn builds_are_reproducible_byte_for_byte() {
         })
         .collect();
     let expected = [
-        "urls 892 c5d8ea411ba77b18420a0310f93703eeeeced33ec28d446aa870515224aa97b8 94e568c05c989e204564cb50c233bf251943d4fb0ab528fd42d574905c184de5",
+        // urls: changed deliberately when `http:///host/…` came to be read as
+        // browsers read it; the union quirks fixture's `http:///bonuscommissions.com/…`
+        // is the one line of the two URL fixtures read differently.
+        "urls 892 ab85b6394aff73281b94b7beafb42f770e8f3cf2bd271c9b9f39aff2448fc127 393f25b45500fc64641213754fe45427980e5116b94006d11bad0049013885b7",
         "hosts 526 bcf9237947d7e20f60cfb3ef25fec02f3dab09e1fd600b59fb4c7ee8911702a6 b6f5aaf73a23316f4a9678fe295a5e07d9136222b04534f115c825f3bc66a0a0",
         "domains 441 65ec023e9c308fa68d5525d3c935c57f4886c098c18f3db4ea9fe6ac1f437239 1819f1b80715f368eaaf3f9348aba75871fd9146fe8d3744c2dfd7355d571511",
         "adblock 558 2b213ca05547e433484f67fdb4550f571779b17bb996909aeaff5e0fc3846e38 1c674466b7c8cb426279db62ed64362cbaf33f3d7ffe2b8a9c71016f3a3f484b",

@@ -56,6 +56,9 @@ fn adblock_rule(line: &[u8]) -> Result<AdblockRule<'_>, &'static str> {
     // then the `^` separator before it.
     let rule = match memchr::memrchr(b'$', line) {
         Some(i) if are_adblock_options(line.get(i + 1..).unwrap_or_default()) => {
+            if has_non_blocking_option(line.get(i + 1..).unwrap_or_default()) {
+                return Err(reason::ADBLOCK_NOT_A_BLOCK);
+            }
             line.get(..i).unwrap_or_default()
         }
         // A host rule (`||host^`, no path) with options that are not all
@@ -95,11 +98,13 @@ fn adblock_rule(line: &[u8]) -> Result<AdblockRule<'_>, &'static str> {
 }
 
 /// Network-rule option names of Adblock Plus, uBlock Origin and AdGuard
-/// (their filter syntax documentation) that keep a rule a block for every
-/// client, which may follow a rule's last `$`. AdGuard DNS's `client`,
-/// `ctag` and `dnsrewrite` are left out: they narrow a rule to some
-/// clients or rewrite the answer, and such a rule is refused
-/// ([`reason::ADBLOCK_UNKNOWN_OPTION`]).
+/// (their filter syntax documentation), which may follow a rule's last
+/// `$`. A rule with any of them is read as the host or URL it names (the
+/// request types and conditions cannot be expressions; Safe Browsing lists
+/// the page), unless one is in [`NON_BLOCKING_OPTIONS`]. AdGuard DNS's
+/// `client`, `ctag`, `dnstype` and `dnsrewrite` are left out: they narrow
+/// a rule to some clients or record types, or rewrite the answer, and such
+/// a host rule is refused ([`reason::ADBLOCK_UNKNOWN_OPTION`]).
 const ADBLOCK_OPTIONS: &[&str] = &[
     "_",
     "1p",
@@ -113,7 +118,6 @@ const ADBLOCK_OPTIONS: &[&str] = &[
     "denyallow",
     "doc",
     "document",
-    "dnstype",
     "domain",
     "ehide",
     "elemhide",
@@ -163,6 +167,43 @@ const ADBLOCK_OPTIONS: &[&str] = &[
     "xhr",
     "xmlhttprequest",
 ];
+
+/// Options that make a rule something other than a block of what it names:
+/// it cancels another rule (`badfilter`), modifies requests or responses
+/// (`removeparam`, `csp`, `replace`, `uritransform`, `urlskip`,
+/// `permissions`), redirects only what another rule blocks
+/// (`redirect-rule`), or turns off element hiding or generic rules on a
+/// page (`elemhide`, `generichide`, `specifichide`, `genericblock` and
+/// their short names). Listing its host would block a site the list does
+/// not block (`||bank.example^$badfilter`).
+const NON_BLOCKING_OPTIONS: &[&str] = &[
+    "badfilter",
+    "csp",
+    "ehide",
+    "elemhide",
+    "genericblock",
+    "generichide",
+    "ghide",
+    "permissions",
+    "redirect-rule",
+    "removeparam",
+    "replace",
+    "shide",
+    "specifichide",
+    "uritransform",
+    "urlskip",
+];
+
+/// Whether options `text` (known ones) hold one of [`NON_BLOCKING_OPTIONS`]
+/// (not negated).
+fn has_non_blocking_option(text: &[u8]) -> bool {
+    text.split(|&b| b == b',').any(|option| {
+        let name = option.split(|&b| b == b'=').next().unwrap_or_default();
+        NON_BLOCKING_OPTIONS
+            .iter()
+            .any(|known| known.as_bytes().eq_ignore_ascii_case(name))
+    })
+}
 
 /// Whether `text` (after a rule's last `$`) has the shape of adblock
 /// options, known or not: comma-separated names of letters, digits, `_`
@@ -305,8 +346,6 @@ mod tests {
         for rule in [
             &b"||evil.example^$_"[..],
             b"||evil.example^$beacon",
-            b"||evil.example^$dnstype=A",
-            b"||evil.example^$important,dnstype=~AAAA",
             b"||evil.example^$reason=phishing",
         ] {
             let readings = read_one(SourceFormat::AdblockHosts, rule).unwrap();
@@ -318,7 +357,10 @@ mod tests {
             );
         }
         for rule in [
-            &b"||evil.example^$client=192.168.0.1"[..],
+            &b"||evil.example^$dnstype=A"[..],
+            b"||bank.example^$dnstype=HTTPS",
+            b"||bank.example^$dnstype=~A|~AAAA",
+            b"||evil.example^$client=192.168.0.1",
             b"||evil.example^$important,ctag=device_pc",
             b"||evil.example^$dnsrewrite=NOERROR;A;1.2.3.4",
             b"||evil.example^$no-such-option",
@@ -334,5 +376,34 @@ mod tests {
         // A `$` inside a URL rule is still the URL's.
         let readings = read_one(SourceFormat::AdblockHosts, b"|http://a.example/p?x=$y|").unwrap();
         assert_eq!(readings[0].expressions, ["a.example/p?x=$y"]);
+    }
+
+    /// A rule that cancels another (`$badfilter`), modifies requests or
+    /// responses, or turns off hiding blocks nothing: listing its host would
+    /// block a site the list does not (found by a reviewer:
+    /// `||bank.example^$badfilter` was listed as `bank.example/`).
+    #[test]
+    fn rules_that_do_not_block_are_refused() {
+        for rule in [
+            &b"||bank.example^$badfilter"[..],
+            b"||bank.example^$removeparam=utm_source",
+            b"||bank.example^$csp=script-src 'none'",
+            b"||bank.example^$all,badfilter",
+            b"||bank.example/p^$redirect-rule=noop.js",
+            b"||bank.example^$generichide",
+        ] {
+            assert_eq!(
+                read_one(SourceFormat::AdblockHosts, rule).map(|_| ()),
+                Err(reason::ADBLOCK_NOT_A_BLOCK),
+                "{}",
+                rule.escape_ascii()
+            );
+        }
+        let readings = read_one(
+            SourceFormat::AdblockHosts,
+            b"||evil.example^$third-party,~badfilter",
+        )
+        .unwrap();
+        assert_eq!(readings[0].expressions, ["evil.example/"]);
     }
 }

@@ -58,9 +58,10 @@
 //!    a URL field after spaces (no TAB) are ambiguous: columns, or part of
 //!    the URL. The URL is read as written with them and as the field
 //!    alone when the space falls after the host (the field holds a `/`,
-//!    `\`, `?` or `#` past its authority), or when no field that follows
-//!    looks like more host or a URL (`http://evil.example 2020-01-01`,
-//!    `evil.example (PayPal)`: a host, then columns). A space inside a
+//!    `\`, `?` or `#` past its authority), or when only columns follow
+//!    (`http://evil.example 2020-01-01`, `evil.example (PayPal)`: a host,
+//!    then fields that cannot be more host, a user name, a path or a URL;
+//!    `urls::only_columns_follow`). A space inside a
 //!    host makes no URL, and the field alone would list a host-wide
 //!    expression for a host the line does not name
 //!    (`http://bank.example .evil.example/`, counted as

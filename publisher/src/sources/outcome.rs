@@ -73,6 +73,11 @@ pub mod reason {
     /// names.
     pub const ADBLOCK_UNKNOWN_OPTION: &str =
         "adblock rule has an option not read here (not a block for every client?)";
+    /// An adblock rule whose options make it no block of what it names: it
+    /// cancels another rule (`badfilter`), modifies requests or responses
+    /// (`removeparam`, `csp`, …) or turns off hiding.
+    pub const ADBLOCK_NOT_A_BLOCK: &str =
+        "adblock rule does not block (its options cancel or modify other rules)";
     /// A `sha256` line that is not 64 hex digits.
     pub const NOT_SHA256: &str = "not a 64-digit hex SHA-256";
     /// A JSON array item that is not a string.
@@ -98,10 +103,11 @@ pub mod cleaned {
     /// `urls`: a space inside the URL field; read both cut at the space and
     /// as written.
     pub const SPACE: &str = "space inside: read cut at the space and as written";
-    /// `urls`: a space right after a host, followed by more host or URL
-    /// text (`http://bank.example .evil.example/`): read as written only,
-    /// since the host alone is not what the line names.
-    pub const SPACE_IN_HOST: &str = "space inside the host: read as written only";
+    /// `urls`: a space inside the authority (user name, host, port),
+    /// followed by more of it or by a path or URL (`http://bank.example
+    /// .evil.example/`, `http://bank.example @1.2.3.4`): read as written
+    /// only, since the text before the space is not what the line names.
+    pub const SPACE_IN_HOST: &str = "space inside the user name, host or port: read as written only";
     /// `urls`: a URL field wrapped in `<…>` or `(…)`, or opened by a quote
     /// that nothing closes (`<http://…>`, `'http://…`): the wrapper removed.
     pub const WRAPPER: &str = "brackets or a lone quote around the URL removed";

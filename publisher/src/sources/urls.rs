@@ -6,7 +6,7 @@ use super::entry::{Entry, Read};
 use super::outcome::reason;
 use super::url_entry::{read_url, url_entry, url_read};
 use super::visit::Visit;
-use super::white::{first_white, unquote, white_len};
+use super::white::{first_white, split_white, unquote, white_len};
 
 /// Whether every byte of `text` is ASCII above the space (`!` to DEL: the
 /// test the exact one below refines). Checked 32 bytes at a time with no early exit inside a
@@ -72,12 +72,15 @@ pub(super) fn clean_url_line(text: &[u8], mut cuts: Cuts) -> Option<Cleaned<'_>>
             cuts.0 |= Cuts::QUOTES;
             readings.push(field.text);
             // A space inside a quoted URL: also the URL cut there, when the
-            // cut falls after the host.
-            if let Some(cut) = cut_at_white(field.text)
-                && cuts_after_host(cut)
-            {
-                cuts.0 |= Cuts::SPACE;
-                readings.push(cut);
+            // cut falls after the host or only columns follow (as below).
+            if let Some(cut) = cut_at_white(field.text) {
+                let after = split_white(field.text.get(cut.len()..).unwrap_or_default());
+                if cuts_after_host(cut) || only_columns_follow(cut, after) {
+                    cuts.0 |= Cuts::SPACE;
+                    readings.push(cut);
+                } else {
+                    cuts.0 |= Cuts::SPACE_IN_HOST;
+                }
             }
             continue;
         }
@@ -99,8 +102,12 @@ pub(super) fn clean_url_line(text: &[u8], mut cuts: Cuts) -> Option<Cleaned<'_>>
         // the line does not name (`http://bank.example .evil.example/login`),
         // where a host followed by a column (`http://evil.example
         // 2020-01-01`, `evil.example (PayPal)`) names that host.
-        let joined = fields.get(i + 1..=last).unwrap_or_default();
-        if cuts_after_host(field.text) || joined.iter().all(|f| is_column(f.text)) {
+        let joined = fields
+            .get(i + 1..=last)
+            .unwrap_or_default()
+            .iter()
+            .map(|f| f.text);
+        if cuts_after_host(field.text) || only_columns_follow(field.text, joined) {
             cuts.0 |= Cuts::SPACE;
             readings.push(field.text);
         } else {
@@ -219,11 +226,26 @@ fn url_likeness(field: &[u8]) -> u8 {
     }
 }
 
-/// Whether a field that follows a host after a space is a column of the
-/// line rather than more of the host or another URL: it does not start
-/// with `.` and does not look like a host or URL ([`url_likeness`] under 2).
-fn is_column(field: &[u8]) -> bool {
-    !field.starts_with(b".") && url_likeness(field) < 2
+/// Whether the fields that follow URL text `url` after a space are
+/// columns of the line rather than more of its host, its user name, a path
+/// or another URL, so that `url` alone is what the line names: `url` does
+/// not end in `.` (`http://www.chase. bank`), and each field is ASCII,
+/// starts with a letter, a digit, `(` or `-`, holds no `@` (`http://bank.example
+/// @1.2.3.4` visits `1.2.3.4` with a user name) and no `%` (`%2eevil`),
+/// and does not look like a host or URL ([`url_likeness`] under 2: a
+/// slashed date may be a column). A dot written another way (U+3002,
+/// `%2e`) fails the ASCII or `%` test; a path or query (`/123`, `?id=1`)
+/// fails the first-character test.
+fn only_columns_follow<'a>(url: &[u8], mut fields: impl Iterator<Item = &'a [u8]>) -> bool {
+    let column = |field: &[u8]| {
+        field
+            .first()
+            .is_some_and(|&b| b.is_ascii_alphanumeric() || matches!(b, b'(' | b'-'))
+            && field.is_ascii()
+            && !field.iter().any(|&b| matches!(b, b'@' | b'%'))
+            && url_likeness(field) < 2
+    };
+    !url.ends_with(b".") && fields.all(column)
 }
 
 /// A URL field without its wrapper: `<http://…>` and `(http://…)` (the
@@ -241,7 +263,14 @@ fn unwrap(field: &[u8]) -> Option<&[u8]> {
     if !has_scheme(inner) {
         return None;
     }
-    Some(inner.strip_suffix(&[close]).unwrap_or(inner))
+    // A `)` the URL's own `(` opened stays (`(http://w.example/Foo_(bar))`
+    // loses one, `(http://w.example/Foo_(bar)` none).
+    let count = |b: u8| inner.iter().filter(|&&c| c == b).count();
+    let own = open == b'(' && count(b'(') >= count(b')');
+    Some(match inner.strip_suffix(&[close]) {
+        Some(stripped) if !own => stripped,
+        _ => inner,
+    })
 }
 
 /// `text` cut at its first white space, if it holds any.
@@ -473,6 +502,8 @@ mod tests {
             b"http://evil.example (PayPal phishing)",
             b"https://EVIL.example  - phishing",
             b"http://evil.example 1.2.3.4",
+            b"http://evil.example 12/31/2020",
+            b"\"http://evil.example 2020-01-01\"",
         ] {
             assert_eq!(
                 exprs(SourceFormat::Urls, line),
@@ -486,14 +517,29 @@ mod tests {
                     .contains(&cleaned::SPACE)
             );
         }
+        // Found by a reviewer: a user name (`@`), a dot written another
+        // way, a path or query, a host ending in `.`.
         for line in [
             &b"http://bank.example .evil.example/login"[..],
             b"http://bank.example evil.example/login",
             b"http://bank.example evil.example",
+            b"http://bank.example @1.2.3.4",
+            b"http://bank.example @[2001:db8::1]",
+            b"https://www.bank.example @0x01020304",
+            b"http://bank.example @3232235777",
+            "http://bank.example \u{ff0e}evil\u{ff0e}example".as_bytes(),
+            "http://bank.example \u{3002}evil\u{3002}example".as_bytes(),
+            b"http://bank.example %2eevil%2eexample",
+            b"http://bank.example /123/456",
+            b"http://bank.example ?id=1",
+            b"http://bank.example /",
+            b"http://www.bank. example",
+            b"\"http://bank.example @1.2.3.4\"",
         ] {
             let got = exprs(SourceFormat::Urls, line).unwrap_or_default();
             assert!(
-                !got.contains(&"bank.example/".to_owned()),
+                !got.iter()
+                    .any(|e| e == "bank.example/" || e == "www.bank.example/" || e == "www.bank/"),
                 "{}: {got:?}",
                 line.escape_ascii()
             );
@@ -525,6 +571,15 @@ mod tests {
         assert_eq!(
             read_line(SourceFormat::Urls, b"<http://evil.example/login>").cleaned,
             [cleaned::WRAPPER]
+        );
+        // A `)` of the URL's own stays.
+        assert_eq!(
+            exprs(SourceFormat::Urls, b"(http://w.example/Foo_(bar)"),
+            Ok(vec!["w.example/Foo_(bar)".to_owned()])
+        );
+        assert_eq!(
+            exprs(SourceFormat::Urls, b"(http://w.example/Foo_(bar))"),
+            Ok(vec!["w.example/Foo_(bar)".to_owned()])
         );
         // Not a wrapper: a scheme-less host in brackets is a column, and a
         // URL whose path ends in `)` keeps it.
