@@ -170,8 +170,9 @@ const ADBLOCK_OPTIONS: &[&str] = &[
 
 /// Options that make a rule something other than a block of what it names:
 /// it cancels another rule (`badfilter`), modifies requests or responses
-/// (`removeparam`, `csp`, `replace`, `uritransform`, `urlskip`,
-/// `permissions`), redirects only what another rule blocks
+/// (`removeparam`, `csp` and its shorthands `inline-script` and
+/// `inline-font`, `replace`, `uritransform`, `urlskip`, `permissions`),
+/// redirects only what another rule blocks
 /// (`redirect-rule`), or turns off element hiding or generic rules on a
 /// page (`elemhide`, `generichide`, `specifichide`, `genericblock` and
 /// their short names). Listing its host would block a site the list does
@@ -184,6 +185,8 @@ const NON_BLOCKING_OPTIONS: &[&str] = &[
     "genericblock",
     "generichide",
     "ghide",
+    "inline-font",
+    "inline-script",
     "permissions",
     "redirect-rule",
     "removeparam",
@@ -391,6 +394,8 @@ mod tests {
             b"||bank.example^$all,badfilter",
             b"||bank.example/p^$redirect-rule=noop.js",
             b"||bank.example^$generichide",
+            b"||bank.example^$inline-script",
+            b"||bank.example^$inline-font",
         ] {
             assert_eq!(
                 read_one(SourceFormat::AdblockHosts, rule).map(|_| ()),

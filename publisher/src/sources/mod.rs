@@ -47,9 +47,10 @@
 //!      columns and are dropped (`http://tab.example/mid<TAB>2020-01-01`,
 //!      `1<TAB>http://a.example/p`, `"Phishing" http://a.example/p`,
 //!      `2020-01-01 a.example/login`). Several URL fields with a scheme are
-//!      each read. A URL field wrapped in `<…>` or `(…)`, or opened by a
-//!      quote nothing closes (`<http://…>`, `'http://…`), loses the
-//!      wrapper, which would otherwise become its host.
+//!      each read. A first field wrapped in `<…>` or `(…)`, or opened by
+//!      a quote nothing closes (`<http://…>`, `'http://…`), loses the
+//!      wrapper, which would otherwise become its host; a wrapped URL
+//!      after it is an annotation.
 //!    - `hosts`, `domains`, `sha256`: a `#` anywhere starts a comment (no
 //!      host name or hex digit holds one); `hosts` names are separated by
 //!      ASCII or Unicode white space.
@@ -59,18 +60,19 @@
 //!    the URL. The URL is read as written with them and as the field
 //!    alone when the space falls after the host (the field holds a `/`,
 //!    `\`, `?` or `#` past its authority), or when only columns follow
-//!    (`http://evil.example 2020-01-01`, `evil.example (PayPal)`: a host,
-//!    then fields that cannot be more host, a user name, a path or a URL;
+//!    (`http://evil.example 2020-01-01`, `evil.example (PayPal)`: dates,
+//!    times and numbers up to a separator or a parenthesis; a word may be
+//!    the rest of a split host, `http://www.paypal.co m`;
 //!    `urls::only_columns_follow`). A space inside a
 //!    host makes no URL, and the field alone would list a host-wide
 //!    expression for a host the line does not name
 //!    (`http://bank.example .evil.example/`, counted as
 //!    [`cleaned::SPACE_IN_HOST`]). The same holds for a space inside a
 //!    quoted URL.
-//! 6. `urls`, `csv` and adblock URL rules: feed artifacts a browser reads
-//!    past are read past too — a doubled scheme (`http://https://…`),
-//!    more than two slashes after `http:` or `https:` (`http:///host/…`,
-//!    which the URL Standard's parser skips), and a defanged scheme or host
+//! 6. `urls`, `csv` and adblock URL rules: feed artifacts are read past —
+//!    a doubled scheme (`http://https://…`), more than two slashes after
+//!    `http:` or `https:` (`http:///host/…`, which the URL Standard's
+//!    parser skips), and a defanged scheme or host, made visitable again
 //!    (`hxxp[:]//evil[.]example/`, also `(.)`, `{.}`, `[dot]`); a host that
 //!    still holds a character no browser accepts in a host is refused
 //!    ([`reason::FORBIDDEN_IN_HOST`]), never listed to match nothing. An

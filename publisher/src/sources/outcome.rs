@@ -58,6 +58,12 @@ pub mod reason {
     /// canonical form writes only for an escaped byte no host may hold:
     /// white space, a control, `#`, `%`): no visit can match the entry.
     pub const FORBIDDEN_IN_HOST: &str = "host holds a character no browser accepts in a host (<, >, [, ] or an escaped byte): no visit can match it";
+    /// A URL's host holds a non-ASCII character that the canonicalizer's
+    /// IDNA mapping (UTS #46) refused, escaped in the canonical form: the
+    /// entry matches no agent's check; a browser with a newer Unicode table
+    /// may visit the host (Unicode 14's U+0870 to U+088E).
+    pub const IDNA_REFUSED: &str =
+        "host holds a character the IDNA mapping refused (UTS #46; a newer Unicode table may accept it)";
     /// A hosts line with an address and no name.
     pub const HOSTS_NO_NAME: &str = "hosts line has an address but no name";
     /// An adblock exception rule (`@@…`): it allows, it does not block.
@@ -103,11 +109,12 @@ pub mod cleaned {
     /// `urls`: a space inside the URL field; read both cut at the space and
     /// as written.
     pub const SPACE: &str = "space inside: read cut at the space and as written";
-    /// `urls`: a space inside the authority (user name, host, port),
-    /// followed by more of it or by a path or URL (`http://bank.example
-    /// .evil.example/`, `http://bank.example @1.2.3.4`): read as written
-    /// only, since the text before the space is not what the line names.
-    pub const SPACE_IN_HOST: &str = "space inside the user name, host or port: read as written only";
+    /// `urls`: a space inside a URL field that is followed by more than
+    /// columns (more of the host, a user name, a path, a word:
+    /// `http://bank.example .evil.example/`, `http://bank.example
+    /// @1.2.3.4`, `http://bank.example /p`): read as written only, since
+    /// the text before the space alone is not what the line names.
+    pub const SPACE_IN_HOST: &str = "space inside, not followed by columns alone: read as written only";
     /// `urls`: a URL field wrapped in `<…>` or `(…)`, or opened by a quote
     /// that nothing closes (`<http://…>`, `'http://…`): the wrapper removed.
     pub const WRAPPER: &str = "brackets or a lone quote around the URL removed";

@@ -44,7 +44,18 @@ fn not_too_broad(url: CanonicalForm<'_>) -> Result<CanonicalForm<'_>, &'static s
         _ => false,
     };
     if url.host().iter().any(forbidden) {
-        return Err(reason::FORBIDDEN_IN_HOST);
+        // `%80` and above: a non-ASCII character this canonicalizer's IDNA
+        // mapping refused, which a browser with a newer Unicode table may
+        // take (e.g. Arabic letters of Unicode 14, U+0870 to U+088E).
+        let escaped_non_ascii = url
+            .host()
+            .windows(3)
+            .any(|w| w[0] == b'%' && matches!(w[1], b'8'..=b'9' | b'A'..=b'F'));
+        return Err(if escaped_non_ascii {
+            reason::IDNA_REFUSED
+        } else {
+            reason::FORBIDDEN_IN_HOST
+        });
     }
     if let Some(reason) = too_broad(url.host(), url.host_kind(), is_host_wide(&url)) {
         return Err(reason);
@@ -229,8 +240,14 @@ pub(super) fn strip_scheme_artifacts(line: &[u8]) -> &[u8] {
     if strip_http_scheme(inner).is_some() {
         return inner;
     }
+    // The last two slashes kept (`//user:pw@host/…` is read with its user
+    // name, where `user:pw@…` would read `user` as a scheme).
+    let scheme = line.len() - inner.len();
     match inner.iter().position(|&b| b != b'/' && b != b'\\') {
-        Some(host) if host > 0 => inner.get(host..).unwrap_or(inner),
+        Some(host) if host > 0 => match line.get(scheme + host - 2..) {
+            Some(rest) if rest.starts_with(b"//") => rest,
+            _ => inner.get(host..).unwrap_or(inner),
+        },
         _ => line,
     }
 }
@@ -365,8 +382,8 @@ mod tests {
     fn a_doubled_scheme_and_extra_slashes_are_stripped_in_any_case_and_nothing_else() {
         use super::strip_scheme_artifacts as strip;
         let cases: [(&[u8], &[u8]); 14] = [
-            (b"http:///a.example/p", b"a.example/p"),
-            (b"HTTPS:////a.example/p", b"a.example/p"),
+            (b"http:///a.example/p", b"//a.example/p"),
+            (b"HTTPS:////a.example/p", b"//a.example/p"),
             (b"http://\\\\a.example/p", b"a.example/p"),
             (b"http:///", b"http:///"),
             (b"ftp:///a.example/p", b"ftp:///a.example/p"),
@@ -546,6 +563,7 @@ mod tests {
             b"http://evil<b>.example/p",
             b"http://evil%20.example/p",
             b"http://a.example%2523/p",
+            b"http:///evil<b>.example/p",
         ] {
             assert_eq!(
                 exprs(SourceFormat::Urls, line),
@@ -613,5 +631,21 @@ mod tests {
                 "{format:?}"
             );
         }
+    }
+
+    /// `http:///user:pw@evil.example/` keeps its user name a user name (it
+    /// was read as the scheme `user`, refused with an untrue reason), and a
+    /// host the IDNA mapping refuses says so rather than that no browser
+    /// accepts it.
+    #[test]
+    fn extra_slashes_keep_a_user_name_and_an_idna_refusal_says_so() {
+        assert_eq!(
+            exprs(SourceFormat::Urls, b"http:///user:pw@evil.example/p"),
+            Ok(vec!["evil.example/p".to_owned()])
+        );
+        assert_eq!(
+            exprs(SourceFormat::Urls, "http://a\u{870}b.example/".as_bytes()),
+            Err(reason::IDNA_REFUSED)
+        );
     }
 }

@@ -42,12 +42,17 @@ pub(super) fn clean_url_line(text: &[u8], mut cuts: Cuts) -> Option<Cleaned<'_>>
     if comment {
         cuts.0 |= Cuts::COMMENT;
     }
-    for field in fields.iter_mut().filter(|f| !f.quoted) {
-        if let Some(inner) = unwrap(field.text) {
-            field.text = inner;
-            field.start += 1;
-            cuts.0 |= Cuts::WRAPPER;
-        }
+    // Only the line's first field: a wrapped URL after another is an
+    // annotation (`http://evil.example/p (http://bank.example)`), which
+    // unwrapped would become a URL field of its own.
+    let mut wrapper = None;
+    if let Some(field) = fields.first_mut().filter(|f| !f.quoted)
+        && let Some((inner, close)) = unwrap(field.text)
+    {
+        field.text = inner;
+        field.start += 1;
+        wrapper = Some(close);
+        cuts.0 |= Cuts::WRAPPER;
     }
     // The URL fields: those starting with a scheme; when none does, the
     // first that looks like a host or URL, else the first.
@@ -113,7 +118,13 @@ pub(super) fn clean_url_line(text: &[u8], mut cuts: Cuts) -> Option<Cleaned<'_>>
         } else {
             cuts.0 |= Cuts::SPACE_IN_HOST;
         }
-        readings.push(text.get(field.start..end.end).unwrap_or(field.text));
+        let written = text.get(field.start..end.end).unwrap_or(field.text);
+        // The wrapper's closing bracket, when it ends the last field joined.
+        let written = match wrapper.filter(|_| i == 0) {
+            Some(close) if closes(written, close) => written.get(..written.len() - 1).unwrap_or(written),
+            _ => written,
+        };
+        readings.push(written);
     }
     if used < fields.iter().filter(|f| !f.text.is_empty() || f.quoted).count() {
         cuts.0 |= Cuts::COLUMN;
@@ -227,32 +238,45 @@ fn url_likeness(field: &[u8]) -> u8 {
 }
 
 /// Whether the fields that follow URL text `url` after a space are
-/// columns of the line rather than more of its host, its user name, a path
-/// or another URL, so that `url` alone is what the line names: `url` does
-/// not end in `.` (`http://www.chase. bank`), and each field is ASCII,
-/// starts with a letter, a digit, `(` or `-`, holds no `@` (`http://bank.example
-/// @1.2.3.4` visits `1.2.3.4` with a user name) and no `%` (`%2eevil`),
-/// and does not look like a host or URL ([`url_likeness`] under 2: a
-/// slashed date may be a column). A dot written another way (U+3002,
-/// `%2e`) fails the ASCII or `%` test; a path or query (`/123`, `?id=1`)
-/// fails the first-character test.
-fn only_columns_follow<'a>(url: &[u8], mut fields: impl Iterator<Item = &'a [u8]>) -> bool {
-    let column = |field: &[u8]| {
-        field
-            .first()
-            .is_some_and(|&b| b.is_ascii_alphanumeric() || matches!(b, b'(' | b'-'))
-            && field.is_ascii()
-            && !field.iter().any(|&b| matches!(b, b'@' | b'%'))
-            && url_likeness(field) < 2
+/// columns of the line, so that `url` alone is what the line names: dates,
+/// times and numbers (`2020-01-01`, `12/31/2020`, `13:05`, `1.2.3.4`)
+/// until a separator field (`-`, `|`, `–`, `—`) or a field opening a
+/// parenthesis, after which anything is a comment (`http://evil.example
+/// 2020-01-01 (PayPal phishing)`, `evil.example - fake login`); and `url`
+/// does not end in a `.` (`http://www.chase. 2020`). A word is not a
+/// column here: it may be the rest of a host split by the space
+/// (`http://www.paypal.co m`), and neither can a field holding a letter, an
+/// `@` (a user name: `http://bank.example @1.2.3.4` visits `1.2.3.4`), a
+/// `%`, a `/` or `?` up front (a path or query: the line names a page, not
+/// the host), or a dot written another way.
+fn only_columns_follow<'a>(url: &[u8], fields: impl Iterator<Item = &'a [u8]>) -> bool {
+    const SEPARATORS: [&[u8]; 4] = [b"-", b"|", "\u{2013}".as_bytes(), "\u{2014}".as_bytes()];
+    let number = |field: &[u8]| {
+        field.first().is_some_and(u8::is_ascii_digit)
+            && field
+                .iter()
+                .all(|&b| b.is_ascii_digit() || matches!(b, b'-' | b'/' | b'.' | b':' | b','))
     };
-    !url.ends_with(b".") && fields.all(column)
+    if url.ends_with(b".") {
+        return false;
+    }
+    for field in fields {
+        if SEPARATORS.contains(&field) || field.starts_with(b"(") {
+            return true;
+        }
+        if !number(field) {
+            return false;
+        }
+    }
+    true
 }
 
-/// A URL field without its wrapper: `<http://…>` and `(http://…)` (the
-/// closing bracket removed when it ends the field), or a quote that opens
-/// the field and that nothing closes (`"http://…`, `'http://…`). Only a
-/// wrapper around a URL with a scheme: `(a.example)` stays a column.
-fn unwrap(field: &[u8]) -> Option<&[u8]> {
+/// A URL field without its wrapper, and the wrapper's closing character:
+/// `<http://…>` and `(http://…)` (the closing bracket removed when it ends
+/// the field, [`closes`]), or a quote that opens the field and that nothing
+/// closes (`"http://…`, `'http://…`). Only a wrapper around a URL with a
+/// scheme: `(a.example)` stays a column.
+fn unwrap(field: &[u8]) -> Option<(&[u8], u8)> {
     let (&open, inner) = field.split_first()?;
     let close = match open {
         b'<' => b'>',
@@ -263,14 +287,19 @@ fn unwrap(field: &[u8]) -> Option<&[u8]> {
     if !has_scheme(inner) {
         return None;
     }
-    // A `)` the URL's own `(` opened stays (`(http://w.example/Foo_(bar))`
-    // loses one, `(http://w.example/Foo_(bar)` none).
-    let count = |b: u8| inner.iter().filter(|&&c| c == b).count();
-    let own = open == b'(' && count(b'(') >= count(b')');
-    Some(match inner.strip_suffix(&[close]) {
-        Some(stripped) if !own => stripped,
+    let inner = match inner.strip_suffix(&[close]) {
+        Some(stripped) if closes(inner, close) => stripped,
         _ => inner,
-    })
+    };
+    Some((inner, close))
+}
+
+/// Whether `text` (unwrapped) ends in the wrapper's `close`: a `)` the
+/// URL's own `(` opened does not (`(http://w.example/Foo_(bar)`), a `>`
+/// always does (no URL holds one unescaped).
+fn closes(text: &[u8], close: u8) -> bool {
+    let count = |b: u8| text.iter().filter(|&&c| c == b).count();
+    text.ends_with(&[close]) && (close != b')' || count(b')') > count(b'('))
 }
 
 /// `text` cut at its first white space, if it holds any.
@@ -535,11 +564,28 @@ mod tests {
             b"http://bank.example /",
             b"http://www.bank. example",
             b"\"http://bank.example @1.2.3.4\"",
+            // Found by a second review: a dot at the end written another
+            // way, a last label split by the space, a wrapped URL after
+            // the first.
+            b"http://www.bank%2e example",
+            "http://www.bank\u{3002} example".as_bytes(),
+            b"http://www.bank.example co",
+            b"http://www.bank.exam ple",
+            b"http://evil.example/p (http://bank.example)",
+            b"http://evil.example/p <http://bank.example>",
+            b"http://evil.example/p \"http://bank.example",
         ] {
             let got = exprs(SourceFormat::Urls, line).unwrap_or_default();
             assert!(
-                !got.iter()
-                    .any(|e| e == "bank.example/" || e == "www.bank.example/" || e == "www.bank/"),
+                !got.iter().any(|e| {
+                    [
+                        "bank.example/",
+                        "www.bank.example/",
+                        "www.bank/",
+                        "www.bank.exam/",
+                    ]
+                    .contains(&e.as_str())
+                }),
                 "{}: {got:?}",
                 line.escape_ascii()
             );
@@ -571,6 +617,14 @@ mod tests {
         assert_eq!(
             read_line(SourceFormat::Urls, b"<http://evil.example/login>").cleaned,
             [cleaned::WRAPPER]
+        );
+        // The closing bracket after a space: the URL as written without it.
+        assert_eq!(
+            exprs(SourceFormat::Urls, b"(http://evil.example/my file.html)"),
+            Ok(vec![
+                "evil.example/my".to_owned(),
+                "evil.example/my%20file.html".to_owned()
+            ])
         );
         // A `)` of the URL's own stays.
         assert_eq!(
