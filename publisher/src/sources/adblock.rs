@@ -197,10 +197,13 @@ const NON_BLOCKING_OPTIONS: &[&str] = &[
     "urlskip",
 ];
 
-/// Whether options `text` (known ones) hold one of [`NON_BLOCKING_OPTIONS`]
-/// (not negated).
+/// Whether options `text` (known ones) hold one of [`NON_BLOCKING_OPTIONS`],
+/// negated or not.
 fn has_non_blocking_option(text: &[u8]) -> bool {
     text.split(|&b| b == b',').any(|option| {
+        // Negated too: `~badfilter` is no block either (adblockers refuse
+        // or ignore such a rule).
+        let option = option.strip_prefix(b"~").unwrap_or(option);
         let name = option.split(|&b| b == b'=').next().unwrap_or_default();
         NON_BLOCKING_OPTIONS
             .iter()
@@ -404,11 +407,13 @@ mod tests {
                 rule.escape_ascii()
             );
         }
-        let readings = read_one(
-            SourceFormat::AdblockHosts,
-            b"||evil.example^$third-party,~badfilter",
-        )
-        .unwrap();
-        assert_eq!(readings[0].expressions, ["evil.example/"]);
+        assert_eq!(
+            read_one(
+                SourceFormat::AdblockHosts,
+                b"||bank.example^$third-party,~badfilter"
+            )
+            .map(|_| ()),
+            Err(reason::ADBLOCK_NOT_A_BLOCK)
+        );
     }
 }

@@ -57,13 +57,13 @@ pub mod reason {
     /// (`<`, `>`, brackets outside an IPv6 address, or `%`, which the
     /// canonical form writes only for an escaped byte no host may hold:
     /// white space, a control, `#`, `%`): no visit can match the entry.
-    pub const FORBIDDEN_IN_HOST: &str = "host holds a character no browser accepts in a host (<, >, [, ] or an escaped byte): no visit can match it";
-    /// A URL's host holds a non-ASCII character that the canonicalizer's
-    /// IDNA mapping (UTS #46) refused, escaped in the canonical form: the
-    /// entry matches no agent's check; a browser with a newer Unicode table
-    /// may visit the host (Unicode 14's U+0870 to U+088E).
-    pub const IDNA_REFUSED: &str =
-        "host holds a character the IDNA mapping refused (UTS #46; a newer Unicode table may accept it)";
+    pub const FORBIDDEN_IN_HOST: &str = "host holds a character no browser accepts in a host (<, >, [, ], or an escaped space, control, # or %): no visit can match it";
+    /// A URL's host holds non-ASCII bytes that the canonicalizer's IDNA
+    /// mapping (UTS #46) refused, escaped in the canonical form: invalid
+    /// UTF-8, a disallowed character, or one newer than its Unicode table
+    /// (Unicode 14's U+0870 to U+088E, which a newer browser may visit).
+    /// The entry would match no agent's check.
+    pub const IDNA_REFUSED: &str = "host holds non-ASCII the IDNA mapping refused (UTS #46: invalid, disallowed, or newer than its Unicode table)";
     /// A hosts line with an address and no name.
     pub const HOSTS_NO_NAME: &str = "hosts line has an address but no name";
     /// An adblock exception rule (`@@…`): it allows, it does not block.

@@ -44,17 +44,25 @@ pub(super) fn clean_url_line(text: &[u8], mut cuts: Cuts) -> Option<Cleaned<'_>>
     if comment {
         cuts.0 |= Cuts::COMMENT;
     }
-    // Only the line's first field: a wrapped URL after another is an
-    // annotation (`http://evil.example/p (http://bank.example)`), which
-    // unwrapped would become a URL field of its own.
+    // Only before the line's first URL field: a wrapped URL after one is
+    // an annotation (`http://evil.example/p (http://bank.example)`), which
+    // unwrapped would become a URL field of its own; before it, columns
+    // may come first (`"Phishing" (http://…)`, `2020-01-01<TAB><http://…>`).
     let mut wrapper = None;
-    if let Some(field) = fields.first_mut().filter(|f| !f.quoted)
-        && let Some((inner, close)) = unwrap(field.text)
-    {
-        field.text = inner;
-        field.start += 1;
-        wrapper = Some(close);
-        cuts.0 |= Cuts::WRAPPER;
+    for (i, field) in fields.iter_mut().enumerate() {
+        if has_scheme(field.text) {
+            break;
+        }
+        if field.quoted {
+            continue;
+        }
+        if let Some((inner, close)) = unwrap(field.text) {
+            field.text = inner;
+            field.start += 1;
+            wrapper = Some((i, close));
+            cuts.0 |= Cuts::WRAPPER;
+            break;
+        }
     }
     // The URL fields: those starting with a scheme; when none does, the
     // first that looks like a host or URL, else the first.
@@ -122,8 +130,8 @@ pub(super) fn clean_url_line(text: &[u8], mut cuts: Cuts) -> Option<Cleaned<'_>>
         }
         let written = text.get(field.start..end.end).unwrap_or(field.text);
         // The wrapper's closing bracket, when it ends the last field joined.
-        let written = match wrapper.filter(|_| i == 0) {
-            Some(close) if closes(written, close) => written.get(..written.len() - 1).unwrap_or(written),
+        let written = match wrapper.filter(|&(at, _)| at == i) {
+            Some((_, close)) if closes(written, close) => written.get(..written.len() - 1).unwrap_or(written),
             _ => written,
         };
         readings.push(written);
@@ -241,32 +249,48 @@ fn url_likeness(field: &[u8]) -> u8 {
 
 /// Whether the fields that follow URL text `url` after a space are
 /// columns of the line, so that `url` alone is what the line names: dates,
-/// times and numbers (`2020-01-01`, `12/31/2020`, `13:05`, `1.2.3.4`)
-/// until a separator field (`-`, `|`, `–`, `—`) or a field opening a
-/// parenthesis, after which anything is a comment (`http://evil.example
-/// 2020-01-01 (PayPal phishing)`, `evil.example - fake login`); and `url`
-/// does not end in a `.` (`http://www.chase. 2020`). A word is not a
-/// column here: it may be the rest of a host split by the space
-/// (`http://www.paypal.co m`), and neither can a field holding a letter, an
-/// `@` (a user name: `http://bank.example @1.2.3.4` visits `1.2.3.4`), a
-/// `%`, a `/` or `?` up front (a path or query: the line names a page, not
-/// the host), or a dot written another way.
+/// times and numbers (`2020-01-01`, `12/31/2020`, `2024-05-01T12:00:00Z`,
+/// `+00:00`, `1.2.3.4`, and `AM`, `PM`, `UTC`, `GMT`) until a separator
+/// field (`-`, `|`, `–`, `—`) or a field opening a parenthesis, after which
+/// any text is a comment (`http://evil.example 2020-01-01 (PayPal
+/// phishing)`, `evil.example - fake login`). Never when a field holds an
+/// `@` or a `%` (a user name: `http://bank.example (x)@evil.example/`
+/// visits `evil.example`), when `url` ends in a `.` (`http://www.chase.
+/// 2020`), or when its host is digits and dots short of a dotted quad
+/// (`http://192.168 1.1/`: the rest of an address). A word is not a
+/// column: it may be the rest of a host split by the space
+/// (`http://www.paypal.co m`), and neither is a path or query (`/123`,
+/// `?id=1`: the line names a page, not the host).
 fn only_columns_follow<'a>(url: &[u8], fields: impl Iterator<Item = &'a [u8]>) -> bool {
     const SEPARATORS: [&[u8]; 4] = [b"-", b"|", "\u{2013}".as_bytes(), "\u{2014}".as_bytes()];
-    let number = |field: &[u8]| {
-        field.first().is_some_and(u8::is_ascii_digit)
-            && field
-                .iter()
-                .all(|&b| b.is_ascii_digit() || matches!(b, b'-' | b'/' | b'.' | b':' | b','))
+    const TIME_WORDS: [&[u8]; 4] = [b"am", b"pm", b"utc", b"gmt"];
+    let time = |field: &[u8]| {
+        field.first().is_some_and(|&b| b.is_ascii_digit() || b == b'+')
+            && field.iter().all(|&b| {
+                b.is_ascii_digit() || matches!(b, b'-' | b'/' | b'.' | b':' | b',' | b'+' | b'T' | b'Z')
+            })
+            || TIME_WORDS.iter().any(|w| w.eq_ignore_ascii_case(field))
     };
-    if url.ends_with(b".") {
+    let host = match memchr::memmem::find(url, b"://") {
+        Some(at) => url.get(at + 3..).unwrap_or_default(),
+        None => url,
+    };
+    let partial_address = host.iter().all(|&b| b.is_ascii_digit() || b == b'.')
+        && host.iter().filter(|&&b| b == b'.').count() < 3;
+    if url.ends_with(b".") || partial_address {
         return false;
     }
+    let mut comment = false;
     for field in fields {
-        if SEPARATORS.contains(&field) || field.starts_with(b"(") {
-            return true;
+        if field.iter().any(|&b| matches!(b, b'@' | b'%')) {
+            return false;
         }
-        if !number(field) {
+        if comment {
+            continue;
+        }
+        if SEPARATORS.contains(&field) || field.starts_with(b"(") {
+            comment = true;
+        } else if !time(field) {
             return false;
         }
     }
@@ -539,6 +563,10 @@ mod tests {
             b"https://EVIL.example  - phishing",
             b"http://evil.example 1.2.3.4",
             b"http://evil.example 12/31/2020",
+            b"http://evil.example 2024-05-01T12:00:00Z",
+            b"http://evil.example 2024-05-01 12:00:00 UTC",
+            b"http://evil.example 12/31/2020 10:00 PM",
+            b"http://evil.example 2024-05-01 12:00:00 +00:00",
             b"\"http://evil.example 2020-01-01\"",
         ] {
             assert_eq!(
@@ -581,6 +609,13 @@ mod tests {
             b"http://evil.example/p (http://bank.example)",
             b"http://evil.example/p <http://bank.example>",
             b"http://evil.example/p \"http://bank.example",
+            // A third review: an `@` after a comment, the rest of an address.
+            b"http://bank.example (x)@evil.example/",
+            b"http://bank.example - x@evil.example/",
+            b"http://bank.example 2020-01-01 (x)@evil.example/login",
+            b"<http://bank.example (x)@evil.example/>",
+            b"\"http://bank.example - x@evil.example/\"",
+            b"bank.example (x)@evil.example/login",
         ] {
             let got = exprs(SourceFormat::Urls, line).unwrap_or_default();
             assert!(
@@ -669,5 +704,42 @@ mod tests {
         let elapsed = started.elapsed();
         assert_eq!(readings.len(), 15_000, "one reading per distinct URL");
         assert!(elapsed < std::time::Duration::from_secs(20), "{elapsed:?}");
+    }
+
+    /// A host of digits and dots short of a dotted quad is not cut before
+    /// a number: `http://192.168 1.1/` would list `192.0.0.168/`, an
+    /// address the line does not name. A whole address is.
+    #[test]
+    fn a_partial_address_is_not_cut_before_a_number() {
+        for line in [
+            &b"http://192.168 1.1/123"[..],
+            b"http://10.0 0.1/",
+            b"http://192.168.1 5",
+        ] {
+            let got = exprs(SourceFormat::Urls, line).unwrap_or_default();
+            assert!(got.is_empty(), "{}: {got:?}", line.escape_ascii());
+        }
+        assert_eq!(
+            exprs(SourceFormat::Urls, b"http://1.2.3.4 2020-01-01"),
+            Ok(vec!["1.2.3.4/".to_owned()])
+        );
+    }
+
+    /// Columns before a wrapped URL: the URL is unwrapped (a third review
+    /// found `"Phishing" (http://…)` listed as `(http/…`).
+    #[test]
+    fn a_wrapped_url_after_leading_columns_is_unwrapped() {
+        for line in [
+            &b"\"Phishing\" (http://evil.example/login)"[..],
+            b"2020-01-01\t<http://evil.example/login>",
+            b"1\t<http://evil.example/login>",
+        ] {
+            assert_eq!(
+                exprs(SourceFormat::Urls, line),
+                Ok(vec!["evil.example/login".to_owned()]),
+                "{}",
+                line.escape_ascii()
+            );
+        }
     }
 }
