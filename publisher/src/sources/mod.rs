@@ -47,10 +47,11 @@
 //!      columns and are dropped (`http://tab.example/mid<TAB>2020-01-01`,
 //!      `1<TAB>http://a.example/p`, `"Phishing" http://a.example/p`,
 //!      `2020-01-01 a.example/login`). Several URL fields with a scheme are
-//!      each read. A field wrapped in `<…>` or `(…)`, or opened by a
-//!      quote nothing closes (`<http://…>`, `'http://…`), before any URL
-//!      field loses the wrapper, which would otherwise become its host; a
-//!      wrapped URL after a URL field is an annotation.
+//!      each read. On a line with no scheme, the first field wrapped in
+//!      `<…>` or `(…)`, or opened by a quote nothing closes (`<http://…>`,
+//!      `'http://…`), loses the wrapper, which would otherwise become its
+//!      host, unless a field before it looks like a host or URL: a wrapped
+//!      URL after a URL is an annotation.
 //!    - `hosts`, `domains`, `sha256`: a `#` anywhere starts a comment (no
 //!      host name or hex digit holds one); `hosts` names are separated by
 //!      ASCII or Unicode white space.
@@ -61,8 +62,9 @@
 //!    alone when the space falls after the host (the field holds a `/`,
 //!    `\`, `?` or `#` past its authority), or when only columns follow
 //!    (`http://evil.example 2020-01-01`, `evil.example (PayPal)`: dates,
-//!    times and numbers up to a separator or a parenthesis, no `@` or `%`
-//!    anywhere after; a word may be the rest of a split host,
+//!    times and numbers up to a separator or a parenthesis, no `@`
+//!    anywhere after and no `%` before the comment; a word may be the rest
+//!    of a split host,
 //!    `http://www.paypal.co m`;
 //!    `urls::only_columns_follow`). A space inside a
 //!    host makes no URL, and the field alone would list a host-wide

@@ -44,23 +44,28 @@ pub(super) fn clean_url_line(text: &[u8], mut cuts: Cuts) -> Option<Cleaned<'_>>
     if comment {
         cuts.0 |= Cuts::COMMENT;
     }
-    // Only before the line's first URL field: a wrapped URL after one is
-    // an annotation (`http://evil.example/p (http://bank.example)`), which
-    // unwrapped would become a URL field of its own; before it, columns
-    // may come first (`"Phishing" (http://…)`, `2020-01-01<TAB><http://…>`).
+    // Only on a line with no URL field as written, and only before any
+    // field that looks like a host or URL: a wrapped URL after one is an
+    // annotation (`http://evil.example/p (http://bank.example)`,
+    // `evil.example/login (http://bank.example)`), which unwrapped would
+    // become a URL field of its own; columns may come first (`"Phishing"
+    // (http://…)`, `2020-01-01<TAB><http://…>`).
     let mut wrapper = None;
+    let any_scheme = fields.iter().any(|f| has_scheme(f.text));
     for (i, field) in fields.iter_mut().enumerate() {
-        if has_scheme(field.text) {
+        if any_scheme {
             break;
         }
-        if field.quoted {
-            continue;
-        }
-        if let Some((inner, close)) = unwrap(field.text) {
+        if !field.quoted
+            && let Some((inner, close)) = unwrap(field.text)
+        {
             field.text = inner;
             field.start += 1;
             wrapper = Some((i, close));
             cuts.0 |= Cuts::WRAPPER;
+            break;
+        }
+        if url_likeness(field.text) > 0 {
             break;
         }
     }
@@ -253,9 +258,10 @@ fn url_likeness(field: &[u8]) -> u8 {
 /// `+00:00`, `1.2.3.4`, and `AM`, `PM`, `UTC`, `GMT`) until a separator
 /// field (`-`, `|`, `–`, `—`) or a field opening a parenthesis, after which
 /// any text is a comment (`http://evil.example 2020-01-01 (PayPal
-/// phishing)`, `evil.example - fake login`). Never when a field holds an
-/// `@` or a `%` (a user name: `http://bank.example (x)@evil.example/`
-/// visits `evil.example`), when `url` ends in a `.` (`http://www.chase.
+/// phishing)`, `evil.example - 100% fake login`). Never when a field holds
+/// an `@` (a user name: `http://bank.example (x)@evil.example/` visits
+/// `evil.example`; so `- reported to abuse@cert.example` keeps the line
+/// from being cut too), or a `%` before the comment (`%2eevil`), when `url` ends in a `.` (`http://www.chase.
 /// 2020`), or when its host is digits and dots short of a dotted quad
 /// (`http://192.168 1.1/`: the rest of an address). A word is not a
 /// column: it may be the rest of a host split by the space
@@ -282,7 +288,9 @@ fn only_columns_follow<'a>(url: &[u8], fields: impl Iterator<Item = &'a [u8]>) -
     }
     let mut comment = false;
     for field in fields {
-        if field.iter().any(|&b| matches!(b, b'@' | b'%')) {
+        // An `@` anywhere: the line as written may be a URL with a user
+        // name. A `%` only before a comment (`- 100% phishing` is text).
+        if field.contains(&b'@') || !comment && field.contains(&b'%') {
             return false;
         }
         if comment {
@@ -567,6 +575,8 @@ mod tests {
             b"http://evil.example 2024-05-01 12:00:00 UTC",
             b"http://evil.example 12/31/2020 10:00 PM",
             b"http://evil.example 2024-05-01 12:00:00 +00:00",
+            b"http://evil.example - 100% phishing",
+            b"evil.example 2020-01-01 | 95% confidence",
             b"\"http://evil.example 2020-01-01\"",
         ] {
             assert_eq!(
@@ -616,6 +626,13 @@ mod tests {
             b"<http://bank.example (x)@evil.example/>",
             b"\"http://bank.example - x@evil.example/\"",
             b"bank.example (x)@evil.example/login",
+            // A fifth: a wrapped annotation after a URL without a scheme.
+            b"evil.example/login (http://bank.example)",
+            b"evil.example <https://www.bank.example/>",
+            b"2020-01-01 evil.example/login (http://bank.example)",
+            b"\"evil.example/login\" (http://bank.example)",
+            b"evil.example/login 'http://bank.example",
+            b"Phishing (https://www.bank.example) http://evil.example/login",
         ] {
             let got = exprs(SourceFormat::Urls, line).unwrap_or_default();
             assert!(
