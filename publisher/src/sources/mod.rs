@@ -47,11 +47,11 @@
 //!      columns and are dropped (`http://tab.example/mid<TAB>2020-01-01`,
 //!      `1<TAB>http://a.example/p`, `"Phishing" http://a.example/p`,
 //!      `2020-01-01 a.example/login`). Several URL fields with a scheme are
-//!      each read. On a line with no scheme, the first field wrapped in
-//!      `<…>` or `(…)`, or opened by a quote nothing closes (`<http://…>`,
-//!      `'http://…`), loses the wrapper, which would otherwise become its
-//!      host, unless a field before it looks like a host or URL: a wrapped
-//!      URL after a URL is an annotation.
+//!      each read. The first field wrapped in `<…>` or `(…)`, or opened by
+//!      a quote nothing closes (`<http://…>`, `'http://…`), before any
+//!      field with a scheme, loses the wrapper, which would otherwise
+//!      become its host; a wrapped site beside another host or URL
+//!      (`evil.example/login (http://bank.example)`) is an annotation.
 //!    - `hosts`, `domains`, `sha256`: a `#` anywhere starts a comment (no
 //!      host name or hex digit holds one); `hosts` names are separated by
 //!      ASCII or Unicode white space.

@@ -44,28 +44,35 @@ pub(super) fn clean_url_line(text: &[u8], mut cuts: Cuts) -> Option<Cleaned<'_>>
     if comment {
         cuts.0 |= Cuts::COMMENT;
     }
-    // Only on a line with no URL field as written, and only before any
-    // field that looks like a host or URL: a wrapped URL after one is an
-    // annotation (`http://evil.example/p (http://bank.example)`,
-    // `evil.example/login (http://bank.example)`), which unwrapped would
-    // become a URL field of its own; columns may come first (`"Phishing"
-    // (http://…)`, `2020-01-01<TAB><http://…>`).
+    // The first wrapped URL before any field with a scheme (columns may
+    // come first: `"Phishing" (http://…)`, `1.2.3.4<TAB><http://…>`); a
+    // wrapped URL after a URL with a scheme is an annotation
+    // (`http://evil.example/p (http://bank.example)`), and so is a wrapped
+    // *site* beside another host or URL (`evil.example/login
+    // (http://bank.example)`, `Phishing (https://bank.example)
+    // http://evil.example/`): unwrapped, it would list a whole host the
+    // line only mentions. A wrapped page is unwrapped beside a host
+    // (`paypal.com (http://evil.example/login)`).
+    let url_like: Vec<bool> = fields
+        .iter()
+        .map(|f| has_scheme(f.text) || url_likeness(f.text) == 2 && !is_time(f.text))
+        .collect();
     let mut wrapper = None;
-    let any_scheme = fields.iter().any(|f| has_scheme(f.text));
     for (i, field) in fields.iter_mut().enumerate() {
-        if any_scheme {
+        if has_scheme(field.text) {
             break;
         }
-        if !field.quoted
-            && let Some((inner, close)) = unwrap(field.text)
-        {
-            field.text = inner;
-            field.start += 1;
-            wrapper = Some((i, close));
-            cuts.0 |= Cuts::WRAPPER;
-            break;
+        if field.quoted {
+            continue;
         }
-        if url_likeness(field.text) > 0 {
+        if let Some((inner, close)) = unwrap(field.text) {
+            let beside = url_like.iter().enumerate().any(|(j, &u)| u && j != i);
+            if !(beside && names_a_site(inner)) {
+                field.text = inner;
+                field.start += 1;
+                wrapper = Some((i, close));
+                cuts.0 |= Cuts::WRAPPER;
+            }
             break;
         }
     }
@@ -269,14 +276,6 @@ fn url_likeness(field: &[u8]) -> u8 {
 /// `?id=1`: the line names a page, not the host).
 fn only_columns_follow<'a>(url: &[u8], fields: impl Iterator<Item = &'a [u8]>) -> bool {
     const SEPARATORS: [&[u8]; 4] = [b"-", b"|", "\u{2013}".as_bytes(), "\u{2014}".as_bytes()];
-    const TIME_WORDS: [&[u8]; 4] = [b"am", b"pm", b"utc", b"gmt"];
-    let time = |field: &[u8]| {
-        field.first().is_some_and(|&b| b.is_ascii_digit() || b == b'+')
-            && field.iter().all(|&b| {
-                b.is_ascii_digit() || matches!(b, b'-' | b'/' | b'.' | b':' | b',' | b'+' | b'T' | b'Z')
-            })
-            || TIME_WORDS.iter().any(|w| w.eq_ignore_ascii_case(field))
-    };
     let host = match memchr::memmem::find(url, b"://") {
         Some(at) => url.get(at + 3..).unwrap_or_default(),
         None => url,
@@ -298,7 +297,7 @@ fn only_columns_follow<'a>(url: &[u8], fields: impl Iterator<Item = &'a [u8]>) -
         }
         if SEPARATORS.contains(&field) || field.starts_with(b"(") {
             comment = true;
-        } else if !time(field) {
+        } else if !is_time(field) {
             return false;
         }
     }
@@ -334,6 +333,28 @@ fn unwrap(field: &[u8]) -> Option<(&[u8], u8)> {
 fn closes(text: &[u8], close: u8) -> bool {
     let count = |b: u8| text.iter().filter(|&&c| c == b).count();
     text.ends_with(&[close]) && (close != b')' || count(b')') > count(b'('))
+}
+
+/// Whether a field is a date, a time or a number (`2020-01-01`,
+/// `12/31/2020`, `2024-05-01T12:00:00.000Z`, `+00:00`, `1.2.3.4`, `AM`,
+/// `PM`, `UTC`, `GMT`): a column beside a URL.
+fn is_time(field: &[u8]) -> bool {
+    const TIME_WORDS: [&[u8]; 4] = [b"am", b"pm", b"utc", b"gmt"];
+    field.first().is_some_and(|&b| b.is_ascii_digit() || b == b'+')
+        && field.iter().all(|&b| {
+            b.is_ascii_digit() || matches!(b, b'-' | b'/' | b'.' | b':' | b',' | b'+' | b'T' | b'Z')
+        })
+        || TIME_WORDS.iter().any(|w| w.eq_ignore_ascii_case(field))
+}
+
+/// Whether URL text with a scheme names a whole site: nothing after its
+/// host but a `/` (`http://bank.example`, `https://bank.example/`).
+fn names_a_site(url: &[u8]) -> bool {
+    let after = memchr::memmem::find(url, b"://").map_or(url, |at| url.get(at + 3..).unwrap_or_default());
+    match after.iter().position(|b| matches!(b, b'/' | b'\\' | b'?' | b'#')) {
+        None => true,
+        Some(at) => after.get(at..) == Some(&b"/"[..]),
+    }
 }
 
 /// `text` cut at its first white space, if it holds any.
@@ -626,13 +647,15 @@ mod tests {
             b"<http://bank.example (x)@evil.example/>",
             b"\"http://bank.example - x@evil.example/\"",
             b"bank.example (x)@evil.example/login",
-            // A fifth: a wrapped annotation after a URL without a scheme.
+            // A fifth: a wrapped site beside a URL without a scheme.
             b"evil.example/login (http://bank.example)",
             b"evil.example <https://www.bank.example/>",
             b"2020-01-01 evil.example/login (http://bank.example)",
             b"\"evil.example/login\" (http://bank.example)",
             b"evil.example/login 'http://bank.example",
             b"Phishing (https://www.bank.example) http://evil.example/login",
+            // A sixth: a column that looks like a host before a wrapped site.
+            b"Trojan.Win32.Agent <http://bank.example/>",
         ] {
             let got = exprs(SourceFormat::Urls, line).unwrap_or_default();
             assert!(
@@ -750,10 +773,47 @@ mod tests {
             &b"\"Phishing\" (http://evil.example/login)"[..],
             b"2020-01-01\t<http://evil.example/login>",
             b"1\t<http://evil.example/login>",
+            // A sixth review: columns that look like hosts or URLs before
+            // a wrapped page, and a wrapped URL before another URL.
+            b"1.2.3.4 <http://evil.example/login>",
+            b"1.2.3.4\t(http://evil.example/login)",
+            b"2024-05-01T12:00:00.000Z <http://evil.example/login>",
+            b"2024-05-01T12:00:00.000Z\t<http://evil.example/login>",
+            b"paypal.com (http://evil.example/login)",
+            b"HTML/Phishing.Agent <http://evil.example/login>",
+            b"N/A <http://evil.example/login>",
+            b"\"PayPal.com phishing\" <http://evil.example/login>",
         ] {
             assert_eq!(
                 exprs(SourceFormat::Urls, line),
                 Ok(vec!["evil.example/login".to_owned()]),
+                "{}",
+                line.escape_ascii()
+            );
+        }
+    }
+
+    /// A wrapped URL first, then another URL: both are read.
+    #[test]
+    fn a_wrapped_url_before_another_url_is_unwrapped() {
+        assert_eq!(
+            exprs(
+                SourceFormat::Urls,
+                b"<http://evil.example/login> http://evil2.example/x"
+            ),
+            Ok(vec![
+                "evil.example/login".to_owned(),
+                "evil2.example/x".to_owned()
+            ])
+        );
+        // A wrapped site with no other host or URL on the line is the URL.
+        for line in [
+            &b"1.2.3.4 <http://evil.example/>"[..],
+            b"2024-05-01T12:00:00.000Z (http://evil.example)",
+        ] {
+            assert_eq!(
+                exprs(SourceFormat::Urls, line),
+                Ok(vec!["evil.example/".to_owned()]),
                 "{}",
                 line.escape_ascii()
             );
