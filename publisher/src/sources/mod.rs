@@ -48,10 +48,10 @@
 //!      `1<TAB>http://a.example/p`, `"Phishing" http://a.example/p`,
 //!      `2020-01-01 a.example/login`). Several URL fields with a scheme are
 //!      each read. The first field wrapped in `<…>` or `(…)`, or opened by
-//!      a quote nothing closes (`<http://…>`, `'http://…`), before any
-//!      field with a scheme, loses the wrapper, which would otherwise
-//!      become its host; a wrapped site beside another host or URL
-//!      (`evil.example/login (http://bank.example)`) is an annotation.
+//!      a quote nothing closes (`<http://…>`, `'http://…`), loses the
+//!      wrapper, which would otherwise become its host, when no other field
+//!      names a host or URL; beside one it is an annotation or ambiguous
+//!      (`evil.example/login (http://bank.example/login)`).
 //!    - `hosts`, `domains`, `sha256`: a `#` anywhere starts a comment (no
 //!      host name or hex digit holds one); `hosts` names are separated by
 //!      ASCII or Unicode white space.
@@ -62,9 +62,9 @@
 //!    alone when the space falls after the host (the field holds a `/`,
 //!    `\`, `?` or `#` past its authority), or when only columns follow
 //!    (`http://evil.example 2020-01-01`, `evil.example (PayPal)`: dates,
-//!    times and numbers up to a separator or a parenthesis, no `@`
-//!    anywhere after and no `%` before the comment; a word may be the rest
-//!    of a split host,
+//!    times and numbers up to a separator or a parenthesis, for the line's
+//!    one URL field, no `@` or `://` anywhere after and no `%` before the
+//!    comment; a word may be the rest of a split host,
 //!    `http://www.paypal.co m`;
 //!    `urls::only_columns_follow`). A space inside a
 //!    host makes no URL, and the field alone would list a host-wide

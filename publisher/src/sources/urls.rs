@@ -44,19 +44,15 @@ pub(super) fn clean_url_line(text: &[u8], mut cuts: Cuts) -> Option<Cleaned<'_>>
     if comment {
         cuts.0 |= Cuts::COMMENT;
     }
-    // The first wrapped URL before any field with a scheme (columns may
-    // come first: `"Phishing" (http://…)`, `1.2.3.4<TAB><http://…>`); a
-    // wrapped URL after a URL with a scheme is an annotation
-    // (`http://evil.example/p (http://bank.example)`), and so is a wrapped
-    // *site* beside another host or URL (`evil.example/login
-    // (http://bank.example)`, `Phishing (https://bank.example)
-    // http://evil.example/`): unwrapped, it would list a whole host the
-    // line only mentions. A wrapped page is unwrapped beside a host
-    // (`paypal.com (http://evil.example/login)`).
-    let url_like: Vec<bool> = fields
-        .iter()
-        .map(|f| has_scheme(f.text) || url_likeness(f.text) == 2 && !is_time(f.text))
-        .collect();
+    // The first wrapped URL before any field with a scheme, when no other
+    // field names a host or URL (columns may come first: `"Phishing"
+    // (http://…)`, `1.2.3.4<TAB><http://…>`). Beside another host or URL
+    // it is an annotation (`http://evil.example/p (http://bank.example)`,
+    // `evil.example/login (http://bank.example/login)`) or the line is
+    // ambiguous (`paypal.com (http://evil.example/login)`): unwrapped, it
+    // would list a page or site the line may only mention.
+    let url_like: Vec<bool> = fields.iter().map(|f| names_host_or_url(f.text)).collect();
+    let last_bytes: Vec<Option<u8>> = fields.iter().map(|f| f.text.last().copied()).collect();
     let mut wrapper = None;
     for (i, field) in fields.iter_mut().enumerate() {
         if has_scheme(field.text) {
@@ -66,8 +62,13 @@ pub(super) fn clean_url_line(text: &[u8], mut cuts: Cuts) -> Option<Cleaned<'_>>
             continue;
         }
         if let Some((inner, close)) = unwrap(field.text) {
-            let beside = url_like.iter().enumerate().any(|(j, &u)| u && j != i);
-            if !(beside && names_a_site(inner)) {
+            // The fields up to the one its closing bracket ends are its own
+            // (`(http://a.example/my file.html)`).
+            let end = (i + 1..last_bytes.len())
+                .find(|&j| last_bytes.get(j) == Some(&Some(close)))
+                .unwrap_or(i);
+            let beside = url_like.iter().enumerate().any(|(j, &u)| u && (j < i || j > end));
+            if !beside {
                 field.text = inner;
                 field.start += 1;
                 wrapper = Some((i, close));
@@ -92,6 +93,10 @@ pub(super) fn clean_url_line(text: &[u8], mut cuts: Cuts) -> Option<Cleaned<'_>>
     }
     let mut readings: Vec<&[u8]> = Vec::new();
     let mut used = 0;
+    // A host alone is read cut before columns only as the line's one URL:
+    // beside another (`https://www.bank.example (phish:
+    // http://evil.example/login)`) the columns may be about that one.
+    let alone = chosen.len() == 1;
     for (n, &i) in chosen.iter().enumerate() {
         let Some(field) = fields.get(i) else { continue };
         used += 1;
@@ -102,7 +107,7 @@ pub(super) fn clean_url_line(text: &[u8], mut cuts: Cuts) -> Option<Cleaned<'_>>
             // cut falls after the host or only columns follow (as below).
             if let Some(cut) = cut_at_white(field.text) {
                 let after = split_white(field.text.get(cut.len()..).unwrap_or_default());
-                if cuts_after_host(cut) || only_columns_follow(cut, after) {
+                if cuts_after_host(cut) || alone && only_columns_follow(cut, after) {
                     cuts.0 |= Cuts::SPACE;
                     readings.push(cut);
                 } else {
@@ -134,7 +139,7 @@ pub(super) fn clean_url_line(text: &[u8], mut cuts: Cuts) -> Option<Cleaned<'_>>
             .unwrap_or_default()
             .iter()
             .map(|f| f.text);
-        if cuts_after_host(field.text) || only_columns_follow(field.text, joined) {
+        if cuts_after_host(field.text) || alone && only_columns_follow(field.text, joined) {
             cuts.0 |= Cuts::SPACE;
             readings.push(field.text);
         } else {
@@ -287,6 +292,11 @@ fn only_columns_follow<'a>(url: &[u8], fields: impl Iterator<Item = &'a [u8]>) -
     }
     let mut comment = false;
     for field in fields {
+        // A URL after the space, even in a comment, may be what the line
+        // names (`http://paypal.com (http://evil.example/login)`).
+        if memchr::memmem::find(field, b"://").is_some() {
+            return false;
+        }
         // An `@` anywhere: the line as written may be a URL with a user
         // name. A `%` only before a comment (`- 100% phishing` is text).
         if field.contains(&b'@') || !comment && field.contains(&b'%') {
@@ -347,14 +357,27 @@ fn is_time(field: &[u8]) -> bool {
         || TIME_WORDS.iter().any(|w| w.eq_ignore_ascii_case(field))
 }
 
-/// Whether URL text with a scheme names a whole site: nothing after its
-/// host but a `/` (`http://bank.example`, `https://bank.example/`).
-fn names_a_site(url: &[u8]) -> bool {
-    let after = memchr::memmem::find(url, b"://").map_or(url, |at| url.get(at + 3..).unwrap_or_default());
-    match after.iter().position(|b| matches!(b, b'/' | b'\\' | b'?' | b'#')) {
-        None => true,
-        Some(at) => after.get(at..) == Some(&b"/"[..]),
-    }
+/// Whether a field names a host or URL, for the wrapper rule: it has a
+/// scheme, or a `.` and a letter and is not a time
+/// (`evil.example/login`, `Trojan.Win32.Agent`, not `N/A` or
+/// `2024-05-01T12:00:00.000Z`), or a defanged or non-ASCII dot
+/// (`evil[dot]example`, `evil。example`).
+fn names_host_or_url(field: &[u8]) -> bool {
+    const DOTS: [&[u8]; 9] = [
+        b"[.]",
+        b"(.)",
+        b"{.}",
+        b"[dot]",
+        b"(dot)",
+        b"{dot}",
+        "\u{3002}".as_bytes(),
+        "\u{ff0e}".as_bytes(),
+        "\u{ff61}".as_bytes(),
+    ];
+    let lower = field.to_ascii_lowercase();
+    has_scheme(field)
+        || field.contains(&b'.') && field.iter().any(u8::is_ascii_alphabetic) && !is_time(field)
+        || DOTS.iter().any(|d| memchr::memmem::find(&lower, d).is_some())
 }
 
 /// `text` cut at its first white space, if it holds any.
@@ -656,6 +679,21 @@ mod tests {
             b"Phishing (https://www.bank.example) http://evil.example/login",
             // A sixth: a column that looks like a host before a wrapped site.
             b"Trojan.Win32.Agent <http://bank.example/>",
+            // A seventh, against the session's start: a wrapped page beside
+            // a URL, a defanged or Unicode-dotted host beside a wrapped
+            // site, a URL in a comment after a bare host.
+            b"evil.example/login.php (http://bank.example/login)",
+            b"evil.example/login.php <https://www.bank.example/signin>",
+            b"\"evil.example/login.php\" (http://bank.example/login)",
+            b"2020-01-01 evil.example/p <http://bank.example/login>",
+            b"evil.example\t(http://bank.example/login)",
+            b"evil[dot]example (http://bank.example)",
+            b"evil(dot)com <https://bank.example/>",
+            "evil\u{3002}example (http://bank.example)".as_bytes(),
+            b"http://bank.example (http://evil.example/login)",
+            b"https://www.bank.example (phish: http://evil.example/login)",
+            b"http://bank.example 2020-01-01 (http://evil.example/login)",
+            b"http://bank.example - http://evil.example/login",
         ] {
             let got = exprs(SourceFormat::Urls, line).unwrap_or_default();
             assert!(
@@ -665,6 +703,8 @@ mod tests {
                         "www.bank.example/",
                         "www.bank/",
                         "www.bank.exam/",
+                        "bank.example/login",
+                        "www.bank.example/signin",
                     ]
                     .contains(&e.as_str())
                 }),
@@ -779,10 +819,7 @@ mod tests {
             b"1.2.3.4\t(http://evil.example/login)",
             b"2024-05-01T12:00:00.000Z <http://evil.example/login>",
             b"2024-05-01T12:00:00.000Z\t<http://evil.example/login>",
-            b"paypal.com (http://evil.example/login)",
-            b"HTML/Phishing.Agent <http://evil.example/login>",
             b"N/A <http://evil.example/login>",
-            b"\"PayPal.com phishing\" <http://evil.example/login>",
         ] {
             assert_eq!(
                 exprs(SourceFormat::Urls, line),
@@ -793,18 +830,17 @@ mod tests {
         }
     }
 
-    /// A wrapped URL first, then another URL: both are read.
+    /// A wrapped URL first, then another URL.
     #[test]
     fn a_wrapped_url_before_another_url_is_unwrapped() {
+        // Beside another URL, a wrapped one stays a column: ambiguous (as
+        // before this reading of wrappers), never a wrong block.
         assert_eq!(
             exprs(
                 SourceFormat::Urls,
                 b"<http://evil.example/login> http://evil2.example/x"
             ),
-            Ok(vec![
-                "evil.example/login".to_owned(),
-                "evil2.example/x".to_owned()
-            ])
+            Ok(vec!["evil2.example/x".to_owned()])
         );
         // A wrapped site with no other host or URL on the line is the URL.
         for line in [
@@ -817,6 +853,30 @@ mod tests {
                 "{}",
                 line.escape_ascii()
             );
+        }
+    }
+
+    /// Beside another host or URL a wrapped URL stays a column, and the
+    /// line's own URL is read as before: ambiguous lines list nothing of
+    /// the wrapped one (`paypal.com (http://evil.example/login)` could name
+    /// either; neither is listed host-wide).
+    #[test]
+    fn a_wrapped_url_beside_another_host_or_url_is_an_annotation() {
+        for (line, want) in [
+            (
+                &b"evil.example/login.php (http://bank.example/login)"[..],
+                &["evil.example/login.php"][..],
+            ),
+            (b"evil.example\t(http://bank.example/login)", &["evil.example/"]),
+            (b"paypal.com (http://evil.example/login)", &[]),
+        ] {
+            let got = exprs(SourceFormat::Urls, line).unwrap_or_default();
+            let got: Vec<&str> = got
+                .iter()
+                .map(String::as_str)
+                .filter(|e| !e.contains("%20"))
+                .collect();
+            assert_eq!(got, want, "{}", line.escape_ascii());
         }
     }
 }
