@@ -393,6 +393,9 @@ fn cuts_after_host(url: &[u8]) -> bool {
         Some(at) if has_scheme(url) => url.get(at + 3..).unwrap_or_default(),
         _ => url,
     };
+    // Slashes before the host (`http:///host`) are read past, not a path.
+    let slashes = authority.iter().take_while(|&&b| b == b'/' || b == b'\\').count();
+    let authority = authority.get(slashes..).unwrap_or_default();
     authority.iter().any(|b| matches!(b, b'/' | b'\\' | b'?' | b'#'))
 }
 
@@ -679,6 +682,10 @@ mod tests {
             b"Phishing (https://www.bank.example) http://evil.example/login",
             // A sixth: a column that looks like a host before a wrapped site.
             b"Trojan.Win32.Agent <http://bank.example/>",
+            // Extra slashes are no path: the space is still in the host.
+            b"http:///bank.example .evil.example",
+            b"\"http:///bank.example .evil.example\"",
+            b"\"http:///bank.example\t@evil.example\"",
             // A seventh, against the session's start: a wrapped page beside
             // a URL, a defanged or Unicode-dotted host beside a wrapped
             // site, a URL in a comment after a bare host.
