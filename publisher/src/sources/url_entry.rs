@@ -252,6 +252,9 @@ pub(super) fn strip_scheme_artifacts(line: &[u8]) -> &[u8] {
     }
 }
 
+/// How defanged URLs write a dot (lower case; compared ignoring case).
+pub(super) const DEFANGED_DOTS: [&[u8]; 6] = [b"[.]", b"(.)", b"{.}", b"[dot]", b"(dot)", b"{dot}"];
+
 /// A defanged URL made visitable again, when `line` is one: `[.]`, `(.)`,
 /// `{.}`, `[dot]`, `(dot)` and `{dot}` in the host become `.`, and `[:]`
 /// or `[://]` after the scheme become `:` or `://` (`hxxp[:]//evil[.]example/`;
@@ -262,7 +265,6 @@ pub(super) fn strip_scheme_artifacts(line: &[u8]) -> &[u8] {
 /// its brackets. `None` for every other line (one `memchr` for most).
 fn refang(line: &[u8]) -> Option<Vec<u8>> {
     memchr::memchr3(b'[', b'(', b'{', line)?;
-    const DOTS: [&[u8]; 6] = [b"[.]", b"(.)", b"{.}", b"[dot]", b"(dot)", b"{dot}"];
     const SEPARATORS: [(&[u8], &[u8]); 2] = [(b"[://]", b"://"), (b"[:]", b":")];
     let mut out = Vec::with_capacity(line.len());
     let mut rest = line;
@@ -293,7 +295,7 @@ fn refang(line: &[u8]) -> Option<Vec<u8>> {
         if matches!(b, b'/' | b'\\' | b'?' | b'#') {
             break;
         }
-        let dot = DOTS
+        let dot = DEFANGED_DOTS
             .iter()
             .find(|d| rest.get(..d.len()).is_some_and(|r| r.eq_ignore_ascii_case(d)));
         match dot {

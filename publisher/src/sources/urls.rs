@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use super::clean::{Cleaned, Cuts};
 use super::entry::{Entry, Read};
 use super::outcome::reason;
-use super::url_entry::{read_url, url_entry, url_read};
+use super::url_entry::{DEFANGED_DOTS, read_url, url_entry, url_read};
 use super::visit::Visit;
 use super::white::{first_white, split_white, unquote, white_len};
 
@@ -51,30 +51,27 @@ pub(super) fn clean_url_line(text: &[u8], mut cuts: Cuts) -> Option<Cleaned<'_>>
     // `evil.example/login (http://bank.example/login)`) or the line is
     // ambiguous (`paypal.com (http://evil.example/login)`): unwrapped, it
     // would list a page or site the line may only mention.
-    let url_like: Vec<bool> = fields.iter().map(|f| names_host_or_url(f.text)).collect();
-    let last_bytes: Vec<Option<u8>> = fields.iter().map(|f| f.text.last().copied()).collect();
+    let wrapped = fields
+        .iter()
+        .enumerate()
+        .take_while(|(_, f)| !has_scheme(f.text))
+        .find_map(|(i, f)| Some((i, unwrap(f.text).filter(|_| !f.quoted)?)));
     let mut wrapper = None;
-    for (i, field) in fields.iter_mut().enumerate() {
-        if has_scheme(field.text) {
-            break;
-        }
-        if field.quoted {
-            continue;
-        }
-        if let Some((inner, close)) = unwrap(field.text) {
-            // The fields up to the one its closing bracket ends are its own
-            // (`(http://a.example/my file.html)`).
-            let end = (i + 1..last_bytes.len())
-                .find(|&j| last_bytes.get(j) == Some(&Some(close)))
-                .unwrap_or(i);
-            let beside = url_like.iter().enumerate().any(|(j, &u)| u && (j < i || j > end));
-            if !beside {
-                field.text = inner;
-                field.start += 1;
-                wrapper = Some((i, close));
-                cuts.0 |= Cuts::WRAPPER;
-            }
-            break;
+    if let Some((i, (inner, close))) = wrapped {
+        // The fields up to the one its closing bracket ends are its own
+        // (`(http://a.example/my file.html)`).
+        let end = (i + 1..fields.len())
+            .find(|&j| fields.get(j).is_some_and(|f| f.text.last() == Some(&close)))
+            .unwrap_or(i);
+        let beside = fields
+            .iter()
+            .enumerate()
+            .any(|(j, f)| (j < i || j > end) && names_host_or_url(f.text));
+        if !beside && let Some(field) = fields.get_mut(i) {
+            field.text = inner;
+            field.start += 1;
+            wrapper = Some((i, close));
+            cuts.0 |= Cuts::WRAPPER;
         }
     }
     // The URL fields: those starting with a scheme; when none does, the
@@ -363,21 +360,15 @@ fn is_time(field: &[u8]) -> bool {
 /// `2024-05-01T12:00:00.000Z`), or a defanged or non-ASCII dot
 /// (`evil[dot]example`, `evil。example`).
 fn names_host_or_url(field: &[u8]) -> bool {
-    const DOTS: [&[u8]; 9] = [
-        b"[.]",
-        b"(.)",
-        b"{.}",
-        b"[dot]",
-        b"(dot)",
-        b"{dot}",
+    const UNICODE_DOTS: [&[u8]; 3] = [
         "\u{3002}".as_bytes(),
         "\u{ff0e}".as_bytes(),
         "\u{ff61}".as_bytes(),
     ];
-    let lower = field.to_ascii_lowercase();
+    let has = |dot: &&[u8]| field.windows(dot.len()).any(|w| w.eq_ignore_ascii_case(dot));
     has_scheme(field)
         || field.contains(&b'.') && field.iter().any(u8::is_ascii_alphabetic) && !is_time(field)
-        || DOTS.iter().any(|d| memchr::memmem::find(&lower, d).is_some())
+        || DEFANGED_DOTS.iter().chain(&UNICODE_DOTS).any(has)
 }
 
 /// `text` cut at its first white space, if it holds any.
