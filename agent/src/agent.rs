@@ -7,6 +7,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 use std::sync::Arc;
+use std::time::Duration;
 
 use blocksieve_format::SnapshotHeader;
 
@@ -34,6 +35,9 @@ struct Inner {
     confirmer: Confirmer,
     /// What an unverifiable prefix hit advises.
     failure_policy: FailurePolicy,
+    /// How long a check refused as `prefix_too_short` waits for the update
+    /// it starts (the request timeout).
+    refusal_update_wait: Duration,
     /// The background update task.
     updates: Updates,
 }
@@ -118,6 +122,7 @@ impl Agent {
             lists,
             confirmer,
             failure_policy: settings.failure_policy,
+            refusal_update_wait: settings.request_timeout,
             updates: Updates::new(schedule),
         };
         Self {
@@ -169,7 +174,7 @@ impl Agent {
         let inner = &self.inner;
         let now = inner.shared.now();
         let lists = inner.lists.statuses(now);
-        let full_hash_paused_for = inner.confirmer.paused_for(now);
+        let full_hash_paused_for = inner.confirmer.paused_for(now, &inner.lists.versions());
         let clock_skew = inner.shared.clock_skew(|| now);
         Status {
             lists,
@@ -192,7 +197,9 @@ impl Agent {
     /// verification fails keeps its current filter; the report says why.
     ///
     /// [`Agent::start_updates`] runs this on a schedule; calling it by hand
-    /// as well is fine. Updates are serialised; URL checks are never blocked.
+    /// as well is fine. Updates are serialised; URL checks never wait for
+    /// one, except a check refused as `prefix_too_short`
+    /// ([`Agent::check_urls`]), for at most the request timeout.
     ///
     /// # Errors
     ///
@@ -260,6 +267,19 @@ impl Agent {
     /// against the clock at each check: a miss is [`Verdict::Safe`] with
     /// `stale: true`, a hit is confirmed (or unverified) as always.
     ///
+    /// When the publisher refuses a request prefix as too short for the
+    /// list it now serves (`400 prefix_too_short`: the list's request
+    /// prefix length grew past what it still answers at the old length,
+    /// and the snapshots held are behind), the check waits, up to the
+    /// request timeout, for an update round (one for every check refused
+    /// at the same versions, after any round in progress) and, if that
+    /// brought a new version, checks the URLs left unverified once more;
+    /// each pass is counted in [`Stats`] (a URL checked again counts twice
+    /// in `lookups` and `prefix_hits`, once `unverified` and once by its
+    /// final outcome). Such refusals start no backoff until an update
+    /// leaves the versions as they were
+    /// ([`FullHashBackoff::on_prefix_too_short`](crate::engine::schedule::FullHashBackoff::on_prefix_too_short)).
+    ///
     /// While a list has no snapshot yet (newly subscribed and not fetched,
     /// or its saved snapshot refused at start), the lists that have one
     /// are still probed and confirmed: a URL they confirm unsafe is
@@ -279,7 +299,53 @@ impl Agent {
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
+        let urls: Vec<S> = urls.into_iter().collect();
+        let (mut verdicts, refused_at) = self.check_once(urls.iter().map(AsRef::as_ref)).await;
+        let Some(probed) = refused_at else {
+            return verdicts;
+        };
+        // The snapshots probed are behind the publisher's: one update round
+        // (shared by the checks refused at these versions, none if one has
+        // already moved them on), waited for up to the request timeout and
+        // otherwise left to finish by itself; then what was left
+        // unverified is checked again if that brought a newer snapshot.
+        let lists = Arc::clone(&self.inner.lists);
+        let held = probed.clone();
+        let round = tokio::spawn(async move { lists.update_all_if_at(&held).await });
+        let finished = tokio::time::timeout(self.inner.refusal_update_wait, round)
+            .await
+            .is_ok();
+        let now_held = self.inner.lists.versions();
+        if now_held == probed {
+            if finished {
+                self.inner.confirmer.on_update_without_change(&probed);
+            }
+            return verdicts;
+        }
+        let again: Vec<usize> = verdicts
+            .iter()
+            .enumerate()
+            .filter(|(_, verdict)| matches!(verdict, Ok(Verdict::Unverified { .. })))
+            .map(|(index, _)| index)
+            .collect();
+        let (rechecked, _) = self.check_once(again.iter().map(|&i| urls[i].as_ref())).await;
+        for (index, verdict) in again.into_iter().zip(rechecked) {
+            verdicts[index] = verdict;
+        }
+        verdicts
+    }
+
+    /// One pass of [`Agent::check_urls`]: the verdicts, and, when a
+    /// full-hash request was refused as `prefix_too_short`, the snapshot
+    /// versions held before the URLs were probed (no newer than those
+    /// probed: an update landing meanwhile makes them differ from the
+    /// versions after, and the URLs are checked again).
+    async fn check_once<'a>(
+        &self,
+        urls: impl Iterator<Item = &'a str>,
+    ) -> (Vec<Result<Verdict, Error>>, Option<Versions>) {
         let inner = &self.inner;
+        let held_before = inner.lists.versions();
         let counters = &inner.shared.counters;
         let now = inner.shared.now();
         // Each URL's hits on the lists that have a snapshot, and the first
@@ -287,7 +353,7 @@ impl Agent {
         let locals: Vec<Result<Probed, Error>> = urls
             .into_iter()
             .map(|url| {
-                let (local, unready) = inner.lists.lookup_loaded(url.as_ref(), now)?;
+                let (local, unready) = inner.lists.lookup_loaded(url, now)?;
                 if !local.snapshot_versions.is_empty() {
                     // Probed against at least one filter.
                     Counters::bump(&counters.lookups);
@@ -309,11 +375,7 @@ impl Agent {
         // after every probe: a list gets a snapshot, never loses it, so each
         // list any URL probed is named.
         let versions: Versions = if locals.iter().flatten().any(|(local, _)| !local.is_empty()) {
-            inner
-                .lists
-                .names()
-                .filter_map(|name| Some((name.to_owned(), inner.lists.version(name)?)))
-                .collect()
+            inner.lists.versions()
         } else {
             Versions::new()
         };
@@ -351,8 +413,11 @@ impl Agent {
                 .resolve(needed.into_iter().collect(), &versions, buckets, listed)
                 .await
         };
+        let refused = answers
+            .values()
+            .any(|answer| answer.as_ref().is_err_and(Error::is_prefix_too_short));
         let lists: Vec<&str> = inner.lists.names().collect();
-        locals
+        let verdicts = locals
             .into_iter()
             .map(|local| {
                 let (local, unready) = local?;
@@ -367,7 +432,8 @@ impl Agent {
                 }
                 lookup::unless_unready(verdict, unready.as_ref())
             })
-            .collect()
+            .collect();
+        (verdicts, refused.then_some(held_before))
     }
 
     /// Probes the local filters with `url`'s expressions without any

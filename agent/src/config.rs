@@ -139,6 +139,9 @@ pub(crate) struct Settings {
     pub(crate) max_snapshot_bytes: u64,
     /// Total time allowed for one snapshot download.
     pub(crate) snapshot_timeout: Duration,
+    /// Total time allowed for one other request; also how long a check
+    /// refused as `prefix_too_short` waits for the update it starts.
+    pub(crate) request_timeout: Duration,
     /// Additions since the base, as a share of its entries, past which an
     /// update takes the whole snapshot instead of deltas.
     pub(crate) max_additions_ratio: f64,
@@ -505,6 +508,7 @@ impl AgentBuilder {
             limits,
             max_snapshot_bytes: self.max_snapshot_bytes,
             snapshot_timeout: self.snapshot_timeout,
+            request_timeout: self.request_timeout,
             max_additions_ratio: self.max_additions_ratio,
             cache_dir: self.cache_dir,
             full_hash_cache_bytes: self.full_hash_cache_bytes,

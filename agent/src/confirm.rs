@@ -94,13 +94,20 @@ impl Confirmer {
         }
     }
 
-    /// How much longer full-hash requests stay paused after failures at
-    /// `now`, or `None` if they are not.
-    pub(crate) fn paused_for(&self, now: SystemTime) -> Option<Duration> {
-        match lock(&self.backoff).check(now) {
+    /// How much longer full-hash requests for snapshot `versions` stay
+    /// paused after failures at `now`, or `None` if they are not.
+    pub(crate) fn paused_for(&self, now: SystemTime, versions: &Versions) -> Option<Duration> {
+        match lock(&self.backoff).check_for(now, versions) {
             Err(Error::BackingOff { remaining, .. }) => Some(remaining),
             _ => None,
         }
+    }
+
+    /// Records that an update round ended with the lists at `versions`: a
+    /// `prefix_too_short` refusal at them stands
+    /// ([`FullHashBackoff::on_update_without_change`]).
+    pub(crate) fn on_update_without_change(&self, versions: &Versions) {
+        lock(&self.backoff).on_update_without_change(versions);
     }
 
     /// An answer for each of `needed`, as new as the snapshot `versions` the
@@ -229,7 +236,7 @@ impl Confirmer {
             .into();
         let mut answers = HashMap::with_capacity(prefixes.len());
         while let Some(plan) = plans.pop_front() {
-            if let Err(paused) = lock(&self.backoff).check(self.shared.now()) {
+            if let Err(paused) = lock(&self.backoff).check_for(self.shared.now(), versions) {
                 for p in &plan.real {
                     answers.insert(*p, Err(paused.clone()));
                 }
@@ -286,8 +293,16 @@ impl Confirmer {
                     tracing::warn!(%error, "full-hash request failed");
                     let now = self.shared.now();
                     let retry_after = error.retry_after();
-                    self.shared
-                        .with_rng(|rng| lock(&self.backoff).on_failure(retry_after, now, rng));
+                    self.shared.with_rng(|rng| {
+                        let mut backoff = lock(&self.backoff);
+                        if error.is_prefix_too_short() {
+                            // The snapshots are behind: the check updates
+                            // and asks again (`Agent::check_urls`).
+                            backoff.on_prefix_too_short(versions, now, rng);
+                        } else {
+                            backoff.on_failure(retry_after, now, rng);
+                        }
+                    });
                     for p in &plan.real {
                         answers.insert(*p, Err(error.clone()));
                     }

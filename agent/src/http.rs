@@ -8,8 +8,8 @@
 use std::time::{Duration, SystemTime};
 
 use blocksieve_format::api::{
-    ErrorResponse, FULL_HASHES_ACCEPT, FullHashResponse, FullHashSearchRequest, FullHashSearchResponse,
-    ListsResponse, PrefixResult, is_full_hashes_content_type,
+    FULL_HASHES_ACCEPT, FullHashResponse, FullHashSearchRequest, FullHashSearchResponse, ListsResponse,
+    PrefixResult, is_full_hashes_content_type,
 };
 use reqwest::StatusCode;
 use reqwest::header::{
@@ -44,10 +44,6 @@ const MAX_JSON_BYTES: u64 = 4 * 1024 * 1024;
 
 /// The most bytes read of an error body, only to extract its message.
 const MAX_ERROR_BODY_BYTES: u64 = 64 * 1024;
-
-/// The most characters of a publisher's error message kept in
-/// [`Error::Status`]: enough to explain, too few to flood a log.
-const MAX_ERROR_MESSAGE_CHARS: usize = 256;
 
 /// The agent's HTTP client: `user_agent` on every request, `timeout` to
 /// connect and for a whole request (snapshot downloads override it), and
@@ -422,18 +418,10 @@ async fn status_error(response: reqwest::Response, url: &str, now: SystemTime) -
     } else {
         None
     };
-    let message = match read_limited(response, url, MAX_ERROR_BODY_BYTES).await {
-        Ok(body) => serde_json::from_slice::<ErrorResponse>(&body)
-            .map(|e| e.error.message.chars().take(MAX_ERROR_MESSAGE_CHARS).collect())
-            .unwrap_or_default(),
-        Err(_) => String::new(),
-    };
-    Error::Status {
-        url: url.to_owned(),
-        status,
-        message,
-        retry_after,
-    }
+    let body = read_limited(response, url, MAX_ERROR_BODY_BYTES)
+        .await
+        .unwrap_or_default();
+    Error::status(url, status, &body, retry_after)
 }
 
 /// A [`Error::Transport`] for `url` from a reqwest error.

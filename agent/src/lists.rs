@@ -24,6 +24,7 @@ use blocksieve_format::{DecodeLimits, SnapshotHeader, TrustedKey};
 use crate::Error;
 use crate::config::Settings;
 use crate::engine::accept::{AcceptedSnapshot, ListRecord, VersionFloor};
+use crate::engine::confirm::Versions;
 use crate::engine::delta::{self, ListState, UpdateRequest};
 use crate::engine::lookup::LocalLookup;
 use crate::engine::update::{self, ChainStep, PlainBase, SnapshotStep};
@@ -199,6 +200,14 @@ impl Lists {
         self.slot(list).and_then(ListSlot::version)
     }
 
+    /// The version of each list that has a state.
+    pub(crate) fn versions(&self) -> Versions {
+        self.slots
+            .iter()
+            .filter_map(|slot| Some((slot.name.to_string(), slot.version()?)))
+            .collect()
+    }
+
     /// Whether every subscribed list's latest snapshot response advertised
     /// the immutable full-hash buckets of exactly the version `versions`
     /// names for it (the versions a check probed): then its full hashes
@@ -282,6 +291,20 @@ impl Lists {
             lists.push((slot.name.to_string(), outcome));
         }
         lists
+    }
+
+    /// An update round ([`Lists::update_all`]) unless the lists are no
+    /// longer at `held` once the update lock is had (a round that ran
+    /// meanwhile moved them on): for checks refused as `prefix_too_short`,
+    /// which all wait for one round rather than each run their own.
+    pub(crate) async fn update_all_if_at(&self, held: &Versions) {
+        let _round = self.update_lock.lock().await;
+        if self.versions() != *held {
+            return;
+        }
+        for slot in &self.slots {
+            self.update_list_locked(slot).await;
+        }
     }
 
     /// Loads each list's cached snapshot, chain and floor (see

@@ -14,7 +14,10 @@ use crate::Error;
 /// ([`Agent::lookup_local`](crate::Agent::lookup_local) is a diagnostic
 /// and is not counted). Every URL check with a prefix hit ends as exactly one
 /// of confirmed unsafe, false prefix hit or unverified, so
-/// `confirmed_unsafe + false_prefix_hits + unverified == prefix_hits`.
+/// `confirmed_unsafe + false_prefix_hits + unverified == prefix_hits`. A
+/// URL checked again after an update (a check refused as
+/// `prefix_too_short`, see [`Agent::check_urls`](crate::Agent::check_urls))
+/// is counted in each pass.
 /// While a list has no snapshot, URLs are probed against the others and
 /// counted as such: their hits end as above, but only a confirmed one is
 /// answered (unsafe); the others are [`Error::NotReady`](crate::Error::NotReady).

@@ -3,7 +3,12 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use blocksieve_format::api::ErrorResponse;
 use blocksieve_format::{CanonError, DecodeError, DeltaError};
+
+/// The most characters of a publisher's error message kept in
+/// [`Error::Status`]: enough to explain, too few to flood a log.
+pub(crate) const MAX_ERROR_MESSAGE_CHARS: usize = 256;
 
 /// Everything that can go wrong in the agent.
 ///
@@ -152,6 +157,10 @@ pub enum Error {
         /// The `error.message` of the publisher's JSON error body, or empty
         /// when the body was not one.
         message: String,
+        /// The `error.code` of the publisher's JSON error body (e.g.
+        /// `prefix_too_short`, `version_gone`), or empty when the body was
+        /// not one.
+        code: String,
         /// The `Retry-After` of a `429` or `503` answer (RFC 9110 §10.2.3),
         /// capped at [`MAX_SERVER_DELAY`](crate::schedule::MAX_SERVER_DELAY):
         /// no request of the same kind is sent before it has passed.
@@ -330,6 +339,46 @@ impl Error {
         }
     }
 
+    /// An [`Error::Status`] for a `status` answer from `url` whose body
+    /// (or its first bytes) is `body`: the publisher's error message and
+    /// code when the body is its JSON error (the message cut at 256
+    /// characters, a longer code dropped), empty otherwise, and
+    /// `retry_after`.
+    pub fn status(url: &str, status: u16, body: &[u8], retry_after: Option<Duration>) -> Self {
+        let (message, code) = serde_json::from_slice::<ErrorResponse>(body)
+            .map(|e| {
+                let mut code = e.error.code;
+                if code.len() > MAX_ERROR_MESSAGE_CHARS {
+                    code.clear();
+                }
+                (
+                    e.error.message.chars().take(MAX_ERROR_MESSAGE_CHARS).collect(),
+                    code,
+                )
+            })
+            .unwrap_or_default();
+        Self::Status {
+            url: url.to_owned(),
+            status,
+            message,
+            code,
+            retry_after,
+        }
+    }
+
+    /// Whether this is the publisher's `400 prefix_too_short` to a
+    /// full-hash request: most often the request prefixes were sized by a
+    /// snapshot older than the one it serves, whose list grew too much for
+    /// them (its request prefix length grew; the server answers the old
+    /// length only while the list at most doubled). Waiting does not help;
+    /// a newer snapshot does: update the lists, then check again. The Rust
+    /// agent and the JavaScript agent do so by themselves. (A list given
+    /// too short a `request_prefix_bits` by hand is refused at every
+    /// version: its status page is red, and agents then back off.)
+    pub fn is_prefix_too_short(&self) -> bool {
+        matches!(self, Self::Status { status: 400, code, .. } if code == "prefix_too_short")
+    }
+
     /// Whether this error is a request that hit its timeout.
     pub fn is_timeout(&self) -> bool {
         matches!(self, Self::Transport { timed_out: true, .. })
@@ -355,6 +404,7 @@ mod tests {
                 url: "http://x/v1/hashes/00000000".into(),
                 status: 503,
                 message: String::new(),
+                code: String::new(),
                 retry_after: None,
             },
             Error::InvalidUrl {
@@ -385,6 +435,7 @@ mod tests {
             url: "http://p/v1/lists/x/snapshot".into(),
             status: 404,
             message: "unknown list x".into(),
+            code: "unknown_list".into(),
             retry_after: None,
         };
         assert_eq!(

@@ -50,12 +50,20 @@
 //! `Retry-After` has passed if that is later; checks meanwhile end as
 //! [`Verdict::Unverified`](crate::lookup::Verdict::Unverified) with
 //! [`Error::BackingOff`]. One success resets it ([`FullHashBackoff`]).
+//!
+//! A `400 prefix_too_short` ([`Error::is_prefix_too_short`]) is not the
+//! publisher failing but the snapshot held being behind it: it pauses
+//! nothing (the check that met it updates the lists and asks again at the
+//! new snapshot's length) until an update leaves the versions refused as
+//! they were; from then on each refusal at them pauses as any failure
+//! does, but only requests for those versions.
 
 use std::time::{Duration, SystemTime};
 
 use rand::Rng;
 
 use crate::Error;
+use crate::confirm::Versions;
 
 /// An exponential backoff with full jitter: after `n` consecutive failures
 /// the delay is uniform in `[min, min(base × 2^(n-1), cap)]`.
@@ -245,6 +253,21 @@ pub struct FullHashBackoff {
     /// When the pause was set and when it ends (wall clock, so that it
     /// survives a suspended process; a clock running backwards ends it).
     paused: Option<(SystemTime, SystemTime)>,
+    /// The last `400 prefix_too_short` refusal, if none succeeded since.
+    refused: Option<Refusal>,
+}
+
+/// A `400 prefix_too_short` refusal as the backoff keeps it.
+#[derive(Debug, Clone)]
+struct Refusal {
+    /// The snapshot versions the refused request was made for.
+    versions: Versions,
+    /// Whether an update since left the versions as they were: the
+    /// refusal stands, and another one pauses.
+    stands: bool,
+    /// Whether the pause is for these versions alone (set by refusals, not
+    /// by a failure of the publisher).
+    alone: bool,
 }
 
 impl FullHashBackoff {
@@ -268,15 +291,82 @@ impl FullHashBackoff {
         }
     }
 
+    /// Whether a request for snapshot `versions` may be sent at `now`: as
+    /// [`FullHashBackoff::check`], except that a pause set by
+    /// `prefix_too_short` refusals holds only for the versions refused (a
+    /// newer snapshot sizes its requests anew).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::BackingOff`] with the time left while paused.
+    pub fn check_for(&self, now: SystemTime, versions: &Versions) -> Result<(), Error> {
+        match &self.refused {
+            Some(r) if r.alone && r.versions != *versions => Ok(()),
+            _ => self.check(now),
+        }
+    }
+
     /// Records a successful request: the backoff is reset.
     pub fn on_success(&mut self) {
         self.failures = 0;
         self.paused = None;
+        self.refused = None;
+    }
+
+    /// Records a `400 prefix_too_short` ([`Error::is_prefix_too_short`]) to
+    /// a request made for snapshot `versions` at `now`. It pauses nothing
+    /// while no update has shown it to stand: the cure is a newer snapshot,
+    /// not waiting (and a pause that refusals set for other versions ends).
+    /// Once an update left the versions as they were
+    /// ([`FullHashBackoff::on_update_without_change`]), each further refusal
+    /// at them counts as [`FullHashBackoff::on_failure`] does, for requests
+    /// at those versions only ([`FullHashBackoff::check_for`]), so a
+    /// publisher that keeps refusing is not asked at every hit.
+    pub fn on_prefix_too_short(&mut self, versions: &Versions, now: SystemTime, rng: &mut impl Rng) {
+        match &self.refused {
+            Some(r) if r.versions == *versions => {
+                if r.stands {
+                    // A pause for every request (a failure of the
+                    // publisher) is left as it is.
+                    let everything = !r.alone && self.check(now).is_err();
+                    if !everything {
+                        self.on_failure(None, now, rng);
+                    }
+                    if let Some(r) = &mut self.refused {
+                        r.alone = !everything;
+                    }
+                }
+            }
+            other => {
+                if other.as_ref().is_some_and(|r| r.alone) {
+                    self.paused = None;
+                }
+                self.refused = Some(Refusal {
+                    versions: versions.clone(),
+                    stands: false,
+                    alone: false,
+                });
+            }
+        }
+    }
+
+    /// Records that an update ended with the lists at `versions`: a refusal
+    /// at those versions now stands ([`FullHashBackoff::on_prefix_too_short`]).
+    pub fn on_update_without_change(&mut self, versions: &Versions) {
+        if let Some(r) = &mut self.refused
+            && r.versions == *versions
+        {
+            r.stands = true;
+        }
     }
 
     /// Records a failed request at `now` and pauses requests for
     /// [`FULL_HASH_BACKOFF`], or for `retry_after` if that is longer.
     pub fn on_failure(&mut self, retry_after: Option<Duration>, now: SystemTime, rng: &mut impl Rng) {
+        // A failure of the publisher pauses every request.
+        if let Some(r) = &mut self.refused {
+            r.alone = false;
+        }
         self.failures = self.failures.saturating_add(1);
         let mut delay = FULL_HASH_BACKOFF.delay(self.failures, rng);
         if let Some(r) = retry_after {
@@ -341,6 +431,56 @@ mod tests {
         assert!(d >= 10 * MIN && d <= 11 * MIN, "{d:?}");
         let d = s.on_failure(None, &mut r);
         assert!(d <= MIN, "backoff restarted from the base: {d:?}");
+    }
+
+    /// `prefix_too_short` refusals (`FullHashBackoff::on_prefix_too_short`):
+    /// none pauses until an update left the versions refused as they were
+    /// (two checks refused at once, while the update runs, pause nothing);
+    /// then each pauses those versions' requests only; a refusal at other
+    /// versions ends that pause; a failure of the publisher pauses every
+    /// request, and a refusal neither narrows nor shortens that pause.
+    #[test]
+    fn a_prefix_too_short_refusal_pauses_only_the_versions_it_stands_for() {
+        let mut r = rng();
+        let now = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let v1 = Versions::from([("malware".to_owned(), 1)]);
+        let v2 = Versions::from([("malware".to_owned(), 2)]);
+        let mut b = FullHashBackoff::default();
+        b.on_prefix_too_short(&v1, now, &mut r);
+        b.on_prefix_too_short(&v1, now, &mut r);
+        assert!(b.check_for(now, &v1).is_ok());
+        assert_eq!(b.consecutive_failures(), 0);
+        // An update that ended at another version shows nothing.
+        b.on_update_without_change(&v2);
+        b.on_prefix_too_short(&v1, now, &mut r);
+        assert!(b.check_for(now, &v1).is_ok());
+        b.on_update_without_change(&v1);
+        assert!(b.check_for(now, &v1).is_ok());
+        b.on_prefix_too_short(&v1, now, &mut r);
+        assert!(b.check_for(now, &v1).is_err());
+        assert!(b.check_for(now, &v2).is_ok());
+        assert_eq!(b.consecutive_failures(), 1);
+        b.on_prefix_too_short(&v2, now, &mut r);
+        assert!(b.check_for(now, &v1).is_ok() && b.check_for(now, &v2).is_ok());
+        b.on_success();
+        assert!(b.check(now).is_ok());
+
+        // A failure of the publisher (Retry-After 600 s), then refusals that
+        // stand: every request paused, and for the whole 600 s.
+        let mut b = FullHashBackoff::default();
+        b.on_failure(Some(Duration::from_secs(600)), now, &mut r);
+        b.on_prefix_too_short(&v1, now, &mut r);
+        b.on_update_without_change(&v1);
+        b.on_prefix_too_short(&v1, now, &mut r);
+        let later = now + Duration::from_secs(599);
+        assert!(b.check_for(later, &v1).is_err() && b.check_for(later, &v2).is_err());
+        // Refusals that stand, then a failure: every request paused too.
+        let mut b = FullHashBackoff::default();
+        b.on_prefix_too_short(&v1, now, &mut r);
+        b.on_update_without_change(&v1);
+        b.on_prefix_too_short(&v1, now, &mut r);
+        b.on_failure(Some(Duration::from_secs(600)), now, &mut r);
+        assert!(b.check_for(now, &v2).is_err());
     }
 
     #[test]

@@ -434,13 +434,22 @@ impl Session {
         self.stats
     }
 
-    /// How much longer full-hash requests stay paused after failures at
-    /// `now`, or `None` if they are not.
+    /// How much longer full-hash requests for the snapshots held stay
+    /// paused after failures at `now`, or `None` if they are not.
     pub fn full_hash_paused_for(&self, now: SystemTime) -> Option<Duration> {
-        match self.backoff.check(now) {
+        match self.backoff.check_for(now, &self.held_versions()) {
             Err(Error::BackingOff { remaining, .. }) => Some(remaining),
             _ => None,
         }
+    }
+
+    /// The version of each list that has a snapshot, as a check's query
+    /// names them.
+    fn held_versions(&self) -> Versions {
+        self.slots
+            .iter()
+            .filter_map(|slot| Some((slot.name.to_string(), slot.state.as_ref()?.version())))
+            .collect()
     }
 
     fn slot(&self, list: &str) -> Option<&Slot> {
@@ -523,6 +532,11 @@ impl Session {
         let rebase = self.is_rebase(request);
         let result = self.apply_update(request, response, now);
         self.note_rebase(request, rebase && result.is_err());
+        // A `prefix_too_short` refusal at the versions still held stands
+        // (unless the round goes on to the whole snapshot).
+        if !matches!(result, Ok(ListUpdate::NeedSnapshot { .. })) {
+            self.backoff.on_update_without_change(&self.held_versions());
+        }
         match &result {
             Ok(ListUpdate::NeedSnapshot { .. }) => self.stats.delta_fallbacks += 1,
             Ok(_) => {}
@@ -538,6 +552,7 @@ impl Session {
     pub fn update_not_sent(&mut self, request: &ListRequest) {
         let rebase = self.is_rebase(request);
         self.note_rebase(request, rebase);
+        self.backoff.on_update_without_change(&self.held_versions());
     }
 
     /// Whether `request` is a rebase: a snapshot asked for while the list
@@ -666,7 +681,7 @@ impl Session {
                 .decide(&local, &answers, unready.as_ref())
                 .map(CheckStep::Done);
         }
-        if let Err(paused) = self.backoff.check(now) {
+        if let Err(paused) = self.backoff.check_for(now, &versions) {
             for p in misses {
                 answers.insert(p, Err(paused.clone()));
             }
@@ -729,6 +744,15 @@ impl Session {
     /// honoured) and the verdict is [`Verdict::Unverified`], with `block`
     /// by the failure policy. A prefix hit alone is never reported unsafe.
     ///
+    /// An unverified verdict whose reason is the publisher's `400
+    /// prefix_too_short` ([`Error::is_prefix_too_short`]) says the
+    /// session's snapshot is behind the publisher's (the list's request
+    /// prefix length grew): run an update round, and if it brought a new
+    /// version, check the URL again (the JavaScript agent does). Such
+    /// refusals pause nothing until an update response leaves the versions
+    /// refused as they were; from then on each backs off as any failure,
+    /// for those versions only ([`FullHashBackoff::on_prefix_too_short`]).
+    ///
     /// # Errors
     ///
     /// [`Error::NotReady`] when a subscribed list had no snapshot at
@@ -760,7 +784,11 @@ impl Session {
             }
             Err(error) => {
                 self.stats.full_hash_failures += 1;
-                self.backoff.on_failure(error.retry_after(), now, rng);
+                if error.is_prefix_too_short() {
+                    self.backoff.on_prefix_too_short(&versions, now, rng);
+                } else {
+                    self.backoff.on_failure(error.retry_after(), now, rng);
+                }
                 for p in &plan.real {
                     answers.insert(*p, Err(error.clone()));
                 }

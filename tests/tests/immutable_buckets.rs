@@ -366,6 +366,80 @@ async fn agent_confirms_at_immutable_bucket_urls_and_follows_new_versions() {
     server.stop().await;
 }
 
+/// A list that grows more than fourfold in one build lengthens its request
+/// prefixes past what the full-hash routes still answer at the old length
+/// (up to twice `max_bucket_entries`): here 100 URLs at 8 bits become
+/// 20,001 at 12, about 78 full hashes under an 8-bit prefix, over 2 × 32.
+/// An agent still on the old snapshot asks at 8 bits (by `POST`: the old
+/// version's buckets are gone) and is refused, `400 prefix_too_short`.
+/// Before, the hit stayed `unverified` (let through by default) and every
+/// confirmation paused, until the agent's next scheduled update; now the
+/// check updates the list and confirms at the new length, and nothing is
+/// paused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_check_refused_as_prefix_too_short_updates_and_confirms_at_the_new_length() {
+    let dir = tempfile::tempdir().unwrap();
+    let feed = dir.path().join("feed.txt");
+    std::fs::write(&feed, urls("listed.example", 100)).unwrap();
+    let mut cfg = config(dir.path(), "unused", vec![]);
+    let mut list = ListConfig::new("phishing", vec![SourceConfig::file(&feed, SourceFormat::Urls)]);
+    list.min_anonymity = 1;
+    cfg.lists = vec![list];
+    cfg.max_bucket_entries = 32;
+    let server = RunningPublisher::start(cfg).await;
+    let first = wait_served(&server, "phishing").await;
+    let agent = blocksieve_agent::Agent::builder(server.base_url())
+        .list("phishing")
+        .trusted_key(server.public_key())
+        .build()
+        .unwrap();
+    assert!(agent.update().await.unwrap().is_complete());
+    let listed = "http://listed.example/page/7";
+    assert_eq!(
+        agent.lookup_local(listed).unwrap().request_prefixes()[0].bits(),
+        8
+    );
+
+    let new_url = "http://newly-listed.example/page";
+    std::fs::write(&feed, format!("{}{new_url}\n", urls("listed.example", 20_000))).unwrap();
+    server.publisher.build_list(0).await.result.unwrap();
+    let second = served(&server, "phishing").unwrap();
+    assert!(second > first);
+    let old_length = reqwest::Client::new()
+        .post(format!("{}{}", server.base_url(), routes::SEARCH))
+        .json(&serde_json::json!({"prefixes": [RequestPrefix::of(&hash_of(listed), 8).to_string()]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(old_length.status(), 400);
+    assert_eq!(code(old_length).await, "prefix_too_short");
+
+    // Two checks at once, on two 8-bit prefixes: both refused, one update
+    // round between them, both confirmed at 12 bits.
+    let other = (8..100)
+        .map(|i| format!("http://listed.example/page/{i}"))
+        .find(|u| RequestPrefix::of(&hash_of(u), 8) != RequestPrefix::of(&hash_of(listed), 8))
+        .unwrap();
+    let (a, b) = tokio::join!(agent.check_url(listed), agent.check_url(&other));
+    for verdict in [a.unwrap(), b.unwrap()] {
+        assert!(verdict.is_unsafe(), "{verdict:?}");
+    }
+    assert_eq!(agent.snapshot_version("phishing"), Some(second));
+    assert_eq!(
+        agent.lookup_local(listed).unwrap().request_prefixes()[0].bits(),
+        12
+    );
+    let verdict = agent.check_url(new_url).await.unwrap();
+    assert!(verdict.is_unsafe(), "{verdict:?}");
+    let stats = agent.stats();
+    assert!((1..=2).contains(&stats.full_hash_failures), "{stats:?}");
+    assert_eq!(stats.unverified, stats.full_hash_failures, "{stats:?}");
+    assert_eq!(stats.confirmed_unsafe, 3, "{stats:?}");
+    assert_eq!(stats.snapshots_applied, 2, "{stats:?}");
+    assert_eq!(agent.status().full_hash_paused_for, None);
+    server.stop().await;
+}
+
 /// Two subscribed lists: the answer cached for a request prefix holds both
 /// lists' full hashes. A URL listed only on the second list, whose prefix
 /// was fetched (and cached) for a hit on the first, is still unsafe when

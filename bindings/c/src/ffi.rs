@@ -1432,7 +1432,13 @@ unsafe fn complete(
 /// over 34.2 MB (the largest binary answer) makes the verdict `BLOCKSIEVE_UNVERIFIED` (`block` by the
 /// failure policy) and starts or extends the backoff (`Retry-After`
 /// honoured), during which checks needing full hashes answer
-/// `BLOCKSIEVE_UNVERIFIED` at once.
+/// `BLOCKSIEVE_UNVERIFIED` at once. A `400` whose error code is
+/// `prefix_too_short` says the session's snapshot is behind the
+/// publisher's (the list's request prefix length grew): it starts no
+/// backoff until an update response leaves the versions held as they
+/// were; run an update round and, if the versions differ from those held
+/// before the check, check the URL again (the agent functions do so by
+/// themselves).
 ///
 /// `query` is consumed whatever the status (freed; the pointer, and the
 /// request it lent, are invalid afterwards: a second use returns

@@ -13,6 +13,7 @@ use std::rc::Rc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use blocksieve_engine::Error;
+use blocksieve_engine::lookup::Verdict;
 use blocksieve_engine::session::{
     CheckStep, HttpRequest, HttpResponse, ListUpdate, MAX_SEARCH_RESPONSE_BYTES, RequestKind, SavedList,
     Session,
@@ -196,6 +197,9 @@ struct Inner {
     session: RefCell<Session>,
     /// Update requests that got no response, for `stats().updatesFailed`.
     update_transport_failures: Cell<u64>,
+    /// The update round of checks refused as `prefix_too_short`, while one
+    /// runs.
+    refusal_round: RefCell<Option<Promise>>,
     /// The most bytes of a snapshot or delta chain.
     max_snapshot_bytes: u64,
 }
@@ -277,20 +281,65 @@ impl Inner {
         }
     }
 
-    /// A URL check, as `Agent::check_url` in Rust.
-    async fn check(&self, url: &str) -> Result<Value, Error> {
+    /// A URL check, as `Agent::check_url` in Rust: when the publisher
+    /// refuses the request prefix as too short for the list it now serves
+    /// (the snapshot held is behind), an update round, then the check once
+    /// more if that brought a new version.
+    async fn check(self: &Rc<Self>, url: &str) -> Result<Value, Error> {
         let mut rng = rng()?;
-        let step = self.session.borrow_mut().check(url, now(), &mut rng)?;
-        let verdict = match step {
-            CheckStep::Done(verdict) => verdict,
+        // Read before the probe: an update landing while the request is
+        // out makes the versions differ, and the URL is checked again.
+        let before = self.versions();
+        let mut verdict = self.check_once(url, &mut rng).await?;
+        if let Verdict::Unverified { reason, .. } = &verdict
+            && reason.is_prefix_too_short()
+        {
+            if self.versions() == before {
+                self.refusal_round().await;
+            }
+            if self.versions() != before {
+                verdict = self.check_once(url, &mut rng).await?;
+            }
+        }
+        Ok(api::verdict_json(&verdict))
+    }
+
+    /// The update round of checks refused as `prefix_too_short`: one at a
+    /// time, every such check waiting for the one in progress.
+    async fn refusal_round(self: &Rc<Self>) {
+        let running = self.refusal_round.borrow().clone();
+        let round = running.unwrap_or_else(|| {
+            let inner = Rc::clone(self);
+            let round = future_to_promise(async move {
+                let _ = inner.update().await;
+                inner.refusal_round.borrow_mut().take();
+                Ok(JsValue::UNDEFINED)
+            });
+            *self.refusal_round.borrow_mut() = Some(round.clone());
+            round
+        });
+        let _ = JsFuture::from(round).await;
+    }
+
+    /// One check of `url` by the session, with its full-hash request if it
+    /// needs one.
+    async fn check_once(&self, url: &str, rng: &mut StdRng) -> Result<Verdict, Error> {
+        let step = self.session.borrow_mut().check(url, now(), rng)?;
+        match step {
+            CheckStep::Done(verdict) => Ok(verdict),
             CheckStep::NeedFullHashes(query) => {
                 let response = send(&query.request, SEARCH_TIMEOUT, MAX_SEARCH_RESPONSE_BYTES as u64).await;
                 self.session
                     .borrow_mut()
-                    .complete_check(query, response, now(), &mut rng)?
+                    .complete_check(query, response, now(), rng)
             }
-        };
-        Ok(api::verdict_json(&verdict))
+        }
+    }
+
+    /// Each list's snapshot version, `None` for a list without one.
+    fn versions(&self) -> Vec<Option<u64>> {
+        let session = self.session.borrow();
+        session.lists().map(|list| session.version(list)).collect()
     }
 }
 
@@ -323,6 +372,7 @@ impl Agent {
             inner: Rc::new(Inner {
                 session: RefCell::new(session),
                 update_transport_failures: Cell::new(0),
+                refusal_round: RefCell::new(None),
                 max_snapshot_bytes,
             }),
         })

@@ -19,12 +19,12 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 
-import { requestsServed, searchesServed, startPublisher } from "./publisher.mjs";
+import { requestsServed, searchesServed, startPublisher, waitReady } from "./publisher.mjs";
 
 const need = (name) => {
   const value = process.env[name];
@@ -258,4 +258,57 @@ test("save and restore: a restarted agent checks at once and downloads no snapsh
   assert.equal(partial.version, version, JSON.stringify(partial));
   assert.equal(partial.chainErrorKind, "bad_data", JSON.stringify(partial));
   assert.throws(() => refusing.restore("not an array"), { kind: "invalid_input" });
+});
+
+// A list that grows more than fourfold in one build lengthens its request
+// prefixes past what the publisher still answers at the old length (100
+// URLs at 8 bits become 20,001 at 12: about 78 full hashes under an 8-bit
+// prefix, over twice `max_bucket_entries`, 32). An agent still on the old
+// snapshot is refused, `400 prefix_too_short`: it updates and checks again,
+// and the listed URL is unsafe, not unverified (let through by default).
+test("a check refused as prefix_too_short updates the list and confirms at the new length", async () => {
+  const own = mkdtempSync(join(tmpdir(), "blocksieve-wasm-grows-"));
+  const feed = join(own, "feed.txt");
+  const urls = (n) => Array.from({ length: n }, (_, i) => `http://listed.example/page/${i}\n`).join("");
+  writeFileSync(feed, urls(100));
+  writeFileSync(
+    join(own, "config.toml"),
+    [
+      `data_dir = ${JSON.stringify(join(own, "data"))}`,
+      `schedule = "*/2 * * * * *"`,
+      `max_bucket_entries = 32`,
+      `[[lists]]`,
+      `name = "grows"`,
+      `min_anonymity = 1`,
+      `sources = [{ path = ${JSON.stringify(feed)}, format = "urls" }]`,
+      "",
+    ].join("\n"),
+  );
+  const started = await startPublisher(PUBLISHER, join(own, "config.toml"));
+  try {
+    await waitReady(started.base);
+    const agent = new Agent({ publisher: started.base, lists: ["grows"], key: started.key });
+    const [{ version: first }] = (await firstUpdate(agent)).lists;
+    const listed = "http://listed.example/page/7";
+
+    writeFileSync(feed, `${urls(20_000)}http://newly-listed.example/page\n`);
+    // The build of the grown feed (the schedule rebuilds every 2 s).
+    let entries = 0;
+    for (let i = 0; i < 300 && entries < 20_000; i++) {
+      await new Promise((r) => setTimeout(r, 200));
+      const lists = await (await fetch(`${started.base}/v1/lists`)).json();
+      entries = lists.lists.find((l) => l.name === "grows")?.snapshot?.entries ?? 0;
+    }
+    assert.ok(entries > 20_000, `the grown list was not built after version ${first}: ${entries} entries`);
+
+    const verdict = await agent.check(listed);
+    assert.equal(verdict.kind, "unsafe", JSON.stringify(verdict));
+    assert.equal((await agent.check("http://newly-listed.example/page")).kind, "unsafe");
+    const stats = agent.stats();
+    assert.equal(stats.fullHashFailures, 1, JSON.stringify(stats));
+    assert.equal(stats.confirmedUnsafe, 2, JSON.stringify(stats));
+  } finally {
+    started.child.kill();
+    rmSync(own, { recursive: true, force: true });
+  }
 });

@@ -3,7 +3,7 @@
 
 use std::time::SystemTime;
 
-use blocksieve_format::api::{ErrorResponse, FullHashSearchResponse, is_full_hashes_content_type};
+use blocksieve_format::api::{FullHashSearchResponse, is_full_hashes_content_type};
 
 use crate::Error;
 use crate::prefix::SearchAnswer;
@@ -14,10 +14,6 @@ use crate::schedule::parse_retry_after;
 /// ([`MAX_ANSWER_BYTES`](blocksieve_format::api::MAX_ANSWER_BYTES), about
 /// 34.2 MB), so that every answer a publisher sends is read.
 pub const MAX_SEARCH_RESPONSE_BYTES: usize = blocksieve_format::api::MAX_ANSWER_BYTES;
-
-/// The most characters of a publisher's error message kept in
-/// [`Error::Status`].
-const MAX_ERROR_MESSAGE_CHARS: usize = 256;
 
 /// An HTTP method the protocol uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -120,13 +116,5 @@ pub(super) fn status_error(response: &HttpResponse, url: &str, now: SystemTime) 
     } else {
         None
     };
-    let message = serde_json::from_slice::<ErrorResponse>(&response.body)
-        .map(|e| e.error.message.chars().take(MAX_ERROR_MESSAGE_CHARS).collect())
-        .unwrap_or_default();
-    Error::Status {
-        url: url.to_owned(),
-        status: response.status,
-        message,
-        retry_after,
-    }
+    Error::status(url, response.status, &response.body, retry_after)
 }

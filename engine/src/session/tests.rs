@@ -586,6 +586,94 @@ fn a_failed_full_hash_request_is_unverified_and_pauses_requests_for_retry_after(
     assert_eq!(session.stats().full_hash_failures, 4);
 }
 
+/// A `400 prefix_too_short` says the session's snapshot is behind the
+/// publisher's (the list's request prefix length grew): refusals at
+/// version 1 pause nothing, since the host's next step is an update and
+/// the check again; once an update answered nothing newer, a refusal at
+/// version 1 pauses requests for version 1 as any failure does, but not
+/// those of the newer snapshot when it comes. Any other `400` pauses at
+/// once.
+#[test]
+fn a_prefix_too_short_refusal_pauses_only_once_an_update_left_the_version_as_it_was() {
+    let refusal = |code: &str| {
+        HttpResponse {
+        status: 400,
+        headers: Vec::new(),
+        body: format!(r#"{{"error":{{"code":"{code}","message":"a 8-bit prefix selects about 78 full hashes of list malware, more than the limit of 64; send a longer prefix"}}}}"#)
+            .into_bytes(),
+    }
+    };
+    let (mut session, _) = loaded(config());
+    let mut rng = StdRng::seed_from_u64(11);
+    let query = need(session.check(LISTED, at(NOW), &mut rng));
+    let verdict = session
+        .complete_check(query, Ok(refusal("prefix_too_short")), at(NOW), &mut rng)
+        .expect("verdict");
+    let Verdict::Unverified { reason, .. } = &verdict else {
+        panic!("{verdict:?}");
+    };
+    assert!(reason.is_prefix_too_short(), "{reason:?}");
+    assert_eq!(session.full_hash_paused_for(at(NOW)), None);
+    // A second check refused before any update: nothing paused either.
+    let query = need(session.check(LISTED, at(NOW), &mut rng));
+    let verdict = session
+        .complete_check(query, Ok(refusal("prefix_too_short")), at(NOW), &mut rng)
+        .expect("verdict");
+    assert!(verdict.is_unverified(), "{verdict:?}");
+    assert_eq!(session.full_hash_paused_for(at(NOW)), None);
+    // An update with nothing newer, then refused again: paused.
+    let [request] = session.update_requests().try_into().expect("one request");
+    let update = session.handle_update_response(&request, status(304, &[]), at(NOW));
+    assert_eq!(update, Ok(ListUpdate::Unchanged { version: 1 }));
+    let query = need(session.check(LISTED, at(NOW), &mut rng));
+    let verdict = session
+        .complete_check(query, Ok(refusal("prefix_too_short")), at(NOW), &mut rng)
+        .expect("verdict");
+    assert!(verdict.is_unverified(), "{verdict:?}");
+    assert!(session.full_hash_paused_for(at(NOW)).is_some());
+    assert!(matches!(
+        done(session.check(LISTED, at(NOW), &mut rng)),
+        Verdict::Unverified {
+            reason: Error::BackingOff { .. },
+            ..
+        }
+    ));
+    // Version 2 arrives: its requests go out, and are answered.
+    let [request] = session.update_requests().try_into().expect("one request");
+    let Ok(ListUpdate::NeedSnapshot { request, .. }) =
+        session.handle_update_response(&request, status(410, &[]), at(NOW))
+    else {
+        panic!("no snapshot request");
+    };
+    let update = session.handle_update_response(&request, ok(snapshot(2), &[]), at(NOW));
+    assert_eq!(
+        update,
+        Ok(ListUpdate::Updated {
+            previous: Some(1),
+            version: 2
+        })
+    );
+    let query = need(session.check(LISTED, at(NOW), &mut rng));
+    let response = answer(&query, &[LISTED_EXPRESSION], 300);
+    let verdict = session
+        .complete_check(query, Ok(response), at(NOW), &mut rng)
+        .expect("verdict");
+    assert!(verdict.is_unsafe(), "{verdict:?}");
+    assert_eq!(session.full_hash_paused_for(at(NOW)), None);
+
+    // Any other 400 is a failure like any other.
+    let (mut session, _) = loaded(config());
+    let query = need(session.check(LISTED, at(NOW), &mut rng));
+    let verdict = session
+        .complete_check(query, Ok(refusal("bad_prefix")), at(NOW), &mut rng)
+        .expect("verdict");
+    let Verdict::Unverified { reason, .. } = &verdict else {
+        panic!("{verdict:?}");
+    };
+    assert!(!reason.is_prefix_too_short(), "{reason:?}");
+    assert!(session.full_hash_paused_for(at(NOW)).is_some());
+}
+
 #[test]
 fn the_same_seed_makes_the_same_request_and_another_seed_another() {
     let body = |seed| {
