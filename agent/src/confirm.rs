@@ -381,6 +381,7 @@ impl Confirmer {
         };
         let mut first_error = None;
         let mut too_large = None;
+        let mut refused = None;
         for base in &self.shared.base_urls {
             let url = format!("{base}{}", routes::SEARCH);
             let mut date = None;
@@ -393,15 +394,20 @@ impl Confirmer {
                 Err(error @ (Error::Status { status: 413, .. } | Error::ResponseTooLarge { .. })) => {
                     too_large.get_or_insert(error);
                 }
+                Err(error) if error.is_prefix_too_short() => {
+                    refused.get_or_insert(error);
+                }
                 Err(error) => {
                     first_error.get_or_insert(error);
                 }
             }
         }
         // Too large where it was answered at all: the caller asks in parts,
-        // whatever the other base URLs' failures were.
-        // Unreachable without either: `build` guarantees at least one base URL.
-        Err(too_large.or(first_error).unwrap_or(Error::NoLists))
+        // whatever the other base URLs' failures were. Refused as too short
+        // by one: the snapshots are behind, which an update cures (a base
+        // URL that failed otherwise says nothing of that).
+        // Unreachable without any: `build` guarantees at least one base URL.
+        Err(too_large.or(refused).or(first_error).unwrap_or(Error::NoLists))
     }
 }
 

@@ -366,6 +366,55 @@ async fn agent_confirms_at_immutable_bucket_urls_and_follows_new_versions() {
     server.stop().await;
 }
 
+/// A publisher whose list `phishing` (`min_anonymity = 1`,
+/// `max_bucket_entries = 32`) holds 100 URLs at 8-bit request prefixes
+/// until [`Growing::grow`] makes it 20,001 at 12 bits, about 78 full
+/// hashes under an 8-bit prefix: over the 2 × 32 the routes answer at a
+/// length shorter than the list advertises.
+struct Growing {
+    _dir: tempfile::TempDir,
+    feed: std::path::PathBuf,
+    server: RunningPublisher,
+    first: u64,
+}
+
+/// The URL only the grown list holds.
+const GROWN_URL: &str = "http://newly-listed.example/page";
+
+impl Growing {
+    async fn start() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let feed = dir.path().join("feed.txt");
+        std::fs::write(&feed, urls("listed.example", 100)).unwrap();
+        let mut cfg = config(dir.path(), "unused", vec![]);
+        let mut list = ListConfig::new("phishing", vec![SourceConfig::file(&feed, SourceFormat::Urls)]);
+        list.min_anonymity = 1;
+        cfg.lists = vec![list];
+        cfg.max_bucket_entries = 32;
+        let server = RunningPublisher::start(cfg).await;
+        let first = wait_served(&server, "phishing").await;
+        Self {
+            _dir: dir,
+            feed,
+            server,
+            first,
+        }
+    }
+
+    /// Grows the list and builds it: the new version.
+    async fn grow(&self) -> u64 {
+        std::fs::write(
+            &self.feed,
+            format!("{}{GROWN_URL}\n", urls("listed.example", 20_000)),
+        )
+        .unwrap();
+        self.server.publisher.build_list(0).await.result.unwrap();
+        let second = served(&self.server, "phishing").unwrap();
+        assert!(second > self.first);
+        second
+    }
+}
+
 /// A list that grows more than fourfold in one build lengthens its request
 /// prefixes past what the full-hash routes still answer at the old length
 /// (up to twice `max_bucket_entries`): here 100 URLs at 8 bits become
@@ -378,16 +427,8 @@ async fn agent_confirms_at_immutable_bucket_urls_and_follows_new_versions() {
 /// paused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_check_refused_as_prefix_too_short_updates_and_confirms_at_the_new_length() {
-    let dir = tempfile::tempdir().unwrap();
-    let feed = dir.path().join("feed.txt");
-    std::fs::write(&feed, urls("listed.example", 100)).unwrap();
-    let mut cfg = config(dir.path(), "unused", vec![]);
-    let mut list = ListConfig::new("phishing", vec![SourceConfig::file(&feed, SourceFormat::Urls)]);
-    list.min_anonymity = 1;
-    cfg.lists = vec![list];
-    cfg.max_bucket_entries = 32;
-    let server = RunningPublisher::start(cfg).await;
-    let first = wait_served(&server, "phishing").await;
+    let growing = Growing::start().await;
+    let server = &growing.server;
     let agent = blocksieve_agent::Agent::builder(server.base_url())
         .list("phishing")
         .trusted_key(server.public_key())
@@ -400,11 +441,8 @@ async fn a_check_refused_as_prefix_too_short_updates_and_confirms_at_the_new_len
         8
     );
 
-    let new_url = "http://newly-listed.example/page";
-    std::fs::write(&feed, format!("{}{new_url}\n", urls("listed.example", 20_000))).unwrap();
-    server.publisher.build_list(0).await.result.unwrap();
-    let second = served(&server, "phishing").unwrap();
-    assert!(second > first);
+    let second = growing.grow().await;
+    let new_url = GROWN_URL;
     let old_length = reqwest::Client::new()
         .post(format!("{}{}", server.base_url(), routes::SEARCH))
         .json(&serde_json::json!({"prefixes": [RequestPrefix::of(&hash_of(listed), 8).to_string()]}))
@@ -437,7 +475,31 @@ async fn a_check_refused_as_prefix_too_short_updates_and_confirms_at_the_new_len
     assert_eq!(stats.confirmed_unsafe, 3, "{stats:?}");
     assert_eq!(stats.snapshots_applied, 2, "{stats:?}");
     assert_eq!(agent.status().full_hash_paused_for, None);
-    server.stop().await;
+    growing.server.stop().await;
+}
+
+/// The same refusal from a mirror, the first base URL failing otherwise
+/// (`503` to every search): the refusal is what the check acts on (an
+/// update), not the first base URL's failure (a backoff that pauses every
+/// confirmation). Before, the hit stayed `unverified`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_from_a_mirror_is_acted_on_whatever_the_first_base_url_failed_with() {
+    let growing = Growing::start().await;
+    let server = &growing.server;
+    let proxy = blocksieve_tests::fault::FaultProxy::start(&server.base_url()).await;
+    proxy.set_searches(blocksieve_tests::fault::Fault::Status(503));
+    let agent = blocksieve_agent::Agent::builder(proxy.base_url())
+        .mirror(server.base_url())
+        .list("phishing")
+        .trusted_key(server.public_key())
+        .build()
+        .unwrap();
+    assert!(agent.update().await.unwrap().is_complete());
+    let second = growing.grow().await;
+    let verdict = agent.check_url("http://listed.example/page/7").await.unwrap();
+    assert!(verdict.is_unsafe(), "{verdict:?}");
+    assert_eq!(agent.snapshot_version("phishing"), Some(second));
+    growing.server.stop().await;
 }
 
 /// Two subscribed lists: the answer cached for a request prefix holds both
