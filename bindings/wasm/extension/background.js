@@ -283,10 +283,21 @@ async function checkNavigation(tabId, url) {
   }
 }
 
+/** Snapshots and delta chains `running` has applied so far. */
+function updatesApplied(running) {
+  const stats = running.stats();
+  return stats.snapshotsApplied + stats.deltasApplied;
+}
+
 async function decide(tabId, url) {
   let verdict;
   try {
-    verdict = await (await agent()).check(url);
+    const running = await agent();
+    const applied = updatesApplied(running);
+    verdict = await running.check(url);
+    // A check the publisher refused as `prefix_too_short` updated the
+    // lists itself: keep what it brought, as after an update.
+    if (updatesApplied(running) > applied) void keep(running);
   } catch (error) {
     // Unchecked navigations proceed (fail open), as the agent's own
     // "unverified" verdicts do, unless the configuration says

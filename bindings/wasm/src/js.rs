@@ -412,7 +412,8 @@ impl Agent {
     /// What to keep of every list that has a snapshot, to hand to
     /// `restore` after a restart (e.g. in IndexedDB): an array of `{ list,
     /// snapshot, chain, record }`, the last three `Uint8Array`s to store as
-    /// they are. Save after an `update()` that changed a list.
+    /// they are. Save after an `update()` that changed a list, or a
+    /// `check()` that updated the lists itself (`prefix_too_short`).
     pub fn save(&self) -> Array {
         let session = self.inner.session.borrow();
         let out = Array::new();
