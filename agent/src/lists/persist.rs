@@ -1,15 +1,17 @@
 //! Writing a list's snapshot, chain and record to the cache directory:
 //! a failed write is reported and never stops the list from being used;
 //! a snapshot that could not be written is written again before a chain on
-//! it.
+//! it. And reading them back at start.
 
 use std::sync::Arc;
 
-use super::{ListSlot, Lists, UnsavedSnapshot};
+use super::{ListSlot, Lists, Loaded, UnsavedSnapshot};
 use crate::Error;
 use crate::engine::accept::{ListRecord, VersionFloor};
+use crate::engine::update;
 use crate::shared::lock;
 use crate::stats::Counters;
+use crate::status::SnapshotSource;
 
 /// Marks a list's snapshot as not on disk if the round writing it is
 /// cancelled before the write's outcome is known: it is written again
@@ -28,6 +30,70 @@ impl Drop for MarkIfCancelled<'_> {
 }
 
 impl Lists {
+    /// Loads each list's cached snapshot, chain and floor (see
+    /// [`update::restore`]) — an expired snapshot too, which
+    /// then answers flagged stale; quarantines what fails verification.
+    pub(super) fn restore_from_cache(&self) {
+        let Some(store) = &self.store else {
+            return;
+        };
+        let now = self.shared.now();
+        for slot in &self.slots {
+            store.remove_temporaries(&slot.name);
+            let found = store.read(&slot.name, self.max_snapshot_bytes);
+            let mut meta = lock(&slot.meta);
+            for problem in found.problems {
+                if matches!(problem, Error::CorruptCache { .. }) {
+                    Counters::bump(&self.shared.counters.cache_files_quarantined);
+                }
+                meta.last_storage_error = Some(problem);
+            }
+            let restored = update::restore(
+                &slot.name,
+                found.snapshot.as_deref(),
+                found.chain.as_deref(),
+                found.record.as_ref(),
+                &self.trusted_keys,
+                &self.limits,
+            );
+            meta.floor = restored.floor;
+            meta.etag = restored.etag;
+            if let Some(error) = restored.snapshot_error {
+                Counters::bump(&self.shared.counters.cache_files_quarantined);
+                let path = store.snapshot_path(&slot.name);
+                meta.last_storage_error = Some(store.quarantine(&path, error.to_string()));
+            }
+            if let Some(error) = restored.chain_error {
+                // The base alone, with its own floor: the next update asks
+                // for the deltas from the base's version and catches up.
+                if found.chain.is_some() {
+                    Counters::bump(&self.shared.counters.cache_files_quarantined);
+                    let path = store.chain_path(&slot.name);
+                    meta.last_storage_error = Some(store.quarantine(&path, error.to_string()));
+                } else {
+                    meta.last_storage_error = Some(error);
+                }
+            }
+            if restored.chain_applied {
+                meta.chain = found.chain.unwrap_or_default();
+            }
+            if let Some(state) = restored.state {
+                let version = state.version();
+                if state.is_stale(now) {
+                    tracing::warn!(list = %slot.name, version, "snapshot loaded from cache has expired; using it, stale, until a newer one arrives");
+                    Counters::bump(&self.shared.counters.expired_snapshots_loaded_from_cache);
+                } else {
+                    tracing::info!(list = %slot.name, version, "snapshot loaded from cache");
+                }
+                Counters::bump(&self.shared.counters.snapshots_loaded_from_cache);
+                slot.current.store(Some(Arc::new(Loaded {
+                    state,
+                    source: SnapshotSource::Cache,
+                })));
+            }
+        }
+    }
+
     /// Writes the chain applied since the base and the record naming the
     /// version it leads to, if a cache directory is set. A failure is
     /// counted and reported as for a snapshot. A base whose own write failed
