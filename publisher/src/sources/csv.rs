@@ -1,5 +1,7 @@
 //! The `csv` format: the values of one column, named in the header row.
 
+use std::borrow::Cow;
+
 use crate::config::SourceFormat;
 
 use super::options::FormatOptions;
@@ -21,19 +23,22 @@ pub(super) fn parse_csv<S: EntrySink>(bytes: &[u8], options: &FormatOptions, r: 
         last_comment = bytes.get(..end);
         bytes = bytes.get(end + 1..).unwrap_or_default();
     }
+    let bytes = unspaced_quotes(bytes);
+    let bytes = &bytes[..];
     let mut reader = ::csv::ReaderBuilder::new().flexible(true).from_reader(bytes);
-    let mut index = match reader.byte_headers() {
-        Ok(h) => column_of(h, column),
-        Err(_) => None,
+    let (mut index, mut fields) = match reader.byte_headers() {
+        Ok(h) => (column_of(h, column), h.len()),
+        Err(_) => (None, 0),
     };
     r.report.lines += 1; // the header row
     // A header written as the last comment (URLhaus's dumps:
     // `# id,dateadded,url,…`), when the first row names no such column:
     // that row is then data.
     if index.is_none()
-        && let Some(commented) = last_comment.and_then(|c| commented_header(c, column))
+        && let Some((commented, len)) = last_comment.and_then(|c| commented_header(c, column))
     {
         index = Some(commented);
+        fields = len;
         r.report.lines -= 1; // counted with the comments
         reader = ::csv::ReaderBuilder::new()
             .flexible(true)
@@ -50,6 +55,11 @@ pub(super) fn parse_csv<S: EntrySink>(bytes: &[u8], options: &FormatOptions, r: 
         match record {
             Ok(row)
                 if row.len() == 1 && row.get(0).is_some_and(|f| f.trim_ascii_start().starts_with(b"#")) => {}
+            // Trailing empty fields (a comma at the end of each row) are
+            // no shift.
+            Ok(row) if row.iter().skip(fields).any(|f| !f.trim_ascii().is_empty()) => {
+                r.report.reject(row.as_slice(), reason::CSV_MORE_FIELDS);
+            }
             Ok(row) => {
                 let read = row
                     .get(index)
@@ -76,20 +86,76 @@ fn column_of(header: &::csv::ByteRecord, column: &str) -> Option<usize> {
 }
 
 /// The position of `column` in a comment line read as a header row (`#`s
-/// and white space before it removed).
-fn commented_header(comment: &[u8], column: &str) -> Option<usize> {
+/// and white space before it removed), and the header's length.
+fn commented_header(comment: &[u8], column: &str) -> Option<(usize, usize)> {
     let text = comment.trim_ascii_start();
     let text = text.get(text.iter().take_while(|&&b| b == b'#').count()..)?;
+    let text = unspaced_quotes(text.trim_ascii());
     let mut reader = ::csv::ReaderBuilder::new()
         .flexible(true)
         .has_headers(false)
-        .from_reader(text.trim_ascii());
+        .from_reader(&text[..]);
     let mut header = ::csv::ByteRecord::new();
     match reader.read_byte_record(&mut header) {
         // One field is a sentence, not a header (`# url list`).
-        Ok(true) if header.len() > 1 => column_of(&header, column),
+        Ok(true) if header.len() > 1 => Some((column_of(&header, column)?, header.len())),
         _ => None,
     }
+}
+
+/// `bytes` without the white space between a field separator and a
+/// quoted field (`"a", "b"`, as ThreatFox's CSV export writes every row):
+/// a CSV reader takes a field quoted only when the quote comes first, and
+/// would read ` "http://evil.example/a` of `"…", "http://evil.example/a,b"`
+/// up to the comma inside the quotes. Quotes inside a field stay as they
+/// are; borrowed when there is nothing to remove.
+fn unspaced_quotes(bytes: &[u8]) -> Cow<'_, [u8]> {
+    /// Where the reader is in the CSV text.
+    #[derive(Clone, Copy, PartialEq)]
+    enum At {
+        /// At the start of a field.
+        FieldStart,
+        /// Inside an unquoted field (or after a quoted one closed).
+        Unquoted,
+        /// Inside a quoted field.
+        Quoted,
+        /// Just after a quote inside a quoted field: its end, or the first
+        /// of `""`.
+        QuoteInQuoted,
+    }
+    let mut out: Option<Vec<u8>> = None;
+    let mut at = At::FieldStart;
+    let mut i = 0;
+    while let Some(&b) = bytes.get(i) {
+        at = match (at, b) {
+            (At::Quoted, b'"') => At::QuoteInQuoted,
+            (At::Quoted, _) | (At::QuoteInQuoted, b'"') => At::Quoted,
+            (At::FieldStart, b'"') => At::Quoted,
+            (_, b',') => {
+                let spaces = bytes
+                    .get(i + 1..)
+                    .unwrap_or_default()
+                    .iter()
+                    .take_while(|&&c| c == b' ' || c == b'\t')
+                    .count();
+                if spaces > 0 && bytes.get(i + 1 + spaces) == Some(&b'"') {
+                    let out = out.get_or_insert_with(|| bytes.get(..i).unwrap_or_default().to_vec());
+                    out.push(b',');
+                    i += 1 + spaces;
+                    at = At::FieldStart;
+                    continue;
+                }
+                At::FieldStart
+            }
+            (_, b'\n' | b'\r') => At::FieldStart,
+            _ => At::Unquoted,
+        };
+        if let Some(out) = &mut out {
+            out.push(b);
+        }
+        i += 1;
+    }
+    out.map_or(Cow::Borrowed(bytes), Cow::Owned)
 }
 
 #[cfg(test)]
@@ -136,5 +202,64 @@ mod tests {
         let (out, report) = read(b"# the url list\n1,http://a.example/x\n", None);
         assert!(out.is_empty());
         assert_eq!(report.rejected_total(), 1);
+    }
+
+    /// ThreatFox's CSV export writes `", "` between fields: a CSV reader
+    /// takes a field quoted only when its quote comes first, so a URL
+    /// holding a comma was read up to it (`"http://evil.example/a`,
+    /// published as a path no visit has, 0 rejected) and a `""` escape
+    /// kept doubled. The white space before a quoted field is dropped.
+    #[test]
+    fn fields_quoted_after_a_space_are_read_as_quoted() {
+        let export = br#"################################################################
+# ThreatFox IOCs: CSV format                                   #
+################################################################
+#
+# "first_seen_utc","ioc_id","ioc_value","ioc_type","threat_type","fk_malware","malware_alias","malware_printable","last_seen_utc","confidence_level","reference","tags","anonymous","reporter"
+"2024-07-16 06:45:19", "1301611", "http://rocheholding.top/rudolph/five/fre.php", "url", "botnet_cc", "win.lokipws", "Burkina,Loki,LokiBot,LokiPWS", "Loki Password Stealer (PWS)", "2024-07-16 08:11:39", "75", "https://bazaar.abuse.ch/sample/d5/", "lokibot", "0", "abuse_ch"
+"2024-07-16 05:25:36", "1301612", "http://evil.example/a,b.php?x=1,2", "url", "botnet_cc", "x", "", "X", "", "100", "None", "", "0", "abuse_ch"
+"2024-07-16 05:25:36", "1301614", "http://q.example/p?a=""b""", "url", "botnet_cc", "x", "", "X", "", "100", "None", "", "0", "abuse_ch"
+"2024-07-16 05:25:36",	"1301615", "evil-domain.example", "domain", "botnet_cc", "x", "", "X", "", "100", "None", "a, b", "0", "abuse_ch"
+"#;
+        let (out, report) = read(export, Some("ioc_value"));
+        assert_eq!(
+            out,
+            hashes(&[
+                "rocheholding.top/rudolph/five/fre.php",
+                "evil.example/a,b.php?x=1,2",
+                "q.example/p?a=\"b\"",
+                "evil-domain.example/",
+            ])
+        );
+        assert_eq!(report.rejected_total(), 0, "{report:?}");
+        // Unquoted fields and quotes inside a field are left as they are.
+        assert_eq!(&*super::unspaced_quotes(b"a, b,c"), b"a, b,c");
+        assert_eq!(&*super::unspaced_quotes(b"a,x \"q\", \"z\""), b"a,x \"q\",\"z\"");
+        assert_eq!(
+            &*super::unspaced_quotes(b"\"a, \"\"b\"\", \"\"c\"\"\", \"d\""),
+            b"\"a, \"\"b\"\", \"\"c\"\"\",\"d\""
+        );
+    }
+
+    /// A row with more non-empty fields than the header: a comma outside
+    /// quotes shifted its columns. It was read as if aligned, listing
+    /// another column's value (`amazon.com/`, the brand a phishing page
+    /// targets) or a piece of the URL, with nothing rejected; it is now
+    /// refused, saying why. Empty fields at the end (a comma closing each
+    /// row) shift nothing.
+    #[test]
+    fn a_row_with_more_fields_than_the_header_is_refused() {
+        let csv = b"id,target,url,date\n\
+1,Amazon,amazon.com,http://evil.example/,2020\n\
+2,Bank,http://evil2.example/a,b.php,2020\n\
+3,Shop,http://evil3.example/x,2020,,\n";
+        let (out, report) = read(csv, None);
+        assert_eq!(out, hashes(&["evil3.example/x"]));
+        assert_eq!(report.rejected_total(), 2, "{report:?}");
+        assert_eq!(
+            report.rejected.get(super::reason::CSV_MORE_FIELDS),
+            Some(&2),
+            "{report:?}"
+        );
     }
 }

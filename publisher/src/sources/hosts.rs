@@ -135,7 +135,11 @@ pub(super) fn read_domain(name: &[u8], shown: &[u8], v: &mut impl Visit) {
     }
 }
 
-/// A hosts line: `address name [name…]`, or bare names.
+/// A hosts line: `address name [name…]`, or bare names. A field that
+/// cannot be a host name (`//`, `;`, `!`, `(…)`) or a single word ends the
+/// names, refused: what follows is a comment the file did not mark with
+/// `#` (`// targets paypal.com`, `; from example.org`, a category column),
+/// and the names in it are not the line's.
 pub(super) fn read_hosts(text: &[u8], v: &mut impl Visit) {
     let mut fields = split_white(text);
     let Some(first) = fields.next() else { return };
@@ -152,6 +156,10 @@ pub(super) fn read_hosts(text: &[u8], v: &mut impl Visit) {
             continue;
         }
         read_domain(name, name, v);
+        let word = !name.contains(&b'.') && !name.contains(&b':');
+        if word || !is_host_name_like(strip_wildcard(name)) {
+            break;
+        }
     }
     if !named {
         v.rejected(text, reason::HOSTS_NO_NAME);
@@ -183,6 +191,38 @@ mod tests {
         assert_eq!(report.rejected_total(), 1);
         assert_eq!(report.rejected[reason::HOSTS_NO_NAME], 1);
         assert_eq!(report.cleaned[cleaned::COMMENT], 1);
+    }
+
+    /// Comments not marked with `#` after the names (or as the whole line)
+    /// named hosts the line does not list: `0.0.0.0 evil.example //
+    /// targets paypal.com` listed `paypal.com/`, `; Provided by
+    /// malwaredomainlist.com` the provider's site. A field that cannot be a
+    /// host name, or a single word, now ends the names (refused, so the
+    /// report shows it).
+    #[test]
+    fn a_field_that_is_no_host_name_ends_the_names() {
+        let text = b"0.0.0.0 evil.example  // targets paypal.com
+; Provided by malwaredomainlist.com
+! Maintained by example.org
+0.0.0.0 evil2.example\tphishing\tpaypal.com
+0.0.0.0 a.example (bank.example) b.example
+127.0.0.1 c.example localhost d.example
+0.0.0.0 *.e.example f.example
+";
+        let (out, report) = collect(text, SourceFormat::Hosts);
+        assert_eq!(
+            out,
+            hashes(&[
+                "evil.example/",
+                "evil2.example/",
+                "a.example/",
+                "c.example/",
+                "d.example/",
+                "e.example/",
+                "f.example/"
+            ])
+        );
+        assert_eq!(report.rejected_total(), 5, "{report:?}");
     }
 
     #[test]
