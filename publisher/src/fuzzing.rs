@@ -86,12 +86,13 @@ pub fn check_feed(data: &[u8]) {
                         for r in readings {
                             // One expression, or for a URL with `&amp;` one
                             // per level of decoding: the line as written, the
-                            // first `MAX_AMP_LEVELS` levels, the whole; and
-                            // one more for an IPv6 host with an embedded
-                            // IPv4 address (also in hexadecimal).
-                            if !(1..=MAX_AMP_LEVELS + 3).contains(&r.full_hashes.len()) {
+                            // first `MAX_AMP_LEVELS` levels, the whole; one
+                            // more for an IPv6 host with an embedded IPv4
+                            // address (also in hexadecimal), and one for a
+                            // defanged URL's path refanged too.
+                            if !(1..=MAX_AMP_LEVELS + 4).contains(&r.full_hashes.len()) {
                                 broken(
-                                    "a reading publishes one full hash, or one per `&amp;` level and IPv6 form",
+                                    "a reading publishes one full hash, or one per `&amp;` level, IPv6 form and refanged path",
                                 );
                             }
                             hashes.extend(r.full_hashes);

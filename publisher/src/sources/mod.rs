@@ -76,7 +76,8 @@
 //!    a doubled scheme (`http://https://…`), more than two slashes after
 //!    `http:` or `https:` (`http:///host/…`, which the URL Standard's
 //!    parser skips), and a defanged scheme or host, made visitable again
-//!    (`hxxp[:]//evil[.]example/`, also `(.)`, `{.}`, `[dot]`); a host that
+//!    (`hxxp[:]//evil[.]example/`, also `(.)`, `{.}`, `[dot]`; a path
+//!    defanged too is listed both as written and refanged); a host that
 //!    still holds a character no browser accepts in a host is refused
 //!    ([`reason::FORBIDDEN_IN_HOST`]), never listed to match nothing. An
 //!    IPv6 host with an embedded IPv4 address (`[64:ff9b::1.2.3.4]`, in

@@ -78,10 +78,11 @@ fn contains_amp_entity(line: &[u8]) -> bool {
 pub(super) fn url_entry(line: &[u8]) -> Result<UrlEntry<'_>, &'static str> {
     let written = url_canonical(line)?;
     let hex = hex_ipv6_reading(&written);
+    let refanged_path = refanged_path_reading(line, &written);
     if !contains_amp_entity(line) {
         return Ok(UrlEntry {
             first: written,
-            others: hex.into_iter().collect(),
+            others: hex.into_iter().chain(refanged_path).collect(),
         });
     }
     // Decoded a level at a time: a line escaped twice (`&amp;amp;`, as
@@ -106,14 +107,47 @@ pub(super) fn url_entry(line: &[u8]) -> Result<UrlEntry<'_>, &'static str> {
     let Some(first) = readings.pop() else {
         return Ok(UrlEntry {
             first: written,
-            others: hex.into_iter().collect(),
+            others: hex.into_iter().chain(refanged_path).collect(),
         });
     };
     readings.reverse();
     let mut others: Vec<CanonicalForm<'_>> = readings;
     others.push(written);
     others.extend(hex);
+    others.extend(refanged_path);
     Ok(UrlEntry { first, others })
+}
+
+/// For a defanged URL ([`refang`]) whose path or query holds defanged dots
+/// too (`hxxps[:]//evil[.]example/login[.]php`, a feed that defangs every
+/// dot): the URL with those refanged as well, which is the page a browser
+/// visits, when it reads differently from `written` (the line refanged in
+/// its scheme and host only: a path may hold `[.]`, and that reading is
+/// kept). A page on the host the line names either way.
+fn refanged_path_reading(line: &[u8], written: &CanonicalForm<'_>) -> Option<CanonicalForm<'static>> {
+    let refanged = refang(line)?;
+    let mut whole = Vec::with_capacity(refanged.len());
+    let mut rest = &refanged[..];
+    while let Some(&b) = rest.first() {
+        match DEFANGED_DOTS
+            .iter()
+            .find(|d| rest.get(..d.len()).is_some_and(|r| r.eq_ignore_ascii_case(d)))
+        {
+            Some(d) => {
+                whole.push(b'.');
+                rest = rest.get(d.len()..).unwrap_or_default();
+            }
+            None => {
+                whole.push(b);
+                rest = rest.get(1..).unwrap_or_default();
+            }
+        }
+    }
+    if whole == refanged {
+        return None;
+    }
+    let url = url_canonical_owned(&whole).ok()?;
+    (url.most_specific_expression() != written.most_specific_expression()).then_some(url)
 }
 
 /// The canonical host an agent computes for the IPv6 address in `host`
@@ -534,13 +568,34 @@ mod tests {
             (&b"hxxp://evil[.]example/login.php"[..], "evil.example/login.php"),
             (b"hXXps[://]evil(dot)example/", "evil.example/"),
             (b"hxxp[:]//evil{.}example[.]com/a", "evil.example.com/a"),
-            (b"http://evil[DOT]example/a?x=[.]", "evil.example/a?x=[.]"),
-            (b"evil[.]example/p[.]html", "evil.example/p[.]html"),
             (b"http://evil.example/p[.]html", "evil.example/p[.]html"),
         ] {
             assert_eq!(
                 exprs(SourceFormat::Urls, line),
                 Ok(vec![expression.to_owned()]),
+                "{}",
+                line.escape_ascii()
+            );
+        }
+        // Dots defanged in the path too (a feed that defangs every dot):
+        // also the page a browser visits; the path as written is kept.
+        for (line, expressions) in [
+            (
+                &b"http://evil[DOT]example/a?x=[.]"[..],
+                ["evil.example/a?x=[.]", "evil.example/a?x=."],
+            ),
+            (
+                b"evil[.]example/p[.]html",
+                ["evil.example/p[.]html", "evil.example/p.html"],
+            ),
+            (
+                b"hxxps[:]//evil[.]example/login(dot)php",
+                ["evil.example/login(dot)php", "evil.example/login.php"],
+            ),
+        ] {
+            assert_eq!(
+                exprs(SourceFormat::Urls, line),
+                Ok(expressions.map(str::to_owned).to_vec()),
                 "{}",
                 line.escape_ascii()
             );
