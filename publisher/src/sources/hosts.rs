@@ -14,6 +14,11 @@ use super::white::{is_unicode_white, split_white, unquote};
 const HOSTS_BOILERPLATE: &[&str] = &[
     "localhost",
     "localhost.localdomain",
+    // Fedora's and RHEL's default /etc/hosts.
+    "localhost4",
+    "localhost4.localdomain4",
+    "localhost6",
+    "localhost6.localdomain6",
     "local",
     "broadcasthost",
     "ip6-localhost",
@@ -207,6 +212,8 @@ mod tests {
 0.0.0.0 evil2.example\tphishing\tpaypal.com
 0.0.0.0 a.example (bank.example) b.example
 127.0.0.1 c.example localhost d.example
+127.0.0.1   localhost localhost.localdomain localhost4 localhost4.localdomain4
+::1         localhost localhost.localdomain localhost6 localhost6.localdomain6
 0.0.0.0 *.e.example f.example
 ";
         let (out, report) = collect(text, SourceFormat::Hosts);
