@@ -545,8 +545,9 @@ enum blocksieve_status blocksieve_agent_free(struct blocksieve_agent *agent);
 // `BLOCKSIEVE_INVALID_ARGUMENT` for a NULL handle.
 //
 // Thread-safety: any thread, concurrently with the other calls on this
-// handle but `blocksieve_agent_free`; updates are serialised, checks never
-// wait for them.
+// handle but `blocksieve_agent_free`; updates are serialised, checks do
+// not wait for them (but for a check refused as `prefix_too_short`, see
+// `blocksieve_agent_check`).
 //
 // # Safety
 //
@@ -557,7 +558,11 @@ enum blocksieve_status blocksieve_agent_update(const struct blocksieve_agent *ag
 // hash prefixes are probed in the local filters, and a hit is confirmed
 // with the publisher's full hashes (`POST /v1/hashes:search`, cached for
 // the cache duration). A prefix hit alone is never `BLOCKSIEVE_UNSAFE`.
-// Blocks only when a hit needs a request (up to 10 s).
+// Blocks only when a hit needs a request (up to the request timeout, 10 s
+// by default); when the publisher refuses it as `prefix_too_short` (the
+// list grew past the request prefix length of the snapshot held), also
+// for an update round (waited for up to the request timeout) and the
+// request again.
 //
 // `url`: `url_len` bytes of UTF-8. `*out_verdict` receives the verdict
 // (kind, stale, block, full hash, text lengths) whenever the status is
