@@ -48,8 +48,9 @@ struct Inner {
 ///
 /// Cloning is cheap and every clone shares the same filters, caches,
 /// counters and HTTP connection pool; the agent is `Send + Sync` and meant
-/// to be shared by all tasks of a process. URL checks never wait for an
-/// update.
+/// to be shared by all tasks of a process. URL checks do not wait for
+/// updates (but for one the publisher refused as `prefix_too_short`:
+/// [`Agent::check_urls`]).
 ///
 /// ```no_run
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
