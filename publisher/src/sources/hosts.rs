@@ -6,7 +6,7 @@ use blocksieve_format::{CanonError, canonicalize};
 use super::breadth::too_broad;
 use super::entry::{Entry, Read};
 use super::outcome::reason;
-use super::url_entry::hex_ipv6_host;
+use super::url_entry::{hex_ipv6_host, unvisitable_host};
 use super::visit::Visit;
 use super::white::{is_unicode_white, split_white, unquote};
 
@@ -74,6 +74,9 @@ fn domain_entry(name: &[u8]) -> Result<String, &'static str> {
         return Err(reason::NOT_A_HOST_NAME);
     }
     let url = canonicalize(name).map_err(domain_error)?;
+    if let Some(reason) = unvisitable_host(url.host().as_bytes(), url.host_kind()) {
+        return Err(reason);
+    }
     if let Some(reason) = too_broad(url.host().as_bytes(), url.host_kind(), true) {
         return Err(reason);
     }
@@ -230,6 +233,26 @@ mod tests {
             ])
         );
         assert_eq!(report.rejected_total(), 5, "{report:?}");
+    }
+
+    /// Domain entries no browser can visit (an escaped space, control or
+    /// `#` in the host, a character the IDNA mapping refuses) were
+    /// accepted, matching nothing and counted as read; they are refused
+    /// with the reasons a URL entry gets.
+    #[test]
+    fn a_domain_no_browser_visits_is_refused_with_a_true_reason() {
+        for (name, why) in [
+            (&b"evil%20example.com"[..], reason::FORBIDDEN_IN_HOST),
+            (b"evil%00.example", reason::FORBIDDEN_IN_HOST),
+            (b"paypal.com%23.evil.example", reason::FORBIDDEN_IN_HOST),
+            ("paypal.com\u{ff20}evil.example".as_bytes(), reason::IDNA_REFUSED),
+        ] {
+            for format in [SourceFormat::Domains, SourceFormat::Hosts] {
+                let (out, report) = collect(name, format);
+                assert!(out.is_empty(), "{format:?} {}", name.escape_ascii());
+                assert_eq!(report.rejected.get(why), Some(&1), "{format:?} {report:?}");
+            }
+        }
     }
 
     #[test]

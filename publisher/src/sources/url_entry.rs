@@ -34,28 +34,8 @@ fn not_too_broad(url: CanonicalForm<'_>) -> Result<CanonicalForm<'_>, &'static s
     if memchr::memchr2(b'|', b'^', url.host()).is_some() {
         return Err(reason::ADBLOCK_SYNTAX_IN_HOST);
     }
-    // The others the canonical form can hold: `<`, `>`, brackets outside
-    // an IPv6 address (`evil[.]example`, a defanged form `refang` did not
-    // know), and `%`, which it writes only for an escaped byte no host
-    // may hold (white space, a control, `#`, `%`, a byte IDNA refused).
-    let forbidden = |b: &u8| match b {
-        b'<' | b'>' | b'%' => true,
-        b'[' | b']' => url.host_kind() != HostKind::Ipv6,
-        _ => false,
-    };
-    if url.host().iter().any(forbidden) {
-        // `%80` and above: a non-ASCII character this canonicalizer's IDNA
-        // mapping refused, which a browser with a newer Unicode table may
-        // take (e.g. Arabic letters of Unicode 14, U+0870 to U+088E).
-        let escaped_non_ascii = url
-            .host()
-            .windows(3)
-            .any(|w| w[0] == b'%' && matches!(w[1], b'8'..=b'9' | b'A'..=b'F'));
-        return Err(if escaped_non_ascii {
-            reason::IDNA_REFUSED
-        } else {
-            reason::FORBIDDEN_IN_HOST
-        });
+    if let Some(reason) = unvisitable_host(url.host(), url.host_kind()) {
+        return Err(reason);
     }
     if let Some(reason) = too_broad(url.host(), url.host_kind(), is_host_wide(&url)) {
         return Err(reason);
@@ -63,6 +43,34 @@ fn not_too_broad(url: CanonicalForm<'_>) -> Result<CanonicalForm<'_>, &'static s
     // Every canonical URL has an expression (the host and path, at least
     // `/`), so none is rejected for lacking one.
     Ok(url)
+}
+
+/// Why no browser visits the canonical `host` (of kind `kind`), if none
+/// does: it holds `<`, `>`, brackets outside an IPv6 address
+/// (`evil[.]example`, a defanged form `refang` did not know), or `%`,
+/// which the canonical form writes only for an escaped byte no host may
+/// hold (white space, a control, `#`, `%`, a byte IDNA refused). Accepted,
+/// such an entry would be counted as read and match nothing.
+pub(super) fn unvisitable_host(host: &[u8], kind: HostKind) -> Option<&'static str> {
+    let forbidden = |b: &u8| match b {
+        b'<' | b'>' | b'%' => true,
+        b'[' | b']' => kind != HostKind::Ipv6,
+        _ => false,
+    };
+    if !host.iter().any(forbidden) {
+        return None;
+    }
+    // `%80` and above: a non-ASCII character this canonicalizer's IDNA
+    // mapping refused, which a browser with a newer Unicode table may take
+    // (e.g. Arabic letters of Unicode 14, U+0870 to U+088E).
+    let escaped_non_ascii = host
+        .windows(3)
+        .any(|w| w[0] == b'%' && matches!(w[1], b'8'..=b'9' | b'A'..=b'F'));
+    Some(if escaped_non_ascii {
+        reason::IDNA_REFUSED
+    } else {
+        reason::FORBIDDEN_IN_HOST
+    })
 }
 
 /// Whether `line` contains `&amp;`. Most lines have no `&` at all, which
