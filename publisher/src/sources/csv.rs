@@ -16,12 +16,26 @@ pub(super) fn parse_csv<S: EntrySink>(bytes: &[u8], options: &FormatOptions, r: 
     // Comment lines before the header row are skipped (and counted); after
     // it, a row is a comment only when it is one field starting with `#`:
     // a row whose first column starts with `#` (`#3,http://…`) is data.
+    // Blank lines among them are skipped too; a line ends at LF, CR LF or
+    // a lone CR (as the CSV reader ends rows).
     let mut last_comment: Option<&[u8]> = None;
-    while bytes.first() == Some(&b'#') {
+    loop {
+        let end = memchr::memchr2(b'\n', b'\r', bytes).unwrap_or(bytes.len());
+        let line = bytes.get(..end).unwrap_or_default();
+        let comment = line.first() == Some(&b'#');
+        if !comment && (!line.trim_ascii().is_empty() || end == bytes.len()) {
+            break;
+        }
         r.report.lines += 1;
-        let end = memchr::memchr(b'\n', bytes).unwrap_or(bytes.len());
-        last_comment = bytes.get(..end);
-        bytes = bytes.get(end + 1..).unwrap_or_default();
+        if comment {
+            last_comment = Some(line);
+        }
+        let next = if bytes.get(end..end + 2) == Some(b"\r\n") {
+            end + 2
+        } else {
+            end + 1
+        };
+        bytes = bytes.get(next..).unwrap_or_default();
     }
     let bytes = unspaced_quotes(bytes);
     let bytes = &bytes[..];
@@ -261,5 +275,28 @@ mod tests {
             Some(&2),
             "{report:?}"
         );
+    }
+
+    /// The comment block before the header ends lines as the CSV reader
+    /// does (LF, CR LF, a lone CR), and blank lines in or before it are
+    /// skipped: a dump written with CR line ends, or starting with a blank
+    /// line, was refused whole (`no column named "url"`) though its
+    /// commented header names the column.
+    #[test]
+    fn a_comment_block_with_cr_line_ends_or_blank_lines_is_skipped() {
+        for dump in [
+            &b"# abuse.ch\r# id,url\r1,http://a.example/x\r2,http://b.example/y\r"[..],
+            b"\n\n# abuse.ch\r\n\r\n# id,url\r\n1,http://a.example/x\r\n2,http://b.example/y\r\n",
+            b"  \n# id,url\n1,http://a.example/x\n2,http://b.example/y\n",
+        ] {
+            let (out, report) = read(dump, None);
+            assert_eq!(
+                out,
+                hashes(&["a.example/x", "b.example/y"]),
+                "{}: {report:?}",
+                dump.escape_ascii()
+            );
+            assert_eq!(report.rejected_total(), 0, "{report:?}");
+        }
     }
 }
