@@ -91,6 +91,24 @@ fn check_disk(data_dir: &Path, list_dir: &Path, key: &TrustedKey) -> Vec<u64> {
 }
 
 /// Temporary files under `dir` and its directories.
+/// `Publisher::open` of a data directory this process just released.
+/// Another test of this binary spawns processes meanwhile: a child between
+/// its fork and its exec holds a copy of every descriptor, the data
+/// directory's lock too, for that moment (`flock` locks belong to the
+/// open file, and close-on-exec closes the copy only at the exec). So
+/// `InUse` is waited out, for at most 10 s.
+fn reopen(cfg: Config) -> Publisher {
+    let deadline = Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        match Publisher::open(cfg.clone()) {
+            Err(blocksieve_publisher::Error::InUse { .. }) if Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            opened => return opened.unwrap(),
+        }
+    }
+}
+
 fn leftovers(dir: &Path) -> Vec<String> {
     let mut found = Vec::new();
     for entry in std::fs::read_dir(dir).unwrap() {
@@ -135,7 +153,7 @@ fn sigkill_during_builds_never_leaves_a_partial_snapshot() {
 
         // Restart: opening the data directory must find a complete, verifiable
         // snapshot, never a partial one, and clean up temporary files.
-        let publisher = Publisher::open(cfg.clone()).unwrap();
+        let publisher = reopen(cfg.clone());
         let current = publisher.state().lists[0]
             .current
             .load_full()
@@ -184,7 +202,7 @@ fn regression_a_build_killed_before_the_pointer_moved_is_served_on_restart() {
     std::fs::write(list_dir.join("latest"), &pointer).unwrap();
 
     let cfg = Config::from_file(&config).unwrap();
-    let publisher = Publisher::open(cfg).unwrap();
+    let publisher = reopen(cfg);
     let served = publisher.state().lists[0].current.load_full().unwrap();
     let key = publisher.public_key().clone();
     let versions = check_disk(&dir.path().join("data"), &list_dir, &key);
@@ -245,7 +263,7 @@ async fn disk_full_while_publishing_fails_cleanly_and_keeps_the_old_snapshot() {
     let names = leftovers(&list_dir);
     assert!(names.is_empty(), "{names:?}");
     drop(publisher);
-    let reopened = Publisher::open(cfg).unwrap();
+    let reopened = reopen(cfg);
     assert_eq!(
         reopened.state().lists[0]
             .current
