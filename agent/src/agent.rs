@@ -302,24 +302,25 @@ impl Agent {
     {
         let urls: Vec<S> = urls.into_iter().collect();
         let (mut verdicts, refused_at) = self.check_once(urls.iter().map(AsRef::as_ref)).await;
-        let Some(probed) = refused_at else {
+        let Some(swaps) = refused_at else {
             return verdicts;
         };
         // The snapshots probed are behind the publisher's: one update round
-        // (shared by the checks refused at these versions, none if one has
-        // already moved them on), waited for up to the request timeout and
+        // (shared by the checks refused meanwhile, none if one has already
+        // moved a list on), waited for up to the request timeout and
         // otherwise left to finish by itself; then what was left
-        // unverified is checked again if that brought a newer snapshot.
-        let lists = Arc::clone(&self.inner.lists);
-        let held = probed.clone();
-        let round = tokio::spawn(async move { lists.update_all_if_at(&held).await });
+        // unverified is checked again if a list moved on.
+        let lists = &self.inner.lists;
+        let round = tokio::spawn({
+            let lists = Arc::clone(lists);
+            async move { lists.update_all_unless_swapped(swaps).await }
+        });
         let finished = tokio::time::timeout(self.inner.refusal_update_wait, round)
             .await
             .is_ok();
-        let now_held = self.inner.lists.versions();
-        if now_held == probed {
+        if lists.swaps() == swaps {
             if finished {
-                self.inner.confirmer.on_update_without_change(&probed);
+                self.inner.confirmer.on_update_without_change(&lists.versions());
             }
             return verdicts;
         }
@@ -337,16 +338,16 @@ impl Agent {
     }
 
     /// One pass of [`Agent::check_urls`]: the verdicts, and, when a
-    /// full-hash request was refused as `prefix_too_short`, the snapshot
-    /// versions held before the URLs were probed (no newer than those
-    /// probed: an update landing meanwhile makes them differ from the
-    /// versions after, and the URLs are checked again).
+    /// full-hash request was refused as `prefix_too_short`, the lists'
+    /// swap count ([`Lists::swaps`]) read before the URLs were probed: an
+    /// update landing after it makes the count differ, and the URLs are
+    /// checked again.
     async fn check_once<'a>(
         &self,
         urls: impl Iterator<Item = &'a str>,
-    ) -> (Vec<Result<Verdict, Error>>, Option<Versions>) {
+    ) -> (Vec<Result<Verdict, Error>>, Option<u64>) {
         let inner = &self.inner;
-        let held_before = inner.lists.versions();
+        let swaps_before = inner.lists.swaps();
         let counters = &inner.shared.counters;
         let now = inner.shared.now();
         // Each URL's hits on the lists that have a snapshot, and the first
@@ -434,7 +435,7 @@ impl Agent {
                 lookup::unless_unready(verdict, unready.as_ref())
             })
             .collect();
-        (verdicts, refused.then_some(held_before))
+        (verdicts, refused.then_some(swaps_before))
     }
 
     /// Probes the local filters with `url`'s expressions without any

@@ -14,6 +14,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
@@ -147,6 +148,9 @@ pub(crate) struct Lists {
     /// background task, so that two updates cannot race a floor check
     /// against each other's swap (and roll a list back).
     update_lock: tokio::sync::Mutex<()>,
+    /// How many times an update swapped a list's state in: a check reads
+    /// it before probing, and knows afterwards whether any list moved on.
+    swaps: AtomicU64,
     /// The client, clock and counters, shared with the confirmation.
     shared: Arc<Shared>,
 }
@@ -175,6 +179,7 @@ impl Lists {
             cache_dir: settings.cache_dir.clone(),
             store: settings.cache_dir.clone().map(Store::new),
             update_lock: tokio::sync::Mutex::new(()),
+            swaps: AtomicU64::new(0),
             shared,
         };
         lists.restore_from_cache();
@@ -198,6 +203,13 @@ impl Lists {
     /// The version `list`'s state stands for, if it has one.
     pub(crate) fn version(&self, list: &str) -> Option<u64> {
         self.slot(list).and_then(ListSlot::version)
+    }
+
+    /// How many times an update swapped a list's state in so far: read
+    /// before a probe, a different count afterwards means some list moved
+    /// on meanwhile (the probe may have seen either state).
+    pub(crate) fn swaps(&self) -> u64 {
+        self.swaps.load(Ordering::Acquire)
     }
 
     /// The version of each list that has a state.
@@ -293,13 +305,14 @@ impl Lists {
         lists
     }
 
-    /// An update round ([`Lists::update_all`]) unless the lists are no
-    /// longer at `held` once the update lock is had (a round that ran
-    /// meanwhile moved them on): for checks refused as `prefix_too_short`,
-    /// which all wait for one round rather than each run their own.
-    pub(crate) async fn update_all_if_at(&self, held: &Versions) {
+    /// An update round ([`Lists::update_all`]) unless a list's state was
+    /// swapped since [`Lists::swaps`] counted `swaps`, once the update lock
+    /// is had (a round that ran meanwhile moved them on): for checks
+    /// refused as `prefix_too_short`, which all wait for one round rather
+    /// than each run their own.
+    pub(crate) async fn update_all_unless_swapped(&self, swaps: u64) {
         let _round = self.update_lock.lock().await;
-        if self.versions() != *held {
+        if self.swaps() != swaps {
             return;
         }
         for slot in &self.slots {
@@ -531,6 +544,7 @@ impl Lists {
             state,
             source: SnapshotSource::Network,
         })));
+        self.swaps.fetch_add(1, Ordering::Release);
         {
             let mut meta = lock(&slot.meta);
             meta.floor = Some(new_floor);
@@ -726,6 +740,7 @@ impl Lists {
             state,
             source: SnapshotSource::Network,
         })));
+        self.swaps.fetch_add(1, Ordering::Release);
         {
             let mut meta = lock(&slot.meta);
             meta.floor = Some(new_floor);
