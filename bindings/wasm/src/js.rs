@@ -288,16 +288,16 @@ impl Inner {
     async fn check(self: &Rc<Self>, url: &str) -> Result<Value, Error> {
         let mut rng = rng()?;
         // Read before the probe: an update landing while the request is
-        // out makes the versions differ, and the URL is checked again.
-        let before = self.versions();
+        // out makes the count differ, and the URL is checked again.
+        let before = self.applied();
         let mut verdict = self.check_once(url, &mut rng).await?;
         if let Verdict::Unverified { reason, .. } = &verdict
             && reason.is_prefix_too_short()
         {
-            if self.versions() == before {
+            if self.applied() == before {
                 self.refusal_round().await;
             }
-            if self.versions() != before {
+            if self.applied() != before {
                 verdict = self.check_once(url, &mut rng).await?;
             }
         }
@@ -336,10 +336,11 @@ impl Inner {
         }
     }
 
-    /// Each list's snapshot version, `None` for a list without one.
-    fn versions(&self) -> Vec<Option<u64>> {
-        let session = self.session.borrow();
-        session.lists().map(|list| session.version(list)).collect()
+    /// How many snapshots and delta chains the session has applied: a
+    /// different count means some list moved on.
+    fn applied(&self) -> u64 {
+        let stats = self.session.borrow().stats();
+        stats.snapshots_applied + stats.deltas_applied
     }
 }
 
