@@ -44,6 +44,7 @@ pub(super) fn parse_csv<S: EntrySink>(bytes: &[u8], options: &FormatOptions, r: 
         Ok(h) => (column_of(h, column), h.len()),
         Err(_) => (None, 0),
     };
+    let mut has_headers = true;
     r.report.lines += 1; // the header row
     // A header written as the last comment (URLhaus's dumps:
     // `# id,dateadded,url,…`), when the first row names no such column:
@@ -53,12 +54,16 @@ pub(super) fn parse_csv<S: EntrySink>(bytes: &[u8], options: &FormatOptions, r: 
     {
         index = Some(commented);
         fields = len;
+        has_headers = false;
         r.report.lines -= 1; // counted with the comments
         reader = ::csv::ReaderBuilder::new()
             .flexible(true)
             .has_headers(false)
             .from_reader(bytes);
     }
+    // Rows that all carry a column the header does not name (one more
+    // field each) are not shifted: only a row wider than most are is.
+    let fields = fields.max(usual_row_width(bytes, has_headers));
     let Some(index) = index else {
         r.report
             .reject(b"<header>", format!("no column named {column:?}"));
@@ -90,6 +95,27 @@ pub(super) fn parse_csv<S: EntrySink>(bytes: &[u8], options: &FormatOptions, r: 
         r.sink.end_of_line();
     }
 }
+
+/// How many fields most of the first [`WIDTH_SAMPLE`] rows have (the
+/// smallest such count on a tie; 0 without rows).
+fn usual_row_width(bytes: &[u8], has_headers: bool) -> usize {
+    let mut reader = ::csv::ReaderBuilder::new()
+        .flexible(true)
+        .has_headers(has_headers)
+        .from_reader(bytes);
+    let mut widths = std::collections::BTreeMap::<usize, usize>::new();
+    for row in reader.byte_records().take(WIDTH_SAMPLE).flatten() {
+        *widths.entry(row.len()).or_default() += 1;
+    }
+    let most = widths.values().copied().max().unwrap_or(0);
+    widths
+        .into_iter()
+        .find(|&(_, n)| n == most)
+        .map_or(0, |(width, _)| width)
+}
+
+/// How many rows [`usual_row_width`] reads.
+const WIDTH_SAMPLE: usize = 100;
 
 /// The position of the field named `column` (ignoring ASCII case and
 /// surrounding white space) in a header row.
@@ -260,21 +286,38 @@ mod tests {
     /// another column's value (`amazon.com/`, the brand a phishing page
     /// targets) or a piece of the URL, with nothing rejected; it is now
     /// refused, saying why. Empty fields at the end (a comma closing each
-    /// row) shift nothing.
+    /// row) shift nothing, and neither does a column every row has and the
+    /// header does not name.
     #[test]
     fn a_row_with_more_fields_than_the_header_is_refused() {
         let csv = b"id,target,url,date\n\
 1,Amazon,amazon.com,http://evil.example/,2020\n\
 2,Bank,http://evil2.example/a,b.php,2020\n\
-3,Shop,http://evil3.example/x,2020,,\n";
+3,Shop,http://evil3.example/x,2020,,\n\
+4,Mail,http://evil4.example/y,2020\n\
+5,Pay,http://evil5.example/z,2020\n";
         let (out, report) = read(csv, None);
-        assert_eq!(out, hashes(&["evil3.example/x"]));
+        assert_eq!(
+            out,
+            hashes(&["evil3.example/x", "evil4.example/y", "evil5.example/z"])
+        );
         assert_eq!(report.rejected_total(), 2, "{report:?}");
         assert_eq!(
             report.rejected.get(super::reason::CSV_MORE_FIELDS),
             Some(&2),
             "{report:?}"
         );
+        // Every row with a column the header does not name: not a shift,
+        // read as before; a row wider still is.
+        let csv = b"id,url\n\
+1,http://a.example/x,2020-01-01\n\
+2,http://b.example/y,2020-01-02\n\
+3,http://c.example/z,w,2020-01-03\n\
+4,http://d.example/v,2020-01-04\n";
+        let (out, report) = read(csv, None);
+        assert_eq!(out, hashes(&["a.example/x", "b.example/y", "d.example/v"]));
+        assert_eq!(report.rejected.get(super::reason::CSV_MORE_FIELDS), Some(&1));
+        assert_eq!(report.rejected_total(), 1, "{report:?}");
     }
 
     /// The comment block before the header ends lines as the CSV reader

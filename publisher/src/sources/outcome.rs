@@ -90,9 +90,9 @@ pub mod reason {
     pub const JSON_NOT_STRING: &str = "array item is not a string";
     /// A CSV row the CSV reader could not read.
     pub const CSV_MALFORMED: &str = "malformed CSV row";
-    /// A CSV row with more (non-empty) fields than its header: a comma
-    /// outside quotes shifted its columns, and the value under the URL
-    /// column may be another column's (or part of the URL).
+    /// A CSV row with more (non-empty) fields than its header and than most
+    /// rows: a comma outside quotes shifted its columns, and the value
+    /// under the URL column may be another column's (or part of the URL).
     pub const CSV_MORE_FIELDS: &str = "row has more fields than the header (a comma outside quotes?)";
 }
 
