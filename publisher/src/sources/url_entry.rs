@@ -135,23 +135,7 @@ pub(super) fn url_entry(line: &[u8]) -> Result<UrlEntry<'_>, &'static str> {
 fn refanged_path_reading(line: &[u8], written: &CanonicalForm<'_>) -> Option<CanonicalForm<'static>> {
     let refanged = refang(line)?;
     let mut whole = Vec::with_capacity(refanged.len());
-    let mut rest = &refanged[..];
-    while let Some(&b) = rest.first() {
-        match DEFANGED_DOTS
-            .iter()
-            .find(|d| rest.get(..d.len()).is_some_and(|r| r.eq_ignore_ascii_case(d)))
-        {
-            Some(d) => {
-                whole.push(b'.');
-                rest = rest.get(d.len()..).unwrap_or_default();
-            }
-            None => {
-                whole.push(b);
-                rest = rest.get(1..).unwrap_or_default();
-            }
-        }
-    }
-    if whole == refanged {
+    if !refang_dots(&refanged, &mut whole, |_| false).1 {
         return None;
     }
     let url = url_canonical_owned(&whole).ok()?;
@@ -333,27 +317,36 @@ fn refang(line: &[u8]) -> Option<Vec<u8>> {
     let slashes = rest.iter().take_while(|&&b| b == b'/').count();
     out.extend_from_slice(rest.get(..slashes).unwrap_or_default());
     rest = rest.get(slashes..).unwrap_or_default();
-    while let Some(&b) = rest.first() {
-        if matches!(b, b'/' | b'\\' | b'?' | b'#') {
+    let (rest, dots) = refang_dots(rest, &mut out, |b| matches!(b, b'/' | b'\\' | b'?' | b'#'));
+    out.extend_from_slice(rest);
+    (changed || dots).then_some(out)
+}
+
+/// Copies `bytes` to `out` up to the first byte `stop` takes (or the end),
+/// each of [`DEFANGED_DOTS`] as `.`: what is left of `bytes`, and whether a
+/// dot was refanged.
+fn refang_dots<'a>(mut bytes: &'a [u8], out: &mut Vec<u8>, stop: impl Fn(u8) -> bool) -> (&'a [u8], bool) {
+    let mut changed = false;
+    while let Some(&b) = bytes.first() {
+        if stop(b) {
             break;
         }
         let dot = DEFANGED_DOTS
             .iter()
-            .find(|d| rest.get(..d.len()).is_some_and(|r| r.eq_ignore_ascii_case(d)));
+            .find(|d| bytes.get(..d.len()).is_some_and(|r| r.eq_ignore_ascii_case(d)));
         match dot {
             Some(d) => {
                 out.push(b'.');
-                rest = rest.get(d.len()..).unwrap_or_default();
+                bytes = bytes.get(d.len()..).unwrap_or_default();
                 changed = true;
             }
             None => {
                 out.push(b);
-                rest = rest.get(1..).unwrap_or_default();
+                bytes = bytes.get(1..).unwrap_or_default();
             }
         }
     }
-    out.extend_from_slice(rest);
-    changed.then_some(out)
+    (bytes, changed)
 }
 
 /// `s` after a leading `http://` or `https://`, compared ignoring ASCII
