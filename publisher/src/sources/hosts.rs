@@ -246,6 +246,7 @@ mod tests {
             (b"evil%00.example", reason::FORBIDDEN_IN_HOST),
             (b"paypal.com%23.evil.example", reason::FORBIDDEN_IN_HOST),
             ("paypal.com\u{ff20}evil.example".as_bytes(), reason::IDNA_REFUSED),
+            (b"zzzoolight.co.za0.0.0.0", reason::ENDS_IN_A_NUMBER),
         ] {
             for format in [SourceFormat::Domains, SourceFormat::Hosts] {
                 let (out, report) = collect(name, format);

@@ -58,6 +58,13 @@ pub mod reason {
     /// canonical form writes only for an escaped byte no host may hold:
     /// white space, a control, `#`, `%`): no visit can match the entry.
     pub const FORBIDDEN_IN_HOST: &str = "host holds a character no browser accepts in a host (<, >, [, ], or an escaped space, control, # or %): no visit can match it";
+    /// A URL's (or domain entry's) host is a domain name whose last label
+    /// is a number (`1.2.3.256`, `evil.example.0.0.0.0`, a hosts line that
+    /// lost its line end): the URL Standard parses such a host as an IPv4
+    /// address, and browsers refuse the URL when it is not one. The
+    /// entry would match no visit.
+    pub const ENDS_IN_A_NUMBER: &str =
+        "host ends in a number but is not an IPv4 address: browsers refuse it (URL Standard, host parsing)";
     /// A URL's host holds non-ASCII bytes that the canonicalizer's IDNA
     /// mapping (UTS #46) refused, escaped in the canonical form: invalid
     /// UTF-8, a disallowed character, or one newer than its Unicode table

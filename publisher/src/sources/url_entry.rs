@@ -52,6 +52,9 @@ fn not_too_broad(url: CanonicalForm<'_>) -> Result<CanonicalForm<'_>, &'static s
 /// hold (white space, a control, `#`, `%`, a byte IDNA refused). Accepted,
 /// such an entry would be counted as read and match nothing.
 pub(super) fn unvisitable_host(host: &[u8], kind: HostKind) -> Option<&'static str> {
+    if kind == HostKind::Domain && ends_in_a_number(host) {
+        return Some(reason::ENDS_IN_A_NUMBER);
+    }
     let forbidden = |b: &u8| match b {
         b'<' | b'>' | b'%' => true,
         b'[' | b']' => kind != HostKind::Ipv6,
@@ -71,6 +74,28 @@ pub(super) fn unvisitable_host(host: &[u8], kind: HostKind) -> Option<&'static s
     } else {
         reason::FORBIDDEN_IN_HOST
     })
+}
+
+/// The URL Standard's "ends in a number checker" (host parsing): whether
+/// the last label of `host` (a trailing dot aside) is all digits or an
+/// IPv4 number (`0x` and hex digits). A browser parses such a host as an
+/// IPv4 address, and refuses the URL when that fails; a host this
+/// canonicalizer read as an address is not a domain, so every domain
+/// that ends in a number is one no browser visits (`1.2.3.256`,
+/// `evil.example.09`, `a.0x`; not `evil.example.0x1g`, whose last label
+/// is no number).
+fn ends_in_a_number(host: &[u8]) -> bool {
+    let host = host.strip_suffix(b".").unwrap_or(host);
+    let last = host.rsplit(|&b| b == b'.').next().unwrap_or_default();
+    if last.is_empty() {
+        return false;
+    }
+    if last.iter().all(u8::is_ascii_digit) {
+        return true;
+    }
+    last.strip_prefix(b"0x")
+        .or_else(|| last.strip_prefix(b"0X"))
+        .is_some_and(|hex| hex.iter().all(u8::is_ascii_hexdigit))
 }
 
 /// Whether `line` contains `&amp;`. Most lines have no `&` at all, which
@@ -626,6 +651,40 @@ mod tests {
             assert_eq!(
                 exprs(SourceFormat::Urls, line),
                 Err(reason::FORBIDDEN_IN_HOST),
+                "{}",
+                line.escape_ascii()
+            );
+        }
+        // A domain whose last label is a number: browsers parse it as an
+        // IPv4 address and refuse the URL (a hosts line that lost its
+        // line end, `zzzoolight.co.za0.0.0.0`, is one in a real feed).
+        for line in [
+            &b"http://zzzoolight.co.za0.0.0.0/"[..],
+            b"http://1.2.3.256/x",
+            b"http://999.1.1.1/",
+            b"evil.example.09/login",
+            b"http://evil.example.0x/",
+            b"http://evil.example.0XFF./",
+        ] {
+            assert_eq!(
+                exprs(SourceFormat::Urls, line),
+                Err(reason::ENDS_IN_A_NUMBER),
+                "{}",
+                line.escape_ascii()
+            );
+        }
+        // Addresses in any form a browser reads, and labels that only
+        // look numeric, are hosts.
+        for (line, expression) in [
+            (&b"http://0x5d.184.216.34/p"[..], "93.184.216.34/p"),
+            (b"http://1572395042/p", "93.184.216.34/p"),
+            (b"http://evil.example.0x1g/", "evil.example.0x1g/"),
+            (b"http://evil.123a/", "evil.123a/"),
+            (b"http://123.evil.example/", "123.evil.example/"),
+        ] {
+            assert_eq!(
+                exprs(SourceFormat::Urls, line),
+                Ok(vec![expression.to_owned()]),
                 "{}",
                 line.escape_ascii()
             );
