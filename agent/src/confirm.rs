@@ -25,7 +25,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use blocksieve_format::api::{FullHashSearchRequest, routes};
+use blocksieve_format::api::{routes, snapshot_id};
 use tokio::sync::watch;
 
 use crate::Error;
@@ -333,18 +333,21 @@ impl Confirmer {
         // Where the buckets are, for errors that concern no one of them.
         let mut at = String::new();
         for (index, list) in self.lists.iter().enumerate() {
-            let Some(&version) = versions.get(&**list) else {
+            let Some(floor) = versions.get(&**list) else {
                 return Err(Error::NotReady {
                     list: list.to_string(),
                 });
             };
+            // The snapshot's content, not its version alone: another
+            // publisher's build of the same version is not asked.
+            let snapshot = snapshot_id(floor.version, &floor.body_sha256);
             if at.is_empty()
                 && let Some(base) = self.shared.base_urls.first()
             {
-                at = format!("{base}{}", routes::list_hashes_base(list, version));
+                at = format!("{base}{}", routes::list_hashes_base(list, &snapshot));
             }
             for &prefix in &plan.prefixes {
-                let path = routes::list_hashes(list, version, prefix);
+                let path = routes::list_hashes(list, &snapshot, prefix);
                 let shared = Arc::clone(&self.shared);
                 tasks.spawn(async move { (index, prefix, fetch_bucket(&shared, &path).await) });
             }
@@ -375,10 +378,10 @@ impl Confirmer {
         plan: &PlannedRequest,
         versions: &Versions,
     ) -> Result<(SearchAnswer, String), Error> {
-        let request = FullHashSearchRequest {
-            prefixes: plan.prefixes.iter().map(ToString::to_string).collect(),
-            min_versions: versions.clone(),
-        };
+        let request = crate::engine::confirm::search_request(
+            plan.prefixes.iter().map(ToString::to_string).collect(),
+            versions,
+        );
         let mut first_error = None;
         let mut too_large = None;
         let mut refused = None;

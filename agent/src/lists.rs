@@ -12,14 +12,13 @@
 //! ([`crate::updater`]) goes through its methods ([`Lists::update_one`],
 //! [`Lists::time_to_expiry`]).
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use arc_swap::ArcSwapOption;
-use blocksieve_format::api::routes;
+use blocksieve_format::api::{routes, snapshot_id};
 use blocksieve_format::{DecodeLimits, SnapshotHeader, TrustedKey};
 
 use crate::Error;
@@ -86,12 +85,13 @@ struct ListMeta {
     /// Whether `chain` is not known to be on disk (its write failed, or its
     /// round was cancelled mid-write): written again at the next round.
     chain_unsaved: bool,
-    /// The snapshot version whose immutable full-hash buckets the latest
-    /// snapshot response advertised (`X-Blocksieve-Hashes` naming exactly
-    /// the list and the version in use), if it did: only then may full
-    /// hashes be fetched there. `None` for a snapshot restored from the
-    /// cache directory until a download or `304` says so.
-    buckets_advertised: Option<u64>,
+    /// The snapshot whose immutable full-hash buckets the latest snapshot
+    /// response advertised (`X-Blocksieve-Hashes` naming exactly the list
+    /// and the snapshot in use, by its id: version and body hash), if it
+    /// did: only then may full hashes be fetched there. `None` for a
+    /// snapshot restored from the cache directory until a download or
+    /// `304` says so.
+    buckets_advertised: Option<VersionFloor>,
 }
 
 /// A snapshot whose write to the cache directory failed, or whose round
@@ -121,6 +121,11 @@ struct ListSlot {
 impl ListSlot {
     fn version(&self) -> Option<u64> {
         self.current.load().as_ref().map(|l| l.state.version())
+    }
+
+    /// The version and body hash of the snapshot its state stands for.
+    fn floor(&self) -> Option<VersionFloor> {
+        self.current.load().as_ref().map(|l| l.state.floor())
     }
 }
 
@@ -216,15 +221,15 @@ impl Lists {
     pub(crate) fn versions(&self) -> Versions {
         self.slots
             .iter()
-            .filter_map(|slot| Some((slot.name.to_string(), slot.version()?)))
+            .filter_map(|slot| Some((slot.name.to_string(), slot.floor()?)))
             .collect()
     }
 
     /// Whether every subscribed list's latest snapshot response advertised
-    /// the immutable full-hash buckets of exactly the version `versions`
-    /// names for it (the versions a check probed): then its full hashes
+    /// the immutable full-hash buckets of exactly the snapshot `versions`
+    /// names for it (the snapshots a check probed): then its full hashes
     /// may be fetched there, one bucket per list.
-    pub(crate) fn buckets_advertised(&self, versions: &BTreeMap<String, u64>) -> bool {
+    pub(crate) fn buckets_advertised(&self, versions: &Versions) -> bool {
         versions.len() == self.slots.len()
             && self.slots.iter().all(|slot| {
                 let advertised = lock(&slot.meta).buckets_advertised;
@@ -775,15 +780,25 @@ impl Lists {
     }
 
     /// Remembers whether a response about version `version` of `slot`'s
-    /// snapshot advertised that version's immutable full-hash buckets: its
-    /// `advertised` path must be exactly
-    /// [`routes::list_hashes_base`] of the list and version (anything else,
-    /// or nothing, and full hashes are asked by `POST`). Called after the
-    /// swap, so an advertisement never names a version not yet in use.
+    /// snapshot advertised the immutable full-hash buckets of the snapshot
+    /// in use: its `advertised` path must be exactly
+    /// [`routes::list_hashes_base`] of the list and the snapshot's id
+    /// ([`snapshot_id`]: version and body hash; anything else — a version
+    /// alone, another snapshot, nothing — and full hashes are asked by
+    /// `POST`). Called after the swap, so an advertisement never names a
+    /// snapshot not yet in use.
     fn note_buckets(&self, slot: &ListSlot, version: u64, advertised: Option<&str>) {
-        let expected = routes::list_hashes_base(&slot.name, version);
-        let advertised = advertised.is_some_and(|path| path == expected);
-        lock(&slot.meta).buckets_advertised = advertised.then_some(version);
+        let floor = slot
+            .current
+            .load()
+            .as_ref()
+            .map(|l| l.state.floor())
+            .filter(|f| f.version == version);
+        let advertised = floor.filter(|f| {
+            let expected = routes::list_hashes_base(&slot.name, snapshot_id(f.version, &f.body_sha256));
+            advertised.is_some_and(|path| path == expected)
+        });
+        lock(&slot.meta).buckets_advertised = advertised;
     }
 
     /// [`update::take_snapshot`] on the blocking pool: hashing and

@@ -10,15 +10,37 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use blocksieve_format::api::{FullHashSearchRequest, snapshot_id};
+
 use crate::Error;
+use crate::accept::VersionFloor;
 use crate::cache::FullHashCache;
 use crate::lookup::Answer;
 use crate::prefix::{Answers, RequestPrefix};
 
-/// The snapshot version held of each list, by name: what a full-hash
-/// answer must be at least as new as (`min_versions` of the request), and
-/// what cached answers were made for.
-pub type Versions = BTreeMap<String, u64>;
+/// The snapshot held of each list, by name — its version and body hash:
+/// what a full-hash answer must be at least as new as (`min_versions` of
+/// the request) and, at the same version, made from (`snapshots`: another
+/// publisher's build of the same second has another body), and what cached
+/// answers were made for.
+pub type Versions = BTreeMap<String, VersionFloor>;
+
+/// The `POST /v1/hashes:search` body asking for `prefixes` for a check
+/// that probed the snapshots `versions` names: their versions as
+/// `min_versions`, their ids ([`snapshot_id`]) as `snapshots`.
+pub fn search_request(prefixes: Vec<String>, versions: &Versions) -> FullHashSearchRequest {
+    FullHashSearchRequest {
+        prefixes,
+        min_versions: versions
+            .iter()
+            .map(|(list, f)| (list.clone(), f.version))
+            .collect(),
+        snapshots: versions
+            .iter()
+            .map(|(list, f)| (list.clone(), snapshot_id(f.version, &f.body_sha256)))
+            .collect(),
+    }
+}
 
 /// Full-hash answers by request prefix (Safe Browsing v5 semantics: misses
 /// included, each for its cache duration) for one set of snapshot
@@ -136,7 +158,11 @@ mod tests {
     }
 
     fn versions(v: u64) -> Versions {
-        [("malware".to_owned(), v)].into_iter().collect()
+        let floor = VersionFloor {
+            version: v,
+            body_sha256: [0; 32],
+        };
+        [("malware".to_owned(), floor)].into_iter().collect()
     }
 
     #[test]

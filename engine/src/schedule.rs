@@ -350,6 +350,19 @@ impl FullHashBackoff {
         }
     }
 
+    /// Whether the last `400 prefix_too_short` refusal was for `versions`
+    /// and no update has yet left them as they were: the snapshots held
+    /// are behind the publisher's request prefix length, and an update
+    /// round is the cure ([`FullHashBackoff::on_prefix_too_short`]). False
+    /// once an update brought other versions (they size their requests
+    /// anew), or left these as they were (the refusal stands: asking for
+    /// updates again would loop), and after any successful request.
+    pub fn awaits_update(&self, versions: &Versions) -> bool {
+        self.refused
+            .as_ref()
+            .is_some_and(|r| !r.stands && r.versions == *versions)
+    }
+
     /// Records that an update ended with the lists at `versions`: a refusal
     /// at those versions now stands ([`FullHashBackoff::on_prefix_too_short`]).
     pub fn on_update_without_change(&mut self, versions: &Versions) {
@@ -443,8 +456,12 @@ mod tests {
     fn a_prefix_too_short_refusal_pauses_only_the_versions_it_stands_for() {
         let mut r = rng();
         let now = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
-        let v1 = Versions::from([("malware".to_owned(), 1)]);
-        let v2 = Versions::from([("malware".to_owned(), 2)]);
+        let floor = |version| crate::accept::VersionFloor {
+            version,
+            body_sha256: [7; 32],
+        };
+        let v1 = Versions::from([("malware".to_owned(), floor(1))]);
+        let v2 = Versions::from([("malware".to_owned(), floor(2))]);
         let mut b = FullHashBackoff::default();
         b.on_prefix_too_short(&v1, now, &mut r);
         b.on_prefix_too_short(&v1, now, &mut r);

@@ -59,7 +59,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use blocksieve_format::api::{FULL_HASHES_ACCEPT, FullHashSearchRequest, MAX_PREFIXES_PER_REQUEST, routes};
+use blocksieve_format::api::{FULL_HASHES_ACCEPT, MAX_PREFIXES_PER_REQUEST, routes};
 use blocksieve_format::{DecodeLimits, TrustedKey, is_valid_list_name};
 use rand::Rng;
 
@@ -443,12 +443,25 @@ impl Session {
         }
     }
 
+    /// Whether the session should run an update round before checking
+    /// again: a full-hash request was refused as `400 prefix_too_short` at
+    /// the snapshot versions held (the list's request prefix length grew
+    /// past them), and no update response has since left them as they
+    /// were. A URL whose verdict was unverified for that reason is checked
+    /// again once the round brought a newer version. False once it has, or
+    /// once a round ended with the versions as they were (the refusal then
+    /// stands and backs off as any failure: no update loop), and after any
+    /// answered request ([`FullHashBackoff::awaits_update`]).
+    pub fn update_advised(&self) -> bool {
+        self.backoff.awaits_update(&self.held_versions())
+    }
+
     /// The version of each list that has a snapshot, as a check's query
     /// names them.
     fn held_versions(&self) -> Versions {
         self.slots
             .iter()
-            .filter_map(|slot| Some((slot.name.to_string(), slot.state.as_ref()?.version())))
+            .filter_map(|slot| Some((slot.name.to_string(), slot.state.as_ref()?.floor())))
             .collect()
     }
 
@@ -662,15 +675,9 @@ impl Session {
             return Ok(CheckStep::Done(verdict));
         }
         self.stats.prefix_hits += 1;
-        // The versions of the lists probed (a list with no snapshot has
-        // none, and `snapshot_versions` skips it).
-        let versions: Versions = self
-            .slots
-            .iter()
-            .filter(|slot| slot.state.is_some())
-            .map(|slot| slot.name.to_string())
-            .zip(local.snapshot_versions.iter().copied())
-            .collect();
+        // The snapshots of the lists probed (a list with no snapshot has
+        // none, and was not probed).
+        let versions = self.held_versions();
         let mut answers = HashMap::new();
         let prefixes = local.request_prefixes();
         let asked = prefixes.len();
@@ -708,10 +715,10 @@ impl Session {
                 }),
             );
         }
-        let body = FullHashSearchRequest {
-            prefixes: plan.prefixes.iter().map(ToString::to_string).collect(),
-            min_versions: versions.clone(),
-        };
+        let body = crate::confirm::search_request(
+            plan.prefixes.iter().map(ToString::to_string).collect(),
+            &versions,
+        );
         let body = serde_json::to_vec(&body).map_err(|e| Error::UnexpectedResponse {
             url: String::new(),
             reason: format!("cannot encode request: {e}"),

@@ -102,18 +102,22 @@ pub mod routes {
         format!("/v1/hashes/{prefix}")
     }
 
-    /// The path prefix of the full-hash buckets of version `version` of
-    /// list `name`'s snapshot, ending in `/`: the value of
-    /// [`super::HASHES_HEADER`]; a bucket's path is this and its request
-    /// prefix ([`list_hashes`]).
-    pub fn list_hashes_base(name: &str, version: u64) -> String {
-        format!("/v1/lists/{name}/hashes/{version}/")
+    /// The path prefix of the full-hash buckets of list `name`'s snapshot
+    /// `snapshot`, ending in `/`. The publisher advertises its buckets
+    /// under the snapshot's [`super::snapshot_id`] (the value of
+    /// [`super::HASHES_HEADER`]: `/v1/lists/phishing/hashes/1800000000-0123456789abcdef/`),
+    /// which names one snapshot's content; a bare version number is
+    /// answered too. A bucket's path is this and its request prefix
+    /// ([`list_hashes`]).
+    pub fn list_hashes_base(name: &str, snapshot: impl std::fmt::Display) -> String {
+        format!("/v1/lists/{name}/hashes/{snapshot}/")
     }
 
-    /// The immutable path of the full-hash bucket of `prefix` in version
-    /// `version` of list `name`'s snapshot.
-    pub fn list_hashes(name: &str, version: u64, prefix: RequestPrefix) -> String {
-        format!("/v1/lists/{name}/hashes/{version}/{prefix}")
+    /// The immutable path of the full-hash bucket of `prefix` in list
+    /// `name`'s snapshot `snapshot` (its [`super::snapshot_id`], or a
+    /// version number).
+    pub fn list_hashes(name: &str, snapshot: impl std::fmt::Display, prefix: RequestPrefix) -> String {
+        format!("/v1/lists/{name}/hashes/{snapshot}/{prefix}")
     }
 
     /// The path of list `name`'s build history.
@@ -146,12 +150,53 @@ pub const FRESHNESS_HEADER: &str = "x-blocksieve-freshness";
 pub const DELTAS_CONTENT_TYPE: &str = "application/vnd.blocksieve.deltas";
 
 /// The strong entity tag of snapshot `version` whose body hashes to
-/// `body_sha256`, quoted: `"<version>-<first 8 bytes of the hash, hex>"`.
-/// The latest-snapshot and update routes both use it, so an agent that
-/// followed deltas to a version asks with the tag of the snapshot that
-/// version stands for.
+/// `body_sha256`, quoted: `"<version>-<first 8 bytes of the hash, hex>"`
+/// ([`snapshot_id`] in quotes). The latest-snapshot and update routes both
+/// use it, so an agent that followed deltas to a version asks with the tag
+/// of the snapshot that version stands for.
 pub fn snapshot_etag(version: u64, body_sha256: &[u8; 32]) -> String {
-    format!("\"{version}-{}\"", hex::encode(&body_sha256[..8]))
+    format!("\"{}\"", snapshot_id(version, body_sha256))
+}
+
+/// The name of one snapshot's content on the full-hash routes:
+/// `<version>-<first 8 bytes of its body's SHA-256, hex>`, e.g.
+/// `1800000000-0123456789abcdef`. A version number alone does not name
+/// content: two publishers signing with one key (a publisher and its
+/// mirror) whose builds start in the same second publish the same version
+/// with what each fetched. A full-hash answer for another snapshot of the
+/// same version would answer "not listed" for a URL the agent's snapshot
+/// lists; so agents name the snapshot they hold by this id, and a server
+/// holding another refuses (`404 version_gone` on the bucket routes,
+/// `503 other_snapshot` on the search).
+pub fn snapshot_id(version: u64, body_sha256: &[u8; 32]) -> String {
+    format!("{version}-{}", hex::encode(&body_sha256[..8]))
+}
+
+/// Reads a [`snapshot_id`], or a version number alone: the version and,
+/// when given, the first 8 bytes of the body's SHA-256. `None` unless the
+/// version is a decimal number without sign or leading zeros (`0` aside)
+/// and the hash, when given, exactly 16 lowercase hex digits.
+pub fn parse_snapshot_id(text: &str) -> Option<(u64, Option<[u8; 8]>)> {
+    let (version, hash) = match text.split_once('-') {
+        Some((version, hash)) => (version, Some(hash)),
+        None => (text, None),
+    };
+    let canonical = !version.is_empty()
+        && version.bytes().all(|b| b.is_ascii_digit())
+        && (version == "0" || !version.starts_with('0'));
+    let version = canonical.then(|| version.parse().ok()).flatten()?;
+    let hash = match hash {
+        None => None,
+        Some(hex) => {
+            if hex.len() != 16 || !hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+                return None;
+            }
+            let mut out = [0u8; 8];
+            hex::decode_to_slice(hex, &mut out).ok()?;
+            Some(out)
+        }
+    };
+    Some((version, hash))
 }
 
 /// The most hash prefixes in one `POST /v1/hashes:search`, noise prefixes
@@ -473,6 +518,15 @@ pub struct FullHashSearchRequest {
     /// every list; by default, empty.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub min_versions: std::collections::BTreeMap<String, u64>,
+    /// The snapshot the client holds of each threat list, by list name, as
+    /// its [`snapshot_id`] (`<version>-<16 hex digits>`). A server serving
+    /// that list at that very version but with another body (another
+    /// publisher's build of the same second) answers `503 other_snapshot`
+    /// instead of answering from content the client's snapshot is not; at
+    /// a newer version it answers as for `min_versions`. Empty (and left
+    /// out) for clients that send none; by default, empty.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub snapshots: std::collections::BTreeMap<String, String>,
 }
 
 /// `POST /v1/hashes:search` response.
@@ -643,5 +697,42 @@ mod tests {
             routes::list_hashes("malware", 7, RequestPrefix::of(&h, 12))
                 .starts_with(&routes::list_hashes_base("malware", 7))
         );
+        let id = snapshot_id(7, &h.0);
+        assert_eq!(id, format!("7-{}", hex::encode(&h.0[..8])));
+        assert_eq!(snapshot_etag(7, &h.0), format!("\"{id}\""));
+        assert_eq!(
+            routes::list_hashes("malware", &id, RequestPrefix::of(&h, 12)),
+            format!("/v1/lists/malware/hashes/{id}/f9c")
+        );
+    }
+
+    /// A snapshot id is read back; a version alone is a version; anything
+    /// else (signs, leading zeros, short, long or uppercase hex, a second
+    /// dash) is refused.
+    #[test]
+    fn snapshot_ids_are_read_back_exactly() {
+        let body = [0xabu8; 32];
+        let id = snapshot_id(1_800_000_000, &body);
+        assert_eq!(id, "1800000000-abababababababab");
+        assert_eq!(parse_snapshot_id(&id), Some((1_800_000_000, Some([0xab; 8]))));
+        assert_eq!(parse_snapshot_id("7"), Some((7, None)));
+        assert_eq!(parse_snapshot_id("0"), Some((0, None)));
+        for bad in [
+            "",
+            "-",
+            "07",
+            "+7",
+            "7-",
+            "-abababababababab",
+            "7-ababababababab",
+            "7-abababababababab00",
+            "7-ABABABABABABABAB",
+            "7-abababababababag",
+            "7-abababababababab-1",
+            "18446744073709551616",
+            "1e3",
+        ] {
+            assert_eq!(parse_snapshot_id(bad), None, "{bad:?}");
+        }
     }
 }

@@ -24,22 +24,19 @@
 //! The status page `/` (`page`, HTML for operators) is `no-store`, with
 //! its own `Content-Security-Policy`.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::body::{Body, Bytes};
-use axum::extract::rejection::BytesRejection;
+use axum::body::Body;
 use axum::extract::{Path, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Json, Response};
 use axum::routing::{get, post};
 use blocksieve_format::RequestPrefix;
 use blocksieve_format::api::{
-    AnswerError, FULL_HASHES_CONTENT_TYPE, FullHashAnswer, FullHashSearchRequest, FullHashSearchResponse,
-    ListStatus, ListsResponse, MAX_ANSWER_MATCHES, NEXT_CHECK_HEADER, PrefixAnswer, SnapshotStatus,
-    accepts_full_hashes_binary, routes,
+    AnswerError, FULL_HASHES_CONTENT_TYPE, FullHashAnswer, ListStatus, ListsResponse, MAX_ANSWER_MATCHES,
+    NEXT_CHECK_HEADER, PrefixAnswer, SnapshotStatus, accepts_full_hashes_binary, routes,
 };
 use tower_http::compression::CompressionLayer;
 use tower_http::compression::predicate::{Predicate as _, SizeAbove};
@@ -53,13 +50,17 @@ mod history;
 mod hot;
 mod layer;
 pub mod page;
+mod search;
 mod updates;
 
 pub use error::ApiError;
-use error::{body_error, parse_version, shown, unknown_list};
+use error::{parse_snapshot, parse_version, shown, unknown_list};
 pub use hot::Api;
 use layer::GuardLayer;
 use updates::{hashes_header, if_none_match_matches};
+
+pub use search::{Search, parse_search, parse_search_request};
+use search::{other_snapshot, search};
 
 /// Largest request body accepted, in bytes: 1,000 prefixes of 8 hex digits
 /// in JSON are about 12 KiB.
@@ -361,9 +362,11 @@ async fn versioned_snapshot(
     let version = parse_version(&version)?;
     // Serve the current snapshot from memory; older kept ones from disk.
     let mut freshness = None;
+    let mut hashes = None;
     let bytes = match slot.current.load_full() {
         Some(p) if p.header.version == version => {
             freshness = updates::freshness_header(slot, &p);
+            hashes = Some(updates::published_hashes_header(&name, &p));
             p.snapshot.clone()
         }
         _ => {
@@ -385,7 +388,7 @@ async fn versioned_snapshot(
     let etag = format!("\"{version}\"");
     let immutable = HeaderValue::from_static("public, max-age=31536000, immutable");
     let etag_value = HeaderValue::from_str(&etag).unwrap_or(HeaderValue::from_static("\"0\""));
-    let hashes = hashes_header(&name, version);
+    let hashes = hashes.unwrap_or_else(|| hashes_header(&name, version));
     if if_none_match_matches(request.headers(), &etag) {
         return Ok((
             StatusCode::NOT_MODIFIED,
@@ -468,96 +471,6 @@ pub fn parse_request_prefix(text: &str) -> Result<RequestPrefix, ApiError> {
             ),
         )
     })
-}
-
-/// Parses the body of `POST /v1/hashes:search`: a JSON
-/// [`FullHashSearchRequest`] of 1 to `max_prefixes` valid hash prefixes, in
-/// at most [`MAX_REQUEST_BODY_BYTES`]. Pure, so that the handler, unit tests
-/// and the `full_hash_request` fuzz target run the same code.
-///
-/// # Errors
-///
-/// `413 payload_too_large` for a longer body, `400 bad_request` for bad
-/// JSON or no prefixes, `400 too_many_prefixes`, `400 bad_prefix`.
-pub fn parse_search_request(body: &[u8], max_prefixes: usize) -> Result<Vec<RequestPrefix>, ApiError> {
-    parse_search(body, max_prefixes).map(|(prefixes, _)| prefixes)
-}
-
-/// [`parse_search_request`], with the request's `min_versions`.
-///
-/// # Errors
-///
-/// As [`parse_search_request`].
-pub fn parse_search(
-    body: &[u8],
-    max_prefixes: usize,
-) -> Result<(Vec<RequestPrefix>, BTreeMap<String, u64>), ApiError> {
-    if body.len() > MAX_REQUEST_BODY_BYTES {
-        return Err(ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "payload_too_large",
-            format!(
-                "request body of {} bytes, the limit is {MAX_REQUEST_BODY_BYTES}",
-                body.len()
-            ),
-        ));
-    }
-    let request: FullHashSearchRequest = serde_json::from_slice(body).map_err(|e| {
-        ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "bad_request",
-            format!("request body: {}", shown(&e.to_string())),
-        )
-    })?;
-    if request.prefixes.is_empty() {
-        return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "bad_request",
-            "no prefixes given",
-        ));
-    }
-    if request.prefixes.len() > max_prefixes {
-        return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "too_many_prefixes",
-            format!(
-                "{} prefixes in one request, the limit is {max_prefixes}",
-                request.prefixes.len(),
-            ),
-        ));
-    }
-    let prefixes = request
-        .prefixes
-        .iter()
-        .map(|p| parse_request_prefix(p))
-        .collect::<Result<_, _>>()?;
-    Ok((prefixes, request.min_versions))
-}
-
-/// Refuses to answer from older data than the client holds: `503 behind`
-/// when this server serves an older version of a list in `min_versions`
-/// than the client has, or none yet (a replica that has not loaded the
-/// newest build), with `Retry-After: 1` so the client asks again or asks
-/// another server; `404 unknown_list` for a list this server does not serve.
-fn check_not_behind(state: &AppState, min_versions: &BTreeMap<String, u64>) -> Result<(), ApiError> {
-    for (name, &needed) in min_versions {
-        let slot = state.list(name).ok_or_else(|| unknown_list(name))?;
-        let served = slot.current.load().as_deref().map(|p| p.header.version);
-        if served.is_none_or(|v| v < needed) {
-            let served = served.map_or_else(|| "no snapshot".to_owned(), |v| format!("version {v}"));
-            return Err(ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "behind",
-                format!(
-                    "list {}: this server has {served}, the request needs at least version {needed}; \
-                     ask again or ask another server",
-                    shown(name)
-                ),
-            )
-            .retry_after(1));
-        }
-    }
-    Ok(())
 }
 
 /// Refuses a prefix under which some list's expected bucket is larger than
@@ -655,27 +568,37 @@ fn max_age(seconds: u64) -> Option<HeaderValue> {
     })
 }
 
-/// `GET /v1/lists/{name}/hashes/{version}/{prefix}`: the full hashes of
-/// list `name`'s snapshot `version` under `prefix`, padded as
-/// [`list_bucket`] does. The URL names the data exactly, so the answer is
-/// `immutable` and every server that serves that version gives the same
-/// bytes for the same `Accept`. A server that serves another version
-/// refuses rather than answer from other data: `503 behind` (with
-/// `Retry-After`) when it serves an older one or none, `404 version_gone`
-/// when it serves a newer one (the client then asks
-/// `POST /v1/hashes:search` with `min_versions`).
+/// `GET /v1/lists/{name}/hashes/{snapshot}/{prefix}`: the full hashes of
+/// list `name`'s snapshot under `prefix`, padded as [`list_bucket`] does.
+/// `snapshot` is the snapshot's id, `<version>-<16 hex digits of its body
+/// hash>` (as advertised), or a version alone. The URL names the data
+/// exactly, so the answer is `immutable` and every server that serves that
+/// snapshot gives the same bytes for the same `Accept`. A server that
+/// serves another snapshot refuses rather than answer from other data:
+/// `503 behind` (with `Retry-After`) when it serves an older version or
+/// none, `404 version_gone` when it serves a newer one, `404
+/// other_snapshot` when its snapshot of that version has another body
+/// (another publisher's build of the same second); the client then asks
+/// another server, or `POST /v1/hashes:search` with `min_versions`.
 async fn list_hashes(
     State(state): State<Arc<AppState>>,
     Path((name, version, prefix_text)): Path<(String, String, String)>,
     request: Request,
 ) -> Result<Response, ApiError> {
     let slot = state.list(&name).ok_or_else(|| unknown_list(&name))?;
-    let version = parse_version(&version)?;
+    let (version, hash) = parse_snapshot(&version)?;
     let prefix = parse_request_prefix(&prefix_text)?;
     let current = slot.current.load_full();
     let served = current.as_deref().map(|p| p.header.version);
     let published = match current {
-        Some(p) if p.header.version == version => p,
+        Some(p) if p.header.version == version => {
+            if let Some(hash) = hash
+                && p.header.body_sha256[..8] != hash[..]
+            {
+                return Err(other_snapshot(&name, &p.header, &hash).with_status(StatusCode::NOT_FOUND));
+            }
+            p
+        }
         Some(p) if p.header.version > version => {
             return Err(ApiError::new(
                 StatusCode::NOT_FOUND,
@@ -826,61 +749,11 @@ fn answer_too_large(count: usize, matches: u64) -> ApiError {
     )
 }
 
-async fn search(
-    State(state): State<Arc<AppState>>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<Response, ApiError> {
-    let is_json = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| {
-            let essence = v.split(';').next().unwrap_or("").trim();
-            essence.eq_ignore_ascii_case("application/json") || essence.ends_with("+json")
-        });
-    if !is_json {
-        return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "bad_request",
-            "expected a body with Content-Type: application/json",
-        ));
-    }
-    let body = body.map_err(|e| body_error(&e))?;
-    let (prefixes, min_versions) = parse_search(&body, state.max_prefixes_per_request)?;
-    check_not_behind(&state, &min_versions)?;
-    // A request that names the lists it holds (`min_versions`) is answered
-    // for those lists only, and only their buckets count against the cap:
-    // a list the client does not subscribe to, larger than its lists, must
-    // not get its prefixes refused (and is of no use to it).
-    let among = |name: &str| min_versions.is_empty() || min_versions.contains_key(name);
-    let prefixes = prefixes
-        .into_iter()
-        .map(|p| check_bucket_size(&state, p, among))
-        .collect::<Result<Vec<_>, _>>()?;
-    if min_versions.is_empty() {
-        check_ready(&state)?;
-    }
-    check_answer_size(&state, &prefixes, among)?;
-    let results = prefixes
-        .into_iter()
-        .map(|prefix| PrefixAnswer {
-            prefix,
-            matches: buckets::bucket(&state, prefix, among),
-        })
-        .collect();
-    let answer = FullHashAnswer {
-        results,
-        cache_duration_s: state.cache_duration.as_secs(),
-    };
-    full_hash_answer(&headers, answer, |a| {
-        Json(FullHashSearchResponse::from(a)).into_response()
-    })
-}
-
 #[cfg(test)]
 mod tests {
+    use axum::body::Bytes;
     use blocksieve_format::FullHash;
-    use blocksieve_format::api::{ErrorResponse, ListedFullHash};
+    use blocksieve_format::api::{ErrorResponse, FullHashSearchResponse, ListedFullHash};
 
     use super::*;
 

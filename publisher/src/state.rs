@@ -61,7 +61,7 @@ impl Published {
     /// Wraps a snapshot, its sorted hashes and the delta chain ending at it.
     pub fn new(header: SnapshotHeader, snapshot: Vec<u8>, hashes: Vec<FullHash>, deltas: Chain) -> Self {
         let etag = blocksieve_format::api::snapshot_etag(header.version, &header.body_sha256);
-        let headers = SnapshotHeaders::new(&header.list_name, header.version, &etag);
+        let headers = SnapshotHeaders::new(&header.list_name, header.version, &header.body_sha256, &etag);
         let starts = bucket_starts(&hashes);
         Self {
             header,
@@ -139,15 +139,18 @@ pub struct SnapshotHeaders {
 }
 
 impl SnapshotHeaders {
-    /// The values for version `version` of list `list`, entity tag `etag`.
-    pub fn new(list: &str, version: u64, etag: &str) -> Self {
-        use blocksieve_format::api::routes;
+    /// The values for version `version` of list `list` whose body hashes
+    /// to `body_sha256`, entity tag `etag`. Its buckets are advertised
+    /// under its [`snapshot_id`](blocksieve_format::api::snapshot_id),
+    /// which names its content, not the version alone.
+    pub fn new(list: &str, version: u64, body_sha256: &[u8; 32], etag: &str) -> Self {
+        use blocksieve_format::api::{routes, snapshot_id};
         Self {
             list: list.to_owned(),
             etag: HeaderValue::from_str(etag).ok(),
             version_url: HeaderValue::from_str(&routes::versioned_snapshot(list, version))
                 .unwrap_or(HeaderValue::from_static("/")),
-            hashes: HeaderValue::from_str(&routes::list_hashes_base(list, version))
+            hashes: HeaderValue::from_str(&routes::list_hashes_base(list, snapshot_id(version, body_sha256)))
                 .unwrap_or(HeaderValue::from_static("/")),
         }
     }

@@ -65,7 +65,24 @@ impl RunningPublisher {
     ///
     /// When the publisher cannot be opened or the port cannot be bound.
     pub async fn start(config: Config) -> Self {
+        Self::run(Publisher::open(config).expect("open publisher")).await
+    }
+
+    /// [`Self::start`], its builds recording `unix_seconds` as their time
+    /// ([`Publisher::set_build_time`]): the version every build takes when
+    /// there is no newer one before it, as two publishers whose builds
+    /// start in the same second get.
+    ///
+    /// # Panics
+    ///
+    /// As [`Self::start`].
+    pub async fn start_at(config: Config, unix_seconds: u64) -> Self {
         let publisher = Publisher::open(config).expect("open publisher");
+        publisher.set_build_time(unix_seconds);
+        Self::run(publisher).await
+    }
+
+    async fn run(publisher: Publisher) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("local addr");
         let (tx, rx) = oneshot::channel();

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use blocksieve_format::api::{
     ErrorResponse, FULL_HASHES_ACCEPT, FULL_HASHES_CONTENT_TYPE, FullHashAnswer, FullHashResponse,
-    HASHES_HEADER, routes,
+    HASHES_HEADER, routes, snapshot_id,
 };
 use blocksieve_format::{FullHash, RequestPrefix};
 use blocksieve_publisher::internal::sources::url_expression;
@@ -24,6 +24,16 @@ fn served(server: &RunningPublisher, name: &str) -> Option<u64> {
     let state = server.publisher.state();
     let slot = state.list(name)?;
     slot.current.load().as_ref().map(|p| p.header.version)
+}
+
+/// The id (version and body hash) of the snapshot list `name` of `server`
+/// serves.
+fn served_id(server: &RunningPublisher, name: &str) -> String {
+    let state = server.publisher.state();
+    let slot = state.list(name).unwrap();
+    let current = slot.current.load();
+    let header = &current.as_ref().unwrap().header;
+    snapshot_id(header.version, &header.body_sha256)
 }
 
 /// Waits until list `name` of `server` serves a snapshot; its version.
@@ -88,10 +98,15 @@ async fn list_bucket_urls_answer_only_the_version_they_name() {
         .send()
         .await
         .unwrap();
-    let advertised = routes::list_hashes_base("alpha", version);
-    assert_eq!(advertised, format!("/v1/lists/alpha/hashes/{version}/"));
+    // Under the snapshot's id (its version and body hash), which is also
+    // the text of its ETag: a URL names one snapshot's content.
+    let id = served_id(&server, "alpha");
+    let advertised = routes::list_hashes_base("alpha", &id);
+    assert_eq!(advertised, format!("/v1/lists/alpha/hashes/{id}/"));
+    assert!(id.starts_with(&format!("{version}-")), "{id}");
     assert_eq!(latest.headers()[HASHES_HEADER], advertised.as_str());
     let etag = latest.headers()["etag"].to_str().unwrap().to_owned();
+    assert_eq!(etag, format!("\"{id}\""));
     let not_modified = client
         .get(format!("{base}{}", routes::latest_snapshot("alpha")))
         .header("if-none-match", &etag)
@@ -169,6 +184,29 @@ async fn list_bucket_urls_answer_only_the_version_they_name() {
     assert!(parsed.matches.iter().any(|m| m.full_hash == hash.to_string()));
     let json_again = get(bucket_url.clone(), None).await.unwrap();
     assert_eq!(json_again.bytes().await.unwrap(), json_bytes);
+    // The version alone names the same bucket (clients that do not send
+    // the id).
+    let by_version = get(
+        format!("{base}{}", routes::list_hashes("alpha", version, prefix)),
+        Some(FULL_HASHES_ACCEPT),
+    )
+    .await
+    .unwrap();
+    assert_eq!(by_version.status(), 200);
+    assert_eq!(by_version.bytes().await.unwrap(), bytes);
+    // Another snapshot of the same version (another publisher's build of
+    // the same second): refused, never answered from this one's content.
+    let other = format!("{version}-{}", "0".repeat(16));
+    assert_ne!(other, id);
+    let refused = get(
+        format!("{base}{}", routes::list_hashes("alpha", &other, prefix)),
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(refused.status(), 404);
+    assert_eq!(refused.headers()["cache-control"], "no-store");
+    assert_eq!(code(refused).await, "other_snapshot");
 
     // Any other version, list or text: an error, never stored.
     let newer = get(
@@ -218,6 +256,21 @@ async fn list_bucket_urls_answer_only_the_version_they_name() {
             "bad_version",
         ),
         (format!("/v1/lists/alpha/hashes/abc/{prefix}"), 400, "bad_version"),
+        (
+            format!("/v1/lists/alpha/hashes/{version}-abc/{prefix}"),
+            400,
+            "bad_version",
+        ),
+        (
+            format!("/v1/lists/alpha/hashes/{}/{prefix}", id.to_uppercase()),
+            400,
+            "bad_version",
+        ),
+        (
+            format!("/v1/lists/alpha/hashes/{id}-0/{prefix}"),
+            400,
+            "bad_version",
+        ),
         (format!("/v1/lists/alpha/hashes/{version}/ABC"), 400, "bad_prefix"),
         (format!("/v1/lists/alpha/hashes/{version}/a"), 400, "bad_prefix"),
         (
@@ -252,7 +305,7 @@ async fn list_bucket_urls_answer_only_the_version_they_name() {
         .send()
         .await
         .unwrap();
-    let advertised = routes::list_hashes_base("alpha", rebuilt);
+    let advertised = routes::list_hashes_base("alpha", served_id(&server, "alpha"));
     assert_eq!(latest.headers()[HASHES_HEADER], advertised.as_str());
     let fresh = get(format!("{base}{advertised}{prefix}"), Some(FULL_HASHES_ACCEPT))
         .await
@@ -633,6 +686,139 @@ async fn a_lagging_server_leads_to_post_and_never_to_safe() {
     assert_eq!(stats.immutable_bucket_fallbacks, 0, "{stats:?}");
     assert_eq!(route_requests(&current, routes::SEARCH).await, 0);
     lagging.stop().await;
+    current.stop().await;
+}
+
+/// Two publishers signing with one key (a publisher and its mirror) whose
+/// builds start in the same second publish the same version number, each
+/// with what it fetched: here the mirror's feed lacks a URL the agent's
+/// snapshot lists. Its full-hash requests then reach the mirror (a load
+/// balancer, or the first base URL down). Before, the mirror answered the
+/// bucket of "version V" and the search with `min_versions` V from its own
+/// content, and the listed URL came back **safe** (both paths). The
+/// requests now name the snapshot by its id (version and body hash): the
+/// mirror refuses both (`404 other_snapshot`, `503 other_snapshot`), and
+/// the verdict is unverified; back at the first publisher it is unsafe.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_snapshot_of_the_same_version_never_answers_for_the_agents() {
+    use blocksieve_tests::fault::FaultProxy;
+    let dir = tempfile::tempdir().unwrap();
+    let new_url = "http://newly-listed.example/page/0";
+    let (old_feed, new_feed) = (dir.path().join("old.txt"), dir.path().join("new.txt"));
+    std::fs::write(&old_feed, urls("listed.example", 20)).unwrap();
+    std::fs::write(&new_feed, format!("{new_url}\n{}", urls("listed.example", 20))).unwrap();
+    let key = dir.path().join("signing.key");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let start = |data: &str, feed: &std::path::Path| {
+        let mut cfg = config(&dir.path().join(data), "unused", vec![]);
+        cfg.lists = vec![file_list("phishing", feed, 12)];
+        cfg.signing_key = Some(key.clone());
+        RunningPublisher::start_at(cfg, now)
+    };
+    // The first opens (and creates) the key, then the mirror.
+    let current = start("current", &new_feed).await;
+    let version = wait_served(&current, "phishing").await;
+    let mirror = start("mirror", &old_feed).await;
+    assert_eq!(
+        wait_served(&mirror, "phishing").await,
+        version,
+        "same build second"
+    );
+    assert_ne!(served_id(&mirror, "phishing"), served_id(&current, "phishing"));
+
+    for advertised in [true, false] {
+        let proxy = FaultProxy::start(&current.base_url()).await;
+        if advertised {
+            proxy.relay_bucket_advertisement();
+        }
+        let agent = blocksieve_agent::Agent::builder(proxy.base_url())
+            .list("phishing")
+            .trusted_key(current.public_key())
+            .build()
+            .unwrap();
+        assert!(agent.update().await.unwrap().is_complete());
+        assert_eq!(agent.status().lists[0].version, Some(version));
+        assert!(!agent.lookup_local(new_url).unwrap().hits.is_empty());
+        proxy.set_upstream(&mirror.base_url());
+        let verdict = agent.check_url(new_url).await.unwrap();
+        assert!(
+            matches!(verdict, blocksieve_agent::Verdict::Unverified { .. }),
+            "{new_url} answered by another snapshot of version {version} (buckets advertised: {advertised}): {verdict:?}"
+        );
+        let stats = agent.stats();
+        assert_eq!(stats.immutable_bucket_requests, 0, "{stats:?}");
+        assert_eq!(
+            stats.immutable_bucket_fallbacks,
+            u64::from(advertised),
+            "{stats:?}"
+        );
+        assert_eq!(stats.full_hash_failures, 1, "{stats:?}");
+        assert_eq!(stats.false_prefix_hits, 0, "{stats:?}");
+    }
+    // What the mirror said, by route.
+    let client = reqwest::Client::new();
+    let base = mirror.base_url();
+    let id = served_id(&current, "phishing");
+    let prefix = RequestPrefix::of(&hash_of(new_url), 12);
+    let bucket = client
+        .get(format!("{base}{}", routes::list_hashes("phishing", &id, prefix)))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bucket.status(), 404);
+    assert_eq!(code(bucket).await, "other_snapshot");
+    let search = client
+        .post(format!("{base}{}", routes::SEARCH))
+        .json(&serde_json::json!({
+            "prefixes": [prefix.to_string()],
+            "min_versions": {"phishing": version},
+            "snapshots": {"phishing": id},
+        }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(search.status(), 503);
+    assert_eq!(code(search).await, "other_snapshot");
+    // Its own snapshot's id, or none (a client that sends no ids), is
+    // answered as before.
+    let own = served_id(&mirror, "phishing");
+    let search = client
+        .post(format!("{base}{}", routes::SEARCH))
+        .json(&serde_json::json!({
+            "prefixes": [prefix.to_string()],
+            "min_versions": {"phishing": version},
+            "snapshots": {"phishing": own},
+        }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(search.status(), 200);
+    let malformed = client
+        .post(format!("{base}{}", routes::SEARCH))
+        .json(&serde_json::json!({
+            "prefixes": [prefix.to_string()],
+            "snapshots": {"phishing": format!("{version}")},
+        }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(malformed.status(), 400);
+    assert_eq!(code(malformed).await, "bad_request");
+
+    // With the first publisher answering again: unsafe.
+    let agent = blocksieve_agent::Agent::builder(current.base_url())
+        .mirror(mirror.base_url())
+        .list("phishing")
+        .trusted_key(current.public_key())
+        .build()
+        .unwrap();
+    assert!(agent.update().await.unwrap().is_complete());
+    let verdict = agent.check_url(new_url).await.unwrap();
+    assert!(verdict.is_unsafe(), "{verdict:?}");
+    mirror.stop().await;
     current.stop().await;
 }
 

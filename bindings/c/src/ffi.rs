@@ -1441,9 +1441,9 @@ unsafe fn complete(
 /// `prefix_too_short` says the session's snapshot is behind the
 /// publisher's (the list's request prefix length grew): it starts no
 /// backoff until an update response leaves the versions held as they
-/// were; run an update round and, if the versions differ from those held
-/// before the check, check the URL again (the agent functions do so by
-/// themselves).
+/// were; `blocksieve_session_update_advised` then says true: run an update
+/// round and, if it brings a newer version, check the URL again (the
+/// agent functions do so by themselves).
 ///
 /// `query` is consumed whatever the status (freed; the pointer, and the
 /// request it lent, are invalid afterwards: a second use returns
@@ -1759,7 +1759,7 @@ pub unsafe extern "C" fn blocksieve_request_header(
 /// The request's body: `*out_body` receives a pointer to `*out_len` bytes
 /// valid until the request is freed (or its query consumed); NULL and 0
 /// for a `GET`. A full-hash search's body is JSON
-/// (`{"prefixes":[...],"min_versions":{...}}`).
+/// (`{"prefixes":[...],"min_versions":{...},"snapshots":{...}}`).
 ///
 /// Returns `BLOCKSIEVE_OK` or `BLOCKSIEVE_INVALID_ARGUMENT`.
 ///
@@ -1854,6 +1854,44 @@ pub unsafe extern "C" fn blocksieve_session_list_version(
         // SAFETY: non-NULL and aligned (checked), writable by the caller's
         // guarantee.
         unsafe { out_version.write(version) };
+        Ok(())
+    })
+}
+
+/// Whether to run an update round before checking again, into
+/// `*out_advised`: true when a full-hash request was refused as `400
+/// prefix_too_short` (its check answered `BLOCKSIEVE_UNVERIFIED`) at the
+/// snapshot versions the session holds, and no update response has since
+/// left them as they were — the publisher's request prefix length for a
+/// list grew past the session's snapshot. Run an update round; if it
+/// brings a newer version (`BLOCKSIEVE_UPDATE_UPDATED`), check the URL
+/// again. False once a round has done so, once a round left the versions
+/// as they were (the refusal then stands and backs off as any failure:
+/// asking again would loop), and after any answered full-hash request. So
+/// a host need not read the error code from the response body.
+///
+/// Returns `BLOCKSIEVE_OK` or `BLOCKSIEVE_INVALID_ARGUMENT` (a NULL or
+/// dead session, a NULL `out_advised`).
+///
+/// Thread-safety: any thread; calls on one session serialize.
+///
+/// # Safety
+///
+/// `session` must be NULL or a handle of this library; `out_advised` NULL
+/// or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn blocksieve_session_update_advised(
+    session: *const blocksieve_session,
+    out_advised: *mut bool,
+) -> blocksieve_status {
+    entry(|| {
+        let out_advised = out_ptr(out_advised, "out_advised")?;
+        // SAFETY: the caller's guarantee, passed on.
+        let handle = unsafe { session_handle(session) }?;
+        let advised = handle.update_advised();
+        // SAFETY: non-NULL and aligned (checked), writable by the caller's
+        // guarantee.
+        unsafe { out_advised.write(advised) };
         Ok(())
     })
 }

@@ -52,8 +52,8 @@ pub use ffi::{
     blocksieve_session_check, blocksieve_session_complete_check, blocksieve_session_fail_check,
     blocksieve_session_free, blocksieve_session_get_stats, blocksieve_session_handle_update_failure,
     blocksieve_session_handle_update_response, blocksieve_session_list_version, blocksieve_session_new,
-    blocksieve_session_restore, blocksieve_session_save, blocksieve_session_update_requests,
-    blocksieve_snapshot_verify,
+    blocksieve_session_restore, blocksieve_session_save, blocksieve_session_update_advised,
+    blocksieve_session_update_requests, blocksieve_snapshot_verify,
 };
 pub use types::{
     BLOCKSIEVE_FAIL_CLOSED, BLOCKSIEVE_FAIL_OPEN, BLOCKSIEVE_FULL_HASH_BYTES, BLOCKSIEVE_LIST_NAME_CAPACITY,

@@ -408,6 +408,12 @@ impl Handle {
         }
     }
 
+    /// Whether an update round is advised before checking again
+    /// ([`Session::update_advised`](blocksieve_agent::engine::session::Session::update_advised)).
+    pub(crate) fn update_advised(&self) -> bool {
+        self.lock().session.update_advised()
+    }
+
     /// The version `list` stands for.
     pub(crate) fn version(&self, list: &str) -> Result<u64, Failure> {
         let state = self.lock();

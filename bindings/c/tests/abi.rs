@@ -712,6 +712,71 @@ fn a_session_keeps_its_list_and_never_reports_a_prefix_hit_alone_as_unsafe() {
     free_session(session);
 }
 
+fn update_advised(session: *const blocksieve_session) -> bool {
+    let mut advised = true;
+    // SAFETY: a live session, a writable output.
+    let status = unsafe { blocksieve_session_update_advised(session, &mut advised) };
+    assert_eq!(status, BLOCKSIEVE_OK, "{}", last_error());
+    advised
+}
+
+/// A check refused as `400 prefix_too_short` (the list grew past the
+/// request prefix length of the snapshot held) is unverified, and the
+/// session says to update before checking again, without the host reading
+/// the body; once an update round left the version as it was, it no
+/// longer does (no loop). NULL handles and outputs are refused.
+#[test]
+fn a_prefix_too_short_refusal_advises_an_update_round() {
+    let (key, list) = (golden_key(), c"golden");
+    let (lists, keys) = ([list.as_ptr()], [key.as_ptr()]);
+    let session = new_session(&session_config(&lists, &keys));
+    let request = round(session);
+    respond(session, request, 200, &golden_snapshot());
+    free_request(request);
+    assert!(!update_advised(session));
+
+    let (_, _, query) = session_check(session, GOLDEN_LISTED);
+    assert!(!query.is_null());
+    let body = br#"{"error":{"code":"prefix_too_short","message":"a 8-bit prefix selects about 78 full hashes of list golden, more than the limit of 64; send a longer prefix"}}"#;
+    let (status, verdict, _, _) = complete(session, query, 400, &[], body);
+    assert_eq!(status, BLOCKSIEVE_OK);
+    assert_eq!(verdict.kind, blocksieve_verdict_kind::BLOCKSIEVE_UNVERIFIED);
+    assert!(update_advised(session));
+    // Any other refusal advises nothing.
+    let other = new_session(&session_config(&lists, &keys));
+    let request = round(other);
+    respond(other, request, 200, &golden_snapshot());
+    free_request(request);
+    let (_, _, query) = session_check(other, GOLDEN_LISTED);
+    let (_, verdict, _, _) = complete(
+        other,
+        query,
+        400,
+        &[],
+        br#"{"error":{"code":"bad_prefix","message":"x"}}"#,
+    );
+    assert_eq!(verdict.kind, blocksieve_verdict_kind::BLOCKSIEVE_UNVERIFIED);
+    assert!(!update_advised(other));
+    free_session(other);
+
+    // The round finds nothing newer: the refusal stands, no update advised.
+    let deltas = round(session);
+    let (status, result, _) = respond(session, deltas, 304, b"");
+    assert_eq!(status, BLOCKSIEVE_OK, "{}", last_error());
+    assert_eq!(result.kind, blocksieve_update_kind::BLOCKSIEVE_UPDATE_UNCHANGED);
+    free_request(deltas);
+    assert!(!update_advised(session));
+
+    let mut advised = false;
+    // SAFETY: a NULL session, refused before any read.
+    let status = unsafe { blocksieve_session_update_advised(std::ptr::null(), &mut advised) };
+    assert_eq!(status, BLOCKSIEVE_INVALID_ARGUMENT);
+    // SAFETY: a live session, a NULL output, refused before any write.
+    let status = unsafe { blocksieve_session_update_advised(session, std::ptr::null_mut()) };
+    assert_eq!(status, BLOCKSIEVE_INVALID_ARGUMENT);
+    free_session(session);
+}
+
 #[test]
 fn the_session_api_refuses_misuse_without_reading_it() {
     let (key, list) = (golden_key(), c"golden");

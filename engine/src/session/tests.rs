@@ -2,7 +2,8 @@ use std::collections::BTreeMap;
 use std::time::UNIX_EPOCH;
 
 use blocksieve_format::api::{
-    FRESHNESS_HEADER, FULL_HASHES_CONTENT_TYPE, FullHashAnswer, ListedFullHash, PrefixAnswer, snapshot_etag,
+    FRESHNESS_HEADER, FULL_HASHES_CONTENT_TYPE, FullHashAnswer, FullHashSearchRequest, ListedFullHash,
+    PrefixAnswer, snapshot_etag,
 };
 use blocksieve_format::{
     DeltaEnd, DeltaParams, FilterKind, FullHash, KeyBits, PrefixFilter, SigningKey, SnapshotParams, encode,
@@ -422,7 +423,7 @@ fn answer_for(listed: &[&str]) -> HttpResponse {
 
 #[test]
 fn a_listed_url_is_confirmed_by_full_hashes_and_then_answered_from_the_cache() {
-    let (mut session, _) = loaded(config());
+    let (mut session, etag) = loaded(config());
     let mut rng = StdRng::seed_from_u64(7);
     let query = need(session.check(LISTED, at(NOW), &mut rng));
     assert_eq!(query.request.method, Method::Post);
@@ -434,6 +435,12 @@ fn a_listed_url_is_confirmed_by_full_hashes_and_then_answered_from_the_cache() {
     assert!(body.prefixes.contains(&real), "{:?}", body.prefixes);
     assert!(body.prefixes.iter().all(|p| p.len() == 4));
     assert_eq!(body.min_versions, BTreeMap::from([("malware".to_owned(), 1)]));
+    // The snapshot by its id (version and body hash, the ETag's text): a
+    // server holding another build of version 1 refuses.
+    assert_eq!(
+        body.snapshots,
+        BTreeMap::from([("malware".to_owned(), etag.trim_matches('"').to_owned())])
+    );
 
     let response = answer(&query, &[LISTED_EXPRESSION], 300);
     let verdict = session
@@ -605,6 +612,7 @@ fn a_prefix_too_short_refusal_pauses_only_once_an_update_left_the_version_as_it_
     };
     let (mut session, _) = loaded(config());
     let mut rng = StdRng::seed_from_u64(11);
+    assert!(!session.update_advised());
     let query = need(session.check(LISTED, at(NOW), &mut rng));
     let verdict = session
         .complete_check(query, Ok(refusal("prefix_too_short")), at(NOW), &mut rng)
@@ -614,6 +622,9 @@ fn a_prefix_too_short_refusal_pauses_only_once_an_update_left_the_version_as_it_
     };
     assert!(reason.is_prefix_too_short(), "{reason:?}");
     assert_eq!(session.full_hash_paused_for(at(NOW)), None);
+    // What a C host is told, without reading the body: update, then check
+    // again.
+    assert!(session.update_advised());
     // A second check refused before any update: nothing paused either.
     let query = need(session.check(LISTED, at(NOW), &mut rng));
     let verdict = session
@@ -621,16 +632,20 @@ fn a_prefix_too_short_refusal_pauses_only_once_an_update_left_the_version_as_it_
         .expect("verdict");
     assert!(verdict.is_unverified(), "{verdict:?}");
     assert_eq!(session.full_hash_paused_for(at(NOW)), None);
-    // An update with nothing newer, then refused again: paused.
+    assert!(session.update_advised());
+    // An update with nothing newer, then refused again: paused, and no
+    // further update advised (the refusal stands: no loop).
     let [request] = session.update_requests().try_into().expect("one request");
     let update = session.handle_update_response(&request, status(304, &[]), at(NOW));
     assert_eq!(update, Ok(ListUpdate::Unchanged { version: 1 }));
+    assert!(!session.update_advised());
     let query = need(session.check(LISTED, at(NOW), &mut rng));
     let verdict = session
         .complete_check(query, Ok(refusal("prefix_too_short")), at(NOW), &mut rng)
         .expect("verdict");
     assert!(verdict.is_unverified(), "{verdict:?}");
     assert!(session.full_hash_paused_for(at(NOW)).is_some());
+    assert!(!session.update_advised());
     assert!(matches!(
         done(session.check(LISTED, at(NOW), &mut rng)),
         Verdict::Unverified {
@@ -660,6 +675,28 @@ fn a_prefix_too_short_refusal_pauses_only_once_an_update_left_the_version_as_it_
         .expect("verdict");
     assert!(verdict.is_unsafe(), "{verdict:?}");
     assert_eq!(session.full_hash_paused_for(at(NOW)), None);
+    assert!(!session.update_advised());
+
+    // Refused at version 1, then version 2 arrives: no update advised
+    // any more (the newer snapshot sizes its requests anew).
+    let (mut session, _) = loaded(config());
+    let query = need(session.check(LISTED, at(NOW), &mut rng));
+    session
+        .complete_check(query, Ok(refusal("prefix_too_short")), at(NOW), &mut rng)
+        .expect("verdict");
+    assert!(session.update_advised());
+    let [request] = session.update_requests().try_into().expect("one request");
+    let Ok(ListUpdate::NeedSnapshot { request, .. }) =
+        session.handle_update_response(&request, status(410, &[]), at(NOW))
+    else {
+        panic!("no snapshot request");
+    };
+    let update = session.handle_update_response(&request, ok(snapshot(2), &[]), at(NOW));
+    assert!(
+        matches!(update, Ok(ListUpdate::Updated { version: 2, .. })),
+        "{update:?}"
+    );
+    assert!(!session.update_advised());
 
     // Any other 400 is a failure like any other.
     let (mut session, _) = loaded(config());
@@ -672,6 +709,7 @@ fn a_prefix_too_short_refusal_pauses_only_once_an_update_left_the_version_as_it_
     };
     assert!(!reason.is_prefix_too_short(), "{reason:?}");
     assert!(session.full_hash_paused_for(at(NOW)).is_some());
+    assert!(!session.update_advised());
 }
 
 #[test]

@@ -33,6 +33,12 @@ impl ApiError {
         self
     }
 
+    /// The same error under another status.
+    pub(super) fn with_status(mut self, status: StatusCode) -> Self {
+        self.status = status;
+        self
+    }
+
     /// The HTTP status, always 4xx or 5xx.
     pub fn status(&self) -> StatusCode {
         self.status
@@ -108,6 +114,24 @@ pub(super) fn parse_version(text: &str) -> Result<u64, ApiError> {
             "bad_version",
             format!(
                 "snapshot version {:?}: expected a decimal number from 0 to 18446744073709551615, without sign or leading zeros",
+                shown(text)
+            ),
+        )
+    })
+}
+
+/// Reads a snapshot named on the full-hash bucket route: its
+/// [`snapshot_id`](blocksieve_format::api::snapshot_id)
+/// (`1800000000-0123456789abcdef`), or a version number alone; `400
+/// bad_version` otherwise.
+pub(super) fn parse_snapshot(text: &str) -> Result<(u64, Option<[u8; 8]>), ApiError> {
+    blocksieve_format::api::parse_snapshot_id(text).ok_or_else(|| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "bad_version",
+            format!(
+                "snapshot {:?}: expected a version (a decimal number from 0 to 18446744073709551615, without sign or leading zeros), \
+                 optionally followed by '-' and the first 16 lowercase hex digits of the snapshot's body SHA-256",
                 shown(text)
             ),
         )

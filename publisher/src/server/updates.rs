@@ -31,14 +31,16 @@ pub(super) fn if_none_match_matches(headers: &HeaderMap, etag: &str) -> bool {
     })
 }
 
-/// The [`HASHES_HEADER`] of a response carrying (or confirming) version
-/// `version` of list `name`'s snapshot: where that version's immutable
+/// The [`HASHES_HEADER`] of a response carrying (or confirming) list
+/// `name`'s snapshot `snapshot` (its [`snapshot_id`](blocksieve_format::api::snapshot_id),
+/// or a version number for a snapshot this server no longer holds in
+/// memory, whose buckets it does not answer): where its immutable
 /// full-hash buckets are. List names are validated lowercase ASCII, so
 /// the value is always a valid header.
-pub(super) fn hashes_header(name: &str, version: u64) -> (HeaderName, HeaderValue) {
+pub(super) fn hashes_header(name: &str, snapshot: impl std::fmt::Display) -> (HeaderName, HeaderValue) {
     (
         HeaderName::from_static(HASHES_HEADER),
-        HeaderValue::from_str(&routes::list_hashes_base(name, version))
+        HeaderValue::from_str(&routes::list_hashes_base(name, snapshot))
             .unwrap_or(HeaderValue::from_static("/")),
     )
 }
@@ -75,8 +77,8 @@ pub(super) fn freshness_header(slot: &ListSlot, published: &Published) -> Option
     Some((HeaderName::from_static(FRESHNESS_HEADER), value))
 }
 
-/// [`hashes_header`] of `published`, version `published.header.version`
-/// of list `name`: the value made when it was put in service.
+/// [`hashes_header`] of `published`, as list `name`: the value made when
+/// it was put in service.
 pub(super) fn published_hashes_header(name: &str, published: &Published) -> (HeaderName, HeaderValue) {
     if published.headers.list == name {
         (
@@ -84,7 +86,11 @@ pub(super) fn published_hashes_header(name: &str, published: &Published) -> (Hea
             published.headers.hashes.clone(),
         )
     } else {
-        hashes_header(name, published.header.version)
+        let header = &published.header;
+        hashes_header(
+            name,
+            blocksieve_format::api::snapshot_id(header.version, &header.body_sha256),
+        )
     }
 }
 
@@ -192,7 +198,7 @@ pub(super) async fn updates(
     let out = response.headers_mut();
     out.insert(header::ETAG, etag);
     out.extend(polled_headers(next_check_s(&state, slot)));
-    let (hashes_name, hashes_value) = hashes_header(&name, current.header.version);
+    let (hashes_name, hashes_value) = published_hashes_header(&name, &current);
     out.insert(hashes_name, hashes_value);
     if let Some((freshness_name, value)) = freshness_header(slot, &current) {
         out.insert(freshness_name, value);
