@@ -449,30 +449,69 @@ impl AgentBuilder {
             return Err(Error::NoTrustedKeys);
         }
         if !(1..=MAX_SNAPSHOT_BYTES_LIMIT).contains(&self.max_snapshot_bytes) {
-            return Err(invalid("max_snapshot_bytes", self.max_snapshot_bytes));
+            return Err(invalid(
+                "max_snapshot_bytes",
+                format!(
+                    "{} (expected 1 to {MAX_SNAPSHOT_BYTES_LIMIT})",
+                    self.max_snapshot_bytes
+                ),
+            ));
         }
         if !(0.0..=MAX_ADDITIONS_RATIO_LIMIT).contains(&self.max_additions_ratio) {
-            return Err(invalid("max_additions_ratio", self.max_additions_ratio));
+            return Err(invalid(
+                "max_additions_ratio",
+                format!(
+                    "{} (expected 0 to {MAX_ADDITIONS_RATIO_LIMIT})",
+                    self.max_additions_ratio
+                ),
+            ));
         }
         if self.full_hash_cache_bytes > MAX_FULL_HASH_CACHE_BYTES {
-            return Err(invalid("full_hash_cache_bytes", self.full_hash_cache_bytes));
+            return Err(invalid(
+                "full_hash_cache_bytes",
+                format!(
+                    "{} (expected at most {MAX_FULL_HASH_CACHE_BYTES})",
+                    self.full_hash_cache_bytes
+                ),
+            ));
         }
         let noise_prefixes = if self.noise_disabled {
             0
         } else if (1..=MAX_NOISE_PREFIXES).contains(&self.noise_prefixes) {
             self.noise_prefixes
         } else {
-            return Err(invalid("noise_prefixes", self.noise_prefixes));
+            return Err(invalid(
+                "noise_prefixes",
+                format!(
+                    "{} (expected 1 to {MAX_NOISE_PREFIXES}; no_noise() sends none)",
+                    self.noise_prefixes
+                ),
+            ));
         };
         if self.base_urls.len() > MAX_BASE_URLS {
-            return Err(invalid("mirror", format!("{} base URLs", self.base_urls.len())));
+            return Err(invalid(
+                "mirror",
+                format!(
+                    "{} base URLs (expected at most {MAX_BASE_URLS})",
+                    self.base_urls.len()
+                ),
+            ));
         }
         check_timeout("snapshot_timeout", self.snapshot_timeout)?;
         if self.update_interval < Duration::from_secs(1) || self.update_interval > MAX_TIMEOUT {
-            return Err(invalid("update_interval", format!("{:?}", self.update_interval)));
+            return Err(invalid(
+                "update_interval",
+                format!("{:?} (expected 1 s to {MAX_TIMEOUT:?})", self.update_interval),
+            ));
         }
         if self.initial_jitter > MAX_SERVER_DELAY {
-            return Err(invalid("initial_jitter", format!("{:?}", self.initial_jitter)));
+            return Err(invalid(
+                "initial_jitter",
+                format!(
+                    "{:?} (expected at most {MAX_SERVER_DELAY:?})",
+                    self.initial_jitter
+                ),
+            ));
         }
         let mut base_urls = Vec::with_capacity(self.base_urls.len());
         for url in &self.base_urls {
@@ -578,7 +617,7 @@ fn check_timeout(setting: &'static str, timeout: Duration) -> Result<(), Error> 
     if timeout < Duration::from_millis(1) || timeout > MAX_TIMEOUT {
         return Err(Error::InvalidSetting {
             setting,
-            value: format!("{timeout:?}"),
+            value: format!("{timeout:?} (expected 1 ms to {MAX_TIMEOUT:?})"),
         });
     }
     Ok(())
@@ -607,7 +646,7 @@ fn validate_base_url(url: &str, allow_plain_http: bool) -> Result<String, Error>
     }
     if parsed.scheme() == "http" && !allow_plain_http && !is_loopback(parsed.host_str().unwrap_or("")) {
         return Err(invalid(
-            "plain http is only accepted to a loopback host (see dangerous_allow_plain_http)",
+            "plain http is only accepted to a loopback host: use https",
         ));
     }
     Ok(parsed.as_str().trim_end_matches('/').to_owned())
