@@ -36,10 +36,16 @@ pub enum DecodeError {
         value: u64,
     },
     /// The signing key id is not among the trusted keys.
-    #[error("snapshot is signed by unknown key {}", hex::encode(key_id))]
+    #[error("snapshot is signed by unknown key {}{}", hex::encode(key_id), trusted_note(*trusted, *trusted_count))]
     UnknownKey {
         /// The key id from the header.
         key_id: [u8; 8],
+        /// The id of the first trusted key, for the message: a reader can
+        /// tell a key of another publisher (or a file that is not the
+        /// publisher's `public.key`) from a forged snapshot.
+        trusted: Option<[u8; 8]>,
+        /// How many keys are trusted (at most 255 counted).
+        trusted_count: u8,
     },
     /// The Ed25519 signature over the header does not verify.
     #[error("snapshot signature does not verify")]
@@ -107,4 +113,15 @@ pub enum DecodeError {
         /// The time given to the decoder, Unix seconds.
         now: u64,
     },
+}
+
+/// What [`DecodeError::UnknownKey`] says of the keys trusted: the first
+/// one's id (the one a publisher's `public.key` gives, FORMAT.md "Keys"),
+/// and how many more.
+fn trusted_note(trusted: Option<[u8; 8]>, count: u8) -> String {
+    match (trusted, count) {
+        (None, _) => " (no key is trusted)".to_owned(),
+        (Some(id), 0 | 1) => format!(" (the key trusted is {})", hex::encode(id)),
+        (Some(id), n) => format!(" (the keys trusted are {} and {} more)", hex::encode(id), n - 1),
+    }
 }

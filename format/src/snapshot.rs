@@ -565,6 +565,8 @@ pub fn decode_ignoring_expiry(
         .find(|k| k.id() == header.key_id)
         .ok_or(DecodeError::UnknownKey {
             key_id: header.key_id,
+            trusted: trusted_keys.first().map(TrustedKey::id),
+            trusted_count: u8::try_from(trusted_keys.len()).unwrap_or(u8::MAX),
         })?;
     if !key.verify(signed, &signature) {
         return Err(DecodeError::BadSignature);

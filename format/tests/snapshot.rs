@@ -129,10 +129,24 @@ fn trailing_bytes_are_rejected() {
 fn unknown_key_and_forged_signature_are_rejected() {
     let (bytes, _) = snapshot(FilterKind::BinaryFuse8, 30);
     let other = SigningKey::from_secret_bytes([9u8; 32]).public_key().clone();
-    assert!(matches!(
-        decode(&bytes, &[other], &DecodeLimits::default(), NOW),
-        Err(DecodeError::UnknownKey { .. })
-    ));
+    let error = decode(
+        &bytes,
+        std::slice::from_ref(&other),
+        &DecodeLimits::default(),
+        NOW,
+    )
+    .unwrap_err();
+    assert!(matches!(error, DecodeError::UnknownKey { .. }));
+    // The message names the signer's key and the one trusted, so that a
+    // key of another publisher is told from a forged snapshot.
+    let signer = hex::encode(trusted()[0].id());
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "snapshot is signed by unknown key {signer} (the key trusted is {})",
+            hex::encode(other.id())
+        )
+    );
     // Same key id, different signature bytes.
     let mut forged = bytes.clone();
     // The header ends with the 64-byte signature; header_len is at offset 10.
