@@ -191,8 +191,8 @@ typedef struct blocksieve_config {
     // The number of entries of `lists`, 1 to `BLOCKSIEVE_MAX_LISTS`.
     size_t lists_len;
     // The publisher keys trusted to sign snapshots, base64 of 32 bytes (as
-    // `blocksieve-publisher keygen` prints them). At least one is
-    // required.
+    // `blocksieve-publisher keygen` prints them) or 64 hex digits. At least
+    // one is required.
     const char *const *trusted_keys;
     // The number of entries of `trusted_keys`.
     size_t trusted_keys_len;
@@ -291,7 +291,8 @@ typedef struct blocksieve_session_config {
     // The number of entries of `lists`.
     size_t lists_len;
     // The publisher keys trusted to sign snapshots and deltas, base64 of 32
-    // bytes (as `blocksieve-publisher keygen` prints them). At least one.
+    // bytes (as `blocksieve-publisher keygen` prints them) or 64 hex
+    // digits. At least one.
     const char *const *trusted_keys;
     // The number of entries of `trusted_keys`.
     size_t trusted_keys_len;
@@ -449,12 +450,12 @@ enum blocksieve_status blocksieve_full_hashes(const char *url,
 // times and entry counts.
 //
 // `snapshot`: `snapshot_len` bytes. `trusted_keys`: `trusted_keys_len`
-// NUL-terminated base64 public keys (at least one).
+// NUL-terminated public keys, base64 or hex (at least one).
 //
 // Returns `BLOCKSIEVE_OK`, `BLOCKSIEVE_BAD_DATA` (the snapshot failed a
 // check, the last error names the first one: bad signature, unknown key,
 // expired, truncated...), `BLOCKSIEVE_MISCONFIGURED` (no key, or a key that
-// is not base64 of a valid Ed25519 public key), or
+// is not base64 or hex of a valid Ed25519 public key), or
 // `BLOCKSIEVE_INVALID_ARGUMENT` (a NULL or misaligned pointer, a key not
 // UTF-8).
 //

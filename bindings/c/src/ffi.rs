@@ -467,12 +467,12 @@ pub unsafe extern "C" fn blocksieve_full_hashes(
 /// times and entry counts.
 ///
 /// `snapshot`: `snapshot_len` bytes. `trusted_keys`: `trusted_keys_len`
-/// NUL-terminated base64 public keys (at least one).
+/// NUL-terminated public keys, base64 or hex (at least one).
 ///
 /// Returns `BLOCKSIEVE_OK`, `BLOCKSIEVE_BAD_DATA` (the snapshot failed a
 /// check, the last error names the first one: bad signature, unknown key,
 /// expired, truncated...), `BLOCKSIEVE_MISCONFIGURED` (no key, or a key that
-/// is not base64 of a valid Ed25519 public key), or
+/// is not base64 or hex of a valid Ed25519 public key), or
 /// `BLOCKSIEVE_INVALID_ARGUMENT` (a NULL or misaligned pointer, a key not
 /// UTF-8).
 ///

@@ -38,7 +38,7 @@ pub(crate) fn full_hashes(url: &str) -> Result<Vec<u8>, Failure> {
     Ok(out)
 }
 
-/// Parses trusted keys given as base64 text.
+/// Parses trusted keys given as base64 or hex text.
 pub(crate) fn trusted_keys(keys: &[&str]) -> Result<Vec<TrustedKey>, Failure> {
     if keys.is_empty() {
         return Err(Failure::new(
@@ -49,7 +49,7 @@ pub(crate) fn trusted_keys(keys: &[&str]) -> Result<Vec<TrustedKey>, Failure> {
     keys.iter()
         .enumerate()
         .map(|(i, k)| {
-            TrustedKey::from_base64(k).map_err(|e| {
+            TrustedKey::from_base64_or_hex(k).map_err(|e| {
                 Failure::new(
                     blocksieve_status::BLOCKSIEVE_MISCONFIGURED,
                     format!("trusted key {i}: {e}"),

@@ -210,8 +210,8 @@ pub struct blocksieve_config {
     /// The number of entries of `lists`, 1 to `BLOCKSIEVE_MAX_LISTS`.
     pub lists_len: usize,
     /// The publisher keys trusted to sign snapshots, base64 of 32 bytes (as
-    /// `blocksieve-publisher keygen` prints them). At least one is
-    /// required.
+    /// `blocksieve-publisher keygen` prints them) or 64 hex digits. At least
+    /// one is required.
     pub trusted_keys: *const *const c_char,
     /// The number of entries of `trusted_keys`.
     pub trusted_keys_len: usize,
@@ -268,7 +268,8 @@ pub struct blocksieve_session_config {
     /// The number of entries of `lists`.
     pub lists_len: usize,
     /// The publisher keys trusted to sign snapshots and deltas, base64 of 32
-    /// bytes (as `blocksieve-publisher keygen` prints them). At least one.
+    /// bytes (as `blocksieve-publisher keygen` prints them) or 64 hex
+    /// digits. At least one.
     pub trusted_keys: *const *const c_char,
     /// The number of entries of `trusted_keys`.
     pub trusted_keys_len: usize,

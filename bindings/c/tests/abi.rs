@@ -720,6 +720,40 @@ fn update_advised(session: *const blocksieve_session) -> bool {
     advised
 }
 
+/// A trusted key is read as base64 (as `keygen` prints it) or as 64 hex
+/// digits, as the publisher's and the `check` tool's options take it: the
+/// session loads the golden snapshot either way; anything else is
+/// misconfigured, and the error says which forms are read.
+#[test]
+fn a_trusted_key_is_read_as_base64_or_hex() {
+    let key = blocksieve_format::SigningKey::from_secret_bytes([0x42; 32]);
+    let bytes = base64::Engine::decode(
+        &base64::engine::general_purpose::STANDARD,
+        key.public_key().to_base64(),
+    )
+    .unwrap();
+    let hex_key = CString::new(hex::encode(bytes)).unwrap();
+    let list = c"golden";
+    let (lists, keys) = ([list.as_ptr()], [hex_key.as_ptr()]);
+    let session = new_session(&session_config(&lists, &keys));
+    let request = round(session);
+    let (status, result, _) = respond(session, request, 200, &golden_snapshot());
+    assert_eq!(status, BLOCKSIEVE_OK, "{}", last_error());
+    assert_eq!((result.has_version, result.version), (true, 7));
+    free_request(request);
+    free_session(session);
+
+    let garbage = c"/etc/blocksieve/public.key";
+    let keys = [garbage.as_ptr()];
+    let mut session = std::ptr::null_mut();
+    // SAFETY: `config` holds valid strings; `session` is writable.
+    let status = unsafe { blocksieve_session_new(&session_config(&lists, &keys), &mut session) };
+    assert_eq!(status, BLOCKSIEVE_MISCONFIGURED);
+    assert!(session.is_null());
+    let error = last_error();
+    assert!(error.contains("base64") && error.contains("hex"), "{error}");
+}
+
 /// A check refused as `400 prefix_too_short` (the list grew past the
 /// request prefix length of the snapshot held) is unverified, and the
 /// session says to update before checking again, without the host reading

@@ -75,7 +75,7 @@ impl Options {
         let keys = keys
             .iter()
             .map(|k| {
-                TrustedKey::from_base64(k)
+                TrustedKey::from_base64_or_hex(k)
                     .map_err(|e| misconfigured(format!("invalid publisher key {k:?}: {e}")))
             })
             .collect::<PyResult<Vec<_>>>()?;

@@ -1,6 +1,7 @@
 """The blocking and asyncio agents against a real publisher."""
 
 import asyncio
+import base64
 import datetime
 import hashlib
 import socket
@@ -277,6 +278,13 @@ def test_misconfigured(publisher, change, message):
     arguments.update({k: v for k, v in change.items() if k in arguments})
     with pytest.raises(blocksieve.MisconfiguredError, match=message):
         blocksieve.Agent(arguments["publisher"], arguments["lists"], arguments["key"], **options)
+
+
+def test_a_key_in_hex_is_read_as_in_base64(publisher):
+    hex_key = base64.b64decode(publisher.key).hex()
+    with blocksieve.Agent(publisher.url, ["phishing"], hex_key) as agent:
+        agent.update()
+        assert agent.check(LISTED_URL).is_unsafe
 
 
 def test_background_updates_and_close(publisher):

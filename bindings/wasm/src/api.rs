@@ -19,7 +19,8 @@ struct Options {
     publisher: String,
     /// The threat lists to subscribe to.
     lists: Vec<String>,
-    /// One trusted key (base64 Ed25519 public key); `keys` for several.
+    /// One trusted key (Ed25519 public key, base64 or 64 hex digits);
+    /// `keys` for several.
     #[serde(default)]
     key: Option<String>,
     /// Several trusted keys.
@@ -55,15 +56,16 @@ fn setting(setting: &'static str, value: impl ToString) -> Error {
 /// # Errors
 ///
 /// [`Error::InvalidSetting`] for options that do not parse (an unknown
-/// field, a wrong type, a key that is not a base64 Ed25519 public key, an
+/// field, a wrong type, a key that is not an Ed25519 public key (base64 or hex), an
 /// unknown failure policy), [`Error::NoTrustedKeys`] without a key. The
 /// rest is checked by [`Session::new`](blocksieve_engine::session::Session::new).
 pub fn session_config(json: &str) -> Result<SessionConfig, Error> {
     let options: Options = serde_json::from_str(json).map_err(|e| setting("options", e))?;
     let mut trusted_keys = Vec::new();
     for text in options.key.iter().chain(&options.keys) {
-        trusted_keys
-            .push(TrustedKey::from_base64(text).map_err(|e| setting("key", format!("{text:?}: {e}")))?);
+        trusted_keys.push(
+            TrustedKey::from_base64_or_hex(text).map_err(|e| setting("key", format!("{text:?}: {e}")))?,
+        );
     }
     if trusted_keys.is_empty() {
         return Err(Error::NoTrustedKeys);
