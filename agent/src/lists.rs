@@ -521,6 +521,21 @@ impl Lists {
             ChainStep::Fallback(None) => return Ok(None),
             ChainStep::Advanced { state, deltas } => (state, deltas),
         };
+        // The chain kept since the base is read back at start within
+        // `MAX_KEPT_CHAIN_BYTES` (`Store::read`): a longer one would be lost
+        // there, and the list back on its base. The whole snapshot is taken
+        // instead (the count is bounded by `apply_chain`).
+        let kept = lock(&slot.meta).chain.len() as u64 + bytes.len() as u64;
+        if kept > delta::MAX_KEPT_CHAIN_BYTES {
+            let error = Error::ChainPastRestoreLimit {
+                list: slot.name.to_string(),
+                deltas: state.deltas_applied(),
+                bytes: kept,
+                limit: format!("{} bytes", delta::MAX_KEPT_CHAIN_BYTES),
+            };
+            self.delta_fallback(slot, error);
+            return Ok(None);
+        }
         // The record can name the version the chain leads to: read it
         // before the swap, so the state goes in with its freshness.
         self.note_freshness(slot, &state, freshness.as_deref());

@@ -122,12 +122,16 @@ impl Store {
             Ok(None) => {}
             Err(e) => found.problems.push(storage(&snapshot_path, &e)),
         }
+        // A chain is kept up to its own bound, not a snapshot's: it holds
+        // the deltas of many rounds (`delta::MAX_KEPT_CHAIN_BYTES`, which
+        // the agent never keeps more of).
         let chain_path = self.chain_path(list);
-        match read_limited(&chain_path, max_snapshot_bytes) {
+        let max_chain_bytes = crate::engine::delta::MAX_KEPT_CHAIN_BYTES;
+        match read_limited(&chain_path, max_chain_bytes) {
             Ok(Some(Ok(bytes))) => found.chain = Some(bytes),
             Ok(Some(Err(size))) => {
                 let reason =
-                    format!("larger than the limit of {max_snapshot_bytes} bytes ({size} bytes or more)");
+                    format!("larger than the limit of {max_chain_bytes} bytes ({size} bytes or more)");
                 found.problems.push(self.quarantine(&chain_path, reason));
             }
             Ok(None) => {}

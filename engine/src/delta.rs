@@ -26,7 +26,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use blocksieve_format::api::snapshot_etag;
 use blocksieve_format::{
-    DeltaEnd, FreshnessRecord, FullHash, MAX_CHAIN_DELTAS, TrustedKey, VerifiedDelta, decode_chain,
+    DeltaEnd, FreshnessRecord, FullHash, MAX_CHAIN_DELTAS, TrustedKey, VerifiedDelta, decode_chain_up_to,
     merge_additions,
 };
 
@@ -38,14 +38,30 @@ use crate::accept::{AcceptedSnapshot, VersionFloor};
 pub const DEFAULT_MAX_ADDITIONS_RATIO: f64 = 0.3;
 
 /// Deltas applied since the base after which the whole snapshot is taken
-/// again, whatever the additions: half of [`MAX_CHAIN_DELTAS`], the most a
-/// saved chain may hold to be restored at start. A list that changes little
-/// still gets a delta per build (an empty one at least once its snapshot is
-/// half-way to expiry, FORMAT.md "Delta chains"), so its chain grows without
-/// its additions ever passing the ratio: at 48 builds a day, 2,048 deltas
-/// are about 43 days. Past 4,096 the saved chain would be refused at the
-/// next start, and the agent would restart on a base that old.
+/// again, whatever the additions: half of [`MAX_CHAIN_DELTAS`]. A list that
+/// changes little still gets a delta per build (an empty one at least once
+/// its snapshot is half-way to expiry, FORMAT.md "Delta chains"), so its
+/// chain grows without its additions ever passing the ratio: at 48 builds a
+/// day, 2,048 deltas are about 43 days. While the snapshot cannot be had,
+/// deltas are still taken, up to [`MAX_KEPT_CHAIN_DELTAS`] (what a restart
+/// restores).
 pub const REBASE_AFTER_DELTAS: usize = MAX_CHAIN_DELTAS / 2;
+
+/// The most deltas a list's state may stand on since its base snapshot,
+/// and so the most a saved chain holds and a restart restores: 16,384,
+/// four times one response's [`MAX_CHAIN_DELTAS`] (341 days of builds
+/// every 30 minutes; about a second of signature checks at start). A rebase
+/// falls due at [`REBASE_AFTER_DELTAS`]; while its snapshot cannot be had
+/// (too large, timing out, a failing route), the deltas keep coming, up to
+/// this bound. Past it a chain is refused ([`Error::ChainPastRestoreLimit`]):
+/// applied, it would be lost at the next start and the list would come
+/// back on its base, that many versions older.
+pub const MAX_KEPT_CHAIN_DELTAS: usize = 4 * MAX_CHAIN_DELTAS;
+
+/// The most bytes of deltas a list's state may stand on since its base
+/// snapshot, kept to be saved (and read back at start): 256 MiB. Past it a
+/// chain is refused as past [`MAX_KEPT_CHAIN_DELTAS`] is.
+pub const MAX_KEPT_CHAIN_BYTES: u64 = 256 * 1024 * 1024;
 
 /// What one list is probed with: a whole snapshot (the base) and the hash
 /// prefixes the deltas applied since have added. Only [`ListState::of_base`],
@@ -259,10 +275,24 @@ pub fn apply_chain(
     trusted_keys: &[TrustedKey],
     floor: Option<&VersionFloor>,
 ) -> Result<ChainOutcome, Error> {
-    let deltas = decode_chain(chain, list, trusted_keys).map_err(|reason| Error::Delta {
-        list: list.to_owned(),
-        reason,
-    })?;
+    apply_chain_up_to(list, state, chain, trusted_keys, floor, MAX_CHAIN_DELTAS)
+}
+
+/// [`apply_chain`] of a chain of up to `max_deltas` deltas (one response's
+/// [`MAX_CHAIN_DELTAS`], or a saved chain's [`MAX_KEPT_CHAIN_DELTAS`]).
+fn apply_chain_up_to(
+    list: &str,
+    state: &ListState,
+    chain: &[u8],
+    trusted_keys: &[TrustedKey],
+    floor: Option<&VersionFloor>,
+    max_deltas: usize,
+) -> Result<ChainOutcome, Error> {
+    let deltas =
+        decode_chain_up_to(chain, list, trusted_keys, max_deltas).map_err(|reason| Error::Delta {
+            list: list.to_owned(),
+            reason,
+        })?;
     let Some(first) = deltas.first() else {
         return Ok(ChainOutcome::Unchanged);
     };
@@ -274,6 +304,19 @@ pub fn apply_chain(
         });
     }
     let count = deltas.len();
+    // What a restart restores is bounded (`restore_chain`): a state further
+    // from its base than that would be lost at the next start, the list
+    // back on its base (rebases that keep failing would otherwise take
+    // deltas without end).
+    let since_base = state.deltas.saturating_add(count);
+    if since_base > MAX_KEPT_CHAIN_DELTAS {
+        return Err(Error::ChainPastRestoreLimit {
+            list: list.to_owned(),
+            deltas: since_base,
+            bytes: 0,
+            limit: format!("{MAX_KEPT_CHAIN_DELTAS} deltas"),
+        });
+    }
     advance(list, state, &deltas, floor).map(|state| ChainOutcome::Advanced { state, deltas: count })
 }
 
@@ -361,7 +404,14 @@ pub fn restore_chain(
     let Some(chain) = chain.filter(|c| !c.is_empty()) else {
         return (state, None);
     };
-    match apply_chain(list, &state, chain, trusted_keys, record_floor) {
+    match apply_chain_up_to(
+        list,
+        &state,
+        chain,
+        trusted_keys,
+        record_floor,
+        MAX_KEPT_CHAIN_DELTAS,
+    ) {
         Ok(ChainOutcome::Advanced { state, .. }) => (state, None),
         Ok(ChainOutcome::Unchanged) => (state, None),
         Err(error) => (state, Some(error)),

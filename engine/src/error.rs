@@ -113,6 +113,28 @@ pub enum Error {
         /// The response's `ETag`.
         latest: String,
     },
+    /// A delta chain that verifies and links, refused because the chain
+    /// kept since the base snapshot would then be longer than a restart
+    /// can restore ([`MAX_KEPT_CHAIN_DELTAS`](crate::delta::MAX_KEPT_CHAIN_DELTAS)
+    /// deltas, or `limit` bytes for the cache directory): taken, it would
+    /// be lost at the next start, and the list would come back on its base,
+    /// many versions older. The whole snapshot is taken instead (a rebase);
+    /// while that fails, the list stays at the version held, reported
+    /// behind.
+    #[error(
+        "delta chain of list {list} not applied: the chain since the base snapshot would hold {deltas} deltas ({bytes} bytes), more than a restart restores ({limit}); the whole snapshot is needed"
+    )]
+    ChainPastRestoreLimit {
+        /// The list whose deltas were downloaded.
+        list: String,
+        /// The deltas since the base, had the chain been applied.
+        deltas: usize,
+        /// The bytes of the chain since the base, had it been applied (0
+        /// where not counted).
+        bytes: u64,
+        /// What a restart restores, as text.
+        limit: String,
+    },
     /// A response body was longer than the configured limit; the download
     /// was stopped at the limit.
     #[error("response from {url} is larger than the limit of {limit_bytes} bytes")]
@@ -310,6 +332,7 @@ impl Error {
             | Self::Delta { .. }
             | Self::DeltaMismatch { .. }
             | Self::DeltaChainShort { .. }
+            | Self::ChainPastRestoreLimit { .. }
             | Self::ResponseTooLarge { .. }
             | Self::UnexpectedResponse { .. } => ErrorKind::BadData,
             Self::Transport { .. } | Self::Status { .. } | Self::BackingOff { .. } => ErrorKind::Transport,

@@ -192,9 +192,14 @@ pub enum DeltaError {
         /// The delta's position in the chain.
         index: usize,
     },
-    /// A chain of more than [`MAX_CHAIN_DELTAS`] deltas.
-    #[error("chain holds more than {max} deltas", max = MAX_CHAIN_DELTAS)]
-    ChainTooLong,
+    /// A chain of more deltas than read at once: [`MAX_CHAIN_DELTAS`] in
+    /// one response ([`decode_chain`]), or the reader's own bound
+    /// ([`decode_chain_up_to`]).
+    #[error("chain holds more than {max} deltas")]
+    ChainTooLong {
+        /// The most deltas read.
+        max: usize,
+    },
 }
 
 /// Encodes and signs a delta carrying `additions` (any order; duplicates
@@ -404,17 +409,34 @@ pub fn decode_delta(bytes: &[u8], trusted: &[TrustedKey]) -> Result<VerifiedDelt
 /// # Errors
 ///
 /// The first delta that fails, or [`DeltaError::BrokenChain`] /
-/// [`DeltaError::ChainTooLong`].
+/// [`DeltaError::ChainTooLong`] (more than [`MAX_CHAIN_DELTAS`], the most
+/// one response may hold).
 pub fn decode_chain(
     bytes: &[u8],
     list: &str,
     trusted: &[TrustedKey],
 ) -> Result<Vec<VerifiedDelta>, DeltaError> {
+    decode_chain_up_to(bytes, list, trusted, MAX_CHAIN_DELTAS)
+}
+
+/// [`decode_chain`] of at most `max_deltas` deltas: for a chain kept
+/// across many responses (an agent's since its base snapshot), which may
+/// be longer than one response's.
+///
+/// # Errors
+///
+/// As [`decode_chain`], [`DeltaError::ChainTooLong`] past `max_deltas`.
+pub fn decode_chain_up_to(
+    bytes: &[u8],
+    list: &str,
+    trusted: &[TrustedKey],
+    max_deltas: usize,
+) -> Result<Vec<VerifiedDelta>, DeltaError> {
     let mut deltas: Vec<VerifiedDelta> = Vec::new();
     let mut rest = bytes;
     while !rest.is_empty() {
-        if deltas.len() == MAX_CHAIN_DELTAS {
-            return Err(DeltaError::ChainTooLong);
+        if deltas.len() == max_deltas {
+            return Err(DeltaError::ChainTooLong { max: max_deltas });
         }
         let (_, len) = parse_delta_header(rest)?;
         let Some((one, tail)) = rest.split_at_checked(len) else {

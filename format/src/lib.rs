@@ -45,7 +45,8 @@ pub use canon::{
 pub use delta::{
     DELTA_CONTEXT, DELTA_MAGIC, DELTA_VERSION, DeltaEnd, DeltaError, DeltaHeader, DeltaParams,
     FRESHNESS_MAGIC, FreshnessRecord, MAX_CHAIN_DELTAS, MAX_DELTA_ADDITIONS, MAX_RICE_K, VerifiedDelta,
-    additions_between, decode_chain, decode_delta, encode_delta, merge_additions, parse_delta_header,
+    additions_between, decode_chain, decode_chain_up_to, decode_delta, encode_delta, merge_additions,
+    parse_delta_header,
 };
 pub use error::DecodeError;
 pub use filter::{

@@ -10,6 +10,7 @@ mod config;
 mod crash;
 mod deltas;
 mod faults;
+mod kept_chain;
 mod persistence;
 mod privacy;
 mod readers;

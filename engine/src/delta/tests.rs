@@ -466,3 +466,66 @@ fn a_long_chain_of_empty_deltas_is_followed_by_a_rebase() {
     assert_eq!(restored.version(), REBASE_AFTER_DELTAS as u64 + 1);
     assert_eq!(restored.deltas_applied(), REBASE_AFTER_DELTAS);
 }
+
+/// A rebase whose snapshot keeps failing takes the deltas meanwhile; the
+/// chain since the base then passes what one response may hold
+/// ([`MAX_CHAIN_DELTAS`]). It was refused at the next start ("chain holds
+/// more than 4096 deltas") and the list came back on its base, every entry
+/// added since answered safe. A saved chain is restored up to
+/// [`MAX_KEPT_CHAIN_DELTAS`]; a chain that would pass that is refused when it
+/// arrives (the list stays at the version held, which a restart restores).
+#[test]
+fn a_chain_kept_past_one_responses_bound_restores_whole_up_to_its_own() {
+    let state = ListState::of_base(base("malware", 1, &names(0..100, "base")));
+    let links = |from: u64, to: u64, late: u64| -> Vec<u8> {
+        let mut chain = Vec::new();
+        for v in from..to {
+            let start = if v == 1 { base_end(&state) } else { end(v) };
+            let added = if v + 1 == late {
+                names(0..1, "late")
+            } else {
+                Vec::new()
+            };
+            chain.extend(delta(start, end(v + 1), &added, NOW));
+        }
+        chain
+    };
+    let total = MAX_CHAIN_DELTAS as u64 + 10;
+    let first = links(1, MAX_CHAIN_DELTAS as u64, 0);
+    let held = advanced(apply_chain("malware", &state, &first, &keys(), None));
+    let second = links(MAX_CHAIN_DELTAS as u64, total + 1, total - 3);
+    let held = advanced(apply_chain("malware", &held, &second, &keys(), None));
+    assert_eq!(held.deltas_applied(), total as usize);
+    let late = hash(&names(0..1, "late")[0]);
+    assert!(held.probably_contains(&late));
+    let saved = [first, second].concat();
+    let (restored, error) = restore_chain(
+        "malware",
+        base("malware", 1, &names(0..100, "base")),
+        Some(&saved),
+        Some(&held.floor()),
+        &keys(),
+    );
+    assert!(error.is_none(), "{error:?}");
+    assert_eq!(restored.version(), total + 1);
+    assert!(restored.probably_contains(&late));
+
+    // A state as far from its base as is kept: one delta more is refused.
+    let far = ListState {
+        base: Arc::clone(&held.base),
+        additions: Arc::clone(&held.additions),
+        deltas: MAX_KEPT_CHAIN_DELTAS,
+        floor: held.floor,
+        signed_until: held.signed_until,
+        fresh_until: AtomicU64::new(held.signed_until),
+    };
+    let one = delta(end(total + 1), end(total + 2), &[], NOW);
+    let refused = apply_chain("malware", &far, &one, &keys(), None);
+    assert!(
+        matches!(
+            refused,
+            Err(Error::ChainPastRestoreLimit { deltas, .. }) if deltas == MAX_KEPT_CHAIN_DELTAS + 1
+        ),
+        "{refused:?}"
+    );
+}

@@ -1469,3 +1469,83 @@ fn a_rebase_the_host_could_not_send_is_followed_by_a_round_of_deltas() {
     let [again] = session.update_requests().try_into().expect("one request");
     assert!(matches!(again.kind, RequestKind::Snapshot { .. }), "{again:?}");
 }
+
+/// A session whose rebases keep failing takes the deltas every other round
+/// (the fallback above), past the 4,096 one response may hold. What
+/// `saved()` gave then came back without its chain at `restore`: the
+/// session on its base, 4,099 versions older, its floor there too, a URL
+/// added since answered safe. The chain kept since the base restores whole.
+#[test]
+fn a_saved_chain_grown_past_one_response_by_failed_rebases_restores_whole() {
+    let (mut session, mut rebase) = past_the_ratio();
+    let end = |v: u64| DeltaEnd {
+        version: v,
+        body_sha256: [(v % 251) as u8 + 3; 32],
+    };
+    let chain = |from: u64, to: u64, late_at: u64| -> Vec<u8> {
+        let mut out = Vec::new();
+        for v in from..to {
+            let start = if v == 2 {
+                DeltaEnd {
+                    version: 2,
+                    body_sha256: [2; 32],
+                }
+            } else {
+                end(v)
+            };
+            let params = DeltaParams {
+                list_name: "malware".into(),
+                from: start,
+                to: end(v + 1),
+                created_at: NOW,
+                expires_at: NOW + 7200,
+            };
+            let additions: Vec<u32> = if v + 1 == late_at {
+                vec![FullHash::of(b"late.example/").prefix().0]
+            } else {
+                Vec::new()
+            };
+            out.extend(encode_delta(&params, &additions, &key()).expect("delta"));
+        }
+        out
+    };
+    for (from, to) in [(2u64, 2050u64), (2050, 4100)] {
+        // The rebase's snapshot fails, and the next round takes the deltas.
+        assert!(matches!(rebase.kind, RequestKind::Snapshot { .. }), "{rebase:?}");
+        assert!(
+            session
+                .handle_update_response(&rebase, status(503, &[]), at(NOW))
+                .is_err()
+        );
+        let [next] = session.update_requests().try_into().expect("one request");
+        assert_eq!(next.kind, RequestKind::Deltas { from }, "{next:?}");
+        let e = end(to);
+        let update = session.handle_update_response(
+            &next,
+            ok(
+                chain(from, to, 4000),
+                &[("etag", &snapshot_etag(to, &e.body_sha256))],
+            ),
+            at(NOW),
+        );
+        assert_eq!(
+            update,
+            Ok(ListUpdate::Updated {
+                previous: Some(from),
+                version: to
+            })
+        );
+        [rebase] = session.update_requests().try_into().expect("one request");
+    }
+    let saved = session.saved("malware").expect("saved");
+
+    let mut restarted = Session::new(config()).expect("session");
+    let restored = restarted.restore(&saved, at(NOW)).expect("restored");
+    assert_eq!(restored.version, 4100);
+    assert!(restored.chain_error.is_none(), "{restored:?}");
+    let mut rng = StdRng::seed_from_u64(1);
+    assert!(matches!(
+        restarted.check("http://late.example/", at(NOW), &mut rng),
+        Ok(CheckStep::NeedFullHashes(_))
+    ));
+}
