@@ -7,8 +7,8 @@
 //! <data_dir>/signing.key                             Ed25519 secret key, base64, mode 0600
 //! <data_dir>/public.key                              its public key, base64 (for agent configuration)
 //! <data_dir>/lists/<name>/...                        its generations (see `generations`)
-//! <data_dir>/sources/<list>/<i>-<label>.<hash>.data  source i's last good content
-//! <data_dir>/sources/<list>/<i>-<label>.meta.json    its validators, fetch time, entry count and content key
+//! <data_dir>/sources/<list>/<label>-<reading>.<hash>.data  a source's last good content
+//! <data_dir>/sources/<list>/<label>-<reading>.meta.json    its validators, fetch time, entry count and content key
 //! <data_dir>/sources/<list>.allow/...                the same for the list's allowlists
 //! <data_dir>/history/<list>.jsonl                    the list's last builds, a JSON line each (`history`)
 //! <data_dir>/lock                                    held by the publisher using the directory
@@ -16,7 +16,10 @@
 //!
 //! `<label>` is the first
 //! 8 bytes of the SHA-256 of the source's label (its path or URL), in hex,
-//! so a reconfigured source never reads another's content; `<hash>` is the
+//! and `<reading>` the first 4 of its format, CSV column and JSON keys', so
+//! a reconfigured source never reads another's content and a source moved
+//! in its list keeps its own (copies an earlier version kept as
+//! `<i>-<label>`, by position, are read once and replaced); `<hash>` is the
 //! first 16 hex digits of the content's SHA-256 ([`SourceCache`]). The signing key
 //! may be configured elsewhere ([`load_or_create_signing_key`] takes its
 //! path).

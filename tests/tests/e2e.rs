@@ -14,6 +14,7 @@ mod load;
 mod memory;
 mod outage;
 mod publisher;
+mod reordered_sources;
 mod replica;
 mod slow_clients;
 mod stalled_builder;

@@ -82,8 +82,18 @@ fn is_identity(encoding: &ContentEncoding) -> bool {
 
 /// One source's last good content and its metadata.
 ///
+/// A source is known by what it reads, not by its place in the list: its
+/// label (path or URL) and how it is read (format, CSV column, JSON keys),
+/// so that sources inserted, removed or reordered keep their last good
+/// content (keyed by position, a source that shifted lost it, and with it
+/// its fallback and its `max_shrink` baseline). Copies kept under the
+/// position-based keys of earlier versions (`<i>-<label>`) are read when a
+/// source has none of its own: the one at the source's index, else the
+/// only one of its label; the first copy stored under the new key removes
+/// it.
+///
 /// The content is stored under a key named by its SHA-256
-/// (`<i>-<label>.<first 16 hex digits>.data`), then the metadata, which
+/// (`<label>-<reading>.<first 16 hex digits>.data`), then the metadata, which
 /// names that key and carries the fetch's validators. Metadata and content
 /// therefore always agree, even when two builders store the same source at
 /// once: whichever metadata is written last names its own content. Content
@@ -96,8 +106,12 @@ pub struct SourceCache {
     storage: Arc<dyn Storage>,
     /// `sources/<dir>`.
     dir: String,
-    /// `<i>-<label>`: the start of every key of this source.
+    /// `<label>-<reading>`: the start of every key of this source.
     stem: String,
+    /// The source's place in its list, and its label's hash: what keys of
+    /// earlier versions started with (`<i>-<label>`).
+    index: usize,
+    label: String,
 }
 
 impl SourceCache {
@@ -112,15 +126,26 @@ impl SourceCache {
         Self::new(storage, &format!("{list}.allow"), index, source)
     }
 
-    /// Keyed also by the source's label, so a reconfigured source never
-    /// reads another's content.
+    /// Keyed by the source's label and reading, so a reconfigured source
+    /// never reads another's content, and a source keeps its own wherever
+    /// it moves in the list.
     fn new(storage: Arc<dyn Storage>, dir: &str, index: usize, source: &SourceConfig) -> Self {
         use sha2::Digest as _;
-        let key = hex::encode(&sha2::Sha256::digest(source.label().as_bytes())[..8]);
+        let label = hex::encode(&sha2::Sha256::digest(source.label().as_bytes())[..8]);
+        let reading = format!(
+            "{}\n{}\n{}\n{}",
+            source.format.name(),
+            source.column.as_deref().unwrap_or(""),
+            source.json_key.as_deref().unwrap_or(""),
+            source.json_allow_key.as_deref().unwrap_or("")
+        );
+        let reading = hex::encode(&sha2::Sha256::digest(reading.as_bytes())[..4]);
         Self {
             storage,
             dir: format!("sources/{dir}"),
-            stem: format!("{index}-{key}"),
+            stem: format!("{label}-{reading}"),
+            index,
+            label,
         }
     }
 
@@ -128,15 +153,51 @@ impl SourceCache {
         format!("{}/{}.meta.json", self.dir, self.stem)
     }
 
-    fn stored_meta(&self) -> Option<StoredMeta> {
-        serde_json::from_slice(&self.storage.get(&self.meta_key()).ok()??).ok()
+    /// The stored metadata, and the stem of the keys it was read under:
+    /// this source's own, else a copy an earlier version kept by position
+    /// ([`SourceCache::legacy_stem`]).
+    fn stored_meta(&self) -> Option<(StoredMeta, String)> {
+        let read = |stem: &str| -> Option<StoredMeta> {
+            let key = format!("{}/{stem}.meta.json", self.dir);
+            serde_json::from_slice(&self.storage.get(&key).ok()??).ok()
+        };
+        if let Some(stored) = read(&self.stem) {
+            return Some((stored, self.stem.clone()));
+        }
+        let legacy = self.legacy_stem(&self.storage.list(&self.dir).ok()?)?;
+        read(&legacy).map(|stored| (stored, legacy))
+    }
+
+    /// Among `keys` (this directory's), the stem of the position-based
+    /// metadata an earlier version kept for this source (`<i>-<label>`):
+    /// the one at this source's index, else the only one of its label
+    /// (several, at other places, cannot be told apart: none).
+    fn legacy_stem(&self, keys: &[String]) -> Option<String> {
+        let prefix = format!("{}/", self.dir);
+        let label = format!("-{}", self.label);
+        let found: Vec<&str> = keys
+            .iter()
+            .filter_map(|key| key.strip_prefix(&prefix)?.strip_suffix(".meta.json"))
+            .filter(|stem| {
+                stem.strip_suffix(&label)
+                    .is_some_and(|i| !i.is_empty() && i.bytes().all(|b| b.is_ascii_digit()))
+            })
+            .collect();
+        let own = format!("{}{label}", self.index);
+        if found.contains(&own.as_str()) {
+            return Some(own);
+        }
+        match found.as_slice() {
+            [only] => Some((*only).to_owned()),
+            _ => None,
+        }
     }
 
     /// The stored metadata and the key of the content it names, if that
     /// content is still stored.
     fn described(&self) -> Option<(StoredMeta, String)> {
-        let stored = self.stored_meta()?;
-        let (data, _, _) = stored.content(|| format!("{}/{}.data", self.dir, self.stem));
+        let (stored, stem) = self.stored_meta()?;
+        let (data, _, _) = stored.content(|| format!("{}/{stem}.data", self.dir));
         self.storage.version(&data).ok()??;
         Some((stored, data))
     }
@@ -310,9 +371,15 @@ impl SourceCache {
         })?;
         let own = format!("{}/{}.", self.dir, self.stem);
         if let Ok(keys) = self.storage.list(&self.dir) {
-            for key in keys {
-                if key.starts_with(&own) && key.ends_with(".data") && key != data {
-                    let _ = self.storage.delete(&key);
+            // A copy an earlier version kept by position, now replaced.
+            let legacy = self
+                .legacy_stem(&keys)
+                .map(|stem| format!("{}/{stem}.", self.dir));
+            for key in &keys {
+                let replaced = key.starts_with(&own) && key.ends_with(".data") && *key != data;
+                let legacy = legacy.as_ref().is_some_and(|l| key.starts_with(l));
+                if replaced || legacy {
+                    let _ = self.storage.delete(key);
                 }
             }
         }

@@ -1,0 +1,203 @@
+//! A list's sources inserted, removed or reordered between builds keep
+//! their last good content: its fallback when a source is down, and its
+//! per-source `max_shrink` baseline. Copies an earlier version kept by the
+//! source's position are read and replaced.
+
+use blocksieve_format::FullHash;
+use blocksieve_publisher::internal::sources::url_expression;
+use blocksieve_publisher::{ListConfig, Publisher, SourceConfig, SourceFormat};
+use blocksieve_tests::config;
+use blocksieve_tests::feed::FakeFeed;
+
+fn publisher_with(dir: &std::path::Path, sources: Vec<SourceConfig>) -> Publisher {
+    let mut cfg = config(dir, "unused", vec![]);
+    cfg.lists = vec![ListConfig::new("feed", sources)];
+    blocksieve_tests::reopen(cfg).unwrap()
+}
+
+fn url_hash(url: &str) -> FullHash {
+    FullHash::of(url_expression(url.as_bytes()).unwrap().as_bytes())
+}
+
+fn serves(p: &Publisher, url: &str) -> bool {
+    p.state().lists[0]
+        .current
+        .load()
+        .as_ref()
+        .is_some_and(|s| s.hashes.contains(&url_hash(url)))
+}
+
+fn urls(tag: &str, n: usize) -> String {
+    (0..n)
+        .map(|i| format!("http://{tag}{i}.example/phish\n"))
+        .collect()
+}
+
+fn src(feed: &FakeFeed) -> SourceConfig {
+    let mut s = SourceConfig::http(feed.url(), SourceFormat::Urls);
+    s.retries = Some(0);
+    s
+}
+
+/// Sources [A, B] published; a new source C inserted first while B is
+/// down. B's last good content was keyed by its position, so it was not
+/// found at its new one: every build failed (`no last good content to fall
+/// back to`), C's URLs never published while B was down. Appended at the
+/// end, C worked (the control). Now both orders publish C and keep B.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_source_inserted_before_a_down_source_keeps_its_last_good_content() {
+    for insert_first in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let a = FakeFeed::start(urls("a", 300).as_bytes()).await;
+        let b = FakeFeed::start(urls("b", 100).as_bytes()).await;
+        let c = FakeFeed::start(urls("c", 50).as_bytes()).await;
+        {
+            let p = publisher_with(dir.path(), vec![src(&a), src(&b)]);
+            assert!(p.build_list(0).await.result.is_ok());
+            assert!(serves(&p, "http://b0.example/phish"));
+        }
+        b.set(|r| r.status = 404);
+        let sources = if insert_first {
+            vec![src(&c), src(&a), src(&b)]
+        } else {
+            vec![src(&a), src(&b), src(&c)]
+        };
+        let p = publisher_with(dir.path(), sources);
+        let outcome = p.build_list(0).await;
+        assert!(
+            outcome.result.is_ok(),
+            "insert_first={insert_first}: {:?}",
+            outcome.result
+        );
+        let states: Vec<String> = outcome
+            .report
+            .as_ref()
+            .unwrap()
+            .sources
+            .iter()
+            .map(|s| s.state.clone())
+            .collect();
+        let b_at = if insert_first { 2 } else { 1 };
+        assert_eq!(
+            states[b_at], "last_good",
+            "insert_first={insert_first}: {states:?}"
+        );
+        assert!(
+            serves(&p, "http://c0.example/phish"),
+            "insert_first={insert_first}"
+        );
+        assert!(
+            serves(&p, "http://b0.example/phish"),
+            "insert_first={insert_first}"
+        );
+    }
+}
+
+/// Sources [A, B, C] published; C moved first, and in the first build
+/// after, B answers `200` with an empty body. Its per-source `max_shrink`
+/// baseline was keyed by position, so the gate skipped it: published
+/// without B's entries, the empty content kept as B's last good content
+/// (B's URLs gone through its later outages too). Now the gate refuses
+/// the build, as it does without the reorder.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_source_emptied_after_a_reorder_is_refused_by_its_own_gate() {
+    for reorder in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let a = FakeFeed::start(urls("a", 300).as_bytes()).await;
+        let b = FakeFeed::start(urls("b", 100).as_bytes()).await;
+        let c = FakeFeed::start(urls("c", 50).as_bytes()).await;
+        {
+            let p = publisher_with(dir.path(), vec![src(&a), src(&b), src(&c)]);
+            assert!(p.build_list(0).await.result.is_ok());
+        }
+        b.set(|r| r.body = Vec::new());
+        let sources = if reorder {
+            vec![src(&c), src(&a), src(&b)]
+        } else {
+            vec![src(&a), src(&b), src(&c)]
+        };
+        let p = publisher_with(dir.path(), sources);
+        let outcome = p.build_list(0).await;
+        assert!(
+            matches!(&outcome.result, Err(blocksieve_publisher::Error::Refused { .. })),
+            "reorder={reorder}: {:?}",
+            outcome.result
+        );
+        assert!(serves(&p, "http://b0.example/phish"), "reorder={reorder}");
+        // B down in the next build: its last good content is its full one.
+        b.set(|r| r.status = 404);
+        assert!(p.build_list(0).await.result.is_ok());
+        assert!(serves(&p, "http://b0.example/phish"), "reorder={reorder}");
+    }
+}
+
+/// A data directory an earlier version wrote keeps each source's copy
+/// under its position (`<i>-<label>`): read as the source's last good
+/// content (here while the source is down, after a reorder), and removed
+/// once the source's own copy is stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copies_kept_by_position_are_read_then_replaced() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = FakeFeed::start(urls("a", 300).as_bytes()).await;
+    let b = FakeFeed::start(urls("b", 100).as_bytes()).await;
+    {
+        let p = publisher_with(dir.path(), vec![src(&a), src(&b)]);
+        assert!(p.build_list(0).await.result.is_ok());
+    }
+    // As an earlier version kept them: `<i>-<label>` for each source.
+    let sources = dir.path().join("sources/feed");
+    let label = |feed: &FakeFeed| hex::encode(&FullHash::of(feed.url().as_bytes()).0[..8]);
+    for entry in std::fs::read_dir(&sources).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        for (i, feed) in [(0, &a), (1, &b)] {
+            let own = format!("{}-", label(feed));
+            if let Some(rest) = name.strip_prefix(&own) {
+                let (_, tail) = rest.split_once('.').unwrap();
+                let legacy = sources.join(format!("{i}-{}.{tail}", label(feed)));
+                let text = std::fs::read_to_string(&path).unwrap_or_default();
+                if name.ends_with(".meta.json") {
+                    // The metadata names its content's key: the legacy one.
+                    let stem = name.trim_end_matches(".meta.json");
+                    let renamed = text.replace(stem, &format!("{i}-{}", label(feed)));
+                    std::fs::write(&legacy, renamed).unwrap();
+                    std::fs::remove_file(&path).unwrap();
+                } else {
+                    std::fs::rename(&path, &legacy).unwrap();
+                }
+            }
+        }
+    }
+    let names = || -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(&sources)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    assert!(
+        names().iter().all(|n| n.starts_with("0-") || n.starts_with("1-")),
+        "{:?}",
+        names()
+    );
+
+    // B moved first and down: its copy (kept at position 1) is read.
+    b.set(|r| r.status = 503);
+    let p = publisher_with(dir.path(), vec![src(&b), src(&a)]);
+    let outcome = p.build_list(0).await;
+    assert!(outcome.result.is_ok(), "{:?}", outcome.result);
+    assert_eq!(outcome.report.as_ref().unwrap().sources[0].state, "last_good");
+    assert!(serves(&p, "http://b0.example/phish"));
+    // A's fresh content stored under its own key replaced its old copy;
+    // B, back, the same.
+    b.set(|r| r.status = 200);
+    assert!(p.build_list(0).await.result.is_ok());
+    let left = names();
+    assert!(
+        left.iter().all(|n| !n.starts_with("0-") && !n.starts_with("1-")),
+        "position-keyed copies left: {left:?}"
+    );
+    assert!(serves(&p, "http://b0.example/phish"));
+    assert!(serves(&p, "http://a0.example/phish"));
+}
