@@ -699,6 +699,13 @@ impl Publisher {
             deltas: chain.bytes(),
             freshness: freshness.as_ref().map(|f| f.header_value.as_str()),
         };
+        // The copies are stored after publishing (one that lost the
+        // store's race is not kept): until then, the copies stored are
+        // marked as older than what is published.
+        built
+            .report
+            .timings
+            .add("source_cache", copies.mark_behind(caches, built.version));
         let written =
             (slot.store).publish_spilled(&build, built.spilled.take(), base.as_ref(), key, request.now);
         let write_took = write_started.elapsed();

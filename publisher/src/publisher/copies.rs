@@ -115,6 +115,25 @@ impl PendingCopies {
         self
     }
 
+    /// Marks the stored copy of every source whose fresh content this build
+    /// read as older than what build `version` is about to publish
+    /// ([`SourceCache::mark_behind`]), before it publishes: a build killed
+    /// between publishing and [`Self::commit`], or a copy that cannot be
+    /// stored, leaves no fallback that would drop the entries published.
+    /// Returns the time it took.
+    pub(super) fn mark_behind(&self, caches: &[(SourceCache, String)], version: u64) -> Duration {
+        let started = Instant::now();
+        for (index, ..) in &self.0 {
+            let Some((cache, label)) = caches.get(*index) else {
+                continue;
+            };
+            if let Err(e) = cache.mark_behind(version) {
+                tracing::warn!(source = %label, error = %e, "could not mark the source's last good content as older than the content being published");
+            }
+        }
+        started.elapsed()
+    }
+
     /// Commits every copy as its source's last good content (a rename in
     /// the data directory); returns the time it took. A source whose copy
     /// could not be made keeps its content and validators, but the count

@@ -60,6 +60,13 @@ struct StoredMeta {
     /// is `identity`, left out).
     #[serde(default, skip_serializing_if = "is_identity")]
     encoding: ContentEncoding,
+    /// The version of a build about to publish (or published) from newer
+    /// content of this source than the content stored, when that content
+    /// is not (yet) stored ([`SourceCache::mark_behind`]): the stored copy
+    /// is then no fallback, since it lacks entries a published snapshot
+    /// holds. Cleared when newer content is stored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    behind: Option<u64>,
 }
 
 impl StoredMeta {
@@ -233,6 +240,15 @@ impl SourceCache {
     pub fn open_encoded(&self) -> Option<(Box<dyn std::io::Read + Send>, ContentEncoding, CacheMeta)> {
         let (stored, data) = self.described()?;
         let (_, expected, encoding) = stored.content(String::new);
+        if let Some(version) = stored.behind {
+            // Read, it fails: the build reports the copy unusable.
+            let reason = format!(
+                "older than the content version {version} was built from (that content's copy was not kept): \
+                 a fallback to it would drop published entries"
+            );
+            let reader: Box<dyn std::io::Read + Send> = Box::new(Unusable(Some(reason)));
+            return Some((reader, encoding, stored.meta));
+        }
         let reader = RangeReader {
             storage: self.storage.clone(),
             key: data.clone(),
@@ -368,6 +384,7 @@ impl SourceCache {
             encoded_data: (!plain).then(|| data.clone()),
             encoded_sha256: (!plain).then_some(sha256),
             encoding,
+            behind: None,
         })?;
         let own = format!("{}/{}.", self.dir, self.stem);
         if let Ok(keys) = self.storage.list(&self.dir) {
@@ -400,6 +417,35 @@ impl SourceCache {
         };
         self.write_meta(&StoredMeta {
             meta: meta.clone(),
+            ..stored
+        })
+    }
+
+    /// Marks the stored copy as older than the content build `version` is
+    /// about to publish from this source: written before that build
+    /// publishes, cleared when the newer content is stored after it
+    /// ([`SourceCache::store_staged`]). A build killed in between, or whose
+    /// copy cannot be stored, so leaves a copy that is no fallback: a later
+    /// build with the source down fails (the published snapshot serves on)
+    /// rather than publish without the entries the newer content held. The
+    /// validators are dropped as well: the next fetch asks for the content
+    /// whole.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Storage`] when writing fails.
+    pub fn mark_behind(&self, version: u64) -> Result<(), Error> {
+        let Some((stored, _)) = self.described() else {
+            // No copy, no fallback to guard.
+            return Ok(());
+        };
+        let meta = CacheMeta {
+            validators: crate::fetch::Validators::default(),
+            ..stored.meta.clone()
+        };
+        self.write_meta(&StoredMeta {
+            meta,
+            behind: Some(version),
             ..stored
         })
     }
@@ -570,6 +616,18 @@ impl<R: std::io::Read> std::io::Read for Checked<R> {
             return Err(StoredCopyError::io(std::io::ErrorKind::InvalidData, reason));
         }
         Ok(0)
+    }
+}
+
+/// A reader that fails with its reason at the first read: a stored copy
+/// that is there but is no fallback ([`SourceCache::mark_behind`]).
+struct Unusable(Option<String>);
+
+impl std::io::Read for Unusable {
+    fn read(&mut self, _: &mut [u8]) -> std::io::Result<usize> {
+        Err(std::io::Error::other(
+            self.0.take().unwrap_or_else(|| "not usable".to_owned()),
+        ))
     }
 }
 

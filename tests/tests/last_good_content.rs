@@ -1,7 +1,8 @@
-//! A list's sources inserted, removed or reordered between builds keep
-//! their last good content: its fallback when a source is down, and its
-//! per-source `max_shrink` baseline. Copies an earlier version kept by the
-//! source's position are read and replaced.
+//! A source's last good content: kept wherever the source moves in its
+//! list (its fallback when the source is down, and its per-source
+//! `max_shrink` baseline; copies an earlier version kept by position are
+//! read and replaced), and never a fallback older than what a published
+//! snapshot was built from.
 
 use blocksieve_format::FullHash;
 use blocksieve_publisher::internal::sources::url_expression;
@@ -200,4 +201,72 @@ async fn copies_kept_by_position_are_read_then_replaced() {
     );
     assert!(serves(&p, "http://b0.example/phish"));
     assert!(serves(&p, "http://a0.example/phish"));
+}
+
+/// Fresh content is published first and stored as the source's last good
+/// content after: a copy that could not be stored there (here: its file
+/// name taken; a kill between the two steps, an object store's `PUT`
+/// error, a full disk) left the older copy, which the next build with the
+/// source down fell back to: the entries the feed added, published by
+/// the build before, **left the list** (within `max_shrink`). The stored
+/// copy is now marked as older before publishing; a build that would fall
+/// back to it fails instead, and the published snapshot serves on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_not_stored_after_publishing_is_no_fallback() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = urls("a", 300);
+    let a = FakeFeed::start(first.as_bytes()).await;
+    a.set(|r| r.etag = Some("\"v1\"".into()));
+    let p = publisher_with(dir.path(), vec![src(&a)]);
+    assert!(p.build_list(0).await.result.is_ok());
+
+    // The feed adds 100 URLs; the copy of that content cannot be stored:
+    // every name it could take in the source's directory is taken.
+    let second = format!("{first}{}", urls("new", 100));
+    a.set(|r| {
+        r.body = second.clone().into_bytes();
+        r.etag = Some("\"v2\"".into());
+    });
+    let sources = dir.path().join("sources/feed");
+    let stem = std::fs::read_dir(&sources)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .find_map(|n| n.strip_suffix(".meta.json").map(str::to_owned))
+        .unwrap();
+    let content = &FullHash::of(second.as_bytes()).to_string()[..16];
+    let blocker = sources.join(format!("{stem}.{content}.data"));
+    std::fs::create_dir_all(blocker.join("x")).unwrap();
+    let outcome = p.build_list(0).await;
+    assert!(outcome.result.is_ok(), "{:?}", outcome.result);
+    let listed = "http://new0.example/phish";
+    assert!(serves(&p, listed), "build 2 publishes the new URL");
+    let published = outcome.result.unwrap();
+    std::fs::remove_dir_all(&blocker).unwrap();
+
+    // The feed is down for the next build: no fallback to the older copy.
+    a.set(|r| r.status = 503);
+    let outcome = p.build_list(0).await;
+    let error = match &outcome.result {
+        Err(blocksieve_publisher::Error::Source { reason, .. }) => reason.clone(),
+        other => panic!("{other:?}"),
+    };
+    assert!(
+        error.contains("a fallback to it would drop published entries"),
+        "{error}"
+    );
+    assert!(serves(&p, listed), "a URL published by build 2 left the list");
+    assert_eq!(
+        p.state().lists[0].current.load().as_ref().unwrap().header.version,
+        published
+    );
+
+    // The feed back: its content fetched whole and stored; a later outage
+    // falls back to it.
+    a.set(|r| r.status = 200);
+    assert!(p.build_list(0).await.result.is_ok());
+    a.set(|r| r.status = 503);
+    let outcome = p.build_list(0).await;
+    assert!(outcome.result.is_ok(), "{:?}", outcome.result);
+    assert_eq!(outcome.report.as_ref().unwrap().sources[0].state, "last_good");
+    assert!(serves(&p, listed));
 }
