@@ -521,18 +521,9 @@ impl Lists {
             ChainStep::Fallback(None) => return Ok(None),
             ChainStep::Advanced { state, deltas } => (state, deltas),
         };
-        // The chain kept since the base is read back at start within
-        // `MAX_KEPT_CHAIN_BYTES` (`Store::read`): a longer one would be lost
-        // there, and the list back on its base. The whole snapshot is taken
-        // instead (the count is bounded by `apply_chain`).
-        let kept = lock(&slot.meta).chain.len() as u64 + bytes.len() as u64;
-        if kept > delta::MAX_KEPT_CHAIN_BYTES {
-            let error = Error::ChainPastRestoreLimit {
-                list: slot.name.to_string(),
-                deltas: state.deltas_applied(),
-                bytes: kept,
-                limit: format!("{} bytes", delta::MAX_KEPT_CHAIN_BYTES),
-            };
+        // The chain kept since the base must stay restorable (`Store::read`).
+        let kept = lock(&slot.meta).chain.len() + bytes.len();
+        if let Err(error) = delta::check_kept_bytes(&slot.name, &state, kept) {
             self.delta_fallback(slot, error);
             return Ok(None);
         }

@@ -320,6 +320,28 @@ fn apply_chain_up_to(
     advance(list, state, &deltas, floor).map(|state| ChainOutcome::Advanced { state, deltas: count })
 }
 
+/// Refuses a state whose chain kept since its base, `kept_bytes` long,
+/// is longer than [`MAX_KEPT_CHAIN_BYTES`]: saved, it would not be read
+/// back at the next start (the list would come back on its base). The
+/// caller takes the whole snapshot instead. (The count of deltas is
+/// bounded by [`apply_chain`].)
+///
+/// # Errors
+///
+/// [`Error::ChainPastRestoreLimit`].
+pub fn check_kept_bytes(list: &str, state: &ListState, kept_bytes: usize) -> Result<(), Error> {
+    let kept = kept_bytes as u64;
+    if kept <= MAX_KEPT_CHAIN_BYTES {
+        return Ok(());
+    }
+    Err(Error::ChainPastRestoreLimit {
+        list: list.to_owned(),
+        deltas: state.deltas_applied(),
+        bytes: kept,
+        limit: format!("{MAX_KEPT_CHAIN_BYTES} bytes"),
+    })
+}
+
 /// Whether a chain that led to `floor` (the held floor for an empty one)
 /// reached the version its response names: `latest_etag` is the
 /// response's `ETag`, [`snapshot_etag`] of the latest snapshot. A chain cut

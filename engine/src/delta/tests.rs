@@ -529,3 +529,16 @@ fn a_chain_kept_past_one_responses_bound_restores_whole_up_to_its_own() {
         "{refused:?}"
     );
 }
+
+/// A chain kept since the base is refused past its byte bound, which is
+/// what a restart reads back.
+#[test]
+fn a_kept_chain_past_its_byte_bound_is_refused() {
+    let state = ListState::of_base(base("malware", 1, &names(0..10, "base")));
+    let bound = usize::try_from(MAX_KEPT_CHAIN_BYTES).unwrap();
+    assert!(check_kept_bytes("malware", &state, bound).is_ok());
+    assert!(matches!(
+        check_kept_bytes("malware", &state, bound + 1),
+        Err(Error::ChainPastRestoreLimit { bytes, .. }) if bytes == MAX_KEPT_CHAIN_BYTES + 1
+    ));
+}
