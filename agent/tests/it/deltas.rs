@@ -15,17 +15,17 @@ use blocksieve_tests::fake::{FakePublisher, Served, Updates, unreachable_url};
 use blocksieve_tests::snapshot::{Snap, delta, end_of, freshness, publisher_key, stranger_key, unix_now};
 
 /// `count` distinct expressions tagged `tag`.
-fn exprs(tag: &str, count: usize) -> Vec<String> {
+pub(super) fn exprs(tag: &str, count: usize) -> Vec<String> {
     (0..count).map(|i| format!("{tag}-{i}.example/")).collect()
 }
 
-fn refs(owned: &[String]) -> Vec<&str> {
+pub(super) fn refs(owned: &[String]) -> Vec<&str> {
     owned.iter().map(String::as_str).collect()
 }
 
 /// The end of a version past the base (its snapshot is never downloaded
 /// in these tests, so any hash stands for it).
-fn end(version: u64) -> DeltaEnd {
+pub(super) fn end(version: u64) -> DeltaEnd {
     DeltaEnd {
         version,
         body_sha256: [version as u8; 32],
@@ -43,7 +43,7 @@ fn found(agent: &Agent, expression: &str) -> bool {
 
 /// The deltas `deltas` as the publisher would serve them, `latest` the
 /// last one's `to`.
-fn feed(deltas: Vec<(u64, Vec<u8>)>, latest: DeltaEnd) -> Updates {
+pub(super) fn feed(deltas: Vec<(u64, Vec<u8>)>, latest: DeltaEnd) -> Updates {
     Updates::Deltas {
         deltas,
         latest_version: latest.version,

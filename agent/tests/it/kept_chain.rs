@@ -4,34 +4,10 @@
 
 use axum::http::StatusCode;
 use blocksieve_agent::{Agent, ListUpdate, Verdict};
-use blocksieve_format::DeltaEnd;
-use blocksieve_format::api::snapshot_etag;
 
-use blocksieve_tests::fake::{FakePublisher, Served, Updates, unreachable_url};
+use super::deltas::{end, exprs, feed, refs};
+use blocksieve_tests::fake::{FakePublisher, Served, unreachable_url};
 use blocksieve_tests::snapshot::{Snap, delta, end_of};
-
-fn exprs(tag: &str, count: usize) -> Vec<String> {
-    (0..count).map(|i| format!("{tag}-{i}.example/")).collect()
-}
-
-fn refs(owned: &[String]) -> Vec<&str> {
-    owned.iter().map(String::as_str).collect()
-}
-
-fn end(version: u64) -> DeltaEnd {
-    DeltaEnd {
-        version,
-        body_sha256: [(version % 251) as u8 + 1; 32],
-    }
-}
-
-fn feed(deltas: Vec<(u64, Vec<u8>)>, latest: DeltaEnd) -> Updates {
-    Updates::Deltas {
-        deltas,
-        latest_version: latest.version,
-        latest_etag: snapshot_etag(latest.version, &latest.body_sha256),
-    }
-}
 
 fn cached(url: &str, dir: &std::path::Path) -> Agent {
     Agent::builder(url)
