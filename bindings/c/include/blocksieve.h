@@ -198,8 +198,9 @@ typedef struct blocksieve_config {
     size_t trusted_keys_len;
     // A directory where verified snapshots are kept across restarts, so
     // that a new agent answers before reaching the network; created if
-    // missing. NULL: none (the agent starts empty and must update first).
-    // An empty string is refused (`BLOCKSIEVE_MISCONFIGURED`).
+    // missing; one agent (in one process) per directory. NULL: none (the
+    // agent starts empty and must update first). An empty string is
+    // refused (`BLOCKSIEVE_MISCONFIGURED`).
     const char *cache_dir;
     // `BLOCKSIEVE_FAIL_OPEN` (0) or `BLOCKSIEVE_FAIL_CLOSED` (1).
     uint32_t failure_policy;

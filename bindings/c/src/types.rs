@@ -217,8 +217,9 @@ pub struct blocksieve_config {
     pub trusted_keys_len: usize,
     /// A directory where verified snapshots are kept across restarts, so
     /// that a new agent answers before reaching the network; created if
-    /// missing. NULL: none (the agent starts empty and must update first).
-    /// An empty string is refused (`BLOCKSIEVE_MISCONFIGURED`).
+    /// missing; one agent (in one process) per directory. NULL: none (the
+    /// agent starts empty and must update first). An empty string is
+    /// refused (`BLOCKSIEVE_MISCONFIGURED`).
     pub cache_dir: *const c_char,
     /// `BLOCKSIEVE_FAIL_OPEN` (0) or `BLOCKSIEVE_FAIL_CLOSED` (1).
     pub failure_policy: u32,
