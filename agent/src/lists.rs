@@ -289,9 +289,15 @@ impl Lists {
     }
 
     /// How long list `index`'s snapshot stays fresh, or `None` without a
-    /// fresh one (none, or expired): the input of the initial jitter.
+    /// fresh one (none, or expired), or when the cache directory failed it
+    /// (a chain quarantined or missing at start leaves the list behind the
+    /// version it held: it is updated as soon as a cold start is, not
+    /// after the warm start's jitter): the input of the initial jitter.
     pub(crate) fn time_to_expiry(&self, index: usize) -> Option<Duration> {
         let slot = self.slots.get(index)?;
+        if lock(&slot.meta).last_storage_error.is_some() {
+            return None;
+        }
         let current = slot.current.load();
         let loaded = current.as_ref()?;
         loaded.state.expires_at().duration_since(self.shared.now()).ok()

@@ -5,6 +5,7 @@
 //! persisted beside its base across restarts.
 
 use std::path::Path;
+use std::time::Duration;
 
 use axum::http::StatusCode;
 use blocksieve_agent::{Agent, AgentBuilder, Error, ListUpdate};
@@ -705,6 +706,40 @@ async fn a_restart_over_a_corrupt_chain_restores_the_base_reports_it_and_catches
         "{report:?}"
     );
     assert!(base.iter().chain(&a).all(|e| found(&agent, e)));
+}
+
+/// A restart that lost the chain kept (its file gone) comes back on the
+/// base, behind the version it held: its background updates start as a
+/// cold start's do (here with no jitter), not after the warm start's (up
+/// to 5 minutes while the base is fresh), during which the entries of the
+/// lost deltas answered safe.
+#[tokio::test]
+async fn a_list_behind_what_was_kept_is_updated_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let (base, a, b) = (exprs("base", 10), exprs("a", 2), exprs("b", 2));
+    let (fake, _) = persist_chain(dir.path(), &base, &a, &b).await;
+    std::fs::remove_file(dir.path().join("malware.chain")).unwrap();
+    let agent = Agent::builder(&fake.base_url)
+        .list("malware")
+        .trusted_key(blocksieve_tests::snapshot::trusted())
+        .cache_dir(dir.path())
+        .initial_jitter(Duration::ZERO)
+        .build()
+        .unwrap();
+    assert_eq!(agent.snapshot_version("malware"), Some(1));
+    assert!(!a.iter().chain(&b).any(|e| found(&agent, e)));
+    let before = fake.update_requests().len();
+    let _updates = agent.start_updates().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while agent.snapshot_version("malware") != Some(3) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no update within 10 s: {} requests",
+            fake.update_requests().len() - before
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(a.iter().chain(&b).all(|e| found(&agent, e)));
 }
 
 /// Sets its flag when dropped.
