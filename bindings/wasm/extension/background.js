@@ -283,10 +283,16 @@ async function checkNavigation(tabId, url) {
   }
 }
 
-/** Snapshots and delta chains `running` has applied so far. */
+/** Snapshots and delta chains `running` has applied so far, or null when
+ * it can no longer say: a new configuration freed it while a check was
+ * out (that check's verdict stands). */
 function updatesApplied(running) {
-  const stats = running.stats();
-  return stats.snapshotsApplied + stats.deltasApplied;
+  try {
+    const stats = running.stats();
+    return stats.snapshotsApplied + stats.deltasApplied;
+  } catch {
+    return null;
+  }
 }
 
 async function decide(tabId, url) {
@@ -297,7 +303,8 @@ async function decide(tabId, url) {
     verdict = await running.check(url);
     // A check the publisher refused as `prefix_too_short` updated the
     // lists itself: keep what it brought, as after an update.
-    if (updatesApplied(running) > applied) void keep(running);
+    const after = updatesApplied(running);
+    if (applied !== null && after !== null && after > applied) void keep(running);
   } catch (error) {
     // Unchecked navigations proceed (fail open), as the agent's own
     // "unverified" verdicts do, unless the configuration says
@@ -423,6 +430,29 @@ chrome.webNavigation.onCommitted.addListener(
     committed.set(tabId, url);
     if (foundSafe.get(tabId)?.has(url)) lastSafe.set(tabId, url);
     if (!urls.has(url)) checkNavigation(tabId, url);
+  },
+  { url: [{ schemes: ["http", "https"] }] },
+);
+
+// A page's own route change (`history.pushState` / `replaceState`: a
+// single-page app, or back and forward between its entries) fires none of
+// the events above, and the tab shows the new URL: checked as a commit is.
+chrome.webNavigation.onHistoryStateUpdated.addListener(
+  (details) => {
+    if (details.frameId !== 0) return;
+    const { tabId, url } = details;
+    const reached = new Map(chain.get(tabId));
+    const back = reached.get(url) ?? lastSafe.get(tabId);
+    reached.delete(url); // to the newest place
+    reached.set(url, back);
+    const running = checking.get(tabId);
+    for (const u of [...reached.keys()]) {
+      if (reached.size <= CHAIN_URLS) break;
+      if (!running?.has(u)) reached.delete(u);
+    }
+    chain.set(tabId, reached);
+    committed.set(tabId, url);
+    checkNavigation(tabId, url);
   },
   { url: [{ schemes: ["http", "https"] }] },
 );

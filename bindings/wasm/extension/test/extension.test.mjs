@@ -198,6 +198,17 @@ function startSites() {
       response.end();
       return;
     }
+    // `?push=PATH`: a single-page app that moves to PATH once loaded, by
+    // `history.pushState` (no navigation).
+    if (query.has("push")) {
+      response.writeHead(200, { "content-type": "text/html; charset=utf-8" });
+      response.end(
+        `<!doctype html><html><head><title>app</title></head><body><header>App ${host}</header>` +
+          `<script>addEventListener("load", () => setTimeout(() => history.pushState({}, "", ${JSON.stringify(query.get("push"))}), 300))</script>` +
+          `</body></html>`,
+      );
+      return;
+    }
     const listed = host !== "good.blocksieve.test";
     const banner = listed ? "#777777" : "#1e8e3e";
     const title = listed ? "Listed test page" : "Benign test site";
@@ -623,6 +634,49 @@ test("a user who leaves a listed page before its verdict is not turned back to a
     assert.equal(page.url(), BENIGN);
   } finally {
     recorder.searchDelayMs = 0;
+  }
+});
+
+test("a page's own route change to a listed URL (history.pushState) shows the warning page", async () => {
+  // No navigation event fires for it; the tab shows the listed URL.
+  const page = context.pages()[0];
+  const listed = "http://phish.blocksieve.test/account/verify";
+  const since = Date.now();
+  await page.goto("http://phish.blocksieve.test/account/?push=/account/verify");
+  await waitForWarning(page);
+  assert.equal(await page.textContent("#url"), listed);
+  assert.equal((await verdictFor(listed, since)).kind, "unsafe");
+});
+
+test("a configuration saved while a listed page's full-hash answer is out does not drop its verdict", async () => {
+  // The new configuration frees the old agent; its check, still out,
+  // answers unsafe, which used to be lost (read as an error: fail open).
+  const page = context.pages()[0];
+  const configure = (updateMinutes) =>
+    worker.evaluate((config) => chrome.storage.local.set({ config }), {
+      publisher: recorder.url,
+      lists: ["phishing"],
+      key: publisher.key,
+      updateMinutes,
+    });
+  // A new agent first, whose cache of full-hash answers is empty: the
+  // check below asks the publisher.
+  await configure(2);
+  await until("the new agent's first update", async () => (await status()).lastUpdate?.report);
+  await page.goto(BENIGN);
+  recorder.searchDelayMs = 2500;
+  try {
+    const since = Date.now();
+    page.goto(LISTED).catch(() => {});
+    await new Promise((r) => setTimeout(r, 800));
+    await configure(3);
+    await waitForWarning(page);
+    assert.equal(await page.textContent("#url"), LISTED);
+    assert.equal((await verdictFor(LISTED, since)).kind, "unsafe");
+  } finally {
+    recorder.searchDelayMs = 0;
+    // Back to the configuration the extension ships.
+    await worker.evaluate(() => chrome.storage.local.remove("config"));
   }
 });
 
