@@ -16,7 +16,9 @@
 # pinned npm packages (npm ci: playwright-core, no other dependency; the page
 # test uses the same install), then makes sure the publisher and the xlang
 # example are built, puts the package into the extension (build.sh) and runs
-# both tests. Screenshots are left in target/extension-test/.
+# both tests, then the feed fixtures as Chromium writes their entries
+# (tests/examples/browser_forms.rs). Screenshots are left in
+# target/extension-test/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_INCREMENTAL=0
@@ -68,3 +70,14 @@ BLOCKSIEVE_WASM_WEB_PKG="$pkg" \
   node --test --test-reporter=spec bindings/wasm/tests/chromium.test.mjs
 echo "extension: the agent in a Chromium page (cross-language inputs, README example) passed in $(($(date +%s) - page_started)) s"
 echo "extension: all done in $(($(date +%s) - started)) s"
+
+# Real feed fixtures as Chromium writes each entry on a visit
+# (tests/examples/browser_forms.rs): every form hits what its line
+# publishes; the same run, on the whole feeds, made
+# tests/fixtures/browser-forms.jsonl.
+forms_started=$(date +%s)
+for feed in "phishing-urls.txt urls" "phishing-urls-union-quirks.txt urls" "phishing-hosts.txt hosts" "urlhaus-filter.txt adblock-hosts"; do
+  set -- $feed
+  target/debug/examples/browser_forms "tests/fixtures/$1" "$2"
+done
+echo "extension: fixture entries as Chromium writes them checked in $(($(date +%s) - forms_started)) s"

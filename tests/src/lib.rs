@@ -13,6 +13,7 @@
 //! (`blocksieve-format`): they stand in for the publisher.
 
 pub mod agents;
+pub mod browser_forms;
 pub mod churn;
 pub mod clock;
 pub mod fake;

@@ -64,3 +64,28 @@ async fn metamask_blacklist_is_blocked_and_its_whitelist_is_not() {
     assert!(report.removed_by_allow > 0, "{}", report.summary());
     assert!(report.allowed_checks.0 > 0, "{}", report.summary());
 }
+
+/// Every entry of `fixtures/browser-forms.jsonl` as Chromium wrote it when
+/// visiting it (default port dropped, `..` resolved, host lowercased, a
+/// hex IPv4 address in dotted form, `'` and non-ASCII escaped, …) hits a
+/// full hash its feed line publishes: a user of the extension, whose agent
+/// is handed the browser's URL, is warned as the feed says.
+#[test]
+fn every_entry_as_a_browser_writes_it_hits_what_its_line_publishes() {
+    use blocksieve_tests::browser_forms::{BrowserForm, check};
+    let text = std::fs::read_to_string(fixtures().join("browser-forms.jsonl")).unwrap();
+    let forms: Vec<BrowserForm> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert!(forms.len() >= 300, "{} forms", forms.len());
+    let misses: Vec<String> = forms.iter().filter_map(|f| check(f).err()).collect();
+    assert!(
+        misses.is_empty(),
+        "{} of {} missed:\n{}",
+        misses.len(),
+        forms.len(),
+        misses.join("\n")
+    );
+    // The check can fail: the browser's form of another entry hits nothing.
+    let mut other = forms[0].clone();
+    other.href = "http://not-listed.example/".to_owned();
+    assert!(check(&other).is_err());
+}
