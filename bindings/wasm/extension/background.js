@@ -1,6 +1,8 @@
 // The extension's module service worker: one blocksieve agent (the
-// wasm-bindgen build in pkg/, see build.sh) checks every top-level
-// navigation and turns a tab whose URL is on a threat list to warning.html.
+// wasm-bindgen build in pkg/, see build.sh) checks every navigation (of a
+// tab, and of the frames in its page) and every download, turns a tab
+// whose URL, or a frame's, is on a threat list to warning.html, and
+// cancels a listed download before its file is saved.
 //
 // What leaves the browser: snapshot and delta downloads, and, only for a URL
 // whose hash prefix the local filter holds, a full-hash request naming that
@@ -76,6 +78,12 @@ const lastSafe = new Map();
  * whichever order its verdict and its commit come. */
 const committed = new Map();
 const foundSafe = new Map();
+/** When a tab was last turned to a warning for a URL (a download of the
+ * same URL then opens no second one). */
+const warned = new Map();
+/** How long a download is held for its check before its name is given
+ * back (as a failed check: fail open unless `failurePolicy: "closed"`). */
+const DOWNLOAD_CHECK_MS = 10_000;
 /** Whether the configuration asks to block what cannot be checked
  * (`failurePolicy: "closed"`), as last read. */
 let failClosed = false;
@@ -295,7 +303,14 @@ function updatesApplied(running) {
   }
 }
 
-async function decide(tabId, url) {
+/** The agent's verdict for `url`, remembered for the status: the agent's
+ * own (`block` true for `unsafe`, and for `unverified` under
+ * `failurePolicy: "closed"`), or `{ kind: "error", block }` when the check
+ * failed: unchecked URLs proceed (fail open), as the agent's own
+ * "unverified" verdicts do, unless the configuration says
+ * `failurePolicy: "closed"`. `what` ("navigation", "frame", "download")
+ * is remembered with it. Never throws. */
+async function verdictOf(url, what) {
   let verdict;
   try {
     const running = await agent();
@@ -306,15 +321,20 @@ async function decide(tabId, url) {
     const after = updatesApplied(running);
     if (applied !== null && after !== null && after > applied) void keep(running);
   } catch (error) {
-    // Unchecked navigations proceed (fail open), as the agent's own
-    // "unverified" verdicts do, unless the configuration says
-    // `failurePolicy: "closed"`.
-    remember({ url, kind: "error", error: describe(error), block: failClosed });
-    console.warn("blocksieve: could not check a navigation:", describe(error));
-    if (failClosed) await warn(tabId, url, { kind: "error" });
+    remember({ url, what, kind: "error", error: describe(error), block: failClosed });
+    console.warn(`blocksieve: could not check a ${what}:`, describe(error));
+    return { kind: "error", block: failClosed };
+  }
+  remember({ url, what, kind: verdict.kind, list: verdict.list, stale: verdict.stale, block: verdict.block });
+  return verdict;
+}
+
+async function decide(tabId, url) {
+  const verdict = await verdictOf(url, "navigation");
+  if (verdict.kind === "error") {
+    if (verdict.block) await warn(tabId, url, verdict);
     return;
   }
-  remember({ url, kind: verdict.kind, list: verdict.list, stale: verdict.stale, block: verdict.block });
   // The tab was closed meanwhile.
   if (!pending.has(tabId)) return;
   if (!verdict.block) {
@@ -335,21 +355,95 @@ async function decide(tabId, url) {
 async function warn(tabId, url, verdict) {
   const reached = navigation.get(tabId)?.has(url) ? navigation.get(tabId) : chain.get(tabId);
   if (pending.get(tabId) !== url && !reached?.has(url)) return;
-  const warning = new URL(chrome.runtime.getURL("warning.html"));
-  warning.searchParams.set("url", url);
-  if (verdict.list) warning.searchParams.set("list", verdict.list);
-  warning.searchParams.set("kind", verdict.kind);
-  if (verdict.stale) warning.searchParams.set("stale", "1");
+  const warning = warningFor(url, verdict);
   const back = reached?.has(url) ? reached.get(url) : lastSafe.get(tabId);
+  await showWarning(tabId, warning, back);
+}
+
+/** Turns tab `tabId` to `warning` (warning.html with its query), offering
+ * `back` as its way back. */
+async function showWarning(tabId, warning, back) {
   // The pages the listed one led to are no way back from later warnings
   // either: the tab's way back is the one this warning offers.
   if (back) lastSafe.set(tabId, back);
   else lastSafe.delete(tabId);
   if (back) warning.searchParams.set("back", back);
+  warned.set(warning.searchParams.get("url"), Date.now());
   try {
     await chrome.tabs.update(tabId, { url: warning.href });
   } catch (error) {
     // The tab was closed meanwhile.
+    console.warn("blocksieve: could not show the warning:", describe(error));
+  }
+}
+
+/** warning.html's address for `url` and its verdict. */
+function warningFor(url, verdict) {
+  const warning = new URL(chrome.runtime.getURL("warning.html"));
+  warning.searchParams.set("url", url);
+  if (verdict.list) warning.searchParams.set("list", verdict.list);
+  warning.searchParams.set("kind", verdict.kind);
+  if (verdict.stale) warning.searchParams.set("stale", "1");
+  return warning;
+}
+
+/** Checks a page loading in a frame of tab `tabId` (an iframe of the page
+ * `top`, the tab's committed page when the frame started): a listed page
+ * in a frame turns the whole tab to the warning, naming the framed page
+ * and the page that framed it, as Safe Browsing does for a subframe. Its
+ * way back is the framing page's own (the framing page would load the
+ * frame again). Dropped once the user navigated the tab themselves. */
+async function checkFrame(tabId, url, top) {
+  const verdict = await verdictOf(url, "frame");
+  if (!verdict.block) return;
+  // The framing page, or a page it led the tab to, is still the tab's
+  // (`top` is unknown for a page committed before the service worker
+  // last started: the frame is warned for then).
+  const reached = chain.get(tabId);
+  if (top !== undefined && !reached?.has(top)) return;
+  const warning = warningFor(url, verdict);
+  if (top !== undefined) warning.searchParams.set("framedIn", top);
+  await showWarning(tabId, warning, top === undefined ? undefined : reached.get(top));
+}
+
+/** Checks a download's URLs (where it started and, after redirects, where
+ * it came from) while Chrome holds its file name: a listed download is
+ * cancelled before the file is saved, and a warning opens in a new tab
+ * unless a tab was just turned to a warning for the same URL (a link to
+ * it navigated the tab). Its name is given back once every URL is found
+ * safe (or the check failed or took over DOWNLOAD_CHECK_MS, with
+ * `failurePolicy: "open"`). */
+async function checkDownload(item, suggest) {
+  const urls = [...new Set([item.url, item.finalUrl].filter((u) => /^https?:/i.test(u ?? "")))];
+  let blocked = null;
+  const timeout = new Promise((resolve) =>
+    setTimeout(() => resolve({ kind: "error", block: failClosed, timedOut: true }), DOWNLOAD_CHECK_MS),
+  );
+  for (const url of urls) {
+    const verdict = await Promise.race([verdictOf(url, "download"), timeout]);
+    if (verdict.block) {
+      blocked = { url, verdict };
+      break;
+    }
+  }
+  if (!blocked) {
+    suggest();
+    return;
+  }
+  try {
+    await chrome.downloads.cancel(item.id);
+  } catch (error) {
+    console.warn("blocksieve: could not cancel a listed download:", describe(error));
+  }
+  // Let a navigation to the same URL turn its tab first.
+  await new Promise((r) => setTimeout(r, 500));
+  if (Date.now() - (warned.get(blocked.url) ?? 0) < 10_000) return;
+  const warning = warningFor(blocked.url, blocked.verdict);
+  warning.searchParams.set("download", "1");
+  warned.set(blocked.url, Date.now());
+  try {
+    await chrome.tabs.create({ url: warning.href });
+  } catch (error) {
     console.warn("blocksieve: could not show the warning:", describe(error));
   }
 }
@@ -374,8 +468,12 @@ async function status() {
 
 chrome.webNavigation.onBeforeNavigate.addListener(
   (details) => {
-    if (details.frameId !== 0) return;
     const { tabId, url } = details;
+    if (details.frameId !== 0) {
+      // A page loading in a frame (an iframe) of the tab's page.
+      if (tabId >= 0) checkFrame(tabId, url, committed.get(tabId));
+      return;
+    }
     // What the last navigation left: URLs still being checked stay (a
     // redirect reported before this event, a navigation this one replaces).
     const urls = new Map([...(navigation.get(tabId) ?? [])].filter(([u]) => checking.get(tabId)?.has(u)));
@@ -400,6 +498,27 @@ chrome.webRequest.onBeforeRedirect.addListener(
   },
   { urls: ["http://*/*", "https://*/*"], types: ["main_frame"] },
 );
+
+// Each server redirect of a page loading in a frame, likewise (an ad's
+// click tracker): the frame's page is checked at each hop.
+chrome.webRequest.onBeforeRedirect.addListener(
+  (details) => {
+    const { tabId, redirectUrl } = details;
+    if (tabId < 0 || !/^https?:/.test(redirectUrl)) return;
+    checkFrame(tabId, redirectUrl, committed.get(tabId));
+  },
+  { urls: ["http://*/*", "https://*/*"], types: ["sub_frame"] },
+);
+
+// A download is held while its name is determined: checked first
+// (`checkDownload`). Registered only with the `downloads` permission.
+chrome.downloads?.onDeterminingFilename.addListener((item, suggest) => {
+  checkDownload(item, suggest).catch((error) => {
+    console.warn("blocksieve: could not check a download:", describe(error));
+    suggest();
+  });
+  return true;
+});
 
 // Every commit records how the tab reached its page (`chain`), and a URL no
 // check named is checked here.

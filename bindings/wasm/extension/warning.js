@@ -1,6 +1,8 @@
 // Fills the warning page from its query: url (the blocked address), list
 // (the threat list it is on), kind, stale ("1" when the verdict rests on an
-// expired snapshot) and back (the tab's last address found safe).
+// expired snapshot), framedIn (the page that framed it, when it was a
+// frame's), download ("1" for a cancelled download) and back (the tab's
+// last address found safe).
 // Every value is shown as text, never as markup: the URL is the attacker's.
 
 const query = new URLSearchParams(location.search);
@@ -14,6 +16,12 @@ if (list) {
     "This page could not be confirmed safe and your settings block such pages.";
 }
 document.getElementById("stale").hidden = query.get("stale") !== "1";
+const framedIn = query.get("framedIn");
+if (framedIn) {
+  document.getElementById("framedIn").textContent = framedIn;
+  document.getElementById("framed").hidden = false;
+}
+document.getElementById("download").hidden = query.get("download") !== "1";
 
 const back = document.getElementById("back");
 const target = query.get("back");

@@ -209,6 +209,36 @@ function startSites() {
       );
       return;
     }
+    // `?frame=URL`: a page that shows URL in an iframe (an ad, an embed).
+    if (query.has("frame")) {
+      response.writeHead(200, { "content-type": "text/html; charset=utf-8" });
+      response.end(
+        `<!doctype html><html><head><title>framing page</title></head><body><header>News on ${host}</header>` +
+          `<iframe id="frame" src=${JSON.stringify(query.get("frame"))} width="400" height="200"></iframe></body></html>`,
+      );
+      return;
+    }
+    // A page with links to files: one a navigation that Chrome turns into
+    // a download (another host's `.zip`), one an `<a download>` of this
+    // host's (no navigation at all).
+    if (request.url === "/downloads") {
+      response.writeHead(200, { "content-type": "text/html; charset=utf-8" });
+      response.end(
+        `<!doctype html><html><head><title>downloads</title></head><body>` +
+          `<p><a id="navigate" href="http://payload.blocksieve.test/tool.zip">tool</a></p>` +
+          `<p><a id="attribute" href="/files/invoice.zip" download>invoice</a></p>` +
+          `<p><a id="benign" href="/files/readme.zip" download>readme</a></p></body></html>`,
+      );
+      return;
+    }
+    if (request.url.endsWith(".zip")) {
+      response.writeHead(200, {
+        "content-type": "application/octet-stream",
+        "content-disposition": `attachment; filename="${path.basename(request.url)}"`,
+      });
+      response.end(Buffer.alloc(64 * 1024, 0x4d));
+      return;
+    }
     const listed = host !== "good.blocksieve.test";
     const banner = listed ? "#777777" : "#1e8e3e";
     const title = listed ? "Listed test page" : "Benign test site";
@@ -280,8 +310,21 @@ function listedPrefixes() {
   return [...out.matchAll(/^\s+\S+\t[0-9a-f]{64}\t([0-9a-f]{8})$/gm)].map((m) => m[1]);
 }
 
+/** Where the test's Chromium saves downloads. */
+const downloadsDir = path.join(work, "downloads");
+
 async function launchChromium(extensionDir) {
   const userDataDir = path.join(work, "profile");
+  // Downloads saved without asking, into downloadsDir (Chrome's own
+  // preferences, read at start).
+  fs.mkdirSync(path.join(userDataDir, "Default"), { recursive: true });
+  fs.mkdirSync(downloadsDir, { recursive: true });
+  fs.writeFileSync(
+    path.join(userDataDir, "Default/Preferences"),
+    JSON.stringify({
+      download: { default_directory: downloadsDir, prompt_for_download: false },
+    }),
+  );
   const browser = await chromium.launchPersistentContext(userDataDir, {
     executablePath: chromiumBin,
     headless: true,
@@ -295,12 +338,22 @@ async function launchChromium(extensionDir) {
       "--disable-background-networking",
       "--disable-component-update",
       "--disable-sync",
+      // Chrome holds a download over plain http until the user keeps it
+      // (an insecure download): the test's sites are http.
+      "--unsafely-treat-insecure-origin-as-secure=http://good.blocksieve.test,http://payload.blocksieve.test",
       `--host-resolver-rules=MAP *.blocksieve.test 127.0.0.1:${sites.port}`,
       `--disable-extensions-except=${extensionDir}`,
       `--load-extension=${extensionDir}`,
     ],
     viewport: { width: 1000, height: 600 },
   });
+  // Playwright takes downloads over (its own directory and names), which
+  // skips the extensions' `downloads.onDeterminingFilename`: give them back
+  // to Chrome, as a user's browser has them.
+  const page = browser.pages()[0] ?? (await browser.newPage());
+  const cdp = await browser.newCDPSession(page);
+  await cdp.send("Browser.setDownloadBehavior", { behavior: "default" });
+  await cdp.detach();
   return browser;
 }
 
@@ -678,6 +731,98 @@ test("a configuration saved while a listed page's full-hash answer is out does n
     // Back to the configuration the extension ships.
     await worker.evaluate(() => chrome.storage.local.remove("config"));
   }
+});
+
+test("a listed page in a frame of an unlisted page turns the tab to the warning page", async () => {
+  const page = context.pages()[0];
+  await page.goto(BENIGN);
+  const framed = "http://framed.blocksieve.test/ad";
+  const top = `http://good.blocksieve.test/news?frame=${encodeURIComponent(framed)}`;
+  const since = Date.now();
+  await page.goto(top);
+  await waitForWarning(page);
+  assert.equal(await page.textContent("#url"), framed);
+  assert.equal(await page.textContent("#framedIn"), top);
+  assert.equal(await page.isVisible("#framed"), true);
+  const verdict = await verdictFor(framed, since);
+  assert.equal(verdict.kind, "unsafe");
+  assert.equal(verdict.what, "frame");
+  // The framing page would load the frame again: the way back is the page
+  // before it.
+  assert.equal(await page.getAttribute("#back", "href"), BENIGN);
+});
+
+test("an unlisted page in a frame leaves its page be", async () => {
+  const page = context.pages()[0];
+  const framed = "http://good.blocksieve.test/embed";
+  const top = `http://good.blocksieve.test/news?frame=${encodeURIComponent(framed)}`;
+  const since = Date.now();
+  await page.goto(top);
+  assert.equal((await verdictFor(framed, since)).kind, "safe");
+  await new Promise((r) => setTimeout(r, 300));
+  assert.equal(page.url(), top);
+});
+
+/** The extension's record of the downloads of `url` (chrome.downloads). */
+function downloadsOf(url) {
+  return worker.evaluate((url) => chrome.downloads.search({ url }), url);
+}
+
+test("a listed download is cancelled before it is saved, and warned", async () => {
+  // A link to another host's file: a navigation Chrome turns into a
+  // download. The tab is turned to the warning by the navigation's check;
+  // the download is held and cancelled by its own.
+  const page = context.pages()[0];
+  await page.goto("http://good.blocksieve.test/downloads");
+  const listed = "http://payload.blocksieve.test/tool.zip";
+  const since = Date.now();
+  await page.click("#navigate");
+  const [download] = await until("the listed download's end", async () => {
+    const found = await downloadsOf(listed);
+    return found.length && found[0].state !== "in_progress" ? found : null;
+  });
+  assert.equal(download.state, "interrupted", JSON.stringify(download));
+  assert.equal(download.error, "USER_CANCELED", JSON.stringify(download));
+  assert.ok(!download.exists || download.filename === "", JSON.stringify(download));
+  const verdicts = (await status()).recent.filter((v) => v.url === listed && v.at >= since);
+  assert.ok(verdicts.some((v) => v.what === "download" && v.kind === "unsafe"), JSON.stringify(verdicts));
+});
+
+test("a listed download with no navigation (<a download>) is cancelled, and warned in a new tab", async () => {
+  const page = context.pages()[0];
+  await page.goto("http://good.blocksieve.test/downloads");
+  const listed = "http://good.blocksieve.test/files/invoice.zip";
+  const warningTab = context.waitForEvent("page", {
+    predicate: (p) => p.url().includes("/warning.html?"),
+    timeout: 30_000,
+  });
+  await page.click("#attribute");
+  const [download] = await until("the listed download's end", async () => {
+    const found = await downloadsOf(listed);
+    return found.length && found[0].state !== "in_progress" ? found : null;
+  });
+  assert.equal(download.state, "interrupted", JSON.stringify(download));
+  assert.equal(download.error, "USER_CANCELED", JSON.stringify(download));
+  const warning = await warningTab;
+  await waitForWarning(warning);
+  assert.equal(await warning.textContent("#url"), listed);
+  assert.equal(await warning.isVisible("#download"), true);
+  // The page that offered it stays.
+  assert.equal(page.url(), "http://good.blocksieve.test/downloads");
+  await warning.close();
+});
+
+test("an unlisted download is saved", async () => {
+  const page = context.pages()[0];
+  await page.goto("http://good.blocksieve.test/downloads");
+  const url = "http://good.blocksieve.test/files/readme.zip";
+  await page.click("#benign");
+  const [download] = await until("the download's end", async () => {
+    const found = await downloadsOf(url);
+    return found.length && found[0].state !== "in_progress" ? found : null;
+  });
+  assert.equal(download.state, "complete", JSON.stringify(download));
+  assert.equal(download.fileSize, 64 * 1024);
 });
 
 test("the listed page's expression hashes as the publisher says", () => {
