@@ -524,7 +524,9 @@ enum blocksieve_status blocksieve_agent_new(const struct blocksieve_config *conf
 // accepted and does nothing.
 //
 // Returns `BLOCKSIEVE_OK` (or `BLOCKSIEVE_PANIC`; the handle is gone
-// either way).
+// either way). In a child of `fork()`, a handle its parent made is
+// released without waiting for anything (its runtime's thread is not in
+// the child): the call returns, and the child's copy of its memory is left.
 //
 // Thread-safety: any thread, but only once no other call on this handle
 // is running or will start; the handle is invalid afterwards.
@@ -544,7 +546,9 @@ enum blocksieve_status blocksieve_agent_free(struct blocksieve_agent *agent);
 // updates may still have failed: see `blocksieve_agent_status`);
 // otherwise the status of the first list still without one:
 // `BLOCKSIEVE_TRANSPORT`, `BLOCKSIEVE_BAD_DATA`, `BLOCKSIEVE_STORAGE`;
-// `BLOCKSIEVE_INVALID_ARGUMENT` for a NULL handle.
+// `BLOCKSIEVE_INVALID_ARGUMENT` for a NULL handle; `BLOCKSIEVE_INTERNAL`
+// in a child of `fork()` calling a handle its parent made (the handle's
+// runtime thread is not in the child: create agents after forking).
 //
 // Thread-safety: any thread, concurrently with the other calls on this
 // handle but `blocksieve_agent_free`; updates are serialised, checks do
@@ -579,9 +583,11 @@ enum blocksieve_status blocksieve_agent_update(const struct blocksieve_agent *ag
 // Returns `BLOCKSIEVE_OK`, `BLOCKSIEVE_INVALID_URL` (the URL names no
 // host), `BLOCKSIEVE_NOT_READY` (a list has no snapshot yet, and the
 // lists that have one do not confirm the URL unsafe),
-// `BLOCKSIEVE_BUFFER_TOO_SMALL` (a text did not fit; the verdict is valid)
-// or `BLOCKSIEVE_INVALID_ARGUMENT`. A failed full-hash request is not an
-// error but a `BLOCKSIEVE_UNVERIFIED` verdict.
+// `BLOCKSIEVE_BUFFER_TOO_SMALL` (a text did not fit; the verdict is valid),
+// `BLOCKSIEVE_INVALID_ARGUMENT`, or `BLOCKSIEVE_INTERNAL` in a child of
+// `fork()` calling a handle its parent made (at once: create agents after
+// forking). A failed full-hash request is not an error but a
+// `BLOCKSIEVE_UNVERIFIED` verdict.
 //
 // Thread-safety: any thread, concurrently with every other call on this
 // handle but `blocksieve_agent_free`.
@@ -605,8 +611,9 @@ enum blocksieve_status blocksieve_agent_check(const struct blocksieve_agent *age
 // until `blocksieve_agent_stop_updates` or `blocksieve_agent_free`.
 // Returns at once.
 //
-// Returns `BLOCKSIEVE_OK`, `BLOCKSIEVE_MISCONFIGURED` (already running) or
-// `BLOCKSIEVE_INVALID_ARGUMENT`.
+// Returns `BLOCKSIEVE_OK`, `BLOCKSIEVE_MISCONFIGURED` (already running),
+// `BLOCKSIEVE_INVALID_ARGUMENT`, or `BLOCKSIEVE_INTERNAL` in a child of
+// `fork()` calling a handle its parent made (no update would ever run).
 //
 // Thread-safety: any thread, concurrently with every other call on this
 // handle but `blocksieve_agent_free`.
@@ -620,7 +627,9 @@ enum blocksieve_status blocksieve_agent_start_updates(const struct blocksieve_ag
 // (abandoning a download in progress). Checks keep answering from the
 // snapshots held; updates can be started again.
 //
-// Returns `BLOCKSIEVE_OK` or `BLOCKSIEVE_INVALID_ARGUMENT`.
+// Returns `BLOCKSIEVE_OK`, `BLOCKSIEVE_INVALID_ARGUMENT`, or
+// `BLOCKSIEVE_INTERNAL` in a child of `fork()` calling a handle its parent
+// made.
 //
 // Thread-safety: any thread, concurrently with every other call on this
 // handle but `blocksieve_agent_free`.

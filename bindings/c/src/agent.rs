@@ -37,6 +37,9 @@ pub(crate) struct Handle {
     agent: Agent,
     /// The running background updates, stopped when the handle is freed.
     updates: Mutex<Option<UpdateHandle>>,
+    /// The process that made the handle: the runtime's worker thread
+    /// exists only there (a `fork()` copies the handle, not the thread).
+    process: u32,
 }
 
 /// A verdict as the ABI returns it: the struct and its two texts.
@@ -103,7 +106,32 @@ impl Handle {
             runtime: Some(runtime),
             agent,
             updates: Mutex::new(None),
+            process: std::process::id(),
         })
+    }
+
+    /// Whether this is a copy of a handle made before `fork()`, in the
+    /// child: its runtime has no worker thread here, so nothing that waits
+    /// on the runtime would ever return (the timeouts are that thread's
+    /// timers too).
+    pub(crate) fn inherited(&self) -> bool {
+        self.process != std::process::id()
+    }
+
+    /// `BLOCKSIEVE_INTERNAL` in a child of `fork()` that uses its parent's
+    /// handle, instead of waiting forever.
+    fn same_process(&self) -> Result<(), Failure> {
+        if self.inherited() {
+            return Err(Failure::new(
+                blocksieve_status::BLOCKSIEVE_INTERNAL,
+                format!(
+                    "the agent was created in process {} before fork(); its runtime's thread is not in \
+                     this process: create agents after forking (blocksieve_agent_free still releases it)",
+                    self.process
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// Runs `future` on the agent's runtime and waits for its output, from
@@ -115,6 +143,7 @@ impl Handle {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
+        self.same_process()?;
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         if let Some(runtime) = &self.runtime {
             if tokio::runtime::Handle::try_current().is_err() {
@@ -149,6 +178,9 @@ impl Handle {
 
     /// Starts the background updates on the runtime's worker thread.
     pub(crate) fn start_updates(&self) -> Result<(), Failure> {
+        // Else the task would be spawned on a runtime with no thread here:
+        // reported started, it would never run.
+        self.same_process()?;
         let mut slot = self.updates.lock().unwrap_or_else(PoisonError::into_inner);
         let runtime = self.runtime.as_ref().ok_or_else(|| {
             Failure::new(
@@ -162,12 +194,14 @@ impl Handle {
     }
 
     /// Stops the background updates, if running, and waits until they have.
-    pub(crate) fn stop_updates(&self) {
+    pub(crate) fn stop_updates(&self) -> Result<(), Failure> {
+        self.same_process()?;
         let running = self.updates.lock().unwrap_or_else(PoisonError::into_inner).take();
         if let Some(handle) = running {
             // Only a panic of the task is lost: the updates are gone either way.
             let _ = self.wait(handle.shutdown());
         }
+        Ok(())
     }
 
     /// Every subscribed list's state, in subscription order.
@@ -193,7 +227,8 @@ impl Handle {
 
 impl Drop for Handle {
     fn drop(&mut self) {
-        self.stop_updates();
+        // An inherited handle is not dropped but leaked (`blocksieve_agent_free`).
+        let _ = self.stop_updates();
         let agent = self.agent.clone();
         let _ = self.wait(async move { agent.shutdown().await });
         if let Some(runtime) = self.runtime.take() {

@@ -620,7 +620,9 @@ pub unsafe extern "C" fn blocksieve_agent_new(
 /// accepted and does nothing.
 ///
 /// Returns `BLOCKSIEVE_OK` (or `BLOCKSIEVE_PANIC`; the handle is gone
-/// either way).
+/// either way). In a child of `fork()`, a handle its parent made is
+/// released without waiting for anything (its runtime's thread is not in
+/// the child): the call returns, and the child's copy of its memory is left.
 ///
 /// Thread-safety: any thread, but only once no other call on this handle
 /// is running or will start; the handle is invalid afterwards.
@@ -641,7 +643,16 @@ pub unsafe extern "C" fn blocksieve_agent_free(agent: *mut blocksieve_agent) -> 
         // SAFETY: the caller guarantees a live handle from
         // `blocksieve_agent_new`, i.e. `Box::into_raw` of a
         // `Box<blocksieve_agent>`, freed only here and only once.
-        drop(unsafe { Box::from_raw(agent) });
+        let agent = unsafe { Box::from_raw(agent) };
+        if agent.inner.inherited() {
+            // A child of fork() freeing its parent's handle: stopping the
+            // runtime would wait forever for a thread that is not in this
+            // process, and its sockets and I/O driver are the parent's
+            // too. Its memory is left as it is.
+            std::mem::forget(agent);
+            return Ok(());
+        }
+        drop(agent);
         Ok(())
     })
 }
@@ -655,7 +666,9 @@ pub unsafe extern "C" fn blocksieve_agent_free(agent: *mut blocksieve_agent) -> 
 /// updates may still have failed: see `blocksieve_agent_status`);
 /// otherwise the status of the first list still without one:
 /// `BLOCKSIEVE_TRANSPORT`, `BLOCKSIEVE_BAD_DATA`, `BLOCKSIEVE_STORAGE`;
-/// `BLOCKSIEVE_INVALID_ARGUMENT` for a NULL handle.
+/// `BLOCKSIEVE_INVALID_ARGUMENT` for a NULL handle; `BLOCKSIEVE_INTERNAL`
+/// in a child of `fork()` calling a handle its parent made (the handle's
+/// runtime thread is not in the child: create agents after forking).
 ///
 /// Thread-safety: any thread, concurrently with the other calls on this
 /// handle but `blocksieve_agent_free`; updates are serialised, checks do
@@ -697,9 +710,11 @@ pub unsafe extern "C" fn blocksieve_agent_update(agent: *const blocksieve_agent)
 /// Returns `BLOCKSIEVE_OK`, `BLOCKSIEVE_INVALID_URL` (the URL names no
 /// host), `BLOCKSIEVE_NOT_READY` (a list has no snapshot yet, and the
 /// lists that have one do not confirm the URL unsafe),
-/// `BLOCKSIEVE_BUFFER_TOO_SMALL` (a text did not fit; the verdict is valid)
-/// or `BLOCKSIEVE_INVALID_ARGUMENT`. A failed full-hash request is not an
-/// error but a `BLOCKSIEVE_UNVERIFIED` verdict.
+/// `BLOCKSIEVE_BUFFER_TOO_SMALL` (a text did not fit; the verdict is valid),
+/// `BLOCKSIEVE_INVALID_ARGUMENT`, or `BLOCKSIEVE_INTERNAL` in a child of
+/// `fork()` calling a handle its parent made (at once: create agents after
+/// forking). A failed full-hash request is not an error but a
+/// `BLOCKSIEVE_UNVERIFIED` verdict.
 ///
 /// Thread-safety: any thread, concurrently with every other call on this
 /// handle but `blocksieve_agent_free`.
@@ -739,8 +754,9 @@ pub unsafe extern "C" fn blocksieve_agent_check(
 /// until `blocksieve_agent_stop_updates` or `blocksieve_agent_free`.
 /// Returns at once.
 ///
-/// Returns `BLOCKSIEVE_OK`, `BLOCKSIEVE_MISCONFIGURED` (already running) or
-/// `BLOCKSIEVE_INVALID_ARGUMENT`.
+/// Returns `BLOCKSIEVE_OK`, `BLOCKSIEVE_MISCONFIGURED` (already running),
+/// `BLOCKSIEVE_INVALID_ARGUMENT`, or `BLOCKSIEVE_INTERNAL` in a child of
+/// `fork()` calling a handle its parent made (no update would ever run).
 ///
 /// Thread-safety: any thread, concurrently with every other call on this
 /// handle but `blocksieve_agent_free`.
@@ -761,7 +777,9 @@ pub unsafe extern "C" fn blocksieve_agent_start_updates(agent: *const blocksieve
 /// (abandoning a download in progress). Checks keep answering from the
 /// snapshots held; updates can be started again.
 ///
-/// Returns `BLOCKSIEVE_OK` or `BLOCKSIEVE_INVALID_ARGUMENT`.
+/// Returns `BLOCKSIEVE_OK`, `BLOCKSIEVE_INVALID_ARGUMENT`, or
+/// `BLOCKSIEVE_INTERNAL` in a child of `fork()` calling a handle its parent
+/// made.
 ///
 /// Thread-safety: any thread, concurrently with every other call on this
 /// handle but `blocksieve_agent_free`.
@@ -774,8 +792,7 @@ pub unsafe extern "C" fn blocksieve_agent_stop_updates(agent: *const blocksieve_
     entry(|| {
         // SAFETY: the caller's guarantee, passed on.
         let handle = unsafe { handle(agent) }?;
-        handle.stop_updates();
-        Ok(())
+        handle.stop_updates()
     })
 }
 
