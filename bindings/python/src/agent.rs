@@ -9,8 +9,8 @@ use blocksieve_agent::{FailurePolicy, UpdateHandle};
 use blocksieve_format::TrustedKey;
 use pyo3::prelude::*;
 
-use crate::errors::{closed, misconfigured, to_py, to_py_for_url};
-use crate::runtime;
+use crate::errors::{BlocksieveError, closed, misconfigured, to_py, to_py_for_url};
+use crate::runtime::{self, BindingRuntime};
 use crate::types::{Status, UpdateReport, Verdict};
 
 /// The trusted publisher key or keys, as given from Python: one base64
@@ -116,6 +116,7 @@ impl Options {
         let agent = py.detach(|| builder.build()).map_err(|e| to_py(&e))?;
         Ok(Core {
             state: Mutex::new(Some(State { agent, updates: None })),
+            process: std::process::id(),
         })
     }
 }
@@ -134,6 +135,10 @@ struct State {
 struct Core {
     /// The agent, until `close()`.
     state: Mutex<Option<State>>,
+    /// The process that made it: its connections, timers and background
+    /// task are on that process's runtime, whose threads a child of
+    /// `fork()` does not have.
+    process: u32,
 }
 
 impl Core {
@@ -143,13 +148,29 @@ impl Core {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// A handle to the agent, or the error of a closed agent.
+    /// The error of an agent used in a child of `fork()` made by its
+    /// parent: every call would wait forever on the parent's runtime.
+    fn same_process(&self) -> PyResult<()> {
+        if self.process == std::process::id() {
+            return Ok(());
+        }
+        Err(BlocksieveError::new_err(format!(
+            "the agent was created in process {} before fork(); agents cannot be used in a forked \
+             child: create them after forking (the child's own agents work)",
+            self.process
+        )))
+    }
+
+    /// A handle to the agent, or the error of a closed agent (or of one
+    /// made before `fork()`, in the child).
     fn agent(&self) -> PyResult<blocksieve_agent::Agent> {
+        self.same_process()?;
         self.lock().as_ref().map(|s| s.agent.clone()).ok_or_else(closed)
     }
 
     /// Starts the background updates on the binding's runtime.
     fn start_updates(&self) -> PyResult<()> {
+        self.same_process()?;
         let runtime = runtime::get()?;
         let mut state = self.lock();
         let state = state.as_mut().ok_or_else(closed)?;
@@ -160,9 +181,16 @@ impl Core {
     }
 
     /// Marks the agent closed and hands back its background updates, if
-    /// running, to be shut down.
+    /// running, to be shut down. In a child of `fork()`, an agent of the
+    /// parent is marked closed and left as it is: its task is on the
+    /// parent's runtime, and waiting for it would never end.
     fn take_updates(&self) -> Option<UpdateHandle> {
-        self.lock().take().and_then(|s| s.updates)
+        let state = self.lock().take();
+        if self.same_process().is_err() {
+            std::mem::forget(state);
+            return None;
+        }
+        state.and_then(|s| s.updates)
     }
 
     /// The status, or the error of a closed agent.
@@ -173,6 +201,17 @@ impl Core {
     /// The threat lists, in subscription order.
     fn lists(&self) -> PyResult<Vec<String>> {
         Ok(self.agent()?.lists().map(str::to_owned).collect())
+    }
+}
+
+impl Drop for Core {
+    /// An agent of the parent, collected in a child of `fork()`: left as it
+    /// is, as `close()` leaves it (its parts belong to the parent's runtime).
+    fn drop(&mut self) {
+        if self.same_process().is_err() {
+            let state = self.lock().take();
+            std::mem::forget(state);
+        }
     }
 }
 
@@ -433,7 +472,7 @@ impl AsyncAgent {
     fn update<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let agent = self.core.agent()?;
         runtime::get()?;
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+        pyo3_async_runtimes::generic::future_into_py::<BindingRuntime, _, _>(py, async move {
             let report = agent.update().await.map_err(|e| to_py(&e))?;
             Ok(UpdateReport::from_agent(&report))
         })
@@ -443,7 +482,7 @@ impl AsyncAgent {
     fn check<'py>(&self, py: Python<'py>, url: String) -> PyResult<Bound<'py, PyAny>> {
         let agent = self.core.agent()?;
         runtime::get()?;
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+        pyo3_async_runtimes::generic::future_into_py::<BindingRuntime, _, _>(py, async move {
             let verdict = agent.check_url(&url).await.map_err(|e| to_py_for_url(&e, &url))?;
             Ok(Verdict::from_agent(&verdict))
         })
@@ -461,7 +500,7 @@ impl AsyncAgent {
         let urls = collect_urls(urls)?;
         let agent = self.core.agent()?;
         runtime::get()?;
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+        pyo3_async_runtimes::generic::future_into_py::<BindingRuntime, _, _>(py, async move {
             let results = agent.check_urls(&urls).await;
             verdicts(&urls, results, return_exceptions)
         })
@@ -481,7 +520,7 @@ impl AsyncAgent {
     fn close<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let updates = self.core.take_updates();
         runtime::get()?;
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+        pyo3_async_runtimes::generic::future_into_py::<BindingRuntime, _, _>(py, async move {
             if let Some(updates) = updates {
                 updates.shutdown().await;
             }
@@ -503,7 +542,7 @@ impl AsyncAgent {
 
     fn __aenter__<'py>(slf: Py<Self>, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         runtime::get()?;
-        pyo3_async_runtimes::tokio::future_into_py(py, async move { Ok(slf) })
+        pyo3_async_runtimes::generic::future_into_py::<BindingRuntime, _, _>(py, async move { Ok(slf) })
     }
 
     #[pyo3(signature = (*_exc))]
@@ -514,7 +553,7 @@ impl AsyncAgent {
     ) -> PyResult<Bound<'py, PyAny>> {
         let updates = self.core.take_updates();
         runtime::get()?;
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+        pyo3_async_runtimes::generic::future_into_py::<BindingRuntime, _, _>(py, async move {
             if let Some(updates) = updates {
                 updates.shutdown().await;
             }

@@ -198,6 +198,46 @@ def test_a_forked_child_gets_an_error_not_a_hang(publisher):
         assert agent.check(LISTED_URL).is_unsafe  # the parent is unaffected
 
 
+def test_a_forked_child_makes_agents_of_its_own(publisher):
+    """A child of a process that has used agents (a pre-fork server's
+    worker, a multiprocessing pool's) creates its own, blocking and asyncio,
+    as the README advises; only its parent's agents are refused."""
+    import os
+    import signal
+
+    with agent_for(publisher) as agent:
+        agent.update()
+        agent.start_updates()
+        pid = os.fork()
+        if pid == 0:
+            signal.alarm(60)  # a hang ends the child by SIGALRM
+            code = 3
+            try:
+                with pytest.raises(blocksieve.BlocksieveError, match="fork"):
+                    agent.check(LISTED_URL)
+                with agent_for(publisher) as own:
+                    own.update()
+                    assert own.check(LISTED_URL).is_unsafe
+                    assert own.check(BENIGN_URL).is_safe
+
+                async def main():
+                    async with blocksieve.AsyncAgent(publisher.url, ["phishing"], publisher.key) as own:
+                        await own.update()
+                        return (await own.check(LISTED_URL)).is_unsafe
+
+                assert asyncio.run(main())
+                agent.close()  # the parent's agent: closed in the child without waiting
+                code = 0
+            except BaseException as err:  # reported through the exit code
+                print(f"child: {type(err).__name__}: {err}", flush=True)
+                code = 4
+            os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert agent.check(LISTED_URL).is_unsafe  # the parent is unaffected
+        assert agent.status().updates_running
+
+
 def test_status(publisher):
     with agent_for(publisher) as agent:
         version = agent.update().lists[0].version
