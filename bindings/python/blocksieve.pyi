@@ -32,7 +32,7 @@ class NotReadyError(BlocksieveError):
     """A threat list has no snapshot yet (and the others do not confirm the URL unsafe); run ``update()`` first."""
 
 class InvalidUrlError(BlocksieveError):
-    """The URL cannot be canonicalized (it names no host)."""
+    """The URL cannot be canonicalized (it names no host, or is over 2 MiB); neither safe nor unsafe."""
 
 class StorageError(BlocksieveError):
     """The cache directory failed; the agent keeps working from memory."""

@@ -61,8 +61,10 @@ typedef enum blocksieve_status {
     // A required pointer was NULL, a pointer was misaligned, a string was
     // not UTF-8, or a value was out of range: a bug in the caller.
     BLOCKSIEVE_INVALID_ARGUMENT = 1,
-    // The URL cannot be canonicalized: it names no host. It is neither safe
-    // nor unsafe; report it to whoever supplied it.
+    // The URL cannot be canonicalized: it names no host (or an invalid
+    // one), or it is longer than 2 MiB (2,097,152 bytes), whatever its host.
+    // It is neither safe nor unsafe (never treat it as safe); report it to
+    // whoever supplied it.
     BLOCKSIEVE_INVALID_URL = 2,
     // A threat list has no snapshot yet, and the lists that have one do
     // not confirm the URL unsafe, so the agent cannot answer: run
@@ -387,7 +389,7 @@ extern "C" {
 // bytes, without the NUL, whenever the status is `BLOCKSIEVE_OK` or
 // `BLOCKSIEVE_BUFFER_TOO_SMALL`; the buffer needs `*out_len + 1` bytes.
 //
-// Returns `BLOCKSIEVE_OK`, `BLOCKSIEVE_INVALID_URL` (no host),
+// Returns `BLOCKSIEVE_OK`, `BLOCKSIEVE_INVALID_URL` (no host, or over 2 MiB),
 // `BLOCKSIEVE_BUFFER_TOO_SMALL`, or `BLOCKSIEVE_INVALID_ARGUMENT` (NULL
 // `url` or `out_len`, NULL `out` with a capacity, `url` not UTF-8).
 //
@@ -581,7 +583,7 @@ enum blocksieve_status blocksieve_agent_update(const struct blocksieve_agent *ag
 // text (its length is still reported).
 //
 // Returns `BLOCKSIEVE_OK`, `BLOCKSIEVE_INVALID_URL` (the URL names no
-// host), `BLOCKSIEVE_NOT_READY` (a list has no snapshot yet, and the
+// host, or is over 2 MiB), `BLOCKSIEVE_NOT_READY` (a list has no snapshot yet, and the
 // lists that have one do not confirm the URL unsafe),
 // `BLOCKSIEVE_BUFFER_TOO_SMALL` (a text did not fit; the verdict is valid),
 // `BLOCKSIEVE_INVALID_ARGUMENT`, or `BLOCKSIEVE_INTERNAL` in a child of
@@ -825,7 +827,7 @@ enum blocksieve_status blocksieve_session_handle_update_failure(const struct blo
 // for `blocksieve_agent_check`.
 //
 // Returns `BLOCKSIEVE_OK`, `BLOCKSIEVE_INVALID_URL` (the URL names no
-// host), `BLOCKSIEVE_NOT_READY` (a list has no snapshot yet, and the
+// host, or is over 2 MiB), `BLOCKSIEVE_NOT_READY` (a list has no snapshot yet, and the
 // lists that have one do not confirm the URL unsafe without a request: run
 // an update round first), `BLOCKSIEVE_BUFFER_TOO_SMALL` (a text did not fit; the
 // verdict is valid) or `BLOCKSIEVE_INVALID_ARGUMENT`.

@@ -339,7 +339,7 @@ unsafe fn text_result(
 /// bytes, without the NUL, whenever the status is `BLOCKSIEVE_OK` or
 /// `BLOCKSIEVE_BUFFER_TOO_SMALL`; the buffer needs `*out_len + 1` bytes.
 ///
-/// Returns `BLOCKSIEVE_OK`, `BLOCKSIEVE_INVALID_URL` (no host),
+/// Returns `BLOCKSIEVE_OK`, `BLOCKSIEVE_INVALID_URL` (no host, or over 2 MiB),
 /// `BLOCKSIEVE_BUFFER_TOO_SMALL`, or `BLOCKSIEVE_INVALID_ARGUMENT` (NULL
 /// `url` or `out_len`, NULL `out` with a capacity, `url` not UTF-8).
 ///
@@ -708,7 +708,7 @@ pub unsafe extern "C" fn blocksieve_agent_update(agent: *const blocksieve_agent)
 /// text (its length is still reported).
 ///
 /// Returns `BLOCKSIEVE_OK`, `BLOCKSIEVE_INVALID_URL` (the URL names no
-/// host), `BLOCKSIEVE_NOT_READY` (a list has no snapshot yet, and the
+/// host, or is over 2 MiB), `BLOCKSIEVE_NOT_READY` (a list has no snapshot yet, and the
 /// lists that have one do not confirm the URL unsafe),
 /// `BLOCKSIEVE_BUFFER_TOO_SMALL` (a text did not fit; the verdict is valid),
 /// `BLOCKSIEVE_INVALID_ARGUMENT`, or `BLOCKSIEVE_INTERNAL` in a child of
@@ -1353,7 +1353,7 @@ pub unsafe extern "C" fn blocksieve_session_handle_update_failure(
 /// for `blocksieve_agent_check`.
 ///
 /// Returns `BLOCKSIEVE_OK`, `BLOCKSIEVE_INVALID_URL` (the URL names no
-/// host), `BLOCKSIEVE_NOT_READY` (a list has no snapshot yet, and the
+/// host, or is over 2 MiB), `BLOCKSIEVE_NOT_READY` (a list has no snapshot yet, and the
 /// lists that have one do not confirm the URL unsafe without a request: run
 /// an update round first), `BLOCKSIEVE_BUFFER_TOO_SMALL` (a text did not fit; the
 /// verdict is valid) or `BLOCKSIEVE_INVALID_ARGUMENT`.

@@ -44,8 +44,10 @@ pub enum blocksieve_status {
     /// A required pointer was NULL, a pointer was misaligned, a string was
     /// not UTF-8, or a value was out of range: a bug in the caller.
     BLOCKSIEVE_INVALID_ARGUMENT = 1,
-    /// The URL cannot be canonicalized: it names no host. It is neither safe
-    /// nor unsafe; report it to whoever supplied it.
+    /// The URL cannot be canonicalized: it names no host (or an invalid
+    /// one), or it is longer than 2 MiB (2,097,152 bytes), whatever its host.
+    /// It is neither safe nor unsafe (never treat it as safe); report it to
+    /// whoever supplied it.
     BLOCKSIEVE_INVALID_URL = 2,
     /// A threat list has no snapshot yet, and the lists that have one do
     /// not confirm the URL unsafe, so the agent cannot answer: run

@@ -34,7 +34,7 @@ create_exception!(
     blocksieve,
     InvalidUrlError,
     BlocksieveError,
-    "The URL cannot be canonicalized (it names no host). It is neither safe nor unsafe."
+    "The URL cannot be canonicalized (it names no host, or is over 2 MiB whatever its host). It is neither safe nor unsafe."
 );
 create_exception!(
     blocksieve,

@@ -238,6 +238,15 @@ def test_a_forked_child_makes_agents_of_its_own(publisher):
         assert agent.status().updates_running
 
 
+def test_a_url_over_2_mib_is_invalid_whatever_its_host(publisher):
+    """As the error table says: a listed host does not make an over-long URL
+    checkable; it is InvalidUrlError (never to be read as safe), not a verdict."""
+    with agent_for(publisher) as agent:
+        agent.update()
+        with pytest.raises(blocksieve.InvalidUrlError, match="maximum is 2097152"):
+            agent.check(LISTED_URL + "?q=" + "a" * (2 << 20))
+
+
 def test_status(publisher):
     with agent_for(publisher) as agent:
         version = agent.update().lists[0].version
