@@ -4,7 +4,7 @@
 
 use super::escape::unescape_fully;
 use super::host::{is_dotted_decimal, parse_ipv4, push_ipv4};
-use super::path::push_path_and_query;
+use super::path::{push_path_and_query, resolved_as_browsers};
 use super::url::{CanonicalUrl, HostKind, Layout, MAX_URL_BYTES, first_slashes, last_dots};
 use crate::scan;
 
@@ -289,7 +289,11 @@ pub(super) fn common_case(input: &[u8]) -> Option<Common> {
     let path_end = if path_work {
         // As assemble does with Unescape::PerComponent; unescaping is a copy
         // when there is no '%', tab, CR or LF.
-        let path_end = push_path_and_query(&unescape_fully(path_and_query), &mut out);
+        let resolved = resolved_as_browsers(path_and_query);
+        let path_end = push_path_and_query(
+            &unescape_fully(resolved.as_deref().unwrap_or(path_and_query)),
+            &mut out,
+        );
         layout.set_dirs(&first_slashes(&out, host_end, path_end), path_end);
         path_end
     } else {

@@ -91,7 +91,14 @@
 //!    `/../` removes the previous segment, runs of `/` collapse to one, and an
 //!    empty path becomes `/`. A trailing slash is kept. The query is never
 //!    changed except by escaping; an empty query (`q?`) is kept in the
-//!    canonical URL.
+//!    canonical URL. Before step 4 unescapes it, the path as written is
+//!    resolved as browsers resolve it (WHATWG URL Standard, "path state"):
+//!    `\` read as `/`, and the dot segments `.` and `..` (also written
+//!    `%2e`) resolved while every other escape is still as written, `..`
+//!    removing an empty segment too (`a//../b` is `/a/b`, `a%2Fb/../c` is
+//!    `/c`, `p%3Fq/../r` is `/r`). A browser hands the Safe Browsing client
+//!    the URL in that form, so a listed URL and the browser's form of it
+//!    must canonicalize alike (`tests/properties.rs`, property 6).
 //! 9. Escape every byte `<= 0x20`, `>= 0x7f`, `#` and `%` as `%XX` with
 //!    uppercase hex digits (v4: "percent-escape all characters that are <=
 //!    ASCII 32, >= 127, "#", or "%""). The canonical URL is therefore always
@@ -134,6 +141,7 @@
 //! | IPv6 with an embedded IPv4 | RFC 5952 section 4 would write hex; section 5 and the Go vectors keep the dotted quad | dotted quad kept when written so |
 //! | whitespace trimmed | v4: "leading and trailing whitespace"; WHATWG: C0 controls and space | every byte `<= 0x20` (WHATWG) |
 //! | `\` in the path | v4 silent; browsers (WHATWG) read it as `/` in http(s) | `/` |
+//! | dot segments and escaped delimiters (`a//../b`, `a%2Fb/../c`, `p%3Fq/../r`) | v4: unescape, then resolve (`/b`, `/a/c`, a query `q/../r`); browsers resolve the path as written first, and Chromium's client unescapes what they hand it (`/a/b`, `/c`, `/r`) | as browsers: resolved as written, then unescaped and resolved again (step 8) |
 //! | `http:///host` | WHATWG skips extra slashes; Go and the 2010 Python client reject (`http:///blah`) | rejected (conformance section G) |
 //! | `https:host`, `https:\\host`, `https:/\host` | v4 silent ("a scheme not followed by `//`"); WHATWG and Chromium go to `host` | read as `https://host` for http(s) only |
 //! | when to unescape | v4 text: unescape the whole URL, then parse; browsers: parse, then unescape each part | split on the delimiters as written, then unescape each part (step 4); whole-URL unescape only when no scheme is written |

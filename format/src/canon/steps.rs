@@ -7,7 +7,7 @@ use std::borrow::Cow;
 
 use super::escape::{AUTHORITY_END, CLASS, HOST_PLAIN, PREPASS, Unescape, unescape_fully};
 use super::host::{canonical_host, ipv4_or_domain};
-use super::path::push_path_and_query;
+use super::path::{push_path_and_query, resolved_as_browsers};
 use super::url::{CanonError, CanonicalUrl, Layout, check_length};
 
 /// [`canonicalize`](super::canonicalize) by the steps of the module docs, one
@@ -68,6 +68,9 @@ fn assemble(scheme: &[u8], rest: &[u8], unescape: Unescape) -> Result<CanonicalU
     // or '?', the path at the first '?' after it.
     let (authority_end, plain_host) = scan_authority(rest);
     let (authority, path_and_query) = rest.split_at(authority_end);
+    // The path resolved as browsers resolve it, before it is unescaped.
+    let resolved = resolved_as_browsers(path_and_query);
+    let path_and_query = resolved.as_deref().unwrap_or(path_and_query);
     let path_and_query: Cow<'_, [u8]> = match unescape {
         Unescape::No => Cow::Borrowed(path_and_query),
         Unescape::PerComponent => Cow::Owned(unescape_fully(path_and_query)),
