@@ -74,10 +74,14 @@ echo "extension: all done in $(($(date +%s) - started)) s"
 # Real feed fixtures as Chromium writes each entry on a visit
 # (tests/examples/browser_forms.rs): every form hits what its line
 # publishes; the same run, on the whole feeds, made
-# tests/fixtures/browser-forms.jsonl.
+# tests/fixtures/browser-forms.jsonl. Then the URL fixtures' entries
+# rewritten the ways a URL can be written otherwise (--mutate SEED), each
+# variant a feed line of its own.
 forms_started=$(date +%s)
-for feed in "phishing-urls.txt urls" "phishing-urls-union-quirks.txt urls" "phishing-hosts.txt hosts" "urlhaus-filter.txt adblock-hosts"; do
+for feed in "phishing-urls.txt urls" "phishing-urls-union-quirks.txt urls" "phishing-hosts.txt hosts" \
+  "urlhaus-filter.txt adblock-hosts" "phishing-urls.txt urls --mutate 1" "phishing-urls.txt urls --mutate 2" \
+  "phishing-urls-union-quirks.txt urls --mutate 3"; do
   set -- $feed
-  target/debug/examples/browser_forms "tests/fixtures/$1" "$2"
+  target/debug/examples/browser_forms "tests/fixtures/$1" "${@:2}"
 done
 echo "extension: fixture entries as Chromium writes them checked in $(($(date +%s) - forms_started)) s"

@@ -30,8 +30,12 @@ for (let i = 0; i < entries.length; i += CHUNK) {
   const answers = await page.evaluate(
     (chunk) =>
       chunk.map(({ k, text }) => {
-        let s = text.trim();
-        if (!/^(https?|ftp|wss?|file):/i.test(s)) s = "http://" + s;
+        // Leading and trailing C0 controls and spaces, as the URL parser
+        // itself strips (JavaScript's trim() would strip more).
+        let s = text.replace(/^[\u0000-\u0020]+|[\u0000-\u0020]+$/g, "");
+        // A scheme as written (a special one may skip its slashes, as
+        // browsers read `http:evil.example`), else a host typed alone.
+        if (!/^([a-z][a-z0-9+.-]*:\/\/|(https?|ftp|wss?|file):)/i.test(s)) s = "http://" + s;
         try {
           return { k, href: new URL(s).href };
         } catch (e) {

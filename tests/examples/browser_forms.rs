@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! cargo run --release -p blocksieve-tests --example browser_forms -- \
-//!     FEED FORMAT [--differing OUT.jsonl]
+//!     FEED FORMAT [--differing OUT.jsonl] [--mutate SEED]
 //! ```
 //!
 //! Needs Node.js, Chromium and the extension test's npm packages (`npm ci`
@@ -17,6 +17,15 @@
 //! the `/` after it) is written there as a [`BrowserForm`]: the pool
 //! `tests/fixtures/browser-forms.jsonl` was sampled from.
 //!
+//! With `--mutate SEED`, each URL entry is first rewritten the ways a URL
+//! can be written otherwise and still be visited (one to three changes,
+//! drawn with a seeded RNG: host case, default port, trailing or escaped
+//! or ideographic dots, userinfo, scheme case, dot segments written plain,
+//! escaped or after `//`, backslashes, escapes, bytes browsers escape,
+//! non-ASCII, fragments, empty queries, tabs, another host form), and the
+//! variant is checked as a feed line of its own: a feed that writes the
+//! URL so must be matched by the browser that visits it.
+//!
 //! Exits 1 when an entry's browser form misses what its line publishes, 2
 //! when the check could not run, else 0.
 
@@ -27,6 +36,8 @@ use std::process::{Command, ExitCode};
 use blocksieve_publisher::internal::sources::{EntryOutcome, feed_lines, read_line};
 use blocksieve_tests::browser_forms::{BrowserForm, check, format_of};
 use blocksieve_tests::feed_check::{BoxError, read_feed};
+use rand::rngs::StdRng;
+use rand::{Rng as _, SeedableRng as _};
 use serde::Deserialize;
 
 #[derive(Deserialize)]
@@ -36,9 +47,201 @@ struct Answer {
     error: Option<String>,
 }
 
-fn run(feed: &Path, format_name: &str, differing: Option<PathBuf>) -> Result<bool, BoxError> {
+/// One to three rewrites of `url` (`scheme://rest`) a browser still visits.
+fn mutate(url: &str, rng: &mut StdRng) -> String {
+    const CHARS: &[&str] = &[
+        "!",
+        "$",
+        "&",
+        "'",
+        "(",
+        ")",
+        "*",
+        "+",
+        ",",
+        ";",
+        "=",
+        ":",
+        "@",
+        "%",
+        "/",
+        "?",
+        "[",
+        "]",
+        "\\",
+        "^",
+        "`",
+        "{",
+        "|",
+        "}",
+        "<",
+        ">",
+        "\"",
+        " ",
+        "~",
+        "-",
+        ".",
+        "_",
+        "\u{e9}",
+        "\u{20ac}",
+        "\u{1d518}",
+        "\u{a0}",
+        "\u{200b}",
+        "\u{df}",
+        "\u{131}",
+        "\u{130}",
+        "\u{ff05}",
+        "\u{ff0e}",
+        "\u{3002}",
+        "\u{ff0f}",
+        "\u{3000}",
+        "\u{feff}",
+        "\u{fb01}",
+    ];
+    const DOTS: &[&str] = &[
+        "/./", "/../", "//", "/.", "/%2e/", "/%2E%2E/", "\\", "/.%2e/", "//../", "//.%2e/",
+    ];
+    const HOSTS: &[&str] = &[
+        "m\u{fc}nchen.example",
+        "xn--mnchen-3ya.example",
+        "EXAMPLE\u{3002}COM",
+        "\u{ff45}vil.example",
+        "0x7f000002",
+        "3232235777",
+        "0300.0250.0.1",
+        "192.168.1",
+        "[::ffff:1.2.3.4]",
+        "[2001:DB8::1]",
+    ];
+    let escape = |c: char| {
+        c.to_string()
+            .bytes()
+            .map(|b| format!("%{b:02X}"))
+            .collect::<String>()
+    };
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let mut scheme = scheme.to_owned();
+    let split = rest.find('/').unwrap_or(rest.len());
+    let (mut host, mut path) = (rest[..split].to_owned(), rest[split..].to_owned());
+    // What is inserted into the path stays there (a host written alone
+    // would take it into its last label).
+    if path.is_empty() || path.starts_with('?') {
+        path.insert(0, '/');
+    }
+    // A place in the path after its first '/'.
+    let at = |s: &str, rng: &mut StdRng| {
+        let mut i = rng.gen_range(1..=s.len());
+        while !s.is_char_boundary(i) {
+            i -= 1;
+        }
+        i
+    };
+    for _ in 0..rng.gen_range(1..=3) {
+        match rng.gen_range(0..20) {
+            0 => host = host.to_uppercase(),
+            1 => host.push_str(if scheme.eq_ignore_ascii_case("https") {
+                ":443"
+            } else {
+                ":80"
+            }),
+            2 => host.push('.'),
+            3 => {
+                host = host.replacen(
+                    '.',
+                    ["\u{3002}", "\u{ff0e}", "%2e", "%2E"][rng.gen_range(0..4)],
+                    1,
+                )
+            }
+            4 => {
+                host = host
+                    .chars()
+                    .map(|c| {
+                        if c.is_ascii_alphanumeric() && rng.gen_bool(0.2) {
+                            escape(c)
+                        } else {
+                            c.to_string()
+                        }
+                    })
+                    .collect()
+            }
+            5 => host = format!("user:pw@{host}"),
+            6 => scheme = scheme.to_uppercase(),
+            7 | 8 => {
+                let i = at(&path, rng);
+                path.insert_str(i, DOTS[rng.gen_range(0..DOTS.len())]);
+            }
+            9..=11 => {
+                let i = at(&path, rng);
+                path.insert_str(i, CHARS[rng.gen_range(0..CHARS.len())]);
+            }
+            12 | 13 => {
+                path = path
+                    .chars()
+                    .map(|c| {
+                        if rng.gen_bool(0.15) {
+                            escape(c)
+                        } else {
+                            c.to_string()
+                        }
+                    })
+                    .collect()
+            }
+            14 => path.push_str(["#x", "#a#b", "#%23", "# y"][rng.gen_range(0..4)]),
+            15 => path.push('?'),
+            16 => {
+                let i = at(&path, rng);
+                path.insert(i, '\t');
+            }
+            17 => {
+                path = path
+                    .chars()
+                    .map(|c| {
+                        if rng.gen_bool(0.1) {
+                            c.to_ascii_uppercase()
+                        } else {
+                            c
+                        }
+                    })
+                    .collect()
+            }
+            18 => host = HOSTS[rng.gen_range(0..HOSTS.len())].to_owned(),
+            _ => path.push_str(
+                ["?a=1&b=%20", "?q=\u{e9}", "?q=%zz", "?q=a+b", "?%", "?q=<x>"][rng.gen_range(0..6)],
+            ),
+        }
+    }
+    format!("{scheme}://{host}{path}")
+}
+
+fn run(
+    feed: &Path,
+    format_name: &str,
+    differing: Option<PathBuf>,
+    seed: Option<u64>,
+) -> Result<bool, BoxError> {
     let format = format_of(format_name)?;
-    let bytes = read_feed(feed)?;
+    let mut bytes = read_feed(feed)?;
+    if let Some(seed) = seed {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let mut variants = Vec::new();
+        for line in feed_lines(&bytes) {
+            for entry in read_line(format, line).entries {
+                let EntryOutcome::Accepted(readings) = entry else {
+                    continue;
+                };
+                let Some(text) = readings.first().and_then(|r| std::str::from_utf8(&r.text).ok()) else {
+                    continue;
+                };
+                if text.contains("://") {
+                    variants.extend_from_slice(mutate(text, &mut rng).replace(['\n', '\r'], "\t").as_bytes());
+                    variants.push(b'\n');
+                }
+            }
+        }
+        bytes = variants;
+    }
     let mut entries: Vec<(String, String)> = Vec::new();
     let mut not_utf8 = 0u64;
     for line in feed_lines(&bytes) {
@@ -122,19 +325,23 @@ fn run(feed: &Path, format_name: &str, differing: Option<PathBuf>) -> Result<boo
 
 fn main() -> ExitCode {
     let mut args = std::env::args().skip(1);
+    const USAGE: &str = "usage: browser_forms FEED FORMAT [--differing OUT.jsonl] [--mutate SEED]";
     let (Some(feed), Some(format)) = (args.next(), args.next()) else {
-        eprintln!("usage: browser_forms FEED FORMAT [--differing OUT.jsonl]");
+        eprintln!("{USAGE}");
         return ExitCode::from(2);
     };
-    let differing = match (args.next().as_deref(), args.next()) {
-        (Some("--differing"), Some(out)) => Some(PathBuf::from(out)),
-        (None, _) => None,
-        _ => {
-            eprintln!("usage: browser_forms FEED FORMAT [--differing OUT.jsonl]");
-            return ExitCode::from(2);
+    let (mut differing, mut seed) = (None, None);
+    while let Some(arg) = args.next() {
+        match (arg.as_str(), args.next()) {
+            ("--differing", Some(out)) => differing = Some(PathBuf::from(out)),
+            ("--mutate", Some(s)) if s.parse::<u64>().is_ok() => seed = s.parse().ok(),
+            _ => {
+                eprintln!("{USAGE}");
+                return ExitCode::from(2);
+            }
         }
-    };
-    match run(Path::new(&feed), &format, differing) {
+    }
+    match run(Path::new(&feed), &format, differing, seed) {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => {
             println!("FAILED");
