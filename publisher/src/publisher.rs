@@ -397,28 +397,49 @@ impl Publisher {
         // The generation the store points to before the sources are
         // fetched: a build whose fetch outlasts its lease must not publish
         // content older than what another builder published meanwhile.
+        // Not knowing it, a build cannot tell whether its content is older
+        // than what another builder publishes while it fetches: with
+        // several builders on a store (another one may take the lease
+        // should this fetch outlast it), such a build fetches nothing.
         let this = self.clone();
-        let started_from = tokio::task::spawn_blocking(move || this.head_generation(index))
-            .await
-            .ok()
-            .flatten();
-        let (loaded, caches) = self.fetch_sources(index).await;
-        let force = inner.force_once[index].swap(false, Ordering::SeqCst);
-        let this = self.clone();
-        let mut outcome = tokio::task::spawn_blocking(move || {
-            this.build_and_publish(index, loaded, &caches, force, started_from)
-        })
-        .await
-        .unwrap_or_else(|e| ListBuildOutcome {
-            sources_read: None,
-            unchanged: false,
-            list: list.name.clone(),
-            report: None,
-            result: Err(Error::BuildTask {
+        let started_from = match tokio::task::spawn_blocking(move || this.head_generation(index)).await {
+            Ok(Ok(generation)) => Ok(Some(generation)),
+            Ok(Err(e)) if inner.config.store.is_some() => Err(e),
+            Ok(Err(_)) => Ok(None),
+            Err(e) => Err(Error::BuildTask {
                 list: list.name.clone(),
                 reason: e.to_string(),
             }),
-        });
+        };
+        let mut force = false;
+        let mut outcome = match started_from {
+            Err(e) => ListBuildOutcome {
+                sources_read: None,
+                unchanged: false,
+                list: list.name.clone(),
+                report: None,
+                result: Err(e),
+            },
+            Ok(started_from) => {
+                let (loaded, caches) = self.fetch_sources(index).await;
+                force = inner.force_once[index].swap(false, Ordering::SeqCst);
+                let this = self.clone();
+                tokio::task::spawn_blocking(move || {
+                    this.build_and_publish(index, loaded, &caches, force, started_from)
+                })
+                .await
+                .unwrap_or_else(|e| ListBuildOutcome {
+                    sources_read: None,
+                    unchanged: false,
+                    list: list.name.clone(),
+                    report: None,
+                    result: Err(Error::BuildTask {
+                        list: list.name.clone(),
+                        reason: e.to_string(),
+                    }),
+                })
+            }
+        };
         if let Some(timings) = outcome.report.as_mut().map(|r| &mut r.timings) {
             // What no stage covers: sizing, gates, the blocking-pool hop.
             timings.total = started.elapsed();
@@ -496,12 +517,16 @@ impl Publisher {
         }
     }
 
-    /// The generation list `index`'s store points to now (`Some(None)`:
-    /// none yet); `None` when it cannot be read.
-    fn head_generation(&self, index: usize) -> Option<Option<u64>> {
+    /// The generation list `index`'s store points to now (`None`: none
+    /// yet).
+    ///
+    /// # Errors
+    ///
+    /// As [`ListStore::head`], when it cannot be read.
+    fn head_generation(&self, index: usize) -> Result<Option<u64>, Error> {
         let slot = &self.inner.state.lists[index];
-        let head = slot.store.head(&self.inner.public_key).ok()?;
-        Some(head.map(|latest| latest.pointer.generation))
+        let head = slot.store.head(&self.inner.public_key)?;
+        Ok(head.map(|latest| latest.pointer.generation))
     }
 
     /// Build (pure) and store: reads the sources, keeps what the build

@@ -20,4 +20,5 @@ mod slow_clients;
 mod stalled_builder;
 mod status;
 mod store;
+mod store_races;
 mod tidy;
