@@ -11,7 +11,9 @@
 //! names, each checked against the manifest's size and SHA-256 and
 //! verified with the publisher's public key as an agent would — and swapped
 //! into the list's slot, as a build swaps its own. A generation that does
-//! not verify is remembered and not downloaded again (one skipped because
+//! not verify is remembered and not downloaded again while the pointer
+//! names it at the same version (a build that replaces it at that number
+//! names its own version, and is loaded; one skipped because
 //! its manifest or an object it names was missing is tried again after 2,
 //! 4, … up to 64 checks: a store whose replication shows the pointer before
 //! the objects must not keep a replica a generation behind until the next
@@ -71,8 +73,13 @@ pub(crate) fn decide(served: Option<u64>, pointer: &Pointer, rejected: &BTreeSet
 struct Followed {
     /// The ETag of the pointer last handled: asked for conditionally.
     seen: Option<Version>,
-    /// The generations that did not verify: not downloaded again.
-    rejected: BTreeSet<u64>,
+    /// The generations that did not verify, each with the version the
+    /// pointer named for it then: not downloaded again while the pointer
+    /// names that generation at that version. A build that replaces what
+    /// did not verify at that number (a manifest signed with another key,
+    /// garbage: see `ListStore::publish`) names its own version, and is
+    /// loaded.
+    rejected: BTreeMap<u64, u64>,
     /// The generations skipped because their manifest or an object it
     /// names was missing: checks left before the next try, and the wait
     /// after a failed one.
@@ -103,18 +110,23 @@ impl Followed {
         due
     }
 
-    /// The generations not to download at this check.
-    fn skipped(&self) -> BTreeSet<u64> {
+    /// The generations not to download at this check, whose pointer is
+    /// `pointer`.
+    fn skipped(&self, pointer: &Pointer) -> BTreeSet<u64> {
         let waiting = self.missing.iter().filter(|(_, r)| r.left > 0).map(|(&g, _)| g);
-        self.rejected.iter().copied().chain(waiting).collect()
+        let rejected = (self.rejected.get(&pointer.generation))
+            .filter(|&&version| version == pointer.version)
+            .map(|_| pointer.generation);
+        rejected.into_iter().chain(waiting).collect()
     }
 
-    /// `generation` did not load: skipped for good, or (`missing`) until
-    /// its next try.
-    fn skip(&mut self, generation: u64, missing: bool) {
+    /// `generation`, which `pointer` named, did not load: skipped for good
+    /// (while the pointer names it at the same version), or (`missing`)
+    /// until its next try.
+    fn skip(&mut self, generation: u64, pointer: &Pointer, missing: bool) {
         if !missing {
             self.missing.remove(&generation);
-            self.rejected.insert(generation);
+            self.rejected.insert(generation, pointer.version);
             return;
         }
         let (first, last) = MISSING_RETRY;
@@ -206,7 +218,7 @@ impl Follower {
             }
         };
         let served = slot.current.load().as_ref().map(|p| p.header.version);
-        let PollDecision::Load(generation) = decide(served, &pointer, &followed.skipped()) else {
+        let PollDecision::Load(generation) = decide(served, &pointer, &followed.skipped(&pointer)) else {
             // The same version, perhaps with a new freshness record.
             slot.adopt_freshness(&pointer, &self.key);
             if served.is_some_and(|s| s >= pointer.version) {
@@ -227,7 +239,7 @@ impl Follower {
             Err(e) => return Err(e),
             Ok(None) => {
                 tracing::warn!(list = %slot.name, generation, "no generation newer than the one served verifies; skipped");
-                followed.skip(generation, missing.contains(&generation));
+                followed.skip(generation, &pointer, missing.contains(&generation));
                 followed.seen = Some(seen);
                 return Ok(());
             }
@@ -241,7 +253,7 @@ impl Follower {
             slot.loaded_generation(loaded);
             if loaded < generation {
                 // Walked back past it: the pointed generation did not load.
-                followed.skip(generation, missing.contains(&generation));
+                followed.skip(generation, &pointer, missing.contains(&generation));
             } else {
                 followed.missing.retain(|&g, _| g > loaded);
             }
@@ -382,7 +394,7 @@ mod tests {
         let (forged, _) = publish(store, &other, "http://phish.example/b\n", 1_800_000_100);
         assert!(follower.poll());
         assert_eq!(served(&state), Some(first));
-        assert!(follower.lists[0].rejected.contains(&forged));
+        assert!(follower.lists[0].rejected.contains_key(&forged));
         // Whatever its manifest becomes, the rejected generation stays
         // skipped and the served version stays.
         storage
@@ -400,6 +412,54 @@ mod tests {
                 .metrics
                 .render()
                 .contains("blocksieve_replica_store_reachable 1")
+        );
+    }
+
+    /// A generation number whose manifest did not verify (written by a
+    /// builder with another signing key: a key rotated on one builder
+    /// only, then rolled back) is replaced, as publishing does, by the
+    /// builder with the right key, whose build becomes that generation:
+    /// the replica serves it, not the generation before until the next
+    /// publish (which an unchanged list may not make for hours: the
+    /// pointer's freshness records name the new version, so the replica's
+    /// goes stale too, and the new build's additions are answered "no
+    /// match" meanwhile). Found by an adversarial review.
+    #[test]
+    fn regression_a_valid_generation_at_a_number_rejected_before_is_served() {
+        let dir = tempfile::tempdir().unwrap();
+        let (state, _) = state_over(dir.path());
+        let key = SigningKey::from_secret_bytes([7; 32]);
+        let other = SigningKey::from_secret_bytes([8; 32]);
+        let mut follower = Follower::new(state.clone(), key.public_key().clone());
+        let store = &state.lists[0].store;
+        let (_, first) = publish(store, &key, "http://phish.example/a\n", 1_800_000_000);
+        assert!(follower.poll());
+        assert_eq!(served(&state), Some(first));
+        let (forged, _) = publish(store, &other, "http://phish.example/b\n", 1_800_000_100);
+        assert!(follower.poll());
+        assert_eq!(served(&state), Some(first));
+        assert!(follower.lists[0].rejected.contains_key(&forged));
+
+        // The builder with the right key starts from the newest generation
+        // that verifies, and its build replaces the one that does not.
+        let built = build_feed("http://phish.example/c\n", 1_800_000_200, &key);
+        let base = store.head(key.public_key()).unwrap();
+        let outcome = store
+            .publish(
+                built.version,
+                &built.snapshot,
+                &built.hashes,
+                base.as_ref(),
+                &key,
+                1_800_000_200,
+            )
+            .unwrap();
+        assert_eq!(outcome, PublishOutcome::Published { generation: forged });
+        assert!(follower.poll());
+        assert_eq!(
+            served(&state),
+            Some(built.version),
+            "the replica stays on the generation before the one it rejected"
         );
     }
 
@@ -431,7 +491,7 @@ mod tests {
         );
         assert!(follower.poll());
         assert_eq!(served(&state), Some(v2));
-        assert!(follower.lists[0].rejected.contains(&g3));
+        assert!(follower.lists[0].rejected.contains_key(&g3));
         let _ = g2;
     }
 
@@ -453,7 +513,7 @@ mod tests {
         assert!(follower.poll());
         assert_eq!(served(&state), Some(v1));
         assert!(follower.lists[0].missing.contains_key(&g2));
-        assert!(!follower.lists[0].rejected.contains(&g2));
+        assert!(!follower.lists[0].rejected.contains_key(&g2));
         // The pointer is asked for conditionally: nothing is downloaded
         // again until the next try, which finds it still missing.
         for _ in 0..4 {
