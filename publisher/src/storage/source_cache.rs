@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::{PutMode, Staged, Storage};
+use super::{Conditional, PutMode, Staged, Storage, Version};
 use crate::config::SourceConfig;
 use crate::error::Error;
 use crate::fetch::{ContentEncoding, Validators};
@@ -160,19 +160,24 @@ impl SourceCache {
         format!("{}/{}.meta.json", self.dir, self.stem)
     }
 
-    /// The stored metadata, and the stem of the keys it was read under:
-    /// this source's own, else a copy an earlier version kept by position
-    /// ([`SourceCache::legacy_stem`]).
-    fn stored_meta(&self) -> Option<(StoredMeta, String)> {
-        let read = |stem: &str| -> Option<StoredMeta> {
-            let key = format!("{}/{stem}.meta.json", self.dir);
-            serde_json::from_slice(&self.storage.get(&key).ok()??).ok()
-        };
-        if let Some(stored) = read(&self.stem) {
-            return Some((stored, self.stem.clone()));
+    /// The stored metadata, the stem of the keys it was read under (this
+    /// source's own, else a copy an earlier version kept by position,
+    /// [`SourceCache::legacy_stem`]), and the version of this source's own
+    /// metadata as read (`None` when there is none): a change of it is
+    /// written only over that version ([`SourceCache::update_meta`]).
+    fn stored_meta(&self) -> Option<(StoredMeta, String, Option<Version>)> {
+        let key = self.meta_key();
+        match self.storage.get_if_changed(&key, None).ok()? {
+            Conditional::Value { bytes, version } => {
+                let stored = serde_json::from_slice(&bytes).ok()?;
+                return Some((stored, self.stem.clone(), Some(version)));
+            }
+            Conditional::Missing | Conditional::NotModified => {}
         }
         let legacy = self.legacy_stem(&self.storage.list(&self.dir).ok()?)?;
-        read(&legacy).map(|stored| (stored, legacy))
+        let key = format!("{}/{legacy}.meta.json", self.dir);
+        let stored = serde_json::from_slice(&self.storage.get(&key).ok()??).ok()?;
+        Some((stored, legacy, None))
     }
 
     /// Among `keys` (this directory's), the stem of the position-based
@@ -203,10 +208,15 @@ impl SourceCache {
     /// The stored metadata and the key of the content it names, if that
     /// content is still stored.
     fn described(&self) -> Option<(StoredMeta, String)> {
-        let (stored, stem) = self.stored_meta()?;
+        self.described_at().map(|(stored, data, _)| (stored, data))
+    }
+
+    /// [`SourceCache::described`], with the version of the metadata read.
+    fn described_at(&self) -> Option<(StoredMeta, String, Option<Version>)> {
+        let (stored, stem, version) = self.stored_meta()?;
         let (data, _, _) = stored.content(|| format!("{}/{stem}.data", self.dir));
         self.storage.version(&data).ok()??;
-        Some((stored, data))
+        Some((stored, data, version))
     }
 
     /// The cached content, decoded, and its metadata, if any (and if the
@@ -377,15 +387,19 @@ impl SourceCache {
         meta: &CacheMeta,
     ) -> Result<(), Error> {
         let plain = encoding == ContentEncoding::Identity;
-        self.write_meta(&StoredMeta {
-            meta: meta.clone(),
-            data: plain.then(|| data.clone()),
-            sha256: plain.then(|| sha256.clone()),
-            encoded_data: (!plain).then(|| data.clone()),
-            encoded_sha256: (!plain).then_some(sha256),
-            encoding,
-            behind: None,
-        })?;
+        // The newest copy stored wins, whatever was there.
+        self.write_meta(
+            &StoredMeta {
+                meta: meta.clone(),
+                data: plain.then(|| data.clone()),
+                sha256: plain.then(|| sha256.clone()),
+                encoded_data: (!plain).then(|| data.clone()),
+                encoded_sha256: (!plain).then_some(sha256),
+                encoding,
+                behind: None,
+            },
+            PutMode::Overwrite,
+        )?;
         let own = format!("{}/{}.", self.dir, self.stem);
         if let Ok(keys) = self.storage.list(&self.dir) {
             // A copy an earlier version kept by position, now replaced.
@@ -410,15 +424,16 @@ impl SourceCache {
     ///
     /// [`Error::Storage`] when writing fails.
     pub fn store_meta(&self, meta: &CacheMeta) -> Result<(), Error> {
-        let Some((stored, _)) = self.described() else {
+        let Some((stored, _, version)) = self.described_at() else {
             // Nothing to describe: without content, validators would only
             // bring another 304.
             return Ok(());
         };
-        self.write_meta(&StoredMeta {
+        let stored = StoredMeta {
             meta: meta.clone(),
             ..stored
-        })
+        };
+        self.update_meta(&stored, version, "the metadata of a 304")
     }
 
     /// Marks the stored copy as older than the content build `version` is
@@ -435,7 +450,7 @@ impl SourceCache {
     ///
     /// [`Error::Storage`] when writing fails.
     pub fn mark_behind(&self, version: u64) -> Result<(), Error> {
-        let Some((stored, _)) = self.described() else {
+        let Some((stored, _, read_at)) = self.described_at() else {
             // No copy, no fallback to guard.
             return Ok(());
         };
@@ -443,11 +458,12 @@ impl SourceCache {
             validators: crate::fetch::Validators::default(),
             ..stored.meta.clone()
         };
-        self.write_meta(&StoredMeta {
+        let stored = StoredMeta {
             meta,
             behind: Some(version),
             ..stored
-        })
+        };
+        self.update_meta(&stored, read_at, "the mark of an older copy")
     }
 
     /// Records `accepted` as the entries the source's fresh content gave
@@ -463,7 +479,7 @@ impl SourceCache {
     ///
     /// [`Error::Storage`] when writing fails.
     pub fn store_accepted(&self, accepted: u64) -> Result<(), Error> {
-        let Some((stored, _)) = self.described() else {
+        let Some((stored, _, version)) = self.described_at() else {
             // No baseline without content: the gate skips a source with none.
             return Ok(());
         };
@@ -472,17 +488,35 @@ impl SourceCache {
             validators: crate::fetch::Validators::default(),
             ..stored.meta.clone()
         };
-        self.write_meta(&StoredMeta { meta, ..stored })
+        self.update_meta(&StoredMeta { meta, ..stored }, version, "the count of entries")
     }
 
-    fn write_meta(&self, stored: &StoredMeta) -> Result<(), Error> {
+    /// Writes `stored`, a change of the metadata read at `version` (`None`:
+    /// there was none under this source's own key), only if it is still
+    /// there: on an object store several builders share, another one may
+    /// have stored a newer copy meanwhile, and the metadata naming it (its
+    /// content, its validators) is kept, not replaced by a change of what it
+    /// replaced (which would name content that copy's store removed, and
+    /// lose the last good content a later outage falls back to). `what`
+    /// names the change for the log when it is dropped so.
+    fn update_meta(&self, stored: &StoredMeta, version: Option<Version>, what: &str) -> Result<(), Error> {
+        let mode = version.map_or(PutMode::Create, PutMode::Update);
+        if !self.write_meta(stored, mode)? {
+            tracing::info!(
+                key = %self.meta_key(),
+                "{what} not written: the source's metadata changed since it was read (another builder stored a copy)"
+            );
+        }
+        Ok(())
+    }
+
+    /// Writes the metadata in `mode`; whether `mode`'s condition held.
+    fn write_meta(&self, stored: &StoredMeta, mode: PutMode) -> Result<bool, Error> {
         let json = serde_json::to_vec_pretty(stored).map_err(|e| Error::Storage {
             path: self.storage.location(&self.meta_key()),
             reason: std::io::Error::other(e),
         })?;
-        self.storage
-            .put(&self.meta_key(), &json, PutMode::Overwrite)
-            .map(drop)
+        Ok(self.storage.put(&self.meta_key(), &json, mode)?.is_some())
     }
 }
 
