@@ -26,6 +26,7 @@ use copies::PendingCopies;
 mod copies;
 mod daemon;
 mod fetching;
+mod lease;
 mod watch;
 
 /// Current time in Unix seconds.
@@ -92,6 +93,18 @@ pub struct ListBuildOutcome {
 }
 
 impl ListBuildOutcome {
+    /// The outcome of a build of `list` that failed with `error` before it
+    /// read any source.
+    fn failed(list: &str, error: Error) -> Self {
+        Self {
+            sources_read: None,
+            unchanged: false,
+            list: list.to_owned(),
+            report: None,
+            result: Err(error),
+        }
+    }
+
     /// Every source's status in this build and its allowlists', from the
     /// report or, for a build that failed reading them, from what it read;
     /// `None` for a build that read no source.
@@ -383,13 +396,7 @@ impl Publisher {
         let lease = match self.acquire_lease(index).await {
             Ok(lease) => lease,
             Err(e) => {
-                let outcome = ListBuildOutcome {
-                    sources_read: None,
-                    unchanged: false,
-                    list: list.name.clone(),
-                    report: None,
-                    result: Err(e),
-                };
+                let outcome = ListBuildOutcome::failed(&list.name, e);
                 self.record(index, &outcome, false, started.elapsed());
                 return outcome;
             }
@@ -413,13 +420,7 @@ impl Publisher {
         };
         let mut force = false;
         let mut outcome = match started_from {
-            Err(e) => ListBuildOutcome {
-                sources_read: None,
-                unchanged: false,
-                list: list.name.clone(),
-                report: None,
-                result: Err(e),
-            },
+            Err(e) => ListBuildOutcome::failed(&list.name, e),
             Ok(started_from) => {
                 let (loaded, caches) = self.fetch_sources(index).await;
                 force = inner.force_once[index].swap(false, Ordering::SeqCst);
@@ -428,15 +429,15 @@ impl Publisher {
                     this.build_and_publish(index, loaded, &caches, force, started_from)
                 })
                 .await
-                .unwrap_or_else(|e| ListBuildOutcome {
-                    sources_read: None,
-                    unchanged: false,
-                    list: list.name.clone(),
-                    report: None,
-                    result: Err(Error::BuildTask {
-                        list: list.name.clone(),
-                        reason: e.to_string(),
-                    }),
+                .unwrap_or_else(|e| {
+                    let reason = e.to_string();
+                    ListBuildOutcome::failed(
+                        &list.name,
+                        Error::BuildTask {
+                            list: list.name.clone(),
+                            reason,
+                        },
+                    )
                 })
             }
         };
@@ -458,75 +459,6 @@ impl Publisher {
             .await;
         }
         outcome
-    }
-
-    /// Takes list `index`'s lease for one build when the publisher writes
-    /// to an object store (another builder may share it; a data directory
-    /// has one writer, its lock's holder). `Ok(None)` when there is no
-    /// lease to take.
-    async fn acquire_lease(&self, index: usize) -> Result<Option<storage::Version>, Error> {
-        if self.inner.config.store.is_none() {
-            return Ok(None);
-        }
-        let this = self.clone();
-        let acquired = tokio::task::spawn_blocking(move || {
-            let inner = &this.inner;
-            let now = unix_now();
-            let until = now.saturating_add(inner.config.lease.as_secs());
-            inner.state.lists[index]
-                .store
-                .acquire_lease(&inner.holder, until, now)
-        })
-        .await
-        .map_err(|e| Error::BuildTask {
-            list: self.inner.config.lists[index].name.clone(),
-            reason: e.to_string(),
-        })??;
-        let config = &self.inner.config;
-        let list = config.lists[index].name.clone();
-        let second_builder = |holder: String| Error::SecondBuilder {
-            store: config.store.clone().unwrap_or_default(),
-            list: list.clone(),
-            holder,
-        };
-        match acquired {
-            // A store that ignores conditional writes lets two builders
-            // both "acquire": read the lease back to see whose it is.
-            LeaseOutcome::Acquired(version) if config.dangerous_store_ignores_conditions => {
-                let this = self.clone();
-                let holder = tokio::task::spawn_blocking(move || this.inner.state.lists[index].store.lease())
-                    .await
-                    .ok()
-                    .and_then(Result::ok)
-                    .flatten()
-                    .map(|lease| lease.holder);
-                match holder {
-                    Some(holder) if holder != self.inner.holder => Err(second_builder(holder)),
-                    _ => Ok(Some(version)),
-                }
-            }
-            LeaseOutcome::Acquired(version) => Ok(Some(version)),
-            LeaseOutcome::HeldBy(lease) if config.dangerous_store_ignores_conditions => {
-                Err(second_builder(lease.holder))
-            }
-            LeaseOutcome::HeldBy(lease) => Err(Error::LeaseHeld {
-                list,
-                holder: lease.holder,
-                expires_at: lease.expires_at,
-            }),
-        }
-    }
-
-    /// The generation list `index`'s store points to now (`None`: none
-    /// yet).
-    ///
-    /// # Errors
-    ///
-    /// As [`ListStore::head`], when it cannot be read.
-    fn head_generation(&self, index: usize) -> Result<Option<u64>, Error> {
-        let slot = &self.inner.state.lists[index];
-        let head = slot.store.head(&self.inner.public_key)?;
-        Ok(head.map(|latest| latest.pointer.generation))
     }
 
     /// Build (pure) and store: reads the sources, keeps what the build
@@ -889,16 +821,14 @@ fn builder_id(data_dir: &std::path::Path) -> String {
 
 /// The outcome of asking a replica, which has no signing key, to build.
 fn builds_nothing(list: &str) -> ListBuildOutcome {
-    ListBuildOutcome {
-        sources_read: None,
-        unchanged: false,
-        list: list.to_owned(),
-        report: None,
-        result: Err(Error::Config {
+    let reason = "a replica builds nothing".to_owned();
+    ListBuildOutcome::failed(
+        list,
+        Error::Config {
             field: "role".to_owned(),
-            reason: "a replica builds nothing".to_owned(),
-        }),
-    }
+            reason,
+        },
+    )
 }
 
 /// Waits until every list has a snapshot or `timeout` passes; for tests and

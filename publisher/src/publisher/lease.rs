@@ -1,0 +1,78 @@
+//! A build's place among the builders that share an object store: the
+//! list's lease, taken for one build, and the generation the store points
+//! to before the build fetches (what a build that outlasts its lease must
+//! not publish older content over).
+
+use super::{Error, LeaseOutcome, Publisher, storage, unix_now};
+
+impl Publisher {
+    /// Takes list `index`'s lease for one build when the publisher writes
+    /// to an object store (another builder may share it; a data directory
+    /// has one writer, its lock's holder). `Ok(None)` when there is no
+    /// lease to take.
+    pub(super) async fn acquire_lease(&self, index: usize) -> Result<Option<storage::Version>, Error> {
+        if self.inner.config.store.is_none() {
+            return Ok(None);
+        }
+        let this = self.clone();
+        let acquired = tokio::task::spawn_blocking(move || {
+            let inner = &this.inner;
+            let now = unix_now();
+            let until = now.saturating_add(inner.config.lease.as_secs());
+            inner.state.lists[index]
+                .store
+                .acquire_lease(&inner.holder, until, now)
+        })
+        .await
+        .map_err(|e| Error::BuildTask {
+            list: self.inner.config.lists[index].name.clone(),
+            reason: e.to_string(),
+        })??;
+        let config = &self.inner.config;
+        let list = config.lists[index].name.clone();
+        let second_builder = |holder: String| Error::SecondBuilder {
+            store: config.store.clone().unwrap_or_default(),
+            list: list.clone(),
+            holder,
+        };
+        match acquired {
+            // A store that ignores conditional writes lets two builders
+            // both "acquire": read the lease back to see whose it is.
+            LeaseOutcome::Acquired(version) if config.dangerous_store_ignores_conditions => {
+                let this = self.clone();
+                let holder = tokio::task::spawn_blocking(move || this.inner.state.lists[index].store.lease())
+                    .await
+                    .ok()
+                    .and_then(Result::ok)
+                    .flatten()
+                    .map(|lease| lease.holder);
+                match holder {
+                    Some(holder) if holder != self.inner.holder => Err(second_builder(holder)),
+                    _ => Ok(Some(version)),
+                }
+            }
+            LeaseOutcome::Acquired(version) => Ok(Some(version)),
+            LeaseOutcome::HeldBy(lease) if config.dangerous_store_ignores_conditions => {
+                Err(second_builder(lease.holder))
+            }
+            LeaseOutcome::HeldBy(lease) => Err(Error::LeaseHeld {
+                list,
+                holder: lease.holder,
+                expires_at: lease.expires_at,
+            }),
+        }
+    }
+
+    /// The generation list `index`'s store points to now (`None`: none
+    /// yet).
+    ///
+    /// # Errors
+    ///
+    /// As [`ListStore::head`](crate::generations::ListStore::head), when it
+    /// cannot be read.
+    pub(super) fn head_generation(&self, index: usize) -> Result<Option<u64>, Error> {
+        let slot = &self.inner.state.lists[index];
+        let head = slot.store.head(&self.inner.public_key)?;
+        Ok(head.map(|latest| latest.pointer.generation))
+    }
+}
