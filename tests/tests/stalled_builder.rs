@@ -1,7 +1,8 @@
 //! Two builders on one object store (moto): one whose fetch outlasts its
 //! lease while the other publishes newer content. The stalled build must
 //! not publish its older content over the newer generation, nor keep it
-//! as the sources' last good content.
+//! as the sources' last good content. Its two feeds serve `store_races`
+//! too.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -20,16 +21,16 @@ use tokio::sync::Notify;
 /// Two feeds: `s1` (its content set by the test, or failing) and `s2`
 /// (fixed), whose next request can be held until released.
 #[derive(Default)]
-struct Feed {
-    s1: std::sync::Mutex<String>,
-    s1_fails: AtomicBool,
-    s1_hits: AtomicUsize,
-    hold_s2: AtomicBool,
-    s2_held: AtomicUsize,
-    release: Notify,
+pub(crate) struct Feed {
+    pub(crate) s1: std::sync::Mutex<String>,
+    pub(crate) s1_fails: AtomicBool,
+    pub(crate) s1_hits: AtomicUsize,
+    pub(crate) hold_s2: AtomicBool,
+    pub(crate) s2_held: AtomicUsize,
+    pub(crate) release: Notify,
 }
 
-async fn s1(State(feed): State<Arc<Feed>>) -> (StatusCode, String) {
+pub(crate) async fn s1(State(feed): State<Arc<Feed>>) -> (StatusCode, String) {
     feed.s1_hits.fetch_add(1, Ordering::SeqCst);
     if feed.s1_fails.load(Ordering::SeqCst) {
         return (StatusCode::INTERNAL_SERVER_ERROR, "down".to_owned());
@@ -37,7 +38,7 @@ async fn s1(State(feed): State<Arc<Feed>>) -> (StatusCode, String) {
     (StatusCode::OK, feed.s1.lock().unwrap().clone())
 }
 
-async fn s2(State(feed): State<Arc<Feed>>) -> String {
+pub(crate) async fn s2(State(feed): State<Arc<Feed>>) -> String {
     if feed.hold_s2.swap(false, Ordering::SeqCst) {
         let released = feed.release.notified();
         feed.s2_held.fetch_add(1, Ordering::SeqCst);
@@ -48,10 +49,10 @@ async fn s2(State(feed): State<Arc<Feed>>) -> String {
         .collect()
 }
 
-const X: &str = "x-added.example/p";
+pub(crate) const X: &str = "x-added.example/p";
 
 /// The version `p` serves, and whether it lists `X`.
-fn serves_x(p: &Publisher) -> (u64, bool) {
+pub(crate) fn serves_x(p: &Publisher) -> (u64, bool) {
     let served = p.state().lists[0].current.load_full().unwrap();
     let listed = served.hashes.binary_search(&FullHash::of(X.as_bytes())).is_ok();
     (served.header.version, listed)

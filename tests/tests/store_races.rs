@@ -9,7 +9,6 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use axum::body::Bytes;
-use axum::extract::State;
 use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -20,36 +19,7 @@ use blocksieve_tests::config;
 use blocksieve_tests::moto::{Moto, store_options_at};
 use tokio::sync::Notify;
 
-/// Two feeds: `s1` (its content set by the test, or failing) and `s2`
-/// (fixed), whose next request can be held until released.
-#[derive(Default)]
-struct Feed {
-    s1: std::sync::Mutex<String>,
-    s1_fails: AtomicBool,
-    s1_hits: AtomicUsize,
-    hold_s2: AtomicBool,
-    s2_held: AtomicUsize,
-    release: Notify,
-}
-
-async fn s1(State(feed): State<Arc<Feed>>) -> (StatusCode, String) {
-    feed.s1_hits.fetch_add(1, Ordering::SeqCst);
-    if feed.s1_fails.load(Ordering::SeqCst) {
-        return (StatusCode::INTERNAL_SERVER_ERROR, "down".to_owned());
-    }
-    (StatusCode::OK, feed.s1.lock().unwrap().clone())
-}
-
-async fn s2(State(feed): State<Arc<Feed>>) -> String {
-    if feed.hold_s2.swap(false, Ordering::SeqCst) {
-        let released = feed.release.notified();
-        feed.s2_held.fetch_add(1, Ordering::SeqCst);
-        released.await;
-    }
-    (0..40)
-        .map(|i| format!("http://second-{i}.example/p\n"))
-        .collect()
-}
+use super::stalled_builder::{Feed, X, s1, s2, serves_x};
 
 /// What the S3 proxy does to one builder's requests.
 #[derive(Default)]
@@ -110,15 +80,6 @@ async fn store_proxy(upstream: String, faults: Arc<StoreFaults>) -> SocketAddr {
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await });
     addr
-}
-
-const X: &str = "x-added.example/p";
-
-/// The version `p` serves, and whether it lists `X`.
-fn serves_x(p: &Publisher) -> (u64, bool) {
-    let served = p.state().lists[0].current.load_full().unwrap();
-    let listed = served.hashes.binary_search(&FullHash::of(X.as_bytes())).is_ok();
-    (served.header.version, listed)
 }
 
 struct Setup {
