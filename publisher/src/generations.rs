@@ -636,15 +636,25 @@ impl ListStore {
         };
         match self.storage.put(&key, &ours.to_bytes(), mode)? {
             Some(version) => Ok(LeaseOutcome::Acquired(version)),
-            // Another builder took it between the read and the write.
+            // Another builder took it between the read and the write, or
+            // this write applied and was answered "exists" (S3 after a
+            // conditional PUT the client retried on a 5xx the first
+            // attempt had applied): the lease as stored says which.
             None => {
-                let held = (self.storage.get(&key)?)
-                    .and_then(|b| Lease::parse(&b))
-                    .unwrap_or(Lease {
+                let stored = match self.storage.get_if_changed(&key, None)? {
+                    Conditional::Value { bytes, version } => {
+                        Lease::parse(&bytes).map(|lease| (lease, version))
+                    }
+                    Conditional::Missing | Conditional::NotModified => None,
+                };
+                match stored {
+                    Some((lease, version)) if lease == ours => Ok(LeaseOutcome::Acquired(version)),
+                    Some((lease, _)) => Ok(LeaseOutcome::HeldBy(lease)),
+                    None => Ok(LeaseOutcome::HeldBy(Lease {
                         holder: "another builder".to_owned(),
                         expires_at: until,
-                    });
-                Ok(LeaseOutcome::HeldBy(held))
+                    })),
+                }
             }
         }
     }

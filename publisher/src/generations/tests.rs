@@ -291,6 +291,36 @@ fn a_lease_is_held_by_one_builder_until_it_expires_or_is_released() {
     ));
 }
 
+/// A conditional write of the lease that applied and was answered
+/// "exists" (S3, when the client retries a conditional PUT after a 5xx the
+/// first attempt had applied) is this builder's lease, not another's: the
+/// build goes on (it was skipped, the lease "held by" this very builder).
+/// Found by an adversarial review.
+#[test]
+fn regression_a_retried_lease_write_that_applied_is_acquired() {
+    let dir = tempfile::tempdir().unwrap();
+    let retried = Intercepted::over(LocalStorage::open(dir.path()).unwrap())
+        .put_answer(|key, _, answer| answer.filter(|_| !key.ends_with("/lease")));
+    let store = ListStore::open(Arc::new(retried), "phishing", 5).unwrap();
+    let outcome = store.acquire_lease("a", 1_000, 900).unwrap();
+    assert!(
+        matches!(outcome, LeaseOutcome::Acquired(_)),
+        "a's own write: {outcome:?}"
+    );
+    // Renewed the same way; another builder still sees it held.
+    assert!(matches!(
+        store.acquire_lease("a", 1_050, 960).unwrap(),
+        LeaseOutcome::Acquired(_)
+    ));
+    assert_eq!(
+        store.acquire_lease("b", 1_100, 970).unwrap(),
+        LeaseOutcome::HeldBy(Lease {
+            holder: "a".to_owned(),
+            expires_at: 1_050
+        })
+    );
+}
+
 /// A lease written by anyone who can write the store, expiring long after
 /// any lease a builder takes, is no lease: it must not keep every builder
 /// from publishing (no new threat would reach agents).
