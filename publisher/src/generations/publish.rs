@@ -149,21 +149,26 @@ impl ListStore {
                 let mut chunks = hashes.iter().map(|h| &h.0[..]);
                 let created =
                     (self.storage).put_chunks(&self.key(&hashes_ref.key), &mut chunks, PutMode::Create)?;
-                (hashes_ref, created.is_some())
+                let created = created.is_some() || self.holds(&hashes_ref)?;
+                (hashes_ref, created)
             }
         };
         let (hashes_ref, created) = created;
         let created = created
-            && (self.storage)
+            && ((self.storage)
                 .put(&self.key(&snapshot_ref.key), snapshot, PutMode::Create)?
-                .is_some();
+                .is_some()
+                || self.holds(&snapshot_ref)?);
         let deltas_ref =
             (!deltas.is_empty()).then(|| ObjectRef::of(format!("builds/{build}.deltas"), deltas));
         let created = created
             && match &deltas_ref {
-                Some(object) => (self.storage)
-                    .put(&self.key(&object.key), deltas, PutMode::Create)?
-                    .is_some(),
+                Some(object) => {
+                    (self.storage)
+                        .put(&self.key(&object.key), deltas, PutMode::Create)?
+                        .is_some()
+                        || self.holds(object)?
+                }
                 None => true,
             };
         if !created {
@@ -397,6 +402,22 @@ impl ListStore {
             }
         }
         Ok(())
+    }
+}
+
+impl ListStore {
+    /// Whether `object` is stored as referenced: a create-only write of it
+    /// answered "exists" may have applied itself (S3, when the client
+    /// retries a conditional PUT after a 5xx the first attempt had
+    /// applied), and a build id is never reused, so what is there with the
+    /// same size and SHA-256 is this build's own.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Storage`] or [`Error::Store`] when it cannot be read.
+    fn holds(&self, object: &ObjectRef) -> Result<bool, Error> {
+        let stored = self.storage.get(&self.key(&object.key))?;
+        Ok(stored.is_some_and(|bytes| object.mismatch(&bytes).is_none()))
     }
 }
 

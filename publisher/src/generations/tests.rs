@@ -620,6 +620,37 @@ fn regression_a_retried_manifest_write_that_applied_publishes_the_build() {
     }
 }
 
+/// The same for the build's own objects (its snapshot, hashes and
+/// deltas): a create-only write that applied and was answered "exists" is
+/// this build's (same size and SHA-256), not a reused build id; the build
+/// used to fail as `Corrupt`. Found by an adversarial review.
+#[test]
+fn regression_a_retried_build_object_write_that_applied_publishes_the_build() {
+    let dir = tempfile::tempdir().unwrap();
+    let retried =
+        Intercepted::over(LocalStorage::open(dir.path()).unwrap()).put_answer(|key, mode, answer| {
+            answer.filter(|_| !(matches!(mode, PutMode::Create) && key.contains("/builds/")))
+        });
+    let storage: Arc<dyn Storage> = Arc::new(retried);
+    let store = ListStore::open(storage, "phishing", 5).unwrap();
+    for (i, now) in [1_800_000_000u64, 1_800_000_100].into_iter().enumerate() {
+        let base = store.latest().unwrap();
+        let built = build(&format!("http://phish.example/{i}\n"), now);
+        let outcome = store.publish(
+            built.version,
+            &built.snapshot,
+            &built.hashes,
+            base.as_ref(),
+            &key(),
+            now,
+        );
+        assert!(
+            matches!(outcome, Ok(PublishOutcome::Published { .. })),
+            "publish at {now}: {outcome:?}"
+        );
+    }
+}
+
 /// Before anything is loaded (a replica starting while its store is
 /// down, or a list with no generation yet), a version nothing has is
 /// answered without a store request too: the 404 is not cached, so each
