@@ -66,6 +66,16 @@ use crate::storage::{Conditional, PutMode, Storage, Version};
 use deltas::Chain;
 pub use manifest::{Lease, MANIFEST_CONTEXT, Manifest, ObjectRef, Pointer};
 
+/// A kept snapshot the versioned route may serve: its generation (0: the
+/// older layout), its key, and what its manifest says it is (size and
+/// SHA-256; none for the older layout), checked before it is served.
+#[derive(Debug, Clone)]
+struct Known {
+    generation: u64,
+    key: String,
+    object: Option<ObjectRef>,
+}
+
 /// One list's published generations (clones share their index).
 #[derive(Debug, Clone)]
 pub struct ListStore {
@@ -80,7 +90,7 @@ pub struct ListStore {
     /// published lately or, before the first, of the older layout's newest
     /// versions (generation 0), at most `keep`: what the versioned snapshot
     /// route serves.
-    known: Arc<Mutex<BTreeMap<u64, (u64, String)>>>,
+    known: Arc<Mutex<BTreeMap<u64, Known>>>,
 }
 
 /// A published version read back from storage.
@@ -381,7 +391,12 @@ impl ListStore {
             Some(object) => self.load_chain(object, &snapshot, key)?,
             None => Chain::default(),
         };
-        self.remember(manifest.version, generation, snapshot_key);
+        self.remember(
+            manifest.version,
+            generation,
+            snapshot_key,
+            Some(manifest.snapshot.clone()),
+        );
         Ok(StoredVersion {
             snapshot,
             hashes,
@@ -576,18 +591,26 @@ impl ListStore {
     pub fn remember_older(&self, generation: u64, key: &TrustedKey) {
         let oldest = generation.saturating_sub(self.keep as u64 - 1).max(1);
         let held: std::collections::BTreeSet<u64> = (self.known.lock())
-            .map(|k| k.values().map(|(g, _)| *g).collect())
+            .map(|k| k.values().map(|known| known.generation).collect())
             .unwrap_or_default();
         for g in (oldest..generation).filter(|g| !held.contains(g)) {
             if let Ok(manifest) = self.manifest(g, key) {
-                self.remember(manifest.version, g, self.key(&manifest.snapshot.key));
+                let snapshot = manifest.snapshot.clone();
+                self.remember(manifest.version, g, self.key(&snapshot.key), Some(snapshot));
             }
         }
     }
 
-    fn remember(&self, version: u64, generation: u64, snapshot_key: String) {
+    fn remember(&self, version: u64, generation: u64, key: String, object: Option<ObjectRef>) {
         if let Ok(mut known) = self.known.lock() {
-            known.insert(version, (generation, snapshot_key));
+            known.insert(
+                version,
+                Known {
+                    generation,
+                    key,
+                    object,
+                },
+            );
             while known.len() > self.keep {
                 known.pop_first();
             }
@@ -598,10 +621,26 @@ impl ListStore {
     /// before the first generation, a version of the older layout still
     /// stored). A version no kept generation has costs no store request,
     /// even before anything is loaded: asking for made-up versions cannot
-    /// make a replica call its store.
-    pub fn read_snapshot(&self, version: u64) -> Option<Vec<u8>> {
-        let key = (self.known.lock().ok()?.get(&version))?.1.clone();
-        self.storage.get(&key).ok().flatten()
+    /// make a replica call its store. The bytes are checked against the
+    /// generation's manifest first: the route serves them as immutable for
+    /// a year, so what a cache keeps must be what was signed.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Corrupt`] when the stored bytes are not what the manifest
+    /// says; [`Error::Storage`] or [`Error::Store`] when they cannot be
+    /// read.
+    pub fn read_snapshot(&self, version: u64) -> Result<Option<Vec<u8>>, Error> {
+        let Some(known) = self.known.lock().ok().and_then(|k| k.get(&version).cloned()) else {
+            return Ok(None);
+        };
+        let Some(bytes) = self.storage.get(&known.key)? else {
+            return Ok(None);
+        };
+        if let Some(reason) = known.object.as_ref().and_then(|object| object.mismatch(&bytes)) {
+            return Err(self.corrupt(&known.key, reason));
+        }
+        Ok(Some(bytes))
     }
 
     /// Takes the lease for `holder` until `until` (Unix seconds) if it is
@@ -692,7 +731,7 @@ impl ListStore {
         versions.sort_unstable_by(|a, b| b.cmp(a));
         // The newest `keep`, for the versioned route (generation 0: none).
         for &version in versions.iter().take(self.keep) {
-            self.remember(version, 0, self.key(&format!("{version:020}.snapshot")));
+            self.remember(version, 0, self.key(&format!("{version:020}.snapshot")), None);
         }
         for version in versions {
             let snapshot_key = self.key(&format!("{version:020}.snapshot"));

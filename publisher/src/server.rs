@@ -371,10 +371,18 @@ async fn versioned_snapshot(
         }
         _ => {
             let store = slot.store.clone();
-            tokio::task::spawn_blocking(move || store.read_snapshot(version))
-                .await
-                .ok()
-                .flatten()
+            let read = tokio::task::spawn_blocking(move || store.read_snapshot(version)).await;
+            read.unwrap_or(Ok(None))
+                .map_err(|e| {
+                    // Served as immutable for a year: never bytes that are
+                    // not what the manifest signed for.
+                    tracing::error!(list = %name, version, error = %e, "a kept snapshot is not what its manifest says");
+                    ApiError::new(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        "internal",
+                        format!("list {name:?}'s stored snapshot version {version} does not match its manifest"),
+                    )
+                })?
                 .map(axum::body::Bytes::from)
                 .ok_or_else(|| {
                     ApiError::new(

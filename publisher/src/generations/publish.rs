@@ -244,7 +244,12 @@ impl ListStore {
             // its objects removed (a later generation may descend from it).
             return Ok(PublishOutcome::Superseded { generation: latest });
         }
-        self.remember(version, generation, self.key(&manifest.snapshot.key));
+        self.remember(
+            version,
+            generation,
+            self.key(&manifest.snapshot.key),
+            Some(manifest.snapshot.clone()),
+        );
         self.prune(generation, key.public_key());
         Ok(PublishOutcome::Published { generation })
     }

@@ -37,7 +37,7 @@ fn sorted(mut keys: Vec<String>) -> Vec<String> {
 #[test]
 fn generations_follow_one_another_and_every_kept_version_stays_readable() {
     let dir = tempfile::tempdir().unwrap();
-    let (store, _) = store(dir.path(), 5);
+    let (store, storage) = store(dir.path(), 5);
     assert_eq!(store.latest().unwrap(), None);
     let first = build("http://phish.example/a\n", 1_800_000_000);
     assert_eq!(
@@ -67,9 +67,30 @@ fn generations_follow_one_another_and_every_kept_version_stays_readable() {
     let (reopened, _) = self::store(dir.path(), 5);
     let latest = reopened.load_latest(&public).unwrap();
     assert_eq!(latest.generation, Some(2));
-    assert_eq!(reopened.read_snapshot(first.version), Some(first.snapshot));
-    assert_eq!(reopened.read_snapshot(second.version), Some(second.snapshot));
-    assert_eq!(reopened.read_snapshot(7), None);
+    assert_eq!(
+        reopened.read_snapshot(first.version).unwrap(),
+        Some(first.snapshot.clone())
+    );
+    assert_eq!(
+        reopened.read_snapshot(second.version).unwrap(),
+        Some(second.snapshot)
+    );
+    assert_eq!(reopened.read_snapshot(7).unwrap(), None);
+
+    // The versioned route serves a kept snapshot as immutable for a year:
+    // stored bytes that are not what its manifest says are refused, never
+    // served (they were, for any cache to keep). Found by an adversarial
+    // review.
+    let first_manifest = reopened.manifest(1, &public).unwrap();
+    let key = format!("lists/phishing/{}", first_manifest.snapshot.key);
+    let mut tampered = first.snapshot.clone();
+    *tampered.last_mut().unwrap() ^= 1;
+    storage.put(&key, &tampered, PutMode::Overwrite).unwrap();
+    assert!(
+        matches!(reopened.read_snapshot(first.version), Err(Error::Corrupt { .. })),
+        "{:?}",
+        reopened.read_snapshot(first.version)
+    );
 }
 
 #[test]
@@ -238,7 +259,10 @@ fn a_data_directory_of_the_older_layout_serves_until_the_first_generation() {
         .unwrap();
     let loaded = store.load_latest(key().public_key()).unwrap();
     assert_eq!((loaded.generation, loaded.hashes), (None, legacy.hashes.clone()));
-    assert_eq!(store.read_snapshot(legacy.version), Some(legacy.snapshot));
+    assert_eq!(
+        store.read_snapshot(legacy.version).unwrap(),
+        Some(legacy.snapshot)
+    );
     publish(&store, &build("http://phish.example/new\n", 1_800_000_000), None);
     assert_eq!(store.load_latest(key().public_key()).unwrap().generation, Some(1));
     assert_eq!(storage.get(&snapshot_key).unwrap(), None);
@@ -661,7 +685,7 @@ fn regression_a_made_up_version_costs_no_store_request_before_anything_is_loaded
     let (storage, reads, _) = recording(dir.path());
     let store = ListStore::open(storage, "phishing", 5).unwrap();
     for version in 1..=100 {
-        assert_eq!(store.read_snapshot(version), None);
+        assert_eq!(store.read_snapshot(version).unwrap(), None);
     }
     assert_eq!(reads.load(Ordering::SeqCst), 0);
 }
