@@ -45,9 +45,12 @@
 //!    rejected (`http:///blah`, conformance section G). A URL without a scheme
 //!    is treated as `http://` + URL (v4: "if the URL has no scheme, assume
 //!    http"). A `host:port` input such as `example.com:8080/x` is read as a
-//!    host with a port, not as the scheme `example.com`. Any other scheme that
-//!    is not followed by `//` (`mailto:`, `javascript:`, `data:`) is rejected
-//!    with [`CanonError::NotHierarchical`]: these URLs have no host to look up.
+//!    host with a port, not as the scheme `example.com`; but `http:` or
+//!    `https:` followed by digits is that scheme and a numeric host
+//!    (`http:16909060/` is `http://1.2.3.4/`), as browsers read it. Any
+//!    other scheme that is not followed by `//` (`mailto:`, `javascript:`,
+//!    `data:`) is rejected with [`CanonError::NotHierarchical`]: these URLs
+//!    have no host to look up.
 //! 6. The query starts at the first `?` after the scheme (so `http://a.com?q`
 //!    has host `a.com`, path `/` and query `q`), and the authority ends at the
 //!    first `/` or `\` (browsers treat `\` as `/` in http(s) URLs). Userinfo

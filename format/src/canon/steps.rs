@@ -177,13 +177,17 @@ fn split_scheme(raw: &[u8]) -> Result<SchemeSplit<'_>, CanonError> {
                     explicit: true,
                 });
             }
-            // "host:port[/...]" is a host with a port, not a scheme.
+            let http = scheme.eq_ignore_ascii_case(b"http") || scheme.eq_ignore_ascii_case(b"https");
+            // "host:port[/...]" is a host with a port, not a scheme, unless
+            // the "host" is `http` or `https`: browsers read `http:16909060/`
+            // as the scheme and the host 16909060 (1.2.3.4), never as the
+            // host `http` on port 16909060.
             let digits = after.iter().take_while(|b| b.is_ascii_digit()).count();
             let port_ends = matches!(after.get(digits), None | Some(b'/' | b'\\' | b'?'));
-            if digits > 0 && port_ends {
+            if digits > 0 && port_ends && !http {
                 return Ok(implicit(raw));
             }
-            if scheme.eq_ignore_ascii_case(b"http") || scheme.eq_ignore_ascii_case(b"https") {
+            if http {
                 let slashes = after.iter().take_while(|&&b| b == b'/' || b == b'\\').count();
                 // Two slashes are the authority's mark; with three or more the
                 // authority is empty (rejected), and none or one is the
@@ -338,6 +342,21 @@ mod tests {
         assert_eq!(canonicalize("ftp:\\\\a.com/"), Err(CanonError::NotHierarchical));
         assert_eq!(canonicalize("mailto:a%40b.com"), Err(CanonError::NotHierarchical));
         assert_eq!(canon("localhost:8080/x"), "http://localhost/x");
+    }
+
+    /// `http:` or `https:` followed by digits is the scheme and a numeric
+    /// host, as browsers read it (`new URL("http:16909060/x").href` is
+    /// `http://1.2.3.4/x` in Chromium), not the host `http` with a port:
+    /// a feed line written so listed `http/x`, which no visit checks.
+    #[test]
+    fn regression_http_colon_digits_is_a_scheme_and_a_numeric_host() {
+        assert_fixed_point("http:16909060/x", "http://1.2.3.4/x");
+        assert_fixed_point("HTTPS:017\\a?q", "https://0.0.0.15/a?q");
+        assert_fixed_point("http:1", "http://0.0.0.1/");
+        assert_fixed_point("http:80/%41", "http://0.0.0.80/A");
+        // A host with a port still reads as one.
+        assert_eq!(canon("httpx:8080/x"), "http://httpx/x");
+        assert_eq!(canon("http.example:8080/x"), "http://http.example/x");
     }
 
     /// The word-at-a-time scan agrees with a plain byte loop for every
