@@ -74,8 +74,8 @@
 //!    quoted URL.
 //! 6. `urls`, `csv` and adblock URL rules: feed artifacts are read past —
 //!    a doubled scheme (`http://https://…`), more than two slashes after
-//!    `http:` or `https:` (`http:///host/…`, which the URL Standard's
-//!    parser skips), and a defanged scheme or host, made visitable again
+//!    `http:` or `https:`, `/` and `\` in any mix (`http:///host/…`,
+//!    `http:\\\host/…`, which the URL Standard's parser skips), and a defanged scheme or host, made visitable again
 //!    (`hxxp[:]//evil[.]example/`, also `(.)`, `{.}`, `[dot]`; a path
 //!    defanged too is listed both as written and refanged); a host that
 //!    still holds a character no browser accepts in a host is refused

@@ -482,3 +482,17 @@ fn read_line_finds_what_the_build_finds() {
     let hosts = "0.0.0.0 a.example com b.example # c\n'0.0.0.0 c.example'\n";
     crate::fuzzing::check_feed(&[&[1u8][..], hosts.as_bytes()].concat());
 }
+
+/// Three or more slashes after `http:` or `https:` are skipped by browsers
+/// whatever their mix of `/` and `\`; a line written so lists what its
+/// browser form does (it was refused as an empty host unless the first two
+/// were `//`). Two or fewer stay the canonicalizer's, an empty host refused.
+#[test]
+fn regression_extra_slashes_mixing_backslashes_are_read_as_browsers_read_them() {
+    let text = b"http:\\\\\\a.example/x\nHTTPS:/\\/b.example/y\nhttp:\\\\//u:p@c.example/z\n\
+                 http:\\\\d.example/w\nhttp:\\\\\\\n";
+    let (out, report) = collect(text, SourceFormat::Urls);
+    let want = hashes(&["a.example/x", "b.example/y", "c.example/z", "d.example/w"]);
+    assert_eq!(out, want);
+    assert_eq!(report.rejected[reason::EMPTY_HOST], 1, "{report:?}");
+}

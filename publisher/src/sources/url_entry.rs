@@ -278,7 +278,8 @@ fn decode_amp_levels(line: &[u8], level: usize) -> Vec<u8> {
 
 /// Feed artifacts around an `http` or `https` scheme, which browsers read
 /// past: a doubled scheme, `http://https://host/…` → `https://host/…`, and
-/// more than two slashes, `http:///host/…` → `host/…` (the URL Standard's
+/// more than two slashes, `http:///host/…` or `http:\\\host/…` → `host/…`
+/// ([`strip_mixed_slashes`] when the first two are not `//`; the URL Standard's
 /// "special authority ignore slashes" state skips any number of `/` and
 /// `\`; the scheme does not change an expression). The Safe Browsing
 /// canonicalizer refuses the latter (an empty host), as an agent should
@@ -286,7 +287,7 @@ fn decode_amp_levels(line: &[u8], level: usize) -> Vec<u8> {
 pub(super) fn strip_scheme_artifacts(line: &[u8]) -> &[u8] {
     // Called for every URL line: one scheme compare for most lines.
     let Some(inner) = strip_http_scheme(line) else {
-        return line;
+        return strip_mixed_slashes(line);
     };
     if strip_http_scheme(inner).is_some() {
         return inner;
@@ -298,6 +299,32 @@ pub(super) fn strip_scheme_artifacts(line: &[u8]) -> &[u8] {
         Some(host) if host > 0 => match line.get(scheme + host - 2..) {
             Some(rest) if rest.starts_with(b"//") => rest,
             _ => inner.get(host..).unwrap_or(inner),
+        },
+        _ => line,
+    }
+}
+
+/// `http:` or `https:` followed by three or more slashes written with a
+/// `\` among the first two (`http:\\\host/…`, `http:/\/host/…`; with `//`
+/// first, [`strip_scheme_artifacts`] reads them): `host/…`, as browsers
+/// skip them. `line` itself for any other line (two slashes or fewer are
+/// the canonicalizer's to read).
+fn strip_mixed_slashes(line: &[u8]) -> &[u8] {
+    let Some(after) = strip_prefix_ignore_case(line, b"http") else {
+        return line;
+    };
+    let after = match after.split_first() {
+        Some((b's' | b'S', rest)) => rest,
+        _ => after,
+    };
+    let Some(after) = after.strip_prefix(b":") else {
+        return line;
+    };
+    match after.iter().position(|&b| b != b'/' && b != b'\\') {
+        // As above, the last two slashes kept when they are `//`.
+        Some(host) if host >= 3 => match after.get(host - 2..) {
+            Some(rest) if rest.starts_with(b"//") => rest,
+            _ => &after[host..],
         },
         _ => line,
     }
@@ -443,8 +470,14 @@ mod tests {
     #[test]
     fn a_doubled_scheme_and_extra_slashes_are_stripped_in_any_case_and_nothing_else() {
         use super::strip_scheme_artifacts as strip;
-        let cases: [(&[u8], &[u8]); 14] = [
+        let cases: [(&[u8], &[u8]); 20] = [
             (b"http:///a.example/p", b"//a.example/p"),
+            (b"http:\\\\\\a.example/p", b"a.example/p"),
+            (b"HTTPS:/\\/a.example/p", b"a.example/p"),
+            (b"http:\\//u:p@a.example/p", b"//u:p@a.example/p"),
+            (b"http:\\\\a.example/p", b"http:\\\\a.example/p"),
+            (b"http:\\\\\\", b"http:\\\\\\"),
+            (b"ftp:\\\\\\a.example/p", b"ftp:\\\\\\a.example/p"),
             (b"HTTPS:////a.example/p", b"//a.example/p"),
             (b"http://\\\\a.example/p", b"a.example/p"),
             (b"http:///", b"http:///"),
