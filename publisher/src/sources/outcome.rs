@@ -67,10 +67,12 @@ pub mod reason {
         "host ends in a number but is not an IPv4 address: browsers refuse it (URL Standard, host parsing)";
     /// A URL's host holds non-ASCII bytes that the canonicalizer's IDNA
     /// mapping (UTS #46) refused, escaped in the canonical form: invalid
-    /// UTF-8, a disallowed character, or one newer than its Unicode table
-    /// (Unicode 14's U+0870 to U+088E, which a newer browser may visit).
-    /// The entry would match no agent's check.
-    pub const IDNA_REFUSED: &str = "host holds non-ASCII the IDNA mapping refused (UTS #46: invalid, disallowed, or newer than its Unicode table)";
+    /// UTF-8, a disallowed character, a label breaking the bidi rule
+    /// (RFC 5893: `a\u{870}b`, Latin and Arabic letters in one label, which
+    /// browsers refuse too), or a character newer than the `idna` crate's
+    /// Unicode table (17.0 in the version pinned), which a newer browser may
+    /// visit. The entry would match no agent's check.
+    pub const IDNA_REFUSED: &str = "host holds non-ASCII the IDNA mapping refused (UTS #46: invalid, disallowed, against the bidi rule, or newer than its Unicode table)";
     /// A hosts line with an address and no name.
     pub const HOSTS_NO_NAME: &str = "hosts line has an address but no name";
     /// An adblock exception rule (`@@…`): it allows, it does not block.

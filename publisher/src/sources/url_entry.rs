@@ -64,8 +64,8 @@ pub(super) fn unvisitable_host(host: &[u8], kind: HostKind) -> Option<&'static s
         return None;
     }
     // `%80` and above: a non-ASCII character this canonicalizer's IDNA
-    // mapping refused, which a browser with a newer Unicode table may take
-    // (e.g. Arabic letters of Unicode 14, U+0870 to U+088E).
+    // mapping refused (disallowed, against the bidi rule, or newer than its
+    // Unicode table, which a browser with a newer table may take).
     let escaped_non_ascii = host
         .windows(3)
         .any(|w| w[0] == b'%' && matches!(w[1], b'8'..=b'9' | b'A'..=b'F'));
@@ -785,8 +785,9 @@ mod tests {
 
     /// `http:///user:pw@evil.example/` keeps its user name a user name (it
     /// was read as the scheme `user`, refused with an untrue reason), and a
-    /// host the IDNA mapping refuses says so rather than that no browser
-    /// accepts it.
+    /// host the IDNA mapping refuses (here the bidi rule: Latin and Arabic
+    /// letters in one label, which Chromium refuses too) says so rather
+    /// than that no browser accepts it.
     #[test]
     fn extra_slashes_keep_a_user_name_and_an_idna_refusal_says_so() {
         assert_eq!(
