@@ -8,7 +8,7 @@ use super::entry::{Entry, Read};
 use super::outcome::reason;
 use super::url_entry::{hex_ipv6_host, unvisitable_host};
 use super::visit::Visit;
-use super::white::{is_unicode_white, split_white, unquote};
+use super::white::{split_white, unquote};
 
 /// Names in hosts files that are not threats (the file's own boilerplate).
 const HOSTS_BOILERPLATE: &[&str] = &[
@@ -90,7 +90,12 @@ fn is_bare_ipv6(name: &[u8]) -> bool {
 
 /// Whether a domain entry can be a host name, as browsers take one: a
 /// bracketed IPv6 address, or letters, digits, `-`, `_`, `.`, `%`-escapes
-/// and non-ASCII (internationalized) characters, with an optional `:port`.
+/// and non-ASCII (internationalized) characters other than white space,
+/// with an optional `:port`. The invisible U+FEFF, U+200B and U+2060
+/// (which copying from a web page leaves behind) are not white space here:
+/// the IDNA mapping removes them (UTS #46 "ignored"), so a browser given
+/// `evil\u{200b}.example` visits `evil.example`, as a URL line with it
+/// lists.
 /// Anything else — `, ; | ^ " ' [ ] ! { } < > = & + $ ~` and the like —
 /// is a column, rule syntax or a mistake, not a host (RFC 1123 §2.1, and
 /// the forbidden host code points of the WHATWG URL Standard).
@@ -115,7 +120,7 @@ fn is_host_name_like(name: &[u8]) -> bool {
         chunk.valid().chars().all(|c| {
             c.is_ascii_alphanumeric()
                 || matches!(c, '-' | '_' | '.' | '%')
-                || !c.is_ascii() && !is_unicode_white(c) && !c.is_control()
+                || !c.is_ascii() && !c.is_whitespace() && !c.is_control()
         })
     })
 }
@@ -254,6 +259,31 @@ mod tests {
                 assert_eq!(report.rejected.get(why), Some(&1), "{format:?} {report:?}");
             }
         }
+    }
+
+    /// A domain entry holding an invisible character IDNA ignores (U+200B,
+    /// U+FEFF, U+2060, left by copying from a web page) names the host a
+    /// browser visits for it, as a URL line does; it was refused as `not a
+    /// host name`, leaving that host unlisted. White space in a domain
+    /// entry is still no host (in a hosts line it separates names).
+    #[test]
+    fn regression_a_domain_with_an_invisible_character_lists_what_browsers_visit() {
+        for (format, address) in [(SourceFormat::Domains, ""), (SourceFormat::Hosts, "0.0.0.0 ")] {
+            let text = ["evil\u{200b}.example", "a\u{feff}b.example", "c.ex\u{2060}ample"]
+                .map(|name| format!("{address}{name}\n"))
+                .concat();
+            let (out, report) = collect(text.as_bytes(), format);
+            assert_eq!(
+                out,
+                hashes(&["evil.example/", "ab.example/", "c.example/"]),
+                "{format:?} {report:?}"
+            );
+        }
+        let (out, report) = collect(
+            "bank.example\u{2003}x.example\n".as_bytes(),
+            SourceFormat::Domains,
+        );
+        assert!(out.is_empty() && report.rejected_total() == 1, "{report:?}");
     }
 
     #[test]

@@ -86,7 +86,9 @@
 //!    as the Safe Browsing rules say.
 //!
 //! A domain entry must look like a host name (letters, digits, `-`, `_`,
-//! `.`, `%`-escapes, non-ASCII characters other than white space, an
+//! `.`, `%`-escapes, non-ASCII characters other than white space — the
+//! invisible U+FEFF, U+200B and U+2060 inside a name are kept, and the
+//! IDNA mapping removes them as browsers do —, an
 //! optional `:port`, or an IPv6 address, bare or bracketed with an optional
 //! `:port`); anything else is [`reason::NOT_A_HOST_NAME`],
 //! never a garbage `host/` entry. Commas belong to a URL
