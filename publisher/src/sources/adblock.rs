@@ -44,7 +44,14 @@ fn adblock_rule(line: &[u8]) -> Result<AdblockRule<'_>, &'static str> {
     if line.starts_with(b"@@") {
         return Err(reason::ADBLOCK_EXCEPTION);
     }
-    const COSMETIC: [&[u8]; 4] = [b"##", b"#@#", b"#?#", b"#$#"];
+    // Every cosmetic, scriptlet and snippet separator of Adblock Plus,
+    // uBlock Origin and AdGuard (`#` then an optional `@` exception, then
+    // `?`, `$`, `$?` or `%`, then `#`). One not known here would be read
+    // as a URL whose `#` starts a fragment: `example.com#%#//scriptlet(…)`
+    // or `example.com#@?#a[href="/x"]` would list all of `example.com/`.
+    const COSMETIC: [&[u8]; 10] = [
+        b"##", b"#@#", b"#?#", b"#@?#", b"#$#", b"#@$#", b"#$?#", b"#@$?#", b"#%#", b"#@%#",
+    ];
     if COSMETIC
         .iter()
         .any(|sep| line.windows(sep.len()).any(|w| w == *sep))
@@ -415,5 +422,33 @@ mod tests {
             .map(|_| ()),
             Err(reason::ADBLOCK_NOT_A_BLOCK)
         );
+    }
+
+    /// A rule with a cosmetic or scriptlet separator of AdGuard (`#%#`,
+    /// `#@%#`, `#@?#`, `#$?#`, `#@$?#`, `#@$#`) was read as a URL whose
+    /// `#` starts a fragment: with a `/` after it, the rule listed its whole
+    /// site (`example.com#%#//scriptlet(…)` as `example.com/`); without
+    /// one it was refused as not a host name. Both are cosmetic rules.
+    #[test]
+    fn regression_adguard_cosmetic_and_scriptlet_rules_list_no_site() {
+        for rule in [
+            &b"example.com#%#//scriptlet('abort-on-property-read', 'alert')"[..],
+            b"example.com#@%#//scriptlet('set-constant', 'x', 'y')",
+            b"example.com#%#window.x=1",
+            b"example.com#@?#div:has(a[href=\"/x\"])",
+            b"example.com#$?#body { background: url(/x.png) }",
+            b"example.com#@$?#body { background: url(/x.png) }",
+            b"example.com#@$#body { background: url(/x.png) }",
+        ] {
+            assert_eq!(
+                read_one(SourceFormat::AdblockHosts, rule).map(|_| ()),
+                Err(reason::ADBLOCK_COSMETIC),
+                "{}",
+                rule.escape_ascii()
+            );
+        }
+        // A `#` in a URL rule's path is still read as before.
+        let readings = read_one(SourceFormat::AdblockHosts, b"||evil.example/p#x^").unwrap();
+        assert_eq!(readings[0].expressions, ["evil.example/p"]);
     }
 }
