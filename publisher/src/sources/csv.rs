@@ -147,8 +147,13 @@ fn commented_header(comment: &[u8], column: &str) -> Option<(usize, usize)> {
 /// quoted field (`"a", "b"`, as ThreatFox's CSV export writes every row):
 /// a CSV reader takes a field quoted only when the quote comes first, and
 /// would read ` "http://evil.example/a` of `"…", "http://evil.example/a,b"`
-/// up to the comma inside the quotes. Quotes inside a field stay as they
-/// are; borrowed when there is nothing to remove.
+/// up to the comma inside the quotes. Only a quote that closes on its own
+/// line ([`closes_on_its_line`]) starts a quoted field so: a stray one
+/// (`1, "http://evil.example/a,2020`) is the field's own character, as the
+/// CSV reader reads it, where a quoted field would run on over the rows
+/// after it to the next quote, and they would be lost with nothing
+/// rejected. Quotes inside a field stay as they are; borrowed when there
+/// is nothing to remove.
 fn unspaced_quotes(bytes: &[u8]) -> Cow<'_, [u8]> {
     /// Where the reader is in the CSV text.
     #[derive(Clone, Copy, PartialEq)]
@@ -178,7 +183,11 @@ fn unspaced_quotes(bytes: &[u8]) -> Cow<'_, [u8]> {
                     .iter()
                     .take_while(|&&c| c == b' ' || c == b'\t')
                     .count();
-                if spaces > 0 && bytes.get(i + 1 + spaces) == Some(&b'"') {
+                let quote = i + 1 + spaces;
+                if spaces > 0
+                    && bytes.get(quote) == Some(&b'"')
+                    && closes_on_its_line(bytes.get(quote + 1..).unwrap_or_default())
+                {
                     let out = out.get_or_insert_with(|| bytes.get(..i).unwrap_or_default().to_vec());
                     out.push(b',');
                     i += 1 + spaces;
@@ -196,6 +205,26 @@ fn unspaced_quotes(bytes: &[u8]) -> Cow<'_, [u8]> {
         i += 1;
     }
     out.map_or(Cow::Borrowed(bytes), Cow::Owned)
+}
+
+/// Whether a quoted field whose text starts `rest` (just after its opening
+/// quote) closes before the line ends: at a quote that is not doubled and
+/// is followed by white space up to a `,`, the line's end or the text's.
+fn closes_on_its_line(rest: &[u8]) -> bool {
+    let mut i = 0;
+    while let Some(&b) = rest.get(i) {
+        match b {
+            b'\n' | b'\r' => return false,
+            b'"' if rest.get(i + 1) == Some(&b'"') => i += 2,
+            b'"' => {
+                let after = rest.get(i + 1..).unwrap_or_default();
+                let spaces = after.iter().take_while(|&&c| c == b' ' || c == b'\t').count();
+                return matches!(after.get(spaces), None | Some(b',' | b'\n' | b'\r'));
+            }
+            _ => i += 1,
+        }
+    }
+    false
 }
 
 #[cfg(test)]
@@ -341,5 +370,32 @@ mod tests {
             );
             assert_eq!(report.rejected_total(), 0, "{report:?}");
         }
+    }
+    /// A quote after `, ` that nothing closes on its line (a stray one in a
+    /// title column) made the rows after it one quoted field, read up to the
+    /// next quote or the end of the feed: `c.example/z` and `d.example/w`
+    /// were lost and nothing rejected. Such a quote is the field's own, as
+    /// the CSV reader takes it without the white space.
+    #[test]
+    fn regression_a_stray_quote_after_a_space_loses_no_rows() {
+        let csv = b"id,url,title,date\n\
+1,http://a.example/x,Mail,2020\n\
+2,http://b.example/y, \"Bank login,2020\n\
+3,http://c.example/z,Shop,2020\n\
+4,http://d.example/w,Pay,2020\n";
+        let (out, report) = read(csv, None);
+        assert_eq!(
+            out,
+            hashes(&["a.example/x", "b.example/y", "c.example/z", "d.example/w"]),
+            "{report:?}"
+        );
+        assert_eq!(report.lines, 5, "{report:?}");
+        assert_eq!(report.rejected_total(), 0, "{report:?}");
+        // A quoted field closed on its line, maybe before white space, is
+        // still read as quoted; one closed on a later line or followed by
+        // more text is not.
+        assert_eq!(&*super::unspaced_quotes(b"1, \"a,b\" \n2"), b"1,\"a,b\" \n2");
+        assert_eq!(&*super::unspaced_quotes(b"1, \"a,b\n\""), b"1, \"a,b\n\"");
+        assert_eq!(&*super::unspaced_quotes(b"1, \"a\"b\",c"), b"1, \"a\"b\",c");
     }
 }
