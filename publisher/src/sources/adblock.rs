@@ -79,6 +79,11 @@ fn adblock_rule(line: &[u8]) -> Result<AdblockRule<'_>, &'static str> {
         }
         _ => line,
     };
+    // A trailing `*` matches what the rule's open end already matches
+    // (Adblock Plus: "a wildcard at the end is the same as none"):
+    // `||a.example^*` is `||a.example^`, `||a.example/p*` is
+    // `||a.example/p`. Any other `*` is a wildcard, refused below.
+    let rule = strip_trailing_wildcards(rule);
     let (rule, end) = match rule.strip_suffix(b"|") {
         Some(r) => (r, End::Anchored),
         None => (rule, End::Open),
@@ -102,6 +107,15 @@ fn adblock_rule(line: &[u8]) -> Result<AdblockRule<'_>, &'static str> {
             AdblockRule::Host(rule)
         },
     )
+}
+
+/// `rule` without the `*`s it ends in (when something is left before them).
+fn strip_trailing_wildcards(rule: &[u8]) -> &[u8] {
+    let stars = rule.iter().rev().take_while(|&&b| b == b'*').count();
+    match rule.get(..rule.len() - stars) {
+        Some(kept) if !kept.is_empty() && kept != b"||" && kept != b"|" => kept,
+        _ => rule,
+    }
 }
 
 /// Network-rule option names of Adblock Plus, uBlock Origin and AdGuard
@@ -422,6 +436,28 @@ mod tests {
             .map(|_| ()),
             Err(reason::ADBLOCK_NOT_A_BLOCK)
         );
+    }
+
+    /// A trailing `*` is the same as none in adblock syntax: such rules
+    /// were refused as wildcards, their host or URL left unlisted. A `*`
+    /// anywhere else still is a wildcard. The syntax header line is a
+    /// comment, not a rule refused as `not a host name`.
+    #[test]
+    fn regression_a_trailing_wildcard_is_read_as_the_rule_without_it() {
+        let text = b"[Adblock Plus 2.0]\n||evil.example^*\n||files.example/a*\n||b.example/p/**\n||*\n||c*.example^\n||d.example/*/x\n";
+        let (out, report) = collect(text, SourceFormat::AdblockHosts);
+        assert_eq!(
+            out,
+            hashes(&[
+                "evil.example/",
+                "files.example/a",
+                "files.example/a/",
+                "b.example/p/",
+            ]),
+            "{report:?}"
+        );
+        assert_eq!(report.rejected[reason::ADBLOCK_NOT_HOST_OR_URL], 3, "{report:?}");
+        assert_eq!(report.rejected_total(), 3, "{report:?}");
     }
 
     /// A rule with a cosmetic or scriptlet separator of AdGuard (`#%#`,

@@ -69,7 +69,21 @@ pub(super) fn trim_line(format: SourceFormat, raw: &[u8]) -> Option<(&[u8], Cuts
     if is_line_format(format) && (first == b'#' || (bang_comment && first == b'!')) {
         return None;
     }
+    if bang_comment && is_adblock_header(text) {
+        return None;
+    }
     Some((text, cuts))
+}
+
+/// A filter list's header line, `[Adblock Plus 2.0]`, `[Adblock]` or
+/// `[uBlock Origin]` (Adblock Plus's filter syntax: the first line names
+/// the syntax), in adblock lists and the URL lists made from them: a
+/// comment, where it would be refused as not a host name. A bracketed IPv6
+/// host (`[2001:db8::1]`) holds no space.
+fn is_adblock_header(text: &[u8]) -> bool {
+    text.strip_prefix(b"[")
+        .and_then(|t| t.strip_suffix(b"]"))
+        .is_some_and(|inner| inner.contains(&b' ') || inner.eq_ignore_ascii_case(b"adblock"))
 }
 
 /// Steps 3 and 4 of the module docs for a trimmed line of any format but

@@ -24,7 +24,8 @@
 //!    read as browsers read it.
 //! 2. Blank lines and comments are skipped: a line starting with `#`, and
 //!    with `!` in adblock lists and URL lists (which keep adblock headers:
-//!    `! Homepage: https://…` would otherwise list that page).
+//!    `! Homepage: https://…` would otherwise list that page), and there
+//!    the syntax's header line too (`[Adblock Plus 2.0]`).
 //! 3. Quotes. `urls`: a field starting with `"` or `'` runs to the
 //!    matching quote that ends the line or is followed by white space, `,`,
 //!    `;` or `#` (a CSV-export artifact: `"https://x.example/a,b,c"`,
