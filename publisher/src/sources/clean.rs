@@ -94,6 +94,11 @@ pub(super) fn clean_entry(format: SourceFormat, mut text: &[u8], mut cuts: Cuts)
     if let Some(inner) = unquote(text) {
         text = trim_white(inner, &mut cuts);
         cuts.0 |= Cuts::QUOTES;
+    } else if format == SourceFormat::Csv
+        && let Some(inner) = after_lone_quote(text)
+    {
+        text = inner;
+        cuts.0 |= Cuts::WRAPPER;
     } else if matches!(
         format,
         SourceFormat::Hosts | SourceFormat::Domains | SourceFormat::Sha256
@@ -114,6 +119,17 @@ pub(super) fn clean_entry(format: SourceFormat, mut text: &[u8], mut cuts: Cuts)
         more: Vec::new(),
         cuts,
     })
+}
+
+/// A CSV value's URL after a lone opening quote that nothing closes
+/// (`"http://evil.example/a`, a quote the CSV reader took as the value's
+/// own when white space came before it, or left by a hand-made export), as
+/// the `urls` format reads such a line: kept, it would be the URL's host
+/// (`"http`), listing a page no browser visits.
+fn after_lone_quote(text: &[u8]) -> Option<&[u8]> {
+    let (&quote, inner) = text.split_first()?;
+    (matches!(quote, b'"' | b'\'') && !inner.contains(&quote) && super::urls::has_scheme(inner))
+        .then_some(inner)
 }
 
 /// `bytes` without ASCII and Unicode white space at either end; sets

@@ -234,7 +234,7 @@ mod tests {
     use crate::config::SourceFormat;
     use crate::sources::options::FormatOptions;
     use crate::sources::tests::hashes;
-    use crate::sources::{ParseReport, parse_source};
+    use crate::sources::{ParseReport, cleaned, parse_source};
 
     fn read(csv: &[u8], column: Option<&str>) -> (Vec<FullHash>, ParseReport) {
         let opts = FormatOptions {
@@ -397,5 +397,21 @@ mod tests {
         assert_eq!(&*super::unspaced_quotes(b"1, \"a,b\" \n2"), b"1,\"a,b\" \n2");
         assert_eq!(&*super::unspaced_quotes(b"1, \"a,b\n\""), b"1, \"a,b\n\"");
         assert_eq!(&*super::unspaced_quotes(b"1, \"a\"b\",c"), b"1, \"a\"b\",c");
+    }
+
+    /// A URL value with a lone opening quote (after white space the CSV
+    /// reader takes it as the value's own) listed the host `"http`, a page
+    /// no browser visits; it is read as the URL after the quote, as a
+    /// `urls` line is. A quote inside a URL, or one closed, is left alone.
+    #[test]
+    fn regression_a_lone_quote_before_a_url_value_is_read_past() {
+        let csv = b"id,url,date\n1, \"http://a.example/x,2020\n2,'https://b.example/y,2020\n3,http://c.example/p\"q,2020\n";
+        let (out, report) = read(csv, None);
+        assert_eq!(
+            out,
+            hashes(&["a.example/x", "b.example/y", "c.example/p\"q"]),
+            "{report:?}"
+        );
+        assert_eq!(report.cleaned.get(cleaned::WRAPPER), Some(&2), "{report:?}");
     }
 }

@@ -98,7 +98,9 @@
 //!
 //! What each step removed is counted by kind in [`ParseReport::cleaned`]
 //! (kinds in [`cleaned`]), shown in the build report and in `/v1/lists`.
-//! CSV values and JSON array strings are read as items: steps 1 and 3 only.
+//! CSV values and JSON array strings are read as items: steps 1 and 3 only
+//! (in step 3 a CSV value also loses a lone quote before its URL,
+//! `"http://…` with no closing quote, as a `urls` line does).
 //!
 //! # What an entry stands for
 //!

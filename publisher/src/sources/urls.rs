@@ -392,7 +392,7 @@ fn cuts_after_host(url: &[u8]) -> bool {
 
 /// Whether `text` starts with a URL scheme and `://` (`http://`,
 /// `hxxp://` too: any scheme, RFC 3986 §3.1).
-fn has_scheme(text: &[u8]) -> bool {
+pub(super) fn has_scheme(text: &[u8]) -> bool {
     let Some(colon) = memchr::memchr(b':', text) else {
         return false;
     };
