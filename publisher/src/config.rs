@@ -131,7 +131,8 @@ pub struct Config {
     /// Where published snapshots and the sources' last good content are
     /// stored: an object store URL, `s3://bucket/prefix` (the keys of the
     /// data directory under `prefix`). The signing key and the lock stay in
-    /// `data_dir`; one publisher at a time may build into a store. By
+    /// `data_dir`; builders sharing a store coordinate through a lease per
+    /// list and conditional writes, each with the same signing key. By
     /// default, none: the data directory.
     pub store: Option<String>,
     /// Options of the `store`'s client, over the `AWS_*` environment

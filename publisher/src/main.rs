@@ -54,8 +54,9 @@ enum Command {
         force: bool,
         /// What this process does (overrides `role`): all (fetch, build,
         /// store, serve), builder (fetch, build, store; serve only the
-        /// status page /, /healthz, /readyz, /metrics) or replica (build nothing; follow
-        /// the object store and serve the whole API from memory).
+        /// status page / and its history route, /healthz, /readyz,
+        /// /metrics) or replica (build nothing; follow the object store
+        /// and serve the whole API from memory).
         #[arg(long, value_name = "ROLE", value_parser = parse_role)]
         role: Option<Role>,
         /// A replica's public key (overrides `public_key`): base64, 64 hex
@@ -77,7 +78,9 @@ enum Command {
         /// TOML configuration file (without it, the built-in list).
         #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
-        /// Data directory to build into (overrides `data_dir`).
+        /// Data directory to build into (overrides `data_dir`), and only
+        /// into it: a configured `store` is neither read nor written, so
+        /// the build touches nothing served.
         #[arg(long, value_name = "DIR")]
         out: Option<PathBuf>,
         /// Publish even if a gate refuses.
@@ -454,6 +457,13 @@ async fn build(
 ) -> anyhow::Result<()> {
     let mut config = load_config(config_path.as_ref())?;
     if let Some(dir) = out {
+        // `--out` reproduces a build beside the served data (the
+        // alerts' runbook says so): writing the store from here would
+        // publish, or renew the served version's freshness.
+        if let Some(store) = config.store.take() {
+            tracing::info!(%store, out = %dir.display(), "--out: building into the directory only; the store is not used");
+            config.role = Role::All;
+        }
         config.data_dir = dir;
     }
     let publisher = Publisher::open(config)?;

@@ -184,6 +184,50 @@ fn a_build_with_no_list_built_prints_no_advice() {
     assert!(!stdout.contains("Sizing advice"), "{stdout}");
 }
 
+/// `build --out DIR` builds into DIR alone, as the alerts' runbook says
+/// ("reproduces a build without touching the served data"): with a `store`
+/// configured it wrote the store (publishing, or renewing the served
+/// version's freshness). Here the store cannot be reached at all, so a
+/// build that used it would fail.
+#[test]
+fn regression_build_out_builds_into_the_directory_only_and_not_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), false);
+    let text_config = std::fs::read_to_string(&config).unwrap();
+    let with_store = format!(
+        "store = \"s3://unreachable/prefix\"\nrole = \"replica\"\n\
+         store_options = {{ endpoint = \"http://127.0.0.1:1\", allow_http = \"true\", region = \"us-east-1\", \
+         access_key_id = \"k\", secret_access_key = \"s\" }}\n{text_config}"
+    );
+    std::fs::write(&config, with_store).unwrap();
+    let out_dir = dir.path().join("out");
+    let out = run(&[
+        "build",
+        "--config",
+        config.to_str().unwrap(),
+        "--out",
+        out_dir.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    assert!(
+        text(&out.stdout).contains("| good | yes |"),
+        "{}",
+        text(&out.stdout)
+    );
+    let builds = std::fs::read_dir(out_dir.join("lists/good/builds")).unwrap();
+    assert!(
+        builds
+            .flatten()
+            .any(|e| e.path().extension().is_some_and(|x| x == "snapshot"))
+    );
+}
+
 /// `build … | head -1`: the report's reader is gone before it is written.
 /// The build still runs to its end and exits as it would (0 here), with
 /// nothing on stderr about the pipe (it panicked with exit 101).
