@@ -24,6 +24,8 @@ use blocksieve_format::{BuildError, DecodeError, EncodeError, KeyError};
 /// * **Unsafe store** ([`Error::StoreIgnoresConditions`],
 ///   [`Error::SecondBuilder`]): the configured object store does not
 ///   enforce conditional writes; use one that does, or run one builder.
+/// * **Wrong key** ([`Error::OtherSigningKey`]): the store's list is signed
+///   with another key than this builder's; give it the builders' key.
 /// * **In use** ([`Error::InUse`]): another publisher has the data directory
 ///   open; stop it, or use another directory.
 /// * **Another builder's turn** ([`Error::LeaseHeld`], [`Error::Superseded`]):
@@ -191,6 +193,25 @@ pub enum Error {
         list: String,
         /// The other builder's id.
         holder: String,
+    },
+
+    /// The store's newest generation of a list is signed with another key
+    /// than this builder's, and none verifies under its key: builders
+    /// sharing a store need one signing key (replicas and agents trust
+    /// one). Publishing anyway (`build --force`, once) starts the list
+    /// over under this key, for a deliberate key change.
+    #[error(
+        "store: {store}: list {list}'s generation {generation} is signed with another key than this builder's (key id {key_id}): builders sharing a store need the same signing key (copy signing.key, or set BLOCKSIEVE_SIGNING_KEY); to change the key on purpose, build once with --force and give replicas and agents the new public key"
+    )]
+    OtherSigningKey {
+        /// The store, as configured.
+        store: String,
+        /// The list.
+        list: String,
+        /// The generation the store points to.
+        generation: u64,
+        /// This builder's key id (hex).
+        key_id: String,
     },
 
     // --- In use: stop the other publisher. ---

@@ -361,6 +361,18 @@ impl ListStore {
         Ok(manifest)
     }
 
+    /// Whether generation `generation`'s manifest is signed, but not with
+    /// the key `key` verifies: another builder's, with another signing key.
+    ///
+    /// # Errors
+    ///
+    /// When the store cannot be read.
+    pub fn signed_by_another_key(&self, generation: u64, key: &TrustedKey) -> Result<bool, Error> {
+        let manifest_key = self.manifest_key(generation);
+        let bytes = (self.storage).get_range(&manifest_key, 0..MAX_MANIFEST_BYTES + 1)?;
+        Ok(bytes.is_some_and(|bytes| Manifest::signed_by_another_key(&bytes, key)))
+    }
+
     /// Generation `generation`, verified under `key` as an agent would
     /// (expiry aside), every object checked against its manifest.
     ///

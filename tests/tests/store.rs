@@ -100,6 +100,49 @@ async fn a_publisher_on_s3_builds_serves_and_restarts_from_the_store() {
     assert_eq!(served.header.version, version);
 }
 
+/// A second builder on a store given another signing key (its data
+/// directory made a new one: `signing.key` not copied) published
+/// generations under that key, which replicas and the first builder refuse,
+/// and reported success while the list went stale everywhere. It is
+/// refused before fetching, naming its key; forced once, it publishes (a
+/// deliberate key change).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn regression_a_builder_with_another_signing_key_is_refused_unless_forced() {
+    let Some(moto) = Moto::start().await else { return };
+    let (a_dir, b_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = Publisher::open(on_store(&moto, a_dir.path(), "keys")).unwrap();
+    a.build_list(0).await.result.unwrap();
+    let b = Publisher::open(on_store(&moto, b_dir.path(), "keys")).unwrap();
+    assert_ne!(a.public_key().id(), b.public_key().id());
+
+    let refused = b.build_list(0).await.result;
+    match &refused {
+        Err(
+            e @ Error::OtherSigningKey {
+                generation: 1,
+                key_id,
+                ..
+            },
+        ) => {
+            assert_eq!(key_id, &hex::encode(b.public_key().id()));
+            assert!(e.to_string().contains("the same signing key"), "{e}");
+        }
+        other => panic!("{other:?}"),
+    }
+    let latest = || a.state().lists[0].store.latest().unwrap().unwrap().pointer;
+    assert_eq!(latest().generation, 1);
+    // The first builder goes on as before.
+    a.build_list(0).await.result.unwrap();
+    assert_eq!(latest().generation, 1);
+
+    b.force_next_build();
+    b.build_list(0).await.result.unwrap();
+    let changed = latest().generation;
+    assert_eq!(changed, 2);
+    let store = &b.state().lists[0].store;
+    assert!(store.load_generation(changed, b.public_key()).is_ok());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn moto_enforces_conditional_writes_and_passes_the_self_test() {
     let Some(moto) = Moto::start().await else { return };

@@ -159,6 +159,22 @@ impl Manifest {
         }
         serde_json::from_str(body).map_err(|e| format!("signed, but not a manifest: {e}"))
     }
+
+    /// Whether `bytes` are a well-formed signed manifest whose signature
+    /// does not verify under `key`: signed with another key (or forged),
+    /// where any other failure is damage.
+    pub fn signed_by_another_key(bytes: &[u8], key: &TrustedKey) -> bool {
+        let Ok(signed) = serde_json::from_slice::<SignedIn<'_>>(bytes) else {
+            return false;
+        };
+        let signature: Option<[u8; 64]> = STANDARD
+            .decode(&signed.signature)
+            .ok()
+            .and_then(|s| s.try_into().ok());
+        signature.is_some_and(|signature| {
+            !key.verify_in_context(MANIFEST_CONTEXT, signed.manifest.get().as_bytes(), &signature)
+        })
+    }
 }
 
 /// The `latest` pointer: which generation readers follow. Its body names

@@ -71,8 +71,29 @@ impl Publisher {
     /// As [`ListStore::head`](crate::generations::ListStore::head), when it
     /// cannot be read.
     pub(super) fn head_generation(&self, index: usize) -> Result<Option<u64>, Error> {
-        let slot = &self.inner.state.lists[index];
-        let head = slot.store.head(&self.inner.public_key)?;
-        Ok(head.map(|latest| latest.pointer.generation))
+        let inner = &self.inner;
+        let slot = &inner.state.lists[index];
+        let Some(latest) = slot.store.head(&inner.public_key)? else {
+            return Ok(None);
+        };
+        // The head names a generation signed with our key whenever one
+        // verifies; one signed with another key means this builder was
+        // given the wrong key: what it published, replicas would refuse
+        // while the list goes stale. Refused unless forced (a deliberate
+        // key change).
+        let generation = latest.pointer.generation;
+        let forced = inner.force_once[index].load(std::sync::atomic::Ordering::SeqCst);
+        if let Some(store) = &inner.config.store
+            && !forced
+            && slot.store.signed_by_another_key(generation, &inner.public_key)?
+        {
+            return Err(Error::OtherSigningKey {
+                store: store.clone(),
+                list: inner.config.lists[index].name.clone(),
+                generation,
+                key_id: hex::encode(inner.public_key.id()),
+            });
+        }
+        Ok(Some(generation))
     }
 }
