@@ -364,9 +364,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             storage::write_key_pair(&key, &out)?;
             println!("{}", key.public_key().to_base64());
             eprintln!(
-                "wrote {} (private, mode 0600) and {}",
+                "wrote {} (private, mode 0600) and {}; key id {} (as errors name a key)",
                 out.display(),
-                storage::public_key_path(&out).display()
+                storage::public_key_path(&out).display(),
+                hex::encode(key.public_key().id())
             );
             Ok(())
         }
@@ -438,6 +439,7 @@ async fn serve(config: Config, force: bool) -> anyhow::Result<()> {
     tracing::info!(
         addr = %listener.local_addr()?,
         public_key = %publisher.public_key().to_base64(),
+        key_id = %hex::encode(publisher.public_key().id()),
         role = publisher.config().role.name(),
         lists = publisher.config().lists.len(),
         "publisher listening"

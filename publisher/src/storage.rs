@@ -606,7 +606,7 @@ pub fn load_or_create_signing_key(path: &Path) -> Result<SigningKey, Error> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             let key = generate_signing_key();
             write_key_pair(&key, path)?;
-            tracing::info!(path = %path.display(), public_key = %key.public_key().to_base64(), "created a new signing key");
+            tracing::info!(path = %path.display(), public_key = %key.public_key().to_base64(), key_id = %hex::encode(key.public_key().id()), "created a new signing key");
             Ok(key)
         }
         Err(e) => Err(Error::storage(path)(e)),

@@ -472,6 +472,9 @@ fn keygen_writes_a_key_pair_under_a_bare_file_name() {
     let key = SigningKey::from_base64(secret.trim()).unwrap();
     assert_eq!(public.trim(), key.public_key().to_base64());
     assert!(text(&out.stdout).contains(public.trim()), "{}", text(&out.stdout));
+    // The key id, as errors name keys (`signed by unknown key …`).
+    let id = hex::encode(key.public_key().id());
+    assert!(text(&out.stderr).contains(&format!("key id {id}")), "{}", text(&out.stderr));
 }
 
 #[test]
