@@ -436,6 +436,7 @@ async fn serve(config: Config, force: bool) -> anyhow::Result<()> {
     }
     let listener = blocksieve_publisher::internal::listener::bind(publisher.config().listen)
         .with_context(|| format!("binding {}", publisher.config().listen))?;
+    let signals = Signals::new();
     tracing::info!(
         addr = %listener.local_addr()?,
         public_key = %publisher.public_key().to_base64(),
@@ -444,7 +445,8 @@ async fn serve(config: Config, force: bool) -> anyhow::Result<()> {
         lists = publisher.config().lists.len(),
         "publisher listening"
     );
-    publisher.run(listener, shutdown_signal()).await?;
+    let drain = publisher.config().drain_timeout.as_secs();
+    publisher.run(listener, shutdown_signal(signals, drain)).await?;
     tracing::info!("publisher stopped");
     Ok(())
 }
@@ -777,26 +779,72 @@ fn timings_json_of(
     })
 }
 
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+/// The first SIGINT or SIGTERM: `serve` drains (up to `drain_s` seconds
+/// for requests, then as long again for a first build). A second one ends
+/// the process at once (exit 130, as an interrupted program), as an
+/// operator pressing Ctrl-C twice expects; every write is crash-safe, and
+/// the data directory's lock goes with the process.
+async fn shutdown_signal(mut signals: Signals, drain_s: u64) {
+    signals.next().await;
+    tracing::info!(
+        drain_timeout_s = drain_s,
+        "shutdown signal received; draining (requests get up to drain_timeout_s, then a first build as long again); a second signal stops at once"
+    );
+    tokio::spawn(async move {
+        signals.next().await;
+        tracing::warn!("second shutdown signal: stopping now, without draining");
+        std::process::exit(130);
+    });
+}
+
+/// SIGINT (Ctrl-C) and SIGTERM, caught from when this is made: made
+/// before `serve` says it listens, so a signal right after that line
+/// drains rather than ending the process half started.
+struct Signals {
     #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
+    interrupt: Option<tokio::signal::unix::Signal>,
+    #[cfg(unix)]
+    terminate: Option<tokio::signal::unix::Signal>,
+}
+
+impl Signals {
+    fn new() -> Self {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            Self {
+                interrupt: signal(SignalKind::interrupt()).ok(),
+                terminate: signal(SignalKind::terminate()).ok(),
             }
-            Err(_) => std::future::pending::<()>().await,
         }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {},
-        () = terminate => {},
+        #[cfg(not(unix))]
+        {
+            Self {}
+        }
     }
-    tracing::info!("shutdown signal received; draining");
+
+    /// The next SIGINT or SIGTERM.
+    async fn next(&mut self) {
+        #[cfg(unix)]
+        {
+            async fn next_of(signal: &mut Option<tokio::signal::unix::Signal>) {
+                match signal {
+                    Some(s) => {
+                        s.recv().await;
+                    }
+                    None => std::future::pending::<()>().await,
+                }
+            }
+            tokio::select! {
+                () = next_of(&mut self.interrupt) => {},
+                () = next_of(&mut self.terminate) => {},
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
 }
 
 /// A public key given on the command line: base64, hex, or a file holding

@@ -228,6 +228,95 @@ fn regression_build_out_builds_into_the_directory_only_and_not_the_store() {
     );
 }
 
+/// Ctrl-C twice stops `serve` at once: the first signal drains (here up to
+/// 30 s for a first build stuck on a source that never answers), the
+/// second ends the process (exit 130). The second was ignored: the
+/// operator waited out the drain.
+#[cfg(unix)]
+#[test]
+fn regression_a_second_signal_stops_serve_without_draining() {
+    use std::io::BufRead as _;
+    let dir = tempfile::tempdir().unwrap();
+    // Accepts connections and never answers.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent_addr = silent.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let mut open = Vec::new();
+        for socket in silent.incoming() {
+            open.push(socket);
+        }
+    });
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "data_dir = {:?}\ndrain_timeout_s = 30\n[[lists]]\nname = \"slow\"\n\
+             sources = [{{ url = \"http://{silent_addr}/feed.txt\", format = \"urls\" }}]\n",
+            dir.path().join("data")
+        ),
+    )
+    .unwrap();
+    let mut child = Command::new(BIN)
+        .args([
+            "serve",
+            "--config",
+            config.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .env("RUST_LOG", "info")
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let (lines, received) = std::sync::mpsc::channel();
+    let stderr = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = lines.send(line);
+        }
+    });
+    let signal = |pid: u32| {
+        let sent = Command::new("kill")
+            .args(["-INT", &pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+    };
+    // Waits for a line holding `text`.
+    let wait_for = |text: &str| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        let mut seen = Vec::new();
+        while std::time::Instant::now() < deadline {
+            if let Ok(line) = received.recv_timeout(std::time::Duration::from_millis(200)) {
+                if line.contains(text) {
+                    return;
+                }
+                seen.push(line);
+            }
+        }
+        panic!("no {text:?} in {seen:#?}");
+    };
+    // Signals are caught from the start line on (made before it, they
+    // ended a process signalled right after it).
+    wait_for("publisher listening");
+    signal(child.id());
+    wait_for("a second signal stops at once");
+    let started = std::time::Instant::now();
+    signal(child.id());
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(10),
+            "still draining"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert_eq!(status.code(), Some(130), "{status:?}");
+}
+
 /// `build … | head -1`: the report's reader is gone before it is written.
 /// The build still runs to its end and exits as it would (0 here), with
 /// nothing on stderr about the pipe (it panicked with exit 101).
@@ -474,7 +563,11 @@ fn keygen_writes_a_key_pair_under_a_bare_file_name() {
     assert!(text(&out.stdout).contains(public.trim()), "{}", text(&out.stdout));
     // The key id, as errors name keys (`signed by unknown key …`).
     let id = hex::encode(key.public_key().id());
-    assert!(text(&out.stderr).contains(&format!("key id {id}")), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains(&format!("key id {id}")),
+        "{}",
+        text(&out.stderr)
+    );
 }
 
 #[test]
