@@ -430,12 +430,16 @@ fn check_config(file: &std::path::Path) -> anyhow::Result<()> {
 }
 
 async fn serve(config: Config, force: bool) -> anyhow::Result<()> {
+    // Bound first: an address in use ends the start before the data
+    // directory is touched (it made a signing key there, then failed).
+    let listen = config.listen;
+    let listener = blocksieve_publisher::internal::listener::bind(listen).with_context(|| {
+        format!("binding {listen} (another process listening there? give another address with --listen or `listen`)")
+    })?;
     let publisher = Publisher::open(config)?;
     if force {
         publisher.force_next_build();
     }
-    let listener = blocksieve_publisher::internal::listener::bind(publisher.config().listen)
-        .with_context(|| format!("binding {}", publisher.config().listen))?;
     let signals = Signals::new();
     tracing::info!(
         addr = %listener.local_addr()?,

@@ -317,6 +317,24 @@ fn regression_a_second_signal_stops_serve_without_draining() {
     assert_eq!(status.code(), Some(130), "{status:?}");
 }
 
+/// `serve` on an address in use fails naming how to give another, before
+/// it touches the data directory (it made a signing key there first).
+#[test]
+fn regression_serve_on_an_address_in_use_fails_before_making_a_data_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), false);
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let out = run(&["serve", "--config", config.to_str().unwrap(), "--listen", &addr]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains(&format!("binding {addr}")) && stderr.contains("--listen"),
+        "{stderr}"
+    );
+    assert!(!dir.path().join("data").exists());
+}
+
 /// `build … | head -1`: the report's reader is gone before it is written.
 /// The build still runs to its end and exits as it would (0 here), with
 /// nothing on stderr about the pipe (it panicked with exit 101).
