@@ -169,7 +169,19 @@ impl Publisher {
     fn open_replica(config: Settings) -> Result<Self, Error> {
         let public_key = match &config.public_key {
             Some(key) => key.clone(),
-            None => storage::load_public_key(&storage::public_key_path(&config.signing_key_path()))?,
+            None => {
+                let path = storage::public_key_path(&config.signing_key_path());
+                if !path.exists() {
+                    return Err(Error::Config {
+                        field: "public_key".to_owned(),
+                        reason: format!(
+                            "a replica needs the builders' public key, and {} does not exist: pass --key, set public_key, or copy the builders' public.key there",
+                            path.display()
+                        ),
+                    });
+                }
+                storage::load_public_key(&path)?
+            }
         };
         // `validate` requires a store of a replica.
         let url = config.store.clone().unwrap_or_default();

@@ -335,6 +335,37 @@ fn regression_serve_on_an_address_in_use_fails_before_making_a_data_directory() 
     assert!(!dir.path().join("data").exists());
 }
 
+/// A replica given no public key says where to give one (it failed with
+/// the i/o error of the missing `public.key` alone).
+#[test]
+fn a_replica_without_a_public_key_is_told_how_to_give_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), false);
+    let text_config = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        format!(
+            "store = \"s3://unreachable/prefix\"\nstore_options = {{ endpoint = \"http://127.0.0.1:1\", allow_http = \"true\" }}\n{text_config}"
+        ),
+    )
+    .unwrap();
+    let out = run(&[
+        "serve",
+        "--config",
+        config.to_str().unwrap(),
+        "--role",
+        "replica",
+        "--listen",
+        "127.0.0.1:0",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("a replica needs the builders' public key") && stderr.contains("pass --key"),
+        "{stderr}"
+    );
+}
+
 /// `build … | head -1`: the report's reader is gone before it is written.
 /// The build still runs to its end and exits as it would (0 here), with
 /// nothing on stderr about the pipe (it panicked with exit 101).
