@@ -44,9 +44,6 @@ use tower::{Layer, Service};
 use super::error::{ApiError, body_error, shown};
 use crate::metrics::{HttpMetrics, HttpRoute};
 
-/// The text of the `413` for a declared length over the limit.
-const TOO_LARGE: &str = "length limit exceeded";
-
 /// The layer: [`Guard`] around each route of a router (`Router::layer`).
 #[derive(Debug, Clone)]
 pub(super) struct GuardLayer {
@@ -146,7 +143,7 @@ where
                 let error = ApiError::new(
                     StatusCode::PAYLOAD_TOO_LARGE,
                     "payload_too_large",
-                    shown(TOO_LARGE),
+                    format!("request body of {len} bytes, the limit is {}", shared.body_limit),
                 );
                 return Box::pin(std::future::ready(Ok(error.into_response())));
             }
