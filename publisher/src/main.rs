@@ -409,7 +409,8 @@ fn check_config(file: &std::path::Path) -> anyhow::Result<()> {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    let warnings = check::warnings(&settings);
+    let mut warnings = check::warnings(&settings);
+    warnings.extend(check::schedule_warnings(&settings, now));
     let Some(()) = until_closed(|out| {
         std::io::Write::write_all(out, check::summary(&settings, now).as_bytes())?;
         writeln!(

@@ -786,9 +786,9 @@ fn check_config_warns_about_what_fails_at_run_time_and_still_exits_0() {
     assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
     assert!(stdout.contains("  schedule    0 0 3 * * *: next "), "{stdout}");
     assert!(stdout.contains("T03:00:00Z, then "), "{stdout}");
-    assert!(stdout.contains("config.toml is valid (4 warnings)\n"), "{stdout}");
+    assert!(stdout.contains("config.toml is valid (5 warnings)\n"), "{stdout}");
     let warnings: Vec<&str> = stderr.lines().collect();
-    assert_eq!(warnings.len(), 4, "{stderr}");
+    assert_eq!(warnings.len(), 5, "{stderr}");
     assert!(
         warnings[0].starts_with("warning: list p: source ")
             && warnings[0].contains("gone.txt: does not exist"),
@@ -802,6 +802,12 @@ fn check_config_warns_about_what_fails_at_run_time_and_still_exits_0() {
     assert!(warnings[2].starts_with("warning: data_dir ") && warnings[2].ends_with("is not a directory"));
     // The key would go in the data directory, which is a file.
     assert!(warnings[3].starts_with("warning: signing_key "), "{stderr}");
+    // Built once a day, the list is stale most of the day at the default
+    // snapshot_ttl_s.
+    assert!(
+        warnings[4].starts_with("warning: list p: schedule \"0 0 3 * * *\" builds 86400 s apart"),
+        "{stderr}"
+    );
     // Nothing was fetched, created or written.
     let mut names: Vec<_> = std::fs::read_dir(dir.path())
         .unwrap()

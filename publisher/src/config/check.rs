@@ -164,6 +164,48 @@ pub fn warnings(settings: &Settings) -> Vec<String> {
     out
 }
 
+/// Warnings about each list's schedule as of `now` (Unix seconds): one
+/// that never fires again (the list is built at start only, and goes
+/// stale), one whose next two builds are further apart than
+/// `snapshot_ttl_s` (agents then hold an expired list between them: a
+/// build renews the served version's freshness, and nothing else does),
+/// and one that builds more than once a minute (each build fetches every
+/// source).
+pub fn schedule_warnings(settings: &Settings, now: u64) -> Vec<String> {
+    let ttl = settings.snapshot_ttl.as_secs();
+    let mut out = Vec::new();
+    for (i, list) in settings.lists.iter().enumerate() {
+        let cron = settings.schedule_of(i);
+        let Some(first) = schedule::next_firing(cron, now) else {
+            out.push(format!(
+                "list {}: schedule {cron:?} never fires again: the list is built at start only, and \
+                 agents see it stale snapshot_ttl_s ({ttl} s) after",
+                list.name
+            ));
+            continue;
+        };
+        let Some(gap) = schedule::next_firing(cron, first).map(|second| second.saturating_sub(first)) else {
+            continue;
+        };
+        if gap > ttl {
+            out.push(format!(
+                "list {}: schedule {cron:?} builds {gap} s apart, longer than snapshot_ttl_s ({ttl} s): \
+                 agents see the list stale for up to {} s before each build; build more often or raise \
+                 snapshot_ttl_s",
+                list.name,
+                gap - ttl
+            ));
+        } else if gap < 60 {
+            out.push(format!(
+                "list {}: schedule {cron:?} builds every {gap} s: each build fetches every source (6-field \
+                 cron: seconds come first; \"0 */30 * * * *\" is every 30 minutes)",
+                list.name
+            ));
+        }
+    }
+    out
+}
+
 /// Why `source`, a local file, cannot be read now; `None` for a readable
 /// file, an HTTP source (fetched at build time) or the built-in feed. What
 /// a missing file does to the build depends on whether it is an `allow`
@@ -302,6 +344,36 @@ mod tests {
             std::fs::read_dir(dir.path()).unwrap().count(),
             2,
             "the probe is removed"
+        );
+    }
+
+    /// A schedule that never fires, one sparser than the snapshots'
+    /// lifetime and one that fires every second are warned about; the
+    /// default is not.
+    #[test]
+    fn schedules_that_leave_lists_stale_or_build_every_second_are_warned_about() {
+        let config = |schedule: &str| Config {
+            schedule: schedule.to_owned(),
+            lists: vec![ListConfig::new("p", vec![SourceConfig::builtin()])],
+            ..Config::default()
+        };
+        let warned = |schedule: &str| schedule_warnings(&config(schedule).resolve().unwrap(), NOW);
+        assert_eq!(warned("0 */30 * * * *"), Vec::<String>::new());
+        assert_eq!(warned("0 0 * * * *"), Vec::<String>::new());
+        let daily = warned("0 0 0 * * *");
+        assert!(
+            daily.len() == 1 && daily[0].contains("86400 s apart, longer than snapshot_ttl_s (7200 s)"),
+            "{daily:?}"
+        );
+        let never = warned("0 0 0 31 2 *");
+        assert!(
+            never.len() == 1 && never[0].contains("never fires again"),
+            "{never:?}"
+        );
+        let every_second = warned("* * * * * *");
+        assert!(
+            every_second.len() == 1 && every_second[0].contains("builds every 1 s"),
+            "{every_second:?}"
         );
     }
 
