@@ -248,6 +248,10 @@ pub struct StoreStatus {
     pub last_checked_at: Option<u64>,
     /// The latest generation loaded from the store, if any.
     pub generation: Option<u64>,
+    /// Why the last check did not reach the store (absent while it
+    /// does, and from publishers before this field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
 }
 
 /// The snapshot currently served for a list.

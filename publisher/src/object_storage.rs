@@ -241,7 +241,7 @@ impl ObjectStorage {
                 e if is_transient(e) => StoreFailure::Transient,
                 _ => StoreFailure::Other,
             },
-            answer: e.to_string(),
+            answer: with_credentials_hint(e.to_string()),
         }
     }
 
@@ -263,6 +263,22 @@ impl ObjectStorage {
             let _ = tx.send(future.await);
         });
         rx.recv().map_err(|_| stopped())?.map_err(|e| self.error(key, &e))
+    }
+}
+
+/// `answer` with what it means when the S3 client, finding no credentials
+/// in the environment or `store_options`, asked the cloud's instance
+/// metadata service (`169.254.169.254`), which a machine outside that
+/// cloud does not have: the error names only that address.
+fn with_credentials_hint(answer: String) -> String {
+    if answer.contains("169.254.169.254") {
+        format!(
+            "{answer} (no credentials were found in AWS_* variables or store_options, so the client asked a \
+             cloud instance's metadata service: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or \
+             store_options access_key_id and secret_access_key)"
+        )
+    } else {
+        answer
     }
 }
 
@@ -608,6 +624,21 @@ mod tests {
     use object_store::memory::InMemory;
 
     use super::*;
+
+    /// With no credentials, the S3 client asks the instance metadata
+    /// service, and its error names only that address: the answer says
+    /// what it means and what to set.
+    #[test]
+    fn an_answer_from_the_metadata_service_says_that_credentials_are_missing() {
+        let answer = "Generic S3 error: Error performing PUT http://169.254.169.254/latest/api/token in 1ms: 403 Forbidden";
+        let hinted = with_credentials_hint(answer.to_owned());
+        assert!(
+            hinted.starts_with(answer) && hinted.contains("AWS_ACCESS_KEY_ID"),
+            "{hinted}"
+        );
+        let other = "Generic S3 error: 503 Service Unavailable";
+        assert_eq!(with_credentials_hint(other.to_owned()), other);
+    }
 
     fn in_memory() -> ObjectStorage {
         ObjectStorage::new(Arc::new(InMemory::new()), "some/prefix", "memory://some/prefix").unwrap()

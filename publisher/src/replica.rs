@@ -177,7 +177,7 @@ impl Follower {
         let mut reachable = true;
         for (index, slot) in state.lists.iter().enumerate() {
             let checked = self.poll_list(index, slot);
-            slot.checked(checked.is_ok());
+            slot.checked(checked.as_ref().err().map(ToString::to_string));
             if let Err(e) = checked {
                 reachable = false;
                 if self.reachable != Some(false) {

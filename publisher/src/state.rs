@@ -347,21 +347,24 @@ impl ListSlot {
     }
 
     /// Records a check of the store (for `/v1/lists`): whether it was
-    /// reached, and when.
-    pub fn checked(&self, reachable: bool) {
+    /// reached, and when, or why not (`error`).
+    pub fn checked(&self, error: Option<String>) {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
+        let reachable = error.is_none();
         if let Ok(mut status) = self.store_status.lock() {
             let status = status.get_or_insert(StoreStatus {
                 reachable,
                 last_checked_at: None,
                 generation: None,
+                last_error: None,
             });
             status.reachable = reachable;
             if reachable {
                 status.last_checked_at = Some(now);
             }
+            status.last_error = error;
         }
     }
 
@@ -372,6 +375,7 @@ impl ListSlot {
                 reachable: true,
                 last_checked_at: None,
                 generation: None,
+                last_error: None,
             });
             status.generation = Some(status.generation.map_or(generation, |g| g.max(generation)));
         }

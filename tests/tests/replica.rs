@@ -288,6 +288,11 @@ async fn a_replica_keeps_serving_what_it_loaded_when_the_store_goes_away() {
     assert!(!store.reachable, "{store:?}");
     assert!(store.last_checked_at.is_some(), "{store:?}");
     assert_eq!(store.generation, Some(1), "{store:?}");
+    // And why: the last check's error (it showed only `reachable: false`).
+    assert!(
+        store.last_error.as_deref().is_some_and(|e| !e.is_empty()),
+        "{store:?}"
+    );
     let after = latest(&replica.base_url()).await;
     assert_eq!((after.0, &after.1), (before.0, &before.1));
     assert!(after.2 == before.2, "the snapshot changed");
@@ -305,7 +310,9 @@ async fn a_replica_takes_the_public_key_file_and_never_creates_a_signing_key() {
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = on_store(Role::Replica, store, dir.path(), Path::new("unused"));
     match blocksieve_publisher::Publisher::open(cfg.clone()) {
-        Err(blocksieve_publisher::Error::Storage { .. }) => {}
+        Err(e @ blocksieve_publisher::Error::Config { .. }) => {
+            assert!(e.to_string().contains("pass --key"), "{e}");
+        }
         other => panic!("a replica without a public key: {other:?}"),
     }
     let key = generate_signing_key();

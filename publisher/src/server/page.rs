@@ -261,7 +261,7 @@ fn list_section(out: &mut String, slot: &ListSlot, h: &health::Health, now: u64,
     if let Ok(Some(store)) = slot.store_status.lock().map(|s| s.clone()) {
         let _ = write!(
             out,
-            "<p>Store: {}, last checked {}, generation {}.</p>",
+            "<p>Store: {}, last reached {}, generation {}.{}</p>",
             if store.reachable {
                 "reachable"
             } else {
@@ -272,6 +272,10 @@ fn list_section(out: &mut String, slot: &ListSlot, h: &health::Health, now: u64,
                 duration(now.saturating_sub(t))
             )),
             store.generation.map_or("–".to_owned(), |g| g.to_string()),
+            store
+                .last_error
+                .as_deref()
+                .map_or(String::new(), |e| format!(" Last error: {}", escape(e))),
         );
     }
     sources(out, slot, now);
