@@ -631,6 +631,13 @@ fn validate_base_url(url: &str, allow_plain_http: bool) -> Result<String, Error>
         url: url.to_owned(),
         reason: reason.to_owned(),
     };
+    if !url.contains("://") {
+        // `127.0.0.1:8080` or `localhost:8080`: read as a relative URL or
+        // as the scheme `localhost`, which says less.
+        return Err(invalid(&format!(
+            "no scheme: write it https://{url} (or http:// to a loopback host)"
+        )));
+    }
     let parsed = reqwest::Url::parse(url).map_err(|e| invalid(&e.to_string()))?;
     if !matches!(parsed.scheme(), "http" | "https") {
         return Err(invalid("scheme must be http or https"));
@@ -704,6 +711,11 @@ mod tests {
                 matches!(validate_base_url(bad, true), Err(Error::InvalidBaseUrl { .. })),
                 "{bad:?} should be rejected"
             );
+        }
+        // Without a scheme, the error says to write one.
+        for bare in ["127.0.0.1:8080", "localhost:8080"] {
+            let e = validate_base_url(bare, true).unwrap_err().to_string();
+            assert!(e.contains(&format!("no scheme: write it https://{bare}")), "{e}");
         }
     }
 
