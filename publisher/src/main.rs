@@ -360,6 +360,13 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         } => build(config, out, force, timings, timings_json, now).await,
         Command::CheckConfig { file } => check_config(&file),
         Command::Keygen { out } => {
+            if out.exists() {
+                anyhow::bail!(
+                    "{} exists: a signing key is never overwritten (agents trust its public key); \
+                     give another --out, or remove it first if it is really to be replaced",
+                    out.display()
+                );
+            }
             let key = storage::generate_signing_key();
             storage::write_key_pair(&key, &out)?;
             println!("{}", key.public_key().to_base64());

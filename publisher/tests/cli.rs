@@ -610,6 +610,20 @@ fn keygen_writes_a_key_pair_under_a_bare_file_name() {
     let key = SigningKey::from_base64(secret.trim()).unwrap();
     assert_eq!(public.trim(), key.public_key().to_base64());
     assert!(text(&out.stdout).contains(public.trim()), "{}", text(&out.stdout));
+    // Never over an existing key.
+    let again = Command::new(BIN)
+        .args(["keygen", "--out", "k1"])
+        .current_dir(dir.path())
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .expect("run publisher");
+    assert_eq!(again.status.code(), Some(1));
+    assert!(
+        text(&again.stderr).contains("k1 exists: a signing key is never overwritten"),
+        "{}",
+        text(&again.stderr)
+    );
+    assert_eq!(std::fs::read_to_string(dir.path().join("k1")).unwrap(), secret);
     // The key id, as errors name keys (`signed by unknown key …`).
     let id = hex::encode(key.public_key().id());
     assert!(
