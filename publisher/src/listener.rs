@@ -457,6 +457,58 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for GuardedStream<S> {
     }
 }
 
+/// SIGINT (Ctrl-C) and SIGTERM, caught from when this is made: `serve`
+/// makes it before it says it listens, so a signal right after that line
+/// drains rather than ending the process half started.
+pub struct Signals {
+    #[cfg(unix)]
+    interrupt: Option<tokio::signal::unix::Signal>,
+    #[cfg(unix)]
+    terminate: Option<tokio::signal::unix::Signal>,
+}
+
+impl Signals {
+    /// SIGINT and SIGTERM caught from now on.
+    #[must_use]
+    pub fn catch() -> Self {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            Self {
+                interrupt: signal(SignalKind::interrupt()).ok(),
+                terminate: signal(SignalKind::terminate()).ok(),
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            Self {}
+        }
+    }
+
+    /// The next SIGINT or SIGTERM.
+    pub async fn next(&mut self) {
+        #[cfg(unix)]
+        {
+            async fn next_of(signal: &mut Option<tokio::signal::unix::Signal>) {
+                match signal {
+                    Some(s) => {
+                        s.recv().await;
+                    }
+                    None => std::future::pending::<()>().await,
+                }
+            }
+            tokio::select! {
+                () = next_of(&mut self.interrupt) => {},
+                () = next_of(&mut self.terminate) => {},
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     /// A second publisher on the address of a running one fails to start,

@@ -12,7 +12,7 @@ use blocksieve_format::{
 use blocksieve_publisher::SourceFormat;
 use blocksieve_publisher::internal::build::{self, BuildTimings, HashReference};
 use blocksieve_publisher::internal::sources::{EntryOutcome, read_line};
-use blocksieve_publisher::internal::storage;
+use blocksieve_publisher::internal::{listener, storage};
 use blocksieve_publisher::{Config, ListBuildOutcome, Publisher, Role};
 use clap::{Parser, Subcommand};
 
@@ -441,14 +441,14 @@ async fn serve(config: Config, force: bool) -> anyhow::Result<()> {
     // Bound first: an address in use ends the start before the data
     // directory is touched (it made a signing key there, then failed).
     let listen = config.listen;
-    let listener = blocksieve_publisher::internal::listener::bind(listen).with_context(|| {
+    let listener = listener::bind(listen).with_context(|| {
         format!("binding {listen} (another process listening there? give another address with --listen or `listen`)")
     })?;
     let publisher = Publisher::open(config)?;
     if force {
         publisher.force_next_build();
     }
-    let signals = Signals::new();
+    let signals = listener::Signals::catch();
     tracing::info!(
         addr = %listener.local_addr()?,
         public_key = %publisher.public_key().to_base64(),
@@ -796,7 +796,7 @@ fn timings_json_of(
 /// the process at once (exit 130, as an interrupted program), as an
 /// operator pressing Ctrl-C twice expects; every write is crash-safe, and
 /// the data directory's lock goes with the process.
-async fn shutdown_signal(mut signals: Signals, drain_s: u64) {
+async fn shutdown_signal(mut signals: listener::Signals, drain_s: u64) {
     signals.next().await;
     tracing::info!(
         drain_timeout_s = drain_s,
@@ -807,56 +807,6 @@ async fn shutdown_signal(mut signals: Signals, drain_s: u64) {
         tracing::warn!("second shutdown signal: stopping now, without draining");
         std::process::exit(130);
     });
-}
-
-/// SIGINT (Ctrl-C) and SIGTERM, caught from when this is made: made
-/// before `serve` says it listens, so a signal right after that line
-/// drains rather than ending the process half started.
-struct Signals {
-    #[cfg(unix)]
-    interrupt: Option<tokio::signal::unix::Signal>,
-    #[cfg(unix)]
-    terminate: Option<tokio::signal::unix::Signal>,
-}
-
-impl Signals {
-    fn new() -> Self {
-        #[cfg(unix)]
-        {
-            use tokio::signal::unix::{SignalKind, signal};
-            Self {
-                interrupt: signal(SignalKind::interrupt()).ok(),
-                terminate: signal(SignalKind::terminate()).ok(),
-            }
-        }
-        #[cfg(not(unix))]
-        {
-            Self {}
-        }
-    }
-
-    /// The next SIGINT or SIGTERM.
-    async fn next(&mut self) {
-        #[cfg(unix)]
-        {
-            async fn next_of(signal: &mut Option<tokio::signal::unix::Signal>) {
-                match signal {
-                    Some(s) => {
-                        s.recv().await;
-                    }
-                    None => std::future::pending::<()>().await,
-                }
-            }
-            tokio::select! {
-                () = next_of(&mut self.interrupt) => {},
-                () = next_of(&mut self.terminate) => {},
-            }
-        }
-        #[cfg(not(unix))]
-        {
-            let _ = tokio::signal::ctrl_c().await;
-        }
-    }
 }
 
 /// A public key given on the command line: base64, hex, or a file holding

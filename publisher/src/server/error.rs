@@ -139,16 +139,14 @@ pub(super) fn parse_snapshot(text: &str) -> Result<(u64, Option<[u8; 8]>), ApiEr
 }
 
 /// The error for a body that could not be read: `413 payload_too_large`
-/// over the limit, else `400 bad_request` (e.g. the client closed early).
-pub(super) fn body_error(rejection: &BytesRejection) -> ApiError {
+/// over the limit (`limit` bytes), else `400 bad_request` (e.g. the client
+/// closed early).
+pub(super) fn body_error(rejection: &BytesRejection, limit: usize) -> ApiError {
     if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
         return ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
             "payload_too_large",
-            format!(
-                "request body longer than the limit of {} bytes",
-                super::MAX_REQUEST_BODY_BYTES
-            ),
+            format!("request body longer than the limit of {limit} bytes"),
         );
     }
     ApiError::new(

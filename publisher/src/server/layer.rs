@@ -174,7 +174,7 @@ where
                     let future = inner.call(Request::from_parts(parts, Body::from(bytes)));
                     shared.serve(&route, future).await
                 }
-                Ok(Err(rejection)) => body_error(&rejection).into_response(),
+                Ok(Err(rejection)) => body_error(&rejection, shared.body_limit).into_response(),
                 Err(_) => ApiError::new(
                     StatusCode::REQUEST_TIMEOUT,
                     "request_timeout",

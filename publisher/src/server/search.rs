@@ -211,7 +211,7 @@ pub(super) async fn search(
             "expected a body with Content-Type: application/json",
         ));
     }
-    let body = body.map_err(|e| body_error(&e))?;
+    let body = body.map_err(|e| body_error(&e, MAX_REQUEST_BODY_BYTES))?;
     let Search {
         prefixes,
         min_versions,

@@ -128,7 +128,7 @@ pub(super) fn clean_entry(format: SourceFormat, mut text: &[u8], mut cuts: Cuts)
 /// (`"http`), listing a page no browser visits.
 fn after_lone_quote(text: &[u8]) -> Option<&[u8]> {
     let (&quote, inner) = text.split_first()?;
-    (matches!(quote, b'"' | b'\'') && !inner.contains(&quote) && super::urls::has_scheme(inner))
+    (matches!(quote, b'"' | b'\'') && !inner.contains(&quote) && super::url_entry::has_scheme(inner))
         .then_some(inner)
 }
 

@@ -330,6 +330,20 @@ fn strip_mixed_slashes(line: &[u8]) -> &[u8] {
     }
 }
 
+/// Whether `text` starts with a URL scheme and `://` (`http://`,
+/// `hxxp://` too: any scheme, RFC 3986 §3.1).
+pub(super) fn has_scheme(text: &[u8]) -> bool {
+    let Some(colon) = memchr::memchr(b':', text) else {
+        return false;
+    };
+    let (scheme, rest) = text.split_at(colon);
+    rest.starts_with(b"://")
+        && scheme.first().is_some_and(u8::is_ascii_alphabetic)
+        && scheme
+            .iter()
+            .all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.'))
+}
+
 /// How defanged URLs write a dot (lower case; compared ignoring case).
 pub(super) const DEFANGED_DOTS: [&[u8]; 6] = [b"[.]", b"(.)", b"{.}", b"[dot]", b"(dot)", b"{dot}"];
 

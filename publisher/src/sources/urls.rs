@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use super::clean::{Cleaned, Cuts};
 use super::entry::{Entry, Read};
 use super::outcome::reason;
-use super::url_entry::{DEFANGED_DOTS, read_url, url_entry, url_read};
+use super::url_entry::{DEFANGED_DOTS, has_scheme, read_url, url_entry, url_read};
 use super::visit::Visit;
 use super::white::{first_white, split_white, unquote, white_len};
 
@@ -388,20 +388,6 @@ fn cuts_after_host(url: &[u8]) -> bool {
     let slashes = authority.iter().take_while(|&&b| b == b'/' || b == b'\\').count();
     let authority = authority.get(slashes..).unwrap_or_default();
     authority.iter().any(|b| matches!(b, b'/' | b'\\' | b'?' | b'#'))
-}
-
-/// Whether `text` starts with a URL scheme and `://` (`http://`,
-/// `hxxp://` too: any scheme, RFC 3986 §3.1).
-pub(super) fn has_scheme(text: &[u8]) -> bool {
-    let Some(colon) = memchr::memchr(b':', text) else {
-        return false;
-    };
-    let (scheme, rest) = text.split_at(colon);
-    rest.starts_with(b"://")
-        && scheme.first().is_some_and(u8::is_ascii_alphabetic)
-        && scheme
-            .iter()
-            .all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.'))
 }
 
 /// Where the field `text` starts with closes, when it starts with a quote
