@@ -444,7 +444,7 @@ mod tests {
     /// comment, not a rule refused as `not a host name`.
     #[test]
     fn regression_a_trailing_wildcard_is_read_as_the_rule_without_it() {
-        let text = b"[Adblock Plus 2.0]\n||evil.example^*\n||files.example/a*\n||b.example/p/**\n||*\n||c*.example^\n||d.example/*/x\n";
+        let text = b"[Adblock Plus 2.0]\n[uBlock Origin]\n||evil.example^*\n||files.example/a*\n||b.example/p/**\n||*\n||c*.example^\n||d.example/*/x\n";
         let (out, report) = collect(text, SourceFormat::AdblockHosts);
         assert_eq!(
             out,
@@ -458,6 +458,15 @@ mod tests {
         );
         assert_eq!(report.rejected[reason::ADBLOCK_NOT_HOST_OR_URL], 3, "{report:?}");
         assert_eq!(report.rejected_total(), 3, "{report:?}");
+        // Only the syntax's own names make a header: a URL list's bracketed
+        // URL stays an entry.
+        let (out, _) = collect(
+            b"[ http://evil.example/x ]\n[url] http://evil.example/y\n",
+            SourceFormat::Urls,
+        );
+        for listed in hashes(&["evil.example/x", "evil.example/y"]) {
+            assert!(out.contains(&listed), "{out:?}");
+        }
     }
 
     /// A rule with a cosmetic or scriptlet separator of AdGuard (`#%#`,

@@ -78,12 +78,19 @@ pub(super) fn trim_line(format: SourceFormat, raw: &[u8]) -> Option<(&[u8], Cuts
 /// A filter list's header line, `[Adblock Plus 2.0]`, `[Adblock]` or
 /// `[uBlock Origin]` (Adblock Plus's filter syntax: the first line names
 /// the syntax), in adblock lists and the URL lists made from them: a
-/// comment, where it would be refused as not a host name. A bracketed IPv6
-/// host (`[2001:db8::1]`) holds no space.
+/// comment, where it would be refused as not a host name. Only those
+/// names, with no `:` or `/`: a bracketed URL or IPv6 host
+/// (`[ http://evil.example/x ]`, `[2001:db8::1]`) is an entry.
 fn is_adblock_header(text: &[u8]) -> bool {
-    text.strip_prefix(b"[")
-        .and_then(|t| t.strip_suffix(b"]"))
-        .is_some_and(|inner| inner.contains(&b' ') || inner.eq_ignore_ascii_case(b"adblock"))
+    let Some(inner) = text.strip_prefix(b"[").and_then(|t| t.strip_suffix(b"]")) else {
+        return false;
+    };
+    let starts = |name: &[u8]| {
+        inner
+            .get(..name.len())
+            .is_some_and(|head| head.eq_ignore_ascii_case(name))
+    };
+    (starts(b"adblock") || starts(b"ublock")) && !inner.iter().any(|&b| b == b':' || b == b'/')
 }
 
 /// Steps 3 and 4 of the module docs for a trimmed line of any format but

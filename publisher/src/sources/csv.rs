@@ -147,11 +147,12 @@ fn commented_header(comment: &[u8], column: &str) -> Option<(usize, usize)> {
 /// quoted field (`"a", "b"`, as ThreatFox's CSV export writes every row):
 /// a CSV reader takes a field quoted only when the quote comes first, and
 /// would read ` "http://evil.example/a` of `"…", "http://evil.example/a,b"`
-/// up to the comma inside the quotes. Only a quote that closes on its own
-/// line ([`closes_on_its_line`]) starts a quoted field so: a stray one
-/// (`1, "http://evil.example/a,2020`) is the field's own character, as the
-/// CSV reader reads it, where a quoted field would run on over the rows
-/// after it to the next quote, and they would be lost with nothing
+/// up to the comma inside the quotes. Only a quote that some later quote
+/// closes ([`closes`], on its line or a later one: a quoted field may
+/// hold line breaks) starts a quoted field so: a stray one that nothing
+/// closes (`1, "http://evil.example/a,2020`) is the field's own character,
+/// as the CSV reader reads it, where a quoted field would run on over the
+/// rows after it to the end, and they would be lost with nothing
 /// rejected. Quotes inside a field stay as they are; borrowed when there
 /// is nothing to remove.
 fn unspaced_quotes(bytes: &[u8]) -> Cow<'_, [u8]> {
@@ -186,7 +187,7 @@ fn unspaced_quotes(bytes: &[u8]) -> Cow<'_, [u8]> {
                 let quote = i + 1 + spaces;
                 if spaces > 0
                     && bytes.get(quote) == Some(&b'"')
-                    && closes_on_its_line(bytes.get(quote + 1..).unwrap_or_default())
+                    && closes(bytes.get(quote + 1..).unwrap_or_default())
                 {
                     let out = out.get_or_insert_with(|| bytes.get(..i).unwrap_or_default().to_vec());
                     out.push(b',');
@@ -208,21 +209,20 @@ fn unspaced_quotes(bytes: &[u8]) -> Cow<'_, [u8]> {
 }
 
 /// Whether a quoted field whose text starts `rest` (just after its opening
-/// quote) closes before the line ends: at a quote that is not doubled and
-/// is followed by white space up to a `,`, the line's end or the text's.
-fn closes_on_its_line(rest: &[u8]) -> bool {
+/// quote) is closed: its next quote that is not doubled is followed by
+/// white space up to a `,`, a line end or the text's end. Only up to that
+/// quote is read, so the whole text is scanned about once.
+fn closes(rest: &[u8]) -> bool {
     let mut i = 0;
-    while let Some(&b) = rest.get(i) {
-        match b {
-            b'\n' | b'\r' => return false,
-            b'"' if rest.get(i + 1) == Some(&b'"') => i += 2,
-            b'"' => {
-                let after = rest.get(i + 1..).unwrap_or_default();
-                let spaces = after.iter().take_while(|&&c| c == b' ' || c == b'\t').count();
-                return matches!(after.get(spaces), None | Some(b',' | b'\n' | b'\r'));
-            }
-            _ => i += 1,
+    while let Some(at) = memchr::memchr(b'"', rest.get(i..).unwrap_or_default()) {
+        let quote = i + at;
+        if rest.get(quote + 1) == Some(&b'"') {
+            i = quote + 2;
+            continue;
         }
+        let after = rest.get(quote + 1..).unwrap_or_default();
+        let spaces = after.iter().take_while(|&&c| c == b' ' || c == b'\t').count();
+        return matches!(after.get(spaces), None | Some(b',' | b'\n' | b'\r'));
     }
     false
 }
@@ -391,12 +391,19 @@ mod tests {
         );
         assert_eq!(report.lines, 5, "{report:?}");
         assert_eq!(report.rejected_total(), 0, "{report:?}");
-        // A quoted field closed on its line, maybe before white space, is
-        // still read as quoted; one closed on a later line or followed by
-        // more text is not.
+        // A quoted field that closes, maybe before white space, is still
+        // read as quoted, also over line breaks; one whose next quote is
+        // followed by more text is not.
         assert_eq!(&*super::unspaced_quotes(b"1, \"a,b\" \n2"), b"1,\"a,b\" \n2");
-        assert_eq!(&*super::unspaced_quotes(b"1, \"a,b\n\""), b"1, \"a,b\n\"");
+        assert_eq!(&*super::unspaced_quotes(b"1, \"a,b\n\""), b"1,\"a,b\n\"");
         assert_eq!(&*super::unspaced_quotes(b"1, \"a\"b\",c"), b"1, \"a\"b\",c");
+        // A multi-line quoted field after `, ` loses no row (the rule
+        // above, closing on its own line only, lost the URL beside it).
+        let multi =
+            b"id, desc, url\n1, \"line1\nline2\", http://evil.example/a\n2, \"x\", http://evil.example/b\n";
+        let (out, report) = read(multi, None);
+        assert_eq!(out, hashes(&["evil.example/a", "evil.example/b"]), "{report:?}");
+        assert_eq!(report.rejected_total(), 0, "{report:?}");
     }
 
     /// A URL value with a lone opening quote (after white space the CSV
