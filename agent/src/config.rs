@@ -631,16 +631,27 @@ fn validate_base_url(url: &str, allow_plain_http: bool) -> Result<String, Error>
         url: url.to_owned(),
         reason: reason.to_owned(),
     };
-    if !url.contains("://") {
-        // `127.0.0.1:8080` or `localhost:8080`: read as a relative URL or
-        // as the scheme `localhost`, which says less.
-        return Err(invalid(&format!(
+    // `127.0.0.1:8080` or `localhost:8080` read as a relative URL or as
+    // the scheme `localhost`, which says less than what to write.
+    let written = url.contains("://");
+    let no_scheme = || {
+        invalid(&format!(
             "no scheme: write it https://{url} (or http:// to a loopback host)"
-        )));
-    }
-    let parsed = reqwest::Url::parse(url).map_err(|e| invalid(&e.to_string()))?;
+        ))
+    };
+    let parsed = reqwest::Url::parse(url).map_err(|e| {
+        if written {
+            invalid(&e.to_string())
+        } else {
+            no_scheme()
+        }
+    })?;
     if !matches!(parsed.scheme(), "http" | "https") {
-        return Err(invalid("scheme must be http or https"));
+        return Err(if written {
+            invalid("scheme must be http or https")
+        } else {
+            no_scheme()
+        });
     }
     if parsed.host_str().is_none_or(str::is_empty) {
         return Err(invalid("no host"));
@@ -717,6 +728,11 @@ mod tests {
             let e = validate_base_url(bare, true).unwrap_err().to_string();
             assert!(e.contains(&format!("no scheme: write it https://{bare}")), "{e}");
         }
+        // A URL the URL Standard reads with its scheme still passes.
+        assert_eq!(
+            validate_base_url("http:localhost:8080", false).ok().as_deref(),
+            Some("http://localhost:8080")
+        );
     }
 
     #[test]

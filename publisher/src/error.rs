@@ -195,13 +195,16 @@ pub enum Error {
         holder: String,
     },
 
-    /// The store's newest generation of a list is signed with another key
-    /// than this builder's, and none verifies under its key: builders
-    /// sharing a store need one signing key (replicas and agents trust
-    /// one). Publishing anyway (`build --force`, once) starts the list
-    /// over under this key, for a deliberate key change.
+    /// The store's newest generation of a list is not signed by this
+    /// builder's key (another key's, or damaged), and none of the last few
+    /// verifies under its key: builders sharing a store need one signing
+    /// key (replicas and agents trust one). Publishing anyway (`build
+    /// --force`, once) starts the list over under this key, for a
+    /// deliberate key change; builders still on the old key must be
+    /// stopped (or given the new key) first, or they go on publishing
+    /// from their own last generation.
     #[error(
-        "store: {store}: list {list}'s generation {generation} is signed with another key than this builder's (key id {key_id}): builders sharing a store need the same signing key (copy signing.key, or set BLOCKSIEVE_SIGNING_KEY); to change the key on purpose, build once with --force and give replicas and agents the new public key"
+        "store: {store}: list {list}'s generation {generation} is not signed by this builder's key (key id {key_id}; another key's, or damaged): builders sharing a store need the same signing key (copy signing.key, or set BLOCKSIEVE_SIGNING_KEY); to change the key on purpose, stop every builder on the old key, build once with --force, and give replicas and agents the new public key"
     )]
     OtherSigningKey {
         /// The store, as configured.

@@ -485,8 +485,8 @@ impl Signals {
         }
     }
 
-    /// The next SIGINT or SIGTERM.
-    pub async fn next(&mut self) {
+    /// The next SIGINT or SIGTERM: its number (2 or 15).
+    pub async fn next(&mut self) -> i32 {
         #[cfg(unix)]
         {
             async fn next_of(signal: &mut Option<tokio::signal::unix::Signal>) {
@@ -498,13 +498,14 @@ impl Signals {
                 }
             }
             tokio::select! {
-                () = next_of(&mut self.interrupt) => {},
-                () = next_of(&mut self.terminate) => {},
+                () = next_of(&mut self.interrupt) => 2,
+                () = next_of(&mut self.terminate) => 15,
             }
         }
         #[cfg(not(unix))]
         {
             let _ = tokio::signal::ctrl_c().await;
+            2
         }
     }
 }

@@ -360,12 +360,15 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         } => build(config, out, force, timings, timings_json, now).await,
         Command::CheckConfig { file } => check_config(&file),
         Command::Keygen { out } => {
-            if out.exists() {
-                anyhow::bail!(
-                    "{} exists: a signing key is never overwritten (agents trust its public key); \
-                     give another --out, or remove it first if it is really to be replaced",
-                    out.display()
-                );
+            for existing in [out.clone(), storage::public_key_path(&out)] {
+                // (`symlink_metadata`: a dangling link is in the way too.)
+                if std::fs::symlink_metadata(&existing).is_ok() {
+                    anyhow::bail!(
+                        "{} exists: keygen never overwrites a key (agents trust the public key of the one \
+                         there); give another --out, or remove it first if it is really to be replaced",
+                        existing.display()
+                    );
+                }
             }
             let key = storage::generate_signing_key();
             storage::write_key_pair(&key, &out)?;
@@ -478,7 +481,10 @@ async fn build(
         // publish, or renew the served version's freshness.
         if let Some(store) = config.store.take() {
             tracing::info!(%store, out = %dir.display(), "--out: building into the directory only; the store is not used");
+            // A replica's configuration builds there too, with a key of
+            // the directory's own (its builders' public key is not it).
             config.role = Role::All;
+            config.public_key = None;
         }
         config.data_dir = dir;
     }
@@ -793,7 +799,8 @@ fn timings_json_of(
 
 /// The first SIGINT or SIGTERM: `serve` drains (up to `drain_s` seconds
 /// for requests, then as long again for a first build). A second one ends
-/// the process at once (exit 130, as an interrupted program), as an
+/// the process at once (exit 130 after SIGINT, 143 after SIGTERM, as a
+/// shell reports a program a signal ended), as an
 /// operator pressing Ctrl-C twice expects; every write is crash-safe, and
 /// the data directory's lock goes with the process.
 async fn shutdown_signal(mut signals: listener::Signals, drain_s: u64) {
@@ -803,9 +810,10 @@ async fn shutdown_signal(mut signals: listener::Signals, drain_s: u64) {
         "shutdown signal received; draining (requests get up to drain_timeout_s, then a first build as long again); a second signal stops at once"
     );
     tokio::spawn(async move {
-        signals.next().await;
+        let signal = signals.next().await;
         tracing::warn!("second shutdown signal: stopping now, without draining");
-        std::process::exit(130);
+        // 128 + the signal, as a shell reports a process it ended.
+        std::process::exit(128 + signal);
     });
 }
 

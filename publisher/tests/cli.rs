@@ -194,8 +194,10 @@ fn regression_build_out_builds_into_the_directory_only_and_not_the_store() {
     let dir = tempfile::tempdir().unwrap();
     let config = write_config(dir.path(), false);
     let text_config = std::fs::read_to_string(&config).unwrap();
+    // A replica's configuration, with its builders' public key.
+    let builders = SigningKey::from_secret_bytes([7; 32]).public_key().to_base64();
     let with_store = format!(
-        "store = \"s3://unreachable/prefix\"\nrole = \"replica\"\n\
+        "store = \"s3://unreachable/prefix\"\nrole = \"replica\"\npublic_key = \"{builders}\"\n\
          store_options = {{ endpoint = \"http://127.0.0.1:1\", allow_http = \"true\", region = \"us-east-1\", \
          access_key_id = \"k\", secret_access_key = \"s\" }}\n{text_config}"
     );
@@ -619,11 +621,25 @@ fn keygen_writes_a_key_pair_under_a_bare_file_name() {
         .expect("run publisher");
     assert_eq!(again.status.code(), Some(1));
     assert!(
-        text(&again.stderr).contains("k1 exists: a signing key is never overwritten"),
+        text(&again.stderr).contains("k1 exists: keygen never overwrites a key"),
         "{}",
         text(&again.stderr)
     );
     assert_eq!(std::fs::read_to_string(dir.path().join("k1")).unwrap(), secret);
+    // Nor over a public key alone (a replica's data directory holds one).
+    std::fs::write(dir.path().join("k2.pub"), "builders' key\n").unwrap();
+    let over_public = Command::new(BIN)
+        .args(["keygen", "--out", "k2"])
+        .current_dir(dir.path())
+        .output()
+        .expect("run publisher");
+    assert_eq!(over_public.status.code(), Some(1));
+    assert!(
+        text(&over_public.stderr).contains("k2.pub exists"),
+        "{}",
+        text(&over_public.stderr)
+    );
+    assert!(!dir.path().join("k2").exists());
     // The key id, as errors name keys (`signed by unknown key …`).
     let id = hex::encode(key.public_key().id());
     assert!(

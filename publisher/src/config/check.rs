@@ -166,11 +166,11 @@ pub fn warnings(settings: &Settings) -> Vec<String> {
 
 /// Warnings about each list's schedule as of `now` (Unix seconds): one
 /// that never fires again (the list is built at start only, and goes
-/// stale), one whose next two builds are further apart than
-/// `snapshot_ttl_s` (agents then hold an expired list between them: a
+/// stale), one with two builds over the next eight days further apart
+/// than `snapshot_ttl_s` (agents then hold an expired list between them: a
 /// build renews the served version's freshness, and nothing else does),
-/// and one that builds more than once a minute (each build fetches every
-/// source).
+/// and one with two builds less than a minute apart (each build fetches
+/// every source).
 pub fn schedule_warnings(settings: &Settings, now: u64) -> Vec<String> {
     let ttl = settings.snapshot_ttl.as_secs();
     let mut out = Vec::new();
@@ -184,9 +184,25 @@ pub fn schedule_warnings(settings: &Settings, now: u64) -> Vec<String> {
             ));
             continue;
         };
-        let Some(gap) = schedule::next_firing(cron, first).map(|second| second.saturating_sub(first)) else {
+        // The longest and shortest gaps between builds over the next eight
+        // days (weekday schedules leave weekends; the next two firings
+        // alone would depend on when this runs).
+        let (mut longest, mut shortest, mut at) = (0u64, u64::MAX, first);
+        for _ in 0..2_000 {
+            let Some(next) = schedule::next_firing(cron, at) else {
+                break;
+            };
+            longest = longest.max(next - at);
+            shortest = shortest.min(next - at);
+            at = next;
+            if at > now.saturating_add(8 * 86_400) {
+                break;
+            }
+        }
+        if shortest == u64::MAX {
             continue;
-        };
+        }
+        let gap = longest;
         if gap > ttl {
             out.push(format!(
                 "list {}: schedule {cron:?} builds {gap} s apart, longer than snapshot_ttl_s ({ttl} s): \
@@ -195,9 +211,10 @@ pub fn schedule_warnings(settings: &Settings, now: u64) -> Vec<String> {
                 list.name,
                 gap - ttl
             ));
-        } else if gap < 60 {
+        }
+        if shortest < 60 {
             out.push(format!(
-                "list {}: schedule {cron:?} builds every {gap} s: each build fetches every source (6-field \
+                "list {}: schedule {cron:?} builds {shortest} s apart: each build fetches every source (6-field \
                  cron: seconds come first; \"0 */30 * * * *\" is every 30 minutes)",
                 list.name
             ));
@@ -365,6 +382,19 @@ mod tests {
             daily.len() == 1 && daily[0].contains("86400 s apart, longer than snapshot_ttl_s (7200 s)"),
             "{daily:?}"
         );
+        // Office hours: the nights and weekends, whenever this runs.
+        let weekdays = warned("0 0 9-17 * * Mon-Fri");
+        assert!(
+            weekdays.len() == 1 && weekdays[0].contains("s apart, longer than"),
+            "{weekdays:?}"
+        );
+        // Two builds a minute apart once a day: stale most of the day,
+        // though its next two firings are close.
+        let twice_a_day = warned("0 0,1 0 * * *");
+        assert!(
+            twice_a_day.len() == 1 && twice_a_day[0].contains("86340 s apart"),
+            "{twice_a_day:?}"
+        );
         let never = warned("0 0 0 31 2 *");
         assert!(
             never.len() == 1 && never[0].contains("never fires again"),
@@ -372,7 +402,7 @@ mod tests {
         );
         let every_second = warned("* * * * * *");
         assert!(
-            every_second.len() == 1 && every_second[0].contains("builds every 1 s"),
+            every_second.len() == 1 && every_second[0].contains("builds 1 s apart"),
             "{every_second:?}"
         );
     }
