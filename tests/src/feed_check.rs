@@ -436,6 +436,18 @@ async fn check(
         }
         report.via_delta = Some(followed);
     }
+    // A build's status is recorded just after its snapshot is served (what
+    // `wait_ready` waits for): wait for it, or the build's counts read as
+    // none (a flaky `MISMATCH … build 0`).
+    let recorded = std::time::Instant::now();
+    while publisher.publisher.state().lists[0]
+        .last_build
+        .lock()
+        .map_or(true, |b| b.is_none())
+        && recorded.elapsed() < Duration::from_secs(60)
+    {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     let lists: ListsResponse = reqwest::get(format!("{}/v1/lists", publisher.base_url()))
         .await?
         .json()
