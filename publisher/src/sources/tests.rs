@@ -490,9 +490,15 @@ fn read_line_finds_what_the_build_finds() {
 #[test]
 fn regression_extra_slashes_mixing_backslashes_are_read_as_browsers_read_them() {
     let text = b"http:\\\\\\a.example/x\nHTTPS:/\\/b.example/y\nhttp:\\\\//u:p@c.example/z\n\
-                 http:\\\\d.example/w\nhttp:\\\\\\\n";
+                 http:\\\\d.example/w\nhttp:\\\\\\\nhttp:\\\\\\u:p@e.example/v\n";
     let (out, report) = collect(text, SourceFormat::Urls);
-    let want = hashes(&["a.example/x", "b.example/y", "c.example/z", "d.example/w"]);
+    let want = hashes(&[
+        "a.example/x",
+        "b.example/y",
+        "c.example/z",
+        "d.example/w",
+        "e.example/v",
+    ]);
     assert_eq!(out, want);
     assert_eq!(report.rejected[reason::EMPTY_HOST], 1, "{report:?}");
 }

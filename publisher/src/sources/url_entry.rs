@@ -298,7 +298,7 @@ pub(super) fn strip_scheme_artifacts(line: &[u8]) -> &[u8] {
     match inner.iter().position(|&b| b != b'/' && b != b'\\') {
         Some(host) if host > 0 => match line.get(scheme + host - 2..) {
             Some(rest) if rest.starts_with(b"//") => rest,
-            _ => inner.get(host..).unwrap_or(inner),
+            _ => past_userinfo(inner.get(host..).unwrap_or(inner)),
         },
         _ => line,
     }
@@ -324,9 +324,24 @@ fn strip_mixed_slashes(line: &[u8]) -> &[u8] {
         // As above, the last two slashes kept when they are `//`.
         Some(host) if host >= 3 => match after.get(host - 2..) {
             Some(rest) if rest.starts_with(b"//") => rest,
-            _ => &after[host..],
+            _ => past_userinfo(&after[host..]),
         },
         _ => line,
+    }
+}
+
+/// A URL's text from its authority on, past a user name and password
+/// (`u:p@host/…` → `host/…`, after the authority's last `@`, as browsers
+/// read the host): without a scheme or `//` before it, `u:` would read as
+/// a scheme. The canonical form drops them anyway.
+fn past_userinfo(rest: &[u8]) -> &[u8] {
+    let end = rest
+        .iter()
+        .position(|&b| matches!(b, b'/' | b'\\' | b'?' | b'#'))
+        .unwrap_or(rest.len());
+    match memchr::memrchr(b'@', &rest[..end]) {
+        Some(at) => &rest[at + 1..],
+        None => rest,
     }
 }
 
@@ -484,11 +499,13 @@ mod tests {
     #[test]
     fn a_doubled_scheme_and_extra_slashes_are_stripped_in_any_case_and_nothing_else() {
         use super::strip_scheme_artifacts as strip;
-        let cases: [(&[u8], &[u8]); 20] = [
+        let cases: [(&[u8], &[u8]); 22] = [
             (b"http:///a.example/p", b"//a.example/p"),
             (b"http:\\\\\\a.example/p", b"a.example/p"),
             (b"HTTPS:/\\/a.example/p", b"a.example/p"),
             (b"http:\\//u:p@a.example/p", b"//u:p@a.example/p"),
+            (b"http:\\\\\\u:p@a.example/p", b"a.example/p"),
+            (b"http://\\\\u:p@b@a.example/p?q@x", b"a.example/p?q@x"),
             (b"http:\\\\a.example/p", b"http:\\\\a.example/p"),
             (b"http:\\\\\\", b"http:\\\\\\"),
             (b"ftp:\\\\\\a.example/p", b"ftp:\\\\\\a.example/p"),
