@@ -361,8 +361,9 @@ impl ListStore {
         Ok(manifest)
     }
 
-    /// Whether generation `generation`'s manifest is signed, but not with
-    /// the key `key` verifies: another builder's, with another signing key.
+    /// Whether generation `generation`'s manifest is well formed and
+    /// signed, but does not verify under `key`: another builder's, with
+    /// another signing key (or its body damaged; the two look alike).
     ///
     /// # Errors
     ///

@@ -76,11 +76,11 @@ impl Publisher {
         let Some(latest) = slot.store.head(&inner.public_key)? else {
             return Ok(None);
         };
-        // The head names a generation signed with our key whenever one
-        // verifies; one signed with another key means this builder was
-        // given the wrong key: what it published, replicas would refuse
-        // while the list goes stale. Refused unless forced (a deliberate
-        // key change).
+        // The head names a generation signed with our key whenever one of
+        // the last few verifies; one that does not verify although signed
+        // means this builder was given the wrong key (or the manifest is
+        // damaged): what it published, replicas would refuse while the
+        // list goes stale. Refused unless forced (a deliberate key change).
         let generation = latest.pointer.generation;
         let forced = inner.force_once[index].load(std::sync::atomic::Ordering::SeqCst);
         if let Some(store) = &inner.config.store
