@@ -786,6 +786,9 @@ test("a listed download is cancelled before it is saved, and warned", async () =
   assert.ok(!download.exists || download.filename === "", JSON.stringify(download));
   const verdicts = (await status()).recent.filter((v) => v.url === listed && v.at >= since);
   assert.ok(verdicts.some((v) => v.what === "download" && v.kind === "unsafe"), JSON.stringify(verdicts));
+  // The navigation's own check turns the tab to the warning; waited for
+  // here, or it lands in the next test's navigation and interrupts it.
+  await until("the tab's warning", async () => page.url().includes("/warning.html?"));
 });
 
 test("a listed download with no navigation (<a download>) is cancelled, and warned in a new tab", async () => {
