@@ -153,8 +153,10 @@ fn commented_header(comment: &[u8], column: &str) -> Option<(usize, usize)> {
 /// closes (`1, "http://evil.example/a,2020`) is the field's own character,
 /// as the CSV reader reads it, where a quoted field would run on over the
 /// rows after it to the end, and they would be lost with nothing
-/// rejected. Quotes inside a field stay as they are; borrowed when there
-/// is nothing to remove.
+/// rejected. For the same reason a quote opening a field that nothing
+/// closes (`1,"http://evil.example/a,2020`) gets a space before it, so
+/// that the reader takes it as the field's own. Quotes inside a field stay
+/// as they are; borrowed when there is nothing to change.
 fn unspaced_quotes(bytes: &[u8]) -> Cow<'_, [u8]> {
     /// Where the reader is in the CSV text.
     #[derive(Clone, Copy, PartialEq)]
@@ -176,7 +178,15 @@ fn unspaced_quotes(bytes: &[u8]) -> Cow<'_, [u8]> {
         at = match (at, b) {
             (At::Quoted, b'"') => At::QuoteInQuoted,
             (At::Quoted, _) | (At::QuoteInQuoted, b'"') => At::Quoted,
-            (At::FieldStart, b'"') => At::Quoted,
+            (At::FieldStart, b'"') if closes(bytes.get(i + 1..).unwrap_or_default()) => At::Quoted,
+            (At::FieldStart, b'"') => {
+                // A space first makes the CSV reader take the quote as
+                // the field's own; a URL value after it is read as one
+                // after `, "` is (`clean::after_lone_quote`).
+                out.get_or_insert_with(|| bytes.get(..i).unwrap_or_default().to_vec())
+                    .push(b' ');
+                At::Unquoted
+            }
             (_, b',') => {
                 let spaces = bytes
                     .get(i + 1..)
@@ -404,6 +414,81 @@ mod tests {
         let (out, report) = read(multi, None);
         assert_eq!(out, hashes(&["evil.example/a", "evil.example/b"]), "{report:?}");
         assert_eq!(report.rejected_total(), 0, "{report:?}");
+    }
+
+    /// A quote opening a field that nothing closes (a stray one in a
+    /// title, or before a URL, with no white space before it) made the
+    /// CSV reader read every row after it as that one field, to the end of
+    /// the feed: the URLs of those rows were lost with nothing rejected
+    /// (one row refused, or none). Such a quote is the field's own
+    /// character; a quoted field that closes, on its line or a later one,
+    /// is read as before.
+    #[test]
+    fn regression_an_unclosed_quote_opening_a_field_loses_no_rows() {
+        let csv = b"id,url,title,date\n\
+1,http://a.example/x,\"Bank login,2020\n\
+2,\"http://b.example/y,Mail,2020\n\
+3,http://c.example/z,Shop,2020\n\
+4,http://d.example/w,\"Pay, \"\"card\"\"\",2020\n\
+5,http://e.example/v,\"two\nlines\",2020\n\
+6,http://f.example/u,Last,2020\n";
+        let (out, report) = read(csv, None);
+        assert_eq!(
+            out,
+            hashes(&[
+                "a.example/x",
+                "b.example/y",
+                "c.example/z",
+                "d.example/w",
+                "e.example/v",
+                "f.example/u",
+            ]),
+            "{report:?}"
+        );
+        assert_eq!(report.rejected_total(), 0, "{report:?}");
+        assert_eq!(report.cleaned.get(cleaned::WRAPPER), Some(&1), "{report:?}");
+        // The last field of the feed, and a quote whose next quote is
+        // followed by more text (no close), are the field's own too.
+        let (out, report) = read(b"id,url\n1,\"http://a.example/x\n2,http://b.example/y\n", None);
+        assert_eq!(out, hashes(&["a.example/x", "b.example/y"]), "{report:?}");
+        assert_eq!(&*super::unspaced_quotes(b"1,\"a\nb,\"c\""), b"1, \"a\nb,\"c\"");
+        assert_eq!(&*super::unspaced_quotes(b"\"a,b\"\n\"c\""), b"\"a,b\"\n\"c\"");
+    }
+
+    /// Well-formed CSV, as a CSV writer quotes it, is read unchanged:
+    /// every quote opening a field closes.
+    #[test]
+    fn well_formed_csv_is_left_as_written() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(18);
+        let alphabet: &[u8] = b"ab\",\n\r #";
+        for round in 0..2_000 {
+            let style = if round % 2 == 0 {
+                ::csv::QuoteStyle::Always
+            } else {
+                ::csv::QuoteStyle::Necessary
+            };
+            let mut writer = ::csv::WriterBuilder::new()
+                .flexible(true)
+                .quote_style(style)
+                .from_writer(Vec::new());
+            for _ in 0..rng.gen_range(1..5) {
+                let row: Vec<Vec<u8>> = (0..rng.gen_range(1..5))
+                    .map(|_| {
+                        (0..rng.gen_range(0..8))
+                            .map(|_| alphabet[rng.gen_range(0..alphabet.len())])
+                            .collect()
+                    })
+                    .collect();
+                writer.write_record(&row).unwrap();
+            }
+            let text = writer.into_inner().unwrap();
+            assert!(
+                matches!(super::unspaced_quotes(&text), std::borrow::Cow::Borrowed(_)),
+                "{}",
+                text.escape_ascii()
+            );
+        }
     }
 
     /// A URL value with a lone opening quote (after white space the CSV
