@@ -121,8 +121,9 @@ pub enum Error {
         reason: std::io::Error,
     },
     /// A stored file is not what it should be (a snapshot that does not
-    /// verify, a hashes file that does not match it).
-    #[error("i/o: {}: {reason}", path.display())]
+    /// verify, a hashes file that does not match it). Not an I/O failure:
+    /// the read worked, what it read is refused.
+    #[error("refused stored object: {}: {reason}", path.display())]
     Corrupt {
         /// The file.
         path: PathBuf,

@@ -91,6 +91,9 @@ fn generations_follow_one_another_and_every_kept_version_stays_readable() {
         "{:?}",
         reopened.read_snapshot(first.version)
     );
+    // Said so: the read worked, what it read is refused (not `i/o:`).
+    let refused = reopened.read_snapshot(first.version).unwrap_err().to_string();
+    assert!(refused.starts_with("refused stored object: "), "{refused}");
 }
 
 #[test]
