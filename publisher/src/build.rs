@@ -250,6 +250,7 @@ pub struct BuildRequest<'a> {
 fn entry_options(config: &SourceConfig, role: SourceRole) -> FormatOptions {
     FormatOptions {
         column: config.column.clone(),
+        delimiter: config.delimiter_byte(),
         json_key: match role {
             SourceRole::Block => config.json_key.clone(),
             SourceRole::Allow => config.json_allow_key().map(str::to_owned),
@@ -262,9 +263,9 @@ fn entry_options(config: &SourceConfig, role: SourceRole) -> FormatOptions {
 fn allow_array_options(config: &SourceConfig, role: SourceRole) -> Option<FormatOptions> {
     let key = config.json_allow_key()?;
     (role == SourceRole::Block && config.format == crate::config::SourceFormat::Json).then(|| FormatOptions {
-        column: None,
         json_key: Some(key.to_owned()),
         json_key_optional: true,
+        ..FormatOptions::default()
     })
 }
 

@@ -959,6 +959,47 @@ mod tests {
     }
 
     #[test]
+    fn a_csv_delimiter_is_one_ascii_character_on_a_csv_source() {
+        let source = |format: SourceFormat, delimiter: &str| SourceConfig {
+            delimiter: Some(delimiter.to_owned()),
+            ..SourceConfig::file("feed", format)
+        };
+        for ok in [";", "\t", "|", ","] {
+            check_source("s", &source(SourceFormat::Csv, ok)).unwrap();
+            assert_eq!(source(SourceFormat::Csv, ok).delimiter_byte(), ok.bytes().next());
+        }
+        for (bad, says) in [
+            (";;", "is not one ASCII character"),
+            ("", "is not one ASCII character"),
+            ("§", "is not one ASCII character"),
+            ("\"", "cannot separate fields"),
+            ("\n", "cannot separate fields"),
+            ("#", "cannot separate fields"),
+        ] {
+            let err = check_source("s", &source(SourceFormat::Csv, bad))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains("s.delimiter") && err.contains(says),
+                "{bad:?}: {err}"
+            );
+        }
+        let err = check_source("s", &source(SourceFormat::Urls, ";"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("applies to `format = \"csv\"` sources only"),
+            "{err}"
+        );
+        let c: Config = toml::from_str(
+            "[[lists]]\nname = \"p\"\nsources = [{ path = \"f.csv\", format = \"csv\", delimiter = \"\\t\" }]\n",
+        )
+        .unwrap();
+        c.validate().unwrap();
+        assert_eq!(c.lists[0].sources[0].delimiter_byte(), Some(b'\t'));
+    }
+
+    #[test]
     fn allow_sources_parse_and_are_checked() {
         let text = r#"
             [[lists]]

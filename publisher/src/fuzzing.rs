@@ -23,7 +23,7 @@ pub fn feed_format(selector: u8) -> SourceFormat {
 
 /// Feed parsing: the first byte of `data` selects the format
 /// ([`feed_format`]; its top bit also sets the CSV column and JSON key to
-/// non-defaults), the rest is the feed, parsed with [`parse_source`]. Every
+/// non-defaults, and the CSV delimiter by its two bits below), the rest is the feed, parsed with [`parse_source`]. Every
 /// accepted entry must emit at least one full hash (each reading one, or
 /// for a URL written with `&amp;` one per level of decoding, at most
 /// [`MAX_AMP_LEVELS`] + 2, and one more for an IPv6 host written with an
@@ -45,6 +45,7 @@ pub fn check_feed(data: &[u8]) {
     } else {
         FormatOptions {
             column: Some("URL".to_owned()),
+            delimiter: Some([b',', b';', b'\t', b'|'][usize::from((selector >> 5) & 3)]),
             json_key: Some("fuzz".to_owned()),
             json_key_optional: true,
         }

@@ -31,6 +31,10 @@ pub struct SourceConfig {
     /// For `format = "csv"`: the header name of the URL column. By default, `url`.
     #[serde(default)]
     pub column: Option<String>,
+    /// For `format = "csv"`: the field separator, one ASCII character
+    /// ([`Self::delimiter_byte`]): `";"`, `"\t"`, `"|"`… By default, `,`.
+    #[serde(default)]
+    pub delimiter: Option<String>,
     /// For `format = "json"`: the array of domains to read. By default,
     /// `blacklist` (MetaMask `eth-phishing-config`). Not used in an allow
     /// source, which reads `json_allow_key`.
@@ -70,6 +74,7 @@ impl SourceConfig {
             builtin: false,
             format,
             column: None,
+            delimiter: None,
             json_key: None,
             json_allow_key: None,
             timeout_s: None,
@@ -106,6 +111,15 @@ impl SourceConfig {
     /// within a build (`retries`, by default 2).
     pub fn retries(&self) -> u32 {
         self.retries.unwrap_or(DEFAULT_SOURCE_RETRIES)
+    }
+
+    /// The CSV field separator as a byte: `delimiter` when it is one ASCII
+    /// character ([`check_source`] refuses any other), else `None` (`,`).
+    pub fn delimiter_byte(&self) -> Option<u8> {
+        match self.delimiter.as_deref()?.as_bytes() {
+            &[b] if b.is_ascii() => Some(b),
+            _ => None,
+        }
     }
 
     /// The JSON array of allowed domains: `json_allow_key`, by default
@@ -245,6 +259,29 @@ pub(super) fn check_source(field: &str, s: &SourceConfig) -> Result<(), Error> {
                 return Err(Error::config(
                     format!("{field}.{name}"),
                     format!("applies to `url` sources only: {what} is read, not fetched"),
+                ));
+            }
+        }
+    }
+    if let Some(d) = &s.delimiter {
+        let field = format!("{field}.delimiter");
+        if s.format != SourceFormat::Csv {
+            return Err(Error::config(field, "applies to `format = \"csv\"` sources only"));
+        }
+        match d.as_bytes() {
+            [b'"' | b'\n' | b'\r' | b'#'] => {
+                return Err(Error::config(
+                    field,
+                    format!(
+                        "{d:?} cannot separate fields: it quotes a field, ends a row or starts a comment"
+                    ),
+                ));
+            }
+            [b] if b.is_ascii() => {}
+            _ => {
+                return Err(Error::config(
+                    field,
+                    format!("{d:?} is not one ASCII character (e.g. \";\", \"\\t\" or \"|\")"),
                 ));
             }
         }

@@ -12,6 +12,7 @@ use super::visit::Reader;
 
 pub(super) fn parse_csv<S: EntrySink>(bytes: &[u8], options: &FormatOptions, r: &mut Reader<'_, S>) {
     let column = options.column.as_deref().unwrap_or("url");
+    let delimiter = options.delimiter.unwrap_or(b',');
     let mut bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
     // Comment lines before the header row are skipped (and counted); after
     // it, a row is a comment only when it is one field starting with `#`:
@@ -37,9 +38,12 @@ pub(super) fn parse_csv<S: EntrySink>(bytes: &[u8], options: &FormatOptions, r: 
         };
         bytes = bytes.get(next..).unwrap_or_default();
     }
-    let bytes = unspaced_quotes(bytes);
+    let bytes = unspaced_quotes(bytes, delimiter);
     let bytes = &bytes[..];
-    let mut reader = ::csv::ReaderBuilder::new().flexible(true).from_reader(bytes);
+    let mut reader = ::csv::ReaderBuilder::new()
+        .flexible(true)
+        .delimiter(delimiter)
+        .from_reader(bytes);
     let (mut index, mut fields) = match reader.byte_headers() {
         Ok(h) => (column_of(h, column), h.len()),
         Err(_) => (None, 0),
@@ -50,7 +54,7 @@ pub(super) fn parse_csv<S: EntrySink>(bytes: &[u8], options: &FormatOptions, r: 
     // `# id,dateadded,url,…`), when the first row names no such column:
     // that row is then data.
     if index.is_none()
-        && let Some((commented, len)) = last_comment.and_then(|c| commented_header(c, column))
+        && let Some((commented, len)) = last_comment.and_then(|c| commented_header(c, column, delimiter))
     {
         index = Some(commented);
         fields = len;
@@ -58,15 +62,22 @@ pub(super) fn parse_csv<S: EntrySink>(bytes: &[u8], options: &FormatOptions, r: 
         r.report.lines -= 1; // counted with the comments
         reader = ::csv::ReaderBuilder::new()
             .flexible(true)
+            .delimiter(delimiter)
             .has_headers(false)
             .from_reader(bytes);
     }
     // Rows that all carry a column the header does not name (one more
     // field each) are not shifted: only a row wider than most are is.
-    let fields = fields.max(usual_row_width(bytes, has_headers));
+    let fields = fields.max(usual_row_width(bytes, has_headers, delimiter));
     let Some(index) = index else {
+        let hint = other_delimiter(bytes, column, delimiter)
+            .map(|d| {
+                let d = char::from(d).escape_default();
+                format!(" (the header row is separated by \"{d}\": set delimiter = \"{d}\")")
+            })
+            .unwrap_or_default();
         r.report
-            .reject(b"<header>", format!("no column named {column:?}"));
+            .reject(b"<header>", format!("no column named {column:?}{hint}"));
         return;
     };
     for record in reader.byte_records() {
@@ -98,9 +109,10 @@ pub(super) fn parse_csv<S: EntrySink>(bytes: &[u8], options: &FormatOptions, r: 
 
 /// How many fields most of the first [`WIDTH_SAMPLE`] rows have (the
 /// smallest such count on a tie; 0 without rows).
-fn usual_row_width(bytes: &[u8], has_headers: bool) -> usize {
+fn usual_row_width(bytes: &[u8], has_headers: bool, delimiter: u8) -> usize {
     let mut reader = ::csv::ReaderBuilder::new()
         .flexible(true)
+        .delimiter(delimiter)
         .has_headers(has_headers)
         .from_reader(bytes);
     let mut widths = std::collections::BTreeMap::<usize, usize>::new();
@@ -127,12 +139,13 @@ fn column_of(header: &::csv::ByteRecord, column: &str) -> Option<usize> {
 
 /// The position of `column` in a comment line read as a header row (`#`s
 /// and white space before it removed), and the header's length.
-fn commented_header(comment: &[u8], column: &str) -> Option<(usize, usize)> {
+fn commented_header(comment: &[u8], column: &str, delimiter: u8) -> Option<(usize, usize)> {
     let text = comment.trim_ascii_start();
     let text = text.get(text.iter().take_while(|&&b| b == b'#').count()..)?;
-    let text = unspaced_quotes(text.trim_ascii());
+    let text = unspaced_quotes(text.trim_ascii(), delimiter);
     let mut reader = ::csv::ReaderBuilder::new()
         .flexible(true)
+        .delimiter(delimiter)
         .has_headers(false)
         .from_reader(&text[..]);
     let mut header = ::csv::ByteRecord::new();
@@ -157,7 +170,7 @@ fn commented_header(comment: &[u8], column: &str) -> Option<(usize, usize)> {
 /// closes (`1,"http://evil.example/a,2020`) gets a space before it, so
 /// that the reader takes it as the field's own. Quotes inside a field stay
 /// as they are; borrowed when there is nothing to change.
-fn unspaced_quotes(bytes: &[u8]) -> Cow<'_, [u8]> {
+fn unspaced_quotes(bytes: &[u8], delimiter: u8) -> Cow<'_, [u8]> {
     /// Where the reader is in the CSV text.
     #[derive(Clone, Copy, PartialEq)]
     enum At {
@@ -178,7 +191,7 @@ fn unspaced_quotes(bytes: &[u8]) -> Cow<'_, [u8]> {
         at = match (at, b) {
             (At::Quoted, b'"') => At::QuoteInQuoted,
             (At::Quoted, _) | (At::QuoteInQuoted, b'"') => At::Quoted,
-            (At::FieldStart, b'"') if closes(bytes.get(i + 1..).unwrap_or_default()) => At::Quoted,
+            (At::FieldStart, b'"') if closes(bytes.get(i + 1..).unwrap_or_default(), delimiter) => At::Quoted,
             (At::FieldStart, b'"') => {
                 // A space first makes the CSV reader take the quote as
                 // the field's own; a URL value after it is read as one
@@ -187,20 +200,15 @@ fn unspaced_quotes(bytes: &[u8]) -> Cow<'_, [u8]> {
                     .push(b' ');
                 At::Unquoted
             }
-            (_, b',') => {
-                let spaces = bytes
-                    .get(i + 1..)
-                    .unwrap_or_default()
-                    .iter()
-                    .take_while(|&&c| c == b' ' || c == b'\t')
-                    .count();
+            (_, b) if b == delimiter => {
+                let spaces = white_before(bytes.get(i + 1..).unwrap_or_default(), delimiter);
                 let quote = i + 1 + spaces;
                 if spaces > 0
                     && bytes.get(quote) == Some(&b'"')
-                    && closes(bytes.get(quote + 1..).unwrap_or_default())
+                    && closes(bytes.get(quote + 1..).unwrap_or_default(), delimiter)
                 {
                     let out = out.get_or_insert_with(|| bytes.get(..i).unwrap_or_default().to_vec());
-                    out.push(b',');
+                    out.push(delimiter);
                     i += 1 + spaces;
                     at = At::FieldStart;
                     continue;
@@ -222,7 +230,7 @@ fn unspaced_quotes(bytes: &[u8]) -> Cow<'_, [u8]> {
 /// quote) is closed: its next quote that is not doubled is followed by
 /// white space up to a `,`, a line end or the text's end. Only up to that
 /// quote is read, so the whole text is scanned about once.
-fn closes(rest: &[u8]) -> bool {
+fn closes(rest: &[u8], delimiter: u8) -> bool {
     let mut i = 0;
     while let Some(at) = memchr::memchr(b'"', rest.get(i..).unwrap_or_default()) {
         let quote = i + at;
@@ -231,10 +239,39 @@ fn closes(rest: &[u8]) -> bool {
             continue;
         }
         let after = rest.get(quote + 1..).unwrap_or_default();
-        let spaces = after.iter().take_while(|&&c| c == b' ' || c == b'\t').count();
-        return matches!(after.get(spaces), None | Some(b',' | b'\n' | b'\r'));
+        let spaces = white_before(after, delimiter);
+        return matches!(after.get(spaces), None | Some(b'\n' | b'\r'))
+            || after.get(spaces) == Some(&delimiter);
     }
     false
+}
+
+/// How many spaces and tabs `bytes` starts with, but not the delimiter
+/// (a tab between two tab-separated fields is an empty field).
+fn white_before(bytes: &[u8], delimiter: u8) -> usize {
+    bytes
+        .iter()
+        .take_while(|&&c| (c == b' ' || c == b'\t') && c != delimiter)
+        .count()
+}
+
+/// Another common field separator (`;`, a tab, `|`) that splits the first
+/// row of `bytes` into fields one of which is `column`: what a feed that
+/// names no such column with `delimiter` most likely uses.
+fn other_delimiter(bytes: &[u8], column: &str, delimiter: u8) -> Option<u8> {
+    [b';', b'\t', b'|', b',']
+        .into_iter()
+        .filter(|&d| d != delimiter)
+        .find(|&d| {
+            let mut header = ::csv::ByteRecord::new();
+            ::csv::ReaderBuilder::new()
+                .flexible(true)
+                .delimiter(d)
+                .has_headers(false)
+                .from_reader(bytes)
+                .read_byte_record(&mut header)
+                .is_ok_and(|read| read && header.len() > 1 && column_of(&header, column).is_some())
+        })
 }
 
 #[cfg(test)]
@@ -255,6 +292,10 @@ mod tests {
         let mut report = ParseReport::default();
         parse_source(csv, SourceFormat::Csv, &opts, &mut report, |h| out.push(h));
         (out, report)
+    }
+
+    fn unspaced(text: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+        super::unspaced_quotes(text, b',')
     }
 
     /// URLhaus's CSV dumps write their header as the last comment line: it
@@ -312,10 +353,10 @@ mod tests {
         );
         assert_eq!(report.rejected_total(), 0, "{report:?}");
         // Unquoted fields and quotes inside a field are left as they are.
-        assert_eq!(&*super::unspaced_quotes(b"a, b,c"), b"a, b,c");
-        assert_eq!(&*super::unspaced_quotes(b"a,x \"q\", \"z\""), b"a,x \"q\",\"z\"");
+        assert_eq!(&*unspaced(b"a, b,c"), b"a, b,c");
+        assert_eq!(&*unspaced(b"a,x \"q\", \"z\""), b"a,x \"q\",\"z\"");
         assert_eq!(
-            &*super::unspaced_quotes(b"\"a, \"\"b\"\", \"\"c\"\"\", \"d\""),
+            &*unspaced(b"\"a, \"\"b\"\", \"\"c\"\"\", \"d\""),
             b"\"a, \"\"b\"\", \"\"c\"\"\",\"d\""
         );
     }
@@ -404,9 +445,9 @@ mod tests {
         // A quoted field that closes, maybe before white space, is still
         // read as quoted, also over line breaks; one whose next quote is
         // followed by more text is not.
-        assert_eq!(&*super::unspaced_quotes(b"1, \"a,b\" \n2"), b"1,\"a,b\" \n2");
-        assert_eq!(&*super::unspaced_quotes(b"1, \"a,b\n\""), b"1,\"a,b\n\"");
-        assert_eq!(&*super::unspaced_quotes(b"1, \"a\"b\",c"), b"1, \"a\"b\",c");
+        assert_eq!(&*unspaced(b"1, \"a,b\" \n2"), b"1,\"a,b\" \n2");
+        assert_eq!(&*unspaced(b"1, \"a,b\n\""), b"1,\"a,b\n\"");
+        assert_eq!(&*unspaced(b"1, \"a\"b\",c"), b"1, \"a\"b\",c");
         // A multi-line quoted field after `, ` loses no row (the rule
         // above, closing on its own line only, lost the URL beside it).
         let multi =
@@ -451,8 +492,8 @@ mod tests {
         // followed by more text (no close), are the field's own too.
         let (out, report) = read(b"id,url\n1,\"http://a.example/x\n2,http://b.example/y\n", None);
         assert_eq!(out, hashes(&["a.example/x", "b.example/y"]), "{report:?}");
-        assert_eq!(&*super::unspaced_quotes(b"1,\"a\nb,\"c\""), b"1, \"a\nb,\"c\"");
-        assert_eq!(&*super::unspaced_quotes(b"\"a,b\"\n\"c\""), b"\"a,b\"\n\"c\"");
+        assert_eq!(&*unspaced(b"1,\"a\nb,\"c\""), b"1, \"a\nb,\"c\"");
+        assert_eq!(&*unspaced(b"\"a,b\"\n\"c\""), b"\"a,b\"\n\"c\"");
     }
 
     /// Well-formed CSV, as a CSV writer quotes it, is read unchanged:
@@ -461,15 +502,17 @@ mod tests {
     fn well_formed_csv_is_left_as_written() {
         use rand::{Rng, SeedableRng};
         let mut rng = rand::rngs::StdRng::seed_from_u64(18);
-        let alphabet: &[u8] = b"ab\",\n\r #";
+        let alphabet: &[u8] = b"ab\",;|\t\n\r #";
         for round in 0..2_000 {
-            let style = if round % 2 == 0 {
+            let delimiter = [b',', b';', b'\t', b'|'][round % 4];
+            let style = if round % 8 < 4 {
                 ::csv::QuoteStyle::Always
             } else {
                 ::csv::QuoteStyle::Necessary
             };
             let mut writer = ::csv::WriterBuilder::new()
                 .flexible(true)
+                .delimiter(delimiter)
                 .quote_style(style)
                 .from_writer(Vec::new());
             for _ in 0..rng.gen_range(1..5) {
@@ -484,11 +527,71 @@ mod tests {
             }
             let text = writer.into_inner().unwrap();
             assert!(
-                matches!(super::unspaced_quotes(&text), std::borrow::Cow::Borrowed(_)),
+                matches!(
+                    super::unspaced_quotes(&text, delimiter),
+                    std::borrow::Cow::Borrowed(_)
+                ),
                 "{}",
                 text.escape_ascii()
             );
         }
+    }
+
+    /// A feed separated by `;`, a tab or `|` (`delimiter`) is read as a
+    /// comma-separated one is, its quotes included; read with the wrong
+    /// one, its refusal says which separator the header row uses.
+    #[test]
+    fn a_csv_with_another_delimiter_is_read_and_a_wrong_one_is_named() {
+        let semi = b"id;url;title\n1;\"http://a.example/x;y\";Mail\n2; \"http://b.example/z\";Bank, Inc\n3;http://c.example/w;\"stray\n";
+        let tab = b"# id\turl\n1\t\thttp://a.example/x\n2\t\"\"\thttp://b.example/z\n";
+        let read_with = |csv: &[u8], delimiter: u8, column: &str| {
+            let opts = FormatOptions {
+                column: Some(column.to_owned()),
+                delimiter: Some(delimiter),
+                ..FormatOptions::default()
+            };
+            let mut out = Vec::new();
+            let mut report = ParseReport::default();
+            parse_source(csv, SourceFormat::Csv, &opts, &mut report, |h| out.push(h));
+            (out, report)
+        };
+        let (out, report) = read_with(semi, b';', "url");
+        assert_eq!(
+            out,
+            hashes(&["a.example/x;y", "b.example/z", "c.example/w"]),
+            "{report:?}"
+        );
+        assert_eq!(report.rejected_total(), 0, "{report:?}");
+        // Two tabs are an empty field between them, not white space.
+        let (out, report) = read_with(tab, b'\t', "url");
+        assert!(out.is_empty(), "{report:?}");
+        let tab = b"# id\tx\turl\n1\t\thttp://a.example/x\n2\t\"\"\thttp://b.example/z\n";
+        let (out, report) = read_with(tab, b'\t', "url");
+        assert_eq!(out, hashes(&["a.example/x", "b.example/z"]), "{report:?}");
+        assert_eq!(report.rejected_total(), 0, "{report:?}");
+        // Read with commas, the refusal names the separator to set.
+        let (out, report) = read(semi, None);
+        assert!(out.is_empty());
+        assert_eq!(
+            report.samples.first().map(|(_, reason)| reason.as_str()),
+            Some("no column named \"url\" (the header row is separated by \";\": set delimiter = \";\")"),
+            "{report:?}"
+        );
+        let (_, report) = read(b"id\turl\n1\thttp://a.example/x\n", None);
+        assert!(
+            report
+                .samples
+                .first()
+                .is_some_and(|(_, reason)| reason.ends_with("set delimiter = \"\\t\")")),
+            "{report:?}"
+        );
+        // A header with no such column under any separator says no more.
+        let (_, report) = read(b"id;link\n1;http://a.example/x\n", None);
+        assert_eq!(
+            report.samples.first().map(|(_, reason)| reason.as_str()),
+            Some("no column named \"url\""),
+            "{report:?}"
+        );
     }
 
     /// A URL value with a lone opening quote (after white space the CSV

@@ -5,6 +5,8 @@
 pub struct FormatOptions {
     /// CSV: the URL column's header name (default `url`, case-insensitive).
     pub column: Option<String>,
+    /// CSV: the field separator (default `,`).
+    pub delimiter: Option<u8>,
     /// JSON: the array to read (default `blacklist`).
     pub json_key: Option<String>,
     /// JSON: a document without the `json_key` array yields no entries

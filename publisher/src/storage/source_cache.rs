@@ -90,7 +90,8 @@ fn is_identity(encoding: &ContentEncoding) -> bool {
 /// One source's last good content and its metadata.
 ///
 /// A source is known by what it reads, not by its place in the list: its
-/// label (path or URL) and how it is read (format, CSV column, JSON keys),
+/// label (path or URL) and how it is read (format, CSV column and
+/// delimiter, JSON keys),
 /// so that sources inserted, removed or reordered keep their last good
 /// content (keyed by position, a source that shifted lost it, and with it
 /// its fallback and its `max_shrink` baseline). Copies kept under the
@@ -139,13 +140,18 @@ impl SourceCache {
     fn new(storage: Arc<dyn Storage>, dir: &str, index: usize, source: &SourceConfig) -> Self {
         use sha2::Digest as _;
         let label = hex::encode(&sha2::Sha256::digest(source.label().as_bytes())[..8]);
-        let reading = format!(
+        let mut reading = format!(
             "{}\n{}\n{}\n{}",
             source.format.name(),
             source.column.as_deref().unwrap_or(""),
             source.json_key.as_deref().unwrap_or(""),
             source.json_allow_key.as_deref().unwrap_or("")
         );
+        // A CSV delimiter other than the default, added only when set: the
+        // keys of sources read with commas stay what they were.
+        if let Some(d) = source.delimiter_byte().filter(|&d| d != b',') {
+            reading.push_str(&format!("\n{d}"));
+        }
         let reading = hex::encode(&sha2::Sha256::digest(reading.as_bytes())[..4]);
         Self {
             storage,
@@ -679,6 +685,30 @@ mod tests {
             fetched_at: 1,
             accepted: 1,
         }
+    }
+
+    /// A source read with another CSV delimiter is another reading (its
+    /// last good content was good under the old one); the default written
+    /// out, or none, keeps the key sources read with commas always had.
+    #[test]
+    fn a_csv_delimiter_other_than_a_comma_is_part_of_the_reading() {
+        let dir = tempfile::tempdir().unwrap();
+        let storage: Arc<dyn Storage> = Arc::new(LocalStorage::open(dir.path()).unwrap());
+        let with = |delimiter: Option<&str>| {
+            let source = SourceConfig {
+                delimiter: delimiter.map(str::to_owned),
+                ..SourceConfig::file("feed.csv", crate::config::SourceFormat::Csv)
+            };
+            SourceCache::source(storage.clone(), "phishing", 0, &source).stem
+        };
+        assert_eq!(with(None), with(Some(",")));
+        assert_ne!(with(None), with(Some(";")));
+        assert_ne!(with(Some("\t")), with(Some(";")));
+        // Sources read with commas keep the keys of earlier versions:
+        // the reading is the format, column and JSON keys alone.
+        use sha2::Digest as _;
+        let reading = hex::encode(&sha2::Sha256::digest(b"csv\n\n\n")[..4]);
+        assert!(with(None).ends_with(&format!("-{reading}")), "{}", with(None));
     }
 
     /// Two builders store one source at once: the content kept and the

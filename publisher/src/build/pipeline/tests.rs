@@ -357,9 +357,9 @@ fn a_json_document_is_read_whole_with_its_allow_array() {
     let mut config = SourceConfig::file("config.json", SourceFormat::Json);
     config.json_allow_key = Some("whitelist".to_owned());
     let allow_options = FormatOptions {
-        column: None,
         json_key: Some("whitelist".to_owned()),
         json_key_optional: true,
+        ..FormatOptions::default()
     };
     let passes = Passes {
         config: &config,
