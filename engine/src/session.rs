@@ -46,7 +46,9 @@
 //! schedule (the host calls an update round when it likes, e.g. from an
 //! alarm), full hashes are always asked by `POST` (never from the immutable
 //! buckets), and two checks needing the same prefix at once each make a
-//! request (no single flight). Verdicts are the same.
+//! request (no single flight): the second sends the prefixes of the first,
+//! its noise included, so that the publisher cannot single out the real
+//! prefix as the one both share. Verdicts are the same.
 //!
 //! A session is plain data: `Send` and `Sync`, mutated through `&mut self`.
 //! A host that runs update rounds and checks concurrently (interleaved
@@ -62,6 +64,7 @@ use std::time::{Duration, SystemTime};
 use blocksieve_format::api::{FULL_HASHES_ACCEPT, MAX_PREFIXES_PER_REQUEST, routes};
 use blocksieve_format::{DecodeLimits, TrustedKey, is_valid_list_name};
 use rand::Rng;
+use rand::seq::SliceRandom;
 
 mod apply;
 mod http;
@@ -175,7 +178,22 @@ pub struct FullHashQuery {
     /// The versions probed, by list: answers are cached only while they
     /// are still the ones held.
     versions: Versions,
+    /// Its entry among the session's requests in flight.
+    id: u64,
 }
+
+/// A full-hash request handed out and not yet completed: what a check of
+/// the same prefixes meanwhile asks again.
+#[derive(Debug)]
+struct InFlight {
+    id: u64,
+    versions: Versions,
+    prefixes: Vec<RequestPrefix>,
+}
+
+/// The most requests in flight remembered (a query the host drops is
+/// never completed: the oldest are forgotten).
+const MAX_IN_FLIGHT: usize = 64;
 
 /// A session's settings. Checked by [`Session::new`].
 #[derive(Debug, Clone)]
@@ -307,6 +325,10 @@ pub struct Session {
     cache: AnswerCache,
     backoff: FullHashBackoff,
     stats: SessionStats,
+    /// Full-hash requests handed out and not completed, oldest first.
+    in_flight: Vec<InFlight>,
+    /// The id of the next one.
+    next_id: u64,
 }
 
 fn invalid(name: &'static str, value: impl ToString) -> Error {
@@ -411,6 +433,8 @@ impl Session {
             cache: AnswerCache::new(config.full_hash_cache_bytes),
             backoff: FullHashBackoff::default(),
             stats: SessionStats::default(),
+            in_flight: Vec::new(),
+            next_id: 0,
         })
     }
 
@@ -696,17 +720,13 @@ impl Session {
                 .decide(&local, &answers, unready.as_ref())
                 .map(CheckStep::Done);
         }
-        // One plan: a check's prefixes fit one request (`MAX_LISTS`).
-        // Not sized by the lists' buckets (`listed` 0): one URL's few dozen
-        // prefixes are one request, whose answer the routes' bucket limit
-        // already bounds.
-        let mut plans = prefix::plan_requests(&misses, self.noise_prefixes, 0, rng).into_iter();
-        let Some(plan) = plans.next() else {
+        let (plan, extra) = self.plan(&misses, &versions, rng);
+        let Some(plan) = plan else {
             return self
                 .decide(&local, &answers, unready.as_ref())
                 .map(CheckStep::Done);
         };
-        for extra in plans.flat_map(|p| p.real) {
+        for extra in extra {
             answers.insert(
                 extra,
                 Err(Error::UnexpectedResponse {
@@ -724,6 +744,16 @@ impl Session {
             reason: format!("cannot encode request: {e}"),
         })?;
         self.stats.full_hash_requests += 1;
+        let id = self.next_id;
+        self.next_id += 1;
+        if self.in_flight.len() == MAX_IN_FLIGHT {
+            self.in_flight.remove(0);
+        }
+        self.in_flight.push(InFlight {
+            id,
+            versions: versions.clone(),
+            prefixes: plan.prefixes.clone(),
+        });
         Ok(CheckStep::NeedFullHashes(FullHashQuery {
             request: HttpRequest {
                 method: Method::Post,
@@ -739,7 +769,73 @@ impl Session {
             answers,
             plan,
             versions,
+            id,
         }))
+    }
+
+    /// The request for the `misses` of a check at `versions`, and the real
+    /// prefixes left out of it (over [`MAX_PREFIXES_PER_REQUEST`]). A miss
+    /// that a request still in flight for the same versions holds is asked
+    /// again with that request's prefixes, noise included: new noise
+    /// around it would show it, by intersection, as the prefix the two
+    /// requests share (the Rust agent waits for the first request instead:
+    /// single flight). The other misses get noise of their own.
+    fn plan(
+        &self,
+        misses: &[RequestPrefix],
+        versions: &Versions,
+        rng: &mut impl Rng,
+    ) -> (Option<PlannedRequest>, Vec<RequestPrefix>) {
+        let mut again: Vec<RequestPrefix> = Vec::new();
+        let mut fresh: Vec<RequestPrefix> = Vec::new();
+        for &p in misses {
+            let holding = self
+                .in_flight
+                .iter()
+                .find(|f| f.versions == *versions && f.prefixes.contains(&p));
+            match holding {
+                Some(f) => {
+                    for q in &f.prefixes {
+                        if !again.contains(q) {
+                            again.push(*q);
+                        }
+                    }
+                }
+                None => fresh.push(p),
+            }
+        }
+        // One plan: a check's prefixes fit one request (`MAX_LISTS`).
+        // Not sized by the lists' buckets (`listed` 0): one URL's few dozen
+        // prefixes are one request, whose answer the routes' bucket limit
+        // already bounds.
+        let mut plans = if fresh.is_empty() {
+            Vec::new()
+        } else {
+            prefix::plan_requests(&fresh, self.noise_prefixes, 0, rng)
+        }
+        .into_iter();
+        let first = plans.next();
+        let extra: Vec<RequestPrefix> = plans.flat_map(|p| p.real).collect();
+        if again.is_empty() {
+            return (first, extra);
+        }
+        let mut prefixes = again;
+        for p in first.map(|f| f.prefixes).unwrap_or_default() {
+            if !prefixes.contains(&p) {
+                prefixes.push(p);
+            }
+        }
+        if prefixes.len() > MAX_PREFIXES_PER_REQUEST {
+            // Not reached by one URL's prefixes; asked anew.
+            let mut plans = prefix::plan_requests(misses, self.noise_prefixes, 0, rng).into_iter();
+            let first = plans.next();
+            return (first, plans.flat_map(|p| p.real).collect());
+        }
+        prefixes.shuffle(rng);
+        let mut real: Vec<RequestPrefix> = misses.iter().copied().filter(|p| !extra.contains(p)).collect();
+        real.sort_unstable();
+        real.dedup();
+        (Some(PlannedRequest { prefixes, real }), extra)
     }
 
     /// The verdict of a check once its [`FullHashQuery`] is answered:
@@ -780,7 +876,9 @@ impl Session {
             mut answers,
             plan,
             versions,
+            id,
         } = query;
+        self.in_flight.retain(|f| f.id != id);
         match response.and_then(|r| read_answer(&r, &request.url, now)) {
             Ok(answer) => {
                 self.backoff.on_success();

@@ -1,4 +1,4 @@
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::UNIX_EPOCH;
 
 use blocksieve_format::api::{
@@ -710,6 +710,55 @@ fn a_prefix_too_short_refusal_pauses_only_once_an_update_left_the_version_as_it_
     assert!(!reason.is_prefix_too_short(), "{reason:?}");
     assert!(session.full_hash_paused_for(at(NOW)).is_some());
     assert!(!session.update_advised());
+}
+
+/// The prefixes a query sends.
+fn sent(query: &FullHashQuery) -> BTreeSet<String> {
+    let body: FullHashSearchRequest = serde_json::from_slice(&query.request.body).expect("json");
+    body.prefixes.into_iter().collect()
+}
+
+/// Two checks needing the same prefix while the first one's request is
+/// out (a page's frames, a download beside its navigation): new noise for
+/// the second would show the real prefix, the one both requests share,
+/// as the Rust agent's single flight and its halves avoid. The second
+/// asks again what the first asked, with the noise of the first; a
+/// prefix no request in flight holds gets noise of its own.
+#[test]
+fn a_check_while_a_request_for_its_prefix_is_out_asks_with_the_same_noise() {
+    let (mut session, _) = loaded(config());
+    let mut rng = StdRng::seed_from_u64(11);
+    let first = need(session.check(LISTED, at(NOW), &mut rng));
+    let again = need(session.check(LISTED, at(NOW), &mut rng));
+    assert_eq!(sent(&first).len(), 5);
+    assert_eq!(
+        sent(&again),
+        sent(&first),
+        "the real prefix is the one both share"
+    );
+    // Another listed URL, whose prefix no request in flight holds: noise
+    // of its own.
+    let other = need(session.check("http://listed-3.example/", at(NOW), &mut rng));
+    let real = RequestPrefix::of(&FullHash::of(b"listed-3.example/"), 16).to_string();
+    assert!(sent(&other).contains(&real));
+    assert_eq!(sent(&other).len(), 5);
+    assert_eq!(sent(&other).intersection(&sent(&first)).count(), 0);
+
+    // Each is answered; once none is out, a check draws new noise.
+    let asked = sent(&first);
+    for (query, listed) in [
+        (first, LISTED_EXPRESSION),
+        (again, LISTED_EXPRESSION),
+        (other, "listed-3.example/"),
+    ] {
+        let response = answer(&query, &[listed], 0);
+        let verdict = session
+            .complete_check(query, Ok(response), at(NOW), &mut rng)
+            .expect("verdict");
+        assert!(matches!(verdict, Verdict::Unsafe { .. }), "{verdict:?}");
+    }
+    let later = need(session.check(LISTED, at(NOW + 1), &mut rng));
+    assert_ne!(sent(&later), asked);
 }
 
 #[test]
