@@ -182,8 +182,9 @@ impl LocalLookup {
     /// 8-bit prefix beside a large list's 16 bits was refused, and the
     /// small list's hits never confirmed. Under the longest length every
     /// list's bucket is at most the one its publisher sized, and the
-    /// prefix is still shared by at least the `min_anonymity` listed full
-    /// hashes that list's length was chosen for.
+    /// prefix is still shared by at least the listed full hashes that
+    /// list's length was chosen for (`min_anonymity` of them, or fewer on a
+    /// list too small to reach it at 8 bits).
     pub fn request_prefix_of(&self, hash: &FullHash) -> Option<RequestPrefix> {
         let mut hit = false;
         let mut bits = self.request_prefix_bits;

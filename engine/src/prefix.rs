@@ -8,7 +8,8 @@
 //!   the length the lists advertise in their signed headers
 //!   (`request_prefix_bits`, 8..=32 bits: the longest whose bucket still
 //!   holds the list's `min_anonymity` listed full hashes, so the publisher
-//!   cannot tell which of them the client asks about). With several
+//!   cannot tell which of them the client asks about; a list too small for
+//!   that even at 8 bits is asked at 8 bits, its buckets smaller). With several
 //!   subscribed lists, the longest of their lengths is sent, whichever list
 //!   hit ([`LocalLookup::request_prefix_of`]): the answer must hold every
 //!   list's bucket, and under a shorter prefix than it advertises a large
