@@ -138,6 +138,11 @@ async fn send(request: &HttpRequest, timeout: Duration, limit_bytes: u64) -> Res
     }
     let _ = Reflect::set(&init, &"method".into(), &request.method.as_str().into());
     let _ = Reflect::set(&init, &"headers".into(), &headers);
+    // Nothing of the page the agent runs in: its address (`Referer`, the
+    // whole of it to its own origin) and its cookies would tell the
+    // publisher which page the user is on, and who the user is.
+    let _ = Reflect::set(&init, &"referrerPolicy".into(), &"no-referrer".into());
+    let _ = Reflect::set(&init, &"credentials".into(), &"omit".into());
     if !request.body.is_empty() {
         let _ = Reflect::set(&init, &"body".into(), &Uint8Array::from(request.body.as_slice()));
     }

@@ -81,6 +81,7 @@ let xlangPublisher; // serves `xlang setup`'s threat list `xlang`
 let readmePublisher; // serves the same feed as `phishing`, for the README example and CORS
 let corsOrigin; // an origin with no publisher behind it, allowed by readmePublisher's CORS
 const origins = []; // http.Server
+const forwarded = []; // each request forwarded to a publisher: { origin, url, headers }
 
 /** A publisher on `config`, remembered to be stopped after the tests. */
 async function launchPublisher(config) {
@@ -102,6 +103,7 @@ function startOrigin(upstream, readmeModule) {
       response.end(body);
     };
     if (path.startsWith("/v1/") && target) {
+      forwarded.push({ origin: request.headers.host, url: request.url, headers: request.headers });
       const forward = http.request(
         {
           host: target.hostname,
@@ -310,6 +312,47 @@ test(identity, { timeout: 600_000 }, async () => {
   );
   assert.equal(counts.unverified, 0);
   assert.ok(counts.unsafe > 1000 && counts.safe > 1000, JSON.stringify(counts));
+});
+
+// A page's fetches carry its address as `Referer` (the whole of it to its
+// own origin, or to any with a `Referrer-Policy` such as `unsafe-url`) and,
+// to its own origin, its cookies: the agent sends neither, whatever page
+// it runs in, so that a publisher behind the page's own origin does not
+// learn which page the user is on, nor who the user is.
+test("a page's full-hash and update requests carry neither its address nor its cookies", { timeout: 120_000 }, async () => {
+  const publisher = xlangPublisher;
+  const origin = await startOrigin(publisher.base);
+  const { page, errors } = await openPage(origin);
+  const feed = readFileSync(join(dir, "feed.txt"), "utf8").split("\n").slice(0, 100);
+  await page.goto(`${origin}/?user=alice&message=4711`);
+  const verdict = await page.evaluate(
+    async ([key, feed]) => {
+      document.cookie = "session=alice-secret; path=/";
+      const { default: init, Agent, canonicalize } = await import(`${location.origin}/pkg/blocksieve_wasm.js`);
+      await init({ module_or_path: new URL("/pkg/blocksieve_wasm_bg.wasm", location.origin) });
+      // The feed's first line that is a URL.
+      const url = feed.find((line) => {
+        try {
+          return canonicalize(line) !== undefined;
+        } catch {
+          return false;
+        }
+      });
+      const agent = new Agent({ publisher: location.origin, lists: ["xlang"], key });
+      await agent.update();
+      return agent.check(url);
+    },
+    [publisher.key, feed],
+  );
+  await page.close();
+  assert.deepEqual(errors, [], "errors in the page");
+  assert.equal(verdict.kind, "unsafe", JSON.stringify(verdict));
+  const sent = forwarded.filter((r) => `http://${r.origin}` === origin);
+  assert.ok(sent.some((r) => r.url === "/v1/hashes:search"), JSON.stringify(sent.map((r) => r.url)));
+  for (const { url, headers } of sent) {
+    assert.equal(headers.referer, undefined, `${url} carried Referer`);
+    assert.equal(headers.cookie, undefined, `${url} carried Cookie`);
+  }
 });
 
 test("the README's JavaScript example runs in Chromium as written", { timeout: 120_000 }, async (t) => {
