@@ -208,6 +208,7 @@ impl Publisher {
                 list.target_full_hash_requests_per_1000,
                 config.fleet_checks_per_second,
                 config.max_bucket_entries,
+                list.min_anonymity,
                 now,
             );
             if let Some(interval) = profile.build_interval {

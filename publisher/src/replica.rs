@@ -328,7 +328,7 @@ mod tests {
             store: ListStore::open(storage.clone(), "phishing", 5).unwrap(),
             freshness: arc_swap::ArcSwapOption::empty(),
             watch: crate::status::ListWatch::open(
-                crate::status::ListProfile::new("0 0 0 1 1 *", 2.0, 10.0, 1000.0, 4096, 0),
+                crate::status::ListProfile::new("0 0 0 1 1 *", 2.0, 10.0, 1000.0, 4096, 64, 0),
                 None,
                 "phishing",
             ),

@@ -41,6 +41,9 @@ pub struct ListProfile {
     pub fleet_checks_per_second: f64,
     /// `max_bucket_entries`: the largest bucket the full-hash routes serve.
     pub max_bucket_entries: u64,
+    /// `min_anonymity`: the listed full hashes a request prefix should
+    /// select (a list too small to reach it at 8 bits selects fewer).
+    pub min_anonymity: u64,
 }
 
 impl ListProfile {
@@ -51,6 +54,7 @@ impl ListProfile {
         target_per_1000: f64,
         fleet_checks_per_second: f64,
         max_bucket_entries: u64,
+        min_anonymity: u64,
         now: u64,
     ) -> Self {
         Self {
@@ -61,6 +65,7 @@ impl ListProfile {
             target_per_1000,
             fleet_checks_per_second,
             max_bucket_entries,
+            min_anonymity,
         }
     }
 
@@ -383,7 +388,7 @@ mod tests {
     use super::*;
 
     fn profile() -> ListProfile {
-        ListProfile::new("0 0,30 * * * *", 2.0, 10.0, 1000.0, 4096, 1_800_000_000)
+        ListProfile::new("0 0,30 * * * *", 2.0, 10.0, 1000.0, 4096, 64, 1_800_000_000)
     }
 
     /// A build that read its sources (it has a report, so a filter kind).
@@ -528,7 +533,7 @@ mod tests {
             overdue_at("0 0,30 * * * *", fresh_at)
         );
         assert_eq!(profile().overdue_at(fresh_at), Some(1_800_000_000 + 3600));
-        let unparsable = ListProfile::new("every hour", 2.0, 10.0, 1000.0, 4096, 1_800_000_000);
+        let unparsable = ListProfile::new("every hour", 2.0, 10.0, 1000.0, 4096, 64, 1_800_000_000);
         assert_eq!(unparsable.overdue_at(fresh_at), None);
         assert_eq!(unparsable.build_interval, None);
     }

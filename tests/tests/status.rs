@@ -153,6 +153,14 @@ async fn history_page_and_gauges_show_healthy_stale_and_refused_lists() {
     assert!(csp.starts_with("default-src 'none'; style-src 'sha256-"), "{csp}");
     let page = response.text().await.unwrap();
     assert!(!page.contains("<script"), "no script on the page");
+    // 40 full hashes at 8 bits, the shortest prefix: 0.16 a bucket, under
+    // the default min_anonymity, which the table says (the list stays
+    // green: nothing an operator can fix but the list's size).
+    assert!(
+        page.contains("min_anonymity (64): a list under 256 × that many cannot reach it even at 8 bits")
+            && page.contains(">0.2 (under 64)</span></td>"),
+        "{page}"
+    );
     let healthy = section(&page, "healthy");
     assert!(
         healthy.contains("<span class=\"s green\">green</span>"),

@@ -160,10 +160,18 @@ fn summary(out: &mut String, state: &AppState, healths: &[health::Health], now: 
             bytes as f64 * 8.0 / hd.entry_count as f64
         };
         let anonymity = hd.full_hash_count as f64 / 2f64.powi(i32::from(hd.request_prefix_bits));
+        let min = slot.watch.profile.min_anonymity;
+        let anonymity = if anonymity < min as f64 {
+            format!(
+                "<span title=\"fewer listed full hashes a request prefix than min_anonymity ({min}): a list under 256 × that many cannot reach it even at 8 bits, the shortest prefix\">{anonymity:.1} (under {min})</span>"
+            )
+        } else {
+            format!("{anonymity:.1}")
+        };
         let _ = write!(
             out,
             "<td>{}</td><td>{age} / {interval}</td><td>{}</td><td>{}</td><td>{bytes}</td><td class=\"l\">{}</td>\
-             <td>{bits_per_key:.2}</td><td>{:.3e}</td><td>{:.3e}</td><td>{}</td><td>{anonymity:.1}</td></tr>",
+             <td>{bits_per_key:.2}</td><td>{:.3e}</td><td>{:.3e}</td><td>{}</td><td>{anonymity}</td></tr>",
             hd.version,
             hd.full_hash_count,
             hd.entry_count,
