@@ -17,7 +17,7 @@
 //! stderr gets the summary alone. Exits with 1 when any URL should be blocked (unsafe, or
 //! unverified with `--fail-closed`), else 2 on errors (publisher unreachable
 //! without a cached snapshot, an unverified URL under the default fail-open
-//! policy, …), else 0.
+//! policy, an invalid URL: neither safe nor unsafe, …), else 0.
 //!
 //! Options: `--publisher URL` (default `http://127.0.0.1:8080`); `--mirror
 //! URL`, repeatable, tried in order after the publisher; `--list NAME`,
@@ -248,7 +248,9 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
     );
     Ok(if tally.unsafe_ > 0 || tally.blocked > 0 {
         ExitCode::from(1)
-    } else if tally.failed > 0 || tally.unverified > 0 {
+    } else if tally.failed > 0 || tally.unverified > 0 || tally.invalid > 0 {
+        // An invalid URL is neither safe nor unsafe (a listed host with a
+        // query over 2 MiB is invalid): never the exit of "all safe".
         ExitCode::from(2)
     } else {
         ExitCode::SUCCESS

@@ -168,6 +168,47 @@ fn failed_full_hash_request_is_unverified_and_exits_2() {
     assert!(stderr.contains("1 unverified"), "{stderr}");
 }
 
+/// An invalid URL is neither safe nor unsafe: a run that has one exits 2,
+/// never 0, which a script reads as "every URL checked and safe". A listed
+/// host with a query that takes the URL over 2 MiB is refused so.
+#[test]
+fn an_invalid_url_exits_2_not_0() {
+    let publisher = start();
+    let key = publisher_key().public_key().to_base64();
+    let long = format!("http://evil.example/?q={}\n", "a".repeat(2 * 1024 * 1024));
+    let out = check(
+        &[
+            "--publisher",
+            &publisher.base_url,
+            "--key",
+            &key,
+            "--list",
+            "malware",
+        ],
+        Some(&long),
+        &temp_dir(),
+    );
+    let stderr = text(&out.stderr);
+    assert!(
+        text(&out.stdout).starts_with("invalid http://evil.example/?q=aaa"),
+        "{stderr}"
+    );
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("1 urls: 0 unsafe, 0 safe, 1 invalid"), "{stderr}");
+    let out = check(
+        &[
+            "--publisher",
+            &publisher.base_url,
+            "--key",
+            &key,
+            "mailto:someone@example.com",
+        ],
+        None,
+        &temp_dir(),
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+}
+
 #[test]
 fn fail_closed_blocks_unverified_urls_with_exit_1() {
     let publisher = start();
