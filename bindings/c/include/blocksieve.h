@@ -223,9 +223,10 @@ typedef struct blocksieve_config {
 
 // The answer of `blocksieve_agent_check` and of a session's checks
 // (`blocksieve_session_check`, `_complete_check`, `_fail_check`), written
-// whole by the library (the caller need not initialize it). Once the
-// arguments are checked, a check writes a placeholder first and leaves it
-// when it returns no verdict (a query to send, an error):
+// whole by the library (the caller need not initialize it). A check
+// writes a placeholder first, before reading its other arguments, and
+// leaves it when it returns no verdict (a query to send, an error, a
+// refused argument such as a URL that is not UTF-8):
 // `BLOCKSIEVE_UNVERIFIED` with `block` true and no texts, so that a caller
 // that skips the status never reads "safe".
 typedef struct blocksieve_verdict {
@@ -574,9 +575,9 @@ enum blocksieve_status blocksieve_agent_update(const struct blocksieve_agent *ag
 //
 // `url`: `url_len` bytes of UTF-8. `*out_verdict` receives the verdict
 // (kind, stale, block, full hash, text lengths) whenever the status is
-// `BLOCKSIEVE_OK` or `BLOCKSIEVE_BUFFER_TOO_SMALL`, and otherwise, once
-// the arguments are checked, the placeholder (`BLOCKSIEVE_UNVERIFIED`,
-// `block` true: see `blocksieve_verdict`). `list` and
+// `BLOCKSIEVE_OK` or `BLOCKSIEVE_BUFFER_TOO_SMALL`, and otherwise (any
+// other status, a refused argument included) the placeholder
+// (`BLOCKSIEVE_UNVERIFIED`, `block` true: see `blocksieve_verdict`). `list` and
 // `expression`: buffers of `list_capacity` and `expression_capacity`
 // bytes for the texts of `blocksieve_verdict`, written NUL-terminated;
 // either may be NULL with capacity 0 when the caller does not want that

@@ -235,6 +235,23 @@ struct VerdictOut {
     expression_capacity: usize,
 }
 
+/// Writes the placeholder ([`blocksieve_verdict::PLACEHOLDER`]) to
+/// `verdict` when it is a usable pointer: the first thing a check does,
+/// before reading its other arguments, so that a check refusing any of them
+/// (a URL that is not UTF-8, a NULL handle, seed or query) leaves
+/// "unverified, block" there, never the "safe" of a zeroed struct.
+///
+/// # Safety
+///
+/// `verdict`, unless NULL, must be writable.
+unsafe fn placeholder(verdict: *mut blocksieve_verdict) {
+    if let Ok(verdict) = out_ptr(verdict, "out_verdict") {
+        // SAFETY: non-NULL and aligned (checked), writable by the caller's
+        // guarantee.
+        unsafe { verdict.write(blocksieve_verdict::PLACEHOLDER) };
+    }
+}
+
 impl VerdictOut {
     /// Checks the pointers before any work is done, then writes the
     /// placeholder ([`blocksieve_verdict::PLACEHOLDER`]: unverified, to
@@ -699,9 +716,9 @@ pub unsafe extern "C" fn blocksieve_agent_update(agent: *const blocksieve_agent)
 ///
 /// `url`: `url_len` bytes of UTF-8. `*out_verdict` receives the verdict
 /// (kind, stale, block, full hash, text lengths) whenever the status is
-/// `BLOCKSIEVE_OK` or `BLOCKSIEVE_BUFFER_TOO_SMALL`, and otherwise, once
-/// the arguments are checked, the placeholder (`BLOCKSIEVE_UNVERIFIED`,
-/// `block` true: see `blocksieve_verdict`). `list` and
+/// `BLOCKSIEVE_OK` or `BLOCKSIEVE_BUFFER_TOO_SMALL`, and otherwise (any
+/// other status, a refused argument included) the placeholder
+/// (`BLOCKSIEVE_UNVERIFIED`, `block` true: see `blocksieve_verdict`). `list` and
 /// `expression`: buffers of `list_capacity` and `expression_capacity`
 /// bytes for the texts of `blocksieve_verdict`, written NUL-terminated;
 /// either may be NULL with capacity 0 when the caller does not want that
@@ -735,6 +752,8 @@ pub unsafe extern "C" fn blocksieve_agent_check(
     expression_capacity: usize,
 ) -> blocksieve_status {
     entry(|| {
+        // SAFETY: the caller's guarantee on `out_verdict`, passed on.
+        unsafe { placeholder(out_verdict) };
         // SAFETY: the caller's guarantee, passed on.
         let handle = unsafe { handle(agent) }?;
         // SAFETY: the caller's guarantee on `url`, passed on.
@@ -1385,6 +1404,8 @@ pub unsafe extern "C" fn blocksieve_session_check(
         // SAFETY: non-NULL and aligned (checked), writable by the caller's
         // guarantee. Written first so that every failure leaves NULL.
         unsafe { out_query.write(std::ptr::null_mut()) };
+        // SAFETY: the caller's guarantee on `out_verdict`, passed on.
+        unsafe { placeholder(out_verdict) };
         // SAFETY: the caller's guarantee, passed on.
         let handle = unsafe { session_handle(session) }?;
         // SAFETY: the caller's guarantee on `url`, passed on.
@@ -1502,6 +1523,8 @@ pub unsafe extern "C" fn blocksieve_session_complete_check(
     expression_capacity: usize,
 ) -> blocksieve_status {
     entry(|| {
+        // SAFETY: the caller's guarantee on `out_verdict`, passed on.
+        unsafe { placeholder(out_verdict) };
         // SAFETY: the caller's guarantee, passed on.
         let query = unsafe { take_query(query) }?;
         // SAFETY: the caller's guarantee, passed on.
@@ -1549,6 +1572,8 @@ pub unsafe extern "C" fn blocksieve_session_fail_check(
     expression_capacity: usize,
 ) -> blocksieve_status {
     entry(|| {
+        // SAFETY: the caller's guarantee on `out_verdict`, passed on.
+        unsafe { placeholder(out_verdict) };
         // SAFETY: the caller's guarantee, passed on.
         let query = unsafe { take_query(query) }?;
         // SAFETY: the caller's guarantee, passed on.

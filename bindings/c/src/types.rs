@@ -96,9 +96,10 @@ pub enum blocksieve_verdict_kind {
 
 /// The answer of `blocksieve_agent_check` and of a session's checks
 /// (`blocksieve_session_check`, `_complete_check`, `_fail_check`), written
-/// whole by the library (the caller need not initialize it). Once the
-/// arguments are checked, a check writes a placeholder first and leaves it
-/// when it returns no verdict (a query to send, an error):
+/// whole by the library (the caller need not initialize it). A check
+/// writes a placeholder first, before reading its other arguments, and
+/// leaves it when it returns no verdict (a query to send, an error, a
+/// refused argument such as a URL that is not UTF-8):
 /// `BLOCKSIEVE_UNVERIFIED` with `block` true and no texts, so that a caller
 /// that skips the status never reads "safe".
 #[repr(C)]

@@ -1067,6 +1067,145 @@ fn the_session_api_refuses_misuse_without_reading_it() {
     assert_eq!(status, BLOCKSIEVE_INVALID_ARGUMENT);
 }
 
+/// Every check that returns no verdict leaves the placeholder (unverified,
+/// block) in `*out_verdict`, whichever argument it refused: a URL that is
+/// not UTF-8 (raw Latin-1 bytes of a listed URL, as a proxy may see them),
+/// a NULL handle, seed or query. A zeroed struct reads "safe, do not
+/// block" to a caller that skips the status.
+#[test]
+fn a_check_refusing_an_argument_leaves_the_placeholder_never_a_zeroed_safe() {
+    let placeholder = |verdict: &MaybeUninit<blocksieve_verdict>, what: &str| {
+        // SAFETY: zeroed, or written whole.
+        let verdict = unsafe { verdict.assume_init_read() };
+        assert_eq!(
+            (verdict.kind, verdict.block),
+            (blocksieve_verdict_kind::BLOCKSIEVE_UNVERIFIED, true),
+            "{what}"
+        );
+    };
+    let not_utf8 = b"http://evil.example/caf\xe9";
+
+    // The agent handle: a URL that is not UTF-8, and a NULL handle.
+    let key = golden_key();
+    let keys = [key.as_ptr()];
+    let lists = [c"phishing".as_ptr()];
+    let config = blocksieve_config {
+        base_url: c"http://127.0.0.1:9".as_ptr(),
+        lists: lists.as_ptr(),
+        lists_len: 1,
+        trusted_keys: keys.as_ptr(),
+        trusted_keys_len: 1,
+        cache_dir: std::ptr::null(),
+        failure_policy: BLOCKSIEVE_FAIL_OPEN,
+        update_interval_seconds: 0,
+        request_timeout_ms: 0,
+        snapshot_timeout_ms: 0,
+    };
+    let mut agent = std::ptr::null_mut();
+    // SAFETY: `config` holds valid strings; `agent` is writable.
+    let status = unsafe { blocksieve_agent_new(&config, &mut agent) };
+    assert_eq!(status, BLOCKSIEVE_OK, "{}", last_error());
+    for (handle, what) in [
+        (agent.cast_const(), "agent, url not utf-8"),
+        (std::ptr::null(), "NULL agent"),
+    ] {
+        let mut verdict = MaybeUninit::<blocksieve_verdict>::zeroed();
+        // SAFETY: a live handle or NULL, the URL's bytes, a writable verdict.
+        let status = unsafe {
+            blocksieve_agent_check(
+                handle,
+                not_utf8.as_ptr().cast(),
+                not_utf8.len(),
+                verdict.as_mut_ptr(),
+                std::ptr::null_mut(),
+                0,
+                std::ptr::null_mut(),
+                0,
+            )
+        };
+        assert_eq!(status, BLOCKSIEVE_INVALID_ARGUMENT, "{what}");
+        placeholder(&verdict, what);
+    }
+    // SAFETY: the live handle, freed once.
+    assert_eq!(unsafe { blocksieve_agent_free(agent) }, BLOCKSIEVE_OK);
+
+    // The session: a URL that is not UTF-8, then a NULL seed.
+    let key = golden_key();
+    let keys = [key.as_ptr()];
+    let lists = [c"phishing".as_ptr()];
+    let session = new_session(&session_config(&lists, &keys));
+    let request = round(session);
+    respond(session, request, 200, &golden_snapshot());
+    free_request(request);
+    for (url, seed, what) in [
+        (&not_utf8[..], SEED.as_ptr(), "session, url not utf-8"),
+        (GOLDEN_LISTED.as_bytes(), std::ptr::null(), "session, NULL seed"),
+    ] {
+        let mut verdict = MaybeUninit::<blocksieve_verdict>::zeroed();
+        let mut query = std::ptr::null_mut();
+        // SAFETY: a live session, the URL's bytes, writable outputs.
+        let status = unsafe {
+            blocksieve_session_check(
+                session,
+                url.as_ptr().cast(),
+                url.len(),
+                NOW_MS,
+                seed,
+                verdict.as_mut_ptr(),
+                std::ptr::null_mut(),
+                0,
+                std::ptr::null_mut(),
+                0,
+                &mut query,
+            )
+        };
+        assert_eq!(status, BLOCKSIEVE_INVALID_ARGUMENT, "{what}");
+        placeholder(&verdict, what);
+    }
+    // Completing a NULL query, by a response or a failure.
+    let mut verdict = MaybeUninit::<blocksieve_verdict>::zeroed();
+    // SAFETY: a live session, a NULL query (refused), writable outputs.
+    let status = unsafe {
+        blocksieve_session_complete_check(
+            session,
+            std::ptr::null_mut(),
+            200,
+            std::ptr::null(),
+            0,
+            std::ptr::null(),
+            0,
+            NOW_MS,
+            SEED.as_ptr(),
+            verdict.as_mut_ptr(),
+            std::ptr::null_mut(),
+            0,
+            std::ptr::null_mut(),
+            0,
+        )
+    };
+    assert_eq!(status, BLOCKSIEVE_INVALID_ARGUMENT);
+    placeholder(&verdict, "complete_check, NULL query");
+    let mut verdict = MaybeUninit::<blocksieve_verdict>::zeroed();
+    // SAFETY: as above.
+    let status = unsafe {
+        blocksieve_session_fail_check(
+            session,
+            std::ptr::null_mut(),
+            c"timeout".as_ptr(),
+            NOW_MS,
+            SEED.as_ptr(),
+            verdict.as_mut_ptr(),
+            std::ptr::null_mut(),
+            0,
+            std::ptr::null_mut(),
+            0,
+        )
+    };
+    assert_eq!(status, BLOCKSIEVE_INVALID_ARGUMENT);
+    placeholder(&verdict, "fail_check, NULL query");
+    free_session(session);
+}
+
 /// `(status, version)` of restoring `golden` on `session` at `now_ms`; an
 /// empty chain is never reported dropped.
 fn restore(
