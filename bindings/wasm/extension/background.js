@@ -412,34 +412,59 @@ async function checkFrame(tabId, url, top) {
  * unless a tab was just turned to a warning for the same URL (a link to
  * it navigated the tab). Its name is given back once every URL is found
  * safe (or the check failed or took over DOWNLOAD_CHECK_MS, with
- * `failurePolicy: "open"`). */
+ * `failurePolicy: "open"`). A check that took over DOWNLOAD_CHECK_MS still
+ * counts when it ends: a "block" verdict then cancels the download if it is
+ * still running, and warns either way (saying whether the file was saved). */
 async function checkDownload(item, suggest) {
   const urls = [...new Set([item.url, item.finalUrl].filter((u) => /^https?:/i.test(u ?? "")))];
-  let blocked = null;
-  const timeout = new Promise((resolve) =>
-    setTimeout(() => resolve({ kind: "error", block: failClosed, timedOut: true }), DOWNLOAD_CHECK_MS),
-  );
-  for (const url of urls) {
-    const verdict = await Promise.race([verdictOf(url, "download"), timeout]);
-    if (verdict.block) {
-      blocked = { url, verdict };
-      break;
+  let current = urls[0];
+  const checked = (async () => {
+    for (const url of urls) {
+      current = url;
+      const verdict = await verdictOf(url, "download");
+      if (verdict.block) return { url, verdict };
     }
-  }
-  if (!blocked) {
+    return null;
+  })();
+  let timer;
+  const timedOut = {};
+  const timeout = new Promise((resolve) => {
+    timer = setTimeout(() => resolve(timedOut), DOWNLOAD_CHECK_MS);
+  });
+  let blocked = await Promise.race([checked, timeout]);
+  clearTimeout(timer);
+  let late = false;
+  if (blocked === timedOut) {
+    if (failClosed) {
+      blocked = { url: current, verdict: { kind: "error", block: true, timedOut: true } };
+    } else {
+      // Held no longer (fail open); the verdict still counts when it comes.
+      suggest();
+      blocked = await checked;
+      late = true;
+    }
+  } else if (!blocked) {
     suggest();
     return;
   }
-  try {
-    await chrome.downloads.cancel(item.id);
-  } catch (error) {
-    console.warn("blocksieve: could not cancel a listed download:", describe(error));
+  if (!blocked) return;
+  let saved = false;
+  if (late) {
+    const [now] = await chrome.downloads.search({ id: item.id }).catch(() => []);
+    saved = now?.state === "complete";
+  }
+  if (!saved) {
+    try {
+      await chrome.downloads.cancel(item.id);
+    } catch (error) {
+      console.warn("blocksieve: could not cancel a listed download:", describe(error));
+    }
   }
   // Let a navigation to the same URL turn its tab first.
   await new Promise((r) => setTimeout(r, 500));
   if (Date.now() - (warned.get(blocked.url) ?? 0) < 10_000) return;
   const warning = warningFor(blocked.url, blocked.verdict);
-  warning.searchParams.set("download", "1");
+  warning.searchParams.set("download", saved ? "saved" : "1");
   warned.set(blocked.url, Date.now());
   try {
     await chrome.tabs.create({ url: warning.href });

@@ -1,7 +1,8 @@
 // Fills the warning page from its query: url (the blocked address), list
 // (the threat list it is on), kind, stale ("1" when the verdict rests on an
 // expired snapshot), framedIn (the page that framed it, when it was a
-// frame's), download ("1" for a cancelled download) and back (the tab's
+// frame's), download ("1" for a cancelled download, "saved" for one saved
+// before its verdict came) and back (the tab's
 // last address found safe).
 // Every value is shown as text, never as markup: the URL is the attacker's.
 
@@ -22,6 +23,7 @@ if (framedIn) {
   document.getElementById("framed").hidden = false;
 }
 document.getElementById("download").hidden = query.get("download") !== "1";
+document.getElementById("downloadSaved").hidden = query.get("download") !== "saved";
 
 const back = document.getElementById("back");
 const target = query.get("back");

@@ -148,7 +148,7 @@ async function fullHashRequests() {
 function startRecorder() {
   const upstream = new URL(publisher.url);
   const requests = [];
-  const self = { server: null, url: null, requests, searchDelayMs: 0 };
+  const self = { server: null, url: null, requests, searchDelayMs: 0, snapshotDelayMs: 0 };
   const server = http.createServer((request, response) => {
     const chunks = [];
     request.on("data", (chunk) => chunks.push(chunk));
@@ -158,6 +158,10 @@ function startRecorder() {
       // A slow full-hash answer, when a test asks for one.
       if (request.method === "POST" && self.searchDelayMs > 0) {
         await new Promise((r) => setTimeout(r, self.searchDelayMs));
+      }
+      // A slow snapshot download, likewise.
+      if (request.method === "GET" && request.url.endsWith("/snapshot") && self.snapshotDelayMs > 0) {
+        await new Promise((r) => setTimeout(r, self.snapshotDelayMs));
       }
       const forward = http.request(
         { host: upstream.hostname, port: upstream.port, method: request.method, path: request.url, headers: request.headers },
@@ -826,6 +830,54 @@ test("an unlisted download is saved", async () => {
   });
   assert.equal(download.state, "complete", JSON.stringify(download));
   assert.equal(download.fileSize, 64 * 1024);
+});
+
+test("a listed download whose check outlasts its 10 s hold is still warned when its verdict comes", async (t) => {
+  // A new agent (a configuration naming the publisher as localhost: the
+  // kept lists are another publisher's) whose first snapshot takes 13 s:
+  // the check of a download started meanwhile outlasts the hold, and the
+  // download goes on (fail open). Its "unsafe" verdict, when it comes,
+  // must still stop or warn the download.
+  const page = context.pages()[0];
+  await page.goto("http://good.blocksieve.test/downloads");
+  recorder.snapshotDelayMs = 13_000;
+  t.after(async () => {
+    recorder.snapshotDelayMs = 0;
+    await worker.evaluate(() => chrome.storage.local.remove("config"));
+    await until("the agent of config.json again", async () => (await status()).lastUpdate?.report, 60_000);
+  });
+  await worker.evaluate((config) => chrome.storage.local.set({ config }), {
+    publisher: recorder.url.replace("127.0.0.1", "localhost"),
+    lists: ["phishing"],
+    key: publisher.key,
+  });
+  const listed = "http://good.blocksieve.test/files/invoice.zip";
+  const warningTab = context.waitForEvent("page", {
+    predicate: (p) => p.url().includes("/warning.html?"),
+    timeout: 45_000,
+  });
+  const since = Date.now();
+  await page.click("#attribute");
+  const warning = await warningTab;
+  await waitForWarning(warning);
+  t.diagnostic(`warned after ${Date.now() - since} ms: ${warning.url()}`);
+  assert.ok(Date.now() - since > 10_000, "the check did not outlast the hold");
+  assert.equal(await warning.textContent("#url"), listed);
+  const verdicts = (await status()).recent.filter((v) => v.url === listed && v.at >= since);
+  assert.ok(verdicts.some((v) => v.what === "download" && v.kind === "unsafe"), JSON.stringify(verdicts));
+  // Saved before the verdict came (a small file), or cancelled: the warning says which.
+  const [download] = await worker.evaluate(
+    (url) => chrome.downloads.search({ url, orderBy: ["-startTime"], limit: 1 }),
+    listed,
+  );
+  t.diagnostic(`download: ${JSON.stringify(download)}`);
+  if (download?.state === "complete") {
+    assert.equal(await warning.isVisible("#downloadSaved"), true);
+  } else {
+    assert.equal(download?.error, "USER_CANCELED", JSON.stringify(download));
+    assert.equal(await warning.isVisible("#download"), true);
+  }
+  await warning.close();
 });
 
 test("the listed page's expression hashes as the publisher says", () => {
