@@ -123,7 +123,13 @@ pub fn verdict_json(verdict: &Verdict) -> Value {
             "kind": "unverified", "reason": reason.to_string(), "reasonKind": error_kind(reason),
             "lists": lists, "stale": stale, "block": block,
         }),
-        other => json!({"kind": "safe", "stale": other.is_stale(), "block": block}),
+        Verdict::Safe { stale } => json!({"kind": "safe", "stale": stale, "block": block}),
+        // A kind of verdict added to the engine after this binding: neither
+        // safe nor unsafe, as the C and Python bindings answer it.
+        other => json!({
+            "kind": "unverified", "reason": format!("unknown verdict {other:?}"),
+            "reasonKind": "misconfigured", "lists": [], "stale": other.is_stale(), "block": block,
+        }),
     }
 }
 

@@ -8,7 +8,7 @@
 //!
 //! Arguments: publisher base URL, the publisher's public key (base64), the
 //! list to subscribe to, then URLs. Prints one line per URL (`unsafe`,
-//! `safe`, `unverified` or `invalid`) and keeps its cache in
+//! `safe`, `unverified`, `invalid` or `error`) and keeps its cache in
 //! `$BLOCKSIEVE_CACHE_DIR` when that is set. `examples/tests/it/embed.rs` runs
 //! it against a fake publisher.
 
@@ -50,9 +50,11 @@ async fn main() -> anyhow::Result<()> {
     for (url, verdict) in urls.iter().zip(agent.check_urls(urls).await) {
         match verdict {
             Ok(Verdict::Unsafe { list, .. }) => println!("unsafe {list} {url}"),
-            Ok(v) if v.is_unverified() => println!("unverified {url}"),
-            Ok(_) => println!("safe {url}"),
-            Err(e) => println!("invalid {url} {e}"),
+            Ok(Verdict::Safe { .. }) => println!("safe {url}"),
+            // Unverified, or a kind of verdict added later: never "safe".
+            Ok(_) => println!("unverified {url}"),
+            Err(e @ blocksieve_agent::Error::InvalidUrl { .. }) => println!("invalid {url} {e}"),
+            Err(e) => println!("error {url} {e}"),
         }
     }
 
