@@ -64,14 +64,15 @@ use std::time::{Duration, SystemTime};
 use blocksieve_format::api::{FULL_HASHES_ACCEPT, MAX_PREFIXES_PER_REQUEST, routes};
 use blocksieve_format::{DecodeLimits, TrustedKey, is_valid_list_name};
 use rand::Rng;
-use rand::seq::SliceRandom;
 
 mod apply;
 mod http;
+mod in_flight;
 mod saved;
 
 use http::read_answer;
 pub use http::{HttpRequest, HttpResponse, MAX_SEARCH_RESPONSE_BYTES, Method};
+use in_flight::InFlightRequests;
 pub use saved::{Restored, SavedList};
 
 use crate::Error;
@@ -181,19 +182,6 @@ pub struct FullHashQuery {
     /// Its entry among the session's requests in flight.
     id: u64,
 }
-
-/// A full-hash request handed out and not yet completed: what a check of
-/// the same prefixes meanwhile asks again.
-#[derive(Debug)]
-struct InFlight {
-    id: u64,
-    versions: Versions,
-    prefixes: Vec<RequestPrefix>,
-}
-
-/// The most requests in flight remembered (a query the host drops is
-/// never completed: the oldest are forgotten).
-const MAX_IN_FLIGHT: usize = 64;
 
 /// A session's settings. Checked by [`Session::new`].
 #[derive(Debug, Clone)]
@@ -325,10 +313,8 @@ pub struct Session {
     cache: AnswerCache,
     backoff: FullHashBackoff,
     stats: SessionStats,
-    /// Full-hash requests handed out and not completed, oldest first.
-    in_flight: Vec<InFlight>,
-    /// The id of the next one.
-    next_id: u64,
+    /// Full-hash requests handed out and not completed.
+    in_flight: InFlightRequests,
 }
 
 fn invalid(name: &'static str, value: impl ToString) -> Error {
@@ -433,8 +419,7 @@ impl Session {
             cache: AnswerCache::new(config.full_hash_cache_bytes),
             backoff: FullHashBackoff::default(),
             stats: SessionStats::default(),
-            in_flight: Vec::new(),
-            next_id: 0,
+            in_flight: InFlightRequests::default(),
         })
     }
 
@@ -720,7 +705,7 @@ impl Session {
                 .decide(&local, &answers, unready.as_ref())
                 .map(CheckStep::Done);
         }
-        let (plan, extra) = self.plan(&misses, &versions, rng);
+        let (plan, extra) = self.in_flight.plan(&misses, &versions, self.noise_prefixes, rng);
         let Some(plan) = plan else {
             return self
                 .decide(&local, &answers, unready.as_ref())
@@ -744,16 +729,7 @@ impl Session {
             reason: format!("cannot encode request: {e}"),
         })?;
         self.stats.full_hash_requests += 1;
-        let id = self.next_id;
-        self.next_id += 1;
-        if self.in_flight.len() == MAX_IN_FLIGHT {
-            self.in_flight.remove(0);
-        }
-        self.in_flight.push(InFlight {
-            id,
-            versions: versions.clone(),
-            prefixes: plan.prefixes.clone(),
-        });
+        let id = self.in_flight.add(&versions, &plan.prefixes);
         Ok(CheckStep::NeedFullHashes(FullHashQuery {
             request: HttpRequest {
                 method: Method::Post,
@@ -771,71 +747,6 @@ impl Session {
             versions,
             id,
         }))
-    }
-
-    /// The request for the `misses` of a check at `versions`, and the real
-    /// prefixes left out of it (over [`MAX_PREFIXES_PER_REQUEST`]). A miss
-    /// that a request still in flight for the same versions holds is asked
-    /// again with that request's prefixes, noise included: new noise
-    /// around it would show it, by intersection, as the prefix the two
-    /// requests share (the Rust agent waits for the first request instead:
-    /// single flight). The other misses get noise of their own.
-    fn plan(
-        &self,
-        misses: &[RequestPrefix],
-        versions: &Versions,
-        rng: &mut impl Rng,
-    ) -> (Option<PlannedRequest>, Vec<RequestPrefix>) {
-        let mut again: Vec<RequestPrefix> = Vec::new();
-        let mut fresh: Vec<RequestPrefix> = Vec::new();
-        for &p in misses {
-            let holding = self
-                .in_flight
-                .iter()
-                .find(|f| f.versions == *versions && f.prefixes.contains(&p));
-            match holding {
-                Some(f) => {
-                    for q in &f.prefixes {
-                        if !again.contains(q) {
-                            again.push(*q);
-                        }
-                    }
-                }
-                None => fresh.push(p),
-            }
-        }
-        // One plan: a check's prefixes fit one request (`MAX_LISTS`).
-        // Not sized by the lists' buckets (`listed` 0): one URL's few dozen
-        // prefixes are one request, whose answer the routes' bucket limit
-        // already bounds.
-        let mut plans = if fresh.is_empty() {
-            Vec::new()
-        } else {
-            prefix::plan_requests(&fresh, self.noise_prefixes, 0, rng)
-        }
-        .into_iter();
-        let first = plans.next();
-        let extra: Vec<RequestPrefix> = plans.flat_map(|p| p.real).collect();
-        if again.is_empty() {
-            return (first, extra);
-        }
-        let mut prefixes = again;
-        for p in first.map(|f| f.prefixes).unwrap_or_default() {
-            if !prefixes.contains(&p) {
-                prefixes.push(p);
-            }
-        }
-        if prefixes.len() > MAX_PREFIXES_PER_REQUEST {
-            // Not reached by one URL's prefixes; asked anew.
-            let mut plans = prefix::plan_requests(misses, self.noise_prefixes, 0, rng).into_iter();
-            let first = plans.next();
-            return (first, plans.flat_map(|p| p.real).collect());
-        }
-        prefixes.shuffle(rng);
-        let mut real: Vec<RequestPrefix> = misses.iter().copied().filter(|p| !extra.contains(p)).collect();
-        real.sort_unstable();
-        real.dedup();
-        (Some(PlannedRequest { prefixes, real }), extra)
     }
 
     /// The verdict of a check once its [`FullHashQuery`] is answered:
@@ -878,7 +789,7 @@ impl Session {
             versions,
             id,
         } = query;
-        self.in_flight.retain(|f| f.id != id);
+        self.in_flight.complete(id);
         match response.and_then(|r| read_answer(&r, &request.url, now)) {
             Ok(answer) => {
                 self.backoff.on_success();
