@@ -40,7 +40,7 @@ mod zstd_frame;
 pub use api::RequestPrefix;
 pub use canon::{
     AsWrittenUrl, CanonError, CanonicalForm, CanonicalUrl, Expression, Expressions, HashedUrl, HostKind,
-    MAX_EXPRESSIONS, MAX_URL_BYTES, canonicalize, canonicalize_form, full_hashes,
+    MAX_EXPRESSIONS, MAX_URL_BYTES, canonicalize, canonicalize_form, full_hashes, url_text,
 };
 pub use delta::{
     DELTA_CONTEXT, DELTA_MAGIC, DELTA_VERSION, DeltaEnd, DeltaError, DeltaHeader, DeltaParams,

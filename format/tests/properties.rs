@@ -14,7 +14,10 @@
 //! 6. a URL canonicalizes as its browser form does: the serialization of
 //!    the WHATWG URL Standard's parser (the `url` crate, as Chromium's
 //!    `new URL(…).href` writes it), which is what a browser hands a Safe
-//!    Browsing client when a user visits the URL.
+//!    Browsing client when a user visits the URL;
+//! 7. raw bytes written as text by `url_text` (each byte that is not UTF-8
+//!    percent-escaped, as the agent's `&str` APIs take it) canonicalize as
+//!    the bytes do.
 //!
 //! Properties 2–4 are also the body of the `canonicalize` fuzz target
 //! (`blocksieve_format::fuzzing::check_invariants`, run here too), so a fuzz
@@ -23,7 +26,7 @@
 #![allow(clippy::unwrap_used)]
 
 use blocksieve_format::fuzzing::check_invariants;
-use blocksieve_format::{HostKind, MAX_EXPRESSIONS, MAX_URL_BYTES, canonicalize};
+use blocksieve_format::{HostKind, MAX_EXPRESSIONS, MAX_URL_BYTES, canonicalize, url_text};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, RngSeed};
 
@@ -281,6 +284,22 @@ proptest! {
     #[test]
     fn url_shaped_with_raw_bytes(input in url_shaped_bytes()) {
         check(&input)?;
+    }
+
+    /// 7. `url_text` of any bytes canonicalizes as the bytes do.
+    #[test]
+    fn url_text_canonicalizes_as_its_bytes(input in url_shaped_bytes()) {
+        let text = url_text(&input);
+        prop_assert_eq!(canonicalize(text.as_bytes()), canonicalize(&input), "{:?}", text);
+    }
+
+    /// 7. The same behind a scheme, with arbitrary bytes.
+    #[test]
+    fn url_text_of_arbitrary_bytes_canonicalizes_as_its_bytes(tail in prop::collection::vec(any::<u8>(), 0..120)) {
+        let mut input = b"http://".to_vec();
+        input.extend_from_slice(&tail);
+        let text = url_text(&input);
+        prop_assert_eq!(canonicalize(text.as_bytes()), canonicalize(&input), "{:?}", text);
     }
 }
 

@@ -265,14 +265,7 @@ pub fn read_items(bytes: &[u8], format: SourceFormat) -> Result<(Vec<Item>, Vec<
 /// part of valid UTF-8 percent-escaped (the canonicalizer escapes a raw
 /// byte the same way), as the `check` example reads its input.
 fn url_text(bytes: &[u8]) -> String {
-    let mut url = String::with_capacity(bytes.len());
-    for chunk in bytes.utf8_chunks() {
-        url.push_str(chunk.valid());
-        for byte in chunk.invalid() {
-            url.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    url
+    blocksieve_format::url_text(bytes).into_owned()
 }
 
 /// What one check is for.

@@ -226,7 +226,7 @@ typedef struct blocksieve_config {
 // whole by the library (the caller need not initialize it). A check
 // writes a placeholder first, before reading its other arguments, and
 // leaves it when it returns no verdict (a query to send, an error, a
-// refused argument such as a URL that is not UTF-8):
+// refused argument such as a NULL URL):
 // `BLOCKSIEVE_UNVERIFIED` with `block` true and no texts, so that a caller
 // that skips the status never reads "safe".
 typedef struct blocksieve_verdict {
@@ -384,15 +384,17 @@ extern "C" {
 // `http://evil.example/login` for `HTTP://EVIL.example:80/a/../login#x`)
 // into `out` as NUL-terminated text.
 //
-// `url`: `url_len` bytes of UTF-8, not NUL-terminated (a NUL byte is part
-// of the URL). `out`: `out_capacity` bytes; NULL with capacity 0 only asks
+// `url`: `url_len` bytes, not NUL-terminated (a NUL byte is part of the
+// URL); UTF-8, or any bytes: one that is not UTF-8 is read as its
+// percent-escape, as the canonicalizer reads a raw byte (Latin-1 `caf\xe9`
+// is `caf%E9`). `out`: `out_capacity` bytes; NULL with capacity 0 only asks
 // for the length. `*out_len` receives the length of the canonical URL in
 // bytes, without the NUL, whenever the status is `BLOCKSIEVE_OK` or
 // `BLOCKSIEVE_BUFFER_TOO_SMALL`; the buffer needs `*out_len + 1` bytes.
 //
 // Returns `BLOCKSIEVE_OK`, `BLOCKSIEVE_INVALID_URL` (no host, or over 2 MiB),
 // `BLOCKSIEVE_BUFFER_TOO_SMALL`, or `BLOCKSIEVE_INVALID_ARGUMENT` (NULL
-// `url` or `out_len`, NULL `out` with a capacity, `url` not UTF-8).
+// `url` or `out_len`, NULL `out` with a capacity).
 //
 // Thread-safety: any thread, concurrently; no I/O, no shared state.
 //
@@ -427,8 +429,8 @@ enum blocksieve_status blocksieve_expressions(const char *url,
 // Writes the full hashes (SHA-256, 32 bytes each) of a URL's expressions,
 // in the order of `blocksieve_expressions`, one after another into `out`.
 //
-// `url`: `url_len` bytes of UTF-8. `out`: `out_capacity` bytes; NULL with
-// capacity 0 only asks for the length. `*out_len` receives the length of
+// `url`: `url_len` bytes, read as by `blocksieve_canonicalize`. `out`:
+// `out_capacity` bytes; NULL with capacity 0 only asks for the length. `*out_len` receives the length of
 // the hashes in bytes (32 × the number of expressions, at most 960)
 // whenever the status is `BLOCKSIEVE_OK` or `BLOCKSIEVE_BUFFER_TOO_SMALL`.
 //
@@ -573,7 +575,8 @@ enum blocksieve_status blocksieve_agent_update(const struct blocksieve_agent *ag
 // for an update round (waited for up to the request timeout) and the
 // request again.
 //
-// `url`: `url_len` bytes of UTF-8. `*out_verdict` receives the verdict
+// `url`: `url_len` bytes, read as by `blocksieve_canonicalize` (a byte
+// that is not UTF-8 as its percent-escape). `*out_verdict` receives the verdict
 // (kind, stale, block, full hash, text lengths) whenever the status is
 // `BLOCKSIEVE_OK` or `BLOCKSIEVE_BUFFER_TOO_SMALL`, and otherwise (any
 // other status, a refused argument included) the placeholder
@@ -819,7 +822,7 @@ enum blocksieve_status blocksieve_session_handle_update_failure(const struct blo
 // `blocksieve_verdict`). A
 // prefix hit alone is never `BLOCKSIEVE_UNSAFE`.
 //
-// `url`: `url_len` bytes of UTF-8. `now_ms`: the time, Unix
+// `url`: `url_len` bytes, read as by `blocksieve_canonicalize`. `now_ms`: the time, Unix
 // milliseconds. `seed`: `BLOCKSIEVE_SEED_BYTES` (32) bytes from a
 // cryptographically secure generator (`getrandom`, `arc4random_buf`,
 // `SecRandomCopyBytes`, `BCryptGenRandom`), fresh for every call: they

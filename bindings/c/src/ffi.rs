@@ -66,20 +66,19 @@ unsafe fn bytes<'a>(ptr: *const u8, len: usize, what: &str) -> Result<&'a [u8], 
     Ok(unsafe { std::slice::from_raw_parts(ptr, len) })
 }
 
-/// The caller's `len` bytes at `ptr` as UTF-8 text.
+/// The caller's URL, `len` bytes at `ptr`: UTF-8 as it is, else each byte
+/// that is not part of valid UTF-8 percent-escaped
+/// ([`blocksieve_format::url_text`]), as the canonicalizer escapes a raw
+/// byte: a URL in Latin-1 bytes (as a proxy may see a request line) is
+/// checked as a browser would send it, never refused.
 ///
 /// # Safety
 ///
 /// As for [`bytes`].
-unsafe fn text<'a>(ptr: *const c_char, len: usize, what: &str) -> Result<&'a str, Failure> {
+unsafe fn url_arg<'a>(ptr: *const c_char, len: usize) -> Result<std::borrow::Cow<'a, str>, Failure> {
     // SAFETY: the caller's guarantee, passed on.
-    let raw = unsafe { bytes(ptr.cast::<u8>(), len, what) }?;
-    std::str::from_utf8(raw).map_err(|e| {
-        Failure::argument(format!(
-            "{what} is not utf-8: invalid byte at offset {}",
-            e.valid_up_to()
-        ))
-    })
+    let raw = unsafe { bytes(ptr.cast::<u8>(), len, "url") }?;
+    Ok(blocksieve_format::url_text(raw))
 }
 
 /// The caller's NUL-terminated UTF-8 string at `ptr`.
@@ -238,7 +237,7 @@ struct VerdictOut {
 /// Writes the placeholder ([`blocksieve_verdict::PLACEHOLDER`]) to
 /// `verdict` when it is a usable pointer: the first thing a check does,
 /// before reading its other arguments, so that a check refusing any of them
-/// (a URL that is not UTF-8, a NULL handle, seed or query) leaves
+/// (a NULL handle, URL, seed or query) leaves
 /// "unverified, block" there, never the "safe" of a zeroed struct.
 ///
 /// # Safety
@@ -339,9 +338,9 @@ unsafe fn text_result(
     f: fn(&str) -> Result<String, Failure>,
 ) -> Result<(), Failure> {
     // SAFETY: the caller's guarantee on `url`, passed on.
-    let url = unsafe { text(url, url_len, "url") }?;
+    let url = unsafe { url_arg(url, url_len) }?;
     let out = TextOut::new(out, out_capacity, out_len, what)?;
-    let result = f(url)?;
+    let result = f(&url)?;
     // SAFETY: the caller's guarantee on the buffers, passed on.
     unsafe { out.write(&result) }
 }
@@ -350,15 +349,17 @@ unsafe fn text_result(
 /// `http://evil.example/login` for `HTTP://EVIL.example:80/a/../login#x`)
 /// into `out` as NUL-terminated text.
 ///
-/// `url`: `url_len` bytes of UTF-8, not NUL-terminated (a NUL byte is part
-/// of the URL). `out`: `out_capacity` bytes; NULL with capacity 0 only asks
+/// `url`: `url_len` bytes, not NUL-terminated (a NUL byte is part of the
+/// URL); UTF-8, or any bytes: one that is not UTF-8 is read as its
+/// percent-escape, as the canonicalizer reads a raw byte (Latin-1 `caf\xe9`
+/// is `caf%E9`). `out`: `out_capacity` bytes; NULL with capacity 0 only asks
 /// for the length. `*out_len` receives the length of the canonical URL in
 /// bytes, without the NUL, whenever the status is `BLOCKSIEVE_OK` or
 /// `BLOCKSIEVE_BUFFER_TOO_SMALL`; the buffer needs `*out_len + 1` bytes.
 ///
 /// Returns `BLOCKSIEVE_OK`, `BLOCKSIEVE_INVALID_URL` (no host, or over 2 MiB),
 /// `BLOCKSIEVE_BUFFER_TOO_SMALL`, or `BLOCKSIEVE_INVALID_ARGUMENT` (NULL
-/// `url` or `out_len`, NULL `out` with a capacity, `url` not UTF-8).
+/// `url` or `out_len`, NULL `out` with a capacity).
 ///
 /// Thread-safety: any thread, concurrently; no I/O, no shared state.
 ///
@@ -429,8 +430,8 @@ pub unsafe extern "C" fn blocksieve_expressions(
 /// Writes the full hashes (SHA-256, 32 bytes each) of a URL's expressions,
 /// in the order of `blocksieve_expressions`, one after another into `out`.
 ///
-/// `url`: `url_len` bytes of UTF-8. `out`: `out_capacity` bytes; NULL with
-/// capacity 0 only asks for the length. `*out_len` receives the length of
+/// `url`: `url_len` bytes, read as by `blocksieve_canonicalize`. `out`:
+/// `out_capacity` bytes; NULL with capacity 0 only asks for the length. `*out_len` receives the length of
 /// the hashes in bytes (32 × the number of expressions, at most 960)
 /// whenever the status is `BLOCKSIEVE_OK` or `BLOCKSIEVE_BUFFER_TOO_SMALL`.
 ///
@@ -452,14 +453,14 @@ pub unsafe extern "C" fn blocksieve_full_hashes(
 ) -> blocksieve_status {
     entry(|| {
         // SAFETY: the caller's guarantee on `url`, passed on.
-        let url = unsafe { text(url, url_len, "url") }?;
+        let url = unsafe { url_arg(url, url_len) }?;
         if out.is_null() && out_capacity != 0 {
             return Err(Failure::argument(format!(
                 "full hashes buffer is NULL but its capacity is {out_capacity}"
             )));
         }
         let out_len = out_ptr(out_len, "length out-parameter")?;
-        let hashes = crate::sansio::full_hashes(url)?;
+        let hashes = crate::sansio::full_hashes(&url)?;
         // SAFETY: non-NULL and aligned (checked), writable by the caller's
         // guarantee.
         unsafe { out_len.write(hashes.len()) };
@@ -714,7 +715,8 @@ pub unsafe extern "C" fn blocksieve_agent_update(agent: *const blocksieve_agent)
 /// for an update round (waited for up to the request timeout) and the
 /// request again.
 ///
-/// `url`: `url_len` bytes of UTF-8. `*out_verdict` receives the verdict
+/// `url`: `url_len` bytes, read as by `blocksieve_canonicalize` (a byte
+/// that is not UTF-8 as its percent-escape). `*out_verdict` receives the verdict
 /// (kind, stale, block, full hash, text lengths) whenever the status is
 /// `BLOCKSIEVE_OK` or `BLOCKSIEVE_BUFFER_TOO_SMALL`, and otherwise (any
 /// other status, a refused argument included) the placeholder
@@ -757,11 +759,11 @@ pub unsafe extern "C" fn blocksieve_agent_check(
         // SAFETY: the caller's guarantee, passed on.
         let handle = unsafe { handle(agent) }?;
         // SAFETY: the caller's guarantee on `url`, passed on.
-        let url = unsafe { text(url, url_len, "url") }?;
+        let url = unsafe { url_arg(url, url_len) }?;
         // SAFETY: the caller's guarantee on `out_verdict`, passed on.
         let out =
             unsafe { VerdictOut::new(out_verdict, list, list_capacity, expression, expression_capacity) }?;
-        let answer = handle.check(url)?;
+        let answer = handle.check(&url)?;
         // SAFETY: the caller's guarantee on the buffers, passed on.
         unsafe { out.write(&answer) }
     })
@@ -1363,7 +1365,7 @@ pub unsafe extern "C" fn blocksieve_session_handle_update_failure(
 /// `blocksieve_verdict`). A
 /// prefix hit alone is never `BLOCKSIEVE_UNSAFE`.
 ///
-/// `url`: `url_len` bytes of UTF-8. `now_ms`: the time, Unix
+/// `url`: `url_len` bytes, read as by `blocksieve_canonicalize`. `now_ms`: the time, Unix
 /// milliseconds. `seed`: `BLOCKSIEVE_SEED_BYTES` (32) bytes from a
 /// cryptographically secure generator (`getrandom`, `arc4random_buf`,
 /// `SecRandomCopyBytes`, `BCryptGenRandom`), fresh for every call: they
@@ -1409,14 +1411,14 @@ pub unsafe extern "C" fn blocksieve_session_check(
         // SAFETY: the caller's guarantee, passed on.
         let handle = unsafe { session_handle(session) }?;
         // SAFETY: the caller's guarantee on `url`, passed on.
-        let url = unsafe { text(url, url_len, "url") }?;
+        let url = unsafe { url_arg(url, url_len) }?;
         // SAFETY: the caller's guarantee on `seed`, passed on.
         let seed = unsafe { self::seed(seed) }?;
         let now = crate::session::time(now_ms)?;
         // SAFETY: the caller's guarantee on `out_verdict`, passed on.
         let out =
             unsafe { VerdictOut::new(out_verdict, list, list_capacity, expression, expression_capacity) }?;
-        match handle.check(url, now, seed)? {
+        match handle.check(&url, now, seed)? {
             // SAFETY: the caller's guarantee on the buffers, passed on.
             Step::Done(answer) => unsafe { out.write(&answer) },
             Step::Query(query) => {

@@ -99,7 +99,7 @@ pub enum blocksieve_verdict_kind {
 /// whole by the library (the caller need not initialize it). A check
 /// writes a placeholder first, before reading its other arguments, and
 /// leaves it when it returns no verdict (a query to send, an error, a
-/// refused argument such as a URL that is not UTF-8):
+/// refused argument such as a NULL URL):
 /// `BLOCKSIEVE_UNVERIFIED` with `block` true and no texts, so that a caller
 /// that skips the status never reads "safe".
 #[repr(C)]

@@ -103,19 +103,14 @@ fn buffer_too_small_reports_the_length_and_writes_an_empty_string() {
 }
 
 #[test]
-fn null_and_non_utf8_inputs_are_invalid_arguments() {
+fn null_inputs_are_invalid_arguments() {
     let mut buf = [0 as c_char; 64];
     let mut len = 0;
     // SAFETY: NULL is what is tested; the rest is valid.
     let status = unsafe { blocksieve_canonicalize(std::ptr::null(), 3, buf.as_mut_ptr(), 64, &mut len) };
     assert_eq!(status, BLOCKSIEVE_INVALID_ARGUMENT);
     assert_eq!(last_error(), "url is NULL");
-    let url = b"http://a.example/\xff";
-    // SAFETY: valid pointers; the bytes are not UTF-8.
-    let status =
-        unsafe { blocksieve_expressions(url.as_ptr().cast(), url.len(), buf.as_mut_ptr(), 64, &mut len) };
-    assert_eq!(status, BLOCKSIEVE_INVALID_ARGUMENT);
-    assert_eq!(last_error(), "url is not utf-8: invalid byte at offset 17");
+    let url = b"http://a.example/x";
     // SAFETY: a NULL length out-parameter is what is tested.
     let status = unsafe {
         blocksieve_full_hashes(
@@ -141,6 +136,50 @@ fn null_and_non_utf8_inputs_are_invalid_arguments() {
     // SAFETY: freeing NULL does nothing.
     let status = unsafe { blocksieve_agent_free(std::ptr::null_mut()) };
     assert_eq!(status, BLOCKSIEVE_OK);
+}
+
+/// A URL that is not UTF-8 (Latin-1 bytes, as a proxy may see a request
+/// line) is read with each such byte percent-escaped, as the
+/// canonicalizer reads a raw byte: it was refused (`INVALID_ARGUMENT`),
+/// and a host that lets an error through let a listed URL through.
+#[test]
+fn a_url_that_is_not_utf8_is_read_with_its_bytes_escaped() {
+    let canonical = |url: &[u8]| {
+        let mut buf = [0 as c_char; 64];
+        let mut len = 0;
+        // SAFETY: valid pointers and lengths.
+        let status = unsafe {
+            blocksieve_canonicalize(url.as_ptr().cast(), url.len(), buf.as_mut_ptr(), 64, &mut len)
+        };
+        assert_eq!(status, BLOCKSIEVE_OK, "{}", last_error());
+        // SAFETY: NUL-terminated by the call.
+        unsafe { CStr::from_ptr(buf.as_ptr()) }
+            .to_str()
+            .unwrap()
+            .to_owned()
+    };
+    assert_eq!(
+        canonical(b"http://a.example/caf\xe9?\xff"),
+        "http://a.example/caf%E9?%FF"
+    );
+    assert_eq!(
+        canonical(b"http://a.example/caf\xe9"),
+        canonical(b"http://a.example/caf%E9")
+    );
+    let hashes = |url: &[u8]| {
+        let mut out = [0u8; 960];
+        let mut len = 0;
+        // SAFETY: valid pointers and lengths.
+        let status = unsafe {
+            blocksieve_full_hashes(url.as_ptr().cast(), url.len(), out.as_mut_ptr(), 960, &mut len)
+        };
+        assert_eq!(status, BLOCKSIEVE_OK, "{}", last_error());
+        out[..len].to_vec()
+    };
+    assert_eq!(
+        hashes(b"http://a.example/caf\xe9"),
+        hashes(b"http://a.example/caf%E9")
+    );
 }
 
 #[test]
@@ -1068,9 +1107,8 @@ fn the_session_api_refuses_misuse_without_reading_it() {
 }
 
 /// Every check that returns no verdict leaves the placeholder (unverified,
-/// block) in `*out_verdict`, whichever argument it refused: a URL that is
-/// not UTF-8 (raw Latin-1 bytes of a listed URL, as a proxy may see them),
-/// a NULL handle, seed or query. A zeroed struct reads "safe, do not
+/// block) in `*out_verdict`, whichever argument it refused: a NULL handle,
+/// URL, seed or query. A zeroed struct reads "safe, do not
 /// block" to a caller that skips the status.
 #[test]
 fn a_check_refusing_an_argument_leaves_the_placeholder_never_a_zeroed_safe() {
@@ -1083,7 +1121,7 @@ fn a_check_refusing_an_argument_leaves_the_placeholder_never_a_zeroed_safe() {
             "{what}"
         );
     };
-    let not_utf8 = b"http://evil.example/caf\xe9";
+    let good = b"http://evil.example/caf";
 
     // The agent handle: a URL that is not UTF-8, and a NULL handle.
     let key = golden_key();
@@ -1105,17 +1143,18 @@ fn a_check_refusing_an_argument_leaves_the_placeholder_never_a_zeroed_safe() {
     // SAFETY: `config` holds valid strings; `agent` is writable.
     let status = unsafe { blocksieve_agent_new(&config, &mut agent) };
     assert_eq!(status, BLOCKSIEVE_OK, "{}", last_error());
-    for (handle, what) in [
-        (agent.cast_const(), "agent, url not utf-8"),
-        (std::ptr::null(), "NULL agent"),
+    for (handle, url, what) in [
+        (agent.cast_const(), std::ptr::null(), "agent, NULL url"),
+        (std::ptr::null(), good.as_ptr(), "NULL agent"),
     ] {
         let mut verdict = MaybeUninit::<blocksieve_verdict>::zeroed();
-        // SAFETY: a live handle or NULL, the URL's bytes, a writable verdict.
+        // SAFETY: a live handle or NULL, the URL's bytes or NULL, a
+        // writable verdict.
         let status = unsafe {
             blocksieve_agent_check(
                 handle,
-                not_utf8.as_ptr().cast(),
-                not_utf8.len(),
+                url.cast(),
+                good.len(),
                 verdict.as_mut_ptr(),
                 std::ptr::null_mut(),
                 0,
@@ -1129,7 +1168,7 @@ fn a_check_refusing_an_argument_leaves_the_placeholder_never_a_zeroed_safe() {
     // SAFETY: the live handle, freed once.
     assert_eq!(unsafe { blocksieve_agent_free(agent) }, BLOCKSIEVE_OK);
 
-    // The session: a URL that is not UTF-8, then a NULL seed.
+    // The session: a NULL URL, then a NULL seed.
     let key = golden_key();
     let keys = [key.as_ptr()];
     let lists = [c"phishing".as_ptr()];
@@ -1138,17 +1177,17 @@ fn a_check_refusing_an_argument_leaves_the_placeholder_never_a_zeroed_safe() {
     respond(session, request, 200, &golden_snapshot());
     free_request(request);
     for (url, seed, what) in [
-        (&not_utf8[..], SEED.as_ptr(), "session, url not utf-8"),
-        (GOLDEN_LISTED.as_bytes(), std::ptr::null(), "session, NULL seed"),
+        (std::ptr::null(), SEED.as_ptr(), "session, NULL url"),
+        (GOLDEN_LISTED.as_ptr(), std::ptr::null(), "session, NULL seed"),
     ] {
         let mut verdict = MaybeUninit::<blocksieve_verdict>::zeroed();
         let mut query = std::ptr::null_mut();
-        // SAFETY: a live session, the URL's bytes, writable outputs.
+        // SAFETY: a live session, the URL's bytes or NULL, writable outputs.
         let status = unsafe {
             blocksieve_session_check(
                 session,
-                url.as_ptr().cast(),
-                url.len(),
+                url.cast(),
+                GOLDEN_LISTED.len(),
                 NOW_MS,
                 seed,
                 verdict.as_mut_ptr(),

@@ -263,14 +263,8 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
 /// canonicalizer escapes a raw byte so, where replacing it with U+FFFD
 /// would check another URL (a Latin-1 `caf\xe9` is `caf%E9`).
 fn url_from_line(line: &[u8]) -> String {
-    let mut url = String::with_capacity(line.len());
-    for chunk in line.utf8_chunks() {
-        url.push_str(chunk.valid());
-        for byte in chunk.invalid() {
-            url.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    url.trim_matches(|c: char| c.is_whitespace() || c == '\u{feff}')
+    blocksieve_format::url_text(line)
+        .trim_matches(|c: char| c.is_whitespace() || c == '\u{feff}')
         .to_owned()
 }
 

@@ -250,6 +250,34 @@ pub fn canonicalize(input: impl AsRef<[u8]>) -> Result<CanonicalUrl, CanonError>
     canonicalize_bytes(input.as_ref())
 }
 
+/// `bytes` as URL text for an API that takes `&str` (the agent's
+/// checks): each byte that is not part of valid UTF-8 percent-escaped,
+/// as [`canonicalize`] escapes a raw byte, so the text canonicalizes as
+/// the bytes do (a Latin-1 `caf\xe9` is `caf%E9`; replacing the byte with
+/// U+FFFD would check another URL). Borrowed when `bytes` are UTF-8.
+///
+/// ```
+/// use blocksieve_format::{canonicalize, url_text};
+/// let raw = b"http://evil.example/caf\xe9";
+/// assert_eq!(url_text(raw), "http://evil.example/caf%E9");
+/// assert_eq!(canonicalize(url_text(raw).as_bytes()), canonicalize(raw));
+/// ```
+pub fn url_text(bytes: &[u8]) -> std::borrow::Cow<'_, str> {
+    if let Ok(text) = std::str::from_utf8(bytes) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut url = String::with_capacity(bytes.len() + 8);
+    for chunk in bytes.utf8_chunks() {
+        url.push_str(chunk.valid());
+        for byte in chunk.invalid() {
+            url.push('%');
+            url.push(char::from(b"0123456789ABCDEF"[usize::from(byte >> 4)]));
+            url.push(char::from(b"0123456789ABCDEF"[usize::from(byte & 15)]));
+        }
+    }
+    std::borrow::Cow::Owned(url)
+}
+
 fn canonicalize_bytes(input: &[u8]) -> Result<CanonicalUrl, CanonError> {
     check_length(input)?;
     if let Some(url) = canonicalize_common(input) {
