@@ -1002,7 +1002,7 @@ fn the_session_api_refuses_misuse_without_reading_it() {
     let status = unsafe { blocksieve_request_url(request, &mut url) };
     assert_eq!(status, BLOCKSIEVE_INVALID_ARGUMENT);
 
-    // Checks before any snapshot, of bytes that are not UTF-8, with no seed.
+    // Checks before any snapshot, of a NULL URL, with no seed.
     let (status, verdict, query) = session_check(session, GOLDEN_LISTED);
     assert_eq!(status, BLOCKSIEVE_NOT_READY);
     assert!(query.is_null());
@@ -1014,13 +1014,12 @@ fn the_session_api_refuses_misuse_without_reading_it() {
     );
     let mut verdict = MaybeUninit::<blocksieve_verdict>::zeroed();
     let mut query = std::ptr::dangling_mut::<blocksieve_query>();
-    let not_utf8 = b"http://a.example/\xff";
-    // SAFETY: valid pointers and lengths throughout.
+    // SAFETY: valid pointers and lengths throughout, but a NULL URL.
     let status = unsafe {
         blocksieve_session_check(
             session,
-            not_utf8.as_ptr().cast(),
-            not_utf8.len(),
+            std::ptr::null(),
+            GOLDEN_LISTED.len(),
             NOW_MS,
             SEED.as_ptr(),
             verdict.as_mut_ptr(),
