@@ -61,8 +61,11 @@ pub(crate) struct Confirmer {
     /// The subscribed lists: full hashes listed on others are dropped. The
     /// one copy of each name, shared by every cached answer.
     lists: Vec<Arc<str>>,
-    /// Random prefixes added to each request.
+    /// Noise prefixes added to each request.
     noise_prefixes: usize,
+    /// This agent's noise key: each real prefix's noise the same every
+    /// time it is asked ([`prefix::NoiseKey`]).
+    noise_key: prefix::NoiseKey,
     /// Answers by request prefix, misses included, for their cache
     /// duration, while the snapshot versions stay the same.
     cache: Mutex<AnswerCache>,
@@ -87,6 +90,7 @@ impl Confirmer {
         Self {
             lists: lists.iter().map(|l| Arc::from(l.as_str())).collect(),
             noise_prefixes,
+            noise_key: shared.with_rng(prefix::NoiseKey::new),
             cache: Mutex::new(AnswerCache::new(cache_bytes)),
             in_flight: Mutex::new(HashMap::new()),
             backoff: Mutex::new(FullHashBackoff::default()),
@@ -232,7 +236,9 @@ impl Confirmer {
     ) -> HashMap<RequestPrefix, Answer> {
         let mut plans: VecDeque<PlannedRequest> = self
             .shared
-            .with_rng(|rng| prefix::plan_requests(&prefixes, self.noise_prefixes, listed, rng))
+            .with_rng(|rng| {
+                prefix::plan_requests(&prefixes, self.noise_prefixes, listed, &self.noise_key, rng)
+            })
             .into();
         let mut answers = HashMap::with_capacity(prefixes.len());
         while let Some(plan) = plans.pop_front() {

@@ -14,9 +14,13 @@
 //!   hit ([`LocalLookup::request_prefix_of`]): the answer must hold every
 //!   list's bucket, and under a shorter prefix than it advertises a large
 //!   list's bucket can exceed what the publisher serves at once.
-//! * Every request also carries `noise` random prefixes, with lengths drawn
-//!   from the real ones so they look alike, and the whole set is shuffled:
-//!   the publisher cannot tell which prefixes the client cares about.
+//! * Every request also carries `noise` prefixes, with lengths drawn from
+//!   the real ones so they look alike, and the whole set is shuffled: the
+//!   publisher cannot tell which prefixes the client cares about. Each
+//!   real prefix's noise is its own and the same every time the client
+//!   asks it ([`NoiseKey`]): drawn anew for each request, a prefix asked
+//!   twice (its cached answer expired, a retry, the page visited again)
+//!   would be the one both requests share.
 //! * Never the URL, never an expression, never a full hash.
 //! * In the answer, a full hash that does not start with the requested
 //!   prefix it is listed under is ignored: it cannot be about anything the
@@ -68,6 +72,44 @@ pub fn random_prefix(bits: u8, rng: &mut impl Rng) -> Option<RequestPrefix> {
     request_prefix(&FullHash(hash), bits)
 }
 
+/// A client's secret for its noise prefixes: each real prefix's noise is
+/// derived from it and the prefix (SHA-256, [`NoiseKey::companion`]), so a
+/// prefix asked again carries the same noise, which the publisher cannot
+/// tell from real prefixes without the key, and another client's noise
+/// for the same prefix differs. Drawn once per agent or session, from its
+/// random generator.
+#[derive(Clone, PartialEq, Eq)]
+pub struct NoiseKey([u8; 32]);
+
+impl std::fmt::Debug for NoiseKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("NoiseKey(..)")
+    }
+}
+
+impl NoiseKey {
+    /// A new key from `rng` (a cryptographically secure one: the noise is
+    /// only as unpredictable as the key).
+    pub fn new(rng: &mut impl Rng) -> Self {
+        Self(rng.r#gen())
+    }
+
+    /// The `n`th noise prefix of `real`: the first `real.bits()` bits of
+    /// SHA-256 over a context string, the key, the real prefix's length and
+    /// bits, and `n`.
+    pub fn companion(&self, real: RequestPrefix, n: u32) -> RequestPrefix {
+        let mut input = [0u8; 24 + 32 + 1 + 4 + 4];
+        input[..24].copy_from_slice(b"blocksieve noise prefix\0");
+        input[24..56].copy_from_slice(&self.0);
+        input[56] = real.bits();
+        input[57..61].copy_from_slice(&real.range32().0.to_be_bytes());
+        input[61..].copy_from_slice(&n.to_be_bytes());
+        let hash = FullHash::of(&input);
+        // A real prefix's length is valid: so is the companion's.
+        request_prefix(&hash, real.bits()).unwrap_or(real)
+    }
+}
+
 /// One planned full-hash request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PlannedRequest {
@@ -103,10 +145,16 @@ pub const PLANNED_ANSWER_MATCHES: f64 = (MAX_ANSWER_MATCHES / 4) as f64;
 
 /// Plans the full-hash requests for the `real` prefixes (duplicates are
 /// sent once): chunks of at most [`MAX_PREFIXES_PER_REQUEST`] prefixes,
-/// each with `noise` random prefixes added and shuffled. No request for no
-/// real prefix. Noise never repeats a real prefix or another noise prefix
-/// of the same request; when the prefix space is too small for that (many
-/// 8-bit prefixes), fewer noise prefixes are sent.
+/// each with `noise` noise prefixes added and shuffled. No request for no
+/// real prefix. The noise is `key`'s companions of the chunk's real
+/// prefixes, in turn (a chunk of one real prefix, a URL check's usual
+/// request, carries its first `noise`; a chunk of several, the first few
+/// of each): the same each time a prefix is asked, so that two requests
+/// for it share nothing the first one did not already show. Noise never
+/// repeats a real prefix or another noise prefix of the same request (a
+/// colliding companion is passed over for the next); when the prefix
+/// space is too small for that (many 8-bit prefixes), fewer noise
+/// prefixes are sent.
 ///
 /// `listed` is how many full hashes the subscribed lists hold together: a
 /// `b`-bit prefix's answer holds about `listed / 2^b` of them, and a chunk
@@ -120,6 +168,7 @@ pub fn plan_requests(
     real: &[RequestPrefix],
     noise: usize,
     listed: u64,
+    key: &NoiseKey,
     rng: &mut impl Rng,
 ) -> Vec<PlannedRequest> {
     let unique: Vec<RequestPrefix> = real
@@ -155,16 +204,16 @@ pub fn plan_requests(
         .map(|chunk| {
             let mut taken: BTreeSet<RequestPrefix> = chunk.iter().copied().collect();
             let mut prefixes = chunk.to_vec();
-            for _ in 0..noise {
+            // The next companion of each real prefix.
+            let mut next = vec![0u32; chunk.len()];
+            for slot in 0..noise {
+                let i = slot % chunk.len();
                 // A few tries per noise prefix: only a crowded 8-bit space
                 // can make them all collide.
                 for _ in 0..16 {
-                    let bits = chunk
-                        .choose(rng)
-                        .map_or(blocksieve_format::api::MAX_REQUEST_PREFIX_BITS, |p| p.bits());
-                    if let Some(p) = random_prefix(bits, rng)
-                        && taken.insert(p)
-                    {
+                    let p = key.companion(chunk[i], next[i]);
+                    next[i] += 1;
+                    if taken.insert(p) {
                         prefixes.push(p);
                         break;
                     }
@@ -502,7 +551,7 @@ mod tests {
         ];
         let mut first_positions = BTreeSet::new();
         for _ in 0..50 {
-            let plans = plan_requests(&real, 4, 0, &mut rng);
+            let plans = plan_requests(&real, 4, 0, &NoiseKey::new(&mut rng), &mut rng);
             assert_eq!(plans.len(), 1);
             let plan = &plans[0];
             assert_eq!(plan.real.len(), 2);
@@ -521,7 +570,43 @@ mod tests {
             first_positions.len() > 3,
             "real prefixes are shuffled: {first_positions:?}"
         );
-        assert!(plan_requests(&[], 4, 0, &mut rng).is_empty());
+        assert!(plan_requests(&[], 4, 0, &NoiseKey::new(&mut rng), &mut rng).is_empty());
+    }
+
+    /// A prefix asked again (its answer expired, a retry, another visit)
+    /// carries the same noise: with noise drawn anew, the real prefix was
+    /// the one both requests shared. Another client's noise differs, and
+    /// a request for several real prefixes carries the first companions
+    /// of each.
+    #[test]
+    fn a_prefix_asked_again_carries_the_same_noise() {
+        let mut rng = StdRng::seed_from_u64(6);
+        let key = NoiseKey::new(&mut rng);
+        let a = rp(&FullHash::of(b"a/"), 16);
+        let b = rp(&FullHash::of(b"b/"), 16);
+        let sent = |real: &[RequestPrefix], key: &NoiseKey, rng: &mut StdRng| -> BTreeSet<RequestPrefix> {
+            let plans = plan_requests(real, 4, 0, key, rng);
+            assert_eq!(plans.len(), 1);
+            plans[0].prefixes.iter().copied().collect()
+        };
+        let first = sent(&[a], &key, &mut rng);
+        assert_eq!(first.len(), 5);
+        for _ in 0..20 {
+            assert_eq!(sent(&[a], &key, &mut rng), first);
+        }
+        // Noise looks like the real prefix: its length.
+        assert!(first.iter().all(|p| p.bits() == 16));
+        let other = sent(&[a], &NoiseKey::new(&mut rng), &mut rng);
+        assert_eq!(first.intersection(&other).collect::<Vec<_>>(), [&a]);
+        // With b beside it, a brings its first two companions, which a
+        // request for a alone also carried: the two requests share a and
+        // those two, not a alone.
+        let both = sent(&[a, b], &key, &mut rng);
+        assert_eq!(both.len(), 6);
+        let shared: Vec<_> = first.intersection(&both).collect();
+        assert_eq!(shared.len(), 3, "{shared:?}");
+        assert!(shared.contains(&&a));
+        assert_eq!(format!("{key:?}"), "NoiseKey(..)");
     }
 
     #[test]
@@ -530,7 +615,7 @@ mod tests {
         let real: Vec<RequestPrefix> = (0..2_500u32)
             .map(|i| rp(&FullHash::of(&i.to_be_bytes()), 32))
             .collect();
-        let plans = plan_requests(&real, 4, 0, &mut rng);
+        let plans = plan_requests(&real, 4, 0, &NoiseKey::new(&mut rng), &mut rng);
         assert_eq!(plans.len(), 3);
         assert!(plans.iter().all(|p| p.prefixes.len() <= MAX_PREFIXES_PER_REQUEST));
         assert_eq!(plans.iter().map(|p| p.real.len()).sum::<usize>(), 2_500);
@@ -554,7 +639,7 @@ mod tests {
             })
             .collect();
         for (listed, requests) in [(0u64, 2), (1 << 16, 2), (1 << 23, 9)] {
-            let plans = plan_requests(&real, 4, listed, &mut rng);
+            let plans = plan_requests(&real, 4, listed, &NoiseKey::new(&mut rng), &mut rng);
             assert_eq!(plans.len(), requests, "{listed}");
             assert_eq!(plans.iter().map(|p| p.real.len()).sum::<usize>(), 1_000);
             for plan in &plans {
@@ -564,7 +649,7 @@ mod tests {
         }
         // A bucket over the whole budget is still asked for, one real
         // prefix a request.
-        let plans = plan_requests(&real[..3], 4, 1 << 40, &mut rng);
+        let plans = plan_requests(&real[..3], 4, 1 << 40, &NoiseKey::new(&mut rng), &mut rng);
         assert_eq!(plans.len(), 3);
         assert!(plans.iter().all(|p| p.real.len() == 1));
     }
@@ -575,7 +660,7 @@ mod tests {
         let real: Vec<RequestPrefix> = (0..10u32)
             .map(|i| rp(&FullHash::of(&i.to_be_bytes()), 32))
             .collect();
-        let plan = plan_requests(&real, 4, 0, &mut rng).remove(0);
+        let plan = plan_requests(&real, 4, 0, &NoiseKey::new(&mut rng), &mut rng).remove(0);
         let [a, b] = plan.halves();
         assert_eq!((a.prefixes.len(), b.prefixes.len()), (7, 7));
         assert_eq!([a.prefixes.clone(), b.prefixes.clone()].concat(), plan.prefixes);
@@ -605,7 +690,7 @@ mod tests {
                 rp(&FullHash(h), 8)
             })
             .collect();
-        let plans = plan_requests(&real, 4, 0, &mut rng);
+        let plans = plan_requests(&real, 4, 0, &NoiseKey::new(&mut rng), &mut rng);
         assert_eq!(plans[0].prefixes.len(), 256);
     }
 

@@ -7,7 +7,7 @@ use rand::Rng;
 use rand::seq::SliceRandom;
 
 use crate::confirm::Versions;
-use crate::prefix::{self, PlannedRequest, RequestPrefix};
+use crate::prefix::{self, NoiseKey, PlannedRequest, RequestPrefix};
 
 /// A full-hash request handed out and not yet completed: what a check of
 /// the same prefixes meanwhile asks again.
@@ -29,6 +29,9 @@ pub(super) struct InFlightRequests {
     requests: Vec<InFlight>,
     /// The id of the next one.
     next_id: u64,
+    /// The session's noise key, drawn from the first generator a check
+    /// gives ([`NoiseKey`]: each real prefix's noise the same every time).
+    key: Option<NoiseKey>,
 }
 
 impl InFlightRequests {
@@ -61,12 +64,13 @@ impl InFlightRequests {
     /// requests share (the Rust agent waits for the first request instead:
     /// single flight). The other misses get noise of their own.
     pub(super) fn plan(
-        &self,
+        &mut self,
         misses: &[RequestPrefix],
         versions: &Versions,
         noise: usize,
         rng: &mut impl Rng,
     ) -> (Option<PlannedRequest>, Vec<RequestPrefix>) {
+        let key = self.key.get_or_insert_with(|| NoiseKey::new(rng)).clone();
         let mut again: Vec<RequestPrefix> = Vec::new();
         let mut fresh: Vec<RequestPrefix> = Vec::new();
         for &p in misses {
@@ -92,7 +96,7 @@ impl InFlightRequests {
         let mut plans = if fresh.is_empty() {
             Vec::new()
         } else {
-            prefix::plan_requests(&fresh, noise, 0, rng)
+            prefix::plan_requests(&fresh, noise, 0, &key, rng)
         }
         .into_iter();
         let first = plans.next();
@@ -108,7 +112,7 @@ impl InFlightRequests {
         }
         if prefixes.len() > MAX_PREFIXES_PER_REQUEST {
             // Not reached by one URL's prefixes; asked anew.
-            let mut plans = prefix::plan_requests(misses, noise, 0, rng).into_iter();
+            let mut plans = prefix::plan_requests(misses, noise, 0, &key, rng).into_iter();
             let first = plans.next();
             return (first, plans.flat_map(|p| p.real).collect());
         }
