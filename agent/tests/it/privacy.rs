@@ -59,8 +59,32 @@ async fn a_request_carries_the_advertised_prefix_length_plus_noise_shuffled_and_
     }
     // Shuffled: the real prefix shows up in every position.
     assert_eq!(positions.len(), 5, "{positions:?}");
-    // Fresh noise every time.
-    assert!(noise_seen.len() > 100, "{}", noise_seen.len());
+    // The same noise every time: drawn anew, the real prefix would be the
+    // one every request shares.
+    assert_eq!(noise_seen.len(), 4, "{noise_seen:?}");
+    // Another agent (another noise key) sends other noise.
+    let other = fake
+        .agent_builder(&["malware"])
+        .full_hash_cache_bytes(0)
+        .build()
+        .unwrap();
+    other.update().await.unwrap();
+    assert!(
+        other
+            .check_url("http://evil.example/x")
+            .await
+            .unwrap()
+            .is_unsafe()
+    );
+    let last = fake.searches().pop().unwrap();
+    let theirs: BTreeSet<_> = last.prefixes.iter().filter(|p| **p != real).cloned().collect();
+    assert_eq!(theirs.len(), 4);
+    // (Two random keys' 16-bit companions: one in common by chance about
+    // once in 4,000 runs, two about once in 10^8.)
+    assert!(
+        theirs.intersection(&noise_seen).count() <= 1,
+        "{theirs:?} {noise_seen:?}"
+    );
 }
 
 #[tokio::test]
