@@ -94,11 +94,13 @@ done
 size=$(stat -c %s "$pkg/web/blocksieve_wasm_bg.wasm")
 gzipped=$(gzip -9 -c "$pkg/web/blocksieve_wasm_bg.wasm" | wc -c)
 echo "wasm: packages in $pkg/{nodejs,web} in $(($(date +%s) - started)) s; module after wasm-opt -Oz: $size bytes ($((size / 1024)) KiB), $gzipped bytes gzipped"
-# What an extension ships and a page downloads: at most 620 KB (600 KB
+# What an extension ships and a page downloads: at most 625 KB (600 KB
 # until the full-hash requests named the snapshot held by its id, version
 # and body hash: 595,536 -> 608,529 bytes, the generic map code of the ids;
-# about 263 KB gzipped either way).
-max_size=620000
+# 620 KB until the session kept its requests in flight and each real
+# prefix its own noise, a noise key's companions: 620,975 bytes; about
+# 272 KB gzipped).
+max_size=625000
 if [ "$size" -gt "$max_size" ]; then
     echo "wasm: the module is $size bytes, over the budget of $max_size bytes"
     exit 1
