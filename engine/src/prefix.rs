@@ -77,7 +77,13 @@ pub fn random_prefix(bits: u8, rng: &mut impl Rng) -> Option<RequestPrefix> {
 /// prefix asked again carries the same noise, which the publisher cannot
 /// tell from real prefixes without the key, and another client's noise
 /// for the same prefix differs. Drawn once per agent or session, from its
-/// random generator.
+/// random generator, and never stored: a restart draws another. The
+/// trade-off (as in Firefox's gethash noise, kept the same for repeated
+/// lookups so that it cannot be averaged out): within one key's life two
+/// requests for a prefix are alike, so a publisher that sees them from
+/// two addresses can tell they came from one client; across restarts
+/// they are not linked by their noise, and a prefix asked before and after
+/// one is again the one both requests share.
 #[derive(Clone, PartialEq, Eq)]
 pub struct NoiseKey([u8; 32]);
 
