@@ -59,8 +59,19 @@ pub fn summary(settings: &Settings, now: u64) -> String {
             } else {
                 String::new()
             };
+            // How a CSV is read: its column and separator.
+            let reading = if source.format == crate::SourceFormat::Csv {
+                let delimiter = char::from(source.delimiter_byte().unwrap_or(b','));
+                format!(
+                    "; column {:?}, delimiter {:?}",
+                    source.column.as_deref().unwrap_or("url"),
+                    delimiter
+                )
+            } else {
+                String::new()
+            };
             line(format!(
-                "  {kind:<12}{} ({}{fetch})",
+                "  {kind:<12}{} ({}{reading}{fetch})",
                 source.public_label(),
                 source.format.name()
             ));
@@ -119,6 +130,22 @@ pub fn warnings(settings: &Settings) -> Vec<String> {
                     list.name,
                     source.public_label()
                 ));
+            }
+            // An option of another format does nothing: said, not refused
+            // (configurations that set one needlessly keep starting).
+            for (option, set, format) in [
+                ("column", source.column.is_some(), crate::SourceFormat::Csv),
+                ("json_key", source.json_key.is_some(), crate::SourceFormat::Json),
+            ] {
+                if set && source.format != format {
+                    out.push(format!(
+                        "list {}: {kind} {}: `{option}` applies to `format = \"{}\"` sources only; this {} source ignores it",
+                        list.name,
+                        source.public_label(),
+                        format.name(),
+                        source.format.name()
+                    ));
+                }
             }
         }
     }
@@ -335,6 +362,51 @@ mod tests {
             warned[0]
         );
         assert!(warned[1].starts_with("signing_key ") && warned[1].contains("first `serve`"));
+    }
+
+    #[test]
+    fn a_csv_source_shows_its_reading_and_an_option_of_another_format_is_warned_about() {
+        let dir = tempfile::tempdir().unwrap();
+        for name in ["signing.key", "f.csv", "f.txt"] {
+            std::fs::write(dir.path().join(name), "").unwrap();
+        }
+        let csv = SourceConfig {
+            delimiter: Some("\t".to_owned()),
+            column: Some("AdresDomeny".to_owned()),
+            ..SourceConfig::file(dir.path().join("f.csv"), crate::SourceFormat::Csv)
+        };
+        let urls = SourceConfig {
+            column: Some("url".to_owned()),
+            json_key: Some("blacklist".to_owned()),
+            ..SourceConfig::file(dir.path().join("f.txt"), crate::SourceFormat::Urls)
+        };
+        let config = Config {
+            data_dir: dir.path().join("data"),
+            signing_key: Some(dir.path().join("signing.key")),
+            lists: vec![ListConfig::new("p", vec![csv, urls])],
+            ..Config::default()
+        };
+        let settings = config.resolve().unwrap();
+        let text = summary(&settings, 1_800_000_000);
+        assert!(
+            text.contains("f.csv (csv; column \"AdresDomeny\", delimiter '\\t')"),
+            "{text}"
+        );
+        assert!(text.contains("f.txt (urls)"), "{text}");
+        let warned = warnings(&settings);
+        assert_eq!(warned.len(), 2, "{warned:#?}");
+        assert!(
+            warned[0].ends_with(
+                "`column` applies to `format = \"csv\"` sources only; this urls source ignores it"
+            ),
+            "{}",
+            warned[0]
+        );
+        assert!(
+            warned[1].contains("`json_key` applies to `format = \"json\"`"),
+            "{}",
+            warned[1]
+        );
     }
 
     #[test]
