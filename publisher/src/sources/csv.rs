@@ -193,11 +193,13 @@ fn unspaced_quotes(bytes: &[u8], delimiter: u8) -> Cow<'_, [u8]> {
             (At::Quoted, _) | (At::QuoteInQuoted, b'"') => At::Quoted,
             (At::FieldStart, b'"') if closes(bytes.get(i + 1..).unwrap_or_default(), delimiter) => At::Quoted,
             (At::FieldStart, b'"') => {
-                // A space first makes the CSV reader take the quote as
-                // the field's own; a URL value after it is read as one
-                // after `, "` is (`clean::after_lone_quote`).
+                // A space first (a tab when fields are separated by
+                // spaces: a space would end the field, and the quote open
+                // the next) makes the CSV reader take the quote as the
+                // field's own; a URL value after it is read as one after
+                // `, "` is (`clean::after_lone_quote`).
                 out.get_or_insert_with(|| bytes.get(..i).unwrap_or_default().to_vec())
-                    .push(b' ');
+                    .push(if delimiter == b' ' { b'\t' } else { b' ' });
                 At::Unquoted
             }
             (_, b) if b == delimiter => {
@@ -585,6 +587,17 @@ mod tests {
                 .is_some_and(|(_, reason)| reason.ends_with("set delimiter = \"\\t\")")),
             "{report:?}"
         );
+        // Separated by spaces, an unclosed quote opening a field is the
+        // field's own too: the space put before it to say so was read as
+        // one more separator, and the quote opened a field running over
+        // every row after it.
+        let (out, report) = read_with(
+            b"id url date\n1 \"http://a.example/x 2020\n2 http://b.example/y 2020\n",
+            b' ',
+            "url",
+        );
+        assert_eq!(out, hashes(&["a.example/x", "b.example/y"]), "{report:?}");
+        assert_eq!(report.rejected_total(), 0, "{report:?}");
         // A header with no such column under any separator says no more.
         let (_, report) = read(b"id;link\n1;http://a.example/x\n", None);
         assert_eq!(
