@@ -323,6 +323,23 @@ proptest! {
     }
 }
 
+/// Property 7 has a limit: `url_text` writes each byte that is not UTF-8
+/// as three, and the text is what MAX_URL_BYTES counts. Bytes under the
+/// limit whose escapes take the text over it are an invalid URL as text
+/// (never a different host or a safe one), as its docs say.
+#[test]
+fn url_text_over_the_length_limit_is_too_long() {
+    let mut input = b"http://evil.example/".to_vec();
+    input.resize(MAX_URL_BYTES / 2, 0xe9);
+    assert!(canonicalize(&input).is_ok());
+    let text = url_text(&input);
+    assert_eq!(text.len(), 20 + 3 * (MAX_URL_BYTES / 2 - 20));
+    assert!(matches!(
+        canonicalize(text.as_bytes()),
+        Err(blocksieve_format::CanonError::TooLong { .. })
+    ));
+}
+
 /// The length guard of property 2 is real: a canonical URL can outgrow
 /// MAX_URL_BYTES even though its input did not.
 #[test]

@@ -45,7 +45,9 @@ pub enum blocksieve_status {
     /// not UTF-8, or a value was out of range: a bug in the caller.
     BLOCKSIEVE_INVALID_ARGUMENT = 1,
     /// The URL cannot be canonicalized: it names no host (or an invalid
-    /// one), or it is longer than 2 MiB (2,097,152 bytes), whatever its host.
+    /// one), or it is longer than 2 MiB (2,097,152 bytes, each byte that is
+    /// not UTF-8 counted as the three of its percent-escape), whatever its
+    /// host.
     /// It is neither safe nor unsafe (never treat it as safe); report it to
     /// whoever supplied it.
     BLOCKSIEVE_INVALID_URL = 2,

@@ -256,6 +256,11 @@ pub fn canonicalize(input: impl AsRef<[u8]>) -> Result<CanonicalUrl, CanonError>
 /// the bytes do (a Latin-1 `caf\xe9` is `caf%E9`; replacing the byte with
 /// U+FFFD would check another URL). Borrowed when `bytes` are UTF-8.
 ///
+/// Each escaped byte is three in the text, and [`MAX_URL_BYTES`] counts
+/// the text: bytes under the limit whose escapes take the text over it
+/// (about 700 KiB of bytes that are not UTF-8) are
+/// [`CanonError::TooLong`] as text, an invalid URL, never a safe one.
+///
 /// ```
 /// use blocksieve_format::{canonicalize, url_text};
 /// let raw = b"http://evil.example/caf\xe9";
