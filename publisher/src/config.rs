@@ -25,7 +25,7 @@ mod source;
 pub use redact::redact_url;
 pub use settings::Settings;
 use source::check_source;
-pub use source::{DEFAULT_JSON_ALLOW_KEY, MAX_SOURCE_RETRIES, SourceConfig, SourceFormat};
+pub use source::{CSV_DELIMITERS, DEFAULT_JSON_ALLOW_KEY, MAX_SOURCE_RETRIES, SourceConfig, SourceFormat};
 
 /// The built-in threat list: a real phishing URL feed shipped with the
 /// publisher (phishunt, CC0; see `publisher/data/README.md`).
@@ -959,22 +959,26 @@ mod tests {
     }
 
     #[test]
-    fn a_csv_delimiter_is_one_ascii_character_on_a_csv_source() {
+    fn a_csv_delimiter_is_a_field_separator_on_a_csv_source() {
         let source = |format: SourceFormat, delimiter: &str| SourceConfig {
             delimiter: Some(delimiter.to_owned()),
             ..SourceConfig::file("feed", format)
         };
-        for ok in [";", "\t", "|", ","] {
+        for ok in [";", "\t", "|", ",", " "] {
             check_source("s", &source(SourceFormat::Csv, ok)).unwrap();
             assert_eq!(source(SourceFormat::Csv, ok).delimiter_byte(), ok.bytes().next());
         }
         for (bad, says) in [
-            (";;", "is not one ASCII character"),
-            ("", "is not one ASCII character"),
-            ("§", "is not one ASCII character"),
-            ("\"", "cannot separate fields"),
-            ("\n", "cannot separate fields"),
-            ("#", "cannot separate fields"),
+            (";;", "is not a CSV field separator"),
+            ("", "is not a CSV field separator"),
+            ("§", "is not a CSV field separator"),
+            ("\"", "is not a CSV field separator"),
+            ("\n", "is not a CSV field separator"),
+            ("#", "is not a CSV field separator"),
+            // Characters of URLs: a feed's URLs would be cut at them.
+            (":", "may be part of a URL"),
+            ("/", "is not a CSV field separator"),
+            ("a", "is not a CSV field separator"),
         ] {
             let err = check_source("s", &source(SourceFormat::Csv, bad))
                 .unwrap_err()

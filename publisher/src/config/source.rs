@@ -9,6 +9,10 @@ use serde::Deserialize;
 use super::redact::redact_url;
 use crate::Error;
 
+/// The field separators a `csv` source may name (`delimiter`): none can be
+/// part of a URL as feeds write it, a quote, a line end or a comment.
+pub const CSV_DELIMITERS: [u8; 5] = [b',', b';', b'|', b'\t', b' '];
+
 /// The JSON array of allowed domains read by default
 /// ([`SourceConfig::json_allow_key`]): MetaMask's `whitelist`.
 pub const DEFAULT_JSON_ALLOW_KEY: &str = "whitelist";
@@ -31,8 +35,9 @@ pub struct SourceConfig {
     /// For `format = "csv"`: the header name of the URL column. By default, `url`.
     #[serde(default)]
     pub column: Option<String>,
-    /// For `format = "csv"`: the field separator, one ASCII character
-    /// ([`Self::delimiter_byte`]): `";"`, `"\t"`, `"|"`… By default, `,`.
+    /// For `format = "csv"`: the field separator, one of
+    /// [`CSV_DELIMITERS`] ([`Self::delimiter_byte`]): `";"`, `"\t"`, `"|"`,
+    /// `" "`. By default, `,`.
     #[serde(default)]
     pub delimiter: Option<String>,
     /// For `format = "json"`: the array of domains to read. By default,
@@ -113,11 +118,12 @@ impl SourceConfig {
         self.retries.unwrap_or(DEFAULT_SOURCE_RETRIES)
     }
 
-    /// The CSV field separator as a byte: `delimiter` when it is one ASCII
-    /// character ([`check_source`] refuses any other), else `None` (`,`).
+    /// The CSV field separator as a byte: `delimiter` when it is one of
+    /// [`CSV_DELIMITERS`] ([`check_source`] refuses any other), else `None`
+    /// (`,`).
     pub fn delimiter_byte(&self) -> Option<u8> {
         match self.delimiter.as_deref()?.as_bytes() {
-            &[b] if b.is_ascii() => Some(b),
+            &[b] if CSV_DELIMITERS.contains(&b) => Some(b),
             _ => None,
         }
     }
@@ -268,22 +274,14 @@ pub(super) fn check_source(field: &str, s: &SourceConfig) -> Result<(), Error> {
         if s.format != SourceFormat::Csv {
             return Err(Error::config(field, "applies to `format = \"csv\"` sources only"));
         }
-        match d.as_bytes() {
-            [b'"' | b'\n' | b'\r' | b'#'] => {
-                return Err(Error::config(
-                    field,
-                    format!(
-                        "{d:?} cannot separate fields: it quotes a field, ends a row or starts a comment"
-                    ),
-                ));
-            }
-            [b] if b.is_ascii() => {}
-            _ => {
-                return Err(Error::config(
-                    field,
-                    format!("{d:?} is not one ASCII character (e.g. \";\", \"\\t\" or \"|\")"),
-                ));
-            }
+        if !matches!(d.as_bytes(), [b] if CSV_DELIMITERS.contains(b)) {
+            return Err(Error::config(
+                field,
+                format!(
+                    "{d:?} is not a CSV field separator: one of \",\", \";\", \"|\", \"\\t\" (a tab) or \" \" (a space); \
+                     any other character may be part of a URL, a quote or a comment"
+                ),
+            ));
         }
     }
     if s.retries() > MAX_SOURCE_RETRIES {
