@@ -18,9 +18,12 @@
 //!   the real ones so they look alike, and the whole set is shuffled: the
 //!   publisher cannot tell which prefixes the client cares about. Each
 //!   real prefix's noise is its own and the same every time the client
-//!   asks it ([`NoiseKey`]): drawn anew for each request, a prefix asked
-//!   twice (its cached answer expired, a retry, the page visited again)
-//!   would be the one both requests share.
+//!   asks it alone ([`NoiseKey`]): drawn anew for each request, a prefix
+//!   asked twice (its cached answer expired, a retry, the page visited
+//!   again) would be the one both requests share. A request for several
+//!   real prefixes (a batch check's) shares its `noise` among them, the
+//!   first companions of each in turn: with more real prefixes than that,
+//!   some carry none, and a later request for one of them alone shows it.
 //! * Never the URL, never an expression, never a full hash.
 //! * In the answer, a full hash that does not start with the requested
 //!   prefix it is listed under is ignored: it cannot be about anything the
@@ -155,8 +158,9 @@ pub const PLANNED_ANSWER_MATCHES: f64 = (MAX_ANSWER_MATCHES / 4) as f64;
 /// real prefix. The noise is `key`'s companions of the chunk's real
 /// prefixes, in turn (a chunk of one real prefix, a URL check's usual
 /// request, carries its first `noise`; a chunk of several, the first few
-/// of each): the same each time a prefix is asked, so that two requests
-/// for it share nothing the first one did not already show. Noise never
+/// of each, and none for those past the `noise`th): the same each time a
+/// prefix is asked alone, so that two such requests for it share nothing
+/// the first one did not already show. Noise never
 /// repeats a real prefix or another noise prefix of the same request (a
 /// colliding companion is passed over for the next); when the prefix
 /// space is too small for that (many 8-bit prefixes), fewer noise
