@@ -1122,7 +1122,7 @@ fn a_check_refusing_an_argument_leaves_the_placeholder_never_a_zeroed_safe() {
     };
     let good = b"http://evil.example/caf";
 
-    // The agent handle: a URL that is not UTF-8, and a NULL handle.
+    // The agent handle: a NULL URL, and a NULL handle.
     let key = golden_key();
     let keys = [key.as_ptr()];
     let lists = [c"phishing".as_ptr()];
