@@ -401,9 +401,11 @@ async fn attempt(
             .and_then(|v: &reqwest::header::HeaderValue| v.to_str().ok())
             .map(str::to_owned)
     };
+    let date = header(reqwest::header::DATE);
     let validators = Validators {
         etag: header(reqwest::header::ETAG),
-        last_modified: header(reqwest::header::LAST_MODIFIED),
+        last_modified: header(reqwest::header::LAST_MODIFIED)
+            .filter(|modified| settled_before(modified, date.as_deref())),
     };
     // A `Content-Type: text/html` alone decides nothing: some servers label
     // every text file so (PHP's default); with it, content that starts with
@@ -445,6 +447,25 @@ fn timed_out(e: &reqwest::Error, source: &SourceConfig) -> String {
         format!("timed out after {} s (timeout_s): ", source.timeout().as_secs())
     } else {
         String::new()
+    }
+}
+
+/// Whether a `Last-Modified` value may be sent back as `If-Modified-Since`:
+/// the response's `Date` is at least a second past it (RFC 9110 §8.8.2.2).
+/// HTTP dates count whole seconds, and servers compare `If-Modified-Since`
+/// with the file's time at that resolution: content changed again later in
+/// the second `Last-Modified` names (a feed written in steps, or twice,
+/// while it was fetched) would be answered `304 Not Modified` to it, and
+/// the copy taken mid-change would stand for the feed until it changed
+/// again. Without a `Date` to tell, it is not sent either (the next fetch
+/// is unconditional).
+fn settled_before(last_modified: &str, date: Option<&str>) -> bool {
+    let parse = |v: &str| httpdate::parse_http_date(v.trim()).ok();
+    match (parse(last_modified), date.and_then(parse)) {
+        (Some(modified), Some(date)) => date
+            .duration_since(modified)
+            .is_ok_and(|d| d >= Duration::from_secs(1)),
+        _ => false,
     }
 }
 
@@ -620,7 +641,25 @@ mod tests {
 
     use std::time::{Duration, SystemTime};
 
-    use super::{HEAD_BYTES, SPOOL_IN_MEMORY, Spool, parse_retry_after};
+    use super::{HEAD_BYTES, SPOOL_IN_MEMORY, Spool, parse_retry_after, settled_before};
+
+    #[test]
+    fn a_last_modified_is_sent_back_only_once_its_date_is_a_second_past_it() {
+        let modified = "Sun, 06 Nov 1994 08:49:37 GMT";
+        assert!(!settled_before(modified, Some(modified)), "the same second");
+        assert!(settled_before(modified, Some("Sun, 06 Nov 1994 08:49:38 GMT")));
+        assert!(settled_before(modified, Some("Mon, 07 Nov 1994 08:00:00 GMT")));
+        assert!(
+            !settled_before(modified, Some("Sun, 06 Nov 1994 08:49:36 GMT")),
+            "a Date before it"
+        );
+        assert!(!settled_before(modified, None), "no Date to tell");
+        assert!(!settled_before(modified, Some("soon")));
+        assert!(!settled_before(
+            "yesterday",
+            Some("Mon, 07 Nov 1994 08:00:00 GMT")
+        ));
+    }
 
     #[test]
     fn retry_after_is_seconds_or_an_http_date_and_nothing_else() {

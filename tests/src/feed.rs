@@ -1,6 +1,7 @@
 //! A fake feed server on 127.0.0.1:0 for injecting source faults: it serves
 //! whatever body, status and content type a test sets, honours `ETag` /
-//! `If-None-Match`, and records every request.
+//! `If-None-Match` and `Last-Modified` / `If-Modified-Since`, and records
+//! every request.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -22,6 +23,12 @@ pub struct FeedResponse {
     pub content_type: String,
     /// `ETag`, if any; a matching `If-None-Match` gets a 304.
     pub etag: Option<String>,
+    /// `Last-Modified` and the response's `Date`, if any: the time of a
+    /// file's last change (the HTTP date of its second) as a file server
+    /// whose clock reads `date` sends it. An `If-Modified-Since` at or
+    /// after it gets a 304, as such servers compare it with the file's
+    /// time (Python's `http.server`, for one).
+    pub last_modified: Option<(std::time::SystemTime, std::time::SystemTime)>,
 }
 
 /// A fault the fake feed answers one request with, before its
@@ -42,6 +49,8 @@ pub enum FeedFault {
 pub struct SeenRequest {
     /// The `If-None-Match` header, if sent.
     pub if_none_match: Option<String>,
+    /// The `If-Modified-Since` header, if sent.
+    pub if_modified_since: Option<String>,
 }
 
 #[derive(Debug)]
@@ -72,6 +81,7 @@ impl FakeFeed {
                 body: body.to_vec(),
                 content_type: "text/plain".into(),
                 etag: None,
+                last_modified: None,
             },
             seen: Vec::new(),
             faults: std::collections::VecDeque::new(),
@@ -118,6 +128,10 @@ async fn serve(State(shared): State<Arc<Mutex<Shared>>>, headers: HeaderMap) -> 
         .get(header::IF_NONE_MATCH)
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
+    let ims = headers
+        .get(header::IF_MODIFIED_SINCE)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
     // The lock is not held across the stall's wait.
     let (r, fault) = {
         let Ok(mut s) = shared.lock() else {
@@ -125,6 +139,7 @@ async fn serve(State(shared): State<Arc<Mutex<Shared>>>, headers: HeaderMap) -> 
         };
         s.seen.push(SeenRequest {
             if_none_match: inm.clone(),
+            if_modified_since: ims.clone(),
         });
         (s.response.clone(), s.faults.pop_front())
     };
@@ -163,10 +178,29 @@ async fn serve(State(shared): State<Arc<Mutex<Shared>>>, headers: HeaderMap) -> 
     if r.status == 200 && r.etag.is_some() && inm == r.etag {
         return StatusCode::NOT_MODIFIED.into_response();
     }
+    // Compared at the resolution of HTTP dates, one second: a change later
+    // in the second `Last-Modified` names is not seen.
+    let seconds =
+        |t: std::time::SystemTime| t.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let unchanged_since = |(modified, _): (std::time::SystemTime, std::time::SystemTime)| {
+        ims.as_deref()
+            .and_then(|v| httpdate::parse_http_date(v).ok())
+            .is_some_and(|since| seconds(modified) <= seconds(since))
+    };
+    if r.status == 200 && inm.is_none() && r.last_modified.is_some_and(unchanged_since) {
+        return StatusCode::NOT_MODIFIED.into_response();
+    }
     let status = StatusCode::from_u16(r.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let mut response = (status, [(header::CONTENT_TYPE, r.content_type)], r.body).into_response();
     if let Some(etag) = r.etag.and_then(|e| e.parse().ok()) {
         response.headers_mut().insert(header::ETAG, etag);
+    }
+    if let Some((modified, date)) = r.last_modified {
+        for (name, at) in [(header::LAST_MODIFIED, modified), (header::DATE, date)] {
+            if let Ok(value) = httpdate::fmt_http_date(at).parse() {
+                response.headers_mut().insert(name, value);
+            }
+        }
     }
     response
 }

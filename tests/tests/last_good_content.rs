@@ -270,3 +270,57 @@ async fn a_copy_not_stored_after_publishing_is_no_fallback() {
     assert_eq!(outcome.report.as_ref().unwrap().sources[0].state, "last_good");
     assert!(serves(&p, listed));
 }
+
+/// A feed changed again within the second its `Last-Modified` names (a
+/// generator writing its file in steps, or twice, while a build fetched
+/// it: both on the same cron minute), served without an `ETag` by a server
+/// that compares `If-Modified-Since` with the file's time at the
+/// resolution of HTTP dates, as file servers do. The build kept that
+/// `Last-Modified`, the next builds sent it back and got `304 Not
+/// Modified`, and the URLs written later in that second were **never
+/// published** (the copy taken mid-change served on as the source's
+/// content) until the feed changed again. A `Last-Modified` is now kept
+/// only when the response's `Date` is at least a second past it (RFC 9110
+/// §8.8.2.2): the next build fetches the feed whole; one kept later still
+/// makes an unchanged feed cost a `304`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_feed_changed_again_within_its_last_modified_second_is_fetched_whole_again() {
+    use std::time::{Duration, UNIX_EPOCH};
+    let dir = tempfile::tempdir().unwrap();
+    let at = |ms: u64| UNIX_EPOCH + Duration::from_millis(1_700_000_000_000 + ms);
+    let first = urls("a", 300);
+    let a = FakeFeed::start(first.as_bytes()).await;
+    // Fetched 200 ms into the second the generator began writing the file.
+    a.set(|r| r.last_modified = Some((at(0), at(200))));
+    let p = publisher_with(dir.path(), vec![src(&a)]);
+    assert!(p.build_list(0).await.result.is_ok());
+    assert!(serves(&p, "http://a0.example/phish"));
+
+    // The rest of the file, written 600 ms into that second; the next
+    // build half an hour later.
+    let whole = format!("{first}{}", urls("late", 20));
+    a.set(|r| {
+        r.body = whole.into_bytes();
+        r.last_modified = Some((at(600), at(1_800_000)));
+    });
+    let outcome = p.build_list(0).await;
+    assert!(outcome.result.is_ok(), "{:?}", outcome.result);
+    assert!(
+        serves(&p, "http://late0.example/phish"),
+        "a URL written later in the second of the feed's Last-Modified is published"
+    );
+    assert_eq!(outcome.report.as_ref().unwrap().sources[0].state, "fresh");
+    assert_eq!(
+        a.seen()[1].if_modified_since,
+        None,
+        "a Last-Modified in the second of its Date is not sent back"
+    );
+
+    // That answer's Last-Modified, half an hour before its Date, is kept:
+    // the feed unchanged costs a 304.
+    let outcome = p.build_list(0).await;
+    assert!(outcome.result.is_ok(), "{:?}", outcome.result);
+    assert!(a.seen()[2].if_modified_since.is_some());
+    assert_eq!(outcome.report.as_ref().unwrap().sources[0].state, "not_modified");
+    assert!(serves(&p, "http://late0.example/phish"));
+}
