@@ -498,8 +498,11 @@ impl AgentBuilder {
     /// [`Error::NoLists`], [`Error::NoTrustedKeys`],
     /// [`Error::InvalidListName`], [`Error::InvalidBaseUrl`],
     /// [`Error::InvalidSetting`] for the setting at fault,
-    /// [`Error::InvalidCacheDir`] when the cache directory cannot be created,
-    /// and [`Error::HttpClient`] if the HTTP client cannot be created. A
+    /// [`Error::InvalidCacheDir`] when the cache directory cannot be created
+    /// or its lock file cannot be opened or locked,
+    /// [`Error::CacheDirInUse`] when another agent holds the cache
+    /// directory ([`AgentBuilder::cache_dir`]), and [`Error::HttpClient`]
+    /// if the HTTP client cannot be created. A
     /// corrupt cached file is not an error: it is quarantined and reported in
     /// [`Agent::status`].
     ///

@@ -12,6 +12,7 @@ use reqwest::header::HeaderValue;
 
 use crate::engine::lookup::FailurePolicy;
 use crate::engine::schedule::{COLD_START_JITTER, MAX_SERVER_DELAY};
+use crate::store::Store;
 use crate::{Error, http};
 
 /// The default for [`AgentBuilder::request_timeout`]: 10 seconds.
@@ -147,6 +148,8 @@ pub(crate) struct Settings {
     pub(crate) max_additions_ratio: f64,
     /// Where accepted snapshots and floors are persisted, if anywhere.
     pub(crate) cache_dir: Option<PathBuf>,
+    /// The cache directory's files, its lock taken.
+    pub(crate) store: Option<Store>,
     /// The most bytes the cached full-hash answers may take.
     pub(crate) full_hash_cache_bytes: usize,
     /// Random prefixes added to each full-hash request.
@@ -262,8 +265,16 @@ impl AgentBuilder {
     }
 
     /// Persists every accepted snapshot, and the version floor that protects
-    /// against rollback, in `dir` (created if missing; one agent per
-    /// directory). [`AgentBuilder::build`] loads the snapshots found there
+    /// against rollback, in `dir` (created if missing). One agent per
+    /// directory: the agent locks it (the file `lock` there, an advisory
+    /// lock of the operating system) from its build until the last of its
+    /// clones is dropped, or its process ends, crashed or not; a second
+    /// agent on it, of this process or another, fails to build with
+    /// [`Error::CacheDirInUse`]. Keep it on a local disk: on a network file
+    /// system the lock is only as good as the server's locking. A
+    /// directory this process cannot write to is still read (its snapshots
+    /// loaded, every write failing, reported in [`Agent::status`](crate::Agent::status)).
+    /// [`AgentBuilder::build`] loads the snapshots found there
     /// that verify (signature, limits, list name) and pass the persisted
     /// version floor, so the agent answers before it reaches the network —
     /// an expired snapshot too: it answers flagged stale (misses
@@ -540,6 +551,9 @@ impl AgentBuilder {
                 reason: e.to_string(),
             })?;
         }
+        // Last: every other setting is valid, so an agent refused for
+        // another reason never held the lock.
+        let store = self.cache_dir.clone().map(Store::open).transpose()?;
         let settings = Settings {
             base_urls,
             lists,
@@ -550,6 +564,7 @@ impl AgentBuilder {
             request_timeout: self.request_timeout,
             max_additions_ratio: self.max_additions_ratio,
             cache_dir: self.cache_dir,
+            store,
             full_hash_cache_bytes: self.full_hash_cache_bytes,
             noise_prefixes,
             failure_policy: self.failure_policy,

@@ -182,7 +182,7 @@ impl Lists {
             snapshot_timeout: settings.snapshot_timeout,
             max_additions_ratio: settings.max_additions_ratio,
             cache_dir: settings.cache_dir.clone(),
-            store: settings.cache_dir.clone().map(Store::new),
+            store: settings.store.clone(),
             update_lock: tokio::sync::Mutex::new(()),
             swaps: AtomicU64::new(0),
             shared,

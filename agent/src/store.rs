@@ -9,6 +9,27 @@
 //! | `L.chain` | the deltas applied since that snapshot, as downloaded and verified, one after another (FORMAT.md "Delta chains"); absent or empty when none were |
 //! | `L.record.json` | the [`ListRecord`]: floor (version, body SHA-256 of the version the snapshot and chain stand for), the snapshot's own, and its ETag |
 //! | `*.quarantined` | a file that failed verification, renamed aside (the latest one per file) |
+//! | `lock` | locked by the agent using the directory; holds its process id |
+//!
+//! One agent at a time uses a directory: two would overwrite each other's
+//! files, remove each other's temporary files at start, and a restart
+//! could come back on an older version than either held. The agent takes
+//! an exclusive advisory lock on `lock` when it is built (the operating
+//! system's: `flock` on Unix, `LockFileEx` on Windows, through
+//! [`File::try_lock`]) and holds it until the last of its clones is
+//! dropped and its last write has ended; the lock goes with the process,
+//! so a crash leaves none behind. A second agent — of this process or
+//! another — is refused ([`Error::CacheDirInUse`], naming the holder's
+//! process id). The lock is advisory: it binds agents, not other programs
+//! writing there, and a `lock` file deleted while held no longer excludes
+//! anyone. On a network file system it is only as good as the server's
+//! locking (an NFS mount with `nolock` locks within one machine only).
+//! A directory this process cannot write to is used as it always was — its
+//! snapshots are loaded, every write fails and is reported — with `lock`
+//! locked read-only if it exists, and no lock if it does not and cannot be
+//! made: such an agent cannot change the directory. Where the platform has
+//! no file locks ([`io::ErrorKind::Unsupported`]), the agent goes on
+//! without one, with a warning.
 //!
 //! Every write goes to a temporary file in the same directory, is fsynced,
 //! renamed over the target and the directory fsynced (on Unix), so a crash
@@ -25,11 +46,11 @@
 //! crash during a write leaves a temporary file (`L.snapshot.tmp-…`), which
 //! the next start removes ([`Store::remove_temporaries`]).
 
-use std::fs::{self, File};
+use std::fs::{self, File, OpenOptions, TryLockError};
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::Error;
 use crate::engine::accept::ListRecord;
@@ -41,10 +62,18 @@ const QUARANTINE_SUFFIX: &str = "quarantined";
 /// `L.snapshot.tmp-<pid>-<n>`.
 const TEMP_INFIX: &str = ".tmp-";
 
-/// One agent's cache directory.
+/// The lock file of a cache directory (see the module docs).
+pub(crate) const LOCK_FILE: &str = "lock";
+
+/// One agent's cache directory. Every clone holds the directory's lock
+/// (if it has one): a write still running on a blocking thread when the
+/// agent is dropped keeps it until it ends.
 #[derive(Debug, Clone)]
 pub(crate) struct Store {
     dir: PathBuf,
+    /// The locked file; `None` where no lock could be had and the agent
+    /// cannot write (see the module docs).
+    _lock: Option<Arc<File>>,
 }
 
 /// What [`Store::read`] found for one list.
@@ -63,8 +92,25 @@ pub(crate) struct Found {
 }
 
 impl Store {
+    /// The store of `dir`, which must exist, with its lock taken.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::CacheDirInUse`] when another agent holds the lock;
+    /// [`Error::InvalidCacheDir`] when the lock file can be neither
+    /// opened nor locked.
+    pub(crate) fn open(dir: PathBuf) -> Result<Self, Error> {
+        let lock = lock_dir(&dir)?;
+        Ok(Self {
+            dir,
+            _lock: lock.map(Arc::new),
+        })
+    }
+
+    /// A store of `dir` without its lock (tests of the files alone).
+    #[cfg(test)]
     pub(crate) fn new(dir: PathBuf) -> Self {
-        Self { dir }
+        Self { dir, _lock: None }
     }
 
     pub(crate) fn snapshot_path(&self, list: &str) -> PathBuf {
@@ -80,8 +126,8 @@ impl Store {
     }
 
     /// Removes the temporary files a crash during [`Store::save`] of `list`
-    /// left behind (one agent per directory: no write of ours is in
-    /// progress while it starts). Returns how many were removed.
+    /// left behind (the directory is locked: no other agent's write is in
+    /// progress while this one starts). Returns how many were removed.
     pub(crate) fn remove_temporaries(&self, list: &str) -> usize {
         let prefixes = [
             format!("{list}.snapshot{TEMP_INFIX}"),
@@ -204,6 +250,74 @@ impl Store {
         let path = self.record_path(list);
         write_atomic(&path, &record.to_bytes()).map_err(|e| storage(&path, &e))
     }
+}
+
+/// Takes the lock on `dir` without waiting: the locked file, or `None`
+/// where there can be none (see the module docs).
+fn lock_dir(dir: &Path) -> Result<Option<File>, Error> {
+    let path = dir.join(LOCK_FILE);
+    let invalid = |e: io::Error| Error::InvalidCacheDir {
+        path: dir.to_owned(),
+        reason: format!("lock file {}: {e}", path.display()),
+    };
+    let opened = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path);
+    let (mut file, writable) = match opened {
+        Ok(file) => (file, true),
+        // Not ours to write: the lock file as it is, if it is there.
+        Err(e) if is_read_only(&e) => match File::open(&path) {
+            Ok(file) => (file, false),
+            Err(missing) if missing.kind() == io::ErrorKind::NotFound => {
+                tracing::warn!(dir = %dir.display(), error = %e, "cache directory not writable and without a lock file: using it read-only, unlocked");
+                return Ok(None);
+            }
+            Err(_) => return Err(invalid(e)),
+        },
+        Err(e) => return Err(invalid(e)),
+    };
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(TryLockError::WouldBlock) => {
+            // The id the holder wrote, if it is one: whatever else holds the
+            // lock may leave other content, and some systems refuse the read.
+            let mut text = String::new();
+            let holder = File::open(&path)
+                .and_then(|f| f.take(32).read_to_string(&mut text))
+                .ok()
+                .and_then(|_| text.trim().parse::<u32>().ok());
+            return Err(Error::CacheDirInUse {
+                path: dir.to_owned(),
+                holder,
+            });
+        }
+        Err(TryLockError::Error(e)) if e.kind() == io::ErrorKind::Unsupported => {
+            tracing::warn!(dir = %dir.display(), error = %e, "no file locks on this platform: cache directory used unlocked (one agent per directory)");
+            return Ok(None);
+        }
+        Err(TryLockError::Error(e)) => return Err(invalid(e)),
+    }
+    if writable {
+        // The holder's id, for the error above; the lock is what counts.
+        if let Err(e) = file
+            .set_len(0)
+            .and_then(|()| writeln!(file, "{}", std::process::id()))
+        {
+            tracing::debug!(path = %path.display(), error = %e, "cannot write the process id into the lock file");
+        }
+    }
+    Ok(Some(file))
+}
+
+/// Whether `e` says this process may not write there.
+fn is_read_only(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::PermissionDenied | io::ErrorKind::ReadOnlyFilesystem
+    )
 }
 
 fn storage(path: &Path, e: &io::Error) -> Error {

@@ -293,6 +293,23 @@ pub enum Error {
         /// The I/O error.
         reason: String,
     },
+    /// Another agent holds the cache directory's lock (`lock` in the
+    /// directory): one agent per cache directory, or they would overwrite
+    /// each other's files and a restart could come back on an older
+    /// version than it held. Stop the other agent (the lock goes with it,
+    /// whether it is dropped, exits or crashes), or give this one a
+    /// directory of its own.
+    #[error(
+        "cache directory {} is in use by {}; one agent per cache directory: stop that one, or give this one another directory",
+        path.display(),
+        match holder { Some(pid) => format!("another agent (process {pid})"), None => "another process".to_owned() }
+    )]
+    CacheDirInUse {
+        /// The configured directory.
+        path: PathBuf,
+        /// The holder's process id, when the lock file names one.
+        holder: Option<u32>,
+    },
     /// The agent's background updates were started while
     /// the agent's background updates were already running.
     #[error("background updates are already running")]
@@ -348,6 +365,7 @@ impl Error {
             | Self::InvalidSetting { .. }
             | Self::HttpClient { .. }
             | Self::InvalidCacheDir { .. }
+            | Self::CacheDirInUse { .. }
             | Self::UpdatesAlreadyRunning
             | Self::NoRuntime => ErrorKind::Misconfigured,
         }
@@ -450,6 +468,27 @@ mod tests {
             "snapshot of list malware has version 3, not newer than trusted version 7"
         );
         assert_eq!(rollback.kind(), ErrorKind::BadData);
+    }
+
+    #[test]
+    fn cache_dir_in_use_names_the_directory_and_its_holder() {
+        let e = Error::CacheDirInUse {
+            path: PathBuf::from("agent-cache"),
+            holder: Some(4242),
+        };
+        assert_eq!(
+            e.to_string(),
+            "cache directory agent-cache is in use by another agent (process 4242); one agent per cache directory: stop that one, or give this one another directory"
+        );
+        assert_eq!(e.kind(), ErrorKind::Misconfigured);
+        let e = Error::CacheDirInUse {
+            path: PathBuf::from("agent-cache"),
+            holder: None,
+        };
+        assert!(
+            e.to_string()
+                .starts_with("cache directory agent-cache is in use by another process;")
+        );
     }
 
     #[test]

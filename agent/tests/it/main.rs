@@ -4,6 +4,7 @@
 
 mod background;
 mod behind;
+mod cache_lock;
 mod check;
 mod clock;
 mod config;

@@ -372,6 +372,7 @@ async fn a_corrupt_cache_file_is_quarantined_not_crash_looped_on() {
     // The network repairs the cache.
     agent.update().await.unwrap();
     assert!(snapshot.is_file());
+    drop(agent);
     let agent = builder(&unreachable_url(), dir.path(), &clock).build().unwrap();
     assert_eq!(agent.snapshot_version("malware"), Some(2));
 }
