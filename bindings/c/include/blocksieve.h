@@ -82,8 +82,9 @@ typedef enum blocksieve_status {
     // agent keeps working from memory. Fix the disk.
     BLOCKSIEVE_STORAGE = 6,
     // The configuration is invalid (base URL, list name, trusted key, cache
-    // directory, a setting out of range), or background updates are
-    // already running. Fail at start.
+    // directory, a setting out of range), the cache directory is in use by
+    // another agent, or background updates are already running. Fail at
+    // start.
     BLOCKSIEVE_MISCONFIGURED = 7,
     // An output buffer is too small; nothing was written to it (a text
     // buffer of at least one byte holds an empty string). The length
@@ -202,7 +203,11 @@ typedef struct blocksieve_config {
     size_t trusted_keys_len;
     // A directory where verified snapshots are kept across restarts, so
     // that a new agent answers before reaching the network; created if
-    // missing; one agent (in one process) per directory. NULL: none (the
+    // missing. One agent per directory: the agent locks it (an advisory
+    // lock on the file `lock` there) until it is freed or its process
+    // ends, crashed or not, and a second agent on it, of this process or
+    // another, is refused (`BLOCKSIEVE_MISCONFIGURED`, the last error
+    // naming the directory and the holder's process id). NULL: none (the
     // agent starts empty and must update first). An empty string is
     // refused (`BLOCKSIEVE_MISCONFIGURED`).
     const char *cache_dir;
@@ -512,7 +517,8 @@ enum blocksieve_status blocksieve_last_error(char *out, size_t out_capacity, siz
 //
 // Returns `BLOCKSIEVE_OK`, `BLOCKSIEVE_MISCONFIGURED` (an invalid base URL,
 // list name, key, cache directory, failure policy or interval; no list or
-// no key), `BLOCKSIEVE_INVALID_ARGUMENT` (NULL `config`, `out_agent` or
+// no key; a cache directory another agent holds, of this process or
+// another), `BLOCKSIEVE_INVALID_ARGUMENT` (NULL `config`, `out_agent` or
 // required string, a string not UTF-8), `BLOCKSIEVE_STORAGE`, or
 // `BLOCKSIEVE_INTERNAL` (the runtime could not start).
 //

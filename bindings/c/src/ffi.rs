@@ -571,7 +571,8 @@ pub unsafe extern "C" fn blocksieve_last_error(
 ///
 /// Returns `BLOCKSIEVE_OK`, `BLOCKSIEVE_MISCONFIGURED` (an invalid base URL,
 /// list name, key, cache directory, failure policy or interval; no list or
-/// no key), `BLOCKSIEVE_INVALID_ARGUMENT` (NULL `config`, `out_agent` or
+/// no key; a cache directory another agent holds, of this process or
+/// another), `BLOCKSIEVE_INVALID_ARGUMENT` (NULL `config`, `out_agent` or
 /// required string, a string not UTF-8), `BLOCKSIEVE_STORAGE`, or
 /// `BLOCKSIEVE_INTERNAL` (the runtime could not start).
 ///

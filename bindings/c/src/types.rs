@@ -65,8 +65,9 @@ pub enum blocksieve_status {
     /// agent keeps working from memory. Fix the disk.
     BLOCKSIEVE_STORAGE = 6,
     /// The configuration is invalid (base URL, list name, trusted key, cache
-    /// directory, a setting out of range), or background updates are
-    /// already running. Fail at start.
+    /// directory, a setting out of range), the cache directory is in use by
+    /// another agent, or background updates are already running. Fail at
+    /// start.
     BLOCKSIEVE_MISCONFIGURED = 7,
     /// An output buffer is too small; nothing was written to it (a text
     /// buffer of at least one byte holds an empty string). The length
@@ -222,7 +223,11 @@ pub struct blocksieve_config {
     pub trusted_keys_len: usize,
     /// A directory where verified snapshots are kept across restarts, so
     /// that a new agent answers before reaching the network; created if
-    /// missing; one agent (in one process) per directory. NULL: none (the
+    /// missing. One agent per directory: the agent locks it (an advisory
+    /// lock on the file `lock` there) until it is freed or its process
+    /// ends, crashed or not, and a second agent on it, of this process or
+    /// another, is refused (`BLOCKSIEVE_MISCONFIGURED`, the last error
+    /// naming the directory and the holder's process id). NULL: none (the
     /// agent starts empty and must update first). An empty string is
     /// refused (`BLOCKSIEVE_MISCONFIGURED`).
     pub cache_dir: *const c_char,

@@ -195,6 +195,10 @@ static void test_agent(const char *base_url, const char *key, const char *list, 
     if (agent == NULL) {
         return;
     }
+    /* One agent per cache directory: a second is refused while it lives. */
+    blocksieve_agent *second = NULL;
+    CHECK(blocksieve_agent_new(&config, &second) == BLOCKSIEVE_MISCONFIGURED && second == NULL);
+    CHECK(strstr(last_error(), "in use") != NULL && strstr(last_error(), cache_dir) != NULL);
     blocksieve_list_status status[2];
     CHECK(blocksieve_agent_status(agent, status, 2, &count) == BLOCKSIEVE_OK && count == 1);
     CHECK(strcmp(status[0].name, list) == 0 && !status[0].has_snapshot);
@@ -277,7 +281,8 @@ static void test_agent(const char *base_url, const char *key, const char *list, 
     CHECK(blocksieve_agent_start_updates(agent) == BLOCKSIEVE_OK);
     CHECK(blocksieve_agent_free(agent) == BLOCKSIEVE_OK);
 
-    /* A new agent on the same cache directory answers before any update. */
+    /* Freed, it holds the directory no more: a new agent on it answers
+     * before any update. */
     agent = NULL;
     CHECK(blocksieve_agent_new(&config, &agent) == BLOCKSIEVE_OK);
     if (agent != NULL) {
