@@ -38,7 +38,7 @@ class StorageError(BlocksieveError):
     """The cache directory failed; the agent keeps working from memory."""
 
 class MisconfiguredError(BlocksieveError):
-    """The agent's settings are invalid; fail at start."""
+    """The agent's settings are invalid, or its cache directory is in use by another agent; fail at start."""
 
 class Verdict:
     """The answer of a URL check (immutable)."""
@@ -184,7 +184,9 @@ class Agent:
         """Configures an agent; no request is sent.
 
         Raises ``MisconfiguredError`` for an invalid publisher URL, threat
-        list name, key, policy or limit.
+        list name, key, policy or limit, or a ``cache_dir`` that another
+        agent holds (one agent per directory, until it is closed or its
+        process ends).
         """
     def update(self) -> UpdateReport:
         """Brings every threat list up to date now.
@@ -210,7 +212,9 @@ class Agent:
         """Starts the background updates. Raises ``MisconfiguredError`` if
         already running."""
     def close(self) -> None:
-        """Stops the background updates and closes the agent (idempotent)."""
+        """Stops the background updates and closes the agent (idempotent); its
+        ``cache_dir`` is free for another agent once no call of it is still
+        running."""
     @property
     def lists(self) -> builtins.list[str]: ...
     @property

@@ -46,7 +46,7 @@ create_exception!(
     blocksieve,
     MisconfiguredError,
     BlocksieveError,
-    "The agent's settings are invalid (publisher URL, threat list names, key, limits). Fail at start."
+    "The agent's settings are invalid (publisher URL, threat list names, key, limits), or its cache directory is in use by another agent. Fail at start."
 );
 
 /// Adds the exception classes to the module.

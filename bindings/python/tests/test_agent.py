@@ -4,7 +4,10 @@ import asyncio
 import base64
 import datetime
 import hashlib
+import os
 import socket
+import subprocess
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -298,6 +301,45 @@ def test_cache_dir_restart(publisher, tmp_path):
     with agent_for(publisher, cache_dir=cache) as agent:
         assert agent.check(LISTED_URL).kind == "unsafe"
         assert agent.update().lists[0].outcome == "unchanged"
+
+
+def test_one_agent_per_cache_dir(publisher, tmp_path):
+    cache = tmp_path / "cache"
+    with agent_for(publisher, cache_dir=cache):
+        with pytest.raises(blocksieve.MisconfiguredError, match="in use") as refused:
+            agent_for(publisher, cache_dir=cache)
+        assert str(cache) in str(refused.value)
+        assert f"process {os.getpid()}" in str(refused.value)
+        with pytest.raises(blocksieve.MisconfiguredError, match="in use"):
+            blocksieve.AsyncAgent(publisher.url, ["phishing"], publisher.key, cache_dir=cache)
+    # Closed, it holds the directory no more.
+    with agent_for(publisher, cache_dir=cache) as again:
+        assert not again.closed
+
+
+HOLDER = """
+import sys, time, blocksieve
+agent = blocksieve.Agent(sys.argv[1], ["phishing"], sys.argv[2], cache_dir=sys.argv[3])
+print("locked", flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_cache_dir_held_by_another_process_is_free_once_it_is_killed(publisher, tmp_path):
+    cache = tmp_path / "cache"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, publisher.url, publisher.key, str(cache)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        with pytest.raises(blocksieve.MisconfiguredError, match=f"in use by another agent \\(process {holder.pid}\\)"):
+            agent_for(publisher, cache_dir=cache)
+    finally:
+        holder.kill()  # SIGKILL: nothing of it runs after
+        holder.wait()
+        holder.stdout.close()
+    with agent_for(publisher, cache_dir=cache) as agent:
+        assert not agent.closed
 
 
 def test_transport_error_before_any_snapshot(publisher):
