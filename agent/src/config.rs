@@ -268,7 +268,8 @@ impl AgentBuilder {
     /// against rollback, in `dir` (created if missing). One agent per
     /// directory: the agent locks it (the file `lock` there, an advisory
     /// lock of the operating system) from its build until the last of its
-    /// clones is dropped, or its process ends, crashed or not; a second
+    /// clones is dropped and a write it started has ended, or its process
+    /// ends, crashed or not; a second
     /// agent on it, of this process or another, fails to build with
     /// [`Error::CacheDirInUse`]. Keep it on a local disk: on a network file
     /// system the lock is only as good as the server's locking. A

@@ -29,6 +29,19 @@ fn build(dir: &Path) -> Result<Agent, Error> {
         .build()
 }
 
+/// A copy of the files of the cache directory `dir`, for a start on them
+/// while an agent holds `dir`.
+pub(crate) fn copy_of(dir: &Path) -> tempfile::TempDir {
+    let copy = tempfile::tempdir().unwrap();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_type().unwrap().is_file() && entry.file_name() != "lock" {
+            std::fs::copy(entry.path(), copy.path().join(entry.file_name())).unwrap();
+        }
+    }
+    copy
+}
+
 /// The error of a refused build, checked to be the lock's, naming the
 /// directory, and its holder's process id as the error gives it.
 fn refused(dir: &Path) -> Option<u32> {

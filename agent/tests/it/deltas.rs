@@ -592,19 +592,6 @@ fn cached(fake_url: &str, dir: &Path) -> Agent {
         .unwrap()
 }
 
-/// A copy of the files of the cache directory `dir`, for a start on them
-/// while an agent holds `dir`.
-fn copy_of(dir: &Path) -> tempfile::TempDir {
-    let copy = tempfile::tempdir().unwrap();
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let entry = entry.unwrap();
-        if entry.file_type().unwrap().is_file() && entry.file_name() != "lock" {
-            std::fs::copy(entry.path(), copy.path().join(entry.file_name())).unwrap();
-        }
-    }
-    copy
-}
-
 /// Persists `malware` v1 (`base`) and the deltas to v3 (`a`, then `b`)
 /// into `dir`; returns the fake and v1's end.
 async fn persist_chain(dir: &Path, base: &[String], a: &[String], b: &[String]) -> (FakePublisher, DeltaEnd) {
@@ -869,7 +856,7 @@ async fn a_chain_is_not_saved_over_a_base_whose_write_failed() {
     // on a copy of the files: the agent holds the directory).
     std::fs::remove_dir_all(&snapshot_path).unwrap();
     std::fs::write(&snapshot_path, &v1).unwrap();
-    let copy = copy_of(dir.path());
+    let copy = crate::cache_lock::copy_of(dir.path());
     let restarted = cached(&unreachable_url(), copy.path());
     assert_eq!(restarted.snapshot_version("malware"), Some(1));
     assert!(found(&restarted, "base.example/"));
