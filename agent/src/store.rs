@@ -20,7 +20,9 @@
 //! dropped and its last write has ended; the lock goes with the process,
 //! so a crash leaves none behind. A second agent — of this process or
 //! another — is refused ([`Error::CacheDirInUse`], naming the holder's
-//! process id). The lock is advisory: it binds agents, not other programs
+//! process id). A child of `fork()` shares its parent's lock (the same
+//! open file), and keeps it until it exits or execs, even after the parent
+//! has dropped its agent. The lock is advisory: it binds agents, not other programs
 //! writing there, and a `lock` file deleted while held no longer excludes
 //! anyone. On a network file system it is only as good as the server's
 //! locking (an NFS mount with `nolock` locks within one machine only).
