@@ -459,16 +459,21 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for GuardedStream<S> {
 
 /// SIGINT (Ctrl-C) and SIGTERM, caught from when this is made: `serve`
 /// makes it before it says it listens, so a signal right after that line
-/// drains rather than ending the process half started.
+/// drains rather than ending the process half started. SIGHUP is caught
+/// too, and only logged: the configuration is read at start, and by
+/// default SIGHUP would end the process without draining (which systemd
+/// counts as a clean exit, so `Restart=on-failure` does not restart it).
 pub struct Signals {
     #[cfg(unix)]
     interrupt: Option<tokio::signal::unix::Signal>,
     #[cfg(unix)]
     terminate: Option<tokio::signal::unix::Signal>,
+    #[cfg(unix)]
+    hangup: Option<tokio::signal::unix::Signal>,
 }
 
 impl Signals {
-    /// SIGINT and SIGTERM caught from now on.
+    /// SIGINT, SIGTERM and SIGHUP caught from now on.
     #[must_use]
     pub fn catch() -> Self {
         #[cfg(unix)]
@@ -477,6 +482,7 @@ impl Signals {
             Self {
                 interrupt: signal(SignalKind::interrupt()).ok(),
                 terminate: signal(SignalKind::terminate()).ok(),
+                hangup: signal(SignalKind::hangup()).ok(),
             }
         }
         #[cfg(not(unix))]
@@ -485,7 +491,8 @@ impl Signals {
         }
     }
 
-    /// The next SIGINT or SIGTERM: its number (2 or 15).
+    /// The next SIGINT or SIGTERM: its number (2 or 15). A SIGHUP
+    /// meanwhile is logged as ignored.
     pub async fn next(&mut self) -> i32 {
         #[cfg(unix)]
         {
@@ -497,9 +504,14 @@ impl Signals {
                     None => std::future::pending::<()>().await,
                 }
             }
-            tokio::select! {
-                () = next_of(&mut self.interrupt) => 2,
-                () = next_of(&mut self.terminate) => 15,
+            loop {
+                tokio::select! {
+                    () = next_of(&mut self.interrupt) => return 2,
+                    () = next_of(&mut self.terminate) => return 15,
+                    () = next_of(&mut self.hangup) => tracing::warn!(
+                        "SIGHUP ignored: the configuration is read at start only; restart the publisher to apply a change (SIGTERM drains and stops it)"
+                    ),
+                }
             }
         }
         #[cfg(not(unix))]
