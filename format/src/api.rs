@@ -252,6 +252,13 @@ pub struct StoreStatus {
     /// does, and from publishers before this field).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
+    /// Why the newest generation the store names is not served, though
+    /// the store was reached: the error of its load, e.g. a signature that
+    /// does not verify under this server's public key, or an object that
+    /// does not match its manifest (absent once it loads, and from
+    /// publishers before this field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
 }
 
 /// The snapshot currently served for a list.

@@ -534,7 +534,9 @@ impl ListStore {
     /// generations of a version above `floor` (what is served) are
     /// downloaded. The generations skipped because their manifest or an
     /// object it names was missing are added to `missing` (a store may show
-    /// the pointer before the objects: a caller can try them again).
+    /// the pointer before the objects: a caller can try them again). The
+    /// error of `generation` itself, when it does not load, is put in
+    /// `refused`.
     ///
     /// # Errors
     ///
@@ -546,6 +548,7 @@ impl ListStore {
         floor: Option<u64>,
         key: &TrustedKey,
         missing: &mut Vec<u64>,
+        refused: &mut Option<String>,
     ) -> Result<Option<StoredVersion>, Error> {
         let oldest = generation.saturating_sub(WALK_BACK).max(1);
         for g in (oldest..=generation).rev() {
@@ -567,6 +570,9 @@ impl ListStore {
                 Err(e) => {
                     if is_missing(&e) {
                         missing.push(g);
+                    }
+                    if g == generation {
+                        *refused = Some(format!("generation {g}: {e}"));
                     }
                     tracing::warn!(list = %self.name, generation = g, error = %e, "skipping a generation that cannot be loaded");
                 }

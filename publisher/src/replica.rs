@@ -231,10 +231,14 @@ impl Follower {
         };
         // The newest generation that verifies, newer than what is served.
         let mut missing = Vec::new();
-        let stored = match slot
+        let mut refused = None;
+        let loaded = slot
             .store
-            .load_newest_from(generation, served, &self.key, &mut missing)
-        {
+            .load_newest_from(generation, served, &self.key, &mut missing, &mut refused);
+        if loaded.is_ok() {
+            slot.refused_generation(refused);
+        }
+        let stored = match loaded {
             Ok(Some(stored)) => stored,
             Err(e) => return Err(e),
             Ok(None) => {

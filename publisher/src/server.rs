@@ -431,10 +431,14 @@ async fn versioned_snapshot(
 /// last one failed or was refused, and its reason).
 fn no_snapshot(name: &str, slot: &ListSlot) -> ApiError {
     let last = slot.last_build.lock().ok().and_then(|b| b.clone());
-    let why = match last {
-        None => "no build (or, on a replica, load from the store) of it has finished yet".to_owned(),
-        Some(b) if b.ok => "its build finished but nothing is served yet".to_owned(),
-        Some(b) => format!(
+    let refused = (slot.store_status.lock().ok()).and_then(|s| s.as_ref().and_then(|s| s.refused.clone()));
+    let why = match (last, refused) {
+        (None, Some(refused)) => format!(
+            "the newest generation in the store is not loaded: {refused} (GET /v1/lists has the details)"
+        ),
+        (None, None) => "no build (or, on a replica, load from the store) of it has finished yet".to_owned(),
+        (Some(b), _) if b.ok => "its build finished but nothing is served yet".to_owned(),
+        (Some(b), _) => format!(
             "its last build did not publish: {} (GET /v1/lists has the details)",
             b.error.as_deref().unwrap_or("no reason recorded")
         ),

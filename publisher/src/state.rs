@@ -359,6 +359,7 @@ impl ListSlot {
                 last_checked_at: None,
                 generation: None,
                 last_error: None,
+                refused: None,
             });
             status.reachable = reachable;
             if reachable {
@@ -376,8 +377,24 @@ impl ListSlot {
                 last_checked_at: None,
                 generation: None,
                 last_error: None,
+                refused: None,
             });
             status.generation = Some(status.generation.map_or(generation, |g| g.max(generation)));
+        }
+    }
+
+    /// Records why the newest generation the store names was not loaded
+    /// (`None`: it was), for `/v1/lists`, `no_snapshot` and the status page.
+    pub fn refused_generation(&self, reason: Option<String>) {
+        if let Ok(mut status) = self.store_status.lock() {
+            let status = status.get_or_insert(StoreStatus {
+                reachable: true,
+                last_checked_at: None,
+                generation: None,
+                last_error: None,
+                refused: None,
+            });
+            status.refused = reason;
         }
     }
 }

@@ -526,3 +526,53 @@ async fn two_builders_and_three_replicas_serve_fifty_generations_in_order() {
     }
     assert!(answers.windows(2).all(|w| w[0] == w[1]), "replicas differ");
 }
+
+/// A replica given another public key than the builders' (a key copied
+/// from the wrong host) loads nothing, and says why where an operator
+/// looks: the snapshot route's `no_snapshot`, `/v1/lists` (which
+/// `/readyz` points to) and the status page. They said only that no load
+/// had finished yet, and `store` looked healthy (reachable, no error): the
+/// reason was in one log line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn regression_a_replica_with_another_public_key_says_why_it_serves_nothing() {
+    let Some(moto) = Moto::start().await else { return };
+    let (builder_dir, replica_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    key_pair(builder_dir.path());
+    let feed = feed(builder_dir.path());
+    let builder =
+        RunningPublisher::start(on_store(Role::Builder, moto.addr, builder_dir.path(), &feed)).await;
+    builder.wait_ready(READY).await;
+    let other_key = generate_signing_key().public_key().to_base64();
+    let replica = RunningPublisher::start(replica(moto.addr, replica_dir.path(), &other_key)).await;
+
+    let lists = format!("{}{}", replica.base_url(), routes::LISTS);
+    let started = Instant::now();
+    let refused = loop {
+        let answer: serde_json::Value = reqwest::get(&lists).await.unwrap().json().await.unwrap();
+        if let Some(refused) = answer["lists"][0]["store"]["refused"].as_str() {
+            break refused.to_owned();
+        }
+        assert!(started.elapsed() < FOLLOW, "no refusal in {answer}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert!(refused.contains("does not verify"), "{refused}");
+    assert_eq!(status(&replica.base_url(), "/readyz").await, 503);
+
+    let answer = reqwest::get(format!(
+        "{}{}",
+        replica.base_url(),
+        routes::latest_snapshot("phishing")
+    ))
+    .await
+    .unwrap();
+    assert_eq!(answer.status(), 404);
+    let body = answer.text().await.unwrap();
+    assert!(
+        body.contains("no_snapshot") && body.contains("does not verify"),
+        "{body}"
+    );
+    assert!(!body.contains("has finished yet"), "{body}");
+
+    let page = status_page(&replica.base_url()).await;
+    assert!(page.contains("does not verify"), "{page}");
+}

@@ -269,7 +269,7 @@ fn list_section(out: &mut String, slot: &ListSlot, h: &health::Health, now: u64,
     if let Ok(Some(store)) = slot.store_status.lock().map(|s| s.clone()) {
         let _ = write!(
             out,
-            "<p>Store: {}, last reached {}, generation {}.{}</p>",
+            "<p>Store: {}, last reached {}, generation {}.{}{}</p>",
             if store.reachable {
                 "reachable"
             } else {
@@ -284,6 +284,10 @@ fn list_section(out: &mut String, slot: &ListSlot, h: &health::Health, now: u64,
                 .last_error
                 .as_deref()
                 .map_or(String::new(), |e| format!(" Last error: {}", escape(e))),
+            store
+                .refused
+                .as_deref()
+                .map_or(String::new(), |e| format!(" Not loaded: {}", escape(e))),
         );
     }
     sources(out, slot, now);
