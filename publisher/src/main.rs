@@ -301,6 +301,12 @@ fn load_config(path: Option<&PathBuf>) -> anyhow::Result<Config> {
     })
 }
 
+/// `eprintln!` that ignores a failed write: with stderr closed (`2>&1 |
+/// head`) the exit code still says how the command went, not a panic.
+macro_rules! to_stderr {
+    ($($arg:tt)*) => {{ let _ = writeln!(std::io::stderr(), $($arg)*); }};
+}
+
 /// Runs the command; an error is printed as one line with its causes
 /// (`Error: context: cause`) and exits 1, without a backtrace even where
 /// `RUST_BACKTRACE` is set: it is a message for an operator.
@@ -308,14 +314,14 @@ fn main() -> std::process::ExitCode {
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(e) => {
-            eprintln!("Error: starting the async runtime: {e}");
+            to_stderr!("Error: starting the async runtime: {e}");
             return std::process::ExitCode::FAILURE;
         }
     };
     match runtime.block_on(run(Cli::parse())) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("Error: {e:#}");
+            to_stderr!("Error: {e:#}");
             std::process::ExitCode::FAILURE
         }
     }
@@ -373,7 +379,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let key = storage::generate_signing_key();
             storage::write_key_pair(&key, &out)?;
             println!("{}", key.public_key().to_base64());
-            eprintln!(
+            to_stderr!(
                 "wrote {} (private, mode 0600) and {}; key id {} (as errors name a key)",
                 out.display(),
                 storage::public_key_path(&out).display(),
@@ -389,7 +395,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 return Ok(());
             };
             if rejected > 0 {
-                eprintln!("{rejected} entries of {} lines were rejected", urls.len());
+                to_stderr!("{rejected} entries of {} lines were rejected", urls.len());
                 std::process::exit(1);
             }
             Ok(())
@@ -402,7 +408,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 return Ok(());
             };
             if invalid > 0 {
-                eprintln!("{invalid} of {} URLs could not be canonicalized", urls.len());
+                to_stderr!("{invalid} of {} URLs could not be canonicalized", urls.len());
                 std::process::exit(1);
             }
             Ok(())
@@ -435,7 +441,7 @@ fn check_config(file: &std::path::Path) -> anyhow::Result<()> {
         return Ok(());
     };
     for warning in &warnings {
-        eprintln!("warning: {warning}");
+        to_stderr!("warning: {warning}");
     }
     Ok(())
 }

@@ -862,3 +862,27 @@ fn check_config_usage_errors_exit_2() {
         );
     }
 }
+
+/// `check-config FILE 2>&1 | head -3` closes stderr before the warnings:
+/// the exit code stays the file's verdict. The warnings' write panicked
+/// (exit 101), so a valid file read as a crash.
+#[test]
+fn regression_check_config_with_stderr_closed_exits_by_the_file_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    // Valid, with a warning: the source file is missing.
+    std::fs::write(
+        &config,
+        "[[lists]]\nname = \"p\"\nsources = [{ path = \"missing.txt\", format = \"urls\" }]\n",
+    )
+    .unwrap();
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let status = Command::new(BIN)
+        .args(["check-config", config.to_str().unwrap()])
+        .stdout(std::process::Stdio::null())
+        .stderr(writer)
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(0), "{status:?}");
+}
