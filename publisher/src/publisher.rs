@@ -245,7 +245,12 @@ impl Publisher {
                 && let Some(stored) = slot.store.load_latest(&public_key)
                 && let Ok(header) = blocksieve_format::parse_header_unverified(&stored.snapshot)
             {
-                tracing::info!(list = %list.name, version = header.version, "serving snapshot from disk");
+                tracing::info!(
+                    list = %list.name,
+                    version = header.version,
+                    from = if config.store.is_some() { "the object store" } else { "the data directory" },
+                    "serving the snapshot stored before this start"
+                );
                 slot.serve(&metrics, header, stored.snapshot, stored.hashes, stored.deltas);
                 if let Ok(Some(latest)) = slot.store.latest() {
                     slot.adopt_freshness(&latest.pointer, &public_key);
