@@ -154,7 +154,7 @@ impl Metrics {
         );
         registry.register(
             "replica_store_reachable",
-            "1 when a replica's last check of the store succeeded, else 0 (always 0 on other roles)",
+            "1 when the last check of the object store (by a replica, or a builder following its store) succeeded, else 0 (always 0 on a publisher without a store)",
             m.store_reachable.clone(),
         );
         registry.register(
@@ -262,7 +262,8 @@ impl Metrics {
             .set(i64::try_from(bytes).unwrap_or(i64::MAX));
     }
 
-    /// Records whether a replica's last check of the store succeeded.
+    /// Records whether the last check of the store (a replica's, or a
+    /// builder's on a store) succeeded.
     pub fn store_reachable(&self, reachable: bool) {
         self.store_reachable.set(i64::from(reachable));
     }
