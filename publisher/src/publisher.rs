@@ -608,11 +608,14 @@ impl Publisher {
         // delta); a new freshness record says the served version is still
         // the latest, here and, through the pointer, on replicas.
         // Not while the store's newest generation is not the one served
-        // (its objects did not load): a new one is published past it.
+        // (its objects did not load): a new one is published past it. Nor
+        // when the store holds no generation (it lost the list, or the data
+        // directory is of the older layout): the served version is
+        // published again as a new one, so the store has the list.
         if let Some(prev) = &previous
             && base
                 .as_ref()
-                .is_none_or(|b| b.pointer.version == prev.header.version)
+                .is_some_and(|b| b.pointer.version == prev.header.version)
             && prev.unchanged_by(&new_header, &built.hashes, request.now, request.ttl)
         {
             if let Some(freshness) = sign_freshness(&prev.header) {

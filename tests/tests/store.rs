@@ -322,3 +322,42 @@ async fn a_stray_key_that_is_no_object_store_path_does_not_break_a_listing() {
         b"lists/a/1.snapshot"
     );
 }
+
+/// Deletes every object under `prefix` in `bucket`.
+fn delete_all(bucket: &ObjectStorage, prefix: &str) {
+    for key in bucket.list(prefix).unwrap() {
+        delete_all(bucket, &key);
+        let _ = bucket.delete(&key);
+    }
+}
+
+/// The store loses a list's objects (a prefix deleted by hand, a bucket
+/// restored empty) while a builder runs: its next build publishes the
+/// content again. It found the list unchanged against what it served from
+/// memory and renewed the freshness there only, so the store stayed empty
+/// (a replica or builder started then found nothing to serve) while the
+/// builder's log and page said the list was fresh.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn regression_a_list_the_store_lost_is_published_again_by_the_next_build() {
+    let Some(moto) = Moto::start().await else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let builder = Publisher::open(on_store(&moto, dir.path(), "lost")).unwrap();
+    builder.build_list(0).await.result.unwrap();
+    let bucket = ObjectStorage::s3(&moto.store_url("lost"), &moto.store_options()).unwrap();
+    delete_all(&bucket, "lists/phishing");
+    assert!(bucket.list("lists/phishing").unwrap().is_empty());
+
+    let rebuilt = builder.build_list(0).await;
+    assert!(
+        !rebuilt.unchanged,
+        "found unchanged against a store that lost the list"
+    );
+    rebuilt.result.unwrap();
+    let latest = builder.state().lists[0].store.latest().unwrap();
+    assert!(latest.is_some(), "the store still holds no generation");
+    // A replica's view: a publisher started on the store serves it.
+    let other = tempfile::tempdir().unwrap();
+    std::fs::copy(dir.path().join("signing.key"), other.path().join("signing.key")).unwrap();
+    let restarted = Publisher::open(on_store(&moto, other.path(), "lost")).unwrap();
+    assert!(restarted.state().lists[0].current.load_full().is_some());
+}
