@@ -156,10 +156,15 @@ impl Publisher {
         };
         let key = storage::load_or_create_signing_key(&config.signing_key_path())?;
         let public_key = key.public_key().clone();
-        if config.public_key.as_ref().is_some_and(|k| *k != public_key) {
+        if let Some(other) = config.public_key.as_ref().filter(|k| **k != public_key) {
             return Err(Error::Config {
-                field: "public_key".to_owned(),
-                reason: "is not the signing key's public key".to_owned(),
+                field: "public_key (or serve --key)".to_owned(),
+                reason: format!(
+                    "key id {} is not the public key of the signing key {} (key id {}): only a replica (--role replica) takes another key",
+                    hex::encode(other.id()),
+                    config.signing_key_path().display(),
+                    hex::encode(public_key.id()),
+                ),
             });
         }
         Self::assemble(config, storage, Some(key), public_key, Some(data_dir_lock))

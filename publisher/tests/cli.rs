@@ -886,3 +886,30 @@ fn regression_check_config_with_stderr_closed_exits_by_the_file_not_a_panic() {
         .unwrap();
     assert_eq!(status.code(), Some(0), "{status:?}");
 }
+
+/// `serve --key` on a builder (meant for a replica) names both keys and the
+/// file, and says which role takes another key; it said only
+/// `public_key: is not the signing key's public key`, naming a field the
+/// operator never set.
+#[test]
+fn regression_a_builder_given_another_key_names_both_keys_and_the_role_that_takes_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), false);
+    let other = SigningKey::from_secret_bytes([9; 32]).public_key().to_base64();
+    let out = run(&[
+        "serve",
+        "--config",
+        config.to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+        "--key",
+        &other,
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("--key"), "{stderr}");
+    assert!(
+        stderr.contains("signing.key") && stderr.contains("--role replica"),
+        "{stderr}"
+    );
+}
