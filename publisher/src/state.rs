@@ -354,13 +354,7 @@ impl ListSlot {
             .map_or(0, |d| d.as_secs());
         let reachable = error.is_none();
         if let Ok(mut status) = self.store_status.lock() {
-            let status = status.get_or_insert(StoreStatus {
-                reachable,
-                last_checked_at: None,
-                generation: None,
-                last_error: None,
-                refused: None,
-            });
+            let status = status.get_or_insert_with(unchecked_store);
             status.reachable = reachable;
             if reachable {
                 status.last_checked_at = Some(now);
@@ -372,13 +366,7 @@ impl ListSlot {
     /// Records the generation loaded from the store (for `/v1/lists`).
     pub fn loaded_generation(&self, generation: u64) {
         if let Ok(mut status) = self.store_status.lock() {
-            let status = status.get_or_insert(StoreStatus {
-                reachable: true,
-                last_checked_at: None,
-                generation: None,
-                last_error: None,
-                refused: None,
-            });
+            let status = status.get_or_insert_with(unchecked_store);
             status.generation = Some(status.generation.map_or(generation, |g| g.max(generation)));
         }
     }
@@ -387,15 +375,21 @@ impl ListSlot {
     /// (`None`: it was), for `/v1/lists`, `no_snapshot` and the status page.
     pub fn refused_generation(&self, reason: Option<String>) {
         if let Ok(mut status) = self.store_status.lock() {
-            let status = status.get_or_insert(StoreStatus {
-                reachable: true,
-                last_checked_at: None,
-                generation: None,
-                last_error: None,
-                refused: None,
-            });
+            let status = status.get_or_insert_with(unchecked_store);
             status.refused = reason;
         }
+    }
+}
+
+/// A list's store status before anything is recorded: reached, never
+/// checked, nothing loaded or refused (each record then sets its fields).
+fn unchecked_store() -> StoreStatus {
+    StoreStatus {
+        reachable: true,
+        last_checked_at: None,
+        generation: None,
+        last_error: None,
+        refused: None,
     }
 }
 
