@@ -90,6 +90,31 @@ pub struct Validators {
     pub etag: Option<String>,
     /// The `Last-Modified` the server sent.
     pub last_modified: Option<String>,
+    /// The response's `Date`, which tells whether `last_modified` may be
+    /// sent back ([`Validators::to_send`]; absent from metadata stored
+    /// before it was kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub date: Option<String>,
+}
+
+impl Validators {
+    /// The `If-None-Match` and `If-Modified-Since` values a conditional GET
+    /// sends: neither while a `Last-Modified` is not settled
+    /// ([`settled_before`]: the response's `Date` was not a second past
+    /// it, or is not known), the next fetch then being unconditional. HTTP
+    /// dates count whole seconds, and servers compare `If-Modified-Since`
+    /// with the file's time at that resolution; a server that sends both
+    /// validators usually makes its `ETag` of the same time and the size
+    /// (nginx: `"<mtime seconds>-<size>"`), so a same-size rewrite later in
+    /// that second keeps it too, and a server evaluates `If-None-Match`
+    /// before `If-Modified-Since`. Either would answer `304 Not Modified`
+    /// to content changed after the copy taken mid-change.
+    pub fn to_send(&self) -> (Option<&str>, Option<&str>) {
+        match &self.last_modified {
+            Some(modified) if !settled_before(modified, self.date.as_deref()) => (None, None),
+            modified => (self.etag.as_deref(), modified.as_deref()),
+        }
+    }
 }
 
 /// Decompressed bytes of the start of a source that HTML detection reads.
@@ -347,10 +372,11 @@ async fn attempt(
 ) -> Result<Fetched, Failure> {
     let mut request = client.get(url).timeout(source.timeout());
     if let Some(validators) = cached {
-        if let Some(etag) = &validators.etag {
+        let (etag, last_modified) = validators.to_send();
+        if let Some(etag) = etag {
             request = request.header(reqwest::header::IF_NONE_MATCH, etag);
         }
-        if let Some(lm) = &validators.last_modified {
+        if let Some(lm) = last_modified {
             request = request.header(reqwest::header::IF_MODIFIED_SINCE, lm);
         }
     }
@@ -401,11 +427,13 @@ async fn attempt(
             .and_then(|v: &reqwest::header::HeaderValue| v.to_str().ok())
             .map(str::to_owned)
     };
-    let date = header(reqwest::header::DATE);
+    // Kept as received; whether they are sent back is decided when they
+    // are (`Validators::to_send`), so that metadata stored before that
+    // rule is held to it too.
     let validators = Validators {
         etag: header(reqwest::header::ETAG),
-        last_modified: header(reqwest::header::LAST_MODIFIED)
-            .filter(|modified| settled_before(modified, date.as_deref())),
+        last_modified: header(reqwest::header::LAST_MODIFIED),
+        date: header(reqwest::header::DATE),
     };
     // A `Content-Type: text/html` alone decides nothing: some servers label
     // every text file so (PHP's default); with it, content that starts with
@@ -450,7 +478,8 @@ fn timed_out(e: &reqwest::Error, source: &SourceConfig) -> String {
     }
 }
 
-/// Whether a `Last-Modified` value may be sent back as `If-Modified-Since`:
+/// Whether a `Last-Modified` value may be sent back as `If-Modified-Since`
+/// ([`Validators::to_send`]):
 /// the response's `Date` is at least a second past it (RFC 9110 §8.8.2.2).
 /// HTTP dates count whole seconds, and servers compare `If-Modified-Since`
 /// with the file's time at that resolution: content changed again later in
@@ -641,7 +670,39 @@ mod tests {
 
     use std::time::{Duration, SystemTime};
 
-    use super::{HEAD_BYTES, SPOOL_IN_MEMORY, Spool, parse_retry_after, settled_before};
+    use super::{HEAD_BYTES, SPOOL_IN_MEMORY, Spool, Validators, parse_retry_after, settled_before};
+
+    /// What a conditional GET sends back: both validators once
+    /// `Last-Modified` is settled; neither while it is not, nor for
+    /// metadata stored before the response's `Date` was kept (a source a
+    /// `304` held on a copy taken mid-change is fetched whole once).
+    #[test]
+    fn validators_are_sent_back_only_with_a_settled_last_modified() {
+        let with = |etag: Option<&str>, modified: Option<&str>, date: Option<&str>| Validators {
+            etag: etag.map(str::to_owned),
+            last_modified: modified.map(str::to_owned),
+            date: date.map(str::to_owned),
+        };
+        let modified = "Sun, 06 Nov 1994 08:49:37 GMT";
+        let later = "Sun, 06 Nov 1994 09:19:37 GMT";
+        let nginx = "\"2ecf8a11-12c\"";
+        assert_eq!(
+            with(Some(nginx), Some(modified), Some(later)).to_send(),
+            (Some(nginx), Some(modified))
+        );
+        assert_eq!(
+            with(Some(nginx), Some(modified), Some(modified)).to_send(),
+            (None, None),
+            "an ETag beside an unsettled Last-Modified is not sent either"
+        );
+        assert_eq!(
+            with(Some(nginx), Some(modified), None).to_send(),
+            (None, None),
+            "stored before the Date was kept"
+        );
+        assert_eq!(with(Some(nginx), None, None).to_send(), (Some(nginx), None));
+        assert_eq!(with(None, None, None).to_send(), (None, None));
+    }
 
     #[test]
     fn a_last_modified_is_sent_back_only_once_its_date_is_a_second_past_it() {

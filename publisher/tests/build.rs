@@ -97,6 +97,7 @@ fn a_source_not_modified_is_built_from_the_last_good_content_it_is_given() {
     let validators = Validators {
         etag: Some("\"v1\"".to_owned()),
         last_modified: None,
+        date: None,
     };
     let meta = CacheMeta {
         validators: validators.clone(),

@@ -324,3 +324,49 @@ async fn a_feed_changed_again_within_its_last_modified_second_is_fetched_whole_a
     assert_eq!(outcome.report.as_ref().unwrap().sources[0].state, "not_modified");
     assert!(serves(&p, "http://late0.example/phish"));
 }
+
+/// The same with an `ETag` made as nginx makes it, of the file's time in
+/// seconds and its size (`"<mtime>-<size>"`): a rewrite of the same size
+/// later in that second keeps it, and a server answers `If-None-Match`
+/// before `If-Modified-Since`. The `ETag` is not sent back either while
+/// `Last-Modified` is not settled, so the rewrite is fetched whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_same_size_rewrite_within_the_etag_second_is_fetched_whole_again() {
+    use std::time::{Duration, UNIX_EPOCH};
+    let dir = tempfile::tempdir().unwrap();
+    let at = |ms: u64| UNIX_EPOCH + Duration::from_millis(1_700_000_000_000 + ms);
+    let first = urls("a", 300);
+    let a = FakeFeed::start(first.as_bytes()).await;
+    let etag = "\"6553f100-12c\"".to_owned();
+    a.set(|r| {
+        r.etag = Some(etag.clone());
+        r.last_modified = Some((at(0), at(200)));
+    });
+    let p = publisher_with(dir.path(), vec![src(&a)]);
+    assert!(p.build_list(0).await.result.is_ok());
+
+    // Rewritten 600 ms into that second, of the same size: the same ETag.
+    let rewritten = first.replace("a0.example", "b0.example");
+    assert_eq!(rewritten.len(), first.len());
+    a.set(|r| {
+        r.body = rewritten.into_bytes();
+        r.last_modified = Some((at(600), at(1_800_000)));
+    });
+    let outcome = p.build_list(0).await;
+    assert!(outcome.result.is_ok(), "{:?}", outcome.result);
+    assert_eq!(
+        a.seen()[1].if_none_match,
+        None,
+        "an ETag beside an unsettled Last-Modified is not sent back"
+    );
+    assert!(
+        serves(&p, "http://b0.example/phish"),
+        "a URL of the same-size rewrite is published"
+    );
+
+    // Settled now: both validators go back, and the unchanged feed is a 304.
+    let outcome = p.build_list(0).await;
+    assert!(outcome.result.is_ok(), "{:?}", outcome.result);
+    assert_eq!(a.seen()[2].if_none_match.as_deref(), Some(etag.as_str()));
+    assert_eq!(outcome.report.as_ref().unwrap().sources[0].state, "not_modified");
+}

@@ -205,6 +205,7 @@ mod tests {
             validators: Validators {
                 etag: Some("\"old\"".to_owned()),
                 last_modified: None,
+                date: None,
             },
             ..meta(accepted)
         };

@@ -681,6 +681,7 @@ mod tests {
             validators: crate::fetch::Validators {
                 etag: Some(etag.to_owned()),
                 last_modified: None,
+                date: None,
             },
             fetched_at: 1,
             accepted: 1,
