@@ -274,7 +274,9 @@ impl AgentBuilder {
     /// [`Error::CacheDirInUse`]. Keep it on a local disk: on a network file
     /// system the lock is only as good as the server's locking. A
     /// directory this process cannot write to is still read (its snapshots
-    /// loaded, every write failing, reported in [`Agent::status`](crate::Agent::status)).
+    /// loaded, every write failing, reported in [`Agent::status`](crate::Agent::status)),
+    /// unlocked, by any number of agents: one that cannot open `lock` for
+    /// writing takes no lock (with a warning), as it can change nothing there.
     /// [`AgentBuilder::build`] loads the snapshots found there
     /// that verify (signature, limits, list name) and pass the persisted
     /// version floor, so the agent answers before it reaches the network —

@@ -27,9 +27,13 @@
 //! anyone. On a network file system it is only as good as the server's
 //! locking (an NFS mount with `nolock` locks within one machine only).
 //! A directory this process cannot write to is used as it always was — its
-//! snapshots are loaded, every write fails and is reported — with `lock`
-//! locked read-only if it exists, and no lock if it does not and cannot be
-//! made: such an agent cannot change the directory. Where the platform has
+//! snapshots are loaded, every write fails and is reported — without a
+//! lock, with a warning, whenever `lock` cannot be opened for writing
+//! (permission denied, a read-only file system), whether it exists or
+//! not: such an agent can create, rename or delete nothing there, so it
+//! cannot overwrite another's files, and any number of them may read a
+//! read-only cache (one baked into an image, its `lock` left by the run
+//! that made it) together. Only a writable lock file is locked. Where the platform has
 //! no file locks ([`io::ErrorKind::Unsupported`]), the agent goes on
 //! without one, with a warning.
 //!
@@ -258,27 +262,32 @@ impl Store {
 /// where there can be none (see the module docs).
 fn lock_dir(dir: &Path) -> Result<Option<File>, Error> {
     let path = dir.join(LOCK_FILE);
-    let invalid = |e: io::Error| Error::InvalidCacheDir {
-        path: dir.to_owned(),
-        reason: format!("lock file {}: {e}", path.display()),
-    };
     let opened = OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
         .truncate(false)
         .open(&path);
-    let (mut file, writable) = match opened {
-        Ok(file) => (file, true),
-        // Not ours to write: the lock file as it is, if it is there.
-        Err(e) if is_read_only(&e) => match File::open(&path) {
-            Ok(file) => (file, false),
-            Err(missing) if missing.kind() == io::ErrorKind::NotFound => {
-                tracing::warn!(dir = %dir.display(), error = %e, "cache directory not writable and without a lock file: using it read-only, unlocked");
-                return Ok(None);
-            }
-            Err(_) => return Err(invalid(e)),
-        },
+    lock_opened(dir, &path, opened)
+}
+
+/// Locks the lock file `path` of `dir` as `opened` for writing: the
+/// decision, apart from the opening (tests give it any error). A lock file
+/// this process may not open for writing is not locked at all: a shared
+/// lock would refuse no reader, and an exclusive one on a read-only
+/// descriptor would refuse every reader but one (and fail outright on
+/// NFS), where such an agent can create, rename or delete nothing there.
+fn lock_opened(dir: &Path, path: &Path, opened: io::Result<File>) -> Result<Option<File>, Error> {
+    let invalid = |e: io::Error| Error::InvalidCacheDir {
+        path: dir.to_owned(),
+        reason: format!("lock file {}: {e}", path.display()),
+    };
+    let mut file = match opened {
+        Ok(file) => file,
+        Err(e) if is_read_only(&e) => {
+            tracing::warn!(dir = %dir.display(), error = %e, "cannot open the lock file for writing: cache directory used unlocked, as one this process cannot write to");
+            return Ok(None);
+        }
         Err(e) => return Err(invalid(e)),
     };
     match file.try_lock() {
@@ -287,7 +296,7 @@ fn lock_dir(dir: &Path) -> Result<Option<File>, Error> {
             // The id the holder wrote, if it is one: whatever else holds the
             // lock may leave other content, and some systems refuse the read.
             let mut text = String::new();
-            let holder = File::open(&path)
+            let holder = File::open(path)
                 .and_then(|f| f.take(32).read_to_string(&mut text))
                 .ok()
                 .and_then(|_| text.trim().parse::<u32>().ok());
@@ -302,14 +311,12 @@ fn lock_dir(dir: &Path) -> Result<Option<File>, Error> {
         }
         Err(TryLockError::Error(e)) => return Err(invalid(e)),
     }
-    if writable {
-        // The holder's id, for the error above; the lock is what counts.
-        if let Err(e) = file
-            .set_len(0)
-            .and_then(|()| writeln!(file, "{}", std::process::id()))
-        {
-            tracing::debug!(path = %path.display(), error = %e, "cannot write the process id into the lock file");
-        }
+    // The holder's id, for the error above; the lock is what counts.
+    if let Err(e) = file
+        .set_len(0)
+        .and_then(|()| writeln!(file, "{}", std::process::id()))
+    {
+        tracing::debug!(path = %path.display(), error = %e, "cannot write the process id into the lock file");
     }
     Ok(Some(file))
 }
@@ -428,6 +435,40 @@ impl WriteOrder {
 
 #[cfg(test)]
 mod tests {
+    /// Where the lock file cannot be opened for writing (permission denied,
+    /// a read-only file system), the agent takes no lock: not even when the
+    /// file exists and another agent holds it (workers sharing a read-only
+    /// cache baked into an image, `lock` left there by the run that made
+    /// it), and not an error when it cannot be read either. Such an agent
+    /// can create, rename or delete nothing there. Tested on the decision
+    /// itself, which runs as root too (root writes to read-only
+    /// directories; `cache_lock.rs` has the same through the file system).
+    #[test]
+    fn a_lock_file_not_writable_is_not_locked() {
+        let dir = tempfile::tempdir().unwrap();
+        let holder = Store::open(dir.path().to_owned()).unwrap();
+        assert!(holder._lock.is_some());
+        let path = dir.path().join(LOCK_FILE);
+        for kind in [io::ErrorKind::PermissionDenied, io::ErrorKind::ReadOnlyFilesystem] {
+            let lock = lock_opened(dir.path(), &path, Err(kind.into()));
+            assert!(matches!(lock, Ok(None)), "{kind:?}: {lock:?}");
+        }
+        // Nor when `lock` is not there (or not readable).
+        let empty = tempfile::tempdir().unwrap();
+        let path = empty.path().join(LOCK_FILE);
+        let lock = lock_opened(empty.path(), &path, Err(io::ErrorKind::PermissionDenied.into()));
+        assert!(matches!(lock, Ok(None)), "{lock:?}");
+        // Another error is the directory's.
+        let lock = lock_opened(empty.path(), &path, Err(io::ErrorKind::InvalidInput.into()));
+        assert!(matches!(lock, Err(Error::InvalidCacheDir { .. })), "{lock:?}");
+        // A writable lock file held by another agent is refused.
+        let path = dir.path().join(LOCK_FILE);
+        let opened = OpenOptions::new().read(true).write(true).open(&path);
+        let lock = lock_opened(dir.path(), &path, opened);
+        assert!(matches!(lock, Err(Error::CacheDirInUse { .. })), "{lock:?}");
+        drop(holder);
+    }
+
     /// A write started before another but landing after it (its round
     /// cancelled, its blocking thread still running) does not overwrite it.
     #[test]

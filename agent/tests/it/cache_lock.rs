@@ -175,10 +175,12 @@ fn an_agent_of_another_process_holds_the_cache_dir_until_killed() {
 
 /// A directory this process may not write to: before the lock, such a
 /// directory was read (its snapshots loaded) and every write failed,
-/// reported in the status. It still is; the lock file is locked where it
-/// exists, and where it does not and cannot be made, the agent goes on
-/// without it (it cannot write, so it cannot overwrite another's files).
-/// Skipped when the process may write anyway (root).
+/// reported in the status, by any number of agents at once. It still is:
+/// the agent takes no lock there, whether `lock` exists (left by the run
+/// that wrote the cache, as in a cache baked into an image) or not (it
+/// cannot write, so it cannot overwrite another's files). Skipped when the
+/// process may write anyway (root); `store.rs`
+/// `a_lock_file_not_writable_is_not_locked` tests the decision as root too.
 #[cfg(unix)]
 #[tokio::test]
 async fn a_read_only_cache_dir_is_still_read() {
@@ -204,15 +206,24 @@ async fn a_read_only_cache_dir_is_still_read() {
         return;
     }
 
-    // The lock file the writer left: locked, read-only, as ever.
-    let reader = fake
-        .agent_builder(&["malware"])
-        .cache_dir(dir.path())
-        .build()
-        .unwrap();
-    assert_eq!(reader.snapshot_version("malware"), Some(3));
-    refused(dir.path());
-    drop(reader);
+    // The lock file the writer left, read-only too (as in an image whose
+    // files another user owns): not locked, so workers sharing the
+    // directory all start. (A lock file this process may still write is
+    // locked, the directory's mode aside.)
+    let lock = dir.path().join("lock");
+    std::fs::set_permissions(&lock, std::fs::Permissions::from_mode(0o444)).unwrap();
+    let readers: Vec<Agent> = (0..3)
+        .map(|_| {
+            fake.agent_builder(&["malware"])
+                .cache_dir(dir.path())
+                .build()
+                .unwrap()
+        })
+        .collect();
+    for reader in &readers {
+        assert_eq!(reader.snapshot_version("malware"), Some(3));
+    }
+    drop(readers);
 
     // No lock file, and none can be made: read all the same.
     set_mode(0o755);
