@@ -268,10 +268,14 @@ impl AgentBuilder {
     /// against rollback, in `dir` (created if missing). One agent per
     /// directory: the agent locks it (the file `lock` there, an advisory
     /// lock of the operating system) from its build until the last of its
-    /// clones is dropped and a write it started has ended, or its process
-    /// ends, crashed or not; a second
+    /// clones is dropped and any update round or write it started has
+    /// ended (a round a check or the background updates spawned goes on
+    /// up to [`AgentBuilder::snapshot_timeout`] after the drop), or its
+    /// process ends, crashed or not; a second
     /// agent on it, of this process or another, fails to build with
-    /// [`Error::CacheDirInUse`]. Keep it on a local disk: on a network file
+    /// [`Error::CacheDirInUse`], which says when the holder is this process.
+    /// A host replacing its agent on the same directory retries the build
+    /// on that error until the old agent's round has ended. Keep it on a local disk: on a network file
     /// system the lock is only as good as the server's locking. A
     /// directory this process cannot write to is still read (its snapshots
     /// loaded, every write failing, reported in [`Agent::status`](crate::Agent::status)),

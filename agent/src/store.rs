@@ -17,7 +17,9 @@
 //! an exclusive advisory lock on `lock` when it is built (the operating
 //! system's: `flock` on Unix, `LockFileEx` on Windows, through
 //! [`File::try_lock`]) and holds it until the last of its clones is
-//! dropped and its last write has ended; the lock goes with the process,
+//! dropped and any update round or write it started has ended (a round
+//! spawned by a check or the background updates holds the store, up to
+//! the snapshot timeout); the lock goes with the process,
 //! so a crash leaves none behind. A second agent — of this process or
 //! another — is refused ([`Error::CacheDirInUse`], naming the holder's
 //! process id). A child of `fork()` shares its parent's lock (the same

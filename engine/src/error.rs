@@ -297,12 +297,15 @@ pub enum Error {
     /// directory): one agent per cache directory, or they would overwrite
     /// each other's files and a restart could come back on an older
     /// version than it held. Stop the other agent (the lock goes with it,
-    /// whether it is dropped, exits or crashes), or give this one a
-    /// directory of its own.
+    /// whether it is dropped, exits or crashes; one dropped holds it until
+    /// any update round or write it started has ended), or give this one a
+    /// directory of its own. The message says when the holder is this
+    /// process, and "process id unknown" when the lock file names none
+    /// (Windows' `LockFileEx` lets no other handle read it).
     #[error(
         "cache directory {} is in use by {}; one agent per cache directory: stop that one, or give this one another directory",
         path.display(),
-        match holder { Some(pid) => format!("another agent (process {pid})"), None => "another process".to_owned() }
+        cache_dir_holder(*holder)
     )]
     CacheDirInUse {
         /// The configured directory.
@@ -318,6 +321,27 @@ pub enum Error {
     /// runtime.
     #[error("background updates need a tokio runtime")]
     NoRuntime,
+}
+
+/// Who holds a cache directory, for [`Error::CacheDirInUse`]'s message.
+fn cache_dir_holder(holder: Option<u32>) -> String {
+    match holder {
+        Some(pid) if is_this_process(pid) => format!(
+            "another agent of this process (process {pid}: one being dropped may still be finishing an update round or a write)"
+        ),
+        Some(pid) => format!("another agent (process {pid})"),
+        None => "another agent (process id unknown)".to_owned(),
+    }
+}
+
+/// Whether `pid` is this process's id (never on WebAssembly, which has no
+/// processes and no cache directory).
+fn is_this_process(pid: u32) -> bool {
+    #[cfg(target_family = "wasm")]
+    let this = None;
+    #[cfg(not(target_family = "wasm"))]
+    let this = Some(std::process::id());
+    this == Some(pid)
 }
 
 /// What the caller of a failed operation should do next; see [`Error`].
@@ -487,7 +511,19 @@ mod tests {
         };
         assert!(
             e.to_string()
-                .starts_with("cache directory agent-cache is in use by another process;")
+                .starts_with("cache directory agent-cache is in use by another agent (process id unknown);"),
+            "{e}"
+        );
+        let e = Error::CacheDirInUse {
+            path: PathBuf::from("agent-cache"),
+            holder: Some(std::process::id()),
+        };
+        assert!(
+            e.to_string().starts_with(&format!(
+                "cache directory agent-cache is in use by another agent of this process (process {}: one being dropped may still be finishing an update round or a write);",
+                std::process::id()
+            )),
+            "{e}"
         );
     }
 

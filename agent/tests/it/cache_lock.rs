@@ -66,6 +66,11 @@ fn a_second_agent_on_the_same_cache_dir_is_refused_until_the_first_is_gone() {
     let dir = dir.path().join("cache");
     let first = build(&dir).unwrap();
     assert_eq!(refused(&dir), Some(std::process::id()));
+    // The holder is this process: said so, with why an agent dropped may
+    // still hold it (a round or a write it started, finishing).
+    let text = build(&dir).unwrap_err().to_string();
+    assert!(text.contains("in use by another agent of this process"), "{text}");
+    assert!(text.contains("still be finishing"), "{text}");
     // A clone is the same agent: the lock stays until the last one goes.
     let clone = first.clone();
     drop(first);
