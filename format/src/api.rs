@@ -284,6 +284,13 @@ pub struct SnapshotStatus {
     pub request_prefix_bits: u8,
     /// The strong ETag of the snapshot (quoted, as sent in the header).
     pub etag: String,
+    /// The id of the key that signed the snapshot, 16 hex digits (the
+    /// first 8 bytes of the SHA-256 of the public key, as `keygen` and the
+    /// publisher's log name keys): after a key rotation, every list shows
+    /// the new key's id once it is published under it. Empty from a
+    /// publisher that predates it.
+    #[serde(default)]
+    pub key_id: String,
 }
 
 /// The outcome of one build attempt.

@@ -165,6 +165,14 @@ pub struct Config {
     /// none: a replica reads the public key file beside the signing key
     /// (`<data_dir>/public.key`); the other roles use the signing key's.
     pub public_key: Option<String>,
+    /// Public keys (base64) of signing keys used before the current one,
+    /// while a key is rotated (README "Rotating the signing key"): a
+    /// replica also serves generations signed by them, and a builder takes
+    /// them as its own past (it follows, delta-encodes against and removes
+    /// by retention what they signed, and publishes each list under its
+    /// current key at the next build even when unchanged). Agents must
+    /// trust the new key before builders switch to it. By default, none.
+    pub previous_public_keys: Vec<String>,
     /// The threat lists to build and serve. By default, one list `phishing`
     /// from the built-in feed; a file without `[[lists]]` names none (and is
     /// refused by [`Config::from_file`]).
@@ -453,6 +461,7 @@ impl Default for Config {
             replica_poll_s: 5,
             lease_s: 600,
             public_key: None,
+            previous_public_keys: Vec::new(),
             lists: vec![ListConfig::new("phishing", vec![SourceConfig::builtin()])],
         }
     }
@@ -526,6 +535,14 @@ impl Config {
             && TrustedKey::from_base64(key.trim()).is_err()
         {
             return Err(Error::config("public_key", "not a base64 Ed25519 public key"));
+        }
+        for key in &self.previous_public_keys {
+            if TrustedKey::from_base64(key.trim()).is_err() {
+                return Err(Error::config(
+                    "previous_public_keys",
+                    format!("{key:?} is not a base64 Ed25519 public key"),
+                ));
+            }
         }
         let mut names = std::collections::HashSet::new();
         for list in &self.lists {

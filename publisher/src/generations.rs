@@ -55,7 +55,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use blocksieve_format::{DecodeLimits, FullHash, TrustedKey, decode};
+use blocksieve_format::{DecodeLimits, FullHash, SigningKey, TrustedKey, decode};
 
 pub mod deltas;
 mod manifest;
@@ -91,6 +91,11 @@ pub struct ListStore {
     /// versions (generation 0), at most `keep`: what the versioned snapshot
     /// route serves.
     known: Arc<Mutex<BTreeMap<u64, Known>>>,
+    /// Public keys of signing keys this list's builders used before their
+    /// current one (a key rotation, `previous_public_keys`): generations
+    /// they signed verify when a publish reads what it follows, moves the
+    /// pointer past or removes by retention.
+    previous_keys: Arc<[TrustedKey]>,
 }
 
 /// A published version read back from storage.
@@ -187,7 +192,24 @@ impl ListStore {
             prefix,
             keep: keep.max(1),
             known: Arc::new(Mutex::new(BTreeMap::new())),
+            previous_keys: Arc::new([]),
         })
+    }
+
+    /// This store, whose publishes also take generations signed by
+    /// `keys` as this list's ([`ListStore::previous_keys`]).
+    #[must_use]
+    pub fn with_previous_keys(mut self, keys: &[TrustedKey]) -> Self {
+        self.previous_keys = keys.into();
+        self
+    }
+
+    /// The keys a publish signed with `key` verifies generations under:
+    /// its own, then the previous ones.
+    pub(crate) fn trusted_with(&self, key: &SigningKey) -> Vec<TrustedKey> {
+        std::iter::once(key.public_key().clone())
+            .chain(self.previous_keys.iter().cloned())
+            .collect()
     }
 
     fn key(&self, under: &str) -> String {
@@ -241,12 +263,12 @@ impl ListStore {
     /// # Errors
     ///
     /// [`Error::Storage`] or [`Error::Store`] when the store cannot be read.
-    pub fn head(&self, key: &TrustedKey) -> Result<Option<Latest>, Error> {
+    pub fn head(&self, keys: &[TrustedKey]) -> Result<Option<Latest>, Error> {
         let (pointed, version) = match self.latest_if_changed(None)? {
             Conditional::Missing | Conditional::NotModified => (None, None),
             Conditional::Value { bytes, version } => (self.parse_pointer(&bytes).ok(), Some(version)),
         };
-        let verified = |g: u64| match self.manifest(g, key) {
+        let verified = |g: u64| match self.manifest(g, keys) {
             Ok(manifest) => Ok(Some(manifest)),
             Err(e) if is_definitive(&e) => Ok(None),
             Err(e) => Err(e),
@@ -298,7 +320,7 @@ impl ListStore {
             None => match (self.storage).put(&self.pointer_key(), &pointer.to_bytes(), PutMode::Create)? {
                 Some(version) => version,
                 // Created by another builder meanwhile.
-                None => return self.head(key),
+                None => return self.head(keys),
             },
         };
         Ok(Some(Latest { pointer, version }))
@@ -335,7 +357,7 @@ impl ListStore {
     /// [`Error::Storage`] or [`Error::Store`] when it cannot be read (a
     /// missing one is `NotFound`), [`Error::Corrupt`] when it does not
     /// verify or is not that generation of this list.
-    pub fn manifest(&self, generation: u64, key: &TrustedKey) -> Result<Manifest, Error> {
+    pub fn manifest(&self, generation: u64, keys: &[TrustedKey]) -> Result<Manifest, Error> {
         let manifest_key = self.manifest_key(generation);
         // Anyone who can write the store can put any size there: a reader
         // takes no more than a manifest can be.
@@ -348,7 +370,8 @@ impl ListStore {
                 format!("is larger than a manifest can be ({MAX_MANIFEST_BYTES} bytes)"),
             ));
         }
-        let manifest = Manifest::verify(&bytes, key).map_err(|reason| self.corrupt(&manifest_key, reason))?;
+        let manifest =
+            Manifest::verify(&bytes, keys).map_err(|reason| self.corrupt(&manifest_key, reason))?;
         if manifest.list != self.name || manifest.generation != generation {
             return Err(self.corrupt(
                 &manifest_key,
@@ -368,10 +391,10 @@ impl ListStore {
     /// # Errors
     ///
     /// When the store cannot be read.
-    pub fn signed_by_another_key(&self, generation: u64, key: &TrustedKey) -> Result<bool, Error> {
+    pub fn signed_by_another_key(&self, generation: u64, keys: &[TrustedKey]) -> Result<bool, Error> {
         let manifest_key = self.manifest_key(generation);
         let bytes = (self.storage).get_range(&manifest_key, 0..MAX_MANIFEST_BYTES + 1)?;
-        Ok(bytes.is_some_and(|bytes| Manifest::signed_by_another_key(&bytes, key)))
+        Ok(bytes.is_some_and(|bytes| Manifest::signed_by_another_key(&bytes, keys)))
     }
 
     /// Generation `generation`, verified under `key` as an agent would
@@ -381,8 +404,8 @@ impl ListStore {
     ///
     /// As [`ListStore::manifest`]; an object that is missing is `NotFound`,
     /// one that does not match its manifest or verify is [`Error::Corrupt`].
-    pub fn load_generation(&self, generation: u64, key: &TrustedKey) -> Result<StoredVersion, Error> {
-        let manifest = self.manifest(generation, key)?;
+    pub fn load_generation(&self, generation: u64, keys: &[TrustedKey]) -> Result<StoredVersion, Error> {
+        let manifest = self.manifest(generation, keys)?;
         let snapshot_key = self.key(&manifest.snapshot.key);
         let hashes_key = self.key(&manifest.hashes.key);
         // At most one byte more than the manifest says: an oversized
@@ -399,9 +422,16 @@ impl ListStore {
         if let Some(reason) = manifest.hashes.mismatch(&raw) {
             return Err(self.corrupt(&hashes_key, reason));
         }
-        let hashes = self.verify(&snapshot, &snapshot_key, &raw, &hashes_key, manifest.version, key)?;
+        let hashes = self.verify(
+            &snapshot,
+            &snapshot_key,
+            &raw,
+            &hashes_key,
+            manifest.version,
+            keys,
+        )?;
         let deltas = match &manifest.deltas {
-            Some(object) => self.load_chain(object, &snapshot, key)?,
+            Some(object) => self.load_chain(object, &snapshot, keys)?,
             None => Chain::default(),
         };
         self.remember(
@@ -420,7 +450,7 @@ impl ListStore {
 
     /// The delta chain `object` names, checked against it, every delta
     /// verified under `key` and the chain ending at `snapshot` (verified).
-    fn load_chain(&self, object: &ObjectRef, snapshot: &[u8], key: &TrustedKey) -> Result<Chain, Error> {
+    fn load_chain(&self, object: &ObjectRef, snapshot: &[u8], keys: &[TrustedKey]) -> Result<Chain, Error> {
         let deltas_key = self.key(&object.key);
         let bytes = (self.storage)
             .get_range(&deltas_key, 0..object.size.saturating_add(1))?
@@ -436,7 +466,7 @@ impl ListStore {
         };
         let chain = Chain::parse(bytes.into()).map_err(|reason| self.corrupt(&deltas_key, reason))?;
         chain
-            .verify(&self.name, key, end)
+            .verify(&self.name, keys, end)
             .map_err(|reason| self.corrupt(&deltas_key, reason))?;
         Ok(chain)
     }
@@ -452,19 +482,14 @@ impl ListStore {
         raw: &[u8],
         hashes_key: &str,
         version: u64,
-        key: &TrustedKey,
+        keys: &[TrustedKey],
     ) -> Result<Vec<FullHash>, Error> {
         // An expired snapshot is still served (agents flag it stale), so
         // check expiry against its own creation time.
         let header = blocksieve_format::parse_header_unverified(snapshot)
             .map_err(|e| self.corrupt(snapshot_key, e.to_string()))?;
-        let verified = decode(
-            snapshot,
-            std::slice::from_ref(key),
-            &DecodeLimits::default(),
-            header.created_at,
-        )
-        .map_err(|e| self.corrupt(snapshot_key, e.to_string()))?;
+        let verified = decode(snapshot, keys, &DecodeLimits::default(), header.created_at)
+            .map_err(|e| self.corrupt(snapshot_key, e.to_string()))?;
         // A signed snapshot stored as another version would be served as
         // that version: a rollback anyone who can write the store could
         // cause without the signing key.
@@ -515,10 +540,10 @@ impl ListStore {
 
     /// The newest generation that verifies under `key`, from `generation`
     /// down (a broken one is skipped with a warning, at most 16).
-    pub fn load_from(&self, generation: u64, key: &TrustedKey) -> Option<StoredVersion> {
+    pub fn load_from(&self, generation: u64, keys: &[TrustedKey]) -> Option<StoredVersion> {
         let oldest = generation.saturating_sub(WALK_BACK).max(1);
         for g in (oldest..=generation).rev() {
-            match self.load_generation(g, key) {
+            match self.load_generation(g, keys) {
                 Ok(stored) => return Some(stored),
                 Err(e) => {
                     tracing::warn!(list = %self.name, generation = g, error = %e, "skipping a generation that cannot be loaded")
@@ -546,7 +571,7 @@ impl ListStore {
         &self,
         generation: u64,
         floor: Option<u64>,
-        key: &TrustedKey,
+        keys: &[TrustedKey],
         missing: &mut Vec<u64>,
         refused: &mut Option<String>,
     ) -> Result<Option<StoredVersion>, Error> {
@@ -557,14 +582,14 @@ impl ListStore {
             if let Some(floor) = floor
                 && g < generation
             {
-                match self.manifest(g, key) {
+                match self.manifest(g, keys) {
                     Ok(manifest) if manifest.version <= floor => return Ok(None),
                     Ok(_) => {}
                     Err(e) if !is_definitive(&e) => return Err(e),
                     Err(_) => {}
                 }
             }
-            match self.load_generation(g, key) {
+            match self.load_generation(g, keys) {
                 Ok(stored) => return Ok(Some(stored)),
                 Err(e) if !is_definitive(&e) => return Err(e),
                 Err(e) => {
@@ -584,11 +609,11 @@ impl ListStore {
     /// What to serve on start: the newest generation that verifies under
     /// `key`, else the newest version of the older layout, and the older
     /// kept generations' versions for the versioned route.
-    pub fn load_latest(&self, key: &TrustedKey) -> Option<StoredVersion> {
+    pub fn load_latest(&self, keys: &[TrustedKey]) -> Option<StoredVersion> {
         // The newest generation whose manifest verifies, whatever the
         // pointer says (see `head`; it may write a missing pointer: a
         // builder's start only).
-        let latest = match self.head(key) {
+        let latest = match self.head(keys) {
             Ok(latest) => latest,
             Err(e) => {
                 tracing::warn!(list = %self.name, error = %e, "cannot read the latest generation");
@@ -596,24 +621,24 @@ impl ListStore {
             }
         };
         let Some(latest) = latest else {
-            return self.load_latest_legacy(key);
+            return self.load_latest_legacy(keys);
         };
-        let stored = self.load_from(latest.pointer.generation, key)?;
+        let stored = self.load_from(latest.pointer.generation, keys)?;
         if let Some(generation) = stored.generation {
-            self.remember_older(generation, key);
+            self.remember_older(generation, keys);
         }
         Some(stored)
     }
 
     /// Fills the versioned route's index from the manifests of the kept
     /// generations below `generation` it does not hold yet.
-    pub fn remember_older(&self, generation: u64, key: &TrustedKey) {
+    pub fn remember_older(&self, generation: u64, keys: &[TrustedKey]) {
         let oldest = generation.saturating_sub(self.keep as u64 - 1).max(1);
         let held: std::collections::BTreeSet<u64> = (self.known.lock())
             .map(|k| k.values().map(|known| known.generation).collect())
             .unwrap_or_default();
         for g in (oldest..generation).filter(|g| !held.contains(g)) {
-            if let Ok(manifest) = self.manifest(g, key) {
+            if let Ok(manifest) = self.manifest(g, keys) {
                 let snapshot = manifest.snapshot.clone();
                 self.remember(manifest.version, g, self.key(&snapshot.key), Some(snapshot));
             }
@@ -742,7 +767,7 @@ impl ListStore {
     }
 
     /// The newest version of the older layout that verifies under `key`.
-    fn load_latest_legacy(&self, key: &TrustedKey) -> Option<StoredVersion> {
+    fn load_latest_legacy(&self, keys: &[TrustedKey]) -> Option<StoredVersion> {
         let listed = self.storage.list(&self.prefix).ok()?;
         let mut versions: Vec<u64> = (listed.iter())
             .filter_map(|k| k.rsplit('/').next()?.strip_suffix(".snapshot")?.parse().ok())
@@ -759,7 +784,7 @@ impl ListStore {
                 let snapshot =
                     (self.storage.get(&snapshot_key)?).ok_or_else(|| self.missing(&snapshot_key))?;
                 let raw = (self.storage.get(&hashes_key)?).ok_or_else(|| self.missing(&hashes_key))?;
-                let hashes = self.verify(&snapshot, &snapshot_key, &raw, &hashes_key, version, key)?;
+                let hashes = self.verify(&snapshot, &snapshot_key, &raw, &hashes_key, version, keys)?;
                 Ok::<_, Error>(StoredVersion {
                     snapshot,
                     hashes,

@@ -51,6 +51,9 @@ struct Inner {
     /// The key snapshots verify under (the signing key's, or a replica's
     /// configured one).
     public_key: TrustedKey,
+    /// `public_key`, then `previous_public_keys`: what stored generations
+    /// verify under.
+    trusted: Arc<[TrustedKey]>,
     state: Arc<AppState>,
     /// Where snapshots and the sources' last good content are kept.
     storage: Arc<dyn Storage>,
@@ -155,6 +158,7 @@ impl Publisher {
             )?,
         };
         let key = storage::load_or_create_signing_key(&config.signing_key_path())?;
+        storage::keep_public_key_in_step(&config.signing_key_path(), &key);
         let public_key = key.public_key().clone();
         if let Some(other) = config.public_key.as_ref().filter(|k| **k != public_key) {
             return Err(Error::Config {
@@ -203,6 +207,17 @@ impl Publisher {
         public_key: TrustedKey,
         data_dir_lock: Option<storage::DataDirLock>,
     ) -> Result<Self, Error> {
+        // What generations, snapshots and freshness records verify under:
+        // this key, then those it replaces while it is rotated.
+        let trusted: Arc<[TrustedKey]> = std::iter::once(public_key.clone())
+            .chain(
+                config
+                    .previous_public_keys
+                    .iter()
+                    .filter(|k| **k != public_key)
+                    .cloned(),
+            )
+            .collect();
         let metrics = metrics::Metrics::new();
         let mut lists = Vec::new();
         let now = unix_now();
@@ -243,11 +258,12 @@ impl Publisher {
                 current: ArcSwapOption::empty(),
                 last_build: Mutex::new(None),
                 store_status: Mutex::new(None),
-                store: ListStore::open(storage.clone(), &list.name, config.keep_versions)?,
+                store: ListStore::open(storage.clone(), &list.name, config.keep_versions)?
+                    .with_previous_keys(&config.previous_public_keys),
                 freshness: ArcSwapOption::empty(),
             };
             if config.role.builds()
-                && let Some(stored) = slot.store.load_latest(&public_key)
+                && let Some(stored) = slot.store.load_latest(&trusted)
                 && let Ok(header) = blocksieve_format::parse_header_unverified(&stored.snapshot)
             {
                 tracing::info!(
@@ -258,7 +274,7 @@ impl Publisher {
                 );
                 slot.serve(&metrics, header, stored.snapshot, stored.hashes, stored.deltas);
                 if let Ok(Some(latest)) = slot.store.latest() {
-                    slot.adopt_freshness(&latest.pointer, &public_key);
+                    slot.adopt_freshness(&latest.pointer, &trusted);
                 }
             }
             lists.push(slot);
@@ -299,6 +315,7 @@ impl Publisher {
                 config,
                 key,
                 public_key,
+                trusted,
                 state,
                 http,
             }),
@@ -518,14 +535,14 @@ impl Publisher {
         // The generation this build follows; newer than what is served
         // when another builder published it: served first, so that the
         // build's version and gates follow it.
-        let base = match slot.store.head(&inner.public_key) {
+        let base = match slot.store.head(&inner.trusted) {
             Ok(base) => base,
             Err(e) => return failed(e),
         };
         if let Some(base) = &base {
             let served = slot.current.load().as_ref().map(|p| p.header.version);
             if served.is_none_or(|v| v < base.pointer.version)
-                && let Some(stored) = slot.store.load_from(base.pointer.generation, &inner.public_key)
+                && let Some(stored) = slot.store.load_from(base.pointer.generation, &inner.trusted)
                 && let Ok(header) = blocksieve_format::parse_header_unverified(&stored.snapshot)
             {
                 slot.serve(
@@ -536,7 +553,7 @@ impl Publisher {
                     stored.deltas,
                 );
             }
-            slot.adopt_freshness(&base.pointer, &inner.public_key);
+            slot.adopt_freshness(&base.pointer, &inner.trusted);
         }
         // Checked once the newer generation serves here.
         let now_at = base.as_ref().map(|b| b.pointer.generation);
@@ -616,8 +633,11 @@ impl Publisher {
         // (its objects did not load): a new one is published past it. Nor
         // when the store holds no generation (it lost the list, or the data
         // directory is of the older layout): the served version is
-        // published again as a new one, so the store has the list.
+        // published again as a new one, so the store has the list. Nor
+        // when the served version was signed with a previous key (a key
+        // rotation): it is published again under this one.
         if let Some(prev) = &previous
+            && prev.header.key_id == key.public_key().id()
             && base
                 .as_ref()
                 .is_some_and(|b| b.pointer.version == prev.header.version)

@@ -147,8 +147,9 @@ impl Followed {
 #[derive(Debug)]
 pub(crate) struct Follower {
     state: Arc<AppState>,
-    /// The publisher's public key: what a stored generation must verify under.
-    key: TrustedKey,
+    /// The publisher's public keys (its current one, then any it replaces
+    /// while it is rotated): what a stored generation must verify under.
+    keys: Arc<[TrustedKey]>,
     lists: Vec<Followed>,
     /// Whether the last check reached the store (`None` before the first),
     /// so that a change is logged once, not at every check.
@@ -158,12 +159,12 @@ pub(crate) struct Follower {
 }
 
 impl Follower {
-    /// A follower of `state`'s lists, verifying with `key`.
-    pub(crate) fn new(state: Arc<AppState>, key: TrustedKey) -> Self {
+    /// A follower of `state`'s lists, verifying with `keys`.
+    pub(crate) fn new(state: Arc<AppState>, keys: Arc<[TrustedKey]>) -> Self {
         let lists = state.lists.iter().map(|_| Followed::default()).collect();
         Self {
             state,
-            key,
+            keys,
             lists,
             reachable: None,
             failures: 0,
@@ -220,7 +221,7 @@ impl Follower {
         let served = slot.current.load().as_ref().map(|p| p.header.version);
         let PollDecision::Load(generation) = decide(served, &pointer, &followed.skipped(&pointer)) else {
             // The same version, perhaps with a new freshness record.
-            slot.adopt_freshness(&pointer, &self.key);
+            slot.adopt_freshness(&pointer, &self.keys);
             if served.is_some_and(|s| s >= pointer.version) {
                 // Served (by a build of this process, or a later pointer):
                 // nothing at or below it is worth another try.
@@ -234,7 +235,7 @@ impl Follower {
         let mut refused = None;
         let loaded = slot
             .store
-            .load_newest_from(generation, served, &self.key, &mut missing, &mut refused);
+            .load_newest_from(generation, served, &self.keys, &mut missing, &mut refused);
         if loaded.is_ok() {
             slot.refused_generation(refused);
         }
@@ -262,7 +263,7 @@ impl Follower {
                 followed.missing.retain(|&g, _| g > loaded);
             }
             tracing::info!(list = %slot.name, generation = loaded, version = header.version, "serving a generation from the store");
-            slot.store.remember_older(loaded, &self.key);
+            slot.store.remember_older(loaded, &self.keys);
         }
         slot.serve(
             &self.state.metrics,
@@ -271,7 +272,7 @@ impl Follower {
             stored.hashes,
             stored.deltas,
         );
-        slot.adopt_freshness(&pointer, &self.key);
+        slot.adopt_freshness(&pointer, &self.keys);
         followed.seen = Some(seen);
         Ok(())
     }
@@ -320,6 +321,11 @@ mod tests {
     use crate::storage::testing::{Intercepted, Op};
     use crate::storage::{LocalStorage, PutMode, Storage};
     use blocksieve_format::SigningKey;
+
+    /// What a replica of builders signing with `key` trusts.
+    fn trusted(key: &SigningKey) -> Arc<[TrustedKey]> {
+        Arc::new([key.public_key().clone()])
+    }
 
     /// A list `phishing` stored in a data directory, served by nobody yet.
     fn state_over(dir: &std::path::Path) -> (Arc<AppState>, Arc<dyn Storage>) {
@@ -384,7 +390,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (state, storage) = state_over(dir.path());
         let key = SigningKey::from_secret_bytes([7; 32]);
-        let mut follower = Follower::new(state.clone(), key.public_key().clone());
+        let mut follower = Follower::new(state.clone(), trusted(&key));
         assert!(follower.poll(), "an empty store is a reachable one");
         assert_eq!(served(&state), None);
 
@@ -434,7 +440,7 @@ mod tests {
         let (state, _) = state_over(dir.path());
         let key = SigningKey::from_secret_bytes([7; 32]);
         let other = SigningKey::from_secret_bytes([8; 32]);
-        let mut follower = Follower::new(state.clone(), key.public_key().clone());
+        let mut follower = Follower::new(state.clone(), trusted(&key));
         let store = &state.lists[0].store;
         let (_, first) = publish(store, &key, "http://phish.example/a\n", 1_800_000_000);
         assert!(follower.poll());
@@ -447,7 +453,7 @@ mod tests {
         // The builder with the right key starts from the newest generation
         // that verifies, and its build replaces the one that does not.
         let built = build_feed("http://phish.example/c\n", 1_800_000_200, &key);
-        let base = store.head(key.public_key()).unwrap();
+        let base = store.head(&trusted(&key)).unwrap();
         let outcome = store
             .publish(
                 built.version,
@@ -475,20 +481,20 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (state, storage) = state_over(dir.path());
         let key = SigningKey::from_secret_bytes([7; 32]);
-        let mut follower = Follower::new(state.clone(), key.public_key().clone());
+        let mut follower = Follower::new(state.clone(), trusted(&key));
         let store = &state.lists[0].store;
         let (g1, _) = publish(store, &key, "http://phish.example/a\n", 1_800_000_000);
         let (g2, v2) = publish(store, &key, "http://phish.example/b\n", 1_800_000_100);
         assert!(follower.poll());
         assert_eq!(served(&state), Some(v2));
-        let m1 = store.manifest(g1, key.public_key()).unwrap();
+        let m1 = store.manifest(g1, &trusted(&key)).unwrap();
         let (g3, _) = publish(store, &key, "http://phish.example/c\n", 1_800_000_200);
-        let m3 = store.manifest(g3, key.public_key()).unwrap();
+        let m3 = store.manifest(g3, &trusted(&key)).unwrap();
         // Generation 3's hashes replaced by generation 1's (one full hash each).
         let object = |m: &crate::generations::Manifest| format!("lists/phishing/{}", m.hashes.key);
         let other = storage.get(&object(&m1)).unwrap().unwrap();
         storage.put(&object(&m3), &other, PutMode::Overwrite).unwrap();
-        let refused = store.load_generation(g3, key.public_key());
+        let refused = store.load_generation(g3, &trusted(&key));
         assert!(
             matches!(&refused, Err(Error::Corrupt { reason, .. }) if reason.contains("SHA-256")),
             "{refused:?}"
@@ -509,11 +515,11 @@ mod tests {
         let store = &state.lists[0].store;
         let (_, v1) = publish(store, &key, "http://phish.example/a\n", 1_800_000_000);
         let (g2, _) = publish(store, &key, "http://phish.example/b\n", 1_800_000_100);
-        let m2 = store.manifest(g2, key.public_key()).unwrap();
+        let m2 = store.manifest(g2, &trusted(&key)).unwrap();
         storage
             .delete(&format!("lists/phishing/{}", m2.hashes.key))
             .unwrap();
-        let mut follower = Follower::new(state.clone(), key.public_key().clone());
+        let mut follower = Follower::new(state.clone(), trusted(&key));
         assert!(follower.poll());
         assert_eq!(served(&state), Some(v1));
         assert!(follower.lists[0].missing.contains_key(&g2));
@@ -542,13 +548,13 @@ mod tests {
         let (g2, v2) = publish(store, &key, "http://phish.example/b\n", 1_800_000_100);
         let hashes = format!(
             "lists/phishing/{}",
-            store.manifest(g2, key.public_key()).unwrap().hashes.key
+            store.manifest(g2, &trusted(&key)).unwrap().hashes.key
         );
         let path = dir.path().join(&hashes);
         let replica = replica_failing_once_with(dir.path(), &hashes, move |_| {
             Error::storage(path.clone())(std::io::ErrorKind::NotFound.into())
         });
-        let mut follower = Follower::new(replica.clone(), key.public_key().clone());
+        let mut follower = Follower::new(replica.clone(), trusted(&key));
         assert!(follower.poll());
         assert_eq!(served(&replica), Some(v1));
         for _ in 0..2 {
@@ -633,7 +639,7 @@ mod tests {
         publish(store, &key, "http://phish.example/a\n", 1_800_000_000);
         let (g2, v2) = publish(store, &key, "http://phish.example/b\n", 1_800_000_100);
         let replica = replica_failing_once(dir.path(), &manifest_key(g2));
-        let mut follower = Follower::new(replica.clone(), key.public_key().clone());
+        let mut follower = Follower::new(replica.clone(), trusted(&key));
         follower.poll();
         follower.poll();
         assert_eq!(served(&replica), Some(v2), "the latest generation is skipped");
@@ -654,7 +660,7 @@ mod tests {
             1_800_000_000,
         );
         let replica = replica_failing_once(dir.path(), &manifest_key(g1));
-        let mut follower = Follower::new(replica.clone(), key.public_key().clone());
+        let mut follower = Follower::new(replica.clone(), trusted(&key));
         follower.poll();
         follower.poll();
         assert_eq!(served(&replica), Some(v1), "not ready until the next publish");
@@ -668,14 +674,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (state, storage) = state_over(dir.path());
         let key = SigningKey::from_secret_bytes([7; 32]);
-        let mut follower = Follower::new(state.clone(), key.public_key().clone());
+        let mut follower = Follower::new(state.clone(), trusted(&key));
         let store = &state.lists[0].store;
         let (_, v1) = publish(store, &key, "http://phish.example/a\n", 1_800_000_000);
         assert!(follower.poll());
         assert_eq!(served(&state), Some(v1));
         let (_, v2) = publish(store, &key, "http://phish.example/b\n", 1_800_000_100);
         let (g3, _) = publish(store, &key, "http://phish.example/c\n", 1_800_000_200);
-        let m3 = store.manifest(g3, key.public_key()).unwrap();
+        let m3 = store.manifest(g3, &trusted(&key)).unwrap();
         storage
             .delete(&format!("lists/phishing/{}", m3.hashes.key))
             .unwrap();
@@ -687,7 +693,7 @@ mod tests {
     fn checks_back_off_while_the_store_is_unreachable_and_not_past_their_cap() {
         let dir = tempfile::tempdir().unwrap();
         let (state, _) = state_over(dir.path());
-        let mut follower = Follower::new(state, SigningKey::from_secret_bytes([7; 32]).public_key().clone());
+        let mut follower = Follower::new(state, trusted(&SigningKey::from_secret_bytes([7; 32])));
         let every = Duration::from_secs(5);
         assert_eq!(follower.next_wait(every), every);
         follower.failures = 1;

@@ -283,6 +283,7 @@ fn snapshot_status(p: &Published) -> SnapshotStatus {
         },
         request_prefix_bits: h.request_prefix_bits,
         etag: p.etag.clone(),
+        key_id: hex::encode(h.key_id),
     }
 }
 

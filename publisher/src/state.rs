@@ -208,9 +208,8 @@ impl Freshness {
     /// # Errors
     ///
     /// Why it does not, in words.
-    pub fn verify(header_value: &str, key: &TrustedKey) -> Result<Self, String> {
-        let record = FreshnessRecord::from_header_value(header_value, std::slice::from_ref(key))
-            .map_err(|e| e.to_string())?;
+    pub fn verify(header_value: &str, keys: &[TrustedKey]) -> Result<Self, String> {
+        let record = FreshnessRecord::from_header_value(header_value, keys).map_err(|e| e.to_string())?;
         Ok(Self {
             record,
             header: HeaderValue::from_str(header_value).ok(),
@@ -320,11 +319,11 @@ impl ListSlot {
     /// Keeps the freshness record a `latest` pointer carries, if it
     /// verifies under `key` and vouches for the version served. Returns
     /// whether it was kept.
-    pub fn adopt_freshness(&self, pointer: &Pointer, key: &TrustedKey) -> bool {
+    pub fn adopt_freshness(&self, pointer: &Pointer, keys: &[TrustedKey]) -> bool {
         let Some(value) = pointer.freshness.as_deref() else {
             return false;
         };
-        let freshness = match Freshness::verify(value, key) {
+        let freshness = match Freshness::verify(value, keys) {
             Ok(freshness) => freshness,
             Err(reason) => {
                 tracing::warn!(list = %self.name, %reason, "ignoring a freshness record that does not verify");

@@ -613,6 +613,38 @@ pub fn load_or_create_signing_key(path: &Path) -> Result<SigningKey, Error> {
     }
 }
 
+/// Keeps the public key file beside the signing key file `path`
+/// ([`public_key_path`]) holding `key`'s public key: rewritten when it
+/// holds another (the signing key was replaced, as in a key rotation) or
+/// is missing. Agents and replicas are given that file; one left on the
+/// previous key would have them refuse every snapshot. A file that cannot
+/// be written is logged, not fatal: it is not what the publisher serves.
+pub fn keep_public_key_in_step(path: &Path, key: &SigningKey) {
+    let public = public_key_path(path);
+    let expected = key.public_key().to_base64();
+    let now = hex::encode(key.public_key().id());
+    match fs::read_to_string(&public) {
+        Ok(text) if text.trim() == expected => return,
+        Ok(text) => {
+            let was = TrustedKey::from_base64(text.trim()).map_or_else(
+                |_| "no key".to_owned(),
+                |k| format!("key id {}", hex::encode(k.id())),
+            );
+            tracing::warn!(path = %public.display(), was, now, "the public key file held another key than the signing key's; rewritten: give agents and replicas this one");
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            tracing::info!(path = %public.display(), now, "wrote the signing key's public key");
+        }
+        Err(e) => {
+            tracing::error!(path = %public.display(), error = %e, "cannot read the public key file; it is left as it is");
+            return;
+        }
+    }
+    if let Err(e) = write_atomic(&public, format!("{expected}\n").as_bytes()) {
+        tracing::error!(path = %public.display(), error = %e, now, "cannot write the signing key's public key; the file may name another key");
+    }
+}
+
 /// Loads the public key file at `path` (base64, as [`write_key_pair`]
 /// writes it beside the signing key): what a replica verifies snapshots
 /// with. Never creates a key.

@@ -63,7 +63,7 @@ fn check_store(store: &ListStore, key: &TrustedKey, when: &str) -> u64 {
     };
     let g = latest.pointer.generation;
     for generation in g.saturating_sub(KEEP - 1).max(1)..=g {
-        if let Err(e) = store.load_generation(generation, key) {
+        if let Err(e) = store.load_generation(generation, std::slice::from_ref(key)) {
             // A kept generation below the latest may have been pruned by a
             // publish after the pointer was read; the latest never is.
             let now = store.latest().unwrap().unwrap().pointer.generation;
@@ -160,9 +160,9 @@ async fn sigkilled_builders_leave_no_torn_or_lost_generation_and_building_resume
     let mut kept_builds = std::collections::BTreeSet::new();
     let mut oldest_version = u64::MAX;
     for g in oldest..=latest {
-        let manifest = store.manifest(g, &key).unwrap();
+        let manifest = store.manifest(g, std::slice::from_ref(&key)).unwrap();
         assert_eq!(manifest.parent, Some(g - 1));
-        store.load_generation(g, &key).unwrap();
+        store.load_generation(g, std::slice::from_ref(&key)).unwrap();
         oldest_version = oldest_version.min(manifest.version);
         kept_builds.insert(manifest.build);
     }
@@ -174,7 +174,7 @@ async fn sigkilled_builders_leave_no_torn_or_lost_generation_and_building_resume
     // still be stored, with its objects.
     let manifests = storage.list("lists/crash/generations").unwrap();
     assert!(manifests.len() as u64 <= KEEP + 1, "{manifests:?}");
-    if let Ok(manifest) = store.manifest(oldest - 1, &key) {
+    if let Ok(manifest) = store.manifest(oldest - 1, std::slice::from_ref(&key)) {
         oldest_version = oldest_version.min(manifest.version);
         kept_builds.insert(manifest.build);
     }

@@ -72,7 +72,10 @@ fn check_disk(data_dir: &Path, list_dir: &Path, key: &TrustedKey) -> Vec<u64> {
     // What is published: the pointer, or a newer generation that verifies
     // when the build was killed between its manifest and the pointer's move
     // (`ListStore::head` follows it forward, and so does a restart).
-    let latest = store.head(key).unwrap().expect("a latest generation");
+    let latest = store
+        .head(std::slice::from_ref(key))
+        .unwrap()
+        .expect("a latest generation");
     let pointer = store.latest().unwrap().expect("a latest pointer");
     assert!(
         latest.pointer.generation - pointer.pointer.generation <= 1,
@@ -82,7 +85,7 @@ fn check_disk(data_dir: &Path, list_dir: &Path, key: &TrustedKey) -> Vec<u64> {
     let oldest = latest.pointer.generation.saturating_sub(4).max(1);
     for generation in oldest..=latest.pointer.generation {
         let loaded = store
-            .load_generation(generation, key)
+            .load_generation(generation, std::slice::from_ref(key))
             .unwrap_or_else(|e| panic!("generation {generation} of {latest:?}: {e}"));
         versions.push(parse_header_unverified(&loaded.snapshot).unwrap().version);
     }

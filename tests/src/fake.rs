@@ -397,6 +397,7 @@ fn snapshot_status(bytes: &[u8], etag: String) -> Option<SnapshotStatus> {
         },
         request_prefix_bits: h.request_prefix_bits,
         etag,
+        key_id: hex::encode(h.key_id),
     })
 }
 

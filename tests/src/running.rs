@@ -82,6 +82,12 @@ impl RunningPublisher {
         Self::run(publisher).await
     }
 
+    /// Runs a publisher already opened (by [`reopen`], say) as
+    /// [`Self::start`] does.
+    pub async fn run_opened(publisher: Publisher) -> Self {
+        Self::run(publisher).await
+    }
+
     async fn run(publisher: Publisher) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("local addr");

@@ -10,6 +10,7 @@ mod feeds;
 mod full_hashes;
 mod hostile;
 mod immutable_buckets;
+mod key_rotation;
 mod last_good_content;
 mod load;
 mod memory;

@@ -440,7 +440,7 @@ async fn two_builders_and_three_replicas_serve_fifty_generations_in_order() {
             while !stop.load(std::sync::atomic::Ordering::SeqCst) {
                 if let Some(latest) = store.latest().unwrap() {
                     let g = latest.pointer.generation;
-                    if let Err(e) = store.load_generation(g, &key) {
+                    if let Err(e) = store.load_generation(g, std::slice::from_ref(&key)) {
                         panic!("latest points at generation {g}, which does not load: {e}");
                     }
                     seen.insert(g);

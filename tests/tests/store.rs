@@ -140,7 +140,11 @@ async fn regression_a_builder_with_another_signing_key_is_refused_unless_forced(
     let changed = latest().generation;
     assert_eq!(changed, 2);
     let store = &b.state().lists[0].store;
-    assert!(store.load_generation(changed, b.public_key()).is_ok());
+    assert!(
+        store
+            .load_generation(changed, std::slice::from_ref(b.public_key()))
+            .is_ok()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

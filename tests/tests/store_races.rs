@@ -191,7 +191,9 @@ async fn a_build_that_could_not_read_the_head_before_fetching_does_not_publish_o
     // What the store's latest generation lists.
     let store = &a.state().lists[0].store;
     let latest = store.latest().unwrap().unwrap().pointer;
-    let stored = store.load_generation(latest.generation, a.public_key()).unwrap();
+    let stored = store
+        .load_generation(latest.generation, std::slice::from_ref(a.public_key()))
+        .unwrap();
     let listed = stored.hashes.binary_search(&FullHash::of(X.as_bytes())).is_ok();
     assert!(
         listed,

@@ -43,6 +43,15 @@ pub fn summary(settings: &Settings, now: u64) -> String {
             }
         ));
     }
+    if !settings.previous_public_keys.is_empty() {
+        let ids: Vec<String> = (settings.previous_public_keys.iter())
+            .map(|k| hex::encode(k.id()))
+            .collect();
+        line(format!(
+            "previous keys {} (key ids; generations they signed are still taken)",
+            ids.join(", ")
+        ));
+    }
     line(format!("lists         {}", settings.lists.len()));
     for (i, list) in settings.lists.iter().enumerate() {
         line(format!("list {}", list.name));

@@ -93,6 +93,8 @@ pub struct Settings {
     /// The key snapshots are verified with, when configured
     /// ([`Config::public_key`]).
     pub public_key: Option<TrustedKey>,
+    /// Keys of earlier signing keys ([`Config::previous_public_keys`]).
+    pub previous_public_keys: Vec<TrustedKey>,
     /// The threat lists to build and serve ([`Config::lists`]); a source's
     /// fetch timeout is [`SourceConfig::timeout`](super::SourceConfig::timeout).
     pub lists: Vec<ListConfig>,
@@ -139,6 +141,9 @@ impl Config {
             lease: Duration::from_secs(self.lease_s),
             // Checked by `validate`.
             public_key: (self.public_key.as_deref()).and_then(|k| TrustedKey::from_base64(k.trim()).ok()),
+            previous_public_keys: (self.previous_public_keys.iter())
+                .filter_map(|k| TrustedKey::from_base64(k.trim()).ok())
+                .collect(),
             lists: self.lists,
         })
     }

@@ -60,8 +60,8 @@ impl Chain {
     /// # Errors
     ///
     /// Why not, in words.
-    pub fn verify(&self, list: &str, key: &TrustedKey, end: DeltaEnd) -> Result<(), String> {
-        let deltas = decode_chain(&self.bytes, list, std::slice::from_ref(key)).map_err(|e| e.to_string())?;
+    pub fn verify(&self, list: &str, keys: &[TrustedKey], end: DeltaEnd) -> Result<(), String> {
+        let deltas = decode_chain(&self.bytes, list, keys).map_err(|e| e.to_string())?;
         match deltas.last() {
             None => Ok(()),
             Some(last) if last.header().to == end => Ok(()),
@@ -238,8 +238,14 @@ mod tests {
         let chain = chain_of(&key, &[10, 20, 30, 40], 10, usize::MAX);
         assert_eq!(chain.len(), 3);
         assert_eq!(Chain::parse(chain.bytes().clone()).unwrap(), chain);
-        chain.verify("phishing", key.public_key(), end(40)).unwrap();
-        assert!(chain.verify("phishing", key.public_key(), end(30)).is_err());
+        chain
+            .verify("phishing", std::slice::from_ref(key.public_key()), end(40))
+            .unwrap();
+        assert!(
+            chain
+                .verify("phishing", std::slice::from_ref(key.public_key()), end(30))
+                .is_err()
+        );
         for (from, deltas) in [(10, 3), (20, 2), (30, 1)] {
             let suffix = chain.suffix(from).unwrap();
             let decoded = decode_chain(&suffix, "phishing", &[key.public_key().clone()]).unwrap();
@@ -259,7 +265,9 @@ mod tests {
         assert_eq!(chain.len(), 2);
         assert!(chain.suffix(3).is_none());
         assert!(chain.suffix(4).is_some());
-        chain.verify("phishing", key.public_key(), end(6)).unwrap();
+        chain
+            .verify("phishing", std::slice::from_ref(key.public_key()), end(6))
+            .unwrap();
         let one = delta(&key, 1, 2, &[2, 7]).len();
         let chain = chain_of(&key, &[1, 2, 3, 4, 5, 6], 100, 2 * one + 1);
         assert_eq!(chain.len(), 2);

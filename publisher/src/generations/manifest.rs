@@ -145,7 +145,7 @@ impl Manifest {
     /// # Errors
     ///
     /// Why not, in words.
-    pub fn verify(bytes: &[u8], key: &TrustedKey) -> Result<Self, String> {
+    pub fn verify(bytes: &[u8], keys: &[TrustedKey]) -> Result<Self, String> {
         let signed: SignedIn<'_> =
             serde_json::from_slice(bytes).map_err(|e| format!("not a signed manifest: {e}"))?;
         let signature: [u8; 64] = STANDARD
@@ -154,8 +154,8 @@ impl Manifest {
             .and_then(|s| s.try_into().ok())
             .ok_or("its signature is not base64 of 64 bytes")?;
         let body = signed.manifest.get();
-        if !key.verify_in_context(MANIFEST_CONTEXT, body.as_bytes(), &signature) {
-            return Err("its signature does not verify under the publisher's public key".to_owned());
+        if !(keys.iter()).any(|key| key.verify_in_context(MANIFEST_CONTEXT, body.as_bytes(), &signature)) {
+            return Err(not_verified(keys));
         }
         serde_json::from_str(body).map_err(|e| format!("signed, but not a manifest: {e}"))
     }
@@ -163,7 +163,7 @@ impl Manifest {
     /// Whether `bytes` are a well-formed signed manifest whose signature
     /// does not verify under `key`: signed with another key (or forged),
     /// where any other failure is damage.
-    pub fn signed_by_another_key(bytes: &[u8], key: &TrustedKey) -> bool {
+    pub fn signed_by_another_key(bytes: &[u8], keys: &[TrustedKey]) -> bool {
         let Ok(signed) = serde_json::from_slice::<SignedIn<'_>>(bytes) else {
             return false;
         };
@@ -172,8 +172,22 @@ impl Manifest {
             .ok()
             .and_then(|s| s.try_into().ok());
         signature.is_some_and(|signature| {
-            !key.verify_in_context(MANIFEST_CONTEXT, signed.manifest.get().as_bytes(), &signature)
+            !(keys.iter()).any(|key| {
+                key.verify_in_context(MANIFEST_CONTEXT, signed.manifest.get().as_bytes(), &signature)
+            })
         })
+    }
+}
+
+/// Why a signature verified under none of `keys`: the publisher's public
+/// key, or (a key rotation) any of its keys.
+fn not_verified(keys: &[TrustedKey]) -> String {
+    match keys {
+        [_] => "its signature does not verify under the publisher's public key".to_owned(),
+        _ => format!(
+            "its signature does not verify under any of the publisher's {} public keys",
+            keys.len()
+        ),
     }
 }
 
@@ -263,7 +277,10 @@ mod tests {
     fn a_signed_manifest_verifies_and_reads_back() {
         let key = SigningKey::from_secret_bytes([5; 32]);
         let stored = manifest().sign(&key);
-        assert_eq!(Manifest::verify(&stored, key.public_key()), Ok(manifest()));
+        assert_eq!(
+            Manifest::verify(&stored, std::slice::from_ref(key.public_key())),
+            Ok(manifest())
+        );
         assert_eq!(
             manifest().hashes,
             ObjectRef::of("builds/b.hashes".to_owned(), b"abcd")
@@ -275,7 +292,8 @@ mod tests {
         let key = SigningKey::from_secret_bytes([5; 32]);
         let stored = String::from_utf8(manifest().sign(&key)).unwrap();
         let other = SigningKey::from_secret_bytes([6; 32]);
-        let refused = Manifest::verify(stored.as_bytes(), other.public_key()).unwrap_err();
+        let refused =
+            Manifest::verify(stored.as_bytes(), std::slice::from_ref(other.public_key())).unwrap_err();
         assert!(refused.contains("does not verify"), "{refused}");
         // Pointing generation 7 at other objects, or renumbering it.
         for (from, to) in [
@@ -284,12 +302,12 @@ mod tests {
         ] {
             let changed = stored.replace(from, to);
             assert_ne!(changed, stored);
-            assert!(Manifest::verify(changed.as_bytes(), key.public_key()).is_err());
+            assert!(Manifest::verify(changed.as_bytes(), std::slice::from_ref(key.public_key())).is_err());
         }
         // Whitespace added inside the signed value changes its bytes too.
         let spaced = stored.replacen("{\"list\"", "{ \"list\"", 1);
-        assert!(Manifest::verify(spaced.as_bytes(), key.public_key()).is_err());
-        assert!(Manifest::verify(b"garbage", key.public_key()).is_err());
+        assert!(Manifest::verify(spaced.as_bytes(), std::slice::from_ref(key.public_key())).is_err());
+        assert!(Manifest::verify(b"garbage", std::slice::from_ref(key.public_key())).is_err());
     }
 
     #[test]

@@ -100,6 +100,7 @@ impl ListStore {
             deltas,
             freshness,
         } = *build;
+        let trusted = self.trusted_with(key);
         if let Some(base) = base
             && version <= base.pointer.version
         {
@@ -182,7 +183,7 @@ impl ListStore {
         if let Ok(Some(now)) = self.latest()
             && base.is_none_or(|b| b.version != now.version)
             && now.pointer.generation >= generation
-            && self.manifest(now.pointer.generation, key.public_key()).is_ok()
+            && self.manifest(now.pointer.generation, &trusted).is_ok()
         {
             for object in [Some(&snapshot_ref), Some(&hashes_ref), deltas_ref.as_ref()]
                 .into_iter()
@@ -217,7 +218,7 @@ impl ListStore {
         // generation at all (garbage, or written without the signing key):
         // that is replaced by compare-and-swap, or every later build would
         // be superseded by it.
-        let holds_this_build = || match self.manifest(generation, key.public_key()) {
+        let holds_this_build = || match self.manifest(generation, &trusted) {
             Ok(existing) => Ok(existing.build == manifest.build),
             // Not known now: neither removed nor published.
             Err(e) if !is_definitive(&e) => Err(e),
@@ -233,10 +234,10 @@ impl ListStore {
             for object in manifest.objects() {
                 let _ = self.storage.delete(&self.key(&object.key));
             }
-            self.roll_forward(generation, base, key.public_key())?;
+            self.roll_forward(generation, base, &trusted)?;
             return Ok(PublishOutcome::Superseded { generation });
         }
-        if let Some(latest) = self.move_pointer(&manifest, freshness, base, key.public_key())? {
+        if let Some(latest) = self.move_pointer(&manifest, freshness, base, &trusted)? {
             // The pointer moved on past this generation (or without it:
             // another build now holds its number, pruned and created again
             // while this builder stalled). Either way `latest` does not
@@ -250,7 +251,7 @@ impl ListStore {
             self.key(&manifest.snapshot.key),
             Some(manifest.snapshot.clone()),
         );
-        self.prune(generation, key.public_key());
+        self.prune(generation, &trusted);
         Ok(PublishOutcome::Published { generation })
     }
 
@@ -286,7 +287,7 @@ impl ListStore {
         manifest: &Manifest,
         freshness: Option<&str>,
         base: Option<&Latest>,
-        key: &TrustedKey,
+        keys: &[TrustedKey],
     ) -> Result<Option<u64>, Error> {
         let pointer = Pointer {
             list: self.name.clone(),
@@ -313,7 +314,7 @@ impl ListStore {
                     return Ok(Some(now.pointer.generation));
                 }
                 Some(now) if now.pointer.generation == manifest.generation => {
-                    let held = self.manifest(manifest.generation, key)?;
+                    let held = self.manifest(manifest.generation, keys)?;
                     return Ok((held.build != manifest.build).then_some(now.pointer.generation));
                 }
                 now => expected = now.map(|n| n.version),
@@ -331,8 +332,8 @@ impl ListStore {
     /// Points `latest` at `generation` (published by another builder) if it
     /// still points at `base` and the manifest verifies: the step a builder
     /// that stopped after creating it did not take.
-    fn roll_forward(&self, generation: u64, base: Option<&Latest>, key: &TrustedKey) -> Result<(), Error> {
-        let manifest = self.manifest(generation, key)?;
+    fn roll_forward(&self, generation: u64, base: Option<&Latest>, keys: &[TrustedKey]) -> Result<(), Error> {
+        let manifest = self.manifest(generation, keys)?;
         for object in manifest.objects() {
             if self.storage.version(&self.key(&object.key))?.is_none() {
                 return Err(self.missing(&self.key(&object.key)));
@@ -356,13 +357,13 @@ impl ListStore {
 
     /// Retention after publishing `generation`; failures are logged, never
     /// fatal (what is left is removed next time).
-    fn prune(&self, generation: u64, key: &TrustedKey) {
-        if let Err(e) = self.try_prune(generation, key) {
+    fn prune(&self, generation: u64, keys: &[TrustedKey]) {
+        if let Err(e) = self.try_prune(generation, keys) {
             tracing::warn!(list = %self.name, error = %e, "retention did not finish; it continues after the next publish");
         }
     }
 
-    fn try_prune(&self, generation: u64, key: &TrustedKey) -> Result<(), Error> {
+    fn try_prune(&self, generation: u64, keys: &[TrustedKey]) -> Result<(), Error> {
         // Counted from the latest generation when another builder has
         // published past this one meanwhile: what it keeps stays.
         let latest = self.latest()?.map(|l| l.pointer.generation);
@@ -371,7 +372,7 @@ impl ListStore {
         let mut kept_builds = std::collections::BTreeSet::new();
         let mut oldest_version = u64::MAX;
         for g in oldest_kept..=generation {
-            let manifest = self.manifest(g, key)?;
+            let manifest = self.manifest(g, keys)?;
             oldest_version = oldest_version.min(manifest.version);
             kept_builds.insert(manifest.build);
         }
@@ -482,7 +483,9 @@ mod tests {
         assert_eq!(outcome, PublishOutcome::Published { generation: 1 });
         // Committed under the build's key, checked against the manifest
         // when read back.
-        let stored = store.load_from(1, key.public_key()).unwrap();
+        let stored = store
+            .load_from(1, std::slice::from_ref(key.public_key()))
+            .unwrap();
         assert_eq!(stored.hashes, in_memory.hashes);
         let published = names(&builds);
         assert_eq!(published.len(), 2, "{published:?}");

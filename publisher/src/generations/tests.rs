@@ -56,16 +56,16 @@ fn generations_follow_one_another_and_every_kept_version_stays_readable() {
     );
 
     let public = key().public_key().clone();
-    let manifest = store.manifest(2, &public).unwrap();
+    let manifest = store.manifest(2, std::slice::from_ref(&public)).unwrap();
     assert_eq!((manifest.parent, manifest.version), (Some(1), second.version));
-    let loaded = store.load_generation(2, &public).unwrap();
+    let loaded = store.load_generation(2, std::slice::from_ref(&public)).unwrap();
     assert_eq!(
         (loaded.snapshot, loaded.hashes),
         (second.snapshot.clone(), second.hashes.clone())
     );
     // A restart serves the latest and can still serve the older version.
     let (reopened, _) = self::store(dir.path(), 5);
-    let latest = reopened.load_latest(&public).unwrap();
+    let latest = reopened.load_latest(std::slice::from_ref(&public)).unwrap();
     assert_eq!(latest.generation, Some(2));
     assert_eq!(
         reopened.read_snapshot(first.version).unwrap(),
@@ -81,7 +81,7 @@ fn generations_follow_one_another_and_every_kept_version_stays_readable() {
     // stored bytes that are not what its manifest says are refused, never
     // served (they were, for any cache to keep). Found by an adversarial
     // review.
-    let first_manifest = reopened.manifest(1, &public).unwrap();
+    let first_manifest = reopened.manifest(1, std::slice::from_ref(&public)).unwrap();
     let key = format!("lists/phishing/{}", first_manifest.snapshot.key);
     let mut tampered = first.snapshot.clone();
     *tampered.last_mut().unwrap() ^= 1;
@@ -260,14 +260,22 @@ fn a_data_directory_of_the_older_layout_serves_until_the_first_generation() {
     storage
         .put(&snapshot_key, &legacy.snapshot, PutMode::Overwrite)
         .unwrap();
-    let loaded = store.load_latest(key().public_key()).unwrap();
+    let loaded = store
+        .load_latest(std::slice::from_ref(key().public_key()))
+        .unwrap();
     assert_eq!((loaded.generation, loaded.hashes), (None, legacy.hashes.clone()));
     assert_eq!(
         store.read_snapshot(legacy.version).unwrap(),
         Some(legacy.snapshot)
     );
     publish(&store, &build("http://phish.example/new\n", 1_800_000_000), None);
-    assert_eq!(store.load_latest(key().public_key()).unwrap().generation, Some(1));
+    assert_eq!(
+        store
+            .load_latest(std::slice::from_ref(key().public_key()))
+            .unwrap()
+            .generation,
+        Some(1)
+    );
     assert_eq!(storage.get(&snapshot_key).unwrap(), None);
 }
 
@@ -400,7 +408,7 @@ fn regression_a_pointer_with_a_forged_version_does_not_stop_publishing() {
     storage
         .put("lists/phishing/latest", &forged.to_bytes(), PutMode::Overwrite)
         .unwrap();
-    let base = store.head(key().public_key()).unwrap();
+    let base = store.head(std::slice::from_ref(key().public_key())).unwrap();
     let next = build("http://phish.example/b\n", 1_800_000_100);
     let outcome = store.publish(
         next.version,
@@ -424,7 +432,9 @@ fn regression_a_pointer_with_a_forged_version_does_not_stop_publishing() {
     storage
         .put("lists/phishing/latest", b"garbage", PutMode::Overwrite)
         .unwrap();
-    let loaded = store.load_latest(key().public_key()).unwrap();
+    let loaded = store
+        .load_latest(std::slice::from_ref(key().public_key()))
+        .unwrap();
     assert_eq!(loaded.generation, Some(2));
 }
 
@@ -474,7 +484,7 @@ fn regression_a_garbage_pointer_does_not_stop_publishing() {
         .put("lists/phishing/latest", b"garbage", PutMode::Overwrite)
         .unwrap();
     // What a builder starts from, and publishes on.
-    let base = store.head(key().public_key()).unwrap();
+    let base = store.head(std::slice::from_ref(key().public_key())).unwrap();
     assert_eq!(base.as_ref().map(|b| b.pointer.generation), Some(1));
     let next = build("http://phish.example/b\n", 1_800_000_100);
     assert_eq!(
@@ -518,7 +528,10 @@ fn regression_a_garbage_manifest_at_the_next_generation_does_not_stop_publishing
     let latest = store.latest().unwrap().unwrap();
     assert!(latest.pointer.version >= 1_800_000_100, "{latest:?}");
     store
-        .load_generation(latest.pointer.generation, key().public_key())
+        .load_generation(
+            latest.pointer.generation,
+            std::slice::from_ref(key().public_key()),
+        )
         .unwrap();
 }
 
@@ -548,7 +561,7 @@ fn regression_a_stale_builder_neither_publishes_a_pruned_generation_nor_prunes_t
     let outcome = publish(&store, &stale, Some(&stale_base));
     let latest = store.latest().unwrap().unwrap();
     assert_eq!(latest.pointer.generation, 3);
-    let loaded = store.load_generation(3, &public);
+    let loaded = store.load_generation(3, std::slice::from_ref(&public));
     assert!(
         loaded.is_ok(),
         "latest points at a generation that does not load: {loaded:?}"
@@ -583,7 +596,7 @@ fn regression_an_oversized_manifest_or_snapshot_is_refused_without_reading_it_wh
     let public = key().public_key().clone();
     let built = build("http://phish.example/a\n", 1_800_000_000);
     publish(&store, &built, None);
-    let manifest = store.manifest(1, &public).unwrap();
+    let manifest = store.manifest(1, std::slice::from_ref(&public)).unwrap();
     let huge = vec![b' '; 4 * 1024 * 1024];
     let snapshot_key = format!("lists/phishing/{}", manifest.snapshot.key);
     let mut oversized = built.snapshot.clone();
@@ -592,7 +605,7 @@ fn regression_an_oversized_manifest_or_snapshot_is_refused_without_reading_it_wh
         .put(&snapshot_key, &oversized, PutMode::Overwrite)
         .unwrap();
     most.store(0, Ordering::SeqCst);
-    let refused = store.load_generation(1, &public);
+    let refused = store.load_generation(1, std::slice::from_ref(&public));
     assert!(matches!(refused, Err(Error::Corrupt { .. })), "{refused:?}");
     // Its manifest, the snapshot's size and one byte more, the hashes.
     let read = most.load(Ordering::SeqCst);
@@ -601,7 +614,7 @@ fn regression_an_oversized_manifest_or_snapshot_is_refused_without_reading_it_wh
     let manifest_key = "lists/phishing/generations/00000000000000000001.json";
     storage.put(manifest_key, &huge, PutMode::Overwrite).unwrap();
     most.store(0, Ordering::SeqCst);
-    let refused = store.manifest(1, &public);
+    let refused = store.manifest(1, std::slice::from_ref(&public));
     assert!(matches!(refused, Err(Error::Corrupt { .. })), "{refused:?}");
     assert!(most.load(Ordering::SeqCst) <= 64 * 1024 + 1);
 }
@@ -656,7 +669,9 @@ fn publishes_through_retried_creates(under: &'static str, times: &[u64]) {
         );
         let latest = store.latest().unwrap().unwrap();
         assert_eq!(latest.pointer.version, built.version);
-        store.load_generation(latest.pointer.generation, &public).unwrap();
+        store
+            .load_generation(latest.pointer.generation, std::slice::from_ref(&public))
+            .unwrap();
     }
 }
 
@@ -702,7 +717,7 @@ fn regression_a_pointer_moved_back_is_brought_forward_by_the_next_publish() {
     storage
         .put("lists/phishing/latest", &replayed.to_bytes(), PutMode::Overwrite)
         .unwrap();
-    let base = store.head(key().public_key()).unwrap();
+    let base = store.head(std::slice::from_ref(key().public_key())).unwrap();
     let next = build("http://phish.example/next\n", 1_800_000_400);
     let outcome = store.publish(
         next.version,
@@ -765,7 +780,7 @@ fn regression_a_stale_build_racing_retention_never_prunes_the_latest_generation(
         matches!(outcome, PublishOutcome::Superseded { generation: 3 }),
         "{outcome:?}"
     );
-    other.load_generation(3, &public).unwrap();
+    other.load_generation(3, std::slice::from_ref(&public)).unwrap();
 }
 
 /// Generations without a `latest` pointer (it was removed): the next build
@@ -778,7 +793,7 @@ fn regression_generations_without_a_pointer_are_built_on_from_the_newest() {
         .into_iter()
         .enumerate()
     {
-        let base = store.head(key().public_key()).unwrap();
+        let base = store.head(std::slice::from_ref(key().public_key())).unwrap();
         publish(
             &store,
             &build(&format!("http://phish.example/{i}\n"), now),
@@ -786,7 +801,10 @@ fn regression_generations_without_a_pointer_are_built_on_from_the_newest() {
         );
     }
     storage.delete("lists/phishing/latest").unwrap();
-    let base = store.head(key().public_key()).unwrap().unwrap();
+    let base = store
+        .head(std::slice::from_ref(key().public_key()))
+        .unwrap()
+        .unwrap();
     assert_eq!(base.pointer.generation, 3);
     let next = build("http://phish.example/next\n", 1_800_000_300);
     assert_eq!(
@@ -839,32 +857,63 @@ fn a_generation_stores_its_delta_chain_and_a_reader_loads_and_checks_it() {
     let first = build(&feed, 1_800_000_000);
     publish(&store, &first, None);
     // No chain: no object, no field, and it loads as an empty chain.
-    assert_eq!(store.manifest(1, &public).unwrap().deltas, None);
-    assert!(store.load_generation(1, &public).unwrap().deltas.is_empty());
+    assert_eq!(
+        store.manifest(1, std::slice::from_ref(&public)).unwrap().deltas,
+        None
+    );
+    assert!(
+        store
+            .load_generation(1, std::slice::from_ref(&public))
+            .unwrap()
+            .deltas
+            .is_empty()
+    );
     let second = build(&format!("{feed}http://phish.example/b\n"), 1_800_000_100);
     let chain = publish_with_delta(&store, &first, &Chain::default(), &second, Some("record"));
     let third = build(&format!("{feed}http://phish.example/c\n"), 1_800_000_200);
     let chain = publish_with_delta(&store, &second, &chain, &third, None);
     assert_eq!(chain.len(), 2);
-    let manifest = store.manifest(3, &public).unwrap();
+    let manifest = store.manifest(3, std::slice::from_ref(&public)).unwrap();
     let object = manifest.deltas.clone().unwrap();
     assert!(object.key.ends_with(".deltas"), "{object:?}");
-    assert_eq!(store.load_generation(3, &public).unwrap().deltas, chain);
+    assert_eq!(
+        store
+            .load_generation(3, std::slice::from_ref(&public))
+            .unwrap()
+            .deltas,
+        chain
+    );
     // The pointer of generation 2 carried its record; generation 3's none.
     assert_eq!(store.latest().unwrap().unwrap().pointer.freshness, None);
 
     // A chain object replaced (here by generation 2's, which is signed but
     // ends elsewhere): the generation does not load, and readers walk back.
-    let second_object = store.manifest(2, &public).unwrap().deltas.unwrap();
+    let second_object = store
+        .manifest(2, std::slice::from_ref(&public))
+        .unwrap()
+        .deltas
+        .unwrap();
     let older = storage.get(&store.key(&second_object.key)).unwrap().unwrap();
     let key3 = store.key(&object.key);
     storage.delete(&key3).unwrap();
     storage.put(&key3, &older, PutMode::Create).unwrap();
-    let refused = store.load_generation(3, &public).unwrap_err();
+    let refused = store
+        .load_generation(3, std::slice::from_ref(&public))
+        .unwrap_err();
     assert!(matches!(refused, Error::Corrupt { .. }), "{refused}");
-    assert_eq!(store.load_from(3, &public).unwrap().generation, Some(2));
+    assert_eq!(
+        store
+            .load_from(3, std::slice::from_ref(&public))
+            .unwrap()
+            .generation,
+        Some(2)
+    );
     storage.delete(&key3).unwrap();
-    assert!(is_definitive(&store.load_generation(3, &public).unwrap_err()));
+    assert!(is_definitive(
+        &store
+            .load_generation(3, std::slice::from_ref(&public))
+            .unwrap_err()
+    ));
 }
 
 #[test]
@@ -878,7 +927,7 @@ fn a_manifest_written_before_delta_chains_still_verifies_and_loads() {
     let stored = String::from_utf8(storage.get(&manifest_key).unwrap().unwrap()).unwrap();
     assert!(!stored.contains("deltas"), "{stored}");
     let public = key().public_key().clone();
-    let loaded = store.load_latest(&public).unwrap();
+    let loaded = store.load_latest(std::slice::from_ref(&public)).unwrap();
     assert_eq!((loaded.generation, loaded.snapshot), (Some(1), first.snapshot));
     assert!(loaded.deltas.is_empty());
 }
@@ -900,7 +949,10 @@ fn a_refresh_moves_the_pointer_only_from_the_version_read() {
         Some("first")
     );
     // `head` keeps the record of the generation it names.
-    let head = store.head(key().public_key()).unwrap().unwrap();
+    let head = store
+        .head(std::slice::from_ref(key().public_key()))
+        .unwrap()
+        .unwrap();
     assert_eq!(head.pointer.freshness.as_deref(), Some("first"));
 }
 

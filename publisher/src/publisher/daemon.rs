@@ -32,7 +32,7 @@ impl Publisher {
         // Builders on an object store follow it too: another builder may
         // publish the next generation.
         if !self.inner.config.role.builds() || self.inner.config.store.is_some() {
-            let follower = replica::Follower::new(self.state(), self.inner.public_key.clone());
+            let follower = replica::Follower::new(self.state(), self.inner.trusted.clone());
             _follower = Some(follower.spawn(self.inner.config.replica_poll));
         }
         let mut initial_builds = Vec::new();

@@ -73,7 +73,7 @@ impl Publisher {
     pub(super) fn head_generation(&self, index: usize) -> Result<Option<u64>, Error> {
         let inner = &self.inner;
         let slot = &inner.state.lists[index];
-        let Some(latest) = slot.store.head(&inner.public_key)? else {
+        let Some(latest) = slot.store.head(&inner.trusted)? else {
             return Ok(None);
         };
         // The head names a generation signed with our key whenever one of
@@ -85,7 +85,7 @@ impl Publisher {
         let forced = inner.force_once[index].load(std::sync::atomic::Ordering::SeqCst);
         if let Some(store) = &inner.config.store
             && !forced
-            && slot.store.signed_by_another_key(generation, &inner.public_key)?
+            && slot.store.signed_by_another_key(generation, &inner.trusted)?
         {
             return Err(Error::OtherSigningKey {
                 store: store.clone(),
