@@ -121,7 +121,7 @@ async fn a_signing_key_is_rotated_without_a_listed_url_answered_safe() {
     let written = std::fs::read_to_string(next_path.with_file_name("next.key.pub")).unwrap();
     assert_eq!(written.trim(), next_public.to_base64());
 
-    // The agent that trusts both follows (by a delta the new key signed).
+    // The agent that trusts both follows (what it fetches, the new key signed).
     assert!(both.update().await.unwrap().is_complete());
     assert!(both.check_url(&listed).await.unwrap().is_unsafe(), "{listed}");
     // Step 3: an agent that trusts only the new key gets the list.

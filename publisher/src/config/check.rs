@@ -504,4 +504,27 @@ mod tests {
         assert!(warned[0].contains("public.key: does not exist"), "{}", warned[0]);
         assert_eq!(utc(0), "1970-01-01T00:00:00Z");
     }
+
+    #[test]
+    fn previous_public_keys_are_shown_by_key_id_and_a_bad_one_is_refused() {
+        let old = crate::storage::generate_signing_key().public_key().clone();
+        let config = Config {
+            previous_public_keys: vec![old.to_base64()],
+            ..Config::default()
+        };
+        let shown = summary(&config.clone().resolve().unwrap(), NOW);
+        assert!(
+            shown.contains(&format!("previous keys {}", hex::encode(old.id()))),
+            "{shown}"
+        );
+        let bad = Config {
+            previous_public_keys: vec!["not a key".to_owned()],
+            ..config
+        };
+        let refused = bad.resolve().unwrap_err().to_string();
+        assert!(
+            refused.contains("previous_public_keys") && refused.contains("not a key"),
+            "{refused}"
+        );
+    }
 }
