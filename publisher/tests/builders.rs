@@ -8,7 +8,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -16,6 +16,7 @@ use blocksieve_format::TrustedKey;
 use blocksieve_publisher::internal::storage::{
     ListStore, ObjectStorage, Storage, generate_signing_key, write_key_pair,
 };
+use blocksieve_tests::KillOnDrop;
 use blocksieve_tests::moto::Moto;
 use rand::{Rng as _, SeedableRng as _};
 
@@ -45,14 +46,18 @@ fn write_config(dir: &Path, key: &Path, feed: &Path, moto: &Moto) -> std::path::
     path
 }
 
-fn builder(config: &Path, log: &Path) -> Child {
-    Command::new(BIN)
-        .args(["serve", "--config"])
-        .arg(config)
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(log).unwrap())
-        .spawn()
-        .expect("spawn publisher")
+/// A builder process, killed when dropped (a failed assertion left the
+/// survivor running).
+fn builder(config: &Path, log: &Path) -> KillOnDrop {
+    KillOnDrop(
+        Command::new(BIN)
+            .args(["serve", "--config"])
+            .arg(config)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(log).unwrap())
+            .spawn()
+            .expect("spawn publisher"),
+    )
 }
 
 /// The latest generation loads whole, and so does every kept one below

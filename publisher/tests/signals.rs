@@ -1,15 +1,48 @@
-//! Signals an operator sends to a running `serve`.
+//! Signals an operator sends to a running `serve`. Each `serve` is killed
+//! when its test ends, passed or failed: a failed assertion left it
+//! running, bound to its port and holding its data directory.
 
 #![cfg(unix)]
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::io::BufRead as _;
 use std::io::{Read as _, Write as _};
-use std::process::{Command, Stdio};
+use std::path::Path;
+use std::process::{Command, ExitStatus, Stdio};
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
+use blocksieve_tests::KillOnDrop;
+
 const BIN: &str = env!("CARGO_BIN_EXE_blocksieve-publisher");
+
+/// `serve --config config` on 127.0.0.1:0, logging at `info`, with its log
+/// lines (stderr) as they come.
+fn serve(config: &Path) -> (KillOnDrop, Receiver<String>) {
+    let mut child = KillOnDrop(
+        Command::new(BIN)
+            .args([
+                "serve",
+                "--config",
+                config.to_str().unwrap(),
+                "--listen",
+                "127.0.0.1:0",
+            ])
+            .env("RUST_LOG", "info")
+            .stderr(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let (send, lines) = std::sync::mpsc::channel();
+    let stderr = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = send.send(line);
+        }
+    });
+    (child, lines)
+}
 
 /// Waits for a line of `lines` holding `text`, and returns it.
 fn wait_for(lines: &Receiver<String>, text: &str) -> String {
@@ -32,6 +65,19 @@ fn kill(signal: &str, pid: u32) {
         .status()
         .unwrap();
     assert!(sent.success());
+}
+
+/// How `child` exited, within `within` (else the test fails, saying
+/// `still`).
+fn exit_within(child: &mut KillOnDrop, within: Duration, still: &str) -> ExitStatus {
+    let started = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        assert!(started.elapsed() < within, "{still}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 /// The status line of `GET /healthz` on `addr`.
@@ -65,26 +111,7 @@ fn regression_sighup_neither_stops_serve_nor_goes_unanswered() {
         ),
     )
     .unwrap();
-    let mut child = Command::new(BIN)
-        .args([
-            "serve",
-            "--config",
-            config.to_str().unwrap(),
-            "--listen",
-            "127.0.0.1:0",
-        ])
-        .env("RUST_LOG", "info")
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let (send, lines) = std::sync::mpsc::channel();
-    let stderr = child.stderr.take().unwrap();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
-            let _ = send.send(line);
-        }
-    });
+    let (mut child, lines) = serve(&config);
     let listening = wait_for(&lines, "publisher listening");
     let addr = listening
         .split_whitespace()
@@ -100,13 +127,43 @@ fn regression_sighup_neither_stops_serve_nor_goes_unanswered() {
 
     // SIGTERM still drains and stops it cleanly.
     kill("-TERM", child.id());
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(started.elapsed() < Duration::from_secs(30), "still running");
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = exit_within(&mut child, Duration::from_secs(30), "still running");
     assert_eq!(status.code(), Some(0), "{status:?}");
+}
+
+/// Ctrl-C twice stops `serve` at once: the first signal drains (here up to
+/// 30 s for a first build stuck on a source that never answers), the
+/// second ends the process (exit 130). The second was ignored: the
+/// operator waited out the drain.
+#[test]
+fn regression_a_second_signal_stops_serve_without_draining() {
+    let dir = tempfile::tempdir().unwrap();
+    // Accepts connections and never answers.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent_addr = silent.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let mut open = Vec::new();
+        for socket in silent.incoming() {
+            open.push(socket);
+        }
+    });
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "data_dir = {:?}\ndrain_timeout_s = 30\n[[lists]]\nname = \"slow\"\n\
+             sources = [{{ url = \"http://{silent_addr}/feed.txt\", format = \"urls\" }}]\n",
+            dir.path().join("data")
+        ),
+    )
+    .unwrap();
+    let (mut child, lines) = serve(&config);
+    // Signals are caught from the start line on (made before it, they
+    // ended a process signalled right after it).
+    wait_for(&lines, "publisher listening");
+    kill("-INT", child.id());
+    wait_for(&lines, "a second signal stops at once");
+    kill("-INT", child.id());
+    let status = exit_within(&mut child, Duration::from_secs(10), "still draining");
+    assert_eq!(status.code(), Some(130), "{status:?}");
 }

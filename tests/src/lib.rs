@@ -7,13 +7,15 @@
 //! ([`clock`]) and agents for the fakes ([`agents`]); a real S3 API server
 //! for the object-store tests ([`moto`]), and the contract every storage
 //! backend of the publisher keeps ([`storage_contract`]); a seeded
-//! churn generator for threat lists ([`churn`]).
+//! churn generator for threat lists ([`churn`]); a child process killed
+//! when the test lets go of it ([`KillOnDrop`]).
 //!
 //! The fake publisher and the test snapshots use only the wire format
 //! (`blocksieve-format`): they stand in for the publisher.
 
 pub mod agents;
 pub mod browser_forms;
+mod child;
 pub mod churn;
 pub mod clock;
 pub mod fake;
@@ -28,6 +30,7 @@ mod running;
 pub mod snapshot;
 pub mod storage_contract;
 
+pub use child::KillOnDrop;
 pub use fixtures::{fixture_lines, fixture_source, fixtures};
 pub use machine::{heavy_test_lock, open_files_limit, vm_rss_bytes};
 pub use running::{RunningPublisher, config, reopen};
