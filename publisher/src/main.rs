@@ -251,7 +251,8 @@ fn explain_urls(out: &mut impl std::io::Write, urls: &[std::ffi::OsString]) -> s
 
 /// Runs `write` on a buffered, locked stdout. A reader that stops reading
 /// (`… | head`) ends the output quietly: `Ok(None)`, as command-line tools
-/// do, rather than a panic or an error.
+/// do, rather than a panic or an error. Every subcommand prints through it
+/// (`println!` panics on a closed pipe).
 fn until_closed<T>(
     write: impl FnOnce(&mut std::io::BufWriter<std::io::StdoutLock<'static>>) -> std::io::Result<T>,
 ) -> anyhow::Result<Option<T>> {
@@ -378,7 +379,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             }
             let key = storage::generate_signing_key();
             storage::write_key_pair(&key, &out)?;
-            println!("{}", key.public_key().to_base64());
+            until_closed(|out| writeln!(out, "{}", key.public_key().to_base64()))?;
             to_stderr!(
                 "wrote {} (private, mode 0600) and {}; key id {} (as errors name a key)",
                 out.display(),
@@ -846,52 +847,50 @@ fn inspect(file: &PathBuf, key: Option<&str>) -> anyhow::Result<()> {
     let key = key.map(key_arg).transpose()?;
     let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
     let h = parse_header_unverified(&bytes).with_context(|| format!("{}", file.display()))?;
-    println!("list_name             {}", h.list_name);
-    println!("version               {}", h.version);
-    println!("created_at            {}", h.created_at);
-    println!("expires_at            {}", h.expires_at);
-    println!("key_bits              {}", h.key_bits.bits());
-    println!("request_prefix_bits   {}", h.request_prefix_bits);
-    println!("filter_kind           {}", h.filter_kind);
-    println!("entry_count           {}", h.entry_count);
-    println!("full_hash_count       {}", h.full_hash_count);
-    println!("body_compressed       {} bytes", h.body_compressed_bytes);
-    println!("body_decompressed     {} bytes", h.body_decompressed_bytes);
-    println!("body_sha256           {}", hex::encode(h.body_sha256));
-    println!("theoretical_fpr       {:e}", h.theoretical_fpr);
-    println!("measured_fpr          {:e}", h.measured_fpr);
-    println!("key_id                {}", hex::encode(h.key_id));
-    println!("file_bytes            {}", bytes.len());
-    if h.entry_count > 0 {
-        println!(
-            "bits_per_key          {:.3}",
-            bytes.len() as f64 * 8.0 / h.entry_count as f64
-        );
-    }
+    // Checked before anything is printed: a reader that stops (`inspect …
+    // | head -1`) ends the output, and the exit code is still the checks'.
     let limits = DecodeLimits::default();
-    let failed = match key {
+    let (verdict, failed) = match key {
         Some(key) => match decode_ignoring_expiry(&bytes, &[key], &limits) {
-            Ok(_) => {
-                println!("verification          ok (signature, body SHA-256, zstd frame, filter layout)");
-                false
-            }
-            Err(e) => {
-                println!("verification          FAILED: {e}");
-                true
-            }
+            Ok(_) => (
+                "verification          ok (signature, body SHA-256, zstd frame, filter layout)".to_owned(),
+                false,
+            ),
+            Err(e) => (format!("verification          FAILED: {e}"), true),
         },
         None => match check_unverified(&bytes, &limits) {
-            Ok(_) => {
-                println!("integrity             ok (body SHA-256, zstd frame, filter layout)");
-                println!("verification          signature not checked (pass --key)");
-                false
-            }
-            Err(e) => {
-                println!("integrity             FAILED: {e}");
-                true
-            }
+            Ok(_) => (
+                "integrity             ok (body SHA-256, zstd frame, filter layout)\n\
+                 verification          signature not checked (pass --key)"
+                    .to_owned(),
+                false,
+            ),
+            Err(e) => (format!("integrity             FAILED: {e}"), true),
         },
     };
+    until_closed(|out| {
+        writeln!(out, "list_name             {}", h.list_name)?;
+        writeln!(out, "version               {}", h.version)?;
+        writeln!(out, "created_at            {}", h.created_at)?;
+        writeln!(out, "expires_at            {}", h.expires_at)?;
+        writeln!(out, "key_bits              {}", h.key_bits.bits())?;
+        writeln!(out, "request_prefix_bits   {}", h.request_prefix_bits)?;
+        writeln!(out, "filter_kind           {}", h.filter_kind)?;
+        writeln!(out, "entry_count           {}", h.entry_count)?;
+        writeln!(out, "full_hash_count       {}", h.full_hash_count)?;
+        writeln!(out, "body_compressed       {} bytes", h.body_compressed_bytes)?;
+        writeln!(out, "body_decompressed     {} bytes", h.body_decompressed_bytes)?;
+        writeln!(out, "body_sha256           {}", hex::encode(h.body_sha256))?;
+        writeln!(out, "theoretical_fpr       {:e}", h.theoretical_fpr)?;
+        writeln!(out, "measured_fpr          {:e}", h.measured_fpr)?;
+        writeln!(out, "key_id                {}", hex::encode(h.key_id))?;
+        writeln!(out, "file_bytes            {}", bytes.len())?;
+        if h.entry_count > 0 {
+            let bits = bytes.len() as f64 * 8.0 / h.entry_count as f64;
+            writeln!(out, "bits_per_key          {bits:.3}")?;
+        }
+        writeln!(out, "{verdict}")
+    })?;
     if failed {
         std::process::exit(1);
     }
