@@ -129,7 +129,9 @@ impl Publisher {
     ///
     /// # Errors
     ///
-    /// [`Error::Config`] for an invalid configuration, [`Error::SigningKey`]
+    /// [`Error::Config`] for an invalid configuration, or a `public_key`
+    /// that is not the signing key's (refused before anything is created:
+    /// a builder with no signing key yet creates none), [`Error::SigningKey`]
     /// for a key file that holds no key, [`Error::InUse`] when another
     /// publisher has the data directory open, [`Error::Storage`] when the
     /// data directory or key cannot be read or written, [`Error::Store`]
@@ -147,6 +149,14 @@ impl Publisher {
         if config.role == Role::Replica {
             return Self::open_replica(config);
         }
+        // Another public key (`serve --key`, meant for a replica) is
+        // refused before anything is created: a signing key not created
+        // yet is no key it was given.
+        let key_path = config.signing_key_path();
+        let existing = storage::load_signing_key(&key_path)?;
+        if let Some(given) = &config.public_key {
+            Self::check_given_key(&config, given, existing.as_ref())?;
+        }
         let local = LocalStorage::open(&config.data_dir)?;
         let data_dir_lock = storage::lock_data_dir(&config.data_dir)?;
         let storage: Arc<dyn Storage> = match &config.store {
@@ -157,21 +167,35 @@ impl Publisher {
                 config.dangerous_store_ignores_conditions,
             )?,
         };
-        let key = storage::load_or_create_signing_key(&config.signing_key_path())?;
-        storage::keep_public_key_in_step(&config.signing_key_path(), &key);
+        let key = match existing {
+            Some(key) => key,
+            None => storage::load_or_create_signing_key(&key_path)?,
+        };
+        storage::keep_public_key_in_step(&key_path, &key);
         let public_key = key.public_key().clone();
-        if let Some(other) = config.public_key.as_ref().filter(|k| **k != public_key) {
-            return Err(Error::Config {
-                field: "public_key (or serve --key)".to_owned(),
-                reason: format!(
-                    "key id {} is not the public key of the signing key {} (key id {}): only a replica (--role replica) takes another key",
-                    hex::encode(other.id()),
-                    config.signing_key_path().display(),
-                    hex::encode(public_key.id()),
-                ),
-            });
-        }
         Self::assemble(config, storage, Some(key), public_key, Some(data_dir_lock))
+    }
+
+    /// A builder's `public_key` (or `serve --key`) is its signing key's
+    /// public key: `own`, the key at [`Settings::signing_key_path`], if any.
+    fn check_given_key(config: &Settings, given: &TrustedKey, own: Option<&SigningKey>) -> Result<(), Error> {
+        let (path, from) = (config.signing_key_path(), config.signing_key_origin());
+        let (id, path) = (hex::encode(given.id()), path.display());
+        let only = "only a replica (--role replica) takes another key";
+        let reason = match own.map(SigningKey::public_key) {
+            Some(own) if own == given => return Ok(()),
+            Some(own) => format!(
+                "key id {id} is not the public key of the signing key {path}{from} (key id {}): {only}",
+                hex::encode(own.id())
+            ),
+            None => format!(
+                "key id {id} cannot be the public key of the signing key {path}{from}: it does not exist yet (a builder creates one at its first start); {only}"
+            ),
+        };
+        Err(Error::Config {
+            field: "public_key (or serve --key)".to_owned(),
+            reason,
+        })
     }
 
     /// A replica's [`Publisher::open`].

@@ -590,6 +590,26 @@ pub fn default_signing_key_path(data_dir: &Path) -> PathBuf {
     data_dir.join("signing.key")
 }
 
+/// Loads the signing key at `path`; `None` when there is no file there.
+/// Never creates a key.
+///
+/// # Errors
+///
+/// [`Error::Storage`] when the key cannot be read, [`Error::SigningKey`]
+/// when the file holds no key.
+pub fn load_signing_key(path: &Path) -> Result<Option<SigningKey>, Error> {
+    match fs::read_to_string(path) {
+        Ok(text) => SigningKey::from_base64(&text)
+            .map(Some)
+            .map_err(|reason| Error::SigningKey {
+                path: path.to_owned(),
+                reason,
+            }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(Error::storage(path)(e)),
+    }
+}
+
 /// Loads the signing key at `path`, or creates one (mode 0600) with its
 /// `public.key` beside it when there is none.
 ///
@@ -598,19 +618,13 @@ pub fn default_signing_key_path(data_dir: &Path) -> PathBuf {
 /// [`Error::Storage`] when the key cannot be read or written,
 /// [`Error::SigningKey`] when the file holds no key.
 pub fn load_or_create_signing_key(path: &Path) -> Result<SigningKey, Error> {
-    match fs::read_to_string(path) {
-        Ok(text) => SigningKey::from_base64(&text).map_err(|reason| Error::SigningKey {
-            path: path.to_owned(),
-            reason,
-        }),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            let key = generate_signing_key();
-            write_key_pair(&key, path)?;
-            tracing::info!(path = %path.display(), public_key = %key.public_key().to_base64(), key_id = %hex::encode(key.public_key().id()), "created a new signing key");
-            Ok(key)
-        }
-        Err(e) => Err(Error::storage(path)(e)),
+    if let Some(key) = load_signing_key(path)? {
+        return Ok(key);
     }
+    let key = generate_signing_key();
+    write_key_pair(&key, path)?;
+    tracing::info!(path = %path.display(), public_key = %key.public_key().to_base64(), key_id = %hex::encode(key.public_key().id()), "created a new signing key");
+    Ok(key)
 }
 
 /// Keeps the public key file beside the signing key file `path`

@@ -741,3 +741,95 @@ fn regression_a_builder_given_another_key_names_both_keys_and_the_role_that_take
         "{stderr}"
     );
 }
+
+/// A builder given a public key before it has a signing key is refused
+/// before anything is written: a key not created yet is not the given one,
+/// wherever its path comes from (`<data_dir>/signing.key`, or
+/// `BLOCKSIEVE_SIGNING_KEY`). It created a new key pair there, then
+/// refused; the next start without `--key` built under that unwanted key.
+#[test]
+fn regression_a_builder_given_a_key_before_it_has_one_refuses_creating_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), false);
+    let given = SigningKey::from_secret_bytes([9; 32]).public_key().to_base64();
+    let serve = |key_env: Option<&Path>| {
+        let mut command = Command::new(BIN);
+        command
+            .args(["serve", "--config", config.to_str().unwrap()])
+            .args(["--listen", "127.0.0.1:0", "--key", &given])
+            .env("RUST_BACKTRACE", "0")
+            .env_remove("BLOCKSIEVE_SIGNING_KEY");
+        if let Some(path) = key_env {
+            command.env("BLOCKSIEVE_SIGNING_KEY", path);
+        }
+        let out = command.output().unwrap();
+        assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+        text(&out.stderr)
+    };
+    let stderr = serve(None);
+    assert!(
+        stderr.contains("data/signing.key")
+            && stderr.contains("does not exist yet")
+            && stderr.contains("--role replica"),
+        "{stderr}"
+    );
+    assert!(!dir.path().join("data").exists(), "{stderr}");
+
+    let env_key = dir.path().join("secrets/builder.key");
+    let stderr = serve(Some(&env_key));
+    assert!(
+        stderr.contains("secrets/builder.key (from BLOCKSIEVE_SIGNING_KEY)")
+            && stderr.contains("does not exist yet"),
+        "{stderr}"
+    );
+    assert!(!dir.path().join("secrets").exists() && !dir.path().join("data").exists());
+    // Another key there: refused as before, and still nothing created.
+    storage::write_key_pair(&SigningKey::from_secret_bytes([3; 32]), &env_key).unwrap();
+    let stderr = serve(Some(&env_key));
+    assert!(
+        stderr.contains("is not the public key of the signing key"),
+        "{stderr}"
+    );
+    assert!(!dir.path().join("data").exists(), "{stderr}");
+}
+
+/// A builder's `public_key` that is its signing key's, the key named by
+/// `BLOCKSIEVE_SIGNING_KEY` or by `signing_key`, is taken, and no other
+/// key is created in the data directory.
+#[test]
+fn a_builder_given_its_own_key_from_the_environment_or_the_file_builds() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), false);
+    let key = SigningKey::from_secret_bytes([9; 32]);
+    let key_file = dir.path().join("secrets/builder.key");
+    storage::write_key_pair(&key, &key_file).unwrap();
+    let (base, public_key) = (
+        std::fs::read_to_string(&config).unwrap(),
+        key.public_key().to_base64(),
+    );
+    for from_env in [true, false] {
+        let line = if from_env {
+            String::new()
+        } else {
+            format!("signing_key = {key_file:?}\n")
+        };
+        std::fs::write(&config, format!("public_key = {public_key:?}\n{line}{base}")).unwrap();
+        let out = dir.path().join(if from_env { "env" } else { "file" });
+        let mut command = Command::new(BIN);
+        command
+            .args([
+                "build",
+                "--config",
+                config.to_str().unwrap(),
+                "--out",
+                out.to_str().unwrap(),
+            ])
+            .env_remove("BLOCKSIEVE_SIGNING_KEY");
+        if from_env {
+            command.env("BLOCKSIEVE_SIGNING_KEY", &key_file);
+        }
+        let built = command.output().unwrap();
+        assert_eq!(built.status.code(), Some(0), "{}", text(&built.stderr));
+        assert!(out.join("lists/good").is_dir() && !out.join("signing.key").exists());
+    }
+}

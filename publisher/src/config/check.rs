@@ -9,7 +9,7 @@
 
 use std::path::Path;
 
-use super::{FilterChoice, Role, SIGNING_KEY_ENV, Settings, SourceConfig, schedule};
+use super::{FilterChoice, Role, Settings, SourceConfig, schedule};
 
 /// The summary of `settings`: listen address, data directory, store, role,
 /// signing key, then each list with its sources, allowlists, filter choice,
@@ -162,11 +162,7 @@ pub fn warnings(settings: &Settings) -> Vec<String> {
         out.push(format!("data_dir {}: {problem}", settings.data_dir.display()));
     }
     let key = settings.signing_key_path();
-    let from = if std::env::var_os(SIGNING_KEY_ENV).is_some_and(|v| !v.is_empty()) {
-        format!(" (from {SIGNING_KEY_ENV})")
-    } else {
-        String::new()
-    };
+    let from = settings.signing_key_origin();
     if settings.role == Role::Replica {
         let file = public_key_file(settings);
         if settings.public_key.is_none() && !file.is_file() {

@@ -161,6 +161,17 @@ impl Settings {
             .unwrap_or_else(|| crate::storage::default_signing_key_path(&self.data_dir))
     }
 
+    /// Where [`Settings::signing_key_path`] came from, for a message after
+    /// the path: ` (from BLOCKSIEVE_SIGNING_KEY)` when the environment
+    /// variable set it, else nothing.
+    pub fn signing_key_origin(&self) -> String {
+        if std::env::var_os(super::SIGNING_KEY_ENV).is_some_and(|v| !v.is_empty()) {
+            format!(" (from {})", super::SIGNING_KEY_ENV)
+        } else {
+            String::new()
+        }
+    }
+
     /// The schedule of list `index`: its own, else the global `schedule`.
     pub fn schedule_of(&self, index: usize) -> &str {
         self.lists
