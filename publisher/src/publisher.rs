@@ -26,6 +26,7 @@ use copies::PendingCopies;
 mod copies;
 mod daemon;
 mod fetching;
+mod keys;
 mod lease;
 mod watch;
 
@@ -174,52 +175,6 @@ impl Publisher {
         storage::keep_public_key_in_step(&key_path, &key);
         let public_key = key.public_key().clone();
         Self::assemble(config, storage, Some(key), public_key, Some(data_dir_lock))
-    }
-
-    /// A builder's `public_key` (or `serve --key`) is its signing key's
-    /// public key: `own`, the key at [`Settings::signing_key_path`], if any.
-    fn check_given_key(config: &Settings, given: &TrustedKey, own: Option<&SigningKey>) -> Result<(), Error> {
-        let (path, from) = (config.signing_key_path(), config.signing_key_origin());
-        let (id, path) = (hex::encode(given.id()), path.display());
-        let only = "only a replica (--role replica) takes another key";
-        let reason = match own.map(SigningKey::public_key) {
-            Some(own) if own == given => return Ok(()),
-            Some(own) => format!(
-                "key id {id} is not the public key of the signing key {path}{from} (key id {}): {only}",
-                hex::encode(own.id())
-            ),
-            None => format!(
-                "key id {id} cannot be the public key of the signing key {path}{from}: it does not exist yet (a builder creates one at its first start); {only}"
-            ),
-        };
-        Err(Error::Config {
-            field: "public_key (or serve --key)".to_owned(),
-            reason,
-        })
-    }
-
-    /// A replica's [`Publisher::open`].
-    fn open_replica(config: Settings) -> Result<Self, Error> {
-        let public_key = match &config.public_key {
-            Some(key) => key.clone(),
-            None => {
-                let path = storage::public_key_path(&config.signing_key_path());
-                if !path.exists() {
-                    return Err(Error::Config {
-                        field: "public_key".to_owned(),
-                        reason: format!(
-                            "a replica needs the builders' public key, and {} does not exist: pass --key, set public_key, or copy the builders' public.key there",
-                            path.display()
-                        ),
-                    });
-                }
-                storage::load_public_key(&path)?
-            }
-        };
-        // `validate` requires a store of a replica.
-        let url = config.store.clone().unwrap_or_default();
-        let storage = object_storage::follow_store(&url, &config.store_options)?;
-        Self::assemble(config, storage, None, public_key, None)
     }
 
     /// The publisher over opened storage: every list's slot, with its
