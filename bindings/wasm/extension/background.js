@@ -21,7 +21,7 @@
 import init, { Agent } from "./pkg/blocksieve_wasm.js";
 
 /** Where the agent's lists are kept across restarts: one IndexedDB
- * database, one object store, one record (the publisher and key it is
+ * database, one object store, one record (the publisher and keys it is
  * for, and `agent.save()`'s array). */
 const DB_NAME = "blocksieve";
 const DB_STORE = "saved";
@@ -91,11 +91,13 @@ let failClosed = false;
 /**
  * The configuration: what the options page stored, else config.json in the
  * extension's directory. Shape: { publisher: "http(s)://host:port",
- * lists: ["name", ...], key: "<base64 Ed25519 public key>",
+ * lists: ["name", ...], key: "<base64 Ed25519 public key>" (or several,
+ * separated by white space or commas, or an array of them: every one is
+ * trusted, as while the publisher rotates its signing key),
  * updateMinutes: number >= 0.5, failurePolicy: "open" | "closed" }.
  *
  * Throws an Error naming the source and the field when one is missing or
- * malformed.
+ * malformed. Each key's syntax is checked by the agent when it starts.
  */
 async function readConfig() {
   const { config } = await chrome.storage.local.get("config");
@@ -139,7 +141,15 @@ function validateConfig(config, source) {
       fail(`list name ${JSON.stringify(list)} is not 1-64 characters of a-z 0-9 - _`);
     }
   }
-  if (typeof config.key !== "string" || config.key.trim() === "") fail("key is missing");
+  // `new Agent` takes several keys as `keys`; here every key is in `key`,
+  // so that a `keys` beside it cannot leave one silently untrusted.
+  if (config.keys !== undefined) {
+    fail("keys is not read: list every trusted key in key (one string, or an array of strings)");
+  }
+  if (config.key === undefined || config.key === null) fail("key is missing");
+  const keys = trustedKeys(config.key);
+  if (keys === null) fail(`key ${JSON.stringify(config.key)} is not a string or an array of strings`);
+  if (keys.length === 0) fail(`key ${JSON.stringify(config.key)} holds no key`);
   const updateMinutes = config.updateMinutes ?? DEFAULT_UPDATE_MINUTES;
   if (typeof updateMinutes !== "number" || !(updateMinutes >= MIN_UPDATE_MINUTES)) {
     fail(`updateMinutes ${JSON.stringify(updateMinutes)} is not a number of at least ${MIN_UPDATE_MINUTES}`);
@@ -151,10 +161,20 @@ function validateConfig(config, source) {
   return {
     publisher: config.publisher.replace(/\/+$/, ""),
     lists: [...config.lists],
-    key: config.key.trim(),
+    keys,
     updateMinutes,
     failurePolicy,
   };
+}
+
+/** The keys a configuration's `key` names, in order and each once: a
+ * string holds one or several, separated by white space or commas (no
+ * key, base64 or hex, holds either); an array, strings of them. Null when
+ * `key` is neither. */
+function trustedKeys(key) {
+  const texts = Array.isArray(key) ? key : [key];
+  if (!texts.every((text) => typeof text === "string")) return null;
+  return [...new Set(texts.flatMap((text) => text.split(/[\s,]+/)).filter(Boolean))];
 }
 
 /** The running agent, started on first use; a failed start is retried on
@@ -174,10 +194,10 @@ async function start() {
   const started = new Agent({
     publisher: config.publisher,
     lists: config.lists,
-    key: config.key,
+    keys: config.keys,
     failurePolicy: config.failurePolicy,
   });
-  started.owner = { publisher: config.publisher, key: config.key };
+  started.owner = { publisher: config.publisher, keys: config.keys };
   const alarm = await chrome.alarms.get(UPDATE_ALARM);
   if (alarm?.periodInMinutes !== config.updateMinutes) {
     await chrome.alarms.create(UPDATE_ALARM, {
@@ -248,13 +268,19 @@ async function keep(running) {
   }
 }
 
-/** Restores the lists kept for this publisher and key; returns how many
- * came back whole. What does not verify is dropped, and its list downloads. */
+/** Restores the lists kept for this publisher, when every key they were
+ * kept under is still trusted (a key added, as when the publisher's next
+ * key is announced, keeps them; a key dropped does not: they may have been
+ * verified under it); returns how many came back whole. What does not
+ * verify is dropped, and its list downloads. */
 async function restoreSaved(running) {
   try {
     const record = await withStore("readonly", (store) => store.get(DB_KEY));
-    const { publisher, key } = running.owner;
-    if (!record || record.publisher !== publisher || record.key !== key) return 0;
+    const { publisher, keys } = running.owner;
+    if (!record || record.publisher !== publisher) return 0;
+    // A record kept before the configuration took several keys has `key`.
+    const keptUnder = record.keys ?? [record.key];
+    if (!keptUnder.every((key) => keys.includes(key))) return 0;
     const outcome = running.restore(record.lists);
     for (const failed of outcome.lists.filter((l) => l.error || l.chainError)) {
       console.warn("blocksieve: a kept list did not verify:", failed.list, failed.error ?? failed.chainError);

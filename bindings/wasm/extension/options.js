@@ -20,7 +20,8 @@ async function load() {
   for (const name of fields) {
     const value = shown[name];
     if (value !== undefined) {
-      document.getElementById(name).value = Array.isArray(value) ? value.join(", ") : String(value);
+      // Several keys one per line; several lists on one line.
+      document.getElementById(name).value = Array.isArray(value) ? value.join(name === "key" ? "\n" : ", ") : String(value);
     }
   }
 }
@@ -34,6 +35,8 @@ document.getElementById("config").addEventListener("submit", async (event) => {
       .value.split(",")
       .map((s) => s.trim())
       .filter(Boolean),
+    // One key or several, as typed (one per line or separated by commas):
+    // the service worker splits them, and says when none is left.
     key: document.getElementById("key").value.trim(),
     updateMinutes: Number(document.getElementById("updateMinutes").value || 30),
     failurePolicy: document.getElementById("failurePolicy").value,

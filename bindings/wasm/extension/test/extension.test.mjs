@@ -24,7 +24,7 @@
 
 import assert from "node:assert/strict";
 import { spawn, execFileSync } from "node:child_process";
-import { createHash } from "node:crypto";
+import { createHash, generateKeyPairSync } from "node:crypto";
 import fs from "node:fs";
 import http from "node:http";
 import os from "node:os";
@@ -364,6 +364,51 @@ async function launchChromium(extensionDir) {
 /** The extension's status (background.js status()), from its service worker. */
 function status() {
   return worker.evaluate(() => self.blocksieve.status());
+}
+
+/** A fresh Ed25519 public key in base64, as the publisher prints its own:
+ * one that signs nothing here. */
+function unrelatedKey() {
+  const { publicKey } = generateKeyPairSync("ed25519");
+  return Buffer.from(publicKey.export({ format: "jwk" }).x, "base64url").toString("base64");
+}
+
+/** Runs `change()`, which changes the stored configuration, waits until
+ * the service worker has heard the change (background.js's listener, added
+ * before the test's, has let the old agent go), then until the new agent's
+ * first update ended or the agent could not start; returns the status. */
+async function reconfigure(change) {
+  await worker.evaluate(() => {
+    self.configHeard = new Promise((resolve) => {
+      const heard = (changes, area) => {
+        if (area === "local" && "config" in changes) {
+          chrome.storage.onChanged.removeListener(heard);
+          resolve();
+        }
+      };
+      chrome.storage.onChanged.addListener(heard);
+    });
+  });
+  await change();
+  await worker.evaluate(() =>
+    Promise.race([
+      self.configHeard,
+      new Promise((_, reject) => setTimeout(() => reject(new Error("no change of the configuration in 30 s")), 30_000)),
+    ]),
+  );
+  return until(
+    "the new agent's first update",
+    async () => {
+      const s = await status();
+      return (s.lastUpdate || !s.running) && s;
+    },
+    60_000,
+  );
+}
+
+/** Stores `config` as the options page does. */
+function storeConfig(config) {
+  return worker.evaluate((config) => chrome.storage.local.set({ config }), config);
 }
 
 async function until(what, probe, timeoutMs = 30_000) {
@@ -929,9 +974,128 @@ test("a bad configuration is reported with the field at fault", async () => {
     plain.message,
     'configuration from the options page: publisher "http://publisher.example" is plain http to a host that is not loopback: use https',
   );
+  // A key list with no key in it, and keys where the extension reads none.
+  for (const [key, keys, message] of [
+    [" ,\n ", undefined, 'key " ,\\n " holds no key'],
+    [[], undefined, "key [] holds no key"],
+    [[publisher.key, 1], undefined, `key ["${publisher.key}",1] is not a string or an array of strings`],
+    [undefined, [publisher.key], "keys is not read: list every trusted key in key (one string, or an array of strings)"],
+  ]) {
+    await storeConfig({ publisher: recorder.url, lists: ["phishing"], key, keys });
+    const failed = await until(`the error for key ${JSON.stringify(key)}`, async () => {
+      const s = await status();
+      return !s.running && s.error?.message.includes(message) && s.error;
+    });
+    assert.equal(failed.message, `configuration from the options page: ${message}`);
+  }
+  // A key that is not one, beside the publisher's: the agent refuses to
+  // start, naming the field and the text.
+  await storeConfig({ publisher: recorder.url, lists: ["phishing"], key: `${publisher.key}, not-a-key` });
+  const refused = await until("the agent's error for a key that is not one", async () => {
+    const s = await status();
+    return !s.running && s.error?.message.includes("not-a-key") && s.error;
+  });
+  assert.equal(refused.kind, "misconfigured", JSON.stringify(refused));
+  assert.match(refused.message, /^invalid setting key: "not-a-key": /);
   // Back to config.json: a new agent takes the snapshot again.
   await worker.evaluate(() => chrome.storage.local.remove("config"));
   await until("the agent with config.json", async () => (await status()).lastUpdate?.report);
+});
+
+// While the publisher rotates its signing key, agents trust its current
+// key and the next one: here an unrelated key, then the publisher's own.
+const nextKey = unrelatedKey();
+// Another origin for the same publisher: the lists kept for config.json's
+// are not this configuration's, so its first snapshot is verified anew.
+// (Snapshots are counted by the agent: Chrome's HTTP cache may answer for
+// the proxy.)
+const localhostUrl = () => recorder.url.replace("127.0.0.1", "localhost");
+
+test("keys typed on the options page, an unrelated one then the publisher's, verify the list and block a listed URL", async (t) => {
+  const options = await context.newPage();
+  t.after(() => options.close());
+  await options.goto(`chrome-extension://${extensionId}/options.html`);
+  await until("the options page's configuration", async () => (await options.inputValue("#publisher")) !== "");
+  await options.fill("#publisher", localhostUrl());
+  await options.fill("#key", `${nextKey}\n${publisher.key}`);
+  const s = await reconfigure(() => options.click("button[type=submit]"));
+  t.diagnostic(`agent with two keys: ${JSON.stringify(s.stats)}; update: ${JSON.stringify(s.lastUpdate)}`);
+  assert.equal(s.running, true, JSON.stringify(s.error));
+  assert.deepEqual(
+    s.lastUpdate.report?.lists.map((l) => [l.list, l.changed]),
+    [["phishing", true]],
+    JSON.stringify(s.lastUpdate),
+  );
+  assert.equal(s.stats.restored, 0, JSON.stringify(s.stats));
+  assert.equal(s.stats.snapshotsApplied, 1, JSON.stringify(s.stats));
+
+  const page = context.pages()[0];
+  const since = Date.now();
+  await page.goto(LISTED).catch(() => {});
+  await waitForWarning(page);
+  assert.equal(await page.textContent("#url"), LISTED);
+  assert.equal((await verdictFor(LISTED, since)).kind, "unsafe");
+
+  // The page shows the keys as they were typed.
+  await options.reload();
+  await until("the options page's configuration", async () => (await options.inputValue("#publisher")) !== "");
+  assert.equal(await options.inputValue("#key"), `${nextKey}\n${publisher.key}`);
+});
+
+test("the kept list is restored while every key it was kept under is trusted, and not once one is dropped", async (t) => {
+  // A third key added (an array, in another order): the list kept under
+  // the two keys above comes back, verified, and no snapshot is downloaded.
+  let s = await reconfigure(() =>
+    storeConfig({ publisher: localhostUrl(), lists: ["phishing"], key: [publisher.key, unrelatedKey(), nextKey] }),
+  );
+  t.diagnostic(`three keys: ${JSON.stringify(s.stats)}; update: ${JSON.stringify(s.lastUpdate)}`);
+  assert.equal(s.running, true, JSON.stringify(s.error));
+  assert.equal(s.stats.restored, 1, JSON.stringify(s.stats));
+  assert.equal(s.stats.snapshotsApplied, 0, JSON.stringify(s.stats));
+  assert.deepEqual(
+    s.lastUpdate.report?.lists.map((l) => [l.list, l.changed]),
+    [["phishing", false]],
+    JSON.stringify(s.lastUpdate),
+  );
+
+  // The publisher's own key alone: the list was kept under a key no longer
+  // trusted, so it is not restored, and its snapshot is downloaded again.
+  s = await reconfigure(() => storeConfig({ publisher: localhostUrl(), lists: ["phishing"], key: publisher.key }));
+  t.diagnostic(`the publisher's key alone: ${JSON.stringify(s.stats)}; update: ${JSON.stringify(s.lastUpdate)}`);
+  assert.equal(s.running, true, JSON.stringify(s.error));
+  assert.equal(s.stats.restored, 0, JSON.stringify(s.stats));
+  assert.equal(s.stats.snapshotsApplied, 1, JSON.stringify(s.stats));
+});
+
+test("keys that are all unrelated to the publisher's verify nothing: a listed URL is not blocked", async (t) => {
+  const s = await reconfigure(() =>
+    storeConfig({ publisher: localhostUrl(), lists: ["phishing"], key: `${unrelatedKey()}, ${nextKey}` }),
+  );
+  t.diagnostic(`unrelated keys: ${JSON.stringify(s.stats)}; update: ${JSON.stringify(s.lastUpdate)}`);
+  t.after(async () => {
+    // Back to config.json: a new agent takes the snapshot again.
+    await reconfigure(() => worker.evaluate(() => chrome.storage.local.remove("config")));
+  });
+  // The agent starts, its snapshot downloaded and refused: signed by a key
+  // it does not trust (both keys reached it).
+  assert.equal(s.running, true, JSON.stringify(s.error));
+  assert.equal(s.stats.snapshotsApplied, 0, JSON.stringify(s.stats));
+  assert.equal(s.lastUpdate.error?.kind, "bad_data", JSON.stringify(s.lastUpdate));
+  assert.match(
+    s.lastUpdate.error.message,
+    /^snapshot of list phishing rejected: snapshot is signed by unknown key [0-9a-f]{16} \(the keys trusted are [0-9a-f]{16} and 1 more\)$/,
+  );
+  assert.equal(s.stats.restored, 0, JSON.stringify(s.stats));
+  // With no list, a check fails, and the listed page goes on (fail open).
+  const page = context.pages()[0];
+  const since = Date.now();
+  await page.goto(LISTED);
+  const verdict = await verdictFor(LISTED, since);
+  assert.equal(verdict.kind, "error", JSON.stringify(verdict));
+  assert.equal(verdict.error.kind, "not_ready", JSON.stringify(verdict));
+  assert.equal(verdict.block, false);
+  assert.equal(page.url(), LISTED);
+  assert.equal(await page.textContent("header"), "Listed test page");
 });
 
 test("after the service worker restarts, the kept list answers at once and no snapshot is downloaded again", async (t) => {

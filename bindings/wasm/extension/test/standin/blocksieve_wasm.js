@@ -45,8 +45,10 @@ export class Agent {
   #cache = new Map();
 
   constructor(options) {
-    if (!options?.publisher || !Array.isArray(options.lists) || !options.key) {
-      throw failure("invalid_input", "publisher, lists and key are required");
+    // `key` for one trusted key, `keys` for several, as the package takes
+    // them (the stand-in verifies no signature).
+    if (!options?.publisher || !Array.isArray(options.lists) || !(options.key || options.keys?.length)) {
+      throw failure("invalid_input", "publisher, lists and key or keys are required");
     }
     this.#options = options;
   }
