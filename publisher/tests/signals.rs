@@ -167,3 +167,43 @@ fn regression_a_second_signal_stops_serve_without_draining() {
     let status = exit_within(&mut child, Duration::from_secs(10), "still draining");
     assert_eq!(status.code(), Some(130), "{status:?}");
 }
+
+/// SIGUSR1 builds every list at once ("build now": an allowlist or a local
+/// source was edited and must not wait for the schedule), and `serve`
+/// keeps serving. By default the signal ended the process.
+#[test]
+fn sigusr1_builds_every_list_now_and_serve_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let feed = dir.path().join("feed.txt");
+    std::fs::write(&feed, "http://evil.example/x\n").unwrap();
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "data_dir = {:?}\nschedule = \"0 0 0 1 1 *\"\n[[lists]]\nname = \"good\"\n\
+             sources = [{{ path = \"feed.txt\", format = \"urls\" }}]\n",
+            dir.path().join("data")
+        ),
+    )
+    .unwrap();
+    let (mut child, lines) = serve(&config);
+    let listening = wait_for(&lines, "publisher listening");
+    let addr = listening
+        .split_whitespace()
+        .find_map(|field| field.strip_prefix("addr="))
+        .unwrap()
+        .to_owned();
+    assert!(wait_for(&lines, "published snapshot").contains("entries=1"));
+
+    std::fs::write(&feed, "http://evil.example/x\nhttp://added.example/now\n").unwrap();
+    kill("-USR1", child.id());
+    wait_for(&lines, "SIGUSR1: building every list now");
+    let published = wait_for(&lines, "published snapshot");
+    assert!(published.contains("entries=2"), "{published}");
+    assert!(child.try_wait().unwrap().is_none(), "serve ended on SIGUSR1");
+    assert!(healthz(&addr).contains("200"), "no answer after SIGUSR1");
+
+    kill("-TERM", child.id());
+    let status = exit_within(&mut child, Duration::from_secs(30), "still running");
+    assert_eq!(status.code(), Some(0), "{status:?}");
+}

@@ -4,6 +4,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::net::TcpListener;
 
@@ -48,6 +49,8 @@ impl Publisher {
             }
         }
         let drain = self.inner.config.drain_timeout;
+        let (stop_requests, requests_stopped) = tokio::sync::oneshot::channel();
+        let requested_builds = self.build_on_request(requests_stopped, drain);
         // Not `axum::serve`: it sets no header-read or write-stall timeout,
         // and serves on this runtime (see `listener`). `serve` returns once
         // every connection has finished after the signal, or the drain
@@ -74,6 +77,8 @@ impl Publisher {
         if let Some(mut scheduler) = scheduler {
             let _ = scheduler.shutdown().await;
         }
+        let _ = stop_requests.send(());
+        let _ = requested_builds.await;
         // A first build still running holds the publisher, and with it the
         // lock on the data directory: it gets the drain deadline to finish,
         // then is cancelled (its writes are crash-safe either way), so that
@@ -125,5 +130,83 @@ impl Publisher {
         }
         scheduler.start().await.map_err(bad("scheduler".into()))?;
         Ok(scheduler)
+    }
+
+    /// Builds every list when the process gets SIGUSR1 ("build now", as
+    /// at start: after an allowlist or a local source was edited), until
+    /// `stop` fires; then gives the builds it started until `drain` to
+    /// finish and cancels the rest (their writes are crash-safe). Each
+    /// signal is followed by a build of every list that starts after it: a
+    /// list whose build is running gets one more once it ends, and signals
+    /// while that one still waits to start are merged into it. A replica,
+    /// which builds nothing, logs the signal as ignored (by default it
+    /// would end the process).
+    fn build_on_request(
+        &self,
+        mut stop: tokio::sync::oneshot::Receiver<()>,
+        drain: std::time::Duration,
+    ) -> tokio::task::JoinHandle<()> {
+        #[cfg(unix)]
+        let mut requests = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::user_defined1())
+        {
+            Ok(requests) => Some(requests),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot catch SIGUSR1; builds run on the schedule only");
+                None
+            }
+        };
+        let this = self.clone();
+        tokio::spawn(async move {
+            let n = this.inner.config.lists.len();
+            let waiting: Arc<[AtomicBool]> = (0..n).map(|_| AtomicBool::new(false)).collect();
+            let mut builds = tokio::task::JoinSet::new();
+            loop {
+                #[cfg(unix)]
+                let requested = async {
+                    match requests.as_mut() {
+                        Some(requests) => requests.recv().await,
+                        None => std::future::pending().await,
+                    }
+                };
+                #[cfg(not(unix))]
+                let requested = std::future::pending::<Option<()>>();
+                tokio::select! {
+                    _ = &mut stop => break,
+                    Some(()) = requested => {}
+                    Some(_) = builds.join_next(), if !builds.is_empty() => continue,
+                }
+                if !this.inner.config.role.builds() {
+                    tracing::warn!("SIGUSR1 ignored: a replica builds nothing; send it to a builder");
+                    continue;
+                }
+                tracing::info!(lists = n, "SIGUSR1: building every list now");
+                for index in 0..n {
+                    if waiting[index].swap(true, Ordering::SeqCst) {
+                        continue;
+                    }
+                    let (publisher, waiting) = (this.clone(), Arc::clone(&waiting));
+                    builds.spawn(async move {
+                        // Started once the list's running build, if any, has
+                        // ended: a later signal asks for one more.
+                        drop(publisher.inner.build_locks[index].lock().await);
+                        waiting[index].store(false, Ordering::SeqCst);
+                        publisher.build_list(index).await;
+                    });
+                }
+            }
+            let deadline = tokio::time::Instant::now() + drain;
+            while !builds.is_empty() {
+                if tokio::time::timeout_at(deadline, builds.join_next())
+                    .await
+                    .is_err()
+                {
+                    tracing::warn!(
+                        drain_s = drain.as_secs(),
+                        "a requested build did not finish by the drain deadline; cancelled"
+                    );
+                    builds.shutdown().await;
+                }
+            }
+        })
     }
 }
