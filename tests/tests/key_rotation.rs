@@ -82,6 +82,14 @@ async fn a_signing_key_is_rotated_without_a_listed_url_answered_safe() {
 
     let builder = RunningPublisher::start(on_store(Role::All, &moto, builder_dir.path(), &feed)).await;
     builder.wait_ready(READY).await;
+    // A second version under the old key: its chain holds a delta the old
+    // key signed.
+    std::fs::write(
+        &feed,
+        std::fs::read_to_string(&feed).unwrap() + "http://before-rotation.example/p\n",
+    )
+    .unwrap();
+    builder.publisher.build_list(0).await.result.unwrap();
     let (first, first_key) = served(&builder.base_url()).await;
     assert_eq!(first_key, hex::encode(old_public.id()));
 
@@ -146,14 +154,31 @@ async fn a_signing_key_is_rotated_without_a_listed_url_answered_safe() {
     builder.stop().await;
     replica.stop().await;
 
-    // Step 4: the previous key dropped, the builder still starts and
-    // serves (the generations it follows are its own key's now).
+    // Step 4: the previous key dropped, a replica and the builder serve
+    // the new key's generation at start, no build needed (its chain held
+    // the old key's delta, and both refused it: the replica served
+    // nothing, the builder nothing until it built anew). Found by an
+    // adversarial review.
+    let replica = RunningPublisher::start(Config {
+        public_key: Some(next_public.to_base64()),
+        ..on_store(Role::Replica, &moto, replica_dir.path(), Path::new("unused"))
+    })
+    .await;
+    replica.wait_ready(READY).await;
+    assert_eq!(
+        served(&replica.base_url()).await,
+        (second, hex::encode(next_public.id()))
+    );
+    replica.stop().await;
     let done = Config {
         previous_public_keys: Vec::new(),
         ..switched
     };
     let publisher: Publisher = reopen(done).unwrap();
-    publisher.build_list(0).await.result.unwrap();
+    let at_start = publisher.state().lists[0].current.load_full();
+    assert_eq!(at_start.map(|p| p.header.version), Some(second));
+    let rebuilt = publisher.build_list(0).await;
+    assert!(rebuilt.unchanged, "{:?}", rebuilt.result);
     let latest = publisher.state().lists[0].current.load_full().unwrap();
     assert_eq!(latest.header.key_id, next_public.id());
 }

@@ -12,8 +12,8 @@
 
 use axum::body::Bytes;
 use blocksieve_format::{
-    DeltaEnd, DeltaParams, FullHash, SigningKey, SnapshotHeader, TrustedKey, decode_chain, encode_delta,
-    parse_delta_header,
+    DeltaEnd, DeltaParams, FullHash, KeyId, SigningKey, SnapshotHeader, TrustedKey, decode_chain,
+    encode_delta, parse_delta_header,
 };
 
 /// A delta chain and where each of its deltas starts.
@@ -96,6 +96,27 @@ impl Chain {
         (version == from).then(|| self.bytes.slice(offset..))
     }
 
+    /// The deltas after the last one signed by another key than `key`
+    /// (the whole chain, unless the signing key was rotated): a chain
+    /// continued under a new key keeps none of the old key's deltas, which
+    /// a reader trusting the new key alone would refuse, and the whole
+    /// generation with them.
+    fn signed_by(&self, key: &KeyId) -> Self {
+        let other = |&(_, offset): &(u64, usize)| {
+            parse_delta_header(&self.bytes[offset..]).map_or(true, |(h, _)| h.key_id != *key)
+        };
+        let Some(last) = self.index.iter().rposition(other) else {
+            return self.clone();
+        };
+        let kept = &self.index[last + 1..];
+        let cut = kept.first().map_or(self.bytes.len(), |&(_, offset)| offset);
+        Self {
+            bytes: self.bytes.slice(cut..),
+            index: kept.iter().map(|&(v, o)| (v, o - cut)).collect(),
+            to: self.to.filter(|_| !kept.is_empty()),
+        }
+    }
+
     /// This chain with `delta` (`delta_bytes` long, starting at this
     /// chain's end) appended, then its oldest deltas dropped until it holds
     /// at most `window` and is at most `max_bytes` long.
@@ -172,6 +193,10 @@ impl NextDelta<'_> {
     /// unconfirmed), or which is shorter than the operator now wants.
     /// Agents on any older version then take the new snapshot, and the
     /// chain starts again from it.
+    ///
+    /// Under a new signing key (a rotation), the old key's deltas are left
+    /// out: agents on the old key's last version get the new delta, older
+    /// ones the snapshot.
     pub fn chain(&self, key: &SigningKey) -> Chain {
         let (to, to_hashes) = self.to;
         let Some((from, from_hashes, chain)) = self.from.filter(|(from, ..)| {
@@ -192,7 +217,12 @@ impl NextDelta<'_> {
             expires_at: to.expires_at,
         };
         match encode_delta(&params, &additions, key) {
-            Ok(delta) => chain.appended(&delta, params.to, self.window, self.snapshot_bytes),
+            Ok(delta) => (chain.signed_by(&key.public_key().id())).appended(
+                &delta,
+                params.to,
+                self.window,
+                self.snapshot_bytes,
+            ),
             Err(e) => {
                 tracing::warn!(list = %to.list_name, error = %e, "cannot sign the delta; agents download the snapshot");
                 Chain::default()
@@ -388,6 +418,46 @@ mod tests {
             assert_eq!(chain.suffix(1).is_some(), joined, "{from_bits} -> {to_bits}");
             assert_eq!(chain.is_empty(), !joined, "{from_bits} -> {to_bits}");
         }
+    }
+
+    /// A key rotation: the first build under the new key continues a
+    /// chain the old key signed. The new version's chain holds only what
+    /// the new key signed (the delta from the old key's last version on):
+    /// a reader that trusts the new key alone (a replica or builder once
+    /// the old key is dropped from `previous_public_keys`) loads the whole
+    /// generation, where an old delta left in its chain had it refused.
+    /// Found by an adversarial review.
+    #[test]
+    fn regression_a_chain_continued_under_a_new_key_keeps_none_of_the_old_key_s_deltas() {
+        let (old, new) = (
+            SigningKey::from_secret_bytes([3; 32]),
+            SigningKey::from_secret_bytes([4; 32]),
+        );
+        let bits32 = blocksieve_format::KeyBits::Bits32;
+        let earlier = chain_of(&old, &[1, 2, 3], 10, usize::MAX);
+        let (from, to) = (header(3, bits32), header(4, bits32));
+        let next = |chain: &Chain, to: &SnapshotHeader, key: &SigningKey| {
+            NextDelta {
+                from: Some((&from, &[hash_of(1 << 40)], chain)),
+                to: (to, &[hash_of(1 << 40), hash_of(2 << 40)]),
+                window: 10,
+                snapshot_bytes: usize::MAX,
+            }
+            .chain(key)
+        };
+        let rotated = next(&earlier, &to, &new);
+        let only_new = std::slice::from_ref(new.public_key());
+        rotated.verify("phishing", only_new, end(4)).unwrap();
+        assert_eq!(rotated.len(), 1);
+        assert!(
+            rotated.suffix(3).is_some(),
+            "agents on the old key's last version get a delta"
+        );
+        assert_eq!(rotated.suffix(1), None);
+        // Under the same key, the chain is continued whole, as before.
+        let same = next(&earlier, &to, &old);
+        assert_eq!(same.len(), 3);
+        assert!(same.suffix(1).is_some());
     }
 
     #[test]
