@@ -197,15 +197,15 @@ pub enum Error {
     },
 
     /// The store's newest generation of a list is not signed by this
-    /// builder's key (another key's, or damaged), and none of the last few
-    /// verifies under its key: builders sharing a store need one signing
-    /// key (replicas and agents trust one). Publishing anyway (`build
-    /// --force`, once) starts the list over under this key, for a
-    /// deliberate key change; builders still on the old key must be
-    /// stopped (or given the new key) first, or they go on publishing
-    /// from their own last generation.
+    /// builder's key or a previous one (another key's, or damaged): none
+    /// of the last few verifies under its keys, or one past the newest
+    /// that does was signed by another (a builder left on the old key
+    /// after a rotation): builders sharing a store need one signing key
+    /// (replicas and agents trust one). Publishing anyway (`build
+    /// --force`, once) starts the list over under this key; a deliberate
+    /// key change is README "Rotating the signing key".
     #[error(
-        "store: {store}: list {list}'s generation {generation} is not signed by this builder's key (key id {key_id}; another key's, or damaged): builders sharing a store need the same signing key (copy signing.key, or set BLOCKSIEVE_SIGNING_KEY); to change the key on purpose, stop every builder on the old key, build once with --force, and give replicas and agents the new public key"
+        "store: {store}: list {list}'s generation {generation} is not signed by this builder's key (key id {key_id}; another key's, or damaged): builders sharing a store need the same signing key (copy signing.key, or set BLOCKSIEVE_SIGNING_KEY); a builder left on the old key after a rotation is given the new one; to change the key on purpose, see README \"Rotating the signing key\" (previous_public_keys), or stop every builder on the old key and build once with --force"
     )]
     OtherSigningKey {
         /// The store, as configured.

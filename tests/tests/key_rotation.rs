@@ -12,7 +12,7 @@ use blocksieve_agent::Agent;
 use blocksieve_format::TrustedKey;
 use blocksieve_format::api::{ListsResponse, routes};
 use blocksieve_publisher::internal::storage::{generate_signing_key, write_key_pair};
-use blocksieve_publisher::{Config, Publisher, Role, SourceConfig, SourceFormat};
+use blocksieve_publisher::{Config, Error, Publisher, Role, SourceConfig, SourceFormat};
 use blocksieve_tests::moto::{Moto, store_options_at};
 use blocksieve_tests::{RunningPublisher, config, fixture_lines, reopen};
 
@@ -181,6 +181,66 @@ async fn a_signing_key_is_rotated_without_a_listed_url_answered_safe() {
     assert!(rebuilt.unchanged, "{:?}", rebuilt.result);
     let latest = publisher.state().lists[0].current.load_full().unwrap();
     assert_eq!(latest.header.key_id, next_public.id());
+}
+
+/// A builder left on the old key (README step 4 says to stop them all;
+/// one was not, or a supervisor restarted it with its old configuration)
+/// after another builder published under the new key: it is refused, as a
+/// builder given the wrong key is, and the store is left as it is. Before,
+/// the newest generation its key verified (the old key's last) was taken
+/// as the head: an unchanged build moved `latest` back to it, a changed
+/// one replaced the new key's manifest under the same number with its own
+/// ("replacing what is stored as this generation's manifest"), both
+/// signed by the old key, which readers that dropped it refuse (the list
+/// then stale for them). Found by an adversarial review.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn regression_a_builder_left_on_the_old_key_is_refused_and_changes_nothing() {
+    let Some(moto) = Moto::start().await else { return };
+    let (old_dir, new_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let feed = old_dir.path().join("feed.txt");
+    std::fs::write(&feed, fixture_lines("phishing-urls.txt").join("\n") + "\n").unwrap();
+    let stale = Publisher::open(on_store(Role::All, &moto, old_dir.path(), &feed)).unwrap();
+    stale.build_list(0).await.result.unwrap();
+    let old_public = stale.public_key().clone();
+
+    let next = generate_signing_key();
+    write_key_pair(&next, &new_dir.path().join("signing.key")).unwrap();
+    let switched = Publisher::open(Config {
+        previous_public_keys: vec![old_public.to_base64()],
+        ..on_store(Role::All, &moto, new_dir.path(), &feed)
+    })
+    .unwrap();
+    switched.build_list(0).await.result.unwrap();
+    let store = &switched.state().lists[0].store;
+    let pointer = || store.latest().unwrap().unwrap().pointer;
+    let rotated = pointer();
+    assert_eq!(rotated.generation, 2);
+    let manifest = || {
+        store
+            .manifest(2, std::slice::from_ref(next.public_key()))
+            .unwrap()
+    };
+    let rotated_manifest = manifest();
+
+    for changed in [false, true] {
+        if changed {
+            std::fs::write(
+                &feed,
+                std::fs::read_to_string(&feed).unwrap() + "http://after-rotation.example/p\n",
+            )
+            .unwrap();
+        }
+        let refused = stale.build_list(0).await.result;
+        assert!(
+            matches!(refused, Err(Error::OtherSigningKey { generation: 2, .. })),
+            "changed {changed}: {refused:?}"
+        );
+        assert_eq!(pointer(), rotated, "changed {changed}");
+        assert_eq!(manifest(), rotated_manifest, "changed {changed}");
+    }
+    // The builder on the new key goes on.
+    switched.build_list(0).await.result.unwrap();
+    assert_eq!(pointer().generation, 3);
 }
 
 /// A publisher on a data directory whose `signing.key` is replaced in

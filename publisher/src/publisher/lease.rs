@@ -76,23 +76,30 @@ impl Publisher {
         let Some(latest) = slot.store.head(&inner.trusted)? else {
             return Ok(None);
         };
-        // The head names a generation signed with our key whenever one of
+        // The head names a generation signed with our keys whenever one of
         // the last few verifies; one that does not verify although signed
         // means this builder was given the wrong key (or the manifest is
         // damaged): what it published, replicas would refuse while the
-        // list goes stale. Refused unless forced (a deliberate key change).
+        // list goes stale. So does the generation after the head, signed
+        // by another key: builders on a new key publish past this one's
+        // (a rotation it was left out of), and its build would move
+        // `latest` back or replace their generation. Refused unless
+        // forced (a deliberate key change).
         let generation = latest.pointer.generation;
         let forced = inner.force_once[index].load(std::sync::atomic::Ordering::SeqCst);
         if let Some(store) = &inner.config.store
             && !forced
-            && slot.store.signed_by_another_key(generation, &inner.trusted)?
         {
-            return Err(Error::OtherSigningKey {
-                store: store.clone(),
-                list: inner.config.lists[index].name.clone(),
-                generation,
-                key_id: hex::encode(inner.public_key.id()),
-            });
+            for g in std::iter::once(generation).chain(generation.checked_add(1)) {
+                if slot.store.signed_by_another_key(g, &inner.trusted)? {
+                    return Err(Error::OtherSigningKey {
+                        store: store.clone(),
+                        list: inner.config.lists[index].name.clone(),
+                        generation: g,
+                        key_id: hex::encode(inner.public_key.id()),
+                    });
+                }
+            }
         }
         Ok(Some(generation))
     }
