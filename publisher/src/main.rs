@@ -463,6 +463,7 @@ async fn serve(config: Config, force: bool) -> anyhow::Result<()> {
         addr = %listener.local_addr()?,
         public_key = %publisher.public_key().to_base64(),
         key_id = %hex::encode(publisher.public_key().id()),
+        previous_key_ids = ?publisher.config().previous_public_keys.iter().map(|k| hex::encode(k.id())).collect::<Vec<_>>(),
         role = publisher.config().role.name(),
         lists = publisher.config().lists.len(),
         "publisher listening"

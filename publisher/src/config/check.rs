@@ -36,8 +36,11 @@ pub fn summary(settings: &Settings, now: u64) -> String {
     } else {
         line(format!(
             "public_key    {}",
-            if settings.public_key.is_some() {
-                "`public_key` in the file".to_owned()
+            if let Some(key) = &settings.public_key {
+                format!(
+                    "key id {} (`public_key`; `serve --key` overrides it)",
+                    hex::encode(key.id())
+                )
             } else {
                 public_key_file(settings).display().to_string()
             }
@@ -511,6 +514,19 @@ mod tests {
         let shown = summary(&config.clone().resolve().unwrap(), NOW);
         assert!(
             shown.contains(&format!("previous keys {}", hex::encode(old.id()))),
+            "{shown}"
+        );
+        // A replica's key by id too (a rotation's step 3 changes it).
+        let next = crate::storage::generate_signing_key().public_key().clone();
+        let replica = Config {
+            role: Role::Replica,
+            store: Some("s3://bucket/prefix".to_owned()),
+            public_key: Some(next.to_base64()),
+            ..config.clone()
+        };
+        let shown = summary(&replica.resolve().unwrap(), NOW);
+        assert!(
+            shown.contains(&format!("public_key    key id {}", hex::encode(next.id()))),
             "{shown}"
         );
         let bad = Config {
