@@ -77,13 +77,13 @@ impl Publisher {
         if let Some(mut scheduler) = scheduler {
             let _ = scheduler.shutdown().await;
         }
-        let _ = stop_requests.send(());
-        let _ = requested_builds.await;
-        // A first build still running holds the publisher, and with it the
-        // lock on the data directory: it gets the drain deadline to finish,
-        // then is cancelled (its writes are crash-safe either way), so that
-        // once `run` returns the directory can be opened again.
+        // Builds still running (a first one, or one SIGUSR1 asked for) hold
+        // the publisher, and with it the lock on the data directory: they
+        // get the drain deadline to finish, then are cancelled (their
+        // writes are crash-safe either way), so that once `run` returns the
+        // directory can be opened again.
         let deadline = tokio::time::Instant::now() + drain;
+        let _ = stop_requests.send(deadline);
         for mut build in initial_builds {
             if tokio::time::timeout_at(deadline, &mut build).await.is_err() {
                 tracing::warn!(
@@ -95,6 +95,7 @@ impl Publisher {
                 let _ = build.await;
             }
         }
+        let _ = requested_builds.await;
         served
     }
 
@@ -134,8 +135,9 @@ impl Publisher {
 
     /// Builds every list when the process gets SIGUSR1 ("build now", as
     /// at start: after an allowlist or a local source was edited), until
-    /// `stop` fires; then gives the builds it started until `drain` to
-    /// finish and cancels the rest (their writes are crash-safe). Each
+    /// `stop` fires with the drain deadline; then gives the builds it
+    /// started until that deadline to finish and cancels the rest (their
+    /// writes are crash-safe). Each
     /// signal is followed by a build of every list that starts after it: a
     /// list whose build is running gets one more once it ends, and signals
     /// while that one still waits to start are merged into it. A replica,
@@ -143,7 +145,7 @@ impl Publisher {
     /// would end the process).
     fn build_on_request(
         &self,
-        mut stop: tokio::sync::oneshot::Receiver<()>,
+        mut stop: tokio::sync::oneshot::Receiver<tokio::time::Instant>,
         drain: std::time::Duration,
     ) -> tokio::task::JoinHandle<()> {
         #[cfg(unix)]
@@ -160,7 +162,7 @@ impl Publisher {
             let n = this.inner.config.lists.len();
             let waiting: Arc<[AtomicBool]> = (0..n).map(|_| AtomicBool::new(false)).collect();
             let mut builds = tokio::task::JoinSet::new();
-            loop {
+            let deadline = loop {
                 #[cfg(unix)]
                 let requested = async {
                     match requests.as_mut() {
@@ -171,7 +173,7 @@ impl Publisher {
                 #[cfg(not(unix))]
                 let requested = std::future::pending::<Option<()>>();
                 tokio::select! {
-                    _ = &mut stop => break,
+                    deadline = &mut stop => break deadline.unwrap_or_else(|_| tokio::time::Instant::now()),
                     Some(()) = requested => {}
                     Some(_) = builds.join_next(), if !builds.is_empty() => continue,
                 }
@@ -193,8 +195,7 @@ impl Publisher {
                         publisher.build_list(index).await;
                     });
                 }
-            }
-            let deadline = tokio::time::Instant::now() + drain;
+            };
             while !builds.is_empty() {
                 if tokio::time::timeout_at(deadline, builds.join_next())
                     .await
