@@ -207,3 +207,35 @@ fn sigusr1_builds_every_list_now_and_serve_goes_on() {
     let status = exit_within(&mut child, Duration::from_secs(30), "still running");
     assert_eq!(status.code(), Some(0), "{status:?}");
 }
+
+/// SIGUSR1 as soon as `serve` says it listens (a deploy script's "build
+/// now" right after a start) neither ends it nor is lost: SIGUSR1 was
+/// caught only once `run` had started its schedules, and before that it
+/// ended the process (exit by signal 10).
+#[test]
+fn regression_sigusr1_right_after_listening_does_not_end_serve() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("feed.txt"), "http://evil.example/x\n").unwrap();
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "data_dir = {:?}\nschedule = \"0 0 0 1 1 *\"\n[[lists]]\nname = \"good\"\n\
+             sources = [{{ path = \"feed.txt\", format = \"urls\" }}]\n",
+            dir.path().join("data")
+        ),
+    )
+    .unwrap();
+    let (mut child, lines) = serve(&config);
+    wait_for(&lines, "publisher listening");
+    kill("-USR1", child.id());
+    assert!(wait_for(&lines, "published snapshot").contains("entries=1"));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "serve ended on an early SIGUSR1"
+    );
+
+    kill("-TERM", child.id());
+    let status = exit_within(&mut child, Duration::from_secs(30), "still running");
+    assert_eq!(status.code(), Some(0), "{status:?}");
+}

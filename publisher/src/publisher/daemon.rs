@@ -28,6 +28,11 @@ impl Publisher {
         listener: TcpListener,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), Error> {
+        let drain = self.inner.config.drain_timeout;
+        // SIGUSR1 caught before the first builds are spawned: a signal
+        // meanwhile is followed by them, one after by a requested build.
+        let (stop_requests, requests_stopped) = tokio::sync::oneshot::channel();
+        let requested_builds = self.build_on_request(requests_stopped, drain);
         let mut scheduler = None;
         let mut _follower = None;
         // Builders on an object store follow it too: another builder may
@@ -48,9 +53,6 @@ impl Publisher {
                 }));
             }
         }
-        let drain = self.inner.config.drain_timeout;
-        let (stop_requests, requests_stopped) = tokio::sync::oneshot::channel();
-        let requested_builds = self.build_on_request(requests_stopped, drain);
         // Not `axum::serve`: it sets no header-read or write-stall timeout,
         // and serves on this runtime (see `listener`). `serve` returns once
         // every connection has finished after the signal, or the drain
