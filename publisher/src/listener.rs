@@ -457,6 +457,16 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for GuardedStream<S> {
     }
 }
 
+/// SIGUSR1 ("build now", [`Publisher::run`](crate::Publisher::run))
+/// caught from now on: by default it ends the process, and `run` listens
+/// for it only once started. The runtime keeps the handler for the life of
+/// the process; a signal before `run` listens is followed by the first
+/// builds, which start later.
+pub fn catch_build_requests() {
+    #[cfg(unix)]
+    let _ = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::user_defined1());
+}
+
 /// SIGINT (Ctrl-C) and SIGTERM, caught from when this is made: `serve`
 /// makes it before it says it listens, so a signal right after that line
 /// drains rather than ending the process half started. SIGHUP is caught

@@ -448,11 +448,7 @@ fn check_config(file: &std::path::Path) -> anyhow::Result<()> {
 }
 
 async fn serve(config: Config, force: bool) -> anyhow::Result<()> {
-    // SIGUSR1 ("build now") caught from the start: by default it ends the
-    // process, and `run` catches it only once it has started (a signal
-    // before then is followed by the first builds, which start later).
-    #[cfg(unix)]
-    let _build_now = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::user_defined1());
+    listener::catch_build_requests();
     // Bound first: an address in use ends the start before the data
     // directory is touched (it made a signing key there, then failed).
     let listen = config.listen;
