@@ -15,6 +15,9 @@ use std::time::{Duration, Instant};
 use blocksieve_tests::KillOnDrop;
 
 const BIN: &str = env!("CARGO_BIN_EXE_blocksieve-publisher");
+/// A schedule that never fires during a test: builds come from the start
+/// and the signals alone.
+const YEARLY: &str = "schedule = \"0 0 0 1 1 *\"\n";
 
 /// `serve --config config` on 127.0.0.1:0, logging at `info`, with its log
 /// lines (stderr) as they come.
@@ -92,6 +95,32 @@ fn healthz(addr: &str) -> String {
     answer.lines().next().unwrap_or_default().to_owned()
 }
 
+/// A configuration in `dir` of one list `good` over `dir/feed.txt` (one
+/// URL), with `settings` (TOML lines) first; returns its path.
+fn one_list(dir: &Path, settings: &str) -> std::path::PathBuf {
+    std::fs::write(dir.join("feed.txt"), "http://evil.example/x\n").unwrap();
+    let config = dir.join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "data_dir = {:?}\n{settings}[[lists]]\nname = \"good\"\n\
+             sources = [{{ path = \"feed.txt\", format = \"urls\" }}]\n",
+            dir.join("data")
+        ),
+    )
+    .unwrap();
+    config
+}
+
+/// The address `serve` says it listens on, once it says so.
+fn listening(lines: &Receiver<String>) -> String {
+    let line = wait_for(lines, "publisher listening");
+    (line.split_whitespace())
+        .find_map(|field| field.strip_prefix("addr="))
+        .unwrap()
+        .to_owned()
+}
+
 /// SIGHUP, which operators send to make a daemon reload, leaves `serve`
 /// running and says that the configuration is read at start only. It
 /// ended the process at once, without draining or a line in the log; and
@@ -100,24 +129,8 @@ fn healthz(addr: &str) -> String {
 #[test]
 fn regression_sighup_neither_stops_serve_nor_goes_unanswered() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("feed.txt"), "http://evil.example/x\n").unwrap();
-    let config = dir.path().join("config.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "data_dir = {:?}\n[[lists]]\nname = \"good\"\n\
-             sources = [{{ path = \"feed.txt\", format = \"urls\" }}]\n",
-            dir.path().join("data")
-        ),
-    )
-    .unwrap();
-    let (mut child, lines) = serve(&config);
-    let listening = wait_for(&lines, "publisher listening");
-    let addr = listening
-        .split_whitespace()
-        .find_map(|field| field.strip_prefix("addr="))
-        .unwrap()
-        .to_owned();
+    let (mut child, lines) = serve(&one_list(dir.path(), ""));
+    let addr = listening(&lines);
 
     kill("-HUP", child.id());
     wait_for(&lines, "SIGHUP");
@@ -174,25 +187,9 @@ fn regression_a_second_signal_stops_serve_without_draining() {
 #[test]
 fn sigusr1_builds_every_list_now_and_serve_goes_on() {
     let dir = tempfile::tempdir().unwrap();
+    let (mut child, lines) = serve(&one_list(dir.path(), YEARLY));
+    let addr = listening(&lines);
     let feed = dir.path().join("feed.txt");
-    std::fs::write(&feed, "http://evil.example/x\n").unwrap();
-    let config = dir.path().join("config.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "data_dir = {:?}\nschedule = \"0 0 0 1 1 *\"\n[[lists]]\nname = \"good\"\n\
-             sources = [{{ path = \"feed.txt\", format = \"urls\" }}]\n",
-            dir.path().join("data")
-        ),
-    )
-    .unwrap();
-    let (mut child, lines) = serve(&config);
-    let listening = wait_for(&lines, "publisher listening");
-    let addr = listening
-        .split_whitespace()
-        .find_map(|field| field.strip_prefix("addr="))
-        .unwrap()
-        .to_owned();
     assert!(wait_for(&lines, "published snapshot").contains("entries=1"));
 
     std::fs::write(&feed, "http://evil.example/x\nhttp://added.example/now\n").unwrap();
@@ -215,19 +212,8 @@ fn sigusr1_builds_every_list_now_and_serve_goes_on() {
 #[test]
 fn regression_sigusr1_right_after_listening_does_not_end_serve() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("feed.txt"), "http://evil.example/x\n").unwrap();
-    let config = dir.path().join("config.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "data_dir = {:?}\nschedule = \"0 0 0 1 1 *\"\n[[lists]]\nname = \"good\"\n\
-             sources = [{{ path = \"feed.txt\", format = \"urls\" }}]\n",
-            dir.path().join("data")
-        ),
-    )
-    .unwrap();
-    let (mut child, lines) = serve(&config);
-    wait_for(&lines, "publisher listening");
+    let (mut child, lines) = serve(&one_list(dir.path(), YEARLY));
+    listening(&lines);
     kill("-USR1", child.id());
     assert!(wait_for(&lines, "published snapshot").contains("entries=1"));
     assert!(
