@@ -20,6 +20,18 @@ pub fn fixture_lines(name: &str) -> Vec<String> {
         .collect()
 }
 
+/// `fixtures/<name>`'s lines written to `dir/feed.txt`, one per line: a
+/// feed file a test can change; returns its path.
+///
+/// # Panics
+///
+/// When the file cannot be written.
+pub fn fixture_feed(dir: &std::path::Path, name: &str) -> std::path::PathBuf {
+    let path = dir.join("feed.txt");
+    std::fs::write(&path, fixture_lines(name).join("\n") + "\n").expect("write the feed");
+    path
+}
+
 /// A source reading `fixtures/<name>` in `format`.
 pub fn fixture_source(name: &str, format: SourceFormat) -> SourceConfig {
     SourceConfig::file(fixtures().join(name), format)

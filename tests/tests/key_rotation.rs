@@ -14,7 +14,7 @@ use blocksieve_format::api::{ListsResponse, routes};
 use blocksieve_publisher::internal::storage::{generate_signing_key, write_key_pair};
 use blocksieve_publisher::{Config, Error, Publisher, Role, SourceConfig, SourceFormat};
 use blocksieve_tests::moto::{Moto, store_options_at};
-use blocksieve_tests::{RunningPublisher, config, fixture_lines, reopen};
+use blocksieve_tests::{RunningPublisher, config, fixture_feed, fixture_lines, reopen};
 
 const READY: Duration = Duration::from_secs(60);
 const FOLLOW: Duration = Duration::from_secs(20);
@@ -70,8 +70,7 @@ async fn wait_for_key(base: &str, key: &TrustedKey, within: Duration) -> u64 {
 async fn a_signing_key_is_rotated_without_a_listed_url_answered_safe() {
     let Some(moto) = Moto::start().await else { return };
     let (builder_dir, replica_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let feed = builder_dir.path().join("feed.txt");
-    std::fs::write(&feed, fixture_lines("phishing-urls.txt").join("\n") + "\n").unwrap();
+    let feed = fixture_feed(builder_dir.path(), "phishing-urls.txt");
     let old = generate_signing_key();
     write_key_pair(&old, &builder_dir.path().join("signing.key")).unwrap();
     let next = generate_signing_key();
@@ -197,8 +196,7 @@ async fn a_signing_key_is_rotated_without_a_listed_url_answered_safe() {
 async fn regression_a_builder_left_on_the_old_key_is_refused_and_changes_nothing() {
     let Some(moto) = Moto::start().await else { return };
     let (old_dir, new_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let feed = old_dir.path().join("feed.txt");
-    std::fs::write(&feed, fixture_lines("phishing-urls.txt").join("\n") + "\n").unwrap();
+    let feed = fixture_feed(old_dir.path(), "phishing-urls.txt");
     let stale = Publisher::open(on_store(Role::All, &moto, old_dir.path(), &feed)).unwrap();
     stale.build_list(0).await.result.unwrap();
     let old_public = stale.public_key().clone();
@@ -252,8 +250,7 @@ async fn regression_a_builder_left_on_the_old_key_is_refused_and_changes_nothing
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_signing_key_replaced_in_the_data_directory_rewrites_public_key_and_republishes() {
     let dir = tempfile::tempdir().unwrap();
-    let feed = dir.path().join("feed.txt");
-    std::fs::write(&feed, fixture_lines("phishing-urls.txt").join("\n") + "\n").unwrap();
+    let feed = fixture_feed(dir.path(), "phishing-urls.txt");
     let cfg = Config {
         keep_versions: 2,
         ..config(

@@ -11,7 +11,7 @@ use blocksieve_format::api::routes;
 use blocksieve_publisher::internal::storage::{generate_signing_key, write_key_pair};
 use blocksieve_publisher::{Config, Role, SourceConfig, SourceFormat};
 use blocksieve_tests::moto::{Moto, store_options_at};
-use blocksieve_tests::{RunningPublisher, config, fixture_lines};
+use blocksieve_tests::{RunningPublisher, config, fixture_feed, fixture_lines};
 
 const READY: Duration = Duration::from_secs(60);
 /// How long a replica may take to follow a new build: a few checks of the
@@ -53,9 +53,7 @@ fn key_pair(dir: &Path) -> String {
 
 /// A feed file of the fixture's lines in `dir`.
 fn feed(dir: &Path) -> std::path::PathBuf {
-    let path = dir.join("feed.txt");
-    std::fs::write(&path, fixture_lines("phishing-urls.txt").join("\n") + "\n").unwrap();
-    path
+    fixture_feed(dir, "phishing-urls.txt")
 }
 
 async fn status(base: &str, path: &str) -> u16 {
