@@ -35,6 +35,7 @@ use crate::storage::spill::{Spill, SpilledHashes};
 // parallel); `reference` measures SHA-256 alone over the same expressions;
 // `sizing` holds the canary and the filter and protocol sizing; `timings`
 // the stage timings.
+mod cancel;
 mod collapse;
 mod copy;
 mod last_good;
@@ -43,6 +44,7 @@ mod pipeline;
 mod reference;
 mod sizing;
 mod timings;
+pub use cancel::{Cancel, CancelOnDrop};
 #[cfg(test)]
 use collapse::top_reasons;
 pub use copy::KeepTo;
@@ -277,30 +279,36 @@ struct SourceParse {
     kept: Option<pipeline::Kept>,
 }
 
-/// Reads one source's content: a block source's entries into `hashes` and
-/// its JSON allow array into `allowed`, an allow source's entries into
-/// `allowed`, adding the read and parse stages to `timings`. On an error
-/// (content unreadable, corrupt or over its size limit) what it added is
-/// cut back.
+/// How one source of `role` is read: its entries, its JSON allow array (a
+/// block source's), stopping once `cancel` is set.
+fn passes_of<'a>(config: &'a SourceConfig, role: SourceRole, cancel: &'a Cancel) -> Passes<'a> {
+    Passes {
+        config,
+        cancel,
+        entries: entry_options(config, role),
+        allow_array: allow_array_options(config, role),
+    }
+}
+
+/// Reads one source's content per `passes` (of [`passes_of`]): a block
+/// source's entries into `hashes` and its JSON allow array into `allowed`,
+/// an allow source's entries into `allowed`, adding the read and parse
+/// stages to `timings`. On an error (content unreadable, corrupt or over
+/// its size limit, or the build cancelled) what it added is cut back.
 fn parse_source_content(
     content: Content,
     keep_to: KeepTo,
-    config: &SourceConfig,
+    passes: &Passes<'_>,
     role: SourceRole,
     hashes: &mut Vec<FullHash>,
     allowed: &mut Vec<FullHash>,
     timings: &mut BuildTimings,
 ) -> Result<SourceParse, String> {
-    let passes = Passes {
-        config,
-        entries: entry_options(config, role),
-        allow_array: allow_array_options(config, role),
-    };
     let (before, allowed_before) = (hashes.len(), allowed.len());
     // An allow source has no allow array: its entries go to `allowed`.
     let read = match role {
-        SourceRole::Block => read_content(content, keep_to, &passes, hashes, allowed),
-        SourceRole::Allow => read_content(content, keep_to, &passes, allowed, &mut Vec::new()),
+        SourceRole::Block => read_content(content, keep_to, passes, hashes, allowed),
+        SourceRole::Allow => read_content(content, keep_to, passes, allowed, &mut Vec::new()),
     };
     let read = match read {
         Ok(read) => read,
@@ -334,7 +342,8 @@ fn parse_source_content(
 /// `sources` — also when a later source fails the build — for the caller to
 /// store before [`build_snapshot`], so the sources' bytes are freed before
 /// the filter is built. `now` (Unix seconds) stamps fresh content; `probe`
-/// samples peak memory for the stage timings.
+/// samples peak memory for the stage timings. Once `cancel` is set, the
+/// read stops at its next block of content.
 ///
 /// # Errors
 ///
@@ -344,13 +353,15 @@ fn parse_source_content(
 /// copies go to `updates`, which the caller drops: only a published
 /// build's content becomes last good). An allow source in that state is
 /// left out (a missing allowlist only blocks more) and reported as
-/// `failed` in `allow`.
+/// `failed` in `allow`. [`Error::Cancelled`] once `cancel` is set, with the
+/// sources read until then.
 pub fn read_sources(
     list: &str,
     sources: Vec<LoadedSource>,
     now: u64,
     probe: PeakRssProbe,
     updates: &mut Vec<(usize, SourceUpdate)>,
+    cancel: &Cancel,
 ) -> Result<ReadSources, Box<ReadFailed>> {
     let started = Instant::now();
     let mut report = ParseReport::default();
@@ -361,6 +372,9 @@ pub fn read_sources(
     let mut allowed = Vec::new();
     let mut failed = None;
     for (index, source) in sources.into_iter().enumerate() {
+        if cancel.is_cancelled() {
+            break;
+        }
         let LoadedSource {
             config,
             role,
@@ -388,12 +402,14 @@ pub fn read_sources(
                 match parse_source_content(
                     content,
                     keep_to,
-                    &config,
+                    &passes_of(&config, role, cancel),
                     role,
                     &mut hashes,
                     &mut allowed,
                     &mut timings,
                 ) {
+                    // Not the source's failure: nothing more is read.
+                    Err(_) if cancel.is_cancelled() => break,
                     Err(reason) => {
                         tracing::warn!(source = %label, %reason, "source content unreadable");
                         (None, None, reason)
@@ -442,7 +458,7 @@ pub fn read_sources(
                     let parsed = parse_source_content(
                         content,
                         KeepTo::memory(),
-                        &config,
+                        &passes_of(&config, role, cancel),
                         role,
                         &mut hashes,
                         &mut allowed,
@@ -452,6 +468,7 @@ pub fn read_sources(
                 });
                 let (parsed, meta) = match cached {
                     Some((Ok(parsed), meta)) => (parsed, meta),
+                    Some((Err(_), _)) if cancel.is_cancelled() => break,
                     cached => {
                         // A stored copy that cannot be used (it changed on
                         // storage, or no longer decodes or fits) is kept no
@@ -552,6 +569,11 @@ pub fn read_sources(
             allow.parse.merge(&parsed.allow_array);
         }
     }
+    if cancel.is_cancelled() {
+        failed = Some(Error::Cancelled {
+            list: list.to_owned(),
+        });
+    }
     if let Some(error) = failed {
         return Err(Box::new(ReadFailed {
             error,
@@ -605,8 +627,15 @@ pub fn read_sources(
 /// or [`Error::Encode`] when the filter cannot be built or encoded, as
 /// [`build_snapshot`] when the spilled full hashes cannot be read back.
 pub fn build_list(req: &BuildRequest<'_>, sources: Vec<LoadedSource>) -> Result<BuiltList, Error> {
-    let read = read_sources(&req.list.name, sources, req.now, req.probe, &mut Vec::new())
-        .map_err(|failed| failed.error)?;
+    let read = read_sources(
+        &req.list.name,
+        sources,
+        req.now,
+        req.probe,
+        &mut Vec::new(),
+        &Cancel::default(),
+    )
+    .map_err(|failed| failed.error)?;
     build_snapshot(req, read)
 }
 

@@ -31,6 +31,8 @@ use blocksieve_format::{BuildError, DecodeError, EncodeError, KeyError};
 /// * **Another builder's turn** ([`Error::LeaseHeld`], [`Error::Superseded`]):
 ///   nothing to do; with several builders on one store, another one built
 ///   or published this round, and its generation is served.
+/// * **Stopping** ([`Error::Cancelled`]): the publisher stopped before the
+///   build finished; nothing to do, the next start builds again.
 ///
 /// The Display texts are those shown in `/v1/lists` (`last_build.error`),
 /// in the `build` summary and in the logs.
@@ -151,6 +153,17 @@ pub enum Error {
         list: String,
         /// The generation the other builder published.
         generation: u64,
+    },
+
+    /// The publisher stopped waiting for this build (it is shutting down)
+    /// before the build published: nothing was published, and no source's
+    /// content was kept as its last good content.
+    #[error(
+        "cancelled: the publisher stopped before the build of list {list} finished; nothing was published"
+    )]
+    Cancelled {
+        /// The list.
+        list: String,
     },
 
     /// An object store failed a request (the `store` of the configuration).

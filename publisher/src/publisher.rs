@@ -411,6 +411,11 @@ impl Publisher {
             return builds_nothing(&list.name);
         }
         let _guard = inner.build_locks[index].lock().await;
+        // Set when this task is dropped (cancelled at shutdown): the
+        // blocking work below then stops at its next check instead of
+        // running on, holding the data directory, and publishing.
+        let cancel = build::Cancel::default();
+        let _cancel_on_drop = cancel.on_drop();
         let started = std::time::Instant::now();
         let lease = match self.acquire_lease(index).await {
             Ok(lease) => lease,
@@ -445,7 +450,7 @@ impl Publisher {
                 force = inner.force_once[index].swap(false, Ordering::SeqCst);
                 let this = self.clone();
                 tokio::task::spawn_blocking(move || {
-                    this.build_and_publish(index, loaded, &caches, force, started_from)
+                    this.build_and_publish(index, loaded, &caches, force, started_from, &cancel)
                 })
                 .await
                 .unwrap_or_else(|e| {
@@ -489,7 +494,10 @@ impl Publisher {
     /// fetch went on), this build's content may be older than what is
     /// published, and the build is discarded — neither published nor kept
     /// as the sources' last good content — as one that loses the store's
-    /// conditional write is.
+    /// conditional write is. Once `cancel` is set, the build stops at its
+    /// next check (a block of a source's content, or the next stage) and
+    /// ends as [`Error::Cancelled`], publishing and keeping nothing; a
+    /// publish already under way finishes.
     fn build_and_publish(
         &self,
         index: usize,
@@ -497,6 +505,7 @@ impl Publisher {
         caches: &[(SourceCache, String)],
         force: bool,
         started_from: Option<Option<u64>>,
+        cancel: &build::Cancel,
     ) -> ListBuildOutcome {
         let inner = &self.inner;
         let list = &inner.config.lists[index];
@@ -510,6 +519,12 @@ impl Publisher {
             list: list.name.clone(),
             report: None,
             result: Err(e),
+        };
+        let cancelled = || {
+            tracing::info!(list = %list.name, "build cancelled: the publisher is stopping; nothing published");
+            failed(Error::Cancelled {
+                list: list.name.clone(),
+            })
         };
         // The generation this build follows; newer than what is served
         // when another builder published it: served first, so that the
@@ -562,7 +577,18 @@ impl Publisher {
             spill: Some(&spill),
         };
         let mut updates = Vec::new();
-        let read = build::read_sources(&list.name, loaded, request.now, request.probe, &mut updates);
+        let read = build::read_sources(
+            &list.name,
+            loaded,
+            request.now,
+            request.probe,
+            &mut updates,
+            cancel,
+        );
+        // Cancelled: what was read is dropped (staged copies with it).
+        if cancel.is_cancelled() {
+            return cancelled();
+        }
         // Each fresh source's copy, written while it was read, is committed
         // as its last good content once this build is published or found
         // unchanged (`copies`); metadata alone at once.
@@ -586,6 +612,7 @@ impl Publisher {
             }
         };
         let built = match build::build_snapshot(&request, read) {
+            Ok(_) if cancel.is_cancelled() => return cancelled(),
             Ok(b) => b,
             Err(e) => {
                 copies.forget(&shrunk).commit(caches);
@@ -672,6 +699,9 @@ impl Publisher {
         }
         .chain(key);
         built.report.timings.add("deltas", deltas_started.elapsed());
+        if cancel.is_cancelled() {
+            return cancelled();
+        }
         let freshness = sign_freshness(&new_header);
         let write_started = std::time::Instant::now();
         let build = generations::Build {

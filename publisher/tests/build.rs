@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use blocksieve_format::{DecodeLimits, FullHash, SigningKey, decode};
 use blocksieve_publisher::internal::build::{
-    BuildRequest, KeepTo, LastGood, LoadedSource, PeakRssProbe, SourceRole, SourceUpdate, build_list,
+    BuildRequest, Cancel, KeepTo, LastGood, LoadedSource, PeakRssProbe, SourceRole, SourceUpdate, build_list,
     read_sources,
 };
 use blocksieve_publisher::internal::fetch::{ContentEncoding, Fetched, Validators};
@@ -116,6 +116,7 @@ fn a_source_not_modified_is_built_from_the_last_good_content_it_is_given() {
         NOW,
         PeakRssProbe::NONE,
         &mut updates,
+        &Cancel::default(),
     )
     .unwrap();
     assert_eq!(read.hashes, expected_hashes());
@@ -137,6 +138,7 @@ fn a_source_not_modified_is_built_from_the_last_good_content_it_is_given() {
         NOW,
         PeakRssProbe::NONE,
         &mut updates,
+        &Cancel::default(),
     )
     .unwrap();
     let [(0, SourceUpdate::Store { copy, encoding, meta })] = updates.as_mut_slice() else {

@@ -225,3 +225,75 @@ fn regression_sigusr1_right_after_listening_does_not_end_serve() {
     let status = exit_within(&mut child, Duration::from_secs(30), "still running");
     assert_eq!(status.code(), Some(0), "{status:?}");
 }
+
+/// SIGTERM while a build is still reading its source: the build stops
+/// within the drain deadline, publishes nothing and keeps nothing, and
+/// the process exits. Cancelling the build's task only dropped its handle:
+/// the reading went on on a blocking thread, which the process waited for
+/// after "publisher stopped" (tens of seconds for a list of millions of
+/// lines), holding the data directory, and then it published. Here the
+/// source is a FIFO fed a line every 20 ms, so the read lasts as long as
+/// the test lets it, on any machine: before, `serve` never ended.
+#[test]
+fn regression_a_build_still_reading_at_shutdown_stops_and_publishes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("feed.txt");
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    let (reading, is_reading) = std::sync::mpsc::channel();
+    let writer_path = fifo.clone();
+    std::thread::spawn(move || {
+        // Blocks until `serve` opens the source.
+        let mut feed = std::fs::OpenOptions::new().write(true).open(writer_path).unwrap();
+        // Past the 64 KiB `serve` reads first to check what the source is.
+        let mut head = String::new();
+        for i in 0..10_000 {
+            head.push_str(&format!("http://evil{i}.example/path\n"));
+        }
+        if feed.write_all(head.as_bytes()).is_err() {
+            return;
+        }
+        let _ = reading.send(());
+        let until = Instant::now() + Duration::from_secs(120);
+        let mut i = 0u64;
+        // Until `serve` closes its end (the write fails) or two minutes.
+        while Instant::now() < until
+            && feed
+                .write_all(format!("http://trickle{i}.example/\n").as_bytes())
+                .is_ok()
+        {
+            i += 1;
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    });
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "data_dir = {:?}\ndrain_timeout_s = 1\n{YEARLY}[[lists]]\nname = \"slow\"\n\
+             sources = [{{ path = \"feed.txt\", format = \"urls\" }}]\n",
+            dir.path().join("data")
+        ),
+    )
+    .unwrap();
+    let (mut child, lines) = serve(&config);
+    listening(&lines);
+    is_reading.recv_timeout(Duration::from_secs(30)).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+
+    kill("-TERM", child.id());
+    // Up to 1 s for requests, 1 s for the build, and a block to read.
+    let status = exit_within(
+        &mut child,
+        Duration::from_secs(10),
+        "serve still running: the cancelled build reads on",
+    );
+    assert_eq!(status.code(), Some(0), "{status:?}");
+    wait_for(&lines, "build cancelled");
+    let list = dir.path().join("data/lists/slow");
+    assert!(!list.join("latest").exists(), "a cancelled build published");
+    let kept: Vec<_> = std::fs::read_dir(dir.path().join("data/sources/slow"))
+        .map(|d| d.map(|e| e.unwrap().file_name()).collect())
+        .unwrap_or_default();
+    assert!(kept.is_empty(), "a cancelled build kept {kept:?}");
+}

@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 
 use blocksieve_format::FullHash;
 
+use super::Cancel;
 use super::copy::{CopyWriter, Encode, KeepTo};
 use crate::config::{SourceConfig, SourceFormat};
 use crate::fetch::{ContentEncoding, Stream, is_gzip};
@@ -132,14 +133,17 @@ impl Keeper {
     }
 }
 
-/// Reads raw bytes, copying them to a keeper.
+/// Reads raw bytes, copying them to a keeper; fails once the build is
+/// cancelled, so that a long read stops at its next block.
 struct Tee<'a> {
     raw: &'a mut Raw,
     keeper: &'a mut Keeper,
+    cancel: &'a Cancel,
 }
 
 impl Read for Tee<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.cancel.check_io()?;
         let n = self.raw.read(buf)?;
         self.keeper.write(&buf[..n]);
         Ok(n)
@@ -429,6 +433,8 @@ impl InOrder<'_> {
 /// JSON block source's allow array is a second pass over the document).
 pub(crate) struct Passes<'a> {
     pub(crate) config: &'a SourceConfig,
+    /// Stops the read at its next block once set.
+    pub(crate) cancel: &'a Cancel,
     pub(crate) entries: FormatOptions,
     pub(crate) allow_array: Option<FormatOptions>,
 }
@@ -482,6 +488,7 @@ pub(crate) fn read_content(
             Tee {
                 raw: &mut raw,
                 keeper: &mut keeper,
+                cancel: passes.cancel,
             },
         );
         let decoded = decoder(tee, encoding).map_err(|e| e.to_string())?;

@@ -22,7 +22,15 @@ fn loaded(bytes: &str, format: SourceFormat, role: SourceRole) -> LoadedSource {
 }
 
 fn collect(sources: Vec<LoadedSource>) -> Result<(Vec<FullHash>, ParseReport, AllowReport), Error> {
-    let read = read_sources("test", sources, 1, PeakRssProbe::NONE, &mut Vec::new()).map_err(|f| f.error)?;
+    let read = read_sources(
+        "test",
+        sources,
+        1,
+        PeakRssProbe::NONE,
+        &mut Vec::new(),
+        &Cancel::default(),
+    )
+    .map_err(|f| f.error)?;
     Ok((read.hashes, read.parse, read.allow))
 }
 
@@ -108,7 +116,15 @@ fn a_failed_read_reports_every_source_and_keeps_the_others_content() {
         loaded("c.example\nd.example\n", SourceFormat::Domains, SourceRole::Block),
         failed(SourceRole::Allow),
     ];
-    let failure = read_sources("test", sources, 1, PeakRssProbe::NONE, &mut updates).unwrap_err();
+    let failure = read_sources(
+        "test",
+        sources,
+        1,
+        PeakRssProbe::NONE,
+        &mut updates,
+        &Cancel::default(),
+    )
+    .unwrap_err();
     assert_eq!(
         failure.error.to_string(),
         "source: Domains-Block: HTTP 503; no last good content to fall back to"
@@ -405,7 +421,15 @@ fn content_that_gives_no_entry_falls_back_to_the_last_good_content() {
             ..loaded(bad, format, SourceRole::Block)
         };
         let mut updates = Vec::new();
-        let read = read_sources("test", vec![source], 1, PeakRssProbe::NONE, &mut updates).unwrap();
+        let read = read_sources(
+            "test",
+            vec![source],
+            1,
+            PeakRssProbe::NONE,
+            &mut updates,
+            &Cancel::default(),
+        )
+        .unwrap();
         assert_eq!(read.sources[0].state, "last_good", "{format:?} {bad:?}");
         let error = read.sources[0].error.as_deref().unwrap_or_default();
         assert!(error.starts_with("parse collapsed: "), "{bad:?}: {error}");
@@ -426,7 +450,15 @@ fn content_that_gives_no_entry_falls_back_to_the_last_good_content() {
             SourceRole::Block,
         )
     };
-    let read = read_sources("test", vec![source], 1, PeakRssProbe::NONE, &mut Vec::new()).unwrap();
+    let read = read_sources(
+        "test",
+        vec![source],
+        1,
+        PeakRssProbe::NONE,
+        &mut Vec::new(),
+        &Cancel::default(),
+    )
+    .unwrap();
     assert_eq!((read.sources[0].state.as_str(), read.hashes.len()), ("fresh", 0));
 }
 
@@ -449,7 +481,15 @@ fn a_fresh_source_whose_copy_fails_is_used_and_reported_unkept() {
         )
     };
     let mut updates = Vec::new();
-    let read = read_sources("test", vec![source], 1, PeakRssProbe::NONE, &mut updates).unwrap();
+    let read = read_sources(
+        "test",
+        vec![source],
+        1,
+        PeakRssProbe::NONE,
+        &mut updates,
+        &Cancel::default(),
+    )
+    .unwrap();
     assert_eq!((read.sources[0].state.as_str(), read.hashes.len()), ("fresh", 2));
     assert!(
         matches!(
@@ -494,4 +534,64 @@ fn a_spill_past_the_page_cache_builds_the_same_snapshot() {
         assert_eq!(built.hashes, in_memory.hashes, "direct: {direct}");
         assert_eq!(built.snapshot, in_memory.snapshot, "direct: {direct}");
     }
+}
+
+/// A read cancelled while a source's content is read stops there: the
+/// source is not failed (no fallback to its last good content, which would
+/// drop its validators when cut short), the sources after it are not read,
+/// and nothing is asked to be stored.
+#[test]
+fn a_read_cancelled_midway_fails_as_cancelled_and_asks_to_store_nothing() {
+    /// Content of many blocks that cancels the build as its first block
+    /// is read.
+    struct CancelsWhenRead(Cancel, std::io::Cursor<Vec<u8>>);
+    impl Read for CancelsWhenRead {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            self.0.cancel();
+            self.1.read(buf)
+        }
+    }
+    let cancel = Cancel::default();
+    let lines: String = (0..200_000).map(|i| format!("h{i}.example\n")).collect();
+    let meta = crate::storage::CacheMeta {
+        validators: crate::fetch::Validators {
+            etag: Some("\"v1\"".to_owned()),
+            ..Default::default()
+        },
+        fetched_at: 1,
+        accepted: 1,
+    };
+    let cancelling = LoadedSource {
+        fetched: Fetched::Stream(crate::fetch::Stream {
+            reader: Box::new(CancelsWhenRead(
+                cancel.clone(),
+                std::io::Cursor::new(lines.into_bytes()),
+            )),
+            gzip: false,
+            size: 0,
+            validators: Default::default(),
+        }),
+        last_good: LastGood::in_memory(b"b.example\n".to_vec(), meta),
+        ..loaded("", SourceFormat::Domains, SourceRole::Block)
+    };
+    let mut updates = Vec::new();
+    let sources = vec![
+        loaded("a.example\n", SourceFormat::Domains, SourceRole::Block),
+        cancelling,
+        loaded("c.example\n", SourceFormat::Domains, SourceRole::Block),
+    ];
+    let failure = read_sources("test", sources, 1, PeakRssProbe::NONE, &mut updates, &cancel).unwrap_err();
+    assert!(
+        matches!(failure.error, Error::Cancelled { .. }),
+        "{:?}",
+        failure.error
+    );
+    assert_eq!(failure.read.sources.len(), 1, "{:?}", failure.read.sources);
+    assert!(
+        failure.read.parse.lines < 200_000,
+        "read to its end: {:?}",
+        failure.read.parse
+    );
+    // The first source's copy only: the caller stores nothing once cancelled.
+    assert!(updates.iter().all(|(index, _)| *index == 0), "{updates:?}");
 }

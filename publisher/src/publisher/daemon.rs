@@ -81,9 +81,10 @@ impl Publisher {
         }
         // Builds still running (a first one, or one SIGUSR1 asked for) hold
         // the publisher, and with it the lock on the data directory: they
-        // get the drain deadline to finish, then are cancelled (their
-        // writes are crash-safe either way), so that once `run` returns the
-        // directory can be opened again.
+        // get the drain deadline to finish, then are cancelled. A cancelled
+        // build's blocking work stops at its next check (`build::Cancel`,
+        // set as its task is dropped), publishing nothing; a publish under
+        // way finishes (its writes are crash-safe either way).
         let deadline = tokio::time::Instant::now() + drain;
         let _ = stop_requests.send(deadline);
         for mut build in initial_builds {
@@ -93,7 +94,8 @@ impl Publisher {
                     "a first build did not finish by the drain deadline; cancelled"
                 );
                 build.abort();
-                // Dropped at its next await point, and the publisher with it.
+                // Dropped at its next await point; its blocking work stops
+                // at its next check and drops the publisher.
                 let _ = build.await;
             }
         }
@@ -138,8 +140,8 @@ impl Publisher {
     /// Builds every list when the process gets SIGUSR1 ("build now", as
     /// at start: after an allowlist or a local source was edited), until
     /// `stop` fires with the drain deadline; then gives the builds it
-    /// started until that deadline to finish and cancels the rest (their
-    /// writes are crash-safe). Each
+    /// started until that deadline to finish and cancels the rest (they
+    /// stop at their next check, publishing nothing). Each
     /// signal is followed by a build of every list that starts after it: a
     /// list whose build is running gets one more once it ends, and signals
     /// while that one still waits to start are merged into it. A replica,

@@ -43,6 +43,7 @@ fn read_keeping(
 ) -> Result<(Vec<FullHash>, ParseReport, Option<KeptBytes>), String> {
     let passes = Passes {
         config,
+        cancel: &Cancel::default(),
         entries: FormatOptions::default(),
         allow_array: None,
     };
@@ -363,6 +364,7 @@ fn a_json_document_is_read_whole_with_its_allow_array() {
     };
     let passes = Passes {
         config: &config,
+        cancel: &Cancel::default(),
         entries: FormatOptions::default(),
         allow_array: Some(allow_options.clone()),
     };
