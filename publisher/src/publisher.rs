@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use arc_swap::ArcSwapOption;
-use blocksieve_format::api::{AllowStatus, BuildStatus, SourceStatus};
+use blocksieve_format::api::{AllowStatus, SourceStatus};
 use blocksieve_format::{SigningKey, SnapshotHeader, TrustedKey};
 
 use crate::build::{self, BuildRequest, LoadedSource};
@@ -756,104 +756,6 @@ impl Publisher {
             list: list.name.clone(),
             report: Some(built.report),
             result,
-        }
-    }
-
-    fn record(&self, index: usize, outcome: &ListBuildOutcome, forced: bool, elapsed: Duration) {
-        let inner = &self.inner;
-        let name = &inner.config.lists[index].name;
-        let metrics = &inner.state.metrics;
-        // The served filter's rate: a refused build's stays out of it.
-        let measured = outcome
-            .report
-            .as_ref()
-            .filter(|_| outcome.result.is_ok())
-            .map(|r| r.sizing.measured_fpr);
-        let (label, gate) = match &outcome.result {
-            Ok(_) if outcome.unchanged => ("unchanged", None),
-            Ok(_) => ("published", None),
-            Err(Error::Refused { gate }) => ("refused", Some(gate.name().to_owned())),
-            Err(Error::LeaseHeld { .. }) => ("skipped", None),
-            Err(Error::Superseded { .. }) => ("superseded", None),
-            Err(_) => ("failed", None),
-        };
-        metrics.build_finished(name, label, elapsed.as_secs_f64(), measured);
-        if let Some(g) = &gate {
-            metrics.gate_refused(name, g);
-        }
-        if label == "skipped" {
-            // Another builder holds the lease and builds the list: a gate
-            // refusal of this one's own last attempt no longer stands (its
-            // alert would fire for as long as the other builder leads).
-            self.inner.state.lists[index].watch.stand_down();
-            metrics.build_health(name, Some(false), None, None);
-        } else {
-            self.watch_build(index, outcome, label, elapsed);
-        }
-        match (&outcome.result, &outcome.report) {
-            (Ok(version), Some(_)) if outcome.unchanged => {
-                tracing::info!(
-                    list = %name,
-                    version,
-                    duration_ms = elapsed.as_millis() as u64,
-                    "list unchanged; nothing published, the served version's freshness renewed"
-                );
-            }
-            (Ok(version), Some(r)) => {
-                let s = &r.sizing;
-                tracing::info!(
-                    list = %name,
-                    version,
-                    entries = s.entries,
-                    unique_keys = s.unique_keys,
-                    filter = %s.filter_kind,
-                    snapshot_bytes = s.snapshot_bytes,
-                    bits_per_key = format_args!("{:.2}", s.bits_per_key),
-                    theoretical_fpr = s.theoretical_fpr,
-                    measured_fpr = s.measured_fpr,
-                    request_prefix_bits = s.request_prefix_bits,
-                    lines = r.parse.lines,
-                    rejected = r.parse.rejected_total(),
-                    allow_removed = r.allow.removed,
-                    duration_ms = elapsed.as_millis() as u64,
-                    "published snapshot"
-                );
-            }
-            (Err(e @ Error::LeaseHeld { .. }), _) => {
-                // Not a build: the last one's status stays.
-                tracing::info!(list = %name, error = %e, "another builder builds this list now");
-                return;
-            }
-            (Err(e @ Error::Superseded { .. }), _) => {
-                tracing::info!(list = %name, error = %e, "build not published; the other builder's generation serves");
-            }
-            (Err(e), _) => {
-                tracing::error!(list = %name, error = %e, "build not published; the list's previous snapshot, if any, stays current");
-            }
-            _ => {}
-        }
-        let statuses = outcome.source_statuses();
-        // The lines read, also by a build that failed reading its sources.
-        let parse = (outcome.report.as_ref().map(|r| &r.parse))
-            .or_else(|| outcome.sources_read.as_ref().map(|s| &s.parse));
-        let status = BuildStatus {
-            finished_at: unix_now(),
-            ok: outcome.result.is_ok(),
-            error: outcome.result.as_ref().err().map(ToString::to_string),
-            refused_by_gate: gate,
-            forced,
-            lines: parse.map_or(0, |p| p.lines),
-            rejected: parse.map_or(0, |p| p.rejected_total()),
-            rejected_by_reason: parse.map(|p| p.rejected.clone()).unwrap_or_default(),
-            rejected_samples: parse.map(|p| p.samples.clone()).unwrap_or_default(),
-            cleaned_by_kind: parse.map(|p| p.cleaned.clone()).unwrap_or_default(),
-            allow: statuses.as_ref().map(|s| s.1.clone()).unwrap_or_default(),
-            sources: statuses.map(|s| s.0.to_vec()).unwrap_or_default(),
-            sizing: outcome.report.as_ref().map(|r| r.sizing.clone()),
-            duration_ms: elapsed.as_millis() as u64,
-        };
-        if let Ok(mut g) = inner.state.lists[index].last_build.lock() {
-            *g = Some(status);
         }
     }
 }
