@@ -246,7 +246,8 @@ pub struct StoreStatus {
     /// When a check last reached the store, Unix seconds (`None`: never
     /// since start).
     pub last_checked_at: Option<u64>,
-    /// The latest generation loaded from the store, if any.
+    /// The latest generation served from the store, if any: loaded from
+    /// it (a replica; a builder at start) or published to it (a builder).
     pub generation: Option<u64>,
     /// Why the last check did not reach the store (absent while it
     /// does, and from publishers before this field).

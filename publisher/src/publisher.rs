@@ -251,6 +251,11 @@ impl Publisher {
                     from = if config.store.is_some() { "the object store" } else { "the data directory" },
                     "serving the snapshot stored before this start"
                 );
+                if config.store.is_some()
+                    && let Some(generation) = stored.generation
+                {
+                    slot.loaded_generation(generation);
+                }
                 slot.serve(&metrics, header, stored.snapshot, stored.hashes, stored.deltas);
                 if let Ok(Some(latest)) = slot.store.latest() {
                     slot.adopt_freshness(&latest.pointer, &trusted);
@@ -539,6 +544,11 @@ impl Publisher {
                 && let Some(stored) = slot.store.load_from(base.pointer.generation, &inner.trusted)
                 && let Ok(header) = blocksieve_format::parse_header_unverified(&stored.snapshot)
             {
+                if inner.config.store.is_some()
+                    && let Some(generation) = stored.generation
+                {
+                    slot.loaded_generation(generation);
+                }
                 slot.serve(
                     &inner.state.metrics,
                     header,
@@ -723,7 +733,15 @@ impl Publisher {
         let write_took = write_started.elapsed();
         built.report.timings.add("write", write_took);
         let published = written.and_then(|outcome| match outcome {
-            PublishOutcome::Published { .. } => Ok(()),
+            PublishOutcome::Published { generation } => {
+                // What `/v1/lists` and the status page show as the store's
+                // generation served here (a replica's follower records its
+                // own; a builder's sees its own publish as nothing new).
+                if inner.config.store.is_some() {
+                    slot.loaded_generation(generation);
+                }
+                Ok(())
+            }
             PublishOutcome::Superseded { generation } => Err(Error::Superseded {
                 list: list.name.clone(),
                 generation,

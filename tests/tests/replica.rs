@@ -152,6 +152,18 @@ async fn a_builder_and_two_replicas_on_one_bucket_serve_the_same_snapshot_and_fo
     );
     let page = status_page(&builder.base_url()).await;
     assert!(page.contains("Role <b>builder</b>"), "{page}");
+    // The generation it published, as a replica shows the one it loaded
+    // (a builder's page said "generation –": only a replica's follower
+    // recorded it).
+    let store_generation = |server: &RunningPublisher| {
+        let status = server.publisher.state().lists[0]
+            .store_status
+            .lock()
+            .unwrap()
+            .clone();
+        status.and_then(|s| s.generation)
+    };
+    assert_eq!(store_generation(&builder), Some(1));
 
     first.wait_ready(READY).await;
     second.wait_ready(READY).await;
@@ -197,6 +209,10 @@ async fn a_builder_and_two_replicas_on_one_bucket_serve_the_same_snapshot_and_fo
     assert!(rebuilt > version);
     wait_for_version(&first, rebuilt, FOLLOW).await;
     wait_for_version(&second, rebuilt, FOLLOW).await;
+    assert_eq!(store_generation(&builder), Some(2));
+    assert_eq!(store_generation(&first), Some(2));
+    let page = status_page(&builder.base_url()).await;
+    assert!(page.contains(", generation 2."), "{page}");
     let (_, etag1, bytes1) = latest(&first.base_url()).await;
     let (_, etag2, bytes2) = latest(&second.base_url()).await;
     assert_eq!(etag1, etag2);
