@@ -699,6 +699,51 @@ fn check_config_warns_about_what_fails_at_run_time_and_still_exits_0() {
     assert_eq!(names, ["config.toml", "data", "feed.txt"]);
 }
 
+/// `check-config --role --key` checks what `serve --role --key` runs: a
+/// replica's summary names the key it is given and the role it gets on the
+/// command line, and a role the file cannot run is refused as `serve`
+/// refuses it. Without them, a replica whose role comes from the command
+/// line was checked as a builder (its `signing_key` shown, not its key).
+#[test]
+fn check_config_takes_the_role_and_key_serve_is_given() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), false);
+    let signing = SigningKey::from_secret_bytes([7; 32]);
+    let key = signing.public_key();
+    let with_store = dir.path().join("store.toml");
+    std::fs::write(
+        &with_store,
+        format!(
+            "store = \"s3://bucket/prefix\"\n{}",
+            std::fs::read_to_string(&config).unwrap()
+        ),
+    )
+    .unwrap();
+    let out = run(&[
+        "check-config",
+        with_store.to_str().unwrap(),
+        "--role",
+        "replica",
+        "--key",
+        &key.to_base64(),
+    ]);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    assert!(stdout.contains("role          replica\n"), "{stdout}");
+    assert!(stdout.contains(&hex::encode(key.id())), "{stdout}");
+    assert!(!stdout.contains("signing_key"), "{stdout}");
+
+    // A replica needs a store: refused here as `serve` refuses it.
+    let out = run(&["check-config", config.to_str().unwrap(), "--role", "replica"]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("set store = \"s3://bucket/prefix\""), "{stderr}");
+    // A key that is none is a usage error naming it.
+    let out = run(&["check-config", config.to_str().unwrap(), "--key", "nonsense"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("--key"), "{}", text(&out.stderr));
+}
+
 #[test]
 fn check_config_usage_errors_exit_2() {
     for args in [
