@@ -454,8 +454,22 @@ impl Publisher {
                 let (loaded, caches) = self.fetch_sources(index).await;
                 force = inner.force_once[index].swap(false, Ordering::SeqCst);
                 let this = self.clone();
+                let releasable = lease
+                    .clone()
+                    .filter(|_| !inner.config.dangerous_store_ignores_conditions);
                 tokio::task::spawn_blocking(move || {
-                    this.build_and_publish(index, loaded, &caches, force, started_from, &cancel)
+                    let outcome =
+                        this.build_and_publish(index, loaded, &caches, force, started_from, &cancel);
+                    // Cancelled, the task that releases the lease below is
+                    // gone: released here, so that another builder need not
+                    // wait out `lease_s` after a build that published nothing.
+                    if cancel.is_cancelled()
+                        && let Some(version) = releasable
+                    {
+                        let slot = &this.inner.state.lists[index];
+                        slot.store.release_lease(&this.inner.holder, version);
+                    }
+                    outcome
                 })
                 .await
                 .unwrap_or_else(|e| {
