@@ -297,3 +297,71 @@ fn regression_a_build_still_reading_at_shutdown_stops_and_publishes_nothing() {
         .unwrap_or_default();
     assert!(kept.is_empty(), "a cancelled build kept {kept:?}");
 }
+
+/// SIGTERM while builds are blocked on sources that send nothing: a FIFO
+/// whose writer paused after its first lines (the read waits in the
+/// kernel, where no cancelled build's check is reached) and one no
+/// process has opened for writing yet (the fetch waits in `open`). The
+/// process exits once the drain deadlines and as long again have passed.
+/// Its blocking threads held the exit until the writer wrote or closed
+/// (forever here): "publisher stopped" was logged and the process stayed,
+/// deaf to the second signal that stops it at once, until SIGKILL.
+#[test]
+fn regression_builds_blocked_on_sources_that_send_nothing_do_not_hold_the_exit() {
+    let dir = tempfile::tempdir().unwrap();
+    for fifo in ["paused.txt", "unopened.txt"] {
+        let made = Command::new("mkfifo")
+            .arg(dir.path().join(fifo))
+            .status()
+            .unwrap();
+        assert!(made.success());
+    }
+    let (reading, is_reading) = std::sync::mpsc::channel();
+    let (done, test_done) = std::sync::mpsc::channel::<()>();
+    let writer_path = dir.path().join("paused.txt");
+    std::thread::spawn(move || {
+        // Blocks until `serve` opens the source.
+        let mut feed = std::fs::OpenOptions::new().write(true).open(writer_path).unwrap();
+        // Past the 64 KiB `serve` reads first to check what the source is.
+        let mut head = String::new();
+        for i in 0..10_000 {
+            head.push_str(&format!("http://evil{i}.example/path\n"));
+        }
+        if feed.write_all(head.as_bytes()).is_ok() {
+            let _ = reading.send(());
+            // Held open, silent, until the test ends.
+            let _ = test_done.recv_timeout(Duration::from_secs(120));
+        }
+    });
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "data_dir = {:?}\ndrain_timeout_s = 1\n{YEARLY}\
+             [[lists]]\nname = \"paused\"\nsources = [{{ path = \"paused.txt\", format = \"urls\" }}]\n\
+             [[lists]]\nname = \"unopened\"\nsources = [{{ path = \"unopened.txt\", format = \"urls\" }}]\n",
+            dir.path().join("data")
+        ),
+    )
+    .unwrap();
+    let (mut child, lines) = serve(&config);
+    listening(&lines);
+    is_reading.recv_timeout(Duration::from_secs(30)).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+
+    kill("-TERM", child.id());
+    // Up to 1 s for requests, 1 s for the builds, 1 s for their threads.
+    let status = exit_within(
+        &mut child,
+        Duration::from_secs(10),
+        "serve still running: its blocked builds hold the exit",
+    );
+    drop(done);
+    assert_eq!(status.code(), Some(0), "{status:?}");
+    wait_for(&lines, "publisher stopped");
+    wait_for(&lines, "exiting without it");
+    for list in ["paused", "unopened"] {
+        let latest = dir.path().join("data/lists").join(list).join("latest");
+        assert!(!latest.exists(), "a cancelled build of {list} published");
+    }
+}

@@ -328,7 +328,24 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(Cli::parse())) {
+    let mut exit_grace = None;
+    let result = runtime.block_on(run(Cli::parse(), &mut exit_grace));
+    // Blocking work still running once `serve` has stopped (a cancelled
+    // build before its next check, or one blocked in the kernel: a read
+    // from a pipe whose writer sends nothing, a store that does not
+    // answer) gets `exit_grace`; dropping the runtime waited for it
+    // forever, deaf to the second signal that stops the process at once.
+    if let Some(grace) = exit_grace {
+        let started = std::time::Instant::now();
+        runtime.shutdown_timeout(grace);
+        if started.elapsed() >= grace {
+            tracing::warn!(
+                drain_s = grace.as_secs(),
+                "a build's blocking work (a source read, a store request) did not stop within drain_timeout_s; exiting without it"
+            );
+        }
+    }
+    match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             to_stderr!("Error: {e:#}");
@@ -337,7 +354,9 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-async fn run(cli: Cli) -> anyhow::Result<()> {
+/// Runs `cli`'s command; `serve` sets `exit_grace`, how long its blocking
+/// work may go on once it has stopped.
+async fn run(cli: Cli, exit_grace: &mut Option<std::time::Duration>) -> anyhow::Result<()> {
     let json_logs = match &cli.command {
         Command::Serve { config, .. } | Command::Build { config, .. } => config
             .as_ref()
@@ -359,7 +378,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 config.listen = addr;
             }
             role_and_key(&mut config, role, key.as_deref())?;
-            serve(config, force).await
+            serve(config, force, exit_grace).await
         }
         Command::Build {
             config,
@@ -466,7 +485,11 @@ fn check_config(file: &std::path::Path, config: Config) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn serve(config: Config, force: bool) -> anyhow::Result<()> {
+async fn serve(
+    config: Config,
+    force: bool,
+    exit_grace: &mut Option<std::time::Duration>,
+) -> anyhow::Result<()> {
     listener::catch_build_requests();
     // Bound first: an address in use ends the start before the data
     // directory is touched (it made a signing key there, then failed).
@@ -489,6 +512,7 @@ async fn serve(config: Config, force: bool) -> anyhow::Result<()> {
         "publisher listening"
     );
     let drain = publisher.config().drain_timeout.as_secs();
+    *exit_grace = Some(publisher.config().drain_timeout);
     publisher.run(listener, shutdown_signal(signals, drain)).await?;
     tracing::info!("publisher stopped");
     Ok(())
