@@ -244,6 +244,9 @@ pub struct BuildRequest<'a> {
     /// Where the full hashes go while the filter is built, so that the two
     /// are never in memory at once; `None`: they stay in memory.
     pub spill: Option<&'a dyn Spill>,
+    /// Stops the build between its stages once set ([`Error::Cancelled`]);
+    /// `None`: it is never cancelled.
+    pub cancel: Option<&'a Cancel>,
 }
 
 /// How a source's entries are read: its format options, with the JSON
@@ -633,7 +636,7 @@ pub fn build_list(req: &BuildRequest<'_>, sources: Vec<LoadedSource>) -> Result<
         req.now,
         req.probe,
         &mut Vec::new(),
-        &Cancel::default(),
+        req.cancel.unwrap_or(&Cancel::default()),
     )
     .map_err(|failed| failed.error)?;
     build_snapshot(req, read)
@@ -650,7 +653,9 @@ pub fn build_list(req: &BuildRequest<'_>, sources: Vec<LoadedSource>) -> Result<
 /// [`Error::Filter`] or [`Error::Encode`] when the filter cannot be built or
 /// encoded; [`Error::Storage`] or [`Error::Corrupt`] when the spilled full
 /// hashes cannot be read back as written (the build fails, and the version
-/// served stays).
+/// served stays); [`Error::Cancelled`] once [`BuildRequest::cancel`] is set,
+/// at the next stage (the full hashes written, the filter keys sorted, the
+/// filter built).
 pub fn build_snapshot(req: &BuildRequest<'_>, read: ReadSources) -> Result<BuiltList, Error> {
     let ReadSources {
         hashes,
@@ -661,6 +666,17 @@ pub fn build_snapshot(req: &BuildRequest<'_>, read: ReadSources) -> Result<Built
         started,
     } = read;
     let list = req.list;
+    // Checked between the stages below (`req.cancel`).
+    let cancelled = || {
+        req.cancel
+            .is_some_and(Cancel::is_cancelled)
+            .then(|| Error::Cancelled {
+                list: list.name.clone(),
+            })
+    };
+    if let Some(e) = cancelled() {
+        return Err(e);
+    }
     // The full hashes written out (as the `.hashes` object to publish)
     // and dropped while the filter is built, then read back: the keys come
     // from the copy written through the page cache, so the hashes and the
@@ -721,6 +737,9 @@ pub fn build_snapshot(req: &BuildRequest<'_>, read: ReadSources) -> Result<Built
     keys.par_sort_unstable(); // 32-bit keys come sorted already; 64-bit keys too, but be sure
     keys.dedup();
     timings.add("sort_dedup", keys_took + started_keys.elapsed());
+    if let Some(e) = cancelled() {
+        return Err(e);
+    }
     let started_filter = Instant::now();
     let kind = filter_kind_for(list, keys.len() as u64);
     let filter =
@@ -729,6 +748,9 @@ pub fn build_snapshot(req: &BuildRequest<'_>, read: ReadSources) -> Result<Built
             reason,
         })?;
     timings.add("filter", started_filter.elapsed());
+    if let Some(e) = cancelled() {
+        return Err(e);
+    }
     let started_canary = Instant::now();
     let version = req
         .previous
@@ -894,6 +916,7 @@ pub(crate) mod testing {
             probe: PeakRssProbe::NONE,
             key,
             spill,
+            cancel: None,
         };
         let source = LoadedSource {
             config: SourceConfig::file("feed.txt", SourceFormat::Urls),

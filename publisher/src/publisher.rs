@@ -599,6 +599,7 @@ impl Publisher {
             key,
             probe: build::PeakRssProbe::new(metrics::peak_rss_bytes),
             spill: Some(&spill),
+            cancel: Some(cancel),
         };
         let mut updates = Vec::new();
         let read = build::read_sources(
@@ -636,7 +637,7 @@ impl Publisher {
             }
         };
         let built = match build::build_snapshot(&request, read) {
-            Ok(_) if cancel.is_cancelled() => return cancelled(),
+            _ if cancel.is_cancelled() => return cancelled(),
             Ok(b) => b,
             Err(e) => {
                 copies.forget(&shrunk).commit(caches);

@@ -56,6 +56,7 @@ fn a_build_from_feed_bytes_in_memory_decodes_and_holds_the_feed_full_hashes() {
         probe: PeakRssProbe::NONE,
         key: &key,
         spill: None,
+        cancel: None,
     };
     let built = build_list(&request, vec![source(FEED)]).unwrap();
 
@@ -169,6 +170,7 @@ async fn fetch_and_build(config: SourceConfig) -> (Vec<FullHash>, String) {
         probe: PeakRssProbe::NONE,
         key: &key,
         spill: None,
+        cancel: None,
     };
     let source = LoadedSource {
         config,

@@ -595,3 +595,39 @@ fn a_read_cancelled_midway_fails_as_cancelled_and_asks_to_store_nothing() {
     // The first source's copy only: the caller stores nothing once cancelled.
     assert!(updates.iter().all(|(index, _)| *index == 0), "{updates:?}");
 }
+
+/// A build cancelled between its stages (here as its full hashes are
+/// written out, the first stage of `build_snapshot`) stops at the next
+/// check, with no snapshot, and the error says it was cancelled.
+#[test]
+fn a_build_cancelled_after_its_full_hashes_are_written_stops_at_the_next_stage() {
+    /// Cancels the build when it writes its full hashes out, and keeps
+    /// them in memory.
+    #[derive(Debug)]
+    struct CancelsOnSpill(Cancel);
+    impl crate::storage::spill::Spill for CancelsOnSpill {
+        fn spill(&self, _: &[FullHash]) -> Option<crate::storage::spill::SpilledHashes> {
+            self.0.cancel();
+            None
+        }
+    }
+    let cancel = Cancel::default();
+    let spill = CancelsOnSpill(cancel.clone());
+    let list = ListConfig::new("phishing", vec![]);
+    let key = SigningKey::from_secret_bytes([3; 32]);
+    let request = BuildRequest {
+        list: &list,
+        previous: None,
+        after_version: 0,
+        now: 1,
+        ttl: Duration::from_secs(3600),
+        probe: PeakRssProbe::NONE,
+        key: &key,
+        spill: Some(&spill),
+        cancel: Some(&cancel),
+    };
+    let sources = vec![loaded("http://evil.example/x\n", SourceFormat::Urls, SourceRole::Block)];
+    let built = build_list(&request, sources);
+    assert!(cancel.is_cancelled());
+    assert!(matches!(built, Err(Error::Cancelled { .. })), "{built:?}");
+}
