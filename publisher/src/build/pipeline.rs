@@ -514,7 +514,11 @@ pub(crate) fn read_content(
             io::copy(&mut raw, &mut io::sink()).map_err(|e| describe(&e, encoding))?;
             read
         }
-        Err(e) if fresh || is_stored_copy_error(&e) => return Err(describe(&e, encoding)),
+        // Cancelled: the rest of a stored copy is not read to check it
+        // (from an object store, that would download it).
+        Err(e) if fresh || is_stored_copy_error(&e) || passes.cancel.is_cancelled() => {
+            return Err(describe(&e, encoding));
+        }
         Err(e) => {
             // A stored copy that does not decode most often changed on
             // disk: its own check says so, where it fails too.

@@ -626,8 +626,66 @@ fn a_build_cancelled_after_its_full_hashes_are_written_stops_at_the_next_stage()
         spill: Some(&spill),
         cancel: Some(&cancel),
     };
-    let sources = vec![loaded("http://evil.example/x\n", SourceFormat::Urls, SourceRole::Block)];
+    let sources = vec![loaded(
+        "http://evil.example/x\n",
+        SourceFormat::Urls,
+        SourceRole::Block,
+    )];
     let built = build_list(&request, sources);
     assert!(cancel.is_cancelled());
     assert!(matches!(built, Err(Error::Cancelled { .. })), "{built:?}");
+}
+
+/// A read cancelled while it falls back to a source's last good content
+/// stops there: the rest of the stored copy is not read (read to its end to
+/// check it, it was, which from an object store is a download).
+#[test]
+fn a_read_cancelled_in_a_stored_copy_reads_no_more_of_it() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    /// A stored copy that cancels the build at its first read and counts
+    /// the bytes read of it.
+    struct Counted(Cancel, Arc<AtomicU64>, std::io::Cursor<Vec<u8>>);
+    impl Read for Counted {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            self.0.cancel();
+            let n = self.2.read(buf)?;
+            self.1.fetch_add(n as u64, Ordering::Relaxed);
+            Ok(n)
+        }
+    }
+    let cancel = Cancel::default();
+    let read = Arc::new(AtomicU64::new(0));
+    let lines: Vec<u8> = (0..400_000)
+        .flat_map(|i| format!("h{i}.example\n").into_bytes())
+        .collect();
+    let total = lines.len() as u64;
+    let copy = Counted(cancel.clone(), read.clone(), std::io::Cursor::new(lines));
+    let falls_back = LoadedSource {
+        fetched: Fetched::NotModified,
+        last_good: LastGood::deferred(move || {
+            Some((
+                Box::new(copy) as Box<dyn Read + Send>,
+                crate::fetch::ContentEncoding::Identity,
+                crate::storage::CacheMeta::default(),
+            ))
+        }),
+        ..loaded("", SourceFormat::Domains, SourceRole::Block)
+    };
+    let failure = read_sources(
+        "test",
+        vec![falls_back],
+        1,
+        PeakRssProbe::NONE,
+        &mut Vec::new(),
+        &cancel,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(failure.error, Error::Cancelled { .. }),
+        "{:?}",
+        failure.error
+    );
+    let read = read.load(Ordering::Relaxed);
+    assert!(read < total / 2, "read {read} of {total} bytes");
 }
