@@ -458,13 +458,35 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for GuardedStream<S> {
 }
 
 /// SIGUSR1 ("build now", [`Publisher::run`](crate::Publisher::run))
-/// caught from now on: by default it ends the process, and `run` listens
-/// for it only once started. The runtime keeps the handler for the life of
-/// the process; a signal before `run` listens is followed by the first
-/// builds, which start later.
+/// caught from now on: by default it ends the process. The signals are
+/// kept for `run`: a signal before it listens is followed by the first
+/// builds, which start later, and a replica logs it as ignored. (Only the
+/// handler was kept, and `run` listened from when it started: a signal
+/// between, such as one sent as soon as `serve` said it listens, went
+/// unanswered.)
 pub fn catch_build_requests() {
     #[cfg(unix)]
-    let _ = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::user_defined1());
+    if let Ok(requests) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::user_defined1())
+        && let Ok(mut caught) = CAUGHT_BUILD_REQUESTS.lock()
+    {
+        *caught = Some(requests);
+    }
+}
+
+/// What [`catch_build_requests`] caught, until `run` takes it.
+#[cfg(unix)]
+static CAUGHT_BUILD_REQUESTS: std::sync::Mutex<Option<tokio::signal::unix::Signal>> =
+    std::sync::Mutex::new(None);
+
+/// SIGUSR1 from [`catch_build_requests`] on, a signal since then included;
+/// without it (`run` in a process that did not call it), from now on.
+#[cfg(unix)]
+pub(crate) fn build_requests() -> std::io::Result<tokio::signal::unix::Signal> {
+    let caught = CAUGHT_BUILD_REQUESTS.lock().ok().and_then(|mut c| c.take());
+    caught.map_or_else(
+        || tokio::signal::unix::signal(tokio::signal::unix::SignalKind::user_defined1()),
+        Ok,
+    )
 }
 
 /// SIGINT (Ctrl-C) and SIGTERM, caught from when this is made: `serve`

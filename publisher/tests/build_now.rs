@@ -1,5 +1,5 @@
 //! SIGUSR1 ("build now") against a running `serve`, when a build is
-//! already running and at shutdown (README "Deploy",
+//! already running, on a replica, and at shutdown (README "Deploy",
 //! `drain_timeout_s` in docs/configuration.md). A build is held open as
 //! long as a test wants by a named pipe as its list's source ([`Feed`]), so
 //! that "while a build runs" holds on any machine; the builds are counted
@@ -16,6 +16,7 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::time::{Duration, Instant};
 
+use blocksieve_format::SigningKey;
 use blocksieve_tests::KillOnDrop;
 
 const BIN: &str = env!("CARGO_BIN_EXE_blocksieve-publisher");
@@ -243,6 +244,53 @@ impl Feed {
     fn release(&self) {
         self.releases.send(()).unwrap();
     }
+}
+
+/// A replica builds nothing: SIGUSR1 is logged as ignored (saying where to
+/// send it), from the moment it says it listens, and the replica serves
+/// on; SIGTERM still stops it cleanly. By default SIGUSR1 would end the
+/// process. A signal sent as soon as it said it listens went unanswered
+/// (about one start in four here): `run` listened for SIGUSR1 only from
+/// when it started, and the signals caught before were dropped.
+#[test]
+fn regression_a_replica_logs_sigusr1_as_ignored_from_its_start_and_serves_on() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("feed.txt"), "http://evil.example/x\n").unwrap();
+    // A store nothing answers for: the replica starts and serves what it
+    // has (nothing), trying the store again meanwhile.
+    let builders = SigningKey::from_secret_bytes([7; 32]).public_key().to_base64();
+    let config = one_list(
+        dir.path(),
+        &format!(
+            "store = \"s3://unreachable/prefix\"\npublic_key = \"{builders}\"\n\
+             store_options = {{ endpoint = \"http://127.0.0.1:1\", allow_http = \"true\", \
+             region = \"us-east-1\", access_key_id = \"k\", secret_access_key = \"s\" }}\n{YEARLY}"
+        ),
+    );
+    let (mut child, mut log) = serve(&config, &["--role", "replica"]);
+    let addr = listening(&mut log);
+
+    for _ in 0..2 {
+        kill("-USR1", child.id());
+        let ignored = log.wait_for("SIGUSR1 ignored");
+        assert!(ignored.contains("send it to a builder"), "{ignored}");
+        assert!(child.try_wait().unwrap().is_none(), "a replica ended on SIGUSR1");
+        assert!(
+            get(&addr, "/healthz").0.contains("200"),
+            "no answer after SIGUSR1"
+        );
+    }
+
+    kill("-TERM", child.id());
+    let status = exit_within(&mut child, PATIENCE, "still running");
+    assert_eq!(status.code(), Some(0), "{status:?}");
+    let lines = log.all();
+    assert_eq!(count(&lines, BUILDING), 0, "{lines:#?}");
+    assert_eq!(count(&lines, "published snapshot"), 0, "{lines:#?}");
+    assert!(
+        !dir.path().join("data/signing.key").exists(),
+        "a replica made a signing key"
+    );
 }
 
 /// SIGUSR1 while the list's build runs (the first one, held on its

@@ -6,11 +6,16 @@ use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+#[cfg(unix)]
+use futures_util::FutureExt as _;
 use tokio::net::TcpListener;
 
 use super::Publisher;
 use crate::error::Error;
 use crate::{listener, replica};
+
+/// What a replica logs for SIGUSR1.
+const IGNORED: &str = "SIGUSR1 ignored: a replica builds nothing; send it to a builder";
 
 impl Publisher {
     /// Runs the daemon on `listener` until `shutdown` completes: serves what
@@ -153,17 +158,25 @@ impl Publisher {
         drain: std::time::Duration,
     ) -> tokio::task::JoinHandle<()> {
         #[cfg(unix)]
-        let mut requests = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::user_defined1())
-        {
+        let mut requests = match listener::build_requests() {
             Ok(requests) => Some(requests),
             Err(e) => {
                 tracing::warn!(error = %e, "cannot catch SIGUSR1; builds run on the schedule only");
                 None
             }
         };
+        // A signal caught before `run` (`listener::catch_build_requests`):
+        // the first builds, spawned after this, follow it.
+        #[cfg(unix)]
+        let early = (requests.as_mut()).is_some_and(|r| r.recv().now_or_never().is_some());
+        #[cfg(not(unix))]
+        let early = false;
         let this = self.clone();
         tokio::spawn(async move {
             let n = this.inner.config.lists.len();
+            if early && !this.inner.config.role.builds() {
+                tracing::warn!("{IGNORED}");
+            }
             let waiting: Arc<[AtomicBool]> = (0..n).map(|_| AtomicBool::new(false)).collect();
             let mut builds = tokio::task::JoinSet::new();
             let deadline = loop {
@@ -182,7 +195,7 @@ impl Publisher {
                     Some(_) = builds.join_next(), if !builds.is_empty() => continue,
                 }
                 if !this.inner.config.role.builds() {
-                    tracing::warn!("SIGUSR1 ignored: a replica builds nothing; send it to a builder");
+                    tracing::warn!("{IGNORED}");
                     continue;
                 }
                 tracing::info!(lists = n, "SIGUSR1: building every list now");
