@@ -5,95 +5,17 @@
 #![cfg(unix)]
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-use std::io::BufRead as _;
-use std::io::{Read as _, Write as _};
+use std::io::Write as _;
 use std::path::Path;
-use std::process::{Command, ExitStatus, Stdio};
-use std::sync::mpsc::Receiver;
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
-use blocksieve_tests::KillOnDrop;
+use blocksieve_tests::process::{Feed, exit_within, http_get, kill, listening, serve};
 
 const BIN: &str = env!("CARGO_BIN_EXE_blocksieve-publisher");
 /// A schedule that never fires during a test: builds come from the start
 /// and the signals alone.
 const YEARLY: &str = "schedule = \"0 0 0 1 1 *\"\n";
-
-/// `serve --config config` on 127.0.0.1:0, logging at `info`, with its log
-/// lines (stderr) as they come.
-fn serve(config: &Path) -> (KillOnDrop, Receiver<String>) {
-    let mut child = KillOnDrop(
-        Command::new(BIN)
-            .args([
-                "serve",
-                "--config",
-                config.to_str().unwrap(),
-                "--listen",
-                "127.0.0.1:0",
-            ])
-            .env("RUST_LOG", "info")
-            .stderr(Stdio::piped())
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let (send, lines) = std::sync::mpsc::channel();
-    let stderr = child.stderr.take().unwrap();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
-            let _ = send.send(line);
-        }
-    });
-    (child, lines)
-}
-
-/// Waits for a line of `lines` holding `text`, and returns it.
-fn wait_for(lines: &Receiver<String>, text: &str) -> String {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let mut seen = Vec::new();
-    while Instant::now() < deadline {
-        if let Ok(line) = lines.recv_timeout(Duration::from_millis(200)) {
-            if line.contains(text) {
-                return line;
-            }
-            seen.push(line);
-        }
-    }
-    panic!("no {text:?} in {seen:#?}");
-}
-
-fn kill(signal: &str, pid: u32) {
-    let sent = Command::new("kill")
-        .args([signal, &pid.to_string()])
-        .status()
-        .unwrap();
-    assert!(sent.success());
-}
-
-/// How `child` exited, within `within` (else the test fails, saying
-/// `still`).
-fn exit_within(child: &mut KillOnDrop, within: Duration, still: &str) -> ExitStatus {
-    let started = Instant::now();
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            return status;
-        }
-        assert!(started.elapsed() < within, "{still}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// The status line of `GET /healthz` on `addr`.
-fn healthz(addr: &str) -> String {
-    let mut stream = std::net::TcpStream::connect(addr).unwrap();
-    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    stream
-        .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-        .unwrap();
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).unwrap();
-    answer.lines().next().unwrap_or_default().to_owned()
-}
 
 /// A configuration in `dir` of one list `good` over `dir/feed.txt` (one
 /// URL), with `settings` (TOML lines) first; returns its path.
@@ -112,31 +34,20 @@ fn one_list(dir: &Path, settings: &str) -> std::path::PathBuf {
     config
 }
 
-/// The address `serve` says it listens on, once it says so.
-fn listening(lines: &Receiver<String>) -> String {
-    let line = wait_for(lines, "publisher listening");
-    (line.split_whitespace())
-        .find_map(|field| field.strip_prefix("addr="))
-        .unwrap()
-        .to_owned()
-}
-
-/// SIGHUP, which operators send to make a daemon reload, leaves `serve`
-/// running and says that the configuration is read at start only. It
-/// ended the process at once, without draining or a line in the log; and
-/// systemd counts a death by SIGHUP as a clean exit, so
-/// `Restart=on-failure` left the service stopped.
 #[test]
 fn regression_sighup_neither_stops_serve_nor_goes_unanswered() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut child, lines) = serve(&one_list(dir.path(), ""));
-    let addr = listening(&lines);
+    let (mut child, mut lines) = serve(BIN, &one_list(dir.path(), ""), &[]);
+    let addr = listening(&mut lines);
 
     kill("-HUP", child.id());
-    wait_for(&lines, "SIGHUP");
+    lines.wait_for("SIGHUP");
     std::thread::sleep(Duration::from_millis(300));
     assert!(child.try_wait().unwrap().is_none(), "serve ended on SIGHUP");
-    assert!(healthz(&addr).contains("200"), "no answer after SIGHUP");
+    assert!(
+        http_get(&addr, "/healthz").0.contains("200"),
+        "no answer after SIGHUP"
+    );
 
     // SIGTERM still drains and stops it cleanly.
     kill("-TERM", child.id());
@@ -170,12 +81,12 @@ fn regression_a_second_signal_stops_serve_without_draining() {
         ),
     )
     .unwrap();
-    let (mut child, lines) = serve(&config);
+    let (mut child, mut lines) = serve(BIN, &config, &[]);
     // Signals are caught from the start line on (made before it, they
     // ended a process signalled right after it).
-    wait_for(&lines, "publisher listening");
+    lines.wait_for("publisher listening");
     kill("-INT", child.id());
-    wait_for(&lines, "a second signal stops at once");
+    lines.wait_for("a second signal stops at once");
     kill("-INT", child.id());
     let status = exit_within(&mut child, Duration::from_secs(10), "still draining");
     assert_eq!(status.code(), Some(130), "{status:?}");
@@ -187,18 +98,21 @@ fn regression_a_second_signal_stops_serve_without_draining() {
 #[test]
 fn sigusr1_builds_every_list_now_and_serve_goes_on() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut child, lines) = serve(&one_list(dir.path(), YEARLY));
-    let addr = listening(&lines);
+    let (mut child, mut lines) = serve(BIN, &one_list(dir.path(), YEARLY), &[]);
+    let addr = listening(&mut lines);
     let feed = dir.path().join("feed.txt");
-    assert!(wait_for(&lines, "published snapshot").contains("entries=1"));
+    assert!(lines.wait_for("published snapshot").contains("entries=1"));
 
     std::fs::write(&feed, "http://evil.example/x\nhttp://added.example/now\n").unwrap();
     kill("-USR1", child.id());
-    wait_for(&lines, "SIGUSR1: building every list now");
-    let published = wait_for(&lines, "published snapshot");
+    lines.wait_for("SIGUSR1: building every list now");
+    let published = lines.wait_for("published snapshot");
     assert!(published.contains("entries=2"), "{published}");
     assert!(child.try_wait().unwrap().is_none(), "serve ended on SIGUSR1");
-    assert!(healthz(&addr).contains("200"), "no answer after SIGUSR1");
+    assert!(
+        http_get(&addr, "/healthz").0.contains("200"),
+        "no answer after SIGUSR1"
+    );
 
     kill("-TERM", child.id());
     let status = exit_within(&mut child, Duration::from_secs(30), "still running");
@@ -212,10 +126,10 @@ fn sigusr1_builds_every_list_now_and_serve_goes_on() {
 #[test]
 fn regression_sigusr1_right_after_listening_does_not_end_serve() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut child, lines) = serve(&one_list(dir.path(), YEARLY));
-    listening(&lines);
+    let (mut child, mut lines) = serve(BIN, &one_list(dir.path(), YEARLY), &[]);
+    listening(&mut lines);
     kill("-USR1", child.id());
-    assert!(wait_for(&lines, "published snapshot").contains("entries=1"));
+    assert!(lines.wait_for("published snapshot").contains("entries=1"));
     assert!(
         child.try_wait().unwrap().is_none(),
         "serve ended on an early SIGUSR1"
@@ -237,35 +151,9 @@ fn regression_sigusr1_right_after_listening_does_not_end_serve() {
 #[test]
 fn regression_a_build_still_reading_at_shutdown_stops_and_publishes_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let fifo = dir.path().join("feed.txt");
-    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
-    assert!(made.success());
-    let (reading, is_reading) = std::sync::mpsc::channel();
-    let writer_path = fifo.clone();
-    std::thread::spawn(move || {
-        // Blocks until `serve` opens the source.
-        let mut feed = std::fs::OpenOptions::new().write(true).open(writer_path).unwrap();
-        // Past the 64 KiB `serve` reads first to check what the source is.
-        let mut head = String::new();
-        for i in 0..10_000 {
-            head.push_str(&format!("http://evil{i}.example/path\n"));
-        }
-        if feed.write_all(head.as_bytes()).is_err() {
-            return;
-        }
-        let _ = reading.send(());
-        let until = Instant::now() + Duration::from_secs(120);
-        let mut i = 0u64;
-        // Until `serve` closes its end (the write fails) or two minutes.
-        while Instant::now() < until
-            && feed
-                .write_all(format!("http://trickle{i}.example/\n").as_bytes())
-                .is_ok()
-        {
-            i += 1;
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    });
+    // Each build that opens it gets 10,000 lines, then one every 20 ms.
+    let feed = Feed::new(&dir.path().join("feed.txt"));
+    feed.open();
     let config = dir.path().join("config.toml");
     std::fs::write(
         &config,
@@ -276,9 +164,9 @@ fn regression_a_build_still_reading_at_shutdown_stops_and_publishes_nothing() {
         ),
     )
     .unwrap();
-    let (mut child, lines) = serve(&config);
-    listening(&lines);
-    is_reading.recv_timeout(Duration::from_secs(30)).unwrap();
+    let (mut child, mut lines) = serve(BIN, &config, &[]);
+    listening(&mut lines);
+    assert_eq!(feed.next_opening(), 1);
     std::thread::sleep(Duration::from_millis(300));
 
     kill("-TERM", child.id());
@@ -289,7 +177,7 @@ fn regression_a_build_still_reading_at_shutdown_stops_and_publishes_nothing() {
         "serve still running: the cancelled build reads on",
     );
     assert_eq!(status.code(), Some(0), "{status:?}");
-    wait_for(&lines, "build cancelled");
+    lines.wait_for("build cancelled");
     let list = dir.path().join("data/lists/slow");
     assert!(!list.join("latest").exists(), "a cancelled build published");
     let kept: Vec<_> = std::fs::read_dir(dir.path().join("data/sources/slow"))
@@ -344,8 +232,8 @@ fn regression_builds_blocked_on_sources_that_send_nothing_do_not_hold_the_exit()
         ),
     )
     .unwrap();
-    let (mut child, lines) = serve(&config);
-    listening(&lines);
+    let (mut child, mut lines) = serve(BIN, &config, &[]);
+    listening(&mut lines);
     is_reading.recv_timeout(Duration::from_secs(30)).unwrap();
     std::thread::sleep(Duration::from_millis(300));
 
@@ -358,8 +246,8 @@ fn regression_builds_blocked_on_sources_that_send_nothing_do_not_hold_the_exit()
     );
     drop(done);
     assert_eq!(status.code(), Some(0), "{status:?}");
-    wait_for(&lines, "publisher stopped");
-    wait_for(&lines, "exiting without it");
+    lines.wait_for("publisher stopped");
+    lines.wait_for("exiting without it");
     for list in ["paused", "unopened"] {
         let latest = dir.path().join("data/lists").join(list).join("latest");
         assert!(!latest.exists(), "a cancelled build of {list} published");

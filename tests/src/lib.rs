@@ -8,7 +8,8 @@
 //! for the object-store tests ([`moto`]), and the contract every storage
 //! backend of the publisher keeps ([`storage_contract`]); a seeded
 //! churn generator for threat lists ([`churn`]); a child process killed
-//! when the test lets go of it ([`KillOnDrop`]).
+//! when the test lets go of it ([`KillOnDrop`]); a `serve` process, its
+//! log, signals and a source that holds a build open ([`process`], Unix).
 //!
 //! The fake publisher and the test snapshots use only the wire format
 //! (`blocksieve-format`): they stand in for the publisher.
@@ -25,6 +26,8 @@ pub mod feed_check;
 mod fixtures;
 mod machine;
 pub mod moto;
+#[cfg(unix)]
+pub mod process;
 pub mod raw;
 mod running;
 pub mod snapshot;

@@ -602,43 +602,19 @@ async fn regression_a_replica_with_another_public_key_says_why_it_serves_nothing
 #[cfg(unix)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn regression_a_build_cancelled_while_reading_releases_its_lease() {
-    use std::io::Write as _;
     let Some(moto) = Moto::start().await else { return };
     let dir = tempfile::tempdir().unwrap();
     key_pair(dir.path());
     let fifo = dir.path().join("slow.txt");
-    let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
-    assert!(made.success());
-    let (reading, is_reading) = std::sync::mpsc::channel();
-    let writer_path = fifo.clone();
-    std::thread::spawn(move || {
-        let mut feed = std::fs::OpenOptions::new().write(true).open(writer_path).unwrap();
-        // Past the 64 KiB read first to check what the source is.
-        let head: String = (0..10_000)
-            .map(|i| format!("http://evil{i}.example/path\n"))
-            .collect();
-        if feed.write_all(head.as_bytes()).is_err() {
-            return;
-        }
-        let _ = reading.send(());
-        let until = Instant::now() + Duration::from_secs(120);
-        let mut i = 0u64;
-        while Instant::now() < until
-            && feed
-                .write_all(format!("http://trickle{i}.example/\n").as_bytes())
-                .is_ok()
-        {
-            i += 1;
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    });
+    let feed = blocksieve_tests::process::Feed::new(&fifo);
+    feed.open();
     let publisher =
         blocksieve_publisher::Publisher::open(on_store(Role::Builder, moto.addr, dir.path(), &fifo)).unwrap();
     let building = publisher.clone();
     let build = tokio::spawn(async move { building.build_list(0).await });
-    tokio::task::spawn_blocking(move || is_reading.recv_timeout(READY).unwrap())
-        .await
-        .unwrap();
+    // (The feed is kept to the end: dropped, it ends the source, and the
+    // build with it.)
+    assert_eq!(tokio::task::block_in_place(|| feed.next_opening()), 1);
     let lease = || {
         let store = publisher.state().lists[0].store.lease();
         store.unwrap().expect("a lease object").expires_at
