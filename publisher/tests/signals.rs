@@ -178,6 +178,9 @@ fn regression_a_build_still_reading_at_shutdown_stops_and_publishes_nothing() {
     );
     assert_eq!(status.code(), Some(0), "{status:?}");
     lines.wait_for("build cancelled");
+    // Said once the build has stopped: it was said first, and the
+    // cancelled build's line came after it.
+    lines.wait_for("publisher stopped");
     let list = dir.path().join("data/lists/slow");
     assert!(!list.join("latest").exists(), "a cancelled build published");
     let kept: Vec<_> = std::fs::read_dir(dir.path().join("data/sources/slow"))
@@ -246,10 +249,48 @@ fn regression_builds_blocked_on_sources_that_send_nothing_do_not_hold_the_exit()
     );
     drop(done);
     assert_eq!(status.code(), Some(0), "{status:?}");
-    lines.wait_for("publisher stopped");
     lines.wait_for("exiting without it");
+    lines.wait_for("publisher stopped");
     for list in ["paused", "unopened"] {
         let latest = dir.path().join("data/lists").join(list).join("latest");
         assert!(!latest.exists(), "a cancelled build of {list} published");
     }
+}
+
+/// A second SIGTERM while the exit waits for a cancelled build's blocked
+/// work (here a FIFO no process opens for writing) ends the process at once,
+/// as a second signal does while `serve` drains. The listener for it ran on
+/// the runtime that was shut down for that wait: the signal was ignored and
+/// the process exited 0 once `drain_timeout_s` had passed.
+#[test]
+fn regression_a_second_signal_stops_the_exit_waiting_for_blocked_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let made = Command::new("mkfifo")
+        .arg(dir.path().join("unopened.txt"))
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "data_dir = {:?}\ndrain_timeout_s = 4\n{YEARLY}[[lists]]\nname = \"unopened\"\n\
+             sources = [{{ path = \"unopened.txt\", format = \"urls\" }}]\n",
+            dir.path().join("data")
+        ),
+    )
+    .unwrap();
+    let (mut child, mut lines) = serve(BIN, &config, &[]);
+    listening(&mut lines);
+    kill("-TERM", child.id());
+    // Then the build's blocked thread gets 4 s more.
+    lines.wait_for("a first build did not finish by the drain deadline");
+    std::thread::sleep(Duration::from_millis(500));
+    kill("-TERM", child.id());
+    let status = exit_within(
+        &mut child,
+        Duration::from_secs(2),
+        "serve still running: the second signal was ignored",
+    );
+    assert_eq!(status.code(), Some(143), "{status:?}");
 }

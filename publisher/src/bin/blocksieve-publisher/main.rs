@@ -334,7 +334,8 @@ fn main() -> std::process::ExitCode {
     // build before its next check, or one blocked in the kernel: a read
     // from a pipe whose writer sends nothing, a store that does not
     // answer) gets `exit_grace`; dropping the runtime waited for it
-    // forever, deaf to the second signal that stops the process at once.
+    // forever, deaf to the second signal that stops the process at once
+    // (whose listener has a thread of its own: `shutdown_signal`).
     if let Some(grace) = exit_grace {
         let started = std::time::Instant::now();
         runtime.shutdown_timeout(grace);
@@ -343,6 +344,10 @@ fn main() -> std::process::ExitCode {
                 drain_s = grace.as_secs(),
                 "a build's blocking work (a source read, a store request) did not stop within drain_timeout_s; exiting without it"
             );
+        }
+        // Once a cancelled build has said so, not before it.
+        if result.is_ok() {
+            tracing::info!("publisher stopped");
         }
     }
     match result {
@@ -513,8 +518,9 @@ async fn serve(
     );
     let drain = publisher.config().drain_timeout.as_secs();
     *exit_grace = Some(publisher.config().drain_timeout);
+    // "publisher stopped" is logged by `main`, once the blocking work has
+    // stopped too.
     publisher.run(listener, shutdown_signal(signals, drain)).await?;
-    tracing::info!("publisher stopped");
     Ok(())
 }
 
@@ -606,8 +612,10 @@ async fn build(
 }
 
 /// The first SIGINT or SIGTERM: `serve` drains (up to `drain_s` seconds
-/// for requests, then as long again for a first build). A second one ends
-/// the process at once (exit 130 after SIGINT, 143 after SIGTERM, as a
+/// for requests, then as long again for a first build, and as long again
+/// for a cancelled build's blocking work as the process exits). A second
+/// one ends the process at once, then too (exit 130 after SIGINT, 143
+/// after SIGTERM, as a
 /// shell reports a program a signal ended), as an
 /// operator pressing Ctrl-C twice expects; every write is crash-safe, and
 /// the data directory's lock goes with the process.
@@ -617,12 +625,23 @@ async fn shutdown_signal(mut signals: listener::Signals, drain_s: u64) {
         drain_timeout_s = drain_s,
         "shutdown signal received; draining (requests get up to drain_timeout_s, then a first build as long again); a second signal stops at once"
     );
-    tokio::spawn(async move {
-        let signal = signals.next().await;
-        tracing::warn!("second shutdown signal: stopping now, without draining");
-        // 128 + the signal, as a shell reports a process it ended.
-        std::process::exit(128 + signal);
-    });
+    // On a thread and runtime of its own: the process's runtime is shut
+    // down once `serve` returns, while the exit still waits for blocking
+    // work (`main`), and a task of it would no longer hear the signal.
+    let second = std::thread::Builder::new()
+        .name("second-signal".into())
+        .spawn(move || {
+            let Ok(runtime) = tokio::runtime::Builder::new_current_thread().enable_io().build() else {
+                return;
+            };
+            let signal = runtime.block_on(signals.next());
+            tracing::warn!("second shutdown signal: stopping now, without draining");
+            // 128 + the signal, as a shell reports a process it ended.
+            std::process::exit(128 + signal);
+        });
+    if let Err(e) = second {
+        tracing::warn!(error = %e, "cannot wait for a second signal; draining to the end");
+    }
 }
 
 /// A public key given on the command line: base64, hex, or a file holding
