@@ -130,7 +130,9 @@ fn public_key_file(settings: &Settings) -> std::path::PathBuf {
 /// `settings`, although the configuration is valid: a source file that does
 /// not exist or cannot be read, a signing key that does not exist yet (it
 /// is created at first start) or cannot be read, a replica's missing
-/// public key file, a data directory that cannot be created or written.
+/// public key file, a public key given to a role that signs that is not its
+/// signing key's (`serve` refuses it), a data directory that cannot be
+/// created or written.
 pub fn warnings(settings: &Settings) -> Vec<String> {
     let mut out = Vec::new();
     for list in &settings.lists {
@@ -176,7 +178,22 @@ pub fn warnings(settings: &Settings) -> Vec<String> {
             ));
         }
     } else {
+        // A public key given to a role that signs (`public_key`, `--key`)
+        // must be its signing key's: `serve` refuses another before it
+        // creates anything, a signing key not created yet included.
+        let refused = (settings.public_key.as_ref())
+            .and_then(|given| {
+                let own = crate::storage::load_signing_key(&key).ok()?;
+                crate::Publisher::check_given_key(settings, given, own.as_ref()).err()
+            })
+            .map(|e| match e {
+                crate::Error::Config { field, reason } => {
+                    format!("{field}: {reason}; `serve` will refuse to start")
+                }
+                e => e.to_string(),
+            });
         match std::fs::metadata(&key) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && refused.is_some() => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => out.push(format!(
                 "signing_key {}{from}: does not exist yet; the first `serve` or `build` creates it \
                  (mode 0600, with its public key beside it), or create it now with `keygen --out`",
@@ -195,6 +212,7 @@ pub fn warnings(settings: &Settings) -> Vec<String> {
                 }
             }
         }
+        out.extend(refused);
     }
     out
 }
@@ -538,5 +556,40 @@ mod tests {
             refused.contains("previous_public_keys") && refused.contains("not a key"),
             "{refused}"
         );
+    }
+
+    /// A builder given a public key (`public_key`, or `check-config --key`
+    /// as `serve --key`) that is not its signing key's: `serve` refuses to
+    /// start, so it is warned about. It was not: a builder whose signing
+    /// key did not exist yet was told the first `serve` creates it.
+    #[test]
+    fn a_builder_given_another_public_key_is_warned_that_serve_refuses_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let other = crate::storage::generate_signing_key().public_key().clone();
+        let config = Config {
+            data_dir: dir.path().to_owned(),
+            role: Role::Builder,
+            public_key: Some(other.to_base64()),
+            ..Config::default()
+        };
+        let settings = config.clone().resolve().unwrap();
+        let warned = warnings(&settings);
+        assert_eq!(warned.len(), 1, "{warned:#?}");
+        assert!(
+            warned[0].contains("does not exist yet") && warned[0].contains("only a replica"),
+            "{}",
+            warned[0]
+        );
+        // Its signing key made: another key is still refused, its own is not.
+        let own = crate::storage::load_or_create_signing_key(&settings.signing_key_path()).unwrap();
+        let warned = warnings(&settings);
+        assert_eq!(warned.len(), 1, "{warned:#?}");
+        assert!(warned[0].contains("is not the public key"), "{}", warned[0]);
+        let given_own = Config {
+            public_key: Some(own.public_key().to_base64()),
+            ..config
+        };
+        let warned = warnings(&given_own.resolve().unwrap());
+        assert!(warned.is_empty(), "{warned:#?}");
     }
 }

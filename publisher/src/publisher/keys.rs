@@ -9,7 +9,7 @@ use super::{Error, Publisher, Settings, object_storage, storage};
 impl Publisher {
     /// A builder's `public_key` (or `serve --key`) is its signing key's
     /// public key: `own`, the key at [`Settings::signing_key_path`], if any.
-    pub(super) fn check_given_key(
+    pub(crate) fn check_given_key(
         config: &Settings,
         given: &TrustedKey,
         own: Option<&SigningKey>,
