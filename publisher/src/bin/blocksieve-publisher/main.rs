@@ -342,7 +342,7 @@ fn main() -> std::process::ExitCode {
         if started.elapsed() >= grace {
             tracing::warn!(
                 drain_s = grace.as_secs(),
-                "a build's blocking work (a source read, a store request) did not stop within drain_timeout_s; exiting without it"
+                "blocking work (a cancelled build's source read, a store request) did not stop within drain_timeout_s; exiting without it"
             );
         }
         // Once a cancelled build has said so, not before it.
@@ -623,7 +623,7 @@ async fn shutdown_signal(mut signals: listener::Signals, drain_s: u64) {
     signals.next().await;
     tracing::info!(
         drain_timeout_s = drain_s,
-        "shutdown signal received; draining (requests get up to drain_timeout_s, then a first build as long again); a second signal stops at once"
+        "shutdown signal received; draining (requests get up to drain_timeout_s, then a first or requested build as long again, then what a cancelled build still runs as long again at most); a second signal stops at once"
     );
     // On a thread and runtime of its own: the process's runtime is shut
     // down once `serve` returns, while the exit still waits for blocking
