@@ -17,11 +17,13 @@ use serde::Deserialize;
 use crate::Error;
 
 pub mod check;
+mod headers;
 mod redact;
 pub mod schedule;
 mod settings;
 mod source;
 
+pub use headers::{EnvLookup, HeaderValueConfig, RESERVED_HEADERS, process_env};
 pub use redact::redact_url;
 pub use settings::Settings;
 use source::check_source;
@@ -476,7 +478,8 @@ impl Config {
     /// [`Error::Config`] naming the file, the field and what is wrong.
     pub fn from_file(path: &Path) -> Result<Self, Error> {
         let text = std::fs::read_to_string(path).map_err(|e| Error::config(path.display(), e))?;
-        let mut config: Config = toml::from_str(&text).map_err(|e| Error::config(path.display(), e))?;
+        let mut config: Config = toml::from_str(&text)
+            .map_err(|e| Error::config(path.display(), headers::parse_error(&text, &e)))?;
         let base = path.parent().unwrap_or(Path::new("."));
         for list in &mut config.lists {
             for source in list.sources.iter_mut().chain(&mut list.allow) {
@@ -500,6 +503,16 @@ impl Config {
     ///
     /// [`Error::Config`] naming the field and what is wrong.
     pub fn validate(&self) -> Result<(), Error> {
+        self.validate_with(&process_env)
+    }
+
+    /// [`Config::validate`], reading the environment variables of sources'
+    /// `headers` from `env` instead of the process environment.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] naming the field and what is wrong.
+    pub fn validate_with(&self, env: EnvLookup<'_>) -> Result<(), Error> {
         if self.lists.is_empty() {
             return Err(Error::config("lists", "at least one list is required"));
         }
@@ -628,7 +641,9 @@ impl Config {
                 ));
             }
             for (i, s) in list.sources.iter().enumerate() {
-                check_source(&format!("lists.{}.sources[{i}]", list.name), s)?;
+                let field = format!("lists.{}.sources[{i}]", list.name);
+                check_source(&field, s)?;
+                s.check_headers(&field, env)?;
             }
             for (i, s) in list.allow.iter().enumerate() {
                 let field = format!("lists.{}.allow[{i}]", list.name);
@@ -639,6 +654,7 @@ impl Config {
                     ));
                 }
                 check_source(&field, s)?;
+                s.check_headers(&field, env)?;
                 if s.format == SourceFormat::Json {
                     if s.json_key.is_some() {
                         return Err(Error::config(

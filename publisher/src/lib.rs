@@ -43,8 +43,8 @@ mod storage;
 
 pub use build::BuildReport;
 pub use config::{
-    AutoFilter, Config, FilterChoice, Gates, ListConfig, LogFormat, Role, Settings, SourceConfig,
-    SourceFormat,
+    AutoFilter, Config, FilterChoice, Gates, HeaderValueConfig, ListConfig, LogFormat, Role, Settings,
+    SourceConfig, SourceFormat,
 };
 pub use error::{Error, GateRefusal, StoreFailure};
 pub use publisher::{ListBuildOutcome, Publisher, wait_until_ready};

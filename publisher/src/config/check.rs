@@ -87,6 +87,17 @@ pub fn summary(settings: &Settings, now: u64) -> String {
                 source.public_label(),
                 source.format.name()
             ));
+            // Its request headers by name, and where each value comes
+            // from: never the value.
+            if !source.headers.is_empty() {
+                let headers: Vec<String> = (source.headers.iter())
+                    .map(|(name, value)| match value.env_var() {
+                        Some(var) => format!("{name} (from ${var})"),
+                        None => name.clone(),
+                    })
+                    .collect();
+                line(format!("  headers     {}", headers.join(", ")));
+            }
         }
         let filter = match list.filter {
             FilterChoice::Kind(kind) => kind.name().to_owned(),
@@ -340,6 +351,35 @@ mod tests {
 
     /// 2027-01-15T10:07:00Z.
     const NOW: u64 = 1_800_007_620;
+
+    #[test]
+    fn the_summary_names_a_sources_headers_and_their_variables_never_their_values() {
+        let mut source = SourceConfig::http("https://feed.example/u.txt", crate::SourceFormat::Urls);
+        source.headers.insert(
+            "Auth-Key".to_owned(),
+            crate::HeaderValueConfig::env("BLOCKSIEVE_TEST_SUMMARY_KEY"),
+        );
+        source.headers.insert(
+            "X-Api-Key".to_owned(),
+            crate::HeaderValueConfig::literal("literal-secret-value"),
+        );
+        let config = Config {
+            lists: vec![ListConfig::new("p", vec![source])],
+            ..Config::default()
+        };
+        let env = |name: &str| (name == "BLOCKSIEVE_TEST_SUMMARY_KEY").then(|| "env-secret-value".to_owned());
+        let settings = config.resolve_with(&env).unwrap();
+        let text = summary(&settings, NOW);
+        assert!(
+            text.contains(
+                "  source      https://feed.example/u.txt (urls; timeout 60 s, 2 retries)\n  headers     Auth-Key (from $BLOCKSIEVE_TEST_SUMMARY_KEY), X-Api-Key\n"
+            ),
+            "{text}"
+        );
+        assert!(!text.contains("secret-value"), "{text}");
+        let warned = format!("{:?}", warnings(&settings));
+        assert!(!warned.contains("secret-value"), "{warned}");
+    }
 
     #[test]
     fn the_summary_names_every_list_with_its_sources_filter_and_next_two_firings() {

@@ -109,7 +109,26 @@ impl Config {
     /// [`Error::Config`] naming the field and what is wrong, as
     /// [`Config::validate`].
     pub fn resolve(self) -> Result<Settings, Error> {
-        self.validate()?;
+        self.resolve_with(&super::process_env)
+    }
+
+    /// [`Config::resolve`], reading the environment variables of sources'
+    /// `headers` from `env` instead of the process environment: each is
+    /// read once, here, and its value kept in the [`Settings`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] naming the field and what is wrong, as
+    /// [`Config::validate_with`].
+    pub fn resolve_with(mut self, env: super::EnvLookup<'_>) -> Result<Settings, Error> {
+        for list in &mut self.lists {
+            for source in list.sources.iter_mut().chain(&mut list.allow) {
+                for value in source.headers.values_mut() {
+                    value.resolve(env);
+                }
+            }
+        }
+        self.validate_with(env)?;
         Ok(Settings {
             listen: self.listen,
             data_dir: self.data_dir,

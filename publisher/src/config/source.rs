@@ -1,11 +1,13 @@
 //! One source of entries ([`SourceConfig`]): where it is, how it is read
 //! ([`SourceFormat`]), its fetch's limits and retries, and its checks.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::Deserialize;
 
+use super::headers::HeaderValueConfig;
 use super::redact::redact_url;
 use crate::Error;
 
@@ -68,6 +70,12 @@ pub struct SourceConfig {
     /// 10. For `url` sources only.
     #[serde(default)]
     pub retries: Option<u32>,
+    /// Request headers sent with each fetch: header name to a literal value
+    /// or `{ env = "VARIABLE" }`, read at start (see
+    /// [`HeaderValueConfig`]). For `url` sources only; a redirect to
+    /// another scheme, host or port is not followed. By default, none.
+    #[serde(default, deserialize_with = "super::headers::deserialize_headers")]
+    pub headers: BTreeMap<String, HeaderValueConfig>,
 }
 
 impl SourceConfig {
@@ -85,6 +93,7 @@ impl SourceConfig {
             timeout_s: None,
             max_bytes: default_source_max(),
             retries: None,
+            headers: BTreeMap::new(),
         }
     }
 
@@ -145,6 +154,25 @@ impl SourceConfig {
             (None, Some(u)) => u.clone(),
             (None, None) => "builtin".to_owned(),
         }
+    }
+
+    /// Checks [`Self::headers`], `field` naming the source
+    /// (`lists.<name>.sources[i]`), reading variables from `env`.
+    pub(super) fn check_headers(&self, field: &str, env: super::headers::EnvLookup<'_>) -> Result<(), Error> {
+        let read = match (&self.url, self.builtin) {
+            (Some(_), _) => None,
+            (None, true) => Some("the built-in list"),
+            (None, false) => Some("a file"),
+        };
+        super::headers::check_headers(field, &self.headers, read, env)
+    }
+
+    /// The request headers a fetch of this source sends, values marked
+    /// sensitive; an error names a header whose value is missing (an
+    /// environment variable not read: a configuration not resolved) or not
+    /// valid, never the value.
+    pub fn request_headers(&self) -> Result<reqwest::header::HeaderMap, String> {
+        super::headers::request_headers(&self.headers)
     }
 
     /// [`Self::label`] as reports, `/v1/lists`, the status page and the

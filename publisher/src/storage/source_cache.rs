@@ -712,6 +712,36 @@ mod tests {
         assert!(with(None).ends_with(&format!("-{reading}")), "{}", with(None));
     }
 
+    /// A source's request headers are not what it reads: a rotated API
+    /// key (another value, or another variable) keeps the source's last
+    /// good content, as does adding or removing a header.
+    #[test]
+    fn a_sources_headers_are_not_part_of_its_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let storage: Arc<dyn Storage> = Arc::new(LocalStorage::open(dir.path()).unwrap());
+        let with = |headers: &[(&str, crate::HeaderValueConfig)]| {
+            let mut source =
+                SourceConfig::http("https://feed.example/u.txt", crate::config::SourceFormat::Urls);
+            for (name, value) in headers {
+                source.headers.insert((*name).to_owned(), value.clone());
+            }
+            SourceCache::source(storage.clone(), "phishing", 0, &source)
+        };
+        let first = with(&[("Auth-Key", crate::HeaderValueConfig::literal("old-key"))]);
+        first.store(b"http://a.example/\n", &meta_with("\"v1\"")).unwrap();
+        for headers in [
+            vec![("Auth-Key", crate::HeaderValueConfig::literal("rotated-key"))],
+            vec![("Auth-Key", crate::HeaderValueConfig::env("NEW_KEY_VARIABLE"))],
+            vec![],
+        ] {
+            let rotated = with(&headers);
+            assert_eq!(rotated.stem, first.stem);
+            let (bytes, meta) = rotated.load().expect("the last good content is kept");
+            assert_eq!(bytes, b"http://a.example/\n");
+            assert_eq!(meta.validators.etag.as_deref(), Some("\"v1\""));
+        }
+    }
+
     /// Two builders store one source at once: the content kept and the
     /// validators kept always belong together. Content of one fetch under
     /// the other's validators would let a `304` keep old content as new, and
