@@ -370,7 +370,8 @@ async fn attempt(
     source: &SourceConfig,
     cached: Option<&Validators>,
 ) -> Result<Fetched, Failure> {
-    let mut request = client.get(url).timeout(source.timeout());
+    let headers = source.request_headers().map_err(Failure::permanent)?;
+    let mut request = client.get(url).timeout(source.timeout()).headers(headers);
     if let Some(validators) = cached {
         let (etag, last_modified) = validators.to_send();
         if let Some(etag) = etag {
@@ -397,6 +398,14 @@ async fn attempt(
     let status = response.status();
     if status == reqwest::StatusCode::NOT_MODIFIED && cached.is_some() {
         return Ok(Fetched::NotModified);
+    }
+    if status.is_redirection()
+        && !source.headers.is_empty()
+        && let Some(target) = redirect_target(&response)
+    {
+        return Err(Failure::permanent(format!(
+            "redirected to another host ({target}); a source with headers is not followed there"
+        )));
     }
     if !status.is_success() {
         use reqwest::StatusCode as S;
@@ -466,6 +475,36 @@ async fn attempt(
         })),
         Err(e) => Err(Failure::permanent(format!("spooling the response: {e}"))),
     }
+}
+
+/// The redirect policy of the client that fetches sources with
+/// `headers`: a redirect is followed (up to 10, as by default) only to
+/// the same scheme, host and port as the source's URL. reqwest forwards a
+/// request's headers to another host, dropping only `Authorization`,
+/// `Cookie` and the like: an `Auth-Key` would reach whatever host a feed,
+/// or whoever took it over, redirects to. The redirect not followed is
+/// the response, which [`attempt`] refuses naming the host.
+pub fn same_origin_redirects() -> reqwest::redirect::Policy {
+    reqwest::redirect::Policy::custom(|attempt| {
+        let same = (attempt.previous().first()).is_some_and(|first| first.origin() == attempt.url().origin());
+        if same {
+            reqwest::redirect::Policy::default().redirect(attempt)
+        } else {
+            attempt.stop()
+        }
+    })
+}
+
+/// Where a redirect response points, as its reason shows it: the host,
+/// and the port when the URL names one (never userinfo, path or query).
+fn redirect_target(response: &reqwest::Response) -> Option<String> {
+    let location = response.headers().get(reqwest::header::LOCATION)?.to_str().ok()?;
+    let target = response.url().join(location).ok()?;
+    let host = target.host_str()?;
+    Some(match target.port() {
+        Some(port) => format!("{host}:{port}"),
+        None => host.to_owned(),
+    })
 }
 
 /// `timed out after N s (timeout_s): ` when `e` is the source's timeout,

@@ -19,7 +19,7 @@ use crate::generations::{self, LeaseOutcome, ListStore, PublishOutcome};
 use crate::state::{AppState, Freshness, ListSlot};
 use crate::storage::spill::UnlessServed;
 use crate::storage::{self, LocalStorage, SourceCache, Storage};
-use crate::{listener, metrics, object_storage, server, status};
+use crate::{fetch, listener, metrics, object_storage, server, status};
 
 use copies::PendingCopies;
 
@@ -59,6 +59,9 @@ struct Inner {
     /// Where snapshots and the sources' last good content are kept.
     storage: Arc<dyn Storage>,
     http: reqwest::Client,
+    /// The client of sources with `headers`: it follows no redirect to
+    /// another host ([`fetch::same_origin_redirects`]).
+    http_with_headers: reqwest::Client,
     /// One lock per list: a scheduled build never overlaps a running build
     /// of the same list, and lists never wait for each other.
     build_locks: Vec<tokio::sync::Mutex<()>>,
@@ -274,14 +277,19 @@ impl Publisher {
             role: config.role,
         }
         .shared();
-        let http = reqwest::Client::builder()
-            .user_agent(concat!("blocksieve-publisher/", env!("CARGO_PKG_VERSION")))
-            .connect_timeout(Duration::from_secs(15))
-            .build()
-            .map_err(|e| Error::Config {
-                field: "HTTP client".to_owned(),
-                reason: e.to_string(),
-            })?;
+        let client = |redirects| {
+            reqwest::Client::builder()
+                .user_agent(concat!("blocksieve-publisher/", env!("CARGO_PKG_VERSION")))
+                .connect_timeout(Duration::from_secs(15))
+                .redirect(redirects)
+                .build()
+                .map_err(|e| Error::Config {
+                    field: "HTTP client".to_owned(),
+                    reason: e.to_string(),
+                })
+        };
+        let http = client(reqwest::redirect::Policy::default())?;
+        let http_with_headers = client(fetch::same_origin_redirects())?;
         let n = config.lists.len();
         Ok(Self {
             inner: Arc::new(Inner {
@@ -302,6 +310,7 @@ impl Publisher {
                 trusted,
                 state,
                 http,
+                http_with_headers,
             }),
         })
     }

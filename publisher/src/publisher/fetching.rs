@@ -106,7 +106,13 @@ impl Publisher {
     ) -> (usize, fetch::Fetched, Option<fetch::Validators>, u64) {
         let inner = &self.inner;
         let validators = cache.meta().map(|m| m.validators);
-        let (fetched, retries) = fetch::fetch(&inner.http, list, source, validators.as_ref()).await;
+        // A source's headers never follow a redirect to another host.
+        let client = if source.headers.is_empty() {
+            &inner.http
+        } else {
+            &inner.http_with_headers
+        };
+        let (fetched, retries) = fetch::fetch(client, list, source, validators.as_ref()).await;
         inner.state.metrics.source_retried(list, retries);
         if let fetch::Fetched::Failed(reason) = &fetched {
             tracing::warn!(%list, source = %source.public_label(), %reason, "source failed");
