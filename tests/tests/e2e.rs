@@ -18,6 +18,7 @@ mod outage;
 mod publisher;
 mod replica;
 mod slow_clients;
+mod source_headers;
 mod stalled_builder;
 mod status;
 mod store;
