@@ -9,12 +9,13 @@
 #![cfg(unix)]
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use blocksieve_format::SigningKey;
 use blocksieve_tests::KillOnDrop;
-use blocksieve_tests::process::{Feed, Log, PATIENCE, exit_within, http_get, kill, listening, serve};
+use blocksieve_tests::process::{
+    Feed, Log, PATIENCE, exit_within, http_get, kill, listening, one_list, serve,
+};
 
 const BIN: &str = env!("CARGO_BIN_EXE_blocksieve-publisher");
 /// A schedule that never fires during a test: builds come from the start
@@ -26,22 +27,6 @@ const BUILDING: &str = "SIGUSR1: building every list now";
 /// How many of `lines` hold `text`.
 fn count(lines: &[String], text: &str) -> usize {
     lines.iter().filter(|l| l.contains(text)).count()
-}
-
-/// A configuration in `dir` of one list `good` over `dir/feed.txt`, with
-/// `settings` (TOML lines) first and the data in `dir/data`.
-fn one_list(dir: &Path, settings: &str) -> PathBuf {
-    let config = dir.join("config.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "data_dir = {:?}\n{settings}[[lists]]\nname = \"good\"\n\
-             sources = [{{ path = \"feed.txt\", format = \"urls\" }}]\n",
-            dir.join("data")
-        ),
-    )
-    .unwrap();
-    config
 }
 
 /// A replica builds nothing: SIGUSR1 is logged as ignored (saying where to

@@ -17,21 +17,11 @@ const BIN: &str = env!("CARGO_BIN_EXE_blocksieve-publisher");
 /// and the signals alone.
 const YEARLY: &str = "schedule = \"0 0 0 1 1 *\"\n";
 
-/// A configuration in `dir` of one list `good` over `dir/feed.txt` (one
-/// URL), with `settings` (TOML lines) first; returns its path.
+/// A configuration in `dir` of one list `good` over `dir/feed.txt`, one
+/// URL; its path.
 fn one_list(dir: &Path, settings: &str) -> std::path::PathBuf {
     std::fs::write(dir.join("feed.txt"), "http://evil.example/x\n").unwrap();
-    let config = dir.join("config.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "data_dir = {:?}\n{settings}[[lists]]\nname = \"good\"\n\
-             sources = [{{ path = \"feed.txt\", format = \"urls\" }}]\n",
-            dir.join("data")
-        ),
-    )
-    .unwrap();
-    config
+    blocksieve_tests::process::one_list(dir, settings)
 }
 
 #[test]

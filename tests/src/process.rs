@@ -111,6 +111,23 @@ pub fn listening(log: &mut Log) -> String {
         .to_owned()
 }
 
+/// A configuration in `dir` of one list `good` over `dir/feed.txt` (not
+/// written here), with `settings` (TOML lines) first and the data in
+/// `dir/data`; its path.
+pub fn one_list(dir: &Path, settings: &str) -> std::path::PathBuf {
+    let config = dir.join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "data_dir = {:?}\n{settings}[[lists]]\nname = \"good\"\n\
+             sources = [{{ path = \"feed.txt\", format = \"urls\" }}]\n",
+            dir.join("data")
+        ),
+    )
+    .unwrap();
+    config
+}
+
 /// Sends `signal` (`-TERM`, `-USR1`, …) to process `pid`.
 ///
 /// # Panics
