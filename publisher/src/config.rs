@@ -159,8 +159,9 @@ pub struct Config {
     pub replica_poll_s: u64,
     /// Seconds a builder on an object store holds a list's lease for one
     /// build: other builders skip that list's build meanwhile. Longer than
-    /// a build takes; a builder that stops holds it until it expires. By
-    /// default, 600.
+    /// a build takes; a builder killed mid-build holds it until it expires
+    /// (one stopped by SIGINT or SIGTERM releases it as its build stops).
+    /// By default, 600.
     pub lease_s: u64,
     /// The public key snapshots are verified with, base64 as `keygen`
     /// prints it, for a replica, which has no signing key. By default,

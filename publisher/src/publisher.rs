@@ -439,6 +439,12 @@ impl Publisher {
                 return outcome;
             }
         };
+        // On a store that ignores conditional writes the lease is kept: it
+        // is how a second builder is seen. Else it is released when the
+        // build ends, or when this task is dropped before the blocking
+        // build below takes it on.
+        let releasable = lease.filter(|_| !inner.config.dangerous_store_ignores_conditions);
+        let mut held = lease::HeldLease::new(self, index, releasable.clone());
         // The generation the store points to before the sources are
         // fetched: a build whose fetch outlasts its lease must not publish
         // content older than what another builder published meanwhile.
@@ -463,9 +469,9 @@ impl Publisher {
                 let (loaded, caches) = self.fetch_sources(index).await;
                 force = inner.force_once[index].swap(false, Ordering::SeqCst);
                 let this = self.clone();
-                let releasable = lease
-                    .clone()
-                    .filter(|_| !inner.config.dangerous_store_ignores_conditions);
+                // From here a cancelled build may still be publishing: the
+                // lease is the blocking work's to release, once it stops.
+                let handed_on = held.hand_on();
                 tokio::task::spawn_blocking(move || {
                     let outcome =
                         this.build_and_publish(index, loaded, &caches, force, started_from, &cancel);
@@ -473,7 +479,7 @@ impl Publisher {
                     // gone: released here, so that another builder need not
                     // wait out `lease_s` after a build that published nothing.
                     if cancel.is_cancelled()
-                        && let Some(version) = releasable
+                        && let Some(version) = handed_on
                     {
                         let slot = &this.inner.state.lists[index];
                         slot.store.release_lease(&this.inner.holder, version);
@@ -500,9 +506,8 @@ impl Publisher {
             timings.add("other", other);
         }
         self.record(index, &outcome, force, started.elapsed());
-        // On a store that ignores conditional writes the lease is kept: it
-        // is how a second builder is seen.
-        if let Some(version) = lease.filter(|_| !inner.config.dangerous_store_ignores_conditions) {
+        held.hand_on();
+        if let Some(version) = releasable {
             let this = self.clone();
             let _ = tokio::task::spawn_blocking(move || {
                 let slot = &this.inner.state.lists[index];

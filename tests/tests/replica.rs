@@ -591,6 +591,59 @@ async fn regression_a_replica_with_another_public_key_says_why_it_serves_nothing
     assert!(page.contains("does not verify"), "{page}");
 }
 
+/// A build cancelled while it still fetches its sources (its task dropped
+/// at the drain deadline, before the blocking build that releases the
+/// lease when cancelled) releases the list's lease too. Before, the lease
+/// stayed held until it expired (`lease_s`, 10 minutes by default), and
+/// other builders on the store skipped the list meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn regression_a_build_cancelled_while_fetching_releases_its_lease() {
+    let Some(moto) = Moto::start().await else { return };
+    let dir = tempfile::tempdir().unwrap();
+    key_pair(dir.path());
+    // A feed server that takes the request and never answers: the build
+    // waits in its (async) fetch until its source's timeout.
+    let server = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let feed_url = format!("http://{}/feed.txt", server.local_addr().unwrap());
+    let (accepted, mut first) = tokio::sync::mpsc::channel(8);
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = server.accept().await {
+            held.push(socket);
+            let _ = accepted.try_send(());
+        }
+    });
+    let mut config = on_store(Role::Builder, moto.addr, dir.path(), Path::new("unused"));
+    config.lists[0].sources = vec![SourceConfig::http(feed_url, SourceFormat::Urls)];
+    let publisher = blocksieve_publisher::Publisher::open(config).unwrap();
+    let building = publisher.clone();
+    let build = tokio::spawn(async move { building.build_list(0).await });
+    tokio::time::timeout(Duration::from_secs(30), first.recv())
+        .await
+        .expect("the build never asked the feed");
+    let lease = || {
+        let store = publisher.state().lists[0].store.lease();
+        store.unwrap().expect("a lease object").expires_at
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    assert!(lease() > now, "no lease held while fetching");
+
+    build.abort();
+    assert!(build.await.unwrap_err().is_cancelled());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while lease() != 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the build cancelled while fetching left the lease held until {}",
+            lease()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// A builder's build cancelled while it reads its source (its task
 /// dropped, as at shutdown) releases the list's lease: another builder on
 /// the store builds the list at its next turn. The lease was released only

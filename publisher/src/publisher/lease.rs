@@ -5,6 +5,52 @@
 
 use super::{Error, LeaseOutcome, Publisher, storage, unix_now};
 
+/// A list's lease taken for one build, given up when dropped before the
+/// build hands it on ([`Self::hand_on`]): a build cancelled while it
+/// fetches (its task dropped at the drain deadline) releases it, so that
+/// other builders need not wait out `lease_s` after a build that
+/// published nothing. Released on the blocking pool, as the store's calls
+/// block; when the runtime is already shutting down nothing can run, and
+/// the lease runs out.
+pub(super) struct HeldLease {
+    publisher: Publisher,
+    index: usize,
+    version: Option<storage::Version>,
+}
+
+impl HeldLease {
+    /// `version` of list `index`'s lease (`None`: no lease to release).
+    pub(super) fn new(publisher: &Publisher, index: usize, version: Option<storage::Version>) -> Self {
+        Self {
+            publisher: publisher.clone(),
+            index,
+            version,
+        }
+    }
+
+    /// The lease's version, for whoever releases it from now on: this
+    /// guard no longer does.
+    pub(super) fn hand_on(&mut self) -> Option<storage::Version> {
+        self.version.take()
+    }
+}
+
+impl Drop for HeldLease {
+    fn drop(&mut self) {
+        let Some(version) = self.version.take() else {
+            return;
+        };
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let this = self.publisher.clone();
+            let index = self.index;
+            runtime.spawn_blocking(move || {
+                let slot = &this.inner.state.lists[index];
+                slot.store.release_lease(&this.inner.holder, version);
+            });
+        }
+    }
+}
+
 impl Publisher {
     /// Takes list `index`'s lease for one build when the publisher writes
     /// to an object store (another builder may share it; a data directory
