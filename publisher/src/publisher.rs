@@ -431,7 +431,7 @@ impl Publisher {
         let cancel = build::Cancel::default();
         let _cancel_on_drop = cancel.on_drop();
         let started = std::time::Instant::now();
-        let lease = match self.acquire_lease(index).await {
+        let lease = match self.acquire_lease(index, &cancel).await {
             Ok(lease) => lease,
             Err(e) => {
                 let outcome = ListBuildOutcome::failed(&list.name, e);

@@ -3,7 +3,7 @@
 //! to before the build fetches (what a build that outlasts its lease must
 //! not publish older content over).
 
-use super::{Error, LeaseOutcome, Publisher, storage, unix_now};
+use super::{Error, LeaseOutcome, Publisher, build, storage, unix_now};
 
 /// A list's lease taken for one build, given up when dropped before the
 /// build hands it on ([`Self::hand_on`]): a build cancelled while it
@@ -56,18 +56,32 @@ impl Publisher {
     /// to an object store (another builder may share it; a data directory
     /// has one writer, its lock's holder). `Ok(None)` when there is no
     /// lease to take.
-    pub(super) async fn acquire_lease(&self, index: usize) -> Result<Option<storage::Version>, Error> {
+    ///
+    /// A lease taken once `cancel` is set (the build's task dropped while
+    /// it waited for the store) is given back at once: nobody is left to.
+    pub(super) async fn acquire_lease(
+        &self,
+        index: usize,
+        cancel: &build::Cancel,
+    ) -> Result<Option<storage::Version>, Error> {
         if self.inner.config.store.is_none() {
             return Ok(None);
         }
         let this = self.clone();
+        let cancel = cancel.clone();
         let acquired = tokio::task::spawn_blocking(move || {
             let inner = &this.inner;
             let now = unix_now();
             let until = now.saturating_add(inner.config.lease.as_secs());
-            inner.state.lists[index]
-                .store
-                .acquire_lease(&inner.holder, until, now)
+            let store = &inner.state.lists[index].store;
+            let acquired = store.acquire_lease(&inner.holder, until, now);
+            if let Ok(LeaseOutcome::Acquired(version)) = &acquired
+                && cancel.is_cancelled()
+                && !inner.config.dangerous_store_ignores_conditions
+            {
+                store.release_lease(&inner.holder, version.clone());
+            }
+            acquired
         })
         .await
         .map_err(|e| Error::BuildTask {
