@@ -58,10 +58,13 @@ struct Inner {
     state: Arc<AppState>,
     /// Where snapshots and the sources' last good content are kept.
     storage: Arc<dyn Storage>,
-    http: reqwest::Client,
-    /// The client of sources with `headers`: it follows no redirect to
-    /// another host ([`fetch::same_origin_redirects`]).
-    http_with_headers: reqwest::Client,
+    /// The client of `url` sources; `None` when there is none (each client
+    /// loads the system's root certificates: a few milliseconds of start).
+    http: Option<reqwest::Client>,
+    /// The client of `url` sources with `headers`: it follows no redirect
+    /// to another host ([`fetch::same_origin_redirects`]); `None` when no
+    /// source has headers.
+    http_with_headers: Option<reqwest::Client>,
     /// One lock per list: a scheduled build never overlaps a running build
     /// of the same list, and lists never wait for each other.
     build_locks: Vec<tokio::sync::Mutex<()>>,
@@ -288,8 +291,17 @@ impl Publisher {
                     reason: e.to_string(),
                 })
         };
-        let http = client(reqwest::redirect::Policy::default())?;
-        let http_with_headers = client(fetch::same_origin_redirects())?;
+        let url_sources = || {
+            (config.lists.iter())
+                .flat_map(|l| l.sources.iter().chain(&l.allow))
+                .filter(|s| s.url.is_some())
+        };
+        let http = (url_sources().any(|s| s.headers.is_empty()))
+            .then(|| client(reqwest::redirect::Policy::default()))
+            .transpose()?;
+        let http_with_headers = (url_sources().any(|s| !s.headers.is_empty()))
+            .then(|| client(fetch::same_origin_redirects()))
+            .transpose()?;
         let n = config.lists.len();
         Ok(Self {
             inner: Arc::new(Inner {
@@ -444,7 +456,7 @@ impl Publisher {
         // build ends, or when this task is dropped before the blocking
         // build below takes it on.
         let releasable = lease.filter(|_| !inner.config.dangerous_store_ignores_conditions);
-        let mut held = lease::HeldLease::new(self, index, releasable.clone());
+        let mut held = self.hold_lease(index, releasable.clone());
         // The generation the store points to before the sources are
         // fetched: a build whose fetch outlasts its lease must not publish
         // content older than what another builder published meanwhile.

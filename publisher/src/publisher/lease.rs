@@ -19,15 +19,6 @@ pub(super) struct HeldLease {
 }
 
 impl HeldLease {
-    /// `version` of list `index`'s lease (`None`: no lease to release).
-    pub(super) fn new(publisher: &Publisher, index: usize, version: Option<storage::Version>) -> Self {
-        Self {
-            publisher: publisher.clone(),
-            index,
-            version,
-        }
-    }
-
     /// The lease's version, for whoever releases it from now on: this
     /// guard no longer does.
     pub(super) fn hand_on(&mut self) -> Option<storage::Version> {
@@ -52,6 +43,16 @@ impl Drop for HeldLease {
 }
 
 impl Publisher {
+    /// `version` of list `index`'s lease, held for one build (`None`: no
+    /// lease to release).
+    pub(super) fn hold_lease(&self, index: usize, version: Option<storage::Version>) -> HeldLease {
+        HeldLease {
+            publisher: self.clone(),
+            index,
+            version,
+        }
+    }
+
     /// Takes list `index`'s lease for one build when the publisher writes
     /// to an object store (another builder may share it; a data directory
     /// has one writer, its lock's holder). `Ok(None)` when there is no
