@@ -219,8 +219,9 @@ fn open_file(path: &Path, source: &SourceConfig) -> Result<Stream, String> {
 /// Fetches `source` of list `list` (named in logs), conditionally when the
 /// validators of its last good content, `cached`, exist: what it produced,
 /// and how many times it was tried again (see `SourceConfig::retries`).
+/// `client` fetches a `url` source (`None`: such a source fails).
 pub async fn fetch(
-    client: &reqwest::Client,
+    client: Option<&reqwest::Client>,
     list: &str,
     source: &SourceConfig,
     cached: Option<&Validators>,
@@ -248,6 +249,11 @@ pub async fn fetch(
             Fetched::Failed("source has no path, url or builtin".to_owned()),
             0,
         );
+    };
+    // The publisher makes a client for each kind of `url` source it has.
+    let Some(client) = client else {
+        let reason = "no HTTP client was made for this source at start";
+        return (Fetched::Failed(reason.to_owned()), 0);
     };
     fetch_http(client, list, url, source, cached).await
 }

@@ -157,7 +157,7 @@ fn a_source_not_modified_is_built_from_the_last_good_content_it_is_given() {
 /// full hashes and the source's state.
 async fn fetch_and_build(config: SourceConfig) -> (Vec<FullHash>, String) {
     use blocksieve_publisher::internal::fetch::fetch;
-    let (fetched, _) = fetch(&reqwest::Client::new(), "test", &config, None).await;
+    let (fetched, _) = fetch(Some(&reqwest::Client::new()), "test", &config, None).await;
     let key = SigningKey::from_secret_bytes([7; 32]);
     let mut list = ListConfig::new("phishing", vec![]);
     list.gates.min_entries = 0;

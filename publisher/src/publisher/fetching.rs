@@ -108,9 +108,9 @@ impl Publisher {
         let validators = cache.meta().map(|m| m.validators);
         // A source's headers never follow a redirect to another host.
         let client = if source.headers.is_empty() {
-            &inner.http
+            inner.http.as_ref()
         } else {
-            &inner.http_with_headers
+            inner.http_with_headers.as_ref()
         };
         let (fetched, retries) = fetch::fetch(client, list, source, validators.as_ref()).await;
         inner.state.metrics.source_retried(list, retries);
