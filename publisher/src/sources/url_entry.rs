@@ -37,10 +37,12 @@ fn not_too_broad(url: CanonicalForm<'_>) -> Result<CanonicalForm<'_>, &'static s
     // Safe Browsing canonicalization keeps: accepted, the entry would be
     // counted as read and match nothing, hiding a misconfigured source
     // from the parse-collapse gate.
-    if memchr::memchr2(b'|', b'^', url.host()).is_some() {
+    // One pass over the host finds every byte these checks look for.
+    let held = host_bytes(url.host());
+    if held & ADBLOCK_SYNTAX != 0 {
         return Err(reason::ADBLOCK_SYNTAX_IN_HOST);
     }
-    if let Some(reason) = unvisitable_host(url.host(), url.host_kind()) {
+    if let Some(reason) = unvisitable_host_holding(url.host(), url.host_kind(), held) {
         return Err(reason);
     }
     if let Some(reason) = too_broad(url.host(), url.host_kind(), is_host_wide(&url)) {
@@ -51,10 +53,20 @@ fn not_too_broad(url: CanonicalForm<'_>) -> Result<CanonicalForm<'_>, &'static s
     Ok(url)
 }
 
-/// [`unvisitable_host`]'s bytes: `<`, `>` and `%` in any host, `[` and `]`
-/// outside an IPv6 address.
-const FORBIDDEN_IN_HOST: [u8; 256] = {
+/// The kinds of byte a canonical host is checked for, ORed over the host:
+/// one table read a byte, without a branch, where a `match` on the byte
+/// and the host's kind, and a `memchr2` before it, cost as much as a third
+/// of canonicalizing the host (callgrind, `bench/findings/3-build.md`).
+fn host_bytes(host: &[u8]) -> u8 {
+    host.iter().fold(0, |held, &b| held | HOST_BYTES[usize::from(b)])
+}
+
+/// [`host_bytes`]'s table: `|` and `^` (adblock syntax), `<`, `>` and `%`
+/// (forbidden in any host), `[` and `]` (outside an IPv6 address).
+const HOST_BYTES: [u8; 256] = {
     let mut table = [0; 256];
+    table[b'|' as usize] = ADBLOCK_SYNTAX;
+    table[b'^' as usize] = ADBLOCK_SYNTAX;
     table[b'<' as usize] = FORBIDDEN_ALWAYS;
     table[b'>' as usize] = FORBIDDEN_ALWAYS;
     table[b'%' as usize] = FORBIDDEN_ALWAYS;
@@ -62,8 +74,9 @@ const FORBIDDEN_IN_HOST: [u8; 256] = {
     table[b']' as usize] = FORBIDDEN_OUTSIDE_IPV6;
     table
 };
-const FORBIDDEN_ALWAYS: u8 = 1;
-const FORBIDDEN_OUTSIDE_IPV6: u8 = 2;
+const ADBLOCK_SYNTAX: u8 = 1;
+const FORBIDDEN_ALWAYS: u8 = 2;
+const FORBIDDEN_OUTSIDE_IPV6: u8 = 4;
 
 /// Why no browser visits the canonical `host` (of kind `kind`), if none
 /// does: it holds `<`, `>`, brackets outside an IPv6 address
@@ -72,20 +85,20 @@ const FORBIDDEN_OUTSIDE_IPV6: u8 = 2;
 /// hold (white space, a control, `#`, `%`, a byte IDNA refused). Accepted,
 /// such an entry would be counted as read and match nothing.
 pub(super) fn unvisitable_host(host: &[u8], kind: HostKind) -> Option<&'static str> {
+    unvisitable_host_holding(host, kind, host_bytes(host))
+}
+
+/// [`unvisitable_host`], given `held`, [`host_bytes`] of `host`.
+fn unvisitable_host_holding(host: &[u8], kind: HostKind, held: u8) -> Option<&'static str> {
     if kind == HostKind::Domain && ends_in_a_number(host) {
         return Some(reason::ENDS_IN_A_NUMBER);
     }
-    // One table read a byte, where a `match` on the byte and the kind cost
-    // as much as a third of canonicalizing a host (callgrind).
     let forbidden = if kind == HostKind::Ipv6 {
         FORBIDDEN_ALWAYS
     } else {
         FORBIDDEN_ALWAYS | FORBIDDEN_OUTSIDE_IPV6
     };
-    if !host
-        .iter()
-        .any(|&b| FORBIDDEN_IN_HOST[usize::from(b)] & forbidden != 0)
-    {
+    if held & forbidden == 0 {
         return None;
     }
     // `%80` and above: a non-ASCII character this canonicalizer's IDNA
