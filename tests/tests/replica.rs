@@ -591,6 +591,37 @@ async fn regression_a_replica_with_another_public_key_says_why_it_serves_nothing
     assert!(page.contains("does not verify"), "{page}");
 }
 
+/// Asserts that `publisher`'s list 0 is leased while `build` is `doing`
+/// something, cancels `build` (its task dropped, as at shutdown), and
+/// waits (up to 10 s) for the lease to be released.
+async fn cancel_and_see_the_lease_released(
+    publisher: &blocksieve_publisher::Publisher,
+    build: tokio::task::JoinHandle<blocksieve_publisher::ListBuildOutcome>,
+    doing: &str,
+) {
+    let lease = || {
+        let store = publisher.state().lists[0].store.lease();
+        store.unwrap().expect("a lease object").expires_at
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    assert!(lease() > now, "no lease held while {doing}");
+
+    build.abort();
+    assert!(build.await.unwrap_err().is_cancelled());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while lease() != 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the build cancelled while {doing} left the lease held until {}",
+            lease()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// A build cancelled while it still fetches its sources (its task dropped
 /// at the drain deadline, before the blocking build that releases the
 /// lease when cancelled) releases the list's lease too. Before, the lease
@@ -621,27 +652,7 @@ async fn regression_a_build_cancelled_while_fetching_releases_its_lease() {
     tokio::time::timeout(Duration::from_secs(30), first.recv())
         .await
         .expect("the build never asked the feed");
-    let lease = || {
-        let store = publisher.state().lists[0].store.lease();
-        store.unwrap().expect("a lease object").expires_at
-    };
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs();
-    assert!(lease() > now, "no lease held while fetching");
-
-    build.abort();
-    assert!(build.await.unwrap_err().is_cancelled());
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while lease() != 0 {
-        assert!(
-            Instant::now() < deadline,
-            "the build cancelled while fetching left the lease held until {}",
-            lease()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    cancel_and_see_the_lease_released(&publisher, build, "fetching").await;
 }
 
 /// A builder's build cancelled while it reads its source (its task
@@ -668,27 +679,7 @@ async fn regression_a_build_cancelled_while_reading_releases_its_lease() {
     // (The feed is kept to the end: dropped, it ends the source, and the
     // build with it.)
     assert_eq!(tokio::task::block_in_place(|| feed.next_opening()), 1);
-    let lease = || {
-        let store = publisher.state().lists[0].store.lease();
-        store.unwrap().expect("a lease object").expires_at
-    };
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs();
-    assert!(lease() > now, "no lease held while building");
-
-    build.abort();
-    assert!(build.await.unwrap_err().is_cancelled());
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while lease() != 0 {
-        assert!(
-            Instant::now() < deadline,
-            "the cancelled build left the lease held until {}",
-            lease()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    cancel_and_see_the_lease_released(&publisher, build, "reading").await;
     assert!(
         publisher.state().lists[0].current.load().is_none(),
         "a cancelled build published"
