@@ -4,6 +4,7 @@
 use blocksieve_format::{CanonicalForm, FullHash};
 
 use super::outcome::Reading;
+use super::scheme::strip_scheme_artifacts;
 use super::sink::EntrySink;
 
 /// What an entry stands for.
@@ -28,6 +29,8 @@ impl Entry<'_> {
 
 /// One reading of an entry: the text read and what it stands for.
 pub(super) struct Read<'a> {
+    /// The text read; for a URL, as written (the build never shows it;
+    /// [`Read::to_reading`] shows it without its scheme artifacts).
     pub(super) text: &'a [u8],
     pub(super) entry: Entry<'a>,
 }
@@ -43,8 +46,12 @@ impl Read<'_> {
             Entry::Hash(h) => vec![*h],
             _ => expressions.iter().map(|e| FullHash::of(e.as_bytes())).collect(),
         };
+        let text = match &self.entry {
+            Entry::Url(_) => strip_scheme_artifacts(self.text),
+            _ => self.text,
+        };
         Reading {
-            text: self.text.to_vec(),
+            text: text.to_vec(),
             expressions,
             full_hashes,
         }

@@ -149,7 +149,8 @@
 // `clean` runs steps 1 to 3 for every line format, `urls` steps 3 to 5 for
 // a `urls` line, with the white space and quotes of `white`; `url_entry`,
 // `hosts`, `adblock` and `sha256` say what an entry stands for (an `entry`),
-// and `breadth` which entries would block too much; `json` and `csv` read
+// `scheme` what a URL line's scheme artifacts are (a doubled scheme, extra
+// slashes) and `breadth` which entries would block too much; `json` and `csv` read
 // the document formats item by item; `read` is the one code path a build
 // and `read_line` share, telling what it finds to a visitor of `visit`
 // (the build's `Reader`, `read_line`'s `Collect`). `outcome` holds what
@@ -166,6 +167,7 @@ mod json;
 mod options;
 mod outcome;
 mod read;
+mod scheme;
 mod sha256;
 mod sink;
 #[cfg(test)]

@@ -7,7 +7,7 @@ use crate::config::SourceFormat;
 
 use super::breadth::is_host_wide;
 use super::entry::most_specific;
-use super::url_entry::strip_scheme_artifacts;
+use super::scheme::strip_scheme_artifacts;
 use super::*;
 
 pub(super) fn collect(text: &[u8], format: SourceFormat) -> (Vec<FullHash>, ParseReport) {
