@@ -474,19 +474,30 @@ impl Publisher {
                 reason: e.to_string(),
             }),
         };
-        let mut force = false;
-        let mut outcome = match started_from {
-            Err(e) => ListBuildOutcome::failed(&list.name, e),
+        let outcome = match started_from {
+            Err(e) => {
+                let mut outcome = ListBuildOutcome::failed(&list.name, e);
+                self.finish_build(index, &mut outcome, false, started);
+                outcome
+            }
             Ok(started_from) => {
                 let (loaded, caches) = self.fetch_sources(index).await;
-                force = inner.force_once[index].swap(false, Ordering::SeqCst);
+                let force = inner.force_once[index].swap(false, Ordering::SeqCst);
                 let this = self.clone();
                 // From here a cancelled build may still be publishing: the
                 // lease is the blocking work's to release, once it stops.
                 let handed_on = held.hand_on();
                 tokio::task::spawn_blocking(move || {
-                    let outcome =
+                    let mut outcome =
                         this.build_and_publish(index, loaded, &caches, force, started_from, &cancel);
+                    // Recorded here, not by the task awaiting this one: a
+                    // build whose task was dropped (at shutdown) while it
+                    // published still leaves its history line, metrics and
+                    // log line. One cancelled that published nothing leaves
+                    // none, as one cancelled while it fetched.
+                    if !cancel.is_cancelled() || outcome.result.is_ok() {
+                        this.finish_build(index, &mut outcome, force, started);
+                    }
                     // Cancelled, the task that releases the lease below is
                     // gone: released here, so that another builder need not
                     // wait out `lease_s` after a build that published nothing.
@@ -501,23 +512,18 @@ impl Publisher {
                 .await
                 .unwrap_or_else(|e| {
                     let reason = e.to_string();
-                    ListBuildOutcome::failed(
+                    let mut outcome = ListBuildOutcome::failed(
                         &list.name,
                         Error::BuildTask {
                             list: list.name.clone(),
                             reason,
                         },
-                    )
+                    );
+                    self.finish_build(index, &mut outcome, force, started);
+                    outcome
                 })
             }
         };
-        if let Some(timings) = outcome.report.as_mut().map(|r| &mut r.timings) {
-            // What no stage covers: sizing, gates, the blocking-pool hop.
-            timings.total = started.elapsed();
-            let other = timings.total.saturating_sub(timings.sum());
-            timings.add("other", other);
-        }
-        self.record(index, &outcome, force, started.elapsed());
         held.hand_on();
         if let Some(version) = releasable {
             let this = self.clone();
@@ -528,6 +534,24 @@ impl Publisher {
             .await;
         }
         outcome
+    }
+
+    /// A build's end: its timings' total and what no stage covers
+    /// (sizing, gates, the blocking-pool hop), then its metrics, history
+    /// line, status and log line ([`Self::record`]).
+    fn finish_build(
+        &self,
+        index: usize,
+        outcome: &mut ListBuildOutcome,
+        force: bool,
+        started: std::time::Instant,
+    ) {
+        if let Some(timings) = outcome.report.as_mut().map(|r| &mut r.timings) {
+            timings.total = started.elapsed();
+            let other = timings.total.saturating_sub(timings.sum());
+            timings.add("other", other);
+        }
+        self.record(index, outcome, force, started.elapsed());
     }
 
     /// Build (pure) and store: reads the sources, keeps what the build

@@ -7,7 +7,8 @@
 //! ([`ChainFault`]: a delta dropped, corrupted, reordered, or an old chain
 //! replayed).
 //! [`ignoring_conditions`] is a proxy in front of an S3 API server that
-//! makes it ignore conditional writes.
+//! makes it ignore conditional writes; [`HeldWrites`] one that holds some
+//! writes until the test lets them through.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -304,32 +305,108 @@ fn mangle(fault: ChainFault, chain: &Bytes, previous: Option<Bytes>) -> Bytes {
 pub async fn ignoring_conditions(upstream: &str) -> SocketAddr {
     let upstream = upstream.to_owned();
     let client = reqwest::Client::new();
-    let app = Router::new().fallback(
-        move |method: Method, uri: Uri, mut headers: HeaderMap, body: Bytes| {
-            let (upstream, client) = (upstream.clone(), client.clone());
+    let app = Router::new().fallback(move |method: Method, uri: Uri, headers: HeaderMap, body: Bytes| {
+        let (upstream, client) = (upstream.clone(), client.clone());
+        async move {
+            let dropped = [header::IF_NONE_MATCH, header::IF_MATCH];
+            relay(&client, &upstream, (method, uri, headers, body), &dropped).await
+        }
+    });
+    serve_proxy(app).await
+}
+
+/// A proxy in front of the S3 API server at `upstream` that holds every
+/// `PUT` whose path contains `held` until [`HeldWrites::release`]: a store
+/// slow to take some object, so that a test can act while a write is under
+/// way (a build cancelled mid-publish). Every other request, and the held
+/// ones once released, is forwarded as sent.
+pub struct HeldWrites {
+    addr: SocketAddr,
+    arrived: tokio::sync::watch::Receiver<usize>,
+    release: tokio::sync::watch::Sender<bool>,
+}
+
+impl HeldWrites {
+    /// Starts the proxy.
+    ///
+    /// # Panics
+    ///
+    /// When no port can be bound.
+    pub async fn start(upstream: &str, held: &str) -> Self {
+        let (arrivals, arrived) = tokio::sync::watch::channel(0usize);
+        let (release, released) = tokio::sync::watch::channel(false);
+        let (upstream, held) = (upstream.to_owned(), held.to_owned());
+        let client = reqwest::Client::new();
+        let arrivals = Arc::new(arrivals);
+        let app = Router::new().fallback(move |method: Method, uri: Uri, headers: HeaderMap, body: Bytes| {
+            let (upstream, client, arrivals) = (upstream.clone(), client.clone(), arrivals.clone());
+            let mut released = released.clone();
+            let hold = method == Method::PUT && uri.path().contains(held.as_str());
             async move {
-                for name in [header::IF_NONE_MATCH, header::IF_MATCH, header::HOST] {
-                    headers.remove(name);
+                if hold {
+                    arrivals.send_modify(|n| *n += 1);
+                    let _ = released.wait_for(|&go| go).await;
                 }
-                let path = uri.path_and_query().map_or("/", |p| p.as_str());
-                let request = client
-                    .request(method, format!("{upstream}{path}"))
-                    .headers(headers)
-                    .body(body);
-                let Ok(answer) = request.send().await else {
-                    return error(StatusCode::BAD_GATEWAY, "the store is down");
-                };
-                let (status, mut headers) = (answer.status(), answer.headers().clone());
-                let Ok(bytes) = answer.bytes().await else {
-                    return error(StatusCode::BAD_GATEWAY, "the store's answer was cut");
-                };
-                headers.remove(header::TRANSFER_ENCODING);
-                let mut response = (status, bytes).into_response();
-                response.headers_mut().extend(headers);
-                response
+                relay(&client, &upstream, (method, uri, headers, body), &[]).await
             }
-        },
-    );
+        });
+        Self {
+            addr: serve_proxy(app).await,
+            arrived,
+            release,
+        }
+    }
+
+    /// Where the proxy listens.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Waits up to `within` for a write to be held: `false` if none came.
+    pub async fn arrived(&self, within: std::time::Duration) -> bool {
+        let mut arrived = self.arrived.clone();
+        tokio::time::timeout(within, arrived.wait_for(|&n| n > 0))
+            .await
+            .is_ok_and(|r| r.is_ok())
+    }
+
+    /// Lets every held write through, and every later one.
+    pub fn release(&self) {
+        let _ = self.release.send(true);
+    }
+}
+
+/// Forwards one request to `upstream` as sent (but for the `dropped`
+/// headers and `Host`), and its answer back.
+async fn relay(
+    client: &reqwest::Client,
+    upstream: &str,
+    (method, uri, mut headers, body): (Method, Uri, HeaderMap, Bytes),
+    dropped: &[HeaderName],
+) -> Response {
+    for name in dropped.iter().chain([&header::HOST]) {
+        headers.remove(name);
+    }
+    let path = uri.path_and_query().map_or("/", |p| p.as_str());
+    let request = client
+        .request(method, format!("{upstream}{path}"))
+        .headers(headers)
+        .body(body);
+    let Ok(answer) = request.send().await else {
+        return error(StatusCode::BAD_GATEWAY, "the store is down");
+    };
+    let (status, mut headers) = (answer.status(), answer.headers().clone());
+    let Ok(bytes) = answer.bytes().await else {
+        return error(StatusCode::BAD_GATEWAY, "the store's answer was cut");
+    };
+    headers.remove(header::TRANSFER_ENCODING);
+    let mut response = (status, bytes).into_response();
+    response.headers_mut().extend(headers);
+    response
+}
+
+/// Serves `app` on 127.0.0.1:0: where it listens.
+async fn serve_proxy(app: Router) -> SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("local addr");
     tokio::spawn(async move {

@@ -10,6 +10,7 @@ use blocksieve_agent::Agent;
 use blocksieve_format::api::routes;
 use blocksieve_publisher::internal::storage::{generate_signing_key, write_key_pair};
 use blocksieve_publisher::{Config, Role, SourceConfig, SourceFormat};
+use blocksieve_tests::fault::HeldWrites;
 use blocksieve_tests::moto::{Moto, store_options_at};
 use blocksieve_tests::{RunningPublisher, config, fixture_feed, fixture_lines};
 
@@ -684,4 +685,55 @@ async fn regression_a_build_cancelled_while_reading_releases_its_lease() {
         publisher.state().lists[0].current.load().is_none(),
         "a cancelled build published"
     );
+}
+
+/// A build cancelled (its task dropped, as at the drain deadline) while it
+/// publishes finishes publishing, and leaves its history line and status
+/// for what it published. Before, the task that records them was gone: the
+/// history, `/v1/lists` and the status page missed a version the store
+/// served (the next start showed a gap in the list's builds).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn regression_a_build_cancelled_while_publishing_records_what_it_published() {
+    let Some(moto) = Moto::start().await else { return };
+    let dir = tempfile::tempdir().unwrap();
+    key_pair(dir.path());
+    let feed = feed(dir.path());
+    // The store takes the build's objects, and holds its manifest.
+    let store = HeldWrites::start(&moto.endpoint(), "/generations/").await;
+    let config = on_store(Role::Builder, store.addr(), dir.path(), &feed);
+    let publisher = blocksieve_publisher::Publisher::open(config).unwrap();
+    let building = publisher.clone();
+    let build = tokio::spawn(async move { building.build_list(0).await });
+    assert!(
+        store.arrived(Duration::from_secs(60)).await,
+        "the build never wrote its manifest"
+    );
+    build.abort();
+    assert!(build.await.unwrap_err().is_cancelled());
+    store.release();
+
+    let last = || {
+        publisher.state().lists[0]
+            .watch
+            .with_history(|h| h.back().map(|r| (r.outcome.clone(), r.version)))
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let (outcome, version) = loop {
+        if let Some(last) = last() {
+            break last;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the build cancelled while publishing left no history line"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(outcome, "published");
+    let served = publisher.state().lists[0]
+        .current
+        .load()
+        .as_ref()
+        .map(|p| p.header.version);
+    assert_eq!(version, served);
+    assert!(version.is_some());
 }
