@@ -6,7 +6,7 @@ use blocksieve_format::{CanonError, canonicalize};
 use super::breadth::too_broad;
 use super::entry::{Entry, Read};
 use super::outcome::reason;
-use super::url_entry::{hex_ipv6_host, unvisitable_host};
+use super::url_entry::{hex_ipv6_host, is_bare_ipv6, refang_dots, unvisitable_host};
 use super::visit::Visit;
 use super::white::{split_white, unquote};
 
@@ -61,6 +61,18 @@ fn domain_entry(name: &[u8]) -> Result<String, &'static str> {
     if name.is_empty() {
         return Err(reason::EMPTY_HOST_NAME);
     }
+    // A defanged name (`evil[.]example`, `evil(dot)example`: indicator
+    // lists write names so, to keep them from being clicked) is the name
+    // it stands for, as a `urls` line's host is (`refang`).
+    let refanged;
+    let name = if memchr::memchr3(b'[', b'(', b'{', name).is_some() {
+        let mut out = Vec::with_capacity(name.len());
+        let (_, changed) = refang_dots(name, &mut out, |_| false);
+        refanged = out;
+        if changed { &refanged[..] } else { name }
+    } else {
+        name
+    };
     // A bare IPv6 address (`2001:db8::1`) is read as the host `[…]`, not as
     // a host `2001` with a port.
     let bracketed;
@@ -81,11 +93,6 @@ fn domain_entry(name: &[u8]) -> Result<String, &'static str> {
         return Err(reason);
     }
     Ok(format!("{}/", url.host()))
-}
-
-/// Whether `name` is a bare IPv6 address (no brackets).
-fn is_bare_ipv6(name: &[u8]) -> bool {
-    name.contains(&b':') && std::str::from_utf8(name).is_ok_and(|s| s.parse::<std::net::Ipv6Addr>().is_ok())
 }
 
 /// Whether a domain entry can be a host name, as browsers take one: a
@@ -194,6 +201,35 @@ mod tests {
     use crate::config::SourceFormat;
     use crate::sources::tests::{collect, hashes, read_one};
     use crate::sources::{cleaned, reason};
+
+    /// A defanged name (`evil[.]example`) was refused as `not a host
+    /// name` in every domain format, where a `urls` line reads it as the
+    /// host it stands for: it is that host, in each of them (a `json`
+    /// item is read by the same code).
+    #[test]
+    fn regression_a_defanged_name_is_the_host_it_stands_for() {
+        let cases: [(SourceFormat, &[u8]); 4] = [
+            (SourceFormat::Domains, b"evil[.]example"),
+            (SourceFormat::Domains, b"sub(dot)evil{.}example"),
+            (SourceFormat::Hosts, b"0.0.0.0 evil[.]example"),
+            (SourceFormat::AdblockHosts, b"||evil[dot]example^"),
+        ];
+        for (format, line) in cases {
+            let (out, report) = collect(line, format);
+            assert_eq!(report.rejected_total(), 0, "{format:?} {}", line.escape_ascii());
+            let expected = if line.starts_with(b"sub") {
+                "sub.evil.example/"
+            } else {
+                "evil.example/"
+            };
+            assert_eq!(out, hashes(&[expected]), "{format:?} {}", line.escape_ascii());
+        }
+        // Brackets that are no defanged dot stay what they were.
+        assert_eq!(
+            read_one(SourceFormat::Domains, b"evil[x]example").unwrap_err(),
+            reason::NOT_A_HOST_NAME
+        );
+    }
 
     #[test]
     fn hosts_lines() {

@@ -147,15 +147,38 @@ fn contains_amp_entity(line: &[u8]) -> bool {
     memchr::memchr_iter(b'&', line).any(|at| line.get(at..).is_some_and(|rest| rest.starts_with(b"&amp;")))
 }
 
+/// Whether `name` is a bare IPv6 address (no brackets): `2001:db8::1`.
+/// One byte compare for most lines (a scheme's letters stop it).
+pub(super) fn is_bare_ipv6(name: &[u8]) -> bool {
+    name.len() <= 45
+        && name
+            .iter()
+            .all(|&b| b.is_ascii_hexdigit() || b == b':' || b == b'.')
+        && name.contains(&b':')
+        && std::str::from_utf8(name).is_ok_and(|s| s.parse::<std::net::Ipv6Addr>().is_ok())
+}
+
 pub(super) fn url_entry(line: &[u8]) -> Result<UrlEntry<'_>, &'static str> {
+    // A bare IPv6 address (`2001:db8::1`, as indicator lists write one
+    // beside URLs) is the host `[…]`; as written, a URL parser reads the
+    // host `2001` with a port, and the entry would list another address.
+    if is_bare_ipv6(line) {
+        let first = url_canonical_owned(&[&b"["[..], line, b"]"].concat())?;
+        let hex = hex_ipv6_reading(&first);
+        return Ok(UrlEntry {
+            first,
+            others: hex.into_iter().collect(),
+        });
+    }
     let defanged = may_be_defanged(line);
     let written = url_canonical_as(line, defanged)?;
     let hex = hex_ipv6_reading(&written);
     let refanged_path = defanged.then(|| refanged_path_reading(line, &written)).flatten();
+    let references = numeric_references_reading(line, &written);
     if !contains_amp_entity(line) {
         return Ok(UrlEntry {
             first: written,
-            others: hex.into_iter().chain(refanged_path).collect(),
+            others: hex.into_iter().chain(refanged_path).chain(references).collect(),
         });
     }
     // Decoded a level at a time: a line escaped twice (`&amp;amp;`, as
@@ -180,7 +203,7 @@ pub(super) fn url_entry(line: &[u8]) -> Result<UrlEntry<'_>, &'static str> {
     let Some(first) = readings.pop() else {
         return Ok(UrlEntry {
             first: written,
-            others: hex.into_iter().chain(refanged_path).collect(),
+            others: hex.into_iter().chain(refanged_path).chain(references).collect(),
         });
     };
     readings.reverse();
@@ -188,7 +211,77 @@ pub(super) fn url_entry(line: &[u8]) -> Result<UrlEntry<'_>, &'static str> {
     others.push(written);
     others.extend(hex);
     others.extend(refanged_path);
+    let references = references.filter(|r| {
+        let e = r.most_specific_expression();
+        e != first.most_specific_expression() && others.iter().all(|o| o.most_specific_expression() != e)
+    });
+    others.extend(references);
     Ok(UrlEntry { first, others })
+}
+
+/// For a line holding HTML numeric character references (`&#61;`,
+/// `&#x3D;`: a URL copied from a page's source or an e-mail's HTML, as
+/// `&amp;` is): the URL with them decoded (after every `&amp;`, so
+/// `&amp;#61;` is `=` too), which is the page a browser visits from that
+/// link (HTML Standard §13.2.5.80, "numeric character reference end
+/// state"), when it reads differently from `written`. As written, the `#`
+/// of `?code&#61;1` starts a fragment, and the entry lists `?code&`. A
+/// reference to no character (zero, a surrogate, past U+10FFFF) is left
+/// as written; `&#` without digits and `;` (`?a=1&#top`) is no reference.
+fn numeric_references_reading(line: &[u8], written: &CanonicalForm<'_>) -> Option<CanonicalForm<'static>> {
+    // Every reference holds a `#`, which most lines do not.
+    memchr::memchr(b'#', line)?;
+    let decoded = match deepest_amp_run(line) {
+        0 => decode_numeric_references(line)?,
+        levels => decode_numeric_references(&decode_amp_levels(line, levels))?,
+    };
+    let url = url_canonical_owned(&decoded).ok()?;
+    (url.most_specific_expression() != written.most_specific_expression()).then_some(url)
+}
+
+/// `line` with every well-formed numeric character reference (`&#` then
+/// decimal digits, or `x` and hex digits, then `;`) replaced by its
+/// character in UTF-8; `None` when it holds none.
+fn decode_numeric_references(line: &[u8]) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(line.len());
+    let mut rest = line;
+    let mut decoded = false;
+    while let Some(at) = memchr::memchr(b'&', rest) {
+        let (head, tail) = rest.split_at(at);
+        out.extend_from_slice(head);
+        match numeric_reference(tail) {
+            Some((c, len)) => {
+                let mut buf = [0u8; 4];
+                out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+                rest = tail.get(len..).unwrap_or_default();
+                decoded = true;
+            }
+            None => {
+                out.push(b'&');
+                rest = tail.get(1..).unwrap_or_default();
+            }
+        }
+    }
+    out.extend_from_slice(rest);
+    decoded.then_some(out)
+}
+
+/// The character of the numeric character reference `text` starts with,
+/// and its length: `&#61;` is `=`, 5 bytes. At most 8 digits.
+fn numeric_reference(text: &[u8]) -> Option<(char, usize)> {
+    let body = text.strip_prefix(b"&#")?;
+    let (digits, radix, skip) = match body.first() {
+        Some(b'x' | b'X') => (body.get(1..)?, 16, 3),
+        _ => (body, 10, 2),
+    };
+    let len = digits.iter().take_while(|b| b.is_ascii_hexdigit()).count();
+    let number = digits.get(..len).filter(|d| (1..=8).contains(&d.len()))?;
+    if digits.get(len) != Some(&b';') {
+        return None;
+    }
+    let value = u32::from_str_radix(std::str::from_utf8(number).ok()?, radix).ok()?;
+    let c = char::from_u32(value).filter(|&c| c != '\0')?;
+    Some((c, skip + len + 1))
 }
 
 /// For a defanged URL ([`refang`]) whose path or query holds defanged dots
@@ -385,7 +478,11 @@ fn refang(line: &[u8]) -> Option<Vec<u8>> {
 /// Copies `bytes` to `out` up to the first byte `stop` takes (or the end),
 /// each of [`DEFANGED_DOTS`] as `.`: what is left of `bytes`, and whether a
 /// dot was refanged.
-fn refang_dots<'a>(mut bytes: &'a [u8], out: &mut Vec<u8>, stop: impl Fn(u8) -> bool) -> (&'a [u8], bool) {
+pub(super) fn refang_dots<'a>(
+    mut bytes: &'a [u8],
+    out: &mut Vec<u8>,
+    stop: impl Fn(u8) -> bool,
+) -> (&'a [u8], bool) {
     let mut changed = false;
     while let Some(&b) = bytes.first() {
         if stop(b) {
@@ -577,6 +674,68 @@ mod tests {
             hashes(&["c.example/?a&b", "c.example/?a&amp;b", "c.example/?a&amp;amp;b"])
         );
         assert_eq!(report.rejected_total(), 0);
+    }
+
+    /// A URL copied from HTML with a numeric character reference
+    /// (`?code&#61;…`, a line of the union feed) listed only `?code&`
+    /// (the `#` read as a fragment), which the page a browser visits from
+    /// that link (`?code=…`) does not match: the decoded URL is listed too.
+    #[test]
+    fn regression_numeric_character_references_are_also_read_decoded() {
+        let e = |line: &[u8]| exprs(SourceFormat::Urls, line).unwrap();
+        assert_eq!(
+            e(b"http://by0556.customervoice360.com/uc/project_manager/2ad5/?code&#61;5b5e67b873d063c3"),
+            [
+                "by0556.customervoice360.com/uc/project_manager/2ad5/?code&",
+                "by0556.customervoice360.com/uc/project_manager/2ad5/?code=5b5e67b873d063c3",
+            ]
+        );
+        assert_eq!(
+            e(b"http://a.example/?x=1&#038;y=2&#x3D;3&#X2b;"),
+            ["a.example/?x=1&", "a.example/?x=1&y=2=3+"]
+        );
+        // Escaped again (`&amp;#61;`): `&amp;` decoded first.
+        assert_eq!(
+            e(b"http://b.example/?x&amp;#61;1"),
+            ["b.example/?x&", "b.example/?x&amp;", "b.example/?x=1"]
+        );
+        // A character past ASCII, as a browser sends it.
+        assert_eq!(e(b"http://c.example/&#233;"), ["c.example/&", "c.example/%C3%A9"]);
+        // No reference: `&#` without digits and `;`, zero, a surrogate,
+        // past U+10FFFF, more than 8 digits.
+        for line in [
+            &b"https://d.example/v.php?s=1&#no-back-button=1"[..],
+            b"http://d.example/?a&#61",
+            b"http://d.example/?a&#0;",
+            b"http://d.example/?a&#xD800;",
+            b"http://d.example/?a&#x110000;",
+            b"http://d.example/?a&#000000061;",
+        ] {
+            assert_eq!(e(line).len(), 1, "{}", line.escape_ascii());
+        }
+    }
+
+    /// A bare IPv6 address in a `urls` line (`2001:db8::1`) listed the
+    /// IPv4 address `0.0.7.209` (the host `2001` with a port); it is the
+    /// host `[2001:db8::1]`, as the other formats read it.
+    #[test]
+    fn regression_a_bare_ipv6_address_is_that_host() {
+        for format in [SourceFormat::Urls, SourceFormat::Csv] {
+            assert_eq!(exprs(format, b"2001:db8::1").unwrap(), ["[2001:db8::1]/"]);
+            assert_eq!(
+                exprs(format, b"64:ff9b::1.2.3.4").unwrap(),
+                ["[64:ff9b::1.2.3.4]/", "[64:ff9b::102:304]/"]
+            );
+        }
+        assert_eq!(
+            exprs(SourceFormat::Urls, b"2a01:4f8:c2c:1234::1").unwrap(),
+            ["[2a01:4f8:c2c:1234::1]/"]
+        );
+        // Not an address: read as before.
+        assert_eq!(
+            exprs(SourceFormat::Urls, b"a.example:8080").unwrap(),
+            ["a.example/"]
+        );
     }
 
     /// A defanged URL (`hxxp://evil[.]example/`) was accepted as the
