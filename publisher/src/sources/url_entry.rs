@@ -137,14 +137,22 @@ fn ends_in_a_number(host: &[u8]) -> bool {
         .is_some_and(|hex| hex.iter().all(u8::is_ascii_hexdigit))
 }
 
-/// Whether `line` contains `&amp;`. Most lines have no `&` at all, which
-/// `memchr` finds (vectorized, where `<[u8]>::contains` reads a word at a
-/// time); a window compare at every byte cost a quarter of canonicalizing
-/// a URL (callgrind, BENCHMARKS.md row 3). A line with one compares at
-/// each `&` only: `memmem::find` built a searcher per line, about 1 % of
-/// the parse of the 854k feed, most of whose query strings have an `&`.
-fn contains_amp_entity(line: &[u8]) -> bool {
-    memchr::memchr_iter(b'&', line).any(|at| line.get(at..).is_some_and(|rest| rest.starts_with(b"&amp;")))
+/// What the `&`s of `line` start: `&amp;` (`.0`), and `&#` (`.1`: an
+/// HTML numeric character reference, perhaps). Most lines have no `&` at
+/// all, which `memchr` finds (vectorized, where `<[u8]>::contains` reads a
+/// word at a time); a window compare at every byte cost a quarter of
+/// canonicalizing a URL (callgrind, BENCHMARKS.md row 3). A line with one
+/// compares at each `&` only: `memmem::find` built a searcher per line,
+/// about 1 % of the parse of the 854k feed, most of whose query strings
+/// have an `&`.
+fn ampersands(line: &[u8]) -> (bool, bool) {
+    let mut found = (false, false);
+    for at in memchr::memchr_iter(b'&', line) {
+        let rest = line.get(at..).unwrap_or_default();
+        found.0 |= rest.starts_with(b"&amp;");
+        found.1 |= rest.starts_with(b"&#");
+    }
+    found
 }
 
 /// Whether `name` is a bare IPv6 address (no brackets): `2001:db8::1`.
@@ -164,21 +172,28 @@ pub(super) fn url_entry(line: &[u8]) -> Result<UrlEntry<'_>, &'static str> {
     // host `2001` with a port, and the entry would list another address.
     if is_bare_ipv6(line) {
         let first = url_canonical_owned(&[&b"["[..], line, b"]"].concat())?;
-        let hex = hex_ipv6_reading(&first);
-        return Ok(UrlEntry {
-            first,
-            others: hex.into_iter().collect(),
-        });
+        let others = hex_ipv6_reading(&first).into_iter().collect();
+        return Ok(UrlEntry { first, others });
     }
     let defanged = may_be_defanged(line);
     let written = url_canonical_as(line, defanged)?;
-    let hex = hex_ipv6_reading(&written);
-    let refanged_path = defanged.then(|| refanged_path_reading(line, &written)).flatten();
-    let references = numeric_references_reading(line, &written);
-    if !contains_amp_entity(line) {
+    let mut others = Vec::new();
+    others.extend(hex_ipv6_reading(&written));
+    if defanged {
+        others.extend(refanged_path_reading(line, &written));
+    }
+    let (amp, reference) = ampersands(line);
+    // A reference escaped again (`&amp;#61;`) is one once `&amp;` is decoded.
+    let references = if reference || amp && memchr::memchr(b'#', line).is_some() {
+        numeric_references_reading(line, &written)
+    } else {
+        None
+    };
+    if !amp {
+        others.extend(references);
         return Ok(UrlEntry {
             first: written,
-            others: hex.into_iter().chain(refanged_path).chain(references).collect(),
+            others,
         });
     }
     // Decoded a level at a time: a line escaped twice (`&amp;amp;`, as
@@ -201,16 +216,14 @@ pub(super) fn url_entry(line: &[u8]) -> Result<UrlEntry<'_>, &'static str> {
     // The most decoded reading first (the URL a browser visits), then the
     // levels between, then the line as written.
     let Some(first) = readings.pop() else {
+        others.extend(references);
         return Ok(UrlEntry {
             first: written,
-            others: hex.into_iter().chain(refanged_path).chain(references).collect(),
+            others,
         });
     };
     readings.reverse();
-    let mut others: Vec<CanonicalForm<'_>> = readings;
-    others.push(written);
-    others.extend(hex);
-    others.extend(refanged_path);
+    let mut others: Vec<CanonicalForm<'_>> = readings.into_iter().chain([written]).chain(others).collect();
     let references = references.filter(|r| {
         let e = r.most_specific_expression();
         e != first.most_specific_expression() && others.iter().all(|o| o.most_specific_expression() != e)
@@ -531,7 +544,7 @@ mod tests {
 
     #[test]
     fn an_amp_entity_is_found_at_any_ampersand_and_only_whole() {
-        use super::contains_amp_entity as amp;
+        let amp = |line: &[u8]| super::ampersands(line).0;
         for yes in [
             &b"a?b=1&amp;c=2"[..],
             b"&amp;",
