@@ -183,14 +183,12 @@ pub(super) fn url_entry(line: &[u8]) -> Result<UrlEntry<'_>, &'static str> {
         others.extend(refanged_path_reading(line, &written));
     }
     let (amp, reference) = ampersands(line);
-    // A reference escaped again (`&amp;#61;`) is one once `&amp;` is decoded.
-    let references = if reference || amp && memchr::memchr(b'#', line).is_some() {
-        numeric_references_reading(line, &written)
-    } else {
-        None
-    };
+    let plain = others.len();
+    // Most lines have none of these: the rarer readings are not looked for.
+    if amp || reference || defanged {
+        rarer_readings(line, &written, (amp, reference, defanged), &mut others);
+    }
     if !amp {
-        others.extend(references);
         return Ok(UrlEntry {
             first: written,
             others,
@@ -216,20 +214,72 @@ pub(super) fn url_entry(line: &[u8]) -> Result<UrlEntry<'_>, &'static str> {
     // The most decoded reading first (the URL a browser visits), then the
     // levels between, then the line as written.
     let Some(first) = readings.pop() else {
-        others.extend(references);
         return Ok(UrlEntry {
             first: written,
             others,
         });
     };
     readings.reverse();
+    let rarer = others.split_off(plain);
     let mut others: Vec<CanonicalForm<'_>> = readings.into_iter().chain([written]).chain(others).collect();
-    let references = references.filter(|r| {
-        let e = r.most_specific_expression();
-        e != first.most_specific_expression() && others.iter().all(|o| o.most_specific_expression() != e)
-    });
-    others.extend(references);
+    for r in rarer {
+        push_new(&first, &mut others, r);
+    }
     Ok(UrlEntry { first, others })
+}
+
+/// The readings of a URL line with `&amp;`, `&#` or a defanged form
+/// (`found`: which), added to `others` when new: its HTML numeric character
+/// references decoded ([`numeric_references_reading`]), and, for a line
+/// with two artifacts the readings undo one at a time (a defanged URL with
+/// `&amp;`, an embedded-IPv4 host with a defanged path), all of them undone
+/// together ([`undone_reading`]): the page a browser visits.
+#[inline(never)]
+fn rarer_readings(
+    line: &[u8],
+    written: &CanonicalForm<'_>,
+    (amp, reference, defanged): (bool, bool, bool),
+    others: &mut Vec<CanonicalForm<'_>>,
+) {
+    // A reference escaped again (`&amp;#61;`) is one once `&amp;` is decoded.
+    if (reference || amp && memchr::memchr(b'#', line).is_some())
+        && let Some(r) = numeric_references_reading(line, written)
+    {
+        push_new(written, others, r);
+    }
+    let escaped = amp || reference;
+    let ipv6 = written.host_kind() == HostKind::Ipv6 && written.host().contains(&b'.');
+    if (escaped && (defanged || ipv6) || defanged && ipv6)
+        && let Some(r) = undone_reading(line)
+    {
+        push_new(written, others, r);
+    }
+}
+
+/// Adds `reading` to `others` unless it reads as `first` or one of them.
+fn push_new<'a>(first: &CanonicalForm<'_>, others: &mut Vec<CanonicalForm<'a>>, reading: CanonicalForm<'a>) {
+    let e = reading.most_specific_expression();
+    if e != first.most_specific_expression() && others.iter().all(|o| o.most_specific_expression() != e) {
+        others.push(reading);
+    }
+}
+
+/// `line` with every artifact a reading of [`url_entry`] undoes undone
+/// together: `&amp;` decoded at every level, then HTML numeric character
+/// references, every defanged dot refanged (path and query too) and the
+/// scheme's; an IPv6 host with an embedded IPv4 address in hexadecimal.
+fn undone_reading(line: &[u8]) -> Option<CanonicalForm<'static>> {
+    let mut text = decode_amp_levels(line, deepest_amp_run(line));
+    if let Some(decoded) = decode_numeric_references(&text) {
+        text = decoded;
+    }
+    if let Some(refanged) = refang(&text) {
+        text = refanged;
+    }
+    let mut whole = Vec::with_capacity(text.len());
+    refang_dots(&text, &mut whole, |_| false);
+    let url = url_canonical_owned(&whole).ok()?;
+    Some(hex_ipv6_reading(&url).unwrap_or(url))
 }
 
 /// For a line holding HTML numeric character references (`&#61;`,
@@ -725,6 +775,39 @@ mod tests {
             b"http://d.example/?a&#000000061;",
         ] {
             assert_eq!(e(line).len(), 1, "{}", line.escape_ascii());
+        }
+    }
+
+    /// A line with two artifacts that readings undo one at a time (a
+    /// defanged URL with `&amp;`, an embedded-IPv4 host with `&amp;` or a
+    /// defanged path) listed no reading with both undone, which is the
+    /// page a browser visits: it is listed too.
+    #[test]
+    fn regression_two_artifacts_are_also_undone_together() {
+        let e = |line: &[u8]| exprs(SourceFormat::Urls, line).unwrap();
+        let cases: [(&[u8], &str); 4] = [
+            (
+                b"hxxp://evil[.]com/login[.]php?x=1&amp;y=2",
+                "evil.com/login.php?x=1&y=2",
+            ),
+            (
+                b"http://[64:ff9b::1.2.3.4]/a?x=1&amp;y=2",
+                "[64:ff9b::102:304]/a?x=1&y=2",
+            ),
+            (b"hxxp://[64:ff9b::1.2.3.4]/a[.]php", "[64:ff9b::102:304]/a.php"),
+            (b"hxxp://evil[.]com/a[.]php?code&#61;1", "evil.com/a.php?code=1"),
+        ];
+        for (line, visited) in cases {
+            let listed = e(line);
+            assert!(
+                listed.iter().any(|l| l == visited),
+                "{}: {listed:?}",
+                line.escape_ascii()
+            );
+            let mut distinct = listed.clone();
+            distinct.sort();
+            distinct.dedup();
+            assert_eq!(distinct.len(), listed.len(), "{listed:?}");
         }
     }
 
