@@ -113,10 +113,15 @@ pub(super) fn clean_url_line(text: &[u8], mut cuts: Cuts) -> Option<Cleaned<'_>>
             }
             continue;
         }
-        // Unquoted fields joined to this one by spaces may belong to it.
+        // Unquoted fields joined to this one by spaces may belong to it, up
+        // to an e-mail address, which is a column.
         let next_chosen = chosen.get(n + 1).copied().unwrap_or(fields.len());
         let mut last = i;
-        while last + 1 < next_chosen && fields.get(last + 1).is_some_and(|f| f.after_spaces && !f.quoted) {
+        while last + 1 < next_chosen
+            && fields
+                .get(last + 1)
+                .is_some_and(|f| f.after_spaces && !f.quoted && !is_email_column(f.text))
+        {
             last += 1;
         }
         used += last - i;
@@ -309,6 +314,50 @@ fn only_columns_follow<'a>(url: &[u8], fields: impl Iterator<Item = &'a [u8]>) -
         }
     }
     true
+}
+
+/// Whether `field` is an e-mail address (`abuse@cert.example`; in
+/// brackets or before punctuation too: `<a@b.example>`, `a@b.example),`):
+/// a column of the line (a reporter, a contact), never the end of a URL's
+/// user name. Read as one, `http://evil.example 2020-01-01
+/// spoof@bank.example` named the host `bank.example` (its user name
+/// `evil.example 2020-01-01 spoof`), listing the address's domain
+/// host-wide and missing `evil.example`. Decided: a URL written with a
+/// raw space in its user name before such an address (`http://bank.example
+/// x@evil.example`, which a browser would send to `evil.example` with the
+/// space escaped) is not what a feed writes; a feed records a URL as
+/// requested, its spaces escaped. An `@` field that is no address
+/// (`(x)@evil.example/`, `@1.2.3.4`) still keeps the line from being cut
+/// ([`only_columns_follow`]).
+fn is_email_column(field: &[u8]) -> bool {
+    let open = field
+        .iter()
+        .take_while(|b| matches!(b, b'(' | b'<' | b'['))
+        .count();
+    let close = field
+        .iter()
+        .rev()
+        .take_while(|b| matches!(b, b')' | b'>' | b']' | b',' | b';' | b'.'))
+        .count();
+    let Some(address) = field.get(open..field.len().saturating_sub(close)) else {
+        return false;
+    };
+    let Some(at) = memchr::memchr(b'@', address) else {
+        return false;
+    };
+    let (local, domain) = (&address[..at], &address[at + 1..]);
+    let labels_ok = domain
+        .split(|&b| b == b'.')
+        .all(|label| !label.is_empty() && label.iter().all(|&b| b.is_ascii_alphanumeric() || b == b'-'));
+    let tld = domain.rsplit(|&b| b == b'.').next().unwrap_or_default();
+    !local.is_empty()
+        && local
+            .iter()
+            .all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'%' | b'+' | b'-'))
+        && domain.contains(&b'.')
+        && labels_ok
+        && tld.len() >= 2
+        && tld.iter().all(u8::is_ascii_alphabetic)
 }
 
 /// A URL field without its wrapper, and the wrapper's closing character:
@@ -695,6 +744,79 @@ mod tests {
                 "{}: {got:?}",
                 line.escape_ascii()
             );
+        }
+    }
+
+    /// An e-mail address after a host-only URL (a reporter's column) made
+    /// the line read as written only, a URL whose user name ran to the
+    /// address's `@`: `https://alibaba666.bet spoof@paypal.com` listed
+    /// `paypal.com/` host-wide and missed `alibaba666.bet`. The address is a
+    /// column; an `@` that is no address still keeps the line from being
+    /// cut (the reviewers' lines above).
+    #[test]
+    fn regression_an_email_address_after_a_url_is_a_column() {
+        for (line, listed) in [
+            (&b"https://alibaba666.bet spoof@paypal.com"[..], "alibaba666.bet/"),
+            (
+                b"https://alibaba666.bet 2024-05-01 phishing@abuse.example",
+                "alibaba666.bet/",
+            ),
+            (
+                b"http://evil.example (reported by john@x.example)",
+                "evil.example/",
+            ),
+            (b"evil.example - abuse@registrar.example", "evil.example/"),
+            (
+                b"http://evil.example 2020-01-01 <abuse@cert.example>,",
+                "evil.example/",
+            ),
+            (
+                b"http://evil.example/p 2020-01-01 spoof@paypal.com",
+                "evil.example/p",
+            ),
+        ] {
+            let got = exprs(SourceFormat::Urls, line).unwrap();
+            assert!(
+                got.iter().any(|e| e == listed),
+                "{}: {got:?}",
+                line.escape_ascii()
+            );
+            assert!(
+                got.iter().all(|e| ![
+                    "paypal.com/",
+                    "abuse.example/",
+                    "x.example)/",
+                    "x.example/",
+                    "registrar.example/",
+                    "cert.example/"
+                ]
+                .contains(&e.as_str())),
+                "{}: {got:?}",
+                line.escape_ascii()
+            );
+            assert!(
+                read_line(SourceFormat::Urls, line)
+                    .cleaned
+                    .contains(&cleaned::COLUMN)
+            );
+        }
+        // Words before the address: neither the host alone nor the
+        // address's domain (the line is refused, counted).
+        let got = exprs(
+            SourceFormat::Urls,
+            b"http://evil.example phishing spoof@paypal.com",
+        )
+        .unwrap_or_default();
+        assert!(got.iter().all(|e| e != "paypal.com/"), "{got:?}");
+        for no in [
+            &b"(x)@evil.example/"[..],
+            b"@1.2.3.4",
+            b"x@evil.example/",
+            b"x@1.2.3.4",
+            b"x@evil",
+            b"a@b@c.example",
+        ] {
+            assert!(!super::is_email_column(no), "{}", no.escape_ascii());
         }
     }
 
