@@ -196,6 +196,12 @@ mod tests {
                 "\u{3000}\u{2003}http://lead.example/x\u{202f}\u{205f}\u{200a} ",
                 "lead.example/x",
             ),
+            // Bidirectional marks, left by copying from a right-to-left page
+            // (a leading one made the line no URL, a trailing one was
+            // escaped into it).
+            ("\u{200e}http://rtl.example/x", "rtl.example/x"),
+            ("http://rtl.example/x\u{200f}", "rtl.example/x"),
+            ("\u{2067}http://rtl.example/x\u{2069}\u{202c}", "rtl.example/x"),
         ] {
             let out = read_line(SourceFormat::Urls, line.as_bytes());
             assert_eq!(out.cleaned, [cleaned::UNICODE_WHITE_SPACE], "{line:?}");
@@ -211,6 +217,10 @@ mod tests {
         );
         assert_eq!(
             exprs(SourceFormat::Json, "\u{feff}evil.example\u{3000}".as_bytes()),
+            Ok(vec!["evil.example/".to_owned()])
+        );
+        assert_eq!(
+            exprs(SourceFormat::Domains, "evil.example\u{200e}".as_bytes()),
             Ok(vec!["evil.example/".to_owned()])
         );
         // Inside a URL, U+00A0 separates fields as a space does: the line is

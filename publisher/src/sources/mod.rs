@@ -17,7 +17,9 @@
 //!    ends: ASCII white space and Unicode white space — U+00A0 NO-BREAK
 //!    SPACE, U+2000 to U+200A, U+202F, U+205F, U+3000 and the other
 //!    characters Unicode calls white space (U+0085, U+1680, U+2028, U+2029)
-//!    — and the invisible U+FEFF, U+200B and U+2060. Feeds copied from web
+//!    — the invisible U+FEFF, U+200B and U+2060, and the bidirectional
+//!    marks (U+200E, U+200F, U+061C, U+202A to U+202E, U+2066 to U+2069,
+//!    left by copying from a right-to-left page). Feeds copied from web
 //!    pages carry them (`http://ulvis.net/IFHc` + U+00A0); kept, they would
 //!    be escaped into the URL (`…/IFHc%C2%A0`), a page nobody visits. The
 //!    canonicalizer itself is not changed: a URL checked by an agent is
