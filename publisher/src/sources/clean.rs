@@ -223,6 +223,18 @@ mod tests {
             exprs(SourceFormat::Domains, "evil.example\u{200e}".as_bytes()),
             Ok(vec!["evil.example/".to_owned()])
         );
+        // Typographic quotes around a name, as around a URL.
+        for line in [
+            "\u{201c}evil.example\u{201d}",
+            "\u{ab}evil.example\u{bb}",
+            "\u{2018}evil.example\u{2019}",
+        ] {
+            assert_eq!(
+                exprs(SourceFormat::Domains, line.as_bytes()),
+                Ok(vec!["evil.example/".to_owned()]),
+                "{line}"
+            );
+        }
         // Inside a URL, U+00A0 separates fields as a space does: the line is
         // read cut there and as written (the canonicalizer escapes it).
         assert_eq!(

@@ -31,7 +31,7 @@ pub(super) fn clean_url_line(text: &[u8], mut cuts: Cuts) -> Option<Cleaned<'_>>
     // First one compare a byte (vectorized: no byte at or below the space
     // and none above ASCII), then, only for a line with such a byte, the
     // exact test (a control character other than white space is neither).
-    if !matches!(text.first(), Some(b'"' | b'\'' | b'<' | b'('))
+    if !matches!(text.first(), Some(b'"' | b'\'' | b'<' | b'(' | b'[' | b'`'))
         && (all_printable(text) || !text.iter().any(|&b| b.is_ascii_whitespace() || !b.is_ascii()))
     {
         return Some(Cleaned {
@@ -57,11 +57,11 @@ pub(super) fn clean_url_line(text: &[u8], mut cuts: Cuts) -> Option<Cleaned<'_>>
         .take_while(|(_, f)| !has_scheme(f.text))
         .find_map(|(i, f)| Some((i, unwrap(f.text).filter(|_| !f.quoted)?)));
     let mut wrapper = None;
-    if let Some((i, (inner, close))) = wrapped {
+    if let Some((i, (inner, open, close))) = wrapped {
         // The fields up to the one its closing bracket ends are its own
         // (`(http://a.example/my file.html)`).
         let end = (i + 1..fields.len())
-            .find(|&j| fields.get(j).is_some_and(|f| f.text.last() == Some(&close)))
+            .find(|&j| fields.get(j).is_some_and(|f| f.text.ends_with(close)))
             .unwrap_or(i);
         let beside = fields
             .iter()
@@ -69,7 +69,7 @@ pub(super) fn clean_url_line(text: &[u8], mut cuts: Cuts) -> Option<Cleaned<'_>>
             .any(|(j, f)| (j < i || j > end) && names_host_or_url(f.text));
         if !beside && let Some(field) = fields.get_mut(i) {
             field.text = inner;
-            field.start += 1;
+            field.start += open;
             wrapper = Some((i, close));
             cuts.0 |= Cuts::WRAPPER;
         }
@@ -150,7 +150,9 @@ pub(super) fn clean_url_line(text: &[u8], mut cuts: Cuts) -> Option<Cleaned<'_>>
         let written = text.get(field.start..end.end).unwrap_or(field.text);
         // The wrapper's closing bracket, when it ends the last field joined.
         let written = match wrapper.filter(|&(at, _)| at == i) {
-            Some((_, close)) if closes(written, close) => written.get(..written.len() - 1).unwrap_or(written),
+            Some((_, close)) if closes(written, close) => {
+                written.get(..written.len() - close.len()).unwrap_or(written)
+            }
             _ => written,
         };
         readings.push(written);
@@ -360,35 +362,62 @@ fn is_email_column(field: &[u8]) -> bool {
         && tld.iter().all(u8::is_ascii_alphabetic)
 }
 
-/// A URL field without its wrapper, and the wrapper's closing character:
-/// `<http://…>` and `(http://…)` (the closing bracket removed when it ends
-/// the field, [`closes`]), or a quote that opens the field and that nothing
-/// closes (`"http://…`, `'http://…`). Only a wrapper around a URL with a
-/// scheme: `(a.example)` stays a column.
-fn unwrap(field: &[u8]) -> Option<(&[u8], u8)> {
-    let (&open, inner) = field.split_first()?;
-    let close = match open {
-        b'<' => b'>',
-        b'(' => b')',
-        b'"' | b'\'' if !inner.contains(&open) => open,
-        _ => return None,
+/// Brackets and quotes that wrap a URL, opening and closing: ASCII ones,
+/// a Markdown code span's backticks, and the typographic quotes a word
+/// processor writes (`“…”`, `‘…’`, `«…»`, `„…“`).
+const WRAPPERS: [(&[u8], &[u8]); 8] = [
+    (b"<", b">"),
+    (b"(", b")"),
+    (b"[", b"]"),
+    (b"`", b"`"),
+    ("\u{201C}".as_bytes(), "\u{201D}".as_bytes()),
+    ("\u{2018}".as_bytes(), "\u{2019}".as_bytes()),
+    ("\u{AB}".as_bytes(), "\u{BB}".as_bytes()),
+    ("\u{201E}".as_bytes(), "\u{201C}".as_bytes()),
+];
+
+/// A URL field without its wrapper, the wrapper's opening length and its
+/// closing text: `<http://…>`, `(http://…)`, `[http://…]`, `` `http://…` ``
+/// and typographic quotes ([`WRAPPERS`]; the closing one removed when it
+/// ends the field, [`closes`]), or a quote that opens the field and that
+/// nothing closes (`"http://…`, `'http://…`). Only a wrapper around a URL
+/// with a scheme: `(a.example)` stays a column. Left on, a wrapper became
+/// part of the host (`“http` read as the host `xn--http-996a`).
+fn unwrap(field: &[u8]) -> Option<(&[u8], usize, &'static [u8])> {
+    let (open, close) = match field.first()? {
+        b'"' => (1, &b"\""[..]),
+        b'\'' => (1, &b"'"[..]),
+        _ => WRAPPERS
+            .iter()
+            .find(|(open, _)| field.starts_with(open))
+            .map(|&(open, close)| (open.len(), close))?,
     };
+    let inner = field.get(open..)?;
+    if matches!(close, b"\"" | b"'") && inner.contains(&close[0]) {
+        return None;
+    }
     if !has_scheme(inner) {
         return None;
     }
-    let inner = match inner.strip_suffix(&[close]) {
+    let inner = match inner.strip_suffix(close) {
         Some(stripped) if closes(inner, close) => stripped,
         _ => inner,
     };
-    Some((inner, close))
+    Some((inner, open, close))
 }
 
-/// Whether `text` (unwrapped) ends in the wrapper's `close`: a `)` the
-/// URL's own `(` opened does not (`(http://w.example/Foo_(bar)`), a `>`
-/// always does (no URL holds one unescaped).
-fn closes(text: &[u8], close: u8) -> bool {
+/// Whether `text` (unwrapped) ends in the wrapper's `close`: a `)` or `]`
+/// the URL's own `(` or `[` opened does not (`(http://w.example/Foo_(bar)`,
+/// `[http://[2001:db8::1]/]`), the others always do (no URL holds them
+/// unescaped).
+fn closes(text: &[u8], close: &[u8]) -> bool {
     let count = |b: u8| text.iter().filter(|&&c| c == b).count();
-    text.ends_with(&[close]) && (close != b')' || count(b')') > count(b'('))
+    text.ends_with(close)
+        && match close {
+            b")" => count(b')') > count(b'('),
+            b"]" => count(b']') > count(b'['),
+            _ => true,
+        }
 }
 
 /// Whether a field is a date, a time or a number (`2020-01-01`,
@@ -834,6 +863,15 @@ mod tests {
             b"<http://evil.example/login",
             b"01/02/2020 evil.example/login",
             b"12/31/2020\tevil.example/login",
+            // Square brackets, a Markdown code span, typographic quotes: the
+            // wrapper became part of the host (`xn--http-996a/…`).
+            b"[http://evil.example/login]",
+            b"`http://evil.example/login`",
+            b"`hxxp://evil[.]example/login`",
+            "\u{201c}http://evil.example/login\u{201d}".as_bytes(),
+            "\u{2018}http://evil.example/login\u{2019}".as_bytes(),
+            "\u{ab}http://evil.example/login\u{bb}".as_bytes(),
+            "\u{201e}http://evil.example/login\u{201c}".as_bytes(),
         ] {
             assert_eq!(
                 exprs(SourceFormat::Urls, line),
@@ -845,6 +883,17 @@ mod tests {
         assert_eq!(
             read_line(SourceFormat::Urls, b"<http://evil.example/login>").cleaned,
             [cleaned::WRAPPER]
+        );
+        // A typographic quote and a column: the URL is read unquoted.
+        let quoted = exprs(
+            SourceFormat::Urls,
+            "\u{201c}http://evil.example/login\u{201d} 2020-01-01".as_bytes(),
+        );
+        assert!(quoted.unwrap().contains(&"evil.example/login".to_owned()));
+        // A bracket that is part of the URL (an IPv6 host) stays.
+        assert_eq!(
+            exprs(SourceFormat::Urls, b"[http://[2001:db8::1]/x]"),
+            Ok(vec!["[2001:db8::1]/x".to_owned()])
         );
         // The closing bracket after a space: the URL as written without it.
         assert_eq!(

@@ -88,9 +88,25 @@ pub(super) fn last_char(bytes: &[u8]) -> Option<(char, usize)> {
     chars.next().is_none().then_some((c, tail.len() - lead))
 }
 
-/// `"…"` or `'…'` → `…` (one pair of matching quotes).
+/// The typographic quotes a word processor writes, opening and closing:
+/// `“…”`, `‘…’`, `«…»`, `„…“`.
+const TYPOGRAPHIC_QUOTES: [(&str, &str); 4] = [
+    ("\u{201C}", "\u{201D}"),
+    ("\u{2018}", "\u{2019}"),
+    ("\u{AB}", "\u{BB}"),
+    ("\u{201E}", "\u{201C}"),
+];
+
+/// `"…"` or `'…'` → `…` (one pair of matching quotes), and a pair of
+/// [`TYPOGRAPHIC_QUOTES`] (left on, `“evil.example”` was the host
+/// `xn--evil-996a.xn--example-…`, which nothing visits).
 pub(super) fn unquote(text: &[u8]) -> Option<&[u8]> {
     let (&open, rest) = text.split_first()?;
-    let (&close, inner) = rest.split_last()?;
-    (matches!(open, b'"' | b'\'') && open == close).then_some(inner)
+    if open.is_ascii() {
+        let (&close, inner) = rest.split_last()?;
+        return (matches!(open, b'"' | b'\'') && open == close).then_some(inner);
+    }
+    TYPOGRAPHIC_QUOTES
+        .iter()
+        .find_map(|(open, close)| text.strip_prefix(open.as_bytes())?.strip_suffix(close.as_bytes()))
 }
