@@ -93,7 +93,10 @@ fn adblock_rule(line: &[u8]) -> Result<AdblockRule<'_>, &'static str> {
         None => (rule, Separator::No),
     };
     let (rule, anchored_host) = match rule.strip_prefix(b"||") {
-        Some(r) => (r, true),
+        // `||*.a.example^`, every subdomain of `a.example`: listed
+        // host-wide, as a `domains` list's `*.a.example` is (the name
+        // itself too, which a host-wide expression cannot leave out).
+        Some(r) => (r.strip_prefix(b"*.").unwrap_or(r), true),
         None => (rule.strip_prefix(b"|").unwrap_or(rule), false),
     };
     if rule.is_empty() || rule.contains(&b'*') || rule.starts_with(b"/") {
@@ -444,7 +447,7 @@ mod tests {
     /// comment, not a rule refused as `not a host name`.
     #[test]
     fn regression_a_trailing_wildcard_is_read_as_the_rule_without_it() {
-        let text = b"[Adblock Plus 2.0]\n[uBlock Origin]\n||evil.example^*\n||files.example/a*\n||b.example/p/**\n||*\n||c*.example^\n||d.example/*/x\n";
+        let text = b"[Adblock Plus 2.0]\n[uBlock Origin]\n||evil.example^*\n||files.example/a*\n||b.example/p/**\n||*\n||c*.example^\n||d.example/*/x\n||*.wild.example^\n";
         let (out, report) = collect(text, SourceFormat::AdblockHosts);
         assert_eq!(
             out,
@@ -453,6 +456,7 @@ mod tests {
                 "files.example/a",
                 "files.example/a/",
                 "b.example/p/",
+                "wild.example/",
             ]),
             "{report:?}"
         );

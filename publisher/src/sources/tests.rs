@@ -334,7 +334,9 @@ fn rejection_reasons_are_true_for_the_line() {
         (SourceFormat::Domains, b"*.", reason::EMPTY_HOST_NAME),
         (SourceFormat::Domains, b"..", reason::EMPTY_HOST_NAME),
         (SourceFormat::AdblockHosts, b"@@||ok.example^", reason::ADBLOCK_EXCEPTION),
-        (SourceFormat::AdblockHosts, b"||*.ads^", reason::ADBLOCK_NOT_HOST_OR_URL),
+        // Every subdomain of a top-level domain: refused as one.
+        (SourceFormat::AdblockHosts, b"||*.ads^", reason::PUBLIC_SUFFIX_ICANN),
+        (SourceFormat::AdblockHosts, b"||*^", reason::ADBLOCK_NOT_HOST_OR_URL),
         (SourceFormat::Sha256, b"not-hex", reason::NOT_SHA256),
     ] {
         let shown = line.escape_ascii().to_string();
