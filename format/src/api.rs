@@ -325,6 +325,13 @@ pub struct BuildStatus {
     /// tab-separated column, a trailing comment, a space inside a URL.
     #[serde(default)]
     pub cleaned_by_kind: std::collections::BTreeMap<String, u64>,
+    /// Domain entries (host-wide) on a name of more than five labels
+    /// (`a.b.c.d.evil.example`): an agent checks a URL's host and the
+    /// suffixes of its last five labels (Safe Browsing, "Suffix/Prefix
+    /// Expressions"), so each blocks its own host, not its subdomains.
+    /// Listed all the same.
+    #[serde(default)]
+    pub host_wide_too_deep: u64,
     /// What the list's allowlists read and removed.
     #[serde(default)]
     pub allow: AllowStatus,

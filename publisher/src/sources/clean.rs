@@ -48,6 +48,9 @@ pub(super) struct Cleaned<'a> {
     /// of the module docs). Empty for almost every line.
     pub(super) more: Vec<&'a [u8]>,
     pub(super) cuts: Cuts,
+    /// Why the line is rejected before any reading (`urls`: a URL that
+    /// cannot be told apart from the columns after it).
+    pub(super) refused: Option<&'static str>,
 }
 
 /// Whether `format` is read line by line (else a CSV value or JSON string).
@@ -125,6 +128,7 @@ pub(super) fn clean_entry(format: SourceFormat, mut text: &[u8], mut cuts: Cuts)
         text,
         more: Vec::new(),
         cuts,
+        refused: None,
     })
 }
 

@@ -202,6 +202,19 @@ mod tests {
     use crate::sources::tests::{collect, hashes, read_one};
     use crate::sources::{cleaned, reason};
 
+    /// A domain entry of more than five labels blocks its own host only
+    /// (an agent reads host suffixes from a URL's last five labels): listed,
+    /// and counted so that the build says so. Real names of urlhaus-filter.
+    #[test]
+    fn a_domain_entry_deeper_than_agents_look_is_counted() {
+        let text = b"login.new.test.application.hacsp.com\nmsoftdatastore.z22.web.core.windows.net\na.b.c.evil.example\n1.2.3.4\n";
+        for format in [SourceFormat::Domains, SourceFormat::AdblockHosts] {
+            let (out, report) = collect(text, format);
+            assert_eq!(out.len(), 4, "{format:?} {report:?}");
+            assert_eq!(report.host_wide_too_deep, 2, "{format:?} {report:?}");
+        }
+    }
+
     /// A defanged name (`evil[.]example`) was refused as `not a host
     /// name` in every domain format, where a `urls` line reads it as the
     /// host it stands for: it is that host, in each of them (a `json`

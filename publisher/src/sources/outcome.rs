@@ -47,6 +47,11 @@ pub mod reason {
     pub const DELIMITER_IN_HOST: &str = "host holds a URL delimiter once unescaped, which browsers reject";
     /// A canonicalization error this version does not know.
     pub const NOT_A_URL: &str = "not a URL";
+    /// `urls`: a URL with no path, then white space and an `@` before any
+    /// path (`https://evil.example spoof@bank.example`): the line is that
+    /// URL and columns, or one URL whose user name runs to the `@`, and
+    /// either host listed host-wide may be one the line does not name.
+    pub const AMBIGUOUS_USER_NAME: &str = "URL followed after a space by an @ (an e-mail address, or the URL's own user name?): neither host is listed";
     /// A URL's host holds `|` or `^`, which the URL Standard forbids in a
     /// host (forbidden host code points): no browser visits such a URL, so
     /// its expression matches no browser's check. Adblock syntax read as a URL
@@ -147,7 +152,18 @@ pub struct ParseReport {
     /// Entry lines read differently from their raw bytes, by what was
     /// removed (see [`cleaned`]); a line can count under several kinds.
     pub cleaned: BTreeMap<String, u64>,
+    /// Domain entries (host-wide, `host/`) on a name of more than
+    /// [`AGENT_HOST_LABELS`] labels (`a.b.c.d.evil.example`): an agent checks
+    /// a URL's exact host and the suffixes of its last five labels (Safe
+    /// Browsing, "Suffix/Prefix Expressions"), so such an entry blocks that
+    /// host alone, not its subdomains as a `hosts` or adblock list means.
+    /// Listed all the same; counted so that the build says so.
+    pub host_wide_too_deep: u64,
 }
+
+/// The most labels of a URL's host an agent reads host suffixes from
+/// (Safe Browsing: "the last five components").
+pub(super) const AGENT_HOST_LABELS: usize = 5;
 
 impl ParseReport {
     /// Total rejected lines.
@@ -174,6 +190,7 @@ impl ParseReport {
         for (k, v) in &other.cleaned {
             *self.cleaned.entry(k.clone()).or_default() += v;
         }
+        self.host_wide_too_deep += other.host_wide_too_deep;
         for s in &other.samples {
             if self.samples.len() < REJECT_SAMPLES {
                 self.samples.push(s.clone());

@@ -30,6 +30,10 @@ pub(super) fn read_line_with(format: SourceFormat, raw: &[u8], v: &mut impl Visi
     for kind in line.cuts.kinds() {
         v.cleaned(kind);
     }
+    if let Some(reason) = line.refused {
+        v.rejected(line.text, reason);
+        return true;
+    }
     match format {
         SourceFormat::Urls => read_url_line(&line, v),
         SourceFormat::Csv => read_url(line.text, v),

@@ -38,6 +38,7 @@ pub(super) fn clean_url_line(text: &[u8], mut cuts: Cuts) -> Option<Cleaned<'_>>
             text,
             more: Vec::new(),
             cuts,
+            refused: None,
         });
     }
     let (mut fields, comment) = url_fields(text);
@@ -89,6 +90,7 @@ pub(super) fn clean_url_line(text: &[u8], mut cuts: Cuts) -> Option<Cleaned<'_>>
         chosen.extend(pick);
     }
     let mut readings: Vec<&[u8]> = Vec::new();
+    let mut refused = None;
     let mut used = 0;
     // A host alone is read cut before columns only as the line's one URL:
     // beside another (`https://www.bank.example (phish:
@@ -113,21 +115,28 @@ pub(super) fn clean_url_line(text: &[u8], mut cuts: Cuts) -> Option<Cleaned<'_>>
             }
             continue;
         }
-        // Unquoted fields joined to this one by spaces may belong to it, up
-        // to an e-mail address, which is a column.
+        // Unquoted fields joined to this one by spaces may belong to it.
         let next_chosen = chosen.get(n + 1).copied().unwrap_or(fields.len());
         let mut last = i;
-        while last + 1 < next_chosen
-            && fields
-                .get(last + 1)
-                .is_some_and(|f| f.after_spaces && !f.quoted && !is_email_column(f.text))
-        {
+        while last + 1 < next_chosen && fields.get(last + 1).is_some_and(|f| f.after_spaces && !f.quoted) {
             last += 1;
         }
         used += last - i;
         let Some(end) = fields.get(last) else { continue };
         if last == i {
             readings.push(field.text);
+            continue;
+        }
+        let written = text.get(field.start..end.end).unwrap_or(field.text);
+        // A URL with no path, then an `@` after the space before any path
+        // (`https://evil.example spoof@bank.example`): the line is that URL
+        // and columns (an e-mail address), or one URL whose user name runs
+        // to the `@` (browsers visit `bank.example`). Either host listed
+        // host-wide may be one the line does not name: neither is (unless
+        // brackets make it one URL: `<http://a.example x@b.example>`).
+        let wrapped_here = wrapper.is_some_and(|(at, _)| at == i);
+        if !wrapped_here && !cuts_after_host(field.text) && user_name_across_space(written) {
+            refused.get_or_insert(reason::AMBIGUOUS_USER_NAME);
             continue;
         }
         // The field alone when the space falls after the host, or when
@@ -147,7 +156,6 @@ pub(super) fn clean_url_line(text: &[u8], mut cuts: Cuts) -> Option<Cleaned<'_>>
         } else {
             cuts.0 |= Cuts::SPACE_IN_HOST;
         }
-        let written = text.get(field.start..end.end).unwrap_or(field.text);
         // The wrapper's closing bracket, when it ends the last field joined.
         let written = match wrapper.filter(|&(at, _)| at == i) {
             Some((_, close)) if closes(written, close) => {
@@ -172,11 +180,20 @@ pub(super) fn clean_url_line(text: &[u8], mut cuts: Cuts) -> Option<Cleaned<'_>>
         readings.push(inner);
     }
     let mut readings = readings.into_iter();
-    let first = readings.next()?;
+    let Some(first) = readings.next() else {
+        // A line whose only URL was refused: rejected for that reason.
+        return refused.map(|reason| Cleaned {
+            text,
+            more: Vec::new(),
+            cuts,
+            refused: Some(reason),
+        });
+    };
     Some(Cleaned {
         text: first,
         more: readings.collect(),
         cuts,
+        refused: None,
     })
 }
 
@@ -318,48 +335,19 @@ fn only_columns_follow<'a>(url: &[u8], fields: impl Iterator<Item = &'a [u8]>) -
     true
 }
 
-/// Whether `field` is an e-mail address (`abuse@cert.example`; in
-/// brackets or before punctuation too: `<a@b.example>`, `a@b.example),`):
-/// a column of the line (a reporter, a contact), never the end of a URL's
-/// user name. Read as one, `http://evil.example 2020-01-01
-/// spoof@bank.example` named the host `bank.example` (its user name
-/// `evil.example 2020-01-01 spoof`), listing the address's domain
-/// host-wide and missing `evil.example`. Decided: a URL written with a
-/// raw space in its user name before such an address (`http://bank.example
-/// x@evil.example`, which a browser would send to `evil.example` with the
-/// space escaped) is not what a feed writes; a feed records a URL as
-/// requested, its spaces escaped. An `@` field that is no address
-/// (`(x)@evil.example/`, `@1.2.3.4`) still keeps the line from being cut
-/// ([`only_columns_follow`]).
-fn is_email_column(field: &[u8]) -> bool {
-    let open = field
-        .iter()
-        .take_while(|b| matches!(b, b'(' | b'<' | b'['))
-        .count();
-    let close = field
-        .iter()
-        .rev()
-        .take_while(|b| matches!(b, b')' | b'>' | b']' | b',' | b';' | b'.'))
-        .count();
-    let Some(address) = field.get(open..field.len().saturating_sub(close)) else {
-        return false;
+/// Whether URL text `written` (a URL field and the fields joined to it
+/// by spaces) holds an `@` in its authority: its host would be read after
+/// it, from a field after the space.
+fn user_name_across_space(written: &[u8]) -> bool {
+    let authority = match memchr::memmem::find(written, b"://") {
+        Some(at) if has_scheme(written) => written.get(at + 3..).unwrap_or_default(),
+        _ => written,
     };
-    let Some(at) = memchr::memchr(b'@', address) else {
-        return false;
-    };
-    let (local, domain) = (&address[..at], &address[at + 1..]);
-    let labels_ok = domain
-        .split(|&b| b == b'.')
-        .all(|label| !label.is_empty() && label.iter().all(|&b| b.is_ascii_alphanumeric() || b == b'-'));
-    let tld = domain.rsplit(|&b| b == b'.').next().unwrap_or_default();
-    !local.is_empty()
-        && local
-            .iter()
-            .all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'%' | b'+' | b'-'))
-        && domain.contains(&b'.')
-        && labels_ok
-        && tld.len() >= 2
-        && tld.iter().all(u8::is_ascii_alphabetic)
+    let end = authority
+        .iter()
+        .position(|b| matches!(b, b'/' | b'\\' | b'?' | b'#'))
+        .unwrap_or(authority.len());
+    authority.get(..end).is_some_and(|a| a.contains(&b'@'))
 }
 
 /// Brackets and quotes that wrap a URL, opening and closing: ASCII ones,
@@ -776,77 +764,70 @@ mod tests {
         }
     }
 
-    /// An e-mail address after a host-only URL (a reporter's column) made
-    /// the line read as written only, a URL whose user name ran to the
-    /// address's `@`: `https://alibaba666.bet spoof@paypal.com` listed
-    /// `paypal.com/` host-wide and missed `alibaba666.bet`. The address is a
-    /// column; an `@` that is no address still keeps the line from being
-    /// cut (the reviewers' lines above).
+    /// An `@` after a space behind a URL with no path made the line read
+    /// as one URL whose user name ran to the `@`:
+    /// `https://alibaba666.bet spoof@paypal.com` listed `paypal.com/`
+    /// host-wide (an e-mail column). Reading the e-mail as a column instead
+    /// let `http://www.paypal.com x@evil.example` (which a browser sends to
+    /// `evil.example`) list `www.paypal.com/`. Neither host is listed: the
+    /// line is refused, counted by that reason.
     #[test]
-    fn regression_an_email_address_after_a_url_is_a_column() {
-        for (line, listed) in [
-            (&b"https://alibaba666.bet spoof@paypal.com"[..], "alibaba666.bet/"),
+    fn regression_an_at_sign_after_a_url_with_no_path_refuses_the_line() {
+        let listed = [
+            "paypal.com/",
+            "www.paypal.com/",
+            "abuse.example/",
+            "cert.example/",
+            "registrar.example/",
+            "bank.example/",
+            "evil.example/",
+        ];
+        for line in [
+            &b"https://alibaba666.bet spoof@paypal.com"[..],
+            b"https://evil.example 2020-01-01 phishing@abuse.example",
+            b"https://evil.example 2020-01-01 mailto:abuse@cert.example",
+            b"https://evil.example reporter:spoof@paypal.com",
+            b"evil.example - abuse@registrar.example",
+            b"http://www.paypal.com x@evil.example",
+            "http://www.paypal.com\u{a0}x@evil.example".as_bytes(),
+            "http://www.paypal.com\u{3000}x@evil.example".as_bytes(),
+            b"http://bank.example (x)@evil.example/",
+            b"http://bank.example - x@evil.example/",
+        ] {
+            let shown = line.escape_ascii().to_string();
+            assert_eq!(
+                exprs(SourceFormat::Urls, line),
+                Err(reason::AMBIGUOUS_USER_NAME),
+                "{shown}"
+            );
+            let (out, report) = collect(line, SourceFormat::Urls);
+            assert!(out.is_empty(), "{shown}");
+            assert_eq!(report.rejected[reason::AMBIGUOUS_USER_NAME], 1, "{shown}");
+        }
+        // A path before the space: the `@` is in the path either way, and
+        // the line is read cut and whole, as before.
+        for (line, expected) in [
             (
-                b"https://alibaba666.bet 2024-05-01 phishing@abuse.example",
-                "alibaba666.bet/",
-            ),
-            (
-                b"http://evil.example (reported by john@x.example)",
-                "evil.example/",
-            ),
-            (b"evil.example - abuse@registrar.example", "evil.example/"),
-            (
-                b"http://evil.example 2020-01-01 <abuse@cert.example>,",
-                "evil.example/",
+                &b"http://evil.example/verify.php?email= john@bank.example"[..],
+                &[
+                    "evil.example/verify.php?email=",
+                    "evil.example/verify.php?email=%20john@bank.example",
+                ][..],
             ),
             (
                 b"http://evil.example/p 2020-01-01 spoof@paypal.com",
-                "evil.example/p",
+                &["evil.example/p", "evil.example/p%202020-01-01%20spoof@paypal.com"],
             ),
         ] {
             let got = exprs(SourceFormat::Urls, line).unwrap();
-            assert!(
-                got.iter().any(|e| e == listed),
-                "{}: {got:?}",
-                line.escape_ascii()
-            );
-            assert!(
-                got.iter().all(|e| ![
-                    "paypal.com/",
-                    "abuse.example/",
-                    "x.example)/",
-                    "x.example/",
-                    "registrar.example/",
-                    "cert.example/"
-                ]
-                .contains(&e.as_str())),
-                "{}: {got:?}",
-                line.escape_ascii()
-            );
-            assert!(
-                read_line(SourceFormat::Urls, line)
-                    .cleaned
-                    .contains(&cleaned::COLUMN)
-            );
+            assert_eq!(got, expected, "{}", line.escape_ascii());
+            assert!(got.iter().all(|e| !listed.contains(&e.as_str())));
         }
-        // Words before the address: neither the host alone nor the
-        // address's domain (the line is refused, counted).
-        let got = exprs(
-            SourceFormat::Urls,
-            b"http://evil.example phishing spoof@paypal.com",
-        )
-        .unwrap_or_default();
-        assert!(got.iter().all(|e| e != "paypal.com/"), "{got:?}");
-        for no in [
-            &b"(x)@evil.example/"[..],
-            b"@1.2.3.4",
-            b"x@evil.example/",
-            b"x@1.2.3.4",
-            b"x@evil",
-            b"a@b@c.example",
-        ] {
-            assert!(!super::is_email_column(no), "{}", no.escape_ascii());
-        }
+        // Brackets make it one URL: as a browser reads it.
+        assert_eq!(
+            exprs(SourceFormat::Urls, b"<http://www.paypal.com x@evil.example>"),
+            Ok(vec!["evil.example/".to_owned()])
+        );
     }
 
     /// A URL in `<…>` or `(…)`, or after a quote nothing closes, is read

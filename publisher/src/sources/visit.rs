@@ -1,8 +1,8 @@
 //! What receives what reading a line finds: the build's [`Reader`] counts
 //! and hashes it, [`Collect`] keeps it for [`read_line`](super::read_line).
 
-use super::entry::Read;
-use super::outcome::{EntryOutcome, LineOutcome, ParseReport};
+use super::entry::{Entry, Read};
+use super::outcome::{AGENT_HOST_LABELS, EntryOutcome, LineOutcome, ParseReport};
 use super::sink::EntrySink;
 
 /// Receives what reading a line finds: the build's [`Reader`] counts and
@@ -44,6 +44,14 @@ impl<S: EntrySink> Visit for Reader<'_, S> {
         for r in readings {
             r.entry.emit(self.sink);
         }
+        if let Some(Read {
+            entry: Entry::Expression(e),
+            ..
+        }) = readings.first()
+            && too_deep(e)
+        {
+            self.report.host_wide_too_deep += 1;
+        }
     }
 
     fn rejected(&mut self, text: &[u8], reason: &'static str) {
@@ -71,4 +79,11 @@ impl Visit for Collect {
             reason,
         });
     }
+}
+
+/// Whether the host-wide expression `e` (`host/`, a domain entry's) names
+/// a host of more labels than an agent reads suffixes from: dots, for an
+/// IP address has at most three.
+fn too_deep(e: &str) -> bool {
+    e.bytes().filter(|&b| b == b'.').count() >= AGENT_HOST_LABELS
 }

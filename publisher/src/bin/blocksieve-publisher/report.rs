@@ -72,6 +72,13 @@ pub(crate) fn print_summary<'a>(
             for (kind, count) in &r.parse.cleaned {
                 writeln!(out, "|   cleaned: {kind} | {count} |")?;
             }
+            if r.parse.host_wide_too_deep > 0 {
+                writeln!(
+                    out,
+                    "|   listed, its subdomains not covered: a domain entry of more than 5 labels (agents check a host's last 5) | {} |",
+                    r.parse.host_wide_too_deep
+                )?;
+            }
             let a = &r.allow;
             if !a.sources.is_empty() {
                 writeln!(
