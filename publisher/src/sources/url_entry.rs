@@ -166,12 +166,25 @@ pub(super) fn is_bare_ipv6(name: &[u8]) -> bool {
         && std::str::from_utf8(name).is_ok_and(|s| s.parse::<std::net::Ipv6Addr>().is_ok())
 }
 
+/// The bare IPv6 address a URL line starts with, when a path or nothing
+/// follows it (`2001:db8::1`, `2001:db8::1/login`). One byte compare for
+/// most lines (a scheme's letters stop it).
+fn bare_ipv6_host(line: &[u8]) -> Option<&[u8]> {
+    let len = line
+        .iter()
+        .take_while(|&&b| b.is_ascii_hexdigit() || b == b':' || b == b'.')
+        .count();
+    let host = line.get(..len)?;
+    (matches!(line.get(len), None | Some(b'/')) && is_bare_ipv6(host)).then_some(host)
+}
+
 pub(super) fn url_entry(line: &[u8]) -> Result<UrlEntry<'_>, &'static str> {
     // A bare IPv6 address (`2001:db8::1`, as indicator lists write one
     // beside URLs) is the host `[…]`; as written, a URL parser reads the
     // host `2001` with a port, and the entry would list another address.
-    if is_bare_ipv6(line) {
-        let first = url_canonical_owned(&[&b"["[..], line, b"]"].concat())?;
+    if let Some(host) = bare_ipv6_host(line) {
+        let path = line.get(host.len()..).unwrap_or_default();
+        let first = url_canonical_owned(&[&b"["[..], host, b"]", path].concat())?;
         let others = hex_ipv6_reading(&first).into_iter().collect();
         return Ok(UrlEntry { first, others });
     }
@@ -251,6 +264,7 @@ fn rarer_readings(
     let ipv6 = written.host_kind() == HostKind::Ipv6 && written.host().contains(&b'.');
     if (escaped && (defanged || ipv6) || defanged && ipv6)
         && let Some(r) = undone_reading(line)
+        && same_host(&r, written)
     {
         push_new(written, others, r);
     }
@@ -299,7 +313,17 @@ fn numeric_references_reading(line: &[u8], written: &CanonicalForm<'_>) -> Optio
         levels => decode_numeric_references(&decode_amp_levels(line, levels))?,
     };
     let url = url_canonical_owned(&decoded).ok()?;
-    (url.most_specific_expression() != written.most_specific_expression()).then_some(url)
+    (same_host(&url, written) && url.most_specific_expression() != written.most_specific_expression())
+        .then_some(url)
+}
+
+/// Whether `reading` is on the host `written` names (or on its hexadecimal
+/// form, [`hex_ipv6_host`]). A reading that decodes an artifact is listed
+/// only then: decoded, `user&#64;bank.example` is a user name and the host
+/// `bank.example`, which the line, whose host is `user&`, does not name.
+fn same_host(reading: &CanonicalForm<'_>, written: &CanonicalForm<'_>) -> bool {
+    reading.host() == written.host()
+        || hex_ipv6_host(written.host()).is_some_and(|hex| reading.host() == hex.as_bytes())
 }
 
 /// `line` with every well-formed numeric character reference (`&#` then
@@ -343,8 +367,24 @@ fn numeric_reference(text: &[u8]) -> Option<(char, usize)> {
         return None;
     }
     let value = u32::from_str_radix(std::str::from_utf8(number).ok()?, radix).ok()?;
-    let c = char::from_u32(value).filter(|&c| c != '\0')?;
+    let c = windows_1252(value).or_else(|| char::from_u32(value).filter(|&c| c != '\0'))?;
     Some((c, skip + len + 1))
+}
+
+/// The character HTML makes of a numeric reference to 0x80–0x9F (C1
+/// controls): the Windows-1252 one of that byte (HTML Standard,
+/// "numeric character reference end state"; `&#150;` is `–`); `None`
+/// for any other value, and for the five bytes Windows-1252 leaves
+/// undefined (kept as the control).
+fn windows_1252(value: u32) -> Option<char> {
+    const C1: [char; 32] = [
+        '\u{20AC}', '\u{81}', '\u{201A}', '\u{192}', '\u{201E}', '\u{2026}', '\u{2020}', '\u{2021}',
+        '\u{2C6}', '\u{2030}', '\u{160}', '\u{2039}', '\u{152}', '\u{8D}', '\u{17D}', '\u{8F}', '\u{90}',
+        '\u{2018}', '\u{2019}', '\u{201C}', '\u{201D}', '\u{2022}', '\u{2013}', '\u{2014}', '\u{2DC}',
+        '\u{2122}', '\u{161}', '\u{203A}', '\u{153}', '\u{9D}', '\u{17E}', '\u{178}',
+    ];
+    let index = usize::try_from(value.checked_sub(0x80)?).ok()?;
+    C1.get(index).copied()
 }
 
 /// For a defanged URL ([`refang`]) whose path or query holds defanged dots
@@ -762,8 +802,23 @@ mod tests {
             e(b"http://b.example/?x&amp;#61;1"),
             ["b.example/?x&", "b.example/?x&amp;", "b.example/?x=1"]
         );
-        // A character past ASCII, as a browser sends it.
+        // A character past ASCII, as a browser sends it; 0x80-0x9F as
+        // Windows-1252 (HTML).
         assert_eq!(e(b"http://c.example/&#233;"), ["c.example/&", "c.example/%C3%A9"]);
+        assert_eq!(
+            e(b"http://c.example/a&#150;b"),
+            ["c.example/a&", "c.example/a%E2%80%93b"]
+        );
+        assert_eq!(
+            e(b"http://c.example/a&#x81;b"),
+            ["c.example/a&", "c.example/a%C2%81b"]
+        );
+        // A reference that would move the host (`&#64;` is `@`): not read.
+        assert_eq!(
+            e(b"http://cassia.martins&#64;bank.example/"),
+            ["cassia.martins&/"]
+        );
+        assert_eq!(e(b"cassia.martins&#64;bank.example"), ["cassia.martins&/"]);
         // No reference: `&#` without digits and `;`, zero, a surrogate,
         // past U+10FFFF, more than 8 digits.
         for line in [
@@ -826,6 +881,11 @@ mod tests {
         assert_eq!(
             exprs(SourceFormat::Urls, b"2a01:4f8:c2c:1234::1").unwrap(),
             ["[2a01:4f8:c2c:1234::1]/"]
+        );
+        // With a path.
+        assert_eq!(
+            exprs(SourceFormat::Urls, b"2001:db8::1/login").unwrap(),
+            ["[2001:db8::1]/login"]
         );
         // Not an address: read as before.
         assert_eq!(
