@@ -543,7 +543,7 @@ fn may_be_defanged(line: &[u8]) -> bool {
 /// host holds brackets no browser accepts, and the entry would match
 /// nothing. Only the scheme and host are touched: a path or query keeps
 /// its brackets. `None` for every other line (one `memchr` for most).
-fn refang(line: &[u8]) -> Option<Vec<u8>> {
+pub(super) fn refang(line: &[u8]) -> Option<Vec<u8>> {
     if !may_be_defanged(line) {
         return None;
     }

@@ -6,7 +6,8 @@ use std::collections::HashSet;
 use super::clean::{Cleaned, Cuts};
 use super::entry::{Entry, Read};
 use super::outcome::reason;
-use super::url_entry::{DEFANGED_DOTS, has_scheme, read_url, url_entry, url_read};
+use super::scheme::strip_scheme_artifacts;
+use super::url_entry::{DEFANGED_DOTS, has_scheme, read_url, refang, url_entry, url_read};
 use super::visit::Visit;
 use super::white::{first_white, split_white, unquote, white_len};
 
@@ -135,7 +136,7 @@ pub(super) fn clean_url_line(text: &[u8], mut cuts: Cuts) -> Option<Cleaned<'_>>
         // host-wide may be one the line does not name: neither is (unless
         // brackets make it one URL: `<http://a.example x@b.example>`).
         let wrapped_here = wrapper.is_some_and(|(at, _)| at == i);
-        if !wrapped_here && !cuts_after_host(field.text) && user_name_across_space(written) {
+        if !wrapped_here && user_name_across_space(field.text, written) {
             refused.get_or_insert(reason::AMBIGUOUS_USER_NAME);
             continue;
         }
@@ -222,6 +223,11 @@ fn url_fields(text: &[u8]) -> (Vec<Field<'_>>, bool) {
     let mut fields = Vec::new();
     let mut i = 0;
     let mut spaces_only = true;
+    // Where a field opening with `"` (then `'`) was found to have no
+    // closing quote: none opening later has one either (its candidates are
+    // among the first's), so the line is not scanned to its end again for
+    // each (a hostile line of 200,000 `'"a ` took over a minute).
+    let mut unclosed: [Option<usize>; 2] = [None, None];
     while let Some(rest) = text.get(i..).filter(|r| !r.is_empty()) {
         let white = white_len(rest);
         if white > 0 {
@@ -236,7 +242,17 @@ fn url_fields(text: &[u8]) -> (Vec<Field<'_>>, bool) {
         }
         let after_spaces = spaces_only && !fields.is_empty();
         spaces_only = true;
-        if let Some(close) = closing_quote(rest) {
+        let quote = match rest.first() {
+            Some(b'"') => Some(0),
+            Some(b'\'') => Some(1),
+            _ => None,
+        };
+        let known_unclosed = quote.is_some_and(|q| unclosed[q].is_some_and(|from| from <= i));
+        let close = if known_unclosed { None } else { closing_quote(rest) };
+        if let (Some(q), None) = (quote, close) {
+            unclosed[q].get_or_insert(i);
+        }
+        if let Some(close) = close {
             fields.push(Field {
                 text: rest.get(1..close).unwrap_or_default(),
                 start: i,
@@ -335,19 +351,38 @@ fn only_columns_follow<'a>(url: &[u8], fields: impl Iterator<Item = &'a [u8]>) -
     true
 }
 
-/// Whether URL text `written` (a URL field and the fields joined to it
-/// by spaces) holds an `@` in its authority: its host would be read after
-/// it, from a field after the space.
-fn user_name_across_space(written: &[u8]) -> bool {
-    let authority = match memchr::memmem::find(written, b"://") {
-        Some(at) if has_scheme(written) => written.get(at + 3..).unwrap_or_default(),
-        _ => written,
-    };
-    let end = authority
+/// Whether URL field `url`, with no path, and the fields joined to it by
+/// spaces (`written`) hold an `@` in their authority: the host would be
+/// read after it, from a field after the space. Both are read as the
+/// build reads a URL: refanged, past a doubled scheme or extra slashes
+/// (`hxxps[:]//evil[.]example`, `https://https://…`, `http:\\…`).
+fn user_name_across_space(url: &[u8], written: &[u8]) -> bool {
+    let (_, path) = authority(&as_read(url));
+    !path && authority(&as_read(written)).0.contains(&b'@')
+}
+
+/// URL text as the build reads it ([`refang`], [`strip_scheme_artifacts`]).
+fn as_read(text: &[u8]) -> Vec<u8> {
+    let refanged = refang(text);
+    strip_scheme_artifacts(refanged.as_deref().unwrap_or(text)).to_vec()
+}
+
+/// The authority of URL text (past a scheme, `name:`, and any slashes or
+/// backslashes after it, as browsers skip them), and whether anything
+/// follows it (a path, query or fragment).
+fn authority(text: &[u8]) -> (&[u8], bool) {
+    let scheme = text
         .iter()
-        .position(|b| matches!(b, b'/' | b'\\' | b'?' | b'#'))
-        .unwrap_or(authority.len());
-    authority.get(..end).is_some_and(|a| a.contains(&b'@'))
+        .position(|&b| !(b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.')))
+        .filter(|&at| at > 0 && text.get(at) == Some(&b':'))
+        .map_or(0, |at| at + 1);
+    let rest = text.get(scheme..).unwrap_or_default();
+    let slashes = rest.iter().take_while(|&&b| b == b'/' || b == b'\\').count();
+    let rest = rest.get(slashes..).unwrap_or_default();
+    match rest.iter().position(|b| matches!(b, b'/' | b'\\' | b'?' | b'#')) {
+        Some(end) => (rest.get(..end).unwrap_or_default(), true),
+        None => (rest, false),
+    }
 }
 
 /// Brackets and quotes that wrap a URL, opening and closing: ASCII ones,
@@ -382,6 +417,10 @@ fn unwrap(field: &[u8]) -> Option<(&[u8], usize, &'static [u8])> {
     };
     let inner = field.get(open..)?;
     if matches!(close, b"\"" | b"'") && inner.contains(&close[0]) {
+        return None;
+    }
+    // A Markdown link, `[text](url)`, is no URL in brackets.
+    if close == b"]" && memchr::memmem::find(inner, b"](").is_some() {
         return None;
     }
     if !has_scheme(inner) {
@@ -793,6 +832,15 @@ mod tests {
             "http://www.paypal.com\u{3000}x@evil.example".as_bytes(),
             b"http://bank.example (x)@evil.example/",
             b"http://bank.example - x@evil.example/",
+            // Found by a review: the scheme as the build reads it
+            // (defanged, doubled, slashes browsers skip).
+            b"hxxps[:]//evil[.]example spoof@paypal.com",
+            b"hxxps[://]evil[.]example spoof@paypal.com",
+            b"https://https://evil.example spoof@paypal.com",
+            b"https:/evil.example spoof@paypal.com",
+            b"http:\\\\evil.example spoof@paypal.com",
+            b"https:///evil.example spoof@paypal.com",
+            b"//evil.example spoof@paypal.com",
         ] {
             let shown = line.escape_ascii().to_string();
             assert_eq!(
@@ -827,6 +875,22 @@ mod tests {
         assert_eq!(
             exprs(SourceFormat::Urls, b"<http://www.paypal.com x@evil.example>"),
             Ok(vec!["evil.example/".to_owned()])
+        );
+    }
+
+    /// A line of fields that open with a quote nothing closes scanned the
+    /// rest of the line for each (quadratic: 200,000 `'"a ` took over a
+    /// minute); once known unclosed, a quote is not looked for again.
+    #[test]
+    fn regression_unclosed_quotes_are_read_in_linear_time() {
+        let line = "'\"a ".repeat(200_000);
+        let started = std::time::Instant::now();
+        let _ = read_line(SourceFormat::Urls, line.as_bytes());
+        // About 0.1 s in a debug build; quadratic, minutes.
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(20),
+            "{:?}",
+            started.elapsed()
         );
     }
 
@@ -871,6 +935,12 @@ mod tests {
             "\u{201c}http://evil.example/login\u{201d} 2020-01-01".as_bytes(),
         );
         assert!(quoted.unwrap().contains(&"evil.example/login".to_owned()));
+        // A Markdown link is not a bracketed URL: not read as one.
+        let markdown = exprs(
+            SourceFormat::Urls,
+            b"[http://evil.example/login](http://evil.example/login)",
+        );
+        assert!(markdown.unwrap_or_default().iter().all(|e| !e.contains("](")));
         // A bracket that is part of the URL (an IPv6 host) stays.
         assert_eq!(
             exprs(SourceFormat::Urls, b"[http://[2001:db8::1]/x]"),
