@@ -47,6 +47,10 @@ pub mod reason {
     pub const DELIMITER_IN_HOST: &str = "host holds a URL delimiter once unescaped, which browsers reject";
     /// A canonicalization error this version does not know.
     pub const NOT_A_URL: &str = "not a URL";
+    /// `urls`, `csv`: an e-mail address (no `scheme://`, a user name, no
+    /// path): as a URL, its host would be the address's domain.
+    pub const EMAIL_ADDRESS: &str =
+        "an e-mail address (no scheme, a user name, no path), not a URL: its domain is not listed";
     /// `urls`: a URL with no path, then white space and an `@` before any
     /// path (`https://evil.example spoof@bank.example`): the line is that
     /// URL and columns, or one URL whose user name runs to the `@`, and

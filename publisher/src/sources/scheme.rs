@@ -89,6 +89,24 @@ fn strip_prefix_ignore_case<'a>(s: &'a [u8], prefix: &[u8]) -> Option<&'a [u8]> 
     head.eq_ignore_ascii_case(prefix).then_some(tail)
 }
 
+/// The authority of URL text (past a scheme, `name:`, and any slashes or
+/// backslashes after it, as browsers skip them), and whether anything
+/// follows it (a path, query or fragment).
+pub(super) fn authority(text: &[u8]) -> (&[u8], bool) {
+    let scheme = text
+        .iter()
+        .position(|&b| !(b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.')))
+        .filter(|&at| at > 0 && text.get(at) == Some(&b':'))
+        .map_or(0, |at| at + 1);
+    let rest = text.get(scheme..).unwrap_or_default();
+    let slashes = rest.iter().take_while(|&&b| b == b'/' || b == b'\\').count();
+    let rest = rest.get(slashes..).unwrap_or_default();
+    match rest.iter().position(|b| matches!(b, b'/' | b'\\' | b'?' | b'#')) {
+        Some(end) => (rest.get(..end).unwrap_or_default(), true),
+        None => (rest, false),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -6,7 +6,7 @@ use blocksieve_format::{CanonError, CanonicalForm, HostKind, canonicalize, canon
 use super::breadth::{is_host_wide, too_broad};
 use super::entry::{Entry, Read, UrlEntry, most_specific};
 use super::outcome::reason;
-use super::scheme::strip_scheme_artifacts;
+use super::scheme::{authority, strip_scheme_artifacts};
 use super::visit::Visit;
 
 /// A URL canonicalized, checked to have an expression and not to block too
@@ -166,6 +166,15 @@ pub(super) fn is_bare_ipv6(name: &[u8]) -> bool {
         && std::str::from_utf8(name).is_ok_and(|s| s.parse::<std::net::Ipv6Addr>().is_ok())
 }
 
+/// Whether URL text `line` is an e-mail address: no `scheme://`, a user
+/// name and no path (`spoof@bank.example`, a phishing sender's address in
+/// a URL list). Read as a URL it is the host after the `@`, which would be
+/// listed host-wide: the address's domain, not a page the line names.
+fn is_email_address(line: &[u8]) -> bool {
+    let (authority, path) = authority(line);
+    !has_scheme(line) && !path && authority.contains(&b'@')
+}
+
 /// The bare IPv6 address a URL line starts with, when a path or nothing
 /// follows it (`2001:db8::1`, `2001:db8::1/login`). One byte compare for
 /// most lines (a scheme's letters stop it).
@@ -190,6 +199,11 @@ pub(super) fn url_entry(line: &[u8]) -> Result<UrlEntry<'_>, &'static str> {
     }
     let defanged = may_be_defanged(line);
     let written = url_canonical_as(line, defanged)?;
+    // (A line canonical as written has no user name: only others are
+    // looked at.)
+    if matches!(written, CanonicalForm::Built(_)) && is_email_address(line) {
+        return Err(reason::EMAIL_ADDRESS);
+    }
     let mut others = Vec::new();
     others.extend(hex_ipv6_reading(&written));
     if defanged {
@@ -864,6 +878,38 @@ mod tests {
             distinct.dedup();
             assert_eq!(distinct.len(), listed.len(), "{listed:?}");
         }
+    }
+
+    /// An e-mail address on a URL line (`spoof@paypal.com`, or beside a
+    /// column: `1.2.3.4 spoof@paypal.com`) was read as a URL whose host is
+    /// the address's domain: `paypal.com/` listed host-wide. Refused.
+    #[test]
+    fn regression_an_email_address_is_not_a_url() {
+        for line in [
+            &b"spoof@paypal.com"[..],
+            b"1.2.3.4 spoof@paypal.com",
+            b"2020-01-01\tspoof@paypal.com",
+        ] {
+            assert_eq!(
+                exprs(SourceFormat::Urls, line),
+                Err(reason::EMAIL_ADDRESS),
+                "{}",
+                line.escape_ascii()
+            );
+        }
+        assert_eq!(
+            exprs(SourceFormat::Csv, b"spoof@paypal.com"),
+            Err(reason::EMAIL_ADDRESS)
+        );
+        // A user name with a scheme, or before a path, is a URL's.
+        assert_eq!(
+            exprs(SourceFormat::Urls, b"http://spoof@evil.example").unwrap(),
+            ["evil.example/"]
+        );
+        assert_eq!(
+            exprs(SourceFormat::Urls, b"paypal.com@evil.example/login").unwrap(),
+            ["evil.example/login"]
+        );
     }
 
     /// A bare IPv6 address in a `urls` line (`2001:db8::1`) listed the

@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use super::clean::{Cleaned, Cuts};
 use super::entry::{Entry, Read};
 use super::outcome::reason;
-use super::scheme::strip_scheme_artifacts;
+use super::scheme::{authority, strip_scheme_artifacts};
 use super::url_entry::{DEFANGED_DOTS, has_scheme, read_url, refang, url_entry, url_read};
 use super::visit::Visit;
 use super::white::{first_white, split_white, unquote, white_len};
@@ -365,24 +365,6 @@ fn user_name_across_space(url: &[u8], written: &[u8]) -> bool {
 fn as_read(text: &[u8]) -> Vec<u8> {
     let refanged = refang(text);
     strip_scheme_artifacts(refanged.as_deref().unwrap_or(text)).to_vec()
-}
-
-/// The authority of URL text (past a scheme, `name:`, and any slashes or
-/// backslashes after it, as browsers skip them), and whether anything
-/// follows it (a path, query or fragment).
-fn authority(text: &[u8]) -> (&[u8], bool) {
-    let scheme = text
-        .iter()
-        .position(|&b| !(b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.')))
-        .filter(|&at| at > 0 && text.get(at) == Some(&b':'))
-        .map_or(0, |at| at + 1);
-    let rest = text.get(scheme..).unwrap_or_default();
-    let slashes = rest.iter().take_while(|&&b| b == b'/' || b == b'\\').count();
-    let rest = rest.get(slashes..).unwrap_or_default();
-    match rest.iter().position(|b| matches!(b, b'/' | b'\\' | b'?' | b'#')) {
-        Some(end) => (rest.get(..end).unwrap_or_default(), true),
-        None => (rest, false),
-    }
 }
 
 /// Brackets and quotes that wrap a URL, opening and closing: ASCII ones,
