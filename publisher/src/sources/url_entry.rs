@@ -171,8 +171,11 @@ pub(super) fn is_bare_ipv6(name: &[u8]) -> bool {
 /// a URL list). Read as a URL it is the host after the `@`, which would be
 /// listed host-wide: the address's domain, not a page the line names.
 fn is_email_address(line: &[u8]) -> bool {
-    let (authority, path) = authority(line);
-    !has_scheme(line) && !path && authority.contains(&b'@')
+    // Most lines have a scheme: nothing else is looked at.
+    !has_scheme(line) && {
+        let (authority, path) = authority(line);
+        !path && authority.contains(&b'@')
+    }
 }
 
 /// The bare IPv6 address a URL line starts with, when a path or nothing
