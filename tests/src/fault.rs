@@ -376,9 +376,10 @@ impl HeldWrites {
     }
 }
 
-/// Forwards one request to `upstream` as sent (but for the `dropped`
-/// headers and `Host`), and its answer back.
-async fn relay(
+/// Forwards one request to the S3 API server at `upstream` as sent (but
+/// for the `dropped` headers and `Host`), and its answer back: the part
+/// every store proxy of the tests shares.
+pub async fn relay(
     client: &reqwest::Client,
     upstream: &str,
     (method, uri, mut headers, body): (Method, Uri, HeaderMap, Bytes),
@@ -406,7 +407,11 @@ async fn relay(
 }
 
 /// Serves `app` on 127.0.0.1:0: where it listens.
-async fn serve_proxy(app: Router) -> SocketAddr {
+///
+/// # Panics
+///
+/// When no port can be bound.
+pub async fn serve_proxy(app: Router) -> SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("local addr");
     tokio::spawn(async move {

@@ -9,13 +9,14 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use axum::body::Bytes;
-use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
-use axum::response::{IntoResponse, Response};
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::response::IntoResponse;
 use axum::routing::get;
 use blocksieve_format::FullHash;
 use blocksieve_publisher::internal::storage::{generate_signing_key, write_key_pair};
 use blocksieve_publisher::{Config, Error, Publisher, SourceConfig, SourceFormat};
 use blocksieve_tests::config;
+use blocksieve_tests::fault::{relay, serve_proxy};
 use blocksieve_tests::moto::{Moto, store_options_at};
 use tokio::sync::Notify;
 
@@ -35,8 +36,8 @@ struct StoreFaults {
 /// A proxy in front of the S3 server at `upstream` applying `faults`.
 async fn store_proxy(upstream: String, faults: Arc<StoreFaults>) -> SocketAddr {
     let client = reqwest::Client::new();
-    let app = axum::Router::new().fallback(
-        move |method: Method, uri: Uri, mut headers: HeaderMap, body: Bytes| {
+    let app =
+        axum::Router::new().fallback(move |method: Method, uri: Uri, headers: HeaderMap, body: Bytes| {
             let (upstream, client, faults) = (upstream.clone(), client.clone(), faults.clone());
             async move {
                 let path = uri.path().to_owned();
@@ -56,30 +57,10 @@ async fn store_proxy(upstream: String, faults: Arc<StoreFaults>) -> SocketAddr {
                     faults.sources_put_held.fetch_add(1, Ordering::SeqCst);
                     released.await;
                 }
-                headers.remove(header::HOST);
-                let target = uri.path_and_query().map_or("/", |p| p.as_str());
-                let request = client
-                    .request(method, format!("{upstream}{target}"))
-                    .headers(headers)
-                    .body(body);
-                let Ok(answer) = request.send().await else {
-                    return StatusCode::BAD_GATEWAY.into_response();
-                };
-                let (status, mut headers) = (answer.status(), answer.headers().clone());
-                let Ok(bytes) = answer.bytes().await else {
-                    return StatusCode::BAD_GATEWAY.into_response();
-                };
-                headers.remove(header::TRANSFER_ENCODING);
-                let mut response: Response = (status, bytes).into_response();
-                response.headers_mut().extend(headers);
-                response
+                relay(&client, &upstream, (method, uri, headers, body), &[]).await
             }
-        },
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    addr
+        });
+    serve_proxy(app).await
 }
 
 struct Setup {
