@@ -258,8 +258,8 @@ pub(super) fn url_entry(line: &[u8]) -> Result<UrlEntry<'_>, &'static str> {
     Ok(UrlEntry { first, others })
 }
 
-/// The readings of a URL line with `&amp;`, `&#` or a defanged form
-/// (`found`: which), added to `others` when new: its HTML numeric character
+/// The readings of a URL line with `&amp;`, `&#` or a defanged form (the
+/// three flags: which of them), added to `others` when new: its HTML numeric character
 /// references decoded ([`numeric_references_reading`]), and, for a line
 /// with two artifacts the readings undo one at a time (a defanged URL with
 /// `&amp;`, an embedded-IPv4 host with a defanged path), all of them undone
@@ -323,8 +323,7 @@ fn undone_reading(line: &[u8]) -> Option<CanonicalForm<'static>> {
 /// reference to no character (zero, a surrogate, past U+10FFFF) is left
 /// as written; `&#` without digits and `;` (`?a=1&#top`) is no reference.
 fn numeric_references_reading(line: &[u8], written: &CanonicalForm<'_>) -> Option<CanonicalForm<'static>> {
-    // Every reference holds a `#`, which most lines do not.
-    memchr::memchr(b'#', line)?;
+    // (Its caller looks for `&#`, or `&amp;` and a `#`, first.)
     let decoded = match deepest_amp_run(line) {
         0 => decode_numeric_references(line)?,
         levels => decode_numeric_references(&decode_amp_levels(line, levels))?,
