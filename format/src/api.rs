@@ -332,6 +332,14 @@ pub struct BuildStatus {
     /// Listed all the same.
     #[serde(default)]
     pub host_wide_too_deep: u64,
+    /// Adblock URL rules that also stand for the URLs under their path
+    /// (`||evil.example/a/b/c/d^`) where that directory is more than three
+    /// levels deep: an agent checks a URL's exact path and its first four
+    /// directory prefixes, `/` included (Safe Browsing, "Suffix/Prefix
+    /// Expressions"), so each blocks its own URL and directory, not the
+    /// pages under it. Listed all the same.
+    #[serde(default)]
+    pub directory_too_deep: u64,
     /// What the list's allowlists read and removed.
     #[serde(default)]
     pub allow: AllowStatus,

@@ -103,6 +103,7 @@ impl Publisher {
             rejected_samples: parse.map(|p| p.samples.clone()).unwrap_or_default(),
             cleaned_by_kind: parse.map(|p| p.cleaned.clone()).unwrap_or_default(),
             host_wide_too_deep: parse.map_or(0, |p| p.host_wide_too_deep),
+            directory_too_deep: parse.map_or(0, |p| p.directory_too_deep),
             allow: statuses.as_ref().map(|s| s.1.clone()).unwrap_or_default(),
             sources: statuses.map(|s| s.0.to_vec()).unwrap_or_default(),
             sizing: outcome.report.as_ref().map(|r| r.sizing.clone()),

@@ -1,10 +1,11 @@
 //! The `adblock_hosts` format: adblock network rules that name a host or a
 //! URL.
 
+use super::entry::Entry;
 use super::hosts::read_domain;
 use super::outcome::reason;
 use super::url_entry::{url_entry, url_read};
-use super::visit::Visit;
+use super::visit::{Visit, directory_too_deep};
 
 /// What an adblock rule blocks.
 enum AdblockRule<'a> {
@@ -275,18 +276,28 @@ pub(super) fn read_adblock(line: &[u8], v: &mut impl Visit) {
             // the end without `^` (`|http://a.example/p|`: that URL only),
             // a path that already ends in `/`, nor one with a query (its
             // `^` can only match the query's own separators or its end).
-            let under = separator == Separator::Yes || end == End::Open;
-            let directory =
-                (under && !url.ends_with(b"/") && !url.contains(&b'?')).then(|| [url, b"/"].concat());
+            let under = (separator == Separator::Yes || end == End::Open) && !url.contains(&b'?');
+            let directory = (under && !url.ends_with(b"/")).then(|| [url, b"/"].concat());
             let read = v.canonicalizing(|| {
                 let entry = url_entry(url)?;
                 let under = directory.as_deref().map(|d| url_entry(d).map(|e| url_read(d, e)));
                 Ok((url_read(url, entry), under.transpose()?))
             });
-            match read {
-                Ok((read, None)) => v.accepted(&[read]),
-                Ok((read, Some(under))) => v.accepted(&[read, under]),
-                Err(reason) => v.rejected(line, reason),
+            let (read, under_read) = match read {
+                Ok(readings) => readings,
+                Err(reason) => return v.rejected(line, reason),
+            };
+            // The directory the rule stands for: its second reading, or
+            // the rule itself when it ends in `/`.
+            let deep = under
+                && matches!(&under_read.as_ref().unwrap_or(&read).entry,
+                    Entry::Url(u) if directory_too_deep(u.first.most_specific_expression()));
+            match under_read {
+                None => v.accepted(&[read]),
+                Some(under) => v.accepted(&[read, under]),
+            }
+            if deep {
+                v.directory_too_deep();
             }
         }
         Err(reason) => v.rejected(line, reason),
@@ -295,6 +306,8 @@ pub(super) fn read_adblock(line: &[u8], v: &mut impl Visit) {
 
 #[cfg(test)]
 mod tests {
+    use blocksieve_format::FullHash;
+
     use crate::config::SourceFormat;
     use crate::sources::reason;
     use crate::sources::tests::{collect, hashes, read_one};
@@ -344,6 +357,25 @@ mod tests {
         let (out, report) = collect(b"||paste.example/d/x/0^$all\n", SourceFormat::AdblockHosts);
         assert_eq!(out, hashes(&["paste.example/d/x/0", "paste.example/d/x/0/"]));
         assert_eq!(report.accepted, 1);
+    }
+
+    /// An agent checks a path's first four directory prefixes (`/` to
+    /// `/a/b/c/`): a rule standing for a deeper directory is listed and
+    /// counted, since the pages under it are not covered. Not a rule
+    /// anchored at the end or with a query, which stands for no directory,
+    /// nor one whose directory an agent checks.
+    #[test]
+    fn a_rule_for_a_directory_deeper_than_agents_check_is_counted() {
+        let text = b"||evil.example/a/b/c/d^$all\n||evil.example/a/b/c/d/^\n||evil.example/a/b/c/d/e.exe\n||evil.example/a/b/c^\n||evil.example/a/b/c/\n|http://evil.example/a/b/c/d|\n||evil.example/a/b/c/d?x^\n||evil.example/a/b/../c/d^\n";
+        let (out, report) = collect(text, SourceFormat::AdblockHosts);
+        assert_eq!(report.accepted, 8, "{report:?}");
+        assert_eq!(report.directory_too_deep, 3, "{report:?}");
+        assert!(out.contains(&FullHash::of(b"evil.example/a/b/c/d/")));
+        // `/a/b/c/d/` is not among what an agent checks for a page under it.
+        let page = blocksieve_format::canonicalize("http://evil.example/a/b/c/d/x.html").unwrap();
+        let checked: Vec<_> = page.expressions().map(|e| e.to_string()).collect();
+        assert!(checked.contains(&"evil.example/a/b/c/".to_owned()));
+        assert!(!checked.contains(&"evil.example/a/b/c/d/".to_owned()), "{checked:?}");
     }
 
     /// `||host/path` (no `^`, no end `|`) is a prefix of every URL under the

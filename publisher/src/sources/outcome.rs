@@ -163,11 +163,25 @@ pub struct ParseReport {
     /// host alone, not its subdomains as a `hosts` or adblock list means.
     /// Listed all the same; counted so that the build says so.
     pub host_wide_too_deep: u64,
+    /// Adblock URL rules that also stand for the URLs under their path
+    /// (`||evil.example/a/b/c/d^`, read as `evil.example/a/b/c/d` and the
+    /// directory `evil.example/a/b/c/d/`) where that directory is more than
+    /// [`AGENT_PATH_PREFIXES`]` - 1` levels deep: an agent checks a URL's
+    /// exact path and only its first [`AGENT_PATH_PREFIXES`] directory
+    /// prefixes (`/`, `/a/`, `/a/b/`, `/a/b/c/`; Safe Browsing,
+    /// "Suffix/Prefix Expressions"), so such a rule blocks its own URL (with
+    /// any query) and that directory's, not the pages under it. Listed all
+    /// the same; counted so that the build says so.
+    pub directory_too_deep: u64,
 }
 
 /// The most labels of a URL's host an agent reads host suffixes from
 /// (Safe Browsing: "the last five components").
 pub(super) const AGENT_HOST_LABELS: usize = 5;
+
+/// The most directory prefixes of a URL's path an agent checks, `/`
+/// included (Safe Browsing: "the 4 paths formed by starting at the root").
+pub(super) const AGENT_PATH_PREFIXES: usize = 4;
 
 impl ParseReport {
     /// Total rejected lines.
@@ -195,6 +209,7 @@ impl ParseReport {
             *self.cleaned.entry(k.clone()).or_default() += v;
         }
         self.host_wide_too_deep += other.host_wide_too_deep;
+        self.directory_too_deep += other.directory_too_deep;
         for s in &other.samples {
             if self.samples.len() < REJECT_SAMPLES {
                 self.samples.push(s.clone());

@@ -2,7 +2,7 @@
 //! and hashes it, [`Collect`] keeps it for [`read_line`](super::read_line).
 
 use super::entry::{Entry, Read};
-use super::outcome::{AGENT_HOST_LABELS, EntryOutcome, LineOutcome, ParseReport};
+use super::outcome::{AGENT_HOST_LABELS, AGENT_PATH_PREFIXES, EntryOutcome, LineOutcome, ParseReport};
 use super::sink::EntrySink;
 
 /// Receives what reading a line finds: the build's [`Reader`] counts and
@@ -21,6 +21,10 @@ pub(super) trait Visit {
 
     /// A rejected entry.
     fn rejected(&mut self, text: &[u8], reason: &'static str);
+
+    /// The entry just accepted stands for a directory deeper than an agent
+    /// checks (see [`ParseReport::directory_too_deep`]).
+    fn directory_too_deep(&mut self) {}
 }
 
 /// The build's visitor: counts into the report, emits into the sink.
@@ -57,6 +61,10 @@ impl<S: EntrySink> Visit for Reader<'_, S> {
     fn rejected(&mut self, text: &[u8], reason: &'static str) {
         self.report.reject(text, reason);
     }
+
+    fn directory_too_deep(&mut self) {
+        self.report.directory_too_deep += 1;
+    }
 }
 
 /// [`read_line`](super::read_line)'s visitor: keeps everything as a [`LineOutcome`].
@@ -86,4 +94,11 @@ impl Visit for Collect {
 /// IP address has at most three.
 fn too_deep(e: &str) -> bool {
     e.bytes().filter(|&b| b == b'.').count() >= AGENT_HOST_LABELS
+}
+
+/// Whether the directory expression `e` (`host/a/b/c/d/`, ending in `/`)
+/// is none of the directory prefixes an agent checks: its `/`s are the
+/// path's, one per prefix.
+pub(super) fn directory_too_deep(e: &[u8]) -> bool {
+    e.iter().filter(|&&b| b == b'/').count() > AGENT_PATH_PREFIXES
 }

@@ -79,6 +79,13 @@ pub(crate) fn print_summary<'a>(
                     r.parse.host_wide_too_deep
                 )?;
             }
+            if r.parse.directory_too_deep > 0 {
+                writeln!(
+                    out,
+                    "|   listed, URLs under its path not covered: an adblock URL rule more than 3 directories deep (agents check a path's first 4 prefixes) | {} |",
+                    r.parse.directory_too_deep
+                )?;
+            }
             let a = &r.allow;
             if !a.sources.is_empty() {
                 writeln!(
