@@ -88,8 +88,8 @@ pub fn check_feed(data: &[u8]) {
                             // One expression, or for a URL with `&amp;` one
                             // per level of decoding: the line as written, the
                             // first `MAX_AMP_LEVELS` levels, the whole; one
-                            // more for an IPv6 host with an embedded IPv4
-                            // address (also in hexadecimal), and one for a
+                            // more for an IPv6 host's other form (dotted or
+                            // hexadecimal), and one for a
                             // defanged URL's path refanged too.
                             if !(1..=MAX_AMP_LEVELS + 4).contains(&r.full_hashes.len()) {
                                 broken(

@@ -6,7 +6,7 @@ use blocksieve_format::{CanonError, canonicalize};
 use super::breadth::too_broad;
 use super::entry::{Entry, Read};
 use super::outcome::reason;
-use super::url_entry::{hex_ipv6_host, is_bare_ipv6, refang_dots, unvisitable_host};
+use super::url_entry::{is_bare_ipv6, other_ipv6_host, refang_dots, unvisitable_host};
 use super::visit::Visit;
 use super::white::{split_white, unquote};
 
@@ -141,13 +141,13 @@ pub(super) fn read_domain(name: &[u8], shown: &[u8], v: &mut impl Visit) {
                 text: name,
                 entry: Entry::Expression(e),
             };
-            // An IPv6 address with an embedded IPv4 one: also as browsers
-            // send it (`hex_ipv6_host`).
+            // An IPv6 address: also as its other canonical host
+            // (`other_ipv6_host`).
             match e
                 .strip_suffix('/')
-                .and_then(|host| hex_ipv6_host(host.as_bytes()))
+                .and_then(|host| other_ipv6_host(host.as_bytes()))
             {
-                Some(hex) => v.accepted(&[read(e), read(format!("{hex}/"))]),
+                Some(other) => v.accepted(&[read(e), read(format!("{other}/"))]),
                 None => v.accepted(&[read(e)]),
             }
         }

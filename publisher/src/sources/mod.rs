@@ -83,8 +83,11 @@
 //!    defanged too is listed both as written and refanged); a host that
 //!    still holds a character no browser accepts in a host is refused
 //!    ([`reason::FORBIDDEN_IN_HOST`]), never listed to match nothing. An
-//!    IPv6 host with an embedded IPv4 address (`[64:ff9b::1.2.3.4]`, in
-//!    every format) is also listed as browsers send it, in hexadecimal. The
+//!    IPv6 host (in every format) is listed in both its canonical forms:
+//!    the Safe Browsing form keeps an embedded IPv4 address as written, so
+//!    `[64:ff9b::1.2.3.4]` is also listed as browsers send it, in
+//!    hexadecimal (`[64:ff9b::102:304]`), and a hexadecimal one also
+//!    dotted, as a caller passing a URL as written may give it. The
 //!    canonicalizer itself is not changed: an agent reads the URL it checks
 //!    as the Safe Browsing rules say.
 //!

@@ -122,7 +122,7 @@ fn regression_columns_quotes_and_separators_around_the_url_keep_the_url() {
             b"0.0.0.0 \"qhost.example\"",
             vec!["qhost.example/"],
         ),
-        (SourceFormat::Domains, b"2001:db8::1", vec![ipv6_host[0].as_str()]),
+        (SourceFormat::Domains, b"2001:db8::1", ipv6_host.iter().map(String::as_str).collect()),
         // Adblock: the `|` end anchor after `^`; a `$` in a URL's query.
         (
             SourceFormat::AdblockHosts,
@@ -142,7 +142,7 @@ fn regression_columns_quotes_and_separators_around_the_url_keep_the_url() {
         (
             SourceFormat::AdblockHosts,
             b"||2001:db8::1^",
-            vec![ipv6_host[0].as_str()],
+            ipv6_host.iter().map(String::as_str).collect(),
         ),
     ] {
         let shown = line.escape_ascii().to_string();
@@ -250,7 +250,7 @@ fn regression_quoted_columns_schemeless_urls_and_options_keep_the_url() {
         (
             SourceFormat::Domains,
             b"[2001:db8::1]:8080",
-            vec![ipv6_host[0].as_str()],
+            ipv6_host.iter().map(String::as_str).collect(),
         ),
         (
             SourceFormat::AdblockHosts,

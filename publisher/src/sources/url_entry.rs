@@ -197,7 +197,7 @@ pub(super) fn url_entry(line: &[u8]) -> Result<UrlEntry<'_>, &'static str> {
     if let Some(host) = bare_ipv6_host(line) {
         let path = line.get(host.len()..).unwrap_or_default();
         let first = url_canonical_owned(&[&b"["[..], host, b"]", path].concat())?;
-        let others = hex_ipv6_reading(&first).into_iter().collect();
+        let others = other_ipv6_reading(&first).into_iter().collect();
         return Ok(UrlEntry { first, others });
     }
     let defanged = may_be_defanged(line);
@@ -208,7 +208,7 @@ pub(super) fn url_entry(line: &[u8]) -> Result<UrlEntry<'_>, &'static str> {
         return Err(reason::EMAIL_ADDRESS);
     }
     let mut others = Vec::new();
-    others.extend(hex_ipv6_reading(&written));
+    others.extend(other_ipv6_reading(&written));
     if defanged {
         others.extend(refanged_path_reading(line, &written));
     }
@@ -310,7 +310,11 @@ fn undone_reading(line: &[u8]) -> Option<CanonicalForm<'static>> {
     let mut whole = Vec::with_capacity(text.len());
     refang_dots(&text, &mut whole, |_| false);
     let url = url_canonical_owned(&whole).ok()?;
-    Some(hex_ipv6_reading(&url).unwrap_or(url))
+    // As browsers send it: the hexadecimal host of a dotted one.
+    match other_ipv6_reading(&url) {
+        Some(hex) if url.host().contains(&b'.') => Some(hex),
+        _ => Some(url),
+    }
 }
 
 /// For a line holding HTML numeric character references (`&#61;`,
@@ -333,13 +337,13 @@ fn numeric_references_reading(line: &[u8], written: &CanonicalForm<'_>) -> Optio
         .then_some(url)
 }
 
-/// Whether `reading` is on the host `written` names (or on its hexadecimal
-/// form, [`hex_ipv6_host`]). A reading that decodes an artifact is listed
+/// Whether `reading` is on the host `written` names (or on its other
+/// IPv6 form, [`other_ipv6_host`]). A reading that decodes an artifact is listed
 /// only then: decoded, `user&#64;bank.example` is a user name and the host
 /// `bank.example`, which the line, whose host is `user&`, does not name.
 fn same_host(reading: &CanonicalForm<'_>, written: &CanonicalForm<'_>) -> bool {
     reading.host() == written.host()
-        || hex_ipv6_host(written.host()).is_some_and(|hex| reading.host() == hex.as_bytes())
+        || other_ipv6_host(written.host()).is_some_and(|other| reading.host() == other.as_bytes())
 }
 
 /// `line` with every well-formed numeric character reference (`&#` then
@@ -419,32 +423,40 @@ fn refanged_path_reading(line: &[u8], written: &CanonicalForm<'_>) -> Option<Can
     (url.most_specific_expression() != written.most_specific_expression()).then_some(url)
 }
 
-/// The canonical host an agent computes for the IPv6 address in `host`
-/// (`[64:ff9b::1.2.3.4]`) as a browser sends it, when that differs from
-/// `host`: the Safe Browsing canonical form keeps an embedded IPv4 address
-/// as written (RFC 5952 §5, and this project's conformance vectors), but a
-/// browser serializes every IPv6 address in hexadecimal (URL Standard,
-/// "IPv6 serializer": `[64:ff9b::102:304]`), which the agent canonicalizes
-/// as the hexadecimal address it is. `None` for every other host.
-pub(super) fn hex_ipv6_host(host: &[u8]) -> Option<String> {
-    if !host.contains(&b'.') {
-        return None;
-    }
+/// The other canonical host an agent may compute for the IPv6 address in
+/// `host`, when it differs: the Safe Browsing canonical form keeps an
+/// embedded IPv4 address as written (RFC 5952 §5, and this project's
+/// conformance vectors), so one address has two canonical hosts,
+/// `[64:ff9b::1.2.3.4]` and `[64:ff9b::102:304]`. A browser serializes
+/// every IPv6 address in hexadecimal (URL Standard, "IPv6 serializer"),
+/// which is the other host of one written dotted; a caller handing the
+/// agent a URL as written may use the dotted one, the other host of one
+/// written in hexadecimal (`[::102:304]`, `[2001:db8::1]` as
+/// `[2001:db8::0.0.0.1]`). `None` for every other host, and for an
+/// IPv4-mapped address (`::ffff:1.2.3.4`), dotted either way.
+pub(super) fn other_ipv6_host(host: &[u8]) -> Option<String> {
     let inner = host.strip_prefix(b"[")?.strip_suffix(b"]")?;
     let addr: std::net::Ipv6Addr = std::str::from_utf8(inner).ok()?.parse().ok()?;
     let [a, b, c, d, e, f, g, h] = addr.segments();
-    let hex = format!("[{a:x}:{b:x}:{c:x}:{d:x}:{e:x}:{f:x}:{g:x}:{h:x}]");
-    let url = canonicalize(hex.as_bytes()).ok()?;
+    let other = if host.contains(&b'.') {
+        format!("[{a:x}:{b:x}:{c:x}:{d:x}:{e:x}:{f:x}:{g:x}:{h:x}]")
+    } else {
+        let [w, x, y, z] = addr.octets()[12..] else {
+            return None;
+        };
+        format!("[{a:x}:{b:x}:{c:x}:{d:x}:{e:x}:{f:x}:{w}.{x}.{y}.{z}]")
+    };
+    let url = canonicalize(other.as_bytes()).ok()?;
     (url.host().as_bytes() != host).then(|| url.host().to_owned())
 }
 
-/// [`hex_ipv6_host`]'s reading of a URL entry: the same URL on the host
-/// as an agent canonicalizes a browser's visit to it.
-fn hex_ipv6_reading(url: &CanonicalForm<'_>) -> Option<CanonicalForm<'static>> {
+/// [`other_ipv6_host`]'s reading of a URL entry: the same URL on the other
+/// canonical host of its IPv6 address.
+fn other_ipv6_reading(url: &CanonicalForm<'_>) -> Option<CanonicalForm<'static>> {
     if url.host_kind() != HostKind::Ipv6 {
         return None;
     }
-    let host = hex_ipv6_host(url.host())?;
+    let host = other_ipv6_host(url.host())?;
     let rest = url.most_specific_expression().get(url.host().len()..)?;
     url_canonical_owned(&[host.as_bytes(), rest].concat()).ok()
 }
@@ -920,20 +932,23 @@ mod tests {
     #[test]
     fn regression_a_bare_ipv6_address_is_that_host() {
         for format in [SourceFormat::Urls, SourceFormat::Csv] {
-            assert_eq!(exprs(format, b"2001:db8::1").unwrap(), ["[2001:db8::1]/"]);
+            assert_eq!(
+                exprs(format, b"2001:db8::1").unwrap(),
+                ["[2001:db8::1]/", "[2001:db8::0.0.0.1]/"]
+            );
             assert_eq!(
                 exprs(format, b"64:ff9b::1.2.3.4").unwrap(),
                 ["[64:ff9b::1.2.3.4]/", "[64:ff9b::102:304]/"]
             );
         }
         assert_eq!(
-            exprs(SourceFormat::Urls, b"2a01:4f8:c2c:1234::1").unwrap(),
-            ["[2a01:4f8:c2c:1234::1]/"]
+            exprs(SourceFormat::Urls, b"2a01:4f8:c2c:1234::1").unwrap()[0],
+            "[2a01:4f8:c2c:1234::1]/"
         );
         // With a path.
         assert_eq!(
-            exprs(SourceFormat::Urls, b"2001:db8::1/login").unwrap(),
-            ["[2001:db8::1]/login"]
+            exprs(SourceFormat::Urls, b"2001:db8::1/login").unwrap()[0],
+            "[2001:db8::1]/login"
         );
         // Not an address: read as before.
         assert_eq!(
@@ -1052,7 +1067,7 @@ mod tests {
             (b"http://ev%69l.example/p", "evil.example/p"),
             (b"http://fa\xc3\x9f.de/p", "xn--fa-hia.de/p"),
         ] {
-            assert_eq!(exprs(SourceFormat::Urls, line), Ok(vec![expression.to_owned()]));
+            assert_eq!(exprs(SourceFormat::Urls, line).unwrap()[0], expression);
         }
     }
 
@@ -1102,6 +1117,45 @@ mod tests {
                     "[64:ff9b::1.2.3.4]/".to_owned(),
                     "[64:ff9b::102:304]/".to_owned()
                 ]),
+                "{format:?}"
+            );
+        }
+    }
+
+    /// The other direction: an entry in hexadecimal (`[::102:304]`, as
+    /// browsers write it and feeds recorded from them list it) was listed
+    /// only so, but an agent handed the same page written dotted
+    /// (`http://[::1.2.3.4]/login`, by a caller that passes URLs as written)
+    /// keeps the dotted host, and answered safe: both hosts are listed.
+    #[test]
+    fn regression_an_ipv6_host_in_hexadecimal_is_also_listed_dotted() {
+        let expressions = |url: &str| {
+            blocksieve_format::canonicalize(url)
+                .map(|u| u.expressions().map(|e| e.as_str().to_owned()).collect::<Vec<_>>())
+                .unwrap()
+        };
+        for (line, dotted) in [
+            ("http://[::102:304]/login", "http://[::1.2.3.4]/login"),
+            ("http://[64:ff9b::102:304]/x", "http://[64:ff9b::1.2.3.4]/x"),
+            ("http://[2001:db8::1]/", "http://[2001:db8::0.0.0.1]/"),
+        ] {
+            let listed = exprs(SourceFormat::Urls, line.as_bytes()).unwrap();
+            for visited in [line, dotted] {
+                assert!(
+                    expressions(visited).iter().any(|e| listed.contains(e)),
+                    "{visited}: {listed:?}"
+                );
+            }
+        }
+        for format in [SourceFormat::Domains, SourceFormat::Hosts] {
+            let line: &[u8] = if format == SourceFormat::Hosts {
+                b"0.0.0.0 64:ff9b::102:304"
+            } else {
+                b"64:ff9b::102:304"
+            };
+            assert_eq!(
+                exprs(format, line).unwrap(),
+                ["[64:ff9b::102:304]/", "[64:ff9b::1.2.3.4]/"],
                 "{format:?}"
             );
         }
