@@ -64,15 +64,8 @@ fn domain_entry(name: &[u8]) -> Result<String, &'static str> {
     // A defanged name (`evil[.]example`, `evil(dot)example`: indicator
     // lists write names so, to keep them from being clicked) is the name
     // it stands for, as a `urls` line's host is (`refang`).
-    let refanged;
-    let name = if memchr::memchr3(b'[', b'(', b'{', name).is_some() {
-        let mut out = Vec::with_capacity(name.len());
-        let (_, changed) = refang_dots(name, &mut out, |_| false);
-        refanged = out;
-        if changed { &refanged[..] } else { name }
-    } else {
-        name
-    };
+    let mut refanged = Vec::new();
+    let name = refanged_name(name, &mut refanged);
     // A bare IPv6 address (`2001:db8::1`) is read as the host `[…]`, not as
     // a host `2001` with a port.
     let bracketed;
@@ -93,6 +86,35 @@ fn domain_entry(name: &[u8]) -> Result<String, &'static str> {
         return Err(reason);
     }
     Ok(format!("{}/", url.host()))
+}
+
+/// `name` with its defanged dots refanged (`evil[.]example`), in `buf`
+/// when any was; else `name` itself.
+fn refanged_name<'a>(name: &'a [u8], buf: &'a mut Vec<u8>) -> &'a [u8] {
+    if memchr::memchr3(b'[', b'(', b'{', name).is_none() {
+        return name;
+    }
+    let (_, changed) = refang_dots(name, buf, |_| false);
+    if changed { &buf[..] } else { name }
+}
+
+/// Whether a hosts-line field ends the line's names (the rest is a comment
+/// the file did not mark with `#`): a single word, with no dot of any kind
+/// (the ideographic and fullwidth dots IDNA maps to `.` count) and no `:`,
+/// or no host name even refanged. `evil[.]example` and `evil。example` are
+/// names, and the names after them are read.
+fn ends_names(name: &[u8]) -> bool {
+    const OTHER_DOTS: [&[u8]; 3] = [
+        "\u{3002}".as_bytes(),
+        "\u{ff0e}".as_bytes(),
+        "\u{ff61}".as_bytes(),
+    ];
+    let mut buf = Vec::new();
+    let name = refanged_name(name, &mut buf);
+    let dotted = name.contains(&b'.')
+        || name.contains(&b':')
+        || OTHER_DOTS.iter().any(|d| name.windows(d.len()).any(|w| w == *d));
+    !dotted || !is_host_name_like(strip_wildcard(name))
 }
 
 /// Whether a domain entry can be a host name, as browsers take one: a
@@ -176,8 +198,7 @@ pub(super) fn read_hosts(text: &[u8], v: &mut impl Visit) {
             continue;
         }
         read_domain(name, name, v);
-        let word = !name.contains(&b'.') && !name.contains(&b':');
-        if word || !is_host_name_like(strip_wildcard(name)) {
+        if ends_names(name) {
             break;
         }
     }
@@ -242,6 +263,34 @@ mod tests {
             read_one(SourceFormat::Domains, b"evil[x]example").unwrap_err(),
             reason::NOT_A_HOST_NAME
         );
+    }
+
+    /// A hosts line's names after a defanged name (`evil[.]example`) or
+    /// one written with an ideographic dot (`evil。example`) were dropped
+    /// and counted nowhere: such a name ended the names as if it were a
+    /// comment's word, though it was read as a host.
+    #[test]
+    fn regression_names_after_a_defanged_name_are_read() {
+        for line in [
+            &b"0.0.0.0 evil[.]example other.example"[..],
+            "0.0.0.0 evil\u{3002}example other.example".as_bytes(),
+            b"0.0.0.0 evil(dot)example other.example",
+        ] {
+            let (out, report) = collect(line, SourceFormat::Hosts);
+            assert_eq!(report.rejected_total(), 0, "{}", line.escape_ascii());
+            assert_eq!(
+                out,
+                hashes(&["evil.example/", "other.example/"]),
+                "{}",
+                line.escape_ascii()
+            );
+        }
+        // A word still ends the names.
+        let (out, _) = collect(
+            b"0.0.0.0 evil.example phishing other.example",
+            SourceFormat::Hosts,
+        );
+        assert_eq!(out, hashes(&["evil.example/"]));
     }
 
     #[test]
