@@ -50,8 +50,9 @@ fn adblock_rule(line: &[u8]) -> Result<AdblockRule<'_>, &'static str> {
     // `?`, `$`, `$?` or `%`, then `#`). One not known here would be read
     // as a URL whose `#` starts a fragment: `example.com#%#//scriptlet(…)`
     // or `example.com#@?#a[href="/x"]` would list all of `example.com/`.
-    const COSMETIC: [&[u8]; 10] = [
-        b"##", b"#@#", b"#?#", b"#@?#", b"#$#", b"#@$#", b"#$?#", b"#@$?#", b"#%#", b"#@%#",
+    // AdGuard's HTML filtering rules (`$$`, `$@$`) hide page content too.
+    const COSMETIC: [&[u8]; 12] = [
+        b"##", b"#@#", b"#?#", b"#@?#", b"#$#", b"#@$#", b"#$?#", b"#@$?#", b"#%#", b"#@%#", b"$$", b"$@$",
     ];
     if COSMETIC
         .iter()
@@ -67,14 +68,19 @@ fn adblock_rule(line: &[u8]) -> Result<AdblockRule<'_>, &'static str> {
             if has_non_blocking_option(line.get(i + 1..).unwrap_or_default()) {
                 return Err(reason::ADBLOCK_NOT_A_BLOCK);
             }
+            if blocks_no_visit(line.get(i + 1..).unwrap_or_default()) {
+                return Err(reason::ADBLOCK_NOT_A_VISIT);
+            }
             line.get(..i).unwrap_or_default()
         }
-        // A host rule (`||host^`, no path) with options that are not all
-        // known: not a host name with a `$` in it.
+        // Options that are not all known: a host rule's (`||host^`, no
+        // path), which is no host name with a `$` in it, or a URL rule's
+        // when at least one of them is known (`$all,object-subrequest`);
+        // else the `$` may be the URL's (`||a.example/pay?sum=$5`).
         Some(i)
-            if line.starts_with(b"||")
-                && !line.get(..i).unwrap_or_default().contains(&b'/')
-                && looks_like_options(line.get(i + 1..).unwrap_or_default()) =>
+            if looks_like_options(line.get(i + 1..).unwrap_or_default())
+                && (line.starts_with(b"||") && !line.get(..i).unwrap_or_default().contains(&b'/')
+                    || has_known_option(line.get(i + 1..).unwrap_or_default())) =>
         {
             return Err(reason::ADBLOCK_UNKNOWN_OPTION);
         }
@@ -125,8 +131,9 @@ fn strip_trailing_wildcards(rule: &[u8]) -> &[u8] {
 /// Network-rule option names of Adblock Plus, uBlock Origin and AdGuard
 /// (their filter syntax documentation), which may follow a rule's last
 /// `$`. A rule with any of them is read as the host or URL it names (the
-/// request types and conditions cannot be expressions; Safe Browsing lists
-/// the page), unless one is in [`NON_BLOCKING_OPTIONS`]. AdGuard DNS's
+/// conditions cannot be expressions; Safe Browsing lists the page), unless
+/// one is in [`NON_BLOCKING_OPTIONS`] or they make it block no visit to
+/// the page ([`blocks_no_visit`]). AdGuard DNS's
 /// `client`, `ctag`, `dnstype` and `dnsrewrite` are left out: they narrow
 /// a rule to some clients or record types, or rewrite the answer, and such
 /// a host rule is refused ([`reason::ADBLOCK_UNKNOWN_OPTION`]).
@@ -138,6 +145,7 @@ const ADBLOCK_OPTIONS: &[&str] = &[
     "badfilter",
     "beacon",
     "cname",
+    "cookie",
     "csp",
     "css",
     "denyallow",
@@ -165,6 +173,7 @@ const ADBLOCK_OPTIONS: &[&str] = &[
     "method",
     "mp4",
     "object",
+    "object-subrequest",
     "other",
     "permissions",
     "ping",
@@ -173,6 +182,7 @@ const ADBLOCK_OPTIONS: &[&str] = &[
     "reason",
     "redirect",
     "redirect-rule",
+    "removeheader",
     "removeparam",
     "replace",
     "rewrite",
@@ -187,6 +197,7 @@ const ADBLOCK_OPTIONS: &[&str] = &[
     "to",
     "urlskip",
     "uritransform",
+    "webbundle",
     "webrtc",
     "websocket",
     "xhr",
@@ -204,6 +215,7 @@ const ADBLOCK_OPTIONS: &[&str] = &[
 /// not block (`||bank.example^$badfilter`).
 const NON_BLOCKING_OPTIONS: &[&str] = &[
     "badfilter",
+    "cookie",
     "csp",
     "ehide",
     "elemhide",
@@ -214,6 +226,7 @@ const NON_BLOCKING_OPTIONS: &[&str] = &[
     "inline-script",
     "permissions",
     "redirect-rule",
+    "removeheader",
     "removeparam",
     "replace",
     "shide",
@@ -222,18 +235,102 @@ const NON_BLOCKING_OPTIONS: &[&str] = &[
     "urlskip",
 ];
 
-/// Whether options `text` (known ones) hold one of [`NON_BLOCKING_OPTIONS`],
-/// negated or not.
-fn has_non_blocking_option(text: &[u8]) -> bool {
-    text.split(|&b| b == b',').any(|option| {
-        // Negated too: `~badfilter` is no block either (adblockers refuse
-        // or ignore such a rule).
-        let option = option.strip_prefix(b"~").unwrap_or(option);
-        let name = option.split(|&b| b == b'=').next().unwrap_or_default();
-        NON_BLOCKING_OPTIONS
-            .iter()
-            .any(|known| known.as_bytes().eq_ignore_ascii_case(name))
+/// The options of `text` (after a rule's last `$`, split at `,`): each as
+/// whether it is negated (`~`), its name, and its value after `=`.
+fn options(text: &[u8]) -> impl Iterator<Item = (bool, &[u8], Option<&[u8]>)> {
+    text.split(|&b| b == b',').map(|option| {
+        let (negated, option) = match option.strip_prefix(b"~") {
+            Some(rest) => (true, rest),
+            None => (false, option),
+        };
+        match memchr::memchr(b'=', option) {
+            Some(i) => (negated, option.get(..i).unwrap_or_default(), option.get(i + 1..)),
+            None => (negated, option, None),
+        }
     })
+}
+
+/// Whether option `name` is one of `list`.
+fn named(list: &[&str], name: &[u8]) -> bool {
+    list.iter()
+        .any(|known| known.as_bytes().eq_ignore_ascii_case(name))
+}
+
+/// Whether options `text` (known ones) hold one of [`NON_BLOCKING_OPTIONS`],
+/// negated or not: `~badfilter` is no block either (adblockers refuse or
+/// ignore such a rule).
+fn has_non_blocking_option(text: &[u8]) -> bool {
+    options(text).any(|(_, name, _)| named(NON_BLOCKING_OPTIONS, name))
+}
+
+/// Whether options `text` name at least one of [`ADBLOCK_OPTIONS`].
+fn has_known_option(text: &[u8]) -> bool {
+    options(text).any(|(_, name, _)| named(ADBLOCK_OPTIONS, name))
+}
+
+/// Request types that are a visit to a page: a page loaded in a tab or
+/// window (`document`, its short name `doc`, `popup`, `popunder`), or all
+/// of them (`all`).
+const VISIT_TYPES: &[&str] = &["all", "doc", "document", "popunder", "popup"];
+
+/// Request types a page makes for its resources and frames: a rule of
+/// these alone blocks them, never a visit to the page it names.
+const RESOURCE_TYPES: &[&str] = &[
+    "beacon",
+    "css",
+    "font",
+    "frame",
+    "image",
+    "media",
+    "mp4",
+    "object",
+    "object-subrequest",
+    "other",
+    "ping",
+    "script",
+    "stylesheet",
+    "subdocument",
+    "webbundle",
+    "webrtc",
+    "websocket",
+    "xhr",
+    "xmlhttprequest",
+];
+
+/// Whether a rule with options `text` (known, blocking ones) blocks no
+/// visit to the host or URL it names, only some requests pages make
+/// (Adblock Plus, uBlock Origin and AdGuard filter syntax): it names
+/// request types and none is a page's ([`VISIT_TYPES`]); it excludes pages
+/// (`~document`, `~doc`); it holds for requests from some sites only
+/// (`domain=` or `from=` with a site not negated:
+/// `||cdn.example^$script,domain=evil.example` blocks the CDN's scripts on
+/// one site's pages), or from another site than the page's
+/// (`third-party`, `3p`, `strict3p`, `~first-party`, `~1p`, `~strict1p`),
+/// which a visit is not. Listing its host would block a site the list
+/// does not block for a visit. Negated types (`~script`) and sites
+/// (`domain=~a.example`) leave a block of every visit.
+fn blocks_no_visit(text: &[u8]) -> bool {
+    let mut resource = false;
+    let mut visit = false;
+    for (negated, name, value) in options(text) {
+        if named(VISIT_TYPES, name) {
+            if negated && named(&["doc", "document"], name) {
+                return true;
+            }
+            visit |= !negated;
+        } else if named(RESOURCE_TYPES, name) {
+            resource |= !negated;
+        } else {
+            let other_site = named(&["3p", "strict3p", "third-party"], name) && !negated
+                || named(&["1p", "first-party", "strict1p"], name) && negated;
+            let some_sites = named(&["domain", "from"], name)
+                && value.is_some_and(|sites| sites.split(|&b| b == b'|').any(|site| !site.starts_with(b"~")));
+            if other_site || some_sites {
+                return true;
+            }
+        }
+    }
+    resource && !visit
 }
 
 /// Whether `text` (after a rule's last `$`) has the shape of adblock
@@ -241,9 +338,7 @@ fn has_non_blocking_option(text: &[u8]) -> bool {
 /// and `-`, each maybe negated and with a value.
 fn looks_like_options(text: &[u8]) -> bool {
     !text.is_empty()
-        && text.split(|&b| b == b',').all(|option| {
-            let option = option.strip_prefix(b"~").unwrap_or(option);
-            let name = option.split(|&b| b == b'=').next().unwrap_or_default();
+        && options(text).all(|(_, name, _)| {
             !name.is_empty()
                 && name
                     .iter()
@@ -255,14 +350,7 @@ fn looks_like_options(text: &[u8]) -> bool {
 /// comma-separated known names, each maybe negated (`~`) and with a value
 /// (`domain=a.example|b.example`).
 fn are_adblock_options(text: &[u8]) -> bool {
-    !text.is_empty()
-        && text.split(|&b| b == b',').all(|option| {
-            let option = option.strip_prefix(b"~").unwrap_or(option);
-            let name = option.split(|&b| b == b'=').next().unwrap_or_default();
-            ADBLOCK_OPTIONS
-                .iter()
-                .any(|known| known.as_bytes().eq_ignore_ascii_case(name))
-        })
+    !text.is_empty() && options(text).all(|(_, name, _)| named(ADBLOCK_OPTIONS, name))
 }
 
 pub(super) fn read_adblock(line: &[u8], v: &mut impl Visit) {
@@ -375,7 +463,10 @@ mod tests {
         let page = blocksieve_format::canonicalize("http://evil.example/a/b/c/d/x.html").unwrap();
         let checked: Vec<_> = page.expressions().map(|e| e.to_string()).collect();
         assert!(checked.contains(&"evil.example/a/b/c/".to_owned()));
-        assert!(!checked.contains(&"evil.example/a/b/c/d/".to_owned()), "{checked:?}");
+        assert!(
+            !checked.contains(&"evil.example/a/b/c/d/".to_owned()),
+            "{checked:?}"
+        );
     }
 
     /// `||host/path` (no `^`, no end `|`) is a prefix of every URL under the
@@ -399,7 +490,7 @@ mod tests {
         }
     }
 
-    /// Options of uBlock Origin (`_`, `beacon`, `reason=`) and AdGuard DNS
+    /// Options of uBlock Origin (`_`, `doc`, `reason=`) and AdGuard DNS
     /// (`dnstype=`) keep a host rule; options that narrow it to some clients
     /// or that this reader does not know refuse it by that reason, not as
     /// "not a host name".
@@ -407,7 +498,7 @@ mod tests {
     fn host_rules_with_other_options_are_read_or_refused_by_their_option() {
         for rule in [
             &b"||evil.example^$_"[..],
-            b"||evil.example^$beacon",
+            b"||evil.example^$doc",
             b"||evil.example^$reason=phishing",
         ] {
             let readings = read_one(SourceFormat::AdblockHosts, rule).unwrap();
@@ -471,6 +562,87 @@ mod tests {
             .map(|_| ()),
             Err(reason::ADBLOCK_NOT_A_BLOCK)
         );
+    }
+
+    /// A rule for some requests pages make only (their scripts or images,
+    /// requests on some sites, requests from another site) was listed
+    /// host-wide: `||ajax.googleapis.com^$script,domain=evil.example` listed
+    /// all of Google's CDN, which the rule blocks on one site's pages.
+    /// Such rules are refused; a page type, negated types or sites, and
+    /// first-party keep the block of a visit. A URL rule with an unknown
+    /// option beside known ones is refused, not read with its options as
+    /// its path; AdGuard's HTML filtering rules are cosmetic.
+    #[test]
+    fn regression_a_rule_for_some_requests_only_is_no_block_of_a_visit() {
+        for rule in [
+            &b"||ajax.googleapis.com^$script,domain=evil.example"[..],
+            b"||youtube.com^$domain=kids.example",
+            b"||bank.example^$popup,domain=phish.example",
+            b"||www.google-analytics.com^$third-party",
+            b"||cdn.example^$3p",
+            b"||cdn.example^$~1p",
+            b"||bank.example^$~document",
+            b"||bank.example^$all,~doc",
+            b"||tracker.example^$image,beacon,ping",
+            b"||evil.example/x.js$script",
+            b"||a.example^$from=b.example|~c.example",
+        ] {
+            assert_eq!(
+                read_one(SourceFormat::AdblockHosts, rule).map(|_| ()),
+                Err(reason::ADBLOCK_NOT_A_VISIT),
+                "{}",
+                rule.escape_ascii()
+            );
+        }
+        for (rule, first) in [
+            (&b"||evil.example^$document"[..], "evil.example/"),
+            (b"||evil.example^$script,doc", "evil.example/"),
+            (b"||evil.example^$popup", "evil.example/"),
+            (b"||evil.example^$~script,~image", "evil.example/"),
+            (b"||evil.example^$domain=~good.example", "evil.example/"),
+            (b"||evil.example^$1p", "evil.example/"),
+            (b"||evil.example^$~third-party,important", "evil.example/"),
+            (b"||evil.example/dl/x.exe$all", "evil.example/dl/x.exe"),
+        ] {
+            let readings = read_one(SourceFormat::AdblockHosts, rule).unwrap();
+            assert_eq!(readings[0].expressions, [first], "{}", rule.escape_ascii());
+        }
+        for rule in [
+            &b"||evil.example/dl/mal.exe$all,object-subrequest2"[..],
+            b"||evil.example/dl/mal.exe$doc,webbundlex",
+        ] {
+            assert_eq!(
+                read_one(SourceFormat::AdblockHosts, rule).map(|_| ()),
+                Err(reason::ADBLOCK_UNKNOWN_OPTION),
+                "{}",
+                rule.escape_ascii()
+            );
+        }
+        for rule in [
+            &b"||evil.example/p$cookie"[..],
+            b"||evil.example/p$removeheader=refresh",
+        ] {
+            assert_eq!(
+                read_one(SourceFormat::AdblockHosts, rule).map(|_| ()),
+                Err(reason::ADBLOCK_NOT_A_BLOCK),
+                "{}",
+                rule.escape_ascii()
+            );
+        }
+        // A `$` in a URL stays the URL's when what follows names no option.
+        let readings = read_one(SourceFormat::AdblockHosts, b"||evil.example/pay?sum=$5").unwrap();
+        assert_eq!(readings[0].expressions, ["evil.example/pay?sum=$5"]);
+        for rule in [
+            &b"example.org$$script[data-x]"[..],
+            b"example.org$@$script[data-x]",
+        ] {
+            assert_eq!(
+                read_one(SourceFormat::AdblockHosts, rule).map(|_| ()),
+                Err(reason::ADBLOCK_COSMETIC),
+                "{}",
+                rule.escape_ascii()
+            );
+        }
     }
 
     /// A trailing `*` is the same as none in adblock syntax: such rules

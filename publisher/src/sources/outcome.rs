@@ -94,7 +94,7 @@ pub mod reason {
     /// An adblock host rule with an option not read here: one that narrows
     /// it to some clients or rewrites the answer (AdGuard DNS's `client`,
     /// `ctag`, `dnsrewrite`), or one no adblock syntax this reader knows
-    /// names.
+    /// names; or a URL rule with such an option beside known ones.
     pub const ADBLOCK_UNKNOWN_OPTION: &str =
         "adblock rule has an option not read here (not a block for every client?)";
     /// An adblock rule whose options make it no block of what it names: it
@@ -102,6 +102,10 @@ pub mod reason {
     /// (`removeparam`, `csp`, …) or turns off hiding.
     pub const ADBLOCK_NOT_A_BLOCK: &str =
         "adblock rule does not block (its options cancel or modify other rules)";
+    /// An adblock rule whose options make it block only some requests
+    /// pages make (their resources, requests on some sites, requests from
+    /// another site), never a visit to the page it names.
+    pub const ADBLOCK_NOT_A_VISIT: &str = "adblock rule blocks only some requests pages make (its request types, domain= or third-party options), not a visit to the page";
     /// A `sha256` line that is not 64 hex digits.
     pub const NOT_SHA256: &str = "not a 64-digit hex SHA-256";
     /// A JSON array item that is not a string.

@@ -122,7 +122,11 @@ fn regression_columns_quotes_and_separators_around_the_url_keep_the_url() {
             b"0.0.0.0 \"qhost.example\"",
             vec!["qhost.example/"],
         ),
-        (SourceFormat::Domains, b"2001:db8::1", ipv6_host.iter().map(String::as_str).collect()),
+        (
+            SourceFormat::Domains,
+            b"2001:db8::1",
+            ipv6_host.iter().map(String::as_str).collect(),
+        ),
         // Adblock: the `|` end anchor after `^`; a `$` in a URL's query.
         (
             SourceFormat::AdblockHosts,
@@ -136,7 +140,7 @@ fn regression_columns_quotes_and_separators_around_the_url_keep_the_url() {
         ),
         (
             SourceFormat::AdblockHosts,
-            b"||adb4.example^$third-party",
+            b"||adb4.example^$~third-party",
             vec!["adb4.example/"],
         ),
         (
@@ -261,7 +265,7 @@ fn regression_quoted_columns_schemeless_urls_and_options_keep_the_url() {
         ),
         (
             SourceFormat::AdblockHosts,
-            b"||b.example^$domain=x.example|y.example",
+            b"||b.example^$domain=~x.example|~y.example",
             vec!["b.example/"],
         ),
         (
