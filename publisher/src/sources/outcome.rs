@@ -106,6 +106,22 @@ pub mod reason {
     /// pages make (their resources, requests on some sites, requests from
     /// another site), never a visit to the page it names.
     pub const ADBLOCK_NOT_A_VISIT: &str = "adblock rule blocks only some requests pages make (its request types, domain= or third-party options), not a visit to the page";
+    /// Reasons for a line read as what it is and left out by a rule of
+    /// this reader: an adblock exception, cosmetic rule or rule that blocks
+    /// no visit, a loopback or sink address (`127.0.0.1 localhost`), a
+    /// public suffix. Lists hold such lines by design (a general adblock
+    /// list is mostly cosmetic rules), so they are no sign that content no
+    /// longer reads as its format: a collapsed parse leaves them out.
+    pub const DELIBERATE: [&str; 8] = [
+        ADBLOCK_EXCEPTION,
+        ADBLOCK_COSMETIC,
+        ADBLOCK_UNKNOWN_OPTION,
+        ADBLOCK_NOT_A_BLOCK,
+        ADBLOCK_NOT_A_VISIT,
+        LOOPBACK,
+        PUBLIC_SUFFIX_ICANN,
+        PUBLIC_SUFFIX_PRIVATE,
+    ];
     /// A `sha256` line that is not 64 hex digits.
     pub const NOT_SHA256: &str = "not a 64-digit hex SHA-256";
     /// A JSON array item that is not a string.
