@@ -694,6 +694,44 @@ async fn a_gzip_body_cut_at_64_kib_fails_its_fetch() {
     assert_eq!(view.fetch, "failed", "{view:?}");
 }
 
+// `(cat feed.gz; head -c 512 /dev/zero) > feed`, which `zcat` reads
+// ("trailing zero bytes ignored"), was refused at every build, a file or a
+// response alike (`gzip: invalid gzip header`: the zeros were read as a
+// new, corrupt member): a source with last good content used it forever,
+// a new one failed its list. Now zeros after the gzip data are ignored;
+// other trailing bytes are still refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn regression_a_gzip_feed_padded_with_zeros_builds() {
+    use std::io::Write as _;
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gz.write_all(n_urls(300).as_bytes()).unwrap();
+    let padded = [gz.finish().unwrap(), vec![0; 512]].concat();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("feed");
+    std::fs::write(&path, &padded).unwrap();
+    let feed = FakeFeed::start(&padded).await;
+    feed.set(|r| r.content_type = "application/gzip".into());
+    let lists = vec![
+        ListConfig::new("file", vec![SourceConfig::file(&path, SourceFormat::Urls)]),
+        http_list(&feed.url()),
+    ];
+    let p = publisher_with(&dir.path().join("data"), lists);
+    for o in p.build_all().await {
+        assert!(o.result.is_ok(), "{}: {:?}", o.list, o.result);
+        assert_eq!(o.report.unwrap().parse.accepted, 300, "{}", o.list);
+    }
+
+    let junk = [&padded[..padded.len() - 512], b"not gzip\n"].concat();
+    std::fs::write(&path, &junk).unwrap();
+    feed.set(|r| r.body = junk);
+    for o in p.build_all().await {
+        let report = o.report.unwrap();
+        let error = report.sources[0].error.as_deref().unwrap_or_default();
+        assert_eq!(report.sources[0].state, "last_good", "{}: {error}", o.list);
+        assert!(error.starts_with("gzip: "), "{}: {error}", o.list);
+    }
+}
+
 // A stored copy that went bad on disk would otherwise come back with every
 // `304 Not Modified` for as long as the feed stands still, failing every
 // build of the list: its validators are dropped with it.

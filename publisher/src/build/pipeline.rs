@@ -23,7 +23,7 @@ use blocksieve_format::FullHash;
 use super::Cancel;
 use super::copy::{CopyWriter, Encode, KeepTo};
 use crate::config::{SourceConfig, SourceFormat};
-use crate::fetch::{ContentEncoding, Stream, is_gzip};
+use crate::fetch::{ContentEncoding, Stream, gunzip, is_gzip};
 use crate::sources::{EntrySink, FormatOptions, ParseReport, parse_source_into};
 use crate::storage::StoredCopyError;
 
@@ -176,14 +176,16 @@ impl<R: Read> Read for Limit<R> {
     }
 }
 
-/// The decoded stream of `encoding`'s bytes from `input`.
+/// The decoded stream of `encoding`'s bytes from `input`: gzip member
+/// after member, zero padding after the last ignored ([`gunzip`]), each
+/// member's trailer checked (a stream cut short fails at its end).
 pub(crate) fn decoder<'a>(
     input: impl BufRead + Send + 'a,
     encoding: ContentEncoding,
 ) -> io::Result<Box<dyn Read + Send + 'a>> {
     Ok(match encoding {
         ContentEncoding::Identity => Box::new(input),
-        ContentEncoding::Gzip => Box::new(flate2::bufread::MultiGzDecoder::new(input)),
+        ContentEncoding::Gzip => Box::new(gunzip(input)),
         ContentEncoding::Zstd => Box::new(zstd::stream::read::Decoder::with_buffer(input)?),
     })
 }

@@ -235,7 +235,7 @@ impl SourceCache {
             ContentEncoding::Identity => Ok(bytes),
             ContentEncoding::Gzip => {
                 let mut out = Vec::new();
-                flate2::read::MultiGzDecoder::new(bytes.as_slice())
+                crate::fetch::gunzip(bytes.as_slice())
                     .read_to_end(&mut out)
                     .map(|_| out)
             }

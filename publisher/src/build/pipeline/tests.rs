@@ -382,3 +382,73 @@ fn a_json_document_is_read_whole_with_its_allow_array() {
     assert_eq!((out, read.entries.report), entries);
     assert_eq!((allowed, read.allow_array.report), allow);
 }
+
+/// `(cat feed.gz; head -c 512 /dev/zero) > feed`: zeros after a complete
+/// gzip member are padding, ignored as GNU gzip ignores them ("trailing
+/// zero bytes ignored"). They were read as a new, corrupt member and the
+/// feed refused at every build (`gzip: invalid gzip header`). Bytes other
+/// than zeros after a member, or after its padding, are still an error,
+/// and so is a member cut short.
+#[test]
+fn regression_zero_padding_after_gzip_content_is_ignored() {
+    let feed = fixture();
+    let config = SourceConfig::file("feed.txt.gz", SourceFormat::Urls);
+    let (expected, expected_report, _) = read(Content::Fresh(feed.clone()), &config).unwrap();
+    let (head, tail) = feed.split_at(feed.len() / 3);
+    let padded = [
+        ("512 zeros", [gzip(&feed), vec![0; 512]].concat()),
+        ("one zero", [gzip(&feed), vec![0]].concat()),
+        (
+            "two members, zeros past a block",
+            [gzip(head), gzip(tail), vec![0; BLOCK_BYTES + 3]].concat(),
+        ),
+    ];
+    for (name, bytes) in padded {
+        for streamed in [false, true] {
+            let content = if streamed {
+                Content::Stream(Stream {
+                    reader: Box::new(Cursor::new(bytes.clone())),
+                    gzip: true,
+                    size: bytes.len() as u64,
+                    validators: Default::default(),
+                })
+            } else {
+                Content::Fresh(bytes.clone())
+            };
+            let (out, report, kept) = read(content, &config).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert!(out == expected && report == expected_report, "{name}");
+            // Kept as received, padding and all.
+            let kept = kept.unwrap();
+            assert_eq!(
+                (kept.encoding, kept.bytes == bytes),
+                (ContentEncoding::Gzip, true),
+                "{name}"
+            );
+        }
+        let mut decoded = Vec::new();
+        decoder(&bytes[..], ContentEncoding::Gzip)
+            .unwrap()
+            .read_to_end(&mut decoded)
+            .unwrap();
+        assert!(decoded == feed, "{name}");
+    }
+    let refused = [
+        ("junk", [gzip(&feed), b"junk".to_vec()].concat()),
+        (
+            "zeros, then junk",
+            [gzip(&feed), vec![0; 16], b"junk".to_vec()].concat(),
+        ),
+        (
+            "zeros, then a member",
+            [gzip(head), vec![0; 16], gzip(tail)].concat(),
+        ),
+        ("a member cut short after one", {
+            let second = gzip(tail);
+            [gzip(head), second[..second.len() - 4].to_vec()].concat()
+        }),
+    ];
+    for (name, bytes) in refused {
+        let err = read(Content::Fresh(bytes), &config).unwrap_err();
+        assert!(err.starts_with("gzip: "), "{name}: {err}");
+    }
+}
