@@ -15,8 +15,7 @@ pub(super) fn parse_csv<S: EntrySink>(bytes: &[u8], options: &FormatOptions, r: 
     let delimiter = options.delimiter.unwrap_or(b',');
     let mut bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
     // Comment lines before the header row are skipped (and counted); after
-    // it, a row is a comment only when it is one field starting with `#`:
-    // a row whose first column starts with `#` (`#3,http://…`) is data.
+    // it, a row is a comment as `is_comment_row` says.
     // Blank lines among them are skipped too; a line ends at LF, CR LF or
     // a lone CR (as the CSV reader ends rows).
     let mut last_comment: Option<&[u8]> = None;
@@ -83,8 +82,7 @@ pub(super) fn parse_csv<S: EntrySink>(bytes: &[u8], options: &FormatOptions, r: 
     for record in reader.byte_records() {
         r.report.lines += 1;
         match record {
-            Ok(row)
-                if row.len() == 1 && row.get(0).is_some_and(|f| f.trim_ascii_start().starts_with(b"#")) => {}
+            Ok(row) if is_comment_row(&row) => {}
             // Trailing empty fields (a comma at the end of each row) are
             // no shift.
             Ok(row) if row.iter().skip(fields).any(|f| !f.trim_ascii().is_empty()) => {
@@ -104,6 +102,23 @@ pub(super) fn parse_csv<S: EntrySink>(bytes: &[u8], options: &FormatOptions, r: 
                 .reject(format!("<row: {e}>").as_bytes(), reason::CSV_MALFORMED),
         }
         r.sink.end_of_line();
+    }
+}
+
+/// Whether a row after the header is a comment: one field starting with
+/// `#`, or a first field that is `#` then white space or another `#`
+/// (`# format version, 1.1`, `## source, https://feed.example/`, whose
+/// value in the URL column would otherwise be listed). A first column
+/// that starts with `#` and a value (`#3,http://…`, a numbered row) is
+/// data.
+fn is_comment_row(row: &::csv::ByteRecord) -> bool {
+    let Some(first) = row.get(0).map(<[u8]>::trim_ascii_start) else {
+        return false;
+    };
+    match first.strip_prefix(b"#") {
+        None => false,
+        Some(_) if row.len() == 1 => true,
+        Some(rest) => rest.first().is_none_or(|b| b.is_ascii_whitespace() || *b == b'#'),
     }
 }
 
@@ -202,6 +217,33 @@ fn unspaced_quotes(bytes: &[u8], delimiter: u8) -> Cow<'_, [u8]> {
                     .push(if delimiter == b' ' { b'\t' } else { b' ' });
                 At::Unquoted
             }
+            // Columns padded with spaces (`id  url date`, `  1 http://…`)
+            // when spaces separate them: a run of spaces is one separator,
+            // and spaces that start a line separate nothing (as `awk` and
+            // `cut -w` read such files). Else every space past the first
+            // is an empty field, and a header padded otherwise than its
+            // rows names the wrong column.
+            (_, b' ')
+                if delimiter == b' '
+                    && (i == 0
+                        || matches!(bytes.get(i - 1), Some(b'\n' | b'\r'))
+                        || bytes.get(i + 1) == Some(&b' ')) =>
+            {
+                let run = bytes
+                    .get(i..)
+                    .unwrap_or_default()
+                    .iter()
+                    .take_while(|&&c| c == b' ')
+                    .count();
+                let out = out.get_or_insert_with(|| bytes.get(..i).unwrap_or_default().to_vec());
+                let line_start = i == 0 || matches!(bytes.get(i - 1), Some(b'\n' | b'\r'));
+                if !line_start {
+                    out.push(b' ');
+                }
+                i += run;
+                at = At::FieldStart;
+                continue;
+            }
             (_, b) if b == delimiter => {
                 let spaces = white_before(bytes.get(i + 1..).unwrap_or_default(), delimiter);
                 let quote = i + 1 + spaces;
@@ -298,6 +340,41 @@ mod tests {
 
     fn unspaced(text: &[u8]) -> std::borrow::Cow<'_, [u8]> {
         super::unspaced_quotes(text, b',')
+    }
+
+    /// A comment row after the header with the delimiter in it was read as
+    /// data: `# source, https://urlhaus.abuse.ch/` listed `urlhaus.abuse.ch/`
+    /// host-wide, `# format version, 1.1` the address `1.0.0.1/`. A row
+    /// whose first field is `#` then white space or `#` is a comment; a
+    /// numbered row (`#3,…`) is still data.
+    #[test]
+    fn regression_a_comment_row_with_the_delimiter_is_no_data() {
+        let text = b"id,url\n1,http://a.example/x\n# format version, 1.1\n# source, https://urlhaus.abuse.ch/\n## x, http://b.example/\n#,http://c.example/\n#3,http://d.example/y\n";
+        let (out, report) = read(text, None);
+        assert_eq!(out, hashes(&["a.example/x", "d.example/y"]), "{report:?}");
+        assert_eq!(report.rejected_total(), 0, "{report:?}");
+    }
+
+    /// With `delimiter = " "`, a header padded with two spaces
+    /// (`id  url date`) named the wrong column: every URL was lost, and
+    /// the dates and numbers beside them listed as IPv4 addresses. A run
+    /// of spaces is one separator, and spaces that start a line none.
+    #[test]
+    fn regression_columns_padded_with_spaces_are_one_separator_apart() {
+        let text = b"id  url       date\n1   http://a.example/x   1.1\n  22 http://b.example/y 2021\n3 \"http://c.example/z\"  1.1\n";
+        let opts = FormatOptions {
+            delimiter: Some(b' '),
+            ..FormatOptions::default()
+        };
+        let mut out = Vec::new();
+        let mut report = ParseReport::default();
+        parse_source(text, SourceFormat::Csv, &opts, &mut report, |h| out.push(h));
+        assert_eq!(
+            out,
+            hashes(&["a.example/x", "b.example/y", "c.example/z"]),
+            "{report:?}"
+        );
+        assert_eq!(report.rejected_total(), 0, "{report:?}");
     }
 
     /// URLhaus's CSV dumps write their header as the last comment line: it
