@@ -1,12 +1,12 @@
 //! What a host or domain name stands for (`host/`), and the `hosts`
 //! format's lines: an address and names, or bare names.
 
-use blocksieve_format::{CanonError, canonicalize};
+use blocksieve_format::{CanonError, HostKind, canonicalize};
 
 use super::breadth::too_broad;
 use super::entry::{Entry, Read};
 use super::outcome::reason;
-use super::url_entry::{is_bare_ipv6, other_ipv6_host, refang_dots, unvisitable_host};
+use super::url_entry::{is_bare_ipv6, is_short_number, other_ipv6_host, refang_dots, unvisitable_host};
 use super::visit::Visit;
 use super::white::{split_white, unquote};
 
@@ -79,6 +79,9 @@ fn domain_entry(name: &[u8]) -> Result<String, &'static str> {
         return Err(reason::NOT_A_HOST_NAME);
     }
     let url = canonicalize(name).map_err(domain_error)?;
+    if url.host_kind() == HostKind::Ipv4 && is_short_number(name) {
+        return Err(reason::NUMBER_NOT_ADDRESS);
+    }
     if let Some(reason) = unvisitable_host(url.host().as_bytes(), url.host_kind()) {
         return Err(reason);
     }

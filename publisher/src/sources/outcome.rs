@@ -74,6 +74,13 @@ pub mod reason {
     /// entry would match no visit.
     pub const ENDS_IN_A_NUMBER: &str =
         "host ends in a number but is not an IPv4 address: browsers refuse it (URL Standard, host parsing)";
+    /// An entry without a scheme that is a number of fewer than four dotted
+    /// parts (`1234`, `1.5`, `10:00`): a URL parser reads it as an IPv4
+    /// address (`0.0.4.210`, `1.0.0.5`), but written so it is a count, a
+    /// version or a time read from the wrong column far more often; listed,
+    /// it would block an address no feed named. With a scheme
+    /// (`http://1572395042/`) or four parts it is an address.
+    pub const NUMBER_NOT_ADDRESS: &str = "a number with no scheme and fewer than four dotted parts, not an IPv4 address (a count, version or time in the wrong column?)";
     /// A URL's host holds non-ASCII bytes that the canonicalizer's IDNA
     /// mapping (UTS #46) refused, escaped in the canonical form: invalid
     /// UTF-8, a disallowed character, a label breaking the bidi rule

@@ -508,3 +508,46 @@ fn regression_extra_slashes_mixing_backslashes_are_read_as_browsers_read_them() 
     assert_eq!(out, want);
     assert_eq!(report.rejected[reason::EMPTY_HOST], 1, "{report:?}");
 }
+
+/// A number in the URL or name column (`1234`, `1.5`, `10:00`: a count, a
+/// version, a time) was listed as the IPv4 address a URL parser reads it
+/// as (`0.0.4.210/`, `1.0.0.5/`; `1.1` is Cloudflare's `1.0.0.1`), host-wide
+/// and counted as accepted. Without a scheme and with fewer than four
+/// dotted parts it is refused; with a scheme, or four parts in any form a
+/// browser reads, it is an address.
+#[test]
+fn regression_a_short_number_is_no_address() {
+    for (format, line) in [
+        (SourceFormat::Urls, &b"1234"[..]),
+        (SourceFormat::Urls, b"1.5"),
+        (SourceFormat::Urls, b"1.1"),
+        (SourceFormat::Urls, b"10:00"),
+        (SourceFormat::Urls, b"0x5f000001"),
+        (SourceFormat::Urls, b"1.2.3/x"),
+        (SourceFormat::Csv, b"2021"),
+        (SourceFormat::Domains, b"1234"),
+        (SourceFormat::Hosts, b"0.0.0.0 1.1"),
+        (SourceFormat::AdblockHosts, b"||1234^"),
+    ] {
+        assert_eq!(
+            read_one(format, line).map(|_| ()),
+            Err(reason::NUMBER_NOT_ADDRESS),
+            "{format:?} {}",
+            line.escape_ascii()
+        );
+    }
+    for (format, line, expression) in [
+        (SourceFormat::Urls, &b"http://1572395042/x"[..], "93.184.216.34/x"),
+        (SourceFormat::Urls, b"0x5d.184.216.34/x", "93.184.216.34/x"),
+        (SourceFormat::Urls, b"93.184.216.34", "93.184.216.34/"),
+        (SourceFormat::Domains, b"93.184.216.34", "93.184.216.34/"),
+        (SourceFormat::Urls, b"1234.example/x", "1234.example/x"),
+    ] {
+        assert_eq!(
+            exprs(format, line).unwrap()[0],
+            expression,
+            "{format:?} {}",
+            line.escape_ascii()
+        );
+    }
+}

@@ -204,8 +204,13 @@ pub(super) fn url_entry(line: &[u8]) -> Result<UrlEntry<'_>, &'static str> {
     let written = url_canonical_as(line, defanged)?;
     // (A line canonical as written has no user name: only others are
     // looked at.)
-    if matches!(written, CanonicalForm::Built(_)) && is_email_address(line) {
-        return Err(reason::EMAIL_ADDRESS);
+    if matches!(written, CanonicalForm::Built(_)) {
+        if is_email_address(line) {
+            return Err(reason::EMAIL_ADDRESS);
+        }
+        if written.host_kind() == HostKind::Ipv4 && !has_scheme(line) && is_short_number(line) {
+            return Err(reason::NUMBER_NOT_ADDRESS);
+        }
     }
     let mut others = Vec::new();
     others.extend(other_ipv6_reading(&written));
@@ -538,6 +543,26 @@ fn decode_amp_levels(line: &[u8], level: usize) -> Vec<u8> {
     }
     out.extend_from_slice(rest);
     out
+}
+
+/// Whether the host `text` starts with (up to a `/`, `?`, `#` or `:`) is
+/// a number of fewer than four dotted parts, decimal or `0x` hexadecimal
+/// (`1234`, `1.5`, `10` of `10:00`, `0x7f000001`): an IPv4 address to a
+/// URL parser, but written so without a scheme it is a count, a version
+/// or a time in the wrong column far more often than an address
+/// ([`reason::NUMBER_NOT_ADDRESS`]).
+pub(super) fn is_short_number(text: &[u8]) -> bool {
+    let end = text
+        .iter()
+        .position(|b| matches!(b, b'/' | b'?' | b'#' | b':'))
+        .unwrap_or(text.len());
+    let host = text.get(..end).unwrap_or_default();
+    let host = host.strip_suffix(b".").unwrap_or(host);
+    let number = |part: &[u8]| match part.strip_prefix(b"0x").or_else(|| part.strip_prefix(b"0X")) {
+        Some(hex) => hex.iter().all(u8::is_ascii_hexdigit),
+        None => !part.is_empty() && part.iter().all(u8::is_ascii_digit),
+    };
+    !host.is_empty() && host.split(|&b| b == b'.').count() < 4 && host.split(|&b| b == b'.').all(number)
 }
 
 /// Whether `text` starts with a URL scheme and `://` (`http://`,
