@@ -6,7 +6,9 @@ use blocksieve_format::{CanonError, HostKind, canonicalize};
 use super::breadth::too_broad;
 use super::entry::{Entry, Read};
 use super::outcome::reason;
-use super::url_entry::{is_bare_ipv6, is_short_number, other_ipv6_host, refang_dots, unvisitable_host};
+use super::url_entry::{
+    ipv4_number_parts, is_bare_ipv6, is_short_number, other_ipv6_host, refang_dots, unvisitable_host,
+};
 use super::visit::Visit;
 use super::white::{split_white, unquote};
 
@@ -210,9 +212,15 @@ pub(super) fn read_hosts(text: &[u8], v: &mut impl Visit) {
     }
 }
 
-/// Whether a hosts-file field is an address: IPv4, or IPv6 with an
-/// optional zone (`fe80::1%lo0`, the macOS default hosts file).
+/// Whether a hosts-file field is an address: IPv4, also in the forms
+/// `inet_aton` and the URL Standard read (`0`, the compact sink of some
+/// lists, `127.1`, `0x7f000001`, `127.000.000.001`: up to four numbers),
+/// or IPv6 with an optional zone (`fe80::1%lo0`, the macOS default hosts
+/// file).
 fn is_ip_literal(field: &[u8]) -> bool {
+    if ipv4_number_parts(field).is_some_and(|parts| parts <= 4) {
+        return true;
+    }
     let address = match memchr::memchr(b'%', field) {
         Some(zone) if field.contains(&b':') => field.get(..zone).unwrap_or_default(),
         _ => field,
@@ -294,6 +302,25 @@ mod tests {
             SourceFormat::Hosts,
         );
         assert_eq!(out, hashes(&["evil.example/"]));
+    }
+
+    /// A hosts line whose address is written as `inet_aton` reads it
+    /// (`0`, the compact sink, `0x7f000001`, `127.1`) lost its names: the
+    /// address was read as a name, refused as a loopback or a word, and
+    /// what followed dropped or counted as a second rejection.
+    #[test]
+    fn regression_an_address_in_any_ipv4_form_is_the_address_column() {
+        for line in [
+            &b"0 evil.example"[..],
+            b"0x7f000001 evil.example",
+            b"127.1 evil.example",
+            b"127.000.000.001 evil.example",
+            b"0.0.0.0 evil.example",
+        ] {
+            let (out, report) = collect(line, SourceFormat::Hosts);
+            assert_eq!(out, hashes(&["evil.example/"]), "{}", line.escape_ascii());
+            assert_eq!(report.rejected_total(), 0, "{}", line.escape_ascii());
+        }
     }
 
     #[test]

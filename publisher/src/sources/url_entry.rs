@@ -556,13 +556,20 @@ pub(super) fn is_short_number(text: &[u8]) -> bool {
         .iter()
         .position(|b| matches!(b, b'/' | b'?' | b'#' | b':'))
         .unwrap_or(text.len());
-    let host = text.get(..end).unwrap_or_default();
+    ipv4_number_parts(text.get(..end).unwrap_or_default()).is_some_and(|parts| parts < 4)
+}
+
+/// How many dotted parts `host` has when every one is a number, decimal
+/// or `0x` hexadecimal, as the URL Standard's IPv4 parser (and
+/// `inet_aton`) reads them (`127.1`, `0x7f000001`, `127.000.000.001`); a
+/// trailing dot aside. `None` for anything else.
+pub(super) fn ipv4_number_parts(host: &[u8]) -> Option<usize> {
     let host = host.strip_suffix(b".").unwrap_or(host);
     let number = |part: &[u8]| match part.strip_prefix(b"0x").or_else(|| part.strip_prefix(b"0X")) {
         Some(hex) => hex.iter().all(u8::is_ascii_hexdigit),
         None => !part.is_empty() && part.iter().all(u8::is_ascii_digit),
     };
-    !host.is_empty() && host.split(|&b| b == b'.').count() < 4 && host.split(|&b| b == b'.').all(number)
+    (!host.is_empty() && host.split(|&b| b == b'.').all(number)).then(|| host.split(|&b| b == b'.').count())
 }
 
 /// Whether `text` starts with a URL scheme and `://` (`http://`,
