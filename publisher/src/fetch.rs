@@ -5,11 +5,12 @@
 //! detection; the build decompresses as it reads.
 //!
 //! A source that fails — unreadable file, network error, 4xx/5xx, an HTML
-//! page instead of a list, over its size limit, or (decided in
-//! [`crate::build`]) a parse that collapses, most of its lines rejected —
-//! keeps its last good content for that build, and the build report says so.
-//! That content is kept by [`crate::storage`]; this module does no more than
-//! get bytes.
+//! page instead of a list, over its size limit, a body that may be cut off
+//! (its end unmarked, mid-line), a file changed while it was read, or
+//! (decided in [`crate::build`]) a parse that collapses, most of its lines
+//! rejected — keeps its last good content for that build, and the build
+//! report says so. That content is kept by [`crate::storage`]; this module
+//! does no more than get bytes.
 
 use std::io::Read as _;
 use std::path::Path;
@@ -17,12 +18,15 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{BUILTIN_LIST, SourceConfig};
+use crate::config::{BUILTIN_LIST, SourceConfig, SourceFormat};
 use crate::sources::looks_like_html;
 
 mod gunzip;
+mod opened;
 
 pub use gunzip::{Gunzip, gunzip};
+pub use opened::FileChanged;
+use opened::{FileStamp, OpenedFile};
 
 /// What fetching a source produced.
 #[derive(Debug)]
@@ -199,10 +203,13 @@ fn not_utf8_text(head: &[u8]) -> Option<&'static str> {
 
 /// Opens a local source file and checks it (size, start) without reading
 /// it whole: the start read, then the rest of the file, for the build to
-/// read. Never seeks: a named pipe or `/dev/stdin` reads as well.
+/// read ([`OpenedFile`]: a regular file changed before the read's end fails
+/// it there). Never seeks: a named pipe or `/dev/stdin` reads as well.
 fn open_file(path: &Path, source: &SourceConfig) -> Result<Stream, String> {
     let mut file = std::fs::File::open(path).map_err(|e| e.to_string())?;
-    let size = file.metadata().map_err(|e| e.to_string())?.len();
+    let metadata = file.metadata().map_err(|e| e.to_string())?;
+    let size = metadata.len();
+    let opened = metadata.is_file().then(|| FileStamp::of(&metadata));
     let mut head = Vec::new();
     (&mut file)
         .take(HEAD_BYTES as u64)
@@ -211,7 +218,11 @@ fn open_file(path: &Path, source: &SourceConfig) -> Result<Stream, String> {
     check_content(size, &head, head.len() as u64 == size, false, source)?;
     let gzip = is_gzip(&head);
     Ok(Stream {
-        reader: Box::new(std::io::Cursor::new(head).chain(file)),
+        reader: Box::new(OpenedFile {
+            head: std::io::Cursor::new(head),
+            file,
+            opened,
+        }),
         gzip,
         size,
         validators: Validators::default(),
@@ -291,6 +302,13 @@ struct Failure {
     transient: bool,
     /// The server's `Retry-After`, with a `429` or `503`.
     retry_after: Option<Duration>,
+    /// Whether the body's end may have been marked where it could not be
+    /// seen: a body that ended mid-line with no `Content-Length` or
+    /// chunked framing in sight, asked for with `Accept-Encoding: gzip`.
+    /// reqwest decodes a gzip-encoded response and drops its
+    /// `Content-Length`; the gzip trailer proved its end, but nothing says
+    /// it was there. Asked for again at once, uncompressed ([`attempt`]).
+    ask_uncompressed: bool,
 }
 
 impl Failure {
@@ -299,6 +317,7 @@ impl Failure {
             reason,
             transient: false,
             retry_after: None,
+            ask_uncompressed: false,
         }
     }
 
@@ -307,6 +326,7 @@ impl Failure {
             reason,
             transient: true,
             retry_after: None,
+            ask_uncompressed: false,
         }
     }
 }
@@ -371,15 +391,39 @@ async fn fetch_http(
     }
 }
 
-/// One attempt at fetching `url`: see [`fetch_http`].
+/// One attempt at fetching `url` (see [`fetch_http`]): a `GET`, and when
+/// its body ended mid-line where its framing could not be seen (see
+/// [`Failure::ask_uncompressed`]), a second one at once asking for the
+/// content uncompressed (`Accept-Encoding: identity`), whose answer is the
+/// attempt's.
 async fn attempt(
     client: &reqwest::Client,
     url: &str,
     source: &SourceConfig,
     cached: Option<&Validators>,
 ) -> Result<Fetched, Failure> {
+    match get(client, url, source, cached, false).await {
+        Err(failure) if failure.ask_uncompressed => get(client, url, source, cached, true).await,
+        got => got,
+    }
+}
+
+/// A `GET` of `url`: see [`attempt`]. `uncompressed` asks for the content
+/// with no content coding.
+async fn get(
+    client: &reqwest::Client,
+    url: &str,
+    source: &SourceConfig,
+    cached: Option<&Validators>,
+    uncompressed: bool,
+) -> Result<Fetched, Failure> {
     let headers = source.request_headers().map_err(Failure::permanent)?;
     let mut request = client.get(url).timeout(source.timeout()).headers(headers);
+    if uncompressed {
+        // Set, the client leaves it be (and a source may not set it:
+        // `RESERVED_HEADERS`).
+        request = request.header(reqwest::header::ACCEPT_ENCODING, "identity");
+    }
     if let Some(validators) = cached {
         let (etag, last_modified) = validators.to_send();
         if let Some(etag) = etag {
@@ -435,6 +479,7 @@ async fn attempt(
             reason: format!("HTTP {status}"),
             transient,
             retry_after,
+            ask_uncompressed: false,
         });
     }
     let header = |name| {
@@ -467,12 +512,29 @@ async fn attempt(
             source.max_bytes
         )));
     }
+    let end_marked = end_marked(&response);
     let mut spool = Spool::default();
     if let Err(failure) = receive(&mut response, source, labelled_html, &mut spool).await {
         spool.discard().await;
         return Err(failure);
     }
     let gzip = is_gzip(&spool.head);
+    // A body whose end only the connection's close marks, cut off, looks
+    // whole: its last line, cut anywhere, would be read as an entry (a URL
+    // cut after its host lists the whole host). Content that ends a line,
+    // is empty, or is gzip (its trailer marks its end, checked as the
+    // build decodes it) is whole; a JSON document cut short does not parse.
+    let mid_line = spool.last.is_some_and(|b| b != b'\n' && b != b'\r');
+    if !end_marked && mid_line && !gzip && source.format != SourceFormat::Json {
+        spool.discard().await;
+        return Err(Failure {
+            reason: "body ended mid-line with no Content-Length or chunked framing: may be cut off"
+                .to_owned(),
+            transient: true,
+            retry_after: None,
+            ask_uncompressed: !uncompressed,
+        });
+    }
     let size = spool.size;
     match spool.finish().await {
         Ok(reader) => Ok(Fetched::Stream(Stream {
@@ -513,6 +575,32 @@ fn redirect_target(response: &reqwest::Response) -> Option<String> {
         Some(port) => format!("{host}:{port}"),
         None => host.to_owned(),
     })
+}
+
+/// Whether `response`'s framing marks where its body ends, so that a body
+/// cut off fails as it arrives (hyper's "end of file before message
+/// length reached"): a `Content-Length`, chunked as its final transfer
+/// coding, or HTTP/2 and later (frames). Otherwise (HTTP/1.x, RFC 9112
+/// §6.3) the body ends where the server closes the connection, and a
+/// connection lost looks the same. A gzip-encoded response that reqwest
+/// decodes has lost its `Content-Length` here (see
+/// [`Failure::ask_uncompressed`]).
+fn end_marked(response: &reqwest::Response) -> bool {
+    use reqwest::Version;
+    if !matches!(
+        response.version(),
+        Version::HTTP_09 | Version::HTTP_10 | Version::HTTP_11
+    ) {
+        return true;
+    }
+    let headers = response.headers();
+    let last_coding = (headers.get_all(reqwest::header::TRANSFER_ENCODING).iter())
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .rfind(|c| !c.is_empty());
+    headers.contains_key(reqwest::header::CONTENT_LENGTH)
+        || last_coding.is_some_and(|c| c.eq_ignore_ascii_case("chunked"))
 }
 
 /// `timed out after N s (timeout_s): ` when `e` is the source's timeout,
@@ -629,12 +717,17 @@ struct Spool {
     size: u64,
     /// The first [`HEAD_BYTES`] received, for [`check_content`].
     head: Vec<u8>,
+    /// The last byte received, if any: whether the body ends a line.
+    last: Option<u8>,
 }
 
 impl Spool {
     async fn write(&mut self, bytes: &[u8]) -> std::io::Result<()> {
         let room = HEAD_BYTES.saturating_sub(self.head.len());
         self.head.extend_from_slice(&bytes[..bytes.len().min(room)]);
+        if let Some(&last) = bytes.last() {
+            self.last = Some(last);
+        }
         self.memory.extend_from_slice(bytes);
         self.size += bytes.len() as u64;
         if self.memory.len() >= SPOOL_IN_MEMORY {
@@ -717,8 +810,13 @@ mod tests {
 
     use std::time::{Duration, SystemTime};
 
+    use std::sync::{Arc, Mutex};
+
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
     use super::{
-        HEAD_BYTES, SPOOL_IN_MEMORY, Spool, Validators, check_content, parse_retry_after, settled_before,
+        Fetched, HEAD_BYTES, SPOOL_IN_MEMORY, Spool, Stream, Validators, check_content, open_file,
+        parse_retry_after, settled_before,
     };
     use crate::config::{SourceConfig, SourceFormat};
 
@@ -826,11 +924,255 @@ mod tests {
         spool.discard().await;
     }
 
+    /// `https://drive.google.com/file/d/1AbC{i}xyz/view?usp=sharing`, for
+    /// `i` in `0..n`, each on its line; and where line `cut_line` (from 0)
+    /// is cut right after its host, `https://drive.google.com`.
+    fn drive_lines(n: usize, cut_line: usize) -> (Vec<u8>, usize) {
+        let text: String = (0..n)
+            .map(|i| format!("https://drive.google.com/file/d/1AbC{i}xyz/view?usp=sharing\n"))
+            .collect();
+        let line = format!("https://drive.google.com/file/d/1AbC{cut_line}xyz/");
+        let cut = text.find(&line).unwrap() + "https://drive.google.com".len();
+        (text.into_bytes(), cut)
+    }
+
+    /// A server on 127.0.0.1:0 that answers each connection with what
+    /// `answer` makes of its request head (lowercase), then closes it: the
+    /// URL of its feed, and the request heads it saw.
+    async fn raw_server(
+        answer: impl Fn(&str) -> Vec<u8> + Send + 'static,
+    ) -> (String, Arc<Mutex<Vec<String>>>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/feed.txt", listener.local_addr().unwrap());
+        let heads = Arc::new(Mutex::new(Vec::new()));
+        let seen = Arc::clone(&heads);
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match stream.read(&mut buf).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
+                let response = answer(&head);
+                seen.lock().unwrap().push(head);
+                let _ = stream.write_all(&response).await;
+                let _ = stream.shutdown().await;
+            }
+        });
+        (url, heads)
+    }
+
+    fn response(head: &str, body: &[u8]) -> Vec<u8> {
+        [head.as_bytes(), b"\r\n", body].concat()
+    }
+
+    /// A `200` whose end is only the connection closing: no
+    /// `Content-Length`, not chunked.
+    const UNFRAMED: &str = "HTTP/1.1 200 OK\r\nConnection: close\r\n";
+
     fn gzip(bytes: &[u8]) -> Vec<u8> {
         use std::io::Write as _;
         let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
         encoder.write_all(bytes).unwrap();
         encoder.finish().unwrap()
+    }
+
+    async fn fetched(url: &str, format: SourceFormat, retries: u32) -> (Fetched, u32) {
+        let mut source = SourceConfig::http(url, format);
+        source.retries = Some(retries);
+        super::fetch(Some(&reqwest::Client::new()), "test", &source, None).await
+    }
+
+    fn content(stream: Stream) -> std::io::Result<Vec<u8>> {
+        let mut out = Vec::new();
+        let mut reader = stream.reader;
+        reader.read_to_end(&mut out).map(|_| out)
+    }
+
+    /// The reviewer's feed: 200 Google Drive URLs, the connection lost
+    /// right after `https://drive.google.com` on line 101, sent with
+    /// neither `Content-Length` nor chunked framing, so that the close
+    /// looked like the end. The body was taken whole, and its last line
+    /// listed all of Google Drive (`drive.google.com/`). Now it is a
+    /// failure that may pass: tried again (each attempt asking once more
+    /// at once for the content uncompressed, whose framing reqwest does
+    /// not hide), then the source's last good content is used.
+    #[tokio::test]
+    async fn regression_a_body_without_framing_that_ends_mid_line_is_tried_again_then_fails() {
+        let (lines, cut) = drive_lines(200, 100);
+        let cut = response(UNFRAMED, &lines[..cut]);
+        let (url, heads) = raw_server(move |_| cut.clone()).await;
+        let (fetched, retried) = fetched(&url, SourceFormat::Urls, 1).await;
+        let Fetched::Failed(reason) = fetched else {
+            panic!("taken as whole: {fetched:?}")
+        };
+        assert_eq!(
+            reason,
+            "body ended mid-line with no Content-Length or chunked framing: may be cut off (2 attempts)"
+        );
+        assert_eq!(retried, 1);
+        let heads = heads.lock().unwrap();
+        let plain: Vec<bool> = heads
+            .iter()
+            .map(|h| h.contains("accept-encoding: identity\r\n"))
+            .collect();
+        assert_eq!(plain, [false, true, false, true], "{heads:#?}");
+    }
+
+    /// A body whose end its framing marks (`Content-Length`, chunked), or
+    /// that ends a line, is empty, is a gzip file (its own trailer marks
+    /// its end) or a JSON document (which does not parse when cut), is
+    /// taken as before, in one request. A gzip-encoded response reqwest
+    /// decodes loses its `Content-Length` on the way: asked again for the
+    /// content uncompressed, its framing shows.
+    #[tokio::test]
+    async fn a_body_whose_end_is_marked_or_that_ends_a_line_is_taken() {
+        let mid_line = b"https://a.example/1\nhttps://drive.google.com".to_vec();
+        let json = br#"{"blacklist": ["a.example"], "whitelist": []}"#.to_vec();
+        let chunked = {
+            let (one, two) = mid_line.split_at(10);
+            let chunk = |c: &[u8]| [format!("{:x}\r\n", c.len()).as_bytes(), c, b"\r\n"].concat();
+            [chunk(one), chunk(two), b"0\r\n\r\n".to_vec()].concat()
+        };
+        let length = |body: &[u8]| {
+            format!(
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n",
+                body.len()
+            )
+        };
+        let line_ended = [mid_line.as_slice(), b"\n"].concat();
+        let cr_ended = [mid_line.as_slice(), b"\r"].concat();
+        let cases = [
+            (
+                "content-length",
+                response(&length(&mid_line), &mid_line),
+                mid_line.clone(),
+                SourceFormat::Urls,
+            ),
+            (
+                "chunked",
+                response("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n", &chunked),
+                mid_line.clone(),
+                SourceFormat::Urls,
+            ),
+            (
+                "line feed",
+                response(UNFRAMED, &line_ended),
+                line_ended.clone(),
+                SourceFormat::Urls,
+            ),
+            (
+                "carriage return",
+                response(UNFRAMED, &cr_ended),
+                cr_ended.clone(),
+                SourceFormat::Urls,
+            ),
+            ("empty", response(UNFRAMED, b""), Vec::new(), SourceFormat::Urls),
+            (
+                "gzip file",
+                response(UNFRAMED, &gzip(&mid_line)),
+                gzip(&mid_line),
+                SourceFormat::Urls,
+            ),
+            (
+                "http/1.0 with a length",
+                response(&length(&mid_line).replace("HTTP/1.1", "HTTP/1.0"), &mid_line),
+                mid_line.clone(),
+                SourceFormat::Urls,
+            ),
+            (
+                "json",
+                response(UNFRAMED, &json),
+                json.clone(),
+                SourceFormat::Json,
+            ),
+        ];
+        for (name, answer, body, format) in cases {
+            let (url, heads) = raw_server(move |_| answer.clone()).await;
+            let (fetched, _) = fetched(&url, format, 0).await;
+            let Fetched::Stream(stream) = fetched else {
+                panic!("{name}: {fetched:?}")
+            };
+            assert_eq!(content(stream).unwrap(), body, "{name}");
+            assert_eq!(heads.lock().unwrap().len(), 1, "{name}");
+        }
+
+        let encoded = gzip(&mid_line);
+        let plain = response(&length(&mid_line), &mid_line);
+        let (url, heads) = raw_server(move |head| {
+            if head.contains("accept-encoding: identity\r\n") {
+                plain.clone()
+            } else {
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: {}\r\n",
+                    encoded.len()
+                );
+                response(&head, &encoded)
+            }
+        })
+        .await;
+        let (fetched, retried) = fetched(&url, SourceFormat::Urls, 0).await;
+        let Fetched::Stream(stream) = fetched else {
+            panic!("gzip-encoded: {fetched:?}")
+        };
+        assert_eq!((content(stream).unwrap(), retried), (mid_line, 0));
+        let heads = heads.lock().unwrap();
+        assert!(heads[0].contains("accept-encoding: gzip"), "{heads:#?}");
+        assert_eq!(heads.len(), 2, "{heads:#?}");
+    }
+
+    /// A `path` source rewritten in place while the build reads it (a cron
+    /// `curl -o`, or `>`): the build read the start of the old content and
+    /// the rest of the new one as far as it had been written, and took
+    /// that as the file, its last line cut anywhere (`https://drive.google.com`
+    /// listed the host). Now the read fails at its end when the file's size
+    /// or modification time is not what it was when opened. A file replaced
+    /// by a rename is read whole as it was opened.
+    #[test]
+    fn regression_a_file_rewritten_while_it_is_read_fails_at_the_end_of_its_read() {
+        use std::io::Write as _;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("feed.txt");
+        // Past the start read when the file is opened.
+        let (full, cut) = drive_lines(2000, 1500);
+        assert!(cut > HEAD_BYTES, "{cut}");
+        let source = SourceConfig::file(&path, SourceFormat::Urls);
+        let changed = |e: std::io::Error| {
+            let e = e.to_string();
+            assert!(e.starts_with("file changed while it was read: "), "{e}");
+        };
+
+        std::fs::write(&path, &full).unwrap();
+        let stream = open_file(&path, &source).unwrap();
+        assert!(content(stream).unwrap() == full, "unchanged");
+
+        // Truncated and written again as the new content arrives.
+        let stream = open_file(&path, &source).unwrap();
+        std::fs::write(&path, &full[..cut]).unwrap();
+        changed(content(stream).map(|c| c.len()).unwrap_err());
+
+        // Rewritten mid-read, the same size: its time tells.
+        std::fs::write(&path, &full).unwrap();
+        let mut stream = open_file(&path, &source).unwrap();
+        let mut start = vec![0; HEAD_BYTES + 10];
+        stream.reader.read_exact(&mut start).unwrap();
+        let mut file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        file.write_all(&full).unwrap();
+        file.set_modified(SystemTime::now() + Duration::from_secs(5))
+            .unwrap();
+        drop(file);
+        changed(content(stream).map(|c| c.len()).unwrap_err());
+
+        // Replaced by a rename: the file opened is read as it was.
+        let stream = open_file(&path, &source).unwrap();
+        let new = dir.path().join("feed.txt.new");
+        std::fs::write(&new, &full[..cut]).unwrap();
+        std::fs::rename(&new, &path).unwrap();
+        assert!(content(stream).unwrap() == full, "renamed over");
     }
 
     /// `(cat feed.gz; head -c 512 /dev/zero) > feed`: `zcat` reads it
@@ -849,5 +1191,68 @@ mod tests {
         assert!(error.starts_with("gzip: "), "{error}");
         let error = check(&[gz.as_slice(), &[0; 8], b"junk"].concat()).unwrap_err();
         assert!(error.starts_with("gzip: "), "{error}");
+    }
+
+    /// A `path` source rewritten in place while the build reads it (a cron
+    /// `curl -o`, or `>`, truncating the file and writing the new content as it
+    /// arrives): the build read the start it had read when opening the file
+    /// and the rest as far as it was written, here right after
+    /// `https://drive.google.com` on line 1,501, and listed that host
+    /// (all of Google Drive) as fresh content; the list lost a quarter of its
+    /// entries, within `max_shrink`. Now the read fails at its end, the file's
+    /// size and time no longer those it was opened with, and the source's last
+    /// good content is used, as for a failed fetch.
+    #[test]
+    fn regression_a_path_source_rewritten_while_it_is_read_falls_back_to_its_last_good_content() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("feed.txt");
+        let full: String = (0..2000)
+            .map(|i| format!("https://drive.google.com/file/d/1AbC{i}xyz/view?usp=sharing\n"))
+            .collect();
+        let cut = full.find("https://drive.google.com/file/d/1AbC1500xyz/").unwrap()
+            + "https://drive.google.com".len();
+        std::fs::write(&path, &full).unwrap();
+        let config = SourceConfig::file(&path, SourceFormat::Urls);
+        let stream = open_file(&path, &config).unwrap();
+        std::fs::write(&path, &full[..cut]).unwrap();
+        use crate::build::{Cancel, KeepTo, LastGood, LoadedSource, PeakRssProbe, SourceRole, SourceUpdate};
+        let meta = crate::storage::CacheMeta {
+            validators: Default::default(),
+            fetched_at: 0,
+            accepted: 2000,
+        };
+        let source = LoadedSource {
+            config,
+            role: SourceRole::Block,
+            fetched: Fetched::Stream(stream),
+            last_good: LastGood::in_memory(full.clone().into_bytes(), meta),
+            read_duration: Duration::ZERO,
+            keep_to: KeepTo::memory(),
+        };
+        let mut updates = Vec::new();
+        let read = crate::build::read_sources(
+            "test",
+            vec![source],
+            1,
+            PeakRssProbe::NONE,
+            &mut updates,
+            &Cancel::default(),
+        )
+        .unwrap();
+        let error = read.sources[0].error.as_deref().unwrap_or_default();
+        assert_eq!(read.sources[0].state, "last_good", "{error}");
+        assert!(error.starts_with("file changed while it was read: "), "{error}");
+        assert_eq!(read.hashes.len(), 2000);
+        assert!(
+            !read
+                .hashes
+                .contains(&blocksieve_format::FullHash::of(b"drive.google.com/"))
+        );
+        assert!(
+            !updates
+                .iter()
+                .any(|(_, u)| matches!(u, SourceUpdate::Store { .. })),
+            "the content read is not kept"
+        );
     }
 }

@@ -370,3 +370,58 @@ async fn a_same_size_rewrite_within_the_etag_second_is_fetched_whole_again() {
     assert_eq!(a.seen()[2].if_none_match.as_deref(), Some(etag.as_str()));
     assert_eq!(outcome.report.as_ref().unwrap().sources[0].state, "not_modified");
 }
+
+/// The reviewer's repro: a feed of 200 Google Drive URLs answered `200`
+/// with no `Content-Length` and not chunked (`Connection: close`: its end
+/// is the connection closing), then cut right after
+/// `https://drive.google.com` on line 101. The close looked like the end:
+/// the build published the cut content, its last line listing all of
+/// Google Drive (`drive.google.com/`), and lost 99 entries, less than
+/// `max_shrink` notices. Now a body whose end nothing marks and that ends
+/// mid-line may be cut off: a failure that may pass, the source's last
+/// good content used (a source without one fails its list).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn regression_a_feed_cut_mid_line_without_framing_lists_no_host_and_falls_back() {
+    use blocksieve_tests::fake::RawServer;
+    let full: String = (0..200)
+        .map(|i| format!("https://drive.google.com/file/d/1AbC{i}xyz/view?usp=sharing\n"))
+        .collect();
+    let cut =
+        full.find("https://drive.google.com/file/d/1AbC100xyz/").unwrap() + "https://drive.google.com".len();
+    let (full, cut) = (full.as_bytes(), &full.as_bytes()[..cut]);
+    let why = "body ended mid-line with no Content-Length or chunked framing: may be cut off";
+    let host = "https://drive.google.com";
+    let listed = "https://drive.google.com/file/d/1AbC150xyz/view?usp=sharing";
+
+    // The whole feed (its end a line end), then the cut one, every time.
+    let mut script = vec![RawServer::until_close(full)];
+    script.extend(std::iter::repeat_n(RawServer::until_close(cut), 8));
+    let feed = RawServer::start(script).await;
+    let mut source = SourceConfig::http(format!("{}/feed.txt", feed.base_url), SourceFormat::Urls);
+    source.retries = Some(0);
+    let dir = tempfile::tempdir().unwrap();
+    let p = publisher_with(dir.path(), vec![source.clone()]);
+    let first = p.build_list(0).await;
+    assert!(first.result.is_ok(), "{:?}", first.result);
+    assert!(serves(&p, listed) && !serves(&p, host));
+    assert_eq!(feed.connections(), 1);
+
+    let second = p.build_list(0).await;
+    assert!(second.result.is_ok(), "{:?}", second.result);
+    let report = second.report.unwrap();
+    let status = &report.sources[0];
+    assert_eq!(status.state, "last_good", "{status:?}");
+    assert_eq!(status.error.as_deref(), Some(why), "{status:?}");
+    assert!(!serves(&p, host), "the host listed host-wide");
+    assert!(serves(&p, listed));
+    // Asked once, then at once for the content uncompressed (reqwest hides
+    // a gzip-encoded response's `Content-Length`).
+    assert_eq!(feed.connections(), 3);
+
+    // A new source with nothing to fall back to fails its list.
+    let other = tempfile::tempdir().unwrap();
+    let p = publisher_with(other.path(), vec![source]);
+    let error = p.build_list(0).await.result.unwrap_err().to_string();
+    assert!(error.contains(why), "{error}");
+    assert!(!serves(&p, host));
+}

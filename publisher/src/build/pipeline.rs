@@ -23,7 +23,7 @@ use blocksieve_format::FullHash;
 use super::Cancel;
 use super::copy::{CopyWriter, Encode, KeepTo};
 use crate::config::{SourceConfig, SourceFormat};
-use crate::fetch::{ContentEncoding, Stream, gunzip, is_gzip};
+use crate::fetch::{ContentEncoding, FileChanged, Stream, gunzip, is_gzip};
 use crate::sources::{EntrySink, FormatOptions, ParseReport, parse_source_into};
 use crate::storage::StoredCopyError;
 
@@ -552,10 +552,15 @@ pub(crate) fn read_content(
     Ok(ContentRead { kept, ..read })
 }
 
-/// A read error as a source's failure reason: what failed, and where.
+/// A read error as a source's failure reason: what failed, and where. A
+/// local file changed while it was read says so alone (whatever the
+/// decoder made of it, the cause is the file's).
 fn describe(error: &io::Error, encoding: ContentEncoding) -> String {
     if is_stored_copy_error(error) {
         return format!("stored copy: {error}");
+    }
+    if error.get_ref().is_some_and(|inner| inner.is::<FileChanged>()) {
+        return error.to_string();
     }
     match (error.kind(), encoding) {
         (io::ErrorKind::FileTooLarge, _) => error.to_string(),
