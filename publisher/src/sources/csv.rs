@@ -106,11 +106,10 @@ pub(super) fn parse_csv<S: EntrySink>(bytes: &[u8], options: &FormatOptions, r: 
 }
 
 /// Whether a row after the header is a comment: one field starting with
-/// `#`, or a first field that is `#` then white space or another `#`
-/// (`# format version, 1.1`, `## source, https://feed.example/`, whose
-/// value in the URL column would otherwise be listed). A first column
-/// that starts with `#` and a value (`#3,http://…`, a numbered row) is
-/// data.
+/// `#`, or a first field that is `#` followed by anything but a digit
+/// (`# format version, 1.1`, `#source,https://feed.example/`, whose value
+/// in the URL column would otherwise be listed). A first column of `#` and
+/// a number (`#3,http://…`, a numbered row) is data.
 fn is_comment_row(row: &::csv::ByteRecord) -> bool {
     let Some(first) = row.get(0).map(<[u8]>::trim_ascii_start) else {
         return false;
@@ -118,7 +117,7 @@ fn is_comment_row(row: &::csv::ByteRecord) -> bool {
     match first.strip_prefix(b"#") {
         None => false,
         Some(_) if row.len() == 1 => true,
-        Some(rest) => rest.first().is_none_or(|b| b.is_ascii_whitespace() || *b == b'#'),
+        Some(rest) => !rest.first().is_some_and(u8::is_ascii_digit),
     }
 }
 
@@ -345,11 +344,11 @@ mod tests {
     /// A comment row after the header with the delimiter in it was read as
     /// data: `# source, https://urlhaus.abuse.ch/` listed `urlhaus.abuse.ch/`
     /// host-wide, `# format version, 1.1` the address `1.0.0.1/`. A row
-    /// whose first field is `#` then white space or `#` is a comment; a
+    /// whose first field is `#` then anything but a digit is a comment; a
     /// numbered row (`#3,…`) is still data.
     #[test]
     fn regression_a_comment_row_with_the_delimiter_is_no_data() {
-        let text = b"id,url\n1,http://a.example/x\n# format version, 1.1\n# source, https://urlhaus.abuse.ch/\n## x, http://b.example/\n#,http://c.example/\n#3,http://d.example/y\n";
+        let text = b"id,url\n1,http://a.example/x\n# format version, 1.1\n# source, https://urlhaus.abuse.ch/\n## x, http://b.example/\n#,http://c.example/\n#source,https://e.example/\n#3,http://d.example/y\n";
         let (out, report) = read(text, None);
         assert_eq!(out, hashes(&["a.example/x", "d.example/y"]), "{report:?}");
         assert_eq!(report.rejected_total(), 0, "{report:?}");
