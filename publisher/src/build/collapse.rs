@@ -13,7 +13,10 @@ use crate::sources::{ParseReport, reason};
 /// list gives. Content with no entry line at all (an emptied list) is taken
 /// as it is; a list or source that merely shrank is the gates' business.
 /// Lines rejected for a [`reason::DELIBERATE`] reason were read as what
-/// they are (a cosmetic rule, `127.0.0.1 localhost`) and count neither way.
+/// they are (a cosmetic rule, `127.0.0.1 localhost`) and count neither way
+/// in the share; content of such lines alone, not one entry accepted, still
+/// collapses (a list that suddenly holds only cosmetic or exception rules
+/// is another list, and its entries are not dropped on its word).
 pub(super) fn refused(r: &ParseReport) -> Option<String> {
     let unread: BTreeMap<String, u64> = r
         .rejected
@@ -23,7 +26,14 @@ pub(super) fn refused(r: &ParseReport) -> Option<String> {
         .collect();
     let rejected: u64 = unread.values().sum();
     let entry_lines = r.accepted + rejected;
-    ((entry_lines >= 10 && rejected * 2 > entry_lines) || (r.accepted == 0 && rejected > 0)).then(|| {
+    if r.accepted == 0 && r.rejected_total() > 0 {
+        let all = r.rejected_total();
+        return Some(format!(
+            "parse collapsed: {all} of {all} entry lines rejected ({})",
+            top_reasons(&r.rejected)
+        ));
+    }
+    (entry_lines >= 10 && rejected * 2 > entry_lines).then(|| {
         format!(
             "parse collapsed: {rejected} of {entry_lines} entry lines rejected ({})",
             top_reasons(&unread)
@@ -75,7 +85,11 @@ mod tests {
             &[(reason::ADBLOCK_COSMETIC, 20), (reason::ADBLOCK_EXCEPTION, 20)],
         );
         assert_eq!(refused(&general), None);
-        assert_eq!(refused(&report(0, &[(reason::ADBLOCK_COSMETIC, 5)])), None);
+        // Such lines alone, nothing accepted: still a collapse.
+        assert_eq!(
+            refused(&report(0, &[(reason::ADBLOCK_COSMETIC, 5)])).as_deref(),
+            Some("parse collapsed: 5 of 5 entry lines rejected (5 × cosmetic (element hiding) rule)")
+        );
         assert_eq!(refused(&report(100, &[(reason::LOOPBACK, 101)])), None);
         // Lines not read still collapse it, counted without the others.
         let broken = report(

@@ -118,11 +118,11 @@ pub mod reason {
     /// no visit, a loopback or sink address (`127.0.0.1 localhost`), a
     /// public suffix. Lists hold such lines by design (a general adblock
     /// list is mostly cosmetic rules), so they are no sign that content no
-    /// longer reads as its format: a collapsed parse leaves them out.
-    pub const DELIBERATE: [&str; 8] = [
+    /// longer reads as its format: a collapsed parse's share of rejected
+    /// lines leaves them out (content of nothing else still collapses).
+    pub const DELIBERATE: [&str; 7] = [
         ADBLOCK_EXCEPTION,
         ADBLOCK_COSMETIC,
-        ADBLOCK_UNKNOWN_OPTION,
         ADBLOCK_NOT_A_BLOCK,
         ADBLOCK_NOT_A_VISIT,
         LOOPBACK,
