@@ -88,10 +88,10 @@ pub fn check_feed(data: &[u8]) {
                             // One expression, or for a URL with `&amp;` one
                             // per level of decoding: the line as written, the
                             // first `MAX_AMP_LEVELS` levels, the whole; one
-                            // more for an IPv6 host's other form (dotted or
-                            // hexadecimal), and one for a
-                            // defanged URL's path refanged too.
-                            if !(1..=MAX_AMP_LEVELS + 4).contains(&r.full_hashes.len()) {
+                            // more for a defanged URL's path refanged too;
+                            // for an IPv6 host, each also on its other
+                            // form (dotted or hexadecimal).
+                            if !(1..=2 * (MAX_AMP_LEVELS + 4)).contains(&r.full_hashes.len()) {
                                 broken(
                                     "a reading publishes one full hash, or one per `&amp;` level, IPv6 form and refanged path",
                                 );

@@ -2,7 +2,7 @@
 //! URL.
 
 use super::entry::Entry;
-use super::hosts::read_domain;
+use super::hosts::read_domain_marked;
 use super::outcome::reason;
 use super::url_entry::{url_entry, url_read};
 use super::visit::{Visit, directory_too_deep};
@@ -50,13 +50,13 @@ fn adblock_rule(line: &[u8]) -> Result<AdblockRule<'_>, &'static str> {
     // `?`, `$`, `$?` or `%`, then `#`). One not known here would be read
     // as a URL whose `#` starts a fragment: `example.com#%#//scriptlet(…)`
     // or `example.com#@?#a[href="/x"]` would list all of `example.com/`.
-    // AdGuard's HTML filtering rules (`$$`, `$@$`) hide page content too.
-    const COSMETIC: [&[u8]; 12] = [
-        b"##", b"#@#", b"#?#", b"#@?#", b"#$#", b"#@$#", b"#$?#", b"#@$?#", b"#%#", b"#@%#", b"$$", b"$@$",
+    const COSMETIC: [&[u8]; 10] = [
+        b"##", b"#@#", b"#?#", b"#@?#", b"#$#", b"#@$#", b"#$?#", b"#@$?#", b"#%#", b"#@%#",
     ];
     if COSMETIC
         .iter()
         .any(|sep| line.windows(sep.len()).any(|w| w == *sep))
+        || is_html_filtering_rule(line)
     {
         return Err(reason::ADBLOCK_COSMETIC);
     }
@@ -117,6 +117,25 @@ fn adblock_rule(line: &[u8]) -> Result<AdblockRule<'_>, &'static str> {
             AdblockRule::Host(rule)
         },
     )
+}
+
+/// Whether `line` is an AdGuard HTML filtering rule (`example.org$$script[…]`,
+/// `$@$` its exception): the sites it applies on (names, commas, `~`;
+/// none for every site), then `$$` or `$@$`. It removes page content; it
+/// blocks no site. A `$$` after a `/` or an anchor is a URL's
+/// (`||evil.example/%24$$/login.php`).
+fn is_html_filtering_rule(line: &[u8]) -> bool {
+    let at = line
+        .windows(2)
+        .position(|w| w == b"$$")
+        .into_iter()
+        .chain(line.windows(3).position(|w| w == b"$@$"))
+        .min();
+    at.and_then(|at| line.get(..at)).is_some_and(|sites| {
+        sites
+            .iter()
+            .all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_' | b',' | b'~' | b'*'))
+    })
 }
 
 /// `rule` without the `*`s it ends in (when something is left before them).
@@ -256,11 +275,14 @@ fn named(list: &[&str], name: &[u8]) -> bool {
         .any(|known| known.as_bytes().eq_ignore_ascii_case(name))
 }
 
-/// Whether options `text` (known ones) hold one of [`NON_BLOCKING_OPTIONS`],
-/// negated or not: `~badfilter` is no block either (adblockers refuse or
-/// ignore such a rule).
+/// Whether options `text` (known ones) hold one of [`NON_BLOCKING_OPTIONS`]
+/// not negated, or `~badfilter` (adblockers refuse or ignore such a rule).
+/// Another one negated keeps the block: `$all,~inline-font,~inline-script`
+/// (malware lists' form) blocks everything but those two.
 fn has_non_blocking_option(text: &[u8]) -> bool {
-    options(text).any(|(_, name, _)| named(NON_BLOCKING_OPTIONS, name))
+    options(text).any(|(negated, name, _)| {
+        named(NON_BLOCKING_OPTIONS, name) && (!negated || name.eq_ignore_ascii_case(b"badfilter"))
+    })
 }
 
 /// Whether options `text` name at least one of [`ADBLOCK_OPTIONS`].
@@ -306,7 +328,9 @@ const RESOURCE_TYPES: &[&str] = &[
 /// `||cdn.example^$script,domain=evil.example` blocks the CDN's scripts on
 /// one site's pages), or from another site than the page's
 /// (`third-party`, `3p`, `strict3p`, `~first-party`, `~1p`, `~strict1p`),
-/// which a visit is not. Listing its host would block a site the list
+/// which a visit is not; it holds for methods other than `GET`
+/// (`method=post`), or when a response has a header (`header=`) or the
+/// host some address (`ipaddress=`). Listing its host would block a site the list
 /// does not block for a visit. Negated types (`~script`) and sites
 /// (`domain=~a.example`) leave a block of every visit.
 fn blocks_no_visit(text: &[u8]) -> bool {
@@ -325,7 +349,18 @@ fn blocks_no_visit(text: &[u8]) -> bool {
                 || named(&["1p", "first-party", "strict1p"], name) && negated;
             let some_sites = named(&["domain", "from"], name)
                 && value.is_some_and(|sites| sites.split(|&b| b == b'|').any(|site| !site.starts_with(b"~")));
-            if other_site || some_sites {
+            // A visit is a `GET`: `method=post` (or `~get`) blocks none.
+            let not_get = named(&["method"], name)
+                && value.is_some_and(|methods| {
+                    let methods = || methods.split(|&b| b == b'|');
+                    methods().any(|m| m.eq_ignore_ascii_case(b"~get"))
+                        || methods().any(|m| !m.starts_with(b"~"))
+                            && !methods().any(|m| m.eq_ignore_ascii_case(b"get"))
+                });
+            // Only when a response has a header, or the host resolves to
+            // some address: no block of every visit.
+            let conditional = named(&["header", "ipaddress"], name) && !negated;
+            if other_site || some_sites || not_get || conditional {
                 return true;
             }
         }
@@ -355,7 +390,8 @@ fn are_adblock_options(text: &[u8]) -> bool {
 
 pub(super) fn read_adblock(line: &[u8], v: &mut impl Visit) {
     match adblock_rule(line) {
-        Ok(AdblockRule::Host(host)) => read_domain(host, line, v),
+        // `||3232235777^` is a host: a number there is no stray column.
+        Ok(AdblockRule::Host(host)) => read_domain_marked(host, line, line.starts_with(b"||"), v),
         Ok(AdblockRule::Url(url, separator, end)) => {
             // `||a.example/p^` also stands for the directory `a.example/p/`:
             // a second reading of the same entry; so does `||a.example/p`,
@@ -629,12 +665,57 @@ mod tests {
                 rule.escape_ascii()
             );
         }
+        // A `$$` in a URL is the URL's (77 union-feed phishing URLs hold one).
+        for (rule, first) in [
+            (
+                &b"||chenglu123.com/&%5e%25$$%25/login.php$all"[..],
+                "chenglu123.com/&^%25$$%25/login.php",
+            ),
+            (
+                b"|http://evil.example/pay.php?amt=$$5|",
+                "evil.example/pay.php?amt=$$5",
+            ),
+            (b"||evil.example/a/$@$/b^", "evil.example/a/$@$/b"),
+        ] {
+            let readings = read_one(SourceFormat::AdblockHosts, rule).unwrap();
+            assert_eq!(readings[0].expressions, [first], "{}", rule.escape_ascii());
+        }
+        // Other conditions no visit meets; negated modifiers keep the block.
+        for rule in [
+            &b"||evil.example^$method=post"[..],
+            b"||evil.example^$method=~get",
+            b"||evil.example^$header=x-a",
+            b"||evil.example^$ipaddress=1.2.3.4",
+        ] {
+            assert_eq!(
+                read_one(SourceFormat::AdblockHosts, rule).map(|_| ()),
+                Err(reason::ADBLOCK_NOT_A_VISIT),
+                "{}",
+                rule.escape_ascii()
+            );
+        }
+        for rule in [
+            &b"||evil.example^$all,~inline-font,~inline-script"[..],
+            b"||evil.example^$all,~csp",
+            b"||evil.example^$doc,method=get|post",
+            b"||evil.example^$method=~post",
+        ] {
+            let readings = read_one(SourceFormat::AdblockHosts, rule).unwrap();
+            assert_eq!(
+                readings[0].expressions,
+                ["evil.example/"],
+                "{}",
+                rule.escape_ascii()
+            );
+        }
         // A `$` in a URL stays the URL's when what follows names no option.
         let readings = read_one(SourceFormat::AdblockHosts, b"||evil.example/pay?sum=$5").unwrap();
         assert_eq!(readings[0].expressions, ["evil.example/pay?sum=$5"]);
         for rule in [
             &b"example.org$$script[data-x]"[..],
             b"example.org$@$script[data-x]",
+            b"a.example,~b.example$$div",
+            b"$$script[tag-content=\"x\"]",
         ] {
             assert_eq!(
                 read_one(SourceFormat::AdblockHosts, rule).map(|_| ()),

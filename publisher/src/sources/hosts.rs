@@ -50,7 +50,7 @@ fn domain_error(e: CanonError) -> &'static str {
 /// The reason, one of [`reason`], when the name is not a host name or
 /// would block too much.
 pub fn domain_expression(name: &[u8]) -> Result<String, String> {
-    Ok(domain_entry(strip_wildcard(name))?)
+    Ok(domain_entry(strip_wildcard(name), false)?)
 }
 
 /// `*.name` → `name`.
@@ -58,8 +58,11 @@ fn strip_wildcard(name: &[u8]) -> &[u8] {
     name.strip_prefix(b"*.").unwrap_or(name)
 }
 
-/// `host/` of a domain entry (its `*.` already removed).
-fn domain_entry(name: &[u8]) -> Result<String, &'static str> {
+/// `host/` of a domain entry (its `*.` already removed). `marked`: the
+/// syntax marks `name` a host (an adblock `||host^`), so a number
+/// (`3232235777`) is the address it reads as, not a value from the wrong
+/// column ([`reason::NUMBER_NOT_ADDRESS`]).
+fn domain_entry(name: &[u8], marked: bool) -> Result<String, &'static str> {
     if name.is_empty() {
         return Err(reason::EMPTY_HOST_NAME);
     }
@@ -81,7 +84,7 @@ fn domain_entry(name: &[u8]) -> Result<String, &'static str> {
         return Err(reason::NOT_A_HOST_NAME);
     }
     let url = canonicalize(name).map_err(domain_error)?;
-    if url.host_kind() == HostKind::Ipv4 && is_short_number(name) {
+    if !marked && url.host_kind() == HostKind::Ipv4 && is_short_number(name) {
         return Err(reason::NUMBER_NOT_ADDRESS);
     }
     if let Some(reason) = unvisitable_host(url.host().as_bytes(), url.host_kind()) {
@@ -104,22 +107,24 @@ fn refanged_name<'a>(name: &'a [u8], buf: &'a mut Vec<u8>) -> &'a [u8] {
 }
 
 /// Whether a hosts-line field ends the line's names (the rest is a comment
-/// the file did not mark with `#`): a single word, with no dot of any kind
-/// (the ideographic and fullwidth dots IDNA maps to `.` count) and no `:`,
-/// or no host name even refanged. `evil[.]example` and `evil。example` are
-/// names, and the names after them are read.
+/// the file did not mark with `#`): a single word (no `.` and no `:`), or
+/// no host name. A field written with a defanged dot or an ideographic or
+/// fullwidth one (which IDNA maps to `.`) is a name when it reads as one
+/// (`evil[.]example`, `evil。example`), and the names after it are read; a
+/// comment's word that holds one (`仿冒网站。`, `(.)`) still ends them.
 fn ends_names(name: &[u8]) -> bool {
     const OTHER_DOTS: [&[u8]; 3] = [
         "\u{3002}".as_bytes(),
         "\u{ff0e}".as_bytes(),
         "\u{ff61}".as_bytes(),
     ];
+    if (name.contains(&b'.') || name.contains(&b':')) && is_host_name_like(strip_wildcard(name)) {
+        return false;
+    }
     let mut buf = Vec::new();
-    let name = refanged_name(name, &mut buf);
-    let dotted = name.contains(&b'.')
-        || name.contains(&b':')
-        || OTHER_DOTS.iter().any(|d| name.windows(d.len()).any(|w| w == *d));
-    !dotted || !is_host_name_like(strip_wildcard(name))
+    let refanged = refanged_name(name, &mut buf) != name;
+    let other_dot = OTHER_DOTS.iter().any(|d| name.windows(d.len()).any(|w| w == *d));
+    !(refanged || other_dot) || domain_entry(strip_wildcard(name), false).is_err()
 }
 
 /// Whether a domain entry can be a host name, as browsers take one: a
@@ -161,8 +166,14 @@ fn is_host_name_like(name: &[u8]) -> bool {
 
 /// A domain entry `name`; `shown` is what a rejection sample shows.
 pub(super) fn read_domain(name: &[u8], shown: &[u8], v: &mut impl Visit) {
+    read_domain_marked(name, shown, false, v);
+}
+
+/// [`read_domain`] of a name the syntax marks a host (`marked`, see
+/// [`domain_entry`]).
+pub(super) fn read_domain_marked(name: &[u8], shown: &[u8], marked: bool, v: &mut impl Visit) {
     let name = strip_wildcard(name);
-    match v.canonicalizing(|| domain_entry(name)) {
+    match v.canonicalizing(|| domain_entry(name, marked)) {
         Ok(e) => {
             let read = |e| Read {
                 text: name,
@@ -295,6 +306,16 @@ mod tests {
                 "{}",
                 line.escape_ascii()
             );
+        }
+        // A comment's word holding such a dot still ends the names.
+        for line in [
+            "0.0.0.0 evil.example \u{4eff}\u{5192}\u{7f51}\u{7ad9}\u{3002} paypal.com".as_bytes(),
+            b"0.0.0.0 evil.example (.) paypal.com",
+            b"0.0.0.0 evil.example [dot] paypal.com",
+            b"0.0.0.0 evil.example (dot)com paypal.com",
+        ] {
+            let (out, _) = collect(line, SourceFormat::Hosts);
+            assert_eq!(out, hashes(&["evil.example/"]), "{}", line.escape_ascii());
         }
         // A word still ends the names.
         let (out, _) = collect(

@@ -260,7 +260,7 @@ fn regression_quoted_columns_schemeless_urls_and_options_keep_the_url() {
             SourceFormat::AdblockHosts,
             // An option value with slashes keeps it a host rule (a
             // `removeparam` rule is refused since: it blocks nothing).
-            b"||a.example^$header=x-by:/evil/",
+            b"||a.example^$reason=see:/evil/",
             vec!["a.example/"],
         ),
         (
@@ -513,8 +513,9 @@ fn regression_extra_slashes_mixing_backslashes_are_read_as_browsers_read_them() 
 /// version, a time) was listed as the IPv4 address a URL parser reads it
 /// as (`0.0.4.210/`, `1.0.0.5/`; `1.1` is Cloudflare's `1.0.0.1`), host-wide
 /// and counted as accepted. Without a scheme and with fewer than four
-/// dotted parts it is refused; with a scheme, or four parts in any form a
-/// browser reads, it is an address.
+/// dotted parts it is refused; with a scheme, four parts in any form a
+/// browser reads, or in an adblock host rule (`||1572395042^`), it is an
+/// address.
 #[test]
 fn regression_a_short_number_is_no_address() {
     for (format, line) in [
@@ -527,7 +528,7 @@ fn regression_a_short_number_is_no_address() {
         (SourceFormat::Csv, b"2021"),
         (SourceFormat::Domains, b"1234"),
         (SourceFormat::Hosts, b"0.0.0.0 1.1"),
-        (SourceFormat::AdblockHosts, b"||1234^"),
+        (SourceFormat::Urls, b"1572395042\\x"),
     ] {
         assert_eq!(
             read_one(format, line).map(|_| ()),
@@ -542,6 +543,8 @@ fn regression_a_short_number_is_no_address() {
         (SourceFormat::Urls, b"93.184.216.34", "93.184.216.34/"),
         (SourceFormat::Domains, b"93.184.216.34", "93.184.216.34/"),
         (SourceFormat::Urls, b"1234.example/x", "1234.example/x"),
+        // `||` marks a host: a number there is its address.
+        (SourceFormat::AdblockHosts, b"||1572395042^", "93.184.216.34/"),
     ] {
         assert_eq!(
             exprs(format, line).unwrap()[0],

@@ -191,14 +191,34 @@ fn bare_ipv6_host(line: &[u8]) -> Option<&[u8]> {
 }
 
 pub(super) fn url_entry(line: &[u8]) -> Result<UrlEntry<'_>, &'static str> {
+    let mut entry = url_readings(line)?;
+    // An IPv6 host: every reading also on its other canonical host
+    // (`other_ipv6_host`), so that `http://[::102:304]/a?x=1&amp;y=2` is
+    // listed as `[::1.2.3.4]/a?x=1&y=2` too.
+    if entry.first.host_kind() == HostKind::Ipv6 {
+        let other: Vec<_> = std::iter::once(&entry.first)
+            .chain(&entry.others)
+            .filter_map(other_ipv6_reading)
+            .collect();
+        for reading in other {
+            push_new(&entry.first, &mut entry.others, reading);
+        }
+    }
+    Ok(entry)
+}
+
+/// [`url_entry`]'s readings but for an IPv6 host's other form.
+fn url_readings(line: &[u8]) -> Result<UrlEntry<'_>, &'static str> {
     // A bare IPv6 address (`2001:db8::1`, as indicator lists write one
     // beside URLs) is the host `[…]`; as written, a URL parser reads the
     // host `2001` with a port, and the entry would list another address.
     if let Some(host) = bare_ipv6_host(line) {
         let path = line.get(host.len()..).unwrap_or_default();
         let first = url_canonical_owned(&[&b"["[..], host, b"]", path].concat())?;
-        let others = other_ipv6_reading(&first).into_iter().collect();
-        return Ok(UrlEntry { first, others });
+        return Ok(UrlEntry {
+            first,
+            others: Vec::new(),
+        });
     }
     let defanged = may_be_defanged(line);
     let written = url_canonical_as(line, defanged)?;
@@ -213,7 +233,6 @@ pub(super) fn url_entry(line: &[u8]) -> Result<UrlEntry<'_>, &'static str> {
         }
     }
     let mut others = Vec::new();
-    others.extend(other_ipv6_reading(&written));
     if defanged {
         others.extend(refanged_path_reading(line, &written));
     }
@@ -545,7 +564,7 @@ fn decode_amp_levels(line: &[u8], level: usize) -> Vec<u8> {
     out
 }
 
-/// Whether the host `text` starts with (up to a `/`, `?`, `#` or `:`) is
+/// Whether the host `text` starts with (up to a `/`, `\`, `?`, `#` or `:`) is
 /// a number of fewer than four dotted parts, decimal or `0x` hexadecimal
 /// (`1234`, `1.5`, `10` of `10:00`, `0x7f000001`): an IPv4 address to a
 /// URL parser, but written so without a scheme it is a count, a version
@@ -554,7 +573,7 @@ fn decode_amp_levels(line: &[u8], level: usize) -> Vec<u8> {
 pub(super) fn is_short_number(text: &[u8]) -> bool {
     let end = text
         .iter()
-        .position(|b| matches!(b, b'/' | b'?' | b'#' | b':'))
+        .position(|b| matches!(b, b'/' | b'\\' | b'?' | b'#' | b':'))
         .unwrap_or(text.len());
     ipv4_number_parts(text.get(..end).unwrap_or_default()).is_some_and(|parts| parts < 4)
 }
@@ -1170,6 +1189,9 @@ mod tests {
             ("http://[::102:304]/login", "http://[::1.2.3.4]/login"),
             ("http://[64:ff9b::102:304]/x", "http://[64:ff9b::1.2.3.4]/x"),
             ("http://[2001:db8::1]/", "http://[2001:db8::0.0.0.1]/"),
+            // Every reading, not the one as written alone.
+            ("http://[::102:304]/a?x=1&amp;y=2", "http://[::1.2.3.4]/a?x=1&y=2"),
+            ("http://[::102:304]/a?x&#61;1", "http://[::1.2.3.4]/a?x=1"),
         ] {
             let listed = exprs(SourceFormat::Urls, line.as_bytes()).unwrap();
             for visited in [line, dotted] {
