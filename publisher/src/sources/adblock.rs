@@ -447,7 +447,8 @@ mod tests {
                 "evil.example/",
                 "files.example/a/b.exe",
                 "files.example/a/b.exe/",
-                "1.2.3.4/"
+                "1.2.3.4/",
+                "[::ffff:1.2.3.4]/"
             ])
         );
         assert_eq!(report.rejected_total(), 3);

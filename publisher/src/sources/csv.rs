@@ -390,7 +390,14 @@ mod tests {
 \"3061593\",\"2024-08-01 10:01:06\",\"http://1.2.3.4/bins/x.sh\",\"online\",\"2024-08-01 10:01:06\",\"malware_download\",\"elf,mirai\",\"https://urlhaus.abuse.ch/url/3061593/\",\"r\"\n\
 \"3061592\",\"2024-08-01 10:00:01\",\"https://evil.example/a.exe\",\"offline\",\"\",\"malware_download\",\"exe\",\"https://urlhaus.abuse.ch/url/3061592/\",\"r\"\n";
         let (out, report) = read(dump, None);
-        assert_eq!(out, hashes(&["1.2.3.4/bins/x.sh", "evil.example/a.exe"]));
+        assert_eq!(
+            out,
+            hashes(&[
+                "1.2.3.4/bins/x.sh",
+                "[::ffff:1.2.3.4]/bins/x.sh",
+                "evil.example/a.exe"
+            ])
+        );
         assert_eq!(report.rejected_total(), 0, "{report:?}");
         assert_eq!(report.lines, 8);
         // A header row of its own still wins over a comment before it.

@@ -7,7 +7,7 @@ use super::breadth::too_broad;
 use super::entry::{Entry, Read};
 use super::outcome::reason;
 use super::url_entry::{
-    ipv4_number_parts, is_bare_ipv6, is_short_number, other_ipv6_host, refang_dots, unvisitable_host,
+    ipv4_number_parts, is_bare_ipv6, is_short_number, other_ip_host, refang_dots, unvisitable_host,
 };
 use super::visit::Visit;
 use super::white::{split_white, unquote};
@@ -179,11 +179,11 @@ pub(super) fn read_domain_marked(name: &[u8], shown: &[u8], marked: bool, v: &mu
                 text: name,
                 entry: Entry::Expression(e),
             };
-            // An IPv6 address: also as its other canonical host
-            // (`other_ipv6_host`).
+            // An IP address: also as its other canonical host
+            // (`other_ip_host`).
             match e
                 .strip_suffix('/')
-                .and_then(|host| other_ipv6_host(host.as_bytes()))
+                .and_then(|host| other_ip_host(host.as_bytes()))
             {
                 Some(other) => v.accepted(&[read(e), read(format!("{other}/"))]),
                 None => v.accepted(&[read(e)]),
@@ -253,7 +253,8 @@ mod tests {
         let text = b"login.new.test.application.hacsp.com\nmsoftdatastore.z22.web.core.windows.net\na.b.c.evil.example\n1.2.3.4\n";
         for format in [SourceFormat::Domains, SourceFormat::AdblockHosts] {
             let (out, report) = collect(text, format);
-            assert_eq!(out.len(), 4, "{format:?} {report:?}");
+            // (The address also as IPv4-mapped: five.)
+            assert_eq!(out.len(), 5, "{format:?} {report:?}");
             assert_eq!(report.host_wide_too_deep, 2, "{format:?} {report:?}");
         }
     }

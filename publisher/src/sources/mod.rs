@@ -83,6 +83,9 @@
 //!    defanged too is listed both as written and refanged); a host that
 //!    still holds a character no browser accepts in a host is refused
 //!    ([`reason::FORBIDDEN_IN_HOST`]), never listed to match nothing. An
+//!    IPv4 host (in every format) is also listed IPv4-mapped
+//!    (`[::ffff:1.2.3.4]`, which browsers connect to as the IPv4 address,
+//!    and the agent reads as a host of its own), and the other way round. An
 //!    IPv6 host (in every format) is listed in both its canonical forms:
 //!    the Safe Browsing form keeps an embedded IPv4 address as written, so
 //!    `[64:ff9b::1.2.3.4]` is also listed as browsers send it, in

@@ -192,13 +192,14 @@ fn bare_ipv6_host(line: &[u8]) -> Option<&[u8]> {
 
 pub(super) fn url_entry(line: &[u8]) -> Result<UrlEntry<'_>, &'static str> {
     let mut entry = url_readings(line)?;
-    // An IPv6 host: every reading also on its other canonical host
-    // (`other_ipv6_host`), so that `http://[::102:304]/a?x=1&amp;y=2` is
-    // listed as `[::1.2.3.4]/a?x=1&y=2` too.
-    if entry.first.host_kind() == HostKind::Ipv6 {
+    // An IP address host: every reading also on its other canonical host
+    // (`other_ip_host`), so that `http://[::102:304]/a?x=1&amp;y=2` is
+    // listed as `[::1.2.3.4]/a?x=1&y=2` too, and `http://1.2.3.4/login`
+    // as `[::ffff:1.2.3.4]/login`.
+    if matches!(entry.first.host_kind(), HostKind::Ipv4 | HostKind::Ipv6) {
         let other: Vec<_> = std::iter::once(&entry.first)
             .chain(&entry.others)
-            .filter_map(other_ipv6_reading)
+            .filter_map(other_ip_reading)
             .collect();
         for reading in other {
             push_new(&entry.first, &mut entry.others, reading);
@@ -335,8 +336,8 @@ fn undone_reading(line: &[u8]) -> Option<CanonicalForm<'static>> {
     refang_dots(&text, &mut whole, |_| false);
     let url = url_canonical_owned(&whole).ok()?;
     // As browsers send it: the hexadecimal host of a dotted one.
-    match other_ipv6_reading(&url) {
-        Some(hex) if url.host().contains(&b'.') => Some(hex),
+    match other_ip_reading(&url) {
+        Some(hex) if url.host_kind() == HostKind::Ipv6 && url.host().contains(&b'.') => Some(hex),
         _ => Some(url),
     }
 }
@@ -362,12 +363,12 @@ fn numeric_references_reading(line: &[u8], written: &CanonicalForm<'_>) -> Optio
 }
 
 /// Whether `reading` is on the host `written` names (or on its other
-/// IPv6 form, [`other_ipv6_host`]). A reading that decodes an artifact is listed
+/// form, [`other_ip_host`]). A reading that decodes an artifact is listed
 /// only then: decoded, `user&#64;bank.example` is a user name and the host
 /// `bank.example`, which the line, whose host is `user&`, does not name.
 fn same_host(reading: &CanonicalForm<'_>, written: &CanonicalForm<'_>) -> bool {
     reading.host() == written.host()
-        || other_ipv6_host(written.host()).is_some_and(|other| reading.host() == other.as_bytes())
+        || other_ip_host(written.host()).is_some_and(|other| reading.host() == other.as_bytes())
 }
 
 /// `line` with every well-formed numeric character reference (`&#` then
@@ -458,9 +459,12 @@ fn refanged_path_reading(line: &[u8], written: &CanonicalForm<'_>) -> Option<Can
 /// written in hexadecimal (`[::102:304]`, `[2001:db8::1]` as
 /// `[2001:db8::0.0.0.1]`). `None` for every other host, and for an
 /// IPv4-mapped address (`::ffff:1.2.3.4`), dotted either way.
-pub(super) fn other_ipv6_host(host: &[u8]) -> Option<String> {
+fn other_ipv6_host(host: &[u8]) -> Option<String> {
     let inner = host.strip_prefix(b"[")?.strip_suffix(b"]")?;
     let addr: std::net::Ipv6Addr = std::str::from_utf8(inner).ok()?.parse().ok()?;
+    if let Some(v4) = addr.to_ipv4_mapped() {
+        return Some(v4.to_string());
+    }
     let [a, b, c, d, e, f, g, h] = addr.segments();
     let other = if host.contains(&b'.') {
         format!("[{a:x}:{b:x}:{c:x}:{d:x}:{e:x}:{f:x}:{g:x}:{h:x}]")
@@ -474,13 +478,30 @@ pub(super) fn other_ipv6_host(host: &[u8]) -> Option<String> {
     (url.host().as_bytes() != host).then(|| url.host().to_owned())
 }
 
-/// [`other_ipv6_host`]'s reading of a URL entry: the same URL on the other
-/// canonical host of its IPv6 address.
-fn other_ipv6_reading(url: &CanonicalForm<'_>) -> Option<CanonicalForm<'static>> {
-    if url.host_kind() != HostKind::Ipv6 {
+/// The other canonical host an agent may compute for the IP address host
+/// `host`, when it differs: for an IPv6 address, [`other_ipv6_host`]; for
+/// an IPv4 address, the IPv4-mapped IPv6 address (`[::ffff:1.2.3.4]`, RFC
+/// 4291 §2.5.5.2), which the Safe Browsing canonicalization keeps as a host
+/// of its own but which a browser connects to as the IPv4 address it holds
+/// (Chromium loads `http://[::ffff:127.0.0.1]:8080/` from a server on
+/// `127.0.0.1`): a page listed on its IPv4 address was answered safe when
+/// visited so. An IPv4-mapped host's other is the IPv4 address. `None` for
+/// every other host.
+pub(super) fn other_ip_host(host: &[u8]) -> Option<String> {
+    if host.first() == Some(&b'[') {
+        return other_ipv6_host(host);
+    }
+    let v4: std::net::Ipv4Addr = std::str::from_utf8(host).ok()?.parse().ok()?;
+    Some(format!("[::ffff:{v4}]"))
+}
+
+/// [`other_ip_host`]'s reading of a URL entry: the same URL on the other
+/// canonical host of its IP address.
+fn other_ip_reading(url: &CanonicalForm<'_>) -> Option<CanonicalForm<'static>> {
+    if !matches!(url.host_kind(), HostKind::Ipv4 | HostKind::Ipv6) {
         return None;
     }
-    let host = other_ipv6_host(url.host())?;
+    let host = other_ip_host(url.host())?;
     let rest = url.most_specific_expression().get(url.host().len()..)?;
     url_canonical_owned(&[host.as_bytes(), rest].concat()).ok()
 }
@@ -1106,8 +1127,8 @@ mod tests {
             (b"http://123.evil.example/", "123.evil.example/"),
         ] {
             assert_eq!(
-                exprs(SourceFormat::Urls, line),
-                Ok(vec![expression.to_owned()]),
+                exprs(SourceFormat::Urls, line).map(|e| e[0].clone()),
+                Ok(expression.to_owned()),
                 "{}",
                 line.escape_ascii()
             );
@@ -1150,9 +1171,11 @@ mod tests {
             let agent = expressions(visited).unwrap();
             assert!(agent.contains(&got[1]), "{line}: {got:?} against {agent:?}");
         }
+        // An IPv4-mapped address: dotted either way, and also the IPv4
+        // address it holds.
         assert_eq!(
             exprs(SourceFormat::Urls, b"http://[::ffff:1.2.3.4]/p"),
-            Ok(vec!["[::ffff:1.2.3.4]/p".to_owned()])
+            Ok(vec!["[::ffff:1.2.3.4]/p".to_owned(), "1.2.3.4/p".to_owned()])
         );
         let agent = expressions("http://[::ffff:102:304]/p").unwrap();
         assert!(agent.contains(&"[::ffff:1.2.3.4]/p".to_owned()), "{agent:?}");
@@ -1210,6 +1233,47 @@ mod tests {
             assert_eq!(
                 exprs(format, line).unwrap(),
                 ["[64:ff9b::102:304]/", "[64:ff9b::1.2.3.4]/"],
+                "{format:?}"
+            );
+        }
+    }
+
+    /// A browser connects to an IPv4-mapped IPv6 address as the IPv4
+    /// address it holds (Chromium loads `http://[::ffff:127.0.0.1]:8080/`
+    /// from a server on `127.0.0.1`) and sends it as `[::ffff:7f00:1]`,
+    /// which an agent canonicalizes to the host `[::ffff:127.0.0.1]`, not
+    /// `127.0.0.1`: a page listed on its IPv4 address was answered safe
+    /// when visited so. An IPv4 host is also listed IPv4-mapped.
+    #[test]
+    fn regression_an_ipv4_host_is_also_listed_ipv4_mapped() {
+        let expressions = |url: &str| {
+            blocksieve_format::canonicalize(url)
+                .map(|u| u.expressions().map(|e| e.as_str().to_owned()).collect::<Vec<_>>())
+                .unwrap()
+        };
+        for (line, visited) in [
+            ("http://93.184.216.34/login", "http://[::ffff:5db8:d822]/login"),
+            (
+                "93.184.216.34/a?x=1&amp;y=2",
+                "http://[::ffff:5db8:d822]/a?x=1&y=2",
+            ),
+            ("http://1572395042/p", "http://[::ffff:93.184.216.34]/p"),
+        ] {
+            let listed = exprs(SourceFormat::Urls, line.as_bytes()).unwrap();
+            let checked = expressions(visited);
+            assert!(
+                checked.iter().any(|e| listed.contains(e)),
+                "{visited}: {checked:?} against {listed:?}"
+            );
+        }
+        for (format, line) in [
+            (SourceFormat::Domains, &b"93.184.216.34"[..]),
+            (SourceFormat::Hosts, b"0.0.0.0 93.184.216.34"),
+            (SourceFormat::AdblockHosts, b"||93.184.216.34^"),
+        ] {
+            assert_eq!(
+                exprs(format, line).unwrap(),
+                ["93.184.216.34/", "[::ffff:93.184.216.34]/"],
                 "{format:?}"
             );
         }
