@@ -510,13 +510,13 @@ async fn check(
                     url,
                     expect,
                 });
-                let host = match reading.expressions.as_slice() {
-                    [e] => e.strip_suffix('/').filter(|h| !h.contains('/')),
-                    _ => None,
-                };
-                if let Some(host) = host
-                    && !allowed
-                {
+                // Each host-wide expression's host (an IP address host has
+                // two: `1.2.3.4/` and `[::ffff:1.2.3.4]/`).
+                let hosts = reading
+                    .expressions
+                    .iter()
+                    .filter_map(|e| e.strip_suffix('/').filter(|h| !h.contains('/')));
+                for host in hosts.filter(|_| !allowed) {
                     // Any page on the host itself.
                     checks.push(Check {
                         at: item.at.clone(),
