@@ -611,28 +611,29 @@ mod tests {
     /// its path; AdGuard's HTML filtering rules are cosmetic.
     #[test]
     fn regression_a_rule_for_some_requests_only_is_no_block_of_a_visit() {
-        for rule in [
-            &b"||ajax.googleapis.com^$script,domain=evil.example"[..],
-            b"||youtube.com^$domain=kids.example",
-            b"||bank.example^$popup,domain=phish.example",
-            b"||www.google-analytics.com^$third-party",
-            b"||cdn.example^$3p",
-            b"||cdn.example^$~1p",
-            b"||bank.example^$~document",
-            b"||bank.example^$all,~doc",
-            b"||tracker.example^$image,beacon,ping",
-            b"||evil.example/x.js$script",
-            b"||a.example^$from=b.example|~c.example",
-        ] {
-            assert_eq!(
-                read_one(SourceFormat::AdblockHosts, rule).map(|_| ()),
-                Err(reason::ADBLOCK_NOT_A_VISIT),
-                "{}",
-                rule.escape_ascii()
-            );
-        }
-        for (rule, first) in [
-            (&b"||evil.example^$document"[..], "evil.example/"),
+        refused_as(
+            reason::ADBLOCK_NOT_A_VISIT,
+            &[
+                b"||ajax.googleapis.com^$script,domain=evil.example",
+                b"||youtube.com^$domain=kids.example",
+                b"||bank.example^$popup,domain=phish.example",
+                b"||www.google-analytics.com^$third-party",
+                b"||cdn.example^$3p",
+                b"||cdn.example^$~1p",
+                b"||bank.example^$~document",
+                b"||bank.example^$all,~doc",
+                b"||tracker.example^$image,beacon,ping",
+                b"||evil.example/x.js$script",
+                b"||a.example^$from=b.example|~c.example",
+                // Other conditions no visit meets.
+                b"||evil.example^$method=post",
+                b"||evil.example^$method=~get",
+                b"||evil.example^$header=x-a",
+                b"||evil.example^$ipaddress=1.2.3.4",
+            ],
+        );
+        read_as(&[
+            (b"||evil.example^$document", "evil.example/"),
             (b"||evil.example^$script,doc", "evil.example/"),
             (b"||evil.example^$popup", "evil.example/"),
             (b"||evil.example^$~script,~image", "evil.example/"),
@@ -640,36 +641,18 @@ mod tests {
             (b"||evil.example^$1p", "evil.example/"),
             (b"||evil.example^$~third-party,important", "evil.example/"),
             (b"||evil.example/dl/x.exe$all", "evil.example/dl/x.exe"),
-        ] {
-            let readings = read_one(SourceFormat::AdblockHosts, rule).unwrap();
-            assert_eq!(readings[0].expressions, [first], "{}", rule.escape_ascii());
-        }
-        for rule in [
-            &b"||evil.example/dl/mal.exe$all,object-subrequest2"[..],
-            b"||evil.example/dl/mal.exe$doc,webbundlex",
-        ] {
-            assert_eq!(
-                read_one(SourceFormat::AdblockHosts, rule).map(|_| ()),
-                Err(reason::ADBLOCK_UNKNOWN_OPTION),
-                "{}",
-                rule.escape_ascii()
-            );
-        }
-        for rule in [
-            &b"||evil.example/p$cookie"[..],
-            b"||evil.example/p$removeheader=refresh",
-        ] {
-            assert_eq!(
-                read_one(SourceFormat::AdblockHosts, rule).map(|_| ()),
-                Err(reason::ADBLOCK_NOT_A_BLOCK),
-                "{}",
-                rule.escape_ascii()
-            );
-        }
-        // A `$$` in a URL is the URL's (77 union-feed phishing URLs hold one).
-        for (rule, first) in [
+            // Negated modifiers keep the block.
             (
-                &b"||chenglu123.com/&%5e%25$$%25/login.php$all"[..],
+                b"||evil.example^$all,~inline-font,~inline-script",
+                "evil.example/",
+            ),
+            (b"||evil.example^$all,~csp", "evil.example/"),
+            (b"||evil.example^$doc,method=get|post", "evil.example/"),
+            (b"||evil.example^$method=~post", "evil.example/"),
+            // A `$$` in a URL is the URL's (77 union-feed phishing URLs
+            // hold one).
+            (
+                b"||chenglu123.com/&%5e%25$$%25/login.php$all",
                 "chenglu123.com/&^%25$$%25/login.php",
             ),
             (
@@ -677,53 +660,52 @@ mod tests {
                 "evil.example/pay.php?amt=$$5",
             ),
             (b"||evil.example/a/$@$/b^", "evil.example/a/$@$/b"),
-        ] {
-            let readings = read_one(SourceFormat::AdblockHosts, rule).unwrap();
-            assert_eq!(readings[0].expressions, [first], "{}", rule.escape_ascii());
-        }
-        // Other conditions no visit meets; negated modifiers keep the block.
-        for rule in [
-            &b"||evil.example^$method=post"[..],
-            b"||evil.example^$method=~get",
-            b"||evil.example^$header=x-a",
-            b"||evil.example^$ipaddress=1.2.3.4",
-        ] {
+            // A `$` in a URL stays the URL's when what follows names no
+            // option.
+            (b"||evil.example/pay?sum=$5", "evil.example/pay?sum=$5"),
+        ]);
+        refused_as(
+            reason::ADBLOCK_UNKNOWN_OPTION,
+            &[
+                b"||evil.example/dl/mal.exe$all,object-subrequest2",
+                b"||evil.example/dl/mal.exe$doc,webbundlex",
+            ],
+        );
+        refused_as(
+            reason::ADBLOCK_NOT_A_BLOCK,
+            &[
+                b"||evil.example/p$cookie",
+                b"||evil.example/p$removeheader=refresh",
+            ],
+        );
+        refused_as(
+            reason::ADBLOCK_COSMETIC,
+            &[
+                b"example.org$$script[data-x]",
+                b"example.org$@$script[data-x]",
+                b"a.example,~b.example$$div",
+                b"$$script[tag-content=\"x\"]",
+            ],
+        );
+    }
+
+    /// Asserts that each of `rules` is refused for `why`.
+    fn refused_as(why: &str, rules: &[&[u8]]) {
+        for rule in rules {
             assert_eq!(
                 read_one(SourceFormat::AdblockHosts, rule).map(|_| ()),
-                Err(reason::ADBLOCK_NOT_A_VISIT),
+                Err(why),
                 "{}",
                 rule.escape_ascii()
             );
         }
-        for rule in [
-            &b"||evil.example^$all,~inline-font,~inline-script"[..],
-            b"||evil.example^$all,~csp",
-            b"||evil.example^$doc,method=get|post",
-            b"||evil.example^$method=~post",
-        ] {
+    }
+
+    /// Asserts that each rule's first reading is its expression.
+    fn read_as(rules: &[(&[u8], &str)]) {
+        for (rule, first) in rules {
             let readings = read_one(SourceFormat::AdblockHosts, rule).unwrap();
-            assert_eq!(
-                readings[0].expressions,
-                ["evil.example/"],
-                "{}",
-                rule.escape_ascii()
-            );
-        }
-        // A `$` in a URL stays the URL's when what follows names no option.
-        let readings = read_one(SourceFormat::AdblockHosts, b"||evil.example/pay?sum=$5").unwrap();
-        assert_eq!(readings[0].expressions, ["evil.example/pay?sum=$5"]);
-        for rule in [
-            &b"example.org$$script[data-x]"[..],
-            b"example.org$@$script[data-x]",
-            b"a.example,~b.example$$div",
-            b"$$script[tag-content=\"x\"]",
-        ] {
-            assert_eq!(
-                read_one(SourceFormat::AdblockHosts, rule).map(|_| ()),
-                Err(reason::ADBLOCK_COSMETIC),
-                "{}",
-                rule.escape_ascii()
-            );
+            assert_eq!(readings[0].expressions, [*first], "{}", rule.escape_ascii());
         }
     }
 
