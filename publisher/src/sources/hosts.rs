@@ -7,7 +7,8 @@ use super::breadth::too_broad;
 use super::entry::{Entry, Read};
 use super::outcome::reason;
 use super::url_entry::{
-    ipv4_number_parts, is_bare_ipv6, is_short_number, other_ip_host, refang_dots, unvisitable_host,
+    UNICODE_DOTS, ipv4_number_parts, is_bare_ipv6, is_short_number, other_ip_host, refang_dots,
+    unvisitable_host,
 };
 use super::visit::Visit;
 use super::white::{split_white, unquote};
@@ -113,17 +114,14 @@ fn refanged_name<'a>(name: &'a [u8], buf: &'a mut Vec<u8>) -> &'a [u8] {
 /// (`evil[.]example`, `evil。example`), and the names after it are read; a
 /// comment's word that holds one (`仿冒网站。`, `(.)`) still ends them.
 fn ends_names(name: &[u8]) -> bool {
-    const OTHER_DOTS: [&[u8]; 3] = [
-        "\u{3002}".as_bytes(),
-        "\u{ff0e}".as_bytes(),
-        "\u{ff61}".as_bytes(),
-    ];
     if (name.contains(&b'.') || name.contains(&b':')) && is_host_name_like(strip_wildcard(name)) {
         return false;
     }
     let mut buf = Vec::new();
     let refanged = refanged_name(name, &mut buf) != name;
-    let other_dot = OTHER_DOTS.iter().any(|d| name.windows(d.len()).any(|w| w == *d));
+    let other_dot = UNICODE_DOTS
+        .iter()
+        .any(|d| name.windows(d.len()).any(|w| w == *d));
     !(refanged || other_dot) || domain_entry(strip_wildcard(name), false).is_err()
 }
 

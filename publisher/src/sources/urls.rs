@@ -7,7 +7,7 @@ use super::clean::{Cleaned, Cuts};
 use super::entry::{Entry, Read};
 use super::outcome::reason;
 use super::scheme::{authority, strip_scheme_artifacts};
-use super::url_entry::{DEFANGED_DOTS, has_scheme, read_url, refang, url_entry, url_read};
+use super::url_entry::{DEFANGED_DOTS, UNICODE_DOTS, has_scheme, read_url, refang, url_entry, url_read};
 use super::visit::Visit;
 use super::white::{first_white, split_white, unquote, white_len};
 
@@ -447,11 +447,6 @@ fn is_time(field: &[u8]) -> bool {
 /// `2024-05-01T12:00:00.000Z`), or a defanged or non-ASCII dot
 /// (`evil[dot]example`, `evil。example`).
 fn names_host_or_url(field: &[u8]) -> bool {
-    const UNICODE_DOTS: [&[u8]; 3] = [
-        "\u{3002}".as_bytes(),
-        "\u{ff0e}".as_bytes(),
-        "\u{ff61}".as_bytes(),
-    ];
     let has = |dot: &&[u8]| field.windows(dot.len()).any(|w| w.eq_ignore_ascii_case(dot));
     has_scheme(field)
         || field.contains(&b'.') && field.iter().any(u8::is_ascii_alphabetic) && !is_time(field)
