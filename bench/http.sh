@@ -362,8 +362,9 @@ worker processes, during the measurement, over its requests) is the steadier com
 (loopback TCP, wake-ups): about 60% of the publisher's CPU when it answers 304s. Its own
 per-request work is one tower layer for the limits and the request metrics (`server/layer.rs`),
 header values made once per snapshot, metric handles resolved once per route, and a full-hash
-bucket found through a table of where each 16-bit prefix starts. The snapshot is sent from
-memory (`Bytes`, written with `writev`, not copied into hyper's buffer); nginx uses sendfile.
+bucket found through a table of where each 16-bit prefix starts. The snapshot is sent as nginx
+sends a file: with `sendfile` from a sealed anonymous file holding its bytes, the response head
+before it with `MSG_MORE` (`publisher/src/sendfile.rs`; nginx: `sendfile on`, `tcp_nopush on`).
 """)
 if profile:
     notes.append("### Profile: the publisher under callgrind\n")

@@ -35,6 +35,7 @@ mod metrics;
 mod object_storage;
 mod publisher;
 mod replica;
+mod sendfile;
 mod server;
 mod sources;
 mod state;
@@ -72,6 +73,9 @@ pub mod internal {
     }
     pub mod metrics {
         pub use crate::metrics::*;
+    }
+    pub mod sendfile {
+        pub use crate::sendfile::*;
     }
     pub mod server {
         pub use crate::server::*;

@@ -271,6 +271,7 @@ async fn serve_one(
             Some(_) = connections.join_next(), if !connections.is_empty() => continue,
             () = &mut shutdown => break,
         };
+        let stream = crate::sendfile::SendfileStream::new(stream);
         let io = TokioIo::new(GuardedStream::new(stream, limits.write_stall_timeout));
         let service = TowerToHyperService::new(router.clone());
         let connection = graceful.watch(http.serve_connection(io, service));

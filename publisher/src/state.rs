@@ -65,7 +65,7 @@ impl Published {
         let starts = bucket_starts(&hashes);
         Self {
             header,
-            snapshot: Bytes::from(snapshot),
+            snapshot: crate::sendfile::sendable(snapshot),
             etag,
             headers,
             hashes,
