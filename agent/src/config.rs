@@ -219,7 +219,9 @@ impl AgentBuilder {
     /// Adds a further publisher base URL (a mirror serving the same signed
     /// snapshots). Every request tries the base URLs in the order given —
     /// the one passed to [`Agent::builder`](crate::Agent::builder) first —
-    /// and moves to the next when one fails. At most [`MAX_BASE_URLS`] in
+    /// and moves to the next when one fails, or answers "unchanged" past
+    /// the list's next build (a mirror that stopped following its
+    /// publisher; the answer stands if no other is ahead). At most [`MAX_BASE_URLS`] in
     /// all. By default, only the base URL given to
     /// [`Agent::builder`](crate::Agent::builder) is used.
     pub fn mirror(mut self, base_url: impl Into<String>) -> Self {

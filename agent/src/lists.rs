@@ -35,6 +35,7 @@ use crate::status::{ListStatus, SnapshotSource};
 use crate::store::{Store, WriteOrder};
 use crate::update::ListUpdate;
 
+mod behind;
 mod persist;
 mod probe;
 mod rebase;
@@ -92,6 +93,9 @@ struct ListMeta {
     /// snapshot restored from the cache directory until a download or
     /// `304` says so.
     buckets_advertised: Option<VersionFloor>,
+    /// The last signed freshness record applied to the state in use: its
+    /// version and `next_build_at` ([`behind`]).
+    next_build: Option<(u64, u64)>,
 }
 
 /// A snapshot whose write to the cache directory failed, or whose round
@@ -370,11 +374,16 @@ impl Lists {
     /// ([`update::newer_vouched`]), on any base URL, is kept for the whole
     /// round: no answer may then leave the list unchanged at an older
     /// version (a mirror, or a cache in front of one, that is behind) —
-    /// that base URL fails and the next is tried.
+    /// that base URL fails and the next is tried. An unchanged answer
+    /// that leaves the list expired, or past its next build
+    /// ([`behind`]), does not end the round either: the next base URL is
+    /// asked, and the answer stands only if none is ahead.
     async fn fetch_and_apply(&self, slot: &ListSlot) -> Result<(ListUpdate, Option<Duration>), Error> {
         let mut first_error = None;
         let mut vouched = None;
-        for base in &self.shared.base_urls {
+        let mut behind_answer = None;
+        let bases = &self.shared.base_urls;
+        for (i, base) in bases.iter().enumerate() {
             let done = match self.fetch_and_apply_from(slot, base, &mut vouched).await {
                 Ok((ListUpdate::Unchanged { version }, _)) if vouched.is_some_and(|v| v > version) => {
                     let newer = vouched.unwrap_or(version);
@@ -383,6 +392,14 @@ impl Lists {
                 done => done,
             };
             match done {
+                // Unchanged, where the list should have moved on: the next
+                // base URL may be ahead; if none is, this answer stands.
+                Ok(done @ (ListUpdate::Unchanged { .. }, _))
+                    if i + 1 < bases.len() && behind::looks_behind(slot, self.shared.now()) =>
+                {
+                    tracing::debug!(%base, list = %slot.name, "unchanged past its list's next build; asking the next base URL");
+                    behind_answer.get_or_insert(done);
+                }
                 Ok(done) => return Ok(done),
                 Err(error) => {
                     if self.shared.base_urls.len() > 1 {
@@ -391,6 +408,9 @@ impl Lists {
                     first_error.get_or_insert(error);
                 }
             }
+        }
+        if let Some(done) = behind_answer {
+            return Ok(done);
         }
         let error = first_error.unwrap_or(Error::NotReady {
             list: slot.name.to_string(),
@@ -603,6 +623,7 @@ impl Lists {
         match delta::read_freshness(&slot.name, value, &self.trusted_keys) {
             Ok(record) if state.apply_freshness(&slot.name, &record) => {
                 Counters::bump(&self.shared.counters.freshness_records_applied);
+                lock(&slot.meta).next_build = Some((record.version, record.next_build_at));
             }
             Ok(record) => {
                 tracing::debug!(list = %slot.name, held = state.version(), vouched = record.version, "freshness record for another version ignored");

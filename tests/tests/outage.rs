@@ -278,3 +278,99 @@ async fn clock_two_days_ahead_at_start_uses_the_newest_snapshot_stale_and_recove
     assert_eq!(agent.status().clock_skew, None);
     server.stop().await;
 }
+
+/// Copies directory `from` into `to`, leaving out the entries named in
+/// `skip` (at any depth).
+fn copy_dir(from: &std::path::Path, to: &std::path::Path, skip: &[&str]) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        if skip.iter().any(|s| entry.file_name() == *s) {
+            continue;
+        }
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target, skip);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+/// A mirror that stopped following its publisher but still answers (here:
+/// a copy of the publisher's data directory whose own builds fail, as a
+/// replica whose store is unreachable keeps serving what it has) answers
+/// every poll "unchanged". An agent that asks it first does not keep its
+/// version once the list's next build is overdue: it asks the next base
+/// URL, which has the URL listed since.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn regression_a_mirror_stuck_on_an_old_version_does_not_keep_the_agent_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let (data, stuck_data) = (dir.path().join("data"), dir.path().join("stuck"));
+    let feed = blocksieve_tests::fixture_feed(dir.path(), "phishing-urls.txt");
+    let mut cfg = config(
+        &data,
+        "phishing",
+        vec![blocksieve_publisher::SourceConfig::file(
+            &feed,
+            SourceFormat::Urls,
+        )],
+    );
+    cfg.schedule = "0 0 * * * *".to_owned(); // hourly: the next build is due within the hour
+    let live = RunningPublisher::start(cfg).await;
+    live.wait_ready(READY).await;
+    let v1 = version(&live).unwrap();
+
+    // The stuck mirror: version v1 and its freshness record, the same key,
+    // no last good content and a source that is gone, so it never builds.
+    copy_dir(&data, &stuck_data, &["lock", "sources"]);
+    let mut stuck_cfg = config(
+        &stuck_data,
+        "phishing",
+        vec![blocksieve_publisher::SourceConfig::file(
+            dir.path().join("gone.txt"),
+            SourceFormat::Urls,
+        )],
+    );
+    stuck_cfg.snapshot_ttl_s = 2 * 60 * 60;
+    let stuck = RunningPublisher::start(stuck_cfg).await;
+    stuck.wait_ready(READY).await;
+    assert_eq!(version(&stuck), Some(v1));
+
+    let added = "https://stuck-mirror.example/new-phish";
+    let mut text = std::fs::read_to_string(&feed).unwrap();
+    text.push_str(added);
+    text.push('\n');
+    std::fs::write(&feed, text).unwrap();
+    let v2 = live.publisher.build_list(0).await.result.unwrap();
+    assert!(v2 > v1);
+
+    let cache = dir.path().join("agent-cache");
+    let agent = |offset_s: i64| {
+        Agent::builder(stuck.base_url())
+            .mirror(live.base_url())
+            .list("phishing")
+            .trusted_key(live.public_key())
+            .cache_dir(&cache)
+            .time_provider(Arc::new(OffsetClock::new(offset_s)))
+            .initial_jitter(Duration::ZERO)
+            .build()
+            .unwrap()
+    };
+    // Before the list's next build is due, the stuck mirror's answer is
+    // current as far as anyone can tell: it is taken (and the URL, listed
+    // in a version the agent cannot know of yet, is safe).
+    let now = agent(0);
+    now.update().await.unwrap();
+    assert_eq!(now.snapshot_version("phishing"), Some(v1));
+    drop(now);
+    // 70 minutes on, the hourly build the mirror's record announced is
+    // overdue (the record itself is still fresh: 2 hours): the live
+    // publisher is asked, and its version taken.
+    let later = agent(70 * 60);
+    let report = later.update().await.unwrap();
+    assert_eq!(later.snapshot_version("phishing"), Some(v2), "{report:?}");
+    assert!(later.check_url(added).await.unwrap().is_unsafe());
+    let status = later.status();
+    assert!(!status.is_stale(), "{status:?}");
+}
