@@ -117,11 +117,30 @@ fn describe(value: &JsValue) -> String {
     text
 }
 
+/// The fetch `cache` mode of a request (Fetch standard, "request's cache
+/// mode").
+#[derive(Clone, Copy)]
+enum Cache {
+    /// The browser's HTTP cache as usual: full-hash requests, whose
+    /// immutable bucket answers it may keep.
+    Default,
+    /// Past the browser's HTTP cache: update requests. A request with a
+    /// validator bypasses the cache anyway; one without (the first
+    /// snapshot, a rebase) could otherwise be answered by a cached copy up
+    /// to its `max-age` old, holding back what was listed since.
+    NoStore,
+}
+
 /// Sends `request` with the global `fetch`, within `timeout` where
 /// `AbortSignal.timeout` exists, refusing a body over `limit_bytes` by
 /// its `Content-Length` before reading it (the session checks the bytes
 /// read as well).
-async fn send(request: &HttpRequest, timeout: Duration, limit_bytes: u64) -> Result<HttpResponse, Error> {
+async fn send(
+    request: &HttpRequest,
+    cache: Cache,
+    timeout: Duration,
+    limit_bytes: u64,
+) -> Result<HttpResponse, Error> {
     let url = request.url.as_str();
     let transport = |reason: String, timed_out: bool| Error::Transport {
         url: url.to_owned(),
@@ -143,6 +162,9 @@ async fn send(request: &HttpRequest, timeout: Duration, limit_bytes: u64) -> Res
     // publisher which page the user is on, and who the user is.
     let _ = Reflect::set(&init, &"referrerPolicy".into(), &"no-referrer".into());
     let _ = Reflect::set(&init, &"credentials".into(), &"omit".into());
+    if let Cache::NoStore = cache {
+        let _ = Reflect::set(&init, &"cache".into(), &"no-store".into());
+    }
     if !request.body.is_empty() {
         let _ = Reflect::set(&init, &"body".into(), &Uint8Array::from(request.body.as_slice()));
     }
@@ -212,7 +234,7 @@ struct Inner {
 impl Inner {
     /// One update request and the session's reading of its response.
     async fn update_step(&self, request: &HttpRequest) -> Result<HttpResponse, Error> {
-        let sent = send(request, UPDATE_TIMEOUT, self.max_snapshot_bytes).await;
+        let sent = send(request, Cache::NoStore, UPDATE_TIMEOUT, self.max_snapshot_bytes).await;
         if sent.is_err() {
             self.update_transport_failures
                 .set(self.update_transport_failures.get() + 1);
@@ -333,7 +355,13 @@ impl Inner {
         match step {
             CheckStep::Done(verdict) => Ok(verdict),
             CheckStep::NeedFullHashes(query) => {
-                let response = send(&query.request, SEARCH_TIMEOUT, MAX_SEARCH_RESPONSE_BYTES as u64).await;
+                let response = send(
+                    &query.request,
+                    Cache::Default,
+                    SEARCH_TIMEOUT,
+                    MAX_SEARCH_RESPONSE_BYTES as u64,
+                )
+                .await;
                 self.session
                     .borrow_mut()
                     .complete_check(query, response, now(), rng)

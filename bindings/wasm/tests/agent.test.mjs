@@ -312,3 +312,28 @@ test("a check refused as prefix_too_short updates the list and confirms at the n
     rmSync(own, { recursive: true, force: true });
   }
 });
+
+test("update requests bypass the browser's HTTP cache; full-hash requests may use it", async () => {
+  const seen = [];
+  const original = globalThis.fetch;
+  globalThis.fetch = (url, init) => {
+    seen.push({ url: String(url), cache: init?.cache ?? "default" });
+    return original(url, init);
+  };
+  try {
+    const agent = new Agent({ publisher: base, lists: ["xlang"], key });
+    await firstUpdate(agent);
+    await agent.update();
+    const listed = lines(join(dir, "feed.txt")).find(valid);
+    assert.equal((await agent.check(listed)).kind, "unsafe");
+  } finally {
+    globalThis.fetch = original;
+  }
+  const updates = seen.filter((r) => /\/(snapshot|updates)/.test(r.url));
+  const others = seen.filter((r) => !/\/(snapshot|updates)/.test(r.url));
+  // A snapshot asked for without a validator (the first one, a rebase)
+  // would otherwise be answerable from a cached copy up to max-age old.
+  assert.ok(updates.length >= 2, JSON.stringify(seen));
+  assert.ok(updates.every((r) => r.cache === "no-store"), JSON.stringify(updates));
+  assert.ok(others.length >= 1 && others.every((r) => r.cache === "default"), JSON.stringify(others));
+});
