@@ -3,7 +3,7 @@
 //! | route | response |
 //! |---|---|
 //! | `GET /v1/lists` | [`ListsResponse`] |
-//! | `GET /v1/lists/{name}/snapshot` | latest snapshot bytes (`application/octet-stream`), strong `ETag`, `X-Blocksieve-Next-Check` |
+//! | `GET /v1/lists/{name}/snapshot` | latest snapshot bytes (`application/octet-stream`), strong `ETag`, `X-Blocksieve-Next-Check`, `X-Blocksieve-Next-Check-At` |
 //! | `GET /v1/lists/{name}/snapshots/{version}` | that version's bytes, immutable |
 //! | `GET /v1/hashes/{prefix}` | [`FullHashResponse`], or binary ([`FullHashAnswer`]) |
 //! | `GET /v1/lists/{name}/hashes/{version}/{prefix}` | the bucket of one list's snapshot `{version}`: [`FullHashResponse`], or binary; immutable |
@@ -19,7 +19,7 @@
 //! about a third of the JSON bytes; any other gets JSON.
 //!
 //! This module is the one place the protocol is spelled: the [`routes`],
-//! the [`NEXT_CHECK_HEADER`], the [`HASHES_HEADER`], the [`MAX_PREFIXES_PER_REQUEST`] limit and the
+//! the [`NEXT_CHECK_HEADER`] and [`NEXT_CHECK_AT_HEADER`], the [`HASHES_HEADER`], the [`MAX_PREFIXES_PER_REQUEST`] limit and the
 //! request-prefix rule ([`RequestPrefix::new`],
 //! [`is_valid_request_prefix_bits`]).
 
@@ -72,8 +72,8 @@ pub mod routes {
     /// - `503 behind` (with `Retry-After`) when `{from}` is newer than
     ///   what this server serves.
     ///
-    /// Every `200` and `304` carries [`super::FRESHNESS_HEADER`] and
-    /// [`super::NEXT_CHECK_HEADER`].
+    /// Every `200` and `304` carries [`super::FRESHNESS_HEADER`],
+    /// [`super::NEXT_CHECK_HEADER`] and [`super::NEXT_CHECK_AT_HEADER`].
     pub const UPDATES: &str = "/v1/lists/{name}/updates/{from}";
     /// `POST`: the full hashes of several request prefixes
     /// ([`super::FullHashSearchRequest`] → [`super::FullHashSearchResponse`]).
@@ -128,7 +128,22 @@ pub mod routes {
 
 /// The publisher's next-check hint on snapshot responses: whole seconds
 /// until an agent should ask again (lowercase, as HTTP/2 sends header names).
+///
+/// Relative to when the response was generated: a copy that a shared cache
+/// (a CDN, a reverse proxy) serves later still says the whole delay, so an
+/// agent takes [`NEXT_CHECK_AT_HEADER`] when it is there, and otherwise
+/// subtracts the response's age (RFC 9111 §4.2.3: its `Age`, or how far
+/// its `Date` is behind the agent's clock, whichever is more). Kept for
+/// agents that predate [`NEXT_CHECK_AT_HEADER`].
 pub const NEXT_CHECK_HEADER: &str = "x-blocksieve-next-check";
+
+/// The same instant as [`NEXT_CHECK_HEADER`], absolute: the Unix time, in
+/// whole seconds, at which an agent should ask again. A cached copy of the
+/// response says the same instant as the original, so an agent behind a
+/// shared cache asks again when the publisher meant, not up to a whole
+/// hint later. Sent beside [`NEXT_CHECK_HEADER`] on the responses that
+/// carry it; agents prefer it (lowercase, as HTTP/2 sends header names).
+pub const NEXT_CHECK_AT_HEADER: &str = "x-blocksieve-next-check-at";
 
 /// The header of snapshot responses (`200` and `304`, latest and
 /// versioned) that advertises the immutable full-hash buckets of the

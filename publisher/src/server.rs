@@ -36,7 +36,8 @@ use axum::routing::{get, post};
 use blocksieve_format::RequestPrefix;
 use blocksieve_format::api::{
     AnswerError, FULL_HASHES_CONTENT_TYPE, FullHashAnswer, ListStatus, ListsResponse, MAX_ANSWER_MATCHES,
-    NEXT_CHECK_HEADER, PrefixAnswer, SnapshotStatus, accepts_full_hashes_binary, routes,
+    NEXT_CHECK_AT_HEADER, NEXT_CHECK_HEADER, PrefixAnswer, SnapshotStatus, accepts_full_hashes_binary,
+    routes,
 };
 use tower_http::compression::CompressionLayer;
 use tower_http::compression::predicate::{Predicate as _, SizeAbove};
@@ -313,8 +314,8 @@ async fn latest_snapshot(
         .etag
         .clone()
         .ok_or_else(|| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "bad etag"))?;
-    let (cache_control, next_check) =
-        updates::snapshot_polled_values(updates::next_check_s(&state, slot), STALE_IF_ERROR_S);
+    let [cache_control, next_check, next_check_at] =
+        updates::snapshot_polled_values(updates::next_check(&state, slot), STALE_IF_ERROR_S);
     let hashes = updates::published_hashes_header(&name, &current);
     let freshness = updates::freshness_header(slot, &current);
     // A 304 carries what the 200 would among ETag, Cache-Control and
@@ -328,6 +329,10 @@ async fn latest_snapshot(
                 (header::ETAG, etag),
                 (header::CACHE_CONTROL, cache_control),
                 (header::HeaderName::from_static(NEXT_CHECK_HEADER), next_check),
+                (
+                    header::HeaderName::from_static(NEXT_CHECK_AT_HEADER),
+                    next_check_at,
+                ),
                 (header::CONTENT_LOCATION, version_url(&name, &current)),
                 hashes,
             ],
@@ -345,6 +350,10 @@ async fn latest_snapshot(
             ),
             (header::CACHE_CONTROL, cache_control),
             (header::HeaderName::from_static(NEXT_CHECK_HEADER), next_check),
+            (
+                header::HeaderName::from_static(NEXT_CHECK_AT_HEADER),
+                next_check_at,
+            ),
             (header::CONTENT_LOCATION, version_url(&name, &current)),
             hashes,
         ],

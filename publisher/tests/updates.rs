@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use blocksieve_format::api::{
-    DELTAS_CONTENT_TYPE, FRESHNESS_HEADER, NEXT_CHECK_HEADER, routes, snapshot_etag,
+    DELTAS_CONTENT_TYPE, FRESHNESS_HEADER, NEXT_CHECK_AT_HEADER, NEXT_CHECK_HEADER, routes, snapshot_etag,
 };
 use blocksieve_format::{FreshnessRecord, FullHash, TrustedKey, decode_chain, merge_additions};
 use blocksieve_publisher::internal::storage::{generate_signing_key, write_key_pair};
@@ -215,6 +215,32 @@ async fn an_unchanged_build_publishes_nothing_and_renews_freshness() {
         answer.headers["cache-control"].to_str().unwrap(),
         format!("public, max-age={next}")
     );
+    // The same instant as a Unix time, which a cached copy keeps right: on
+    // the updates route and on the latest snapshot's 200 and 304.
+    let at = |answer: &Answer| -> u64 {
+        answer.headers[NEXT_CHECK_AT_HEADER]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let seconds = |answer: &Answer| -> u64 {
+        answer.headers[NEXT_CHECK_HEADER]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let near_now = |unix: u64, next: u64| unix.abs_diff(unix_now() + next) <= 2;
+    assert!(near_now(at(&answer), next), "{} {next}", at(&answer));
+    for if_none_match in [None, Some(etag.as_str())] {
+        let answer = get(&base, &routes::latest_snapshot(LIST), if_none_match).await;
+        assert!(
+            near_now(at(&answer), seconds(&answer)),
+            "{if_none_match:?}: {:?}",
+            answer.headers
+        );
+    }
     running.stop().await;
 }
 

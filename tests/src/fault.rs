@@ -85,7 +85,7 @@ const REQUEST_HEADERS: [HeaderName; 4] = [
 
 /// Response headers the agent reads, relayed as the publisher sent them
 /// (`Date` included, so that the agent sees the publisher's clock).
-const RESPONSE_HEADERS: [&str; 9] = [
+const RESPONSE_HEADERS: [&str; 10] = [
     blocksieve_format::api::FRESHNESS_HEADER,
     "etag",
     "date",
@@ -94,6 +94,7 @@ const RESPONSE_HEADERS: [&str; 9] = [
     "content-type",
     "retry-after",
     blocksieve_format::api::NEXT_CHECK_HEADER,
+    blocksieve_format::api::NEXT_CHECK_AT_HEADER,
     "last-modified",
 ];
 

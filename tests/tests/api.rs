@@ -312,6 +312,7 @@ async fn cors_follows_the_allowed_origins_and_is_off_by_default() {
         "etag",
         "retry-after",
         blocksieve_format::api::NEXT_CHECK_HEADER,
+        blocksieve_format::api::NEXT_CHECK_AT_HEADER,
         blocksieve_format::api::HASHES_HEADER,
         blocksieve_format::api::FRESHNESS_HEADER,
     ] {

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use axum::http::request::Parts;
 use axum::http::{HeaderName, HeaderValue, Method, header};
-use blocksieve_format::api::{FRESHNESS_HEADER, HASHES_HEADER, NEXT_CHECK_HEADER};
+use blocksieve_format::api::{FRESHNESS_HEADER, HASHES_HEADER, NEXT_CHECK_AT_HEADER, NEXT_CHECK_HEADER};
 use tower_http::cors::{AllowOrigin, CorsLayer};
 
 /// The paths cross-origin requests may reach: the API's.
@@ -128,6 +128,7 @@ pub fn layer(origins: &[String]) -> Option<CorsLayer> {
                 header::RETRY_AFTER,
                 header::DATE,
                 HeaderName::from_static(NEXT_CHECK_HEADER),
+                HeaderName::from_static(NEXT_CHECK_AT_HEADER),
                 HeaderName::from_static(HASHES_HEADER),
                 HeaderName::from_static(FRESHNESS_HEADER),
             ])

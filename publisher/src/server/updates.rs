@@ -2,7 +2,8 @@
 //! deltas from snapshot version `from` to the latest (FORMAT.md "Delta
 //! chains"), a suffix of the chain the latest version was published with,
 //! and the headers every snapshot and update response shares: the
-//! next-check hint and the list's freshness record.
+//! next-check hint (relative and absolute) and the list's freshness
+//! record.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -12,7 +13,7 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use blocksieve_format::api::{
-    DELTAS_CONTENT_TYPE, FRESHNESS_HEADER, HASHES_HEADER, NEXT_CHECK_HEADER, routes,
+    DELTAS_CONTENT_TYPE, FRESHNESS_HEADER, HASHES_HEADER, NEXT_CHECK_AT_HEADER, NEXT_CHECK_HEADER, routes,
 };
 
 use super::error::{ApiError, parse_version, unknown_list};
@@ -45,11 +46,11 @@ pub(super) fn hashes_header(name: &str, snapshot: impl std::fmt::Display) -> (He
     )
 }
 
-/// Seconds until an agent should ask about `slot` again: until its next
-/// scheduled build (the latest freshness record's `next_build_at`) has had
-/// time to finish ([`schedule::build_margin`] of the last build's
-/// duration), or the configured next check when that is unknown or past.
-pub(super) fn next_check_s(state: &AppState, slot: &ListSlot) -> u64 {
+/// When an agent should ask about `slot` again: until its next scheduled
+/// build (the latest freshness record's `next_build_at`) has had time to
+/// finish ([`schedule::build_margin`] of the last build's duration), or
+/// the configured next check when that is unknown or past.
+pub(super) fn next_check(state: &AppState, slot: &ListSlot) -> NextCheck {
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
@@ -60,13 +61,27 @@ pub(super) fn next_check_s(state: &AppState, slot: &ListSlot) -> u64 {
         .map_or(0, |f| f.record.next_build_at);
     let last_build =
         (slot.last_build.lock().ok()).and_then(|b| b.as_ref().map(|s| Duration::from_millis(s.duration_ms)));
-    schedule::next_check(
+    let seconds = schedule::next_check(
         next_build_at,
         schedule::build_margin(last_build),
         now,
         state.next_check,
     )
-    .as_secs()
+    .as_secs();
+    NextCheck {
+        seconds,
+        at: now.saturating_add(seconds),
+    }
+}
+
+/// When an agent should ask again, as the next-check headers say it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct NextCheck {
+    /// Seconds from now: [`NEXT_CHECK_HEADER`] and `Cache-Control: max-age`.
+    pub(super) seconds: u64,
+    /// The same instant as a Unix time: [`NEXT_CHECK_AT_HEADER`], which a
+    /// cached copy of the response still says right.
+    pub(super) at: u64,
 }
 
 /// The [`FRESHNESS_HEADER`] of a response about `published`, when the
@@ -94,49 +109,53 @@ pub(super) fn published_hashes_header(name: &str, published: &Published) -> (Hea
     }
 }
 
-/// [`snapshot_polled_values`] for their `(next_s, stale_if_error_s)`.
-type PolledValues = ((u64, u64), HeaderValue, HeaderValue);
+/// [`snapshot_polled_values`] for their `(next, stale_if_error_s)`.
+type PolledValues = ((NextCheck, u64), [HeaderValue; 3]);
 
-/// The `Cache-Control` of the latest snapshot and the next-check header
-/// for `next_s` seconds (and `stale_if_error_s`, a constant): formatted once per value and thread (the value
-/// changes about once a second), then cloned.
-pub(super) fn snapshot_polled_values(next_s: u64, stale_if_error_s: u64) -> (HeaderValue, HeaderValue) {
+/// The `Cache-Control` of the latest snapshot, the next-check header and
+/// the absolute one for `next` (and `stale_if_error_s`, a constant):
+/// formatted once per value and thread (the values change about once a
+/// second), then cloned.
+pub(super) fn snapshot_polled_values(next: NextCheck, stale_if_error_s: u64) -> [HeaderValue; 3] {
     thread_local! {
         static LAST: std::cell::RefCell<Option<PolledValues>> =
             const { std::cell::RefCell::new(None) };
     }
     LAST.with_borrow_mut(|last| match last {
-        Some((key, cache_control, next_check)) if *key == (next_s, stale_if_error_s) => {
-            (cache_control.clone(), next_check.clone())
-        }
+        Some((key, values)) if *key == (next, stale_if_error_s) => values.clone(),
         _ => {
             let cache_control = HeaderValue::from_str(&format!(
-                "public, max-age={next_s}, stale-if-error={stale_if_error_s}"
+                "public, max-age={}, stale-if-error={stale_if_error_s}",
+                next.seconds
             ))
             .unwrap_or(HeaderValue::from_static("no-cache"));
-            let next_check = HeaderValue::from(next_s);
-            *last = Some((
-                (next_s, stale_if_error_s),
-                cache_control.clone(),
-                next_check.clone(),
-            ));
-            (cache_control, next_check)
+            let values = [
+                cache_control,
+                HeaderValue::from(next.seconds),
+                HeaderValue::from(next.at),
+            ];
+            *last = Some(((next, stale_if_error_s), values.clone()));
+            values
         }
     })
 }
 
-/// The next-check header and `Cache-Control` of a response that says what
+/// The next-check headers and `Cache-Control` of a response that says what
 /// the latest version is: it may be cached until the agent should ask again.
-fn polled_headers(next_s: u64) -> [(HeaderName, HeaderValue); 2] {
+fn polled_headers(next: NextCheck) -> [(HeaderName, HeaderValue); 3] {
     [
         (
             header::CACHE_CONTROL,
-            HeaderValue::from_str(&format!("public, max-age={next_s}"))
+            HeaderValue::from_str(&format!("public, max-age={}", next.seconds))
                 .unwrap_or(HeaderValue::from_static("no-cache")),
         ),
         (
             HeaderName::from_static(NEXT_CHECK_HEADER),
-            HeaderValue::from(next_s),
+            HeaderValue::from(next.seconds),
+        ),
+        (
+            HeaderName::from_static(NEXT_CHECK_AT_HEADER),
+            HeaderValue::from(next.at),
         ),
     ]
 }
@@ -197,7 +216,7 @@ pub(super) async fn updates(
     };
     let out = response.headers_mut();
     out.insert(header::ETAG, etag);
-    out.extend(polled_headers(next_check_s(&state, slot)));
+    out.extend(polled_headers(next_check(&state, slot)));
     let (hashes_name, hashes_value) = published_hashes_header(&name, &current);
     out.insert(hashes_name, hashes_value);
     if let Some((freshness_name, value)) = freshness_header(slot, &current) {
