@@ -19,10 +19,10 @@ use reqwest::header::{
 use crate::Error;
 use crate::engine::clock::server_time;
 use crate::engine::prefix::SearchAnswer;
-use crate::engine::schedule::{parse_next_check, parse_retry_after};
+use crate::engine::schedule::{NextCheckHeaders, parse_retry_after};
 
-use blocksieve_format::api::NEXT_CHECK_HEADER as NEXT_CHECK;
 use blocksieve_format::api::{FRESHNESS_HEADER, HASHES_HEADER, MAX_ANSWER_BYTES};
+use blocksieve_format::api::{NEXT_CHECK_AT_HEADER as NEXT_CHECK_AT, NEXT_CHECK_HEADER as NEXT_CHECK};
 
 /// The most bytes read of a full-hash search answer: the most a binary
 /// answer can take ([`MAX_ANSWER_BYTES`], about 34.2 MB), which bounds
@@ -163,7 +163,7 @@ pub(crate) async fn fetch_updates(
     let response = request.send().await.map_err(|e| transport(url, e))?;
     let headers = response.headers();
     *date = publisher_time(headers);
-    let hint = next_check_hint(headers);
+    let hint = next_check_hint(headers, now);
     let buckets = header_text(headers, HASHES_HEADER);
     let freshness = header_text(headers, FRESHNESS_HEADER);
     let etag = header_text(headers, ETAG.as_str());
@@ -190,10 +190,20 @@ pub(crate) async fn fetch_updates(
     }
 }
 
-/// The next-check hint of a snapshot response's headers.
-fn next_check_hint(headers: &HeaderMap) -> Option<Duration> {
+/// The next-check hint of a snapshot response's headers, as a delay from
+/// `now` (the agent's clock when the request was sent): from the absolute hint when there is one, so
+/// that a copy a shared cache serves later is read right
+/// ([`NextCheckHeaders::delay`]).
+fn next_check_hint(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
     let text = |name| headers.get(name).and_then(|v: &HeaderValue| v.to_str().ok());
-    parse_next_check(text(NEXT_CHECK), text(CACHE_CONTROL.as_str()))
+    NextCheckHeaders {
+        next_check_at: text(NEXT_CHECK_AT),
+        next_check: text(NEXT_CHECK),
+        cache_control: text(CACHE_CONTROL.as_str()),
+        date: text(DATE.as_str()),
+        age: text(AGE.as_str()),
+    }
+    .delay(now)
 }
 
 /// The publisher's clock when it generated a response (`Date`, plus `Age`
@@ -223,7 +233,7 @@ pub(crate) async fn fetch_snapshot(
     }
     let response = request.send().await.map_err(|e| transport(url, e))?;
     *date = publisher_time(response.headers());
-    let hint = next_check_hint(response.headers());
+    let hint = next_check_hint(response.headers(), now);
     let buckets = header_text(response.headers(), HASHES_HEADER);
     let freshness = header_text(response.headers(), FRESHNESS_HEADER);
     match response.status() {

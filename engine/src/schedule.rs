@@ -15,11 +15,42 @@
 //!   and at most half the time left before it expires) when a fresh cached
 //!   snapshot already answers.
 //! * **After a success** (`200` or `304`): the publisher's next-check hint
-//!   (`X-Blocksieve-Next-Check: <seconds>`, else `Cache-Control: max-age`),
-//!   clamped to [`MIN_CHECK_INTERVAL`]..=[`MAX_SERVER_DELAY`], or the
-//!   configured update interval without a hint; plus up to 10 % more, so
-//!   that agents drift apart instead of polling in lockstep. A success resets
-//!   the backoff.
+//!   ([`NextCheckHeaders::delay`]), clamped to
+//!   [`MIN_CHECK_INTERVAL`]..=[`MAX_SERVER_DELAY`], or the configured
+//!   update interval without a hint; plus up to 10 % more, so that agents
+//!   drift apart instead of polling in lockstep. A success resets the
+//!   backoff.
+//!
+//! # The next-check hint through a shared cache
+//!
+//! The hint is the time the publisher expects its next build to be out.
+//! Said in seconds (`X-Blocksieve-Next-Check`, and `Cache-Control:
+//! max-age`), it is relative to when the response was generated, and a
+//! shared cache in front of the publisher (a CDN, an nginx `proxy_cache`)
+//! serves that response, unchanged, for as long as its `max-age`: taken
+//! from when it arrives, a copy cached 29 minutes ago still says "30
+//! minutes", and an agent behind the cache would ask 29 minutes after the
+//! build it waits for — every time. So the publisher also says the instant
+//! (`X-Blocksieve-Next-Check-At: <Unix seconds>`), which a copy keeps
+//! right, and the agent prefers it:
+//!
+//! * **Absolute**: the delay is that instant less the publisher's clock
+//!   now, estimated as the response's `Date` plus its age; without a
+//!   `Date`, this agent's clock.
+//! * **Relative only** (a publisher that predates the absolute header):
+//!   the hint less the response's age.
+//!
+//! The age is RFC 9111 §4.2.3's: the larger of the `Age` header (which
+//! caches add, RFC 9111 §5.1) and how far the `Date` is behind this
+//! agent's clock (a cache that keeps the origin's `Date` and adds no
+//! `Age`). Either way an agent behind a cache asks when the publisher
+//! meant, not up to a whole hint later. Taking the larger errs early,
+//! never late: an agent whose clock runs ahead of the publisher's asks
+//! sooner than it needs (at most every [`MIN_CHECK_INTERVAL`]), one whose
+//! clock is behind asks on time, from the `Date`. An instant already past
+//! is the [`MIN_CHECK_INTERVAL`]. The headers are not signed: as with any
+//! hint, whoever can change them can delay checks by at most
+//! [`MAX_SERVER_DELAY`].
 //! * **After a failure**: exponential backoff with *full jitter* (Brooker,
 //!   "Exponential Backoff And Jitter", AWS Architecture Blog, 2015):
 //!   after the N-th consecutive failure wait a uniform random time in
@@ -58,7 +89,7 @@
 //! they were; from then on each refusal at them pauses as any failure
 //! does, but only requests for those versions.
 
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rand::Rng;
 
@@ -159,14 +190,11 @@ pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
 /// `X-Blocksieve-Next-Check` header (seconds), or else the `max-age`
 /// directive of `Cache-Control`. Unclamped; [`UpdateSchedule::on_success`]
 /// clamps it. `None` when neither is present and valid.
+///
+/// Relative to when the response was generated: see
+/// [`NextCheckHeaders::delay`] for the delay from when it arrived.
 pub fn parse_next_check(next_check: Option<&str>, cache_control: Option<&str>) -> Option<Duration> {
-    let seconds = |v: &str| {
-        let v = v.trim();
-        (!v.is_empty() && v.len() <= 10 && v.bytes().all(|b| b.is_ascii_digit()))
-            .then(|| v.parse::<u64>().ok())
-            .flatten()
-            .map(Duration::from_secs)
-    };
+    let seconds = |v: &str| digits(v, 10).map(Duration::from_secs);
     if let Some(hint) = next_check.and_then(seconds) {
         return Some(hint);
     }
@@ -177,6 +205,73 @@ pub fn parse_next_check(next_check: Option<&str>, cache_control: Option<&str>) -
             .then(|| seconds(value.trim_matches('"')))
             .flatten()
     })
+}
+
+/// The headers of a snapshot or updates response that say when to ask
+/// again, as they came (see the module docs, "The next-check hint through
+/// a shared cache").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NextCheckHeaders<'a> {
+    /// `X-Blocksieve-Next-Check-At`: the Unix second of the next check.
+    pub next_check_at: Option<&'a str>,
+    /// `X-Blocksieve-Next-Check`: seconds until the next check, when the
+    /// response was generated.
+    pub next_check: Option<&'a str>,
+    /// `Cache-Control`, for its `max-age` when there is no
+    /// `X-Blocksieve-Next-Check`.
+    pub cache_control: Option<&'a str>,
+    /// `Date`: when the response was generated (by the publisher, or by a
+    /// cache that stamps its copies with its own).
+    pub date: Option<&'a str>,
+    /// `Age`: how long a cache has held the response (RFC 9111 §5.1).
+    pub age: Option<&'a str>,
+}
+
+impl NextCheckHeaders<'_> {
+    /// The delay from `now` (this agent's clock, when the response arrived)
+    /// until the next check the publisher asked for: until
+    /// `X-Blocksieve-Next-Check-At` on the publisher's clock (the `Date`
+    /// plus [`response_age`]; `now` without a `Date`), else the relative
+    /// hint ([`parse_next_check`]) less [`response_age`]. Zero for an
+    /// instant already past. Unclamped; [`UpdateSchedule::on_success`]
+    /// clamps it. `None` without a valid hint.
+    pub fn delay(&self, now: SystemTime) -> Option<Duration> {
+        let date = self.date.and_then(|d| httpdate::parse_http_date(d.trim()).ok());
+        let age = response_age(date, self.age, now);
+        if let Some(at) = self.next_check_at.and_then(|v| digits(v, 12)) {
+            let at = UNIX_EPOCH.checked_add(Duration::from_secs(at))?;
+            return Some(match date {
+                Some(date) => at
+                    .duration_since(date)
+                    .unwrap_or(Duration::ZERO)
+                    .saturating_sub(age),
+                None => at.duration_since(now).unwrap_or(Duration::ZERO),
+            });
+        }
+        parse_next_check(self.next_check, self.cache_control).map(|hint| hint.saturating_sub(age))
+    }
+}
+
+/// How old a response is when it arrives at `now` (RFC 9111 §4.2.3): the
+/// larger of its `Age` header (whole seconds) and how far its `date` is
+/// behind `now`; zero when neither says more.
+pub fn response_age(date: Option<SystemTime>, age: Option<&str>, now: SystemTime) -> Duration {
+    let header = age
+        .and_then(|a| digits(a, 19))
+        .map_or(Duration::ZERO, Duration::from_secs);
+    let apparent = date
+        .and_then(|d| now.duration_since(d).ok())
+        .unwrap_or(Duration::ZERO);
+    header.max(apparent)
+}
+
+/// A header value of 1 to `max_len` ASCII digits (and optional
+/// surrounding whitespace), as a number.
+fn digits(value: &str, max_len: usize) -> Option<u64> {
+    let value = value.trim();
+    (!value.is_empty() && value.len() <= max_len && value.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| value.parse().ok())
+        .flatten()
 }
 
 /// The update schedule of one list: when to check next after each outcome.
@@ -391,8 +486,6 @@ impl FullHashBackoff {
 
 #[cfg(test)]
 mod tests {
-    use std::time::UNIX_EPOCH;
-
     use rand::SeedableRng;
     use rand::rngs::StdRng;
 
@@ -577,6 +670,111 @@ mod tests {
         assert_eq!(parse_next_check(None, Some("max-age=\"30\"")), Some(s(30)));
         assert_eq!(parse_next_check(Some("99999999999"), None), None);
         assert_eq!(parse_next_check(None, None), None);
+    }
+
+    /// The delay a response asks for, counted from when it arrives: a copy
+    /// that a shared cache serves 20 minutes after the publisher made it
+    /// (with a one-hour hint) asks for 40 minutes, however the cache dates
+    /// it.
+    #[test]
+    fn the_next_check_delay_counts_from_the_publishers_instant_through_a_cache() {
+        let s = Duration::from_secs;
+        let made = UNIX_EPOCH + s(1_800_000_000);
+        let served = made + 20 * MIN;
+        let date = |t: SystemTime| httpdate::fmt_http_date(t);
+        let (made_date, served_date) = (date(made), date(served));
+        let at = "1800003600";
+        let fresh = NextCheckHeaders {
+            next_check_at: Some(at),
+            next_check: Some("3600"),
+            cache_control: Some("public, max-age=3600"),
+            date: Some(&made_date),
+            age: None,
+        };
+        // Straight from the publisher.
+        assert_eq!(fresh.delay(made), Some(60 * MIN));
+        // A CDN: the origin's Date and an Age.
+        let cdn = NextCheckHeaders {
+            age: Some("1200"),
+            ..fresh
+        };
+        assert_eq!(cdn.delay(served), Some(40 * MIN));
+        // nginx's proxy_cache: its own Date, no Age.
+        let nginx = NextCheckHeaders {
+            date: Some(&served_date),
+            ..fresh
+        };
+        assert_eq!(nginx.delay(served), Some(40 * MIN));
+        // A cache that keeps the origin's Date and adds no Age: its age is
+        // how far the Date is behind this agent's clock.
+        assert_eq!(fresh.delay(served), Some(40 * MIN));
+        // No Date: this agent's clock.
+        let undated = NextCheckHeaders { date: None, ..fresh };
+        assert_eq!(undated.delay(served), Some(40 * MIN));
+        // An instant already past is no delay (the schedule raises it to
+        // the minimum interval).
+        assert_eq!(fresh.delay(made + 2 * 60 * MIN), Some(Duration::ZERO));
+        // This agent's clock behind the publisher's by 10 minutes: the
+        // Date, not the clock, says how long is left.
+        assert_eq!(nginx.delay(served - 10 * MIN), Some(40 * MIN));
+
+        // A publisher without the absolute header: the relative hint less
+        // the response's age, from Age or from the Date.
+        let relative = NextCheckHeaders {
+            next_check_at: None,
+            ..fresh
+        };
+        assert_eq!(relative.delay(made), Some(60 * MIN));
+        let relative_cdn = NextCheckHeaders {
+            age: Some("1200"),
+            ..relative
+        };
+        assert_eq!(relative_cdn.delay(served), Some(40 * MIN));
+        assert_eq!(relative.delay(served), Some(40 * MIN));
+        let max_age_only = NextCheckHeaders {
+            next_check: None,
+            age: Some("1200"),
+            ..relative
+        };
+        assert_eq!(max_age_only.delay(served), Some(40 * MIN));
+        assert_eq!(
+            NextCheckHeaders {
+                age: Some("99999999999999999999999"),
+                ..relative
+            }
+            .delay(made),
+            Some(60 * MIN),
+            "an Age that is no number is ignored"
+        );
+        // A bad absolute value falls back to the relative hint.
+        let bad = NextCheckHeaders {
+            next_check_at: Some("soon"),
+            age: Some("60"),
+            ..fresh
+        };
+        assert_eq!(bad.delay(made + s(60)), Some(59 * MIN));
+        assert_eq!(NextCheckHeaders::default().delay(made), None);
+
+        // Through the schedule: a past instant is the minimum interval.
+        let mut r = rng();
+        let d = UpdateSchedule::new(10 * MIN).on_success(fresh.delay(made + 2 * 60 * MIN), &mut r);
+        assert!(
+            d >= MIN_CHECK_INTERVAL && d <= MIN_CHECK_INTERVAL * 11 / 10,
+            "{d:?}"
+        );
+    }
+
+    #[test]
+    fn response_age_is_the_larger_of_age_and_the_dates_lag() {
+        let now = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let s = Duration::from_secs;
+        assert_eq!(response_age(None, None, now), Duration::ZERO);
+        assert_eq!(response_age(None, Some(" 30 "), now), s(30));
+        assert_eq!(response_age(Some(now - s(50)), Some("30"), now), s(50));
+        assert_eq!(response_age(Some(now - s(10)), Some("30"), now), s(30));
+        // A Date ahead of this clock is no negative age.
+        assert_eq!(response_age(Some(now + s(99)), None, now), Duration::ZERO);
+        assert_eq!(response_age(None, Some("-5"), now), Duration::ZERO);
     }
 
     #[test]
