@@ -71,6 +71,9 @@ struct ListMeta {
     last_delta_error: Option<Error>,
     /// For [`ListStatus::last_success`]: when an update last succeeded.
     last_success: Option<SystemTime>,
+    /// For [`ListStatus::next_check`]: when the background updates check
+    /// this list next.
+    next_check: Option<SystemTime>,
     /// For [`ListStatus::last_error`]: why the last update failed.
     last_error: Option<Error>,
     /// For [`ListStatus::consecutive_failures`].
@@ -283,6 +286,7 @@ impl Lists {
                     source: current.as_ref().map(|l| l.source),
                     version_floor: meta.floor.map(|f| f.version),
                     last_success: meta.last_success,
+                    next_check: meta.next_check,
                     last_error: meta.last_error.clone(),
                     consecutive_failures: meta.consecutive_failures,
                     last_storage_error: meta.last_storage_error.clone(),
@@ -290,6 +294,14 @@ impl Lists {
                 }
             })
             .collect()
+    }
+
+    /// Records when the background updates check list `index` next
+    /// (`None`: not known), for [`ListStatus::next_check`].
+    pub(crate) fn set_next_check(&self, index: usize, at: Option<SystemTime>) {
+        if let Some(slot) = self.slots.get(index) {
+            lock(&slot.meta).next_check = at;
+        }
     }
 
     /// How long list `index`'s snapshot stays fresh, or `None` without a

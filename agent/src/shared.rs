@@ -62,6 +62,12 @@ impl Shared {
         self.time.now()
     }
 
+    /// The configured [`TimeProvider`]: for the update task, which keeps
+    /// its due times on the wall clock.
+    pub(crate) fn clock(&self) -> Arc<dyn TimeProvider> {
+        Arc::clone(&self.time)
+    }
+
     /// [`TimeProvider::now_coarse`]: for a check's staleness test.
     pub(crate) fn now_coarse(&self) -> SystemTime {
         self.time.now_coarse()

@@ -102,6 +102,13 @@ pub struct ListStatus {
     /// When an update of this list last succeeded (new snapshot or
     /// unchanged).
     pub last_success: Option<SystemTime>,
+    /// When the background updates ([`Agent::start_updates`](crate::Agent::start_updates))
+    /// check this list next, by this agent's clock: the publisher's
+    /// next-check hint, a backoff after a failure, or the initial jitter
+    /// ([`engine::schedule`](crate::engine::schedule)). As last scheduled:
+    /// `None` before the updates first ran, and no longer meant once they
+    /// stop ([`Status::updates_running`]).
+    pub next_check: Option<SystemTime>,
     /// The error of the last update attempt, if it failed.
     pub last_error: Option<Error>,
     /// Update attempts failed in a row; 0 after a success.

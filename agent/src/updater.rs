@@ -5,12 +5,28 @@
 //! The task only sleeps and calls the lists component's update of one list
 //! ([`Lists::update_one`]); every decision about *when* is
 //! [`UpdateSchedule`]'s. The loop itself ([`run_schedule`]) takes the update
-//! step as a closure, so tests drive it with a scripted publisher under
-//! `tokio::time::pause()`.
+//! step and the wall clock as closures, so tests drive it with a scripted
+//! publisher under `tokio::time::pause()`, and move the wall clock alone
+//! to play a suspended machine.
+//!
+//! # Suspend
+//!
+//! Tokio's timers run on the monotonic clock, which on Linux and macOS does
+//! not advance while the machine is suspended: a laptop that sleeps 90
+//! minutes in the middle of a 30-minute wait would, on waking, still wait
+//! the rest of it in awake time, while the snapshot it holds looks fresh
+//! by a clock that did not see the night pass either. So each list's next
+//! check is due at a wall-clock time (the agent's
+//! [`TimeProvider`](crate::TimeProvider)), and the task never sleeps
+//! longer than [`WAKE_SLICE`] before reading that clock again: a check
+//! that came due during a suspend runs within one slice of waking. A wall
+//! clock set backwards must not hold updates off for as long as it was set
+//! back, so a check is also due once its delay has passed on the monotonic
+//! clock; a clock set forwards brings checks forward, once.
 
 use std::future::Future;
 use std::sync::{Arc, Mutex, Weak};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use rand::{Rng, SeedableRng};
 use tokio::sync::watch;
@@ -22,6 +38,16 @@ use crate::engine::schedule::UpdateSchedule;
 use crate::lists::Lists;
 use crate::shared::{Shared, lock};
 use crate::update::ListUpdate;
+
+/// The longest the update task sleeps before it reads the wall clock again
+/// (see the module docs, "Suspend"): 30 seconds. Half the shortest wait
+/// the schedule ever sets ([`MIN_CHECK_INTERVAL`](crate::engine::schedule::MIN_CHECK_INTERVAL)),
+/// so even that wait is read against the wall clock; after a suspend, the
+/// checks that came due meanwhile run within 30 s of waking, far inside a
+/// snapshot's lifetime (two hours by default) and the promise of one build
+/// interval plus the next-check hint. Two wake-ups a minute, without I/O,
+/// cost nothing measurable.
+pub(crate) const WAKE_SLICE: Duration = Duration::from_secs(30);
 
 /// The running task, as the agent holds it.
 #[derive(Debug)]
@@ -229,6 +255,18 @@ async fn run(
     let Some(rng) = rng else {
         return;
     };
+    let Some(clock) = shared.upgrade().map(|shared| shared.clock()) else {
+        return;
+    };
+    let wall = move || clock.now();
+    let scheduled = {
+        let lists = lists.clone();
+        move |index: usize, at: Option<SystemTime>| {
+            if let Some(lists) = lists.upgrade() {
+                lists.set_next_check(index, at);
+            }
+        }
+    };
     let step = move |index: usize| {
         let lists = lists.clone();
         let slot = slot.clone();
@@ -239,43 +277,115 @@ async fn run(
             Some(Checked::of(&update, hint))
         }
     };
-    run_schedule(fresh_for, schedule, rng, stop, alive, step).await;
+    let task = Task {
+        wall,
+        step,
+        scheduled,
+    };
+    run_schedule(fresh_for, schedule, rng, stop, alive, task).await;
+}
+
+/// What [`run_schedule`] runs with, as closures.
+pub(crate) struct Task<W, F, S> {
+    /// The wall clock (the agent's [`TimeProvider`](crate::TimeProvider)).
+    pub(crate) wall: W,
+    /// The update of list `i`: the outcome, or `None` when the agent is
+    /// gone.
+    pub(crate) step: F,
+    /// Told each list's next check when it is set: the wall-clock time it
+    /// is due (`None` when that clock cannot say it).
+    pub(crate) scheduled: S,
+}
+
+/// When a list's next check is due: at a wall-clock time, or once its delay
+/// has passed on the monotonic clock, whichever comes first (see the module
+/// docs, "Suspend").
+#[derive(Debug, Clone, Copy)]
+struct Due {
+    /// The wall-clock time; `None` past what the clock can say.
+    wall: Option<SystemTime>,
+    /// The same delay on the monotonic clock: a bound for a wall clock set
+    /// backwards.
+    monotonic: Instant,
+}
+
+impl Due {
+    /// Due `delay` after `wall_now` and `monotonic_now`.
+    fn after(delay: Duration, wall_now: SystemTime, monotonic_now: Instant) -> Self {
+        Self {
+            wall: wall_now.checked_add(delay),
+            monotonic: monotonic_now + delay,
+        }
+    }
+
+    /// The time left until it is due at `wall_now` / `monotonic_now`: the
+    /// shorter of the two clocks' (zero once either has reached it).
+    fn left(&self, wall_now: SystemTime, monotonic_now: Instant) -> Duration {
+        let monotonic = self.monotonic.saturating_duration_since(monotonic_now);
+        self.wall.map_or(monotonic, |wall| {
+            wall.duration_since(wall_now)
+                .unwrap_or(Duration::ZERO)
+                .min(monotonic)
+        })
+    }
 }
 
 /// Runs the update schedule of `fresh_for.len()` lists until stopped:
-/// sleeps until the earliest list is due (tokio's clock), runs `step` for
-/// it, and asks its [`UpdateSchedule`] (a copy of `schedule` per list) for
-/// the next delay. `fresh_for[i]`
-/// is how long list `i`'s snapshot stays fresh, for the initial jitter.
-/// Ends when `stop` turns `true` or closes, when `alive` closes, or when
-/// `step` returns `None` (the agent is gone).
-pub(crate) async fn run_schedule<F, Fut>(
+/// sleeps until the earliest list is due — by `task.wall`, or by tokio's
+/// clock once its delay has passed there, reading the wall clock again at
+/// least every [`WAKE_SLICE`] (see the module docs, "Suspend") — runs
+/// `task.step` for it, and asks its [`UpdateSchedule`] (a copy of
+/// `schedule` per list) for the next delay, which `task.scheduled` is told
+/// as a wall-clock time. `fresh_for[i]` is how long list `i`'s snapshot
+/// stays fresh, for the initial jitter. Ends when `stop` turns `true` or
+/// closes, when `alive` closes, or when `task.step` returns `None` (the
+/// agent is gone).
+pub(crate) async fn run_schedule<W, F, Fut, S>(
     fresh_for: Vec<Option<Duration>>,
     schedule: UpdateSchedule,
     mut rng: impl Rng,
     mut stop: watch::Receiver<bool>,
     mut alive: watch::Receiver<()>,
-    mut step: F,
+    task: Task<W, F, S>,
 ) where
+    W: Fn() -> SystemTime,
     F: FnMut(usize) -> Fut,
     Fut: Future<Output = Option<Checked>>,
+    S: FnMut(usize, Option<SystemTime>),
 {
-    let start = Instant::now();
+    let Task {
+        wall,
+        mut step,
+        mut scheduled,
+    } = task;
+    let (wall_start, start) = (wall(), Instant::now());
     let mut schedules: Vec<UpdateSchedule> = fresh_for.iter().map(|_| schedule.clone()).collect();
-    let mut due: Vec<Instant> = schedules
+    let mut due: Vec<Due> = schedules
         .iter()
         .zip(&fresh_for)
-        .map(|(s, fresh)| start + s.initial_delay(*fresh, &mut rng))
+        .map(|(s, fresh)| Due::after(s.initial_delay(*fresh, &mut rng), wall_start, start))
         .collect();
+    for (index, at) in due.iter().enumerate() {
+        scheduled(index, at.wall);
+    }
     loop {
-        let Some((index, at)) = due.iter().copied().enumerate().min_by_key(|(_, at)| *at) else {
+        let (wall_now, now) = (wall(), Instant::now());
+        let Some((index, left)) = due
+            .iter()
+            .map(|d| d.left(wall_now, now))
+            .enumerate()
+            .min_by_key(|(_, left)| *left)
+        else {
             return;
         };
-        tokio::select! {
-            biased;
-            _ = stop.wait_for(|s| *s) => return,
-            _ = alive.changed() => return,
-            () = tokio::time::sleep_until(at) => {}
+        if !left.is_zero() {
+            tokio::select! {
+                biased;
+                _ = stop.wait_for(|s| *s) => return,
+                _ = alive.changed() => return,
+                () = tokio::time::sleep(left.min(WAKE_SLICE)) => {}
+            }
+            continue;
         }
         let checked = tokio::select! {
             biased;
@@ -293,7 +403,8 @@ pub(crate) async fn run_schedule<F, Fut>(
             Checked::Failure { retry_after } => schedule.on_failure(retry_after, &mut rng),
         };
         tracing::debug!(list = index, ?checked, ?delay, "next update check scheduled");
-        *slot = Instant::now() + delay;
+        *slot = Due::after(delay, wall(), Instant::now());
+        scheduled(index, slot.wall);
     }
 }
 
@@ -308,12 +419,20 @@ mod tests {
 
     type StepFuture = std::pin::Pin<Box<dyn Future<Output = Option<Checked>> + Send>>;
 
+    /// [`Task`] as the tests run it.
+    type TestTask = Task<
+        Box<dyn Fn() -> SystemTime + Send>,
+        Box<dyn FnMut(usize) -> StepFuture + Send>,
+        Box<dyn FnMut(usize, Option<SystemTime>) + Send>,
+    >;
+
     /// Records when each step ran (tokio's paused clock, since the start)
     /// and answers from a script.
     struct Script {
         start: Instant,
         calls: Mutex<Vec<(usize, Duration)>>,
         answers: Mutex<Vec<Checked>>,
+        scheduled: Mutex<Vec<(usize, Option<SystemTime>)>>,
     }
 
     impl Script {
@@ -322,6 +441,7 @@ mod tests {
                 start: Instant::now(),
                 calls: Mutex::new(Vec::new()),
                 answers: Mutex::new(answers.into_iter().rev().collect()),
+                scheduled: Mutex::new(Vec::new()),
             })
         }
 
@@ -342,6 +462,55 @@ mod tests {
 
         fn calls(&self) -> Vec<(usize, Duration)> {
             lock(&self.calls).clone()
+        }
+
+        /// The task: this script's steps, `wall` for the wall clock, and
+        /// the due times recorded in `self.scheduled`.
+        fn task(self: &Arc<Self>, wall: &Arc<Wall>) -> TestTask {
+            let clock = Arc::clone(wall);
+            let script = Arc::clone(self);
+            Task {
+                wall: Box::new(move || clock.now()),
+                step: Box::new(self.step()),
+                scheduled: Box::new(move |index, at| lock(&script.scheduled).push((index, at))),
+            }
+        }
+    }
+
+    /// A wall clock that runs with tokio's (paused) clock, plus an offset
+    /// the test moves alone: a suspended machine (forward) or a clock set
+    /// back.
+    struct Wall {
+        start: Instant,
+        at_start: SystemTime,
+        offset: Mutex<(Duration, bool)>,
+    }
+
+    impl Wall {
+        fn new() -> Arc<Self> {
+            Arc::new(Self {
+                start: Instant::now(),
+                at_start: SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000),
+                offset: Mutex::new((Duration::ZERO, true)),
+            })
+        }
+
+        fn now(&self) -> SystemTime {
+            let (offset, forward) = *lock(&self.offset);
+            let t = self.at_start + self.start.elapsed();
+            if forward { t + offset } else { t - offset }
+        }
+
+        /// The machine sleeps `by`: the wall clock moves, tokio's does not.
+        fn suspend(&self, by: Duration) {
+            let mut offset = lock(&self.offset);
+            assert!(offset.1);
+            offset.0 += by;
+        }
+
+        /// The clock is set back by `by`.
+        fn set_back(&self, by: Duration) {
+            *lock(&self.offset) = (by, false);
         }
     }
 
@@ -376,7 +545,7 @@ mod tests {
             StdRng::seed_from_u64(1),
             stop_rx,
             alive_rx,
-            script.step(),
+            script.task(&Wall::new()),
         ));
         tokio::time::sleep(4 * 60 * MIN).await;
         stop_tx.send_replace(true);
@@ -408,7 +577,7 @@ mod tests {
             StdRng::seed_from_u64(9),
             stop_rx,
             alive_rx,
-            script.step(),
+            script.task(&Wall::new()),
         ));
         tokio::time::sleep(6 * MIN).await;
         stop_tx.send_replace(true);
@@ -431,13 +600,76 @@ mod tests {
             StdRng::seed_from_u64(3),
             stop_rx,
             alive_rx,
-            script.step(),
+            script.task(&Wall::new()),
         ));
         tokio::task::yield_now().await;
         drop(alive_tx);
         let ended = tokio::time::timeout(Duration::from_millis(1), task).await;
         assert!(ended.is_ok(), "the task waited for its timer");
         assert!(script.calls().is_empty());
+    }
+
+    /// A machine suspended for 90 minutes, 10 minutes into a 30-minute
+    /// wait: tokio's clock did not move, the wall clock did, and the check
+    /// runs within one slice of waking rather than 20 awake minutes later.
+    #[tokio::test(start_paused = true)]
+    async fn a_check_that_came_due_during_a_suspend_runs_within_a_slice_of_waking() {
+        let script = Script::new(vec![Checked::Success { hint: Some(30 * MIN) }]);
+        let wall = Wall::new();
+        let (stop_tx, stop_rx, _alive_tx, alive_rx) = channels();
+        let task = tokio::spawn(run_schedule(
+            vec![None],
+            UpdateSchedule::new(10 * MIN),
+            StdRng::seed_from_u64(5),
+            stop_rx,
+            alive_rx,
+            script.task(&wall),
+        ));
+        tokio::time::sleep(COLD_START_JITTER + 10 * MIN).await;
+        assert_eq!(script.calls().len(), 1, "{:?}", script.calls());
+        // The check is due 30 to 33 minutes after the first, on the wall
+        // clock.
+        let first = script.calls()[0].1;
+        let due = lock(&script.scheduled).last().and_then(|(_, at)| *at).unwrap();
+        let after_first = due.duration_since(wall.at_start + first).unwrap();
+        assert!(
+            after_first >= 30 * MIN && after_first <= 33 * MIN,
+            "{after_first:?}"
+        );
+
+        let woke = script.start.elapsed();
+        wall.suspend(90 * MIN);
+        tokio::time::sleep(WAKE_SLICE + Duration::from_secs(1)).await;
+        stop_tx.send_replace(true);
+        task.await.unwrap_or_default();
+        let calls = script.calls();
+        assert_eq!(calls.len(), 2, "{calls:?}");
+        assert!(calls[1].1 - woke <= WAKE_SLICE, "{calls:?} woke at {woke:?}");
+    }
+
+    /// A wall clock set back a day does not hold the checks off for a day:
+    /// they come after their delay on the monotonic clock.
+    #[tokio::test(start_paused = true)]
+    async fn a_clock_set_back_does_not_stall_the_updates() {
+        let script = Script::new(vec![Checked::Success { hint: Some(30 * MIN) }]);
+        let wall = Wall::new();
+        let (stop_tx, stop_rx, _alive_tx, alive_rx) = channels();
+        let task = tokio::spawn(run_schedule(
+            vec![None],
+            UpdateSchedule::new(10 * MIN),
+            StdRng::seed_from_u64(6),
+            stop_rx,
+            alive_rx,
+            script.task(&wall),
+        ));
+        tokio::time::sleep(COLD_START_JITTER + MIN).await;
+        wall.set_back(24 * 60 * MIN);
+        tokio::time::sleep(40 * MIN).await;
+        stop_tx.send_replace(true);
+        task.await.unwrap_or_default();
+        let at: Vec<Duration> = script.calls().iter().map(|(_, t)| *t).collect();
+        assert!(at.len() >= 2, "{at:?}");
+        assert!(at[1] - at[0] >= 30 * MIN && at[1] - at[0] <= 33 * MIN, "{at:?}");
     }
 
     #[tokio::test(start_paused = true)]
@@ -457,7 +689,7 @@ mod tests {
             StdRng::seed_from_u64(4),
             stop_rx,
             alive_rx,
-            script.step(),
+            script.task(&Wall::new()),
         ));
         tokio::time::sleep(3 * MIN).await;
         stop_tx.send_replace(true);
