@@ -14,6 +14,7 @@ mod key_rotation;
 mod last_good_content;
 mod load;
 mod memory;
+mod next_check;
 mod outage;
 mod publisher;
 mod replica;
