@@ -35,7 +35,7 @@ use crate::status::{ListStatus, SnapshotSource};
 use crate::store::{Store, WriteOrder};
 use crate::update::ListUpdate;
 
-mod behind;
+mod bases;
 mod persist;
 mod probe;
 mod rebase;
@@ -377,59 +377,6 @@ impl Lists {
                 meta.consecutive_failures = meta.consecutive_failures.saturating_add(1);
                 (ListUpdate::Failed { error, kept_version }, None)
             }
-        }
-    }
-
-    /// Tries each base URL in turn; the first error is reported if all fail.
-    ///
-    /// The newest version a signed freshness record named during the round
-    /// ([`update::newer_vouched`]), on any base URL, is kept for the whole
-    /// round: no answer may then leave the list unchanged at an older
-    /// version (a mirror, or a cache in front of one, that is behind) —
-    /// that base URL fails and the next is tried. An unchanged answer
-    /// that leaves the list expired, or past its next build
-    /// ([`behind`]), does not end the round either: the next base URL is
-    /// asked, and the answer stands only if none is ahead.
-    async fn fetch_and_apply(&self, slot: &ListSlot) -> Result<(ListUpdate, Option<Duration>), Error> {
-        let mut first_error = None;
-        let mut vouched = None;
-        let mut behind_answer = None;
-        let bases = &self.shared.base_urls;
-        for (i, base) in bases.iter().enumerate() {
-            let done = match self.fetch_and_apply_from(slot, base, &mut vouched).await {
-                Ok((ListUpdate::Unchanged { version }, _)) if vouched.is_some_and(|v| v > version) => {
-                    let newer = vouched.unwrap_or(version);
-                    Err(update::behind(base, version, newer))
-                }
-                done => done,
-            };
-            match done {
-                // Unchanged, where the list should have moved on: the next
-                // base URL may be ahead; if none is, this answer stands.
-                Ok(done @ (ListUpdate::Unchanged { .. }, _))
-                    if i + 1 < bases.len() && behind::looks_behind(slot, self.shared.now()) =>
-                {
-                    tracing::debug!(%base, list = %slot.name, "unchanged past its list's next build; asking the next base URL");
-                    behind_answer.get_or_insert(done);
-                }
-                Ok(done) => return Ok(done),
-                Err(error) => {
-                    if self.shared.base_urls.len() > 1 {
-                        tracing::debug!(%base, %error, "publisher failed");
-                    }
-                    first_error.get_or_insert(error);
-                }
-            }
-        }
-        if let Some(done) = behind_answer {
-            return Ok(done);
-        }
-        let error = first_error.unwrap_or(Error::NotReady {
-            list: slot.name.to_string(),
-        });
-        match self.deltas_after_failed_rebase(slot, &error, &mut vouched).await {
-            Some(done) => Ok(done),
-            None => Err(error),
         }
     }
 

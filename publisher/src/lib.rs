@@ -9,9 +9,8 @@
 //!    conditional GET, gzip and size limits); a source that fails falls back to its last good content.
 //! 3. **Build**: each entry's expression is canonicalized and hashed to a
 //!    full hash; a filter over the hash-prefix keys is built, its
-//!    false-positive rate measured (the canary), and a snapshot signed. The
-//!    build is pure: bytes and the time in, snapshot and [`BuildReport`]
-//!    out. The publishing gates may refuse it ([`GateRefusal`]).
+//!    false-positive rate measured (the canary), and a snapshot signed. The build is pure: bytes
+//!    and the time in, snapshot and [`BuildReport`] out. The publishing gates may refuse it ([`GateRefusal`]).
 //! 4. **Store**: the snapshot and its full hashes are published as a new generation (immutable
 //!    objects, a signed manifest, a pointer moved by compare-and-swap) in a directory or a store.
 //! 5. **Serve**: the [`AppState`] holds one [`ListSlot`] per list, whose
@@ -73,9 +72,6 @@ pub mod internal {
     }
     pub mod metrics {
         pub use crate::metrics::*;
-    }
-    pub mod sendfile {
-        pub use crate::sendfile::*;
     }
     pub mod server {
         pub use crate::server::*;

@@ -38,11 +38,11 @@ use tokio::net::TcpStream;
 
 /// Bodies shorter than this are written from memory: copying a few pages
 /// costs less than the file and the extra system call for the headers.
-pub const MIN_SENDFILE_BYTES: usize = 64 * 1024;
+pub(crate) const MIN_SENDFILE_BYTES: usize = 64 * 1024;
 
 /// `body` as `Bytes` that [`SendfileStream`] sends with `sendfile`; `body`
 /// itself when it is short, or not on Linux, or the file cannot be made.
-pub fn sendable(body: Vec<u8>) -> Bytes {
+pub(crate) fn sendable(body: Vec<u8>) -> Bytes {
     #[cfg(target_os = "linux")]
     if body.len() >= MIN_SENDFILE_BYTES {
         match linux::Registered::new(body) {
@@ -56,9 +56,9 @@ pub fn sendable(body: Vec<u8>) -> Bytes {
     Bytes::from(body)
 }
 
-/// Total bytes sent with `sendfile` by this process: for tests and the
-/// benchmarks' notes.
-pub fn bytes_sent() -> u64 {
+/// Total bytes sent with `sendfile` by this process.
+#[cfg(test)]
+fn bytes_sent() -> u64 {
     SENT.load(std::sync::atomic::Ordering::Relaxed)
 }
 
@@ -158,11 +158,11 @@ mod linux {
 /// [`sendable`] body with `sendfile`, and everything else as `TcpStream`
 /// does.
 #[derive(Debug)]
-pub struct SendfileStream(TcpStream);
+pub(crate) struct SendfileStream(TcpStream);
 
 impl SendfileStream {
     /// Wraps an accepted connection.
-    pub const fn new(stream: TcpStream) -> Self {
+    pub(crate) const fn new(stream: TcpStream) -> Self {
         Self(stream)
     }
 
