@@ -33,7 +33,9 @@ pub struct UrlHashes<'a> {
 
 impl<'a> UrlHashes<'a> {
     /// Canonicalizes `url` (Safe Browsing v4 "Canonicalization") and hashes
-    /// its expressions.
+    /// its expressions. White space around URL text (U+00A0 and the like,
+    /// [`trim_url_text`](blocksieve_format::trim_url_text)) is trimmed
+    /// first, as the publisher trims it from feed lines.
     ///
     /// # Errors
     ///
@@ -54,7 +56,7 @@ impl<'a> UrlHashes<'a> {
     #[inline(always)]
     pub fn set(&mut self, url: &'a str) -> Result<(), Error> {
         self.hashed
-            .set(url.as_bytes())
+            .set(blocksieve_format::trim_url_text(url).as_bytes())
             .map_err(|reason| Error::InvalidUrl { reason })
     }
 
@@ -69,7 +71,7 @@ impl<'a> UrlHashes<'a> {
     #[inline(always)]
     pub fn set_then(&mut self, url: &'a str, on_hash: impl FnMut(&FullHash)) -> Result<(), Error> {
         self.hashed
-            .set_then(url.as_bytes(), on_hash)
+            .set_then(blocksieve_format::trim_url_text(url).as_bytes(), on_hash)
             .map_err(|reason| Error::InvalidUrl { reason })
     }
 
@@ -531,6 +533,32 @@ mod tests {
             UrlHashes::of("mailto:x@y"),
             Err(Error::InvalidUrl { .. })
         ));
+    }
+
+    /// A URL handed over as text with white space a copy from a page
+    /// leaves (U+00A0, U+3000, U+FEFF) is the URL the publisher lists for
+    /// the same feed line: before, `ulvis.net/IFHc%C2%A0` was checked and
+    /// the listed `ulvis.net/IFHc` answered safe.
+    #[test]
+    fn regression_url_text_is_trimmed_of_unicode_white_space_as_feed_lines_are() {
+        let exprs = |url| {
+            let mut h = UrlHashes::default();
+            h.set_then(url, |_| {}).unwrap();
+            h.iter().map(|(e, f)| (e.to_owned(), *f)).collect::<Vec<_>>()
+        };
+        let plain = exprs("http://ulvis.net/IFHc");
+        for text in [
+            "http://ulvis.net/IFHc\u{a0}",
+            "\u{a0}http://ulvis.net/IFHc",
+            "\u{3000}http://ulvis.net/IFHc\u{3000}",
+            "\u{feff}http://ulvis.net/IFHc\u{200e}",
+        ] {
+            assert_eq!(exprs(text), plain, "{text:?}");
+            let hashed: Vec<_> = hashes(text).iter().map(|(e, f)| (e.to_owned(), *f)).collect();
+            assert_eq!(hashed, plain, "{text:?}");
+        }
+        // Inside a URL it stays the canonicalizer's to escape.
+        assert_ne!(exprs("http://ulvis.net/IF\u{a0}Hc"), plain);
     }
 
     #[test]

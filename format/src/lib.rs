@@ -40,7 +40,8 @@ mod zstd_frame;
 pub use api::RequestPrefix;
 pub use canon::{
     AsWrittenUrl, CanonError, CanonicalForm, CanonicalUrl, Expression, Expressions, HashedUrl, HostKind,
-    MAX_EXPRESSIONS, MAX_URL_BYTES, canonicalize, canonicalize_form, full_hashes, url_text,
+    MAX_EXPRESSIONS, MAX_URL_BYTES, canonicalize, canonicalize_form, full_hashes, is_text_white_space,
+    trim_url_text, url_text,
 };
 pub use delta::{
     DELTA_CONTEXT, DELTA_MAGIC, DELTA_VERSION, DeltaEnd, DeltaError, DeltaHeader, DeltaParams,

@@ -216,6 +216,7 @@ mod hashing;
 mod host;
 mod path;
 mod steps;
+mod text;
 mod url;
 
 use common::canonicalize_common;
@@ -226,6 +227,7 @@ pub use form::{AsWrittenUrl, CanonicalForm, canonicalize_form};
 pub use hashed::HashedUrl;
 pub use hashing::full_hashes;
 pub(crate) use steps::canonicalize_by_steps;
+pub use text::{is_text_white_space, trim_url_text};
 use url::check_length;
 pub use url::{CanonError, CanonicalUrl, HostKind, MAX_EXPRESSIONS, MAX_URL_BYTES};
 

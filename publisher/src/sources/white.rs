@@ -45,20 +45,10 @@ pub(super) fn white_len(bytes: &[u8]) -> usize {
 }
 
 /// Unicode white space trimmed from feed lines besides ASCII white space:
-/// what Unicode calls white space (U+00A0, U+2000 to U+200A, U+202F,
-/// U+205F, U+3000, …), the invisible U+FEFF ZERO WIDTH NO-BREAK SPACE,
-/// U+200B ZERO WIDTH SPACE and U+2060 WORD JOINER, which copying from a web
-/// page leaves behind, and the invisible bidirectional marks copying from a
-/// right-to-left page leaves (U+200E LEFT-TO-RIGHT MARK, U+200F, U+061C,
-/// the embeddings and overrides U+202A to U+202E, the isolates U+2066 to
-/// U+2069; Unicode's `Bidi_Control`): kept, a leading one made the line no
-/// URL, a trailing one was escaped into it.
+/// [`blocksieve_format::is_text_white_space`], the set an agent trims from
+/// a URL handed to it as text, so that both sides read the same URL.
 pub(super) fn is_unicode_white(c: char) -> bool {
-    c.is_whitespace()
-        || matches!(
-            c,
-            '\u{FEFF}' | '\u{200B}' | '\u{2060}' | '\u{200E}' | '\u{200F}' | '\u{061C}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}'
-        )
+    blocksieve_format::is_text_white_space(c)
 }
 
 /// The UTF-8 character `bytes` start with, and its length, when it is not
