@@ -271,6 +271,11 @@ async fn serve_one(
             Some(_) = connections.join_next(), if !connections.is_empty() => continue,
             () = &mut shutdown => break,
         };
+        // As nginx on keep-alive connections (`tcp_nodelay`): a response's
+        // last short segment is not held back by Nagle's algorithm until the
+        // client's delayed ACK (40 ms on Linux), which set the p99 of a full
+        // snapshot download (6-53 ms against nginx's 4-5 ms).
+        let _ = stream.set_nodelay(true);
         let stream = crate::sendfile::SendfileStream::new(stream);
         let io = TokioIo::new(GuardedStream::new(stream, limits.write_stall_timeout));
         let service = TowerToHyperService::new(router.clone());
