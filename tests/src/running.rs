@@ -143,3 +143,15 @@ impl Drop for RunningPublisher {
         }
     }
 }
+
+/// Polls `done` every 20 ms for up to 20 s; panics naming `what` if it
+/// never holds.
+pub async fn until(what: &str, mut done: impl FnMut() -> bool) {
+    for _ in 0..1000 {
+        if done() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("timed out waiting for {what}");
+}

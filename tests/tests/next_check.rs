@@ -18,7 +18,7 @@ use blocksieve_agent::{Agent, TimeProvider};
 use blocksieve_format::api::{NEXT_CHECK_AT_HEADER, NEXT_CHECK_HEADER, routes};
 use blocksieve_publisher::SourceFormat;
 use blocksieve_tests::clock::ManualClock;
-use blocksieve_tests::{RunningPublisher, config, fixture_source};
+use blocksieve_tests::{RunningPublisher, config, fixture_source, until};
 
 const READY: Duration = Duration::from_secs(60);
 const MIN: Duration = Duration::from_secs(60);
@@ -118,17 +118,6 @@ async fn serve(State(cache): State<Cache>, uri: Uri, request: HeaderMap) -> Resp
         return (StatusCode::NOT_MODIFIED, headers).into_response();
     }
     (status, headers, body).into_response()
-}
-
-/// Polls `done` every 20 ms for up to 20 s.
-async fn until(what: &str, mut done: impl FnMut() -> bool) {
-    for _ in 0..1000 {
-        if done() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("timed out waiting for {what}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

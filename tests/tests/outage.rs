@@ -9,7 +9,7 @@ use blocksieve_agent::{Agent, ClockSkew, FailurePolicy, ListUpdate, SnapshotSour
 use blocksieve_publisher::SourceFormat;
 use blocksieve_tests::clock::OffsetClock;
 use blocksieve_tests::fault::{Fault, FaultProxy};
-use blocksieve_tests::{RunningPublisher, config, fixture_lines, fixture_source};
+use blocksieve_tests::{RunningPublisher, config, fixture_lines, fixture_source, until};
 
 const READY: Duration = Duration::from_secs(60);
 const DAY_S: i64 = 24 * 60 * 60;
@@ -61,16 +61,6 @@ fn about(skew: Option<ClockSkew>, expected_s: i64) -> bool {
         Some(ClockSkew::Behind(d)) => expected_s < 0 && near(d),
         _ => false,
     }
-}
-
-async fn until(what: &str, mut done: impl FnMut() -> bool) {
-    for _ in 0..1000 {
-        if done() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("timed out waiting for {what}");
 }
 
 /// Item 8: an agent restarted after its cached snapshot expired, while the
