@@ -17,14 +17,14 @@
 # then add a regression test named for the case beside the library function
 # the target calls: format/src/fuzzing.rs (canonicalize, snapshot_decode,
 # full_hash_answer, delta_decode) or
-# publisher/src/fuzzing.rs (feed_parse, full_hash_request) or
+# publisher/src/fuzzing.rs (feed_parse, feed_decode, full_hash_request) or
 # bindings/c/src/fuzzing.rs (c_entry_points).
 set -euo pipefail
 cd "$(dirname "$0")/../fuzz"
 
 seconds="${FUZZ_SECONDS:-60}"
 jobs="${FUZZ_JOBS:-$(nproc 2>/dev/null || echo 1)}"
-all_targets=(canonicalize snapshot_decode delta_decode full_hash_answer feed_parse full_hash_request c_entry_points)
+all_targets=(canonicalize snapshot_decode delta_decode full_hash_answer feed_parse feed_decode full_hash_request c_entry_points)
 if [ "$#" -gt 0 ]; then
     targets=("$@")
 else

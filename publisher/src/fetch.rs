@@ -21,9 +21,13 @@ use serde::{Deserialize, Serialize};
 use crate::config::{BUILTIN_LIST, SourceConfig, SourceFormat};
 use crate::sources::looks_like_html;
 
+mod decode;
 mod gunzip;
 mod opened;
 
+#[cfg(test)]
+pub(crate) use decode::shipped as decode_shipped;
+pub use decode::{ArchiveError, decoder, is_archive, member_head, read_member, unsupported};
 pub use gunzip::{Gunzip, gunzip};
 pub use opened::FileChanged;
 use opened::{FileStamp, OpenedFile};
@@ -54,8 +58,8 @@ pub enum Fetched {
 pub struct Stream {
     /// The content from its start, as stored.
     pub reader: Box<dyn std::io::Read + Send>,
-    /// Whether it is gzip.
-    pub gzip: bool,
+    /// Its compression, by its magic number.
+    pub encoding: ContentEncoding,
     /// Its size, in bytes.
     pub size: u64,
     /// HTTP validators to send next time (none for a file).
@@ -65,7 +69,7 @@ pub struct Stream {
 impl std::fmt::Debug for Stream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Stream")
-            .field("gzip", &self.gzip)
+            .field("encoding", &self.encoding)
             .field("size", &self.size)
             .field("validators", &self.validators)
             .finish_non_exhaustive()
@@ -82,13 +86,13 @@ pub enum ContentEncoding {
     Identity,
     /// gzip, as the source served it.
     Gzip,
-    /// zstd, of content received uncompressed.
+    /// zstd, as the source served it, or of content received uncompressed
+    /// (a copy held in memory for a `store`).
     Zstd,
-}
-
-/// Whether `bytes` start with the gzip magic number.
-pub fn is_gzip(bytes: &[u8]) -> bool {
-    bytes.starts_with(&[0x1f, 0x8b])
+    /// bzip2, as the source served it.
+    Bzip2,
+    /// xz, as the source served it.
+    Xz,
 }
 
 /// HTTP cache validators of a fetched source.
@@ -129,22 +133,29 @@ impl Validators {
 const HEAD_BYTES: usize = 64 * 1024;
 
 /// The start of content that begins with `head` (all of it when
-/// `complete`), decompressed when gzip: what HTML detection reads. The rest
-/// is decompressed by the build as it parses, which also enforces the
+/// `complete`), decompressed when compressed, and of the file inside when
+/// an archive ([`member_head`]): what HTML and text detection read. The
+/// rest is decompressed by the build as it parses, which also enforces the
 /// decompressed size limit.
 fn decoded_head(head: &[u8], complete: bool) -> Result<Vec<u8>, String> {
-    if !is_gzip(head) {
-        return Ok(head.to_vec());
+    if let Some(why) = unsupported(head) {
+        return Err(why);
+    }
+    let encoding = ContentEncoding::sniff(head);
+    if encoding == ContentEncoding::Identity {
+        return Ok(member_head(head).into_owned());
     }
     let mut out = Vec::new();
-    let read = gunzip(head).take(HEAD_BYTES as u64).read_to_end(&mut out);
+    let read =
+        decoder(head, encoding).and_then(|decoded| decoded.take(HEAD_BYTES as u64).read_to_end(&mut out));
+    let name = encoding.name();
     match read {
-        // The head ended inside the gzip stream (even inside its header,
-        // which may run past the head): the build decodes the rest, and
-        // reports a stream that really is cut short.
-        Err(e) if !complete && e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(out),
-        Err(e) if complete || out.is_empty() => Err(format!("gzip: {e}")),
-        _ => Ok(out),
+        Err(e) if complete => Err(format!("{name}: {e}")),
+        // The head ended inside the compressed stream (even inside its
+        // header, or a bzip2 block, which may run past the head): what it
+        // held decoded is checked, and the build decodes the whole, and
+        // reports a stream that really is cut short or damaged.
+        _ => Ok(member_head(&out).into_owned()),
     }
 }
 
@@ -216,14 +227,14 @@ fn open_file(path: &Path, source: &SourceConfig) -> Result<Stream, String> {
         .read_to_end(&mut head)
         .map_err(|e| e.to_string())?;
     check_content(size, &head, head.len() as u64 == size, false, source)?;
-    let gzip = is_gzip(&head);
+    let encoding = ContentEncoding::sniff(&head);
     Ok(Stream {
         reader: Box::new(OpenedFile {
             head: std::io::Cursor::new(head),
             file,
             opened,
         }),
-        gzip,
+        encoding,
         size,
         validators: Validators::default(),
     })
@@ -518,14 +529,17 @@ async fn get(
         spool.discard().await;
         return Err(failure);
     }
-    let gzip = is_gzip(&spool.head);
+    let encoding = ContentEncoding::sniff(&spool.head);
     // A body whose end only the connection's close marks, cut off, looks
     // whole: its last line, cut anywhere, would be read as an entry (a URL
     // cut after its host lists the whole host). Content that ends a line,
-    // is empty, or is gzip (its trailer marks its end, checked as the
-    // build decodes it) is whole; a JSON document cut short does not parse.
+    // is empty, is compressed (each stream's end is marked, and checked as
+    // the build decodes it) or an archive (its file's size is in its
+    // header, a zip's directory at its end) is whole; a JSON document cut
+    // short does not parse.
     let mid_line = spool.last.is_some_and(|b| b != b'\n' && b != b'\r');
-    if !end_marked && mid_line && !gzip && source.format != SourceFormat::Json {
+    let self_delimited = encoding != ContentEncoding::Identity || is_archive(&spool.head);
+    if !end_marked && mid_line && !self_delimited && source.format != SourceFormat::Json {
         spool.discard().await;
         return Err(Failure {
             reason: "body ended mid-line with no Content-Length or chunked framing: may be cut off"
@@ -539,7 +553,7 @@ async fn get(
     match spool.finish().await {
         Ok(reader) => Ok(Fetched::Stream(Stream {
             reader,
-            gzip,
+            encoding,
             size,
             validators,
         })),
@@ -1044,6 +1058,8 @@ mod tests {
                 body.len()
             )
         };
+        let bzip2 = |bytes: &[u8]| super::decode::shipped::compressed(super::ContentEncoding::Bzip2, bytes);
+        let tar = |bytes: &[u8]| super::decode::shipped::tar_of(&[("feed.txt", bytes)]);
         let line_ended = [mid_line.as_slice(), b"\n"].concat();
         let cr_ended = [mid_line.as_slice(), b"\r"].concat();
         let cases = [
@@ -1076,6 +1092,18 @@ mod tests {
                 "gzip file",
                 response(UNFRAMED, &gzip(&mid_line)),
                 gzip(&mid_line),
+                SourceFormat::Urls,
+            ),
+            (
+                "bzip2 file",
+                response(UNFRAMED, &bzip2(&mid_line)),
+                bzip2(&mid_line),
+                SourceFormat::Urls,
+            ),
+            (
+                "tar archive (ends in zeros)",
+                response(UNFRAMED, &tar(&mid_line)),
+                tar(&mid_line),
                 SourceFormat::Urls,
             ),
             (
@@ -1123,6 +1151,51 @@ mod tests {
         let heads = heads.lock().unwrap();
         assert!(heads[0].contains("accept-encoding: gzip"), "{heads:#?}");
         assert_eq!(heads.len(), 2, "{heads:#?}");
+    }
+
+    /// The checks before a build look inside what maintainers ship: a
+    /// small feed in a tar archive (GNU tar pads it to 10 KiB of zeros)
+    /// was refused as `content holds NUL bytes`, and an HTML page inside
+    /// any compression or archive is still an HTML page. Formats the build
+    /// does not read are refused naming them.
+    #[test]
+    fn the_checks_before_a_build_read_inside_compression_and_archives() {
+        use super::ContentEncoding;
+        use super::decode::shipped::{ENCODINGS, compressed, tar_of, zip_of};
+        let source = SourceConfig::file("feed", SourceFormat::Urls);
+        let check = |bytes: &[u8]| check_content(bytes.len() as u64, bytes, true, false, &source);
+        let small = b"https://a.example/1\n".as_slice();
+        let html = b"<!DOCTYPE html><html><body>Sign in</body></html>".as_slice();
+        let padded = |tar: Vec<u8>| [tar.as_slice(), &[0; 10240]].concat();
+        for encoding in ENCODINGS {
+            let name = encoding.name();
+            check(&compressed(encoding, small)).unwrap();
+            check(&compressed(encoding, &padded(tar_of(&[("feed.txt", small)])))).unwrap();
+            let error = check(&compressed(
+                encoding,
+                &padded(tar_of(&[("d/", b"".as_slice()), ("f.txt", html)])),
+            ))
+            .unwrap_err();
+            assert_eq!(error, "response is an HTML page, not a list", "{name}");
+            let error = check(&compressed(encoding, html)).unwrap_err();
+            assert_eq!(error, "response is an HTML page, not a list", "{name}");
+        }
+        check(&zip_of(&[("feed.txt", small)])).unwrap();
+        let error = check(&zip_of(&[("f.txt", html)])).unwrap_err();
+        assert_eq!(error, "response is an HTML page, not a list");
+        let error = check(b"Rar!\x1a\x07\x00junk").unwrap_err();
+        assert!(
+            error.starts_with("content is a RAR archive, which the build does not read"),
+            "{error}"
+        );
+        // A big bzip2 feed: its head holds no whole block to decode, and
+        // is not refused for that (the build decodes the whole).
+        let big: Vec<u8> = (0..200_000)
+            .flat_map(|i| format!("https://a.example/{i}\n").into_bytes())
+            .collect();
+        let bz = compressed(ContentEncoding::Bzip2, &big);
+        assert!(bz.len() > HEAD_BYTES);
+        check_content(bz.len() as u64, &bz[..HEAD_BYTES], false, false, &source).unwrap();
     }
 
     /// A `path` source rewritten in place while the build reads it (a cron

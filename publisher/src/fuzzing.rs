@@ -1,5 +1,6 @@
 //! Bodies of the fuzz targets in `fuzz/` for the untrusted input the
-//! publisher parses: feed lines and full-hash requests (the snapshot
+//! publisher parses: feed content as received (compressed, archived),
+//! feed lines and full-hash requests (the snapshot
 //! target's body is `blocksieve_format::fuzzing::check_snapshot`). Each
 //! target is a one-line shim over a function here, and the unit tests below
 //! call the same functions on the seed corpora's kind of input, so a fuzz
@@ -9,6 +10,7 @@
 //! that is what the fuzzer looks for. Errors are expected and fine.
 
 use crate::config::SourceFormat;
+use crate::fetch::{ContentEncoding, decoder, is_archive, member_head, read_member, unsupported};
 use crate::server::{parse_request_prefix, parse_search_request};
 use crate::sources::{
     EntryOutcome, FormatOptions, MAX_AMP_LEVELS, ParseReport, REJECT_SAMPLES, feed_lines, parse_source,
@@ -151,6 +153,42 @@ pub fn check_search_request(data: &[u8]) {
     }
 }
 
+/// Content as received, decoded as a build decodes it: its magic number
+/// picks the decompression ([`ContentEncoding::sniff`]), then the archive's
+/// one file or the content itself ([`read_member`]), at most 4 MiB of it
+/// decoded; the checks before a build ([`member_head`], [`unsupported`])
+/// run on its start. Errors are fine; a panic, a hang or memory beyond the
+/// fuzzer's limit is not. Content with no magic number and no archive
+/// header must come out as it went in.
+///
+/// # Panics
+///
+/// When an invariant does not hold.
+pub fn check_content_decode(data: &[u8]) {
+    use std::io::Read as _;
+    let _ = unsupported(data);
+    let encoding = ContentEncoding::sniff(data);
+    let mut decoded_head = Vec::new();
+    if let Ok(decoder) = decoder(data, encoding) {
+        let _ = decoder.take(64 * 1024).read_to_end(&mut decoded_head);
+    }
+    let _ = member_head(&decoded_head);
+    let Ok(decoder) = decoder(data, encoding) else {
+        return;
+    };
+    let read = read_member(decoder.take(4 << 20), |member| {
+        let mut out = Vec::new();
+        member.take(4 << 20).read_to_end(&mut out)?;
+        Ok(out)
+    });
+    if encoding == ContentEncoding::Identity && !is_archive(data) && read.as_deref().ok() != Some(data) {
+        panic!(
+            "plain content read back changed\ninput: {:?}",
+            data.escape_ascii().to_string()
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::PathBuf;
@@ -179,11 +217,53 @@ mod tests {
         for data in &feeds {
             check_feed(data);
         }
+        let contents = corpus("feed_decode");
+        assert!(!contents.is_empty(), "content seeds missing");
+        for data in &contents {
+            check_content_decode(data);
+        }
         let requests = corpus("full_hash_request");
         assert!(!requests.is_empty(), "request seeds missing");
         for data in &requests {
             check_search_request(data);
         }
+    }
+
+    /// The content seeds, made by the real tools (gzip, bzip2, xz, zstd,
+    /// GNU tar in its ustar, GNU long-name and pax formats, Info-ZIP's zip
+    /// to a file and to a pipe, which writes data descriptors), read as the
+    /// plain file they hold; two files or a 7z are refused.
+    #[test]
+    fn content_made_by_real_tools_reads_as_its_plain_file() {
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus/feed_decode");
+        let plain = std::fs::read(dir.join("plain")).unwrap();
+        for name in [
+            "urls.gz",
+            "urls.bz2",
+            "urls.xz",
+            "urls.zst",
+            "ustar.tar",
+            "gnu-longname.tar.gz",
+            "pax.tar.xz",
+            "urls.zip",
+            "stream.zip",
+        ] {
+            let data = std::fs::read(dir.join(name)).unwrap();
+            let decoded = decoder(data.as_slice(), ContentEncoding::sniff(&data)).unwrap();
+            let read = read_member(decoded, |member| {
+                let mut out = Vec::new();
+                member.read_to_end(&mut out)?;
+                Ok(out)
+            });
+            assert_eq!(read.unwrap(), plain, "{name}");
+        }
+        let data = std::fs::read(dir.join("two-files.tar")).unwrap();
+        let error = read_member(data.as_slice(), |_| Ok(())).unwrap_err().to_string();
+        assert!(
+            error.starts_with("tar archive holds several files (urls.txt, more.txt)"),
+            "{error}"
+        );
+        assert!(unsupported(&std::fs::read(dir.join("7z-signature")).unwrap()).is_some());
     }
 
     #[test]

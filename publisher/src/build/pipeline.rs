@@ -13,7 +13,7 @@
 //! line), then parsed on one thread.
 
 use std::collections::BTreeMap;
-use std::io::{self, BufRead, BufReader, Cursor, Read, Write as _};
+use std::io::{self, BufReader, Cursor, Read, Write as _};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -23,7 +23,8 @@ use blocksieve_format::FullHash;
 use super::Cancel;
 use super::copy::{CopyWriter, Encode, KeepTo};
 use crate::config::{SourceConfig, SourceFormat};
-use crate::fetch::{ContentEncoding, FileChanged, Stream, gunzip, is_gzip};
+pub(crate) use crate::fetch::decoder;
+use crate::fetch::{ContentEncoding, FileChanged, Stream, read_member};
 use crate::sources::{EntrySink, FormatOptions, ParseReport, parse_source_into};
 use crate::storage::StoredCopyError;
 
@@ -174,20 +175,6 @@ impl<R: Read> Read for Limit<R> {
             )),
         }
     }
-}
-
-/// The decoded stream of `encoding`'s bytes from `input`: gzip member
-/// after member, zero padding after the last ignored ([`gunzip`]), each
-/// member's trailer checked (a stream cut short fails at its end).
-pub(crate) fn decoder<'a>(
-    input: impl BufRead + Send + 'a,
-    encoding: ContentEncoding,
-) -> io::Result<Box<dyn Read + Send + 'a>> {
-    Ok(match encoding {
-        ContentEncoding::Identity => Box::new(input),
-        ContentEncoding::Gzip => Box::new(gunzip(input)),
-        ContentEncoding::Zstd => Box::new(zstd::stream::read::Decoder::with_buffer(input)?),
-    })
 }
 
 /// A decoded stream cut into blocks of whole lines: each block but the
@@ -465,8 +452,8 @@ pub(crate) fn read_content(
     let max_bytes = passes.config.max_bytes;
     let (mut raw, encoding, mut keeper) = match content {
         Content::Fresh(bytes) => {
-            let encoding = gzip_or_plain(is_gzip(&bytes));
-            let keeper = if encoding == ContentEncoding::Gzip {
+            let encoding = ContentEncoding::sniff(&bytes);
+            let keeper = if encoding != ContentEncoding::Identity {
                 Keeper::Nothing
             } else {
                 Keeper::open(keep_to, encoding)
@@ -474,7 +461,7 @@ pub(crate) fn read_content(
             (Raw::Memory(Cursor::new(bytes)), encoding, keeper)
         }
         Content::Stream(stream) => {
-            let encoding = gzip_or_plain(stream.gzip);
+            let encoding = stream.encoding;
             (
                 Raw::Stream(stream.reader),
                 encoding,
@@ -501,7 +488,16 @@ pub(crate) fn read_content(
             left: max_bytes,
             max: max_bytes,
         };
-        read_passes(decoded, passes, out, allowed)
+        // An archive's one file, or the content itself; held to max_bytes
+        // too (an archive's file is compressed inside it).
+        read_member(decoded, |member| {
+            let member = Limit {
+                inner: member,
+                left: max_bytes,
+                max: max_bytes,
+            };
+            read_passes(member, passes, out, allowed)
+        })
     };
     // The copy's last pieces written and synced by its thread, and a
     // stored copy read to its end: part of reading it.
@@ -562,11 +558,16 @@ fn describe(error: &io::Error, encoding: ContentEncoding) -> String {
     if error.get_ref().is_some_and(|inner| inner.is::<FileChanged>()) {
         return error.to_string();
     }
+    if error
+        .get_ref()
+        .is_some_and(|inner| inner.is::<crate::fetch::ArchiveError>())
+    {
+        return error.to_string();
+    }
     match (error.kind(), encoding) {
         (io::ErrorKind::FileTooLarge, _) => error.to_string(),
-        (_, ContentEncoding::Gzip) => format!("gzip: {error}"),
-        (_, ContentEncoding::Zstd) => format!("zstd: {error}"),
         (_, ContentEncoding::Identity) => format!("reading content: {error}"),
+        (_, compressed) => format!("{}: {error}", compressed.name()),
     }
 }
 
@@ -574,14 +575,6 @@ fn describe(error: &io::Error, encoding: ContentEncoding) -> String {
 /// match its metadata: [`StoredCopyError`]), passed on by the decoder.
 fn is_stored_copy_error(error: &io::Error) -> bool {
     error.get_ref().is_some_and(|inner| inner.is::<StoredCopyError>())
-}
-
-fn gzip_or_plain(gzip: bool) -> ContentEncoding {
-    if gzip {
-        ContentEncoding::Gzip
-    } else {
-        ContentEncoding::Identity
-    }
 }
 
 /// The passes over a decoded stream.

@@ -567,7 +567,7 @@ fn a_read_cancelled_midway_fails_as_cancelled_and_asks_to_store_nothing() {
                 cancel.clone(),
                 std::io::Cursor::new(lines.into_bytes()),
             )),
-            gzip: false,
+            encoding: ContentEncoding::Identity,
             size: 0,
             validators: Default::default(),
         }),

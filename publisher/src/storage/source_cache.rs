@@ -231,17 +231,11 @@ impl SourceCache {
     pub fn load(&self) -> Option<(Vec<u8>, CacheMeta)> {
         use std::io::Read as _;
         let (bytes, encoding, meta) = self.load_encoded()?;
-        let decoded = match encoding {
-            ContentEncoding::Identity => Ok(bytes),
-            ContentEncoding::Gzip => {
-                let mut out = Vec::new();
-                crate::fetch::gunzip(bytes.as_slice())
-                    .read_to_end(&mut out)
-                    .map(|_| out)
-            }
-            ContentEncoding::Zstd => zstd::stream::decode_all(bytes.as_slice()),
-        };
-        decoded.ok().map(|bytes| (bytes, meta))
+        let mut decoded = Vec::new();
+        crate::fetch::decoder(bytes.as_slice(), encoding)
+            .and_then(|mut reader| reader.read_to_end(&mut decoded))
+            .ok()
+            .map(|_| (decoded, meta))
     }
 
     /// The cached content as stored, read as it is parsed, 4 MiB at a time

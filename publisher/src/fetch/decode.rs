@@ -1,0 +1,614 @@
+//! Content as feed maintainers ship it: compressed — gzip, bzip2, xz or
+//! zstd, each told by its magic number, never by a file name or a
+//! `Content-Type` — and archived, a tar or zip archive of one file (tar
+//! also inside any of the four). The build decodes as it reads
+//! ([`decoder`], then [`read_member`]); the copy kept as last good content
+//! is the content as received, decoded the same way when a later build
+//! falls back to it.
+//!
+//! Formats nothing here reads (7z, RAR, lzip, LZ4, `compress`) are refused
+//! by name ([`unsupported`]): read as text, their bytes give lines of junk,
+//! none of them a listed URL. A tar archive read as text was worse: each
+//! member's first line joined to the 512-byte header before it, so that
+//! line's entry was lost, with nothing counted but one rejected line.
+
+use std::borrow::Cow;
+use std::io::{self, BufRead, Read, Seek as _};
+
+use super::ContentEncoding;
+use super::gunzip::gunzip;
+
+/// Largest memory an xz stream may ask its decoder for (its dictionary),
+/// in KiB: `xz -9` asks 64 MiB; a larger request is refused rather than
+/// allocated for untrusted content.
+const XZ_MEMORY_LIMIT_KIB: u32 = 256 * 1024;
+
+/// A zip archive is read from its central directory, so it is first
+/// received whole: in memory up to this size, then in an unnamed
+/// temporary file.
+const ZIP_SPOOL_IN_MEMORY: usize = 8 << 20;
+
+impl ContentEncoding {
+    /// The compression of content that starts with `head`, by its magic
+    /// number (RFC 1952 §2.3.1, RFC 8878 §3.1.1, the xz file format
+    /// §2.1.1.1, bzip2's `BZh` and block size); anything else is plain.
+    pub fn sniff(head: &[u8]) -> Self {
+        match head {
+            [0x1f, 0x8b, ..] => Self::Gzip,
+            [0x28, 0xb5, 0x2f, 0xfd, ..] => Self::Zstd,
+            [0xfd, b'7', b'z', b'X', b'Z', 0x00, ..] => Self::Xz,
+            [b'B', b'Z', b'h', b'1'..=b'9', ..] => Self::Bzip2,
+            _ => Self::Identity,
+        }
+    }
+
+    /// Its name, as errors and the copy's metadata say it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Identity => "plain text",
+            Self::Gzip => "gzip",
+            Self::Zstd => "zstd",
+            Self::Bzip2 => "bzip2",
+            Self::Xz => "xz",
+        }
+    }
+}
+
+/// The decoded stream of `encoding`'s bytes from `input`: gzip member
+/// after member, zero padding after the last ignored ([`gunzip`]); bzip2
+/// and xz stream after stream, as `bzip2 -d` and `xz -d` read a file of
+/// several; zstd frame after frame. Each stream's check is verified at its
+/// end, so content cut short fails there.
+pub fn decoder<'a>(
+    input: impl BufRead + Send + 'a,
+    encoding: ContentEncoding,
+) -> io::Result<Box<dyn Read + Send + 'a>> {
+    Ok(match encoding {
+        ContentEncoding::Identity => Box::new(input),
+        ContentEncoding::Gzip => Box::new(gunzip(input)),
+        ContentEncoding::Zstd => Box::new(zstd::stream::read::Decoder::with_buffer(input)?),
+        ContentEncoding::Bzip2 => Box::new(bzip2::bufread::MultiBzDecoder::new(input)),
+        ContentEncoding::Xz => Box::new(lzma_rust2::XzReader::new_mem_limit(
+            input,
+            true,
+            XZ_MEMORY_LIMIT_KIB,
+        )),
+    })
+}
+
+/// Why content that starts with `head` (as received, or decompressed)
+/// cannot be read, when it is a compressed or archive format the build
+/// does not decode.
+pub fn unsupported(head: &[u8]) -> Option<String> {
+    let format = match head {
+        [b'7', b'z', 0xbc, 0xaf, 0x27, 0x1c, ..] => "a 7z archive",
+        [b'R', b'a', b'r', b'!', 0x1a, 0x07, ..] => "a RAR archive",
+        [b'L', b'Z', b'I', b'P', ..] => "lzip",
+        [0x04, 0x22, 0x4d, 0x18, ..] => "LZ4",
+        [0x1f, 0x9d, ..] => "compress (.Z)",
+        [0x1f, 0xa0, ..] => "compress (LZH)",
+        _ => return None,
+    };
+    Some(format!(
+        "content is {format}, which the build does not read: serve or save the list as plain text, \
+         gzip, bzip2, xz or zstd, or as a tar or zip archive of one file"
+    ))
+}
+
+/// An archive format, told by the start of its (decompressed) content.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Archive {
+    /// POSIX ustar, pax or GNU tar: `ustar` at offset 257 of the first
+    /// header (a pre-POSIX v7 tar has no magic and is read as text).
+    Tar,
+    /// zip: a local file header, or an empty archive's end record.
+    Zip,
+}
+
+/// Whether (decompressed) content that starts with `head` is a tar or zip
+/// archive, whose end its own structure marks.
+pub fn is_archive(head: &[u8]) -> bool {
+    archive_of(head).is_some()
+}
+
+fn archive_of(head: &[u8]) -> Option<Archive> {
+    if head.get(257..262) == Some(b"ustar") {
+        Some(Archive::Tar)
+    } else if head.starts_with(b"PK\x03\x04") || head.starts_with(b"PK\x05\x06") {
+        Some(Archive::Zip)
+    } else {
+        None
+    }
+}
+
+/// Bytes of the decoded content looked at to tell an archive: a tar
+/// header's block.
+const PEEK: usize = 512;
+
+/// Calls `read` with the content of `decoded`: the decoded stream itself,
+/// or, when it is a tar or zip archive, the one file it holds (directories,
+/// links and the metadata macOS adds — `__MACOSX/`, `._` files — aside).
+/// An archive of no file, or of more than one, is refused naming them:
+/// which of several files is the list is the operator's to say, by
+/// pointing the source at it. A tar archive is read as it streams, the
+/// rest of it after the file read too (a second file there fails the read
+/// once the first was parsed: the caller drops what it added); a zip
+/// archive is received whole first (in memory up to 8 MiB, then in a
+/// temporary file), as its central directory at the end says what it
+/// holds, and its file's CRC-32 is checked at its end.
+pub fn read_member<T>(
+    decoded: impl Read + Send,
+    read: impl FnOnce(&mut (dyn Read + Send)) -> io::Result<T>,
+) -> io::Result<T> {
+    let mut decoded = decoded;
+    let mut head = Vec::with_capacity(PEEK);
+    (&mut decoded).take(PEEK as u64).read_to_end(&mut head)?;
+    let archive = archive_of(&head);
+    let mut whole = io::Cursor::new(head).chain(decoded);
+    match archive {
+        None => read(&mut whole),
+        Some(Archive::Tar) => read_tar(whole, read),
+        Some(Archive::Zip) => read_zip(whole, read),
+    }
+}
+
+/// Whether an archive's file named `name` is a file macOS adds beside
+/// the real ones (resource forks, Finder data), never a list.
+fn is_metadata(name: &str) -> bool {
+    name.starts_with("__MACOSX/")
+        || name
+            .rsplit('/')
+            .next()
+            .is_some_and(|last| last.starts_with("._") || last == ".DS_Store")
+}
+
+/// What an archive holds, when it is not one file to read, or its zip
+/// structure is damaged: the whole reason (the build adds no compression
+/// name before it).
+#[derive(Debug)]
+pub struct ArchiveError(String);
+
+impl std::fmt::Display for ArchiveError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ArchiveError {}
+
+fn archive_error(archive: Archive, names: &[String]) -> io::Error {
+    let kind = match archive {
+        Archive::Tar => "tar",
+        Archive::Zip => "zip",
+    };
+    let reason = match names {
+        [] => format!("{kind} archive holds no file"),
+        _ => {
+            let shown: Vec<&str> = names.iter().take(5).map(String::as_str).collect();
+            let more = names.len().saturating_sub(shown.len());
+            let more = if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            };
+            format!(
+                "{kind} archive holds several files ({}{more}): the build reads an archive of one file; \
+                 point the source at the file that is the list",
+                shown.join(", ")
+            )
+        }
+    };
+    io::Error::new(io::ErrorKind::InvalidData, ArchiveError(reason))
+}
+
+/// Reads a tar archive block by block (POSIX.1-2001 `pax` and ustar, and
+/// GNU's long names): the tar crate parses each header, and the walk is
+/// ours, as the crate's entries borrow its archive and could not be handed
+/// to the build's reading thread.
+fn read_tar<T>(
+    content: impl Read + Send,
+    read: impl FnOnce(&mut (dyn Read + Send)) -> io::Result<T>,
+) -> io::Result<T> {
+    let mut content = content;
+    let mut read = Some(read);
+    let mut result = None;
+    let mut names = Vec::new();
+    // The next entry's name, from a GNU long name or a pax header before it.
+    let mut next_name: Option<Vec<u8>> = None;
+    let mut block = [0u8; TAR_BLOCK];
+    // The end: two zero blocks (one is enough here), or the content's end
+    // at a block's boundary, as GNU tar reads an archive without them.
+    while read_block(&mut content, &mut block)? && block.iter().any(|&b| b != 0) {
+        let header = tar::Header::from_byte_slice(&block);
+        if header.cksum()? != checksum(&block) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "tar: a header's checksum does not match",
+            ));
+        }
+        let size = header.entry_size()?;
+        let kind = header.entry_type();
+        if kind.is_gnu_longname() || kind.is_pax_local_extensions() {
+            let mut data = Vec::new();
+            (&mut content)
+                .take(size.min(MAX_TAR_NAME))
+                .read_to_end(&mut data)?;
+            next_name = if kind.is_gnu_longname() {
+                Some(data.split(|&b| b == 0).next().unwrap_or_default().to_vec())
+            } else {
+                pax_path(&data).or(next_name)
+            };
+            skip(
+                &mut content,
+                padded(size) - size.min(MAX_TAR_NAME).min(data.len() as u64),
+            )?;
+            continue;
+        }
+        let name = next_name.take();
+        if !kind.is_file() {
+            skip(&mut content, padded(size))?;
+            continue;
+        }
+        let name =
+            String::from_utf8_lossy(&name.unwrap_or_else(|| header.path_bytes().into_owned())).into_owned();
+        if is_metadata(&name) {
+            skip(&mut content, padded(size))?;
+            continue;
+        }
+        names.push(name);
+        let mut file = (&mut content).take(size);
+        if let Some(read) = read.take() {
+            result = Some(read(&mut file)?);
+        }
+        // What the read left of the file (all of it, for a second one).
+        io::copy(&mut file, &mut io::sink())?;
+        if file.limit() > 0 {
+            return Err(cut_short());
+        }
+        skip(&mut content, padded(size) - size)?;
+    }
+    match result {
+        Some(result) if names.len() == 1 => Ok(result),
+        _ => Err(archive_error(Archive::Tar, &names)),
+    }
+}
+
+const TAR_BLOCK: usize = 512;
+
+/// Longest name taken from a GNU long name or pax header; longer data
+/// (no real path) is skipped.
+const MAX_TAR_NAME: u64 = 64 * 1024;
+
+fn padded(size: u64) -> u64 {
+    size.div_ceil(TAR_BLOCK as u64) * TAR_BLOCK as u64
+}
+
+fn cut_short() -> io::Error {
+    io::Error::new(io::ErrorKind::UnexpectedEof, "tar: archive cut short")
+}
+
+/// Reads the next block: `false` at the content's end before it; a
+/// block cut short is an error.
+fn read_block(content: &mut impl Read, block: &mut [u8; TAR_BLOCK]) -> io::Result<bool> {
+    let mut filled = 0;
+    while filled < TAR_BLOCK {
+        match content.read(&mut block[filled..]) {
+            Ok(0) if filled == 0 => return Ok(false),
+            Ok(0) => return Err(cut_short()),
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(true)
+}
+
+fn skip(content: &mut impl Read, bytes: u64) -> io::Result<()> {
+    if io::copy(&mut content.take(bytes), &mut io::sink())? < bytes {
+        return Err(cut_short());
+    }
+    Ok(())
+}
+
+/// A header's checksum (POSIX.1 ustar: the sum of its bytes, the checksum
+/// field read as spaces).
+fn checksum(block: &[u8; TAR_BLOCK]) -> u32 {
+    block
+        .iter()
+        .enumerate()
+        .map(|(i, &b)| {
+            if (148..156).contains(&i) {
+                u32::from(b' ')
+            } else {
+                u32::from(b)
+            }
+        })
+        .sum()
+}
+
+/// The `path` of a pax extended header's records (`<length> path=<value>\n`).
+fn pax_path(data: &[u8]) -> Option<Vec<u8>> {
+    let mut rest = data;
+    let mut path = None;
+    while !rest.is_empty() {
+        let space = rest.iter().position(|&b| b == b' ')?;
+        let length: usize = std::str::from_utf8(&rest[..space]).ok()?.parse().ok()?;
+        let record = rest.get(space + 1..length)?;
+        let record = record.strip_suffix(b"\n").unwrap_or(record);
+        if let Some(value) = record.strip_prefix(b"path=") {
+            path = Some(value.to_vec());
+        }
+        rest = &rest[length..];
+    }
+    path
+}
+
+fn read_zip<T>(
+    mut content: impl Read + Send,
+    read: impl FnOnce(&mut (dyn Read + Send)) -> io::Result<T>,
+) -> io::Result<T> {
+    let mut spooled = tempfile::SpooledTempFile::new(ZIP_SPOOL_IN_MEMORY);
+    io::copy(&mut content, &mut spooled)?;
+    spooled.rewind()?;
+    let mut archive = zip::ZipArchive::new(spooled).map_err(zip_error)?;
+    let mut files = Vec::new();
+    for index in 0..archive.len() {
+        let file = archive.by_index_raw(index).map_err(zip_error)?;
+        let name = String::from_utf8_lossy(file.name_raw()).into_owned();
+        if file.is_file() && !is_metadata(&name) {
+            files.push((index, name));
+        }
+    }
+    let [(index, _)] = files[..] else {
+        let names: Vec<String> = files.into_iter().map(|(_, name)| name).collect();
+        return Err(archive_error(Archive::Zip, &names));
+    };
+    let mut file = archive.by_index(index).map_err(zip_error)?;
+    read(&mut file)
+}
+
+fn zip_error(error: zip::result::ZipError) -> io::Error {
+    match error {
+        zip::result::ZipError::Io(e) => e,
+        other => io::Error::new(io::ErrorKind::InvalidData, ArchiveError(format!("zip: {other}"))),
+    }
+}
+
+/// The start of the list inside decompressed content that starts with
+/// `head`, for the checks made before a build (an HTML page, UTF-16):
+/// the head itself, or, for an archive, as much of its first file as
+/// `head` holds (nothing for a zip whose first file's size its header does
+/// not give). Never fails: the build reads the whole and reports.
+pub fn member_head(head: &[u8]) -> Cow<'_, [u8]> {
+    match archive_of(head) {
+        None => Cow::Borrowed(head),
+        Some(Archive::Tar) => {
+            let mut out = Vec::new();
+            let _ = read_tar(head, |file| {
+                read_what_there_is(file, &mut out);
+                Ok(())
+            });
+            Cow::Owned(out)
+        }
+        Some(Archive::Zip) => {
+            let mut out = Vec::new();
+            let mut rest = head;
+            while let Ok(Some(mut file)) = zip::read::read_zipfile_from_stream(&mut rest) {
+                let name = String::from_utf8_lossy(file.name_raw()).into_owned();
+                if file.is_file() && !is_metadata(&name) {
+                    read_what_there_is(&mut file, &mut out);
+                    break;
+                }
+                if io::copy(&mut file, &mut io::sink()).is_err() {
+                    break;
+                }
+            }
+            Cow::Owned(out)
+        }
+    }
+}
+
+/// Reads `from` into `out` until its end or its first error (a head cut
+/// inside the file), keeping what came before it.
+fn read_what_there_is(from: &mut (impl Read + ?Sized), out: &mut Vec<u8>) {
+    let mut buf = [0u8; 8192];
+    while let Ok(n) = from.read(&mut buf) {
+        if n == 0 {
+            break;
+        }
+        out.extend_from_slice(&buf[..n]);
+    }
+}
+
+/// Feeds compressed and archived as maintainers ship them, for tests.
+#[cfg(test)]
+pub(crate) mod shipped {
+    use std::io::{self, Write};
+
+    use super::ContentEncoding;
+
+    /// `bytes` compressed with `encoding`.
+    pub(crate) fn compressed(encoding: ContentEncoding, bytes: &[u8]) -> Vec<u8> {
+        match encoding {
+            ContentEncoding::Identity => bytes.to_vec(),
+            ContentEncoding::Gzip => {
+                let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+                e.write_all(bytes).unwrap();
+                e.finish().unwrap()
+            }
+            ContentEncoding::Zstd => zstd::encode_all(bytes, 3).unwrap(),
+            ContentEncoding::Bzip2 => {
+                let mut e = bzip2::write::BzEncoder::new(Vec::new(), bzip2::Compression::default());
+                e.write_all(bytes).unwrap();
+                e.finish().unwrap()
+            }
+            ContentEncoding::Xz => {
+                let mut e =
+                    lzma_rust2::XzWriter::new(Vec::new(), lzma_rust2::XzOptions::with_preset(6)).unwrap();
+                e.write_all(bytes).unwrap();
+                e.finish().unwrap()
+            }
+        }
+    }
+
+    /// Every encoding.
+    pub(crate) const ENCODINGS: [ContentEncoding; 5] = [
+        ContentEncoding::Identity,
+        ContentEncoding::Gzip,
+        ContentEncoding::Zstd,
+        ContentEncoding::Bzip2,
+        ContentEncoding::Xz,
+    ];
+
+    /// A ustar archive of `files` (a name ending in `/` is a directory).
+    pub(crate) fn tar_of(files: &[(&str, &[u8])]) -> Vec<u8> {
+        let mut builder = tar::Builder::new(Vec::new());
+        for (name, bytes) in files {
+            let mut header = tar::Header::new_ustar();
+            if name.ends_with('/') {
+                header.set_entry_type(tar::EntryType::Directory);
+            }
+            header.set_size(bytes.len() as u64);
+            header.set_mode(0o644);
+            header.set_cksum();
+            builder.append_data(&mut header, name, *bytes).unwrap();
+        }
+        builder.into_inner().unwrap()
+    }
+
+    /// A zip archive of `files`, deflated (a name ending in `/` is a
+    /// directory).
+    pub(crate) fn zip_of(files: &[(&str, &[u8])]) -> Vec<u8> {
+        let mut writer = zip::ZipWriter::new(io::Cursor::new(Vec::new()));
+        for (name, bytes) in files {
+            let options =
+                zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Deflated);
+            if name.ends_with('/') {
+                writer.add_directory(*name, options).unwrap();
+            } else {
+                writer.start_file(*name, options).unwrap();
+                writer.write_all(bytes).unwrap();
+            }
+        }
+        writer.finish().unwrap().into_inner()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+
+    use super::shipped::{ENCODINGS, compressed, tar_of, zip_of};
+    use super::*;
+
+    const FEED: &[u8] = b"http://a.example/1\nhttp://b.example/2/x.php?q=1\r\nc.example\n";
+
+    fn read_all(content: &[u8]) -> io::Result<Vec<u8>> {
+        let encoding = ContentEncoding::sniff(content);
+        let decoded = decoder(content, encoding)?;
+        read_member(decoded, |member| {
+            let mut out = Vec::new();
+            member.read_to_end(&mut out)?;
+            Ok(out)
+        })
+    }
+
+    #[test]
+    fn every_compression_and_archive_reads_as_the_plain_feed() {
+        for encoding in ENCODINGS {
+            let bytes = compressed(encoding, FEED);
+            assert_eq!(ContentEncoding::sniff(&bytes), encoding);
+            assert_eq!(read_all(&bytes).unwrap(), FEED, "{encoding:?}");
+        }
+        // A tar of one file, plain and inside each compression; with a
+        // directory and macOS metadata beside it.
+        let tar = tar_of(&[
+            ("feed/", b""),
+            ("feed/._urls.txt", b"\0\x05junk"),
+            ("feed/urls.txt", FEED),
+        ]);
+        for encoding in ENCODINGS {
+            let bytes = compressed(encoding, &tar);
+            assert_eq!(read_all(&bytes).unwrap(), FEED, "tar in {encoding:?}");
+        }
+        let zip = zip_of(&[("__MACOSX/._csv.txt", b"junk"), ("dir/", b""), ("csv.txt", FEED)]);
+        assert_eq!(read_all(&zip).unwrap(), FEED);
+    }
+
+    #[test]
+    fn several_files_or_none_are_refused_naming_them() {
+        let tar = tar_of(&[("a.txt", FEED), ("b.txt", FEED)]);
+        let error = read_all(&tar).unwrap_err().to_string();
+        assert_eq!(
+            error,
+            "tar archive holds several files (a.txt, b.txt): the build reads an archive of one file; \
+             point the source at the file that is the list"
+        );
+        let names: Vec<String> = (0..7).map(|i| format!("{i}.txt")).collect();
+        let files: Vec<(&str, &[u8])> = names.iter().map(|n| (n.as_str(), FEED)).collect();
+        let error = read_all(&zip_of(&files)).unwrap_err().to_string();
+        assert!(
+            error.starts_with(
+                "zip archive holds several files (0.txt, 1.txt, 2.txt, 3.txt, 4.txt and 2 more)"
+            ),
+            "{error}"
+        );
+        assert_eq!(
+            read_all(&tar_of(&[("d/", b"")])).unwrap_err().to_string(),
+            "tar archive holds no file"
+        );
+        assert_eq!(
+            read_all(&zip_of(&[])).unwrap_err().to_string(),
+            "zip archive holds no file"
+        );
+    }
+
+    #[test]
+    fn content_cut_short_or_damaged_fails() {
+        for encoding in &ENCODINGS[1..] {
+            let encoding = *encoding;
+            let bytes = compressed(encoding, FEED);
+            assert!(read_all(&bytes[..bytes.len() - 4]).is_err(), "{encoding:?} cut");
+        }
+        let tar = tar_of(&[("a.txt", FEED)]);
+        assert!(
+            read_all(&tar[..512 + FEED.len() - 3]).is_err(),
+            "tar cut in its file"
+        );
+        let zip = zip_of(&[("a.txt", FEED)]);
+        assert!(read_all(&zip[..zip.len() - 10]).is_err(), "zip cut");
+        // A zip whose file's bytes changed: its CRC-32 fails at the end.
+        let mut damaged = zip_of(&[("a.txt", &FEED.repeat(20))]);
+        let at = damaged.windows(5).position(|w| w == b"a.txt").unwrap() + 5 + 10;
+        damaged[at] ^= 0x55;
+        assert!(read_all(&damaged).is_err(), "zip damaged");
+    }
+
+    #[test]
+    fn formats_not_read_are_refused_by_name() {
+        assert_eq!(
+            unsupported(b"7z\xbc\xaf\x27\x1c\x00\x04").unwrap(),
+            "content is a 7z archive, which the build does not read: serve or save the list as plain text, \
+             gzip, bzip2, xz or zstd, or as a tar or zip archive of one file"
+        );
+        assert!(
+            unsupported(b"Rar!\x1a\x07\x01\x00")
+                .unwrap()
+                .contains("a RAR archive")
+        );
+        assert!(unsupported(b"LZIP\x01").unwrap().contains("lzip"));
+        assert!(unsupported(b"http://a.example/\n").is_none());
+        assert!(unsupported(&compressed(ContentEncoding::Gzip, FEED)).is_none());
+    }
+
+    #[test]
+    fn the_checks_before_a_build_see_an_archive_s_file() {
+        let tar = tar_of(&[("d/", b""), ("list.txt", b"<!DOCTYPE html><html>")]);
+        assert_eq!(&*member_head(&tar), b"<!DOCTYPE html><html>");
+        // A head that ends inside the file: what it holds of it.
+        let tar = tar_of(&[("list.txt", &FEED.repeat(40))]);
+        assert_eq!(&*member_head(&tar[..1024]), &FEED.repeat(40)[..512]);
+        let zip = zip_of(&[("dir/", b""), ("list.txt", FEED)]);
+        assert_eq!(&*member_head(&zip), FEED);
+        assert_eq!(&*member_head(FEED), FEED);
+    }
+}
