@@ -95,7 +95,7 @@ pub struct LoadedSource {
 pub enum SourceUpdate {
     /// Fresh content that parsed: the new last good content.
     Store {
-        /// The content as received (gzip or plain), or zstd of what was
+        /// The content as received (compressed or plain), or zstd of what was
         /// received uncompressed when the copy is held in memory; written
         /// where [`LoadedSource::keep_to`] said, to be committed ([`crate::storage::SourceCache::store_staged`]).
         copy: crate::storage::Staged,

@@ -5,8 +5,8 @@
 //! blocks' results are merged in input order, so counts, reject samples and
 //! hashes are those of one pass from the first line to the last. A fresh
 //! source's copy to keep as its last good content is taken on the way, as
-//! received (gzip or plain; plain content held in memory for a `store` is
-//! compressed with zstd), and written to storage alongside the read, on a
+//! received (compressed or plain; plain content held in memory for a `store`
+//! is compressed with zstd), and written to storage alongside the read, on a
 //! thread of its own (`copy`).
 //!
 //! JSON and CSV documents are read whole (a document cannot be cut at a
@@ -43,7 +43,7 @@ const KEEP_ZSTD_LEVEL: i32 = 1;
 
 /// A source's content, as the build gets it.
 pub(crate) enum Content {
-    /// Fresh bytes as received (gzip or plain).
+    /// Fresh bytes as received (compressed or plain).
     Fresh(Vec<u8>),
     /// Fresh content to read as it streams (a local file).
     Stream(Stream),
@@ -109,8 +109,8 @@ enum Keeper {
 }
 
 impl Keeper {
-    /// A copy of raw bytes in `encoding` (gzip or plain), written by
-    /// `keep_to`: gzip as received; plain as received into a file, or
+    /// A copy of raw bytes in `encoding` (compressed or plain), written by
+    /// `keep_to`: compressed content as received; plain as received into a file, or
     /// compressed with zstd when held in memory.
     fn open(keep_to: KeepTo, encoding: ContentEncoding) -> Self {
         match encoding {
@@ -567,6 +567,10 @@ fn describe(error: &io::Error, encoding: ContentEncoding) -> String {
     match (error.kind(), encoding) {
         (io::ErrorKind::FileTooLarge, _) => error.to_string(),
         (_, ContentEncoding::Identity) => format!("reading content: {error}"),
+        // Some decoders name themselves already (`bzip2: bz2 header missing`).
+        (_, compressed) if error.to_string().starts_with(&format!("{}: ", compressed.name())) => {
+            error.to_string()
+        }
         (_, compressed) => format!("{}: {error}", compressed.name()),
     }
 }

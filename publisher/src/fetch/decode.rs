@@ -35,7 +35,8 @@ impl ContentEncoding {
     pub fn sniff(head: &[u8]) -> Self {
         match head {
             [0x1f, 0x8b, ..] => Self::Gzip,
-            [0x28, 0xb5, 0x2f, 0xfd, ..] => Self::Zstd,
+            // A frame, or a skippable frame first (pzstd writes one).
+            [0x28, 0xb5, 0x2f, 0xfd, ..] | [0x50..=0x5f, 0x2a, 0x4d, 0x18, ..] => Self::Zstd,
             [0xfd, b'7', b'z', b'X', b'Z', 0x00, ..] => Self::Xz,
             [b'B', b'Z', b'h', b'1'..=b'9', ..] => Self::Bzip2,
             _ => Self::Identity,
@@ -80,7 +81,16 @@ pub fn decoder<'a>(
 /// cannot be read, when it is a compressed or archive format the build
 /// does not decode.
 pub fn unsupported(head: &[u8]) -> Option<String> {
-    let format = match head {
+    let format = unsupported_format(head)?;
+    Some(format!(
+        "content is {format}, which the build does not read: serve or save the list as plain text, \
+         gzip, bzip2, xz or zstd, or as a tar or zip archive of one file"
+    ))
+}
+
+/// The name of a format the build does not read that starts `head`.
+fn unsupported_format(head: &[u8]) -> Option<&'static str> {
+    Some(match head {
         [b'7', b'z', 0xbc, 0xaf, 0x27, 0x1c, ..] => "a 7z archive",
         [b'R', b'a', b'r', b'!', 0x1a, 0x07, ..] => "a RAR archive",
         [b'L', b'Z', b'I', b'P', ..] => "lzip",
@@ -88,18 +98,15 @@ pub fn unsupported(head: &[u8]) -> Option<String> {
         [0x1f, 0x9d, ..] => "compress (.Z)",
         [0x1f, 0xa0, ..] => "compress (LZH)",
         _ => return None,
-    };
-    Some(format!(
-        "content is {format}, which the build does not read: serve or save the list as plain text, \
-         gzip, bzip2, xz or zstd, or as a tar or zip archive of one file"
-    ))
+    })
 }
 
 /// An archive format, told by the start of its (decompressed) content.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Archive {
     /// POSIX ustar, pax or GNU tar: `ustar` at offset 257 of the first
-    /// header (a pre-POSIX v7 tar has no magic and is read as text).
+    /// header; a pre-POSIX v7 tar, which has no magic, by its first
+    /// header's checksum.
     Tar,
     /// zip: a local file header, or an empty archive's end record.
     Zip,
@@ -112,7 +119,16 @@ pub fn is_archive(head: &[u8]) -> bool {
 }
 
 fn archive_of(head: &[u8]) -> Option<Archive> {
-    if head.get(257..262) == Some(b"ustar") {
+    let v7_tar = || {
+        let Some(block) = head.first_chunk::<TAR_BLOCK>() else {
+            return false;
+        };
+        block[0] != 0
+            && tar::Header::from_byte_slice(block)
+                .cksum()
+                .is_ok_and(|sum| checksum_matches(block, sum))
+    };
+    if head.get(257..262) == Some(b"ustar") || v7_tar() {
         Some(Archive::Tar)
     } else if head.starts_with(b"PK\x03\x04") || head.starts_with(b"PK\x05\x06") {
         Some(Archive::Zip)
@@ -146,7 +162,7 @@ pub fn read_member<T>(
     let archive = archive_of(&head);
     let mut whole = io::Cursor::new(head).chain(decoded);
     match archive {
-        None => read(&mut whole),
+        None => read(&mut checked_file(&mut whole, "the decompressed content")?),
         Some(Archive::Tar) => read_tar(whole, read),
         Some(Archive::Zip) => read_zip(whole, read),
     }
@@ -220,7 +236,7 @@ fn read_tar<T>(
     // at a block's boundary, as GNU tar reads an archive without them.
     while read_block(&mut content, &mut block)? && block.iter().any(|&b| b != 0) {
         let header = tar::Header::from_byte_slice(&block);
-        if header.cksum()? != checksum(&block) {
+        if !checksum_matches(&block, header.cksum()?) {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
                 "tar: a header's checksum does not match",
@@ -238,39 +254,97 @@ fn read_tar<T>(
             } else {
                 pax_path(&data).or(next_name)
             };
-            skip(
-                &mut content,
-                padded(size) - size.min(MAX_TAR_NAME).min(data.len() as u64),
-            )?;
+            skip(&mut content, padded(size)? - data.len() as u64)?;
             continue;
         }
         let name = next_name.take();
-        if !kind.is_file() {
-            skip(&mut content, padded(size))?;
+        if kind.is_gnu_sparse() {
+            let name = String::from_utf8_lossy(&name.unwrap_or_else(|| header.path_bytes().into_owned()))
+                .into_owned();
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                ArchiveError(format!(
+                    "tar archive's file {name} is a GNU sparse file, which the build does not read"
+                )),
+            ));
+        }
+        if !(kind.is_file() || kind.is_contiguous()) {
+            skip(&mut content, padded(size)?)?;
             continue;
         }
         let name =
             String::from_utf8_lossy(&name.unwrap_or_else(|| header.path_bytes().into_owned())).into_owned();
         if is_metadata(&name) {
-            skip(&mut content, padded(size))?;
+            skip(&mut content, padded(size)?)?;
             continue;
         }
-        names.push(name);
         let mut file = (&mut content).take(size);
         if let Some(read) = read.take() {
-            result = Some(read(&mut file)?);
+            result = Some(read(&mut checked_file(
+                &mut file,
+                &format!("the archive's file {name}"),
+            )?)?);
         }
+        names.push(name);
         // What the read left of the file (all of it, for a second one).
         io::copy(&mut file, &mut io::sink())?;
         if file.limit() > 0 {
             return Err(cut_short());
         }
-        skip(&mut content, padded(size) - size)?;
+        skip(&mut content, padded(size)? - size)?;
+    }
+    // Read to the content's end, so that a compression's check there is
+    // verified and a file changed while it was read is seen
+    // (`OpenedFile`): after the end blocks only zeros may follow (the
+    // record's padding), not a second archive or anything else.
+    let mut rest = [0u8; 8192];
+    loop {
+        match content.read(&mut rest) {
+            Ok(0) => break,
+            Ok(n) if rest[..n].iter().all(|&b| b == 0) => {}
+            Ok(_) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    ArchiveError(
+                        "data after the tar archive's end (a second archive, or damage): \
+                         the build reads one archive of one file"
+                            .to_owned(),
+                    ),
+                ));
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
     }
     match result {
         Some(result) if names.len() == 1 => Ok(result),
         _ => Err(archive_error(Archive::Tar, &names)),
     }
+}
+
+/// An archive's file, or content that came compressed, as the list it
+/// must be: not compressed again, nor an archive, nor a format the build
+/// does not read (`what` names it in the error). Read through its first
+/// bytes, looked at here.
+fn checked_file<'r>(file: &'r mut (dyn Read + Send), what: &str) -> io::Result<impl Read + Send + 'r> {
+    let mut head = Vec::with_capacity(PEEK);
+    file.take(PEEK as u64).read_to_end(&mut head)?;
+    let inner = match (ContentEncoding::sniff(&head), archive_of(&head)) {
+        (ContentEncoding::Identity, None) => unsupported_format(&head).map(str::to_owned),
+        (ContentEncoding::Identity, Some(Archive::Tar)) => Some("a tar archive".to_owned()),
+        (ContentEncoding::Identity, Some(Archive::Zip)) => Some("a zip archive".to_owned()),
+        (encoding, _) => Some(format!("{} content", encoding.name())),
+    };
+    if let Some(inner) = inner {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            ArchiveError(format!(
+                "{what} is {inner}: the build reads one compression and one archive around the list, \
+                 not one inside the other"
+            )),
+        ));
+    }
+    Ok(io::Cursor::new(head).chain(file))
 }
 
 const TAR_BLOCK: usize = 512;
@@ -279,8 +353,11 @@ const TAR_BLOCK: usize = 512;
 /// (no real path) is skipped.
 const MAX_TAR_NAME: u64 = 64 * 1024;
 
-fn padded(size: u64) -> u64 {
-    size.div_ceil(TAR_BLOCK as u64) * TAR_BLOCK as u64
+/// `size` rounded up to whole blocks; a size no archive can hold is an
+/// error (a base-256 size field can say up to 2^95).
+fn padded(size: u64) -> io::Result<u64> {
+    size.checked_next_multiple_of(TAR_BLOCK as u64)
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "tar: a header's size is out of range"))
 }
 
 fn cut_short() -> io::Error {
@@ -310,20 +387,22 @@ fn skip(content: &mut impl Read, bytes: u64) -> io::Result<()> {
     Ok(())
 }
 
-/// A header's checksum (POSIX.1 ustar: the sum of its bytes, the checksum
-/// field read as spaces).
-fn checksum(block: &[u8; TAR_BLOCK]) -> u32 {
-    block
+/// Whether `sum` is the header's checksum: the sum of its bytes, the
+/// checksum field read as spaces (POSIX.1 ustar), as unsigned bytes or as
+/// the signed bytes some old tars summed (GNU tar accepts either).
+fn checksum_matches(block: &[u8; TAR_BLOCK], sum: u32) -> bool {
+    let field = |i: usize, b: u8| if (148..156).contains(&i) { b' ' } else { b };
+    let unsigned: u32 = block
         .iter()
         .enumerate()
-        .map(|(i, &b)| {
-            if (148..156).contains(&i) {
-                u32::from(b' ')
-            } else {
-                u32::from(b)
-            }
-        })
-        .sum()
+        .map(|(i, &b)| u32::from(field(i, b)))
+        .sum();
+    let signed: i64 = block
+        .iter()
+        .enumerate()
+        .map(|(i, &b)| i64::from(field(i, b) as i8))
+        .sum();
+    unsigned == sum || signed == i64::from(sum)
 }
 
 /// The `path` of a pax extended header's records (`<length> path=<value>\n`).
@@ -350,21 +429,66 @@ fn read_zip<T>(
     let mut spooled = tempfile::SpooledTempFile::new(ZIP_SPOOL_IN_MEMORY);
     io::copy(&mut content, &mut spooled)?;
     spooled.rewind()?;
+    let counted = zip_entries_counted(&mut spooled)?;
     let mut archive = zip::ZipArchive::new(spooled).map_err(zip_error)?;
+    // The zip crate keeps one entry per name: two files of one name (a
+    // zip appended to) would be read as one, the other's entries lost.
+    if let Some(counted) = counted.filter(|&counted| counted > archive.len() as u64) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            ArchiveError(format!(
+                "zip archive's directory lists {counted} entries under {} names: several files share a name",
+                archive.len()
+            )),
+        ));
+    }
     let mut files = Vec::new();
     for index in 0..archive.len() {
         let file = archive.by_index_raw(index).map_err(zip_error)?;
         let name = String::from_utf8_lossy(file.name_raw()).into_owned();
         if file.is_file() && !is_metadata(&name) {
-            files.push((index, name));
+            files.push((index, name, file.compression()));
         }
     }
-    let [(index, _)] = files[..] else {
-        let names: Vec<String> = files.into_iter().map(|(_, name)| name).collect();
+    let [(index, ref name, method)] = files[..] else {
+        let names: Vec<String> = files.into_iter().map(|(_, name, _)| name).collect();
         return Err(archive_error(Archive::Zip, &names));
     };
+    if !matches!(
+        method,
+        zip::CompressionMethod::Stored | zip::CompressionMethod::Deflated
+    ) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            ArchiveError(format!(
+                "zip archive's file {name} is compressed with {method:?}, which the build does not read \
+                 (it reads deflated or stored files)"
+            )),
+        ));
+    }
+    let what = format!("the archive's file {name}");
     let mut file = archive.by_index(index).map_err(zip_error)?;
-    read(&mut file)
+    read(&mut checked_file(&mut file, &what)?)
+}
+
+/// The number of entries the end of a zip's central directory counts (none
+/// for a zip64 archive, whose count is elsewhere, or when no end record is
+/// found: the zip crate then says why).
+fn zip_entries_counted(file: &mut (impl Read + io::Seek)) -> io::Result<Option<u64>> {
+    // The record (22 bytes) and its comment (at most 65,535).
+    let len = file.seek(io::SeekFrom::End(0))?;
+    let tail_len = len.min(22 + 65_535);
+    file.seek(io::SeekFrom::Start(len - tail_len))?;
+    let mut tail = vec![0; tail_len as usize];
+    file.read_exact(&mut tail)?;
+    file.rewind()?;
+    let Some(at) = tail.windows(4).rposition(|w| w == b"PK\x05\x06") else {
+        return Ok(None);
+    };
+    let total = tail
+        .get(at + 10..at + 12)
+        .map(|b| u16::from_le_bytes([b[0], b[1]]));
+    Ok(total.filter(|&total| total != u16::MAX).map(u64::from))
 }
 
 fn zip_error(error: zip::result::ZipError) -> io::Error {
@@ -408,10 +532,15 @@ pub fn member_head(head: &[u8]) -> Cow<'_, [u8]> {
     }
 }
 
-/// Reads `from` into `out` until its end or its first error (a head cut
-/// inside the file), keeping what came before it.
+/// Most of an archive's file that [`member_head`] reads.
+const MEMBER_HEAD_BYTES: u64 = 64 * 1024;
+
+/// Reads `from` into `out`, at most [`MEMBER_HEAD_BYTES`], until its end
+/// or its first error (a head cut inside the file), keeping what came
+/// before it.
 fn read_what_there_is(from: &mut (impl Read + ?Sized), out: &mut Vec<u8>) {
     let mut buf = [0u8; 8192];
+    let mut from = from.take(MEMBER_HEAD_BYTES);
     while let Ok(n) = from.read(&mut buf) {
         if n == 0 {
             break;
@@ -496,7 +625,6 @@ pub(crate) mod shipped {
 
 #[cfg(test)]
 mod tests {
-
     use super::shipped::{ENCODINGS, compressed, tar_of, zip_of};
     use super::*;
 
@@ -581,6 +709,114 @@ mod tests {
         let at = damaged.windows(5).position(|w| w == b"a.txt").unwrap() + 5 + 10;
         damaged[at] ^= 0x55;
         assert!(read_all(&damaged).is_err(), "zip damaged");
+    }
+
+    /// Review findings on the first version: a tar was read only up to its
+    /// end blocks, so a damaged `.tar.gz` or `.tar.zst` past the checks
+    /// before a build was published (its CRC at the content's end never
+    /// read), a plain tar rewritten while it was read too (the end, where
+    /// the file's change is seen, never reached), and a second archive or
+    /// anything after the first was dropped unread.
+    #[test]
+    fn regression_a_tar_is_read_to_the_content_s_end() {
+        let big: Vec<u8> = (0..20_000)
+            .flat_map(|i| format!("http://evil{i}.example/p/{i}\n").into_bytes())
+            .collect();
+        let tar = tar_of(&[("list.txt", &big)]);
+        // GNU tar's record padding after the end blocks is read past.
+        let padded = [tar.as_slice(), &[0; 10240]].concat();
+        assert_eq!(read_all(&padded).unwrap(), big);
+        // A gzip whose CRC at its end is damaged fails.
+        let mut gz = compressed(ContentEncoding::Gzip, &tar);
+        let at = gz.len() - 6;
+        gz[at] ^= 0x08;
+        let error = read_all(&gz).unwrap_err().to_string();
+        assert!(error.contains("checksum"), "{error}");
+        // Anything but zeros after the end: a second archive, or junk.
+        for after in [tar.clone(), b"GARBAGE".to_vec()] {
+            let error = read_all(&[tar.as_slice(), &after].concat())
+                .unwrap_err()
+                .to_string();
+            assert_eq!(
+                error,
+                "data after the tar archive's end (a second archive, or damage): the build reads one archive of one file"
+            );
+        }
+    }
+
+    /// Further review findings: a v7 tar (no `ustar` magic) was read as
+    /// text, losing its first line to the header; two zip entries of one
+    /// name were read as one (the zip crate keeps one entry per name); a
+    /// header size near 2^64 overflowed; content compressed twice, or an
+    /// archive holding a compressed file or another archive, failed as a
+    /// collapsed parse with reasons about hosts; pzstd's skippable frame
+    /// was not taken for zstd; a zip's file in a method the build does not
+    /// read gave a bare number.
+    #[test]
+    fn regression_archives_and_compressions_the_first_version_misread() {
+        // v7: the ustar magic and version cleared, the checksum made again.
+        let mut v7 = tar_of(&[("list.txt", FEED)]);
+        v7[257..265].fill(0);
+        v7[148..156].fill(b' ');
+        let sum: u32 = v7[..512].iter().map(|&b| u32::from(b)).sum();
+        v7[148..155].copy_from_slice(format!("{sum:06o}\0").as_bytes());
+        assert_eq!(read_all(&v7).unwrap(), FEED);
+        // Two entries named alike (the writer refuses to write them: the
+        // second's name is changed in place, in its local header and its
+        // directory record, as an appended archive has them).
+        let mut zip = zip_of(&[("list.txt", FEED), ("list.tzt", b"http://other.example/\n")]);
+        let mut at = 0;
+        while let Some(found) = zip[at..].windows(8).position(|w| w == b"list.tzt") {
+            zip[at + found + 6] = b'x';
+            at += found + 8;
+        }
+        let error = read_all(&zip).unwrap_err().to_string();
+        assert!(error.contains("several files share a name"), "{error}");
+        // A size field of 2^64 − 1 (base-256).
+        let mut huge = tar_of(&[("d/", b""), ("list.txt", FEED)]);
+        huge[124] = 0x80;
+        huge[125..136].fill(0xff);
+        huge[148..156].fill(b' ');
+        let sum: u32 = huge[..512].iter().map(|&b| u32::from(b)).sum();
+        huge[148..155].copy_from_slice(format!("{sum:06o}\0").as_bytes());
+        assert!(read_all(&huge).is_err());
+        // One compression or archive inside another.
+        let gz = compressed(ContentEncoding::Gzip, FEED);
+        let error = read_all(&compressed(ContentEncoding::Gzip, &gz))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            error,
+            "the decompressed content is gzip content: the build reads one compression and one archive \
+             around the list, not one inside the other"
+        );
+        let error = read_all(&tar_of(&[("list.gz", &gz)])).unwrap_err().to_string();
+        assert!(
+            error.starts_with("the archive's file list.gz is gzip content"),
+            "{error}"
+        );
+        let error = read_all(&zip_of(&[("l.tar", &tar_of(&[("l", FEED)]))]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.starts_with("the archive's file l.tar is a tar archive"),
+            "{error}"
+        );
+        let error = read_all(&tar_of(&[("l.7z", b"7z\xbc\xaf\x27\x1c\x00\x04")]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.starts_with("the archive's file l.7z is a 7z archive"),
+            "{error}"
+        );
+        // pzstd: a skippable frame, then the frame.
+        let pzstd = [
+            b"\x50\x2a\x4d\x18\x04\x00\x00\x00abcd".as_slice(),
+            &compressed(ContentEncoding::Zstd, FEED),
+        ]
+        .concat();
+        assert_eq!(ContentEncoding::sniff(&pzstd), ContentEncoding::Zstd);
+        assert_eq!(read_all(&pzstd).unwrap(), FEED);
     }
 
     #[test]

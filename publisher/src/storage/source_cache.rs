@@ -1,5 +1,5 @@
 //! A source's last good content and its metadata ([`SourceCache`]): the
-//! content as stored (as received, gzip or plain, or zstd), under a key
+//! content as stored (as received, compressed or plain, or zstd), under a key
 //! named by its SHA-256, and a metadata file naming it; read back a range at
 //! a time ([`CacheReader`]).
 
