@@ -150,6 +150,8 @@ fn decoded_head(head: &[u8], complete: bool) -> Result<Vec<u8>, String> {
         decoder(head, encoding).and_then(|decoded| decoded.take(HEAD_BYTES as u64).read_to_end(&mut out));
     let name = encoding.name();
     match read {
+        // Some decoders name themselves already (`bzip2: bz2 header missing`).
+        Err(e) if complete && e.to_string().starts_with(&format!("{name}: ")) => Err(e.to_string()),
         Err(e) if complete => Err(format!("{name}: {e}")),
         // The head ended inside the compressed stream (even inside its
         // header, or a bzip2 block, which may run past the head): what it
