@@ -516,15 +516,31 @@ mod tests {
 
     const MIN: Duration = Duration::from_secs(60);
 
-    fn channels() -> (
+    /// `run_schedule` spawned for lists whose snapshots are fresh for
+    /// `fresh_for`, every 10 minutes by default, its RNG seeded with `seed`,
+    /// its checks `script`'s on `wall`: the task, its stop switch, and the
+    /// agent's liveness handle (the task ends once that is dropped).
+    fn spawn_schedule(
+        script: &Arc<Script>,
+        wall: &Arc<Wall>,
+        fresh_for: Vec<Option<Duration>>,
+        seed: u64,
+    ) -> (
+        tokio::task::JoinHandle<()>,
         watch::Sender<bool>,
-        watch::Receiver<bool>,
         watch::Sender<()>,
-        watch::Receiver<()>,
     ) {
         let (stop_tx, stop_rx) = watch::channel(false);
         let (alive_tx, alive_rx) = watch::channel(());
-        (stop_tx, stop_rx, alive_tx, alive_rx)
+        let task = tokio::spawn(run_schedule(
+            fresh_for,
+            UpdateSchedule::new(10 * MIN),
+            StdRng::seed_from_u64(seed),
+            stop_rx,
+            alive_rx,
+            script.task(wall),
+        ));
+        (task, stop_tx, alive_tx)
     }
 
     #[tokio::test(start_paused = true)]
@@ -538,15 +554,7 @@ mod tests {
             },
             Checked::Success { hint: None },
         ]);
-        let (stop_tx, stop_rx, _alive_tx, alive_rx) = channels();
-        let task = tokio::spawn(run_schedule(
-            vec![None],
-            UpdateSchedule::new(10 * MIN),
-            StdRng::seed_from_u64(1),
-            stop_rx,
-            alive_rx,
-            script.task(&Wall::new()),
-        ));
+        let (task, stop_tx, _alive_tx) = spawn_schedule(&script, &Wall::new(), vec![None], 1);
         tokio::time::sleep(4 * 60 * MIN).await;
         stop_tx.send_replace(true);
         task.await.unwrap_or_default();
@@ -570,15 +578,8 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_warm_list_waits_longer_than_a_cold_one_and_lists_are_scheduled_apart() {
         let script = Script::new(vec![]);
-        let (stop_tx, stop_rx, _alive_tx, alive_rx) = channels();
-        let task = tokio::spawn(run_schedule(
-            vec![None, Some(2 * 60 * MIN)],
-            UpdateSchedule::new(10 * MIN),
-            StdRng::seed_from_u64(9),
-            stop_rx,
-            alive_rx,
-            script.task(&Wall::new()),
-        ));
+        let (task, stop_tx, _alive_tx) =
+            spawn_schedule(&script, &Wall::new(), vec![None, Some(2 * 60 * MIN)], 9);
         tokio::time::sleep(6 * MIN).await;
         stop_tx.send_replace(true);
         task.await.unwrap_or_default();
@@ -593,15 +594,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn dropping_the_agent_side_ends_the_task_at_once() {
         let script = Script::new(vec![]);
-        let (_stop_tx, stop_rx, alive_tx, alive_rx) = channels();
-        let task = tokio::spawn(run_schedule(
-            vec![Some(2 * 60 * MIN)],
-            UpdateSchedule::new(10 * MIN),
-            StdRng::seed_from_u64(3),
-            stop_rx,
-            alive_rx,
-            script.task(&Wall::new()),
-        ));
+        let (task, _stop_tx, alive_tx) = spawn_schedule(&script, &Wall::new(), vec![Some(2 * 60 * MIN)], 3);
         tokio::task::yield_now().await;
         drop(alive_tx);
         let ended = tokio::time::timeout(Duration::from_millis(1), task).await;
@@ -616,15 +609,7 @@ mod tests {
     async fn a_check_that_came_due_during_a_suspend_runs_within_a_slice_of_waking() {
         let script = Script::new(vec![Checked::Success { hint: Some(30 * MIN) }]);
         let wall = Wall::new();
-        let (stop_tx, stop_rx, _alive_tx, alive_rx) = channels();
-        let task = tokio::spawn(run_schedule(
-            vec![None],
-            UpdateSchedule::new(10 * MIN),
-            StdRng::seed_from_u64(5),
-            stop_rx,
-            alive_rx,
-            script.task(&wall),
-        ));
+        let (task, stop_tx, _alive_tx) = spawn_schedule(&script, &wall, vec![None], 5);
         tokio::time::sleep(COLD_START_JITTER + 10 * MIN).await;
         assert_eq!(script.calls().len(), 1, "{:?}", script.calls());
         // The check is due 30 to 33 minutes after the first, on the wall
@@ -653,15 +638,7 @@ mod tests {
     async fn a_clock_set_back_does_not_stall_the_updates() {
         let script = Script::new(vec![Checked::Success { hint: Some(30 * MIN) }]);
         let wall = Wall::new();
-        let (stop_tx, stop_rx, _alive_tx, alive_rx) = channels();
-        let task = tokio::spawn(run_schedule(
-            vec![None],
-            UpdateSchedule::new(10 * MIN),
-            StdRng::seed_from_u64(6),
-            stop_rx,
-            alive_rx,
-            script.task(&wall),
-        ));
+        let (task, stop_tx, _alive_tx) = spawn_schedule(&script, &wall, vec![None], 6);
         tokio::time::sleep(COLD_START_JITTER + MIN).await;
         wall.set_back(24 * 60 * MIN);
         tokio::time::sleep(40 * MIN).await;
@@ -682,15 +659,7 @@ mod tests {
                 hint: Some(Duration::from_secs(1)),
             },
         ]);
-        let (stop_tx, stop_rx, _alive_tx, alive_rx) = channels();
-        let task = tokio::spawn(run_schedule(
-            vec![None],
-            UpdateSchedule::new(10 * MIN),
-            StdRng::seed_from_u64(4),
-            stop_rx,
-            alive_rx,
-            script.task(&Wall::new()),
-        ));
+        let (task, stop_tx, _alive_tx) = spawn_schedule(&script, &Wall::new(), vec![None], 4);
         tokio::time::sleep(3 * MIN).await;
         stop_tx.send_replace(true);
         task.await.unwrap_or_default();

@@ -32,6 +32,19 @@ pub fn fixture_feed(dir: &std::path::Path, name: &str) -> std::path::PathBuf {
     path
 }
 
+/// Adds `line` to the end of the feed file at `path` (ending in a line
+/// feed), as a maintainer's feed grows between two builds.
+///
+/// # Panics
+///
+/// When the file cannot be read or written.
+pub fn append_line(path: &std::path::Path, line: &str) {
+    let mut text = std::fs::read_to_string(path).expect("read the feed");
+    text.push_str(line);
+    text.push('\n');
+    std::fs::write(path, text).expect("write the feed");
+}
+
 /// A source reading `fixtures/<name>` in `format`.
 pub fn fixture_source(name: &str, format: SourceFormat) -> SourceConfig {
     SourceConfig::file(fixtures().join(name), format)

@@ -34,6 +34,6 @@ pub mod snapshot;
 pub mod storage_contract;
 
 pub use child::KillOnDrop;
-pub use fixtures::{fixture_feed, fixture_lines, fixture_source, fixtures};
+pub use fixtures::{append_line, fixture_feed, fixture_lines, fixture_source, fixtures};
 pub use machine::{heavy_test_lock, open_files_limit, vm_rss_bytes};
 pub use running::{RunningPublisher, config, reopen, until};

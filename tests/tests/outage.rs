@@ -9,7 +9,7 @@ use blocksieve_agent::{Agent, ClockSkew, FailurePolicy, ListUpdate, SnapshotSour
 use blocksieve_publisher::SourceFormat;
 use blocksieve_tests::clock::OffsetClock;
 use blocksieve_tests::fault::{Fault, FaultProxy};
-use blocksieve_tests::{RunningPublisher, config, fixture_lines, fixture_source, until};
+use blocksieve_tests::{RunningPublisher, append_line, config, fixture_lines, fixture_source, until};
 
 const READY: Duration = Duration::from_secs(60);
 const DAY_S: i64 = 24 * 60 * 60;
@@ -328,10 +328,7 @@ async fn regression_a_mirror_stuck_on_an_old_version_does_not_keep_the_agent_the
     assert_eq!(version(&stuck), Some(v1));
 
     let added = "https://stuck-mirror.example/new-phish";
-    let mut text = std::fs::read_to_string(&feed).unwrap();
-    text.push_str(added);
-    text.push('\n');
-    std::fs::write(&feed, text).unwrap();
+    append_line(&feed, added);
     let v2 = live.publisher.build_list(0).await.result.unwrap();
     assert!(v2 > v1);
 

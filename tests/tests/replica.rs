@@ -12,7 +12,7 @@ use blocksieve_publisher::internal::storage::{generate_signing_key, write_key_pa
 use blocksieve_publisher::{Config, Role, SourceConfig, SourceFormat};
 use blocksieve_tests::fault::HeldWrites;
 use blocksieve_tests::moto::{Moto, store_options_at};
-use blocksieve_tests::{RunningPublisher, config, fixture_feed, fixture_lines};
+use blocksieve_tests::{RunningPublisher, append_line, config, fixture_feed, fixture_lines};
 
 const READY: Duration = Duration::from_secs(60);
 /// How long a replica may take to follow a new build: a few checks of the
@@ -202,10 +202,7 @@ async fn a_builder_and_two_replicas_on_one_bucket_serve_the_same_snapshot_and_fo
     assert!(!agent.check_url(added).await.unwrap().is_unsafe());
 
     // The feed changes and the builder rebuilds: both replicas follow.
-    let mut text = std::fs::read_to_string(&feed).unwrap();
-    text.push_str(added);
-    text.push('\n');
-    std::fs::write(&feed, text).unwrap();
+    append_line(&feed, added);
     let rebuilt = builder.publisher.build_list(0).await.result.unwrap();
     assert!(rebuilt > version);
     wait_for_version(&first, rebuilt, FOLLOW).await;
@@ -375,10 +372,7 @@ async fn regression_a_lagging_replica_never_answers_safe_for_a_url_the_agents_fi
     lagging.wait_ready(READY).await;
 
     let added = "https://replica-lag.example/new-phish";
-    let mut text = std::fs::read_to_string(&feed).unwrap();
-    text.push_str(added);
-    text.push('\n');
-    std::fs::write(&feed, text).unwrap();
+    append_line(&feed, added);
     let rebuilt = builder.publisher.build_list(0).await.result.unwrap();
     wait_for_version(&fresh, rebuilt, FOLLOW).await;
     assert_ne!(served_version(&lagging), Some(rebuilt));
