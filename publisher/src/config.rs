@@ -1037,6 +1037,47 @@ mod tests {
         assert_eq!(c.lists[0].sources[0].delimiter_byte(), Some(b'\t'));
     }
 
+    /// `member`: the file of an archive a source reads. It is part of the
+    /// source's label (its last good copy, its `max_shrink` baseline, the
+    /// status page), so two sources reading two files of one archive keep
+    /// apart.
+    #[test]
+    fn a_member_names_an_archive_s_file_and_labels_its_source() {
+        let c: Config = toml::from_str(
+            "[[lists]]\nname = \"p\"\nsources = [\n\
+             { url = \"https://dl.example/phishing.tar.gz?token=s3cret\", format = \"domains\", member = \"phishing/domains\" },\n\
+             { url = \"https://dl.example/phishing.tar.gz?token=s3cret\", format = \"urls\", member = \"phishing/urls\" },\n\
+             { path = \"all.zip\", format = \"domains\", member = \"./blacklists/malware/domains\" },\n]\n",
+        )
+        .unwrap();
+        c.validate().unwrap();
+        let sources = &c.lists[0].sources;
+        assert_eq!(
+            sources[0].public_label(),
+            "https://dl.example/phishing.tar.gz?token=*** [phishing/domains]"
+        );
+        assert_ne!(sources[0].label(), sources[1].label());
+        assert_eq!(sources[2].label(), "all.zip [./blacklists/malware/domains]");
+        assert_eq!(SourceConfig::file("f", SourceFormat::Urls).label(), "f");
+        for (bad, says) in [
+            ("\"\"", "names no file"),
+            ("\"./\"", "names no file"),
+            ("\"/\"", "names no file"),
+        ] {
+            let err = refusal(&format!(
+                "[[lists]]\nname = \"p\"\nsources = [{{ path = \"a.tar\", format = \"urls\", member = {bad} }}]\n"
+            ));
+            assert!(
+                err.contains("lists.p.sources[0].member") && err.contains(says),
+                "{bad}: {err}"
+            );
+        }
+        let err = refusal(
+            "[[lists]]\nname = \"p\"\nsources = [{ builtin = true, format = \"urls\", member = \"a\" }]\n",
+        );
+        assert!(err.contains("the built-in list is a plain file"), "{err}");
+    }
+
     #[test]
     fn allow_sources_parse_and_are_checked() {
         let text = r#"

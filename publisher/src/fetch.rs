@@ -137,13 +137,13 @@ const HEAD_BYTES: usize = 64 * 1024;
 /// an archive ([`member_head`]): what HTML and text detection read. The
 /// rest is decompressed by the build as it parses, which also enforces the
 /// decompressed size limit.
-fn decoded_head(head: &[u8], complete: bool) -> Result<Vec<u8>, String> {
+fn decoded_head(head: &[u8], complete: bool, member: Option<&str>) -> Result<Vec<u8>, String> {
     if let Some(why) = unsupported(head) {
         return Err(why);
     }
     let encoding = ContentEncoding::sniff(head);
     if encoding == ContentEncoding::Identity {
-        return Ok(member_head(head).into_owned());
+        return Ok(member_head(head, member).into_owned());
     }
     let mut out = Vec::new();
     let read =
@@ -157,7 +157,7 @@ fn decoded_head(head: &[u8], complete: bool) -> Result<Vec<u8>, String> {
         // header, or a bzip2 block, which may run past the head): what it
         // held decoded is checked, and the build decodes the whole, and
         // reports a stream that really is cut short or damaged.
-        _ => Ok(member_head(&out).into_owned()),
+        _ => Ok(member_head(&out, member).into_owned()),
     }
 }
 
@@ -175,7 +175,7 @@ fn check_content(
     if size > source.max_bytes {
         return Err(format!("{size} bytes exceeds max_bytes = {}", source.max_bytes));
     }
-    let head = decoded_head(head, complete)?;
+    let head = decoded_head(head, complete, source.member.as_deref())?;
     if looks_like_html(&head) {
         return Err("response is an HTML page, not a list".to_owned());
     }

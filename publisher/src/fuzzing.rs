@@ -172,11 +172,11 @@ pub fn check_content_decode(data: &[u8]) {
     if let Ok(decoder) = decoder(data, encoding) {
         let _ = decoder.take(64 * 1024).read_to_end(&mut decoded_head);
     }
-    let _ = member_head(&decoded_head);
+    let _ = member_head(&decoded_head, None);
     let Ok(decoder) = decoder(data, encoding) else {
         return;
     };
-    let read = read_member(decoder.take(4 << 20), |member| {
+    let read = read_member(decoder.take(4 << 20), None, |member| {
         let mut out = Vec::new();
         member.take(4 << 20).read_to_end(&mut out)?;
         Ok(out)
@@ -252,7 +252,7 @@ mod tests {
         ] {
             let data = std::fs::read(dir.join(name)).unwrap();
             let decoded = decoder(data.as_slice(), ContentEncoding::sniff(&data)).unwrap();
-            let read = read_member(decoded, |member| {
+            let read = read_member(decoded, None, |member| {
                 let mut out = Vec::new();
                 member.read_to_end(&mut out)?;
                 Ok(out)
@@ -260,7 +260,9 @@ mod tests {
             assert_eq!(read.unwrap(), plain, "{name}");
         }
         let data = std::fs::read(dir.join("two-files.tar")).unwrap();
-        let error = read_member(data.as_slice(), |_| Ok(())).unwrap_err().to_string();
+        let error = read_member(data.as_slice(), None, |_| Ok(()))
+            .unwrap_err()
+            .to_string();
         assert!(
             error.starts_with("tar archive holds several files (urls.txt, more.txt)"),
             "{error}"

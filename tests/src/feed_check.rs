@@ -223,6 +223,28 @@ pub fn read_feed(path: &Path) -> Result<Vec<u8>, BoxError> {
     }
 }
 
+/// The file `member` of the tar archive `path` (gzipped when its name
+/// ends in `.gz`), read with the `tar` crate: an archived feed as another
+/// reader than the build's sees it.
+///
+/// # Errors
+///
+/// When the file cannot be read, or the archive holds no such file.
+pub fn read_feed_member(path: &Path, member: &str) -> Result<Vec<u8>, BoxError> {
+    let tar = read_feed(path)?;
+    let mut archive = tar::Archive::new(&tar[..]);
+    for entry in archive.entries()? {
+        let mut entry = entry?;
+        let name = entry.path()?.to_string_lossy().into_owned();
+        if entry.header().entry_type().is_file() && name.trim_start_matches("./") == member {
+            let mut out = Vec::new();
+            entry.read_to_end(&mut out)?;
+            return Ok(out);
+        }
+    }
+    Err(format!("{} holds no file {member}", path.display()).into())
+}
+
 /// Every item of the feed: its lines, split as the build splits them
 /// ([`feed_lines`]), or the strings of a JSON document's
 /// `blacklist` array; and, for JSON, the strings of its `whitelist` array.
@@ -295,7 +317,24 @@ struct Check {
 /// When the feed cannot be read, or the publisher or the agent cannot be
 /// started; findings about the feed are in the [`FeedCheck`].
 pub async fn check_feed(feed: &Path, format: SourceFormat, benign: &[String]) -> Result<FeedCheck, BoxError> {
-    check(feed, format, benign, false).await
+    check(feed, None, format, benign, false).await
+}
+
+/// [`check_feed`] for the file `member` of a tar archive (`.tar` or
+/// `.tar.gz`): the publisher's source reads the archive with `member`
+/// set; the line-by-line reading takes the file as the `tar` crate
+/// extracts it ([`read_feed_member`]).
+///
+/// # Errors
+///
+/// As [`check_feed`].
+pub async fn check_feed_member(
+    archive: &Path,
+    member: &str,
+    format: SourceFormat,
+    benign: &[String],
+) -> Result<FeedCheck, BoxError> {
+    check(archive, Some(member), format, benign, false).await
 }
 
 /// [`check_feed`], with the agent reaching the feed by a delta: the
@@ -314,16 +353,20 @@ pub async fn check_feed_via_delta(
     format: SourceFormat,
     benign: &[String],
 ) -> Result<FeedCheck, BoxError> {
-    check(feed, format, benign, true).await
+    check(feed, None, format, benign, true).await
 }
 
 async fn check(
     feed: &Path,
+    member: Option<&str>,
     format: SourceFormat,
     benign: &[String],
     via_delta: bool,
 ) -> Result<FeedCheck, BoxError> {
-    let bytes = read_feed(feed)?;
+    let bytes = match member {
+        Some(member) => read_feed_member(feed, member)?,
+        None => read_feed(feed)?,
+    };
     let (items, allow_items) = read_items(&bytes, format)?;
     let whole = via_delta.then_some(bytes);
     let mut report = FeedCheck {
@@ -391,7 +434,10 @@ async fn check(
     let mut cfg = config(
         &dir.path().join("data"),
         LIST,
-        vec![SourceConfig::file(&source, format)],
+        vec![SourceConfig {
+            member: member.map(str::to_owned),
+            ..SourceConfig::file(&source, format)
+        }],
     );
     // The whole run answers from one set of full-hash answers.
     cfg.cache_duration_s = 3600;

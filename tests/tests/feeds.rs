@@ -6,7 +6,7 @@
 //! runs on whole real feeds with `tests/examples/feed_check.rs`).
 
 use blocksieve_publisher::SourceFormat;
-use blocksieve_tests::feed_check::{FeedCheck, check_feed, check_feed_via_delta};
+use blocksieve_tests::feed_check::{FeedCheck, check_feed, check_feed_member, check_feed_via_delta};
 use blocksieve_tests::{fixture_lines, fixtures};
 
 async fn check(name: &str, format: SourceFormat) -> FeedCheck {
@@ -55,6 +55,27 @@ async fn every_accepted_line_of_the_host_and_domain_fixtures_blocks_its_host_and
     ] {
         let report = check(name, format).await;
         assert!(report.subdomain_checks > 0, "{name}");
+    }
+}
+
+/// A category of UT1 as it ships, a `.tar.gz` of several files made by
+/// GNU tar (`phishing/domains`, `phishing/urls`, `phishing/usage`): each
+/// list file a source names by `member` is published whole, as the `tar`
+/// crate extracts it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_line_of_an_archived_feed_s_member_answers_unsafe() {
+    let benign = fixture_lines("benign-urls.txt");
+    let archive = fixtures().join("ut1-phishing.tar.gz");
+    for (member, format) in [
+        ("phishing/domains", SourceFormat::Domains),
+        ("phishing/urls", SourceFormat::Urls),
+    ] {
+        let report = check_feed_member(&archive, member, format, &benign)
+            .await
+            .unwrap_or_else(|e| panic!("{member}: {e}"));
+        assert!(report.passed(), "{member}:\n{}", report.summary());
+        assert_eq!(report.rejected_total(), 0, "{member}:\n{}", report.summary());
+        assert!(report.accepted_entries >= 40, "{member}:\n{}", report.summary());
     }
 }
 

@@ -490,7 +490,7 @@ pub(crate) fn read_content(
         };
         // An archive's one file, or the content itself; held to max_bytes
         // too (an archive's file is compressed inside it).
-        read_member(decoded, |member| {
+        read_member(decoded, passes.config.member.as_deref(), |member| {
             let member = Limit {
                 inner: member,
                 left: max_bytes,

@@ -54,6 +54,13 @@ pub struct SourceConfig {
     /// a list's `allow`, the array read. By default, `whitelist`.
     #[serde(default)]
     pub json_allow_key: Option<String>,
+    /// For a source shipped as a tar or zip archive of several files: the
+    /// path of the file inside it that is the list, as `tar -tf` or
+    /// `unzip -l` lists it (a leading `./` aside), e.g.
+    /// `"phishing/domains"`. Without it, an archive must hold one file.
+    /// Set, the content must be an archive holding that file once.
+    #[serde(default)]
+    pub member: Option<String>,
     /// Seconds an HTTP fetch may take ([`Self::timeout`]); `None`: 60.
     /// For `url` sources only.
     #[serde(default)]
@@ -90,6 +97,7 @@ impl SourceConfig {
             delimiter: None,
             json_key: None,
             json_allow_key: None,
+            member: None,
             timeout_s: None,
             max_bytes: default_source_max(),
             retries: None,
@@ -147,12 +155,22 @@ impl SourceConfig {
         }
     }
 
-    /// A short human-readable name: the path, the URL or `builtin`.
+    /// A short human-readable name: the path, the URL or `builtin`, and
+    /// the archive's file read, when `member` names one
+    /// (`lists.tar.gz [phishing/domains]`).
     pub fn label(&self) -> String {
-        match (&self.path, &self.url) {
+        let label = match (&self.path, &self.url) {
             (Some(p), _) => p.display().to_string(),
             (None, Some(u)) => u.clone(),
             (None, None) => "builtin".to_owned(),
+        };
+        self.with_member(label)
+    }
+
+    fn with_member(&self, label: String) -> String {
+        match &self.member {
+            Some(member) => format!("{label} [{member}]"),
+            None => label,
         }
     }
 
@@ -181,7 +199,7 @@ impl SourceConfig {
     /// `secret`, `pass`, `auth`, `sig`, `credential`) replaced by `***`.
     pub fn public_label(&self) -> String {
         match (&self.path, &self.url) {
-            (None, Some(u)) => redact_url(u),
+            (None, Some(u)) => self.with_member(redact_url(u)),
             _ => self.label(),
         }
     }
@@ -309,6 +327,21 @@ pub(super) fn check_source(field: &str, s: &SourceConfig) -> Result<(), Error> {
                     "{d:?} is not a CSV field separator: one of \",\", \";\", \"|\", \"\\t\" (a tab) or \" \" (a space); \
                      any other character may be part of a URL, a quote or a comment"
                 ),
+            ));
+        }
+    }
+    if let Some(member) = &s.member {
+        let field = format!("{field}.member");
+        if s.builtin {
+            return Err(Error::config(
+                field,
+                "the built-in list is a plain file, not an archive",
+            ));
+        }
+        if member.trim_start_matches("./").trim_start_matches('/').is_empty() {
+            return Err(Error::config(
+                field,
+                "names no file: the path of the list's file inside the archive, as `tar -tf` or `unzip -l` lists it",
             ));
         }
     }

@@ -1,7 +1,8 @@
 //! Content as feed maintainers ship it: compressed — gzip, bzip2, xz or
 //! zstd, each told by its magic number, never by a file name or a
-//! `Content-Type` — and archived, a tar or zip archive of one file (tar
-//! also inside any of the four). The build decodes as it reads
+//! `Content-Type` — and archived, a tar or zip archive (tar also inside
+//! any of the four) of one file, or of several with the file that is the
+//! list named by the source's `member`. The build decodes as it reads
 //! ([`decoder`], then [`read_member`]); the copy kept as last good content
 //! is the content as received, decoded the same way when a later build
 //! falls back to it.
@@ -84,7 +85,7 @@ pub fn unsupported(head: &[u8]) -> Option<String> {
     let format = unsupported_format(head)?;
     Some(format!(
         "content is {format}, which the build does not read: serve or save the list as plain text, \
-         gzip, bzip2, xz or zstd, or as a tar or zip archive of one file"
+         gzip, bzip2, xz or zstd, or as a tar or zip archive"
     ))
 }
 
@@ -142,18 +143,21 @@ fn archive_of(head: &[u8]) -> Option<Archive> {
 const PEEK: usize = 512;
 
 /// Calls `read` with the content of `decoded`: the decoded stream itself,
-/// or, when it is a tar or zip archive, the one file it holds (directories,
-/// links and the metadata macOS adds — `__MACOSX/`, `._` files — aside).
-/// An archive of no file, or of more than one, is refused naming them:
-/// which of several files is the list is the operator's to say, by
-/// pointing the source at it. A tar archive is read as it streams, the
-/// rest of it after the file read too (a second file there fails the read
-/// once the first was parsed: the caller drops what it added); a zip
+/// or, when it is a tar or zip archive, the file `member` names (a source's
+/// `member`), or, without one, the one file it holds (directories, links
+/// and the metadata macOS adds — `__MACOSX/`, `._` files — aside).
+/// Without `member`, an archive of no file or of more than one is refused
+/// naming them: which of several files is the list is the operator's to
+/// say. A `member` no file of the archive has, one named twice, or content
+/// that is no archive is refused too. A tar archive is read as it streams,
+/// the rest of it after the file read too (a second file there fails the
+/// read once the first was parsed: the caller drops what it added); a zip
 /// archive is received whole first (in memory up to 8 MiB, then in a
 /// temporary file), as its central directory at the end says what it
 /// holds, and its file's CRC-32 is checked at its end.
 pub fn read_member<T>(
     decoded: impl Read + Send,
+    member: Option<&str>,
     read: impl FnOnce(&mut (dyn Read + Send)) -> io::Result<T>,
 ) -> io::Result<T> {
     let mut decoded = decoded;
@@ -161,11 +165,39 @@ pub fn read_member<T>(
     (&mut decoded).take(PEEK as u64).read_to_end(&mut head)?;
     let archive = archive_of(&head);
     let mut whole = io::Cursor::new(head).chain(decoded);
-    match archive {
-        None => read(&mut checked_file(&mut whole, "the decompressed content")?),
-        Some(Archive::Tar) => read_tar(whole, read),
-        Some(Archive::Zip) => read_zip(whole, read),
+    match (archive, member) {
+        (None, None) => read(&mut checked_file(&mut whole, "the decompressed content")?),
+        (None, Some(member)) => Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            ArchiveError(format!(
+                "the source reads the archive's file {member} (`member`), but its content is no tar or zip archive"
+            )),
+        )),
+        (Some(Archive::Tar), _) => read_tar(whole, member, read),
+        (Some(Archive::Zip), _) => read_zip(whole, member, read),
     }
+}
+
+/// A path inside an archive as `tar -t` and `unzip -l` list it and as a
+/// source's `member` names it: without leading `./` or `/`.
+fn archive_path(name: &str) -> &str {
+    let mut name = name;
+    while let Some(rest) = name.strip_prefix("./").or_else(|| name.strip_prefix('/')) {
+        name = rest;
+    }
+    name
+}
+
+/// Whether `member` names the archive's entry `name`, a directory's with
+/// or without its trailing `/`.
+fn names_entry(member: &str, name: &str) -> bool {
+    archive_path(member).trim_end_matches('/') == archive_path(name).trim_end_matches('/')
+}
+
+/// Whether the archive's entry `name` is the file a source's `member`
+/// names (every file, without one).
+fn is_member(name: &str, member: Option<&str>) -> bool {
+    member.is_none_or(|member| archive_path(name) == archive_path(member))
 }
 
 /// Whether an archive's file named `name` is a file macOS adds beside
@@ -185,29 +217,79 @@ fn is_metadata(name: &str) -> bool {
 #[error("{0}")]
 pub struct ArchiveError(String);
 
-fn archive_error(archive: Archive, names: &[String]) -> io::Error {
-    let kind = match archive {
+fn archive_kind(archive: Archive) -> &'static str {
+    match archive {
         Archive::Tar => "tar",
         Archive::Zip => "zip",
+    }
+}
+
+/// `names` as an error shows them: the first five (by `closest`, when
+/// given: those sharing the longest start with it, a leading `./` aside),
+/// then how many more.
+fn shown_names(names: &[String], closest: Option<&str>) -> String {
+    let mut shown: Vec<&str> = names.iter().map(String::as_str).collect();
+    if let Some(closest) = closest {
+        let shared = |name: &str| {
+            (name.bytes().zip(closest.bytes()))
+                .take_while(|(a, b)| a == b)
+                .count()
+        };
+        shown.sort_by_key(|name| std::cmp::Reverse(shared(archive_path(name))));
+    }
+    let more = shown.len().saturating_sub(5);
+    shown.truncate(5);
+    let more = if more > 0 {
+        format!(" and {more} more")
+    } else {
+        String::new()
     };
-    let reason = match names {
-        [] => format!("{kind} archive holds no file"),
-        _ => {
-            let shown: Vec<&str> = names.iter().take(5).map(String::as_str).collect();
-            let more = names.len().saturating_sub(shown.len());
-            let more = if more > 0 {
-                format!(" and {more} more")
-            } else {
-                String::new()
-            };
-            format!(
-                "{kind} archive holds several files ({}{more}): the build reads an archive of one file; \
-                 point the source at the file that is the list",
-                shown.join(", ")
-            )
-        }
+    format!("{}{more}", shown.join(", "))
+}
+
+/// Why an archive holding the files `names` has no file to read: none or
+/// several (without a `member`), or none the `member` names.
+fn archive_error(archive: Archive, names: &[String], member: Option<&str>) -> io::Error {
+    let kind = archive_kind(archive);
+    let reason = match (names, member) {
+        ([], None) => format!("{kind} archive holds no file"),
+        (_, None) => format!(
+            "{kind} archive holds several files ({}): the build reads an archive of one file; \
+             name the file that is the list with the source's `member`",
+            shown_names(names, None)
+        ),
+        ([], Some(member)) => format!("{kind} archive holds no file (the source's `member` is {member})"),
+        (_, Some(member)) => format!(
+            "{kind} archive holds no file {member} (the source's `member`); it holds {}",
+            shown_names(names, Some(archive_path(member)))
+        ),
     };
     io::Error::new(io::ErrorKind::InvalidData, ArchiveError(reason))
+}
+
+/// A `member` the archive holds twice (a tar appended to): which of the
+/// two is the list cannot be told.
+fn member_twice(archive: Archive, member: &str) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        ArchiveError(format!(
+            "{} archive holds the source's `member` {member} twice (an archive appended to): \
+             which is the list cannot be told",
+            archive_kind(archive)
+        )),
+    )
+}
+
+/// A `member` naming an archive's entry that is no file: a directory or
+/// a link (`what`).
+fn member_not_a_file(archive: Archive, member: &str, what: &str) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        ArchiveError(format!(
+            "{} archive's {member} (the source's `member`) is {what}, not a file",
+            archive_kind(archive)
+        )),
+    )
 }
 
 /// Reads a tar archive block by block (POSIX.1-2001 `pax` and ustar, and
@@ -216,12 +298,17 @@ fn archive_error(archive: Archive, names: &[String]) -> io::Error {
 /// to the build's reading thread.
 fn read_tar<T>(
     content: impl Read + Send,
+    member: Option<&str>,
     read: impl FnOnce(&mut (dyn Read + Send)) -> io::Result<T>,
 ) -> io::Result<T> {
     let mut content = content;
     let mut read = Some(read);
     let mut result = None;
+    // The archive's files, and how many of them are the one to read.
     let mut names = Vec::new();
+    let mut matched = 0;
+    // The entry `member` names when it is no file: what it is.
+    let mut not_a_file: Option<String> = None;
     // The next entry's name, from a GNU long name or a pax header before it.
     let mut next_name: Option<Vec<u8>> = None;
     let mut block = [0u8; TAR_BLOCK];
@@ -252,10 +339,13 @@ fn read_tar<T>(
             skip(&mut content, padded(size)? - data.len() as u64)?;
             continue;
         }
-        let name = next_name.take();
-        if kind.is_gnu_sparse() {
-            let name = String::from_utf8_lossy(&name.unwrap_or_else(|| header.path_bytes().into_owned()))
-                .into_owned();
+        let name = String::from_utf8_lossy(
+            &next_name
+                .take()
+                .unwrap_or_else(|| header.path_bytes().into_owned()),
+        )
+        .into_owned();
+        if kind.is_gnu_sparse() && is_member(&name, member) {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
                 ArchiveError(format!(
@@ -263,26 +353,42 @@ fn read_tar<T>(
                 )),
             ));
         }
-        if !(kind.is_file() || kind.is_contiguous()) {
-            skip(&mut content, padded(size)?)?;
-            continue;
-        }
-        let name =
-            String::from_utf8_lossy(&name.unwrap_or_else(|| header.path_bytes().into_owned())).into_owned();
         // A v7 tar writes a directory as a regular file named with a `/`.
-        if is_metadata(&name) || name.ends_with('/') {
+        let directory = kind.is_dir() || (kind.is_file() && name.ends_with('/'));
+        if !(kind.is_file() || kind.is_contiguous()) || directory || is_metadata(&name) {
+            if member.is_some_and(|member| names_entry(member, &name)) {
+                let link =
+                    String::from_utf8_lossy(&header.link_name_bytes().unwrap_or_default()).into_owned();
+                not_a_file = Some(if directory {
+                    "a directory".to_owned()
+                } else if kind.is_symlink() {
+                    format!("a symbolic link to {link}")
+                } else if kind.is_hard_link() {
+                    format!("a hard link to {link}")
+                } else if is_metadata(&name) {
+                    "a file macOS adds beside the real ones".to_owned()
+                } else {
+                    "no regular file".to_owned()
+                });
+            }
             skip(&mut content, padded(size)?)?;
             continue;
         }
         let mut file = (&mut content).take(size);
-        if let Some(read) = read.take() {
-            result = Some(read(&mut checked_file(
-                &mut file,
-                &format!("the archive's file {name}"),
-            )?)?);
+        if is_member(&name, member) {
+            matched += 1;
+            if let Some(member) = member.filter(|_| matched > 1) {
+                return Err(member_twice(Archive::Tar, member));
+            }
+            if let Some(read) = read.take() {
+                result = Some(read(&mut checked_file(
+                    &mut file,
+                    &format!("the archive's file {name}"),
+                )?)?);
+            }
         }
         names.push(name);
-        // What the read left of the file (all of it, for a second one).
+        // What the read left of the file (all of it, for one not read).
         io::copy(&mut file, &mut io::sink())?;
         if file.limit() > 0 {
             return Err(cut_short());
@@ -303,7 +409,7 @@ fn read_tar<T>(
                     io::ErrorKind::InvalidData,
                     ArchiveError(
                         "data after the tar archive's end (a second archive, or damage): \
-                         the build reads one archive of one file"
+                         the build reads one archive"
                             .to_owned(),
                     ),
                 ));
@@ -312,9 +418,14 @@ fn read_tar<T>(
             Err(e) => return Err(e),
         }
     }
-    match result {
-        Some(result) if names.len() == 1 => Ok(result),
-        _ => Err(archive_error(Archive::Tar, &names)),
+    match (result, member) {
+        (Some(result), Some(_)) => Ok(result),
+        (Some(result), None) if names.len() == 1 => Ok(result),
+        (None, Some(member)) => Err(match not_a_file {
+            Some(what) => member_not_a_file(Archive::Tar, member, &what),
+            None => archive_error(Archive::Tar, &names, Some(member)),
+        }),
+        _ => Err(archive_error(Archive::Tar, &names, None)),
     }
 }
 
@@ -420,6 +531,7 @@ fn pax_path(data: &[u8]) -> Option<Vec<u8>> {
 
 fn read_zip<T>(
     mut content: impl Read + Send,
+    member: Option<&str>,
     read: impl FnOnce(&mut (dyn Read + Send)) -> io::Result<T>,
 ) -> io::Result<T> {
     let mut spooled = tempfile::SpooledTempFile::new(ZIP_SPOOL_IN_MEMORY);
@@ -439,16 +551,37 @@ fn read_zip<T>(
         ));
     }
     let mut files = Vec::new();
+    let mut not_a_file = None;
     for index in 0..archive.len() {
         let file = archive.by_index_raw(index).map_err(zip_error)?;
         let name = String::from_utf8_lossy(file.name_raw()).into_owned();
         if file.is_file() && !is_metadata(&name) {
             files.push((index, name, file.compression()));
+        } else if member.is_some_and(|member| names_entry(member, &name)) {
+            not_a_file = Some(if file.is_dir() {
+                "a directory"
+            } else if file.is_symlink() {
+                "a symbolic link"
+            } else {
+                "a file macOS adds beside the real ones"
+            });
         }
     }
-    let [(index, ref name, method)] = files[..] else {
-        let names: Vec<String> = files.into_iter().map(|(_, name, _)| name).collect();
-        return Err(archive_error(Archive::Zip, &names));
+    let chosen: Vec<usize> = (0..files.len())
+        .filter(|&i| is_member(&files[i].1, member))
+        .collect();
+    let (index, ref name, method) = match (&chosen[..], member) {
+        (&[one], _) => files.swap_remove(one),
+        ([_, _, ..], Some(member)) => return Err(member_twice(Archive::Zip, member)),
+        _ => {
+            return Err(match (member, not_a_file) {
+                (Some(member), Some(what)) => member_not_a_file(Archive::Zip, member, what),
+                _ => {
+                    let names: Vec<String> = files.into_iter().map(|(_, name, _)| name).collect();
+                    archive_error(Archive::Zip, &names, member)
+                }
+            });
+        }
     };
     if !matches!(
         method,
@@ -520,15 +653,16 @@ fn zip_error(error: zip::result::ZipError) -> io::Error {
 
 /// The start of the list inside decompressed content that starts with
 /// `head`, for the checks made before a build (an HTML page, UTF-16):
-/// the head itself, or, for an archive, as much of its first file as
-/// `head` holds (nothing for a zip whose first file's size its header does
-/// not give). Never fails: the build reads the whole and reports.
-pub fn member_head(head: &[u8]) -> Cow<'_, [u8]> {
+/// the head itself, or, for an archive, as much of the file it reads
+/// ([`read_member`]: the one `member` names, else its first) as `head`
+/// holds (nothing for a zip whose file's size its header does not give).
+/// Never fails: the build reads the whole and reports.
+pub fn member_head<'h>(head: &'h [u8], member: Option<&str>) -> Cow<'h, [u8]> {
     match archive_of(head) {
         None => Cow::Borrowed(head),
         Some(Archive::Tar) => {
             let mut out = Vec::new();
-            let _ = read_tar(head, |file| {
+            let _ = read_tar(head, member, |file| {
                 read_what_there_is(file, &mut out);
                 Ok(())
             });
@@ -539,7 +673,7 @@ pub fn member_head(head: &[u8]) -> Cow<'_, [u8]> {
             let mut rest = head;
             while let Ok(Some(mut file)) = zip::read::read_zipfile_from_stream(&mut rest) {
                 let name = String::from_utf8_lossy(file.name_raw()).into_owned();
-                if file.is_file() && !is_metadata(&name) {
+                if file.is_file() && !is_metadata(&name) && is_member(&name, member) {
                     // A file compressed or archived again: no head to
                     // check (the build refuses it, naming it).
                     if let Ok(mut file) = checked_file(&mut file, "") {
@@ -614,6 +748,24 @@ pub(crate) mod shipped {
     ];
 
     /// A ustar archive of `files` (a name ending in `/` is a directory).
+    /// A tar of `files` whose names are written as given, `./` kept (the
+    /// tar crate's own paths drop it, as GNU tar writes it for `-C dir .`).
+    pub(crate) fn tar_named(files: &[(&str, &[u8])]) -> Vec<u8> {
+        let mut builder = tar::Builder::new(Vec::new());
+        for (name, bytes) in files {
+            let mut header = tar::Header::new_ustar();
+            header.as_old_mut().name[..name.len()].copy_from_slice(name.as_bytes());
+            if name.ends_with('/') {
+                header.set_entry_type(tar::EntryType::Directory);
+            }
+            header.set_size(bytes.len() as u64);
+            header.set_mode(0o644);
+            header.set_cksum();
+            builder.append(&header, *bytes).unwrap();
+        }
+        builder.into_inner().unwrap()
+    }
+
     pub(crate) fn tar_of(files: &[(&str, &[u8])]) -> Vec<u8> {
         let mut builder = tar::Builder::new(Vec::new());
         for (name, bytes) in files {
@@ -649,7 +801,7 @@ pub(crate) mod shipped {
 
 #[cfg(test)]
 mod tests {
-    use super::shipped::{ENCODINGS, compressed, tar_of, zip_of};
+    use super::shipped::{ENCODINGS, compressed, tar_named, tar_of, zip_of};
     use super::*;
 
     const FEED: &[u8] = b"http://a.example/1\nhttp://b.example/2/x.php?q=1\r\nc.example\n";
@@ -657,7 +809,7 @@ mod tests {
     fn read_all(content: &[u8]) -> io::Result<Vec<u8>> {
         let encoding = ContentEncoding::sniff(content);
         let decoded = decoder(content, encoding)?;
-        read_member(decoded, |member| {
+        read_member(decoded, None, |member| {
             let mut out = Vec::new();
             member.read_to_end(&mut out)?;
             Ok(out)
@@ -693,7 +845,7 @@ mod tests {
         assert_eq!(
             error,
             "tar archive holds several files (a.txt, b.txt): the build reads an archive of one file; \
-             point the source at the file that is the list"
+             name the file that is the list with the source's `member`"
         );
         let names: Vec<String> = (0..7).map(|i| format!("{i}.txt")).collect();
         let files: Vec<(&str, &[u8])> = names.iter().map(|n| (n.as_str(), FEED)).collect();
@@ -763,7 +915,7 @@ mod tests {
                 .to_string();
             assert_eq!(
                 error,
-                "data after the tar archive's end (a second archive, or damage): the build reads one archive of one file"
+                "data after the tar archive's end (a second archive, or damage): the build reads one archive"
             );
         }
     }
@@ -894,7 +1046,158 @@ mod tests {
         assert_eq!(error, "tar: a header's checksum does not match");
 
         let zip_of_tar = zip_of(&[("l.tar", &tar_of(&[("l", FEED)]))]);
-        assert!(member_head(&zip_of_tar).is_empty());
+        assert!(member_head(&zip_of_tar, None).is_empty());
+    }
+
+    fn read_named(content: &[u8], member: &str) -> io::Result<Vec<u8>> {
+        let decoded = decoder(content, ContentEncoding::sniff(content))?;
+        read_member(decoded, Some(member), |file| {
+            let mut out = Vec::new();
+            file.read_to_end(&mut out)?;
+            Ok(out)
+        })
+    }
+
+    /// An archive of several files, as UT1 ships each category
+    /// (`phishing/domains`, `phishing/urls`, `phishing/usage`): the file a
+    /// source's `member` names is read, with or without the `./` that
+    /// `tar -C dir .` writes.
+    #[test]
+    fn member_names_the_file_read_from_an_archive_of_several() {
+        const URLS: &[u8] = b"a.example/p\nb.example/q/\n";
+        let files: [(&str, &[u8]); 4] = [
+            ("phishing/", b""),
+            ("phishing/domains", FEED),
+            ("phishing/urls", URLS),
+            ("phishing/usage", b"# usage\nblack\n"),
+        ];
+        let tar = tar_of(&files);
+        let dotted = tar_named(
+            &files
+                .map(|(name, bytes)| (format!("./{name}"), bytes))
+                .each_ref()
+                .map(|(n, b)| (n.as_str(), *b)),
+        );
+        assert_eq!(dotted[..2], *b"./");
+        for encoding in ENCODINGS {
+            for tar in [&tar, &dotted] {
+                let bytes = compressed(encoding, tar);
+                assert_eq!(read_named(&bytes, "phishing/urls").unwrap(), URLS, "{encoding:?}");
+                assert_eq!(
+                    read_named(&bytes, "./phishing/domains").unwrap(),
+                    FEED,
+                    "{encoding:?}"
+                );
+            }
+        }
+        let zip = zip_of(&files);
+        assert_eq!(read_named(&zip, "phishing/urls").unwrap(), URLS);
+        assert_eq!(read_named(&zip, "phishing/domains").unwrap(), FEED);
+        // The checks before a build see the named file.
+        assert_eq!(&*member_head(&tar, Some("phishing/urls")), URLS);
+        assert_eq!(&*member_head(&zip, Some("phishing/urls")), URLS);
+        // A one-file archive may name its file too.
+        assert_eq!(
+            read_named(&tar_of(&[("list.txt", FEED)]), "list.txt").unwrap(),
+            FEED
+        );
+        // Without `member`, several files are refused, saying how to name one.
+        let error = read_all(&tar).unwrap_err().to_string();
+        assert_eq!(
+            error,
+            "tar archive holds several files (phishing/domains, phishing/urls, phishing/usage): the build \
+             reads an archive of one file; name the file that is the list with the source's `member`"
+        );
+    }
+
+    #[test]
+    fn a_member_the_archive_lacks_or_holds_twice_or_that_is_no_file_is_refused() {
+        let names: Vec<String> = [
+            "adult", "phishing", "malware", "gambling", "dating", "drugs", "games",
+        ]
+        .iter()
+        .flat_map(|c| [format!("blacklists/{c}/domains"), format!("blacklists/{c}/urls")])
+        .collect();
+        let files: Vec<(&str, &[u8])> = names.iter().map(|n| (n.as_str(), FEED)).collect();
+        // A misspelt member: the names closest to it first.
+        for archive in [tar_of(&files), zip_of(&files)] {
+            let error = read_named(&archive, "blacklists/phising/domains")
+                .unwrap_err()
+                .to_string();
+            assert!(
+                error.ends_with(
+                    "archive holds no file blacklists/phising/domains (the source's `member`); it holds \
+                     blacklists/phishing/domains, blacklists/phishing/urls, blacklists/adult/domains, \
+                     blacklists/adult/urls, blacklists/malware/domains and 9 more"
+                ),
+                "{error}"
+            );
+        }
+        // Listed as `tar -C dir .` writes names, with `./`.
+        let dotted: Vec<String> = names.iter().map(|n| format!("./{n}")).collect();
+        let files: Vec<(&str, &[u8])> = dotted.iter().map(|n| (n.as_str(), FEED)).collect();
+        let error = read_named(&tar_named(&files), "blacklists/phising/domains")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains(
+                "it holds ./blacklists/phishing/domains, ./blacklists/phishing/urls, ./blacklists/adult/"
+            ),
+            "{error}"
+        );
+        // Named twice: a tar appended to (the zip crate would keep one).
+        let twice = tar_named(&[
+            ("l/urls", FEED),
+            ("l/domains", FEED),
+            ("./l/urls", b"x.example\n"),
+        ]);
+        assert_eq!(
+            read_named(&twice, "l/urls").unwrap_err().to_string(),
+            "tar archive holds the source's `member` l/urls twice (an archive appended to): which is the \
+             list cannot be told"
+        );
+        // A directory, a symbolic link.
+        let mut builder = tar::Builder::new(Vec::new());
+        let mut header = tar::Header::new_ustar();
+        header.set_entry_type(tar::EntryType::Symlink);
+        header.set_size(0);
+        builder.append_link(&mut header, "bl/ads", "publicite").unwrap();
+        let mut header = tar::Header::new_ustar();
+        header.set_size(FEED.len() as u64);
+        builder
+            .append_data(&mut header, "bl/publicite/domains", FEED)
+            .unwrap();
+        let linked = builder.into_inner().unwrap();
+        assert_eq!(
+            read_named(&linked, "bl/ads").unwrap_err().to_string(),
+            "tar archive's bl/ads (the source's `member`) is a symbolic link to publicite, not a file"
+        );
+        let tar = tar_of(&[("d/", b""), ("d/a", FEED), ("d/b", FEED)]);
+        for member in ["d", "d/", "./d/"] {
+            assert_eq!(
+                read_named(&tar, member).unwrap_err().to_string(),
+                format!("tar archive's {member} (the source's `member`) is a directory, not a file")
+            );
+        }
+        let zip = zip_of(&[("d/", b""), ("d/a", FEED), ("d/b", FEED)]);
+        assert_eq!(
+            read_named(&zip, "d").unwrap_err().to_string(),
+            "zip archive's d (the source's `member`) is a directory, not a file"
+        );
+        // No archive at all: the content is not what the source says.
+        for content in [FEED.to_vec(), compressed(ContentEncoding::Gzip, FEED)] {
+            assert_eq!(
+                read_named(&content, "phishing/domains").unwrap_err().to_string(),
+                "the source reads the archive's file phishing/domains (`member`), but its content is no tar \
+                 or zip archive"
+            );
+        }
+        assert_eq!(
+            read_named(&tar_of(&[("d/", b"")]), "d/a")
+                .unwrap_err()
+                .to_string(),
+            "tar archive holds no file (the source's `member` is d/a)"
+        );
     }
 
     #[test]
@@ -902,7 +1205,7 @@ mod tests {
         assert_eq!(
             unsupported(b"7z\xbc\xaf\x27\x1c\x00\x04").unwrap(),
             "content is a 7z archive, which the build does not read: serve or save the list as plain text, \
-             gzip, bzip2, xz or zstd, or as a tar or zip archive of one file"
+             gzip, bzip2, xz or zstd, or as a tar or zip archive"
         );
         assert!(
             unsupported(b"Rar!\x1a\x07\x01\x00")
@@ -917,12 +1220,12 @@ mod tests {
     #[test]
     fn the_checks_before_a_build_see_an_archive_s_file() {
         let tar = tar_of(&[("d/", b""), ("list.txt", b"<!DOCTYPE html><html>")]);
-        assert_eq!(&*member_head(&tar), b"<!DOCTYPE html><html>");
+        assert_eq!(&*member_head(&tar, None), b"<!DOCTYPE html><html>");
         // A head that ends inside the file: what it holds of it.
         let tar = tar_of(&[("list.txt", &FEED.repeat(40))]);
-        assert_eq!(&*member_head(&tar[..1024]), &FEED.repeat(40)[..512]);
+        assert_eq!(&*member_head(&tar[..1024], None), &FEED.repeat(40)[..512]);
         let zip = zip_of(&[("dir/", b""), ("list.txt", FEED)]);
-        assert_eq!(&*member_head(&zip), FEED);
-        assert_eq!(&*member_head(FEED), FEED);
+        assert_eq!(&*member_head(&zip, None), FEED);
+        assert_eq!(&*member_head(FEED, None), FEED);
     }
 }

@@ -283,8 +283,19 @@ fn every_shipped_form_reads_as_the_plain_feed_fresh_and_from_its_kept_copy() {
     assert_eq!(
         e,
         "tar archive holds several files (a.txt, b.txt): the build reads an archive of one file; \
-         point the source at the file that is the list"
+         name the file that is the list with the source's `member`"
     );
+    // Named by the source's `member`, one of them is read.
+    let named = SourceConfig {
+        member: Some("b.txt".to_owned()),
+        ..config.clone()
+    };
+    let two = compressed(
+        ContentEncoding::Xz,
+        &tar_of(&[("a.txt", b"http://a.example/\n"), ("b.txt", &feed)]),
+    );
+    let (out, report, _) = read(Content::Fresh(two), &named).unwrap();
+    assert_eq!((out, report), expected, "member b.txt");
     // A zip's file is held to max_bytes as it is decompressed.
     let small = SourceConfig {
         max_bytes: 100_000,
