@@ -194,10 +194,16 @@ class Agent:
         Raises the error of a list that still has no snapshot afterwards
         (``TransportError``, ``BadDataError``, ...).
         """
-    def check(self, url: str) -> Verdict:
-        """Checks one URL. Raises ``InvalidUrlError``, ``NotReadyError``."""
+    def check(self, url: Union[str, bytes]) -> Verdict:
+        """Checks one URL. Raises ``InvalidUrlError``, ``NotReadyError``.
+
+        A ``str`` is read as it is, a character a ``surrogateescape``
+        decode made of a byte that is not UTF-8 as that byte, any other
+        lone surrogate as U+FFFD (as a browser reads it); ``bytes`` as the
+        C API reads them. Each byte that is not UTF-8 is percent-escaped, as
+        the canonicalizer escapes a raw byte (``caf\\xe9`` is ``caf%E9``)."""
     @overload
-    def check_many(self, urls: Iterable[str], return_exceptions: Literal[False] = False) -> builtins.list[Verdict]:
+    def check_many(self, urls: Iterable[Union[str, bytes]], return_exceptions: Literal[False] = False) -> builtins.list[Verdict]:
         """Checks URLs together, answering in order. Raises the first URL's
         error, if any; with ``return_exceptions=True`` each URL's error is
         its item in the list instead (as with ``asyncio.gather``), so that
@@ -205,7 +211,7 @@ class Agent:
         ``NotReadyError`` because a list has no snapshot yet."""
     @overload
     def check_many(
-        self, urls: Iterable[str], return_exceptions: Literal[True]
+        self, urls: Iterable[Union[str, bytes]], return_exceptions: Literal[True]
     ) -> builtins.list[Union[Verdict, BlocksieveError]]: ...
     def status(self) -> Status: ...
     def start_updates(self) -> None:
@@ -246,14 +252,14 @@ class AsyncAgent:
         user_agent: Optional[str] = None,
     ) -> None: ...
     async def update(self) -> UpdateReport: ...
-    async def check(self, url: str) -> Verdict: ...
+    async def check(self, url: Union[str, bytes]) -> Verdict: ...
     @overload
     async def check_many(
-        self, urls: Iterable[str], return_exceptions: Literal[False] = False
+        self, urls: Iterable[Union[str, bytes]], return_exceptions: Literal[False] = False
     ) -> builtins.list[Verdict]: ...
     @overload
     async def check_many(
-        self, urls: Iterable[str], return_exceptions: Literal[True]
+        self, urls: Iterable[Union[str, bytes]], return_exceptions: Literal[True]
     ) -> builtins.list[Union[Verdict, BlocksieveError]]: ...
     def status(self) -> Status: ...
     def start_updates(self) -> None: ...
@@ -270,13 +276,14 @@ class AsyncAgent:
         tb: Optional[TracebackType],
     ) -> bool: ...
 
-def canonicalize(url: str) -> str:
-    """The Safe Browsing canonical URL. Raises ``InvalidUrlError``."""
+def canonicalize(url: Union[str, bytes]) -> str:
+    """The Safe Browsing canonical URL. Raises ``InvalidUrlError``. The URL
+    is read as ``Agent.check`` reads it."""
 
-def expressions(url: str) -> builtins.list[str]:
+def expressions(url: Union[str, bytes]) -> builtins.list[str]:
     """The host-suffix/path-prefix expressions, exact URL first. Raises
     ``InvalidUrlError``."""
 
-def full_hashes(url: str) -> builtins.list[str]:
+def full_hashes(url: Union[str, bytes]) -> builtins.list[str]:
     """The SHA-256 full hash (hex) of each expression, in expression order.
     Raises ``InvalidUrlError``."""

@@ -704,7 +704,10 @@ enum blocksieve_status blocksieve_session_new(const struct blocksieve_session_co
 // other session accepts them. NULL is accepted and does nothing.
 //
 // Returns `BLOCKSIEVE_OK`, or `BLOCKSIEVE_INVALID_ARGUMENT` for a pointer
-// that is not a live session (freed already: nothing is done).
+// that is not a live session (freed already: nothing is done). The check
+// is by address: once the allocator has given a freed session's address
+// to a newer session, the stale pointer is that session, and freeing it
+// frees the newer one. Not freeing a handle twice stays the caller's.
 //
 // Thread-safety: any thread, but only once no other call on this session
 // is running or will start; the handle is invalid afterwards.
@@ -950,7 +953,9 @@ enum blocksieve_status blocksieve_session_fail_check(const struct blocksieve_ses
 // failure is recorded). NULL is accepted and does nothing.
 //
 // Returns `BLOCKSIEVE_OK`, or `BLOCKSIEVE_INVALID_ARGUMENT` for a pointer
-// that is not a live query (already consumed: nothing is done).
+// that is not a live query (already consumed: nothing is done; by
+// address, as for `blocksieve_session_free`: a newer query may have the
+// address of one consumed).
 //
 // Thread-safety: any thread, once no other call uses the query.
 //
@@ -978,7 +983,8 @@ enum blocksieve_status blocksieve_query_request(const struct blocksieve_query *q
 //
 // Returns `BLOCKSIEVE_OK`, or `BLOCKSIEVE_INVALID_ARGUMENT` for a pointer
 // that is not a live update request (freed already, or a query's request:
-// nothing is done).
+// nothing is done; by address, as for `blocksieve_session_free`: a newer
+// request may have the address of one freed).
 //
 // Thread-safety: any thread, once no other call uses the request.
 //
@@ -1210,7 +1216,9 @@ enum blocksieve_status blocksieve_saved_record(const struct blocksieve_saved *sa
 // nothing.
 //
 // Returns `BLOCKSIEVE_OK`, or `BLOCKSIEVE_INVALID_ARGUMENT` for a pointer
-// that is not a live saved list (freed already: nothing is done).
+// that is not a live saved list (freed already: nothing is done; by
+// address, as for `blocksieve_session_free`: a newer saved list may have
+// the address of one freed).
 //
 // Thread-safety: any thread, once no other call uses the saved list.
 //

@@ -78,6 +78,16 @@ unsafe fn bytes<'a>(ptr: *const u8, len: usize, what: &str) -> Result<&'a [u8], 
 unsafe fn url_arg<'a>(ptr: *const c_char, len: usize) -> Result<std::borrow::Cow<'a, str>, Failure> {
     // SAFETY: the caller's guarantee, passed on.
     let raw = unsafe { bytes(ptr.cast::<u8>(), len, "url") }?;
+    // Refused at its own length before any escaping: a byte that is not
+    // UTF-8 is three once escaped, and the text is refused past the limit
+    // anyway.
+    if raw.len() > blocksieve_format::MAX_URL_BYTES {
+        return Err(blocksieve_format::CanonError::TooLong {
+            len: raw.len(),
+            max: blocksieve_format::MAX_URL_BYTES,
+        }
+        .into());
+    }
     Ok(blocksieve_format::url_text(raw))
 }
 
@@ -1141,7 +1151,10 @@ pub unsafe extern "C" fn blocksieve_session_new(
 /// other session accepts them. NULL is accepted and does nothing.
 ///
 /// Returns `BLOCKSIEVE_OK`, or `BLOCKSIEVE_INVALID_ARGUMENT` for a pointer
-/// that is not a live session (freed already: nothing is done).
+/// that is not a live session (freed already: nothing is done). The check
+/// is by address: once the allocator has given a freed session's address
+/// to a newer session, the stale pointer is that session, and freeing it
+/// frees the newer one. Not freeing a handle twice stays the caller's.
 ///
 /// Thread-safety: any thread, but only once no other call on this session
 /// is running or will start; the handle is invalid afterwards.
@@ -1595,7 +1608,9 @@ pub unsafe extern "C" fn blocksieve_session_fail_check(
 /// failure is recorded). NULL is accepted and does nothing.
 ///
 /// Returns `BLOCKSIEVE_OK`, or `BLOCKSIEVE_INVALID_ARGUMENT` for a pointer
-/// that is not a live query (already consumed: nothing is done).
+/// that is not a live query (already consumed: nothing is done; by
+/// address, as for `blocksieve_session_free`: a newer query may have the
+/// address of one consumed).
 ///
 /// Thread-safety: any thread, once no other call uses the query.
 ///
@@ -1648,7 +1663,8 @@ pub unsafe extern "C" fn blocksieve_query_request(
 ///
 /// Returns `BLOCKSIEVE_OK`, or `BLOCKSIEVE_INVALID_ARGUMENT` for a pointer
 /// that is not a live update request (freed already, or a query's request:
-/// nothing is done).
+/// nothing is done; by address, as for `blocksieve_session_free`: a newer
+/// request may have the address of one freed).
 ///
 /// Thread-safety: any thread, once no other call uses the request.
 ///
@@ -2097,7 +2113,9 @@ pub unsafe extern "C" fn blocksieve_saved_record(
 /// nothing.
 ///
 /// Returns `BLOCKSIEVE_OK`, or `BLOCKSIEVE_INVALID_ARGUMENT` for a pointer
-/// that is not a live saved list (freed already: nothing is done).
+/// that is not a live saved list (freed already: nothing is done; by
+/// address, as for `blocksieve_session_free`: a newer saved list may have
+/// the address of one freed).
 ///
 /// Thread-safety: any thread, once no other call uses the saved list.
 ///

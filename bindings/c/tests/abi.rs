@@ -180,6 +180,16 @@ fn a_url_that_is_not_utf8_is_read_with_its_bytes_escaped() {
         hashes(b"http://a.example/caf\xe9"),
         hashes(b"http://a.example/caf%E9")
     );
+    // Bytes over the 2 MiB limit are refused at their own length, before
+    // any is escaped (each escape is three bytes: 256 MiB took 1 GiB).
+    let mut long = b"http://a.example/".to_vec();
+    long.resize(64 << 20, 0xff);
+    let (status, _, _) = crate::canonical(&long, 64);
+    assert_eq!(status, BLOCKSIEVE_INVALID_URL);
+    assert_eq!(
+        last_error(),
+        "invalid url: URL is 67108864 bytes long, the maximum is 2097152"
+    );
 }
 
 #[test]

@@ -12,6 +12,7 @@ use pyo3::prelude::*;
 use crate::errors::{BlocksieveError, closed, misconfigured, to_py, to_py_for_url};
 use crate::runtime::{self, BindingRuntime};
 use crate::types::{Status, UpdateReport, Verdict};
+use crate::url::UrlArg;
 
 /// The trusted publisher key or keys, as given from Python: one base64
 /// Ed25519 public key, or several during a key rotation.
@@ -215,15 +216,17 @@ impl Drop for Core {
     }
 }
 
-/// The URLs of a Python iterable of `str`.
+/// The URLs of a Python iterable of `str` or `bytes` ([`UrlArg`]).
 fn collect_urls(urls: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
     // A string is iterable too: its characters are not URLs.
-    if urls.is_instance_of::<pyo3::types::PyString>() {
+    if urls.is_instance_of::<pyo3::types::PyString>() || urls.is_instance_of::<pyo3::types::PyBytes>() {
         return Err(pyo3::exceptions::PyTypeError::new_err(
             "check_many takes an iterable of URLs, not one URL (use check)",
         ));
     }
-    urls.try_iter()?.map(|url| url?.extract::<String>()).collect()
+    urls.try_iter()?
+        .map(|url| Ok(url?.extract::<UrlArg>()?.0))
+        .collect()
 }
 
 /// One URL's answer in `check_many(..., return_exceptions=True)`: its
@@ -336,7 +339,8 @@ impl Agent {
     }
 
     /// Checks one URL against every subscribed threat list.
-    fn check(&self, py: Python<'_>, url: String) -> PyResult<Verdict> {
+    fn check(&self, py: Python<'_>, url: UrlArg) -> PyResult<Verdict> {
+        let url = url.0;
         let agent = self.core.agent()?;
         let runtime = runtime::get()?;
         let verdict = py.detach(|| runtime.block_on(agent.check_url(&url)));
@@ -479,7 +483,8 @@ impl AsyncAgent {
     }
 
     /// Checks one URL against every subscribed threat list.
-    fn check<'py>(&self, py: Python<'py>, url: String) -> PyResult<Bound<'py, PyAny>> {
+    fn check<'py>(&self, py: Python<'py>, url: UrlArg) -> PyResult<Bound<'py, PyAny>> {
+        let url = url.0;
         let agent = self.core.agent()?;
         runtime::get()?;
         pyo3_async_runtimes::generic::future_into_py::<BindingRuntime, _, _>(py, async move {

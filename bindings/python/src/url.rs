@@ -2,10 +2,59 @@
 //! host-suffix/path-prefix expressions of a URL and their SHA-256 full
 //! hashes, exactly as the agent computes them before a lookup.
 
-use blocksieve_format::{CanonicalUrl, canonicalize as canonicalize_url};
+use blocksieve_format::{CanonicalUrl, canonicalize as canonicalize_url, url_text};
 use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyString};
 
 use crate::errors::{InvalidUrlError, shown_url};
+
+/// A URL as Python hands it, as the text the agent checks:
+/// - a `str` as it is; a character that a `surrogateescape` decode made of
+///   a byte that is not UTF-8 (`os.fsdecode`, `sys.argv`, a WSGI
+///   environment) is that byte again, and any other lone surrogate is
+///   U+FFFD, as a browser's URL parser takes it (`\ud83d` of an emoji cut
+///   in two: `%EF%BF%BD`). Refused before, such a `str` raised
+///   `UnicodeEncodeError`, not a blocksieve error, failing a whole
+///   `check_many`;
+/// - `bytes`, as the C API reads them.
+///
+/// Each byte that is not part of valid UTF-8 is percent-escaped as the
+/// canonicalizer escapes a raw byte ([`url_text`]).
+pub(crate) struct UrlArg(pub(crate) String);
+
+impl<'a, 'py> FromPyObject<'a, 'py> for UrlArg {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+        let obj = obj.to_owned();
+        if let Ok(text) = obj.cast::<PyString>() {
+            if let Ok(text) = text.to_cow() {
+                return Ok(Self(text.into_owned()));
+            }
+            if let Ok(bytes) = text.call_method1("encode", ("utf-8", "surrogateescape"))
+                && let Ok(bytes) = bytes.cast::<PyBytes>()
+            {
+                return Ok(Self(url_text(bytes.as_bytes()).into_owned()));
+            }
+            let units = text.call_method1("encode", ("utf-16-le", "surrogatepass"))?;
+            let units = units.cast::<PyBytes>()?.as_bytes();
+            let units = units
+                .chunks_exact(2)
+                .map(|pair| u16::from_le_bytes([pair[0], pair[1]]));
+            let text = char::decode_utf16(units)
+                .map(|c| c.unwrap_or(char::REPLACEMENT_CHARACTER))
+                .collect();
+            return Ok(Self(text));
+        }
+        if let Ok(bytes) = obj.cast::<PyBytes>() {
+            return Ok(Self(url_text(bytes.as_bytes()).into_owned()));
+        }
+        Err(pyo3::exceptions::PyTypeError::new_err(format!(
+            "a URL is a str or bytes, not {}",
+            obj.get_type().name()?
+        )))
+    }
+}
 
 /// `url` canonicalized, or `InvalidUrlError` with the reason (and the URL,
 /// cut after 200 characters).
@@ -19,8 +68,8 @@ fn canonical(url: &str) -> PyResult<CanonicalUrl> {
 /// Raises `InvalidUrlError` when the URL has no canonical form (no host,
 /// an invalid host, or too long).
 #[pyfunction]
-pub(crate) fn canonicalize(url: &str) -> PyResult<String> {
-    Ok(canonical(url)?.as_str().to_owned())
+pub(crate) fn canonicalize(url: UrlArg) -> PyResult<String> {
+    Ok(canonical(&url.0)?.as_str().to_owned())
 }
 
 /// The host-suffix/path-prefix expressions of `url`, in expression order
@@ -29,8 +78,8 @@ pub(crate) fn canonicalize(url: &str) -> PyResult<String> {
 ///
 /// Raises `InvalidUrlError` when the URL has no canonical form.
 #[pyfunction]
-pub(crate) fn expressions(url: &str) -> PyResult<Vec<String>> {
-    let url = canonical(url)?;
+pub(crate) fn expressions(url: UrlArg) -> PyResult<Vec<String>> {
+    let url = canonical(&url.0)?;
     Ok(url.expressions().map(|e| e.as_str().to_owned()).collect())
 }
 
@@ -39,8 +88,8 @@ pub(crate) fn expressions(url: &str) -> PyResult<Vec<String>> {
 ///
 /// Raises `InvalidUrlError` when the URL has no canonical form.
 #[pyfunction]
-pub(crate) fn full_hashes(url: &str) -> PyResult<Vec<String>> {
-    let url = canonical(url)?;
+pub(crate) fn full_hashes(url: UrlArg) -> PyResult<Vec<String>> {
+    let url = canonical(&url.0)?;
     let mut hashes = Vec::new();
     url.full_hashes_into(&mut hashes);
     Ok(hashes.iter().map(ToString::to_string).collect())

@@ -98,10 +98,27 @@ def test_an_invalid_url_is_cut_in_its_error_message():
 
 
 def test_wrong_argument_types_raise_type_error():
-    with pytest.raises(TypeError):
-        blocksieve.canonicalize(b"http://a.example/")
+    with pytest.raises(TypeError, match="a URL is a str or bytes, not int"):
+        blocksieve.canonicalize(1)
     with pytest.raises(TypeError):
         blocksieve.Agent("http://127.0.0.1:1", "phishing", "key")
+
+
+def test_a_url_as_bytes_or_with_surrogates_is_read_as_the_c_api_and_browsers_read_it():
+    # Bytes that are not UTF-8, as bytes or as a `surrogateescape` decode
+    # made them (os.fsdecode, sys.argv, WSGI): each byte percent-escaped.
+    raw = b"http://a.example/caf\xe9?\xff"
+    escaped = raw.decode("utf-8", "surrogateescape")
+    for url in (raw, escaped):
+        assert blocksieve.canonicalize(url) == "http://a.example/caf%E9?%FF"
+        assert blocksieve.full_hashes(url) == blocksieve.full_hashes("http://a.example/caf%E9?%FF")
+    # Any other lone surrogate (an emoji cut in two) is U+FFFD, as a
+    # browser's URL parser takes it.
+    assert blocksieve.canonicalize("http://a.example/\ud83d") == "http://a.example/%EF%BF%BD"
+    assert blocksieve.canonicalize("http://a.example/\ud83d\ude00") == "http://a.example/%F0%9F%98%80"
+    # Bytes over 2 MiB are an invalid URL, not memory (each escape is three).
+    with pytest.raises(blocksieve.InvalidUrlError, match="maximum is 2097152"):
+        blocksieve.canonicalize(b"http://a.example/" + b"\xff" * (64 << 20))
 
 
 def test_not_ready_before_update(publisher):
@@ -163,6 +180,15 @@ def test_update_then_safe_and_unsafe(publisher):
 
         kinds = [v.kind for v in agent.check_many([BENIGN_URL, LISTED_URL, BENIGN_URL])]
         assert kinds == ["safe", "unsafe", "safe"]
+        # A URL with a surrogate beside a listed one: each answered (such a
+        # str raised UnicodeEncodeError for the whole batch); a listed URL
+        # as bytes is unsafe.
+        odd = "http://a.example/caf\udce9"
+        kinds = [v.kind for v in agent.check_many([odd, LISTED_URL.encode()], return_exceptions=True)]
+        assert kinds == ["safe", "unsafe"]
+        assert agent.check(LISTED_URL.encode()).is_unsafe
+        with pytest.raises(TypeError, match="not one URL"):
+            agent.check_many(LISTED_URL.encode())
         assert agent.check_many(iter([])) == []
         # One URL is not an iterable of URLs (its characters).
         with pytest.raises(TypeError, match="not one URL"):

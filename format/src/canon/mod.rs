@@ -262,6 +262,10 @@ pub fn canonicalize(input: impl AsRef<[u8]>) -> Result<CanonicalUrl, CanonError>
 /// the text: bytes under the limit whose escapes take the text over it
 /// (about 700 KiB of bytes that are not UTF-8) are
 /// [`CanonError::TooLong`] as text, an invalid URL, never a safe one.
+/// Escaping stops once the text is past the limit (it is refused either
+/// way), so bytes far over it cost no more than the limit: an API taking
+/// bytes refuses those over [`MAX_URL_BYTES`] before calling this, to
+/// report their own length.
 ///
 /// ```
 /// use blocksieve_format::{canonicalize, url_text};
@@ -273,8 +277,13 @@ pub fn url_text(bytes: &[u8]) -> std::borrow::Cow<'_, str> {
     if let Ok(text) = std::str::from_utf8(bytes) {
         return std::borrow::Cow::Borrowed(text);
     }
-    let mut url = String::with_capacity(bytes.len() + 8);
+    let mut url = String::with_capacity(bytes.len().min(MAX_URL_BYTES) + 8);
     for chunk in bytes.utf8_chunks() {
+        // Past the limit the text is refused whatever follows: escaping
+        // the rest would only take memory (three bytes for each).
+        if url.len() > MAX_URL_BYTES {
+            break;
+        }
         url.push_str(chunk.valid());
         for byte in chunk.invalid() {
             url.push('%');
