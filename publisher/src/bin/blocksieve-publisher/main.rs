@@ -88,8 +88,9 @@ enum Command {
         /// Publish even if a gate refuses.
         #[arg(long)]
         force: bool,
-        /// Also print each list's build stages (read, parse, canonicalize,
-        /// hash, sort/dedup, filter, compress, sign, write, …) with their
+        /// Also print each list's build stages (read, parse — canonicalize
+        /// and hash —, source cache, sort/dedup, filter, canary, compress,
+        /// sign, deltas, write) with their
         /// wall time and peak RSS, and the time SHA-256 alone takes over the
         /// same expressions (re-read from the stored sources after the build).
         #[arg(long)]
