@@ -704,10 +704,9 @@ enum blocksieve_status blocksieve_session_new(const struct blocksieve_session_co
 // other session accepts them. NULL is accepted and does nothing.
 //
 // Returns `BLOCKSIEVE_OK`, or `BLOCKSIEVE_INVALID_ARGUMENT` for a pointer
-// that is not a live session (freed already: nothing is done). The check
-// is by address: once the allocator has given a freed session's address
-// to a newer session, the stale pointer is that session, and freeing it
-// frees the newer one. Not freeing a handle twice stays the caller's.
+// that is not a live session (freed already: nothing is done, also once
+// a newer session has the freed one's memory: a handle is never given
+// out twice).
 //
 // Thread-safety: any thread, but only once no other call on this session
 // is running or will start; the handle is invalid afterwards.
@@ -953,9 +952,7 @@ enum blocksieve_status blocksieve_session_fail_check(const struct blocksieve_ses
 // failure is recorded). NULL is accepted and does nothing.
 //
 // Returns `BLOCKSIEVE_OK`, or `BLOCKSIEVE_INVALID_ARGUMENT` for a pointer
-// that is not a live query (already consumed: nothing is done; by
-// address, as for `blocksieve_session_free`: a newer query may have the
-// address of one consumed).
+// that is not a live query (already consumed: nothing is done).
 //
 // Thread-safety: any thread, once no other call uses the query.
 //
@@ -983,8 +980,7 @@ enum blocksieve_status blocksieve_query_request(const struct blocksieve_query *q
 //
 // Returns `BLOCKSIEVE_OK`, or `BLOCKSIEVE_INVALID_ARGUMENT` for a pointer
 // that is not a live update request (freed already, or a query's request:
-// nothing is done; by address, as for `blocksieve_session_free`: a newer
-// request may have the address of one freed).
+// nothing is done).
 //
 // Thread-safety: any thread, once no other call uses the request.
 //
@@ -1216,9 +1212,7 @@ enum blocksieve_status blocksieve_saved_record(const struct blocksieve_saved *sa
 // nothing.
 //
 // Returns `BLOCKSIEVE_OK`, or `BLOCKSIEVE_INVALID_ARGUMENT` for a pointer
-// that is not a live saved list (freed already: nothing is done; by
-// address, as for `blocksieve_session_free`: a newer saved list may have
-// the address of one freed).
+// that is not a live saved list (freed already: nothing is done).
 //
 // Thread-safety: any thread, once no other call uses the saved list.
 //

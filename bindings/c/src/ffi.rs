@@ -9,7 +9,7 @@
 use std::ffi::{CStr, c_char};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::sync::{Mutex, PoisonError};
 
 use crate::agent::{CheckAnswer, Handle, Settings};
@@ -900,39 +900,112 @@ enum Kind {
     Saved,
 }
 
-/// The addresses of the session API's live handles, by kind. A pointer is
-/// dereferenced only while it is listed here, so a handle that was freed or
-/// consumed, one of another kind, or an address the library never gave out
-/// is refused with `BLOCKSIEVE_INVALID_ARGUMENT` instead of being read.
-static LIVE: Mutex<BTreeSet<(usize, Kind)>> = Mutex::new(BTreeSet::new());
+/// The session API's live handles. The caller never holds an address:
+/// each handle is a token (a multiple of 16, never 0), drawn once and never
+/// again, mapped here to its allocation's address by kind. A pointer is
+/// dereferenced only through its entry, so a handle that was freed or
+/// consumed, one of another kind, or a value the library never gave out is
+/// refused with `BLOCKSIEVE_INVALID_ARGUMENT` instead of being read — also
+/// once the allocator has given a freed handle's memory to a newer one,
+/// whose token is another (by address, a stale pointer was the newer
+/// handle, and freeing it freed that).
+struct Live {
+    /// The next token, over [`TOKEN_STEP`].
+    next: usize,
+    /// `(token, kind)` to the handle's address, exposed
+    /// ([`std::ptr::with_exposed_provenance_mut`]), and for a query its
+    /// lent request's token.
+    handles: BTreeMap<(usize, Kind), (usize, usize)>,
+}
 
-fn live_handles() -> std::sync::MutexGuard<'static, BTreeSet<(usize, Kind)>> {
+/// Tokens are multiples of this, so that a token is as aligned as any
+/// handle's type (checked by `is_aligned`, as an address was).
+const TOKEN_STEP: usize = 16;
+
+static LIVE: Mutex<Live> = Mutex::new(Live {
+    next: 1,
+    handles: BTreeMap::new(),
+});
+
+fn live_handles() -> std::sync::MutexGuard<'static, Live> {
     LIVE.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// Hands `value` to the caller as a raw pointer listed in [`LIVE`].
-fn give<T>(value: Box<T>, kind: Kind) -> *mut T {
-    let ptr = Box::into_raw(value);
-    live_handles().insert((ptr as usize, kind));
-    ptr
+impl Live {
+    /// Lists `ptr` as a handle of `kind` under a new token, which it
+    /// returns (lending, for a query, the request token `lent`).
+    fn insert<T>(&mut self, ptr: *mut T, kind: Kind, lent: usize) -> *mut T {
+        let token = loop {
+            // Past the last multiple of 16 (2^28 handles on a 32-bit
+            // host), tokens start again, passing over those still live.
+            let token = self.next.checked_mul(TOKEN_STEP);
+            self.next = token.map_or(1, |_| self.next + 1);
+            if let Some(token) = token
+                && !self.handles.contains_key(&(token, kind))
+            {
+                break token;
+            }
+        };
+        self.handles
+            .insert((token, kind), (ptr.expose_provenance(), lent));
+        std::ptr::without_provenance_mut(token)
+    }
+
+    /// The address of the live handle `token` of one of `kinds`.
+    fn get<T>(&self, token: *const T, kinds: &[Kind]) -> Option<*mut T> {
+        kinds.iter().find_map(|&kind| {
+            let &(address, _) = self.handles.get(&(token.addr(), kind))?;
+            Some(std::ptr::with_exposed_provenance_mut(address))
+        })
+    }
+
+    /// Unlists the handle `token` of `kind`: its address and lent token.
+    fn remove<T>(&mut self, token: *const T, kind: Kind) -> Option<(*mut T, usize)> {
+        let (address, lent) = self.handles.remove(&(token.addr(), kind))?;
+        Some((std::ptr::with_exposed_provenance_mut(address), lent))
+    }
 }
 
-/// Checks that `ptr` is a live handle of one of `kinds`.
-fn check_live<T>(ptr: *const T, kinds: &[Kind], what: &str) -> Result<(), Failure> {
+/// Hands `value` to the caller as a token listed in [`LIVE`].
+fn give<T>(value: Box<T>, kind: Kind) -> *mut T {
+    live_handles().insert(Box::into_raw(value), kind, 0)
+}
+
+/// Why `ptr` is refused before the registry is asked: NULL, or not a
+/// token's alignment.
+fn check_token<T>(ptr: *const T, what: &str) -> Result<(), Failure> {
     if ptr.is_null() {
         return Err(Failure::argument(format!("{what} is NULL")));
     }
-    if !ptr.is_aligned() {
+    if !ptr.addr().is_multiple_of(TOKEN_STEP) {
         return Err(Failure::argument(format!("{what} is not aligned")));
     }
-    let live = live_handles();
-    if kinds.iter().any(|&k| live.contains(&(ptr as usize, k))) {
-        Ok(())
-    } else {
-        Err(Failure::argument(format!(
-            "{what} is not a live handle (already freed or consumed, or not one of this kind)"
-        )))
-    }
+    Ok(())
+}
+
+fn not_live(what: &str) -> Failure {
+    Failure::argument(format!(
+        "{what} is not a live handle (already freed or consumed, or not one of this kind)"
+    ))
+}
+
+/// The address of the live handle `ptr` of one of `kinds`.
+fn check_live<T>(ptr: *const T, kinds: &[Kind], what: &str) -> Result<*mut T, Failure> {
+    check_token(ptr, what)?;
+    live_handles().get(ptr, kinds).ok_or_else(|| not_live(what))
+}
+
+/// Unlists the live handle `ptr` of `kind`, and gives back its box.
+///
+/// # Safety
+///
+/// `T` must be the type `kind`'s handles were given out as, by [`give`].
+unsafe fn take_back<T>(ptr: *const T, kind: Kind, what: &str) -> Result<Box<T>, Failure> {
+    check_token(ptr, what)?;
+    let (address, _) = live_handles().remove(ptr, kind).ok_or_else(|| not_live(what))?;
+    // SAFETY: a `Box<T>` given out by `give`, unlisted just now under the
+    // lock, so taken back only here, once.
+    Ok(unsafe { Box::from_raw(address) })
 }
 
 /// A checked `*const blocksieve_session` as the handle it owns.
@@ -943,7 +1016,7 @@ fn check_live<T>(ptr: *const T, kinds: &[Kind], what: &str) -> Result<(), Failur
 unsafe fn session_handle<'a>(
     session: *const blocksieve_session,
 ) -> Result<&'a crate::session::Handle, Failure> {
-    check_live(session, &[Kind::Session], "session")?;
+    let session = check_live(session, &[Kind::Session], "session")?;
     // SAFETY: listed in `LIVE`, so a `Box<blocksieve_session>` given out by
     // `blocksieve_session_new` and not yet freed; the caller does not free
     // it during the call.
@@ -957,7 +1030,7 @@ unsafe fn session_handle<'a>(
 /// Unless refused, `request` (or the query lending it) must not be freed
 /// while `'a` lasts.
 unsafe fn request_handle<'a>(request: *const blocksieve_request) -> Result<&'a Request, Failure> {
-    check_live(request, &[Kind::Request, Kind::QueryRequest], "request")?;
+    let request = check_live(request, &[Kind::Request, Kind::QueryRequest], "request")?;
     // SAFETY: listed in `LIVE`: a `Box<blocksieve_request>` not yet freed,
     // or the request field of a live `Box<blocksieve_query>`; the caller
     // frees neither during the call.
@@ -965,27 +1038,22 @@ unsafe fn request_handle<'a>(request: *const blocksieve_request) -> Result<&'a R
 }
 
 /// Takes back a query handed out by `blocksieve_session_check`: it is no
-/// longer live, whatever the caller does next.
+/// longer live, nor its lent request, whatever the caller does next.
 ///
 /// # Safety
 ///
 /// Unless refused, no other call may be using `query`.
 unsafe fn take_query(query: *mut blocksieve_query) -> Result<Box<blocksieve_query>, Failure> {
-    check_live(query, &[Kind::Query], "query")?;
-    {
+    check_token(query, "query")?;
+    let address = {
         let mut live = live_handles();
-        if !live.remove(&(query as usize, Kind::Query)) {
-            // Consumed by another thread since the check above.
-            return Err(Failure::argument("query is not a live handle (already consumed)"));
-        }
-        // SAFETY: listed until just now, so a live `Box<blocksieve_query>`;
-        // only the address of its field is taken.
-        let lent = unsafe { &raw const (*query).inner.request };
-        live.remove(&(lent as usize, Kind::QueryRequest));
-    }
-    // SAFETY: a `Box<blocksieve_query>` from `give`, removed from `LIVE`
-    // above under its lock, so taken back only here, once.
-    Ok(unsafe { Box::from_raw(query) })
+        let (address, lent) = live.remove(query, Kind::Query).ok_or_else(|| not_live("query"))?;
+        live.handles.remove(&(lent, Kind::QueryRequest));
+        address
+    };
+    // SAFETY: a `Box<blocksieve_query>` listed by `blocksieve_session_check`,
+    // unlisted above under the lock, so taken back only here, once.
+    Ok(unsafe { Box::from_raw(address) })
 }
 
 /// The caller's `len` bytes at `ptr`, which may be NULL when `len` is 0.
@@ -1151,10 +1219,9 @@ pub unsafe extern "C" fn blocksieve_session_new(
 /// other session accepts them. NULL is accepted and does nothing.
 ///
 /// Returns `BLOCKSIEVE_OK`, or `BLOCKSIEVE_INVALID_ARGUMENT` for a pointer
-/// that is not a live session (freed already: nothing is done). The check
-/// is by address: once the allocator has given a freed session's address
-/// to a newer session, the stale pointer is that session, and freeing it
-/// frees the newer one. Not freeing a handle twice stays the caller's.
+/// that is not a live session (freed already: nothing is done, also once
+/// a newer session has the freed one's memory: a handle is never given
+/// out twice).
 ///
 /// Thread-safety: any thread, but only once no other call on this session
 /// is running or will start; the handle is invalid afterwards.
@@ -1168,13 +1235,8 @@ pub unsafe extern "C" fn blocksieve_session_free(session: *mut blocksieve_sessio
         if session.is_null() {
             return Ok(());
         }
-        check_live(session, &[Kind::Session], "session")?;
-        if !live_handles().remove(&(session as usize, Kind::Session)) {
-            return Err(Failure::argument("session is not a live handle (already freed)"));
-        }
-        // SAFETY: a `Box<blocksieve_session>` from `give`, removed from
-        // `LIVE` just now under its lock, so released only here, once.
-        drop(unsafe { Box::from_raw(session) });
+        // SAFETY: `Kind::Session` handles are `Box<blocksieve_session>`s.
+        drop(unsafe { take_back(session, Kind::Session, "session") }?);
         Ok(())
     })
 }
@@ -1436,18 +1498,19 @@ pub unsafe extern "C" fn blocksieve_session_check(
             // SAFETY: the caller's guarantee on the buffers, passed on.
             Step::Done(answer) => unsafe { out.write(&answer) },
             Step::Query(query) => {
-                let boxed = Box::new(blocksieve_query { inner: *query });
+                let ptr = Box::into_raw(Box::new(blocksieve_query { inner: *query }));
                 // The lent request lives inside the query's allocation;
                 // both are listed under one lock, as `take_query` unlists
                 // them.
-                let lent_at = &raw const boxed.inner.request;
+                // SAFETY: just made from a box, so valid; only the address
+                // of its field is taken.
+                let lent_at = unsafe { &raw mut (*ptr).inner.request };
                 let mut live = live_handles();
-                let ptr = Box::into_raw(boxed);
-                live.insert((ptr as usize, Kind::Query));
-                live.insert((lent_at as usize, Kind::QueryRequest));
+                let lent = live.insert(lent_at, Kind::QueryRequest, 0);
+                let token = live.insert(ptr, Kind::Query, lent.addr());
                 drop(live);
                 // SAFETY: as the first write.
-                unsafe { out_query.write(ptr) };
+                unsafe { out_query.write(token) };
                 Ok(())
             }
         }
@@ -1608,9 +1671,7 @@ pub unsafe extern "C" fn blocksieve_session_fail_check(
 /// failure is recorded). NULL is accepted and does nothing.
 ///
 /// Returns `BLOCKSIEVE_OK`, or `BLOCKSIEVE_INVALID_ARGUMENT` for a pointer
-/// that is not a live query (already consumed: nothing is done; by
-/// address, as for `blocksieve_session_free`: a newer query may have the
-/// address of one consumed).
+/// that is not a live query (already consumed: nothing is done).
 ///
 /// Thread-safety: any thread, once no other call uses the query.
 ///
@@ -1648,13 +1709,16 @@ pub unsafe extern "C" fn blocksieve_query_request(
 ) -> blocksieve_status {
     entry(|| {
         let out_request = out_ptr(out_request, "out_request")?;
-        check_live(query, &[Kind::Query], "query")?;
-        // SAFETY: listed in `LIVE`, so a live `Box<blocksieve_query>`; only
-        // the address of its field is taken.
-        let lent = unsafe { &raw const (*query).inner.request };
+        check_token(query, "query")?;
+        let lent = {
+            let live = live_handles();
+            let &(_, lent) =
+                (live.handles.get(&(query.addr(), Kind::Query))).ok_or_else(|| not_live("query"))?;
+            lent
+        };
         // SAFETY: non-NULL and aligned (checked), writable by the caller's
         // guarantee.
-        unsafe { out_request.write(lent) };
+        unsafe { out_request.write(std::ptr::without_provenance(lent)) };
         Ok(())
     })
 }
@@ -1663,8 +1727,7 @@ pub unsafe extern "C" fn blocksieve_query_request(
 ///
 /// Returns `BLOCKSIEVE_OK`, or `BLOCKSIEVE_INVALID_ARGUMENT` for a pointer
 /// that is not a live update request (freed already, or a query's request:
-/// nothing is done; by address, as for `blocksieve_session_free`: a newer
-/// request may have the address of one freed).
+/// nothing is done).
 ///
 /// Thread-safety: any thread, once no other call uses the request.
 ///
@@ -1677,13 +1740,8 @@ pub unsafe extern "C" fn blocksieve_request_free(request: *mut blocksieve_reques
         if request.is_null() {
             return Ok(());
         }
-        check_live(request, &[Kind::Request], "request")?;
-        if !live_handles().remove(&(request as usize, Kind::Request)) {
-            return Err(Failure::argument("request is not a live handle (already freed)"));
-        }
-        // SAFETY: a `Box<blocksieve_request>` from `give`, removed from
-        // `LIVE` just now under its lock, so released only here, once.
-        drop(unsafe { Box::from_raw(request) });
+        // SAFETY: `Kind::Request` handles are `Box<blocksieve_request>`s.
+        drop(unsafe { take_back(request, Kind::Request, "request") }?);
         Ok(())
     })
 }
@@ -2019,7 +2077,7 @@ unsafe fn saved_bytes(
 ) -> Result<(), Failure> {
     let out = out_ptr(out, "out")?;
     let out_len = out_ptr(out_len, "out_len")?;
-    check_live(saved, &[Kind::Saved], "saved")?;
+    let saved = check_live(saved, &[Kind::Saved], "saved")?;
     // SAFETY: listed in `LIVE`, so a `Box<blocksieve_saved>` given out by
     // `blocksieve_session_save` and not yet freed; the caller does not
     // free it during the call.
@@ -2113,9 +2171,7 @@ pub unsafe extern "C" fn blocksieve_saved_record(
 /// nothing.
 ///
 /// Returns `BLOCKSIEVE_OK`, or `BLOCKSIEVE_INVALID_ARGUMENT` for a pointer
-/// that is not a live saved list (freed already: nothing is done; by
-/// address, as for `blocksieve_session_free`: a newer saved list may have
-/// the address of one freed).
+/// that is not a live saved list (freed already: nothing is done).
 ///
 /// Thread-safety: any thread, once no other call uses the saved list.
 ///
@@ -2128,13 +2184,8 @@ pub unsafe extern "C" fn blocksieve_saved_free(saved: *mut blocksieve_saved) -> 
         if saved.is_null() {
             return Ok(());
         }
-        check_live(saved, &[Kind::Saved], "saved")?;
-        if !live_handles().remove(&(saved as usize, Kind::Saved)) {
-            return Err(Failure::argument("saved is not a live handle (already freed)"));
-        }
-        // SAFETY: a `Box<blocksieve_saved>` from `give`, removed from `LIVE`
-        // just now under its lock, so released only here, once.
-        drop(unsafe { Box::from_raw(saved) });
+        // SAFETY: `Kind::Saved` handles are `Box<blocksieve_saved>`s.
+        drop(unsafe { take_back(saved, Kind::Saved, "saved") }?);
         Ok(())
     })
 }

@@ -1115,6 +1115,49 @@ fn the_session_api_refuses_misuse_without_reading_it() {
     assert_eq!(status, BLOCKSIEVE_INVALID_ARGUMENT);
 }
 
+/// A freed handle stays refused after the allocator gives its memory to a
+/// newer handle: handles are tokens, never reused. By address, the stale
+/// pointer was the newer handle, and freeing it again freed that one (a
+/// use after free for a thread still using it).
+#[test]
+fn a_freed_handle_is_refused_after_its_memory_is_reused() {
+    let (key, list) = (golden_key(), c"golden");
+    let (lists, keys) = ([list.as_ptr()], [key.as_ptr()]);
+    let config = session_config(&lists, &keys);
+    let mut seen = std::collections::HashSet::new();
+    for _ in 0..50 {
+        let stale = new_session(&config);
+        assert!(seen.insert(stale.addr()), "a handle given twice");
+        free_session(stale);
+        let newer = new_session(&config);
+        assert_ne!(newer, stale);
+        // SAFETY: freed: refused, not read, and `newer` untouched.
+        let status = unsafe { blocksieve_session_free(stale) };
+        assert_eq!(status, BLOCKSIEVE_INVALID_ARGUMENT);
+        let _ = stats(newer);
+        // A stale query, likewise.
+        let request = round(newer);
+        let (status, ..) = respond(newer, request, 200, &golden_snapshot());
+        assert_eq!(status, BLOCKSIEVE_OK, "{}", last_error());
+        free_request(request);
+        // SAFETY: freed: refused, not read.
+        let status = unsafe { blocksieve_request_free(request) };
+        assert_eq!(status, BLOCKSIEVE_INVALID_ARGUMENT);
+        let (_, _, query) = session_check(newer, GOLDEN_LISTED);
+        assert!(!query.is_null());
+        // SAFETY: the live query, freed once.
+        assert_eq!(unsafe { blocksieve_query_free(query) }, BLOCKSIEVE_OK);
+        let (_, _, again) = session_check(newer, GOLDEN_LISTED);
+        assert_ne!(again, query);
+        // SAFETY: consumed: refused, not read.
+        let status = unsafe { blocksieve_query_free(query) };
+        assert_eq!(status, BLOCKSIEVE_INVALID_ARGUMENT);
+        // SAFETY: the live query, freed once.
+        assert_eq!(unsafe { blocksieve_query_free(again) }, BLOCKSIEVE_OK);
+        free_session(newer);
+    }
+}
+
 /// Every check that returns no verdict leaves the placeholder (unverified,
 /// block) in `*out_verdict`, whichever argument it refused: a NULL handle,
 /// URL, seed or query. A zeroed struct reads "safe, do not
