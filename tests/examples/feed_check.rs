@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! cargo run --release -p blocksieve-tests --example feed_check -- \
-//!     FEED FORMAT [--benign URLS_FILE] [--out DIR] [--via-delta]
+//!     FEED FORMAT [--benign URLS_FILE] [--out DIR] [--via-delta] [--member PATH]
 //! ```
 //!
 //! `FORMAT` is a source format as in the publisher's configuration (`urls`,
@@ -20,6 +20,10 @@
 //! snapshot, then follows the rebuild from the whole feed by one delta
 //! before every line is checked (line-based formats only).
 //!
+//! With `--member`, `FEED` is a tar archive (`.tar` or `.tar.gz`) and the
+//! publisher's source reads its file `PATH` (the source's `member`); the
+//! line-by-line reading takes that file as the `tar` crate extracts it.
+//!
 //! Exits 1 when anything did not answer as expected or a count differs, 2
 //! when the check could not run, else 0.
 
@@ -27,7 +31,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use blocksieve_publisher::SourceFormat;
-use blocksieve_tests::feed_check::{BoxError, check_feed, check_feed_via_delta};
+use blocksieve_tests::feed_check::{BoxError, check_feed, check_feed_member, check_feed_via_delta};
 
 struct Args {
     feed: PathBuf,
@@ -35,22 +39,25 @@ struct Args {
     benign: Option<PathBuf>,
     out: Option<PathBuf>,
     via_delta: bool,
+    member: Option<String>,
 }
 
 fn parse_args() -> Result<Args, BoxError> {
     let mut args = std::env::args().skip(1);
     let mut positional = Vec::new();
-    let (mut benign, mut out, mut via_delta) = (None, None, false);
+    let (mut benign, mut out, mut via_delta, mut member) = (None, None, false, None);
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--benign" => benign = Some(PathBuf::from(args.next().ok_or("--benign needs a file")?)),
             "--out" => out = Some(PathBuf::from(args.next().ok_or("--out needs a directory")?)),
             "--via-delta" => via_delta = true,
+            "--member" => member = Some(args.next().ok_or("--member needs a path")?),
             _ => positional.push(arg),
         }
     }
-    let [feed, format] = <[String; 2]>::try_from(positional)
-        .map_err(|_| "usage: feed_check FEED FORMAT [--benign URLS_FILE] [--out DIR] [--via-delta]")?;
+    let [feed, format] = <[String; 2]>::try_from(positional).map_err(
+        |_| "usage: feed_check FEED FORMAT [--benign URLS_FILE] [--out DIR] [--via-delta] [--member PATH]",
+    )?;
     let format = serde_json::from_value(serde_json::Value::String(format.clone()))
         .map_err(|e| format!("format {format:?}: {e}"))?;
     Ok(Args {
@@ -59,6 +66,7 @@ fn parse_args() -> Result<Args, BoxError> {
         benign,
         out,
         via_delta,
+        member,
     })
 }
 
@@ -93,10 +101,11 @@ async fn run() -> Result<bool, BoxError> {
             .collect(),
         None => Vec::new(),
     };
-    let report = if args.via_delta {
-        check_feed_via_delta(&args.feed, args.format, &benign).await?
-    } else {
-        check_feed(&args.feed, args.format, &benign).await?
+    let report = match (&args.member, args.via_delta) {
+        (Some(_), true) => return Err("--member and --via-delta do not go together".into()),
+        (Some(member), false) => check_feed_member(&args.feed, member, args.format, &benign).await?,
+        (None, true) => check_feed_via_delta(&args.feed, args.format, &benign).await?,
+        (None, false) => check_feed(&args.feed, args.format, &benign).await?,
     };
     println!("feed {}", args.feed.display());
     print!("{}", report.summary());

@@ -236,7 +236,9 @@ pub fn read_feed_member(path: &Path, member: &str) -> Result<Vec<u8>, BoxError> 
     for entry in archive.entries()? {
         let mut entry = entry?;
         let name = entry.path()?.to_string_lossy().into_owned();
-        if entry.header().entry_type().is_file() && name.trim_start_matches("./") == member {
+        if entry.header().entry_type().is_file()
+            && name.trim_start_matches("./") == member.trim_start_matches("./")
+        {
             let mut out = Vec::new();
             entry.read_to_end(&mut out)?;
             return Ok(out);
