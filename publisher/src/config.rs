@@ -27,7 +27,9 @@ pub use headers::{EnvLookup, HeaderValueConfig, RESERVED_HEADERS, process_env};
 pub use redact::redact_url;
 pub use settings::Settings;
 use source::check_source;
-pub use source::{CSV_DELIMITERS, DEFAULT_JSON_ALLOW_KEY, MAX_SOURCE_RETRIES, SourceConfig, SourceFormat};
+pub use source::{
+    CSV_DELIMITERS, DEFAULT_JSON_ALLOW_KEY, MAX_SOURCE_RETRIES, SourceConfig, SourceFormat, archive_path,
+};
 
 /// The built-in threat list: a real phishing URL feed shipped with the
 /// publisher (phishunt, CC0; see `publisher/data/README.md`).
@@ -1057,12 +1059,15 @@ mod tests {
             "https://dl.example/phishing.tar.gz?token=*** [phishing/domains]"
         );
         assert_ne!(sources[0].label(), sources[1].label());
-        assert_eq!(sources[2].label(), "all.zip [./blacklists/malware/domains]");
+        // Spelt with `./`, the same file as without: one label, one key.
+        assert_eq!(sources[2].label(), "all.zip [blacklists/malware/domains]");
         assert_eq!(SourceConfig::file("f", SourceFormat::Urls).label(), "f");
         for (bad, says) in [
             ("\"\"", "names no file"),
             ("\"./\"", "names no file"),
             ("\"/\"", "names no file"),
+            ("\"/./\"", "names no file"),
+            ("\"phishing/\"", "a directory's is not one"),
         ] {
             let err = refusal(&format!(
                 "[[lists]]\nname = \"p\"\nsources = [{{ path = \"a.tar\", format = \"urls\", member = {bad} }}]\n"

@@ -194,6 +194,18 @@ fn check_content(
     Ok(())
 }
 
+/// Why an archive's file starting with `head` is no list: an HTML page,
+/// or text that is not UTF-8. The checks made before a build see only the
+/// start of the content, where a file of a `member` that comes after
+/// others (UT1's `urls`, after `domains`) is not: the build makes them
+/// again on the file itself ([`decode::read_member`]).
+fn list_problem(head: &[u8]) -> Option<&'static str> {
+    if looks_like_html(head) {
+        return Some("an HTML page, not a list");
+    }
+    not_utf8_text(head)
+}
+
 /// Why content starting with `head` (decompressed) cannot be read as UTF-8
 /// text, if it cannot: a UTF-16 or UTF-32 byte-order mark, or a NUL byte
 /// (UTF-16 or UTF-32 without one, or a binary file). Read as UTF-8, such a

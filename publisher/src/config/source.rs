@@ -167,9 +167,13 @@ impl SourceConfig {
         self.with_member(label)
     }
 
+    /// `label` and the archive's file read, as the build matches it
+    /// (`./phishing/urls` is `phishing/urls`): the same file is one
+    /// source, its last good copy and `max_shrink` baseline kept under one
+    /// key however `member` spells it.
     fn with_member(&self, label: String) -> String {
         match &self.member {
-            Some(member) => format!("{label} [{member}]"),
+            Some(member) => format!("{label} [{}]", archive_path(member)),
             None => label,
         }
     }
@@ -203,6 +207,16 @@ impl SourceConfig {
             _ => self.label(),
         }
     }
+}
+
+/// A path inside an archive as `tar -t` and `unzip -l` list it and as a
+/// source's `member` names it: without leading `./` or `/`.
+pub fn archive_path(name: &str) -> &str {
+    let mut name = name;
+    while let Some(rest) = name.strip_prefix("./").or_else(|| name.strip_prefix('/')) {
+        name = rest;
+    }
+    name
 }
 
 /// The format of a source.
@@ -338,10 +352,14 @@ pub(super) fn check_source(field: &str, s: &SourceConfig) -> Result<(), Error> {
                 "the built-in list is a plain file, not an archive",
             ));
         }
-        if member.trim_start_matches("./").trim_start_matches('/').is_empty() {
+        let path = archive_path(member);
+        if path.is_empty() || path.ends_with('/') {
             return Err(Error::config(
                 field,
-                "names no file: the path of the list's file inside the archive, as `tar -tf` or `unzip -l` lists it",
+                format!(
+                    "{member:?} names no file: the path of the list's file inside the archive, as `tar -tf` \
+                     or `unzip -l` lists it (a directory's is not one)"
+                ),
             ));
         }
     }

@@ -18,6 +18,7 @@ use std::io::{self, BufRead, Read, Seek as _};
 
 use super::ContentEncoding;
 use super::gunzip::gunzip;
+use crate::config::archive_path;
 
 /// Largest memory an xz stream may ask its decoder for (its dictionary),
 /// in KiB: `xz -9` asks 64 MiB; a larger request is refused rather than
@@ -120,22 +121,27 @@ pub fn is_archive(head: &[u8]) -> bool {
 }
 
 fn archive_of(head: &[u8]) -> Option<Archive> {
-    let v7_tar = || {
-        let Some(block) = head.first_chunk::<TAR_BLOCK>() else {
-            return false;
-        };
-        block[0] != 0
-            && tar::Header::from_byte_slice(block)
-                .cksum()
-                .is_ok_and(|sum| checksum_matches(block, sum))
-    };
-    if head.get(257..262) == Some(b"ustar") || v7_tar() {
+    if head.first_chunk::<TAR_BLOCK>().is_some_and(is_tar_header) {
         Some(Archive::Tar)
     } else if head.starts_with(b"PK\x03\x04") || head.starts_with(b"PK\x05\x06") {
         Some(Archive::Zip)
     } else {
         None
     }
+}
+
+/// Whether `block` is a tar header (ustar, pax, GNU or pre-POSIX v7): a
+/// name, a NUL among its fields, and its checksum. Never told by the
+/// `ustar` magic alone: a text list whose bytes 257–262 spell it (a URL
+/// with `mustard` in it, which anyone reporting URLs to a feed can place)
+/// was taken for an archive and refused at every build, its new entries
+/// never published; text holds no NUL, and no checksum of itself.
+fn is_tar_header(block: &[u8; TAR_BLOCK]) -> bool {
+    block[0] != 0
+        && block.contains(&0)
+        && tar::Header::from_byte_slice(block)
+            .cksum()
+            .is_ok_and(|sum| checksum_matches(block, sum))
 }
 
 /// Bytes of the decoded content looked at to tell an archive: a tar
@@ -166,26 +172,16 @@ pub fn read_member<T>(
     let archive = archive_of(&head);
     let mut whole = io::Cursor::new(head).chain(decoded);
     match (archive, member) {
-        (None, None) => read(&mut checked_file(&mut whole, "the decompressed content")?),
+        (None, None) => read(&mut checked_file(&mut whole, "the decompressed content", false)?),
         (None, Some(member)) => Err(io::Error::new(
             io::ErrorKind::InvalidData,
             ArchiveError(format!(
                 "the source reads the archive's file {member} (`member`), but its content is no tar or zip archive"
             )),
         )),
-        (Some(Archive::Tar), _) => read_tar(whole, member, read),
+        (Some(Archive::Tar), _) => read_tar(whole, member, true, read),
         (Some(Archive::Zip), _) => read_zip(whole, member, read),
     }
-}
-
-/// A path inside an archive as `tar -t` and `unzip -l` list it and as a
-/// source's `member` names it: without leading `./` or `/`.
-fn archive_path(name: &str) -> &str {
-    let mut name = name;
-    while let Some(rest) = name.strip_prefix("./").or_else(|| name.strip_prefix('/')) {
-        name = rest;
-    }
-    name
 }
 
 /// Whether `member` names the archive's entry `name`, a directory's with
@@ -247,6 +243,10 @@ fn shown_names(names: &[String], closest: Option<&str>) -> String {
     format!("{}{more}", shown.join(", "))
 }
 
+/// What an archive of several files, read without a `member`, is refused
+/// as.
+const SEVERAL_FILES: &str = "archive holds several files";
+
 /// Why an archive holding the files `names` has no file to read: none or
 /// several (without a `member`), or none the `member` names.
 fn archive_error(archive: Archive, names: &[String], member: Option<&str>) -> io::Error {
@@ -254,7 +254,7 @@ fn archive_error(archive: Archive, names: &[String], member: Option<&str>) -> io
     let reason = match (names, member) {
         ([], None) => format!("{kind} archive holds no file"),
         (_, None) => format!(
-            "{kind} archive holds several files ({}): the build reads an archive of one file; \
+            "{kind} {SEVERAL_FILES} ({}): the build reads an archive of one file; \
              name the file that is the list with the source's `member`",
             shown_names(names, None)
         ),
@@ -299,6 +299,7 @@ fn member_not_a_file(archive: Archive, member: &str, what: &str) -> io::Error {
 fn read_tar<T>(
     content: impl Read + Send,
     member: Option<&str>,
+    list_checks: bool,
     read: impl FnOnce(&mut (dyn Read + Send)) -> io::Result<T>,
 ) -> io::Result<T> {
     let mut content = content;
@@ -309,6 +310,8 @@ fn read_tar<T>(
     let mut matched = 0;
     // The entry `member` names when it is no file: what it is.
     let mut not_a_file: Option<String> = None;
+    // Why the one file read was refused, when the read went on.
+    let mut refused: Option<io::Error> = None;
     // The next entry's name, from a GNU long name or a pax header before it.
     let mut next_name: Option<Vec<u8>> = None;
     let mut block = [0u8; TAR_BLOCK];
@@ -381,10 +384,18 @@ fn read_tar<T>(
                 return Err(member_twice(Archive::Tar, member));
             }
             if let Some(read) = read.take() {
-                result = Some(read(&mut checked_file(
-                    &mut file,
-                    &format!("the archive's file {name}"),
-                )?)?);
+                let what = format!("the archive's file {name}");
+                match checked_file(&mut file, &what, list_checks).and_then(|mut file| read(&mut file)) {
+                    Ok(read) => result = Some(read),
+                    // Refused for what the file is, without a `member`:
+                    // the walk goes on, so that an archive of several
+                    // files says so (the operator is to name one), rather
+                    // than that its first file is HTML.
+                    Err(e) if member.is_none() && e.get_ref().is_some_and(|e| e.is::<ArchiveError>()) => {
+                        refused = Some(e);
+                    }
+                    Err(e) => return Err(e),
+                }
             }
         }
         names.push(name);
@@ -418,6 +429,11 @@ fn read_tar<T>(
             Err(e) => return Err(e),
         }
     }
+    if names.len() == 1
+        && let Some(refused) = refused
+    {
+        return Err(refused);
+    }
     match (result, member) {
         (Some(result), Some(_)) => Ok(result),
         (Some(result), None) if names.len() == 1 => Ok(result),
@@ -431,11 +447,18 @@ fn read_tar<T>(
 
 /// An archive's file, or content that came compressed, as the list it
 /// must be: not compressed again, nor an archive, nor a format the build
-/// does not read (`what` names it in the error). Read through its first
-/// bytes, looked at here.
-fn checked_file<'r>(file: &'r mut (dyn Read + Send), what: &str) -> io::Result<impl Read + Send + 'r> {
-    let mut head = Vec::with_capacity(PEEK);
-    file.take(PEEK as u64).read_to_end(&mut head)?;
+/// does not read (`what` names it in the error); with `member` (an
+/// archive's file, as the build reads it) no HTML page nor text that is not
+/// UTF-8 either, by its first 64 KiB (`super::list_problem`). Read through
+/// its first bytes, looked at here.
+fn checked_file<'r>(
+    file: &'r mut (dyn Read + Send),
+    what: &str,
+    member: bool,
+) -> io::Result<impl Read + Send + 'r> {
+    let peek = if member { super::HEAD_BYTES } else { PEEK };
+    let mut head = Vec::with_capacity(peek);
+    file.take(peek as u64).read_to_end(&mut head)?;
     let inner = match (ContentEncoding::sniff(&head), archive_of(&head)) {
         (ContentEncoding::Identity, None) => unsupported_format(&head).map(str::to_owned),
         (ContentEncoding::Identity, Some(Archive::Tar)) => Some("a tar archive".to_owned()),
@@ -451,14 +474,21 @@ fn checked_file<'r>(file: &'r mut (dyn Read + Send), what: &str) -> io::Result<i
             )),
         ));
     }
+    if member && let Some(why) = super::list_problem(&head) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            ArchiveError(format!("{what}: {why}")),
+        ));
+    }
     Ok(io::Cursor::new(head).chain(file))
 }
 
 const TAR_BLOCK: usize = 512;
 
-/// Longest name taken from a GNU long name or pax header; longer data
-/// (no real path) is skipped.
-const MAX_TAR_NAME: u64 = 64 * 1024;
+/// Most of a GNU long name or pax extended header read for the name it
+/// gives; longer data (no real path, but a pax header may carry long
+/// records beside it: a comment) is skipped.
+const MAX_TAR_NAME: u64 = 1 << 20;
 
 /// `size` rounded up to whole blocks; a size no archive can hold is an
 /// error (a base-256 size field can say up to 2^95).
@@ -516,10 +546,21 @@ fn checksum_matches(block: &[u8; TAR_BLOCK], sum: u32) -> bool {
 fn pax_path(data: &[u8]) -> Option<Vec<u8>> {
     let mut rest = data;
     let mut path = None;
+    // A record cut off (data past MAX_TAR_NAME) or malformed ends the
+    // reading, keeping a `path` found before it.
     while !rest.is_empty() {
-        let space = rest.iter().position(|&b| b == b' ')?;
-        let length: usize = std::str::from_utf8(&rest[..space]).ok()?.parse().ok()?;
-        let record = rest.get(space + 1..length)?;
+        let Some(space) = rest.iter().position(|&b| b == b' ') else {
+            break;
+        };
+        let Some(length) = std::str::from_utf8(&rest[..space])
+            .ok()
+            .and_then(|n| n.parse::<usize>().ok())
+        else {
+            break;
+        };
+        let Some(record) = rest.get(space + 1..length) else {
+            break;
+        };
         let record = record.strip_suffix(b"\n").unwrap_or(record);
         if let Some(value) = record.strip_prefix(b"path=") {
             path = Some(value.to_vec());
@@ -537,15 +578,17 @@ fn read_zip<T>(
     let mut spooled = tempfile::SpooledTempFile::new(ZIP_SPOOL_IN_MEMORY);
     io::copy(&mut content, &mut spooled)?;
     spooled.rewind()?;
-    let counted = zip_entries_counted(&mut spooled)?;
     let mut archive = zip::ZipArchive::new(spooled).map_err(zip_error)?;
     // The zip crate keeps one entry per name: two files of one name (a
-    // zip appended to) would be read as one, the other's entries lost.
-    if let Some(counted) = counted.filter(|&counted| counted > archive.len() as u64) {
+    // zip appended to) would be read as one, the other's entries lost. It
+    // counts its central directory's records as it reads them, zip64 too
+    // (whose end record says 0xFFFF, where a count of ours was blind).
+    if archive.has_duplicate_names() {
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,
             ArchiveError(format!(
-                "zip archive's directory lists {counted} entries under {} names: several files share a name",
+                "zip archive's directory lists several entries under one name ({} names): which is the list \
+                 cannot be told",
                 archive.len()
             )),
         ));
@@ -597,8 +640,33 @@ fn read_zip<T>(
         ));
     }
     let what = format!("the archive's file {name}");
-    let mut file = archive.by_index(index).map_err(zip_error)?;
-    read(&mut checked_file(&mut file, &what)?)
+    let mut file = ZipFileRead {
+        file: archive.by_index(index).map_err(zip_error)?,
+        name,
+    };
+    read(&mut checked_file(&mut file, &what, true)?)
+}
+
+/// A zip archive's file as it is read, its errors naming it (the zip
+/// crate's say `Invalid checksum` or `corrupt deflate stream` alone).
+struct ZipFileRead<'a, R: Read> {
+    file: zip::read::ZipFile<'a, R>,
+    name: &'a str,
+}
+
+impl<R: Read> Read for ZipFileRead<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.file.read(buf).map_err(|e| {
+            let reason = match e.to_string().as_str() {
+                "Invalid checksum" => "its CRC-32 does not match (damaged)".to_owned(),
+                other => other.to_owned(),
+            };
+            io::Error::new(
+                e.kind(),
+                ArchiveError(format!("zip archive's file {}: {reason}", self.name)),
+            )
+        })
+    }
 }
 
 /// A zip compression method's name (APPNOTE 4.4.5), with its number.
@@ -620,30 +688,6 @@ fn zip_method_name(method: zip::CompressionMethod) -> String {
     }
 }
 
-/// The number of entries the end of a zip's central directory counts (none
-/// for a zip64 archive, whose count is elsewhere, or when no end record is
-/// found: the zip crate then says why).
-fn zip_entries_counted(file: &mut (impl Read + io::Seek)) -> io::Result<Option<u64>> {
-    // The record (22 bytes) and its comment (at most 65,535).
-    let len = file.seek(io::SeekFrom::End(0))?;
-    let tail_len = len.min(22 + 65_535);
-    file.seek(io::SeekFrom::Start(len - tail_len))?;
-    let mut tail = vec![0; tail_len as usize];
-    file.read_exact(&mut tail)?;
-    file.rewind()?;
-    // The record whose comment runs exactly to the end (a comment may
-    // itself hold the signature).
-    let record = (0..tail.len().saturating_sub(21)).rev().find(|&at| {
-        tail[at..].starts_with(b"PK\x05\x06")
-            && usize::from(u16::from_le_bytes([tail[at + 20], tail[at + 21]])) == tail.len() - at - 22
-    });
-    let Some(at) = record else {
-        return Ok(None);
-    };
-    let total = u16::from_le_bytes([tail[at + 10], tail[at + 11]]);
-    Ok((total != u16::MAX).then_some(u64::from(total)))
-}
-
 fn zip_error(error: zip::result::ZipError) -> io::Error {
     match error {
         zip::result::ZipError::Io(e) => e,
@@ -662,24 +706,39 @@ pub fn member_head<'h>(head: &'h [u8], member: Option<&str>) -> Cow<'h, [u8]> {
         None => Cow::Borrowed(head),
         Some(Archive::Tar) => {
             let mut out = Vec::new();
-            let _ = read_tar(head, member, |file| {
+            let read = read_tar(head, member, false, |file| {
                 read_what_there_is(file, &mut out);
                 Ok(())
             });
+            // Several files and no `member`: no list to check (the build
+            // refuses the archive, naming them, where the first file's
+            // HTML or bytes gave another reason).
+            if read.is_err_and(|e| e.to_string().contains(SEVERAL_FILES)) {
+                out.clear();
+            }
             Cow::Owned(out)
         }
         Some(Archive::Zip) => {
             let mut out = Vec::new();
             let mut rest = head;
+            let mut read = false;
             while let Ok(Some(mut file)) = zip::read::read_zipfile_from_stream(&mut rest) {
                 let name = String::from_utf8_lossy(file.name_raw()).into_owned();
                 if file.is_file() && !is_metadata(&name) && is_member(&name, member) {
+                    if read {
+                        // Several files and no `member`: as for a tar.
+                        out.clear();
+                        break;
+                    }
+                    read = true;
                     // A file compressed or archived again: no head to
                     // check (the build refuses it, naming it).
-                    if let Ok(mut file) = checked_file(&mut file, "") {
+                    if let Ok(mut file) = checked_file(&mut file, "", false) {
                         read_what_there_is(&mut file, &mut out);
                     }
-                    break;
+                    if member.is_some() {
+                        break;
+                    }
                 }
                 if io::copy(&mut file, &mut io::sink()).is_err() {
                     break;
@@ -947,7 +1006,7 @@ mod tests {
             at += found + 8;
         }
         let error = read_all(&zip).unwrap_err().to_string();
-        assert!(error.contains("several files share a name"), "{error}");
+        assert!(error.contains("several entries under one name"), "{error}");
         // A size field of 2^64 − 1 (base-256).
         let mut huge = tar_of(&[("d/", b""), ("list.txt", FEED)]);
         huge[124] = 0x80;
@@ -1198,6 +1257,127 @@ mod tests {
                 .to_string(),
             "tar archive holds no file (the source's `member` is d/a)"
         );
+    }
+
+    /// A third review's findings: a text list with `ustar` at bytes
+    /// 257–262 was taken for a tar archive (refused at every build, its
+    /// new entries never published).
+    #[test]
+    fn regression_text_that_spells_ustar_where_a_tar_header_has_it_is_text() {
+        // A comment line of 239 bytes, then a URL whose `ustar` (of
+        // `mustard`) starts 18 bytes in: at byte 257.
+        let text = [
+            format!("#{}\n", "a".repeat(237)),
+            "http://x.example/mustard-recipes/\n".repeat(30),
+        ]
+        .concat()
+        .into_bytes();
+        assert_eq!(&text[257..262], b"ustar");
+        assert!(!is_archive(&text));
+        assert_eq!(read_all(&text).unwrap(), text);
+        assert_eq!(&*member_head(&text, None), text.as_slice());
+    }
+
+    /// A zip64 archive (over 65,535 entries: its end record counts
+    /// 0xFFFF) holding one name twice was read as one of them.
+    #[test]
+    fn regression_a_zip64_archive_naming_a_file_twice_is_refused() {
+        let mut writer = zip::ZipWriter::new(io::Cursor::new(Vec::new()));
+        let options =
+            zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored);
+        writer.start_file("list.txt", options).unwrap();
+        std::io::Write::write_all(&mut writer, FEED).unwrap();
+        for i in 0..65_540 {
+            writer.start_file(format!("p/{i}"), options).unwrap();
+        }
+        writer.start_file("list.tzt", options).unwrap();
+        std::io::Write::write_all(&mut writer, b"http://other.example/\n").unwrap();
+        let mut zip = writer.finish().unwrap().into_inner();
+        let mut at = 0;
+        while let Some(found) = zip[at..].windows(8).position(|w| w == b"list.tzt") {
+            zip[at + found + 6] = b'x';
+            at += found + 8;
+        }
+        for member in [None, Some("list.txt")] {
+            let decoded = decoder(zip.as_slice(), ContentEncoding::Identity).unwrap();
+            let error = read_member(decoded, member, |_| Ok(())).unwrap_err().to_string();
+            assert!(error.contains("several entries under one name"), "{error}");
+        }
+    }
+
+    /// A third review's findings on `member` and the archives: without a
+    /// `member`, an archive of several files whose first is an HTML page
+    /// was refused as an HTML page, never saying to name the file; a
+    /// member past the content's first 64 KiB got no HTML or UTF-16 check
+    /// (refused as a collapsed parse); a pax header longer than 64 KiB
+    /// lost its `path`; a damaged zip file said `Invalid checksum` alone.
+    #[test]
+    fn regression_what_the_third_review_found() {
+        let html = b"<!DOCTYPE html><html><body>Moved</body></html>\n".as_slice();
+        for archive in [
+            tar_of(&[("feed/README.html", html), ("feed/urls", FEED)]),
+            zip_of(&[("feed/README.html", html), ("feed/urls", FEED)]),
+        ] {
+            assert!(member_head(&archive, None).is_empty());
+            assert_eq!(&*member_head(&archive, Some("feed/urls")), FEED);
+            let error = read_all(&archive).unwrap_err().to_string();
+            assert!(error.contains("archive holds several files"), "{error}");
+        }
+        // The member after 100 KiB of another file.
+        let domains = "a.example\n".repeat(10_000);
+        let utf16: Vec<u8> = "\u{feff}http://a.example/\n"
+            .encode_utf16()
+            .flat_map(u16::to_le_bytes)
+            .collect();
+        for (urls, says) in [
+            (html, "the archive's file phishing/urls: an HTML page, not a list"),
+            (
+                utf16.as_slice(),
+                "the archive's file phishing/urls: content is UTF-16",
+            ),
+        ] {
+            let files = [("phishing/domains", domains.as_bytes()), ("phishing/urls", urls)];
+            for archive in [tar_of(&files), zip_of(&files)] {
+                let error = read_named(&archive, "phishing/urls").unwrap_err().to_string();
+                assert!(error.starts_with(says), "{error}");
+                assert_eq!(
+                    read_named(&archive, "phishing/domains").unwrap(),
+                    domains.as_bytes()
+                );
+            }
+        }
+        // A pax header with a 70 KB comment before its path.
+        let record = |key: &str, value: &[u8]| {
+            let body = [b" ".as_slice(), key.as_bytes(), b"=", value, b"\n"].concat();
+            let mut length = body.len() + 1;
+            while format!("{length}").len() + body.len() != length {
+                length += 1;
+            }
+            [format!("{length}").into_bytes(), body].concat()
+        };
+        let pax = [
+            record("comment", &[b'x'; 70_000]),
+            record("path", "phishing/café".as_bytes()),
+        ]
+        .concat();
+        let mut builder = tar::Builder::new(Vec::new());
+        let mut header = tar::Header::new_ustar();
+        header.set_entry_type(tar::EntryType::XHeader);
+        header.set_size(pax.len() as u64);
+        builder
+            .append_data(&mut header, "PaxHeaders/caf", pax.as_slice())
+            .unwrap();
+        let mut header = tar::Header::new_ustar();
+        header.set_size(FEED.len() as u64);
+        builder.append_data(&mut header, "phishing/caf", FEED).unwrap();
+        let archive = builder.into_inner().unwrap();
+        assert_eq!(read_named(&archive, "phishing/café").unwrap(), FEED);
+        // A damaged zip file names the archive, the file and the check.
+        let mut damaged = zip_of(&[("a.txt", &FEED.repeat(20))]);
+        let at = damaged.windows(5).position(|w| w == b"a.txt").unwrap() + 5 + 10;
+        damaged[at] ^= 0x55;
+        let error = read_all(&damaged).unwrap_err().to_string();
+        assert!(error.starts_with("zip archive's file a.txt: "), "{error}");
     }
 
     #[test]
