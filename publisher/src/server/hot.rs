@@ -28,7 +28,7 @@ use std::task::{Context, Poll};
 use axum::Router;
 use axum::body::{Body, Bytes, HttpBody};
 use axum::extract::{Path, Request, State};
-use axum::http::{HeaderValue, Method, header};
+use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use blocksieve_format::api::routes;
 use tower::util::BoxCloneSyncService;
@@ -180,8 +180,14 @@ where
         let request = request.map(Body::new);
         let hot = Hot::of(request.method(), request.uri().path()).map(|h| h.route().0);
         match hot.and_then(|i| self.hot.get(i)) {
-            Some(route) => Box::pin(route.clone().oneshot(request)),
-            None => Box::pin(self.router.clone().oneshot(request)),
+            Some(route) => {
+                let answer = route.clone().oneshot(request);
+                Box::pin(async move { answer.await.map(without_length_on_304) })
+            }
+            None => {
+                let answer = self.router.clone().oneshot(request);
+                Box::pin(async move { answer.await.map(without_length_on_304) })
+            }
         }
     }
 }
@@ -192,12 +198,24 @@ where
 /// anyway, and leaves it out of a `304`): the same headers from both paths.
 fn with_content_length(response: impl IntoResponse) -> Response {
     let mut response = response.into_response();
-    if !response.headers().contains_key(header::CONTENT_LENGTH)
+    if response.status() != StatusCode::NOT_MODIFIED
+        && !response.headers().contains_key(header::CONTENT_LENGTH)
         && let Some(len) = response.body().size_hint().exact()
     {
         response
             .headers_mut()
             .insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+    }
+    response
+}
+
+/// `response` without a `Content-Length` when it is a `304`: RFC 9110
+/// §8.6 allows one there only if it is the `200`'s length, and axum's
+/// router sets `0` from the empty body, which hyper drops for a `GET` but
+/// keeps for a `HEAD` (so the two differed).
+fn without_length_on_304(mut response: Response) -> Response {
+    if response.status() == StatusCode::NOT_MODIFIED {
+        response.headers_mut().remove(header::CONTENT_LENGTH);
     }
     response
 }

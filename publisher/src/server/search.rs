@@ -88,11 +88,16 @@ pub fn parse_search(body: &[u8], max_prefixes: usize) -> Result<Search, ApiError
             ),
         ));
     }
-    let prefixes = request
+    let mut prefixes: Vec<RequestPrefix> = request
         .prefixes
         .iter()
         .map(|p| parse_request_prefix(p))
         .collect::<Result<_, _>>()?;
+    // A prefix given more than once is answered once (in the order first
+    // given): 1,000 copies of one short prefix were answered 1,000 times,
+    // tens of megabytes from a request of a few kilobytes.
+    let mut seen = std::collections::HashSet::with_capacity(prefixes.len());
+    prefixes.retain(|p| seen.insert(*p));
     let snapshots = request
         .snapshots
         .iter()
@@ -122,7 +127,8 @@ pub fn parse_search(body: &[u8], max_prefixes: usize) -> Result<Search, ApiError
 /// publishers signing with one key, whose builds started in the same
 /// second, each with what it fetched: this server's answer would say "not
 /// listed" for what the client's snapshot lists). At another version the
-/// `min_versions` rule applies ([`check_not_behind`]).
+/// `min_versions` rule applies ([`check_not_behind`]), to the versions
+/// `snapshots` names too.
 fn check_same_snapshots(
     state: &AppState,
     snapshots: &BTreeMap<String, (u64, [u8; 8])>,
@@ -137,7 +143,13 @@ fn check_same_snapshots(
             return Err(other_snapshot(name, &served.header, hash));
         }
     }
-    Ok(())
+    // A snapshot named is a version the client holds: an older one served
+    // would answer "not listed" from older data (a client that names its
+    // snapshot without `min_versions` got a 200 from it).
+    let held: BTreeMap<String, u64> = (snapshots.iter())
+        .map(|(name, &(version, _))| (name.clone(), version))
+        .collect();
+    check_not_behind(state, &held)
 }
 
 /// The refusal of a request for another snapshot of the version `served`

@@ -185,25 +185,29 @@ pub(super) async fn updates(
     };
     let etag = HeaderValue::from_str(&current.etag)
         .map_err(|_| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "bad etag"))?;
+    // The chain first: `If-None-Match` is a precondition on the answer
+    // that would be 200 (RFC 9110 §13.2.1), so a `from` the publisher keeps
+    // no chain from is `410` whatever the client's tag (a `304` told it to
+    // keep a chain that does not exist).
+    let chain = if from == current.header.version {
+        Some(axum::body::Bytes::new())
+    } else {
+        current.deltas.suffix(from)
+    };
+    let chain = chain.ok_or_else(|| {
+        ApiError::new(
+            StatusCode::GONE,
+            "no_delta",
+            format!(
+                "list {name:?} has no deltas from version {from} to version {}; download the snapshot at {}",
+                current.header.version,
+                routes::latest_snapshot(&name)
+            ),
+        )
+    })?;
     let mut response = if if_none_match_matches(&headers, &current.etag) {
         StatusCode::NOT_MODIFIED.into_response()
     } else {
-        let chain = if from == current.header.version {
-            Some(axum::body::Bytes::new())
-        } else {
-            current.deltas.suffix(from)
-        };
-        let chain = chain.ok_or_else(|| {
-            ApiError::new(
-                StatusCode::GONE,
-                "no_delta",
-                format!(
-                    "list {name:?} has no deltas from version {from} to version {}; download the snapshot at {}",
-                    current.header.version,
-                    routes::latest_snapshot(&name)
-                ),
-            )
-        })?;
         (
             StatusCode::OK,
             [(
