@@ -278,6 +278,7 @@ impl Publisher {
             max_prefixes_per_request: config.max_prefixes_per_request,
             metrics,
             role: config.role,
+            answers_in_flight: crate::state::AnswersInFlight::default(),
         }
         .shared();
         let client = |redirects| {

@@ -352,6 +352,7 @@ mod tests {
             max_prefixes_per_request: 1000,
             metrics: crate::metrics::Metrics::new(),
             role: crate::config::Role::Replica,
+            answers_in_flight: crate::state::AnswersInFlight::default(),
         };
         (state.shared(), storage)
     }

@@ -411,6 +411,53 @@ pub struct AppState {
     pub metrics: Metrics,
     /// What this publisher does (the status page says).
     pub role: Role,
+    /// The bytes of full-hash search answers held while they are sent
+    /// ([`AnswersInFlight`]).
+    pub answers_in_flight: AnswersInFlight,
+}
+
+/// The memory full-hash search answers may hold while they are sent, in
+/// KiB: an answer takes its size from it when built and gives it back once
+/// sent or dropped (its connection closed); a search that finds too little
+/// left is `503 busy`. Without it, a few kilobytes of request (1,000 short
+/// prefixes) made an answer of tens of megabytes, and clients that read
+/// slowly (a byte now and then resets the write-stall timer) held one each:
+/// 40 connections held 1.1 GB.
+#[derive(Debug, Clone)]
+pub struct AnswersInFlight {
+    permits: Arc<tokio::sync::Semaphore>,
+    kib: usize,
+}
+
+impl AnswersInFlight {
+    /// The default budget: 256 MiB.
+    pub const DEFAULT_KIB: usize = 256 * 1024;
+
+    /// A budget of `kib` KiB.
+    pub fn new(kib: usize) -> Self {
+        Self {
+            permits: Arc::new(tokio::sync::Semaphore::new(kib)),
+            kib,
+        }
+    }
+
+    /// A share of `bytes` (rounded up to KiB, at most the whole budget),
+    /// given back when dropped; `None` when too little is left.
+    pub fn take(&self, bytes: usize) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        let kib = u32::try_from(bytes.div_ceil(1024).clamp(1, self.kib.max(1))).ok()?;
+        self.permits.clone().try_acquire_many_owned(kib).ok()
+    }
+
+    /// What answers being sent hold now, in KiB.
+    pub fn held_kib(&self) -> usize {
+        self.kib.saturating_sub(self.permits.available_permits())
+    }
+}
+
+impl Default for AnswersInFlight {
+    fn default() -> Self {
+        Self::new(Self::DEFAULT_KIB)
+    }
 }
 
 impl AppState {

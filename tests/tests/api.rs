@@ -258,6 +258,83 @@ async fn search_with_min_versions_is_refused_when_the_server_is_behind() {
     server.stop().await;
 }
 
+/// Search answers are sent from a budget of memory: an answer holds its
+/// size until it is sent or its connection closes (a slow reader holds it,
+/// not more), and a search that finds too little left is `503 busy` with
+/// `Retry-After`. A few kilobytes of request (1,000 padded prefixes) make
+/// an answer of megabytes; 40 slow readers held 1.1 GB without it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn search_answers_are_sent_from_a_budget_a_slow_reader_holds_until_it_goes() {
+    use tokio::io::AsyncWriteExt as _;
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(
+        dir.path(),
+        "phishing",
+        vec![fixture_source("phishing-urls.txt", SourceFormat::Urls)],
+    );
+    cfg.padding = 200;
+    let server = RunningPublisher::start(cfg).await;
+    server.wait_ready(Duration::from_secs(60)).await;
+    let budget = server.publisher.state().answers_in_flight.clone();
+    let prefixes: Vec<String> = (0..1000).map(|i| format!("{i:04x}")).collect();
+    let body = serde_json::json!({ "prefixes": prefixes }).to_string();
+    let url = format!("{}/v1/hashes:search", server.base_url());
+    let client = reqwest::Client::new();
+    let search = || {
+        client
+            .post(&url)
+            .header("content-type", "application/json")
+            .header("accept-encoding", "identity")
+            .body(body.clone())
+            .send()
+    };
+    let whole = search().await.unwrap();
+    assert_eq!(whole.status(), 200);
+    let size = whole.bytes().await.unwrap().len();
+    assert!(size > 4 << 20, "{size}");
+    assert_eq!(budget.held_kib(), 0);
+
+    // A client that sends the search and reads nothing holds the answer's
+    // size (what the socket buffers did not take), until it goes.
+    let mut slow = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    let request = format!(
+        "POST /v1/hashes:search HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n\
+         accept-encoding: identity\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    slow.write_all(request.as_bytes()).await.unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while budget.held_kib() * 1024 < size / 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "held {} KiB",
+            budget.held_kib()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The whole budget taken: `503 busy`, a clean refusal.
+    let left = blocksieve_publisher::internal::state::AnswersInFlight::DEFAULT_KIB - budget.held_kib();
+    let rest = budget.take(left * 1024).unwrap();
+    let busy = search().await.unwrap();
+    assert_eq!(busy.status(), 503);
+    assert_eq!(busy.headers()["retry-after"], "1");
+    let error: ErrorResponse = busy.json().await.unwrap();
+    assert_eq!(error.error.code, "busy");
+    drop(rest);
+    drop(slow);
+    while budget.held_kib() > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "held {} KiB",
+            budget.held_kib()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(search().await.unwrap().status(), 200);
+    server.stop().await;
+}
+
 /// A `304` carries no `Content-Length`, to `HEAD` as to `GET` (axum's
 /// router gave a `HEAD` `0`, which RFC 9110 §8.6 forbids unless it is the
 /// `200`'s length).

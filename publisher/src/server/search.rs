@@ -255,7 +255,75 @@ pub(super) async fn search(
         results,
         cache_duration_s: state.cache_duration.as_secs(),
     };
-    full_hash_answer(&headers, answer, |a| {
+    let response = full_hash_answer(&headers, answer, |a| {
         Json(FullHashSearchResponse::from(a)).into_response()
-    })
+    })?;
+    held_while_sent(&state, response).await
+}
+
+/// Bytes of an answer handed to the connection at a time: the next piece
+/// is taken only once the connection has room for it.
+const ANSWER_PIECE_BYTES: usize = 64 * 1024;
+
+/// `response` (a built answer, whole in memory) sent from the budget of
+/// answers in flight ([`AnswersInFlight`](crate::state::AnswersInFlight)):
+/// its size taken from it, given back when the body is sent or dropped;
+/// `503 busy` with `Retry-After` when too little is left.
+async fn held_while_sent(state: &AppState, response: Response) -> Result<Response, ApiError> {
+    let (parts, body) = response.into_parts();
+    let bytes = axum::body::to_bytes(body, usize::MAX)
+        .await
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?;
+    let budget = &state.answers_in_flight;
+    let permit = budget.take(bytes.len()).ok_or_else(|| {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "busy",
+            format!(
+                "{} KiB of full-hash answers are being sent to other clients; ask again",
+                budget.held_kib()
+            ),
+        )
+        .retry_after(1)
+    })?;
+    Ok(Response::from_parts(
+        parts,
+        axum::body::Body::new(HeldAnswer {
+            bytes,
+            permit: Some(permit),
+        }),
+    ))
+}
+
+/// An answer's body, sent a piece at a time, holding its share of the
+/// budget until its last piece is taken or it is dropped.
+struct HeldAnswer {
+    bytes: Bytes,
+    permit: Option<tokio::sync::OwnedSemaphorePermit>,
+}
+
+impl hyper::body::Body for HeldAnswer {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Self::Error>>> {
+        if self.bytes.is_empty() {
+            self.permit = None;
+            return std::task::Poll::Ready(None);
+        }
+        let piece = self.bytes.len().min(ANSWER_PIECE_BYTES);
+        let piece = self.bytes.split_to(piece);
+        std::task::Poll::Ready(Some(Ok(hyper::body::Frame::data(piece))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.bytes.is_empty()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        hyper::body::SizeHint::with_exact(self.bytes.len() as u64)
+    }
 }
