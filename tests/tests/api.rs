@@ -244,8 +244,8 @@ async fn search_with_min_versions_is_refused_when_the_server_is_behind() {
     assert_eq!(behind.status(), 503);
     let error: ErrorResponse = behind.json().await.unwrap();
     assert_eq!(error.error.code, "behind");
-    // A prefix given many times is answered once.
-    let once: serde_json::Value = client
+    // A prefix given many times is answered each time, in order.
+    let each: serde_json::Value = client
         .post(&url)
         .json(&serde_json::json!({"prefixes": vec!["af"; 1000]}))
         .send()
@@ -254,7 +254,7 @@ async fn search_with_min_versions_is_refused_when_the_server_is_behind() {
         .json()
         .await
         .unwrap();
-    assert_eq!(once["results"].as_array().unwrap().len(), 1, "{once}");
+    assert_eq!(each["results"].as_array().unwrap().len(), 1000);
     server.stop().await;
 }
 

@@ -121,7 +121,12 @@ pub fn is_archive(head: &[u8]) -> bool {
 }
 
 fn archive_of(head: &[u8]) -> Option<Archive> {
-    if head.first_chunk::<TAR_BLOCK>().is_some_and(is_tar_header) {
+    // The ustar magic with its NUL (POSIX `ustar\0`, GNU `ustar  \0`),
+    // which no text holds: a tar whose first header is damaged, refused
+    // by its checksum as it is read (not read as text, its header's bytes
+    // lines of junk and its file's first line lost).
+    let magic = head.get(257..263) == Some(b"ustar\0") || head.get(257..265) == Some(b"ustar  \0");
+    if magic || head.first_chunk::<TAR_BLOCK>().is_some_and(is_tar_header) {
         Some(Archive::Tar)
     } else if head.starts_with(b"PK\x03\x04") || head.starts_with(b"PK\x05\x06") {
         Some(Archive::Zip)
@@ -402,7 +407,14 @@ fn read_tar<T>(
         // What the read left of the file (all of it, for one not read).
         io::copy(&mut file, &mut io::sink())?;
         if file.limit() > 0 {
-            return Err(cut_short());
+            // Without `member`, a second file seen says what is wrong
+            // already (the checks before a build read only a head of the
+            // archive, which often ends in it).
+            return Err(if member.is_none() && names.len() > 1 {
+                archive_error(Archive::Tar, &names, None)
+            } else {
+                cut_short()
+            });
         }
         skip(&mut content, padded(size)? - size)?;
     }
@@ -1378,6 +1390,27 @@ mod tests {
         damaged[at] ^= 0x55;
         let error = read_all(&damaged).unwrap_err().to_string();
         assert!(error.starts_with("zip archive's file a.txt: "), "{error}");
+    }
+
+    /// A fourth review's findings: a tar whose first header's checksum is
+    /// damaged was read as text (its header junk lines, its file's first
+    /// line lost); an archive of several files without `member`, whose
+    /// second file runs past the head the checks before a build read, had
+    /// its first file checked (HTML) rather than said to be several.
+    #[test]
+    fn regression_what_the_fourth_review_found() {
+        let big = "http://evil.example/p\n".repeat(5_000);
+        let mut damaged = tar_of(&[("feed/urls", big.as_bytes())]);
+        damaged[136] ^= 1;
+        for content in [damaged.clone(), compressed(ContentEncoding::Gzip, &damaged)] {
+            let error = read_all(&content).unwrap_err().to_string();
+            assert_eq!(error, "tar: a header's checksum does not match");
+        }
+        let html = b"<!DOCTYPE html><html>see the list</html>\n".as_slice();
+        let several = tar_of(&[("feed/README.html", html), ("feed/urls", big.as_bytes())]);
+        assert!(several.len() > 65_536);
+        assert!(member_head(&several[..65_536], None).is_empty());
+        assert_eq!(&*member_head(&several[..65_536], Some("feed/README.html")), html);
     }
 
     #[test]

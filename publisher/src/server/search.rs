@@ -88,16 +88,14 @@ pub fn parse_search(body: &[u8], max_prefixes: usize) -> Result<Search, ApiError
             ),
         ));
     }
-    let mut prefixes: Vec<RequestPrefix> = request
+    // One result per prefix given, in order, a prefix given twice too
+    // (clients pair results with their requests); what that may cost is
+    // held to the budget of answers in flight.
+    let prefixes = request
         .prefixes
         .iter()
         .map(|p| parse_request_prefix(p))
         .collect::<Result<_, _>>()?;
-    // A prefix given more than once is answered once (in the order first
-    // given): 1,000 copies of one short prefix were answered 1,000 times,
-    // tens of megabytes from a request of a few kilobytes.
-    let mut seen = std::collections::HashSet::with_capacity(prefixes.len());
-    prefixes.retain(|p| seen.insert(*p));
     let snapshots = request
         .snapshots
         .iter()
