@@ -335,6 +335,16 @@ async fn search_answers_are_sent_from_a_budget_a_slow_reader_holds_until_it_goes
     server.stop().await;
 }
 
+/// The `ETag` of the latest snapshot of `phishing`.
+async fn latest_etag(server: &RunningPublisher, client: &reqwest::Client) -> String {
+    let latest = client
+        .get(format!("{}/v1/lists/phishing/snapshot", server.base_url()))
+        .send()
+        .await
+        .unwrap();
+    latest.headers()["etag"].to_str().unwrap().to_owned()
+}
+
 /// A `304` carries no `Content-Length`, to `HEAD` as to `GET` (axum's
 /// router gave a `HEAD` `0`, which RFC 9110 §8.6 forbids unless it is the
 /// `200`'s length).
@@ -342,19 +352,8 @@ async fn search_answers_are_sent_from_a_budget_a_slow_reader_holds_until_it_goes
 async fn a_304_has_no_content_length_to_head_or_get() {
     let (server, _dir) = start().await;
     let client = reqwest::Client::new();
-    let latest = client
-        .get(format!("{}/v1/lists/phishing/snapshot", server.base_url()))
-        .send()
-        .await
-        .unwrap();
-    let version = latest.headers()["etag"]
-        .to_str()
-        .unwrap()
-        .trim_matches('"')
-        .split('-')
-        .next()
-        .unwrap()
-        .to_owned();
+    let etag = latest_etag(&server, &client).await;
+    let version = etag.trim_matches('"').split('-').next().unwrap();
     for path in [
         "/v1/lists/phishing/snapshot".to_owned(),
         format!("/v1/lists/phishing/snapshots/{version}"),
@@ -385,12 +384,7 @@ async fn a_304_has_no_content_length_to_head_or_get() {
 async fn a_delta_chain_that_does_not_exist_is_gone_whatever_the_etag() {
     let (server, _dir) = start().await;
     let client = reqwest::Client::new();
-    let latest = client
-        .get(format!("{}/v1/lists/phishing/snapshot", server.base_url()))
-        .send()
-        .await
-        .unwrap();
-    let etag = latest.headers()["etag"].to_str().unwrap().to_owned();
+    let etag = latest_etag(&server, &client).await;
     for tag in [etag.as_str(), "*"] {
         let r = client
             .get(format!("{}/v1/lists/phishing/updates/1", server.base_url()))
