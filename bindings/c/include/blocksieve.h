@@ -88,7 +88,9 @@ typedef enum blocksieve_status {
     BLOCKSIEVE_MISCONFIGURED = 7,
     // An output buffer is too small; nothing was written to it (a text
     // buffer of at least one byte holds an empty string). The length
-    // out-parameter holds the size needed.
+    // out-parameter holds the size needed. Never returned by a check: a
+    // verdict's texts are cut to their buffers and the status is
+    // `BLOCKSIEVE_OK` (see `blocksieve_verdict`).
     BLOCKSIEVE_BUFFER_TOO_SMALL = 8,
     // The library panicked (a bug in it). The panic was stopped at the
     // boundary; the handle involved should be freed and not used again.
@@ -251,13 +253,14 @@ typedef struct blocksieve_verdict {
     // Length in bytes, without the terminating NUL, of the list text:
     // `BLOCKSIEVE_UNSAFE`: the threat list (the first in subscription
     // order if several); `BLOCKSIEVE_UNVERIFIED`: the lists whose filters
-    // hit, joined by `,`; `BLOCKSIEVE_SAFE`: 0. The list buffer needs
-    // `list_len + 1` bytes.
+    // hit, joined by `,`; `BLOCKSIEVE_SAFE`: 0. The whole text needs
+    // `list_len + 1` bytes; a smaller buffer holds its beginning (cut as
+    // `snprintf` cuts), the status still `BLOCKSIEVE_OK`.
     size_t list_len;
     // Length in bytes, without the terminating NUL, of the matching
     // expression (`BLOCKSIEVE_UNSAFE`, e.g. `evil.example/login`; the
-    // first in expression order); 0 otherwise. The expression buffer needs
-    // `expression_len + 1` bytes.
+    // first in expression order); 0 otherwise. The whole text needs
+    // `expression_len + 1` bytes; a smaller buffer holds its beginning.
     size_t expression_len;
 } blocksieve_verdict;
 
@@ -586,18 +589,20 @@ enum blocksieve_status blocksieve_agent_update(const struct blocksieve_agent *ag
 // `url`: `url_len` bytes, read as by `blocksieve_canonicalize` (a byte
 // that is not UTF-8 as its percent-escape). `*out_verdict` receives the verdict
 // (kind, stale, block, full hash, text lengths) whenever the status is
-// `BLOCKSIEVE_OK` or `BLOCKSIEVE_BUFFER_TOO_SMALL`, and otherwise (any
-// other status, a refused argument included) the placeholder
-// (`BLOCKSIEVE_UNVERIFIED`, `block` true: see `blocksieve_verdict`). `list` and
-// `expression`: buffers of `list_capacity` and `expression_capacity`
-// bytes for the texts of `blocksieve_verdict`, written NUL-terminated;
-// either may be NULL with capacity 0 when the caller does not want that
-// text (its length is still reported).
+// `BLOCKSIEVE_OK`, and otherwise (any other status, a refused argument
+// included) the placeholder (`BLOCKSIEVE_UNVERIFIED`, `block` true: see
+// `blocksieve_verdict`). `list` and `expression`: buffers of
+// `list_capacity` and `expression_capacity` bytes for the texts of
+// `blocksieve_verdict`, written NUL-terminated and, when longer, cut to
+// the buffer as `snprintf` cuts (at a character boundary): a text was cut
+// when its length in the verdict is at least its buffer's capacity. Either
+// may be NULL with capacity 0 when the caller does not want that text (its
+// length is still reported). A text that does not fit never changes the
+// status: the verdict stands.
 //
 // Returns `BLOCKSIEVE_OK`, `BLOCKSIEVE_INVALID_URL` (the URL names no
 // host, or is over 2 MiB), `BLOCKSIEVE_NOT_READY` (a list has no snapshot yet, and the
 // lists that have one do not confirm the URL unsafe),
-// `BLOCKSIEVE_BUFFER_TOO_SMALL` (a text did not fit; the verdict is valid),
 // `BLOCKSIEVE_INVALID_ARGUMENT`, or `BLOCKSIEVE_INTERNAL` in a child of
 // `fork()` calling a handle its parent made (at once: create agents after
 // forking). A failed full-hash request is not an error but a
@@ -843,8 +848,7 @@ enum blocksieve_status blocksieve_session_handle_update_failure(const struct blo
 // Returns `BLOCKSIEVE_OK`, `BLOCKSIEVE_INVALID_URL` (the URL names no
 // host, or is over 2 MiB), `BLOCKSIEVE_NOT_READY` (a list has no snapshot yet, and the
 // lists that have one do not confirm the URL unsafe without a request: run
-// an update round first), `BLOCKSIEVE_BUFFER_TOO_SMALL` (a text did not fit; the
-// verdict is valid) or `BLOCKSIEVE_INVALID_ARGUMENT`.
+// an update round first) or `BLOCKSIEVE_INVALID_ARGUMENT`.
 //
 // Thread-safety: any thread; calls on one session serialize. Checks may
 // be in flight while update rounds run: every response is checked against
@@ -890,9 +894,7 @@ enum blocksieve_status blocksieve_session_check(const struct blocksieve_session 
 //
 // Returns `BLOCKSIEVE_OK` (an unverified verdict included),
 // `BLOCKSIEVE_NOT_READY` (a list had no snapshot when the check began, and
-// the lists that had one do not confirm the URL unsafe),
-// `BLOCKSIEVE_BUFFER_TOO_SMALL` (a text did not fit; the verdict is valid,
-// and checking the URL again answers from the cache) or
+// the lists that had one do not confirm the URL unsafe) or
 // `BLOCKSIEVE_INVALID_ARGUMENT` (a NULL or dead handle, a query of
 // another session, a NULL output or seed, a body NULL with a length).
 //
@@ -928,8 +930,8 @@ enum blocksieve_status blocksieve_session_complete_check(const struct blocksieve
 // whatever the status.
 //
 // Returns `BLOCKSIEVE_OK`, `BLOCKSIEVE_NOT_READY` (a list had no snapshot
-// when the check began: an unverified hit is then no answer),
-// `BLOCKSIEVE_BUFFER_TOO_SMALL` or `BLOCKSIEVE_INVALID_ARGUMENT`.
+// when the check began: an unverified hit is then no answer) or
+// `BLOCKSIEVE_INVALID_ARGUMENT`.
 //
 // Thread-safety: as for `blocksieve_session_complete_check`.
 //

@@ -301,7 +301,10 @@ impl VerdictOut {
         })
     }
 
-    /// Writes the verdict, then each wanted text if it fits.
+    /// Writes the verdict, then each wanted text, cut to its buffer as
+    /// `snprintf` cuts (see [`write_cut`]). Cannot fail: a verdict written
+    /// is `BLOCKSIEVE_OK`, so that a caller acting only on that status never
+    /// passes over an unsafe verdict because its expression was long.
     ///
     /// # Safety
     ///
@@ -311,26 +314,37 @@ impl VerdictOut {
         // SAFETY: non-NULL and aligned (checked in `new`), writable by the
         // caller's guarantee; `write` reads nothing of the old contents.
         unsafe { self.verdict.write(answer.verdict) };
-        let mut outcome = Ok(());
-        if !self.list.is_null() {
-            // SAFETY: non-NULL, with `list_capacity` writable bytes by the
-            // caller's guarantee.
-            outcome = unsafe { write_text(self.list, self.list_capacity, &answer.list, "list") };
-        }
-        if !self.expression.is_null() {
-            // SAFETY: as above, for `expression`.
-            let written = unsafe {
-                write_text(
-                    self.expression,
-                    self.expression_capacity,
-                    &answer.expression,
-                    "expression",
-                )
-            };
-            outcome = outcome.and(written);
-        }
-        outcome
+        // SAFETY: unless NULL, `list_capacity` writable bytes by the
+        // caller's guarantee.
+        unsafe { write_cut(self.list, self.list_capacity, &answer.list) };
+        // SAFETY: as above, for `expression`.
+        unsafe { write_cut(self.expression, self.expression_capacity, &answer.expression) };
+        Ok(())
     }
+}
+
+/// Writes as much of `text` as fits in `capacity - 1` bytes, cut at a
+/// character boundary, and a NUL, as `snprintf` does: a verdict's texts,
+/// whose full lengths the verdict reports (`list_len`, `expression_len`),
+/// so a text was cut exactly when its length is at least the capacity.
+/// Nothing is written to a NULL buffer or one of capacity 0.
+///
+/// # Safety
+///
+/// Unless NULL, `buf` must point to `capacity` writable bytes.
+unsafe fn write_cut(buf: *mut c_char, capacity: usize, text: &str) {
+    if buf.is_null() || capacity == 0 {
+        return;
+    }
+    let mut len = text.len().min(capacity - 1);
+    while !text.is_char_boundary(len) {
+        len -= 1;
+    }
+    // SAFETY: `len < capacity` writable bytes at `buf`, which cannot overlap
+    // `text` (Rust-owned memory).
+    unsafe { std::ptr::copy_nonoverlapping(text.as_ptr(), buf.cast::<u8>(), len) };
+    // SAFETY: `len < capacity`, within the buffer.
+    unsafe { buf.wrapping_add(len).write(0) };
 }
 
 /// Writes a text result of a sans-I/O function.
@@ -729,18 +743,20 @@ pub unsafe extern "C" fn blocksieve_agent_update(agent: *const blocksieve_agent)
 /// `url`: `url_len` bytes, read as by `blocksieve_canonicalize` (a byte
 /// that is not UTF-8 as its percent-escape). `*out_verdict` receives the verdict
 /// (kind, stale, block, full hash, text lengths) whenever the status is
-/// `BLOCKSIEVE_OK` or `BLOCKSIEVE_BUFFER_TOO_SMALL`, and otherwise (any
-/// other status, a refused argument included) the placeholder
-/// (`BLOCKSIEVE_UNVERIFIED`, `block` true: see `blocksieve_verdict`). `list` and
-/// `expression`: buffers of `list_capacity` and `expression_capacity`
-/// bytes for the texts of `blocksieve_verdict`, written NUL-terminated;
-/// either may be NULL with capacity 0 when the caller does not want that
-/// text (its length is still reported).
+/// `BLOCKSIEVE_OK`, and otherwise (any other status, a refused argument
+/// included) the placeholder (`BLOCKSIEVE_UNVERIFIED`, `block` true: see
+/// `blocksieve_verdict`). `list` and `expression`: buffers of
+/// `list_capacity` and `expression_capacity` bytes for the texts of
+/// `blocksieve_verdict`, written NUL-terminated and, when longer, cut to
+/// the buffer as `snprintf` cuts (at a character boundary): a text was cut
+/// when its length in the verdict is at least its buffer's capacity. Either
+/// may be NULL with capacity 0 when the caller does not want that text (its
+/// length is still reported). A text that does not fit never changes the
+/// status: the verdict stands.
 ///
 /// Returns `BLOCKSIEVE_OK`, `BLOCKSIEVE_INVALID_URL` (the URL names no
 /// host, or is over 2 MiB), `BLOCKSIEVE_NOT_READY` (a list has no snapshot yet, and the
 /// lists that have one do not confirm the URL unsafe),
-/// `BLOCKSIEVE_BUFFER_TOO_SMALL` (a text did not fit; the verdict is valid),
 /// `BLOCKSIEVE_INVALID_ARGUMENT`, or `BLOCKSIEVE_INTERNAL` in a child of
 /// `fork()` calling a handle its parent made (at once: create agents after
 /// forking). A failed full-hash request is not an error but a
@@ -1452,8 +1468,7 @@ pub unsafe extern "C" fn blocksieve_session_handle_update_failure(
 /// Returns `BLOCKSIEVE_OK`, `BLOCKSIEVE_INVALID_URL` (the URL names no
 /// host, or is over 2 MiB), `BLOCKSIEVE_NOT_READY` (a list has no snapshot yet, and the
 /// lists that have one do not confirm the URL unsafe without a request: run
-/// an update round first), `BLOCKSIEVE_BUFFER_TOO_SMALL` (a text did not fit; the
-/// verdict is valid) or `BLOCKSIEVE_INVALID_ARGUMENT`.
+/// an update round first) or `BLOCKSIEVE_INVALID_ARGUMENT`.
 ///
 /// Thread-safety: any thread; calls on one session serialize. Checks may
 /// be in flight while update rounds run: every response is checked against
@@ -1571,9 +1586,7 @@ unsafe fn complete(
 ///
 /// Returns `BLOCKSIEVE_OK` (an unverified verdict included),
 /// `BLOCKSIEVE_NOT_READY` (a list had no snapshot when the check began, and
-/// the lists that had one do not confirm the URL unsafe),
-/// `BLOCKSIEVE_BUFFER_TOO_SMALL` (a text did not fit; the verdict is valid,
-/// and checking the URL again answers from the cache) or
+/// the lists that had one do not confirm the URL unsafe) or
 /// `BLOCKSIEVE_INVALID_ARGUMENT` (a NULL or dead handle, a query of
 /// another session, a NULL output or seed, a body NULL with a length).
 ///
@@ -1628,8 +1641,8 @@ pub unsafe extern "C" fn blocksieve_session_complete_check(
 /// whatever the status.
 ///
 /// Returns `BLOCKSIEVE_OK`, `BLOCKSIEVE_NOT_READY` (a list had no snapshot
-/// when the check began: an unverified hit is then no answer),
-/// `BLOCKSIEVE_BUFFER_TOO_SMALL` or `BLOCKSIEVE_INVALID_ARGUMENT`.
+/// when the check began: an unverified hit is then no answer) or
+/// `BLOCKSIEVE_INVALID_ARGUMENT`.
 ///
 /// Thread-safety: as for `blocksieve_session_complete_check`.
 ///

@@ -338,12 +338,24 @@ pub fn session_responses(data: &[u8]) {
                 expression.len(),
             )
         };
-        assert!(
-            matches!(completed, BLOCKSIEVE_OK | BLOCKSIEVE_BUFFER_TOO_SMALL),
-            "complete check: {completed:?}"
-        );
-        // SAFETY: written whenever the status is one of those two.
+        assert_eq!(completed, BLOCKSIEVE_OK, "complete check");
+        // SAFETY: written whenever the status is `BLOCKSIEVE_OK`.
         let verdict = unsafe { verdict.assume_init() };
+        for (text, len) in [
+            (&list[..], verdict.list_len),
+            (&expression[..], verdict.expression_len),
+        ] {
+            let nul = text
+                .iter()
+                .position(|&c| c == 0)
+                .expect("a text is NUL-terminated");
+            assert_eq!(
+                nul,
+                len.min(text.len() - 1),
+                "a text of {len} bytes in {}",
+                text.len()
+            );
+        }
         if verdict.kind == blocksieve_verdict_kind::BLOCKSIEVE_UNSAFE {
             let mut hashes = Vec::new();
             let _ = blocksieve_format::full_hashes(GOLDEN_LISTED, &mut hashes);

@@ -71,7 +71,9 @@ pub enum blocksieve_status {
     BLOCKSIEVE_MISCONFIGURED = 7,
     /// An output buffer is too small; nothing was written to it (a text
     /// buffer of at least one byte holds an empty string). The length
-    /// out-parameter holds the size needed.
+    /// out-parameter holds the size needed. Never returned by a check: a
+    /// verdict's texts are cut to their buffers and the status is
+    /// `BLOCKSIEVE_OK` (see `blocksieve_verdict`).
     BLOCKSIEVE_BUFFER_TOO_SMALL = 8,
     /// The library panicked (a bug in it). The panic was stopped at the
     /// boundary; the handle involved should be freed and not used again.
@@ -122,13 +124,14 @@ pub struct blocksieve_verdict {
     /// Length in bytes, without the terminating NUL, of the list text:
     /// `BLOCKSIEVE_UNSAFE`: the threat list (the first in subscription
     /// order if several); `BLOCKSIEVE_UNVERIFIED`: the lists whose filters
-    /// hit, joined by `,`; `BLOCKSIEVE_SAFE`: 0. The list buffer needs
-    /// `list_len + 1` bytes.
+    /// hit, joined by `,`; `BLOCKSIEVE_SAFE`: 0. The whole text needs
+    /// `list_len + 1` bytes; a smaller buffer holds its beginning (cut as
+    /// `snprintf` cuts), the status still `BLOCKSIEVE_OK`.
     pub list_len: usize,
     /// Length in bytes, without the terminating NUL, of the matching
     /// expression (`BLOCKSIEVE_UNSAFE`, e.g. `evil.example/login`; the
-    /// first in expression order); 0 otherwise. The expression buffer needs
-    /// `expression_len + 1` bytes.
+    /// first in expression order); 0 otherwise. The whole text needs
+    /// `expression_len + 1` bytes; a smaller buffer holds its beginning.
     pub expression_len: usize,
 }
 

@@ -490,11 +490,12 @@ static void test_session(const char *base_url, const char *key, const char *list
     CHECK(after.lookups == before.lookups + 3 && after.full_hash_failures == 0);
     CHECK(after.snapshots_applied == 1 && after.updates_failed == 0);
 
-    /* Texts that do not fit: the verdict is still written. */
+    /* Texts that do not fit are cut; the verdict stands, with OK. */
     char small[3];
     CHECK(blocksieve_session_check(session, listed, strlen(listed), now_ms(), fresh_seed(), &v, small,
-                                   sizeof small, NULL, 0, &query) == BLOCKSIEVE_BUFFER_TOO_SMALL);
-    CHECK(query == NULL && v.kind == BLOCKSIEVE_UNSAFE && v.list_len == strlen(list) && small[0] == '\0');
+                                   sizeof small, NULL, 0, &query) == BLOCKSIEVE_OK);
+    CHECK(query == NULL && v.kind == BLOCKSIEVE_UNSAFE && v.block && v.list_len == strlen(list));
+    CHECK(strlen(small) == 2 && strncmp(small, list, 2) == 0);
 
     /* An invalid URL is neither safe nor unsafe. */
     const char *invalid = "mailto:someone@example.com";
@@ -908,8 +909,9 @@ static int xlang(const char *base_url, const char *key, const char *dir) {
         blocksieve_verdict v;
         blocksieve_status status =
             check(session, &h, input, input_len, &v, list, sizeof list, expression, expression_cap, &requests);
-        if (status == BLOCKSIEVE_BUFFER_TOO_SMALL) {
-            /* The answer is cached now: a second check makes no request. */
+        if (status == BLOCKSIEVE_OK && v.expression_len >= expression_cap) {
+            /* Cut to the buffer. The answer is cached now: a second check
+             * makes no request. */
             expression_cap = v.expression_len + 1;
             expression = (char *)realloc(expression, expression_cap);
             status = check(session, &h, input, input_len, &v, list, sizeof list, expression, expression_cap,
