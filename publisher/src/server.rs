@@ -22,7 +22,8 @@
 //! [`HASHES_HEADER`](blocksieve_format::api::HASHES_HEADER) on snapshot responses) `public, max-age=31536000,
 //! immutable`; `GET /v1/hashes/{prefix}` `public, max-age=<cache_duration_s>`.
 //! The status page `/` (`page`, HTML for operators) is `no-store`, with
-//! its own `Content-Security-Policy`.
+//! its own `Content-Security-Policy`, as are `GET /v1/lists` and a list's
+//! build history (live state, not the protocol's).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -288,7 +289,10 @@ fn snapshot_status(p: &Published) -> SnapshotStatus {
     }
 }
 
-async fn lists(State(state): State<Arc<AppState>>) -> Json<ListsResponse> {
+/// `GET /v1/lists`: what each list serves and how its last build went,
+/// as of now: `no-store`, as the status page (a CDN's copy would show
+/// operators a list's state from before its last build).
+async fn lists(State(state): State<Arc<AppState>>) -> impl IntoResponse {
     let lists = state
         .lists
         .iter()
@@ -299,7 +303,10 @@ async fn lists(State(state): State<Arc<AppState>>) -> Json<ListsResponse> {
             store: slot.store_status.lock().map(|g| g.clone()).unwrap_or(None),
         })
         .collect();
-    Json(ListsResponse { lists })
+    (
+        [(header::CACHE_CONTROL, HeaderValue::from_static("no-store"))],
+        Json(ListsResponse { lists }),
+    )
 }
 
 async fn latest_snapshot(

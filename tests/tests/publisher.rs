@@ -232,12 +232,12 @@ async fn cleaned_lines_are_counted_in_v1_lists() {
     ))
     .await;
     server.wait_ready(Duration::from_secs(60)).await;
-    let lists: ListsResponse = reqwest::get(format!("{}/v1/lists", server.base_url()))
-        .await
-        .unwrap()
-        .json()
+    let response = reqwest::get(format!("{}/v1/lists", server.base_url()))
         .await
         .unwrap();
+    // Live state, never a cache's copy.
+    assert_eq!(response.headers()["cache-control"], "no-store");
+    let lists: ListsResponse = response.json().await.unwrap();
     let build = lists.lists[0].last_build.as_ref().unwrap();
     assert_eq!((build.lines, build.rejected), (4, 0));
     for kind in [

@@ -123,7 +123,10 @@ async fn history_page_and_gauges_show_healthy_stale_and_refused_lists() {
         async move { http.get(url).send().await.unwrap() }
     };
 
-    let healthy: HistoryResponse = history("healthy").await.json().await.unwrap();
+    let response = history("healthy").await;
+    // Grows with every build: never a cache's copy.
+    assert_eq!(response.headers()["cache-control"], "no-store");
+    let healthy: HistoryResponse = response.json().await.unwrap();
     assert_eq!((healthy.list.as_str(), healthy.limit), ("healthy", 1000));
     assert_eq!(outcomes(&healthy), ["published", "unchanged"]);
     let first: &BuildRecord = &healthy.builds[0];

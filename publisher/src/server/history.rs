@@ -4,7 +4,8 @@
 use std::sync::Arc;
 
 use axum::extract::{Path, State};
-use axum::response::Json;
+use axum::http::{HeaderValue, header};
+use axum::response::{IntoResponse, Json};
 use blocksieve_format::api::HistoryResponse;
 
 use super::error::{ApiError, unknown_list};
@@ -18,7 +19,7 @@ use crate::storage::history::HISTORY_LIMIT;
 pub(super) async fn history(
     State(state): State<Arc<AppState>>,
     Path(name): Path<String>,
-) -> Result<Json<HistoryResponse>, ApiError> {
+) -> Result<impl IntoResponse, ApiError> {
     let slot = state.list(&name).ok_or_else(|| unknown_list(&name))?;
     if !state.role.builds() {
         return Err(ApiError::new(
@@ -28,9 +29,13 @@ pub(super) async fn history(
         ));
     }
     let builds = slot.watch.with_history(|h| h.iter().cloned().collect());
-    Ok(Json(HistoryResponse {
-        list: name,
-        limit: HISTORY_LIMIT,
-        builds,
-    }))
+    // Grows with every build: never a cached copy (as `GET /v1/lists`).
+    Ok((
+        [(header::CACHE_CONTROL, HeaderValue::from_static("no-store"))],
+        Json(HistoryResponse {
+            list: name,
+            limit: HISTORY_LIMIT,
+            builds,
+        }),
+    ))
 }
