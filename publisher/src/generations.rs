@@ -277,6 +277,20 @@ impl ListStore {
             Some(p) => verified(p.generation)?,
             None => None,
         };
+        if found.is_none()
+            && let Some((pointer, version)) = pointed.as_ref().zip(version.as_ref())
+            && self.signed_by_another_key(pointer.generation, keys)?
+        {
+            // Signed, by a key not among `keys`: another builder's (a key
+            // rotation this one was left out of), not garbage to pass
+            // over. The pointer is the head as it stands: a build on an
+            // older generation of this builder's would hold the ETag of a
+            // pointer naming this one, and move it back by compare-and-swap.
+            return Ok(Some(Latest {
+                pointer: pointer.clone(),
+                version: version.clone(),
+            }));
+        }
         if found.is_none() {
             // The newest stored manifest that verifies, of the last few.
             let mut numbers: Vec<u64> = (self.storage.list(&self.key("generations"))?.iter())

@@ -426,17 +426,21 @@ mod tests {
         );
     }
 
-    /// A generation number whose manifest did not verify (written by a
-    /// builder with another signing key: a key rotated on one builder
-    /// only, then rolled back) is replaced, as publishing does, by the
-    /// builder with the right key, whose build becomes that generation:
-    /// the replica serves it, not the generation before until the next
-    /// publish (which an unchanged list may not make for hours: the
-    /// pointer's freshness records name the new version, so the replica's
-    /// goes stale too, and the new build's additions are answered "no
-    /// match" meanwhile). Found by an adversarial review.
+    /// A generation whose manifest did not verify (written by a builder
+    /// with another signing key: a key rotated on one builder only, then
+    /// rolled back) is followed by the builder with the right key's next
+    /// build (a forced one: unforced, a builder refuses a store whose head
+    /// is signed by another key): the replica serves that build, not the
+    /// generation before the one it rejected until some later publish
+    /// (which an unchanged list may not make for hours: the pointer's
+    /// freshness records name the new version, so the replica's goes stale
+    /// too, and the new build's additions are answered "no match"
+    /// meanwhile). Found by an adversarial review. (The right key's build
+    /// once replaced the rejected generation's manifest; a manifest signed
+    /// by another key is now published past, never replaced: it may be a
+    /// rotation's that this builder was left out of.)
     #[test]
-    fn regression_a_valid_generation_at_a_number_rejected_before_is_served() {
+    fn regression_a_valid_generation_past_a_number_rejected_before_is_served() {
         let dir = tempfile::tempdir().unwrap();
         let (state, _) = state_over(dir.path());
         let key = SigningKey::from_secret_bytes([7; 32]);
@@ -451,8 +455,8 @@ mod tests {
         assert_eq!(served(&state), Some(first));
         assert!(follower.lists[0].rejected.contains_key(&forged));
 
-        // The builder with the right key starts from the newest generation
-        // that verifies, and its build replaces the one that does not.
+        // The builder with the right key starts from the pointer to the
+        // generation signed by the other key, and publishes past it.
         let built = build_feed("http://phish.example/c\n", 1_800_000_200, &key);
         let base = store.head(&trusted(&key)).unwrap();
         let outcome = store
@@ -465,7 +469,12 @@ mod tests {
                 1_800_000_200,
             )
             .unwrap();
-        assert_eq!(outcome, PublishOutcome::Published { generation: forged });
+        assert_eq!(
+            outcome,
+            PublishOutcome::Published {
+                generation: forged + 1
+            }
+        );
         assert!(follower.poll());
         assert_eq!(
             served(&state),

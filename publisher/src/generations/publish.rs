@@ -217,11 +217,18 @@ impl ListStore {
         // must stay. What is there may also be no manifest of this
         // generation at all (garbage, or written without the signing key):
         // that is replaced by compare-and-swap, or every later build would
-        // be superseded by it.
-        let holds_this_build = || match self.manifest(generation, &trusted) {
+        // be superseded by it. A manifest signed by another key is no
+        // garbage: another builder's, on a key this one was not given (a
+        // rotation that published while this build ran); it stands.
+        let mut other_key = false;
+        let mut holds_this_build = || match self.manifest(generation, &trusted) {
             Ok(existing) => Ok(existing.build == manifest.build),
             // Not known now: neither removed nor published.
             Err(e) if !is_definitive(&e) => Err(e),
+            Err(_) if self.signed_by_another_key(generation, &trusted)? => {
+                other_key = true;
+                Ok(false)
+            }
             Err(e) => {
                 tracing::warn!(list = %self.name, generation, error = %e, "replacing what is stored as this generation's manifest");
                 let mode = (self.storage.version(&manifest_key)?).map_or(PutMode::Create, PutMode::Update);
@@ -234,7 +241,13 @@ impl ListStore {
             for object in manifest.objects() {
                 let _ = self.storage.delete(&self.key(&object.key));
             }
-            self.roll_forward(generation, base, &trusted)?;
+            if other_key {
+                // Not this builder's to point at: the next build's check of
+                // the store's keys says why (`Error::OtherSigningKey`).
+                tracing::warn!(list = %self.name, generation, "another builder published this generation, signed with a key this builder does not trust");
+            } else {
+                self.roll_forward(generation, base, &trusted)?;
+            }
             return Ok(PublishOutcome::Superseded { generation });
         }
         if let Some(latest) = self.move_pointer(&manifest, freshness, base, &trusted)? {

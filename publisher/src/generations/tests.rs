@@ -992,3 +992,118 @@ fn retention_removes_each_snapshot_before_its_full_hashes() {
         }
     }
 }
+
+/// Generation 1 under the old key ([`key`]), then generation 2 published by
+/// a builder rotated to a new key (the old one among its previous keys):
+/// the store, a view of it as a builder left on the old key sees it, and
+/// the new key.
+fn rotated_past(dir: &std::path::Path) -> (ListStore, ListStore, SigningKey) {
+    let (old_store, _) = store(dir, 5);
+    publish(
+        &old_store,
+        &build("http://phish.example/a\n", 1_800_000_000),
+        None,
+    );
+    rotate(dir)
+}
+
+/// Generation 2, published past the store's head by a builder on a new key.
+fn rotate(dir: &std::path::Path) -> (ListStore, ListStore, SigningKey) {
+    let (old_store, _) = store(dir, 5);
+    let new_key = SigningKey::from_secret_bytes([10; 32]);
+    let (rotated, _) = store(dir, 5);
+    let rotated = rotated.with_previous_keys(std::slice::from_ref(key().public_key()));
+    let base = rotated.head(&rotated.trusted_with(&new_key)).unwrap();
+    let newer = build_feed(
+        "http://phish.example/a\nhttp://phish.example/new\n",
+        1_800_000_100,
+        &new_key,
+    );
+    let outcome = (rotated)
+        .publish(
+            newer.version,
+            &newer.snapshot,
+            &newer.hashes,
+            base.as_ref(),
+            &new_key,
+            1_800_000_100,
+        )
+        .unwrap();
+    assert_eq!(outcome, PublishOutcome::Published { generation: 2 });
+    (old_store, rotated, new_key)
+}
+
+/// A builder left on the old key after a rotation reads, as its head, the
+/// pointer to the new key's generation, not the newest generation its own
+/// key verifies paired with that pointer's ETag: with that pair its
+/// unchanged build moved `latest` back to generation 1 by compare-and-swap,
+/// and its changed build replaced generation 2's manifest with its own
+/// (so replicas and agents trusting the new key alone had nothing newer
+/// to load, and stopped taking new listings).
+#[test]
+fn a_builder_left_out_of_a_rotation_reads_the_other_key_s_generation_as_its_head() {
+    let dir = tempfile::tempdir().unwrap();
+    let (old_store, rotated, new_key) = rotated_past(dir.path());
+    let old_key = key();
+    let old_public = std::slice::from_ref(old_key.public_key());
+    let head = old_store.head(old_public).unwrap().unwrap();
+    assert_eq!(head.pointer.generation, 2, "{head:?}");
+    assert!(old_store.signed_by_another_key(2, old_public).unwrap());
+    // Its changed build publishes past the new key's generation (what a
+    // forced key change does; unforced, the build is refused before,
+    // `Error::OtherSigningKey`), never over it.
+    let stale = build("http://phish.example/a\n", 1_800_000_200);
+    let outcome = (old_store)
+        .publish(
+            stale.version,
+            &stale.snapshot,
+            &stale.hashes,
+            Some(&head),
+            &key(),
+            1_800_000_200,
+        )
+        .unwrap();
+    assert_eq!(outcome, PublishOutcome::Published { generation: 3 });
+    let new_public = [new_key.public_key().clone()];
+    rotated.load_generation(2, &new_public).unwrap();
+}
+
+/// The rotation publishes while the old key's build runs, after it read
+/// its head (generation 1, its own): its publish finds generation 2 signed
+/// by a key it does not trust, and is superseded, leaving generation 2
+/// and the pointer to it as they are. It replaced that manifest, as it
+/// replaces garbage, and pointed `latest` at its own.
+#[test]
+fn a_build_on_the_old_key_that_the_rotation_published_past_meanwhile_replaces_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (old_store, _) = store(dir.path(), 5);
+    publish(
+        &old_store,
+        &build("http://phish.example/a\n", 1_800_000_000),
+        None,
+    );
+    let old_key = key();
+    let old_public = std::slice::from_ref(old_key.public_key());
+    let base = old_store.head(old_public).unwrap().unwrap();
+    assert_eq!(base.pointer.generation, 1);
+    let (_, rotated, new_key) = rotate(dir.path());
+
+    let stale = build("http://phish.example/a\nhttp://phish.example/b\n", 1_800_000_200);
+    let outcome = (old_store)
+        .publish(
+            stale.version,
+            &stale.snapshot,
+            &stale.hashes,
+            Some(&base),
+            &key(),
+            1_800_000_200,
+        )
+        .unwrap();
+    assert_eq!(outcome, PublishOutcome::Superseded { generation: 2 });
+    let new_public = [new_key.public_key().clone()];
+    rotated.load_generation(2, &new_public).unwrap();
+    assert_eq!(rotated.latest().unwrap().unwrap().pointer.generation, 2);
+    // An unchanged build on that base cannot move the pointer back either.
+    assert!(!old_store.refresh(&base, "record").unwrap());
+    assert_eq!(rotated.latest().unwrap().unwrap().pointer.generation, 2);
+}
