@@ -305,7 +305,8 @@ impl Agent {
         let Some(swaps) = refused_at else {
             return verdicts;
         };
-        // The snapshots probed are behind the publisher's: one update round
+        // The snapshots probed are behind the publisher's (or name a list
+        // it no longer serves, which the round finds): one update round
         // (shared by the checks refused meanwhile, none if one has already
         // moved a list on), waited for up to the request timeout and
         // otherwise left to finish by itself; then what was left
@@ -376,13 +377,13 @@ impl Agent {
         // or a listed URL the older data lacks would pass as safe. Read
         // after every probe: a list gets a snapshot, never loses it, so each
         // list any URL probed is named.
-        let versions: Versions = if locals.iter().flatten().any(|(local, _)| !local.is_empty()) {
-            inner.lists.versions()
+        let (versions, loaded) = if locals.iter().flatten().any(|(local, _)| !local.is_empty()) {
+            (inner.lists.versions(), inner.lists.loaded())
         } else {
-            Versions::new()
+            (Versions::new(), 0)
         };
         // A URL probed while a list had no snapshot that has one now (any
-        // such list: the versions name more lists than it probed): its
+        // such list: more lists have one than it probed): its
         // request prefixes were sized without that list, which the request
         // names now (the publisher counts that list's bucket under them and
         // could refuse the whole request). It was not probed against that
@@ -390,7 +391,7 @@ impl Agent {
         let locals: Vec<Result<Probed, Error>> = locals
             .into_iter()
             .map(|probed| match probed {
-                Ok((local, Some(list))) if local.snapshot_versions.len() < versions.len() => {
+                Ok((local, Some(list))) if local.snapshot_versions.len() < loaded => {
                     Counters::bump(&counters.unverified);
                     Err(Error::NotReady {
                         list: list.to_string(),
@@ -415,15 +416,32 @@ impl Agent {
                 .resolve(needed.into_iter().collect(), &versions, buckets, listed)
                 .await
         };
-        let refused = answers
-            .values()
-            .any(|answer| answer.as_ref().is_err_and(Error::is_prefix_too_short));
+        // Refused for snapshots behind the publisher's, or for naming a
+        // list it does not serve: what an update round cures.
+        let refused = answers.values().any(|answer| {
+            answer
+                .as_ref()
+                .is_err_and(|e| e.is_prefix_too_short() || e.is_unknown_list())
+        });
         let lists: Vec<&str> = inner.lists.names().collect();
         let verdicts = locals
             .into_iter()
             .map(|local| {
                 let (local, unready) = local?;
-                let verdict = lookup::decide(&local, &answers, &lists, inner.failure_policy);
+                let mut verdict = lookup::decide(&local, &answers, &lists, inner.failure_policy);
+                // A hit on a list the publisher does not serve was not asked
+                // for: no answer refuted it.
+                if let Verdict::Safe { stale } = verdict
+                    && let Some((list, reason)) =
+                        (inner.lists).not_served(|list| local.hits.iter().any(|h| &*h.list == list))
+                {
+                    verdict = Verdict::Unverified {
+                        reason,
+                        lists: vec![list],
+                        block: inner.failure_policy == FailurePolicy::FailClosed,
+                        stale,
+                    };
+                }
                 if !local.is_empty() {
                     Counters::bump(match &verdict {
                         Verdict::Unsafe { .. } => &counters.confirmed_unsafe,

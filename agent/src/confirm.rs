@@ -301,9 +301,11 @@ impl Confirmer {
                     let retry_after = error.retry_after();
                     self.shared.with_rng(|rng| {
                         let mut backoff = lock(&self.backoff);
-                        if error.is_prefix_too_short() {
-                            // The snapshots are behind: the check updates
-                            // and asks again (`Agent::check_urls`).
+                        if error.is_prefix_too_short() || error.is_unknown_list() {
+                            // The snapshots are behind, or a list named is
+                            // no longer served: the check updates and asks
+                            // again (`Agent::check_urls`), and requests for
+                            // other versions are not held back.
                             backoff.on_prefix_too_short(versions, now, rng);
                         } else {
                             backoff.on_failure(retry_after, now, rng);

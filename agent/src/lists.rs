@@ -76,6 +76,13 @@ struct ListMeta {
     next_check: Option<SystemTime>,
     /// For [`ListStatus::last_error`]: why the last update failed.
     last_error: Option<Error>,
+    /// The last update's answer when it was `404 unknown_list`: the
+    /// publisher serves no such list (retired, or not yet configured on the
+    /// server answering). Its snapshot stays and is probed, but it is left
+    /// out of full-hash requests, which a server refuses whole for a list
+    /// it does not know, so that the other lists' hits are still confirmed;
+    /// its own hits cannot be, and are unverified ([`Lists::not_served`]).
+    not_served: Option<Error>,
     /// For [`ListStatus::consecutive_failures`].
     consecutive_failures: u32,
     /// For [`ListStatus::last_storage_error`]: a failed write or a
@@ -224,12 +231,35 @@ impl Lists {
         self.swaps.load(Ordering::Acquire)
     }
 
-    /// The version of each list that has a state.
+    /// The version of each list that has a state and that the publisher
+    /// serves, as far as the last update of each knows: the versions a
+    /// full-hash request names (a list the publisher said it does not
+    /// serve would make it refuse the request whole, leaving every other
+    /// list's hits unverified).
     pub(crate) fn versions(&self) -> Versions {
         self.slots
             .iter()
+            .filter(|slot| lock(&slot.meta).not_served.is_none())
             .filter_map(|slot| Some((slot.name.to_string(), slot.floor()?)))
             .collect()
+    }
+
+    /// How many lists have a state (are probed by a check).
+    pub(crate) fn loaded(&self) -> usize {
+        self.slots
+            .iter()
+            .filter(|slot| slot.current.load().is_some())
+            .count()
+    }
+
+    /// The first list in subscription order among `hit` that the
+    /// publisher said it does not serve, with its answer: a hit on it
+    /// cannot be confirmed (it is not asked for), so it is no "safe".
+    pub(crate) fn not_served(&self, mut hit: impl FnMut(&str) -> bool) -> Option<(String, Error)> {
+        self.slots.iter().filter(|slot| hit(&slot.name)).find_map(|slot| {
+            let meta = lock(&slot.meta);
+            (meta.not_served.clone()).map(|error| (slot.name.to_string(), error))
+        })
     }
 
     /// Whether every subscribed list's latest snapshot response advertised
@@ -365,6 +395,10 @@ impl Lists {
                 let mut meta = lock(&slot.meta);
                 meta.last_success = Some(self.shared.now());
                 meta.last_error = None;
+                if meta.not_served.take().is_some() {
+                    // What a check asks for changed: counted as a swap.
+                    self.swaps.fetch_add(1, Ordering::Release);
+                }
                 meta.consecutive_failures = 0;
                 (outcome, hint)
             }
@@ -374,6 +408,14 @@ impl Lists {
                 tracing::warn!(list = %slot.name, ?kept_version, %error, "snapshot update failed");
                 let mut meta = lock(&slot.meta);
                 meta.last_error = Some(error.clone());
+                // Another failure says nothing of whether it is served: as
+                // it was.
+                if error.is_unknown_list() && meta.not_served.replace(error.clone()).is_none() {
+                    // What a check asks for changed (this list left out):
+                    // counted as a swap, so that checks refused for naming
+                    // it are asked again ([`Lists::swaps`]).
+                    self.swaps.fetch_add(1, Ordering::Release);
+                }
                 meta.consecutive_failures = meta.consecutive_failures.saturating_add(1);
                 (ListUpdate::Failed { error, kept_version }, None)
             }

@@ -444,6 +444,12 @@ impl Error {
         matches!(self, Self::Status { status: 400, code, .. } if code == "prefix_too_short")
     }
 
+    /// Whether this error is a `404 unknown_list`: the server answering
+    /// serves no list of that name.
+    pub fn is_unknown_list(&self) -> bool {
+        matches!(self, Self::Status { status: 404, code, .. } if code == "unknown_list")
+    }
+
     /// Whether this error is a request that hit its timeout.
     pub fn is_timeout(&self) -> bool {
         matches!(self, Self::Transport { timed_out: true, .. })

@@ -293,6 +293,13 @@ struct Slot {
     /// instead, so what was listed since still arrives while the snapshot
     /// cannot be had, and the round after asks for the snapshot again.
     rebase_failed: bool,
+    /// The last update response when it was `404 unknown_list`: the
+    /// publisher serves no such list (retired, or not configured on the
+    /// server answering). Its state stays and is probed, but it is left out
+    /// of full-hash requests (a publisher refuses a search naming a list it
+    /// does not serve, which would leave every other list's hits
+    /// unverified); its own hits are unverified.
+    not_served: Option<Error>,
 }
 
 /// The agent's state and decisions, driven by the host's I/O; see the
@@ -405,6 +412,7 @@ impl Session {
                     chain: Vec::new(),
                     vouched: None,
                     rebase_failed: false,
+                    not_served: None,
                 })
                 .collect(),
             trusted_keys: config.trusted_keys,
@@ -467,9 +475,12 @@ impl Session {
 
     /// The version of each list that has a snapshot, as a check's query
     /// names them.
+    /// The versions full-hash requests name: every list with a state but
+    /// those the publisher said it does not serve ([`Slot::not_served`]).
     fn held_versions(&self) -> Versions {
         self.slots
             .iter()
+            .filter(|slot| slot.not_served.is_none())
             .filter_map(|slot| Some((slot.name.to_string(), slot.state.as_ref()?.floor())))
             .collect()
     }
@@ -554,6 +565,17 @@ impl Session {
         let rebase = self.is_rebase(request);
         let result = self.apply_update(request, response, now);
         self.note_rebase(request, rebase && result.is_err());
+        // Whether the publisher serves the list: known from any answer but
+        // another error.
+        if let Some(slot) = self.slots.iter_mut().find(|s| *s.name == request.list) {
+            match &result {
+                // The round goes on: what its snapshot request gets says.
+                Ok(ListUpdate::NeedSnapshot { .. }) => {}
+                Ok(_) => slot.not_served = None,
+                Err(e) if e.is_unknown_list() => slot.not_served = Some(e.clone()),
+                Err(_) => {}
+            }
+        }
         // A `prefix_too_short` refusal at the versions still held stands
         // (unless the round goes on to the whole snapshot).
         if !matches!(result, Ok(ListUpdate::NeedSnapshot { .. })) {
@@ -766,6 +788,11 @@ impl Session {
     /// refusals pause nothing until an update response leaves the versions
     /// refused as they were; from then on each backs off as any failure,
     /// for those versions only ([`FullHashBackoff::on_prefix_too_short`]).
+    /// So does a `404 unknown_list` ([`Error::is_unknown_list`]): the
+    /// request named a list the publisher no longer serves; the update
+    /// round that finds it so leaves that list out of later requests (its
+    /// own hits are then unverified), and the URL checked again is
+    /// answered for the others.
     ///
     /// # Errors
     ///
@@ -800,7 +827,10 @@ impl Session {
             }
             Err(error) => {
                 self.stats.full_hash_failures += 1;
-                if error.is_prefix_too_short() {
+                // What an update round cures (snapshots behind the
+                // publisher's, or a list named that it no longer serves):
+                // requests for other versions are not held back.
+                if error.is_prefix_too_short() || error.is_unknown_list() {
                     self.backoff.on_prefix_too_short(&versions, now, rng);
                 } else {
                     self.backoff.on_failure(error.retry_after(), now, rng);
@@ -822,7 +852,21 @@ impl Session {
         unready: Option<&Arc<str>>,
     ) -> Result<Verdict, Error> {
         let lists: Vec<&str> = self.slots.iter().map(|s| &*s.name).collect();
-        let verdict = lookup::decide(local, answers, &lists, self.failure_policy);
+        let mut verdict = lookup::decide(local, answers, &lists, self.failure_policy);
+        // A hit on a list the publisher does not serve was not asked for:
+        // no answer refuted it.
+        if let Verdict::Safe { stale } = verdict
+            && let Some(slot) = (self.slots.iter())
+                .find(|s| s.not_served.is_some() && local.hits.iter().any(|h| h.list == s.name))
+            && let Some(reason) = slot.not_served.clone()
+        {
+            verdict = Verdict::Unverified {
+                reason,
+                lists: vec![slot.name.to_string()],
+                block: self.failure_policy == FailurePolicy::FailClosed,
+                stale,
+            };
+        }
         if !local.is_empty() {
             match &verdict {
                 Verdict::Unsafe { .. } => self.stats.confirmed_unsafe += 1,

@@ -18,6 +18,7 @@ mod next_check;
 mod outage;
 mod publisher;
 mod replica;
+mod retired_list;
 mod slow_clients;
 mod source_headers;
 mod stalled_builder;

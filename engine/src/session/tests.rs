@@ -36,6 +36,11 @@ fn expressions(count: u32) -> Vec<String> {
 /// A signed snapshot of `malware` at `version` holding `expressions`,
 /// signed by `signer`.
 fn snapshot_by(signer: &SigningKey, version: u64, expressions: &[String]) -> Vec<u8> {
+    snapshot_of("malware", signer, version, expressions)
+}
+
+/// [`snapshot_by`] of list `list`.
+fn snapshot_of(list: &str, signer: &SigningKey, version: u64, expressions: &[String]) -> Vec<u8> {
     let mut keys: Vec<u64> = expressions
         .iter()
         .map(|e| FullHash::of(e.as_bytes()).prefix().key())
@@ -44,7 +49,7 @@ fn snapshot_by(signer: &SigningKey, version: u64, expressions: &[String]) -> Vec
     keys.dedup();
     let filter = PrefixFilter::build(FilterKind::BinaryFuse8, &keys).expect("filter");
     let params = SnapshotParams {
-        list_name: "malware".into(),
+        list_name: list.into(),
         version,
         created_at: NOW - 10,
         expires_at: NOW + 3600,
@@ -1599,4 +1604,122 @@ fn a_saved_chain_grown_past_one_response_by_failed_rebases_restores_whole() {
         restarted.check("http://late.example/", at(NOW), &mut rng),
         Ok(CheckStep::NeedFullHashes(_))
     ));
+}
+
+/// `list`'s update round answered `404 unknown_list` throughout (its
+/// updates route, then its snapshot route): the round's outcome.
+fn not_served(session: &mut Session, list: &str, now: u64) -> Result<ListUpdate, Error> {
+    let unknown = || HttpResponse {
+        status: 404,
+        headers: vec![("Content-Type".into(), "application/json".into())],
+        body: format!(r#"{{"error":{{"code":"unknown_list","message":"no list named {list}"}}}}"#)
+            .into_bytes(),
+    };
+    let requests = session.update_requests();
+    let mut request = (requests.into_iter().find(|r| r.list == list)).expect("the list's request");
+    loop {
+        match session.handle_update_response(&request, unknown(), at(now)) {
+            Ok(ListUpdate::NeedSnapshot { request: next, .. }) => request = next,
+            outcome => return outcome,
+        }
+    }
+}
+
+/// Both lists loaded (`malware` and `phishing`, the same entries), then
+/// `phishing`'s next update answered `404 unknown_list`: the publisher
+/// stopped serving it.
+fn one_list_not_served() -> Session {
+    let mut session = Session::new(SessionConfig {
+        lists: vec!["malware".into(), "phishing".into()],
+        ..config()
+    })
+    .expect("session");
+    for request in session.update_requests() {
+        let bytes = snapshot_of(&request.list, &key(), 1, &expressions(50));
+        let update = session.handle_update_response(&request, ok(bytes, &[]), at(NOW));
+        assert!(matches!(update, Ok(ListUpdate::Updated { .. })), "{update:?}");
+    }
+    let update = not_served(&mut session, "phishing", NOW + 1);
+    assert!(matches!(&update, Err(e) if e.is_unknown_list()), "{update:?}");
+    session
+}
+
+/// A list the publisher stopped serving is left out of full-hash requests
+/// (a publisher refuses a search naming a list it does not serve, and
+/// every other list's hits were unverified: under the default fail-open
+/// policy, a URL listed on a list still served let through); a hit on it
+/// alone is unverified, never safe; an answer for it again puts it back.
+/// Found by an adversarial review (of the Rust agent, which does the same).
+#[test]
+fn a_list_the_publisher_stops_serving_leaves_the_other_lists_confirmed() {
+    let mut rng = StdRng::seed_from_u64(21);
+    let mut session = one_list_not_served();
+    let query = need(session.check(LISTED, at(NOW + 2), &mut rng));
+    let request: FullHashSearchRequest = serde_json::from_slice(&query.request.body).expect("json");
+    assert_eq!(request.min_versions, BTreeMap::from([("malware".to_owned(), 1)]));
+    let verdict = session.complete_check(query, Ok(answer_for(&[LISTED_EXPRESSION])), at(NOW + 2), &mut rng);
+    assert!(
+        matches!(&verdict, Ok(Verdict::Unsafe { list, .. }) if list == "malware"),
+        "{verdict:?}"
+    );
+
+    // Refuted on `malware`; `phishing`'s hit was asked of no one.
+    let mut session = one_list_not_served();
+    let query = need(session.check(LISTED, at(NOW + 2), &mut rng));
+    let refuted = answer(&query, &[], 60);
+    let verdict = session.complete_check(query, Ok(refuted), at(NOW + 2), &mut rng);
+    assert!(
+        matches!(&verdict, Ok(Verdict::Unverified { lists, reason, block: false, .. })
+            if lists == &["phishing"] && reason.is_unknown_list()),
+        "{verdict:?}"
+    );
+
+    // A search refused for naming it (made before the update that said so)
+    // pauses no request for the versions that leave it out.
+    let mut session = Session::new(SessionConfig {
+        lists: vec!["malware".into(), "phishing".into()],
+        ..config()
+    })
+    .expect("session");
+    for request in session.update_requests() {
+        let bytes = snapshot_of(&request.list, &key(), 1, &expressions(50));
+        let update = session.handle_update_response(&request, ok(bytes, &[]), at(NOW));
+        assert!(matches!(update, Ok(ListUpdate::Updated { .. })), "{update:?}");
+    }
+    let query = need(session.check(LISTED, at(NOW + 1), &mut rng));
+    let refused = HttpResponse {
+        status: 404,
+        headers: vec![("Content-Type".into(), "application/json".into())],
+        body: br#"{"error":{"code":"unknown_list","message":"no list named \"phishing\""}}"#.to_vec(),
+    };
+    let verdict = session.complete_check(query, Ok(refused), at(NOW + 1), &mut rng);
+    assert!(
+        matches!(&verdict, Ok(Verdict::Unverified { reason, .. }) if reason.is_unknown_list()),
+        "{verdict:?}"
+    );
+    let update = not_served(&mut session, "phishing", NOW + 2);
+    assert!(matches!(&update, Err(e) if e.is_unknown_list()), "{update:?}");
+    let query = need(session.check(LISTED, at(NOW + 3), &mut rng));
+    let verdict = session.complete_check(query, Ok(answer_for(&[LISTED_EXPRESSION])), at(NOW + 3), &mut rng);
+    assert!(verdict.as_ref().is_ok_and(Verdict::is_unsafe), "{verdict:?}");
+
+    // Served again: named again.
+    let mut session = one_list_not_served();
+    let requests = session.update_requests();
+    let mut request = (requests.into_iter().find(|r| r.list == "phishing")).expect("phishing's request");
+    let bytes = snapshot_of("phishing", &key(), 2, &expressions(50));
+    // Its updates route answers with what is no chain: the snapshot next.
+    let update = loop {
+        match session.handle_update_response(&request, ok(bytes.clone(), &[]), at(NOW + 3)) {
+            Ok(ListUpdate::NeedSnapshot { request: next, .. }) => request = next,
+            outcome => break outcome,
+        }
+    };
+    assert!(matches!(update, Ok(ListUpdate::Updated { .. })), "{update:?}");
+    let query = need(session.check(LISTED, at(NOW + 4), &mut rng));
+    let request: FullHashSearchRequest = serde_json::from_slice(&query.request.body).expect("json");
+    assert_eq!(
+        request.min_versions,
+        BTreeMap::from([("malware".to_owned(), 1), ("phishing".to_owned(), 2)])
+    );
 }
