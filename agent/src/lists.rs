@@ -441,7 +441,14 @@ impl Lists {
         if let (UpdateRequest::Deltas { from, if_none_match }, Some(loaded)) = (request, &current) {
             let url = format!("{base}{}", routes::updates(&slot.name, from));
             if let Some(done) = self
-                .follow_deltas(slot, &url, loaded, &if_none_match, vouched)
+                .follow_deltas(
+                    slot,
+                    &url,
+                    loaded,
+                    &if_none_match,
+                    vouched,
+                    self.max_additions_ratio,
+                )
                 .await?
             {
                 return Ok(done);
@@ -456,7 +463,9 @@ impl Lists {
     /// taken instead (`410`, `404`, or a chain that does not verify or
     /// link: counted and kept in the list's status; or an answer that the
     /// version held is current while the round's `vouched` names a newer
-    /// one); an error when the round fails (transport, `503 behind`, other
+    /// one, or a chain that adds entries under a `max_additions_ratio` of
+    /// 0: the ratio given, the agent's own or, after a failed rebase, none);
+    /// an error when the round fails (transport, `503 behind`, other
     /// statuses).
     async fn follow_deltas(
         &self,
@@ -465,6 +474,7 @@ impl Lists {
         loaded: &Arc<Loaded>,
         if_none_match: &str,
         vouched: &mut Option<u64>,
+        max_additions_ratio: f64,
     ) -> Result<Option<(ListUpdate, Option<Duration>)>, Error> {
         let mut date = None;
         let fetched = http::fetch_updates(
@@ -522,9 +532,8 @@ impl Lists {
         // verify, or `max_additions_ratio` sends the round to the snapshot).
         let newer = update::newer_vouched(&slot.name, version, freshness.as_deref(), &self.trusted_keys);
         *vouched = (*vouched).max(newer);
-        let floor = lock(&slot.meta).floor;
         let (step, bytes) = self
-            .take_chain_blocking(&slot.name, url, loaded, bytes, latest_etag, floor)
+            .take_chain_blocking(slot, url, loaded, bytes, latest_etag, max_additions_ratio)
             .await;
         let (state, deltas) = match step {
             // No delta since the version held, where a signed record names
@@ -878,22 +887,23 @@ impl Lists {
         }
     }
 
-    /// [`update::take_chain`] on the blocking pool: verifying and merging
-    /// up to the snapshot limit of deltas would stall an async worker.
-    /// Hands the bytes back for persistence.
+    /// [`update::take_chain`] on the blocking pool, with `ratio` as its
+    /// `max_additions_ratio`: verifying and merging up to the snapshot
+    /// limit of deltas would stall an async worker. Hands the bytes back
+    /// for persistence.
     async fn take_chain_blocking(
         &self,
-        list: &str,
+        slot: &ListSlot,
         url: &str,
         loaded: &Arc<Loaded>,
         bytes: Vec<u8>,
         latest_etag: Option<String>,
-        floor: Option<VersionFloor>,
+        ratio: f64,
     ) -> (ChainStep, Vec<u8>) {
         let keys = Arc::clone(&self.trusted_keys);
-        let owned_list = list.to_owned();
+        let owned_list = slot.name.to_string();
+        let floor = lock(&slot.meta).floor;
         let loaded = Arc::clone(loaded);
-        let ratio = self.max_additions_ratio;
         let task = tokio::task::spawn_blocking(move || {
             let step = update::take_chain(
                 &owned_list,

@@ -600,15 +600,18 @@ impl Session {
     }
 
     /// Whether `request` is a rebase: a snapshot asked for while the list
-    /// holds a state past `max_additions_ratio`.
+    /// holds a state past `max_additions_ratio`, or holds any state under a
+    /// ratio of 0 (which takes every version that adds entries whole: the
+    /// snapshot follows a chain not taken).
     fn is_rebase(&self, request: &ListRequest) -> bool {
+        let ratio = self.max_additions_ratio;
         matches!(request.kind, RequestKind::Snapshot { .. })
             && self
                 .slots
                 .iter()
                 .find(|s| *s.name == *request.list)
                 .and_then(|s| s.state.as_ref())
-                .is_some_and(|s| s.due_for_rebase(self.max_additions_ratio))
+                .is_some_and(|s| ratio <= 0.0 || s.due_for_rebase(ratio))
     }
 
     /// Sets whether the list of `request` follows a failed rebase.

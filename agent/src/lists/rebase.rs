@@ -27,7 +27,10 @@ impl Lists {
         vouched: &mut Option<u64>,
     ) -> Option<(ListUpdate, Option<Duration>)> {
         let loaded = slot.current.load_full()?;
-        if !loaded.state.due_for_rebase(self.max_additions_ratio) {
+        // Under a ratio of 0 every version that adds entries is taken whole:
+        // the snapshot that failed followed a chain not taken.
+        let ratio = self.max_additions_ratio;
+        if !(ratio <= 0.0 || loaded.state.due_for_rebase(ratio)) {
             return None;
         }
         let UpdateRequest::Deltas { from, if_none_match } = delta::deltas_request(&loaded.state) else {
@@ -36,7 +39,7 @@ impl Lists {
         for base in &self.shared.base_urls {
             let url = format!("{base}{}", routes::updates(&slot.name, from));
             if let Ok(Some(done)) = self
-                .follow_deltas(slot, &url, &loaded, &if_none_match, vouched)
+                .follow_deltas(slot, &url, &loaded, &if_none_match, vouched, f64::INFINITY)
                 .await
             {
                 self.shared.counters.update_failed(error);

@@ -907,3 +907,32 @@ async fn a_chain_whose_write_failed_is_written_at_the_next_round() {
     assert_eq!(restarted.snapshot_version("malware"), Some(2));
     assert!(found(&restarted, "two.example/"));
 }
+
+/// Under `max_additions_ratio(0.0)` a verified chain that adds anything is
+/// left for the whole snapshot; when that snapshot cannot be had (the
+/// route failing, too large, timing out), the round still takes the chain,
+/// as a rebase whose snapshot fails does: its additions were thrown away
+/// every round, the version held stayed, and a URL listed since was
+/// answered "safe" from a filter without it. Found by an adversarial
+/// review.
+#[tokio::test]
+async fn under_a_ratio_of_zero_a_snapshot_that_fails_still_leaves_the_round_the_deltas() {
+    let fake = FakePublisher::start().await;
+    let base = exprs("base", 10);
+    let bytes = Snap::new("malware", 1, &refs(&base)).encode();
+    let v1 = end_of(&bytes);
+    fake.serve("malware", Served::Snapshot(bytes));
+    let agent = builder(&fake).max_additions_ratio(0.0).build().unwrap();
+    agent.update().await.unwrap();
+
+    fake.serve("malware", Served::Status(StatusCode::SERVICE_UNAVAILABLE));
+    let added = exprs("added", 3);
+    let d = delta("malware", v1, end(2), &refs(&added));
+    fake.serve_updates("malware", feed(vec![(1, d)], end(2)));
+    agent.update().await.unwrap();
+    assert!(
+        added.iter().all(|e| found(&agent, e)),
+        "version {:?}: the verified additions were dropped",
+        agent.snapshot_version("malware")
+    );
+}

@@ -87,7 +87,14 @@ impl Session {
             etag,
             &self.trusted_keys,
             slot.floor.as_ref(),
-            self.max_additions_ratio,
+            // After a failed rebase the chain is taken whatever it adds
+            // (the snapshot cannot be had; a ratio of 0 would send the round
+            // back to it, and what was listed since would never arrive).
+            if slot.rebase_failed {
+                f64::INFINITY
+            } else {
+                self.max_additions_ratio
+            },
         ) {
             // No delta since the version held, where a signed record names
             // a newer one: the snapshot says which is right.

@@ -1723,3 +1723,52 @@ fn a_list_the_publisher_stops_serving_leaves_the_other_lists_confirmed() {
         BTreeMap::from([("malware".to_owned(), 1), ("phishing".to_owned(), 2)])
     );
 }
+
+/// Under a `max_additions_ratio` of 0 a chain that adds entries is left
+/// for the whole snapshot; when that snapshot fails, the next round takes
+/// the chain all the same (as after any failed rebase): its additions were
+/// left every round (the deltas request led back to the snapshot), and a
+/// URL listed since was answered "safe" while the snapshot route failed.
+/// Found by an adversarial review (of the Rust agent, which does the same
+/// within the round).
+#[test]
+fn under_a_ratio_of_zero_a_snapshot_that_fails_is_followed_by_a_round_that_takes_the_deltas() {
+    let (mut session, _) = loaded(SessionConfig {
+        max_additions_ratio: 0.0,
+        ..config()
+    });
+    let [request] = session.update_requests().try_into().expect("one request");
+    let etag = snapshot_etag(2, &[2; 32]);
+    let chain = delta_to_2(&session);
+    let update = session.handle_update_response(&request, ok(chain.clone(), &[("etag", &etag)]), at(NOW));
+    let Ok(ListUpdate::NeedSnapshot {
+        reason: None,
+        request: snapshot,
+    }) = update
+    else {
+        panic!("{update:?}");
+    };
+    assert!(
+        session
+            .handle_update_response(&snapshot, status(503, &[]), at(NOW))
+            .is_err()
+    );
+    let [next] = session.update_requests().try_into().expect("one request");
+    assert_eq!(next.kind, RequestKind::Deltas { from: 1 }, "{next:?}");
+    let update = session.handle_update_response(&next, ok(chain, &[("etag", &etag)]), at(NOW + 1));
+    assert_eq!(
+        update,
+        Ok(ListUpdate::Updated {
+            previous: Some(1),
+            version: 2
+        })
+    );
+    let mut rng = StdRng::seed_from_u64(2);
+    assert!(matches!(
+        session.check("http://new.example/", at(NOW + 1), &mut rng),
+        Ok(CheckStep::NeedFullHashes(_))
+    ));
+    // The round after asks for the snapshot again.
+    let [again] = session.update_requests().try_into().expect("one request");
+    assert!(matches!(again.kind, RequestKind::Snapshot { .. }), "{again:?}");
+}
