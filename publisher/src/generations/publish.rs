@@ -217,15 +217,22 @@ impl ListStore {
         // must stay. What is there may also be no manifest of this
         // generation at all (garbage, or written without the signing key):
         // that is replaced by compare-and-swap, or every later build would
-        // be superseded by it. A manifest signed by another key is no
-        // garbage: another builder's, on a key this one was not given (a
-        // rotation that published while this build ran); it stands.
+        // be superseded by it. A manifest signed by another key that
+        // `latest` already names (or passed) is no garbage: another
+        // builder's, on a key this one was not given (a rotation that
+        // published while this build ran); it stands. One that `latest`
+        // has not reached is replaced as garbage is: damaged bytes look
+        // alike, and so does an old key's publish that stopped before its
+        // pointer moved, which a forced key change must get past.
         let mut other_key = false;
         let mut holds_this_build = || match self.manifest(generation, &trusted) {
             Ok(existing) => Ok(existing.build == manifest.build),
             // Not known now: neither removed nor published.
             Err(e) if !is_definitive(&e) => Err(e),
-            Err(_) if self.signed_by_another_key(generation, &trusted)? => {
+            Err(_)
+                if self.signed_by_another_key(generation, &trusted)?
+                    && (self.latest()?).is_some_and(|l| l.pointer.generation >= generation) =>
+            {
                 other_key = true;
                 Ok(false)
             }

@@ -1107,3 +1107,89 @@ fn a_build_on_the_old_key_that_the_rotation_published_past_meanwhile_replaces_no
     assert!(!old_store.refresh(&base, "record").unwrap());
     assert_eq!(rotated.latest().unwrap().unwrap().pointer.generation, 2);
 }
+
+/// A damaged manifest (well-formed JSON, a 64-byte signature, its body
+/// changed) at the next generation, which `latest` has not reached, looks
+/// signed by another key, yet is replaced as garbage is: kept as another
+/// builder's, every later publish was superseded by it, forever (`build
+/// --force` included). Found by an adversarial review of the fix for a
+/// rotation's race (the manifest `latest` names is kept).
+#[test]
+fn a_damaged_manifest_past_latest_does_not_stop_publishing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, storage) = store(dir.path(), 5);
+    publish(&store, &build("http://phish.example/a\n", 1_800_000_000), None);
+    let one = storage
+        .get_range("lists/phishing/generations/00000000000000000001.json", 0..1 << 20)
+        .unwrap()
+        .unwrap();
+    let text = String::from_utf8(one).unwrap();
+    // Damage: the body names generation 2 (any flipped digit will do).
+    let damaged = text.replacen("\"generation\":1", "\"generation\":2", 1);
+    assert_ne!(damaged, text);
+    storage
+        .put(
+            "lists/phishing/generations/00000000000000000002.json",
+            damaged.as_bytes(),
+            PutMode::Create,
+        )
+        .unwrap();
+    let signer = key();
+    let public = std::slice::from_ref(signer.public_key());
+    assert!(store.signed_by_another_key(2, public).unwrap());
+    for now in [1_800_000_100, 1_800_000_200, 1_800_000_300] {
+        let base = store.head(public).unwrap();
+        let next = build("http://phish.example/b\n", now);
+        let outcome = publish(&store, &next, base.as_ref());
+        assert!(
+            matches!(outcome, PublishOutcome::Published { .. }),
+            "publish at {now}: {outcome:?}"
+        );
+    }
+}
+
+/// A forced key change (old builders stopped, one build with a new key and
+/// no previous keys) where an old-key builder had written the next
+/// generation's manifest but stopped before moving `latest`: that manifest
+/// is replaced (it superseded the forced build and every later one).
+#[test]
+fn a_forced_key_change_past_an_old_key_publish_that_stopped_before_its_pointer_publishes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, storage) = store(dir.path(), 5);
+    publish(&store, &build("http://phish.example/a\n", 1_800_000_000), None);
+    let pointer_one = storage
+        .get_range("lists/phishing/latest", 0..1 << 20)
+        .unwrap()
+        .unwrap();
+    let base = store.latest().unwrap();
+    publish(
+        &store,
+        &build("http://phish.example/b\n", 1_800_000_100),
+        base.as_ref(),
+    );
+    // The crash: generation 2's manifest is there, `latest` still names 1.
+    storage
+        .put("lists/phishing/latest", &pointer_one, PutMode::Overwrite)
+        .unwrap();
+    let new_key = SigningKey::from_secret_bytes([10; 32]);
+    let (forced, _) = self::store(dir.path(), 5);
+    let trusted = forced.trusted_with(&new_key);
+    for now in [1_800_000_200, 1_800_000_300] {
+        let base = forced.head(&trusted).unwrap();
+        let next = build_feed("http://phish.example/c\n", now, &new_key);
+        let outcome = forced
+            .publish(
+                next.version,
+                &next.snapshot,
+                &next.hashes,
+                base.as_ref(),
+                &new_key,
+                now,
+            )
+            .unwrap();
+        assert!(
+            matches!(outcome, PublishOutcome::Published { .. }),
+            "forced publish at {now}: {outcome:?}"
+        );
+    }
+}
