@@ -428,20 +428,16 @@ impl Agent {
             .into_iter()
             .map(|local| {
                 let (local, unready) = local?;
-                let mut verdict = lookup::decide(&local, &answers, &lists, inner.failure_policy);
-                // A hit on a list the publisher does not serve was not asked
-                // for: no answer refuted it.
-                if let Verdict::Safe { stale } = verdict
-                    && let Some((list, reason)) =
-                        (inner.lists).not_served(|list| local.hits.iter().any(|h| &*h.list == list))
-                {
-                    verdict = Verdict::Unverified {
-                        reason,
-                        lists: vec![list],
-                        block: inner.failure_policy == FailurePolicy::FailClosed,
-                        stale,
-                    };
-                }
+                let verdict = lookup::decide(&local, &answers, &lists, inner.failure_policy);
+                // A hit on a list the request left out (not served when the
+                // check began) was asked of no one: no answer refuted it.
+                let verdict = lookup::unless_unasked(
+                    verdict,
+                    &local,
+                    |list| versions.contains_key(list),
+                    |list| (inner.lists.not_served(list)).unwrap_or_else(|| lookup::not_asked(list)),
+                    inner.failure_policy,
+                );
                 if !local.is_empty() {
                     Counters::bump(match &verdict {
                         Verdict::Unsafe { .. } => &counters.confirmed_unsafe,

@@ -252,14 +252,11 @@ impl Lists {
             .count()
     }
 
-    /// The first list in subscription order among `hit` that the
-    /// publisher said it does not serve, with its answer: a hit on it
-    /// cannot be confirmed (it is not asked for), so it is no "safe".
-    pub(crate) fn not_served(&self, mut hit: impl FnMut(&str) -> bool) -> Option<(String, Error)> {
-        self.slots.iter().filter(|slot| hit(&slot.name)).find_map(|slot| {
-            let meta = lock(&slot.meta);
-            (meta.not_served.clone()).map(|error| (slot.name.to_string(), error))
-        })
+    /// The publisher's answer that it does not serve `list`, if that is
+    /// what its last update got: why a hit on it is not confirmed.
+    pub(crate) fn not_served(&self, list: &str) -> Option<Error> {
+        self.slot(list)
+            .and_then(|slot| lock(&slot.meta).not_served.clone())
     }
 
     /// Whether every subscribed list's latest snapshot response advertised

@@ -403,6 +403,49 @@ pub fn unless_unready(verdict: Verdict, unready: Option<&Arc<str>>) -> Result<Ve
     }
 }
 
+/// The verdict for `local` once a full-hash request named only the lists
+/// `asked` says it did (by name): a [`Verdict::Safe`] from [`decide`] for a
+/// URL with a hit on a list it did not name is no answer for that list
+/// (nothing was asked of it: a list the publisher said it does not serve is
+/// left out of requests), so it is [`Verdict::Unverified`], naming that
+/// list, for the reason `unasked` gives of it (`block` by `policy`). Any
+/// other verdict stands: unsafe is confirmed, unverified already says so.
+/// Decided by what the request named, never by what the lists are by the
+/// time its answer arrives (a list served again meanwhile was still not
+/// asked).
+pub fn unless_unasked(
+    verdict: Verdict,
+    local: &LocalLookup,
+    asked: impl Fn(&str) -> bool,
+    unasked: impl FnOnce(&str) -> Error,
+    policy: FailurePolicy,
+) -> Verdict {
+    let Verdict::Safe { stale } = verdict else {
+        return verdict;
+    };
+    match local.hits.iter().find(|hit| !asked(&hit.list)) {
+        Some(hit) => Verdict::Unverified {
+            reason: unasked(&hit.list),
+            lists: vec![hit.list.to_string()],
+            block: policy == FailurePolicy::FailClosed,
+            stale,
+        },
+        None => verdict,
+    }
+}
+
+/// Why a hit on `list` was not confirmed when no request named it and
+/// nothing more is known (its publisher's answer that it does not serve the
+/// list has since been replaced by one that does).
+pub fn not_asked(list: &str) -> Error {
+    Error::UnexpectedResponse {
+        url: String::new(),
+        reason: format!(
+            "list {list} was left out of the full-hash request (its publisher did not serve it when the check began)"
+        ),
+    }
+}
+
 /// What is known about one request prefix: the listed full hashes under it
 /// (from the cache or a response), or why they are unknown.
 pub type Answer = Result<Arc<ListedHashes>, Error>;

@@ -719,7 +719,7 @@ impl Session {
         self.stats.cache_hits += (asked - misses.len()) as u64;
         if misses.is_empty() {
             return self
-                .decide(&local, &answers, unready.as_ref())
+                .decide(&local, &answers, &versions, unready.as_ref())
                 .map(CheckStep::Done);
         }
         if let Err(paused) = self.backoff.check_for(now, &versions) {
@@ -727,13 +727,13 @@ impl Session {
                 answers.insert(p, Err(paused.clone()));
             }
             return self
-                .decide(&local, &answers, unready.as_ref())
+                .decide(&local, &answers, &versions, unready.as_ref())
                 .map(CheckStep::Done);
         }
         let (plan, extra) = self.in_flight.plan(&misses, &versions, self.noise_prefixes, rng);
         let Some(plan) = plan else {
             return self
-                .decide(&local, &answers, unready.as_ref())
+                .decide(&local, &answers, &versions, unready.as_ref())
                 .map(CheckStep::Done);
         };
         for extra in extra {
@@ -843,7 +843,7 @@ impl Session {
                 }
             }
         }
-        self.decide(&local, &answers, unready.as_ref())
+        self.decide(&local, &answers, &versions, unready.as_ref())
     }
 
     /// The verdict from `answers`, counted; [`Error::NotReady`] unless
@@ -852,24 +852,23 @@ impl Session {
         &mut self,
         local: &LocalLookup,
         answers: &HashMap<RequestPrefix, Answer>,
+        versions: &Versions,
         unready: Option<&Arc<str>>,
     ) -> Result<Verdict, Error> {
         let lists: Vec<&str> = self.slots.iter().map(|s| &*s.name).collect();
-        let mut verdict = lookup::decide(local, answers, &lists, self.failure_policy);
-        // A hit on a list the publisher does not serve was not asked for:
-        // no answer refuted it.
-        if let Verdict::Safe { stale } = verdict
-            && let Some(slot) = (self.slots.iter())
-                .find(|s| s.not_served.is_some() && local.hits.iter().any(|h| h.list == s.name))
-            && let Some(reason) = slot.not_served.clone()
-        {
-            verdict = Verdict::Unverified {
-                reason,
-                lists: vec![slot.name.to_string()],
-                block: self.failure_policy == FailurePolicy::FailClosed,
-                stale,
-            };
-        }
+        let verdict = lookup::decide(local, answers, &lists, self.failure_policy);
+        // A hit on a list the request left out (not served when the check
+        // began) was asked of no one: no answer refuted it.
+        let verdict = lookup::unless_unasked(
+            verdict,
+            local,
+            |list| versions.contains_key(list),
+            |list| {
+                (self.slot(list).and_then(|s| s.not_served.clone()))
+                    .unwrap_or_else(|| lookup::not_asked(list))
+            },
+            self.failure_policy,
+        );
         if !local.is_empty() {
             match &verdict {
                 Verdict::Unsafe { .. } => self.stats.confirmed_unsafe += 1,

@@ -12,6 +12,7 @@ mod crash;
 mod deltas;
 mod faults;
 mod kept_chain;
+mod not_served;
 mod persistence;
 mod privacy;
 mod readers;

@@ -1772,3 +1772,36 @@ fn under_a_ratio_of_zero_a_snapshot_that_fails_is_followed_by_a_round_that_takes
     let [again] = session.update_requests().try_into().expect("one request");
     assert!(matches!(again.kind, RequestKind::Snapshot { .. }), "{again:?}");
 }
+
+/// A check made while `phishing` was not served asks for `malware` alone;
+/// an update round answering for `phishing` again lands before the answer.
+/// The answer (for `malware` alone: no match) was decided against the
+/// session's lists as they were by then, `phishing` served, and the hit
+/// on `phishing`, asked of no one, was answered safe; it is decided by
+/// what the request named. Found by an adversarial review.
+#[test]
+fn a_list_served_again_while_a_check_that_left_it_out_is_in_flight_is_never_answered_safe() {
+    let mut rng = StdRng::seed_from_u64(22);
+    let mut session = one_list_not_served();
+    let query = need(session.check(LISTED, at(NOW + 2), &mut rng));
+    let request: FullHashSearchRequest = serde_json::from_slice(&query.request.body).expect("json");
+    assert_eq!(request.min_versions, BTreeMap::from([("malware".to_owned(), 1)]));
+    // Meanwhile phishing's update is answered (served again).
+    let requests = session.update_requests();
+    let mut request = (requests.into_iter().find(|r| r.list == "phishing")).expect("phishing's request");
+    let bytes = snapshot_of("phishing", &key(), 2, &expressions(50));
+    let update = loop {
+        match session.handle_update_response(&request, ok(bytes.clone(), &[]), at(NOW + 3)) {
+            Ok(ListUpdate::NeedSnapshot { request: next, .. }) => request = next,
+            outcome => break outcome,
+        }
+    };
+    assert!(matches!(update, Ok(ListUpdate::Updated { .. })), "{update:?}");
+    // The answer for `malware` alone: not on it.
+    let refuted = answer(&query, &[], 60);
+    let verdict = session.complete_check(query, Ok(refuted), at(NOW + 3), &mut rng);
+    assert!(
+        !matches!(&verdict, Ok(Verdict::Safe { .. })),
+        "a hit on phishing, asked of no one, answered {verdict:?}"
+    );
+}
