@@ -4,7 +4,9 @@
 
 use blocksieve_format::{FullHash, SigningKey, TrustedKey};
 
-use super::{Build, Latest, ListStore, Manifest, ObjectRef, Pointer, PublishOutcome, is_definitive};
+use super::{
+    Build, Latest, ListStore, MAX_MANIFEST_BYTES, Manifest, ObjectRef, Pointer, PublishOutcome, is_definitive,
+};
 use crate::error::Error;
 use crate::storage::PutMode;
 use crate::storage::spill::{Spill, SpilledHashes};
@@ -29,6 +31,13 @@ impl Spill for ListStore {
             .ok()
     }
 }
+
+/// How long, in seconds either way of a publish's clock, a manifest signed
+/// by another key that `latest` has not reached may be its builder's
+/// publish in progress (its pointer about to move: seconds, whatever the
+/// store's latency and retries) rather than left over. Builders' clocks
+/// are taken to agree within it, as their leases need.
+pub(super) const OTHER_KEY_PUBLISH_WINDOW_S: u64 = 600;
 
 impl ListStore {
     /// Publishes a build of `version` (its signed `snapshot` and sorted
@@ -217,22 +226,19 @@ impl ListStore {
         // must stay. What is there may also be no manifest of this
         // generation at all (garbage, or written without the signing key):
         // that is replaced by compare-and-swap, or every later build would
-        // be superseded by it. A manifest signed by another key that
-        // `latest` already names (or passed) is no garbage: another
-        // builder's, on a key this one was not given (a rotation that
-        // published while this build ran); it stands. One that `latest`
-        // has not reached is replaced as garbage is: damaged bytes look
-        // alike, and so does an old key's publish that stopped before its
-        // pointer moved, which a forced key change must get past.
+        // be superseded by it. A manifest signed by another key may be
+        // another builder's, on a key this one was not given (a rotation
+        // publishing while this build ran): it stands while it may be in
+        // use ([`ListStore::other_key_manifest_stands`]); left over, it is
+        // replaced as garbage is (damaged bytes look alike, and so does an
+        // old key's publish that stopped before its pointer moved, which a
+        // forced key change must get past).
         let mut other_key = false;
         let mut holds_this_build = || match self.manifest(generation, &trusted) {
             Ok(existing) => Ok(existing.build == manifest.build),
             // Not known now: neither removed nor published.
             Err(e) if !is_definitive(&e) => Err(e),
-            Err(_)
-                if self.signed_by_another_key(generation, &trusted)?
-                    && (self.latest()?).is_some_and(|l| l.pointer.generation >= generation) =>
-            {
+            Err(_) if self.other_key_manifest_stands(generation, &trusted, now)? => {
                 other_key = true;
                 Ok(false)
             }
@@ -273,6 +279,48 @@ impl ListStore {
         );
         self.prune(generation, &trusted);
         Ok(PublishOutcome::Published { generation })
+    }
+
+    /// Whether generation `generation`'s manifest, well formed and signed
+    /// but not under `trusted` (another key's, or damaged: they look
+    /// alike), stands rather than being replaced as garbage: `latest` names
+    /// it or a later generation that has a manifest (a rotation published
+    /// it; the pointer is unsigned, so one naming a generation that was
+    /// never written, or garbage, reaches nothing), or it was written
+    /// within [`OTHER_KEY_PUBLISH_WINDOW_S`] of `now` by its own word (its
+    /// builder may be moving `latest` to it: a publish moves the pointer
+    /// right after its manifest). Replacing a rotation's manifest in that
+    /// window left `latest` on this builder's key, which the rotation's
+    /// readers refuse.
+    ///
+    /// # Errors
+    ///
+    /// When the store cannot be read.
+    fn other_key_manifest_stands(
+        &self,
+        generation: u64,
+        trusted: &[TrustedKey],
+        now: u64,
+    ) -> Result<bool, Error> {
+        let Some(bytes) =
+            (self.storage).get_range(&self.manifest_key(generation), 0..MAX_MANIFEST_BYTES + 1)?
+        else {
+            return Ok(false);
+        };
+        if !Manifest::signed_by_another_key(&bytes, trusted) {
+            return Ok(false);
+        }
+        if let Ok(Some(latest)) = self.latest()
+            && latest.pointer.generation >= generation
+            && (self
+                .storage
+                .version(&self.manifest_key(latest.pointer.generation))?)
+            .is_some()
+        {
+            return Ok(true);
+        }
+        Ok(Manifest::unverified_created_at(&bytes)
+            .is_some_and(|at| at.abs_diff(now) <= OTHER_KEY_PUBLISH_WINDOW_S))
     }
 
     /// Puts `freshness` (a signed freshness record, as its header value)

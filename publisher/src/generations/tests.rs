@@ -1108,26 +1108,21 @@ fn a_build_on_the_old_key_that_the_rotation_published_past_meanwhile_replaces_no
     assert_eq!(rotated.latest().unwrap().unwrap().pointer.generation, 2);
 }
 
-/// A damaged manifest (well-formed JSON, a 64-byte signature, its body
-/// changed) at the next generation, which `latest` has not reached, looks
-/// signed by another key, yet is replaced as garbage is: kept as another
-/// builder's, every later publish was superseded by it, forever (`build
-/// --force` included). Found by an adversarial review of the fix for a
-/// rotation's race (the manifest `latest` names is kept).
-#[test]
-fn a_damaged_manifest_past_latest_does_not_stop_publishing() {
-    let dir = tempfile::tempdir().unwrap();
-    let (store, storage) = store(dir.path(), 5);
+/// Generation 1 published, then generation 2's manifest damaged bytes (a
+/// copy of generation 1's with its body changed: well-formed JSON, a
+/// 64-byte signature that verifies under no key), which `latest` has not
+/// reached.
+fn damaged_manifest_at_2(dir: &std::path::Path) -> (ListStore, Arc<dyn Storage>) {
+    let (store, storage) = store(dir, 5);
     publish(&store, &build("http://phish.example/a\n", 1_800_000_000), None);
     let one = storage
         .get_range("lists/phishing/generations/00000000000000000001.json", 0..1 << 20)
         .unwrap()
         .unwrap();
     let text = String::from_utf8(one).unwrap();
-    // Damage: the body names generation 2 (any flipped digit will do).
     let damaged = text.replacen("\"generation\":1", "\"generation\":2", 1);
     assert_ne!(damaged, text);
-    storage
+    (storage)
         .put(
             "lists/phishing/generations/00000000000000000002.json",
             damaged.as_bytes(),
@@ -1135,15 +1130,93 @@ fn a_damaged_manifest_past_latest_does_not_stop_publishing() {
         )
         .unwrap();
     let signer = key();
-    let public = std::slice::from_ref(signer.public_key());
-    assert!(store.signed_by_another_key(2, public).unwrap());
-    for now in [1_800_000_100, 1_800_000_200, 1_800_000_300] {
-        let base = store.head(public).unwrap();
-        let next = build("http://phish.example/b\n", now);
-        let outcome = publish(&store, &next, base.as_ref());
-        assert!(
-            matches!(outcome, PublishOutcome::Published { .. }),
-            "publish at {now}: {outcome:?}"
+    assert!(
+        store
+            .signed_by_another_key(2, std::slice::from_ref(signer.public_key()))
+            .unwrap()
+    );
+    (store, storage)
+}
+
+/// Publishes a build of `store`'s head signed by `signer` at `now`.
+fn publish_at(store: &ListStore, signer: &SigningKey, trusted: &[TrustedKey], now: u64) -> PublishOutcome {
+    let base = store.head(trusted).unwrap();
+    let next = build_feed("http://phish.example/c\n", now, signer);
+    (store)
+        .publish(
+            next.version,
+            &next.snapshot,
+            &next.hashes,
+            base.as_ref(),
+            signer,
+            now,
+        )
+        .unwrap()
+}
+
+/// A manifest at the next generation signed by no trusted key, which
+/// `latest` has not reached, written at `written` by its own word: a
+/// publish within [`OTHER_KEY_PUBLISH_WINDOW_S`] of it is superseded (it
+/// may be a rotation's publish, its pointer about to move), one past it
+/// replaces it.
+fn superseded_in_the_window_then_published(
+    store: &ListStore,
+    signer: &SigningKey,
+    trusted: &[TrustedKey],
+    written: u64,
+) {
+    let outcome = publish_at(store, signer, trusted, written + 100);
+    assert_eq!(outcome, PublishOutcome::Superseded { generation: 2 });
+    let past = written + super::publish::OTHER_KEY_PUBLISH_WINDOW_S + 1;
+    let outcome = publish_at(store, signer, trusted, past);
+    assert_eq!(outcome, PublishOutcome::Published { generation: 2 });
+    let outcome = publish_at(store, signer, trusted, past + 100);
+    assert_eq!(outcome, PublishOutcome::Published { generation: 3 });
+}
+
+/// A damaged manifest at the next generation, which `latest` has not
+/// reached, looks signed by another key, yet is replaced as garbage is once
+/// no publish can be moving `latest` to it: kept as another builder's,
+/// every later publish was superseded by it, forever (`build --force`
+/// included). Found by an adversarial review of the fix for a rotation's
+/// race (the manifest `latest` names is kept).
+#[test]
+fn a_damaged_manifest_past_latest_does_not_stop_publishing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = damaged_manifest_at_2(dir.path());
+    let signer = key();
+    superseded_in_the_window_then_published(
+        &store,
+        &signer,
+        std::slice::from_ref(signer.public_key()),
+        1_800_000_000,
+    );
+}
+
+/// The same with the unsigned `latest` pointer also damaged: garbage, or
+/// forged to name a generation never written. Judged by the raw pointer,
+/// the first failed every publish, the second counted as reaching the
+/// damaged manifest, for good. Found by a second review.
+#[test]
+fn a_damaged_manifest_past_latest_with_a_garbage_or_forged_pointer_does_not_stop_publishing() {
+    let forged = Pointer {
+        list: "phishing".to_owned(),
+        generation: 50,
+        version: 1_800_000_000,
+        freshness: None,
+    };
+    for pointer in [forged.to_bytes(), b"garbage".to_vec()] {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, storage) = damaged_manifest_at_2(dir.path());
+        (storage)
+            .put("lists/phishing/latest", &pointer, PutMode::Overwrite)
+            .unwrap();
+        let signer = key();
+        superseded_in_the_window_then_published(
+            &store,
+            &signer,
+            std::slice::from_ref(signer.public_key()),
+            1_800_000_000,
         );
     }
 }
@@ -1151,7 +1224,8 @@ fn a_damaged_manifest_past_latest_does_not_stop_publishing() {
 /// A forced key change (old builders stopped, one build with a new key and
 /// no previous keys) where an old-key builder had written the next
 /// generation's manifest but stopped before moving `latest`: that manifest
-/// is replaced (it superseded the forced build and every later one).
+/// is replaced once no publish can be moving `latest` to it (it superseded
+/// the forced build and every later one).
 #[test]
 fn a_forced_key_change_past_an_old_key_publish_that_stopped_before_its_pointer_publishes() {
     let dir = tempfile::tempdir().unwrap();
@@ -1162,34 +1236,76 @@ fn a_forced_key_change_past_an_old_key_publish_that_stopped_before_its_pointer_p
         .unwrap()
         .unwrap();
     let base = store.latest().unwrap();
-    publish(
-        &store,
-        &build("http://phish.example/b\n", 1_800_000_100),
-        base.as_ref(),
-    );
-    // The crash: generation 2's manifest is there, `latest` still names 1.
-    storage
+    let stopped = build("http://phish.example/b\n", 1_800_000_100);
+    publish(&store, &stopped, base.as_ref());
+    // The stop: generation 2's manifest is there, `latest` still names 1.
+    (storage)
         .put("lists/phishing/latest", &pointer_one, PutMode::Overwrite)
         .unwrap();
     let new_key = SigningKey::from_secret_bytes([10; 32]);
     let (forced, _) = self::store(dir.path(), 5);
     let trusted = forced.trusted_with(&new_key);
-    for now in [1_800_000_200, 1_800_000_300] {
-        let base = forced.head(&trusted).unwrap();
-        let next = build_feed("http://phish.example/c\n", now, &new_key);
-        let outcome = forced
+    superseded_in_the_window_then_published(&forced, &new_key, &trusted, 1_800_000_100);
+}
+
+/// The rotation's builder (new key; with the old one among its previous
+/// keys, or without: a forced change) has created generation 2's manifest
+/// and not yet moved `latest` when a builder left on the old key, its
+/// build on generation 1, publishes. Replaced as garbage (`latest` had not
+/// reached it), the old builder moved `latest` to its own generation 2,
+/// which the rotation's readers refuse, and the rotation's build was
+/// superseded (or failed). Found by a second review of the fix for the
+/// rotation's race; now the old builder's publish is superseded.
+#[test]
+fn an_old_key_publish_in_the_window_before_the_rotation_s_pointer_moves_replaces_nothing() {
+    for previous in [vec![key().public_key().clone()], vec![]] {
+        let dir = tempfile::tempdir().unwrap();
+        let (old_store, _) = store(dir.path(), 5);
+        publish(
+            &old_store,
+            &build("http://phish.example/a\n", 1_800_000_000),
+            None,
+        );
+        let old_base = old_store.head(std::slice::from_ref(key().public_key())).unwrap();
+        let old_outcome = Arc::new(std::sync::Mutex::new(None));
+        let seen = Arc::clone(&old_outcome);
+        let path = dir.path().to_owned();
+        // Before the rotation's pointer write: the old key's publish.
+        let storage = Intercepted::over(LocalStorage::open(dir.path()).unwrap()).once_before_put(
+            |k| k.ends_with("/latest"),
+            move || {
+                let (old_store, _) = store(&path, 5);
+                let stale = build("http://phish.example/a\n", 1_800_000_050);
+                *seen.lock().unwrap() = Some(publish(&old_store, &stale, old_base.as_ref()));
+            },
+        );
+        let new_key = SigningKey::from_secret_bytes([10; 32]);
+        let rotated = ListStore::open(Arc::new(storage), "phishing", 5)
+            .unwrap()
+            .with_previous_keys(&previous);
+        let base = rotated.head(&rotated.trusted_with(&new_key)).unwrap();
+        let newer = build_feed(
+            "http://phish.example/a\nhttp://phish.example/new\n",
+            1_800_000_100,
+            &new_key,
+        );
+        let outcome = (rotated)
             .publish(
-                next.version,
-                &next.snapshot,
-                &next.hashes,
+                newer.version,
+                &newer.snapshot,
+                &newer.hashes,
                 base.as_ref(),
                 &new_key,
-                now,
+                1_800_000_100,
             )
             .unwrap();
-        assert!(
-            matches!(outcome, PublishOutcome::Published { .. }),
-            "forced publish at {now}: {outcome:?}"
-        );
+        assert_eq!(outcome, PublishOutcome::Published { generation: 2 });
+        let old_outcome = old_outcome.lock().unwrap().clone();
+        assert_eq!(old_outcome, Some(PublishOutcome::Superseded { generation: 2 }));
+        let latest = rotated.latest().unwrap().unwrap().pointer;
+        assert_eq!(latest.generation, 2);
+        rotated
+            .load_generation(2, &[new_key.public_key().clone()])
+            .unwrap();
     }
 }
