@@ -84,6 +84,9 @@ const warned = new Map();
 /** How long a download is held for its check before its name is given
  * back (as a failed check: fail open unless `failurePolicy: "closed"`). */
 const DOWNLOAD_CHECK_MS = 10_000;
+/** How long a navigation's check may take before, under
+ * `failurePolicy: "closed"`, its page is blocked as unchecked. */
+const NAVIGATION_CHECK_MS = 5_000;
 /** Whether the configuration asks to block what cannot be checked
  * (`failurePolicy: "closed"`), as last read. */
 let failClosed = false;
@@ -102,6 +105,8 @@ let failClosed = false;
 async function readConfig() {
   const { config } = await chrome.storage.local.get("config");
   if (config) {
+    // The policy asked for holds even when another field is refused.
+    failClosed = config?.failurePolicy === "closed";
     return validateConfig(config, "the options page");
   }
   const response = await fetch(chrome.runtime.getURL("config.json"));
@@ -110,7 +115,9 @@ async function readConfig() {
       "no configuration: set the publisher, lists and key on the options page, or ship config.json",
     );
   }
-  return validateConfig(await response.json(), "config.json");
+  const packaged = await response.json();
+  failClosed = packaged?.failurePolicy === "closed";
+  return validateConfig(packaged, "config.json");
 }
 
 /** Checks a configuration's fields; returns it with defaults filled in. */
@@ -220,6 +227,7 @@ async function start() {
 /** Downloads new snapshots or deltas, and keeps the lists when any
  * changed; records the outcome, never throws. */
 async function update(running) {
+  const applied = updatesApplied(running);
   try {
     const report = await running.update();
     lastUpdate = { at: Date.now(), report };
@@ -227,6 +235,10 @@ async function update(running) {
   } catch (error) {
     lastUpdate = { at: Date.now(), error: describe(error) };
     console.warn("blocksieve: update failed:", describe(error));
+    // A round rejected for one list without a snapshot may have updated
+    // the others: keep them.
+    const after = updatesApplied(running);
+    if (applied !== null && after !== null && after > applied) await keep(running);
   }
   return lastUpdate;
 }
@@ -356,7 +368,20 @@ async function verdictOf(url, what) {
 }
 
 async function decide(tabId, url) {
-  const verdict = await verdictOf(url, "navigation");
+  const checked = verdictOf(url, "navigation");
+  let timer;
+  const late = await Promise.race([
+    checked.then(() => false),
+    new Promise((resolve) => {
+      timer = setTimeout(() => resolve(true), NAVIGATION_CHECK_MS);
+    }),
+  ]);
+  clearTimeout(timer);
+  // No verdict in time (an agent waiting for its first snapshot, a hung
+  // request): under "closed", the page cannot be checked, so it is blocked;
+  // the verdict still counts when it comes.
+  if (late && failClosed) await warn(tabId, url, { kind: "error", block: true, timedOut: true });
+  const verdict = await checked;
   if (verdict.kind === "error") {
     if (verdict.block) await warn(tabId, url, verdict);
     return;

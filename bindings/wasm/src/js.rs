@@ -210,13 +210,62 @@ async fn send(
             limit_bytes,
         });
     }
-    let buffer = response.array_buffer().map_err(failed)?;
-    let buffer = JsFuture::from(buffer).await.map_err(failed)?;
+    let body = read_limited(&response, limit_bytes).await.map_err(|e| {
+        e.map_or_else(
+            || Error::ResponseTooLarge {
+                url: url.to_owned(),
+                limit_bytes,
+            },
+            failed,
+        )
+    })?;
     Ok(HttpResponse {
         status: response.status(),
         headers,
-        body: Uint8Array::new(&buffer).to_vec(),
+        body,
     })
+}
+
+/// Reads `response`'s body chunk by chunk (as fetch decoded it: a
+/// `Content-Encoding` inflated), stopping and cancelling the stream as soon
+/// as it holds more than `limit_bytes`: `Err(None)` then, `Err(Some(e))`
+/// when reading failed.
+async fn read_limited(response: &web_sys::Response, limit_bytes: u64) -> Result<Vec<u8>, Option<JsValue>> {
+    let stream = Reflect::get(response, &"body".into()).map_err(Some)?;
+    if stream.is_null() || stream.is_undefined() {
+        return Ok(Vec::new());
+    }
+    let get_reader: Function = Reflect::get(&stream, &"getReader".into())
+        .map_err(Some)?
+        .dyn_into()
+        .map_err(Some)?;
+    let reader = get_reader.call0(&stream).map_err(Some)?;
+    let read: Function = Reflect::get(&reader, &"read".into())
+        .map_err(Some)?
+        .dyn_into()
+        .map_err(Some)?;
+    let mut body = Vec::new();
+    loop {
+        let promise: Promise = read.call0(&reader).map_err(Some)?.dyn_into().map_err(Some)?;
+        let chunk = JsFuture::from(promise).await.map_err(Some)?;
+        if Reflect::get(&chunk, &"done".into()).map_err(Some)?.is_truthy() {
+            return Ok(body);
+        }
+        let value: Uint8Array = Reflect::get(&chunk, &"value".into())
+            .map_err(Some)?
+            .dyn_into()
+            .map_err(Some)?;
+        if body.len() as u64 + u64::from(value.length()) > limit_bytes {
+            if let Ok(cancel) = Reflect::get(&reader, &"cancel".into()).and_then(|f| f.dyn_into::<Function>())
+            {
+                let _ = cancel.call0(&reader);
+            }
+            return Err(None);
+        }
+        let start = body.len();
+        body.resize(start + value.length() as usize, 0);
+        value.copy_to(&mut body[start..]);
+    }
 }
 
 /// The agent's state, shared by the promises of its calls.

@@ -19,6 +19,8 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
+import { createServer } from "node:http";
+import { gzipSync } from "node:zlib";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
@@ -336,4 +338,75 @@ test("update requests bypass the browser's HTTP cache; full-hash requests may us
   assert.ok(updates.length >= 2, JSON.stringify(seen));
   assert.ok(updates.every((r) => r.cache === "no-store"), JSON.stringify(updates));
   assert.ok(others.length >= 1 && others.every((r) => r.cache === "default"), JSON.stringify(others));
+});
+
+// ---- response size limits, counted on the bytes as read ----------------
+
+const MiB = 1024 * 1024;
+
+/** A server on 127.0.0.1:0 answering every request with `handler`. */
+const serve = (handler) =>
+  new Promise((ok) => {
+    const server = createServer(handler);
+    server.listen(0, "127.0.0.1", () => ok(server));
+  });
+
+// Found by an adversarial review: the limits (`maxSnapshotBytes` here) were
+// checked against `Content-Length` alone and the body then read whole, so
+// a chunked body (no length) or a gzip one (fetch inflates it; the length
+// is the compressed size) from a mirror or cache was read past any limit:
+// 200 MiB against 1 MiB grew the process by 810 MiB, and 3.6 GiB trapped
+// the module (`unreachable`), the update's promise never settling. Bodies
+// are now read a chunk at a time and cut at the limit.
+test("a chunked body is read no further than the limit", async () => {
+  let written = 0;
+  const total = 64 * MiB;
+  const server = await serve((req, res) => {
+    res.writeHead(200, { "content-type": "application/octet-stream" });
+    const chunk = Buffer.alloc(MiB);
+    const pump = () => {
+      while (written < total) {
+        written += chunk.length;
+        if (!res.write(chunk)) return res.once("drain", pump);
+      }
+      res.end();
+    };
+    res.on("close", () => {});
+    pump();
+  });
+  try {
+    const agent = new Agent({ publisher: `http://127.0.0.1:${server.address().port}`, lists: ["xlang"], key, maxSnapshotBytes: MiB });
+    const error = await agent.update().then(() => null, (e) => e);
+    assert.equal(error?.kind, "bad_data", String(error));
+    assert.match(error.message, /larger than the limit of 1048576 bytes/);
+    // What the socket buffers held when the read stopped, not the body.
+    assert.ok(written <= 16 * MiB, `${written / MiB} MiB written of a body limited to 1 MiB`);
+  } finally {
+    server.close();
+  }
+});
+
+test("a gzip body is counted as inflated, and cut at the limit", async () => {
+  const inflated = 256 * MiB;
+  const body = gzipSync(Buffer.alloc(inflated), { level: 9 });
+  const server = await serve((req, res) => {
+    res.writeHead(200, {
+      "content-type": "application/octet-stream",
+      "content-encoding": "gzip",
+      "content-length": body.length,
+    });
+    res.end(body);
+  });
+  try {
+    const agent = new Agent({ publisher: `http://127.0.0.1:${server.address().port}`, lists: ["xlang"], key, maxSnapshotBytes: MiB });
+    const before = process.memoryUsage().rss;
+    const error = await agent.update().then(() => null, (e) => e);
+    const grown = process.memoryUsage().rss - before;
+    assert.equal(error?.kind, "bad_data", String(error));
+    assert.match(error.message, /larger than the limit of 1048576 bytes/);
+    // Read whole, it grew the process by more than the 256 MiB inflated.
+    assert.ok(grown < 96 * MiB, `a body limited to 1 MiB grew the process by ${(grown / MiB).toFixed(0)} MiB`);
+  } finally {
+    server.close();
+  }
 });
