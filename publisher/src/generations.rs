@@ -126,6 +126,12 @@ pub struct Build<'a> {
     /// The version's signed freshness record, as its header value, for the
     /// `latest` pointer.
     pub freshness: Option<&'a str>,
+    /// Whether a manifest signed by no key the builder trusts (another
+    /// key's, or damaged), at the generation this build takes, is replaced
+    /// as garbage is: a forced build (a deliberate key change), or a
+    /// builder alone on its data directory. Otherwise it stands as another
+    /// builder's and the publish is superseded.
+    pub replaces_untrusted: bool,
 }
 
 /// The `latest` pointer as read, with the version a compare-and-swap

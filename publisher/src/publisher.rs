@@ -786,6 +786,9 @@ impl Publisher {
             hashes: &built.hashes,
             deltas: chain.bytes(),
             freshness: freshness.as_ref().map(|f| f.header_value.as_str()),
+            // Without a shared store no other builder exists (the data
+            // directory is locked by one process).
+            replaces_untrusted: force || inner.config.store.is_none(),
         };
         // The copies are stored after publishing (one that lost the
         // store's race is not kept): until then, the copies stored are

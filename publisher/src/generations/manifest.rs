@@ -160,19 +160,6 @@ impl Manifest {
         serde_json::from_str(body).map_err(|e| format!("signed, but not a manifest: {e}"))
     }
 
-    /// The `created_at` that a signed manifest's body states, unverified
-    /// (a manifest signed by another key, or damaged): only to tell how
-    /// long ago another builder may have written it.
-    pub fn unverified_created_at(bytes: &[u8]) -> Option<u64> {
-        #[derive(Deserialize)]
-        struct CreatedAt {
-            created_at: u64,
-        }
-        let signed = serde_json::from_slice::<SignedIn<'_>>(bytes).ok()?;
-        let body: CreatedAt = serde_json::from_str(signed.manifest.get()).ok()?;
-        Some(body.created_at)
-    }
-
     /// Whether `bytes` are a well-formed signed manifest whose signature
     /// does not verify under `key`: signed with another key (or forged),
     /// where any other failure is damage.

@@ -4,9 +4,7 @@
 
 use blocksieve_format::{FullHash, SigningKey, TrustedKey};
 
-use super::{
-    Build, Latest, ListStore, MAX_MANIFEST_BYTES, Manifest, ObjectRef, Pointer, PublishOutcome, is_definitive,
-};
+use super::{Build, Latest, ListStore, Manifest, ObjectRef, Pointer, PublishOutcome, is_definitive};
 use crate::error::Error;
 use crate::storage::PutMode;
 use crate::storage::spill::{Spill, SpilledHashes};
@@ -31,13 +29,6 @@ impl Spill for ListStore {
             .ok()
     }
 }
-
-/// How long, in seconds either way of a publish's clock, a manifest signed
-/// by another key that `latest` has not reached may be its builder's
-/// publish in progress (its pointer about to move: seconds, whatever the
-/// store's latency and retries) rather than left over. Builders' clocks
-/// are taken to agree within it, as their leases need.
-pub(super) const OTHER_KEY_PUBLISH_WINDOW_S: u64 = 600;
 
 impl ListStore {
     /// Publishes a build of `version` (its signed `snapshot` and sorted
@@ -65,6 +56,7 @@ impl ListStore {
             hashes,
             deltas: &[],
             freshness: None,
+            replaces_untrusted: false,
         };
         self.publish_build(&build, base, key, now)
     }
@@ -108,6 +100,7 @@ impl ListStore {
             hashes,
             deltas,
             freshness,
+            replaces_untrusted,
         } = *build;
         let trusted = self.trusted_with(key);
         if let Some(base) = base
@@ -226,26 +219,33 @@ impl ListStore {
         // must stay. What is there may also be no manifest of this
         // generation at all (garbage, or written without the signing key):
         // that is replaced by compare-and-swap, or every later build would
-        // be superseded by it. A manifest signed by another key may be
-        // another builder's, on a key this one was not given (a rotation
-        // publishing while this build ran): it stands while it may be in
-        // use ([`ListStore::other_key_manifest_stands`]); left over, it is
-        // replaced as garbage is (damaged bytes look alike, and so does an
-        // old key's publish that stopped before its pointer moved, which a
-        // forced key change must get past).
+        // be superseded by it. A manifest signed by a key this builder does
+        // not trust (another key's, or damaged: they look alike) stands as
+        // another builder's (a key rotation this one was left out of,
+        // publishing while this build ran), unless the build
+        // `replaces_untrusted` (forced, or alone on its data directory):
+        // the next build's check of the store's keys refuses then, saying
+        // why and what to do (`Error::OtherSigningKey`). Judged by no clock
+        // and no unsigned pointer: two reviews found a window on either
+        // let an old key's publish replace a rotation's manifest.
         let mut other_key = false;
-        let mut holds_this_build = || match self.manifest(generation, &trusted) {
-            Ok(existing) => Ok(existing.build == manifest.build),
-            // Not known now: neither removed nor published.
-            Err(e) if !is_definitive(&e) => Err(e),
-            Err(_) if self.other_key_manifest_stands(generation, &trusted, now)? => {
-                other_key = true;
-                Ok(false)
-            }
-            Err(e) => {
-                tracing::warn!(list = %self.name, generation, error = %e, "replacing what is stored as this generation's manifest");
-                let mode = (self.storage.version(&manifest_key)?).map_or(PutMode::Create, PutMode::Update);
-                Ok(self.storage.put(&manifest_key, &signed, mode)?.is_some())
+        let mut holds_this_build = || {
+            // The version judged below: a replacement swaps that object,
+            // not one another builder put there meanwhile.
+            let judged = self.storage.version(&manifest_key)?;
+            match self.manifest(generation, &trusted) {
+                Ok(existing) => Ok(existing.build == manifest.build),
+                // Not known now: neither removed nor published.
+                Err(e) if !is_definitive(&e) => Err(e),
+                Err(_) if !replaces_untrusted && self.signed_by_another_key(generation, &trusted)? => {
+                    other_key = true;
+                    Ok(false)
+                }
+                Err(e) => {
+                    tracing::warn!(list = %self.name, generation, error = %e, "replacing what is stored as this generation's manifest");
+                    let mode = judged.map_or(PutMode::Create, PutMode::Update);
+                    Ok(self.storage.put(&manifest_key, &signed, mode)?.is_some())
+                }
             }
         };
         if !created && !holds_this_build()? {
@@ -279,48 +279,6 @@ impl ListStore {
         );
         self.prune(generation, &trusted);
         Ok(PublishOutcome::Published { generation })
-    }
-
-    /// Whether generation `generation`'s manifest, well formed and signed
-    /// but not under `trusted` (another key's, or damaged: they look
-    /// alike), stands rather than being replaced as garbage: `latest` names
-    /// it or a later generation that has a manifest (a rotation published
-    /// it; the pointer is unsigned, so one naming a generation that was
-    /// never written, or garbage, reaches nothing), or it was written
-    /// within [`OTHER_KEY_PUBLISH_WINDOW_S`] of `now` by its own word (its
-    /// builder may be moving `latest` to it: a publish moves the pointer
-    /// right after its manifest). Replacing a rotation's manifest in that
-    /// window left `latest` on this builder's key, which the rotation's
-    /// readers refuse.
-    ///
-    /// # Errors
-    ///
-    /// When the store cannot be read.
-    fn other_key_manifest_stands(
-        &self,
-        generation: u64,
-        trusted: &[TrustedKey],
-        now: u64,
-    ) -> Result<bool, Error> {
-        let Some(bytes) =
-            (self.storage).get_range(&self.manifest_key(generation), 0..MAX_MANIFEST_BYTES + 1)?
-        else {
-            return Ok(false);
-        };
-        if !Manifest::signed_by_another_key(&bytes, trusted) {
-            return Ok(false);
-        }
-        if let Ok(Some(latest)) = self.latest()
-            && latest.pointer.generation >= generation
-            && (self
-                .storage
-                .version(&self.manifest_key(latest.pointer.generation))?)
-            .is_some()
-        {
-            return Ok(true);
-        }
-        Ok(Manifest::unverified_created_at(&bytes)
-            .is_some_and(|at| at.abs_diff(now) <= OTHER_KEY_PUBLISH_WINDOW_S))
     }
 
     /// Puts `freshness` (a signed freshness record, as its header value)
@@ -544,6 +502,7 @@ mod tests {
             hashes: &built.hashes,
             deltas: &[],
             freshness: None,
+            replaces_untrusted: false,
         };
         let outcome = store
             .publish_spilled(&build, Some(spilled), None, &key, now)

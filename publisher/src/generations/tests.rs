@@ -838,6 +838,7 @@ fn publish_with_delta(
         hashes: &next.hashes,
         deltas: chain.bytes(),
         freshness,
+        replaces_untrusted: false,
     };
     let base = store.latest().unwrap();
     let outcome = store
@@ -1138,54 +1139,61 @@ fn damaged_manifest_at_2(dir: &std::path::Path) -> (ListStore, Arc<dyn Storage>)
     (store, storage)
 }
 
-/// Publishes a build of `store`'s head signed by `signer` at `now`.
-fn publish_at(store: &ListStore, signer: &SigningKey, trusted: &[TrustedKey], now: u64) -> PublishOutcome {
-    let base = store.head(trusted).unwrap();
-    let next = build_feed("http://phish.example/c\n", now, signer);
-    (store)
-        .publish(
-            next.version,
-            &next.snapshot,
-            &next.hashes,
-            base.as_ref(),
-            signer,
-            now,
-        )
-        .unwrap()
-}
-
-/// A manifest at the next generation signed by no trusted key, which
-/// `latest` has not reached, written at `written` by its own word: a
-/// publish within [`OTHER_KEY_PUBLISH_WINDOW_S`] of it is superseded (it
-/// may be a rotation's publish, its pointer about to move), one past it
-/// replaces it.
-fn superseded_in_the_window_then_published(
+/// Publishes a build of `store`'s head signed by `signer` at `now`;
+/// `replaces_untrusted` as a forced build, or a builder alone on its data
+/// directory, sets it.
+fn publish_at(
     store: &ListStore,
     signer: &SigningKey,
     trusted: &[TrustedKey],
-    written: u64,
+    now: u64,
+    replaces_untrusted: bool,
+) -> PublishOutcome {
+    let base = store.head(trusted).unwrap();
+    let next = build_feed("http://phish.example/c\n", now, signer);
+    let build = Build {
+        version: next.version,
+        snapshot: &next.snapshot,
+        hashes: &next.hashes,
+        deltas: &[],
+        freshness: None,
+        replaces_untrusted,
+    };
+    store.publish_build(&build, base.as_ref(), signer, now).unwrap()
+}
+
+/// A manifest at generation 2 signed by no key `trusted` holds, which
+/// `latest` has not reached: a builder sharing a store is superseded by it
+/// (it may be a key rotation's, its pointer about to move; the next build's
+/// check of the store's keys refuses, `Error::OtherSigningKey`, naming
+/// `--force`), and one that replaces untrusted manifests (forced, or alone
+/// on its data directory) replaces it and publishes on.
+fn superseded_unless_it_replaces_untrusted(
+    store: &ListStore,
+    signer: &SigningKey,
+    trusted: &[TrustedKey],
+    after: u64,
 ) {
-    let outcome = publish_at(store, signer, trusted, written + 100);
+    let outcome = publish_at(store, signer, trusted, after + 100, false);
     assert_eq!(outcome, PublishOutcome::Superseded { generation: 2 });
-    let past = written + super::publish::OTHER_KEY_PUBLISH_WINDOW_S + 1;
-    let outcome = publish_at(store, signer, trusted, past);
+    let outcome = publish_at(store, signer, trusted, after + 200, true);
     assert_eq!(outcome, PublishOutcome::Published { generation: 2 });
-    let outcome = publish_at(store, signer, trusted, past + 100);
+    let outcome = publish_at(store, signer, trusted, after + 300, false);
     assert_eq!(outcome, PublishOutcome::Published { generation: 3 });
 }
 
 /// A damaged manifest at the next generation, which `latest` has not
-/// reached, looks signed by another key, yet is replaced as garbage is once
-/// no publish can be moving `latest` to it: kept as another builder's,
-/// every later publish was superseded by it, forever (`build --force`
-/// included). Found by an adversarial review of the fix for a rotation's
-/// race (the manifest `latest` names is kept).
+/// reached, looks signed by another key: a forced build, or a builder alone
+/// on its data directory, replaces it as garbage is. Kept whatever the
+/// build, every later publish was superseded by it, forever (`build
+/// --force` included). Found by an adversarial review of the fix for a
+/// rotation's race.
 #[test]
 fn a_damaged_manifest_past_latest_does_not_stop_publishing() {
     let dir = tempfile::tempdir().unwrap();
     let (store, _) = damaged_manifest_at_2(dir.path());
     let signer = key();
-    superseded_in_the_window_then_published(
+    superseded_unless_it_replaces_untrusted(
         &store,
         &signer,
         std::slice::from_ref(signer.public_key()),
@@ -1194,38 +1202,50 @@ fn a_damaged_manifest_past_latest_does_not_stop_publishing() {
 }
 
 /// The same with the unsigned `latest` pointer also damaged: garbage, or
-/// forged to name a generation never written. Judged by the raw pointer,
-/// the first failed every publish, the second counted as reaching the
-/// damaged manifest, for good. Found by a second review.
+/// forged to name a generation never written, or one holding garbage.
+/// Found by two more reviews (a rule judging by the pointer stopped
+/// publishing on each).
 #[test]
 fn a_damaged_manifest_past_latest_with_a_garbage_or_forged_pointer_does_not_stop_publishing() {
-    let forged = Pointer {
+    let forged = |generation| Pointer {
         list: "phishing".to_owned(),
-        generation: 50,
+        generation,
         version: 1_800_000_000,
         freshness: None,
     };
-    for pointer in [forged.to_bytes(), b"garbage".to_vec()] {
+    for (pointer, garbage_at_3) in [
+        (forged(50).to_bytes(), false),
+        (forged(3).to_bytes(), true),
+        (b"garbage".to_vec(), false),
+    ] {
         let dir = tempfile::tempdir().unwrap();
         let (store, storage) = damaged_manifest_at_2(dir.path());
+        if garbage_at_3 {
+            (storage)
+                .put(
+                    "lists/phishing/generations/00000000000000000003.json",
+                    b"garbage",
+                    PutMode::Create,
+                )
+                .unwrap();
+        }
         (storage)
             .put("lists/phishing/latest", &pointer, PutMode::Overwrite)
             .unwrap();
         let signer = key();
-        superseded_in_the_window_then_published(
-            &store,
-            &signer,
-            std::slice::from_ref(signer.public_key()),
-            1_800_000_000,
-        );
+        let trusted = std::slice::from_ref(signer.public_key());
+        let outcome = publish_at(&store, &signer, trusted, 1_800_000_100, false);
+        assert_eq!(outcome, PublishOutcome::Superseded { generation: 2 });
+        let outcome = publish_at(&store, &signer, trusted, 1_800_000_200, true);
+        assert_eq!(outcome, PublishOutcome::Published { generation: 2 });
     }
 }
 
 /// A forced key change (old builders stopped, one build with a new key and
 /// no previous keys) where an old-key builder had written the next
-/// generation's manifest but stopped before moving `latest`: that manifest
-/// is replaced once no publish can be moving `latest` to it (it superseded
-/// the forced build and every later one).
+/// generation's manifest but stopped before moving `latest`: the forced
+/// build replaces that manifest (it superseded the forced build and every
+/// later one).
 #[test]
 fn a_forced_key_change_past_an_old_key_publish_that_stopped_before_its_pointer_publishes() {
     let dir = tempfile::tempdir().unwrap();
@@ -1245,7 +1265,62 @@ fn a_forced_key_change_past_an_old_key_publish_that_stopped_before_its_pointer_p
     let new_key = SigningKey::from_secret_bytes([10; 32]);
     let (forced, _) = self::store(dir.path(), 5);
     let trusted = forced.trusted_with(&new_key);
-    superseded_in_the_window_then_published(&forced, &new_key, &trusted, 1_800_000_100);
+    superseded_unless_it_replaces_untrusted(&forced, &new_key, &trusted, 1_800_000_100);
+}
+
+/// Two builders on one key, both on generation 1, where generation 2 holds
+/// garbage: the second judged the garbage, then the first replaced it and
+/// published, then the second replaced the first's manifest by a
+/// compare-and-swap on the version read after its judgement, and both
+/// reported generation 2 published (the first serving a build the store no
+/// longer holds). The swap is now on the version judged. Found by a review.
+#[test]
+fn two_builders_replacing_the_same_garbage_do_not_both_publish() {
+    use crate::storage::testing::Op;
+    let dir = tempfile::tempdir().unwrap();
+    let (first, storage) = store(dir.path(), 5);
+    publish(&first, &build("http://phish.example/a\n", 1_800_000_000), None);
+    (storage)
+        .put(
+            "lists/phishing/generations/00000000000000000002.json",
+            b"garbage",
+            PutMode::Create,
+        )
+        .unwrap();
+    let base = first.latest().unwrap();
+    let first_outcome = Arc::new(std::sync::Mutex::new(None));
+    let seen = Arc::clone(&first_outcome);
+    let path = dir.path().to_owned();
+    let base_in = base.clone();
+    type Step = Box<dyn FnOnce() + Send>;
+    let step: std::sync::Mutex<Option<Step>> = std::sync::Mutex::new(Some(Box::new(move || {
+        let (first, _) = store(&path, 5);
+        let one = build("http://phish.example/b\n", 1_800_000_100);
+        *seen.lock().unwrap() = Some(publish(&first, &one, base_in.as_ref()));
+    })));
+    // The whole first publish just before the second reads manifest 2's
+    // version: after its judgement, when it judged first and read the
+    // version to swap on after.
+    let storage = Intercepted::over(LocalStorage::open(dir.path()).unwrap()).before(move |op, k| {
+        if op == Op::Version
+            && k.ends_with("00000000000000000002.json")
+            && let Some(step) = step.lock().unwrap().take()
+        {
+            step();
+        }
+        Ok(())
+    });
+    let second = ListStore::open(Arc::new(storage), "phishing", 5).unwrap();
+    let other = build("http://phish.example/c\n", 1_800_000_101);
+    let second_outcome = publish(&second, &other, base.as_ref());
+    let first_outcome = first_outcome.lock().unwrap().clone();
+    assert_eq!(first_outcome, Some(PublishOutcome::Published { generation: 2 }));
+    assert_eq!(second_outcome, PublishOutcome::Superseded { generation: 2 });
+    let held = first
+        .manifest(2, std::slice::from_ref(key().public_key()))
+        .unwrap();
+    assert_eq!(held.version, 1_800_000_100);
+    assert_eq!(first.latest().unwrap().unwrap().pointer.version, 1_800_000_100);
 }
 
 /// The rotation's builder (new key; with the old one among its previous
