@@ -1606,6 +1606,21 @@ fn a_saved_chain_grown_past_one_response_by_failed_rebases_restores_whole() {
     ));
 }
 
+/// `phishing` served again: its update round answered with version 2 (its
+/// updates route with what is no chain, then its snapshot route).
+fn served_again(session: &mut Session, now: u64) {
+    let requests = session.update_requests();
+    let mut request = (requests.into_iter().find(|r| r.list == "phishing")).expect("phishing's request");
+    let bytes = snapshot_of("phishing", &key(), 2, &expressions(50));
+    let update = loop {
+        match session.handle_update_response(&request, ok(bytes.clone(), &[]), at(now)) {
+            Ok(ListUpdate::NeedSnapshot { request: next, .. }) => request = next,
+            outcome => break outcome,
+        }
+    };
+    assert!(matches!(update, Ok(ListUpdate::Updated { .. })), "{update:?}");
+}
+
 /// `list`'s update round answered `404 unknown_list` throughout (its
 /// updates route, then its snapshot route): the round's outcome.
 fn not_served(session: &mut Session, list: &str, now: u64) -> Result<ListUpdate, Error> {
@@ -1625,10 +1640,9 @@ fn not_served(session: &mut Session, list: &str, now: u64) -> Result<ListUpdate,
     }
 }
 
-/// Both lists loaded (`malware` and `phishing`, the same entries), then
-/// `phishing`'s next update answered `404 unknown_list`: the publisher
-/// stopped serving it.
-fn one_list_not_served() -> Session {
+/// `malware` and `phishing` subscribed, version 1 of each loaded (the same
+/// entries).
+fn both_lists_loaded() -> Session {
     let mut session = Session::new(SessionConfig {
         lists: vec!["malware".into(), "phishing".into()],
         ..config()
@@ -1639,6 +1653,14 @@ fn one_list_not_served() -> Session {
         let update = session.handle_update_response(&request, ok(bytes, &[]), at(NOW));
         assert!(matches!(update, Ok(ListUpdate::Updated { .. })), "{update:?}");
     }
+    session
+}
+
+/// Both lists loaded (`malware` and `phishing`, the same entries), then
+/// `phishing`'s next update answered `404 unknown_list`: the publisher
+/// stopped serving it.
+fn one_list_not_served() -> Session {
+    let mut session = both_lists_loaded();
     let update = not_served(&mut session, "phishing", NOW + 1);
     assert!(matches!(&update, Err(e) if e.is_unknown_list()), "{update:?}");
     session
@@ -1676,16 +1698,7 @@ fn a_list_the_publisher_stops_serving_leaves_the_other_lists_confirmed() {
 
     // A search refused for naming it (made before the update that said so)
     // pauses no request for the versions that leave it out.
-    let mut session = Session::new(SessionConfig {
-        lists: vec!["malware".into(), "phishing".into()],
-        ..config()
-    })
-    .expect("session");
-    for request in session.update_requests() {
-        let bytes = snapshot_of(&request.list, &key(), 1, &expressions(50));
-        let update = session.handle_update_response(&request, ok(bytes, &[]), at(NOW));
-        assert!(matches!(update, Ok(ListUpdate::Updated { .. })), "{update:?}");
-    }
+    let mut session = both_lists_loaded();
     let query = need(session.check(LISTED, at(NOW + 1), &mut rng));
     let refused = HttpResponse {
         status: 404,
@@ -1705,17 +1718,7 @@ fn a_list_the_publisher_stops_serving_leaves_the_other_lists_confirmed() {
 
     // Served again: named again.
     let mut session = one_list_not_served();
-    let requests = session.update_requests();
-    let mut request = (requests.into_iter().find(|r| r.list == "phishing")).expect("phishing's request");
-    let bytes = snapshot_of("phishing", &key(), 2, &expressions(50));
-    // Its updates route answers with what is no chain: the snapshot next.
-    let update = loop {
-        match session.handle_update_response(&request, ok(bytes.clone(), &[]), at(NOW + 3)) {
-            Ok(ListUpdate::NeedSnapshot { request: next, .. }) => request = next,
-            outcome => break outcome,
-        }
-    };
-    assert!(matches!(update, Ok(ListUpdate::Updated { .. })), "{update:?}");
+    served_again(&mut session, NOW + 3);
     let query = need(session.check(LISTED, at(NOW + 4), &mut rng));
     let request: FullHashSearchRequest = serde_json::from_slice(&query.request.body).expect("json");
     assert_eq!(
@@ -1787,16 +1790,7 @@ fn a_list_served_again_while_a_check_that_left_it_out_is_in_flight_is_never_answ
     let request: FullHashSearchRequest = serde_json::from_slice(&query.request.body).expect("json");
     assert_eq!(request.min_versions, BTreeMap::from([("malware".to_owned(), 1)]));
     // Meanwhile phishing's update is answered (served again).
-    let requests = session.update_requests();
-    let mut request = (requests.into_iter().find(|r| r.list == "phishing")).expect("phishing's request");
-    let bytes = snapshot_of("phishing", &key(), 2, &expressions(50));
-    let update = loop {
-        match session.handle_update_response(&request, ok(bytes.clone(), &[]), at(NOW + 3)) {
-            Ok(ListUpdate::NeedSnapshot { request: next, .. }) => request = next,
-            outcome => break outcome,
-        }
-    };
-    assert!(matches!(update, Ok(ListUpdate::Updated { .. })), "{update:?}");
+    served_again(&mut session, NOW + 3);
     // The answer for `malware` alone: not on it.
     let refuted = answer(&query, &[], 60);
     let verdict = session.complete_check(query, Ok(refuted), at(NOW + 3), &mut rng);

@@ -1014,24 +1014,32 @@ fn rotate(dir: &std::path::Path) -> (ListStore, ListStore, SigningKey) {
     let new_key = SigningKey::from_secret_bytes([10; 32]);
     let (rotated, _) = store(dir, 5);
     let rotated = rotated.with_previous_keys(std::slice::from_ref(key().public_key()));
-    let base = rotated.head(&rotated.trusted_with(&new_key)).unwrap();
+    assert_eq!(
+        publish_rotation(&rotated, &new_key),
+        PublishOutcome::Published { generation: 2 }
+    );
+    (old_store, rotated, new_key)
+}
+
+/// The rotation's build (a URL added) published by `rotated` on its head,
+/// signed by `new_key`, at 1,800,000,100.
+fn publish_rotation(rotated: &ListStore, new_key: &SigningKey) -> PublishOutcome {
+    let base = rotated.head(&rotated.trusted_with(new_key)).unwrap();
     let newer = build_feed(
         "http://phish.example/a\nhttp://phish.example/new\n",
         1_800_000_100,
-        &new_key,
+        new_key,
     );
-    let outcome = (rotated)
+    (rotated)
         .publish(
             newer.version,
             &newer.snapshot,
             &newer.hashes,
             base.as_ref(),
-            &new_key,
+            new_key,
             1_800_000_100,
         )
-        .unwrap();
-    assert_eq!(outcome, PublishOutcome::Published { generation: 2 });
-    (old_store, rotated, new_key)
+        .unwrap()
 }
 
 /// A builder left on the old key after a rotation reads, as its head, the
@@ -1054,16 +1062,7 @@ fn a_builder_left_out_of_a_rotation_reads_the_other_key_s_generation_as_its_head
     // forced key change does; unforced, the build is refused before,
     // `Error::OtherSigningKey`), never over it.
     let stale = build("http://phish.example/a\n", 1_800_000_200);
-    let outcome = (old_store)
-        .publish(
-            stale.version,
-            &stale.snapshot,
-            &stale.hashes,
-            Some(&head),
-            &key(),
-            1_800_000_200,
-        )
-        .unwrap();
+    let outcome = publish(&old_store, &stale, Some(&head));
     assert_eq!(outcome, PublishOutcome::Published { generation: 3 });
     let new_public = [new_key.public_key().clone()];
     rotated.load_generation(2, &new_public).unwrap();
@@ -1090,16 +1089,7 @@ fn a_build_on_the_old_key_that_the_rotation_published_past_meanwhile_replaces_no
     let (_, rotated, new_key) = rotate(dir.path());
 
     let stale = build("http://phish.example/a\nhttp://phish.example/b\n", 1_800_000_200);
-    let outcome = (old_store)
-        .publish(
-            stale.version,
-            &stale.snapshot,
-            &stale.hashes,
-            Some(&base),
-            &key(),
-            1_800_000_200,
-        )
-        .unwrap();
+    let outcome = publish(&old_store, &stale, Some(&base));
     assert_eq!(outcome, PublishOutcome::Superseded { generation: 2 });
     let new_public = [new_key.public_key().clone()];
     rotated.load_generation(2, &new_public).unwrap();
@@ -1358,22 +1348,7 @@ fn an_old_key_publish_in_the_window_before_the_rotation_s_pointer_moves_replaces
         let rotated = ListStore::open(Arc::new(storage), "phishing", 5)
             .unwrap()
             .with_previous_keys(&previous);
-        let base = rotated.head(&rotated.trusted_with(&new_key)).unwrap();
-        let newer = build_feed(
-            "http://phish.example/a\nhttp://phish.example/new\n",
-            1_800_000_100,
-            &new_key,
-        );
-        let outcome = (rotated)
-            .publish(
-                newer.version,
-                &newer.snapshot,
-                &newer.hashes,
-                base.as_ref(),
-                &new_key,
-                1_800_000_100,
-            )
-            .unwrap();
+        let outcome = publish_rotation(&rotated, &new_key);
         assert_eq!(outcome, PublishOutcome::Published { generation: 2 });
         let old_outcome = old_outcome.lock().unwrap().clone();
         assert_eq!(old_outcome, Some(PublishOutcome::Superseded { generation: 2 }));
