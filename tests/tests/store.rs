@@ -115,8 +115,7 @@ async fn regression_a_builder_with_another_signing_key_is_refused_unless_forced(
     let b = Publisher::open(on_store(&moto, b_dir.path(), "keys")).unwrap();
     assert_ne!(a.public_key().id(), b.public_key().id());
 
-    let refused = b.build_list(0).await.result;
-    match &refused {
+    let refused_as_other_key = |refused: &Result<_, Error>| match refused {
         Err(
             e @ Error::OtherSigningKey {
                 generation: 1,
@@ -128,7 +127,19 @@ async fn regression_a_builder_with_another_signing_key_is_refused_unless_forced(
             assert!(e.to_string().contains("the same signing key"), "{e}");
         }
         other => panic!("{other:?}"),
-    }
+    };
+    refused_as_other_key(&b.build_list(0).await.result);
+    // Also with no `latest` to start from (its first write failed, or it
+    // was removed): the build takes generation 1, the other key's. It was
+    // superseded at every build without a word (found by a review).
+    let store = &b.state().lists[0].store;
+    let pointer = ObjectStorage::s3(&moto.store_url("keys"), &moto.store_options()).unwrap();
+    let pointer_key = "lists/phishing/latest";
+    let kept = pointer.get(pointer_key).unwrap().unwrap();
+    pointer.delete(pointer_key).unwrap();
+    assert!(store.latest().unwrap().is_none());
+    refused_as_other_key(&b.build_list(0).await.result);
+    pointer.put(pointer_key, &kept, PutMode::Create).unwrap();
     let latest = || a.state().lists[0].store.latest().unwrap().unwrap().pointer;
     assert_eq!(latest().generation, 1);
     // The first builder goes on as before.

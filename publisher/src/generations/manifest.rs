@@ -160,6 +160,13 @@ impl Manifest {
         serde_json::from_str(body).map_err(|e| format!("signed, but not a manifest: {e}"))
     }
 
+    /// Whether `bytes` are a well-formed signed manifest: its body and a
+    /// 64-byte signature, whoever signed it.
+    pub fn is_signed(bytes: &[u8]) -> bool {
+        serde_json::from_slice::<SignedIn<'_>>(bytes)
+            .is_ok_and(|signed| STANDARD.decode(&signed.signature).is_ok_and(|s| s.len() == 64))
+    }
+
     /// Whether `bytes` are a well-formed signed manifest whose signature
     /// does not verify under `key`: signed with another key (or forged),
     /// where any other failure is damage.

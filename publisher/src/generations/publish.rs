@@ -4,7 +4,9 @@
 
 use blocksieve_format::{FullHash, SigningKey, TrustedKey};
 
-use super::{Build, Latest, ListStore, Manifest, ObjectRef, Pointer, PublishOutcome, is_definitive};
+use super::{
+    Build, Latest, ListStore, MAX_MANIFEST_BYTES, Manifest, ObjectRef, Pointer, PublishOutcome, is_definitive,
+};
 use crate::error::Error;
 use crate::storage::PutMode;
 use crate::storage::spill::{Spill, SpilledHashes};
@@ -237,7 +239,10 @@ impl ListStore {
                 Ok(existing) => Ok(existing.build == manifest.build),
                 // Not known now: neither removed nor published.
                 Err(e) if !is_definitive(&e) => Err(e),
-                Err(_) if !replaces_untrusted && self.signed_by_another_key(generation, &trusted)? => {
+                Err(_)
+                    if self.signed_by_another_key(generation, &trusted)?
+                        && (!replaces_untrusted || self.pointed_past(generation)?) =>
+                {
                     other_key = true;
                     Ok(false)
                 }
@@ -279,6 +284,31 @@ impl ListStore {
         );
         self.prune(generation, &trusted);
         Ok(PublishOutcome::Published { generation })
+    }
+
+    /// Whether `latest` names generation `generation` or a later one whose
+    /// manifest is a signed one (verified or not): another builder
+    /// published it, and even a forced build does not replace it (it
+    /// publishes past it next time, `head` taking that pointer). A pointer
+    /// that is garbage, or names a generation holding none or garbage,
+    /// reaches nothing; one that cannot be read now fails the publish.
+    ///
+    /// # Errors
+    ///
+    /// When the store cannot be read.
+    fn pointed_past(&self, generation: u64) -> Result<bool, Error> {
+        let latest = match self.latest() {
+            Ok(Some(latest)) => latest,
+            Ok(None) => return Ok(false),
+            Err(e) if is_definitive(&e) => return Ok(false),
+            Err(e) => return Err(e),
+        };
+        if latest.pointer.generation < generation {
+            return Ok(false);
+        }
+        let key = self.manifest_key(latest.pointer.generation);
+        let bytes = self.storage.get_range(&key, 0..MAX_MANIFEST_BYTES + 1)?;
+        Ok(bytes.is_some_and(|bytes| Manifest::is_signed(&bytes)))
     }
 
     /// Puts `freshness` (a signed freshness record, as its header value)

@@ -1359,3 +1359,45 @@ fn an_old_key_publish_in_the_window_before_the_rotation_s_pointer_moves_replaces
             .unwrap();
     }
 }
+
+/// A forced build (a gate overridden, or a deliberate key change) by a
+/// builder left out of a rotation, on a base read before the rotation
+/// published generation 2 and moved `latest` to it: it replaced that
+/// manifest, which `latest` names (the rotation's generation lost, `latest`
+/// on the old key). A manifest `latest` names is never replaced: the forced
+/// build is superseded, and the next one publishes past it. Found by a
+/// review.
+#[test]
+fn a_forced_build_does_not_replace_the_generation_latest_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let (old_store, _) = store(dir.path(), 5);
+    publish(
+        &old_store,
+        &build("http://phish.example/a\n", 1_800_000_000),
+        None,
+    );
+    let old_key = key();
+    let old_public = std::slice::from_ref(old_key.public_key());
+    let base = old_store.head(old_public).unwrap().unwrap();
+    let (_, rotated, new_key) = rotate(dir.path());
+    let stale = build("http://phish.example/a\nhttp://phish.example/b\n", 1_800_000_200);
+    let forced = Build {
+        version: stale.version,
+        snapshot: &stale.snapshot,
+        hashes: &stale.hashes,
+        deltas: &[],
+        freshness: None,
+        replaces_untrusted: true,
+    };
+    let outcome = old_store
+        .publish_build(&forced, Some(&base), &old_key, 1_800_000_200)
+        .unwrap();
+    assert_eq!(outcome, PublishOutcome::Superseded { generation: 2 });
+    let new_public = [new_key.public_key().clone()];
+    rotated.load_generation(2, &new_public).unwrap();
+    assert_eq!(rotated.latest().unwrap().unwrap().pointer.generation, 2);
+    // The next forced build starts from that pointer and publishes past it.
+    let outcome = publish_at(&old_store, &old_key, old_public, 1_800_000_300, true);
+    assert_eq!(outcome, PublishOutcome::Published { generation: 3 });
+    rotated.load_generation(2, &new_public).unwrap();
+}

@@ -134,8 +134,28 @@ impl Publisher {
     pub(super) fn head_generation(&self, index: usize) -> Result<Option<u64>, Error> {
         let inner = &self.inner;
         let slot = &inner.state.lists[index];
+        let forced = inner.force_once[index].load(std::sync::atomic::Ordering::SeqCst);
+        let other_key = |g: u64| -> Result<Option<Error>, Error> {
+            Ok(match &inner.config.store {
+                Some(store) if !forced && slot.store.signed_by_another_key(g, &inner.trusted)? => {
+                    Some(Error::OtherSigningKey {
+                        store: store.clone(),
+                        list: inner.config.lists[index].name.clone(),
+                        generation: g,
+                        key_id: hex::encode(inner.public_key.id()),
+                    })
+                }
+                _ => None,
+            })
+        };
         let Some(latest) = slot.store.head(&inner.trusted)? else {
-            return Ok(None);
+            // No head (no pointer, or garbage, and nothing that verifies):
+            // the build takes generation 1, which may be another key's; it
+            // would be superseded by it at every build, without a word.
+            return match other_key(1)? {
+                Some(refused) => Err(refused),
+                None => Ok(None),
+            };
         };
         // The head names a generation signed with our keys whenever one of
         // the last few verifies; one that does not verify although signed
@@ -147,19 +167,9 @@ impl Publisher {
         // `latest` back or replace their generation. Refused unless
         // forced (a deliberate key change).
         let generation = latest.pointer.generation;
-        let forced = inner.force_once[index].load(std::sync::atomic::Ordering::SeqCst);
-        if let Some(store) = &inner.config.store
-            && !forced
-        {
-            for g in std::iter::once(generation).chain(generation.checked_add(1)) {
-                if slot.store.signed_by_another_key(g, &inner.trusted)? {
-                    return Err(Error::OtherSigningKey {
-                        store: store.clone(),
-                        list: inner.config.lists[index].name.clone(),
-                        generation: g,
-                        key_id: hex::encode(inner.public_key.id()),
-                    });
-                }
+        for g in std::iter::once(generation).chain(generation.checked_add(1)) {
+            if let Some(refused) = other_key(g)? {
+                return Err(refused);
             }
         }
         Ok(Some(generation))
