@@ -404,6 +404,19 @@ impl ListStore {
         Ok(manifest)
     }
 
+    /// The highest generation number among the stored manifests, whoever
+    /// signed them: what a build whose head lies below it (no pointer, or
+    /// garbage, and only older generations verifying) would publish under.
+    ///
+    /// # Errors
+    ///
+    /// When the store cannot be listed.
+    pub fn newest_stored_generation(&self) -> Result<Option<u64>, Error> {
+        Ok((self.storage.list(&self.key("generations"))?.iter())
+            .filter_map(|k| k.rsplit('/').next()?.strip_suffix(".json")?.parse().ok())
+            .max())
+    }
+
     /// Whether generation `generation`'s manifest is well formed and
     /// signed, but does not verify under `key`: another builder's, with
     /// another signing key (or its body damaged; the two look alike).

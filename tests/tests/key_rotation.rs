@@ -11,7 +11,9 @@ use std::time::{Duration, Instant};
 use blocksieve_agent::Agent;
 use blocksieve_format::TrustedKey;
 use blocksieve_format::api::{ListsResponse, routes};
-use blocksieve_publisher::internal::storage::{generate_signing_key, write_key_pair};
+use blocksieve_publisher::internal::storage::{
+    ObjectStorage, PutMode, Storage as _, generate_signing_key, write_key_pair,
+};
 use blocksieve_publisher::{Config, Error, Publisher, Role, SourceConfig, SourceFormat};
 use blocksieve_tests::moto::{Moto, store_options_at};
 use blocksieve_tests::{RunningPublisher, config, fixture_feed, fixture_lines, reopen};
@@ -239,6 +241,41 @@ async fn regression_a_builder_left_on_the_old_key_is_refused_and_changes_nothing
     // The builder on the new key goes on.
     switched.build_list(0).await.result.unwrap();
     assert_eq!(pointer().generation, 3);
+
+    // Past retention (generations 1 to 3 removed), with `latest` removed or
+    // garbage: the old key's builder has no head (or only its own
+    // generation below the rotation's), and took generation 1 again,
+    // pointed `latest` at it and its retention removed the rotation's
+    // objects. It is refused by the newest generation stored. Found by a
+    // review.
+    for round in 0..5 {
+        let lines = std::fs::read_to_string(&feed).unwrap();
+        std::fs::write(&feed, lines + &format!("http://later-{round}.example/p\n")).unwrap();
+        switched.build_list(0).await.result.unwrap();
+    }
+    assert_eq!(pointer().generation, 8);
+    let raw = ObjectStorage::s3("s3://blocksieve-test/rotation", &store_options_at(moto.addr)).unwrap();
+    let kept = raw.get("lists/phishing/latest").unwrap().unwrap();
+    for damaged in [None, Some(b"garbage".to_vec())] {
+        match &damaged {
+            None => raw.delete("lists/phishing/latest").unwrap(),
+            Some(bytes) => {
+                raw.put("lists/phishing/latest", bytes, PutMode::Overwrite)
+                    .unwrap();
+            }
+        }
+        let refused = stale.build_list(0).await.result;
+        assert!(
+            matches!(refused, Err(Error::OtherSigningKey { generation: 8, .. })),
+            "pointer {damaged:?}: {refused:?}"
+        );
+        store
+            .load_generation(8, std::slice::from_ref(next.public_key()))
+            .unwrap();
+    }
+    raw.put("lists/phishing/latest", &kept, PutMode::Overwrite)
+        .unwrap();
+    switched.build_list(0).await.result.unwrap();
 }
 
 /// A publisher on a data directory whose `signing.key` is replaced in

@@ -148,14 +148,23 @@ impl Publisher {
                 _ => None,
             })
         };
+        // The newest generation stored, whoever signed it: with no pointer,
+        // or garbage, the head is only what this builder's key verifies (or
+        // nothing), below generations another key published past it; its
+        // build would take a number under theirs (generation 1 again, once
+        // retention removed the first), point `latest` back at it, and its
+        // retention remove their objects. Found by a review.
+        let newest = slot.store.newest_stored_generation()?;
         let Some(latest) = slot.store.head(&inner.trusted)? else {
-            // No head (no pointer, or garbage, and nothing that verifies):
-            // the build takes generation 1, which may be another key's; it
-            // would be superseded by it at every build, without a word.
-            return match other_key(1)? {
-                Some(refused) => Err(refused),
-                None => Ok(None),
-            };
+            // No head: the build takes generation 1, which may be another
+            // key's; it would be superseded by it at every build, without a
+            // word.
+            for g in std::iter::once(1).chain(newest) {
+                if let Some(refused) = other_key(g)? {
+                    return Err(refused);
+                }
+            }
+            return Ok(None);
         };
         // The head names a generation signed with our keys whenever one of
         // the last few verifies; one that does not verify although signed
@@ -167,7 +176,11 @@ impl Publisher {
         // `latest` back or replace their generation. Refused unless
         // forced (a deliberate key change).
         let generation = latest.pointer.generation;
-        for g in std::iter::once(generation).chain(generation.checked_add(1)) {
+        let newest = newest.filter(|&n| n > generation.saturating_add(1));
+        for g in std::iter::once(generation)
+            .chain(generation.checked_add(1))
+            .chain(newest)
+        {
             if let Some(refused) = other_key(g)? {
                 return Err(refused);
             }
