@@ -87,6 +87,8 @@ const DOWNLOAD_CHECK_MS = 10_000;
 /** How long a navigation's check may take before, under
  * `failurePolicy: "closed"`, its page is blocked as unchecked. */
 const NAVIGATION_CHECK_MS = 5_000;
+/** URL -> when a tab warned of for a slow check was turned back to it. */
+const reloaded = new Map();
 /** Whether the configuration asks to block what cannot be checked
  * (`failurePolicy: "closed"`), as last read. */
 let failClosed = false;
@@ -380,7 +382,7 @@ async function decide(tabId, url) {
   // No verdict in time (an agent waiting for its first snapshot, a hung
   // request): under "closed", the page cannot be checked, so it is blocked;
   // the verdict still counts when it comes.
-  if (late && failClosed) await warn(tabId, url, { kind: "error", block: true, timedOut: true });
+  const shown = late && failClosed ? await warn(tabId, url, { kind: "error", block: true, timedOut: true }) : null;
   const verdict = await checked;
   if (verdict.kind === "error") {
     if (verdict.block) await warn(tabId, url, verdict);
@@ -395,24 +397,48 @@ async function decide(tabId, url) {
       const safe = [...(foundSafe.get(tabId) ?? [])].filter((u) => u !== url);
       foundSafe.set(tabId, new Set([...safe, url].slice(-CHAIN_URLS)));
       if (committed.get(tabId) === url) lastSafe.set(tabId, url);
+      // Warned of for having no verdict in time, and found safe since: the
+      // page loads, if the tab still shows that warning.
+      if (shown) await loadFoundSafe(tabId, url, shown);
     }
     return;
   }
   await warn(tabId, url, verdict);
 }
 
+/** Loads `url`, found safe after tab `tabId` was turned to the warning
+ * `shown` for having no verdict in time, if the tab still shows it (the
+ * user has not gone back or elsewhere). Once a minute per URL at most: its
+ * next check should be quick (the lists are there now), and a check slow
+ * every time must not reload a tab in a loop. */
+async function loadFoundSafe(tabId, url, shown) {
+  const at = reloaded.get(url);
+  if (at !== undefined && Date.now() - at < 60_000) return;
+  try {
+    const tab = await chrome.tabs.get(tabId);
+    if ((tab.url ?? tab.pendingUrl) !== shown) return;
+    reloaded.set(url, Date.now());
+    for (const [u, t] of reloaded) if (Date.now() - t >= 60_000) reloaded.delete(u);
+    await chrome.tabs.update(tabId, { url });
+  } catch (error) {
+    // The tab was closed meanwhile.
+    console.warn("blocksieve: could not load a page found safe:", describe(error));
+  }
+}
+
 /** Turns tab `tabId` to the warning page for `url`, unless the tab has
- * moved on to a navigation `url` did not lead to. */
+ * moved on to a navigation `url` did not lead to; returns the warning's
+ * address when the tab was turned to it, else null. */
 async function warn(tabId, url, verdict) {
   const reached = navigation.get(tabId)?.has(url) ? navigation.get(tabId) : chain.get(tabId);
-  if (pending.get(tabId) !== url && !reached?.has(url)) return;
+  if (pending.get(tabId) !== url && !reached?.has(url)) return null;
   const warning = warningFor(url, verdict);
   const back = reached?.has(url) ? reached.get(url) : lastSafe.get(tabId);
-  await showWarning(tabId, warning, back);
+  return (await showWarning(tabId, warning, back)) ? warning.href : null;
 }
 
 /** Turns tab `tabId` to `warning` (warning.html with its query), offering
- * `back` as its way back. */
+ * `back` as its way back; false when the tab could not be turned. */
 async function showWarning(tabId, warning, back) {
   // The pages the listed one led to are no way back from later warnings
   // either: the tab's way back is the one this warning offers.
@@ -422,9 +448,11 @@ async function showWarning(tabId, warning, back) {
   warned.set(warning.searchParams.get("url"), Date.now());
   try {
     await chrome.tabs.update(tabId, { url: warning.href });
+    return true;
   } catch (error) {
     // The tab was closed meanwhile.
     console.warn("blocksieve: could not show the warning:", describe(error));
+    return false;
   }
 }
 

@@ -1189,6 +1189,34 @@ test("under failurePolicy closed, a listed page loaded while the first snapshot 
   assert.ok(shown.includes("/warning.html?"), `failurePolicy closed, 10 s in: the listed page is shown unwarned (${shown}, "${header}")`);
 });
 
+// The same warning, for an unlisted page whose verdict comes after it:
+// the page found safe then loads (it stayed on the warning).
+test("under failurePolicy closed, an unlisted page warned of for a slow first snapshot loads once found safe", async (t) => {
+  recorder.snapshotDelayMs = 9_000;
+  t.after(async () => {
+    recorder.snapshotDelayMs = 0;
+    await worker.evaluate(() => chrome.storage.local.remove("config"));
+    await until("the agent of config.json again", async () => (await status()).lastUpdate?.report, 60_000);
+  });
+  await worker.evaluate((config) => chrome.storage.local.set({ config }), {
+    publisher: recorder.url.replace("127.0.0.1", "localhost"),
+    lists: ["phishing"],
+    key: publisher.key,
+    failurePolicy: "closed",
+  });
+  await new Promise((r) => setTimeout(r, 500));
+  const page = context.pages()[0];
+  const since = Date.now();
+  await page.goto(BENIGN).catch(() => {});
+  await new Promise((r) => setTimeout(r, 7_000));
+  const warnedAt7s = page.url();
+  await verdictFor(BENIGN, since);
+  await until("the page found safe loaded", async () => page.url() === BENIGN, 15_000).catch(() => {});
+  t.diagnostic(`at 7 s: ${warnedAt7s}; then: ${page.url()}`);
+  assert.ok(warnedAt7s.includes("/warning.html?"), `not warned while unchecked: ${warnedAt7s}`);
+  assert.equal(page.url(), BENIGN, "the page found safe stayed on the warning");
+});
+
 // A round rejected for one list without a snapshot (retired, not built)
 // may have updated the others: they are kept. They were never kept, and
 // were downloaded whole at every start of the service worker.
