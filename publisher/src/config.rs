@@ -693,10 +693,18 @@ impl Config {
                 ),
             ));
         }
-        if self.max_prefixes_per_request == 0 || self.max_prefixes_per_request > 100_000 {
+        // Agents send up to the protocol's `MAX_PREFIXES_PER_REQUEST` in
+        // one search (one URL's hits and its noise prefixes, or a batch)
+        // and take a `400 too_many_prefixes` as a failed request: below
+        // that, their hits would be left unverified.
+        let min_prefixes = blocksieve_format::api::MAX_PREFIXES_PER_REQUEST;
+        if self.max_prefixes_per_request < min_prefixes || self.max_prefixes_per_request > 100_000 {
             return Err(Error::config(
                 "max_prefixes_per_request",
-                format!("{} is outside 1..=100000", self.max_prefixes_per_request),
+                format!(
+                    "{} is outside {min_prefixes}..=100000 (agents send up to {min_prefixes} prefixes in one request)",
+                    self.max_prefixes_per_request
+                ),
             ));
         }
         if self.padding > 10_000 {
@@ -874,6 +882,34 @@ mod tests {
         };
         assert_eq!(field_of(bad_key), "public_key");
         assert!(toml::from_str::<Config>("role = \"leader\"").is_err());
+    }
+
+    #[test]
+    fn a_prefix_limit_below_what_agents_send_is_refused() {
+        // Agents send up to MAX_PREFIXES_PER_REQUEST prefixes in one search
+        // and take `400 too_many_prefixes` as a failed request: a limit of 4
+        // left every hit confirmed by POST unverified (let through under the
+        // default fail-open policy).
+        for (limit, ok) in [
+            (4, false),
+            (999, false),
+            (1000, true),
+            (100_000, true),
+            (100_001, false),
+        ] {
+            let config = Config {
+                max_prefixes_per_request: limit,
+                ..Config::default()
+            };
+            match config.validate() {
+                Ok(()) => assert!(ok, "{limit} accepted"),
+                Err(Error::Config { field, .. }) => {
+                    assert!(!ok, "{limit} refused");
+                    assert_eq!(field, "max_prefixes_per_request");
+                }
+                Err(e) => panic!("{limit}: {e}"),
+            }
+        }
     }
 
     #[test]

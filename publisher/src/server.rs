@@ -691,8 +691,9 @@ async fn list_hashes(
 }
 
 /// `answer` in the encoding the request's `Accept` asks for: binary when it
-/// names [`FULL_HASHES_CONTENT_TYPE`], else `json(answer)`; `Vary: Accept`
-/// either way.
+/// names [`FULL_HASHES_CONTENT_TYPE`] and the answer fits that encoding (at
+/// most `MAX_PREFIXES_PER_REQUEST` prefixes and `MAX_ANSWER_LISTS` lists),
+/// else `json(answer)`; `Vary: Accept` either way.
 ///
 /// # Errors
 ///
@@ -710,31 +711,45 @@ fn full_hash_answer(
         .iter()
         .filter_map(|v| v.to_str().ok())
         .any(accepts_full_hashes_binary);
-    let mut response = if binary {
-        let prefixes = answer.results.len();
-        let bytes = answer.encode().map_err(|e| match e {
+    let encoded = if binary {
+        match answer.encode() {
+            Ok(bytes) => Some(bytes),
+            // More prefixes than one binary answer carries (a search under
+            // a `max_prefixes_per_request` above the protocol's), or more
+            // lists (a bucket of a publisher serving more than
+            // `MAX_ANSWER_LISTS`): JSON, which the agent reads as well,
+            // has no such limit.
+            Err(AnswerError::TooMany {
+                field: "prefix_count" | "list_count",
+                ..
+            }) => None,
             // Buckets larger than their averages: as the search's check.
-            AnswerError::TooMany {
+            Err(AnswerError::TooMany {
                 field: "match_count",
                 count,
                 ..
-            } => answer_too_large(prefixes, count),
-            e => ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "internal",
-                format!("cannot encode the full-hash answer: {e}"),
-            ),
-        })?;
-        (
+            }) => return Err(answer_too_large(answer.results.len(), count)),
+            Err(e) => {
+                return Err(ApiError::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "internal",
+                    format!("cannot encode the full-hash answer: {e}"),
+                ));
+            }
+        }
+    } else {
+        None
+    };
+    let mut response = match encoded {
+        Some(bytes) => (
             [(
                 header::CONTENT_TYPE,
                 HeaderValue::from_static(FULL_HASHES_CONTENT_TYPE),
             )],
             bytes,
         )
-            .into_response()
-    } else {
-        json(answer)
+            .into_response(),
+        None => json(answer),
     };
     response
         .headers_mut()
