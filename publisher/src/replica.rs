@@ -224,8 +224,10 @@ impl Follower {
             slot.adopt_freshness(&pointer, &self.keys);
             if served.is_some_and(|s| s >= pointer.version) {
                 // Served (by a build of this process, or a later pointer):
-                // nothing at or below it is worth another try.
+                // nothing at or below it is worth another try, nor left
+                // refused.
                 followed.missing.retain(|&g, _| g > pointer.generation);
+                slot.refused_generation(None);
             }
             followed.seen = Some(seen);
             return Ok(());
@@ -424,6 +426,43 @@ mod tests {
                 .render()
                 .contains("blocksieve_replica_store_reachable 1")
         );
+    }
+
+    /// A replica that refuses the store's newest generation (signed with a
+    /// key it does not trust: the builders rotated their key and this
+    /// replica was not given it) keeps serving the generation before: agents
+    /// that updated from another server hold the newer version and are
+    /// answered `503 behind` here (unverified), and agents that update here
+    /// miss its additions. Its health must not say green meanwhile: the
+    /// served version stays "fresh" by its own dates for up to two build
+    /// intervals (two days under a daily schedule).
+    #[test]
+    fn regression_a_replica_refusing_the_newest_generation_is_not_green() {
+        let dir = tempfile::tempdir().unwrap();
+        let (state, _) = state_over(dir.path());
+        let key = SigningKey::from_secret_bytes([7; 32]);
+        let mut follower = Follower::new(state.clone(), trusted(&key));
+        let store = &state.lists[0].store;
+        let (_, first) = publish(store, &key, "http://phish.example/a\n", 1_800_000_000);
+        assert!(follower.poll());
+        let now = 1_800_000_200;
+        let health = crate::server::page::health_of(&state.lists[0], now);
+        assert_eq!(health.state, crate::status::health::State::Green, "{health:?}");
+        let rotated = SigningKey::from_secret_bytes([8; 32]);
+        publish(store, &rotated, "http://phish.example/b\n", 1_800_000_100);
+        assert!(follower.poll());
+        assert_eq!(served(&state), Some(first));
+        let health = crate::server::page::health_of(&state.lists[0], now);
+        assert_ne!(
+            health.state,
+            crate::status::health::State::Green,
+            "green while the newest generation is refused: {health:?}"
+        );
+        // A later generation it trusts is served, and the reason goes.
+        publish(store, &key, "http://phish.example/c\n", 1_800_000_150);
+        assert!(follower.poll());
+        let health = crate::server::page::health_of(&state.lists[0], now);
+        assert_eq!(health.state, crate::status::health::State::Green, "{health:?}");
     }
 
     /// A generation whose manifest did not verify (written by a builder

@@ -68,6 +68,7 @@ impl Options {
     /// directory's snapshots, if any, with the GIL released).
     fn build(self, py: Python<'_>) -> PyResult<Core> {
         // Started now, so that a runtime failure shows at construction.
+        runtime::not_exiting()?;
         runtime::get()?;
         let keys = match self.keys {
             Keys::One(key) => vec![key],
@@ -475,6 +476,7 @@ impl AsyncAgent {
     /// Brings every threat list up to date with the publisher now.
     fn update<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let agent = self.core.agent()?;
+        runtime::not_exiting()?;
         runtime::get()?;
         pyo3_async_runtimes::generic::future_into_py::<BindingRuntime, _, _>(py, async move {
             let report = agent.update().await.map_err(|e| to_py(&e))?;
@@ -486,6 +488,7 @@ impl AsyncAgent {
     fn check<'py>(&self, py: Python<'py>, url: UrlArg) -> PyResult<Bound<'py, PyAny>> {
         let url = url.0;
         let agent = self.core.agent()?;
+        runtime::not_exiting()?;
         runtime::get()?;
         pyo3_async_runtimes::generic::future_into_py::<BindingRuntime, _, _>(py, async move {
             let verdict = agent.check_url(&url).await.map_err(|e| to_py_for_url(&e, &url))?;
@@ -504,6 +507,7 @@ impl AsyncAgent {
     ) -> PyResult<Bound<'py, PyAny>> {
         let urls = collect_urls(urls)?;
         let agent = self.core.agent()?;
+        runtime::not_exiting()?;
         runtime::get()?;
         pyo3_async_runtimes::generic::future_into_py::<BindingRuntime, _, _>(py, async move {
             let results = agent.check_urls(&urls).await;
@@ -524,6 +528,7 @@ impl AsyncAgent {
     /// Stops the background updates and closes the agent.
     fn close<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let updates = self.core.take_updates();
+        runtime::not_exiting()?;
         runtime::get()?;
         pyo3_async_runtimes::generic::future_into_py::<BindingRuntime, _, _>(py, async move {
             if let Some(updates) = updates {
@@ -546,6 +551,7 @@ impl AsyncAgent {
     }
 
     fn __aenter__<'py>(slf: Py<Self>, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        runtime::not_exiting()?;
         runtime::get()?;
         pyo3_async_runtimes::generic::future_into_py::<BindingRuntime, _, _>(py, async move { Ok(slf) })
     }
@@ -557,6 +563,7 @@ impl AsyncAgent {
         _exc: &Bound<'py, pyo3::types::PyTuple>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let updates = self.core.take_updates();
+        runtime::not_exiting()?;
         runtime::get()?;
         pyo3_async_runtimes::generic::future_into_py::<BindingRuntime, _, _>(py, async move {
             if let Some(updates) = updates {

@@ -42,6 +42,9 @@ fn blocksieve_python(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(url::expressions, m)?)?;
     m.add_function(wrap_pyfunction!(url::full_hashes, m)?)?;
     errors::register(m)?;
+    // Before the interpreter finalizes: see `runtime::at_exit`.
+    let at_exit = wrap_pyfunction!(runtime::at_exit, m)?;
+    m.py().import("atexit")?.call_method1("register", (at_exit,))?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

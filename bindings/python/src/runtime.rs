@@ -14,6 +14,7 @@
 use std::cell::OnceCell;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
 
 use pyo3::PyResult;
@@ -86,7 +87,18 @@ impl GenericRuntime for BindingRuntime {
     where
         F: FnOnce() + Send + 'static,
     {
-        spawner().spawn_blocking(f)
+        // pyo3-async-runtimes attaches to the interpreter here, to hand an
+        // awaitable its result. Once the interpreter exits ([`at_exit`])
+        // that is not done: a thread attaching while it finalizes is ended
+        // by CPython inside Rust frames (SIGSEGV, or "Fatal Python error:
+        // PyGILState_Release"). Counted before the check, so that
+        // `at_exit` waits for every one that saw the interpreter running.
+        spawner().spawn_blocking(move || {
+            let _in_flight = InFlight::enter();
+            if !EXITING.load(Ordering::SeqCst) {
+                f();
+            }
+        })
     }
 }
 
@@ -103,6 +115,58 @@ impl ContextExt for BindingRuntime {
     fn get_task_locals() -> Option<TaskLocals> {
         TASK_LOCALS.try_with(|c| c.get().cloned()).unwrap_or_default()
     }
+}
+
+/// Whether the interpreter is exiting: set by [`at_exit`].
+static EXITING: AtomicBool = AtomicBool::new(false);
+
+/// The closures [`BindingRuntime::spawn_blocking`] runs now.
+static IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
+
+/// One closure of [`BindingRuntime::spawn_blocking`] running, until dropped.
+struct InFlight;
+
+impl InFlight {
+    fn enter() -> Self {
+        IN_FLIGHT.fetch_add(1, Ordering::SeqCst);
+        Self
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        IN_FLIGHT.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// The error of an asyncio call made once the interpreter exits (from a
+/// daemon thread's event loop): making its awaitable calls into Python,
+/// where a thread that waits for the GIL while the interpreter finalizes
+/// is ended inside Rust frames.
+///
+/// # Errors
+///
+/// `BlocksieveError` once [`at_exit`] has run.
+pub(crate) fn not_exiting() -> PyResult<()> {
+    if EXITING.load(Ordering::SeqCst) {
+        return Err(BlocksieveError::new_err("the interpreter is exiting"));
+    }
+    Ok(())
+}
+
+/// Registered with `atexit` when the module is imported: from now on no
+/// awaitable is completed from the runtime's threads, and those being
+/// completed finish first (the GIL released meanwhile, for at most 2 s),
+/// before the interpreter finalizes.
+#[pyo3::pyfunction]
+pub(crate) fn at_exit(py: pyo3::Python<'_>) {
+    EXITING.store(true, Ordering::SeqCst);
+    py.detach(|| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+        while IN_FLIGHT.load(Ordering::SeqCst) > 0 && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    });
 }
 
 /// Where [`BindingRuntime`] spawns: this process's runtime. Every asyncio

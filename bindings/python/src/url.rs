@@ -31,20 +31,29 @@ impl<'a, 'py> FromPyObject<'a, 'py> for UrlArg {
             if let Ok(text) = text.to_cow() {
                 return Ok(Self(text.into_owned()));
             }
-            if let Ok(bytes) = text.call_method1("encode", ("utf-8", "surrogateescape"))
-                && let Ok(bytes) = bytes.cast::<PyBytes>()
-            {
-                return Ok(Self(url_text(bytes.as_bytes()).into_owned()));
-            }
+            // Each lone surrogate by itself, whatever else the text holds:
+            // one that `surrogateescape` makes of a byte (U+DC80..U+DCFF)
+            // is that byte, any other U+FFFD (a pair, as UTF-16 reads it,
+            // its character). Decided per text, a `surrogateescape` byte
+            // in a listed path became U+FFFD when a query held another
+            // lone surrogate, and the listed URL was answered safe.
             let units = text.call_method1("encode", ("utf-16-le", "surrogatepass"))?;
             let units = units.cast::<PyBytes>()?.as_bytes();
             let units = units
                 .chunks_exact(2)
                 .map(|pair| u16::from_le_bytes([pair[0], pair[1]]));
-            let text = char::decode_utf16(units)
-                .map(|c| c.unwrap_or(char::REPLACEMENT_CHARACTER))
-                .collect();
-            return Ok(Self(text));
+            let mut bytes = Vec::with_capacity(units.len());
+            for c in char::decode_utf16(units) {
+                match c {
+                    Ok(c) => bytes.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes()),
+                    Err(e) => match e.unpaired_surrogate() {
+                        #[allow(clippy::cast_possible_truncation)]
+                        u @ 0xDC80..=0xDCFF => bytes.push((u - 0xDC00) as u8),
+                        _ => bytes.extend_from_slice("\u{FFFD}".as_bytes()),
+                    },
+                }
+            }
+            return Ok(Self(url_text(&bytes).into_owned()));
         }
         if let Ok(bytes) = obj.cast::<PyBytes>() {
             return Ok(Self(url_text(bytes.as_bytes()).into_owned()));

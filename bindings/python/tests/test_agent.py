@@ -483,3 +483,76 @@ def test_asyncio_agent(publisher, tmp_path):
         await agent.close()
 
     asyncio.run(main())
+
+
+def test_regression_a_surrogateescape_byte_is_that_byte_whatever_else_the_url_holds():
+    # README: a lone surrogate that a `surrogateescape` decode made of a
+    # byte is that byte again, any other is U+FFFD. A listed path
+    # (`evil.example/caf%E9`) must not turn "safe" because another lone
+    # surrogate elsewhere in the URL (a query parameter) changed how the
+    # path's byte is read.
+    path = b"http://evil.example/caf\xe9".decode("utf-8", "surrogateescape")
+    assert "evil.example/caf%E9" in blocksieve.expressions(path)
+    mixed = path + "?q=\ud83d"
+    assert blocksieve.canonicalize(mixed) == "http://evil.example/caf%E9?q=%EF%BF%BD"
+    assert "evil.example/caf%E9" in blocksieve.expressions(mixed)
+    assert blocksieve.full_hashes(path)[0] in blocksieve.full_hashes(mixed)
+
+
+def test_regression_a_listed_path_with_a_surrogateescape_byte_stays_unsafe_beside_another_surrogate(
+    publisher_bin, tmp_path
+):
+    # The feed lists one path (not its host). The URL a host holds names it
+    # with the byte as `surrogateescape` decoded it (os.fsdecode, sys.argv)
+    # and carries any other lone surrogate in its query.
+    from conftest import start_publisher
+
+    feed = tmp_path / "feed.txt"
+    feed.write_text("http://evil.example/caf%E9\n")
+    running = start_publisher(publisher_bin, tmp_path / "pub", {"phishing": feed})
+    try:
+        with agent_for(running) as agent:
+            agent.update()
+            path = b"http://evil.example/caf\xe9".decode("utf-8", "surrogateescape")
+            assert agent.check(path).is_unsafe
+            verdict = agent.check(path + "?q=\ud83d")
+            assert verdict.is_unsafe, f"{verdict!r} for a URL whose path is listed"
+    finally:
+        running.stop()
+
+
+EXIT_WHILE_CHECKING = r"""
+import asyncio, sys, threading, time
+import blocksieve
+
+agent = blocksieve.AsyncAgent("http://127.0.0.1:1", ["phishing"], sys.argv[1])
+
+
+def churn():
+    async def main():
+        while True:
+            urls = ("http://a.example/" for _ in range(500))
+            await asyncio.gather(*(agent.check(u) for u in urls), return_exceptions=True)
+
+    asyncio.run(main())
+
+
+# An event loop on a thread of its own (a synchronous host that runs its
+# async work there), checking URLs when the process exits.
+threading.Thread(target=churn, daemon=True).start()
+time.sleep(0.5)
+print("exiting", flush=True)
+"""
+
+
+def test_regression_the_process_exits_cleanly_while_asyncio_checks_are_in_flight(tmp_path):
+    # Awaitables complete on the binding's runtime threads, which attach to
+    # the interpreter to hand over their results: one that does so while
+    # the interpreter is finalizing crashed the process (SIGSEGV, or
+    # "Fatal Python error: PyGILState_Release") at its exit.
+    script = tmp_path / "exit_while_checking.py"
+    script.write_text(EXIT_WHILE_CHECKING)
+    key = "nWvOekJdEzTQcC5NcsI44gNmSxPCHZaVCyu8MbimuOA="
+    for _ in range(5):
+        run = subprocess.run([sys.executable, str(script), key], capture_output=True, text=True, timeout=60)
+        assert (run.returncode, run.stdout) == (0, "exiting\n"), run.stderr[-2000:]

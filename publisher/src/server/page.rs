@@ -459,8 +459,10 @@ pub fn health_of(slot: &ListSlot, now: u64) -> Health {
             failed.recovered_at,
         )
     });
+    let not_loaded = (slot.store_status.lock().ok()).and_then(|s| s.as_ref().and_then(|s| s.refused.clone()));
     health::health(
         &HealthInput {
+            not_loaded: not_loaded.as_deref(),
             served: served.is_some(),
             fresh_at: slot.fresh_at(),
             overdue_at: slot.fresh_at().and_then(|at| profile.overdue_at(at)),

@@ -82,6 +82,11 @@ pub struct HealthInput<'a> {
     /// The served version's request prefix length (bits), the full hashes
     /// its bucket holds on average under it, and `max_bucket_entries`.
     pub request_bucket: Option<(u8, f64, u64)>,
+    /// Why the generation the store's `latest` pointer names is not the
+    /// one served (a replica, or a builder following its store), while it
+    /// is not: agents that updated from another server hold its version,
+    /// and those that update here miss its additions.
+    pub not_loaded: Option<&'a str>,
 }
 
 /// The builds of a list that failed within [`FAILED_WINDOW`].
@@ -137,6 +142,12 @@ pub fn health(input: &HealthInput<'_>, now: u64) -> Health {
                 duration(now.saturating_sub(fresh)),
                 duration(now - overdue)
             ),
+        ));
+    }
+    if let Some(reason) = input.not_loaded {
+        reasons.push((
+            State::Red,
+            format!("behind the store: its newest generation is not served: {reason}"),
         ));
     }
     if let (Some(measured), Some(bound)) = (input.measured_fpr, input.fpr_bound)
