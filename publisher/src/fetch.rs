@@ -231,7 +231,7 @@ fn not_utf8_text(head: &[u8]) -> Option<&'static str> {
 /// read ([`OpenedFile`]: a regular file changed before the read's end fails
 /// it there). Never seeks: a named pipe or `/dev/stdin` reads as well.
 fn open_file(path: &Path, source: &SourceConfig) -> Result<Stream, String> {
-    let mut file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let mut file = open_without_waiting(path).map_err(|e| e.to_string())?;
     let metadata = file.metadata().map_err(|e| e.to_string())?;
     let size = metadata.len();
     let opened = metadata.is_file().then(|| FileStamp::of(&metadata));
@@ -240,6 +240,12 @@ fn open_file(path: &Path, source: &SourceConfig) -> Result<Stream, String> {
         .take(HEAD_BYTES as u64)
         .read_to_end(&mut head)
         .map_err(|e| e.to_string())?;
+    if head.is_empty() && is_fifo(&metadata) {
+        return Err(
+            "named pipe gave nothing: no process was writing to it when it was opened (or its writer wrote nothing)"
+                .to_owned(),
+        );
+    }
     check_content(size, &head, head.len() as u64 == size, false, source)?;
     let encoding = ContentEncoding::sniff(&head);
     Ok(Stream {
@@ -252,6 +258,43 @@ fn open_file(path: &Path, source: &SourceConfig) -> Result<Stream, String> {
         size,
         validators: Validators::default(),
     })
+}
+
+/// Opens a source file for reading without waiting for a writer: a named
+/// pipe opened for reading waits, in `open(2)`, until a process opens it
+/// for writing, and a build reading one that nothing writes to waited
+/// forever (a file has no timeout), its list's build lock held. Opened
+/// non-blocking, then set back to blocking reads: a pipe with no writer
+/// then reads as empty at once ([`open_file`] refuses it), one with a
+/// writer as it writes.
+#[cfg(target_os = "linux")]
+fn open_without_waiting(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    let flags = rustix::fs::fcntl_getfl(&file)?;
+    rustix::fs::fcntl_setfl(&file, flags - rustix::fs::OFlags::NONBLOCK)?;
+    Ok(file)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn open_without_waiting(path: &Path) -> std::io::Result<std::fs::File> {
+    std::fs::File::open(path)
+}
+
+/// Whether `metadata` is a named pipe's.
+fn is_fifo(metadata: &std::fs::Metadata) -> bool {
+    #[cfg(unix)]
+    {
+        std::os::unix::fs::FileTypeExt::is_fifo(&metadata.file_type())
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = metadata;
+        false
+    }
 }
 
 /// Fetches `source` of list `list` (named in logs), conditionally when the
@@ -924,6 +967,62 @@ mod tests {
         let mut out = Vec::new();
         spool.finish().await.unwrap().read_to_end(&mut out).unwrap();
         (out, on_file, head)
+    }
+
+    /// A `path` source that is a named pipe (which the build reads, never
+    /// seeking) with nothing writing to it held its build forever: opening
+    /// it waited for a writer, with no timeout (a file has none), the
+    /// list's build lock held, and its list never built again, without an
+    /// error anywhere. It fails, keeping its last good content.
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn regression_a_named_pipe_with_no_writer_fails_instead_of_hanging() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("feed.fifo");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+        assert!(made.success());
+        let source = SourceConfig::file(&fifo, SourceFormat::Urls);
+        let fetched =
+            tokio::time::timeout(Duration::from_secs(10), super::fetch(None, "l", &source, None)).await;
+        let Ok(fetched) = fetched else {
+            // A writer lets the blocked open return, and the test end.
+            let _writer = std::fs::OpenOptions::new().write(true).open(&fifo);
+            panic!("the fetch of a named pipe with no writer had not ended after 10 s");
+        };
+        match fetched {
+            (Fetched::Failed(reason), 0) => assert!(reason.contains("named pipe"), "{reason}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// A named pipe with a writer (waiting in its `open` for a reader, as
+    /// `producer > feed.fifo &` does) is read to its end, as documented.
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn a_named_pipe_with_a_writer_is_read_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("feed.fifo");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+        assert!(made.success());
+        let lines: String = (0..5000).map(|i| format!("http://e{i}.example/p\n")).collect();
+        let writer = {
+            let (fifo, lines) = (fifo.clone(), lines.clone());
+            std::thread::spawn(move || std::fs::write(fifo, lines))
+        };
+        // The writer waits in its open until the fetch opens the pipe.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let source = SourceConfig::file(&fifo, SourceFormat::Urls);
+        let (fetched, _) =
+            tokio::time::timeout(Duration::from_secs(10), super::fetch(None, "l", &source, None))
+                .await
+                .unwrap();
+        let Fetched::Stream(mut stream) = fetched else {
+            panic!("{fetched:?}");
+        };
+        let mut read = Vec::new();
+        std::io::Read::read_to_end(&mut stream.reader, &mut read).unwrap();
+        writer.join().unwrap().unwrap();
+        assert_eq!(read, lines.as_bytes());
     }
 
     #[tokio::test]

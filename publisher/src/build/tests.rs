@@ -462,6 +462,40 @@ fn content_that_gives_no_entry_falls_back_to_the_last_good_content() {
     assert_eq!((read.sources[0].state.as_str(), read.hashes.len()), ("fresh", 0));
 }
 
+/// A `urls` feed whose lines became `date,url` rows (a layout change, or a
+/// CSV export configured as `urls`) was taken as fresh content: each line
+/// read as a URL on the host `2024-05-01,http`, no line rejected, so the
+/// parse did not collapse, the entry count did not shrink, and every URL
+/// the feed lists was dropped from the published list.
+#[test]
+fn regression_a_feed_turned_into_rows_falls_back_to_its_last_good_content() {
+    let good: String = (0..20).map(|i| format!("http://e{i}.example/login\n")).collect();
+    let rows: String = (0..20)
+        .map(|i| format!("2024-05-01,http://e{i}.example/login\n"))
+        .collect();
+    let meta = CacheMeta {
+        validators: Default::default(),
+        fetched_at: 0,
+        accepted: 20,
+    };
+    let source = LoadedSource {
+        last_good: LastGood::in_memory(good.into_bytes(), meta),
+        ..loaded(&rows, SourceFormat::Urls, SourceRole::Block)
+    };
+    let read = read_sources(
+        "test",
+        vec![source],
+        1,
+        PeakRssProbe::NONE,
+        &mut Vec::new(),
+        &Cancel::default(),
+    )
+    .unwrap();
+    let listed = FullHash::of(b"e1.example/login");
+    assert_eq!(read.sources[0].state, "last_good", "{:?}", read.sources[0]);
+    assert!(read.hashes.contains(&listed), "e1.example/login is not published");
+}
+
 /// Fresh content whose copy cannot be made (a full disk) is read and used,
 /// stores nothing, and says how many entries it gave, for the per-source
 /// gates (`SourceUpdate::Unkept`).

@@ -272,10 +272,11 @@ mod tests {
             exprs(SourceFormat::Urls, b"\"https://x.example/a\"  # note"),
             Ok(vec!["x.example/a".to_owned()])
         );
-        // Only one pair, and only a matching one.
+        // Only one pair, and only a matching one: the quote left before
+        // the scheme is no host (it was listed as the host `"https`).
         assert_eq!(
             exprs(SourceFormat::Urls, b"\"\"https://x.example/a\"\""),
-            Ok(vec!["\"https/x.example/a\"".to_owned()])
+            Err(reason::TEXT_BEFORE_SCHEME)
         );
         // Unmatched quotes stay, and a host name holds none.
         assert_eq!(

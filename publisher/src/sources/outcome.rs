@@ -45,6 +45,12 @@ pub mod reason {
     pub const INVALID_IPV6: &str = "bracketed host is not a valid IPv6 address";
     /// [`CanonError::DelimiterInHost`](blocksieve_format::CanonError::DelimiterInHost).
     pub const DELIMITER_IN_HOST: &str = "host holds a URL delimiter once unescaped, which browsers reject";
+    /// `urls`, `csv`: text joined to a URL before its scheme, in its
+    /// authority (`2024-05-01,http://…`, `href=http://…`, `{"url":"http://…`):
+    /// read as a URL without a scheme, its host would be that text, which
+    /// no visit has (a comma-separated export or a JSON document read as
+    /// `urls`, or a layout that changed).
+    pub const TEXT_BEFORE_SCHEME: &str = "text joined to the URL before its scheme (a column? read a comma-separated export with the `csv` format): its host would be that text";
     /// A canonicalization error this version does not know.
     pub const NOT_A_URL: &str = "not a URL";
     /// `urls`, `csv`: an e-mail address (no `scheme://`, a user name, no

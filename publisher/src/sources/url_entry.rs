@@ -73,11 +73,16 @@ const HOST_BYTES: [u8; 256] = {
     table[b'%' as usize] = FORBIDDEN_ALWAYS;
     table[b'[' as usize] = FORBIDDEN_OUTSIDE_IPV6;
     table[b']' as usize] = FORBIDDEN_OUTSIDE_IPV6;
+    table[b',' as usize] = NOT_IN_A_NAME;
+    table[b';' as usize] = NOT_IN_A_NAME;
     table
 };
 const ADBLOCK_SYNTAX: u8 = 1;
 const FORBIDDEN_ALWAYS: u8 = 2;
 const FORBIDDEN_OUTSIDE_IPV6: u8 = 4;
+/// `,` and `;`, which the URL Standard leaves in a host but no domain name
+/// holds (a column joined to the host: `evil.example,2020-01-01`).
+const NOT_IN_A_NAME: u8 = 8;
 
 /// Why no browser visits the canonical `host` (of kind `kind`), if none
 /// does: it holds `<`, `>`, brackets outside an IPv6 address
@@ -93,6 +98,11 @@ pub(super) fn unvisitable_host(host: &[u8], kind: HostKind) -> Option<&'static s
 fn unvisitable_host_holding(host: &[u8], kind: HostKind, held: u8) -> Option<&'static str> {
     if kind == HostKind::Domain && ends_in_a_number(host) {
         return Some(reason::ENDS_IN_A_NUMBER);
+    }
+    // No domain name holds a comma or semicolon: a column joined to the
+    // host, an entry no visit reaches (as a domain entry of it is refused).
+    if kind == HostKind::Domain && held & NOT_IN_A_NAME != 0 {
+        return Some(reason::NOT_A_HOST_NAME);
     }
     let forbidden = if kind == HostKind::Ipv6 {
         FORBIDDEN_ALWAYS
@@ -178,6 +188,24 @@ fn is_email_address(line: &[u8]) -> bool {
     }
 }
 
+/// Whether URL text `line` has text joined before a scheme in its
+/// authority: its first `/`, `\\`, `?` or `#` starts the `//` of a `://`
+/// after text that is no scheme (`2024-05-01,http://…`, `href=http://…`, `{"url":"http://…`).
+/// Read as a URL without a scheme, that text would be its host (and
+/// `//e1.example/…` its path): an entry no visit matches, counted as read.
+/// A defanged scheme (`hxxp[://]…`) is looked at refanged. Most lines
+/// are scanned up to their scheme's `:/` only.
+fn text_before_scheme(line: &[u8], defanged: bool) -> bool {
+    let refanged = defanged.then(|| refang(line)).flatten();
+    let text = refanged.as_deref().unwrap_or(line);
+    let end = text
+        .iter()
+        .position(|&b| matches!(b, b'/' | b'\\' | b'?' | b'#'))
+        .unwrap_or(text.len());
+    let (authority, rest) = text.split_at(end);
+    authority.ends_with(b":") && rest.starts_with(b"//") && !has_scheme(text)
+}
+
 /// The bare IPv6 address a URL line starts with, when a path or nothing
 /// follows it (`2001:db8::1`, `2001:db8::1/login`). One byte compare for
 /// most lines (a scheme's letters stop it).
@@ -222,6 +250,9 @@ fn url_readings(line: &[u8]) -> Result<UrlEntry<'_>, &'static str> {
         });
     }
     let defanged = may_be_defanged(line);
+    if text_before_scheme(line, defanged) {
+        return Err(reason::TEXT_BEFORE_SCHEME);
+    }
     let written = url_canonical_as(line, defanged)?;
     // (A line canonical as written has no user name: only others are
     // looked at.)
@@ -773,6 +804,89 @@ mod tests {
         ] {
             assert!(!amp(no), "{}", String::from_utf8_lossy(no));
         }
+    }
+
+    /// A column joined to a URL before its scheme (`2024-05-01,http://…`,
+    /// `href=http://…`, `phish;http://…`, a JSON line `{"url":"http://…"}`:
+    /// a comma-separated export or a JSON document read as `urls`, a feed
+    /// whose layout changed) was read as a URL without a scheme whose host
+    /// is that text (`2024-05-01,http`, path `/e1.example/login`): accepted,
+    /// counted as read and matching no visit. Every URL of such a feed was
+    /// dropped with nothing rejected for the collapse gate to see, and as
+    /// many entries as before for the shrink gate.
+    #[test]
+    fn regression_text_joined_before_a_scheme_is_no_host() {
+        let lines: [&[u8]; 5] = [
+            b"2024-05-01,http://e1.example/login",
+            b"href=http://e2.example/login",
+            b"phish;http://e3.example/login",
+            br#"{"url":"http://e4.example/login"}"#,
+            b"7,https://e5.example/login,online",
+        ];
+        for line in lines {
+            let (out, report) = collect(line, SourceFormat::Urls);
+            assert_eq!(
+                (out.len(), report.accepted, report.rejected_total()),
+                (0, 0, 1),
+                "{}: {report:?}",
+                line.escape_ascii()
+            );
+            assert_eq!(
+                report.rejected.keys().next().map(String::as_str),
+                Some(reason::TEXT_BEFORE_SCHEME),
+                "{}",
+                line.escape_ascii()
+            );
+        }
+        // The same text after the authority is a URL's own: read as before.
+        for (line, expected) in [
+            (
+                &b"evil.example/go?u=http://e6.example/x"[..],
+                "evil.example/go?u=http://e6.example/x",
+            ),
+            (
+                b"http://evil.example/a,http://e7.example/x",
+                "evil.example/a,http:/e7.example/x",
+            ),
+            (b"hxxp[://]evil[.]example/p", "evil.example/p"),
+            (b"http://https://e8.example/p", "e8.example/p"),
+        ] {
+            assert_eq!(
+                exprs(SourceFormat::Urls, line).unwrap(),
+                [expected],
+                "{}",
+                line.escape_ascii()
+            );
+        }
+    }
+
+    /// A column joined to a URL's host by a comma or a semicolon
+    /// (`evil.example,2020-01-01`: a `host,date` export read as `urls`)
+    /// was listed host-wide on the host `evil.example,2020-01-01`, which no
+    /// domain name is (a `domains` line of it is refused as not a host
+    /// name): accepted, counted as read and matching no visit, so a feed
+    /// of such rows published none of its hosts, unseen by the gates.
+    #[test]
+    fn regression_a_column_joined_to_a_host_is_no_host() {
+        for line in [
+            &b"evil.example,2020-01-01"[..],
+            b"http://evil.example,2020-01-01",
+            b"evil.example;phishing",
+            b"evil.example,2020-01-01/login",
+        ] {
+            let (out, report) = collect(line, SourceFormat::Urls);
+            assert_eq!(
+                (out.len(), report.accepted, report.rejected_total()),
+                (0, 0, 1),
+                "{}: {report:?}",
+                line.escape_ascii()
+            );
+        }
+        // In a path or query, commas and semicolons are a URL's own.
+        assert_eq!(
+            exprs(SourceFormat::Urls, b"http://evil.example/a,b;c?d=1,2").unwrap(),
+            ["evil.example/a,b;c?d=1,2"]
+        );
     }
 
     #[test]
