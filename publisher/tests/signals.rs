@@ -182,7 +182,8 @@ fn regression_a_build_still_reading_at_shutdown_stops_and_publishes_nothing() {
 /// SIGTERM while builds are blocked on sources that send nothing: a FIFO
 /// whose writer paused after its first lines (the read waits in the
 /// kernel, where no cancelled build's check is reached) and one no
-/// process has opened for writing yet (the fetch waits in `open`). The
+/// process has opened for writing (its fetch once waited in `open`; it now
+/// fails at once, the pipe opened without waiting for a writer). The
 /// process exits once the drain deadlines and as long again have passed.
 /// Its blocking threads held the exit until the writer wrote or closed
 /// (forever here): "publisher stopped" was logged and the process stayed,
@@ -248,7 +249,7 @@ fn regression_builds_blocked_on_sources_that_send_nothing_do_not_hold_the_exit()
 }
 
 /// A second SIGTERM while the exit waits for a cancelled build's blocked
-/// work (here a FIFO no process opens for writing) ends the process at once,
+/// work (here a FIFO whose writer, the test, never writes) ends the process at once,
 /// as a second signal does while `serve` drains. The listener for it ran on
 /// the runtime that was shut down for that wait: the signal was ignored and
 /// the process exited 0 once `drain_timeout_s` had passed.
@@ -260,6 +261,13 @@ fn regression_a_second_signal_stops_the_exit_waiting_for_blocked_work() {
         .status()
         .unwrap();
     assert!(made.success());
+    // Opened for reading and writing, it never blocks, and it is a writer
+    // that sends nothing: the build's read waits in the kernel.
+    let _silent = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(dir.path().join("unopened.txt"))
+        .unwrap();
     let config = dir.path().join("config.toml");
     std::fs::write(
         &config,
