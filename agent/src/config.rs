@@ -1,7 +1,6 @@
 //! The agent's settings and their validating builder.
 
 use std::fmt;
-use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -230,7 +229,8 @@ impl AgentBuilder {
     }
 
     /// Subscribes to the threat list `name` (1–64 bytes of `a-z0-9_-`).
-    /// Subscribing twice to the same list is the same as once. By default,
+    /// Subscribing twice to the same list is the same as once; at most 64
+    /// lists (what one full-hash answer names). By default,
     /// the agent subscribes to no list, and [`AgentBuilder::build`] fails
     /// until one is added.
     pub fn list(mut self, name: impl Into<String>) -> Self {
@@ -443,7 +443,9 @@ impl AgentBuilder {
     /// interface. Snapshots stay safe (they are signed), but full-hash
     /// answers are not: anyone on the path can read the requested prefixes
     /// and answer "not listed". By default, plain HTTP is accepted only to
-    /// `localhost`, `127.0.0.0/8` and `::1`.
+    /// `localhost`, `127.0.0.0/8` and `::1`; the same rule holds for
+    /// redirects (at most 10 are followed): one to a URL refused here fails
+    /// the request (an `unverified` hit, a failed update).
     pub fn dangerous_allow_plain_http(mut self) -> Self {
         self.allow_plain_http = true;
         self
@@ -464,6 +466,20 @@ impl AgentBuilder {
         }
         if lists.is_empty() {
             return Err(Error::NoLists);
+        }
+        // A full-hash answer names at most this many lists (a binary
+        // answer's list index is one byte; the JSON reader refuses more):
+        // past it, a URL listed on more lists than that got an answer the
+        // agent refused whole, never confirmed.
+        if lists.len() > blocksieve_format::api::MAX_ANSWER_LISTS {
+            return Err(invalid(
+                "lists",
+                format!(
+                    "{} lists (expected at most {})",
+                    lists.len(),
+                    blocksieve_format::api::MAX_ANSWER_LISTS
+                ),
+            ));
         }
         if self.trusted_keys.is_empty() {
             return Err(Error::NoTrustedKeys);
@@ -626,7 +642,12 @@ impl AgentBuilder {
             setting: "user_agent",
             value: format!("{:?}", self.user_agent),
         })?;
-        http::client(user_agent, self.request_timeout, self.pool_idle_timeout)
+        http::client(
+            user_agent,
+            self.request_timeout,
+            self.pool_idle_timeout,
+            self.allow_plain_http,
+        )
     }
 }
 
@@ -686,19 +707,12 @@ fn validate_base_url(url: &str, allow_plain_http: bool) -> Result<String, Error>
     if !parsed.username().is_empty() || parsed.password().is_some() {
         return Err(invalid("must not contain credentials"));
     }
-    if parsed.scheme() == "http" && !allow_plain_http && !is_loopback(parsed.host_str().unwrap_or("")) {
+    if parsed.scheme() == "http" && !allow_plain_http && !http::is_loopback(parsed.host_str().unwrap_or("")) {
         return Err(invalid(
             "plain http is only accepted to a loopback host: use https",
         ));
     }
     Ok(parsed.as_str().trim_end_matches('/').to_owned())
-}
-
-/// Whether `host` (as in a URL, IPv6 in brackets) is the loopback
-/// interface.
-fn is_loopback(host: &str) -> bool {
-    let bare = host.trim_start_matches('[').trim_end_matches(']');
-    bare.eq_ignore_ascii_case("localhost") || bare.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 #[cfg(test)]

@@ -67,16 +67,52 @@ pub(crate) fn client(
     user_agent: HeaderValue,
     timeout: Duration,
     pool_idle_timeout: Duration,
+    allow_plain_http: bool,
 ) -> Result<reqwest::Client, Error> {
     reqwest::Client::builder()
         .user_agent(user_agent)
         .connect_timeout(timeout)
         .timeout(timeout)
         .pool_idle_timeout(pool_idle_timeout)
+        .redirect(redirect_policy(allow_plain_http))
         .build()
         .map_err(|e| Error::HttpClient {
             reason: error_chain(&e),
         })
+}
+
+/// The redirects the agent follows: at most 10, as reqwest's default, and
+/// none to a URL it would refuse as a base URL — plain `http` to a host
+/// other than the loopback, unless `allow_plain_http`. A full-hash answer
+/// is not signed: reqwest's default follows `https` to `http`, where anyone
+/// on the path can answer "not listed" for a listed URL, the very path the
+/// base URL rules keep the agent off. A redirect refused is a failed
+/// request (an `unverified` hit, a failed update), never an answer.
+fn redirect_policy(allow_plain_http: bool) -> reqwest::redirect::Policy {
+    reqwest::redirect::Policy::custom(move |attempt| {
+        let url = attempt.url();
+        let allowed = match url.scheme() {
+            "https" => true,
+            "http" => allow_plain_http || is_loopback(url.host_str().unwrap_or("")),
+            _ => false,
+        };
+        if !allowed {
+            let refused = format!("a redirect to {url}, which the agent does not accept as a publisher");
+            attempt.error(refused)
+        } else if attempt.previous().len() >= 10 {
+            attempt.error("too many redirects")
+        } else {
+            attempt.follow()
+        }
+    })
+}
+
+/// Whether `host` (as in a URL, IPv6 in brackets) is the loopback
+/// interface.
+pub(crate) fn is_loopback(host: &str) -> bool {
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    bare.eq_ignore_ascii_case("localhost")
+        || bare.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 /// The result of a conditional snapshot request.
@@ -546,6 +582,7 @@ mod tests {
             HeaderValue::from_static("test"),
             Duration::from_secs(5),
             Duration::from_secs(5),
+            false,
         )
         .unwrap();
         let h = FullHash::of(b"evil.example/");
@@ -626,6 +663,7 @@ mod tests {
             HeaderValue::from_static("test"),
             Duration::from_secs(5),
             Duration::from_secs(5),
+            false,
         )
         .unwrap();
         let h = FullHash::of(b"evil.example/");
@@ -684,7 +722,13 @@ mod tests {
     async fn idle_connections_are_reused_within_the_pool_idle_timeout_and_dropped_after() {
         let (url, accepted) = counting_server().await;
         let idle = Duration::from_millis(300);
-        let client = client(HeaderValue::from_static("test"), Duration::from_secs(5), idle).unwrap();
+        let client = client(
+            HeaderValue::from_static("test"),
+            Duration::from_secs(5),
+            idle,
+            false,
+        )
+        .unwrap();
         assert!(fetch_lists(&client, &url).await.is_ok());
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert!(fetch_lists(&client, &url).await.is_ok());

@@ -410,3 +410,27 @@ async fn regression_a_snapshot_update_empties_the_full_hash_cache() {
     assert!(verdict.is_unsafe(), "{verdict:?}");
     assert_eq!(fake.searches().len(), 2, "the second check asked again");
 }
+
+/// An agent may subscribe to any number of lists, but a full-hash answer
+/// is read with at most 64 list names (`MAX_ANSWER_LISTS`, a binary
+/// answer's one-byte index; the JSON reader refuses more). A URL listed on
+/// more than 64 of the subscribed lists got an answer naming them all, which
+/// the agent refused whole: never confirmed, `unverified` (let through by
+/// default), though the publisher answered it.
+#[tokio::test]
+async fn a_url_listed_on_more_than_64_subscribed_lists_is_confirmed_or_refused_at_build() {
+    let names: Vec<String> = (0..65).map(|i| format!("list{i:02}")).collect();
+    let fake = FakePublisher::start().await;
+    for name in &names {
+        fake.serve_snapshot(&Snap::new(name, 1, &["evil.example/"]));
+        fake.list_expressions(name, &["evil.example/"]);
+    }
+    let lists: Vec<&str> = names.iter().map(String::as_str).collect();
+    let Ok(agent) = fake.agent_builder(&lists).build() else {
+        // Refused at build: no silent loss of confirmations.
+        return;
+    };
+    agent.update().await.unwrap();
+    let verdict = agent.check_url("http://evil.example/").await.unwrap();
+    assert!(verdict.is_unsafe(), "{verdict:?}");
+}

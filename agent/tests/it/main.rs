@@ -16,4 +16,5 @@ mod not_served;
 mod persistence;
 mod privacy;
 mod readers;
+mod redirects;
 mod update;
