@@ -67,10 +67,12 @@ pub(super) fn canonical_host(
         push_ascii_host(&host, out);
     } else {
         let mut name = normalize_dots(&host);
-        if let Ok(s) = std::str::from_utf8(&name)
-            && let Ok(ascii) = idna::domain_to_ascii_cow(s.as_bytes(), IDNA_DENY)
-        {
-            name = normalize_dots(ascii.as_bytes());
+        if let Ok(s) = std::str::from_utf8(&name) {
+            if let Ok(ascii) = idna::domain_to_ascii_cow(s.as_bytes(), IDNA_DENY) {
+                name = normalize_dots(ascii.as_bytes());
+            } else if let Some(decoded) = escapes_made_by_idna(&name) {
+                name = normalize_dots(&decoded);
+            }
         }
         name.make_ascii_lowercase();
         escape_into(&name, out);
@@ -85,6 +87,31 @@ pub(super) fn canonical_host(
         return Err(CanonError::InvalidIpv6);
     }
     Ok(ipv4_or_domain(start, out))
+}
+
+/// The host Chromium visits for a non-ASCII `name` (already unescaped)
+/// whose UTS #46 output holds escapes it did not: U+FF05 FULLWIDTH PERCENT
+/// SIGN maps to `%`, and Chromium's host canonicalizer unescapes the IDNA
+/// output again, so `％65vil.com` (or `%EF%BC%8565vil.com`) is visited as
+/// `evil.com`. Read so here, or the feed entry written the first way lists
+/// a host no browser holds while the browser's `evil.com` is checked. `None`
+/// (keep the bytes, as before) when `name` holds a `%` of its own (an
+/// invalid escape: Chromium refuses the host), or when the result is not
+/// an ASCII host free of URL delimiters and `%` (Chromium refuses those too;
+/// the output then stays a fixed point).
+fn escapes_made_by_idna(name: &[u8]) -> Option<Vec<u8>> {
+    const IDNA_DENY_BUT_PERCENT: idna::AsciiDenyList = idna::AsciiDenyList::new(false, "#/:?@[\\]");
+    if name.contains(&b'%') {
+        return None;
+    }
+    let ascii = idna::domain_to_ascii_cow(name, IDNA_DENY_BUT_PERCENT).ok()?;
+    if !ascii.contains('%') {
+        return None;
+    }
+    let decoded = unescape_fully(ascii.as_bytes());
+    let forbidden =
+        |b: &u8| !b.is_ascii() || matches!(b, b'%' | b'#' | b'/' | b':' | b'?' | b'@' | b'[' | b'\\' | b']');
+    (!decoded.iter().any(forbidden)).then_some(decoded)
 }
 
 /// Rewrites the host written at `out[start..]` as dotted decimal when it is
@@ -252,7 +279,15 @@ fn canonical_ipv6(inner: &[u8]) -> Result<String, CanonError> {
     let text = std::str::from_utf8(inner).map_err(|_| CanonError::InvalidIpv6)?;
     // Zone identifiers ("%eth0", already unescaped) are not part of the address.
     let text = text.split('%').next().unwrap_or(text);
-    let addr: Ipv6Addr = text.parse().map_err(|_| CanonError::InvalidIpv6)?;
+    let rewritten: String;
+    let (text, addr) = match text.parse::<Ipv6Addr>() {
+        Ok(addr) => (text, addr),
+        Err(_) => {
+            rewritten = with_browser_ipv4_tail(text).ok_or(CanonError::InvalidIpv6)?;
+            let addr = rewritten.parse().map_err(|_| CanonError::InvalidIpv6)?;
+            (rewritten.as_str(), addr)
+        }
+    };
     let mut out = String::with_capacity(inner.len() + 2);
     out.push('[');
     if text.contains('.') {
@@ -269,6 +304,25 @@ fn canonical_ipv6(inner: &[u8]) -> Result<String, CanonError> {
     }
     out.push(']');
     Ok(out)
+}
+
+/// `text`, an IPv6 literal ending in an IPv4 address that Chromium reads
+/// but RFC 4291 text does not (parts with leading zeros, octal with a
+/// leading `0`, hex with `0x`: Chromium's IPv4 number parser, four parts,
+/// each at most 255), with that address in dotted decimal; `None` for any
+/// other text. `[::ffff:0x7f.0.0.1]` is a URL Chromium visits, at
+/// 127.0.0.1: refused here, a feed entry written so was dropped.
+fn with_browser_ipv4_tail(text: &str) -> Option<String> {
+    let (head, tail) = text.rsplit_once(':')?;
+    let mut octets = [0u8; 4];
+    let mut count = 0;
+    for part in tail.split('.') {
+        let slot = octets.get_mut(count)?;
+        *slot = u8::try_from(parse_ipv4_number(part.as_bytes())?).ok()?;
+        count += 1;
+    }
+    let [a, b, c, d] = octets;
+    (count == 4).then(|| format!("{head}:{a}.{b}.{c}.{d}"))
 }
 
 /// RFC 5952 text of the six 16-bit groups before an embedded IPv4 address,
@@ -363,6 +417,91 @@ mod tests {
         assert_fixed_point("http://a%\u{ad}41.com/", "http://a%25%C2%AD41.com/");
         // A plain IDN host is unaffected.
         assert_fixed_point("http://\u{fc}.com/", "http://xn--tda.com/");
+    }
+
+    /// U+FF05 FULLWIDTH PERCENT SIGN maps to `%` under UTS #46, and
+    /// Chromium decodes the escape that makes (its host canonicalizer
+    /// unescapes the IDNA output again): `http://％65vil.com/` is visited
+    /// as `http://evil.com/`. Each raw form (as a feed writes it) must
+    /// canonicalize as Chromium's `new URL(raw).href` (second column) does.
+    #[test]
+    fn fullwidth_percent_in_the_host_reads_as_chromium_visits_it() {
+        for (raw, chromium) in [
+            ("http://\u{ff05}65vil.com/path", "http://evil.com/path"),
+            ("http://evil\u{ff05}2ecom/path", "http://evil.com/path"),
+            ("http://E\u{ff05}56IL.COM/path", "http://evil.com/path"),
+            ("http://e\u{ff05}76il.com/x/path", "http://evil.com/x/path"),
+            (
+                "http://\u{ff05}\u{ff14}\u{ff15}vil.com/path",
+                "http://evil.com/path",
+            ),
+            ("http://%EF%BC%8565vil.com/path", "http://evil.com/path"),
+            ("http://a\u{ff05}6%41/path", "http://aj/path"),
+            ("\u{ff05}65vil.com/path", "http://evil.com/path"),
+        ] {
+            assert_eq!(canon(raw), canon(chromium), "{raw}");
+            assert_fixed_point(raw, &canon(chromium));
+        }
+    }
+
+    /// Chromium reads the IPv4 address at the end of an IPv6 literal with
+    /// its IPv4 number parser: leading zeros (octal) and `0x` parts are
+    /// accepted, so `http://[::ffff:0x7f.0.0.1]/` is visited (over IPv4, at
+    /// 127.0.0.1) as `http://[::ffff:7f00:1]/`. Each raw form (as a feed
+    /// writes it) must canonicalize as Chromium's `new URL(raw).href`
+    /// (second column) does, not be refused.
+    #[test]
+    fn ipv6_with_an_embedded_ipv4_in_other_forms_reads_as_chromium_visits_it() {
+        for (raw, chromium) in [
+            ("http://[::ffff:1.2.3.04]/phish", "http://[::ffff:102:304]/phish"),
+            (
+                "http://[::ffff:01.02.03.04]/phish",
+                "http://[::ffff:102:304]/phish",
+            ),
+            (
+                "http://[::ffff:001.002.003.004]/phish",
+                "http://[::ffff:102:304]/phish",
+            ),
+            ("http://[::ffff:1.2.3.010]/phish", "http://[::ffff:102:308]/phish"),
+            ("http://[::ffff:0x7f.0.0.1]/phish", "http://[::ffff:7f00:1]/phish"),
+            ("http://[::127.0.0.01]/x", "http://[::7f00:1]/x"),
+            (
+                "http://[1:2:3:4:5:6:1.2.3.010]/x",
+                "http://[1:2:3:4:5:6:102:308]/x",
+            ),
+        ] {
+            assert_eq!(
+                canonicalize(raw).map(|u| u.host_kind()),
+                Ok(crate::HostKind::Ipv6),
+                "{raw}"
+            );
+            let other_form = canonicalize(raw).unwrap().to_string();
+            // Listed either way, the browser's form must be among its readings;
+            // the publisher adds the other notation of the same address.
+            let same_address = |a: &str, b: &str| {
+                let addr = |u: &str| {
+                    let u = canonicalize(u).unwrap();
+                    u.host()
+                        .trim_matches(|c| c == '[' || c == ']')
+                        .parse::<std::net::Ipv6Addr>()
+                        .unwrap()
+                };
+                addr(a) == addr(b)
+            };
+            assert!(
+                same_address(&other_form, chromium),
+                "{raw}: {other_form} vs {chromium}"
+            );
+            assert_fixed_point(raw, &other_form);
+        }
+        // Chromium refuses these too.
+        for raw in [
+            "http://[::ffff:1.2.3.08]/",
+            "http://[::ffff:127.1]/",
+            "http://[::ffff:1.2.3.256]/",
+        ] {
+            assert_eq!(canonicalize(raw), Err(CanonError::InvalidIpv6), "{raw}");
+        }
     }
 
     #[test]

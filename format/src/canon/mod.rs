@@ -74,7 +74,13 @@
 //!    "domain to ASCII" fails on these "forbidden domain code points"):
 //!    U+FF0F FULLWIDTH SOLIDUS maps to `/`, and deleting U+00AD SOFT HYPHEN
 //!    can join `%` and two hex digits into an escape, so accepting them would
-//!    make a canonical URL that canonicalizes to something else. ASCII hosts
+//!    make a canonical URL that canonicalizes to something else. One
+//!    exception, as Chromium reads it: when the host holds no `%` of its own
+//!    and only the escapes UTS #46 made (U+FF05 FULLWIDTH PERCENT SIGN maps
+//!    to `%`) stand in the way, they are decoded, since Chromium unescapes
+//!    its IDNA output again and visits `http://％65vil.com/` as `evil.com`;
+//!    a result that is not an ASCII host free of those bytes keeps the
+//!    bytes, as Chromium refuses it. ASCII hosts
 //!    never go through UTS #46 and keep bytes such as `<>^|`, as in the Go
 //!    client's `http://W!eird<>Ho$^.com/` vector. A host that parses as an IPv4
 //!    address in any form browsers accept (1 to 4 parts, each decimal, octal
@@ -85,7 +91,9 @@
 //!    host must be an IPv6 address; it is written in RFC 5952 form (lowercase,
 //!    longest zero run as `::`) inside its brackets, except that an address
 //!    written with an embedded dotted quad keeps that quad (`[::192.9.5.5]`,
-//!    as in the Go client's vectors). An empty host is rejected with
+//!    as in the Go client's vectors); that quad may be written as Chromium
+//!    reads it (leading zeros, octal, `0x` parts: `[::ffff:0x7f.0.0.1]` is
+//!    `[::ffff:127.0.0.1]`). An empty host is rejected with
 //!    [`CanonError::EmptyHost`]; a host name that starts with `[` once its
 //!    leading dots are stripped (`http://.[::1]/`) is rejected with
 //!    [`CanonError::InvalidIpv6`], since its canonical form would read as an
