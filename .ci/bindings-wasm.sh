@@ -98,9 +98,12 @@ echo "wasm: packages in $pkg/{nodejs,web} in $(($(date +%s) - started)) s; modul
 # until the full-hash requests named the snapshot held by its id, version
 # and body hash: 595,536 -> 608,529 bytes, the generic map code of the ids;
 # 620 KB until the session kept its requests in flight and each real
-# prefix its own noise, a noise key's companions: 620,975 bytes; about
-# 272 KB gzipped).
-max_size=625000
+# prefix its own noise, a noise key's companions: 620,975 bytes; 625 KB
+# until the canonicalizer read the hosts Chromium reads (a fullwidth
+# percent sign, an IPv6 literal's IPv4 tail in other forms) and a redirect
+# from https to plain http was refused: 626,142 bytes; about 274 KB
+# gzipped).
+max_size=630000
 if [ "$size" -gt "$max_size" ]; then
     echo "wasm: the module is $size bytes, over the budget of $max_size bytes"
     exit 1

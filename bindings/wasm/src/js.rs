@@ -192,6 +192,19 @@ async fn send(
         .map_err(failed)?
         .dyn_into()
         .map_err(|_| transport("fetch did not resolve to a Response".to_owned(), false))?;
+    // fetch follows redirects, `https` to plain `http` too, where anyone on
+    // the path can answer "not listed" (a full-hash answer is not signed):
+    // the very path the base URL rules keep the agent off. Such an answer
+    // is a failed request (an `unverified` hit), never an answer.
+    if url.starts_with("https://") && response.redirected() && !response.url().starts_with("https://") {
+        return Err(transport(
+            format!(
+                "redirected to {}: the agent does not follow https to plain http",
+                response.url()
+            ),
+            false,
+        ));
+    }
     let received = response.headers();
     let mut headers = Vec::new();
     for name in RESPONSE_HEADERS {

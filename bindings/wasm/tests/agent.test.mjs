@@ -340,6 +340,33 @@ test("update requests bypass the browser's HTTP cache; full-hash requests may us
   assert.ok(others.length >= 1 && others.every((r) => r.cache === "default"), JSON.stringify(others));
 });
 
+// Found by an adversarial review of the Rust agent: fetch follows an
+// `https` publisher's redirect to plain `http`, where anyone on the path can
+// answer "not listed" for a listed URL. Such a response is a failed request.
+test("a full-hash answer redirected from https to plain http is refused: the hit is unverified", async () => {
+  const original = globalThis.fetch;
+  const front = "https://publisher.blocksieve.test";
+  globalThis.fetch = async (url, init) => {
+    const to = String(url).replace(front, base);
+    const response = await original(to, init);
+    if (/\/(snapshot|updates)/.test(to)) return response;
+    // The answer as it would come from a plain-http host a redirect led to.
+    Object.defineProperty(response, "redirected", { value: true });
+    Object.defineProperty(response, "url", { value: to });
+    return response;
+  };
+  try {
+    const agent = new Agent({ publisher: front, lists: ["xlang"], key });
+    await firstUpdate(agent);
+    const listed = lines(join(dir, "feed.txt")).find(valid);
+    const verdict = await agent.check(listed);
+    assert.equal(verdict.kind, "unverified", JSON.stringify(verdict));
+    assert.match(verdict.reason ?? JSON.stringify(verdict), /does not follow https to plain http/);
+  } finally {
+    globalThis.fetch = original;
+  }
+});
+
 // ---- response size limits, counted on the bytes as read ----------------
 
 const MiB = 1024 * 1024;
