@@ -92,7 +92,7 @@ impl PendingCopies {
             .filter(|(index, ..)| *index < blocks)
             .filter_map(|(index, _, meta)| {
                 let (cache, label) = caches.get(*index)?;
-                let previous = cache.meta()?.accepted;
+                let previous = cache.baseline()?;
                 let refused = (meta.accepted as f64) < previous as f64 * (1.0 - max_shrink);
                 refused.then(|| {
                     let gate = GateRefusal::SourceShrink {
@@ -251,6 +251,88 @@ mod tests {
         assert_eq!(caches[0].0.meta().unwrap().validators, Validators::default());
         assert_eq!(caches[1].0.meta().unwrap().accepted, 0);
         assert_eq!(caches[1].0.load().unwrap().0, b"http://b.example/\n");
+    }
+
+    /// A source whose first fresh content could not be kept (a full disk
+    /// when the source was added) had no baseline: its count was not
+    /// recorded ("no baseline without content"), so the next build's empty
+    /// `200` beside a larger source passed the per-source gate and was
+    /// published without the source's entries (the list's own gate does
+    /// not see a small source's loss).
+    #[test]
+    fn regression_a_source_whose_first_copy_failed_is_still_measured_next_build() {
+        let dir = tempfile::tempdir().unwrap();
+        let caches = two_sources(dir.path());
+        caches[0].0.store(b"http://a.example/\n", &meta(1_000)).unwrap();
+        let views = Mutex::new(Vec::new());
+        let build = |accepted| {
+            let updates = vec![(1, SourceUpdate::Unkept(meta(accepted)))];
+            PendingCopies::sort(updates, &caches, &views)
+        };
+        // Published with b.txt's 60 entries; its copy could not be kept.
+        let first = build(60);
+        assert!(first.shrunk(&caches, 2, 0.5).is_empty());
+        first.commit(&caches);
+        // Nothing to fall back to, and no validators: the next fetch is
+        // unconditional.
+        assert!(caches[1].0.meta().is_none());
+        // b.txt then answers an empty `200`.
+        let emptied = build(0);
+        let refused = emptied.shrunk(&caches, 2, 0.5);
+        assert!(
+            matches!(
+                refused.as_slice(),
+                [(
+                    1,
+                    GateRefusal::SourceShrink {
+                        accepted: 0,
+                        previous_accepted: 60,
+                        ..
+                    }
+                )]
+            ),
+            "{refused:?}"
+        );
+    }
+
+    /// A source whose stored copy is gone (removed from the data directory
+    /// or the store: "metadata whose content is gone counts as none") lost
+    /// its `max_shrink` baseline with it: its emptied content passed.
+    #[test]
+    fn regression_a_source_whose_copy_is_gone_keeps_its_baseline() {
+        let dir = tempfile::tempdir().unwrap();
+        let caches = two_sources(dir.path());
+        caches[0].0.store(b"http://a.example/\n", &meta(1_000)).unwrap();
+        caches[1].0.store(b"http://b.example/\n", &meta(60)).unwrap();
+        let storage = LocalStorage::open(dir.path()).unwrap();
+        let mut removed = 0;
+        for key in storage.list("sources/l").unwrap() {
+            let b_stem = caches[1].0.meta_stem_for_test();
+            if key.ends_with(".data") && key.contains(&b_stem) {
+                storage.delete(&key).unwrap();
+                removed += 1;
+            }
+        }
+        assert_eq!(removed, 1);
+        assert!(caches[1].0.meta().is_none());
+        let views = Mutex::new(Vec::new());
+        let updates = vec![(1, SourceUpdate::Unkept(meta(0)))];
+        let held = PendingCopies::sort(updates, &caches, &views);
+        let refused = held.shrunk(&caches, 2, 0.5);
+        assert!(
+            matches!(
+                refused.as_slice(),
+                [(
+                    1,
+                    GateRefusal::SourceShrink {
+                        accepted: 0,
+                        previous_accepted: 60,
+                        ..
+                    }
+                )]
+            ),
+            "{refused:?}"
+        );
     }
 
     /// While copies cannot be written, a source that grew and then shrank

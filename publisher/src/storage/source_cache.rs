@@ -67,6 +67,14 @@ struct StoredMeta {
     /// holds. Cleared when newer content is stored.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     behind: Option<u64>,
+    /// Metadata of no content: only the count of entries a source's fresh
+    /// content gave when its first copy could not be stored
+    /// ([`SourceCache::store_accepted`]), the per-source `max_shrink`
+    /// gate's baseline ([`SourceCache::baseline`]); no fallback, no
+    /// validators. (An earlier version reads it as metadata whose content
+    /// is gone: none.)
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    no_content: bool,
 }
 
 impl StoredMeta {
@@ -162,6 +170,12 @@ impl SourceCache {
         }
     }
 
+    /// The stem of this source's keys (tests).
+    #[cfg(test)]
+    pub(crate) fn meta_stem_for_test(&self) -> String {
+        self.stem.clone()
+    }
+
     fn meta_key(&self) -> String {
         format!("{}/{}.meta.json", self.dir, self.stem)
     }
@@ -220,6 +234,9 @@ impl SourceCache {
     /// [`SourceCache::described`], with the version of the metadata read.
     fn described_at(&self) -> Option<(StoredMeta, String, Option<Version>)> {
         let (stored, stem, version) = self.stored_meta()?;
+        if stored.no_content {
+            return None;
+        }
         let (data, _, _) = stored.content(|| format!("{}/{stem}.data", self.dir));
         self.storage.version(&data).ok()??;
         Some((stored, data, version))
@@ -300,6 +317,14 @@ impl SourceCache {
     /// if the content it describes is stored.
     pub fn meta(&self) -> Option<CacheMeta> {
         self.described().map(|(stored, _)| stored.meta)
+    }
+
+    /// The per-source `max_shrink` gate's baseline: the entries the
+    /// source's last accepted content gave, as its metadata records them,
+    /// also when that content is not stored (its copy could not be, or is
+    /// gone): a source's baseline is not lost with its copy.
+    pub fn baseline(&self) -> Option<u64> {
+        self.stored_meta().map(|(stored, ..)| stored.meta.accepted)
     }
 
     /// How the cached content is stored, if there is content.
@@ -397,6 +422,7 @@ impl SourceCache {
                 encoded_sha256: (!plain).then_some(sha256),
                 encoding,
                 behind: None,
+                no_content: false,
             },
             PutMode::Overwrite,
         )?;
@@ -479,9 +505,28 @@ impl SourceCache {
     ///
     /// [`Error::Storage`] when writing fails.
     pub fn store_accepted(&self, accepted: u64) -> Result<(), Error> {
-        let Some((stored, _, version)) = self.described_at() else {
-            // No baseline without content: the gate skips a source with none.
-            return Ok(());
+        // Without content (its first copy could not be stored, or the copy
+        // is gone) the count is recorded all the same: it is the gate's
+        // baseline, which a source without one would not have, and its
+        // next emptied content would pass unmeasured.
+        let (stored, version) = match self.described_at() {
+            Some((stored, _, version)) => (stored, version),
+            None => match self.stored_meta() {
+                Some((stored, _, version)) => (stored, version),
+                None => (
+                    StoredMeta {
+                        meta: CacheMeta::default(),
+                        data: None,
+                        sha256: None,
+                        encoded_data: None,
+                        encoded_sha256: None,
+                        encoding: ContentEncoding::Identity,
+                        behind: None,
+                        no_content: true,
+                    },
+                    None,
+                ),
+            },
         };
         let meta = CacheMeta {
             accepted,
