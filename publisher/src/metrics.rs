@@ -57,6 +57,9 @@ pub struct Metrics {
     sources_on_last_good: Family<Labels, Gauge>,
     fpr_bound: Family<Labels, Gauge<f64, AtomicU64>>,
     capacity_fill: Family<Labels, Gauge<f64, AtomicU64>>,
+    request_bucket_fill: Family<Labels, Gauge<f64, AtomicU64>>,
+    store_generation_refused: Family<Labels, Gauge>,
+    store_reached: Family<Labels, Gauge>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -99,6 +102,9 @@ impl Metrics {
             sources_on_last_good: Family::default(),
             fpr_bound: Family::default(),
             capacity_fill: Family::default(),
+            request_bucket_fill: Family::default(),
+            store_generation_refused: Family::default(),
+            store_reached: Family::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -192,6 +198,21 @@ impl Metrics {
             "Unique hash prefixes served over the capacity at which the filter would exceed its target full-hash requests per 1,000 checks",
             m.capacity_fill.clone(),
         );
+        registry.register(
+            "request_bucket_fill_ratio",
+            "Full hashes a bucket of the served snapshot's advertised request prefix holds on average, over max_bucket_entries: over 1, every full-hash request for the list is refused and no hit is confirmed",
+            m.request_bucket_fill.clone(),
+        );
+        registry.register(
+            "store_generation_refused",
+            "1 while the newest generation the store's latest pointer names is refused (not verified, not served) by this replica or builder following its store, else 0",
+            m.store_generation_refused.clone(),
+        );
+        registry.register(
+            "store_last_reached_timestamp_seconds",
+            "Unix seconds at which a check of the store for the list (by a replica, or a builder following its store) last succeeded; 0: never since the start (only publishers that follow a store export it)",
+            m.store_reached.clone(),
+        );
         Self { registry, ..m }
     }
 
@@ -241,6 +262,24 @@ impl Metrics {
     pub fn served_fpr(&self, name: &str, measured: f64, bound: f64) {
         self.measured_fpr.get_or_create(&list(name)).set(measured);
         self.fpr_bound.get_or_create(&list(name)).set(bound);
+    }
+
+    /// Records the full hashes the served snapshot's advertised request
+    /// prefix selects on average over `max_bucket_entries`.
+    pub fn request_bucket_fill(&self, name: &str, ratio: f64) {
+        self.request_bucket_fill.get_or_create(&list(name)).set(ratio);
+    }
+
+    /// Records whether the store's newest generation of list `name` is
+    /// refused (a replica, or a builder following its store).
+    pub fn store_generation_refused(&self, name: &str, refused: bool) {
+        (self.store_generation_refused.get_or_create(&list(name))).set(i64::from(refused));
+    }
+
+    /// Records when a check of the store for list `name` last succeeded
+    /// (Unix seconds, 0: never).
+    pub fn store_reached_at(&self, name: &str, unix_seconds: u64) {
+        (self.store_reached.get_or_create(&list(name))).set(i64::try_from(unix_seconds).unwrap_or(i64::MAX));
     }
 
     /// Records the served snapshot's unique prefixes over its capacity.

@@ -331,6 +331,11 @@ mod tests {
 
     /// A list `phishing` stored in a data directory, served by nobody yet.
     fn state_over(dir: &std::path::Path) -> (Arc<AppState>, Arc<dyn Storage>) {
+        state_with_buckets_of(dir, 4096)
+    }
+
+    /// [`state_over`] with `max_bucket_entries` set to `cap`.
+    fn state_with_buckets_of(dir: &std::path::Path, cap: u64) -> (Arc<AppState>, Arc<dyn Storage>) {
         let storage: Arc<dyn Storage> = Arc::new(LocalStorage::open(dir).unwrap());
         let slot = ListSlot {
             name: "phishing".to_owned(),
@@ -340,7 +345,7 @@ mod tests {
             store: ListStore::open(storage.clone(), "phishing", 5).unwrap(),
             freshness: arc_swap::ArcSwapOption::empty(),
             watch: crate::status::ListWatch::open(
-                crate::status::ListProfile::new("0 0 0 1 1 *", 2.0, 10.0, 1000.0, 4096, 64, 0),
+                crate::status::ListProfile::new("0 0 0 1 1 *", 2.0, 10.0, 1000.0, cap, 64, 0),
                 None,
                 "phishing",
             ),
@@ -350,7 +355,7 @@ mod tests {
             cache_duration: Duration::from_secs(300),
             next_check: Duration::from_secs(300),
             padding: 0,
-            max_bucket_entries: 4096,
+            max_bucket_entries: cap,
             max_prefixes_per_request: 1000,
             metrics: crate::metrics::Metrics::new(),
             role: crate::config::Role::Replica,
@@ -463,6 +468,125 @@ mod tests {
         assert!(follower.poll());
         let health = crate::server::page::health_of(&state.lists[0], now);
         assert_eq!(health.state, crate::status::health::State::Green, "{health:?}");
+    }
+
+    /// The series of `/metrics` (after the scrape's refresh) named `name`
+    /// for list `phishing`, as its text.
+    fn gauge(state: &AppState, name: &str) -> Option<String> {
+        state.refresh_gauges();
+        let prefix = format!("{name}{{list=\"phishing\"}} ");
+        (state.metrics.render().lines()).find_map(|l| l.strip_prefix(&prefix).map(str::to_owned))
+    }
+
+    /// The status page is red "behind the store" while the store's newest
+    /// generation is refused, and the served version stays "fresh" by its
+    /// own dates for up to two build intervals (two days under a daily
+    /// schedule; two years under this test's yearly one): the stale alert
+    /// cannot say it meanwhile. `/metrics` must, for an alert
+    /// (`BlocksieveBehindStore`).
+    #[test]
+    fn regression_a_replica_behind_the_store_says_so_in_its_metrics() {
+        let dir = tempfile::tempdir().unwrap();
+        let (state, _) = state_over(dir.path());
+        let key = SigningKey::from_secret_bytes([7; 32]);
+        let mut follower = Follower::new(state.clone(), trusted(&key));
+        let store = &state.lists[0].store;
+        let (_, first) = publish(store, &key, "http://phish.example/a\n", 1_800_000_000);
+        assert!(follower.poll());
+        assert_eq!(
+            gauge(&state, "blocksieve_store_generation_refused").as_deref(),
+            Some("0")
+        );
+        let rotated = SigningKey::from_secret_bytes([8; 32]);
+        publish(store, &rotated, "http://phish.example/b\n", 1_800_000_100);
+        assert!(follower.poll());
+        assert_eq!(served(&state), Some(first));
+        assert_eq!(
+            gauge(&state, "blocksieve_store_generation_refused").as_deref(),
+            Some("1"),
+            "the status page is red (behind the store), /metrics says nothing of it:\n{}",
+            state.metrics.render()
+        );
+        publish(store, &key, "http://phish.example/c\n", 1_800_000_150);
+        assert!(follower.poll());
+        assert_eq!(
+            gauge(&state, "blocksieve_store_generation_refused").as_deref(),
+            Some("0")
+        );
+    }
+
+    /// A replica that cannot reach its store serves what it loaded, its
+    /// version "fresh" by its own dates for up to two build intervals
+    /// while the builders publish newer ones; the status page's only trace
+    /// is the word "unreachable", and `blocksieve_replica_store_reachable`
+    /// is 0 on every publisher without a store too, so no shipped rule can
+    /// use it. `/metrics` must say, per list, when the store was last
+    /// reached (`BlocksieveStoreUnreachable`).
+    #[test]
+    fn regression_a_replica_that_cannot_reach_its_store_says_since_when() {
+        let dir = tempfile::tempdir().unwrap();
+        let (state, _) = state_over(dir.path());
+        let key = SigningKey::from_secret_bytes([7; 32]);
+        let mut follower = Follower::new(state.clone(), trusted(&key));
+        publish(
+            &state.lists[0].store,
+            &key,
+            "http://phish.example/a\n",
+            1_800_000_000,
+        );
+        assert!(follower.poll());
+        let reached = gauge(&state, "blocksieve_store_last_reached_timestamp_seconds");
+        let reached: u64 = reached
+            .as_deref()
+            .and_then(|r| r.parse().ok())
+            .unwrap_or_else(|| panic!("no store_last_reached gauge:\n{}", state.metrics.render()));
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        assert!(reached + 60 >= now, "{reached}");
+        // The checks that follow fail (as the follower records them).
+        state.lists[0].checked(Some("connection refused".to_owned()));
+        let after: u64 = gauge(&state, "blocksieve_store_last_reached_timestamp_seconds")
+            .and_then(|r| r.parse().ok())
+            .unwrap();
+        assert_eq!(after, reached);
+        // Ten minutes on, its status page is no longer green.
+        let health = crate::server::page::health_of(&state.lists[0], reached + 3600);
+        assert_eq!(health.state, crate::status::health::State::Amber, "{health:?}");
+    }
+
+    /// A served snapshot whose advertised request prefix selects buckets
+    /// over `max_bucket_entries` (a `request_prefix_bits` fixed by hand for
+    /// a list that then grew): every full-hash request for it is refused,
+    /// no hit is confirmed (unverified: let through under fail-open), and
+    /// the status page is red "hits cannot be confirmed" while the list is
+    /// fresh, built and in bounds by every other gauge. `/metrics` must say
+    /// it, for an alert (`BlocksieveHitsUnconfirmable`).
+    #[test]
+    fn regression_hits_that_cannot_be_confirmed_show_in_the_metrics() {
+        let dir = tempfile::tempdir().unwrap();
+        let (state, _) = state_with_buckets_of(dir.path(), 1);
+        let key = SigningKey::from_secret_bytes([7; 32]);
+        let mut follower = Follower::new(state.clone(), trusted(&key));
+        let feed: String = (0..600).map(|i| format!("http://phish{i}.example/\n")).collect();
+        publish(&state.lists[0].store, &key, &feed, 1_800_000_000);
+        assert!(follower.poll());
+        let health = crate::server::page::health_of(&state.lists[0], 1_800_000_100);
+        assert_eq!(health.state, crate::status::health::State::Red, "{health:?}");
+        assert!(
+            health.reasons[0].1.starts_with("hits cannot be confirmed"),
+            "{health:?}"
+        );
+        let ratio = gauge(&state, "blocksieve_request_bucket_fill_ratio");
+        assert!(
+            ratio
+                .as_deref()
+                .and_then(|r| r.parse::<f64>().ok())
+                .is_some_and(|r| r > 1.0),
+            "the status page is red (hits cannot be confirmed), /metrics says nothing of it: {ratio:?}\n{}",
+            state.metrics.render()
+        );
     }
 
     /// A generation whose manifest did not verify (written by a builder

@@ -997,6 +997,43 @@ mod tests {
         holding.abort();
     }
 
+    /// A route that does not answer within the request timeout (a
+    /// full-hash search stalled behind a saturated pool: agents' hits go
+    /// unverified) is answered `408`; the request metrics must count it,
+    /// or the route's error rate and latency show nothing while it fails.
+    #[tokio::test]
+    async fn regression_a_request_that_times_out_is_counted_in_the_metrics() {
+        use tower::ServiceExt as _;
+        let metrics = crate::metrics::Metrics::new();
+        let app = Router::new()
+            .route(
+                "/slow",
+                get(|| async { tokio::time::sleep(Duration::from_secs(60)).await }),
+            )
+            .layer(GuardLayer::new(
+                Duration::from_millis(10),
+                Duration::from_secs(2),
+                64,
+                16,
+                metrics.http(&["/slow"]),
+            ));
+        let request = Request::builder()
+            .uri("/slow")
+            .body(Body::empty())
+            .unwrap_or_default();
+        let response = app.oneshot(request).await.unwrap_or_else(|e| match e {});
+        assert_eq!(response.status(), StatusCode::REQUEST_TIMEOUT);
+        let text = metrics.render();
+        assert!(
+            text.contains("blocksieve_http_requests_total{route=\"/slow\",status=\"408\"} 1"),
+            "the 408 is not in the request metrics:\n{text}"
+        );
+        assert!(
+            text.contains("blocksieve_http_request_duration_seconds_count{route=\"/slow\"} 1"),
+            "{text}"
+        );
+    }
+
     #[tokio::test]
     async fn layer_errors_get_a_json_body() {
         use tower::ServiceExt as _;

@@ -507,6 +507,21 @@ impl AppState {
             if let Some(at) = l.fresh_at() {
                 self.metrics.fresh_at(&l.name, at, l.watch.profile.overdue_at(at));
             }
+            // The status page's other red states: hits that cannot be
+            // confirmed, and a store whose newest generation is refused.
+            if let Some(p) = l.current.load().as_ref() {
+                let expected = p.hashes.len() as f64 / 2f64.powi(i32::from(p.header.request_prefix_bits));
+                let cap = l.watch.profile.max_bucket_entries.max(1) as f64;
+                self.metrics.request_bucket_fill(&l.name, expected / cap);
+            }
+            if let Ok(status) = l.store_status.lock()
+                && let Some(status) = status.as_ref()
+            {
+                self.metrics
+                    .store_generation_refused(&l.name, status.refused.is_some());
+                self.metrics
+                    .store_reached_at(&l.name, status.last_checked_at.unwrap_or(0));
+            }
         }
     }
 

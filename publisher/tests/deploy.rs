@@ -67,6 +67,9 @@ fn registered_metric_names() -> BTreeSet<String> {
     metrics.build_interval("p", 1800);
     metrics.build_health("p", Some(false), Some(0), Some(0.008));
     metrics.capacity_fill("p", 0.05);
+    metrics.request_bucket_fill("p", 0.5);
+    metrics.store_generation_refused("p", false);
+    metrics.store_reached_at("p", 1_800_000_000);
     let text = metrics.render();
     text.lines()
         .filter(|l| !l.starts_with('#') && !l.is_empty())
@@ -77,12 +80,15 @@ fn registered_metric_names() -> BTreeSet<String> {
 
 /// The gauges of the operators' health states (the status page's): each
 /// is registered, and some rule alerts on it.
-const HEALTH_GAUGES: [&str; 5] = [
+const HEALTH_GAUGES: [&str; 8] = [
     "blocksieve_build_overdue_timestamp_seconds",
     "blocksieve_last_build_refused",
     "blocksieve_sources_on_last_good",
     "blocksieve_fpr_bound",
     "blocksieve_capacity_fill_ratio",
+    "blocksieve_store_generation_refused",
+    "blocksieve_request_bucket_fill_ratio",
+    "blocksieve_store_last_reached_timestamp_seconds",
 ];
 
 #[test]

@@ -142,6 +142,52 @@ fn feed_config(data_dir: &Path, feed: &Path, window: usize) -> Config {
     config
 }
 
+/// `blocksieve_measured_fpr` is the served snapshot's canary rate (what
+/// `BlocksieveFprOverBound` compares with its bound, and the status page
+/// shows). An unchanged build serves nothing new: the served snapshot's
+/// rate must stay, not the one its own canary (seeded by the version it
+/// would have had) measured of a filter no agent holds. Else a served
+/// filter over its bound (a publish forced past the canary gate) clears
+/// its alert at the next unchanged build while the page stays red.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn regression_an_unchanged_build_leaves_the_served_measured_fpr() {
+    let dir = tempfile::tempdir().unwrap();
+    let feed = dir.path().join("feed.txt");
+    let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+    write_feed(&feed, &urls(&mut rng, 2000));
+    let data = dir.path().join("data");
+    let running = RunningPublisher::start(feed_config(&data, &feed, 336)).await;
+    wait_fresh(&running).await;
+    let base = running.base_url();
+    let served_fpr = || {
+        running.publisher.state().lists[0]
+            .current
+            .load_full()
+            .unwrap()
+            .header
+            .measured_fpr
+    };
+    let gauge = || async {
+        let metrics = String::from_utf8(get(&base, "/metrics", None).await.body).unwrap();
+        let line = format!("blocksieve_measured_fpr{{list=\"{LIST}\"}} ");
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(&line).map(|v| v.parse::<f64>().unwrap()))
+            .unwrap()
+    };
+    assert_eq!(gauge().await, served_fpr());
+    for _ in 0..3 {
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+        let (_, unchanged) = build(&running).await;
+        assert!(unchanged);
+        assert_eq!(
+            gauge().await,
+            served_fpr(),
+            "blocksieve_measured_fpr is not the served snapshot's after an unchanged build"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unchanged_build_publishes_nothing_and_renews_freshness() {
     let dir = tempfile::tempdir().unwrap();

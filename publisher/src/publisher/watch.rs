@@ -18,11 +18,13 @@ impl Publisher {
         let inner = &self.inner;
         let name = &inner.config.lists[index].name;
         let metrics = &inner.state.metrics;
-        // The served filter's rate: a refused build's stays out of it.
+        // The served filter's rate: a refused build's stays out of it, and
+        // so does an unchanged one's (its canary, seeded by the version it
+        // would have had, measured a filter that is not served).
         let measured = outcome
             .report
             .as_ref()
-            .filter(|_| outcome.result.is_ok())
+            .filter(|_| outcome.result.is_ok() && !outcome.unchanged)
             .map(|r| r.sizing.measured_fpr);
         let (label, gate) = match &outcome.result {
             Ok(_) if outcome.unchanged => ("unchanged", None),
@@ -152,10 +154,10 @@ impl Publisher {
             _ => None,
         };
         let profile = &slot.watch.profile;
-        // The bound of the filter served: a build that serves nothing (a
-        // refusal, a failure) leaves it.
+        // The bound of the filter served: a build that serves nothing new (a
+        // refusal, a failure, an unchanged list) leaves it.
         let fpr_bound = report
-            .filter(|_| outcome.result.is_ok())
+            .filter(|_| outcome.result.is_ok() && !outcome.unchanged)
             .map(|r| build::fpr_gate_bound(r.sizing.theoretical_fpr, profile.max_fpr_ratio));
         // A build that read no source says nothing of them.
         let read_sources = statuses.as_ref().map(|_| on_last_good.len());

@@ -16,7 +16,8 @@
 //!    the request timeout of taking its slot is answered
 //!    `408 request_timeout`;
 //! 5. the request metrics, by matched route and status
-//!    ([`HttpMetrics`]), of requests the router answered in time (the
+//!    ([`HttpMetrics`]), of requests the router answered, or that timed
+//!    out (`408`) once in their slot (the
 //!    route axum matched, or the one a [`GuardLayer::for_route`] stands
 //!    in front of: the routes `hot` dispatches without the router);
 //! 6. JSON errors: the error responses that axum's extractors and
@@ -210,8 +211,18 @@ impl Shared {
                 response
             }
             Ok(Err(never)) => match never {},
-            Err(_) => ApiError::new(StatusCode::REQUEST_TIMEOUT, "request_timeout", "request timeout")
-                .into_response(),
+            Err(_) => {
+                // Counted too: a route that stalls (every full-hash answer
+                // timing out, its hits unverified) must show in the
+                // request metrics, not vanish from them.
+                self.metrics.record(
+                    route,
+                    StatusCode::REQUEST_TIMEOUT.as_u16(),
+                    started.elapsed().as_secs_f64(),
+                );
+                ApiError::new(StatusCode::REQUEST_TIMEOUT, "request_timeout", "request timeout")
+                    .into_response()
+            }
         }
     }
 }

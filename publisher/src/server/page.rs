@@ -460,9 +460,13 @@ pub fn health_of(slot: &ListSlot, now: u64) -> Health {
         )
     });
     let not_loaded = (slot.store_status.lock().ok()).and_then(|s| s.as_ref().and_then(|s| s.refused.clone()));
+    // While the store's last check failed: when one last reached it.
+    let store_reached_at = (slot.store_status.lock().ok())
+        .and_then(|s| s.as_ref().filter(|s| !s.reachable).map(|s| s.last_checked_at));
     health::health(
         &HealthInput {
             not_loaded: not_loaded.as_deref(),
+            store_reached_at,
             served: served.is_some(),
             fresh_at: slot.fresh_at(),
             overdue_at: slot.fresh_at().and_then(|at| profile.overdue_at(at)),

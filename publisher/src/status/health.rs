@@ -19,6 +19,11 @@ pub const FILL_HORIZON: Duration = Duration::from_secs(14 * 24 * 60 * 60);
 /// `BlocksieveBuildsFailing` alert; the reason's text says "hour").
 pub const FAILED_WINDOW: Duration = Duration::from_secs(60 * 60);
 
+/// How long a replica (or a builder following its store) may go without
+/// reaching the store before it is amber (the `BlocksieveStoreUnreachable`
+/// alert's threshold).
+pub const STORE_UNREACHED: Duration = Duration::from_secs(10 * 60);
+
 /// How far back the fill trend is fitted.
 pub const FILL_WINDOW: Duration = Duration::from_secs(7 * 24 * 60 * 60);
 
@@ -87,6 +92,10 @@ pub struct HealthInput<'a> {
     /// is not: agents that updated from another server hold its version,
     /// and those that update here miss its additions.
     pub not_loaded: Option<&'a str>,
+    /// For a publisher that follows a store and whose latest check of it
+    /// failed: when a check last succeeded (Unix seconds; `None` inside:
+    /// never since the start). `None`: it follows no store, or reached it.
+    pub store_reached_at: Option<Option<u64>>,
 }
 
 /// The builds of a list that failed within [`FAILED_WINDOW`].
@@ -202,6 +211,23 @@ pub fn health(input: &HealthInput<'_>, now: u64) -> Health {
             format!("source on last good: {}", input.on_last_good.join(", ")),
         ));
     }
+    if let Some(reached) = input.store_reached_at
+        && reached.is_none_or(|t| now.saturating_sub(t) > STORE_UNREACHED.as_secs())
+    {
+        // It serves what it loaded; the builders' newer versions do not
+        // reach it, and its own version looks fresh for up to two build
+        // intervals.
+        reasons.push((
+            State::Amber,
+            match reached {
+                Some(t) => format!(
+                    "store unreachable: last reached {} ago; newer versions published since are not served here",
+                    duration(now.saturating_sub(t))
+                ),
+                None => "store unreachable: not reached since the start".to_owned(),
+            },
+        ));
+    }
     if input.fill_ratio >= FILL_WARNING {
         reasons.push((
             State::Amber,
@@ -295,6 +321,34 @@ mod tests {
 
     fn reasons(h: &Health) -> Vec<&str> {
         h.reasons.iter().map(|r| r.1.as_str()).collect()
+    }
+
+    /// A replica that cannot reach its store serves a version that is
+    /// fresh by its own dates while the builders publish newer ones: not
+    /// green once the store is unreached for longer than
+    /// [`STORE_UNREACHED`].
+    #[test]
+    fn regression_a_store_unreached_for_ten_minutes_is_amber() {
+        let reached = |at| {
+            health(
+                &HealthInput {
+                    store_reached_at: Some(at),
+                    ..fresh()
+                },
+                NOW,
+            )
+        };
+        assert_eq!(reached(Some(NOW - 5)).state, State::Green);
+        assert_eq!(reached(Some(NOW - 600)).state, State::Green);
+        let h = reached(Some(NOW - 3 * 3600));
+        assert_eq!(h.state, State::Amber, "{h:?}");
+        assert!(
+            reasons(&h)[0].starts_with("store unreachable: last reached 3 h"),
+            "{h:?}"
+        );
+        assert_eq!(reached(None).state, State::Amber);
+        // A publisher that follows no store, or whose last check reached it.
+        assert_eq!(health(&fresh(), NOW).state, State::Green);
     }
 
     #[test]
