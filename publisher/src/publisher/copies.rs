@@ -253,6 +253,24 @@ mod tests {
         assert_eq!(caches[1].0.load().unwrap().0, b"http://b.example/\n");
     }
 
+    /// `refused` is b.txt's (source 1) refusal, 0 entries against 60.
+    fn assert_b_refused_from_60(refused: &[(usize, GateRefusal)]) {
+        assert!(
+            matches!(
+                refused,
+                [(
+                    1,
+                    GateRefusal::SourceShrink {
+                        accepted: 0,
+                        previous_accepted: 60,
+                        ..
+                    }
+                )]
+            ),
+            "{refused:?}"
+        );
+    }
+
     /// A source whose first fresh content could not be kept (a full disk
     /// when the source was added) had no baseline: its count was not
     /// recorded ("no baseline without content"), so the next build's empty
@@ -279,20 +297,7 @@ mod tests {
         // b.txt then answers an empty `200`.
         let emptied = build(0);
         let refused = emptied.shrunk(&caches, 2, 0.5);
-        assert!(
-            matches!(
-                refused.as_slice(),
-                [(
-                    1,
-                    GateRefusal::SourceShrink {
-                        accepted: 0,
-                        previous_accepted: 60,
-                        ..
-                    }
-                )]
-            ),
-            "{refused:?}"
-        );
+        assert_b_refused_from_60(&refused);
     }
 
     /// A source whose stored copy is gone (removed from the data directory
@@ -319,20 +324,7 @@ mod tests {
         let updates = vec![(1, SourceUpdate::Unkept(meta(0)))];
         let held = PendingCopies::sort(updates, &caches, &views);
         let refused = held.shrunk(&caches, 2, 0.5);
-        assert!(
-            matches!(
-                refused.as_slice(),
-                [(
-                    1,
-                    GateRefusal::SourceShrink {
-                        accepted: 0,
-                        previous_accepted: 60,
-                        ..
-                    }
-                )]
-            ),
-            "{refused:?}"
-        );
+        assert_b_refused_from_60(&refused);
     }
 
     /// While copies cannot be written, a source that grew and then shrank

@@ -1157,15 +1157,13 @@ test("after the service worker restarts, the kept list answers at once and no sn
 const snapshotGets = (from) =>
   recorder.requests.slice(from).filter((r) => r.method === "GET" && r.path.endsWith("/phishing/snapshot")).length;
 
-// Under "closed", a navigation whose check has no verdict within 5 s (an
-// agent waiting for its first snapshot, up to 5 min a request) is blocked
-// as unchecked; it was shown unwarned until the verdict came.
-test("under failurePolicy closed, a listed page loaded while the first snapshot is slow is warned of", async (t) => {
-  // A new agent (publisher named as localhost: the kept list is another
-  // publisher's) with failurePolicy "closed", its snapshot held 20 s by the
-  // proxy (a slow or tarpitting publisher; the agent waits up to 5 min a
-  // request). The navigation's check waits for start() -> await update().
-  recorder.snapshotDelayMs = 20_000;
+/** A new agent (publisher named as localhost: the kept list is another
+ * publisher's) with failurePolicy "closed", its snapshot held `delayMs` by
+ * the proxy (a slow or tarpitting publisher; the agent waits up to 5 min a
+ * request): a navigation's check waits for start() -> await update(). The
+ * agent of config.json is back after test `t`. */
+async function closedAgentWithSlowFirstSnapshot(t, delayMs) {
+  recorder.snapshotDelayMs = delayMs;
   t.after(async () => {
     recorder.snapshotDelayMs = 0;
     await worker.evaluate(() => chrome.storage.local.remove("config"));
@@ -1178,6 +1176,13 @@ test("under failurePolicy closed, a listed page loaded while the first snapshot 
     failurePolicy: "closed",
   });
   await new Promise((r) => setTimeout(r, 500));
+}
+
+// Under "closed", a navigation whose check has no verdict within 5 s (an
+// agent waiting for its first snapshot, up to 5 min a request) is blocked
+// as unchecked; it was shown unwarned until the verdict came.
+test("under failurePolicy closed, a listed page loaded while the first snapshot is slow is warned of", async (t) => {
+  await closedAgentWithSlowFirstSnapshot(t, 20_000);
   const page = context.pages()[0];
   const since = Date.now();
   await page.goto(LISTED).catch(() => {});
@@ -1192,19 +1197,7 @@ test("under failurePolicy closed, a listed page loaded while the first snapshot 
 // The same warning, for an unlisted page whose verdict comes after it:
 // the page found safe then loads (it stayed on the warning).
 test("under failurePolicy closed, an unlisted page warned of for a slow first snapshot loads once found safe", async (t) => {
-  recorder.snapshotDelayMs = 9_000;
-  t.after(async () => {
-    recorder.snapshotDelayMs = 0;
-    await worker.evaluate(() => chrome.storage.local.remove("config"));
-    await until("the agent of config.json again", async () => (await status()).lastUpdate?.report, 60_000);
-  });
-  await worker.evaluate((config) => chrome.storage.local.set({ config }), {
-    publisher: recorder.url.replace("127.0.0.1", "localhost"),
-    lists: ["phishing"],
-    key: publisher.key,
-    failurePolicy: "closed",
-  });
-  await new Promise((r) => setTimeout(r, 500));
+  await closedAgentWithSlowFirstSnapshot(t, 9_000);
   const page = context.pages()[0];
   const since = Date.now();
   await page.goto(BENIGN).catch(() => {});
