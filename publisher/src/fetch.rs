@@ -236,16 +236,14 @@ fn open_file(path: &Path, source: &SourceConfig) -> Result<Stream, String> {
     let size = metadata.len();
     let opened = metadata.is_file().then(|| FileStamp::of(&metadata));
     let mut head = Vec::new();
+    if is_fifo(&metadata) {
+        wait_for_writer(&mut file, &mut head, source.timeout())?;
+    }
+    set_blocking(&file).map_err(|e| e.to_string())?;
     (&mut file)
-        .take(HEAD_BYTES as u64)
+        .take(HEAD_BYTES as u64 - head.len() as u64)
         .read_to_end(&mut head)
         .map_err(|e| e.to_string())?;
-    if head.is_empty() && is_fifo(&metadata) {
-        return Err(
-            "named pipe gave nothing: no process was writing to it when it was opened (or its writer wrote nothing)"
-                .to_owned(),
-        );
-    }
     check_content(size, &head, head.len() as u64 == size, false, source)?;
     let encoding = ContentEncoding::sniff(&head);
     Ok(Stream {
@@ -260,28 +258,67 @@ fn open_file(path: &Path, source: &SourceConfig) -> Result<Stream, String> {
     })
 }
 
-/// Opens a source file for reading without waiting for a writer: a named
-/// pipe opened for reading waits, in `open(2)`, until a process opens it
-/// for writing, and a build reading one that nothing writes to waited
-/// forever (a file has no timeout), its list's build lock held. Opened
-/// non-blocking, then set back to blocking reads: a pipe with no writer
-/// then reads as empty at once ([`open_file`] refuses it), one with a
-/// writer as it writes.
+/// Opens a source file for reading without waiting for a writer, its
+/// reads non-blocking until [`set_blocking`]: a named pipe opened for
+/// reading waits, in `open(2)`, until a process opens it for writing, and
+/// a build reading one that nothing writes to waited forever (a file has
+/// no timeout), its list's build lock held ([`wait_for_writer`] bounds
+/// that wait).
 #[cfg(target_os = "linux")]
 fn open_without_waiting(path: &Path) -> std::io::Result<std::fs::File> {
     use std::os::unix::fs::OpenOptionsExt as _;
-    let file = std::fs::OpenOptions::new()
+    std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK)
-        .open(path)?;
-    let flags = rustix::fs::fcntl_getfl(&file)?;
-    rustix::fs::fcntl_setfl(&file, flags - rustix::fs::OFlags::NONBLOCK)?;
-    Ok(file)
+        .open(path)
 }
 
 #[cfg(not(target_os = "linux"))]
 fn open_without_waiting(path: &Path) -> std::io::Result<std::fs::File> {
     std::fs::File::open(path)
+}
+
+/// Makes `file`'s reads blocking again ([`open_without_waiting`]).
+#[cfg(target_os = "linux")]
+fn set_blocking(file: &std::fs::File) -> std::io::Result<()> {
+    let flags = rustix::fs::fcntl_getfl(file)?;
+    rustix::fs::fcntl_setfl(file, flags - rustix::fs::OFlags::NONBLOCK)?;
+    Ok(())
+}
+
+#[cfg(not(target_os = "linux"))]
+fn set_blocking(_file: &std::fs::File) -> std::io::Result<()> {
+    Ok(())
+}
+
+/// Waits, for at most `wait` (60 s: `path` sources take no `timeout_s`),
+/// until named pipe
+/// `file` (opened non-blocking) has a writer, keeping in `head` what a
+/// first read got. A read of a pipe with no writer ends at once, empty; one
+/// with a writer that has written nothing yet would block. A writer that
+/// starts after the build opened the pipe (the build waited in `open` for
+/// it, as it waits now) is read; with none by then, the source fails.
+fn wait_for_writer(file: &mut std::fs::File, head: &mut Vec<u8>, wait: Duration) -> Result<(), String> {
+    let deadline = std::time::Instant::now() + wait;
+    let mut buffer = [0u8; 8192];
+    loop {
+        match file.read(&mut buffer) {
+            Ok(0) if std::time::Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+            Ok(0) => {
+                return Err(format!(
+                    "named pipe gave nothing: no process wrote to it within {} s of its opening",
+                    wait.as_secs()
+                ));
+            }
+            Ok(read) => {
+                head.extend_from_slice(&buffer[..read]);
+                return Ok(());
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e.to_string()),
+        }
+    }
 }
 
 /// Whether `metadata` is a named pipe's.
@@ -981,7 +1018,9 @@ mod tests {
         let fifo = dir.path().join("feed.fifo");
         let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
         assert!(made.success());
-        let source = SourceConfig::file(&fifo, SourceFormat::Urls);
+        let mut source = SourceConfig::file(&fifo, SourceFormat::Urls);
+        // How long it waits for a writer.
+        source.timeout_s = Some(1);
         let fetched =
             tokio::time::timeout(Duration::from_secs(10), super::fetch(None, "l", &source, None)).await;
         let Ok(fetched) = fetched else {
@@ -995,34 +1034,45 @@ mod tests {
         }
     }
 
-    /// A named pipe with a writer (waiting in its `open` for a reader, as
-    /// `producer > feed.fifo &` does) is read to its end, as documented.
+    /// A named pipe with a writer is read to its end, as documented:
+    /// one waiting in its `open` for a reader (as `producer > feed.fifo &`
+    /// does), and one that opens it after the build did (within the
+    /// source's `timeout_s`: the build waited in `open` for it).
     #[cfg(target_os = "linux")]
     #[tokio::test]
     async fn a_named_pipe_with_a_writer_is_read_whole() {
-        let dir = tempfile::tempdir().unwrap();
-        let fifo = dir.path().join("feed.fifo");
-        let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
-        assert!(made.success());
-        let lines: String = (0..5000).map(|i| format!("http://e{i}.example/p\n")).collect();
-        let writer = {
-            let (fifo, lines) = (fifo.clone(), lines.clone());
-            std::thread::spawn(move || std::fs::write(fifo, lines))
-        };
-        // The writer waits in its open until the fetch opens the pipe.
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        let source = SourceConfig::file(&fifo, SourceFormat::Urls);
-        let (fetched, _) =
-            tokio::time::timeout(Duration::from_secs(10), super::fetch(None, "l", &source, None))
-                .await
-                .unwrap();
-        let Fetched::Stream(mut stream) = fetched else {
-            panic!("{fetched:?}");
-        };
-        let mut read = Vec::new();
-        std::io::Read::read_to_end(&mut stream.reader, &mut read).unwrap();
-        writer.join().unwrap().unwrap();
-        assert_eq!(read, lines.as_bytes());
+        for writer_first in [true, false] {
+            let dir = tempfile::tempdir().unwrap();
+            let fifo = dir.path().join("feed.fifo");
+            let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+            assert!(made.success());
+            let lines: String = (0..5000).map(|i| format!("http://e{i}.example/p\n")).collect();
+            let writer = {
+                let (fifo, lines) = (fifo.clone(), lines.clone());
+                std::thread::spawn(move || {
+                    if !writer_first {
+                        std::thread::sleep(Duration::from_millis(500));
+                    }
+                    std::fs::write(fifo, lines)
+                })
+            };
+            if writer_first {
+                // The writer waits in its open until the fetch opens the pipe.
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+            let source = SourceConfig::file(&fifo, SourceFormat::Urls);
+            let (fetched, _) =
+                tokio::time::timeout(Duration::from_secs(10), super::fetch(None, "l", &source, None))
+                    .await
+                    .unwrap();
+            let Fetched::Stream(mut stream) = fetched else {
+                panic!("writer first {writer_first}: {fetched:?}");
+            };
+            let mut read = Vec::new();
+            std::io::Read::read_to_end(&mut stream.reader, &mut read).unwrap();
+            writer.join().unwrap().unwrap();
+            assert_eq!(read, lines.as_bytes(), "writer first {writer_first}");
+        }
     }
 
     #[tokio::test]

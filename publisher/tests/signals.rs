@@ -182,8 +182,8 @@ fn regression_a_build_still_reading_at_shutdown_stops_and_publishes_nothing() {
 /// SIGTERM while builds are blocked on sources that send nothing: a FIFO
 /// whose writer paused after its first lines (the read waits in the
 /// kernel, where no cancelled build's check is reached) and one no
-/// process has opened for writing (its fetch once waited in `open`; it now
-/// fails at once, the pipe opened without waiting for a writer). The
+/// process has opened for writing (its fetch waited in `open` for good;
+/// it now waits for a writer for at most 60 s). The
 /// process exits once the drain deadlines and as long again have passed.
 /// Its blocking threads held the exit until the writer wrote or closed
 /// (forever here): "publisher stopped" was logged and the process stayed,
