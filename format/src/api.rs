@@ -27,6 +27,7 @@ use std::fmt;
 use std::str::FromStr;
 
 mod binary;
+mod json;
 
 pub use binary::{
     AnswerError, FULL_HASHES_ACCEPT, FULL_HASHES_CONTENT_TYPE, FULL_HASHES_MAGIC, FULL_HASHES_VERSION,

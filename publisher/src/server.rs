@@ -568,9 +568,7 @@ async fn full_hashes(
             matches: buckets::bucket(&state, prefix, |_| true),
         }],
     };
-    let mut response = full_hash_answer(request.headers(), answer, |a| {
-        Json(a.into_single(prefix)).into_response()
-    })?;
+    let mut response = full_hash_answer(request.headers(), answer, |a| single_json(&a, prefix))?;
     // A GET answer is the same for everyone, and CDNs may keep it for the
     // cache duration it names. It names no version, so a cached answer (or
     // one from a replica still loading a newer build) can be older than a
@@ -580,6 +578,17 @@ async fn full_hashes(
         response.headers_mut().insert(header::CACHE_CONTROL, value);
     }
     Ok(response)
+}
+
+/// The JSON answer of a single-prefix `GET` (`FullHashAnswer::single_json`:
+/// the bytes `Json(answer.into_single(prefix))` sends, without building its
+/// strings).
+fn single_json(answer: &FullHashAnswer, prefix: RequestPrefix) -> Response {
+    (
+        [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))],
+        answer.single_json(prefix),
+    )
+        .into_response()
 }
 
 /// `public, max-age=<seconds>`, formatted once per value and thread.
@@ -680,9 +689,7 @@ async fn list_hashes(
             ),
         }],
     };
-    let mut response = full_hash_answer(request.headers(), answer, |a| {
-        Json(a.into_single(prefix)).into_response()
-    })?;
+    let mut response = full_hash_answer(request.headers(), answer, |a| single_json(&a, prefix))?;
     response.headers_mut().insert(
         header::CACHE_CONTROL,
         HeaderValue::from_static("public, max-age=31536000, immutable"),
