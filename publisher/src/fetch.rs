@@ -29,7 +29,7 @@ mod opened;
 pub(crate) use decode::shipped as decode_shipped;
 pub use decode::{ArchiveError, decoder, is_archive, member_head, read_member, unsupported};
 pub use gunzip::{Gunzip, gunzip};
-pub use opened::FileChanged;
+pub use opened::{FileChanged, PipeStalled};
 use opened::{FileStamp, OpenedFile};
 
 /// What fetching a source produced.
@@ -236,22 +236,28 @@ fn open_file(path: &Path, source: &SourceConfig) -> Result<Stream, String> {
     let size = metadata.len();
     let opened = metadata.is_file().then(|| FileStamp::of(&metadata));
     let mut head = Vec::new();
-    if is_fifo(&metadata) {
-        wait_for_writer(&mut file, &mut head, source.timeout())?;
+    // A named pipe stays non-blocking: each read waits at most the
+    // source's wait for its writer ([`OpenedFile::idle`]).
+    let idle = is_fifo(&metadata).then(|| source.timeout());
+    match idle {
+        Some(wait) => wait_for_writer(&mut file, &mut head, wait)?,
+        None => set_blocking(&file).map_err(|e| e.to_string())?,
     }
-    set_blocking(&file).map_err(|e| e.to_string())?;
-    (&mut file)
+    let mut reader = OpenedFile {
+        head: std::io::Cursor::new(Vec::new()),
+        file,
+        opened,
+        idle,
+    };
+    (&mut reader)
         .take(HEAD_BYTES as u64 - head.len() as u64)
         .read_to_end(&mut head)
         .map_err(|e| e.to_string())?;
     check_content(size, &head, head.len() as u64 == size, false, source)?;
     let encoding = ContentEncoding::sniff(&head);
+    reader.head = std::io::Cursor::new(head);
     Ok(Stream {
-        reader: Box::new(OpenedFile {
-            head: std::io::Cursor::new(head),
-            file,
-            opened,
-        }),
+        reader: Box::new(reader),
         encoding,
         size,
         validators: Validators::default(),
@@ -1072,6 +1078,71 @@ mod tests {
             std::io::Read::read_to_end(&mut stream.reader, &mut read).unwrap();
             writer.join().unwrap().unwrap();
             assert_eq!(read, lines.as_bytes(), "writer first {writer_first}");
+        }
+    }
+
+    /// A named pipe whose writer sent part of a list and then stalled,
+    /// holding the pipe open, held its build (and its list's build lock)
+    /// forever: the read waited in the kernel with no timeout. The read
+    /// now fails after the source's wait without a byte, and the build
+    /// takes it as a failed fetch (the last good content is used); a writer
+    /// slower than that between bytes but never that silent is read whole.
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn regression_a_named_pipe_whose_writer_stalls_fails_its_read() {
+        for stalls in [true, false] {
+            let dir = tempfile::tempdir().unwrap();
+            let fifo = dir.path().join("feed.fifo");
+            let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+            assert!(made.success());
+            // Past the 64 KiB the fetch reads first.
+            let first: String = (0..10_000).map(|i| format!("http://e{i}.example/p\n")).collect();
+            let (release, released) = std::sync::mpsc::channel::<()>();
+            let writer = {
+                let (fifo, first) = (fifo.clone(), first.clone());
+                std::thread::spawn(move || {
+                    let mut pipe = std::fs::OpenOptions::new().write(true).open(fifo).unwrap();
+                    std::io::Write::write_all(&mut pipe, first.as_bytes()).unwrap();
+                    if stalls {
+                        // Open and silent until the test is done.
+                        let _ = released.recv_timeout(Duration::from_secs(30));
+                    } else {
+                        for _ in 0..4 {
+                            std::thread::sleep(Duration::from_millis(300));
+                            std::io::Write::write_all(&mut pipe, b"http://late.example/\n").unwrap();
+                        }
+                    }
+                })
+            };
+            let mut source = SourceConfig::file(&fifo, SourceFormat::Urls);
+            source.timeout_s = Some(1);
+            let (fetched, _) =
+                tokio::time::timeout(Duration::from_secs(10), super::fetch(None, "l", &source, None))
+                    .await
+                    .unwrap();
+            let Fetched::Stream(mut stream) = fetched else {
+                panic!("stalls {stalls}: {fetched:?}");
+            };
+            let started = std::time::Instant::now();
+            let read = tokio::task::spawn_blocking(move || {
+                let mut read = Vec::new();
+                std::io::Read::read_to_end(&mut stream.reader, &mut read).map(|_| read)
+            });
+            let read = tokio::time::timeout(Duration::from_secs(10), read).await;
+            drop(release);
+            let read = read
+                .expect("the read of a stalled pipe had not ended after 10 s")
+                .unwrap();
+            writer.join().unwrap();
+            if stalls {
+                let error = read.unwrap_err();
+                assert_eq!(error.kind(), std::io::ErrorKind::TimedOut);
+                assert!(error.to_string().contains("named pipe stalled"), "{error}");
+                assert!(started.elapsed() >= Duration::from_millis(900));
+            } else {
+                let read = read.unwrap();
+                assert_eq!(read.len(), first.len() + 4 * 21);
+            }
         }
     }
 

@@ -2,7 +2,8 @@
 //! opened, then the rest, checked at its end against the size and
 //! modification time it had when opened ([`OpenedFile`]).
 
-use std::time::SystemTime;
+use std::io::Read as _;
+use std::time::{Duration, SystemTime};
 
 /// A file's size and modification time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,6 +62,13 @@ pub(super) struct OpenedFile {
     /// The file's size and time when it was opened, until its end checked
     /// them unchanged.
     pub(super) opened: Option<FileStamp>,
+    /// A named pipe's: how long a read waits for its writer to send
+    /// something (the pipe is read non-blocking). A writer that opened the
+    /// pipe and then stalls would otherwise hold the build, and its list's
+    /// build lock, forever; after this long without a byte the read fails
+    /// ([`PipeStalled`]) and the build takes it as a failed fetch. `None`:
+    /// a regular file or a device, read as it comes.
+    pub(super) idle: Option<Duration>,
 }
 
 impl std::io::Read for OpenedFile {
@@ -69,7 +77,10 @@ impl std::io::Read for OpenedFile {
         if n > 0 || buf.is_empty() {
             return Ok(n);
         }
-        let n = self.file.read(buf)?;
+        let n = match self.idle {
+            Some(idle) => read_within(&mut self.file, buf, idle)?,
+            None => self.file.read(buf)?,
+        };
         if n == 0
             && let Some(opened) = self.opened
         {
@@ -85,4 +96,56 @@ impl std::io::Read for OpenedFile {
         }
         Ok(n)
     }
+}
+
+/// Why the read of a named pipe failed: its writer sent nothing for the
+/// source's wait ([`OpenedFile::idle`]).
+#[derive(Debug)]
+pub struct PipeStalled(String);
+
+impl std::fmt::Display for PipeStalled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for PipeStalled {}
+
+/// A read of `file` (a named pipe opened non-blocking) that waits at most
+/// `idle` for data: `poll(2)` while the pipe is empty and its writer still
+/// holds it open; the end of the content when the writer closed it.
+#[cfg(target_os = "linux")]
+fn read_within(file: &mut std::fs::File, buf: &mut [u8], idle: Duration) -> std::io::Result<usize> {
+    use rustix::event::{PollFd, PollFlags, Timespec, poll};
+    let timeout = Timespec {
+        tv_sec: i64::try_from(idle.as_secs()).unwrap_or(i64::MAX),
+        tv_nsec: idle.subsec_nanos().into(),
+    };
+    loop {
+        match file.read(buf) {
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                let mut fds = [PollFd::new(&*file, PollFlags::IN)];
+                match poll(&mut fds, Some(&timeout)) {
+                    Ok(0) => {
+                        return Err(std::io::Error::new(
+                            std::io::ErrorKind::TimedOut,
+                            PipeStalled(format!(
+                                "named pipe stalled: its writer sent nothing for {} s",
+                                idle.as_secs()
+                            )),
+                        ));
+                    }
+                    Ok(_) | Err(rustix::io::Errno::INTR) => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            other => return other,
+        }
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn read_within(file: &mut std::fs::File, buf: &mut [u8], _idle: Duration) -> std::io::Result<usize> {
+    file.read(buf)
 }
