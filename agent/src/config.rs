@@ -282,7 +282,8 @@ impl AgentBuilder {
     /// directory this process cannot write to is still read (its snapshots
     /// loaded, every write failing, reported in [`Agent::status`](crate::Agent::status)),
     /// unlocked, by any number of agents: one that cannot open `lock` for
-    /// writing takes no lock (with a warning), as it can change nothing there.
+    /// writing takes no lock (with a warning), as it can change nothing there
+    /// (one that can write to the directory takes the lock all the same).
     /// [`AgentBuilder::build`] loads the snapshots found there
     /// that verify (signature, limits, list name) and pass the persisted
     /// version floor, so the agent answers before it reaches the network —

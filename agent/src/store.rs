@@ -35,7 +35,9 @@
 //! not: such an agent can create, rename or delete nothing there, so it
 //! cannot overwrite another's files, and any number of them may read a
 //! read-only cache (one baked into an image, its `lock` left by the run
-//! that made it) together. Only a writable lock file is locked. Where the platform has
+//! that made it) together. A lock file it cannot open for writing in a
+//! directory it can write to (one left by another user) is locked all the
+//! same, opened for reading: such an agent is a writer. Where the platform has
 //! no file locks ([`io::ErrorKind::Unsupported`]), the agent goes on
 //! without one, with a warning.
 //!
@@ -273,6 +275,23 @@ fn lock_dir(dir: &Path) -> Result<Option<File>, Error> {
     lock_opened(dir, &path, opened)
 }
 
+/// Whether this process can create files in `dir` (a probe file, created
+/// and removed): an agent that can is a writer there, and must hold the
+/// lock whatever the lock file's own permissions.
+fn dir_writable(dir: &Path) -> bool {
+    let probe = dir.join(format!("{LOCK_FILE}.probe-{}", std::process::id()));
+    let created = OpenOptions::new().write(true).create_new(true).open(&probe);
+    match created {
+        Ok(file) => {
+            drop(file);
+            let _ = fs::remove_file(&probe);
+            true
+        }
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => fs::remove_file(&probe).is_ok(),
+        Err(e) => !is_read_only(&e),
+    }
+}
+
 /// Locks the lock file `path` of `dir` as `opened` for writing: the
 /// decision, apart from the opening (tests give it any error). A lock file
 /// this process may not open for writing is not locked at all: a shared
@@ -280,12 +299,27 @@ fn lock_dir(dir: &Path) -> Result<Option<File>, Error> {
 /// descriptor would refuse every reader but one (and fail outright on
 /// NFS), where such an agent can create, rename or delete nothing there.
 fn lock_opened(dir: &Path, path: &Path, opened: io::Result<File>) -> Result<Option<File>, Error> {
+    lock_opened_in(dir, path, opened, || dir_writable(dir))
+}
+
+/// [`lock_opened`], with `writable` saying whether this process can create
+/// files in `dir` (tests: a directory root could not be refused).
+fn lock_opened_in(
+    dir: &Path,
+    path: &Path,
+    opened: io::Result<File>,
+    writable: impl FnOnce() -> bool,
+) -> Result<Option<File>, Error> {
     let invalid = |e: io::Error| Error::InvalidCacheDir {
         path: dir.to_owned(),
         reason: format!("lock file {}: {e}", path.display()),
     };
     let mut file = match opened {
         Ok(file) => file,
+        // A lock file not writable in a directory that is (one left by
+        // another user): this agent can write there, so it takes the lock,
+        // on the file opened for reading (`flock` needs no write access).
+        Err(e) if is_read_only(&e) && writable() => File::open(path).map_err(|_| invalid(e))?,
         Err(e) if is_read_only(&e) => {
             tracing::warn!(dir = %dir.display(), error = %e, "cannot open the lock file for writing: cache directory used unlocked, as one this process cannot write to");
             return Ok(None);
@@ -452,13 +486,14 @@ mod tests {
         assert!(holder._lock.is_some());
         let path = dir.path().join(LOCK_FILE);
         for kind in [io::ErrorKind::PermissionDenied, io::ErrorKind::ReadOnlyFilesystem] {
-            let lock = lock_opened(dir.path(), &path, Err(kind.into()));
+            let lock = lock_opened_in(dir.path(), &path, Err(kind.into()), || false);
             assert!(matches!(lock, Ok(None)), "{kind:?}: {lock:?}");
         }
         // Nor when `lock` is not there (or not readable).
         let empty = tempfile::tempdir().unwrap();
         let path = empty.path().join(LOCK_FILE);
-        let lock = lock_opened(empty.path(), &path, Err(io::ErrorKind::PermissionDenied.into()));
+        let denied = Err(io::ErrorKind::PermissionDenied.into());
+        let lock = lock_opened_in(empty.path(), &path, denied, || false);
         assert!(matches!(lock, Ok(None)), "{lock:?}");
         // Another error is the directory's.
         let lock = lock_opened(empty.path(), &path, Err(io::ErrorKind::InvalidInput.into()));
@@ -469,6 +504,26 @@ mod tests {
         let lock = lock_opened(dir.path(), &path, opened);
         assert!(matches!(lock, Err(Error::CacheDirInUse { .. })), "{lock:?}");
         drop(holder);
+    }
+
+    /// A lock file this process may not open for writing in a directory
+    /// it may write to (a `lock` left by another user — an agent run once
+    /// as root in a service's directory, a group-shared directory) used to
+    /// leave the agent unlocked: it then wrote, renamed and removed files
+    /// beside the agent holding the lock, two agents on one directory, and
+    /// a restart could come back on the older one's snapshot. It must take
+    /// the lock, here refused as held.
+    #[test]
+    fn regression_a_lock_file_not_writable_in_a_writable_directory_is_still_locked() {
+        let dir = tempfile::tempdir().unwrap();
+        let holder = Store::open(dir.path().to_owned()).unwrap();
+        let path = dir.path().join(LOCK_FILE);
+        let lock = lock_opened(dir.path(), &path, Err(io::ErrorKind::PermissionDenied.into()));
+        assert!(matches!(lock, Err(Error::CacheDirInUse { .. })), "{lock:?}");
+        drop(holder);
+        // Once the holder is gone, it takes the lock itself.
+        let lock = lock_opened(dir.path(), &path, Err(io::ErrorKind::PermissionDenied.into()));
+        assert!(matches!(lock, Ok(Some(_))), "{lock:?}");
     }
 
     /// A write started before another but landing after it (its round
