@@ -29,8 +29,11 @@ use crate::errors::BlocksieveError;
 const WORKER_THREADS: usize = 2;
 
 /// This process's runtime and the process that started it. Locked only
-/// with the GIL held (every caller is a Python call that has not released
-/// it), so no thread holds the lock while another forks.
+/// with the GIL held (every caller of [`get`] is a Python call that has not
+/// released it; the runtime's own threads find their runtime without it:
+/// [`spawner`]), so no thread holds the lock while another forks: a child
+/// forked while a thread held it would wait for it forever at its first
+/// agent.
 static RUNTIME: Mutex<Option<(u32, &'static Runtime)>> = Mutex::new(None);
 
 /// This process's runtime, started on first use (in a child of `fork()`,
@@ -171,8 +174,13 @@ pub(crate) fn at_exit(py: pyo3::Python<'_>) {
 
 /// Where [`BindingRuntime`] spawns: this process's runtime. Every asyncio
 /// method calls [`get`] (and returns its error) before it makes an
-/// awaitable, so this finds the runtime started.
+/// awaitable, so this finds the runtime started. On one of the runtime's
+/// threads (where pyo3-async-runtimes hands an awaitable its result), the
+/// runtime it runs on, without [`RUNTIME`]'s lock (see there).
 fn spawner() -> tokio::runtime::Handle {
+    if let Ok(handle) = tokio::runtime::Handle::try_current() {
+        return handle;
+    }
     match get() {
         Ok(runtime) => runtime.handle().clone(),
         // pyo3 raises it as a `PanicException`; not reached (see above).
