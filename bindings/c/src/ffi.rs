@@ -1493,12 +1493,14 @@ pub unsafe extern "C" fn blocksieve_session_check(
     out_query: *mut *mut blocksieve_query,
 ) -> blocksieve_status {
     entry(|| {
+        // SAFETY: the caller's guarantee on `out_verdict`, passed on. First,
+        // before any argument is refused (a NULL `out_query` included).
+        unsafe { placeholder(out_verdict) };
         let out_query = out_ptr(out_query, "out_query")?;
         // SAFETY: non-NULL and aligned (checked), writable by the caller's
-        // guarantee. Written first so that every failure leaves NULL.
+        // guarantee. Written before the other arguments are read, so that
+        // every failure leaves NULL.
         unsafe { out_query.write(std::ptr::null_mut()) };
-        // SAFETY: the caller's guarantee on `out_verdict`, passed on.
-        unsafe { placeholder(out_verdict) };
         // SAFETY: the caller's guarantee, passed on.
         let handle = unsafe { session_handle(session) }?;
         // SAFETY: the caller's guarantee on `url`, passed on.

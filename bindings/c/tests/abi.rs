@@ -1297,6 +1297,51 @@ fn a_check_refusing_an_argument_leaves_the_placeholder_never_a_zeroed_safe() {
     free_session(session);
 }
 
+/// A session check refusing a NULL (or misaligned) `out_query` still
+/// leaves the placeholder: the verdict a caller that skips the status reads
+/// for a listed URL is "unverified, block", never the "safe" of a zeroed
+/// struct.
+#[test]
+fn a_session_check_refusing_its_query_out_parameter_leaves_the_placeholder() {
+    let (key, list) = (golden_key(), c"golden");
+    let (lists, keys) = ([list.as_ptr()], [key.as_ptr()]);
+    let session = new_session(&session_config(&lists, &keys));
+    let request = round(session);
+    respond(session, request, 200, &golden_snapshot());
+    free_request(request);
+    let misaligned = std::ptr::without_provenance_mut::<*mut blocksieve_query>(1);
+    for (out_query, what) in [(std::ptr::null_mut(), "NULL"), (misaligned, "misaligned")] {
+        let mut verdict = MaybeUninit::<blocksieve_verdict>::zeroed();
+        // SAFETY: a live session, the URL's bytes, a 32-byte seed, a
+        // writable verdict; `out_query` is refused before it is written.
+        let status = unsafe {
+            blocksieve_session_check(
+                session,
+                GOLDEN_LISTED.as_ptr().cast(),
+                GOLDEN_LISTED.len(),
+                NOW_MS,
+                SEED.as_ptr(),
+                verdict.as_mut_ptr(),
+                std::ptr::null_mut(),
+                0,
+                std::ptr::null_mut(),
+                0,
+                out_query,
+            )
+        };
+        assert_eq!(status, BLOCKSIEVE_INVALID_ARGUMENT, "{what} out_query");
+        // SAFETY: zeroed, or written whole.
+        let verdict = unsafe { verdict.assume_init() };
+        assert_eq!(
+            (verdict.kind, verdict.block),
+            (blocksieve_verdict_kind::BLOCKSIEVE_UNVERIFIED, true),
+            "{what} out_query: a listed URL read as {:?}",
+            verdict.kind
+        );
+    }
+    free_session(session);
+}
+
 /// `(status, version)` of restoring `golden` on `session` at `now_ms`; an
 /// empty chain is never reported dropped.
 fn restore(
