@@ -56,8 +56,10 @@ have_data() { # have_data SECTION: the feed is there, or the section is skipped
 commit_id() {
     echo "$(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet HEAD -- . ':(exclude)BENCHMARKS.md' 2>/dev/null || echo ' + uncommitted changes')"
 }
-stamp() { # stamp SECTION: when and at which commit it was measured
-    echo "$(date -u '+%Y-%m-%d %H:%M UTC'), commit $(commit_id)" >"$OUT/stamps/$1"
+stamp() { # stamp SECTION: when, at which commit and on which processor it was measured
+    local cpu
+    cpu=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo 2>/dev/null || true)
+    echo "$(date -u '+%Y-%m-%d %H:%M UTC'), commit $(commit_id), ${cpu:-unknown processor}" >"$OUT/stamps/$1"
 }
 
 if [ "$SECTIONS" != table ]; then
@@ -157,7 +159,7 @@ the ratios hold. Regenerate this file with \`bench/run.sh\` (see "Commands").
 | | |
 |---|---|
 | cores | $(nproc) |
-| CPU | $cpu |
+| CPU (this run; each section's below) | $cpu |
 | SHA-NI | $shani |
 | kernel | $(uname -r) |
 | rustc | $(rustc --version) |
