@@ -1012,6 +1012,15 @@ mod tests {
         (out, on_file, head)
     }
 
+    /// A named pipe `feed.fifo` made in `dir`.
+    #[cfg(target_os = "linux")]
+    fn fifo_in(dir: &std::path::Path) -> std::path::PathBuf {
+        let fifo = dir.join("feed.fifo");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+        assert!(made.success());
+        fifo
+    }
+
     /// A `path` source that is a named pipe (which the build reads, never
     /// seeking) with nothing writing to it held its build forever: opening
     /// it waited for a writer, with no timeout (a file has none), the
@@ -1021,9 +1030,7 @@ mod tests {
     #[tokio::test]
     async fn regression_a_named_pipe_with_no_writer_fails_instead_of_hanging() {
         let dir = tempfile::tempdir().unwrap();
-        let fifo = dir.path().join("feed.fifo");
-        let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
-        assert!(made.success());
+        let fifo = fifo_in(dir.path());
         let mut source = SourceConfig::file(&fifo, SourceFormat::Urls);
         // How long it waits for a writer.
         source.timeout_s = Some(1);
@@ -1049,9 +1056,7 @@ mod tests {
     async fn a_named_pipe_with_a_writer_is_read_whole() {
         for writer_first in [true, false] {
             let dir = tempfile::tempdir().unwrap();
-            let fifo = dir.path().join("feed.fifo");
-            let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
-            assert!(made.success());
+            let fifo = fifo_in(dir.path());
             let lines: String = (0..5000).map(|i| format!("http://e{i}.example/p\n")).collect();
             let writer = {
                 let (fifo, lines) = (fifo.clone(), lines.clone());
@@ -1092,9 +1097,7 @@ mod tests {
     async fn regression_a_named_pipe_whose_writer_stalls_fails_its_read() {
         for stalls in [true, false] {
             let dir = tempfile::tempdir().unwrap();
-            let fifo = dir.path().join("feed.fifo");
-            let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
-            assert!(made.success());
+            let fifo = fifo_in(dir.path());
             // Past the 64 KiB the fetch reads first.
             let first: String = (0..10_000).map(|i| format!("http://e{i}.example/p\n")).collect();
             let (release, released) = std::sync::mpsc::channel::<()>();

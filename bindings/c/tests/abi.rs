@@ -528,15 +528,37 @@ fn text_of(ptr: *const c_char) -> String {
     unsafe { CStr::from_ptr(ptr) }.to_string_lossy().into_owned()
 }
 
+/// A session of list `golden` holding the golden snapshot (version 7).
+fn golden_session() -> *mut blocksieve_session {
+    let (key, list) = (golden_key(), c"golden");
+    let (lists, keys) = ([list.as_ptr()], [key.as_ptr()]);
+    let session = new_session(&session_config(&lists, &keys));
+    let request = round(session);
+    respond(session, request, 200, &golden_snapshot());
+    free_request(request);
+    session
+}
+
 /// `(status, verdict, query)` of a check of `url`.
 fn session_check(
     session: *mut blocksieve_session,
     url: &str,
 ) -> (blocksieve_status, blocksieve_verdict, *mut blocksieve_query) {
-    let mut verdict = MaybeUninit::<blocksieve_verdict>::zeroed();
     let mut query = std::ptr::null_mut();
-    // SAFETY: a live session, the URL's bytes, a 32-byte seed, writable
-    // outputs.
+    let (status, verdict) = session_check_into(session, url, &mut query);
+    (status, verdict, query)
+}
+
+/// `(status, verdict)` of a check of `url`, its query written to
+/// `out_query` (which the call may refuse: NULL, misaligned).
+fn session_check_into(
+    session: *mut blocksieve_session,
+    url: &str,
+    out_query: *mut *mut blocksieve_query,
+) -> (blocksieve_status, blocksieve_verdict) {
+    let mut verdict = MaybeUninit::<blocksieve_verdict>::zeroed();
+    // SAFETY: a live session, the URL's bytes, a 32-byte seed, a writable
+    // verdict; `out_query` writable, or refused before it is written.
     let status = unsafe {
         blocksieve_session_check(
             session,
@@ -549,11 +571,11 @@ fn session_check(
             0,
             std::ptr::null_mut(),
             0,
-            &mut query,
+            out_query,
         )
     };
     // SAFETY: zeroed, or written whole.
-    (status, unsafe { verdict.assume_init() }, query)
+    (status, unsafe { verdict.assume_init() })
 }
 
 fn complete(
@@ -683,12 +705,9 @@ fn a_session_confirms_a_golden_url_with_a_json_answer_then_from_its_cache() {
 
 #[test]
 fn a_session_keeps_its_list_and_never_reports_a_prefix_hit_alone_as_unsafe() {
+    let session = golden_session();
     let (key, list) = (golden_key(), c"golden");
     let (lists, keys) = ([list.as_ptr()], [key.as_ptr()]);
-    let session = new_session(&session_config(&lists, &keys));
-    let request = round(session);
-    respond(session, request, 200, &golden_snapshot());
-    free_request(request);
 
     // Updates: a 503, garbage for the deltas, garbage for the snapshot, a
     // cut snapshot; each leaves version 7 in place.
@@ -810,12 +829,9 @@ fn a_trusted_key_is_read_as_base64_or_hex() {
 /// longer does (no loop). NULL handles and outputs are refused.
 #[test]
 fn a_prefix_too_short_refusal_advises_an_update_round() {
+    let session = golden_session();
     let (key, list) = (golden_key(), c"golden");
     let (lists, keys) = ([list.as_ptr()], [key.as_ptr()]);
-    let session = new_session(&session_config(&lists, &keys));
-    let request = round(session);
-    respond(session, request, 200, &golden_snapshot());
-    free_request(request);
     assert!(!update_advised(session));
 
     let (_, _, query) = session_check(session, GOLDEN_LISTED);
@@ -1303,35 +1319,11 @@ fn a_check_refusing_an_argument_leaves_the_placeholder_never_a_zeroed_safe() {
 /// struct.
 #[test]
 fn a_session_check_refusing_its_query_out_parameter_leaves_the_placeholder() {
-    let (key, list) = (golden_key(), c"golden");
-    let (lists, keys) = ([list.as_ptr()], [key.as_ptr()]);
-    let session = new_session(&session_config(&lists, &keys));
-    let request = round(session);
-    respond(session, request, 200, &golden_snapshot());
-    free_request(request);
+    let session = golden_session();
     let misaligned = std::ptr::without_provenance_mut::<*mut blocksieve_query>(1);
     for (out_query, what) in [(std::ptr::null_mut(), "NULL"), (misaligned, "misaligned")] {
-        let mut verdict = MaybeUninit::<blocksieve_verdict>::zeroed();
-        // SAFETY: a live session, the URL's bytes, a 32-byte seed, a
-        // writable verdict; `out_query` is refused before it is written.
-        let status = unsafe {
-            blocksieve_session_check(
-                session,
-                GOLDEN_LISTED.as_ptr().cast(),
-                GOLDEN_LISTED.len(),
-                NOW_MS,
-                SEED.as_ptr(),
-                verdict.as_mut_ptr(),
-                std::ptr::null_mut(),
-                0,
-                std::ptr::null_mut(),
-                0,
-                out_query,
-            )
-        };
+        let (status, verdict) = session_check_into(session, GOLDEN_LISTED, out_query);
         assert_eq!(status, BLOCKSIEVE_INVALID_ARGUMENT, "{what} out_query");
-        // SAFETY: zeroed, or written whole.
-        let verdict = unsafe { verdict.assume_init() };
         assert_eq!(
             (verdict.kind, verdict.block),
             (blocksieve_verdict_kind::BLOCKSIEVE_UNVERIFIED, true),

@@ -38,16 +38,9 @@ impl std::fmt::Display for FileStamp {
 /// mix of the two, cut mid-line). The build takes it as it takes a failed
 /// fetch. Carried in the [`std::io::Error`] of the read, as
 /// [`crate::storage::StoredCopyError`] is.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
 pub struct FileChanged(String);
-
-impl std::fmt::Display for FileChanged {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for FileChanged {}
 
 /// A local file's content: the start read when it was opened, then the
 /// rest, read from the same open file. At its end a regular file's
@@ -100,16 +93,9 @@ impl std::io::Read for OpenedFile {
 
 /// Why the read of a named pipe failed: its writer sent nothing for the
 /// source's wait ([`OpenedFile::idle`]).
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
 pub struct PipeStalled(String);
-
-impl std::fmt::Display for PipeStalled {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for PipeStalled {}
 
 /// A read of `file` (a named pipe opened non-blocking) that waits at most
 /// `idle` for data: `poll(2)` while the pipe is empty and its writer still
