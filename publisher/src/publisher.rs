@@ -677,9 +677,8 @@ impl Publisher {
             Ok(read) => read,
             Err(failure) => {
                 // Failed for another source: the sources that answered keep
-                // their content, so that a list of flaky sources builds once
-                // each has answered once.
-                copies.forget(&shrunk).commit(caches);
+                // their content.
+                self.keep_unless_published_past(index, base.as_ref(), copies.forget(&shrunk), caches);
                 let build::ReadFailed { error, read } = *failure;
                 return ListBuildOutcome {
                     sources_read: Some(read),
@@ -691,7 +690,7 @@ impl Publisher {
             _ if cancel.is_cancelled() => return cancelled(),
             Ok(b) => b,
             Err(e) => {
-                copies.forget(&shrunk).commit(caches);
+                self.keep_unless_published_past(index, base.as_ref(), copies.forget(&shrunk), caches);
                 return failed(e);
             }
         };
@@ -726,10 +725,18 @@ impl Publisher {
             && prev.unchanged_by(&new_header, &built.hashes, request.now, request.ttl)
         {
             if let Some(freshness) = sign_freshness(&prev.header) {
-                if let Some(base) = base.as_ref().filter(|b| b.pointer.version == prev.header.version)
-                    && let Err(e) = slot.store.refresh(base, &freshness.header_value)
-                {
-                    tracing::warn!(list = %list.name, error = %e, "cannot store the freshness record; replicas keep the previous one");
+                if let Some(base) = base.as_ref().filter(|b| b.pointer.version == prev.header.version) {
+                    match slot.store.refresh(base, &freshness.header_value) {
+                        Ok(true) => {}
+                        Ok(false) => {
+                            if let Some(superseded) = self.published_past(index, Some(base)) {
+                                return failed(superseded);
+                            }
+                        }
+                        Err(e) => {
+                            tracing::warn!(list = %list.name, error = %e, "cannot store the freshness record; replicas keep the previous one")
+                        }
+                    }
                 }
                 slot.offer_freshness(freshness);
             }
@@ -889,3 +896,6 @@ pub async fn wait_until_ready(state: &AppState, timeout: Duration) -> bool {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+#[cfg(test)]
+mod races;

@@ -3,7 +3,10 @@
 //! to before the build fetches (what a build that outlasts its lease must
 //! not publish older content over).
 
+use super::copies::PendingCopies;
 use super::{Error, LeaseOutcome, Publisher, build, storage, unix_now};
+use crate::generations::Latest;
+use crate::storage::SourceCache;
 
 /// A list's lease taken for one build, given up when dropped before the
 /// build hands it on ([`Self::hand_on`]): a build cancelled while it
@@ -121,6 +124,49 @@ impl Publisher {
                 holder: lease.holder,
                 expires_at: lease.expires_at,
             }),
+        }
+    }
+
+    /// [`Error::Superseded`] naming the generation `latest` names now, when
+    /// it is no longer `base`'s (or cannot be read): another builder published while this build
+    /// read its sources, whose content may then be older than what was
+    /// published. Kept as the sources' last good content, it would
+    /// replace the newer copies that builder kept, and a later build with
+    /// a source down would fall back to it and publish the list without
+    /// entries already published. Such a build is superseded: it keeps
+    /// nothing.
+    pub(super) fn published_past(&self, index: usize, base: Option<&Latest>) -> Option<Error> {
+        let store = &self.inner.state.lists[index].store;
+        let now = match store.latest() {
+            Ok(latest) => latest.map(|l| l.pointer.generation),
+            // Unknown: taken as moved, so that nothing is kept.
+            Err(_) => Some(u64::MAX),
+        };
+        let base = base.map(|b| b.pointer.generation);
+        let list = &self.inner.config.lists[index].name;
+        (now != base).then(|| {
+            tracing::warn!(%list, "another builder published while this build read its sources: discarded");
+            Error::Superseded {
+                list: list.clone(),
+                generation: now.or(base).unwrap_or_default(),
+            }
+        })
+    }
+
+    /// Keeps `copies` as their sources' last good content after a build
+    /// that failed (the sources that answered keep theirs, so that a list
+    /// of flaky sources builds once each has answered once), unless another
+    /// builder published past `base` meanwhile ([`Self::published_past`]):
+    /// their content may be older than what it published and kept.
+    pub(super) fn keep_unless_published_past(
+        &self,
+        index: usize,
+        base: Option<&Latest>,
+        copies: PendingCopies,
+        caches: &[(SourceCache, String)],
+    ) {
+        if self.published_past(index, base).is_none() {
+            copies.commit(caches);
         }
     }
 
