@@ -59,15 +59,25 @@ impl<'a> Hot<'a> {
         if method != Method::GET {
             return None;
         }
-        let mut segments = path.strip_prefix('/')?.split('/');
+        let rest = path.strip_prefix('/')?;
+        if rest.as_bytes().contains(&b'%') {
+            return None;
+        }
+        // Split on `/` a byte at a time (paths are short): `str::split`'s
+        // searcher cost a twentieth of a `304`'s instructions.
         let mut parts: [&str; 6] = [""; 6];
         let mut count = 0;
-        for segment in segments.by_ref() {
-            if count == parts.len() || segment.is_empty() || segment.contains('%') {
+        let mut start = 0;
+        for bytes in rest.as_bytes().split(|&b| b == b'/') {
+            let end = start + bytes.len();
+            // `/` is ASCII: both ends are character boundaries.
+            let segment = rest.get(start..end)?;
+            if count == parts.len() || segment.is_empty() {
                 return None;
             }
             parts[count] = segment;
             count += 1;
+            start = end + 1;
         }
         match parts[..count] {
             ["v1", "lists", name, "snapshot"] => Some(Self::LatestSnapshot(name)),

@@ -23,13 +23,22 @@ use crate::state::{AppState, ListSlot, Published};
 /// Whether an `If-None-Match` header matches `etag` (RFC 9110 §13.1.2: a
 /// list of entity tags or `*`; weak comparison).
 pub(super) fn if_none_match_matches(headers: &HeaderMap, etag: &str) -> bool {
+    // On the value's bytes (every poll of an agent holding the snapshot
+    // asks it): an ETag is visible ASCII, which no other byte matches.
     headers.get_all(header::IF_NONE_MATCH).iter().any(|v| {
-        v.to_str().is_ok_and(|s| {
-            s.split(',')
-                .map(str::trim)
-                .any(|t| t == "*" || t.trim_start_matches("W/") == etag)
+        v.as_bytes().split(|&b| b == b',').any(|t| {
+            let t = t.trim_ascii();
+            t == b"*" || strip_weak(t) == etag.as_bytes()
         })
     })
+}
+
+/// An entity tag without its weak indicators (`W/`, as many as given).
+fn strip_weak(mut tag: &[u8]) -> &[u8] {
+    while let Some(rest) = tag.strip_prefix(b"W/") {
+        tag = rest;
+    }
+    tag
 }
 
 /// The [`HASHES_HEADER`] of a response carrying (or confirming) list
@@ -40,7 +49,7 @@ pub(super) fn if_none_match_matches(headers: &HeaderMap, etag: &str) -> bool {
 /// the value is always a valid header.
 pub(super) fn hashes_header(name: &str, snapshot: impl std::fmt::Display) -> (HeaderName, HeaderValue) {
     (
-        HeaderName::from_static(HASHES_HEADER),
+        const { HeaderName::from_static(HASHES_HEADER) },
         HeaderValue::from_str(&routes::list_hashes_base(name, snapshot))
             .unwrap_or(HeaderValue::from_static("/")),
     )
@@ -89,7 +98,7 @@ pub(super) struct NextCheck {
 pub(super) fn freshness_header(slot: &ListSlot, published: &Published) -> Option<(HeaderName, HeaderValue)> {
     let freshness = slot.freshness_of(published)?;
     let value = freshness.header.clone()?;
-    Some((HeaderName::from_static(FRESHNESS_HEADER), value))
+    Some((const { HeaderName::from_static(FRESHNESS_HEADER) }, value))
 }
 
 /// [`hashes_header`] of `published`, as list `name`: the value made when
@@ -97,7 +106,7 @@ pub(super) fn freshness_header(slot: &ListSlot, published: &Published) -> Option
 pub(super) fn published_hashes_header(name: &str, published: &Published) -> (HeaderName, HeaderValue) {
     if published.headers.list == name {
         (
-            HeaderName::from_static(HASHES_HEADER),
+            const { HeaderName::from_static(HASHES_HEADER) },
             published.headers.hashes.clone(),
         )
     } else {
@@ -150,11 +159,11 @@ fn polled_headers(next: NextCheck) -> [(HeaderName, HeaderValue); 3] {
                 .unwrap_or(HeaderValue::from_static("no-cache")),
         ),
         (
-            HeaderName::from_static(NEXT_CHECK_HEADER),
+            const { HeaderName::from_static(NEXT_CHECK_HEADER) },
             HeaderValue::from(next.seconds),
         ),
         (
-            HeaderName::from_static(NEXT_CHECK_AT_HEADER),
+            const { HeaderName::from_static(NEXT_CHECK_AT_HEADER) },
             HeaderValue::from(next.at),
         ),
     ]
