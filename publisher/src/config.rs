@@ -647,6 +647,18 @@ impl Config {
                 let field = format!("lists.{}.sources[{i}]", list.name);
                 check_source(&field, s)?;
                 s.check_headers(&field, env)?;
+                // Its allow array removes its entries wherever a source
+                // lists them: the same array would empty the source.
+                let key = s.json_key.as_deref().unwrap_or("blacklist");
+                if s.format == SourceFormat::Json && s.json_allow_key() == Some(key) {
+                    return Err(Error::config(
+                        format!("{field}.json_allow_key"),
+                        format!(
+                            "{key:?} is also the source's json_key: every entry of that array would be allowed, \
+                             and removed from the list wherever a source lists it"
+                        ),
+                    ));
+                }
             }
             for (i, s) in list.allow.iter().enumerate() {
                 let field = format!("lists.{}.allow[{i}]", list.name);
@@ -739,10 +751,29 @@ impl Config {
         if self.write_stall_timeout_s == 0 {
             return Err(Error::config("write_stall_timeout_s", "must be at least 1"));
         }
+        // Added to a clock reading at shutdown (three times: requests, a
+        // first build, blocking work): a value past what a clock can add
+        // ended the drain in a panic instead.
+        // The same for a response write's stall: added to a clock reading
+        // when a write stalls.
+        for (field, value) in [
+            ("drain_timeout_s", self.drain_timeout_s),
+            ("write_stall_timeout_s", self.write_stall_timeout_s),
+        ] {
+            if value > MAX_DRAIN_TIMEOUT_S {
+                return Err(Error::config(
+                    field,
+                    format!("{value} is above {MAX_DRAIN_TIMEOUT_S} (a day)"),
+                ));
+            }
+        }
         check_cron("schedule", &self.schedule)?;
         Ok(())
     }
 }
+
+/// The longest `drain_timeout_s` and `write_stall_timeout_s`: a day.
+pub const MAX_DRAIN_TIMEOUT_S: u64 = 86_400;
 
 fn check_cron(field: &str, expr: &str) -> Result<(), Error> {
     let bad = || {
@@ -1176,6 +1207,47 @@ mod tests {
     #[test]
     fn default_config_is_valid() {
         Config::default().validate().unwrap();
+    }
+
+    /// A drain timeout too long for a clock to add is refused at start: it
+    /// was accepted, and the shutdown it was for panicked (`overflow when
+    /// adding duration to instant`, exit 101).
+    #[test]
+    fn a_drain_timeout_over_a_day_is_refused() {
+        let lists = "[[lists]]\nname = \"p\"\nsources = [{ path = \"u.txt\", format = \"urls\" }]";
+        let ok: Config = toml::from_str(&format!("drain_timeout_s = 86400\n{lists}")).unwrap();
+        ok.validate().unwrap();
+        assert_eq!(
+            refusal(&format!("drain_timeout_s = 9223372036854775807\n{lists}")),
+            "configuration: drain_timeout_s: 9223372036854775807 is above 86400 (a day)"
+        );
+        assert_eq!(
+            refusal(&format!("write_stall_timeout_s = 86401\n{lists}")),
+            "configuration: write_stall_timeout_s: 86401 is above 86400 (a day)"
+        );
+    }
+
+    /// A JSON source whose allow array is its block array allows every
+    /// entry it lists, and removes each wherever another source lists it:
+    /// refused at start, not published as an emptied list.
+    #[test]
+    fn a_json_source_s_allow_array_is_not_its_block_array() {
+        let list = |keys: &str| {
+            format!("[[lists]]\nname = \"p\"\nsources = [{{ path = \"a.json\", format = \"json\"{keys} }}]")
+        };
+        for keys in ["", ", json_key = \"domains\"", ", json_allow_key = \"allow\""] {
+            toml::from_str::<Config>(&list(keys)).unwrap().validate().unwrap();
+        }
+        assert_eq!(
+            refusal(&list(", json_key = \"domains\", json_allow_key = \"domains\"")),
+            "configuration: lists.p.sources[0].json_allow_key: \"domains\" is also the source's json_key: every \
+             entry of that array would be allowed, and removed from the list wherever a source lists it"
+        );
+        assert!(
+            refusal(&list(", json_key = \"whitelist\""))
+                .contains("\"whitelist\" is also the source's json_key"),
+            "the default allow array"
+        );
     }
 
     #[test]
