@@ -806,7 +806,8 @@ enum blocksieve_status blocksieve_session_handle_update_response(const struct bl
 // a rebase that failed so, a snapshot past `max_additions_ratio`, the
 // next round asks for the deltas since the version held first).
 //
-// `reason`: NUL-terminated UTF-8, e.g. curl's error text. `*out_result`
+// `reason`: NUL-terminated text, e.g. curl's error text (UTF-8; any other
+// byte is shown as U+FFFD). `*out_result`
 // receives the list, `BLOCKSIEVE_UPDATE_FAILED` and the version held.
 //
 // Returns `BLOCKSIEVE_TRANSPORT` (the failure recorded; the last error
@@ -925,7 +926,8 @@ enum blocksieve_status blocksieve_session_complete_check(const struct blocksieve
 // the verdict is `BLOCKSIEVE_UNVERIFIED` (`block` by the failure policy),
 // never unsafe, and the backoff starts or extends.
 //
-// `reason`: NUL-terminated UTF-8, e.g. curl's error text. Everything else
+// `reason`: NUL-terminated text, e.g. curl's error text (UTF-8; any other
+// byte is shown as U+FFFD). Everything else
 // as for `blocksieve_session_complete_check`; `query` is consumed
 // whatever the status.
 //

@@ -112,6 +112,24 @@ unsafe fn c_str<'a>(ptr: *const c_char, what: &str) -> Result<&'a str, Failure> 
     })
 }
 
+/// The caller's NUL-terminated text at `ptr`, for a diagnostic such as a
+/// failure's reason: UTF-8, any other byte read as U+FFFD (a host's
+/// `strerror` in a locale's encoding is still a reason, and the failure it
+/// reports is recorded).
+///
+/// # Safety
+///
+/// Unless NULL, `ptr` must be a NUL-terminated string, valid and
+/// unchanged for `'a`.
+unsafe fn c_text<'a>(ptr: *const c_char, what: &str) -> Result<std::borrow::Cow<'a, str>, Failure> {
+    if ptr.is_null() {
+        return Err(Failure::argument(format!("{what} is NULL")));
+    }
+    // SAFETY: non-NULL (checked); the caller guarantees a NUL-terminated
+    // string valid for `'a`.
+    Ok(unsafe { CStr::from_ptr(ptr) }.to_string_lossy())
+}
+
 /// The caller's array of `len` NUL-terminated UTF-8 strings at `ptr`
 /// (which may be NULL when `len` is 0).
 ///
@@ -1408,7 +1426,8 @@ pub unsafe extern "C" fn blocksieve_session_handle_update_response(
 /// a rebase that failed so, a snapshot past `max_additions_ratio`, the
 /// next round asks for the deltas since the version held first).
 ///
-/// `reason`: NUL-terminated UTF-8, e.g. curl's error text. `*out_result`
+/// `reason`: NUL-terminated text, e.g. curl's error text (UTF-8; any other
+/// byte is shown as U+FFFD). `*out_result`
 /// receives the list, `BLOCKSIEVE_UPDATE_FAILED` and the version held.
 ///
 /// Returns `BLOCKSIEVE_TRANSPORT` (the failure recorded; the last error
@@ -1434,8 +1453,8 @@ pub unsafe extern "C" fn blocksieve_session_handle_update_failure(
         // SAFETY: the caller's guarantee, passed on.
         let request = unsafe { request_handle(request) }?;
         // SAFETY: the caller's guarantee, passed on.
-        let reason = unsafe { c_str(reason, "reason") }?;
-        let (result, failure) = handle.handle_update_failure(request, reason)?;
+        let reason = unsafe { c_text(reason, "reason") }?;
+        let (result, failure) = handle.handle_update_failure(request, &reason)?;
         // SAFETY: non-NULL and aligned (checked), writable by the caller's
         // guarantee.
         unsafe { out_result.write(result) };
@@ -1638,7 +1657,8 @@ pub unsafe extern "C" fn blocksieve_session_complete_check(
 /// the verdict is `BLOCKSIEVE_UNVERIFIED` (`block` by the failure policy),
 /// never unsafe, and the backoff starts or extends.
 ///
-/// `reason`: NUL-terminated UTF-8, e.g. curl's error text. Everything else
+/// `reason`: NUL-terminated text, e.g. curl's error text (UTF-8; any other
+/// byte is shown as U+FFFD). Everything else
 /// as for `blocksieve_session_complete_check`; `query` is consumed
 /// whatever the status.
 ///
@@ -1671,14 +1691,23 @@ pub unsafe extern "C" fn blocksieve_session_fail_check(
         // SAFETY: the caller's guarantee, passed on.
         let query = unsafe { take_query(query) }?;
         // SAFETY: the caller's guarantee, passed on.
-        let reason = unsafe { c_str(reason, "reason") };
+        let reason = unsafe { c_text(reason, "reason") };
         // SAFETY: the caller's guarantee, passed on.
         let seed = unsafe { self::seed(seed) };
         // SAFETY: the caller's guarantee on `out_verdict`, passed on.
         let out =
             unsafe { VerdictOut::new(out_verdict, list, list_capacity, expression, expression_capacity) };
         // SAFETY: the caller's guarantee, passed on.
-        unsafe { complete(session, query, reason.map(Err), now_ms, seed, out) }
+        unsafe {
+            complete(
+                session,
+                query,
+                reason.as_deref().map_err(Clone::clone).map(Err),
+                now_ms,
+                seed,
+                out,
+            )
+        }
     })
 }
 

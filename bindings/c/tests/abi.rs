@@ -1313,6 +1313,40 @@ fn a_check_refusing_an_argument_leaves_the_placeholder_never_a_zeroed_safe() {
     free_session(session);
 }
 
+/// A failure's reason that is not UTF-8 (a host's `strerror` in a
+/// locale's encoding) is still a reason: the update failure is recorded
+/// (`BLOCKSIEVE_TRANSPORT`, the bytes shown as U+FFFD), where it was
+/// refused as an invalid argument and not recorded at all.
+#[test]
+fn a_failure_reason_in_another_encoding_is_recorded() {
+    let session = golden_session();
+    let request = round(session);
+    let mut result = MaybeUninit::<blocksieve_update_result>::zeroed();
+    // SAFETY: live handles, a NUL-terminated reason, a writable result.
+    let status = unsafe {
+        blocksieve_session_handle_update_failure(
+            session,
+            request,
+            c"d\xe9lai d\xe9pass\xe9".as_ptr(),
+            result.as_mut_ptr(),
+        )
+    };
+    assert_eq!(status, BLOCKSIEVE_TRANSPORT, "{}", last_error());
+    assert!(
+        last_error().contains("d\u{fffd}lai d\u{fffd}pass\u{fffd}"),
+        "{}",
+        last_error()
+    );
+    // SAFETY: written whole (the failure recorded).
+    let result = unsafe { result.assume_init() };
+    assert_eq!(
+        (result.kind, result.version),
+        (blocksieve_update_kind::BLOCKSIEVE_UPDATE_FAILED, 7)
+    );
+    free_request(request);
+    free_session(session);
+}
+
 /// A session check refusing a NULL (or misaligned) `out_query` still
 /// leaves the placeholder: the verdict a caller that skips the status reads
 /// for a listed URL is "unverified, block", never the "safe" of a zeroed
