@@ -142,6 +142,19 @@ fn feed_config(data_dir: &Path, feed: &Path, window: usize) -> Config {
     config
 }
 
+/// A publisher of 2,000 seeded URLs (a 336-build delta window) whose first
+/// build's freshness is served; its directory, data directory and handle.
+async fn start_fresh_2000() -> (tempfile::TempDir, PathBuf, RunningPublisher) {
+    let dir = tempfile::tempdir().unwrap();
+    let feed = dir.path().join("feed.txt");
+    let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+    write_feed(&feed, &urls(&mut rng, 2000));
+    let data = dir.path().join("data");
+    let running = RunningPublisher::start(feed_config(&data, &feed, 336)).await;
+    wait_fresh(&running).await;
+    (dir, data, running)
+}
+
 /// `blocksieve_measured_fpr` is the served snapshot's canary rate (what
 /// `BlocksieveFprOverBound` compares with its bound, and the status page
 /// shows). An unchanged build serves nothing new: the served snapshot's
@@ -151,13 +164,7 @@ fn feed_config(data_dir: &Path, feed: &Path, window: usize) -> Config {
 /// its alert at the next unchanged build while the page stays red.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn regression_an_unchanged_build_leaves_the_served_measured_fpr() {
-    let dir = tempfile::tempdir().unwrap();
-    let feed = dir.path().join("feed.txt");
-    let mut rng = rand::rngs::StdRng::seed_from_u64(11);
-    write_feed(&feed, &urls(&mut rng, 2000));
-    let data = dir.path().join("data");
-    let running = RunningPublisher::start(feed_config(&data, &feed, 336)).await;
-    wait_fresh(&running).await;
+    let (_dir, _, running) = start_fresh_2000().await;
     let base = running.base_url();
     let served_fpr = || {
         running.publisher.state().lists[0]
@@ -190,13 +197,7 @@ async fn regression_an_unchanged_build_leaves_the_served_measured_fpr() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unchanged_build_publishes_nothing_and_renews_freshness() {
-    let dir = tempfile::tempdir().unwrap();
-    let feed = dir.path().join("feed.txt");
-    let mut rng = rand::rngs::StdRng::seed_from_u64(11);
-    write_feed(&feed, &urls(&mut rng, 2000));
-    let data = dir.path().join("data");
-    let running = RunningPublisher::start(feed_config(&data, &feed, 336)).await;
-    wait_fresh(&running).await;
+    let (_dir, data, running) = start_fresh_2000().await;
     let key = running.public_key();
     let base = running.base_url();
     // The first build is done when its version's freshness is served.
