@@ -47,6 +47,20 @@ pub enum ChainStep {
         /// How many deltas the chain held.
         deltas: usize,
     },
+    /// A chain that verifies and links but stops short of the version its
+    /// response names (`error`, [`Error::DeltaChainShort`]): swap `state`
+    /// in as for [`ChainStep::Advanced`] (its deltas are signed versions
+    /// of the list, and only add entries), then take the whole snapshot in
+    /// the same round. Should the snapshot fail too, the list holds what
+    /// the chain added rather than the version before it.
+    Short {
+        /// The state the chain leads to.
+        state: ListState,
+        /// How many deltas the chain held.
+        deltas: usize,
+        /// Why the snapshot is still needed.
+        error: Error,
+    },
     /// No usable chain: take the whole snapshot, in the same round. The
     /// reason is `None` when the chain was good but a
     /// `max_additions_ratio` of 0 holds no additions.
@@ -57,9 +71,11 @@ pub enum ChainStep {
 /// chain from `current` (the state held) is verified and applied, all or
 /// nothing, against the rollback `floor`; its end must be the version the
 /// response's `ETag` (`latest_etag`) names, so a chain cut short at a delta
-/// boundary is never taken for the latest. Any of that failing, or a ratio
-/// of 0 with additions, is [`ChainStep::Fallback`]: the caller then
-/// downloads the whole snapshot, and keeps `current` until it verifies.
+/// boundary is never taken for the latest: it is [`ChainStep::Short`], to
+/// swap in before the whole snapshot is asked for in the same round. The
+/// chain not verifying or linking, or a ratio of 0 with additions, is
+/// [`ChainStep::Fallback`]: the caller then downloads the whole snapshot,
+/// and keeps `current` until it verifies.
 pub fn take_chain(
     list: &str,
     current: &ListState,
@@ -77,18 +93,18 @@ pub fn take_chain(
         ChainOutcome::Unchanged => current.floor(),
         ChainOutcome::Advanced { state, .. } => state.floor(),
     };
-    if let Err(error) = delta::check_chain_end(list, &reached, latest_etag) {
-        return ChainStep::Fallback(Some(error));
-    }
-    match outcome {
-        ChainOutcome::Unchanged => ChainStep::Unchanged,
-        ChainOutcome::Advanced { state, .. }
+    let end = delta::check_chain_end(list, &reached, latest_etag);
+    match (outcome, end) {
+        (ChainOutcome::Unchanged, Ok(())) => ChainStep::Unchanged,
+        (ChainOutcome::Unchanged, Err(error)) => ChainStep::Fallback(Some(error)),
+        // A ratio of 0 holds no additions: the version is taken whole.
+        (ChainOutcome::Advanced { state, .. }, end)
             if max_additions_ratio <= 0.0 && !state.additions().is_empty() =>
         {
-            // A ratio of 0 holds no additions: the version is taken whole.
-            ChainStep::Fallback(None)
+            ChainStep::Fallback(end.err())
         }
-        ChainOutcome::Advanced { state, deltas } => ChainStep::Advanced { state, deltas },
+        (ChainOutcome::Advanced { state, deltas }, Ok(())) => ChainStep::Advanced { state, deltas },
+        (ChainOutcome::Advanced { state, deltas }, Err(error)) => ChainStep::Short { state, deltas, error },
     }
 }
 

@@ -536,12 +536,18 @@ async fn updates_route(
         }
         updates::Answer::Error(status, None) => return injected(status),
         updates::Answer::NotModified => StatusCode::NOT_MODIFIED.into_response(),
-        updates::Answer::Chain(bytes) => (
-            StatusCode::OK,
-            [(header::CONTENT_TYPE, blocksieve_format::api::DELTAS_CONTENT_TYPE)],
-            bytes,
-        )
-            .into_response(),
+        updates::Answer::Chain(bytes, etag) => {
+            let mut response = (
+                StatusCode::OK,
+                [(header::CONTENT_TYPE, blocksieve_format::api::DELTAS_CONTENT_TYPE)],
+                bytes,
+            )
+                .into_response();
+            if let Some(value) = etag.and_then(|v| HeaderValue::from_str(&v).ok()) {
+                response.headers_mut().insert(header::ETAG, value);
+            }
+            response
+        }
     };
     if let Some(value) = freshness.and_then(|v| HeaderValue::from_str(&v).ok()) {
         response

@@ -9,7 +9,7 @@ use std::time::Duration;
 use super::{ListSlot, Lists, Loaded, lock};
 use crate::Error;
 use crate::engine::accept::ListRecord;
-use crate::engine::delta;
+use crate::engine::delta::{self, ListState};
 use crate::engine::update::{self, ChainStep};
 use crate::http::{self, UpdatesFetch};
 use crate::stats::Counters;
@@ -115,16 +115,71 @@ impl Lists {
             // taken whole, in this round (`max_additions_ratio`).
             ChainStep::Fallback(None) => return Ok(None),
             ChainStep::Advanced { state, deltas } => (state, deltas),
+            // What the chain adds is in use before the snapshot is asked
+            // for: should it fail, the list holds the chain's version.
+            ChainStep::Short { state, deltas, error } => {
+                let swapped = self
+                    .swap_in_chain(
+                        slot,
+                        state,
+                        deltas,
+                        bytes,
+                        freshness.as_deref(),
+                        buckets.as_deref(),
+                    )
+                    .await;
+                if swapped.is_some() {
+                    self.delta_fallback(slot, error);
+                }
+                return Ok(None);
+            }
         };
+        let Some(new_version) = self
+            .swap_in_chain(
+                slot,
+                state,
+                deltas,
+                bytes,
+                freshness.as_deref(),
+                buckets.as_deref(),
+            )
+            .await
+        else {
+            return Ok(None);
+        };
+        Ok(Some((
+            ListUpdate::Updated {
+                previous: Some(version),
+                version: new_version,
+            },
+            hint,
+        )))
+    }
+
+    /// Swaps in `state`, which `deltas` deltas (`bytes`) led to from the
+    /// state in use, with the response's `freshness` record and `buckets`,
+    /// and saves the chain beside its base. `None`, the state in use kept
+    /// and the fallback counted, when the chain kept since the base would
+    /// grow past what a restart reads back.
+    async fn swap_in_chain(
+        &self,
+        slot: &ListSlot,
+        state: ListState,
+        deltas: usize,
+        bytes: Vec<u8>,
+        freshness: Option<&str>,
+        buckets: Option<&str>,
+    ) -> Option<u64> {
         // The chain kept since the base must stay restorable (`Store::read`).
         let kept = lock(&slot.meta).chain.len() + bytes.len();
         if let Err(error) = delta::check_kept_bytes(&slot.name, &state, kept) {
             self.delta_fallback(slot, error);
-            return Ok(None);
+            return None;
         }
+        let version = slot.version();
         // The record can name the version the chain leads to: read it
         // before the swap, so the state goes in with its freshness.
-        self.note_freshness(slot, &state, freshness.as_deref());
+        self.note_freshness(slot, &state, freshness);
         let new_floor = state.floor();
         let new_version = state.version();
         let additions = state.additions().len();
@@ -142,8 +197,8 @@ impl Lists {
             base: Some(state.base().floor()),
             etag,
         };
-        // The state is now the publisher's latest word, whatever its base
-        // came from. In use first, then written, as a snapshot is: a round
+        // The state is now the newest the publisher signed for this agent,
+        // whatever its base came from. In use first, then written, as a snapshot is: a round
         // cancelled during the write leaves the whole chain in `meta`, to be
         // written with the next one.
         slot.current.store(Some(Arc::new(Loaded {
@@ -157,19 +212,13 @@ impl Lists {
             meta.chain.clone_from(&chain);
             meta.last_delta_error = None;
         }
-        self.note_buckets(slot, new_version, buckets.as_deref());
+        self.note_buckets(slot, new_version, buckets);
         let counters = &self.shared.counters;
         Counters::add(&counters.deltas_applied, deltas as u64);
         Counters::add(&counters.delta_bytes, bytes.len() as u64);
         self.persist_chain(slot, chain, record).await;
-        tracing::info!(list = %slot.name, previous = version, version = new_version, deltas, additions, stale, "deltas applied");
-        Ok(Some((
-            ListUpdate::Updated {
-                previous: Some(version),
-                version: new_version,
-            },
-            hint,
-        )))
+        tracing::info!(list = %slot.name, previous = ?version, version = new_version, deltas, additions, stale, "deltas applied");
+        Some(new_version)
     }
 
     /// [`update::take_chain`] on the blocking pool, with `ratio` as its

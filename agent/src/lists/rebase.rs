@@ -33,10 +33,13 @@ impl Lists {
         if !(ratio <= 0.0 || loaded.state.due_for_rebase(ratio)) {
             return None;
         }
-        let UpdateRequest::Deltas { from, if_none_match } = delta::deltas_request(&loaded.state) else {
-            return None;
-        };
         for base in &self.shared.base_urls {
+            // Again for each base URL: a chain cut short at one is swapped in
+            // before the next is asked ([`Lists::follow_deltas`]).
+            let loaded = slot.current.load_full()?;
+            let UpdateRequest::Deltas { from, if_none_match } = delta::deltas_request(&loaded.state) else {
+                return None;
+            };
             let url = format!("{base}{}", routes::updates(&slot.name, from));
             if let Ok(Some(done)) = self
                 .follow_deltas(slot, &url, &loaded, &if_none_match, vouched, f64::INFINITY)

@@ -233,7 +233,10 @@ async fn a_304_without_a_record_after_a_vouched_newer_version_is_asked_again_wit
 /// but the chain is not used (`max_additions_ratio` 0, or it does not
 /// verify); the snapshot route then serves version 1 again under another
 /// ETag. The record is kept for the round: the snapshot in use is not
-/// taken as unchanged (nor its new ETag kept).
+/// taken as unchanged (nor its new ETag kept). Under a ratio of 0 the
+/// round, its snapshot failed, asks the deltas once more; the chain there
+/// is cut short (its ETag names no version it reaches) but verifies, and
+/// what it adds is taken: the round still fails, at version 2.
 #[tokio::test]
 async fn the_record_of_a_chain_not_used_holds_for_the_snapshot_that_follows() {
     let (v1, v2, record) = versions();
@@ -254,6 +257,15 @@ async fn the_record_of_a_chain_not_used_holds_for_the_snapshot_that_follows() {
             let report = agent.update().await.unwrap();
             if served == &v2 {
                 assert_took_v2(&agent, &report, &script);
+                continue;
+            }
+            if ratio == 0.0 {
+                let Some(ListUpdate::Failed { error, kept_version }) = report.get("malware") else {
+                    panic!("{report:?}");
+                };
+                assert_eq!(*kept_version, Some(2));
+                assert!(error.to_string().contains("names version 2"), "{error}");
+                assert!(!agent.lookup_local(&format!("http://{NEW}")).unwrap().is_empty());
                 continue;
             }
             assert_behind(&agent, &report, &script);

@@ -38,7 +38,7 @@ fn url(expression: &str) -> String {
 }
 
 /// Whether the agent's local filters hit `expression`.
-fn found(agent: &Agent, expression: &str) -> bool {
+pub(super) fn found(agent: &Agent, expression: &str) -> bool {
     !agent.lookup_local(&url(expression)).unwrap().is_empty()
 }
 
@@ -119,7 +119,7 @@ async fn following_twenty_deltas_finds_every_added_entry_after_each() {
 type ChainOf<'a> = Box<dyn Fn(DeltaEnd) -> Vec<u8> + 'a>;
 
 /// A fake serving `malware` v1 (`base`) and an agent holding it.
-async fn on_v1(base: &[String]) -> (FakePublisher, Agent, DeltaEnd) {
+pub(super) async fn on_v1(base: &[String]) -> (FakePublisher, Agent, DeltaEnd) {
     let fake = FakePublisher::start().await;
     let bytes = Snap::new("malware", 1, &refs(base)).encode();
     fake.serve("malware", Served::Snapshot(bytes.clone()));

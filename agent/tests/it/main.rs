@@ -5,6 +5,7 @@
 mod background;
 mod behind;
 mod cache_lock;
+mod chain_end;
 mod check;
 mod clock;
 mod config;

@@ -107,18 +107,31 @@ impl Session {
             }
             ChainStep::Fallback(reason) => return Ok(fallback(self, reason)),
             ChainStep::Advanced { state, deltas } => (state, deltas),
+            // What the chain adds is in use before the snapshot is asked
+            // for: should it fail, the list holds the chain's version.
+            ChainStep::Short { state, deltas, error } => {
+                self.note_freshness(&list, &state, &response);
+                self.take_chain_state(index, state, deltas, bytes);
+                return Ok(fallback(self, Some(error)));
+            }
         };
         self.note_freshness(&list, &state, &response);
         let new_version = state.version();
-        let slot = &mut self.slots[index];
-        slot.floor = Some(state.floor());
-        slot.state = Some(Arc::new(state));
-        slot.chain.extend_from_slice(bytes);
-        self.stats.deltas_applied += deltas as u64;
+        self.take_chain_state(index, state, deltas, bytes);
         Ok(ListUpdate::Updated {
             previous: Some(version),
             version: new_version,
         })
+    }
+
+    /// Swaps in `state`, which `deltas` deltas (`chain`, their bytes) led
+    /// to from the state held, and keeps the chain for the host to save.
+    fn take_chain_state(&mut self, index: usize, state: ListState, deltas: usize, chain: &[u8]) {
+        let slot = &mut self.slots[index];
+        slot.floor = Some(state.floor());
+        slot.state = Some(Arc::new(state));
+        slot.chain.extend_from_slice(chain);
+        self.stats.deltas_applied += deltas as u64;
     }
 
     pub(super) fn apply_snapshot(

@@ -347,21 +347,6 @@ fn a_delta_chain_is_applied_whole_and_its_additions_are_found() {
         Ok(CheckStep::Done(Verdict::Safe { stale: false }))
     ));
 
-    // Cut short (the ETag names a later version): not applied.
-    let later = snapshot_etag(3, &[3; 32]);
-    let update = session.handle_update_response(&request, ok(chain.clone(), &[("etag", &later)]), at(NOW));
-    assert!(
-        matches!(
-            update,
-            Ok(ListUpdate::NeedSnapshot {
-                reason: Some(Error::DeltaChainShort { .. }),
-                ..
-            })
-        ),
-        "{update:?}"
-    );
-    assert_eq!(session.version("malware"), Some(1));
-
     // Every length of the chain but the whole is refused, without a panic.
     for cut in 1..chain.len() {
         let update = session.handle_update_response(&request, ok(chain[..cut].to_vec(), &[]), at(NOW));
@@ -399,6 +384,36 @@ fn a_delta_chain_is_applied_whole_and_its_additions_are_found() {
         panic!("{update:?}");
     };
     assert_eq!(request.kind, RequestKind::Snapshot { conditional: false });
+}
+
+#[test]
+fn a_chain_cut_short_is_applied_before_the_snapshot_and_kept_when_it_fails() {
+    let (mut session, _) = loaded(config());
+    let chain = delta_to_2(&session);
+    let [request] = session.update_requests().try_into().expect("one request");
+    // The ETag names version 3; the chain reaches 2.
+    let later = snapshot_etag(3, &[3; 32]);
+    let update = session.handle_update_response(&request, ok(chain, &[("etag", &later)]), at(NOW));
+    let Ok(ListUpdate::NeedSnapshot {
+        reason: Some(Error::DeltaChainShort { ends_at: 2, .. }),
+        request,
+    }) = update
+    else {
+        panic!("{update:?}");
+    };
+    assert_eq!(request.kind, RequestKind::Snapshot { conditional: false });
+    assert_eq!(session.version("malware"), Some(2));
+    assert_eq!(session.stats().deltas_applied, 1);
+    // The snapshot fails: what the chain added stays in use.
+    let update = session.handle_update_response(&request, status(503, &[]), at(NOW));
+    assert!(update.is_err(), "{update:?}");
+    assert_eq!(session.version("malware"), Some(2));
+    let mut rng = StdRng::seed_from_u64(1);
+    let query = need(session.check("http://new.example/", at(NOW), &mut rng));
+    let verdict = session
+        .complete_check(query, Ok(answer_for(&[added_expression()])), at(NOW), &mut rng)
+        .expect("verdict");
+    assert!(verdict.is_unsafe(), "{verdict:?}");
 }
 
 fn added_expression() -> &'static str {

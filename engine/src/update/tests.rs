@@ -122,8 +122,28 @@ fn a_chain_is_taken_only_whole_to_the_version_its_response_names() {
         take_chain("malware", &state, &chain, None, &keys(), floor.as_ref(), 1.0),
         ChainStep::Advanced { .. }
     ));
-    // Cut short: the response names version 4, the chain reaches 3.
+    // Cut short: the response names version 4, the chain reaches 3, which
+    // is swapped in before the snapshot is asked for; under a ratio of 0
+    // the snapshot alone.
     let later = snapshot_etag(4, &end(4).body_sha256);
+    match take_chain(
+        "malware",
+        &state,
+        &chain,
+        Some(&later),
+        &keys(),
+        floor.as_ref(),
+        1.0,
+    ) {
+        ChainStep::Short {
+            state: next,
+            deltas,
+            error: Error::DeltaChainShort { ends_at: 3, .. },
+        } => {
+            assert_eq!((next.version(), deltas, next.additions().len()), (3, 2, 10));
+        }
+        other => panic!("not short: {other:?}"),
+    }
     assert!(matches!(
         take_chain(
             "malware",
@@ -132,7 +152,7 @@ fn a_chain_is_taken_only_whole_to_the_version_its_response_names() {
             Some(&later),
             &keys(),
             floor.as_ref(),
-            1.0
+            0.0
         ),
         ChainStep::Fallback(Some(Error::DeltaChainShort { .. }))
     ));

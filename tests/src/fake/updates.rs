@@ -14,8 +14,8 @@ pub enum Updates {
     /// version it applies to, and the `ETag` of the latest snapshot
     /// (`blocksieve_format::api::snapshot_etag`): `304` to a matching
     /// `If-None-Match`; `200` with every delta from the one applying to
-    /// `{from}` (empty when `{from}` is `latest_version`); `410 no_delta`
-    /// for any other `{from}`.
+    /// `{from}` (empty when `{from}` is `latest_version`) and `latest_etag`
+    /// as its `ETag`; `410 no_delta` for any other `{from}`.
     Deltas {
         /// `(from version, signed delta)`, oldest first.
         deltas: Vec<(u64, Vec<u8>)>,
@@ -41,8 +41,9 @@ pub(super) enum Answer {
     Error(StatusCode, Option<&'static str>),
     /// `304 Not Modified`.
     NotModified,
-    /// `200` with this chain.
-    Chain(Vec<u8>),
+    /// `200` with this chain and, from [`Updates::Deltas`], the latest
+    /// snapshot's `ETag`, as the publisher sends it.
+    Chain(Vec<u8>, Option<String>),
 }
 
 /// What `updates` answers a request for the deltas from `from` with this
@@ -52,7 +53,7 @@ pub(super) fn answer(updates: &Updates, from: u64, if_none_match: Option<&str>) 
         Updates::NoRoute => Answer::NoRoute,
         Updates::Status(StatusCode::GONE) => Answer::Error(StatusCode::GONE, Some("no_delta")),
         Updates::Status(status) => Answer::Error(*status, None),
-        Updates::Fixed(bytes) => Answer::Chain(bytes.clone()),
+        Updates::Fixed(bytes) => Answer::Chain(bytes.clone(), None),
         Updates::Deltas {
             deltas,
             latest_version,
@@ -61,9 +62,10 @@ pub(super) fn answer(updates: &Updates, from: u64, if_none_match: Option<&str>) 
             if if_none_match == Some(latest_etag.as_str()) {
                 Answer::NotModified
             } else if from == *latest_version {
-                Answer::Chain(Vec::new())
+                Answer::Chain(Vec::new(), Some(latest_etag.clone()))
             } else if let Some(start) = deltas.iter().position(|(f, _)| *f == from) {
-                Answer::Chain(deltas[start..].iter().flat_map(|(_, d)| d.clone()).collect())
+                let chain = deltas[start..].iter().flat_map(|(_, d)| d.clone()).collect();
+                Answer::Chain(chain, Some(latest_etag.clone()))
             } else {
                 Answer::Error(StatusCode::GONE, Some("no_delta"))
             }
