@@ -87,6 +87,17 @@ const DOWNLOAD_CHECK_MS = 10_000;
 /** How long a navigation's check may take before, under
  * `failurePolicy: "closed"`, its page is blocked as unchecked. */
 const NAVIGATION_CHECK_MS = 5_000;
+/** The most characters of an address quoted in the warning's query (the
+ * blocked URL, the page that framed it): it is shown as text, which needs
+ * no more, and quoted whole a long one (each "/", "?", "=", "&" or "%"
+ * three characters there) takes the warning's address past Chrome's 2 MiB
+ * limit for URLs: the tab cannot be turned to it, and the listed page
+ * stays. */
+const MAX_QUOTED_CHARS = 4096;
+/** The longest "go back" address the warning offers (a link must be
+ * whole): escaped, at most three times as long, it leaves the warning's
+ * address under Chrome's limit. A longer one offers to close the tab. */
+const MAX_BACK_CHARS = 512 * 1024;
 /** URL -> when a tab warned of for a slow check was turned back to it. */
 const reloaded = new Map();
 /** Whether the configuration asks to block what cannot be checked
@@ -444,8 +455,8 @@ async function showWarning(tabId, warning, back) {
   // either: the tab's way back is the one this warning offers.
   if (back) lastSafe.set(tabId, back);
   else lastSafe.delete(tabId);
-  if (back) warning.searchParams.set("back", back);
-  warned.set(warning.searchParams.get("url"), Date.now());
+  if (back && back.length <= MAX_BACK_CHARS) warning.searchParams.set("back", back);
+  warned.set(warning.blocked, Date.now());
   try {
     await chrome.tabs.update(tabId, { url: warning.href });
     return true;
@@ -459,11 +470,19 @@ async function showWarning(tabId, warning, back) {
 /** warning.html's address for `url` and its verdict. */
 function warningFor(url, verdict) {
   const warning = new URL(chrome.runtime.getURL("warning.html"));
-  warning.searchParams.set("url", url);
+  warning.searchParams.set("url", quoted(url));
+  // The whole URL, for `warned` (the query may hold only its start).
+  warning.blocked = url;
   if (verdict.list) warning.searchParams.set("list", verdict.list);
   warning.searchParams.set("kind", verdict.kind);
   if (verdict.stale) warning.searchParams.set("stale", "1");
   return warning;
+}
+
+/** `text` as the warning's query quotes it: whole, or its first
+ * MAX_QUOTED_CHARS characters and an ellipsis. */
+function quoted(text) {
+  return text.length <= MAX_QUOTED_CHARS ? text : `${text.slice(0, MAX_QUOTED_CHARS)}…`;
 }
 
 /** Checks a page loading in a frame of tab `tabId` (an iframe of the page
@@ -481,7 +500,7 @@ async function checkFrame(tabId, url, top) {
   const reached = chain.get(tabId);
   if (top !== undefined && !reached?.has(top)) return;
   const warning = warningFor(url, verdict);
-  if (top !== undefined) warning.searchParams.set("framedIn", top);
+  if (top !== undefined) warning.searchParams.set("framedIn", quoted(top));
   await showWarning(tabId, warning, top === undefined ? undefined : reached.get(top));
 }
 
