@@ -138,7 +138,7 @@ impl AcceptedSnapshot {
     /// again at every use, never remembered, so a clock that is put right
     /// makes the snapshot fresh again.
     pub fn is_stale(&self, now: SystemTime) -> bool {
-        self.snapshot.is_expired(unix_seconds(now))
+        is_past(now, self.header().expires_at)
     }
 
     /// How many leading bits of a full hash to send for this list
@@ -381,10 +381,13 @@ pub fn restore(
     }
 }
 
-/// `now` as Unix seconds, the unit of snapshot headers. A clock before 1970
-/// is wrong; it reads as 0, which rejects nothing extra.
-fn unix_seconds(now: SystemTime) -> u64 {
-    now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+/// Whether `now` is past `seconds` (Unix seconds, the unit of snapshot
+/// headers), at `now`'s full precision: truncated to whole seconds, `now`
+/// would read the second after an `expires_at` as not past it. A clock
+/// before 1970 is wrong; it is past nothing.
+pub(crate) fn is_past(now: SystemTime, seconds: u64) -> bool {
+    now.duration_since(UNIX_EPOCH)
+        .is_ok_and(|d| d > Duration::from_secs(seconds))
 }
 
 /// Unix seconds as a [`SystemTime`], saturating at a far future the

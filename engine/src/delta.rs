@@ -144,7 +144,7 @@ impl ListState {
     /// Whether the state has expired at `now`: it is still used, flagged
     /// stale, as an expired snapshot is ([`crate::accept`]).
     pub fn is_stale(&self, now: SystemTime) -> bool {
-        unix_seconds(now) > self.fresh_until.load(Ordering::Relaxed)
+        crate::accept::is_past(now, self.fresh_until.load(Ordering::Relaxed))
     }
 
     /// How many leading bits of a full hash to send for this list.
@@ -464,10 +464,6 @@ pub fn read_freshness(
         }));
     }
     Ok(record)
-}
-
-fn unix_seconds(now: SystemTime) -> u64 {
-    now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
 /// Unix seconds as a [`SystemTime`], saturating at a far future the

@@ -154,3 +154,37 @@ async fn a_right_clock_reports_no_skew() {
     assert_eq!(agent.status().clock_skew, None);
     assert!(!agent.status().is_stale());
 }
+
+/// Half a second past a snapshot's signed `expires_at` it has expired
+/// (fresh while `now ≤ expires_at`): the status says stale, verdicts say
+/// stale, and the download counts as an expired one, as `expires_at` in
+/// the same status is already in the past.
+#[tokio::test]
+async fn a_snapshot_is_stale_as_soon_as_its_expiry_has_passed() {
+    let now = unix_now();
+    let expires = now + 600;
+    let fake = FakePublisher::start().await;
+    fake.serve_snapshot(&Snap::new("malware", 1, &["evil.example/"]).valid(now - 60, expires));
+    let clock = ManualClock::new(at(expires) + Duration::from_millis(500));
+    let agent = fake
+        .agent_builder(&["malware"])
+        .time_provider(clock.clone())
+        .build()
+        .unwrap();
+    agent.update().await.unwrap();
+    let status = agent.status();
+    let list = status.list("malware").unwrap();
+    assert!(
+        list.expires_at.unwrap() < at(expires) + Duration::from_millis(500),
+        "{list:?}"
+    );
+    assert!(list.stale, "expired half a second ago, reported fresh: {list:?}");
+    assert_eq!(agent.stats().expired_snapshots_applied, 1);
+    assert_eq!(
+        agent.check_url("http://fine.example/").await.unwrap(),
+        Verdict::Safe { stale: true }
+    );
+    // At exactly `expires_at` it is still fresh.
+    clock.set(at(expires));
+    assert!(!agent.status().is_stale());
+}
