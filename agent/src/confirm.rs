@@ -278,6 +278,11 @@ impl Confirmer {
                     // lists included, goes before the cache is touched.
                     drop(answer);
                     Counters::add(&self.shared.counters.ignored_full_hashes, sorted.ignored as u64);
+                    if !sorted.missing.is_empty() || !sorted.unreadable.is_empty() {
+                        // A bad answer: some prefix asked about is left
+                        // unverified, as after a body that does not parse.
+                        Counters::bump(&self.shared.counters.full_hash_failures);
+                    }
                     let now = self.shared.now();
                     lock(&self.cache).store(sorted, duration, versions, now, &url, &mut answers);
                 }

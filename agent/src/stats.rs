@@ -44,7 +44,9 @@ pub struct Stats {
     /// failure on every base URL) and that were then sent by `POST` with
     /// the versions held.
     pub immutable_bucket_fallbacks: u64,
-    /// Full-hash requests that failed (transport, HTTP status, bad answer).
+    /// Full-hash requests that failed (transport, HTTP status, bad answer:
+    /// one that does not parse, or leaves a prefix asked about without a
+    /// readable result).
     pub full_hash_failures: u64,
     /// Request prefixes answered from the full-hash cache, without a
     /// request.

@@ -240,7 +240,9 @@ pub struct SessionStats {
     pub prefix_hits: u64,
     /// Full-hash requests handed to the host.
     pub full_hash_requests: u64,
-    /// Full-hash requests that failed (transport, status, bad answer).
+    /// Full-hash requests that failed (transport, status, bad answer: one
+    /// that does not parse, or leaves a prefix asked about without a
+    /// readable result).
     pub full_hash_failures: u64,
     /// Request prefixes answered from the full-hash cache.
     pub cache_hits: u64,
@@ -824,6 +826,11 @@ impl Session {
             Ok(answer) => {
                 self.backoff.on_success();
                 let sorted = prefix::sort_answers(&plan.real, &answer, &self.names);
+                if !sorted.missing.is_empty() || !sorted.unreadable.is_empty() {
+                    // A bad answer: a prefix asked about is left unverified,
+                    // as after a body that does not parse.
+                    self.stats.full_hash_failures += 1;
+                }
                 let duration = Duration::from_secs(answer.answer.cache_duration_s);
                 self.cache
                     .store(sorted, duration, &versions, now, &request.url, &mut answers);

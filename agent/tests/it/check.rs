@@ -434,3 +434,36 @@ async fn a_url_listed_on_more_than_64_subscribed_lists_is_confirmed_or_refused_a
     let verdict = agent.check_url("http://evil.example/").await.unwrap();
     assert!(verdict.is_unsafe(), "{verdict:?}");
 }
+
+/// A full-hash answer that leaves the prefix asked about unanswered (no
+/// result for it, or its full hashes unreadable) is a bad answer: the URL
+/// is unverified for the same reason as after a body that is not JSON, and
+/// the request is counted as failed as that one is.
+#[tokio::test]
+async fn an_answer_that_leaves_the_prefix_unanswered_is_a_failed_request() {
+    for mode in [SearchMode::Garbage, SearchMode::NoResults, SearchMode::Garbled] {
+        let (fake, agent) = ready().await;
+        fake.set_search_mode(mode.clone());
+        let verdict = agent.check_url("http://evil.example/").await.unwrap();
+        assert!(
+            matches!(
+                &verdict,
+                Verdict::Unverified {
+                    reason: Error::UnexpectedResponse { .. },
+                    ..
+                }
+            ),
+            "{mode:?}: {verdict:?}"
+        );
+        let stats = agent.stats();
+        assert_eq!(
+            (
+                stats.full_hash_requests,
+                stats.full_hash_failures,
+                stats.unverified
+            ),
+            (1, 1, 1),
+            "{mode:?}: {stats:?}"
+        );
+    }
+}

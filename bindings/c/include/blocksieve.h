@@ -360,7 +360,9 @@ typedef struct blocksieve_session_stats {
     uint64_t prefix_hits;
     // Full-hash requests handed to the host.
     uint64_t full_hash_requests;
-    // Full-hash requests that failed (transport, status, bad answer).
+    // Full-hash requests that failed (transport, status, bad answer: one
+    // that does not parse, or leaves a prefix asked about without a
+    // readable result).
     uint64_t full_hash_failures;
     // Request prefixes answered from the full-hash cache.
     uint64_t cache_hits;

@@ -364,7 +364,9 @@ pub struct blocksieve_session_stats {
     pub prefix_hits: u64,
     /// Full-hash requests handed to the host.
     pub full_hash_requests: u64,
-    /// Full-hash requests that failed (transport, status, bad answer).
+    /// Full-hash requests that failed (transport, status, bad answer: one
+    /// that does not parse, or leaves a prefix asked about without a
+    /// readable result).
     pub full_hash_failures: u64,
     /// Request prefixes answered from the full-hash cache.
     pub cache_hits: u64,

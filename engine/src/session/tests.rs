@@ -502,8 +502,10 @@ fn an_answer_without_the_real_prefix_is_unverified_and_another_listed_hash_is_a_
     let verdict = session
         .complete_check(query, Ok(answer_for(&[])), at(NOW), &mut rng)
         .expect("verdict");
-    // The answer holds no result for the real prefix: unverified, not safe.
+    // The answer holds no result for the real prefix: unverified, not safe,
+    // and a failed request, as a body that does not parse is.
     assert!(verdict.is_unverified(), "{verdict:?}");
+    assert_eq!(session.stats().full_hash_failures, 1);
 
     let query = need(session.check(url, at(NOW), &mut rng));
     let response = answer(&query, &["other.example/"], 60);
@@ -512,6 +514,7 @@ fn an_answer_without_the_real_prefix_is_unverified_and_another_listed_hash_is_a_
         .expect("verdict");
     // Only another full hash is listed under the prefix: a false prefix hit.
     assert_eq!(verdict, Verdict::Safe { stale: false });
+    assert_eq!(session.stats().full_hash_failures, 1);
 
     let benign = "http://benign.example/index.html";
     assert!(matches!(
