@@ -566,7 +566,11 @@ pub struct FullHashSearchRequest {
     /// against the server's bucket limit (`400 prefix_too_short`). Empty
     /// (and left out) for clients that send no versions, answered for
     /// every list; by default, empty.
-    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "std::collections::BTreeMap::is_empty",
+        deserialize_with = "versions_by_list"
+    )]
     pub min_versions: std::collections::BTreeMap<String, u64>,
     /// The snapshot the client holds of each threat list, by list name, as
     /// its [`snapshot_id`] (`<version>-<16 hex digits>`). A server serving
@@ -577,6 +581,78 @@ pub struct FullHashSearchRequest {
     /// out) for clients that send none; by default, empty.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub snapshots: std::collections::BTreeMap<String, String>,
+}
+
+/// [`FullHashSearchRequest::min_versions`], each version a whole number
+/// from 0 to 2^64 − 1. JSON parsers read a larger number, or a negative or
+/// fractional one, as a floating-point value: refused naming the list and
+/// the range, not as a "floating point" where the client sent an integer.
+fn versions_by_list<'de, D>(deserializer: D) -> Result<std::collections::BTreeMap<String, u64>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    struct Versions;
+    impl<'de> serde::de::Visitor<'de> for Versions {
+        type Value = std::collections::BTreeMap<String, u64>;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("an object of snapshot versions by list name")
+        }
+
+        fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut versions = std::collections::BTreeMap::new();
+            while let Some(list) = map.next_key::<String>()? {
+                let Version(version) = map.next_value().map_err(|e: A::Error| {
+                    serde::de::Error::custom(format_args!("min_versions[{list:?}]: {e}"))
+                })?;
+                versions.insert(list, version);
+            }
+            Ok(versions)
+        }
+    }
+    deserializer.deserialize_map(Versions)
+}
+
+/// One version of [`versions_by_list`].
+struct Version(u64);
+
+impl<'de> Deserialize<'de> for Version {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = Version;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                fmt::Display::fmt(&Expected, f)
+            }
+
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Version, E> {
+                Ok(Version(v))
+            }
+
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Version, E> {
+                u64::try_from(v)
+                    .map(Version)
+                    .map_err(|_| E::custom(format_args!("{v} is not {}", Expected)))
+            }
+
+            // Past u64, negative past i64, or with a fraction or an
+            // exponent: the value read is not the one written, so not shown.
+            fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<Version, E> {
+                Err(E::custom(format_args!("not {Expected}")))
+            }
+        }
+        deserializer.deserialize_u64(V)
+    }
+}
+
+/// What a version must be, for the errors of [`Version`].
+struct Expected;
+
+impl fmt::Display for Expected {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "a snapshot version, a whole number from 0 to {}", u64::MAX)
+    }
 }
 
 /// `POST /v1/hashes:search` response.
@@ -705,6 +781,41 @@ impl From<HashPrefix> for RequestPrefix {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_version_out_of_range_is_refused_as_such() {
+        let read =
+            |body: &str| serde_json::from_str::<FullHashSearchRequest>(body).map_err(|e| e.to_string());
+        let max = read(r#"{"prefixes":["00"],"min_versions":{"phishing":18446744073709551615}}"#).unwrap();
+        assert_eq!(max.min_versions["phishing"], u64::MAX);
+        for (version, shown) in [
+            ("18446744073709551616", "not"),
+            ("-1", "-1 is not"),
+            ("1.5", "not"),
+            ("1e3", "not"),
+        ] {
+            let error = read(&format!(
+                r#"{{"prefixes":["00"],"min_versions":{{"phishing":{version}}}}}"#
+            ))
+            .unwrap_err();
+            assert!(
+                error.starts_with(&format!(
+                    "min_versions[\"phishing\"]: {shown} a snapshot version, a whole number from 0 to 18446744073709551615"
+                )),
+                "{version}: {error}"
+            );
+        }
+        let error = read(r#"{"prefixes":["00"],"min_versions":{"phishing":"7"}}"#).unwrap_err();
+        assert!(
+            error.contains("expected a snapshot version, a whole number"),
+            "{error}"
+        );
+        let error = read(r#"{"prefixes":["00"],"min_versions":[1]}"#).unwrap_err();
+        assert!(
+            error.contains("expected an object of snapshot versions by list name"),
+            "{error}"
+        );
+    }
 
     #[test]
     fn request_prefixes() {
