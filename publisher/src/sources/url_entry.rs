@@ -160,7 +160,9 @@ fn ampersands(line: &[u8]) -> (bool, bool) {
     for at in memchr::memchr_iter(b'&', line) {
         let rest = line.get(at..).unwrap_or_default();
         found.0 |= rest.starts_with(b"&amp;");
-        found.1 |= rest.starts_with(b"&#");
+        // A named reference, escaped again or not (`&lt;`, `&amp;lt;`).
+        let after = rest.get(1 + 4 * amp_run(rest.get(1..).unwrap_or_default())..);
+        found.1 |= rest.starts_with(b"&#") || after.is_some_and(|a| named_reference(a).is_some());
     }
     found
 }
@@ -430,8 +432,12 @@ fn decode_numeric_references(line: &[u8]) -> Option<Vec<u8>> {
 }
 
 /// The character of the numeric character reference `text` starts with,
-/// and its length: `&#61;` is `=`, 5 bytes. At most 8 digits.
+/// and its length: `&#61;` is `=`, 5 bytes. At most 8 digits. Also a named
+/// one of [`named_reference`]: `&lt;` is `<`, 4 bytes.
 fn numeric_reference(text: &[u8]) -> Option<(char, usize)> {
+    if let Some(named) = text.strip_prefix(b"&").and_then(named_reference) {
+        return Some(named);
+    }
     let body = text.strip_prefix(b"&#")?;
     let (digits, radix, skip) = match body.first() {
         Some(b'x' | b'X') => (body.get(1..)?, 16, 3),
@@ -445,6 +451,24 @@ fn numeric_reference(text: &[u8]) -> Option<(char, usize)> {
     let value = u32::from_str_radix(std::str::from_utf8(number).ok()?, radix).ok()?;
     let c = windows_1252(value).or_else(|| char::from_u32(value).filter(|&c| c != '\0'))?;
     Some((c, skip + len + 1))
+}
+
+/// The named character references, besides `&amp;`, that HTML escaping
+/// writes in a URL (`&lt;`, `&gt;`, `&quot;`, `&apos;`, `&nbsp;`): the
+/// character `text` (after its `&`) names, and the reference's length with
+/// its `&`.
+fn named_reference(text: &[u8]) -> Option<(char, usize)> {
+    const NAMED: [(&[u8], char); 5] = [
+        (b"lt;", '<'),
+        (b"gt;", '>'),
+        (b"quot;", '"'),
+        (b"apos;", '\''),
+        (b"nbsp;", '\u{a0}'),
+    ];
+    NAMED
+        .iter()
+        .find(|(name, _)| text.starts_with(name))
+        .map(|&(name, c)| (c, name.len() + 1))
 }
 
 /// The character HTML makes of a numeric reference to 0x80–0x9F (C1
@@ -1061,6 +1085,39 @@ mod tests {
             b"http://d.example/?a&#000000061;",
         ] {
             assert_eq!(e(line).len(), 1, "{}", line.escape_ascii());
+        }
+    }
+
+    /// A URL copied from HTML with a named character reference other than
+    /// `&amp;` (`&lt;`, `&gt;`, `&quot;`, `&nbsp;`: 245 lines of the shared
+    /// URL feeds, `…/1.html?&lt;?php%20echo…?&gt;`, `http://bit.do/fGyww&nbsp;`)
+    /// listed only the line as written, which the page a browser visits
+    /// from that link (`?%3C?php…?%3E`, `/fGyww%C2%A0`) does not match.
+    #[test]
+    fn regression_named_character_references_are_also_read_decoded() {
+        let visits = [
+            (
+                &b"https://x.example/1.html?&lt;?php%20echo%20$n;%20?&gt;"[..],
+                "https://x.example/1.html?%3C?php%20echo%20$n;%20?%3E",
+            ),
+            (b"http://bit.do/fGyww&nbsp;", "http://bit.do/fGyww%C2%A0"),
+            (
+                b"https://y.example/cancel/.dXNl=&quot;",
+                "https://y.example/cancel/.dXNl=%22",
+            ),
+            (b"http://z.example/?a=1&amp;lt;2", "http://z.example/?a=1%3C2"),
+            (
+                b"http://z.example/?a=&apos;1&apos;",
+                "http://z.example/?a=%271%27",
+            ),
+        ];
+        for (line, visit) in visits {
+            let published = exprs(SourceFormat::Urls, line).unwrap();
+            assert!(
+                expressions(visit).iter().any(|e| published.contains(e)),
+                "{}: {published:?}",
+                line.escape_ascii()
+            );
         }
     }
 
