@@ -7,7 +7,9 @@ use super::clean::{Cleaned, Cuts};
 use super::entry::{Entry, Read};
 use super::outcome::reason;
 use super::scheme::{authority, strip_scheme_artifacts};
-use super::url_entry::{DEFANGED_DOTS, UNICODE_DOTS, has_scheme, read_url, refang, url_entry, url_read};
+use super::url_entry::{
+    DEFANGED_DOTS, UNICODE_DOTS, has_scheme, is_bare_ipv6, read_url, refang, url_entry, url_read,
+};
 use super::visit::Visit;
 use super::white::{first_white, split_white, unquote, white_len};
 
@@ -385,9 +387,11 @@ const WRAPPERS: [(&[u8], &[u8]); 8] = [
 /// closing text: `<http://…>`, `(http://…)`, `[http://…]`, `` `http://…` ``
 /// and typographic quotes ([`WRAPPERS`]; the closing one removed when it
 /// ends the field, [`closes`]), or a quote that opens the field and that
-/// nothing closes (`"http://…`, `'http://…`). Only a wrapper around a URL
-/// with a scheme: `(a.example)` stays a column. Left on, a wrapper became
-/// part of the host (`“http` read as the host `xn--http-996a`).
+/// nothing closes (`"http://…`, `'http://…`); a URL or host without a
+/// scheme only when the wrapper closes around it whole (`<a.example/p>`,
+/// `(a.example)`; beside another host it stays a column). Left on, a
+/// wrapper became part of the host (`“http` read as the host
+/// `xn--http-996a`, `(a.example` for `(a.example/p)`).
 fn unwrap(field: &[u8]) -> Option<(&[u8], usize, &'static [u8])> {
     let (open, close) = match field.first()? {
         b'"' => (1, &b"\""[..]),
@@ -406,7 +410,12 @@ fn unwrap(field: &[u8]) -> Option<(&[u8], usize, &'static [u8])> {
         return None;
     }
     if !has_scheme(inner) {
-        return None;
+        // A URL or host without a scheme wrapped whole (`<evil.example/login>`,
+        // `(evil.example)`); not an IPv6 address in its own brackets.
+        let stripped = inner.strip_suffix(close).filter(|_| closes(inner, close))?;
+        let authority = stripped.split(|&b| b == b'/').next().unwrap_or_default();
+        let url = names_host_or_url(stripped) || url_likeness(stripped) > 0;
+        return (url && !is_bare_ipv6(authority)).then_some((stripped, open, close));
     }
     let inner = match inner.strip_suffix(close) {
         Some(stripped) if closes(inner, close) => stripped,
@@ -947,6 +956,48 @@ mod tests {
             Ok(vec![
                 "a.example/p_(x)".to_owned(),
                 "a.example/p_(x)%20(a.example)".to_owned()
+            ])
+        );
+    }
+
+    /// A URL or host without a scheme wrapped whole in brackets
+    /// (`<evil.example/login>`, as an e-mail or a Markdown page writes a
+    /// link) kept its wrapper: in `<…>` or `[…]` it was refused (a host
+    /// holding `<`, an invalid IPv6 address), in `(…)` listed on the host
+    /// `(evil.example`, which matches no visit to `evil.example/login`.
+    #[test]
+    fn regression_a_wrapped_url_without_a_scheme_is_unwrapped() {
+        for (line, expected) in [
+            (&b"<evil.example/login>"[..], "evil.example/login"),
+            (b"(evil.example/login)", "evil.example/login"),
+            (b"[evil.example/login]", "evil.example/login"),
+            (b"<evil[.]example/login>", "evil.example/login"),
+            (b"1\t<evil.example/login>", "evil.example/login"),
+            (b"(evil.example)", "evil.example/"),
+            (b"<1.2.3.4/login>", "1.2.3.4/login"),
+        ] {
+            assert_eq!(
+                exprs(SourceFormat::Urls, line).map(|e| e[0].clone()),
+                Ok(expected.to_owned()),
+                "{}",
+                line.escape_ascii()
+            );
+        }
+        // An IPv6 address in its own brackets stays one; a host beside the
+        // wrapped one keeps it a column.
+        assert_eq!(
+            exprs(SourceFormat::Urls, b"[2001:db8::1]").map(|e| e[0].clone()),
+            Ok("[2001:db8::1]/".to_owned())
+        );
+        assert_eq!(
+            exprs(SourceFormat::Urls, b"[::ffff:1.2.3.4]/p").map(|e| e[0].clone()),
+            Ok("[::ffff:1.2.3.4]/p".to_owned())
+        );
+        assert_eq!(
+            exprs(SourceFormat::Urls, b"evil.example/login (bank.example/login)"),
+            Ok(vec![
+                "evil.example/login".to_owned(),
+                "evil.example/login%20(bank.example/login)".to_owned()
             ])
         );
     }
