@@ -14,7 +14,7 @@
 pub(super) fn strip_scheme_artifacts(line: &[u8]) -> &[u8] {
     // Called for every URL line: one scheme compare for most lines.
     let Some(inner) = strip_http_scheme(line) else {
-        return strip_mixed_slashes(line);
+        return strip_defanged_scheme(line).unwrap_or_else(|| strip_mixed_slashes(line));
     };
     if strip_http_scheme(inner).is_some() {
         return inner;
@@ -55,6 +55,28 @@ fn strip_mixed_slashes(line: &[u8]) -> &[u8] {
         },
         _ => line,
     }
+}
+
+/// A defanged `http` or `https` scheme (`hxxp:`, `hxxps:`, any case) not
+/// followed by `//` (`hxxp:/host/…`, `hxxp:\\host/…`, `hxxps:host/…`):
+/// `host/…`, as browsers read `http:/host/…` (the URL Standard's special
+/// authority states skip any slashes, or none). Read as a scheme of its
+/// own, the URL has no host and the line was refused.
+fn strip_defanged_scheme(line: &[u8]) -> Option<&[u8]> {
+    let after = strip_prefix_ignore_case(line, b"hxxp")?;
+    let after = match after.split_first() {
+        Some((b's' | b'S', rest)) => rest,
+        _ => after,
+    };
+    let after = after.strip_prefix(b":")?;
+    if after.starts_with(b"//") {
+        return None;
+    }
+    let host = after
+        .iter()
+        .position(|&b| b != b'/' && b != b'\\')
+        .unwrap_or(after.len());
+    Some(past_userinfo(after.get(host..).unwrap_or_default()))
 }
 
 /// A URL's text from its authority on, past a user name and password
@@ -109,6 +131,29 @@ pub(super) fn authority(text: &[u8]) -> (&[u8], bool) {
 
 #[cfg(test)]
 mod tests {
+    /// A defanged scheme with fewer than two slashes, or backslashes
+    /// (`hxxp:/evil[.]example/login`), was refused as a URL with no host,
+    /// where the URL refanged, `http:/evil.example/login`, is one browsers
+    /// visit as `http://evil.example/login`.
+    #[test]
+    fn regression_a_defanged_scheme_without_two_slashes_is_read_as_http() {
+        use crate::config::SourceFormat;
+        use crate::sources::tests::exprs;
+        for line in [
+            &b"hxxp:/evil[.]example/login"[..],
+            b"hxxps:evil[.]example/login",
+            b"hXXp:\\\\evil[.]example\\login",
+            b"hxxp:/evil.example/login",
+        ] {
+            assert_eq!(
+                exprs(SourceFormat::Urls, line),
+                Ok(vec!["evil.example/login".to_owned()]),
+                "{}",
+                line.escape_ascii()
+            );
+        }
+    }
+
     #[test]
     fn a_doubled_scheme_and_extra_slashes_are_stripped_in_any_case_and_nothing_else() {
         use super::strip_scheme_artifacts as strip;
@@ -136,6 +181,18 @@ mod tests {
             (b"http:", b"http:"),
             (b"", b""),
         ];
+        // A defanged scheme without `//` (`hxxp:/…`), which browsers read as
+        // `http:/…` once refanged.
+        for (line, stripped) in [
+            (&b"hxxp:/a.example/p"[..], &b"a.example/p"[..]),
+            (b"HXXPS:\\\\a.example/p", b"a.example/p"),
+            (b"hxxps:a.example/p", b"a.example/p"),
+            (b"hxxp:/u:p@a.example/p", b"a.example/p"),
+            (b"hxxp://a.example/p", b"hxxp://a.example/p"),
+            (b"hxxpx:/a.example/p", b"hxxpx:/a.example/p"),
+        ] {
+            assert_eq!(strip(line), stripped, "{}", String::from_utf8_lossy(line));
+        }
         for (line, stripped) in cases {
             assert_eq!(strip(line), stripped, "{}", String::from_utf8_lossy(line));
         }

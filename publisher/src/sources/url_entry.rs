@@ -732,8 +732,12 @@ pub(super) fn refang(line: &[u8]) -> Option<Vec<u8>> {
     } else if letters > 0 && after.starts_with(b"://") {
         out.extend_from_slice(rest.get(..letters + 3).unwrap_or_default());
         rest = after.get(3..).unwrap_or_default();
+    } else if letters > 0 && matches!(after, [b':', b'/' | b'\\', ..]) {
+        // Fewer slashes, or backslashes (`hxxp:/evil[.]example/`).
+        out.extend_from_slice(rest.get(..letters + 1).unwrap_or_default());
+        rest = after.get(1..).unwrap_or_default();
     }
-    let slashes = rest.iter().take_while(|&&b| b == b'/').count();
+    let slashes = rest.iter().take_while(|&&b| b == b'/' || b == b'\\').count();
     out.extend_from_slice(rest.get(..slashes).unwrap_or_default());
     rest = rest.get(slashes..).unwrap_or_default();
     let (rest, dots) = refang_dots(rest, &mut out, |b| matches!(b, b'/' | b'\\' | b'?' | b'#'));
