@@ -745,6 +745,14 @@ impl Config {
         if self.max_connections == 0 {
             return Err(Error::config("max_connections", "must be at least 1"));
         }
+        // The connection slots are a semaphore's permits: more than it can
+        // hold panicked at start.
+        if self.max_connections > MAX_CONNECTIONS {
+            return Err(Error::config(
+                "max_connections",
+                format!("{} is above {MAX_CONNECTIONS}", self.max_connections),
+            ));
+        }
         if self.header_read_timeout_s == 0 {
             return Err(Error::config("header_read_timeout_s", "must be at least 1"));
         }
@@ -756,9 +764,13 @@ impl Config {
         // ended the drain in a panic instead.
         // The same for a response write's stall: added to a clock reading
         // when a write stalls.
+        // The same for the header read timeout: added to a clock reading
+        // as each connection waits for a request's head, where a value past
+        // what a clock can add panicked every serving thread it reached.
         for (field, value) in [
             ("drain_timeout_s", self.drain_timeout_s),
             ("write_stall_timeout_s", self.write_stall_timeout_s),
+            ("header_read_timeout_s", self.header_read_timeout_s),
         ] {
             if value > MAX_DRAIN_TIMEOUT_S {
                 return Err(Error::config(
@@ -772,8 +784,12 @@ impl Config {
     }
 }
 
-/// The longest `drain_timeout_s` and `write_stall_timeout_s`: a day.
+/// The longest `drain_timeout_s`, `write_stall_timeout_s` and
+/// `header_read_timeout_s`: a day.
 pub const MAX_DRAIN_TIMEOUT_S: u64 = 86_400;
+
+/// The most `max_connections`: the permits a semaphore can hold.
+pub const MAX_CONNECTIONS: usize = tokio::sync::Semaphore::MAX_PERMITS;
 
 fn check_cron(field: &str, expr: &str) -> Result<(), Error> {
     let bad = || {
@@ -1224,6 +1240,25 @@ mod tests {
         assert_eq!(
             refusal(&format!("write_stall_timeout_s = 86401\n{lists}")),
             "configuration: write_stall_timeout_s: 86401 is above 86400 (a day)"
+        );
+        // Accepted, it panicked every serving thread a connection reached
+        // (`overflow when adding duration to instant`): nothing was served.
+        assert_eq!(
+            refusal(&format!("header_read_timeout_s = 9223372036854775807\n{lists}")),
+            "configuration: header_read_timeout_s: 9223372036854775807 is above 86400 (a day)"
+        );
+    }
+
+    /// More connections than a semaphore holds are refused at start: they
+    /// were accepted by `check-config`, and `serve` panicked at start.
+    #[test]
+    fn max_connections_over_the_semaphore_s_permits_is_refused() {
+        let lists = "[[lists]]\nname = \"p\"\nsources = [{ path = \"u.txt\", format = \"urls\" }]";
+        let ok: Config = toml::from_str(&format!("max_connections = {MAX_CONNECTIONS}\n{lists}")).unwrap();
+        ok.validate().unwrap();
+        assert_eq!(
+            refusal(&format!("max_connections = 9223372036854775807\n{lists}")),
+            format!("configuration: max_connections: 9223372036854775807 is above {MAX_CONNECTIONS}")
         );
     }
 
