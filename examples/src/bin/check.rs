@@ -26,7 +26,7 @@
 //! which the publisher writes on first start); `--cache-dir DIR` (persist
 //! snapshots; with it, checks work offline from the last snapshot, even an
 //! expired one, with a warning that it is stale);
-//! `--noise N` (noise prefixes per full-hash request, default 4);
+//! `--noise N` (noise prefixes per full-hash request, 1 to 64, default 4);
 //! `--fail-closed`; `--timeout SECONDS` (default 10, see below).
 //!
 //! `--timeout` bounds every network wait of the run: each request to the
