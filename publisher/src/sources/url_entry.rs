@@ -699,9 +699,10 @@ fn may_be_defanged(line: &[u8]) -> bool {
 }
 
 /// A defanged URL made visitable again, when `line` is one: `[.]`, `(.)`,
-/// `{.}`, `[dot]`, `(dot)` and `{dot}` in the host become `.`, and `[:]`
+/// `{.}`, `[dot]`, `(dot)` and `{dot}` in the host become `.`, `[:]`
 /// or `[://]` after the scheme become `:` or `://` (`hxxp[:]//evil[.]example/`;
-/// the `hxxp` scheme itself changes no expression). Threat-intelligence
+/// the `hxxp` scheme itself changes no expression), and `[:]` in the
+/// authority `:` (`evil[.]example[:]8080`). Threat-intelligence
 /// feeds write URLs so, to keep them from being clicked; as written, the
 /// host holds brackets no browser accepts, and the entry would match
 /// nothing. Only the scheme and host are touched: a path or query keeps
@@ -740,8 +741,26 @@ pub(super) fn refang(line: &[u8]) -> Option<Vec<u8>> {
     let slashes = rest.iter().take_while(|&&b| b == b'/' || b == b'\\').count();
     out.extend_from_slice(rest.get(..slashes).unwrap_or_default());
     rest = rest.get(slashes..).unwrap_or_default();
-    let (rest, dots) = refang_dots(rest, &mut out, |b| matches!(b, b'/' | b'\\' | b'?' | b'#'));
-    out.extend_from_slice(rest);
+    // The authority: its dots, and a `[:]` before a port (or in userinfo),
+    // which no IPv6 address holds.
+    let authority = rest
+        .iter()
+        .position(|&b| matches!(b, b'/' | b'\\' | b'?' | b'#'))
+        .unwrap_or(rest.len());
+    let (mut authority, tail) = rest.split_at(authority);
+    let mut dots = false;
+    loop {
+        let colon = memchr::memmem::find(authority, b"[:]");
+        let part = authority
+            .get(..colon.unwrap_or(authority.len()))
+            .unwrap_or_default();
+        dots |= refang_dots(part, &mut out, |_| false).1;
+        let Some(at) = colon else { break };
+        out.push(b':');
+        changed = true;
+        authority = authority.get(at + 3..).unwrap_or_default();
+    }
+    out.extend_from_slice(tail);
     (changed || dots).then_some(out)
 }
 
@@ -1090,6 +1109,30 @@ mod tests {
         ] {
             assert_eq!(e(line).len(), 1, "{}", line.escape_ascii());
         }
+    }
+
+    /// A defanged colon before a port (`evil[.]example[:]8080`) was left
+    /// as written: the host held brackets, and the line was refused.
+    #[test]
+    fn regression_a_defanged_colon_in_the_authority_is_refanged() {
+        for (line, expected) in [
+            (&b"hxxp://evil[.]example[:]8080/p"[..], "evil.example/p"),
+            (b"hxxp[:]//evil[.]example[:]8080/p?q=[:]", "evil.example/p?q=[:]"),
+            (b"evil[.]example[:]443/login", "evil.example/login"),
+            (b"http://u[:]pw@evil[.]example/p", "evil.example/p"),
+        ] {
+            assert_eq!(
+                exprs(SourceFormat::Urls, line).map(|e| e[0].clone()),
+                Ok(expected.to_owned()),
+                "{}",
+                line.escape_ascii()
+            );
+        }
+        // An IPv6 address keeps its brackets.
+        assert_eq!(
+            exprs(SourceFormat::Urls, b"http://[::1]:8080/p"),
+            Err(reason::LOOPBACK)
+        );
     }
 
     /// A URL copied from HTML with a named character reference other than
