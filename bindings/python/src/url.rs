@@ -2,7 +2,9 @@
 //! host-suffix/path-prefix expressions of a URL and their SHA-256 full
 //! hashes, exactly as the agent computes them before a lookup.
 
-use blocksieve_format::{CanonicalUrl, canonicalize as canonicalize_url, url_text};
+use blocksieve_format::{
+    CanonError, CanonicalUrl, MAX_URL_BYTES, canonicalize as canonicalize_url, url_text,
+};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
 
@@ -53,16 +55,35 @@ impl<'a, 'py> FromPyObject<'a, 'py> for UrlArg {
                     },
                 }
             }
-            return Ok(Self(url_text(&bytes).into_owned()));
+            return escaped(&bytes);
         }
         if let Ok(bytes) = obj.cast::<PyBytes>() {
-            return Ok(Self(url_text(bytes.as_bytes()).into_owned()));
+            return escaped(bytes.as_bytes());
         }
         Err(pyo3::exceptions::PyTypeError::new_err(format!(
             "a URL is a str or bytes, not {}",
             obj.get_type().name()?
         )))
     }
+}
+
+/// `bytes` as text, each byte that is not UTF-8 percent-escaped; bytes over
+/// 2 MiB are refused at their own length before any is escaped (as the C
+/// API refuses them): escaping stops past the limit, so the length of the
+/// escaped text would be neither the input's nor its whole escape's.
+fn escaped(bytes: &[u8]) -> PyResult<UrlArg> {
+    if bytes.len() > MAX_URL_BYTES {
+        let error = CanonError::TooLong {
+            len: bytes.len(),
+            max: MAX_URL_BYTES,
+        };
+        let shown = String::from_utf8_lossy(&bytes[..bytes.len().min(800)]);
+        return Err(InvalidUrlError::new_err(format!(
+            "{error}: {}",
+            shown_url(&shown)
+        )));
+    }
+    Ok(UrlArg(url_text(bytes).into_owned()))
 }
 
 /// `url` canonicalized, or `InvalidUrlError` with the reason (and the URL,
