@@ -452,15 +452,26 @@ impl Agent {
     /// for bad options.
     #[wasm_bindgen(constructor)]
     pub fn new(options: JsValue) -> Result<Agent, JsValue> {
-        let json = js_sys::JSON::stringify(&options)
-            .ok()
-            .and_then(|s| s.as_string())
-            .ok_or_else(|| {
-                js_error(&Error::InvalidSetting {
+        // `JSON.stringify` throws on what JSON cannot hold (a BigInt, a
+        // cycle): said as such, not as "not an object".
+        let json = match js_sys::JSON::stringify(&options) {
+            Ok(s) => s.as_string(),
+            Err(thrown) => {
+                let reason = thrown
+                    .dyn_ref::<js_sys::Error>()
+                    .map_or_else(|| format!("{thrown:?}"), |e| String::from(e.message()));
+                return Err(js_error(&Error::InvalidSetting {
                     setting: "options",
-                    value: "not an object".to_owned(),
-                })
-            })?;
+                    value: format!("cannot be read as JSON: {reason}"),
+                }));
+            }
+        }
+        .ok_or_else(|| {
+            js_error(&Error::InvalidSetting {
+                setting: "options",
+                value: "not an object".to_owned(),
+            })
+        })?;
         let config = api::session_config(&json).map_err(|e| js_error(&e))?;
         let max_snapshot_bytes = config.max_snapshot_bytes;
         let session = Session::new(config).map_err(|e| js_error(&e))?;

@@ -89,6 +89,11 @@ after(() => {
 test("the README example: update, unsafe, safe, errors, and no request for a filter miss", async () => {
   // Misconfiguration throws at once, with .kind.
   assert.throws(() => new Agent({}), (e) => e instanceof Error && e.kind === "misconfigured");
+  // What JSON cannot hold is said as such.
+  assert.throws(
+    () => new Agent({ publisher: base, lists: ["xlang"], key, fullHashCacheBytes: 10n }),
+    (e) => e.kind === "misconfigured" && /cannot be read as JSON: .*BigInt/.test(e.message),
+  );
   assert.throws(
     () => new Agent({ publisher: base, lists: ["xlang"], key: "not a key" }),
     (e) => e.kind === "misconfigured" && /key/.test(e.message),
