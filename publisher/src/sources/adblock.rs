@@ -104,7 +104,12 @@ fn adblock_rule(line: &[u8]) -> Result<AdblockRule<'_>, &'static str> {
         // host-wide, as a `domains` list's `*.a.example` is (the name
         // itself too, which a host-wide expression cannot leave out).
         Some(r) => (r.strip_prefix(b"*.").unwrap_or(r), true),
-        None => (rule.strip_prefix(b"|").unwrap_or(rule), false),
+        // A bare `*.a.example` (or `|*.a.example`) matches every
+        // subdomain too: the same.
+        None => {
+            let r = rule.strip_prefix(b"|").unwrap_or(rule);
+            (r.strip_prefix(b"*.").unwrap_or(r), false)
+        }
     };
     if rule.is_empty() || rule.contains(&b'*') || rule.starts_with(b"/") {
         return Err(reason::ADBLOCK_NOT_HOST_OR_URL);
@@ -738,6 +743,41 @@ mod tests {
         );
         for listed in hashes(&["evil.example/x", "evil.example/y"]) {
             assert!(out.contains(&listed), "{out:?}");
+        }
+    }
+
+    /// A bare `*.a.example` rule (no `||`), every subdomain of `a.example`
+    /// as `||*.a.example^` is, was refused as "not a host or URL", where
+    /// `||*.a.example^` and a `domains` list's `*.a.example` list
+    /// `a.example/`: every subdomain an ad-blocker blocks for it was left
+    /// unlisted. A `*` anywhere else is still a wildcard.
+    #[test]
+    fn regression_a_bare_wildcard_subdomain_rule_lists_its_domain() {
+        for rule in [
+            &b"*.evil.example"[..],
+            b"*.evil.example^",
+            b"*.evil.example^$doc",
+            b"|*.evil.example^",
+        ] {
+            assert_eq!(
+                read_one(SourceFormat::AdblockHosts, rule).map(|r| r[0].expressions.clone()),
+                Ok(vec!["evil.example/".to_owned()]),
+                "{}",
+                rule.escape_ascii()
+            );
+        }
+        assert_eq!(
+            read_one(SourceFormat::AdblockHosts, b"*.evil.example/dl/x.exe^")
+                .map(|r| r[0].expressions.clone()),
+            Ok(vec!["evil.example/dl/x.exe".to_owned()])
+        );
+        for rule in [&b"*evil.example^"[..], b"*.*.evil.example^", b"a.*.example^"] {
+            assert_eq!(
+                read_one(SourceFormat::AdblockHosts, rule).map(|_| ()),
+                Err(reason::ADBLOCK_NOT_HOST_OR_URL),
+                "{}",
+                rule.escape_ascii()
+            );
         }
     }
 
