@@ -690,6 +690,28 @@ mod tests {
         );
     }
 
+    /// A domain value written as a wildcard (`*.evil.example`, as DNS
+    /// firewall and indicator exports write every subdomain of a name) was
+    /// listed as the host `*.evil.example`, which no visit to
+    /// `evil.example` or its subdomains has among its expressions: nothing
+    /// was rejected and none of them was found. It is the name after the
+    /// `*.`, as a `domains` line's is.
+    #[test]
+    fn regression_a_wildcard_domain_value_lists_its_domain() {
+        let csv = b"id,url\n1,*.evil.example\n2,*.files.example/dl/x.exe\n3,http://c.example/p\n";
+        let (out, report) = read(csv, None);
+        assert_eq!(
+            out,
+            hashes(&["evil.example/", "files.example/dl/x.exe", "c.example/p"]),
+            "{report:?}"
+        );
+        assert_eq!(report.rejected_total(), 0, "{report:?}");
+        // A wildcard on a public suffix is still refused.
+        let (out, report) = read(b"id,url\n1,*.co.uk\n", None);
+        assert!(out.is_empty());
+        assert_eq!(report.rejected_total(), 1, "{report:?}");
+    }
+
     /// A URL value with a lone opening quote (after white space the CSV
     /// reader takes it as the value's own) listed the host `"http`, a page
     /// no browser visits; it is read as the URL after the quote, as a
