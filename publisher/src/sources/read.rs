@@ -36,11 +36,9 @@ pub(super) fn read_line_with(format: SourceFormat, raw: &[u8], v: &mut impl Visi
     }
     match format {
         SourceFormat::Urls => read_url_line(&line, v),
-        // A domain value written as a wildcard (`*.evil.example`): the
-        // name after `*.`, as a `domains` line's (its host-wide expression
-        // matches every subdomain); kept, it is the host `*.evil.example`,
-        // which no visit has.
-        SourceFormat::Csv => read_url(line.text.strip_prefix(b"*.").unwrap_or(line.text), v),
+        // (A wildcard value, `*.evil.example`, is read as the name after
+        // `*.` by `url_entry`, as a `domains` line's.)
+        SourceFormat::Csv => read_url(line.text, v),
         SourceFormat::Domains | SourceFormat::Json => read_domain(line.text, line.text, v),
         SourceFormat::Hosts => read_hosts(line.text, v),
         SourceFormat::AdblockHosts => read_adblock(line.text, v),

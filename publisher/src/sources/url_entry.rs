@@ -222,6 +222,15 @@ fn bare_ipv6_host(line: &[u8]) -> Option<&[u8]> {
 
 pub(super) fn url_entry(line: &[u8]) -> Result<UrlEntry<'_>, &'static str> {
     let mut entry = url_readings(line)?;
+    // A wildcard first label (`*.evil.example/p`, `http://*.evil.example/`),
+    // as blocklists write "every subdomain": the host no visit has, read
+    // as the name after it, whose expressions every subdomain's visit
+    // checks (as a `domains` line `*.evil.example` is read).
+    if entry.first.host().starts_with(b"*.") {
+        let first = unwildcarded(&entry.first)?;
+        let others = entry.others.iter().filter_map(|o| unwildcarded(o).ok()).collect();
+        entry = UrlEntry { first, others };
+    }
     // An IP address host: every reading also on its other canonical host
     // (`other_ip_host`), so that `http://[::102:304]/a?x=1&amp;y=2` is
     // listed as `[::1.2.3.4]/a?x=1&y=2` too, and `http://1.2.3.4/login`
@@ -236,6 +245,17 @@ pub(super) fn url_entry(line: &[u8]) -> Result<UrlEntry<'_>, &'static str> {
         }
     }
     Ok(entry)
+}
+
+/// `url` with its host's wildcard first label (`*.`) removed, checked as
+/// any reading is (`*.com` is too broad).
+fn unwildcarded(url: &CanonicalForm<'_>) -> Result<CanonicalForm<'static>, &'static str> {
+    let host = url.host().strip_prefix(b"*.").unwrap_or(url.host());
+    let rest = url
+        .most_specific_expression()
+        .get(url.host().len()..)
+        .unwrap_or_default();
+    url_canonical_owned(&[host, rest].concat())
 }
 
 /// [`url_entry`]'s readings but for an IPv6 host's other form.
@@ -1109,6 +1129,33 @@ mod tests {
         ] {
             assert_eq!(e(line).len(), 1, "{}", line.escape_ascii());
         }
+    }
+
+    /// A wildcard first label in a URL's host (`*.evil.example/p`) was
+    /// listed as the host `*.evil.example`, which no visit has.
+    #[test]
+    fn regression_a_wildcard_label_in_a_url_host_lists_the_name_after_it() {
+        for (line, expected) in [
+            (&b"*.evil.example/p"[..], "evil.example/p"),
+            (b"http://*.evil.example/", "evil.example/"),
+            (
+                b"https://*.evil.example:8443/dl/x.exe?a=1",
+                "evil.example/dl/x.exe?a=1",
+            ),
+            (b"*.evil.example", "evil.example/"),
+            (b"hxxp://*.evil[.]example/p", "evil.example/p"),
+        ] {
+            let published = exprs(SourceFormat::Urls, line).unwrap();
+            assert_eq!(published[0], expected, "{}", line.escape_ascii());
+            assert!(
+                expressions(&format!("http://a.b.{expected}")).contains(&expected.to_owned()),
+                "{expected}"
+            );
+        }
+        assert_eq!(
+            exprs(SourceFormat::Urls, b"*.com"),
+            Err(reason::PUBLIC_SUFFIX_ICANN)
+        );
     }
 
     /// A defanged colon before a port (`evil[.]example[:]8080`) was left
