@@ -94,7 +94,7 @@ impl Lists {
         let (step, bytes) = self
             .take_chain_blocking(slot, url, loaded, bytes, latest_etag, max_additions_ratio)
             .await;
-        let (state, deltas) = match step {
+        let (state, deltas, short) = match step {
             // No delta since the version held, where a signed record names
             // a newer one: the snapshot says which is right.
             ChainStep::Unchanged if vouched.is_some_and(|v| v > version) => {
@@ -114,27 +114,12 @@ impl Lists {
             // A ratio of 0 holds no additions: a version that adds any is
             // taken whole, in this round (`max_additions_ratio`).
             ChainStep::Fallback(None) => return Ok(None),
-            ChainStep::Advanced { state, deltas } => (state, deltas),
+            ChainStep::Advanced { state, deltas } => (state, deltas, None),
             // What the chain adds is in use before the snapshot is asked
             // for: should it fail, the list holds the chain's version.
-            ChainStep::Short { state, deltas, error } => {
-                let swapped = self
-                    .swap_in_chain(
-                        slot,
-                        state,
-                        deltas,
-                        bytes,
-                        freshness.as_deref(),
-                        buckets.as_deref(),
-                    )
-                    .await;
-                if swapped.is_some() {
-                    self.delta_fallback(slot, error);
-                }
-                return Ok(None);
-            }
+            ChainStep::Short { state, deltas, error } => (state, deltas, Some(error)),
         };
-        let Some(new_version) = self
+        let swapped = self
             .swap_in_chain(
                 slot,
                 state,
@@ -143,10 +128,14 @@ impl Lists {
                 freshness.as_deref(),
                 buckets.as_deref(),
             )
-            .await
-        else {
+            .await;
+        let Some(new_version) = swapped else {
             return Ok(None);
         };
+        if let Some(error) = short {
+            self.delta_fallback(slot, error);
+            return Ok(None);
+        }
         Ok(Some((
             ListUpdate::Updated {
                 previous: Some(version),

@@ -6,7 +6,7 @@
 use axum::http::StatusCode;
 use blocksieve_agent::{Error, ListUpdate};
 
-use super::deltas::{end, exprs, feed, found, on_v1, refs};
+use super::deltas::{assert_updated, end, exprs, feed, found, on_v1, refs};
 use blocksieve_tests::fake::Served;
 use blocksieve_tests::snapshot::{Snap, delta};
 
@@ -55,17 +55,7 @@ async fn a_chain_cut_short_is_swapped_in_before_the_snapshot_and_kept_when_it_fa
         "malware",
         Served::Snapshot(Snap::new("malware", 3, &refs(&everything)).encode()),
     );
-    let report = agent.update().await.unwrap();
-    assert!(
-        matches!(
-            report.get("malware"),
-            Some(ListUpdate::Updated {
-                previous: Some(2),
-                version: 3
-            })
-        ),
-        "{report:?}"
-    );
+    assert_updated(&agent.update().await.unwrap(), 2, 3);
     assert!(everything.iter().all(|e| found(&agent, e)));
     let asked: Vec<String> = fake.update_requests().into_iter().map(|r| r.path).collect();
     assert_eq!(

@@ -37,6 +37,20 @@ fn url(expression: &str) -> String {
     format!("http://{expression}")
 }
 
+/// Asserts that `report` updated `malware` from `previous` to `version`.
+pub(super) fn assert_updated(report: &blocksieve_agent::UpdateReport, previous: u64, version: u64) {
+    assert!(
+        matches!(
+            report.get("malware"),
+            Some(&ListUpdate::Updated {
+                previous: Some(p),
+                version: v
+            }) if p == previous && v == version
+        ),
+        "{report:?}"
+    );
+}
+
 /// Whether the agent's local filters hit `expression`.
 pub(super) fn found(agent: &Agent, expression: &str) -> bool {
     !agent.lookup_local(&url(expression)).unwrap().is_empty()
@@ -444,17 +458,7 @@ async fn past_the_additions_ratio_the_next_round_takes_the_whole_snapshot() {
         "malware",
         Served::Snapshot(Snap::new("malware", 3, &refs(&all)).encode()),
     );
-    let report = agent.update().await.unwrap();
-    assert!(
-        matches!(
-            report.get("malware"),
-            Some(ListUpdate::Updated {
-                previous: Some(2),
-                version: 3
-            })
-        ),
-        "{report:?}"
-    );
+    assert_updated(&agent.update().await.unwrap(), 2, 3);
     assert_eq!(fake.update_requests().len(), 1);
     let snapshot_asks = fake.snapshot_requests();
     assert_eq!(snapshot_asks.len(), 2);
