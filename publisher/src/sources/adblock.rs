@@ -2,7 +2,7 @@
 //! URL.
 
 use super::entry::Entry;
-use super::hosts::read_domain_marked;
+use super::hosts::{is_ip_literal, read_domain_marked, read_hosts};
 use super::outcome::reason;
 use super::url_entry::{url_entry, url_read};
 use super::visit::{Visit, directory_too_deep};
@@ -394,6 +394,9 @@ fn are_adblock_options(text: &[u8]) -> bool {
 }
 
 pub(super) fn read_adblock(line: &[u8], v: &mut impl Visit) {
+    if let Some(names) = hosts_line(line) {
+        return read_hosts(names, v);
+    }
     match adblock_rule(line) {
         // `||3232235777^` is a host: a number there is no stray column.
         Ok(AdblockRule::Host(host)) => read_domain_marked(host, line, line.starts_with(b"||"), v),
@@ -433,9 +436,58 @@ pub(super) fn read_adblock(line: &[u8], v: &mut impl Visit) {
     }
 }
 
+/// A hosts-file line in an adblock list (`0.0.0.0 evil.example`, as
+/// uBlock Origin and AdGuard read it in any filter list): an address, then
+/// white space, then names, up to a `#` after white space (a comment, as
+/// in a hosts file). No adblock rule starts so.
+fn hosts_line(line: &[u8]) -> Option<&[u8]> {
+    let address = line.iter().position(|b| b.is_ascii_whitespace())?;
+    if !is_ip_literal(line.get(..address)?) {
+        return None;
+    }
+    let comment = line
+        .windows(2)
+        .position(|w| w[0].is_ascii_whitespace() && w[1] == b'#')
+        .unwrap_or(line.len());
+    line.get(..comment)
+}
+
 #[cfg(test)]
 mod tests {
     use blocksieve_format::FullHash;
+
+    /// A hosts-file line in an adblock list (uBlock Origin and AdGuard read
+    /// `0.0.0.0 evil.example` in any filter list) was refused as `not a
+    /// host name`: its names were not listed.
+    #[test]
+    fn regression_a_hosts_file_line_lists_its_names() {
+        use crate::sources::{EntryOutcome, read_line};
+        for (line, expected) in [
+            (&b"0.0.0.0 evil.example"[..], &["evil.example/"][..]),
+            (
+                b"127.0.0.1\tevil.example other.example # ads",
+                &["evil.example/", "other.example/"],
+            ),
+            (b":: evil.example", &["evil.example/"]),
+        ] {
+            let published: Vec<String> = read_line(SourceFormat::AdblockHosts, line)
+                .entries
+                .into_iter()
+                .flat_map(|e| match e {
+                    EntryOutcome::Accepted(readings) => {
+                        readings.into_iter().flat_map(|r| r.expressions).collect()
+                    }
+                    EntryOutcome::Rejected { reason, .. } => vec![reason.to_owned()],
+                })
+                .collect();
+            assert_eq!(published, expected, "{}", line.escape_ascii());
+        }
+        // A host rule stays one.
+        assert_eq!(
+            crate::sources::tests::exprs(SourceFormat::AdblockHosts, b"||1.2.3.4^").map(|e| e[0].clone()),
+            Ok("1.2.3.4/".to_owned())
+        );
+    }
 
     use crate::config::SourceFormat;
     use crate::sources::reason;

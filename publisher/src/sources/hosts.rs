@@ -226,7 +226,7 @@ pub(super) fn read_hosts(text: &[u8], v: &mut impl Visit) {
 /// lists, `127.1`, `0x7f000001`, `127.000.000.001`: up to four numbers),
 /// or IPv6 with an optional zone (`fe80::1%lo0`, the macOS default hosts
 /// file).
-fn is_ip_literal(field: &[u8]) -> bool {
+pub(super) fn is_ip_literal(field: &[u8]) -> bool {
     if ipv4_number_parts(field).is_some_and(|parts| parts <= 4) {
         return true;
     }
