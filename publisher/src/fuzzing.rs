@@ -73,7 +73,9 @@ pub fn check_feed(data: &[u8]) {
         if report.lines != lines {
             broken("line formats count every line once");
         }
-        if format != SourceFormat::Hosts && report.accepted + report.rejected_total() > lines {
+        // A hosts-file line holds several names, also in an adblock list.
+        let one_entry_a_line = !matches!(format, SourceFormat::Hosts | SourceFormat::AdblockHosts);
+        if one_entry_a_line && report.accepted + report.rejected_total() > lines {
             broken("one line is at most one entry");
         }
         // The per-line reader finds what the build found, line by line.
@@ -268,6 +270,25 @@ mod tests {
             "{error}"
         );
         assert!(unsupported(&std::fs::read(dir.join("7z-signature")).unwrap()).is_some());
+    }
+
+    /// A hosts-file line in an adblock list holds several names, each an
+    /// entry (found by `feed_parse` once such lines were read there): the
+    /// check allowed more entries than lines for `hosts` only.
+    #[test]
+    fn regression_an_adblock_lists_hosts_line_of_several_names_passes_the_checks() {
+        let format = SourceFormat::ALL
+            .iter()
+            .position(|&f| f == SourceFormat::AdblockHosts)
+            .and_then(|i| u8::try_from(i).ok())
+            .unwrap();
+        check_feed(
+            &[
+                &[format][..],
+                b"0.0.0.0 a.example b.example c.example\n||d.example^\n",
+            ]
+            .concat(),
+        );
     }
 
     #[test]
