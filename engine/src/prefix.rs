@@ -20,10 +20,13 @@
 //!   real prefix's noise is its own and the same every time the client
 //!   asks it alone ([`NoiseKey`]): drawn anew for each request, a prefix
 //!   asked twice (its cached answer expired, a retry, the page visited
-//!   again) would be the one both requests share. A request for several
-//!   real prefixes (a batch check's) shares its `noise` among them, the
-//!   first companions of each in turn: with more real prefixes than that,
-//!   some carry none, and a later request for one of them alone shows it.
+//!   again) would be the one both requests share. Asked again at a longer
+//!   length (the list grew), its noise extends the noise it had before:
+//!   else it would be the one prefix extending one asked before. A request
+//!   for several real prefixes (a batch check's) shares its `noise` among
+//!   them, the first companions of each in turn: with more real prefixes
+//!   than that, some carry none, and a later request for one of them alone
+//!   shows it.
 //! * Never the URL, never an expression, never a full hash.
 //! * In the answer, a full hash that does not start with the requested
 //!   prefix it is listed under is ignored: it cannot be about anything the
@@ -103,19 +106,42 @@ impl NoiseKey {
         Self(rng.r#gen())
     }
 
-    /// The `n`th noise prefix of `real`: the first `real.bits()` bits of
-    /// SHA-256 over a context string, the key, the real prefix's length and
-    /// bits, and `n`.
-    pub fn companion(&self, real: RequestPrefix, n: u32) -> RequestPrefix {
-        let mut input = [0u8; 24 + 32 + 1 + 4 + 4];
-        input[..24].copy_from_slice(b"blocksieve noise prefix\0");
-        input[24..56].copy_from_slice(&self.0);
-        input[56] = real.bits();
-        input[57..61].copy_from_slice(&real.range32().0.to_be_bytes());
-        input[61..].copy_from_slice(&n.to_be_bytes());
-        let hash = FullHash::of(&input);
+    /// The `n`th noise prefix of `real` (its `attempt`th draw, for one
+    /// that collided), built a length at a time: its first 8 bits are the
+    /// first 8 of SHA-256 over a context string, the key, the length 8,
+    /// `real`'s first 8 bits and `n`; each next 4 bits, up to
+    /// `real.bits()`, are 4 bits of the same over that length and `real`'s
+    /// bits up to it. Only the last ones drawn depend on `attempt`. So the
+    /// companion's first `b` bits are the first companion of `real`'s first
+    /// `b` bits: a prefix asked again at a longer length (its list's
+    /// request prefix length grew; a check refused as `prefix_too_short`
+    /// asks again at once) carries noise that extends the noise it was
+    /// asked with before. Drawn anew at each length, the real prefix was
+    /// the one of the second request that extended a prefix of the first.
+    pub fn companion(&self, real: RequestPrefix, n: u32, attempt: u32) -> RequestPrefix {
+        let value = real.range32().0;
+        let mut noise = 0u32;
+        let mut known = 0u32;
+        let mut bits = blocksieve_format::api::MIN_REQUEST_PREFIX_BITS;
+        while bits <= real.bits() {
+            let mask = if bits >= 32 { u32::MAX } else { !(u32::MAX >> bits) };
+            let mut input = [0u8; 24 + 32 + 1 + 4 + 4 + 4];
+            input[..24].copy_from_slice(b"blocksieve noise prefix\0");
+            input[24..56].copy_from_slice(&self.0);
+            input[56] = bits;
+            input[57..61].copy_from_slice(&(value & mask).to_be_bytes());
+            input[61..65].copy_from_slice(&n.to_be_bytes());
+            let last = bits == real.bits();
+            input[65..].copy_from_slice(&(if last { attempt } else { 0 }).to_be_bytes());
+            // The bits this length adds, drawn at this length.
+            noise |= FullHash::of(&input).prefix().0 & mask & !known;
+            known = mask;
+            bits += 4;
+        }
+        let mut hash = [0u8; FullHash::LEN];
+        hash[..4].copy_from_slice(&noise.to_be_bytes());
         // A real prefix's length is valid: so is the companion's.
-        request_prefix(&hash, real.bits()).unwrap_or(real)
+        request_prefix(&FullHash(hash), real.bits()).unwrap_or(real)
     }
 }
 
@@ -162,7 +188,8 @@ pub const PLANNED_ANSWER_MATCHES: f64 = (MAX_ANSWER_MATCHES / 4) as f64;
 /// prefix is asked alone, so that two such requests for it share nothing
 /// the first one did not already show. Noise never
 /// repeats a real prefix or another noise prefix of the same request (a
-/// colliding companion is passed over for the next); when the prefix
+/// colliding companion's last bits are drawn again, so that it still
+/// extends what it was at shorter lengths: [`NoiseKey::companion`]); when the prefix
 /// space is too small for that (many 8-bit prefixes), fewer noise
 /// prefixes are sent.
 ///
@@ -214,15 +241,14 @@ pub fn plan_requests(
         .map(|chunk| {
             let mut taken: BTreeSet<RequestPrefix> = chunk.iter().copied().collect();
             let mut prefixes = chunk.to_vec();
-            // The next companion of each real prefix.
-            let mut next = vec![0u32; chunk.len()];
             for slot in 0..noise {
-                let i = slot % chunk.len();
-                // A few tries per noise prefix: only a crowded 8-bit space
-                // can make them all collide.
-                for _ in 0..16 {
-                    let p = key.companion(chunk[i], next[i]);
-                    next[i] += 1;
+                let (i, n) = (slot % chunk.len(), slot / chunk.len());
+                // A few draws of its last bits per noise prefix: only a
+                // crowded 8-bit space can make them all collide. The bits
+                // before stay those of the same noise prefix at a shorter
+                // length, itself or the one it collided with.
+                for attempt in 0..16 {
+                    let p = key.companion(chunk[i], u32::try_from(n).unwrap_or(u32::MAX), attempt);
                     if taken.insert(p) {
                         prefixes.push(p);
                         break;
@@ -617,6 +643,39 @@ mod tests {
         assert_eq!(shared.len(), 3, "{shared:?}");
         assert!(shared.contains(&&a));
         assert_eq!(format!("{key:?}"), "NoiseKey(..)");
+    }
+
+    /// A prefix asked at 8 bits, then at each longer length (its list's
+    /// request prefix length grew; a check refused as `prefix_too_short`
+    /// asks again at once): every prefix of the longer request extends one
+    /// of the shorter request's, noise included, so the real one is not
+    /// the one that does. Before, the noise was drawn anew at each length.
+    #[test]
+    fn a_prefix_asked_at_a_longer_length_carries_noise_extending_its_earlier_noise() {
+        let mut rng = StdRng::seed_from_u64(7);
+        for round in 0..500u32 {
+            let key = NoiseKey::new(&mut rng);
+            let hash = FullHash::of(&round.to_be_bytes());
+            let mut sent = |bits| {
+                plan_requests(&[rp(&hash, bits)], 4, 0, &key, &mut rng)
+                    .remove(0)
+                    .prefixes
+            };
+            let mut shorter = sent(8);
+            for bits in [12, 16, 20, 24, 28, 32] {
+                let longer = sent(bits);
+                assert_eq!(longer.len(), 5);
+                for p in &longer {
+                    let mut h = [0u8; 32];
+                    h[..4].copy_from_slice(&p.range32().0.to_be_bytes());
+                    assert!(
+                        shorter.iter().any(|s| s.matches(&FullHash(h))),
+                        "round {round}: {p} extends none of {shorter:?}"
+                    );
+                }
+                shorter = longer;
+            }
+        }
     }
 
     #[test]

@@ -315,3 +315,38 @@ async fn a_large_batch_is_split_into_requests_of_at_most_a_thousand_prefixes() {
     let total: usize = searches.iter().map(|s| s.prefixes.len()).sum();
     assert_eq!(total, 1_500 + 2 * 4);
 }
+
+/// A prefix asked before and after its list's request prefix length grows
+/// (a new snapshot; or a check refused `400 prefix_too_short`, which
+/// updates and asks again at once at the new length): its noise at the
+/// longer length extends its noise at the shorter one. Before, the noise
+/// was drawn anew for each length, and the real prefix was the one of the
+/// second request that extended a prefix of the first: singled out, as new
+/// noise around a prefix asked twice singles it out.
+#[tokio::test]
+async fn a_prefix_asked_again_at_a_longer_length_is_not_singled_out_by_its_noise() {
+    let fake = FakePublisher::start().await;
+    fake.serve_snapshot(&Snap::new("malware", 1, &["evil.example/"]).request_prefix_bits(8));
+    fake.list_expressions("malware", &["evil.example/"]);
+    let agent = fake.agent(&["malware"]);
+    agent.update().await.unwrap();
+    assert!(agent.check_url("http://evil.example/").await.unwrap().is_unsafe());
+    fake.serve_snapshot(&Snap::new("malware", 2, &["evil.example/"]).request_prefix_bits(12));
+    agent.update().await.unwrap();
+    assert_eq!(agent.snapshot_version("malware"), Some(2));
+    assert!(agent.check_url("http://evil.example/").await.unwrap().is_unsafe());
+
+    let searches = fake.searches();
+    assert_eq!(searches.len(), 2);
+    let (before, after) = (&searches[0].prefixes, &searches[1].prefixes);
+    assert!(before.iter().all(|p| p.len() == 2) && after.iter().all(|p| p.len() == 3));
+    assert_eq!((before.len(), after.len()), (5, 5));
+    // Every 12-bit prefix extends an 8-bit prefix asked before, noise
+    // included: not the real one alone (before, a noise prefix did only by
+    // chance, about 5 times in 256).
+    let extending = after
+        .iter()
+        .filter(|p| before.contains(&p[..2].to_owned()))
+        .count();
+    assert_eq!(extending, after.len(), "{before:?} then {after:?}");
+}
