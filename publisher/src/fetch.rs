@@ -529,6 +529,26 @@ async fn get(
     uncompressed: bool,
 ) -> Result<Fetched, Failure> {
     let headers = source.request_headers().map_err(Failure::permanent)?;
+    // A server that does not honour `identity` (an object store serves an
+    // object uploaded gzip-encoded as it is) answers gzip again: a client
+    // that decodes it would drop its `Content-Length` again, so this one
+    // decodes nothing, and the body comes as sent, gzip content the build
+    // decodes, its length seen.
+    let undecoded;
+    let client = if uncompressed {
+        let redirects = if source.headers.is_empty() {
+            reqwest::redirect::Policy::default()
+        } else {
+            same_origin_redirects()
+        };
+        undecoded = client_builder(redirects)
+            .no_gzip()
+            .build()
+            .map_err(|e| Failure::permanent(format!("request failed: {}", error_chain(e))))?;
+        &undecoded
+    } else {
+        client
+    };
     let mut request = client.get(url).timeout(source.timeout()).headers(headers);
     if uncompressed {
         // Set, the client leaves it be (and a source may not set it:
@@ -659,6 +679,15 @@ async fn get(
         })),
         Err(e) => Err(Failure::permanent(format!("spooling the response: {e}"))),
     }
+}
+
+/// The builder of the clients that fetch `url` sources, following
+/// redirects by `redirects`.
+pub fn client_builder(redirects: reqwest::redirect::Policy) -> reqwest::ClientBuilder {
+    reqwest::Client::builder()
+        .user_agent(concat!("blocksieve-publisher/", env!("CARGO_PKG_VERSION")))
+        .connect_timeout(Duration::from_secs(15))
+        .redirect(redirects)
 }
 
 /// The redirect policy of the client that fetches sources with
@@ -1388,6 +1417,41 @@ mod tests {
         let heads = heads.lock().unwrap();
         assert!(heads[0].contains("accept-encoding: gzip"), "{heads:#?}");
         assert_eq!(heads.len(), 2, "{heads:#?}");
+    }
+
+    /// A feed stored gzip-encoded on an object store (S3 serves an object
+    /// uploaded with `Content-Encoding: gzip` so whatever the request's
+    /// `Accept-Encoding`), with a `Content-Length`, whose last line has no
+    /// line end: reqwest decoded it and dropped its `Content-Length`, and
+    /// the retry asking for it uncompressed got the same answer, decoded
+    /// again. Every attempt failed as `body ended mid-line with no
+    /// Content-Length or chunked framing`, untrue, and the source never
+    /// took fresh content. Now the retry decodes no content coding: the
+    /// body comes as sent, gzip content whose `Content-Length` is seen.
+    #[tokio::test]
+    async fn regression_a_gzip_encoded_body_with_a_length_is_taken_when_identity_is_not_honoured() {
+        let mid_line = b"https://a.example/1\nhttps://drive.google.com/file/d/1AbCxyz/view".to_vec();
+        let encoded = gzip(&mid_line);
+        let answer = {
+            let encoded = encoded.clone();
+            move |_: &str| {
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: {}\r\n",
+                    encoded.len()
+                );
+                response(&head, &encoded)
+            }
+        };
+        let (url, heads) = raw_server(answer).await;
+        let (fetched, retried) = fetched(&url, SourceFormat::Urls, 0).await;
+        let Fetched::Stream(stream) = fetched else {
+            panic!("not taken: {fetched:?}")
+        };
+        assert_eq!(stream.encoding, super::ContentEncoding::Gzip);
+        assert_eq!((content(stream).unwrap(), retried), (encoded, 0));
+        let heads = heads.lock().unwrap();
+        assert_eq!(heads.len(), 2, "{heads:#?}");
+        assert!(heads[1].contains("accept-encoding: identity\r\n"), "{heads:#?}");
     }
 
     /// The checks before a build look inside what maintainers ship: a

@@ -282,10 +282,7 @@ impl Publisher {
         }
         .shared();
         let client = |redirects| {
-            reqwest::Client::builder()
-                .user_agent(concat!("blocksieve-publisher/", env!("CARGO_PKG_VERSION")))
-                .connect_timeout(Duration::from_secs(15))
-                .redirect(redirects)
+            fetch::client_builder(redirects)
                 .build()
                 .map_err(|e| Error::Config {
                     field: "HTTP client".to_owned(),
