@@ -686,7 +686,7 @@ async fn get(
 pub fn client_builder(redirects: reqwest::redirect::Policy) -> reqwest::ClientBuilder {
     reqwest::Client::builder()
         .user_agent(concat!("blocksieve-publisher/", env!("CARGO_PKG_VERSION")))
-        .connect_timeout(Duration::from_secs(15))
+        .connect_timeout(CONNECT_TIMEOUT)
         .redirect(redirects)
 }
 
@@ -746,10 +746,19 @@ fn end_marked(response: &reqwest::Response) -> bool {
         || last_coding.is_some_and(|c| c.eq_ignore_ascii_case("chunked"))
 }
 
+/// How long the clients that fetch `url` sources wait for a connection
+/// (TCP and TLS) to a feed, whatever the source's `timeout_s`.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
+
 /// `timed out after N s (timeout_s): ` when `e` is the source's timeout,
-/// which reqwest reports only as "operation timed out".
+/// which reqwest reports only as "operation timed out"; `could not
+/// connect within 15 s: ` when it is the client's [`CONNECT_TIMEOUT`] (a
+/// host that drops the connection's packets, or never completes its TLS
+/// handshake), which a longer `timeout_s` does not lengthen.
 fn timed_out(e: &reqwest::Error, source: &SourceConfig) -> String {
-    if e.is_timeout() {
+    if e.is_timeout() && e.is_connect() {
+        format!("could not connect within {} s: ", CONNECT_TIMEOUT.as_secs())
+    } else if e.is_timeout() {
         format!("timed out after {} s (timeout_s): ", source.timeout().as_secs())
     } else {
         String::new()
@@ -1452,6 +1461,40 @@ mod tests {
         let heads = heads.lock().unwrap();
         assert_eq!(heads.len(), 2, "{heads:#?}");
         assert!(heads[1].contains("accept-encoding: identity\r\n"), "{heads:#?}");
+    }
+
+    /// A feed whose host accepts the connection and never completes its
+    /// TLS handshake (or drops the packets: a firewall) fails when the
+    /// client's 15-s connect timeout fires; that failure said `timed out
+    /// after 60 s (timeout_s)`, untrue (it came after 15 s, and a longer
+    /// `timeout_s` changes nothing). Now it names the connect timeout.
+    #[tokio::test]
+    async fn regression_a_connect_timeout_is_not_reported_as_the_sources_timeout() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("https://{}/feed.txt", listener.local_addr().unwrap());
+        // Accepted, held open, never answered.
+        tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((stream, _)) = listener.accept().await {
+                held.push(stream);
+            }
+        });
+        let client = reqwest::Client::builder()
+            .connect_timeout(super::CONNECT_TIMEOUT)
+            .build()
+            .unwrap();
+        let mut source = SourceConfig::http(&url, SourceFormat::Urls);
+        source.retries = Some(0);
+        let started = std::time::Instant::now();
+        let (fetched, _) = super::fetch(Some(&client), "test", &source, None).await;
+        let Fetched::Failed(reason) = fetched else {
+            panic!("{fetched:?}")
+        };
+        assert!(started.elapsed() < source.timeout(), "{:?}", started.elapsed());
+        assert!(
+            reason.starts_with("request failed: could not connect within 15 s: "),
+            "{reason}"
+        );
     }
 
     /// The checks before a build look inside what maintainers ship: a
