@@ -449,18 +449,22 @@ async fn read_limited(
 
 /// An [`Error::Status`] for a non-success response, with the publisher's
 /// error message when the body is its JSON error, and its `Retry-After`
-/// (relative to `now`) on a `429` or `503`.
+/// on a `429` or `503`: an HTTP-date is an instant on the answering
+/// server's clock, so it is read against the response's `Date` (plus its
+/// `Age`), and against `now` without one (a clock behind must not stretch
+/// it).
 async fn status_error(response: reqwest::Response, url: &str, now: SystemTime) -> Error {
     let status = response.status().as_u16();
     let retry_after = if matches!(
         response.status(),
         StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE
     ) {
+        let answered_at = publisher_time(response.headers()).unwrap_or(now);
         response
             .headers()
             .get(RETRY_AFTER)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| parse_retry_after(v, now))
+            .and_then(|v| parse_retry_after(v, answered_at))
     } else {
         None
     };

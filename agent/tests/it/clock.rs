@@ -188,3 +188,30 @@ async fn a_snapshot_is_stale_as_soon_as_its_expiry_has_passed() {
     clock.set(at(expires));
     assert!(!agent.status().is_stale());
 }
+
+/// A `Retry-After` given as an HTTP-date (as a CDN or proxy in front of the
+/// publisher sends it) is an instant on the clock of whoever answered: with
+/// this agent's clock two hours behind, a `503` asking for 30 seconds
+/// paused every full-hash request (every check's hit unverified) for the
+/// longest server delay, an hour. It is read against the response's `Date`.
+#[tokio::test]
+async fn regression_a_retry_after_date_is_read_against_the_responses_date_not_a_clock_behind() {
+    let now = unix_now();
+    let fake = FakePublisher::start().await;
+    fake.serve_snapshot(&Snap::new("malware", 1, &["evil.example/"]).valid(now - 60, now + 7200));
+    fake.list_expressions("malware", &["evil.example/"]);
+    let agent = fake
+        .agent_builder(&["malware"])
+        .time_provider(ManualClock::new(at(now - 2 * 3600)))
+        .build()
+        .unwrap();
+    agent.update().await.unwrap();
+    fake.set_search_mode(blocksieve_tests::fake::SearchMode::RetryAfter(
+        axum::http::StatusCode::SERVICE_UNAVAILABLE,
+        crate::faults::httpdate_in(Duration::from_secs(30)),
+    ));
+    let verdict = agent.check_url(LISTED).await.unwrap();
+    assert!(verdict.is_unverified(), "{verdict:?}");
+    let paused = agent.status().full_hash_paused_for.unwrap();
+    assert!(paused <= Duration::from_secs(32), "paused for {paused:?}");
+}

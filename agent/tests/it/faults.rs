@@ -420,7 +420,7 @@ async fn retry_after_on_503_and_429_is_reported_for_the_schedule() {
 }
 
 /// An HTTP-date (RFC 9110) `after` from now.
-fn httpdate_in(after: Duration) -> String {
+pub(crate) fn httpdate_in(after: Duration) -> String {
     let at = SystemTime::now() + after;
     // Format by hand: the test crate does not depend on httpdate.
     let secs = at.duration_since(SystemTime::UNIX_EPOCH).unwrap().as_secs();

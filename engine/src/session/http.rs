@@ -6,6 +6,7 @@ use std::time::SystemTime;
 use blocksieve_format::api::{FullHashSearchResponse, is_full_hashes_content_type};
 
 use crate::Error;
+use crate::clock::server_time;
 use crate::prefix::SearchAnswer;
 use crate::schedule::parse_retry_after;
 
@@ -107,12 +108,15 @@ pub(super) fn read_answer(
 
 /// An [`Error::Status`] for a response that is not a success, with the
 /// publisher's error message when the body is its JSON error, and its
-/// `Retry-After` (relative to `now`) on a `429` or `503`.
+/// `Retry-After` on a `429` or `503`: an HTTP-date is read against the
+/// response's `Date` (plus its `Age`), the answering server's clock, and
+/// against `now` without one.
 pub(super) fn status_error(response: &HttpResponse, url: &str, now: SystemTime) -> Error {
     let retry_after = if matches!(response.status, 429 | 503) {
+        let answered_at = server_time(response.header("date"), response.header("age")).unwrap_or(now);
         response
             .header("retry-after")
-            .and_then(|v| parse_retry_after(v, now))
+            .and_then(|v| parse_retry_after(v, answered_at))
     } else {
         None
     };

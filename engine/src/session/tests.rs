@@ -541,6 +541,33 @@ fn a_miss_answer_is_safe_and_cached() {
     assert_eq!(session.stats().false_prefix_hits, 2);
 }
 
+/// A `Retry-After` HTTP-date is an instant on the answering server's
+/// clock: read against the response's `Date`, a host clock two hours
+/// behind does not stretch a 30-second pause to the hour-long cap.
+#[test]
+fn regression_a_retry_after_date_is_read_against_the_responses_date() {
+    let (mut session, _) = loaded(config());
+    let mut rng = StdRng::seed_from_u64(10);
+    let behind = NOW - 2 * 3600;
+    let query = need(session.check(LISTED, at(behind), &mut rng));
+    let overloaded = HttpResponse {
+        status: 503,
+        headers: vec![
+            ("Date".into(), httpdate::fmt_http_date(at(NOW))),
+            ("Retry-After".into(), httpdate::fmt_http_date(at(NOW + 30))),
+        ],
+        body: Vec::new(),
+    };
+    let verdict = session
+        .complete_check(query, Ok(overloaded), at(behind), &mut rng)
+        .expect("verdict");
+    assert!(verdict.is_unverified(), "{verdict:?}");
+    assert_eq!(
+        session.full_hash_paused_for(at(behind)),
+        Some(Duration::from_secs(30))
+    );
+}
+
 #[test]
 fn a_failed_full_hash_request_is_unverified_and_pauses_requests_for_retry_after() {
     let (mut session, _) = loaded(SessionConfig {
