@@ -147,7 +147,7 @@ fn after_lone_quote(text: &[u8]) -> Option<&[u8]> {
 /// [`Cuts::UNICODE`] when Unicode white space was removed.
 fn trim_white<'a>(mut bytes: &'a [u8], cuts: &mut Cuts) -> &'a [u8] {
     loop {
-        bytes = bytes.trim_ascii_start();
+        bytes = trim_controls_start(bytes);
         match first_char(bytes) {
             Some((c, len)) if is_unicode_white(c) => {
                 bytes = bytes.get(len..).unwrap_or_default();
@@ -157,7 +157,7 @@ fn trim_white<'a>(mut bytes: &'a [u8], cuts: &mut Cuts) -> &'a [u8] {
         }
     }
     loop {
-        bytes = bytes.trim_ascii_end();
+        bytes = trim_controls_end(bytes);
         match last_char(bytes) {
             Some((c, len)) if is_unicode_white(c) => {
                 bytes = bytes.get(..bytes.len() - len).unwrap_or_default();
@@ -167,6 +167,21 @@ fn trim_white<'a>(mut bytes: &'a [u8], cuts: &mut Cuts) -> &'a [u8] {
         }
     }
     bytes
+}
+
+/// `bytes` without the C0 controls and spaces at its start: what the URL
+/// Standard's basic URL parser trims first (step 1), and the agent's
+/// [`trim_url_text`](blocksieve_format::trim_url_text) with it
+/// (ASCII white space is among them).
+fn trim_controls_start(bytes: &[u8]) -> &[u8] {
+    let start = bytes.iter().position(|&b| b > b' ').unwrap_or(bytes.len());
+    &bytes[start..]
+}
+
+/// [`trim_controls_start`] at the end.
+fn trim_controls_end(bytes: &[u8]) -> &[u8] {
+    let end = bytes.iter().rposition(|&b| b > b' ').map_or(0, |i| i + 1);
+    &bytes[..end]
 }
 
 /// The bytes of `text` before its first `byte`, if it holds one. Most
@@ -183,6 +198,35 @@ mod tests {
     use crate::config::SourceFormat;
     use crate::sources::tests::{collect, exprs, read_one};
     use crate::sources::{cleaned, read_line, reason};
+
+    /// A C0 control at a line's ends (`\x01http://…`, a stray byte of a
+    /// feed's export) is trimmed, as the URL Standard's parser and the
+    /// agent trim it: the line was refused as text joined before the
+    /// scheme, and the page a browser visits answered safe.
+    #[test]
+    fn regression_c0_controls_are_trimmed_from_feed_lines() {
+        for line in [
+            &b"\x01http://evil.example/a"[..],
+            b"\x00\x1fhttp://evil.example/a\x02",
+            b"\x0b http://evil.example/a \x1b",
+        ] {
+            assert_eq!(
+                exprs(SourceFormat::Urls, line),
+                Ok(vec!["evil.example/a".to_owned()]),
+                "{line:?}"
+            );
+        }
+        assert_eq!(
+            exprs(SourceFormat::Hosts, b"\x010.0.0.0 evil.example\x01"),
+            Ok(vec!["evil.example/".to_owned()])
+        );
+        assert_eq!(
+            exprs(SourceFormat::Domains, b"\x1fevil.example"),
+            Ok(vec!["evil.example/".to_owned()])
+        );
+        // DEL is no C0 control: browsers keep it (escaped), as the agent does.
+        assert!(exprs(SourceFormat::Urls, b"\x7fhttp://evil.example/a").is_err());
+    }
 
     // Real lines of the union feed end in U+00A0 or U+FEFF.
     #[test]

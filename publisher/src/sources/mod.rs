@@ -14,7 +14,8 @@
 //! 1. Lines are split on LF, and on a CR that is not part of CRLF ([`feed_lines`]:
 //!    no URL holds a raw CR, browsers drop it). A UTF-8 byte-order mark at
 //!    the start of a line is dropped, then white space is trimmed at both
-//!    ends: ASCII white space and Unicode white space — U+00A0 NO-BREAK
+//!    ends: C0 controls and ASCII white space (as the URL Standard's parser
+//!    trims them, and the agent), Unicode white space — U+00A0 NO-BREAK
 //!    SPACE, U+2000 to U+200A, U+202F, U+205F, U+3000 and the other
 //!    characters Unicode calls white space (U+0085, U+1680, U+2028, U+2029)
 //!    — the invisible U+FEFF, U+200B and U+2060, and the bidirectional
