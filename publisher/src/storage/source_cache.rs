@@ -187,10 +187,17 @@ impl SourceCache {
     /// written only over that version ([`SourceCache::update_meta`]).
     fn stored_meta(&self) -> Option<(StoredMeta, String, Option<Version>)> {
         let key = self.meta_key();
-        match self.storage.get_if_changed(&key, None).ok()? {
+        // Unreadable metadata is no last good content and no `max_shrink`
+        // baseline for the source: said in the log, not passed over.
+        let read = self.storage.get_if_changed(&key, None).inspect_err(|e| {
+            tracing::warn!(key = %key, error = %e, "could not read a source's last good metadata; the source has no fallback and no max_shrink baseline this build");
+        });
+        match read.ok()? {
             Conditional::Value { bytes, version } => {
-                let stored = serde_json::from_slice(&bytes).ok()?;
-                return Some((stored, self.stem.clone(), Some(version)));
+                let stored = serde_json::from_slice(&bytes).inspect_err(|e| {
+                    tracing::warn!(key = %key, error = %e, "a source's last good metadata is not valid; the source has no fallback and no max_shrink baseline until a build stores new content (remove the file to silence this)");
+                });
+                return Some((stored.ok()?, self.stem.clone(), Some(version)));
             }
             Conditional::Missing | Conditional::NotModified => {}
         }
