@@ -361,3 +361,97 @@ async fn regression_a_mirror_stuck_on_an_old_version_does_not_keep_the_agent_the
     let status = later.status();
     assert!(!status.is_stale(), "{status:?}");
 }
+
+/// A publisher whose data directory is lost, started again on a fresh one
+/// (same key) with its clock behind the versions it had published (they
+/// were built by a clock ten minutes ahead): the agent holding the lost version
+/// refuses the new, lower ones, as its rollback floor must, and says why;
+/// a URL listed since is not yet protected. A build past the agent's
+/// version, as `build --now` makes it (README "Storage"), brings it back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_publisher_that_lost_versions_ahead_of_its_clock_is_refused_until_a_build_passes_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let feed = dir.path().join("feed.txt");
+    let write_feed = |count: usize| {
+        let lines: Vec<String> = (0..count)
+            .map(|i| format!("http://listed-{i}.example/login"))
+            .collect();
+        std::fs::write(&feed, lines.join("\n")).unwrap();
+    };
+    let key_file = dir.path().join("signing.key");
+    let cfg = |data: &str| {
+        let mut cfg = config(
+            &dir.path().join(data),
+            "urls",
+            vec![blocksieve_publisher::SourceConfig::file(
+                &feed,
+                SourceFormat::Urls,
+            )],
+        );
+        cfg.signing_key = Some(key_file.clone());
+        cfg
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    write_feed(100);
+    let lost = RunningPublisher::start_at(cfg("lost"), now + 600).await;
+    lost.wait_ready(READY).await;
+    let v1 = version(&lost).unwrap();
+    let proxy = FaultProxy::start(&lost.base_url()).await;
+    let agent = Agent::builder(proxy.base_url())
+        .list("urls")
+        .trusted_key(lost.public_key())
+        .cache_dir(dir.path().join("agent-cache"))
+        .initial_jitter(Duration::ZERO)
+        .build()
+        .unwrap();
+    agent.update().await.unwrap();
+    lost.stop().await;
+
+    // A fresh data directory, the clock right, a URL added.
+    write_feed(101);
+    let fresh = RunningPublisher::start(cfg("fresh")).await;
+    fresh.wait_ready(READY).await;
+    assert!(version(&fresh).unwrap() < v1);
+    proxy.set_upstream(&fresh.base_url());
+    let report = agent.update().await.unwrap();
+    assert!(
+        matches!(
+            report.get("urls"),
+            Some(ListUpdate::Failed { kept_version: Some(v), .. }) if *v == v1
+        ),
+        "{report:?}"
+    );
+    let list = agent.status().list("urls").cloned().unwrap();
+    assert!(
+        list.last_error
+            .as_ref()
+            .is_some_and(|e| e.to_string().contains("older than version")),
+        "{list:?}"
+    );
+    let added = "http://listed-100.example/login";
+    assert!(matches!(
+        agent.check_url(added).await.unwrap(),
+        Verdict::Safe { .. }
+    ));
+
+    // A build as of the version the agent holds plus `snapshot_ttl_s`:
+    // past it, and (the list unchanged since the fresh start) far enough
+    // past the served snapshot's creation to be published, not found
+    // unchanged (at `v1 + 1` it is: only a freshness record is signed).
+    let ttl = blocksieve_publisher::Config::default().snapshot_ttl_s;
+    fresh.publisher.set_build_time(v1 + 1);
+    fresh.publisher.build_list(0).await.result.unwrap();
+    assert!(version(&fresh).unwrap() < v1, "found unchanged");
+    fresh.publisher.set_build_time(v1 + ttl);
+    fresh.publisher.build_list(0).await.result.unwrap();
+    let report = agent.update().await.unwrap();
+    assert!(
+        matches!(report.get("urls"), Some(ListUpdate::Updated { .. })),
+        "{report:?}"
+    );
+    assert!(agent.check_url(added).await.unwrap().is_unsafe());
+    fresh.stop().await;
+}
