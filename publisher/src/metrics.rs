@@ -47,6 +47,7 @@ pub struct Metrics {
     gate_refusals: Family<Labels, Counter>,
     source_failures: Family<Labels, Counter>,
     source_retries: Family<Labels, Counter>,
+    behind: Family<Labels, Counter>,
     requests: Family<Labels, Counter>,
     latency: Family<Labels, Histogram, LatencyBuckets>,
     store_reachable: Gauge,
@@ -92,6 +93,7 @@ impl Metrics {
             gate_refusals: Family::default(),
             source_failures: Family::default(),
             source_retries: Family::default(),
+            behind: Family::default(),
             requests: Family::default(),
             latency: Family::new_with_constructor(LatencyBuckets),
             store_reachable: Gauge::default(),
@@ -147,6 +149,11 @@ impl Metrics {
             "source_fetch_retries",
             "HTTP source fetches tried again within a build after a failure that may pass (no connection, a timeout, a body cut off, 408, 429, 500, 502, 503, 504)",
             m.source_retries.clone(),
+        );
+        registry.register(
+            "behind_answers",
+            "Requests answered 503 behind: the client holds a newer version of the list than this server serves (a replica catching up, or a publisher whose data lost versions its agents hold)",
+            m.behind.clone(),
         );
         registry.register(
             "http_requests",
@@ -336,6 +343,12 @@ impl Metrics {
         }
         let _ = self.source_failures.get_or_create(&list(name));
         let _ = self.source_retries.get_or_create(&list(name));
+        let _ = self.behind.get_or_create(&list(name));
+    }
+
+    /// Records a request for list `name` answered `503 behind`.
+    pub fn answered_behind(&self, name: &str) {
+        self.behind.get_or_create(&list(name)).inc();
     }
 
     /// Records a gate refusal.

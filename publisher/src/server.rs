@@ -660,6 +660,7 @@ async fn list_hashes(
             ));
         }
         _ => {
+            state.metrics.answered_behind(&slot.name);
             let served = served.map_or_else(|| "no snapshot".to_owned(), |v| format!("version {v}"));
             return Err(ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,

@@ -61,6 +61,7 @@ fn registered_metric_names() -> BTreeSet<String> {
     }
     metrics.gate_refused("p", "shrink");
     metrics.source_failed("p");
+    metrics.answered_behind("p");
     metrics.request("/healthz", 200, 0.001);
     metrics.store_reachable(true);
     metrics.fresh_at("p", 1_800_000_000, Some(1_800_003_600));

@@ -436,6 +436,18 @@ async fn a_publisher_that_lost_versions_ahead_of_its_clock_is_refused_until_a_bu
         agent.check_url(added).await.unwrap(),
         Verdict::Safe { .. }
     ));
+    // Counted for the operators' alert (`BlocksieveAgentsAhead`).
+    let metrics = reqwest::get(format!("{}/metrics", fresh.base_url()))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let behind = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("blocksieve_behind_answers_total{list=\"urls\"} "))
+        .and_then(|n| n.parse::<u64>().ok());
+    assert!(behind.is_some_and(|n| n >= 1), "{metrics}");
 
     // A build as of the version the agent holds plus `snapshot_ttl_s`:
     // past it, and (the list unchanged since the fresh start) far enough

@@ -182,6 +182,7 @@ fn check_not_behind(state: &AppState, min_versions: &BTreeMap<String, u64>) -> R
         let slot = state.list(name).ok_or_else(|| unknown_list(name))?;
         let served = slot.current.load().as_deref().map(|p| p.header.version);
         if served.is_none_or(|v| v < needed) {
+            state.metrics.answered_behind(&slot.name);
             let served = served.map_or_else(|| "no snapshot".to_owned(), |v| format!("version {v}"));
             return Err(ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,

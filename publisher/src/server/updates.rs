@@ -179,6 +179,7 @@ pub(super) async fn updates(
     let from = parse_version(&from)?;
     let current = slot.current.load_full();
     let Some(current) = current.filter(|c| c.header.version >= from) else {
+        state.metrics.answered_behind(&slot.name);
         let served = (slot.current.load().as_ref()).map_or_else(
             || "no snapshot".to_owned(),
             |c| format!("version {}", c.header.version),
