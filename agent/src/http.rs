@@ -75,6 +75,9 @@ pub(crate) fn client(
         .timeout(timeout)
         .pool_idle_timeout(pool_idle_timeout)
         .redirect(redirect_policy(allow_plain_http))
+        // No `Referer` on a redirect (reqwest's default sends the URL it
+        // came from): the agent tells servers nothing beyond its request.
+        .referer(false)
         .build()
         .map_err(|e| Error::HttpClient {
             reason: error_chain(&e),

@@ -688,6 +688,10 @@ pub fn client_builder(redirects: reqwest::redirect::Policy) -> reqwest::ClientBu
         .user_agent(concat!("blocksieve-publisher/", env!("CARGO_PKG_VERSION")))
         .connect_timeout(CONNECT_TIMEOUT)
         .redirect(redirects)
+        // reqwest's default sends a redirect's target the URL it came
+        // from: a feed's key in its path or query (PhishTank's
+        // `/data/<key>/…`, `?auth-key=`) would go to a CDN or mirror.
+        .referer(false)
 }
 
 /// The redirect policy of the client that fetches sources with
@@ -1461,6 +1465,42 @@ mod tests {
         let heads = heads.lock().unwrap();
         assert_eq!(heads.len(), 2, "{heads:#?}");
         assert!(heads[1].contains("accept-encoding: identity\r\n"), "{heads:#?}");
+    }
+
+    /// A feed URL holding its key (PhishTank's `/data/<key>/online-valid.csv`,
+    /// a `?auth-key=`) redirected to another host, a CDN: reqwest sent that
+    /// host a `Referer` with the whole URL, key included. The publisher's
+    /// clients send none.
+    #[tokio::test]
+    async fn regression_a_redirect_sends_no_referer_holding_the_feed_url() {
+        let body = b"http://a.example/1\n";
+        let (target, target_heads) = raw_server(move |_| {
+            response(
+                &format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n", body.len()),
+                body,
+            )
+        })
+        .await;
+        let (first, _) = raw_server(move |_| {
+            response(
+                &format!("HTTP/1.1 302 Found\r\nLocation: {target}\r\nContent-Length: 0\r\n"),
+                b"",
+            )
+        })
+        .await;
+        let client = super::client_builder(reqwest::redirect::Policy::default())
+            .build()
+            .unwrap();
+        let mut source = SourceConfig::http(&format!("{first}?auth-key=SECRET"), SourceFormat::Urls);
+        source.retries = Some(0);
+        let (fetched, _) = super::fetch(Some(&client), "test", &source, None).await;
+        let Fetched::Stream(stream) = fetched else {
+            panic!("not taken: {fetched:?}")
+        };
+        assert_eq!(content(stream).unwrap(), body);
+        let heads = target_heads.lock().unwrap();
+        assert_eq!(heads.len(), 1, "{heads:#?}");
+        assert!(!heads[0].contains("referer:"), "{}", heads[0]);
     }
 
     /// A feed whose host accepts the connection and never completes its
