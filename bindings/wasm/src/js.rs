@@ -74,6 +74,14 @@ fn host_missing(what: &'static str) -> Error {
     }
 }
 
+/// The origin of `url` (scheme, host and port, as JavaScript's `URL`
+/// serializes them), or `None` when it does not parse.
+fn origin(url: &str) -> Option<String> {
+    let constructor: Function = global("URL")?.dyn_into().ok()?;
+    let parsed = Reflect::construct(&constructor, &Array::of1(&url.into())).ok()?;
+    Reflect::get(&parsed, &"origin".into()).ok()?.as_string()
+}
+
 /// A property of the global object, if present.
 fn global(name: &str) -> Option<JsValue> {
     Reflect::get(&js_sys::global(), &name.into())
@@ -200,6 +208,20 @@ async fn send(
         return Err(transport(
             format!(
                 "redirected to {}: the agent does not follow https to plain http",
+                response.url()
+            ),
+            false,
+        ));
+    }
+    // Nor can it see the hops in between: `https` to plain `http` to an
+    // `https` host of whoever answered the plain hop ends at an `https`
+    // URL. An answer is taken only from the origin asked, which no hop can
+    // stand in for without its certificate.
+    if response.redirected() && (origin(url).is_none() || origin(url) != origin(&response.url())) {
+        return Err(transport(
+            format!(
+                "redirected to {}, another origin than asked: fetch does not show the hops in between, \
+                 which may have been plain http",
                 response.url()
             ),
             false,

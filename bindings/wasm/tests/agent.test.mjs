@@ -372,6 +372,45 @@ test("a full-hash answer redirected from https to plain http is refused: the hit
   }
 });
 
+// Found by an adversarial review: the check above sees only where fetch
+// ended. `https` to plain `http`, whose answer (anyone on the path) is a
+// redirect on to an `https` host of the forger's, ends at an `https` URL,
+// and its "not listed" made a listed URL safe. An answer is now taken only
+// from the origin asked.
+test("a full-hash answer redirected through plain http on to another https host is refused", async () => {
+  const original = globalThis.fetch;
+  const front = "https://publisher.blocksieve.test";
+  const forger = "https://forger.blocksieve.test";
+  globalThis.fetch = async (url, init) => {
+    const to = String(url).replace(front, base);
+    if (/\/(snapshot|updates)/.test(to)) return original(to, init);
+    // What the forger's https host answers at the end of the chain: no
+    // match under any prefix asked.
+    const path = new URL(String(url)).pathname;
+    const body =
+      init?.method === "POST"
+        ? {
+            results: JSON.parse(new TextDecoder().decode(init.body)).prefixes.map((prefix) => ({ prefix, matches: [] })),
+            cache_duration_s: 3600,
+          }
+        : { prefix: path.split("/").pop(), matches: [], cache_duration_s: 3600 };
+    const response = new Response(JSON.stringify(body), { headers: { "content-type": "application/json" } });
+    Object.defineProperty(response, "redirected", { value: true });
+    Object.defineProperty(response, "url", { value: forger + path });
+    return response;
+  };
+  try {
+    const agent = new Agent({ publisher: front, lists: ["xlang"], key });
+    await firstUpdate(agent);
+    const listed = lines(join(dir, "feed.txt")).find(valid);
+    const verdict = await agent.check(listed);
+    assert.equal(verdict.kind, "unverified", JSON.stringify(verdict));
+    assert.match(verdict.reason ?? JSON.stringify(verdict), /another origin than asked/);
+  } finally {
+    globalThis.fetch = original;
+  }
+});
+
 // ---- response size limits, counted on the bytes as read ----------------
 
 const MiB = 1024 * 1024;
