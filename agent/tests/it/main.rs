@@ -18,4 +18,5 @@ mod persistence;
 mod privacy;
 mod readers;
 mod redirects;
+mod trust;
 mod update;
