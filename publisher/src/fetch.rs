@@ -1491,7 +1491,7 @@ mod tests {
         let client = super::client_builder(reqwest::redirect::Policy::default())
             .build()
             .unwrap();
-        let mut source = SourceConfig::http(&format!("{first}?auth-key=SECRET"), SourceFormat::Urls);
+        let mut source = SourceConfig::http(format!("{first}?auth-key=SECRET"), SourceFormat::Urls);
         source.retries = Some(0);
         let (fetched, _) = super::fetch(Some(&client), "test", &source, None).await;
         let Fetched::Stream(stream) = fetched else {
