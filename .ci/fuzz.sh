@@ -56,7 +56,7 @@ fi
 #   for a long campaign;
 # - 16 codegen units: both cores busy on the last, largest crates.
 # fuzz/Cargo.toml builds the publisher's daemon-only dependencies (HTTP,
-# TLS, scheduler, CLI), which no target runs, without optimization.
+# TLS, CLI), which no target runs, without optimization.
 flags=(--release --debug-assertions --sanitizer none --codegen-units 16)
 
 started=$(date +%s)

@@ -801,10 +801,8 @@ fn check_cron(field: &str, expr: &str) -> Result<(), Error> {
     if expr.split_whitespace().count() != 6 {
         return Err(bad());
     }
-    // Parse it exactly as the scheduler will, so a bad value fails at start.
-    tokio_cron_scheduler::Job::new_async(expr, |_, _| Box::pin(async {}))
-        .map(drop)
-        .map_err(|_| bad())
+    // Parse it exactly as the schedule will, so a bad value fails at start.
+    schedule::Schedule::parse(expr).map(drop).ok_or_else(bad)
 }
 
 #[cfg(test)]

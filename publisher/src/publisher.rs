@@ -24,6 +24,7 @@ use crate::{fetch, listener, metrics, object_storage, server, status};
 use copies::PendingCopies;
 
 mod copies;
+mod cron;
 mod daemon;
 mod fetching;
 mod keys;

@@ -5,14 +5,27 @@
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::SystemTime;
 
 #[cfg(unix)]
 use futures_util::FutureExt as _;
 use tokio::net::TcpListener;
 
-use super::Publisher;
+use super::{Publisher, cron};
+use crate::config::schedule::Schedule;
 use crate::error::Error;
 use crate::{listener, replica};
+
+/// The lists' schedule loops; dropping it stops them.
+struct Schedules(Vec<tokio::task::JoinHandle<()>>);
+
+impl Drop for Schedules {
+    fn drop(&mut self) {
+        for schedule in &self.0 {
+            schedule.abort();
+        }
+    }
+}
 
 /// What a replica logs for SIGUSR1.
 const IGNORED: &str = "SIGUSR1 ignored: a replica builds nothing; send it to a builder";
@@ -20,8 +33,10 @@ const IGNORED: &str = "SIGUSR1 ignored: a replica builds nothing; send it to a b
 impl Publisher {
     /// Runs the daemon on `listener` until `shutdown` completes: serves what
     /// is on disk at once, builds every list in the background, then
-    /// rebuilds each on its cron schedule. A replica instead checks the
-    /// store at once and then every `replica_poll_s` ([`replica`]). After
+    /// rebuilds each on its cron schedule (by the wall clock, or by the
+    /// monotonic clock when the wall clock was set back: [`cron`]). A
+    /// replica instead checks the store at once and then every
+    /// `replica_poll_s` ([`replica`]). After
     /// `shutdown`, in-flight requests get `drain_timeout_s` to finish.
     ///
     /// # Errors
@@ -38,7 +53,7 @@ impl Publisher {
         // meanwhile is followed by them, one after by a requested build.
         let (stop_requests, requests_stopped) = tokio::sync::oneshot::channel();
         let requested_builds = self.build_on_request(requests_stopped, drain);
-        let mut scheduler = None;
+        let mut schedules = None;
         let mut _follower = None;
         // Builders on an object store follow it too: another builder may
         // publish the next generation.
@@ -48,7 +63,7 @@ impl Publisher {
         }
         let mut initial_builds = Vec::new();
         if self.inner.config.role.builds() {
-            scheduler = Some(self.start_schedules().await?);
+            schedules = Some(self.start_schedules()?);
             // Every list's first build at once: a slow source of one list
             // must not delay the others (each list has its own build lock).
             for index in 0..self.inner.config.lists.len() {
@@ -81,9 +96,8 @@ impl Publisher {
                 reason: format!("serving threads: {e}"),
             }),
         };
-        if let Some(mut scheduler) = scheduler {
-            let _ = scheduler.shutdown().await;
-        }
+        // No scheduled build starts from here.
+        drop(schedules);
         // Builds still running (a first one, or one SIGUSR1 asked for) hold
         // the publisher, and with it the lock on the data directory: they
         // get the drain deadline to finish, then are cancelled. A cancelled
@@ -108,38 +122,43 @@ impl Publisher {
         served
     }
 
-    async fn start_schedules(&self) -> Result<tokio_cron_scheduler::JobScheduler, Error> {
-        use tokio_cron_scheduler::{Job, JobScheduler};
-        let bad = |field: String| {
-            move |e: tokio_cron_scheduler::JobSchedulerError| Error::Config {
-                field,
-                reason: e.to_string(),
-            }
-        };
-        let scheduler = JobScheduler::new().await.map_err(bad("scheduler".into()))?;
-        for index in 0..self.inner.config.lists.len() {
-            let schedule = self.inner.config.schedule_of(index).to_owned();
-            let field = format!(
-                "lists.{}.schedule {schedule:?}",
-                self.inner.config.lists[index].name
-            );
-            // A weak reference: the scheduler's job store may outlive
-            // `run`, and must not keep the publisher (and the lock on its
-            // data directory) alive after its last handle is dropped.
-            let publisher = Arc::downgrade(&self.inner);
-            let job = Job::new_async(schedule.as_str(), move |_id, _lock| {
-                let publisher = publisher.upgrade().map(|inner| Self { inner });
-                Box::pin(async move {
-                    if let Some(publisher) = publisher {
-                        publisher.build_list(index).await;
-                    }
-                })
-            })
-            .map_err(bad(field.clone()))?;
-            scheduler.add(job).await.map_err(bad(field))?;
+    /// Starts each list's schedule ([`cron::run_schedule`]): each firing
+    /// spawns a build of the list, which waits for the list's running
+    /// build, if any, to end. The loops stop when what this returns is
+    /// dropped; builds they started are not waited for (the process's exit
+    /// cancels them).
+    fn start_schedules(&self) -> Result<Schedules, Error> {
+        let lists = &self.inner.config.lists;
+        let mut schedules = Vec::with_capacity(lists.len());
+        for (index, list) in lists.iter().enumerate() {
+            let cron = self.inner.config.schedule_of(index);
+            let schedule = Schedule::parse(cron).ok_or_else(|| Error::Config {
+                field: format!("lists.{}.schedule {cron:?}", list.name),
+                reason: "not a valid 6-field cron expression (sec min hour day month weekday)".into(),
+            })?;
+            schedules.push(schedule);
         }
-        scheduler.start().await.map_err(bad("scheduler".into()))?;
-        Ok(scheduler)
+        let loops = schedules.into_iter().enumerate().map(|(index, schedule)| {
+            let name = lists[index].name.clone();
+            // A weak reference: a loop must not keep the publisher (and the
+            // lock on its data directory) alive after its last handle is
+            // dropped.
+            let publisher = Arc::downgrade(&self.inner);
+            tokio::spawn(async move {
+                let fire = move || {
+                    let Some(inner) = publisher.upgrade() else {
+                        return false;
+                    };
+                    let publisher = Self { inner };
+                    tokio::spawn(async move {
+                        publisher.build_list(index).await;
+                    });
+                    true
+                };
+                cron::run_schedule(&name, &schedule, SystemTime::now, fire).await;
+            })
+        });
+        Ok(Schedules(loops.collect()))
     }
 
     /// Builds every list when the process gets SIGUSR1 ("build now", as
