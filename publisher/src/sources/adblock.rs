@@ -484,7 +484,7 @@ mod tests {
         }
         // A host rule stays one.
         assert_eq!(
-            crate::sources::tests::exprs(SourceFormat::AdblockHosts, b"||1.2.3.4^").map(|e| e[0].clone()),
+            crate::sources::tests::first_expr(SourceFormat::AdblockHosts, b"||1.2.3.4^"),
             Ok("1.2.3.4/".to_owned())
         );
     }

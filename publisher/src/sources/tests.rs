@@ -44,6 +44,12 @@ pub(super) fn exprs(format: SourceFormat, line: &[u8]) -> Result<Vec<String>, &'
     read_one(format, line).map(|rs| rs.into_iter().flat_map(|r| r.expressions).collect())
 }
 
+/// The first expression of a line's only entry: its most specific, of its
+/// first reading.
+pub(super) fn first_expr(format: SourceFormat, line: &[u8]) -> Result<String, &'static str> {
+    exprs(format, line).map(|e| e[0].clone())
+}
+
 /// `tests/fixtures/<name>`, the real feed slices shared with the
 /// end-to-end tests.
 pub(super) fn fixture(name: &str) -> Vec<u8> {

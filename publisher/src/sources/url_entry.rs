@@ -836,7 +836,7 @@ pub(super) fn url_read<'a>(text: &'a [u8], entry: UrlEntry<'a>) -> Read<'a> {
 mod tests {
     use crate::config::SourceFormat;
     use crate::sources::reason;
-    use crate::sources::tests::{collect, exprs, hashes, read_one};
+    use crate::sources::tests::{collect, exprs, first_expr, hashes, read_one};
 
     /// The expressions an agent checks for a visit to `url`.
     fn expressions(url: &str) -> Vec<String> {
@@ -1169,7 +1169,7 @@ mod tests {
             (b"http://u[:]pw@evil[.]example/p", "evil.example/p"),
         ] {
             assert_eq!(
-                exprs(SourceFormat::Urls, line).map(|e| e[0].clone()),
+                first_expr(SourceFormat::Urls, line),
                 Ok(expected.to_owned()),
                 "{}",
                 line.escape_ascii()
@@ -1409,7 +1409,7 @@ mod tests {
             (b"http://123.evil.example/", "123.evil.example/"),
         ] {
             assert_eq!(
-                exprs(SourceFormat::Urls, line).map(|e| e[0].clone()),
+                first_expr(SourceFormat::Urls, line),
                 Ok(expression.to_owned()),
                 "{}",
                 line.escape_ascii()

@@ -546,7 +546,7 @@ pub(super) fn read_url_line(line: &Cleaned<'_>, v: &mut impl Visit) {
 #[cfg(test)]
 mod tests {
     use crate::config::SourceFormat;
-    use crate::sources::tests::{collect, exprs, hashes, read_one};
+    use crate::sources::tests::{collect, exprs, first_expr, hashes, read_one};
     use crate::sources::{cleaned, read_line, reason};
 
     #[test]
@@ -977,7 +977,7 @@ mod tests {
             (b"<1.2.3.4/login>", "1.2.3.4/login"),
         ] {
             assert_eq!(
-                exprs(SourceFormat::Urls, line).map(|e| e[0].clone()),
+                first_expr(SourceFormat::Urls, line),
                 Ok(expected.to_owned()),
                 "{}",
                 line.escape_ascii()
@@ -986,11 +986,11 @@ mod tests {
         // An IPv6 address in its own brackets stays one; a host beside the
         // wrapped one keeps it a column.
         assert_eq!(
-            exprs(SourceFormat::Urls, b"[2001:db8::1]").map(|e| e[0].clone()),
+            first_expr(SourceFormat::Urls, b"[2001:db8::1]"),
             Ok("[2001:db8::1]/".to_owned())
         );
         assert_eq!(
-            exprs(SourceFormat::Urls, b"[::ffff:1.2.3.4]/p").map(|e| e[0].clone()),
+            first_expr(SourceFormat::Urls, b"[::ffff:1.2.3.4]/p"),
             Ok("[::ffff:1.2.3.4]/p".to_owned())
         );
         assert_eq!(
@@ -1034,7 +1034,7 @@ mod tests {
             assert!(got.is_empty(), "{}: {got:?}", line.escape_ascii());
         }
         assert_eq!(
-            exprs(SourceFormat::Urls, b"http://1.2.3.4 2020-01-01").map(|e| e[0].clone()),
+            first_expr(SourceFormat::Urls, b"http://1.2.3.4 2020-01-01"),
             Ok("1.2.3.4/".to_owned())
         );
     }
