@@ -69,6 +69,9 @@ struct Inner {
     /// One lock per list: a scheduled build never overlaps a running build
     /// of the same list, and lists never wait for each other.
     build_locks: Vec<tokio::sync::Mutex<()>>,
+    /// One flag per list: a build waits for the list's running build to
+    /// end (`Publisher::next_build`); a request meanwhile is merged into it.
+    build_waiting: Vec<AtomicBool>,
     /// `--force`: skip the gates on the next build of each list, once.
     force_once: Vec<AtomicBool>,
     /// `build --now`: the time builds record instead of the clock's, Unix
@@ -305,6 +308,7 @@ impl Publisher {
         Ok(Self {
             inner: Arc::new(Inner {
                 build_locks: (0..n).map(|_| tokio::sync::Mutex::new(())).collect(),
+                build_waiting: (0..n).map(|_| AtomicBool::new(false)).collect(),
                 force_once: (0..n).map(|_| AtomicBool::new(false)).collect(),
                 build_time: AtomicU64::new(0),
                 _data_dir_lock: data_dir_lock,

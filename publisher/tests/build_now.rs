@@ -213,3 +213,46 @@ fn sigterm_during_a_requested_build_cancels_it_at_the_drain_deadline() {
         "the cancelled build published"
     );
 }
+
+/// Scheduled firings while the list's build runs longer than the
+/// schedule's interval are merged into the one build that waits for it
+/// (as SIGUSR1s are), not queued one build each: once the long build
+/// ends, the builds that follow come at the schedule's pace, not back to
+/// back until every firing has had its own. Before, each firing spawned a
+/// build that waited on the list's build lock: a list whose builds
+/// outlast its schedule piled up waiting builds without bound (3 firings
+/// during a 10-s build: 3 builds back to back after it, and the pile grew
+/// as long as builds stayed slower than the schedule).
+#[test]
+fn regression_scheduled_firings_during_a_long_build_are_merged_into_one_waiting_build() {
+    let dir = tempfile::tempdir().unwrap();
+    let feed = Feed::new(&dir.path().join("feed.txt"));
+    // Every 3 s; the first build (at start) is held 10 s: 3 or 4 firings.
+    let (child, mut log) = serve(BIN, &one_list(dir.path(), "schedule = \"*/3 * * * * *\"\n"), &[]);
+    listening(&mut log);
+    feed.open();
+    assert_eq!(feed.next_opening(), 1);
+    std::thread::sleep(Duration::from_secs(10));
+    feed.release();
+    log.wait_for("published snapshot");
+    // Every build that opens the source within 2 s of the long build's end
+    // is let read it at once: the one waiting build, and at most one
+    // firing's (2 s hold at most one firing of a 3-s schedule).
+    let window = Instant::now() + Duration::from_secs(2);
+    let mut builds = 0;
+    loop {
+        feed.open();
+        let Some(_) = feed.opening_within(window.saturating_duration_since(Instant::now())) else {
+            break;
+        };
+        builds += 1;
+        feed.release();
+        log.wait_for("published snapshot");
+    }
+    assert!(builds >= 1, "no build after the firings during the long one");
+    assert!(
+        builds <= 2,
+        "{builds} builds within 2 s of the long build's end: firings during it queued a build each"
+    );
+    drop(child);
+}

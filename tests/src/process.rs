@@ -265,6 +265,13 @@ impl Feed {
         (self.opened.recv_timeout(PATIENCE)).expect("no build opened its source")
     }
 
+    /// The number of the next opening, if a build reads past the start of
+    /// the source within `within`.
+    #[must_use]
+    pub fn opening_within(&self, within: Duration) -> Option<u32> {
+        self.opened.recv_timeout(within).ok()
+    }
+
     /// Whether a build read past the start of the source since the last
     /// [`Feed::next_opening`], without waiting.
     #[must_use]

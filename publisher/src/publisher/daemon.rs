@@ -4,7 +4,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::SystemTime;
 
 #[cfg(unix)]
@@ -122,9 +122,31 @@ impl Publisher {
         served
     }
 
+    /// A build of list `index` that starts once the list's running build,
+    /// if any, has ended; `None` when such a build already waits to start.
+    /// A request (a scheduled firing, SIGUSR1) made while one waits is
+    /// merged into it: that build starts after the request, so it reads
+    /// what the request wanted read. Without this, firings that come
+    /// faster than the list's builds end would queue a build each, without
+    /// bound, and the list would build back to back ever after.
+    fn next_build(&self, index: usize) -> Option<impl Future<Output = ()> + Send + 'static> {
+        if self.inner.build_waiting[index].swap(true, Ordering::SeqCst) {
+            return None;
+        }
+        let publisher = self.clone();
+        Some(async move {
+            // Started once the list's running build, if any, has ended: a
+            // later request asks for one more.
+            drop(publisher.inner.build_locks[index].lock().await);
+            publisher.inner.build_waiting[index].store(false, Ordering::SeqCst);
+            publisher.build_list(index).await;
+        })
+    }
+
     /// Starts each list's schedule ([`cron::run_schedule`]): each firing
-    /// spawns a build of the list, which waits for the list's running
-    /// build, if any, to end. The loops stop when what this returns is
+    /// spawns a build of the list ([`Self::next_build`]: it waits for the
+    /// list's running build, if any, to end, and a firing while one waits
+    /// is merged into it). The loops stop when what this returns is
     /// dropped; builds they started are not waited for (the process's exit
     /// cancels them).
     fn start_schedules(&self) -> Result<Schedules, Error> {
@@ -150,9 +172,14 @@ impl Publisher {
                         return false;
                     };
                     let publisher = Self { inner };
-                    tokio::spawn(async move {
-                        publisher.build_list(index).await;
-                    });
+                    match publisher.next_build(index) {
+                        Some(build) => drop(tokio::spawn(build)),
+                        None => tracing::warn!(
+                            list = %publisher.inner.config.lists[index].name,
+                            "scheduled build merged into the one waiting for the list's running build: \
+                             its builds take longer than its schedule's interval"
+                        ),
+                    }
                     true
                 };
                 cron::run_schedule(&name, &schedule, SystemTime::now, fire).await;
@@ -196,7 +223,6 @@ impl Publisher {
             if early && !this.inner.config.role.builds() {
                 tracing::warn!("{IGNORED}");
             }
-            let waiting: Arc<[AtomicBool]> = (0..n).map(|_| AtomicBool::new(false)).collect();
             let mut builds = tokio::task::JoinSet::new();
             let deadline = loop {
                 #[cfg(unix)]
@@ -219,17 +245,9 @@ impl Publisher {
                 }
                 tracing::info!(lists = n, "SIGUSR1: building every list now");
                 for index in 0..n {
-                    if waiting[index].swap(true, Ordering::SeqCst) {
-                        continue;
+                    if let Some(build) = this.next_build(index) {
+                        builds.spawn(build);
                     }
-                    let (publisher, waiting) = (this.clone(), Arc::clone(&waiting));
-                    builds.spawn(async move {
-                        // Started once the list's running build, if any, has
-                        // ended: a later signal asks for one more.
-                        drop(publisher.inner.build_locks[index].lock().await);
-                        waiting[index].store(false, Ordering::SeqCst);
-                        publisher.build_list(index).await;
-                    });
                 }
             };
             while !builds.is_empty() {
