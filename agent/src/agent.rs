@@ -312,9 +312,12 @@ impl Agent {
         // otherwise left to finish by itself; then what was left
         // unverified is checked again if a list moved on.
         let lists = &self.inner.lists;
+        // Read after the refusal: a whole round started later asked the
+        // publisher after it, and is the one this check needs.
+        let rounds = lists.rounds_started();
         let round = tokio::spawn({
             let lists = Arc::clone(lists);
-            async move { lists.update_all_unless_swapped(swaps).await }
+            async move { lists.update_all_unless_swapped(swaps, rounds).await }
         });
         let finished = tokio::time::timeout(self.inner.refusal_update_wait, round)
             .await

@@ -171,6 +171,12 @@ pub(crate) struct Lists {
     /// How many times an update swapped a list's state in: a check reads
     /// it before probing, and knows afterwards whether any list moved on.
     swaps: AtomicU64,
+    /// Whole update rounds (every list) started, each numbered as it takes
+    /// the update lock, and the number of the last one that ended: a check
+    /// refused as `prefix_too_short` needs one round that started after the
+    /// refusal, and no more ([`Lists::update_all_unless_swapped`]).
+    rounds_started: AtomicU64,
+    rounds_ended: AtomicU64,
     /// The client, clock and counters, shared with the confirmation.
     shared: Arc<Shared>,
 }
@@ -200,6 +206,8 @@ impl Lists {
             store: settings.store.clone(),
             update_lock: tokio::sync::Mutex::new(()),
             swaps: AtomicU64::new(0),
+            rounds_started: AtomicU64::new(0),
+            rounds_ended: AtomicU64::new(0),
             shared,
         };
         lists.restore_from_cache();
@@ -352,27 +360,43 @@ impl Lists {
     /// order.
     pub(crate) async fn update_all(&self) -> Vec<(String, ListUpdate)> {
         let _round = self.update_lock.lock().await;
+        let round = self.rounds_started.fetch_add(1, Ordering::AcqRel) + 1;
         let mut lists = Vec::with_capacity(self.slots.len());
         for slot in &self.slots {
             let (outcome, _) = self.update_list_locked(slot).await;
             lists.push((slot.name.to_string(), outcome));
         }
+        self.rounds_ended.store(round, Ordering::Release);
         lists
     }
 
-    /// An update round ([`Lists::update_all`]) unless a list's state was
-    /// swapped since [`Lists::swaps`] counted `swaps`, once the update lock
-    /// is had (a round that ran meanwhile moved them on): for checks
-    /// refused as `prefix_too_short`, which all wait for one round rather
-    /// than each run their own.
-    pub(crate) async fn update_all_unless_swapped(&self, swaps: u64) {
+    /// How many whole update rounds have started (taken the update lock):
+    /// for [`Lists::update_all_unless_swapped`].
+    pub(crate) fn rounds_started(&self) -> u64 {
+        self.rounds_started.load(Ordering::Acquire)
+    }
+
+    /// An update round ([`Lists::update_all`]) unless, once the update lock
+    /// is had, a list's state was swapped since [`Lists::swaps`] counted
+    /// `swaps` (a round that ran meanwhile moved them on) or a whole round
+    /// that started after [`Lists::rounds_started`] counted `rounds` has
+    /// ended (it asked the publisher after the refusal, and what it found
+    /// stands): for checks refused as `prefix_too_short`, which all wait
+    /// for one round rather than each run their own. Without the second
+    /// condition a round that changed nothing (the publisher refuses at the
+    /// version it serves, or the snapshot cannot be had) was run again for
+    /// every check refused meanwhile, one after another: as many rounds
+    /// queued as hits, without end while each round outlasts a check's wait.
+    pub(crate) async fn update_all_unless_swapped(&self, swaps: u64, rounds: u64) {
         let _round = self.update_lock.lock().await;
-        if self.swaps() != swaps {
+        if self.swaps() != swaps || self.rounds_ended.load(Ordering::Acquire) > rounds {
             return;
         }
+        let round = self.rounds_started.fetch_add(1, Ordering::AcqRel) + 1;
         for slot in &self.slots {
             self.update_list_locked(slot).await;
         }
+        self.rounds_ended.store(round, Ordering::Release);
     }
 
     /// Updates list `index` with the update lock held; for the background

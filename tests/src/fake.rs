@@ -83,6 +83,10 @@ pub enum SearchMode {
     /// 200 JSON with, under each hash prefix, the listed full hashes
     /// garbled: their last hex digit replaced by `x` (not a full hash).
     Garbled,
+    /// This status with a JSON error body of this code (`400
+    /// prefix_too_short`, as a publisher refuses a request prefix shorter
+    /// than its list's).
+    Refused(StatusCode, &'static str),
 }
 
 /// One request the fake publisher saw: a snapshot download or a full-hash
@@ -120,6 +124,8 @@ struct FakeState {
     next_check_s: Option<u64>,
     /// Answers 200 even to a matching `If-None-Match`.
     ignore_if_none_match: bool,
+    /// How long every snapshot answer waits first.
+    snapshot_delay: Duration,
     /// Answers full-hash searches in binary to an `Accept` naming it.
     binary_answers: bool,
     requests: Vec<Recorded>,
@@ -171,6 +177,7 @@ impl FakePublisher {
             cache_duration_s: 300,
             next_check_s: None,
             ignore_if_none_match: false,
+            snapshot_delay: Duration::ZERO,
             binary_answers: false,
             requests: Vec::new(),
             updates: HashMap::new(),
@@ -264,6 +271,12 @@ impl FakePublisher {
     /// answers.
     pub fn set_next_check_s(&self, seconds: u64) {
         self.state().next_check_s = Some(seconds);
+    }
+
+    /// Every snapshot answer (`200`, `304` or an error) waits this long
+    /// first.
+    pub fn set_snapshot_delay(&self, delay: Duration) {
+        self.state().snapshot_delay = delay;
     }
 
     /// Answers 200 with the whole snapshot even to a matching
@@ -433,7 +446,7 @@ async fn snapshot(State(state): Shared, Path(name): Path<String>, headers: Heade
         .get(header::IF_NONE_MATCH)
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
-    let (served, ignore_inm, next_check, freshness) = {
+    let (served, ignore_inm, next_check, freshness, delay) = {
         let mut s = lock(&state);
         s.requests.push(Recorded {
             method: "GET",
@@ -448,8 +461,10 @@ async fn snapshot(State(state): Shared, Path(name): Path<String>, headers: Heade
             s.ignore_if_none_match,
             s.next_check_s,
             s.freshness.get(&name).cloned(),
+            s.snapshot_delay,
         )
     };
+    tokio::time::sleep(delay).await;
     let (bytes, etag) = match served {
         None | Some(Served::NotBuilt) => {
             return error(
@@ -638,6 +653,7 @@ async fn search(State(state): Shared, headers: HeaderMap, body: Bytes) -> Respon
             cache_duration_s,
         }),
         SearchMode::Status(status) => injected(status),
+        SearchMode::Refused(status, code) => error(status, code, format!("refused: {code}")),
         SearchMode::RetryAfter(status, after) => with_retry_after(status, &after),
         SearchMode::Garbage => (StatusCode::OK, "<html>not json</html>").into_response(),
         SearchMode::Garbled => {

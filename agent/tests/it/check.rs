@@ -467,3 +467,48 @@ async fn an_answer_that_leaves_the_prefix_unanswered_is_a_failed_request() {
         );
     }
 }
+
+/// Checks refused `400 prefix_too_short` together share one update round
+/// (and one after a round in progress), also when that round leaves the
+/// versions as they were: a publisher that refuses at the version it
+/// serves (a list given a short `request_prefix_bits`) answers `304`.
+/// Before, each refused check queued an update round of its own behind the
+/// round in progress, and every one of them ran, since none changed a
+/// list: ten checks, ten rounds. Where a round outlasts the check's wait
+/// (a slow snapshot route), the checks never learn that the refusal stood,
+/// so every later hit queued one more round: without end.
+#[tokio::test]
+async fn regression_checks_refused_together_share_one_update_round_when_it_changes_nothing() {
+    let hosts: Vec<String> = (0..10).map(|i| format!("host{i}.example/")).collect();
+    let listed: Vec<&str> = hosts.iter().map(String::as_str).collect();
+    let fake = FakePublisher::start().await;
+    fake.serve_snapshot(&Snap::new("malware", 1, &listed));
+    fake.list_expressions("malware", &listed);
+    let agent = fake.agent(&["malware"]);
+    agent.update().await.unwrap();
+    fake.set_search_mode(SearchMode::Refused(StatusCode::BAD_REQUEST, "prefix_too_short"));
+    fake.set_snapshot_delay(Duration::from_millis(200));
+    let before = fake.snapshot_requests().len();
+
+    let mut checks = tokio::task::JoinSet::new();
+    for host in &hosts {
+        let (agent, url) = (agent.clone(), format!("http://{host}"));
+        checks.spawn(async move { agent.check_url(&url).await });
+    }
+    let verdicts = checks.join_all().await;
+
+    assert!(
+        verdicts
+            .iter()
+            .all(|v| matches!(v, Ok(Verdict::Unverified { .. }))),
+        "{verdicts:?}"
+    );
+    assert_eq!(fake.searches().len(), 10, "one request per check");
+    // Whatever is still queued runs before this round.
+    agent.update().await.unwrap();
+    let rounds = fake.snapshot_requests().len() - before - 1;
+    assert!(
+        (1..=2).contains(&rounds),
+        "{rounds} update rounds for 10 checks refused at the same versions"
+    );
+}
