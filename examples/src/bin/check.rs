@@ -21,7 +21,8 @@
 //!
 //! Options: `--publisher URL` (default `http://127.0.0.1:8080`); `--mirror
 //! URL`, repeatable, tried in order after the publisher; `--list NAME`,
-//! repeatable (default: every list the publisher has a snapshot of);
+//! repeatable (default: every list the publisher has a snapshot of, with a
+//! warning naming each list it serves without one, which is not checked);
 //! `--key KEY_OR_FILE`, repeatable (default: `./blocksieve-data/public.key`,
 //! which the publisher writes on first start); `--cache-dir DIR` (persist
 //! snapshots; with it, checks work offline from the last snapshot, even an
@@ -167,16 +168,31 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
                 args.timeout,
             )
         })?;
-        let ready: Vec<String> = served
-            .lists
-            .into_iter()
-            .filter(|l| l.snapshot.is_some())
-            .map(|l| l.name)
-            .collect();
+        let (ready, unbuilt): (Vec<_>, Vec<_>) = served.lists.into_iter().partition(|l| l.snapshot.is_some());
         if ready.is_empty() {
             bail!("{} has no list with a snapshot yet", args.publisher);
         }
-        ready
+        // Not checked: a URL on such a list would print `safe` and exit 0,
+        // "every URL checked and safe", unless the run says which lists it
+        // left out (`--list NAME` makes one a requirement: not ready).
+        for list in &unbuilt {
+            eprintln!(
+                "check: warning: list {} has no snapshot yet and is not checked (GET /v1/lists says why)",
+                list.name
+            );
+        }
+        // An agent follows at most this many lists (one full-hash answer
+        // names no more): which ones is the user's to say.
+        let most = blocksieve_format::api::MAX_ANSWER_LISTS;
+        if ready.len() > most {
+            bail!(
+                "{} serves {} lists with a snapshot, and an agent follows at most {most}: \
+                 name the lists to check with --list NAME (repeatable)",
+                args.publisher,
+                ready.len()
+            );
+        }
+        ready.into_iter().map(|l| l.name).collect()
     } else {
         args.lists
     };

@@ -42,6 +42,44 @@ fn prints_one_line_per_url_and_exits_1_when_unsafe() {
         stderr.contains("3 urls: 1 unsafe, 1 safe, 1 invalid; 1 full-hash requests"),
         "{stderr}"
     );
+    // The publisher's `empty` list has no snapshot: left out of the check,
+    // which says so rather than answering `safe` as if it had been asked.
+    assert!(
+        stderr.contains("check: warning: list empty has no snapshot yet and is not checked"),
+        "{stderr}"
+    );
+}
+
+/// A publisher serving more lists than an agent follows (64): the default
+/// of every list cannot be had, and the error says what to do, not that the
+/// user passed too many lists (none were passed).
+#[test]
+fn more_lists_than_an_agent_follows_asks_for_list_flags() {
+    let publisher = start();
+    let now = blocksieve_tests::snapshot::unix_now();
+    for i in 0..65 {
+        let name = format!("l{i}");
+        publisher
+            .serve_snapshot(&blocksieve_tests::snapshot::Snap::new(&name, 1, &[]).valid(now, now + 3600));
+    }
+    let key = publisher_key().public_key().to_base64();
+    let out = check(
+        &[
+            "--publisher",
+            &publisher.base_url,
+            "--key",
+            &key,
+            "http://evil.example/login",
+        ],
+        None,
+        &temp_dir(),
+    );
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("serves 66 lists with a snapshot, and an agent follows at most 64: name the lists to check with --list NAME (repeatable)"),
+        "{stderr}"
+    );
 }
 
 #[test]

@@ -174,6 +174,16 @@ pub fn warnings(settings: &Settings) -> Vec<String> {
             }
         }
     }
+    // Valid, and each agent may follow a few of them; but one full-hash
+    // answer names at most this many lists, and an agent follows no more:
+    // none can follow every list (the `check` example's default).
+    let most = blocksieve_format::api::MAX_ANSWER_LISTS;
+    if settings.lists.len() > most {
+        out.push(format!(
+            "lists: {} lists; an agent follows at most {most}, so no agent can follow every list",
+            settings.lists.len()
+        ));
+    }
     if let Some(problem) = data_dir_problem(&settings.data_dir) {
         out.push(format!("data_dir {}: {problem}", settings.data_dir.display()));
     }
@@ -428,6 +438,31 @@ mod tests {
             warned[0]
         );
         assert!(warned[1].starts_with("signing_key ") && warned[1].contains("first `serve`"));
+    }
+
+    /// A publisher may serve more lists than one agent can follow (a
+    /// full-hash answer names at most 64): said, so that the operator is
+    /// not left to find out from agents refusing the subscription.
+    #[test]
+    fn more_lists_than_an_agent_follows_are_warned_about() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = |n: usize| Config {
+            data_dir: dir.path().join("data"),
+            lists: (0..n)
+                .map(|i| ListConfig::new(format!("l{i}"), vec![SourceConfig::builtin()]))
+                .collect(),
+            ..Config::default()
+        };
+        let about_lists = |n: usize| -> Vec<String> {
+            (warnings(&config(n).resolve().unwrap()).into_iter())
+                .filter(|w| w.starts_with("lists: "))
+                .collect()
+        };
+        assert_eq!(about_lists(64), Vec::<String>::new());
+        assert_eq!(
+            about_lists(65),
+            ["lists: 65 lists; an agent follows at most 64, so no agent can follow every list"]
+        );
     }
 
     #[test]
