@@ -69,8 +69,7 @@ struct Inner {
     /// One lock per list: a scheduled build never overlaps a running build
     /// of the same list, and lists never wait for each other.
     build_locks: Vec<tokio::sync::Mutex<()>>,
-    /// One flag per list: a build waits for the list's running build to
-    /// end (`Publisher::next_build`); a request meanwhile is merged into it.
+    /// Per list: a build waits to start (`Publisher::next_build`).
     build_waiting: Vec<AtomicBool>,
     /// `--force`: skip the gates on the next build of each list, once.
     force_once: Vec<AtomicBool>,
