@@ -289,10 +289,14 @@ fn with_credentials_hint(answer: String) -> String {
 /// not export, so the status is read from that error's message (`Server
 /// returned non-2xx status code: 503 ...`); the unit tests pin it.
 fn is_transient(e: &object_store::Error) -> bool {
+    // `object_store`'s HTTP client comes with its cloud stores: without
+    // `aws` there is no store to fail over HTTP.
+    #[cfg(feature = "aws")]
     use object_store::client::{HttpError, HttpErrorKind};
     const STATUS: &str = "Server returned non-2xx status code: ";
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
     while let Some(error) = source {
+        #[cfg(feature = "aws")]
         if let Some(http) = error.downcast_ref::<HttpError>() {
             return matches!(
                 http.kind(),
