@@ -271,19 +271,25 @@ impl Confirmer {
             };
             match result {
                 Ok((answer, url)) => {
-                    lock(&self.backoff).on_success();
                     let sorted = prefix::sort_answers(&plan.real, &answer, &self.lists);
                     let duration = Duration::from_secs(answer.answer.cache_duration_s);
                     // The answer as read, noise results and unsubscribed
                     // lists included, goes before the cache is touched.
                     drop(answer);
                     Counters::add(&self.shared.counters.ignored_full_hashes, sorted.ignored as u64);
+                    let now = self.shared.now();
                     if !sorted.missing.is_empty() || !sorted.unreadable.is_empty() {
                         // A bad answer: some prefix asked about is left
-                        // unverified, as after a body that does not parse.
+                        // unverified, as after a body that does not parse,
+                        // and requests pause as after one (a publisher or
+                        // proxy answering every request so is not asked at
+                        // every hit).
                         Counters::bump(&self.shared.counters.full_hash_failures);
+                        self.shared
+                            .with_rng(|rng| lock(&self.backoff).on_failure(None, now, rng));
+                    } else {
+                        lock(&self.backoff).on_success();
                     }
-                    let now = self.shared.now();
                     lock(&self.cache).store(sorted, duration, versions, now, &url, &mut answers);
                 }
                 // An answer too large for one response (`413

@@ -824,12 +824,15 @@ impl Session {
         self.in_flight.complete(id);
         match response.and_then(|r| read_answer(&r, &request.url, now)) {
             Ok(answer) => {
-                self.backoff.on_success();
                 let sorted = prefix::sort_answers(&plan.real, &answer, &self.names);
                 if !sorted.missing.is_empty() || !sorted.unreadable.is_empty() {
                     // A bad answer: a prefix asked about is left unverified,
-                    // as after a body that does not parse.
+                    // as after a body that does not parse, and requests
+                    // pause as after one.
                     self.stats.full_hash_failures += 1;
+                    self.backoff.on_failure(None, now, rng);
+                } else {
+                    self.backoff.on_success();
                 }
                 let duration = Duration::from_secs(answer.answer.cache_duration_s);
                 self.cache

@@ -437,8 +437,11 @@ async fn a_url_listed_on_more_than_64_subscribed_lists_is_confirmed_or_refused_a
 
 /// A full-hash answer that leaves the prefix asked about unanswered (no
 /// result for it, or its full hashes unreadable) is a bad answer: the URL
-/// is unverified for the same reason as after a body that is not JSON, and
-/// the request is counted as failed as that one is.
+/// is unverified for the same reason as after a body that is not JSON, the
+/// request is counted as failed as that one is, and it pauses full-hash
+/// requests as that one does. Before, such an answer reset the backoff as
+/// a good one: a publisher (or a proxy) answering every request so was
+/// asked again at every hit, and the status said nothing was paused.
 #[tokio::test]
 async fn an_answer_that_leaves_the_prefix_unanswered_is_a_failed_request() {
     for mode in [SearchMode::Garbage, SearchMode::NoResults, SearchMode::Garbled] {
@@ -465,6 +468,22 @@ async fn an_answer_that_leaves_the_prefix_unanswered_is_a_failed_request() {
             (1, 1, 1),
             "{mode:?}: {stats:?}"
         );
+        assert!(
+            agent.status().full_hash_paused_for.is_some(),
+            "{mode:?}: not paused"
+        );
+        let second = agent.check_url("http://bad.example/download/x").await.unwrap();
+        assert!(
+            matches!(
+                &second,
+                Verdict::Unverified {
+                    reason: Error::BackingOff { failures: 1, .. },
+                    ..
+                }
+            ),
+            "{mode:?}: {second:?}"
+        );
+        assert_eq!(fake.searches().len(), 1, "{mode:?}");
     }
 }
 

@@ -242,8 +242,12 @@ async fn a_garbled_full_hash_under_the_asked_prefix_is_unverified_not_a_miss() {
         matches!(&verdict, Verdict::Unverified { lists, .. } if lists == &["malware"]),
         "{verdict:?}"
     );
-    // Not cached: once the answers are whole again, the URL is unsafe.
+    // Not cached: once the answers are whole again (and the pause after
+    // that bad answer, at most a second, is over), the URL is unsafe.
     fake.set_search_mode(SearchMode::Normal);
+    if let Some(paused) = agent.status().full_hash_paused_for {
+        tokio::time::sleep(paused).await;
+    }
     let verdict = agent.check_url("http://evil.example/").await.unwrap();
     assert!(verdict.is_unsafe(), "{verdict:?}");
 }

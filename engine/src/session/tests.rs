@@ -503,14 +503,26 @@ fn an_answer_without_the_real_prefix_is_unverified_and_another_listed_hash_is_a_
         .complete_check(query, Ok(answer_for(&[])), at(NOW), &mut rng)
         .expect("verdict");
     // The answer holds no result for the real prefix: unverified, not safe,
-    // and a failed request, as a body that does not parse is.
+    // and a failed request, as a body that does not parse is: requests
+    // pause (up to a second after a first failure) as after one.
     assert!(verdict.is_unverified(), "{verdict:?}");
     assert_eq!(session.stats().full_hash_failures, 1);
+    let paused = session.check(url, at(NOW), &mut rng);
+    assert!(
+        matches!(
+            &paused,
+            Ok(CheckStep::Done(Verdict::Unverified {
+                reason: Error::BackingOff { failures: 1, .. },
+                ..
+            }))
+        ),
+        "{paused:?}"
+    );
 
-    let query = need(session.check(url, at(NOW), &mut rng));
+    let query = need(session.check(url, at(NOW + 2), &mut rng));
     let response = answer(&query, &["other.example/"], 60);
     let verdict = session
-        .complete_check(query, Ok(response), at(NOW), &mut rng)
+        .complete_check(query, Ok(response), at(NOW + 2), &mut rng)
         .expect("verdict");
     // Only another full hash is listed under the prefix: a false prefix hit.
     assert_eq!(verdict, Verdict::Safe { stale: false });
@@ -521,7 +533,7 @@ fn an_answer_without_the_real_prefix_is_unverified_and_another_listed_hash_is_a_
         session.check(benign, at(NOW), &mut rng),
         Ok(CheckStep::Done(Verdict::Safe { stale: false }))
     ));
-    assert_eq!(session.stats().lookups, 3);
+    assert_eq!(session.stats().lookups, 4);
 }
 
 #[test]
