@@ -20,6 +20,7 @@ fn hosts(prefix: &str) -> Vec<String> {
 
 #[test]
 fn sixty_four_readers_never_block_and_always_see_the_old_or_the_new_list() {
+    let _alone = crate::cpu_bound();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
