@@ -83,11 +83,10 @@ use crate::lookup::{self, Answer, FailurePolicy, LocalLookup, UrlHashes, Verdict
 use crate::prefix::{self, PlannedRequest, RequestPrefix};
 use crate::schedule::FullHashBackoff;
 
-/// The most threat lists one session subscribes to. A URL has at most 30
-/// expressions (Safe Browsing v4 "Suffix/Prefix Expressions"), each needing
-/// at most one request prefix per list, so 32 lists keep every check's
-/// prefixes within one request ([`MAX_PREFIXES_PER_REQUEST`]).
-pub const MAX_LISTS: usize = 32;
+/// The most threat lists one session subscribes to
+/// ([`blocksieve_format::api::MAX_SESSION_LISTS`], 32): every check's
+/// prefixes fit within one request ([`MAX_PREFIXES_PER_REQUEST`]).
+pub const MAX_LISTS: usize = blocksieve_format::api::MAX_SESSION_LISTS;
 
 /// What a [`ListRequest`] asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

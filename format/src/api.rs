@@ -219,6 +219,18 @@ pub fn parse_snapshot_id(text: &str) -> Option<(u64, Option<[u8; 8]>)> {
 /// included. A longer request is refused with `400 too_many_prefixes`.
 pub const MAX_PREFIXES_PER_REQUEST: usize = 1_000;
 
+/// The most threat lists a session agent (the engine's `Session`: the WASM
+/// and C agents) follows. A URL has at most 30 expressions (Safe Browsing
+/// v4 "Suffix/Prefix Expressions"), each needing at most one request prefix
+/// per list, so 32 lists keep every check's prefixes within one request
+/// ([`MAX_PREFIXES_PER_REQUEST`]). The Rust and Python agents follow up to
+/// [`MAX_ANSWER_LISTS`].
+pub const MAX_SESSION_LISTS: usize = 32;
+const _: () = assert!(
+    MAX_SESSION_LISTS * crate::canon::MAX_EXPRESSIONS <= MAX_PREFIXES_PER_REQUEST
+        && MAX_SESSION_LISTS <= MAX_ANSWER_LISTS
+);
+
 /// The shortest request prefix, in bits (FORMAT.md `request_prefix_bits`).
 pub const MIN_REQUEST_PREFIX_BITS: u8 = 8;
 /// The longest request prefix, in bits.

@@ -177,10 +177,18 @@ pub fn warnings(settings: &Settings) -> Vec<String> {
     // Valid, and each agent may follow a few of them; but one full-hash
     // answer names at most this many lists, and an agent follows no more:
     // none can follow every list (the `check` example's default).
+    // The WASM and C agents (the engine's session) follow fewer.
     let most = blocksieve_format::api::MAX_ANSWER_LISTS;
+    let session_most = blocksieve_format::api::MAX_SESSION_LISTS;
     if settings.lists.len() > most {
         out.push(format!(
             "lists: {} lists; an agent follows at most {most}, so no agent can follow every list",
+            settings.lists.len()
+        ));
+    } else if settings.lists.len() > session_most {
+        out.push(format!(
+            "lists: {} lists; the WASM and C agents follow at most {session_most} (the Rust and \
+             Python agents {most}), so they cannot follow every list",
             settings.lists.len()
         ));
     }
@@ -441,8 +449,9 @@ mod tests {
     }
 
     /// A publisher may serve more lists than one agent can follow (a
-    /// full-hash answer names at most 64): said, so that the operator is
-    /// not left to find out from agents refusing the subscription.
+    /// full-hash answer names at most 64; the WASM and C agents follow 32):
+    /// said, so that the operator is not left to find out from agents
+    /// refusing the subscription.
     #[test]
     fn more_lists_than_an_agent_follows_are_warned_about() {
         let dir = tempfile::tempdir().unwrap();
@@ -458,7 +467,15 @@ mod tests {
                 .filter(|w| w.starts_with("lists: "))
                 .collect()
         };
-        assert_eq!(about_lists(64), Vec::<String>::new());
+        assert_eq!(about_lists(32), Vec::<String>::new());
+        assert_eq!(
+            about_lists(33),
+            [
+                "lists: 33 lists; the WASM and C agents follow at most 32 (the Rust and Python \
+                 agents 64), so they cannot follow every list"
+            ]
+        );
+        assert_eq!(about_lists(64).len(), 1);
         assert_eq!(
             about_lists(65),
             ["lists: 65 lists; an agent follows at most 64, so no agent can follow every list"]
