@@ -32,7 +32,7 @@ struct Inner {
     /// update task can hold it weakly.
     lists: Arc<Lists>,
     /// Full hashes: cache, single flight, backoff.
-    confirmer: Confirmer,
+    confirmer: Arc<Confirmer>,
     /// What an unverifiable prefix hit advises.
     failure_policy: FailurePolicy,
     /// How long a check refused as `prefix_too_short` waits for the update
@@ -110,12 +110,12 @@ impl Agent {
             Arc::clone(&settings.time),
         ));
         let lists = Arc::new(Lists::new(&settings, Arc::clone(&shared)));
-        let confirmer = Confirmer::new(
+        let confirmer = Arc::new(Confirmer::new(
             settings.lists.clone(),
             settings.full_hash_cache_bytes,
             settings.noise_prefixes,
             Arc::clone(&shared),
-        );
+        ));
         let schedule =
             UpdateSchedule::new(settings.update_interval).with_cold_start_jitter(settings.initial_jitter);
         let inner = Inner {

@@ -123,7 +123,7 @@ impl Confirmer {
     /// the full hashes the lists hold together, sizes the requests
     /// ([`prefix::plan_requests`]).
     pub(crate) async fn resolve(
-        &self,
+        self: &Arc<Self>,
         needed: Vec<RequestPrefix>,
         versions: &Versions,
         buckets: bool,
@@ -142,7 +142,7 @@ impl Confirmer {
             let misses = lock(&self.cache).lookup(versions, pending.drain(..), now, &mut answers);
             Counters::add(&self.shared.counters.cache_hits, (asked - misses.len()) as u64);
             let mut claim = Claim {
-                in_flight: &self.in_flight,
+                confirmer: Arc::clone(self),
                 senders: Vec::new(),
             };
             let mut joined = Vec::new();
@@ -163,34 +163,30 @@ impl Confirmer {
                 }
             }
             if !claim.senders.is_empty() || !unclaimed.is_empty() {
-                let prefixes: Vec<RequestPrefix> = claim
+                // The request is the agent's, not this check's: it runs to
+                // its answer or its timeout on a task of its own, so that a
+                // host giving up on the check first (a navigation's own
+                // deadline, shorter than the request timeout) neither
+                // strands the checks joined to it nor loses its outcome: an
+                // answer is cached, a failure starts the backoff. Before, a
+                // publisher that hung was asked again at every filter hit
+                // of a host that cancelled each check before the request
+                // timed out, and no failure was ever recorded.
+                let asked: Vec<RequestPrefix> = claim
                     .senders
                     .iter()
                     .map(|(p, _)| *p)
                     .chain(unclaimed.iter().copied())
                     .collect();
-                let mut fetched = self.fetch_full_hashes(prefixes, versions, buckets, listed).await;
-                for (p, tx) in &claim.senders {
-                    let answer = fetched.remove(p).unwrap_or_else(|| {
-                        Err(Error::UnexpectedResponse {
-                            url: self.publisher(),
-                            reason: format!("no answer for prefix {p}"),
-                        })
-                    });
-                    tx.send_replace(Some(answer.clone()));
-                    answers.insert(*p, answer);
-                }
-                for p in unclaimed {
-                    let answer = fetched.remove(&p).unwrap_or_else(|| {
-                        Err(Error::UnexpectedResponse {
-                            url: self.publisher(),
-                            reason: format!("no answer for prefix {p}"),
-                        })
-                    });
-                    answers.insert(p, answer);
+                let request = Arc::clone(self).request(claim, unclaimed, versions.clone(), buckets, listed);
+                match tokio::spawn(request).await {
+                    Ok(fetched) => answers.extend(fetched),
+                    // The task panicked or the runtime is shutting down: the
+                    // claimed prefixes left the in-flight map with the claim,
+                    // and are asked again (at most twice more).
+                    Err(_) => pending.extend(asked),
                 }
             }
-            drop(claim);
             for (p, mut rx) in joined {
                 let shared = rx.wait_for(Option::is_some).await.ok().and_then(|v| v.clone());
                 match shared {
@@ -213,6 +209,45 @@ impl Confirmer {
             );
         }
         answers
+    }
+
+    /// The full-hash request of `claim`'s prefixes and `unclaimed` (in flight
+    /// for other versions), for snapshot `versions`: every claimed prefix's
+    /// answer is sent to the checks joined to it, and all are returned.
+    async fn request(
+        self: Arc<Self>,
+        claim: Claim,
+        unclaimed: Vec<RequestPrefix>,
+        versions: Versions,
+        buckets: bool,
+        listed: u64,
+    ) -> HashMap<RequestPrefix, Answer> {
+        let prefixes: Vec<RequestPrefix> = claim
+            .senders
+            .iter()
+            .map(|(p, _)| *p)
+            .chain(unclaimed.iter().copied())
+            .collect();
+        let mut fetched = self.fetch_full_hashes(prefixes, &versions, buckets, listed).await;
+        let mut answers = HashMap::with_capacity(fetched.len());
+        for (p, tx) in &claim.senders {
+            let answer = fetched.remove(p).unwrap_or_else(|| self.unanswered(*p));
+            tx.send_replace(Some(answer.clone()));
+            answers.insert(*p, answer);
+        }
+        for p in unclaimed {
+            let answer = fetched.remove(&p).unwrap_or_else(|| self.unanswered(p));
+            answers.insert(p, answer);
+        }
+        answers
+    }
+
+    /// The answer for a prefix the request left unanswered.
+    fn unanswered(&self, p: RequestPrefix) -> Answer {
+        Err(Error::UnexpectedResponse {
+            url: self.publisher(),
+            reason: format!("no answer for prefix {p}"),
+        })
     }
 
     /// The first publisher base URL, for an error that concerns no one
@@ -453,21 +488,21 @@ async fn fetch_bucket(shared: &Shared, path: &str) -> Result<SearchAnswer, Error
     Err(first_error.unwrap_or(Error::NoLists))
 }
 
-/// The request prefixes a check has claimed for its own full-hash request.
-/// Dropped when the answers are out (or the check is cancelled): the
-/// prefixes leave the in-flight map, and waiters of a cancelled request see
-/// the sender gone and retry.
-struct Claim<'a> {
-    in_flight: &'a InFlight,
+/// The request prefixes a check has claimed for a full-hash request.
+/// Dropped when the answers are out (or the request's task is cancelled,
+/// as at the runtime's shutdown): the prefixes leave the in-flight map, and
+/// waiters of a cancelled request see the sender gone and retry.
+struct Claim {
+    confirmer: Arc<Confirmer>,
     senders: Vec<(RequestPrefix, AnswerSender)>,
 }
 
-impl Drop for Claim<'_> {
+impl Drop for Claim {
     fn drop(&mut self) {
         if self.senders.is_empty() {
             return;
         }
-        let mut in_flight = lock(self.in_flight);
+        let mut in_flight = lock(&self.confirmer.in_flight);
         for (p, _) in &self.senders {
             in_flight.remove(p);
         }

@@ -245,6 +245,50 @@ async fn full_hash_timeout_is_unverified() {
     );
 }
 
+/// A host that gives up on each check before the request timeout (its own
+/// navigation deadline) does not cancel the full-hash request: the request
+/// times out by itself, the failure pauses requests, and the next hit is
+/// answered `BackingOff` at once. Before, the request was dropped with the
+/// check: no failure was recorded, and a publisher that hung was asked
+/// again at every hit (4 requests here).
+#[tokio::test]
+async fn a_request_outlives_the_checks_the_host_gave_up_on() {
+    let (fake, _) = ready().await;
+    let agent = fake
+        .agent_builder(&["malware"])
+        .request_timeout(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    agent.update().await.unwrap();
+    fake.set_search_mode(SearchMode::Hang);
+
+    for i in 0..3 {
+        let url = format!("http://evil.example/{i}");
+        let given_up = tokio::time::timeout(Duration::from_millis(50), agent.check_url(&url)).await;
+        assert!(given_up.is_err(), "{given_up:?}");
+    }
+    // The request's timeout ends it by itself (a deadline kept loose for a
+    // busy machine; before, no failure was ever recorded).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while agent.stats().full_hash_failures == 0 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let verdict = agent.check_url("http://evil.example/again").await.unwrap();
+
+    assert!(
+        matches!(
+            &verdict,
+            Verdict::Unverified {
+                reason: Error::BackingOff { failures: 1, .. },
+                ..
+            }
+        ),
+        "{verdict:?}"
+    );
+    assert_eq!(fake.searches().len(), 1);
+    assert_eq!(agent.stats().full_hash_failures, 1);
+}
+
 #[tokio::test]
 async fn malformed_full_hash_responses_are_unverified() {
     for (mode, expected) in [

@@ -275,6 +275,9 @@ async fn concurrent_checks_of_the_same_prefix_share_one_request() {
     assert_eq!(stats.coalesced + stats.cache_hits, 9, "{stats:?}");
 }
 
+/// The check that started a full-hash request is cancelled (its task
+/// aborted): the request, the agent's and not the check's, still answers
+/// the check that joined it, and nothing is asked twice.
 #[tokio::test]
 async fn a_cancelled_leader_does_not_strand_its_followers() {
     let fake = sixteen_bit().await;
@@ -296,7 +299,7 @@ async fn a_cancelled_leader_does_not_strand_its_followers() {
 
     let verdict = follower.await.unwrap().unwrap();
     assert!(verdict.is_unsafe(), "{verdict:?}");
-    assert_eq!(fake.searches().len(), 2);
+    assert_eq!(fake.searches().len(), 1);
 }
 
 #[tokio::test]
@@ -306,13 +309,22 @@ async fn a_large_batch_is_split_into_requests_of_at_most_a_thousand_prefixes() {
     let fake = FakePublisher::start().await;
     fake.serve_snapshot(&Snap::new("malware", 1, &expressions));
     fake.list_expressions("malware", &expressions);
-    let agent: Agent = fake.agent(&["malware"]);
+    // Two searches of 1,000 and 500 prefixes: seconds in a debug build on a
+    // busy machine, where the default 10-s request timeout once ran out.
+    let agent: Agent = (fake.agent_builder(&["malware"]))
+        .request_timeout(Duration::from_secs(60))
+        .build()
+        .unwrap();
     agent.update().await.unwrap();
     let urls: Vec<String> = (0..1_500).map(|i| format!("http://host{i}.example/")).collect();
 
     let verdicts = agent.check_urls(&urls).await;
 
-    assert!(verdicts.iter().all(|v| v.as_ref().unwrap().is_unsafe()));
+    let not_unsafe: Vec<_> = (verdicts.iter())
+        .filter(|v| !v.as_ref().is_ok_and(Verdict::is_unsafe))
+        .take(3)
+        .collect();
+    assert!(not_unsafe.is_empty(), "{not_unsafe:?}");
     let searches = fake.searches();
     assert_eq!(searches.len(), 2);
     assert!(searches.iter().all(|s| s.prefixes.len() <= 1_000));
