@@ -104,6 +104,11 @@ fn adblock_rule(line: &[u8]) -> Result<AdblockRule<'_>, &'static str> {
         // host-wide, as a `domains` list's `*.a.example` is (the name
         // itself too, which a host-wide expression cannot leave out).
         Some(r) => (r.strip_prefix(b"*.").unwrap_or(r), true),
+        // `://a.example/p`, `://a.example^`: a URL of any scheme whose
+        // host starts with the rule's (the `^` or `/` ends it), so that
+        // host's page, or the host: read as `||` reads it (with no text
+        // before `://` there is no scheme; kept, it was refused as one).
+        None if rule.starts_with(b"://") => (rule.get(3..).unwrap_or_default(), true),
         // A bare `*.a.example` (or `|*.a.example`) matches every
         // subdomain too: the same.
         None => {
@@ -492,6 +497,34 @@ mod tests {
     use crate::config::SourceFormat;
     use crate::sources::reason;
     use crate::sources::tests::{collect, hashes, read_one};
+
+    /// A rule that starts with `://` (any scheme, then the host) was
+    /// refused as text joined before a scheme, a reason untrue of it, and
+    /// the page or host it names was not listed.
+    #[test]
+    fn regression_a_rule_of_any_scheme_lists_its_page_or_host() {
+        for (rule, expected) in [
+            (
+                &b"://evil.example/login.php"[..],
+                &["evil.example/login.php", "evil.example/login.php/"][..],
+            ),
+            (
+                b"://evil.example/login^$all",
+                &["evil.example/login", "evil.example/login/"],
+            ),
+            (b"://evil.example^", &["evil.example/"]),
+            (b"://evil.example/", &["evil.example/"]),
+        ] {
+            let (out, report) = collect(rule, SourceFormat::AdblockHosts);
+            assert_eq!(report.rejected_total(), 0, "{} {report:?}", rule.escape_ascii());
+            assert_eq!(out, hashes(expected), "{}", rule.escape_ascii());
+        }
+        // Nothing after it names no host.
+        assert_eq!(
+            read_one(SourceFormat::AdblockHosts, b":///x").unwrap_err(),
+            reason::ADBLOCK_NOT_HOST_OR_URL
+        );
+    }
 
     #[test]
     fn adblock_rules() {
