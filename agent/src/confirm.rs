@@ -181,9 +181,11 @@ impl Confirmer {
                 let request = Arc::clone(self).request(claim, unclaimed, versions.clone(), buckets, listed);
                 match tokio::spawn(request).await {
                     Ok(fetched) => answers.extend(fetched),
-                    // The task panicked or the runtime is shutting down: the
-                    // claimed prefixes left the in-flight map with the claim,
-                    // and are asked again (at most twice more).
+                    // A panic is the check's, as when the request ran in it.
+                    Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
+                    // The runtime is shutting down: the claimed prefixes left
+                    // the in-flight map with the claim, and are asked again
+                    // (at most twice more).
                     Err(_) => pending.extend(asked),
                 }
             }
