@@ -520,7 +520,7 @@ impl AgentBuilder {
             return Err(invalid(
                 "noise_prefixes",
                 format!(
-                    "{} (expected 1 to {MAX_NOISE_PREFIXES}; no_noise() sends none)",
+                    "{} (expected 1 to {MAX_NOISE_PREFIXES}; dangerous_disable_noise() sends none)",
                     self.noise_prefixes
                 ),
             ));

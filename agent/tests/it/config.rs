@@ -156,6 +156,9 @@ fn noise_can_only_be_disabled_by_the_dangerous_method() {
             .is_ok()
     );
     assert!(builder().full_hash_cache_bytes(0).build().is_ok());
+    // The refusal of no noise names the method that does send none.
+    let e = builder().noise_prefixes(0).build().unwrap_err();
+    assert!(e.to_string().contains("dangerous_disable_noise()"), "{e}");
 }
 
 #[test]
