@@ -313,7 +313,7 @@ impl Publisher {
                 _data_dir_lock: data_dir_lock,
                 // A replica takes no lease, and writes nothing.
                 holder: if config.role.builds() {
-                    builder_id(&config.data_dir)
+                    crate::storage::builder_id(&config.data_dir)
                 } else {
                     String::new()
                 },
@@ -853,22 +853,6 @@ impl Publisher {
             result,
         }
     }
-}
-
-/// This builder's id: the one in `<data_dir>/builder-id`, created (random)
-/// when there is none; a random one when it cannot be read or written.
-fn builder_id(data_dir: &std::path::Path) -> String {
-    let path = data_dir.join("builder-id");
-    if let Ok(id) = std::fs::read_to_string(&path)
-        && !id.trim().is_empty()
-    {
-        return id.trim().to_owned();
-    }
-    let id = format!("{:016x}", rand::random::<u64>());
-    if let Err(e) = std::fs::write(&path, format!("{id}\n")) {
-        tracing::warn!(path = %path.display(), error = %e, "cannot keep the builder id; a restart will be another builder");
-    }
-    id
 }
 
 /// The outcome of asking a replica, which has no signing key, to build.

@@ -12,6 +12,7 @@
 //! <data_dir>/sources/<list>.allow/...                the same for the list's allowlists
 //! <data_dir>/history/<list>.jsonl                    the list's last builds, a JSON line each (`history`)
 //! <data_dir>/lock                                    held by the publisher using the directory
+//! <data_dir>/builder-id                              a builder's id, for its lease on a store
 //! ```
 //!
 //! `<label>` is the first
@@ -582,6 +583,22 @@ fn create_atomic_with(
         .unwrap_or(Path::new("."));
     fs::File::open(dir).and_then(|d| d.sync_all()).map_err(&io)?;
     Ok(true)
+}
+
+/// This builder's id: the one in `<data_dir>/builder-id`, created (random)
+/// when there is none; a random one when it cannot be read or written.
+pub(crate) fn builder_id(data_dir: &Path) -> String {
+    let path = data_dir.join("builder-id");
+    if let Ok(id) = std::fs::read_to_string(&path)
+        && !id.trim().is_empty()
+    {
+        return id.trim().to_owned();
+    }
+    let id = format!("{:016x}", rand::random::<u64>());
+    if let Err(e) = std::fs::write(&path, format!("{id}\n")) {
+        tracing::warn!(path = %path.display(), error = %e, "cannot keep the builder id; a restart will be another builder");
+    }
+    id
 }
 
 /// Where the signing key lives when the configuration names no other
