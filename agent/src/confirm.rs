@@ -178,7 +178,14 @@ impl Confirmer {
                     .map(|(p, _)| *p)
                     .chain(unclaimed.iter().copied())
                     .collect();
-                let request = Arc::clone(self).request(claim, unclaimed, versions.clone(), buckets, listed);
+                let request = Arc::clone(self).request(
+                    claim,
+                    unclaimed,
+                    asked.clone(),
+                    versions.clone(),
+                    buckets,
+                    listed,
+                );
                 match tokio::spawn(request).await {
                     Ok(fetched) => answers.extend(fetched),
                     // A panic is the check's, as when the request ran in it.
@@ -213,23 +220,19 @@ impl Confirmer {
         answers
     }
 
-    /// The full-hash request of `claim`'s prefixes and `unclaimed` (in flight
-    /// for other versions), for snapshot `versions`: every claimed prefix's
-    /// answer is sent to the checks joined to it, and all are returned.
+    /// The full-hash request of `prefixes`, `claim`'s and `unclaimed` (in
+    /// flight for other versions), for snapshot `versions`: every claimed
+    /// prefix's answer is sent to the checks joined to it, and all are
+    /// returned.
     async fn request(
         self: Arc<Self>,
         claim: Claim,
         unclaimed: Vec<RequestPrefix>,
+        prefixes: Vec<RequestPrefix>,
         versions: Versions,
         buckets: bool,
         listed: u64,
     ) -> HashMap<RequestPrefix, Answer> {
-        let prefixes: Vec<RequestPrefix> = claim
-            .senders
-            .iter()
-            .map(|(p, _)| *p)
-            .chain(unclaimed.iter().copied())
-            .collect();
         let mut fetched = self.fetch_full_hashes(prefixes, &versions, buckets, listed).await;
         let mut answers = HashMap::with_capacity(fetched.len());
         for (p, tx) in &claim.senders {
