@@ -15,8 +15,9 @@
 //! [`ListedHashes`]: crate::engine::cache::ListedHashes
 //!
 //! The get-hash half of the protocol, as Chromium's
-//! `V4GetHashProtocolManager` is: it owns the cache, the in-flight map and
-//! the backoff; the clock, the RNG, the HTTP client and the counters are
+//! `V4GetHashProtocolManager` is: it owns the cache, the in-flight map, the
+//! backoff and the requests themselves (each on a task of its own, which a
+//! check the host gives up on does not cancel); the clock, the RNG, the HTTP client and the counters are
 //! handed in ([`Shared`]). The rules are the engine's
 //! ([`crate::engine::cache`], [`crate::engine::prefix`],
 //! [`crate::engine::schedule::FullHashBackoff`]).
