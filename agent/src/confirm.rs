@@ -17,8 +17,8 @@
 //! The get-hash half of the protocol, as Chromium's
 //! `V4GetHashProtocolManager` is: it owns the cache, the in-flight map, the
 //! backoff and the requests themselves (each on a task of its own, which a
-//! check the host gives up on does not cancel); the clock, the RNG, the HTTP client and the counters are
-//! handed in ([`Shared`]). The rules are the engine's
+//! check the host gives up on does not cancel); the clock, the RNG, the
+//! HTTP client and the counters are handed in ([`Shared`]). The rules are the engine's
 //! ([`crate::engine::cache`], [`crate::engine::prefix`],
 //! [`crate::engine::schedule::FullHashBackoff`]).
 
