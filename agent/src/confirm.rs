@@ -18,9 +18,10 @@
 //! `V4GetHashProtocolManager` is: it owns the cache, the in-flight map, the
 //! backoff and the requests themselves (each on a task of its own, which a
 //! check the host gives up on does not cancel); the clock, the RNG, the
-//! HTTP client and the counters are handed in ([`Shared`]). The rules are the engine's
-//! ([`crate::engine::cache`], [`crate::engine::prefix`],
-//! [`crate::engine::schedule::FullHashBackoff`]).
+//! HTTP client and the counters are handed in ([`Shared`]). The rules are
+//! the engine's ([`crate::engine::cache`], [`crate::engine::prefix`],
+//! [`crate::engine::schedule::FullHashBackoff`]: the failures of requests
+//! in flight together count once).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -283,7 +284,8 @@ impl Confirmer {
             .into();
         let mut answers = HashMap::with_capacity(prefixes.len());
         while let Some(plan) = plans.pop_front() {
-            if let Err(paused) = lock(&self.backoff).check_for(self.shared.now(), versions) {
+            let sent = self.shared.now();
+            if let Err(paused) = lock(&self.backoff).check_for(sent, versions) {
                 for p in &plan.real {
                     answers.insert(*p, Err(paused.clone()));
                 }
@@ -327,7 +329,7 @@ impl Confirmer {
                         // every hit).
                         Counters::bump(&self.shared.counters.full_hash_failures);
                         self.shared
-                            .with_rng(|rng| lock(&self.backoff).on_failure(None, now, rng));
+                            .with_rng(|rng| lock(&self.backoff).on_failure(None, sent, now, rng));
                     } else {
                         lock(&self.backoff).on_success();
                     }
@@ -360,7 +362,7 @@ impl Confirmer {
                             // other versions are not held back.
                             backoff.on_prefix_too_short(versions, now, rng);
                         } else {
-                            backoff.on_failure(retry_after, now, rng);
+                            backoff.on_failure(retry_after, sent, now, rng);
                         }
                     });
                     for p in &plan.real {

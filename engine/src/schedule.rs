@@ -81,6 +81,10 @@
 //! `Retry-After` has passed if that is later; checks meanwhile end as
 //! [`Verdict::Unverified`](crate::lookup::Verdict::Unverified) with
 //! [`Error::BackingOff`]. One success resets it ([`FullHashBackoff`]).
+//! Requests in flight together fail in one outage: a failure of a request
+//! sent before the pause was set does not count again. (Chromium's
+//! `V4GetHashProtocolManager` counts each failed request, so the hits of
+//! one outage escalate its backoff once per request in flight.)
 //!
 //! A `400 prefix_too_short` ([`Error::is_prefix_too_short`]) is not the
 //! publisher failing but the snapshot held being behind it: it pauses
@@ -425,7 +429,7 @@ impl FullHashBackoff {
                     // publisher) is left as it is.
                     let everything = !r.alone && self.check(now).is_err();
                     if !everything {
-                        self.on_failure(None, now, rng);
+                        self.escalate(None, now, rng);
                     }
                     if let Some(r) = &mut self.refused {
                         r.alone = !everything;
@@ -468,17 +472,55 @@ impl FullHashBackoff {
         }
     }
 
-    /// Records a failed request at `now` and pauses requests for
-    /// [`FULL_HASH_BACKOFF`], or for `retry_after` if that is longer.
-    pub fn on_failure(&mut self, retry_after: Option<Duration>, now: SystemTime, rng: &mut impl Rng) {
+    /// Records the failure at `now` of a request sent at `sent`, and pauses
+    /// requests for [`FULL_HASH_BACKOFF`], or for `retry_after` if that is
+    /// longer.
+    ///
+    /// A request sent before the pause in force was set failed in the
+    /// outage that set it: it does not count as another consecutive
+    /// failure (it only lengthens the pause to its own `retry_after`).
+    /// Otherwise twenty requests in flight when a publisher hangs would
+    /// escalate the backoff twenty steps at once, to a pause of up to the
+    /// 2-minute cap after a one-second outage.
+    pub fn on_failure(
+        &mut self,
+        retry_after: Option<Duration>,
+        sent: SystemTime,
+        now: SystemTime,
+        rng: &mut impl Rng,
+    ) {
+        let server_delay = retry_after.map(|r| r.min(MAX_SERVER_DELAY));
+        // A pause for every request (not one that refusals set for some
+        // versions alone), set after this request was sent and no later
+        // than now (a clock that ran backwards counts the failure anew).
+        let in_force = self.refused.as_ref().is_none_or(|r| !r.alone);
+        if let Some((set_at, until)) = self.paused
+            && in_force
+            && sent < set_at
+            && set_at <= now
+        {
+            if let Some(until) = server_delay
+                .and_then(|d| now.checked_add(d))
+                .filter(|u| *u > until)
+            {
+                self.paused = Some((set_at, until));
+            }
+            return;
+        }
         // A failure of the publisher pauses every request.
         if let Some(r) = &mut self.refused {
             r.alone = false;
         }
+        self.escalate(server_delay, now, rng);
+    }
+
+    /// Counts one more consecutive failure and pauses from `now` for its
+    /// draw, or for `server_delay` if that is longer.
+    fn escalate(&mut self, server_delay: Option<Duration>, now: SystemTime, rng: &mut impl Rng) {
         self.failures = self.failures.saturating_add(1);
         let mut delay = FULL_HASH_BACKOFF.delay(self.failures, rng);
-        if let Some(r) = retry_after {
-            delay = delay.max(r.min(MAX_SERVER_DELAY));
+        if let Some(d) = server_delay {
+            delay = delay.max(d);
         }
         self.paused = now.checked_add(delay).map(|until| (now, until));
     }
@@ -578,7 +620,7 @@ mod tests {
         // A failure of the publisher (Retry-After 600 s), then refusals that
         // stand: every request paused, and for the whole 600 s.
         let mut b = FullHashBackoff::default();
-        b.on_failure(Some(Duration::from_secs(600)), now, &mut r);
+        b.on_failure(Some(Duration::from_secs(600)), now, now, &mut r);
         b.on_prefix_too_short(&v1, now, &mut r);
         b.on_update_without_change(&v1);
         b.on_prefix_too_short(&v1, now, &mut r);
@@ -589,7 +631,7 @@ mod tests {
         b.on_prefix_too_short(&v1, now, &mut r);
         b.on_update_without_change(&v1);
         b.on_prefix_too_short(&v1, now, &mut r);
-        b.on_failure(Some(Duration::from_secs(600)), now, &mut r);
+        b.on_failure(Some(Duration::from_secs(600)), now, now, &mut r);
         assert!(b.check_for(now, &v2).is_err());
     }
 
@@ -783,7 +825,7 @@ mod tests {
         let t0 = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
         let mut b = FullHashBackoff::default();
         assert!(b.check(t0).is_ok());
-        b.on_failure(Some(Duration::from_secs(30)), t0, &mut r);
+        b.on_failure(Some(Duration::from_secs(30)), t0, t0, &mut r);
         assert!(matches!(
             b.check(t0 + Duration::from_secs(29)),
             Err(Error::BackingOff { failures: 1, .. })
@@ -792,7 +834,7 @@ mod tests {
         // A clock that ran backwards ends the pause rather than extending it.
         assert!(b.check(t0 - Duration::from_secs(1)).is_ok());
         for _ in 0..20 {
-            b.on_failure(None, t0, &mut r);
+            b.on_failure(None, t0, t0, &mut r);
         }
         assert!(
             b.check(t0 + FULL_HASH_BACKOFF.cap + Duration::from_secs(1))
@@ -801,5 +843,53 @@ mod tests {
         b.on_success();
         assert_eq!(b.consecutive_failures(), 0);
         assert!(b.check(t0).is_ok());
+    }
+
+    /// Requests in flight together when the publisher hangs fail one after
+    /// another: the outage counts once, not once per request (before,
+    /// twenty such failures paused for a draw up to the 2-minute cap).
+    #[test]
+    fn requests_that_fail_in_one_outage_count_once() {
+        let mut r = rng();
+        let s = Duration::from_secs;
+        let t0 = UNIX_EPOCH + s(1_700_000_000);
+        let mut b = FullHashBackoff::default();
+        // Twenty requests sent at t0, timed out from t0 + 10 s on.
+        for i in 0..20 {
+            b.on_failure(None, t0, t0 + s(10) + Duration::from_millis(i), &mut r);
+        }
+        assert_eq!(b.consecutive_failures(), 1);
+        assert!(
+            b.check(t0 + s(11)).is_ok(),
+            "the first failure's pause: at most 1 s"
+        );
+        // One of them carried a Retry-After: the pause lasts that long, but
+        // the failures are not counted again.
+        b.on_failure(Some(s(30)), t0, t0 + s(10), &mut r);
+        assert_eq!(b.consecutive_failures(), 1);
+        assert!(b.check(t0 + s(39)).is_err() && b.check(t0 + s(41)).is_ok());
+        // A request sent after the pause was set fails: the next step.
+        b.on_failure(None, t0 + s(41), t0 + s(51), &mut r);
+        assert_eq!(b.consecutive_failures(), 2);
+        // A clock that ran backwards between sending and failing counts.
+        b.on_failure(None, t0, t0 + s(1), &mut r);
+        assert_eq!(b.consecutive_failures(), 3);
+        // A failure of the publisher after refusals that pause some
+        // versions alone counts, whenever its request was sent, and
+        // pauses every request.
+        let floor = |version| crate::accept::VersionFloor {
+            version,
+            body_sha256: [7; 32],
+        };
+        let v1 = Versions::from([("malware".to_owned(), floor(1))]);
+        let v2 = Versions::from([("malware".to_owned(), floor(2))]);
+        let mut b = FullHashBackoff::default();
+        b.on_prefix_too_short(&v1, t0 + s(1), &mut r);
+        b.on_update_without_change(&v1);
+        b.on_prefix_too_short(&v1, t0 + s(2), &mut r);
+        assert!(b.check_for(t0 + s(2), &v2).is_ok());
+        b.on_failure(Some(s(30)), t0, t0 + s(3), &mut r);
+        assert_eq!(b.consecutive_failures(), 2);
+        assert!(b.check_for(t0 + s(4), &v2).is_err());
     }
 }

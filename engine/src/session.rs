@@ -180,6 +180,10 @@ pub struct FullHashQuery {
     versions: Versions,
     /// Its entry among the session's requests in flight.
     id: u64,
+    /// When the check handed it out: its failure counts as another
+    /// consecutive one only if it was sent after the backoff's pause was
+    /// set ([`FullHashBackoff::on_failure`]).
+    sent: SystemTime,
 }
 
 /// A session's settings. Checked by [`Session::new`].
@@ -772,6 +776,7 @@ impl Session {
             plan,
             versions,
             id,
+            sent: now,
         }))
     }
 
@@ -819,6 +824,7 @@ impl Session {
             plan,
             versions,
             id,
+            sent,
         } = query;
         self.in_flight.complete(id);
         match response.and_then(|r| read_answer(&r, &request.url, now)) {
@@ -829,7 +835,7 @@ impl Session {
                     // as after a body that does not parse, and requests
                     // pause as after one.
                     self.stats.full_hash_failures += 1;
-                    self.backoff.on_failure(None, now, rng);
+                    self.backoff.on_failure(None, sent, now, rng);
                 } else {
                     self.backoff.on_success();
                 }
@@ -845,7 +851,7 @@ impl Session {
                 if error.is_prefix_too_short() || error.is_unknown_list() {
                     self.backoff.on_prefix_too_short(&versions, now, rng);
                 } else {
-                    self.backoff.on_failure(error.retry_after(), now, rng);
+                    self.backoff.on_failure(error.retry_after(), sent, now, rng);
                 }
                 for p in &plan.real {
                     answers.insert(*p, Err(error.clone()));

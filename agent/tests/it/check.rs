@@ -1,12 +1,13 @@
 //! URL checks: local probe, full-hash confirmation, the failure policy, and
 //! that nothing but a matching full hash ever makes a URL unsafe.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use axum::http::StatusCode;
 use blocksieve_agent::{Agent, Error, ErrorKind, FailurePolicy, Verdict};
 use blocksieve_format::{CanonError, FullHash, KeyBits};
 
+use blocksieve_tests::clock::ManualClock;
 use blocksieve_tests::fake::{FakePublisher, SearchMode};
 use blocksieve_tests::snapshot::Snap;
 
@@ -287,6 +288,67 @@ async fn a_request_outlives_the_checks_the_host_gave_up_on() {
     );
     assert_eq!(fake.searches().len(), 1);
     assert_eq!(agent.stats().full_hash_failures, 1);
+}
+
+/// Two requests in flight together when the publisher hangs fail one
+/// after the other: one outage, one step of the backoff. Before, each
+/// failure counted, and twenty requests in flight paused requests for a
+/// draw up to the 2-minute cap after a one-second outage.
+#[tokio::test]
+async fn requests_that_fail_in_one_outage_count_once() {
+    let (fake, _) = ready().await;
+    let clock = ManualClock::new(SystemTime::now());
+    let agent = fake
+        .agent_builder(&["malware"])
+        .request_timeout(Duration::from_secs(2))
+        .time_provider(clock.clone())
+        .build()
+        .unwrap();
+    agent.update().await.unwrap();
+    fake.set_search_mode(SearchMode::Hang);
+
+    // Two checks of distinct hash prefixes (no single flight joins them);
+    // once both requests are out, the clock moves on, so the failures are
+    // recorded ten seconds after the requests were sent.
+    let moved = async {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while fake.searches().len() < 2 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        clock.advance(Duration::from_secs(10));
+    };
+    let (first, second, ()) = tokio::join!(
+        agent.check_url("http://evil.example/"),
+        agent.check_url("http://bad.example/download/x"),
+        moved
+    );
+    for verdict in [first.unwrap(), second.unwrap()] {
+        assert!(
+            matches!(
+                &verdict,
+                Verdict::Unverified {
+                    reason: Error::Transport { timed_out: true, .. },
+                    ..
+                }
+            ),
+            "{verdict:?}"
+        );
+    }
+    assert_eq!(fake.searches().len(), 2);
+    assert_eq!(agent.stats().full_hash_failures, 2);
+
+    // The clock has not moved since: paused, after one failure.
+    let verdict = agent.check_url("http://evil.example/again").await.unwrap();
+    assert!(
+        matches!(
+            &verdict,
+            Verdict::Unverified {
+                reason: Error::BackingOff { failures: 1, .. },
+                ..
+            }
+        ),
+        "{verdict:?}"
+    );
 }
 
 #[tokio::test]

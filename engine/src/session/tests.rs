@@ -536,6 +536,40 @@ fn an_answer_without_the_real_prefix_is_unverified_and_another_listed_hash_is_a_
     assert_eq!(session.stats().lookups, 4);
 }
 
+/// Two requests handed out together fail one after the other (the host
+/// timed both out): one outage, one step of the backoff
+/// ([`FullHashBackoff::on_failure`](crate::schedule::FullHashBackoff::on_failure)).
+#[test]
+fn requests_that_fail_in_one_outage_count_once() {
+    let (mut session, _) = loaded(config());
+    let mut rng = StdRng::seed_from_u64(11);
+    let first = need(session.check(LISTED, at(NOW), &mut rng));
+    let second = need(session.check("http://listed-0.example/", at(NOW), &mut rng));
+    for query in [first, second] {
+        let timed_out = Error::Transport {
+            url: query.request.url.clone(),
+            reason: "timed out".into(),
+            timed_out: true,
+        };
+        let verdict = session
+            .complete_check(query, Err(timed_out), at(NOW + 10), &mut rng)
+            .expect("verdict");
+        assert!(verdict.is_unverified(), "{verdict:?}");
+    }
+    assert_eq!(session.stats().full_hash_failures, 2);
+    let paused = session.check(LISTED, at(NOW + 10), &mut rng);
+    assert!(
+        matches!(
+            &paused,
+            Ok(CheckStep::Done(Verdict::Unverified {
+                reason: Error::BackingOff { failures: 1, .. },
+                ..
+            }))
+        ),
+        "{paused:?}"
+    );
+}
+
 #[test]
 fn a_miss_answer_is_safe_and_cached() {
     let (mut session, _) = loaded(config());
