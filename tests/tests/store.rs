@@ -13,6 +13,7 @@ use blocksieve_publisher::internal::storage::{
 use blocksieve_publisher::{Config, Error, Publisher, SourceFormat, StoreFailure};
 use blocksieve_tests::fault::ignoring_conditions;
 use blocksieve_tests::moto::Moto;
+use blocksieve_tests::storage_contract::Arbiter;
 use blocksieve_tests::{RunningPublisher, config, fixture_lines, fixture_source, storage_contract};
 
 const READY: Duration = Duration::from_secs(60);
@@ -180,7 +181,11 @@ fn the_data_directory_keeps_the_storage_contract() {
     // Create links a file into place, atomic against other writers; Update
     // relies on the data directory's lock and is not raced here.
     for round in 0..3 {
-        storage_contract::create_race(&storage, &format!("contract/race/create-{round}"));
+        storage_contract::create_race(
+            &storage,
+            &format!("contract/race/create-{round}"),
+            Arbiter::Atomic,
+        );
     }
     // The writers that lost left no temporary file behind.
     let mut race = storage.list("contract/race").unwrap();
@@ -201,8 +206,16 @@ fn an_in_memory_object_store_keeps_the_storage_contract() {
     let storage = ObjectStorage::new(memory, "some/prefix", "memory://some/prefix").unwrap();
     storage_contract::check(&storage);
     for round in 0..3 {
-        storage_contract::create_race(&storage, &format!("contract/race/create-{round}"));
-        storage_contract::update_race(&storage, &format!("contract/race/update-{round}"));
+        storage_contract::create_race(
+            &storage,
+            &format!("contract/race/create-{round}"),
+            Arbiter::Atomic,
+        );
+        storage_contract::update_race(
+            &storage,
+            &format!("contract/race/update-{round}"),
+            Arbiter::Atomic,
+        );
     }
 }
 
@@ -213,8 +226,12 @@ async fn moto_keeps_the_storage_contract_with_signed_requests() {
     tokio::task::spawn_blocking(move || {
         storage_contract::check(&storage);
         for round in 0..3 {
-            storage_contract::create_race(&storage, &format!("contract/race/create-{round}"));
-            storage_contract::update_race(&storage, &format!("contract/race/update-{round}"));
+            // moto decides conditional writes without a lock: see
+            // `Arbiter::CheckThenWrite` (2 of 16 writers won once, on a
+            // loaded machine).
+            let moto = Arbiter::CheckThenWrite;
+            storage_contract::create_race(&storage, &format!("contract/race/create-{round}"), moto);
+            storage_contract::update_race(&storage, &format!("contract/race/update-{round}"), moto);
         }
     })
     .await
