@@ -304,6 +304,11 @@ impl AgentBuilder {
     /// body: full-hash requests and list queries in total, snapshot
     /// downloads for connecting. Must be between 1 ms and one day. By
     /// default, [`DEFAULT_REQUEST_TIMEOUT`] (10 seconds).
+    ///
+    /// A full-hash request runs to its answer or this timeout even when
+    /// the check that started it is given up on (its answer is cached, its
+    /// failure pauses requests). At most 64 are out at once; a check whose
+    /// request would be the 65th waits for one of them to end.
     pub fn request_timeout(mut self, timeout: Duration) -> Self {
         self.request_timeout = timeout;
         self

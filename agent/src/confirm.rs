@@ -28,7 +28,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use blocksieve_format::api::{routes, snapshot_id};
-use tokio::sync::watch;
+use tokio::sync::{Semaphore, watch};
 
 use crate::Error;
 use crate::engine::confirm::AnswerCache;
@@ -76,9 +76,22 @@ pub(crate) struct Confirmer {
     in_flight: InFlight,
     /// Pauses requests after failures, for every check at once.
     backoff: Mutex<FullHashBackoff>,
+    /// One permit per request sent and not yet answered
+    /// ([`MAX_REQUESTS_IN_FLIGHT`]).
+    slots: Semaphore,
     /// The client, clock, RNG and counters, shared with the lists.
     shared: Arc<Shared>,
 }
+
+/// The most full-hash requests an agent has sent and not yet had answered;
+/// further ones wait for one of them to end. A request outlives the check
+/// that started it, so without a bound a host checking many URLs against a
+/// publisher that hangs (each check given up on after its own deadline)
+/// would hold filter hits per second × the request timeout of them at
+/// once. Those waiting are sent only when one ends, after the backoff it
+/// may have started: when the publisher fails, they end `BackingOff` at
+/// once instead of each waiting for a timeout of its own.
+pub(crate) const MAX_REQUESTS_IN_FLIGHT: usize = 64;
 
 impl Confirmer {
     /// A confirmer for `lists`, with an empty cache of at most
@@ -96,6 +109,7 @@ impl Confirmer {
             cache: Mutex::new(AnswerCache::new(cache_bytes)),
             in_flight: Mutex::new(HashMap::new()),
             backoff: Mutex::new(FullHashBackoff::default()),
+            slots: Semaphore::new(MAX_REQUESTS_IN_FLIGHT),
             shared,
         }
     }
@@ -284,6 +298,9 @@ impl Confirmer {
             .into();
         let mut answers = HashMap::with_capacity(prefixes.len());
         while let Some(plan) = plans.pop_front() {
+            // Held until this request is answered or fails (the semaphore
+            // is never closed).
+            let _slot = self.slots.acquire().await;
             let sent = self.shared.now();
             if let Err(paused) = lock(&self.backoff).check_for(sent, versions) {
                 for p in &plan.real {

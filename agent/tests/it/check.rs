@@ -351,6 +351,67 @@ async fn requests_that_fail_in_one_outage_count_once() {
     );
 }
 
+/// A hundred checks of distinct hash prefixes against a publisher that
+/// hangs: at most 64 requests are out at once; the others wait for one to
+/// end, and end `BackingOff` once the failures have paused requests.
+/// Before, all 100 were sent (with a host that gives up on its checks,
+/// every filter hit added one more, up to hits per second × the request
+/// timeout).
+#[tokio::test]
+async fn at_most_64_full_hash_requests_are_in_flight() {
+    let hosts: Vec<String> = (0..100).map(|i| format!("host{i}.example/")).collect();
+    let listed: Vec<&str> = hosts.iter().map(String::as_str).collect();
+    let fake = FakePublisher::start().await;
+    fake.serve_snapshot(&Snap::new("malware", 1, &listed));
+    fake.list_expressions("malware", &listed);
+    let clock = ManualClock::new(SystemTime::now());
+    let agent = fake
+        .agent_builder(&["malware"])
+        .request_timeout(Duration::from_secs(3))
+        .time_provider(clock.clone())
+        .build()
+        .unwrap();
+    agent.update().await.unwrap();
+    fake.set_search_mode(SearchMode::Hang);
+
+    let mut checks = tokio::task::JoinSet::new();
+    for host in &hosts {
+        let (agent, url) = (agent.clone(), format!("http://{host}"));
+        checks.spawn(async move { agent.check_url(&url).await });
+    }
+    // Once the first requests are out, the clock moves on: their failures
+    // count once, and the pause they start holds at the test clock's time.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while fake.searches().len() < 64 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    clock.advance(Duration::from_secs(10));
+    let verdicts = checks.join_all().await;
+
+    let sent = fake.searches().len();
+    assert!((1..=64).contains(&sent), "{sent} requests sent");
+    let backing_off = verdicts
+        .iter()
+        .filter(|v| {
+            matches!(
+                v,
+                Ok(Verdict::Unverified {
+                    reason: Error::BackingOff { .. },
+                    ..
+                })
+            )
+        })
+        .count();
+    assert!(
+        verdicts
+            .iter()
+            .all(|v| matches!(v, Ok(Verdict::Unverified { .. }))),
+        "{verdicts:?}"
+    );
+    assert_eq!(backing_off, 100 - sent);
+}
+
 #[tokio::test]
 async fn malformed_full_hash_responses_are_unverified() {
     for (mode, expected) in [
