@@ -613,8 +613,23 @@ pub fn default_signing_key_path(data_dir: &Path) -> PathBuf {
 /// # Errors
 ///
 /// [`Error::Storage`] when the key cannot be read, [`Error::SigningKey`]
-/// when the file holds no key.
+/// when the file holds no key, [`Error::Config`] when `path` is named as a
+/// public key file.
 pub fn load_signing_key(path: &Path) -> Result<Option<SigningKey>, Error> {
+    // A public key file holds base64 of 32 bytes too, which reads as a
+    // secret key: signing with it signs with a key whose secret every
+    // agent's configuration holds, under a key id nobody trusts. The names
+    // public keys are written under are refused before anything is read or
+    // created.
+    if is_public_key_file_name(path) {
+        return Err(Error::config(
+            "signing_key",
+            format!(
+                "{} is named as a public key file (`public.key`, `<file>.pub`: where keygen and the publisher write public keys); the signing key is the private key file beside it (`signing.key`, or the name without `.pub`)",
+                path.display()
+            ),
+        ));
+    }
     match fs::read_to_string(path) {
         Ok(text) => SigningKey::from_base64(&text)
             .map(Some)
@@ -727,6 +742,14 @@ pub fn write_key_pair(key: &SigningKey, path: &Path) -> Result<(), Error> {
     )
 }
 
+/// Whether `path` has a name [`public_key_path`] gives a public key file:
+/// `public.key`, or one ending in `.pub`.
+pub fn is_public_key_file_name(path: &Path) -> bool {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n == "public.key" || n.ends_with(".pub"))
+}
+
 /// Where the public key of the private key file `path` is written:
 /// `public.key` beside the default `signing.key`, else `<file>.pub`, so a
 /// second key pair never overwrites the first one's public key.
@@ -794,6 +817,46 @@ mod tests {
                 .mode();
             assert_eq!(mode & 0o777, 0o600);
         }
+    }
+
+    #[test]
+    fn a_public_key_file_is_refused_as_the_signing_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = generate_signing_key();
+        let private = dir.path().join("next.key");
+        write_key_pair(&key, &private).unwrap();
+        write_key_pair(&generate_signing_key(), &dir.path().join("signing.key")).unwrap();
+        // Given its public key file by mistake (`signing_key = "next.key.pub"`,
+        // `BLOCKSIEVE_SIGNING_KEY` naming `public.key`): it held base64 of
+        // 32 bytes, and was taken as a secret key, signing under a key id
+        // nobody trusts with a secret the agents' configuration holds.
+        for name in ["next.key.pub", "public.key", "missing.pub"] {
+            let path = dir.path().join(name);
+            let before = fs::read_dir(dir.path()).unwrap().count();
+            for result in [
+                load_signing_key(&path).map(|k| k.map(|k| k.public_key().to_base64())),
+                load_or_create_signing_key(&path).map(|k| Some(k.public_key().to_base64())),
+            ] {
+                let Err(e @ Error::Config { .. }) = result else {
+                    panic!("{name}: {result:?}");
+                };
+                let message = e.to_string();
+                assert!(
+                    message.contains("signing_key") && message.contains("public key file"),
+                    "{message}"
+                );
+            }
+            // Nothing created beside it (no `missing.pub`, no `.pub.pub`).
+            assert_eq!(fs::read_dir(dir.path()).unwrap().count(), before, "{name}");
+        }
+        // The private key files load.
+        let loaded = load_signing_key(&private).unwrap().unwrap();
+        assert_eq!(loaded.public_key(), key.public_key());
+        assert!(
+            load_signing_key(&dir.path().join("signing.key"))
+                .unwrap()
+                .is_some()
+        );
     }
 
     // The calls themselves are checked by the storage contract (the tests

@@ -492,6 +492,22 @@ fn keygen_writes_a_key_pair_under_a_bare_file_name() {
         text(&over_public.stderr)
     );
     assert!(!dir.path().join("k2").exists());
+    // Nor under a public key file's name, which `serve` refuses as a
+    // signing key.
+    for name in ["next.pub", "public.key"] {
+        let named_public = Command::new(BIN)
+            .args(["keygen", "--out", name])
+            .current_dir(dir.path())
+            .output()
+            .expect("run publisher");
+        assert_eq!(named_public.status.code(), Some(1));
+        assert!(
+            text(&named_public.stderr).contains("named as a public key file"),
+            "{}",
+            text(&named_public.stderr)
+        );
+        assert!(!dir.path().join(name).exists());
+    }
     // The key id, as errors name keys (`signed by unknown key …`).
     let id = hex::encode(key.public_key().id());
     assert!(

@@ -400,6 +400,13 @@ async fn run(cli: Cli, exit_grace: &mut Option<std::time::Duration>) -> anyhow::
             check_config(&file, config)
         }
         Command::Keygen { out } => {
+            if storage::is_public_key_file_name(&out) {
+                anyhow::bail!(
+                    "{}: named as a public key file (`public.key`, `<file>.pub`), which the publisher \
+                     refuses as its signing key; give the private key another name (`signing.key`)",
+                    out.display()
+                );
+            }
             for existing in [out.clone(), storage::public_key_path(&out)] {
                 // (`symlink_metadata`: a dangling link is in the way too.)
                 if std::fs::symlink_metadata(&existing).is_ok() {
