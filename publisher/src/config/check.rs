@@ -223,11 +223,20 @@ pub fn warnings(settings: &Settings) -> Vec<String> {
             });
         match std::fs::metadata(&key) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && refused.is_some() => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => out.push(format!(
-                "signing_key {}{from}: does not exist yet; the first `serve` or `build` creates it \
-                 (mode 0600, with its public key beside it), or create it now with `keygen --out`",
-                key.display()
-            )),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                match crate::storage::load_signing_key(&key) {
+                    // Named as a public key file: refused, not created.
+                    Err(crate::Error::Config { reason, .. }) => out.push(format!(
+                        "signing_key {}{from}: {reason}; `serve` will refuse to start",
+                        key.display()
+                    )),
+                    _ => out.push(format!(
+                        "signing_key {}{from}: does not exist yet; the first `serve` or `build` creates it \
+                         (mode 0600, with its public key beside it), or create it now with `keygen --out`",
+                        key.display()
+                    )),
+                }
+            }
             Err(e) => out.push(format!("signing_key {}{from}: {e}", key.display())),
             Ok(m) if !m.is_file() => {
                 out.push(format!("signing_key {}{from}: is not a file", key.display()));
@@ -236,6 +245,18 @@ pub fn warnings(settings: &Settings) -> Vec<String> {
                 if let Err(e) = std::fs::File::open(&key) {
                     out.push(format!(
                         "signing_key {}{from}: cannot be read: {e}",
+                        key.display()
+                    ));
+                } else if let Err(e) = crate::storage::load_signing_key(&key) {
+                    // Read as `serve` reads it: a file that holds no key
+                    // (empty, hex, cut short) makes `serve` refuse to start.
+                    let reason = match e {
+                        crate::Error::SigningKey { reason, .. } => reason.to_string(),
+                        crate::Error::Config { reason, .. } => reason,
+                        e => e.to_string(),
+                    };
+                    out.push(format!(
+                        "signing_key {}{from}: {reason}; `serve` will refuse to start",
                         key.display()
                     ));
                 }
@@ -485,9 +506,11 @@ mod tests {
     #[test]
     fn a_csv_source_shows_its_reading_and_an_option_of_another_format_is_warned_about() {
         let dir = tempfile::tempdir().unwrap();
-        for name in ["signing.key", "f.csv", "f.txt"] {
+        for name in ["f.csv", "f.txt"] {
             std::fs::write(dir.path().join(name), "").unwrap();
         }
+        let key = crate::storage::generate_signing_key().to_base64();
+        std::fs::write(dir.path().join("signing.key"), key + "\n").unwrap();
         let csv = SourceConfig {
             delimiter: Some("\t".to_owned()),
             column: Some("AdresDomeny".to_owned()),
@@ -532,7 +555,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("file");
         std::fs::write(&file, "").unwrap();
-        std::fs::write(dir.path().join("signing.key"), "").unwrap();
+        let key = crate::storage::generate_signing_key().to_base64();
+        std::fs::write(dir.path().join("signing.key"), key + "\n").unwrap();
         let config = Config {
             data_dir: file.clone(),
             signing_key: Some(dir.path().join("signing.key")),
@@ -648,6 +672,69 @@ mod tests {
             refused.contains("previous_public_keys") && refused.contains("not a key"),
             "{refused}"
         );
+    }
+
+    /// A signing key file that holds no key: `serve` and `build` refuse to
+    /// start (`invalid key: …`), so it is warned about. It was not: the
+    /// file was only opened, and `check-config` said the configuration
+    /// was valid with no warning.
+    #[test]
+    fn a_signing_key_file_that_holds_no_key_is_warned_that_serve_refuses_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let settings = Config {
+            data_dir: dir.path().to_owned(),
+            ..Config::default()
+        }
+        .resolve()
+        .unwrap();
+        let path = settings.signing_key_path();
+        let secret = crate::storage::generate_signing_key().to_base64();
+        let hex_secret = {
+            use base64::Engine as _;
+            let bytes = base64::engine::general_purpose::STANDARD.decode(&secret).unwrap();
+            hex::encode(bytes)
+        };
+        for (content, why) in [
+            (String::new(), "expected 32 bytes, got 0"),
+            (format!("{hex_secret}\n"), "expected 32 bytes, got 48"),
+            (secret[..40].to_owned(), "expected 32 bytes, got 30"),
+        ] {
+            std::fs::write(&path, &content).unwrap();
+            let warned = warnings(&settings);
+            assert_eq!(warned.len(), 1, "{content:?}: {warned:#?}");
+            assert!(
+                warned[0].starts_with("signing_key ")
+                    && warned[0].contains(why)
+                    && warned[0].contains("`serve` will refuse to start"),
+                "{content:?}: {}",
+                warned[0]
+            );
+        }
+        // A public key file's name, existing or not: refused by `serve`,
+        // never created.
+        for name in ["public.key", "missing.pub"] {
+            let settings = Config {
+                data_dir: dir.path().to_owned(),
+                signing_key: Some(dir.path().join(name)),
+                ..Config::default()
+            }
+            .resolve()
+            .unwrap();
+            std::fs::write(dir.path().join("public.key"), format!("{secret}\n")).unwrap();
+            let warned = warnings(&settings);
+            assert_eq!(warned.len(), 1, "{name}: {warned:#?}");
+            assert!(
+                warned[0].contains("public key file") && warned[0].contains("`serve` will refuse to start"),
+                "{name}: {}",
+                warned[0]
+            );
+        }
+        // A key, with the newline keygen writes or none: no warning.
+        for content in [format!("{secret}\n"), secret] {
+            std::fs::write(&path, content).unwrap();
+            let warned = warnings(&settings);
+            assert!(warned.is_empty(), "{warned:#?}");
+        }
     }
 
     /// A builder given a public key (`public_key`, or `check-config --key`
