@@ -167,6 +167,9 @@ impl Publisher {
         if let Some(given) = &config.public_key {
             Self::check_given_key(&config, given, existing.as_ref())?;
         }
+        if existing.is_none() {
+            Self::check_key_may_be_created(&config)?;
+        }
         let local = LocalStorage::open(&config.data_dir)?;
         let data_dir_lock = storage::lock_data_dir(&config.data_dir)?;
         let storage: Arc<dyn Storage> = match &config.store {

@@ -894,3 +894,64 @@ fn a_builder_given_its_own_key_from_the_environment_or_the_file_builds() {
         assert!(out.join("lists/good").is_dir() && !out.join("signing.key").exists());
     }
 }
+
+/// During a key rotation (`previous_public_keys` set) a builder whose
+/// signing key does not exist (a mistyped `signing_key`, or
+/// `BLOCKSIEVE_SIGNING_KEY` naming the wrong file) refuses to start and
+/// creates nothing. It created a key pair there and published every list
+/// again under that key, which no agent trusts; `check-config` said only
+/// that the first start would create it.
+#[test]
+fn regression_a_builder_rotating_keys_without_its_new_key_refuses_creating_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), false);
+    let old = SigningKey::from_secret_bytes([4; 32]).public_key().to_base64();
+    let base = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        format!("signing_key = \"nxet.key\"\nprevious_public_keys = [{old:?}]\n{base}"),
+    )
+    .unwrap();
+    let built = Command::new(BIN)
+        .args(["build", "--config", config.to_str().unwrap()])
+        .current_dir(dir.path())
+        .env("RUST_BACKTRACE", "0")
+        .env_remove("BLOCKSIEVE_SIGNING_KEY")
+        .output()
+        .unwrap();
+    let stderr = text(&built.stderr);
+    assert_eq!(built.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("nxet.key does not exist, and previous_public_keys is set"),
+        "{stderr}"
+    );
+    assert!(
+        !dir.path().join("nxet.key").exists() && !dir.path().join("data").exists(),
+        "{stderr}"
+    );
+    let checked = Command::new(BIN)
+        .args(["check-config", config.to_str().unwrap()])
+        .current_dir(dir.path())
+        .env_remove("BLOCKSIEVE_SIGNING_KEY")
+        .output()
+        .unwrap();
+    let stderr = text(&checked.stderr);
+    assert_eq!(checked.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("previous_public_keys is set") && stderr.contains("`serve` will refuse to start"),
+        "{stderr}"
+    );
+    // The key given: it builds.
+    storage::write_key_pair(
+        &SigningKey::from_secret_bytes([5; 32]),
+        &dir.path().join("nxet.key"),
+    )
+    .unwrap();
+    let built = Command::new(BIN)
+        .args(["build", "--config", config.to_str().unwrap()])
+        .current_dir(dir.path())
+        .env_remove("BLOCKSIEVE_SIGNING_KEY")
+        .output()
+        .unwrap();
+    assert_eq!(built.status.code(), Some(0), "{}", text(&built.stderr));
+}

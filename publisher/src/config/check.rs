@@ -224,8 +224,11 @@ pub fn warnings(settings: &Settings) -> Vec<String> {
         match std::fs::metadata(&key) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && refused.is_some() => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                match crate::storage::load_signing_key(&key) {
-                    // Named as a public key file: refused, not created.
+                let refused = crate::storage::load_signing_key(&key)
+                    .and_then(|_| crate::Publisher::check_key_may_be_created(settings));
+                match refused {
+                    // Named as a public key file, or missing during a key
+                    // rotation: refused, not created.
                     Err(crate::Error::Config { reason, .. }) => out.push(format!(
                         "signing_key {}{from}: {reason}; `serve` will refuse to start",
                         key.display()

@@ -33,6 +33,29 @@ impl Publisher {
         })
     }
 
+    /// Whether a builder whose signing key does not exist may create one:
+    /// not while `previous_public_keys` names keys it replaces (a key
+    /// rotation, README "Rotating the signing key"). Then the key is the
+    /// new one, made with `keygen` and given to every builder; one created
+    /// here (a mistyped `signing_key`, a `BLOCKSIEVE_SIGNING_KEY` naming
+    /// the wrong file) would be trusted by no agent, and every list would
+    /// be published again under it, refused by the whole fleet.
+    pub(crate) fn check_key_may_be_created(config: &Settings) -> Result<(), Error> {
+        if config.previous_public_keys.is_empty() {
+            return Ok(());
+        }
+        let (path, from) = (config.signing_key_path(), config.signing_key_origin());
+        Err(Error::Config {
+            field: "signing_key".to_owned(),
+            reason: format!(
+                "{}{from} does not exist, and previous_public_keys is set (a key rotation): the new key is \
+                 the one made with `keygen --out` and given to every builder, never one created at start, \
+                 which no agent would trust; give its path, or remove previous_public_keys",
+                path.display()
+            ),
+        })
+    }
+
     /// A replica's [`Publisher::open`].
     pub(super) fn open_replica(config: Settings) -> Result<Self, Error> {
         let public_key = match &config.public_key {
