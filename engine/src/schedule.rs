@@ -539,6 +539,15 @@ mod tests {
 
     const MIN: Duration = Duration::from_secs(60);
 
+    /// The snapshot versions of a check with `malware` at `version`.
+    fn malware_at(version: u64) -> Versions {
+        let floor = crate::accept::VersionFloor {
+            version,
+            body_sha256: [7; 32],
+        };
+        Versions::from([("malware".to_owned(), floor)])
+    }
+
     #[test]
     fn ceilings_double_from_one_minute_to_thirty() {
         let ceilings: Vec<u64> = (0..9).map(|n| UPDATE_BACKOFF.ceiling(n).as_secs()).collect();
@@ -591,12 +600,7 @@ mod tests {
     fn a_prefix_too_short_refusal_pauses_only_the_versions_it_stands_for() {
         let mut r = rng();
         let now = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
-        let floor = |version| crate::accept::VersionFloor {
-            version,
-            body_sha256: [7; 32],
-        };
-        let v1 = Versions::from([("malware".to_owned(), floor(1))]);
-        let v2 = Versions::from([("malware".to_owned(), floor(2))]);
+        let (v1, v2) = (malware_at(1), malware_at(2));
         let mut b = FullHashBackoff::default();
         b.on_prefix_too_short(&v1, now, &mut r);
         b.on_prefix_too_short(&v1, now, &mut r);
@@ -877,12 +881,7 @@ mod tests {
         // A failure of the publisher after refusals that pause some
         // versions alone counts, whenever its request was sent, and
         // pauses every request.
-        let floor = |version| crate::accept::VersionFloor {
-            version,
-            body_sha256: [7; 32],
-        };
-        let v1 = Versions::from([("malware".to_owned(), floor(1))]);
-        let v2 = Versions::from([("malware".to_owned(), floor(2))]);
+        let (v1, v2) = (malware_at(1), malware_at(2));
         let mut b = FullHashBackoff::default();
         b.on_prefix_too_short(&v1, t0 + s(1), &mut r);
         b.on_update_without_change(&v1);
