@@ -955,3 +955,52 @@ fn regression_a_builder_rotating_keys_without_its_new_key_refuses_creating_nothi
         .unwrap();
     assert_eq!(built.status.code(), Some(0), "{}", text(&built.stderr));
 }
+
+/// `build --out DIR` during a key rotation (`previous_public_keys` set),
+/// as the alerts' runbook says to reproduce a build: with the default
+/// `signing_key` (in the data directory, which `--out` replaces), and
+/// with a replica's configuration (its builders' public keys are not the
+/// directory's), the build signs with a key of DIR's own, as it does
+/// outside a rotation. It was refused (`… does not exist, and
+/// previous_public_keys is set …`): the refusal guards the served key, and
+/// `--out` serves nothing.
+#[test]
+fn regression_build_out_during_a_key_rotation_builds_with_a_key_of_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), false);
+    let base = std::fs::read_to_string(&config).unwrap();
+    let (old, next) = (
+        SigningKey::from_secret_bytes([4; 32]).public_key().to_base64(),
+        SigningKey::from_secret_bytes([5; 32]).public_key().to_base64(),
+    );
+    let replica = format!(
+        "store = \"s3://unreachable/prefix\"\nrole = \"replica\"\npublic_key = {next:?}\n\
+         store_options = {{ endpoint = \"http://127.0.0.1:1\", allow_http = \"true\", region = \"us-east-1\", \
+         access_key_id = \"k\", secret_access_key = \"s\" }}\n"
+    );
+    for (name, head) in [("all", String::new()), ("replica", replica)] {
+        std::fs::write(&config, format!("previous_public_keys = [{old:?}]\n{head}{base}")).unwrap();
+        let out_dir = dir.path().join(name);
+        let built = Command::new(BIN)
+            .args([
+                "build",
+                "--config",
+                config.to_str().unwrap(),
+                "--out",
+                out_dir.to_str().unwrap(),
+            ])
+            .env("RUST_BACKTRACE", "0")
+            .env_remove("BLOCKSIEVE_SIGNING_KEY")
+            .output()
+            .unwrap();
+        assert_eq!(
+            built.status.code(),
+            Some(0),
+            "{name}: {}{}",
+            text(&built.stdout),
+            text(&built.stderr)
+        );
+        assert!(out_dir.join("signing.key").is_file(), "{name}");
+        assert!(out_dir.join("lists/good/builds").is_dir(), "{name}");
+    }
+}

@@ -548,9 +548,22 @@ async fn build(
         if let Some(store) = config.store.take() {
             tracing::info!(%store, out = %dir.display(), "--out: building into the directory only; the store is not used");
             // A replica's configuration builds there too, with a key of
-            // the directory's own (its builders' public key is not it).
+            // the directory's own (its builders' public keys, current and
+            // previous, are not it).
+            if config.role == Role::Replica {
+                config.previous_public_keys.clear();
+            }
             config.role = Role::All;
             config.public_key = None;
+        }
+        // A key of the directory's own (no `signing_key` given) has no
+        // past: a key rotation's `previous_public_keys` name the served
+        // key's, and would only make the build refuse to create it.
+        let own_key = config.signing_key.is_none()
+            && std::env::var_os(blocksieve_publisher::internal::config::SIGNING_KEY_ENV)
+                .is_none_or(|v| v.is_empty());
+        if own_key {
+            config.previous_public_keys.clear();
         }
         config.data_dir = dir;
     }
