@@ -307,8 +307,9 @@ impl AgentBuilder {
     ///
     /// A full-hash request runs to its answer or this timeout even when
     /// the check that started it is given up on (its answer is cached, its
-    /// failure pauses requests). At most 64 are out at once; a check whose
-    /// request would be the 65th waits for one of them to end.
+    /// failure pauses requests). At most 64 HTTP requests for full hashes
+    /// are out at once (a request to the immutable buckets is one per
+    /// `GET`); a check whose request would pass that waits for one to end.
     pub fn request_timeout(mut self, timeout: Duration) -> Self {
         self.request_timeout = timeout;
         self

@@ -46,6 +46,8 @@ use crate::stats::Counters;
 const MAX_BUCKET_REQUESTS: usize = 64;
 const _: () =
     assert!(MAX_BUCKET_REQUESTS as u64 * http::MAX_BUCKET_RESPONSE_BYTES <= http::MAX_SEARCH_RESPONSE_BYTES);
+// A request to the buckets takes a slot per `GET`: never more than there are.
+const _: () = assert!(MAX_BUCKET_REQUESTS <= MAX_REQUESTS_IN_FLIGHT);
 
 /// Sends one answer to every check waiting on the same request prefix.
 type AnswerSender = watch::Sender<Option<Answer>>;
@@ -83,7 +85,8 @@ pub(crate) struct Confirmer {
     shared: Arc<Shared>,
 }
 
-/// The most full-hash requests an agent has sent and not yet had answered;
+/// The most full-hash HTTP requests an agent has sent and not yet had
+/// answered (a request to the immutable buckets is one per `GET`);
 /// further ones wait for one of them to end. A request outlives the check
 /// that started it, so without a bound a host checking many URLs against a
 /// publisher that hangs (each check given up on after its own deadline)
@@ -298,9 +301,16 @@ impl Confirmer {
             .into();
         let mut answers = HashMap::with_capacity(prefixes.len());
         while let Some(plan) = plans.pop_front() {
-            // Held until this request is answered or fails (the semaphore
-            // is never closed).
-            let _slot = self.slots.acquire().await;
+            let to_buckets = buckets && plan.prefixes.len() * self.lists.len() <= MAX_BUCKET_REQUESTS;
+            // One slot per HTTP request out at once: from the buckets, a
+            // `GET` per prefix and list, all together. Held until this
+            // request is answered or fails (the semaphore is never closed).
+            let slots = if to_buckets {
+                plan.prefixes.len() * self.lists.len()
+            } else {
+                1
+            };
+            let _slots = self.slots.acquire_many(slots as u32).await;
             let sent = self.shared.now();
             if let Err(paused) = lock(&self.backoff).check_for(sent, versions) {
                 for p in &plan.real {
@@ -310,7 +320,7 @@ impl Confirmer {
             }
             Counters::bump(&self.shared.counters.full_hash_requests);
             // The answer and the URL it came from (the first bucket's).
-            let from_buckets = if buckets && plan.prefixes.len() * self.lists.len() <= MAX_BUCKET_REQUESTS {
+            let from_buckets = if to_buckets {
                 match self.fetch_buckets(&plan, versions).await {
                     Ok(answer) => {
                         Counters::bump(&self.shared.counters.immutable_bucket_requests);

@@ -137,6 +137,11 @@ struct FakeState {
     freshness: HashMap<String, String>,
     /// The update-route requests seen.
     update_requests: Vec<Recorded>,
+    /// Whether snapshot answers advertise immutable full-hash buckets,
+    /// whose `GET`s are counted and never answered.
+    hanging_buckets: bool,
+    /// The bucket `GET`s received.
+    bucket_requests: usize,
 }
 
 /// A publisher on a real socket whose answers the test controls.
@@ -183,12 +188,15 @@ impl FakePublisher {
             updates: HashMap::new(),
             freshness: HashMap::new(),
             update_requests: Vec::new(),
+            hanging_buckets: false,
+            bucket_requests: 0,
         }));
         let app = Router::new()
             .route(routes::LISTS, get(lists))
             .route(routes::LATEST_SNAPSHOT, get(snapshot))
             .route(routes::UPDATES, get(updates_route))
             .route(routes::SEARCH, post(search))
+            .route("/v1/lists/{name}/hashes/{snapshot}/{prefix}", get(hanging_bucket))
             .with_state(Arc::clone(&state));
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("local addr");
@@ -241,6 +249,18 @@ impl FakePublisher {
     /// endpoint.
     pub fn list_expressions(&self, list: &str, expressions: &[&str]) {
         self.list_full_hashes(expressions.iter().map(|e| (FullHash::of(e.as_bytes()), list)));
+    }
+
+    /// Snapshot answers advertise immutable full-hash buckets, whose
+    /// `GET`s are counted ([`FakePublisher::bucket_requests`]) and never
+    /// answered.
+    pub fn hang_buckets(&self) {
+        self.state().hanging_buckets = true;
+    }
+
+    /// How many bucket `GET`s were received.
+    pub fn bucket_requests(&self) -> usize {
+        self.state().bucket_requests
     }
 
     /// How the full-hash endpoint answers from now on.
@@ -446,6 +466,7 @@ async fn snapshot(State(state): Shared, Path(name): Path<String>, headers: Heade
         .get(header::IF_NONE_MATCH)
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
+    let hanging_buckets = lock(&state).hanging_buckets;
     let (served, ignore_inm, next_check, freshness, delay) = {
         let mut s = lock(&state);
         s.requests.push(Recorded {
@@ -481,6 +502,15 @@ async fn snapshot(State(state): Shared, Path(name): Path<String>, headers: Heade
         }
         Some(Served::WithEtag(bytes, etag)) => (bytes, etag),
     };
+    let hashes_base = parse_header_unverified(&bytes)
+        .ok()
+        .filter(|_| hanging_buckets)
+        .map(|h| {
+            routes::list_hashes_base(
+                &name,
+                blocksieve_format::api::snapshot_id(h.version, &h.body_sha256),
+            )
+        });
     let matches = headers
         .get(header::IF_NONE_MATCH)
         .is_some_and(|v| v.as_bytes() == etag.as_bytes());
@@ -497,6 +527,12 @@ async fn snapshot(State(state): Shared, Path(name): Path<String>, headers: Heade
         )
             .into_response()
     };
+    if let Some(base) = hashes_base {
+        response.headers_mut().insert(
+            blocksieve_format::api::HASHES_HEADER,
+            HeaderValue::from_str(&base).expect("a route is a header value"),
+        );
+    }
     if let Some(seconds) = next_check {
         response.headers_mut().insert(
             blocksieve_format::api::NEXT_CHECK_HEADER,
@@ -509,6 +545,12 @@ async fn snapshot(State(state): Shared, Path(name): Path<String>, headers: Heade
             .insert(blocksieve_format::api::FRESHNESS_HEADER, value);
     }
     response
+}
+
+/// An immutable full-hash bucket: counted, never answered.
+async fn hanging_bucket(State(state): Shared) -> Response {
+    lock(&state).bucket_requests += 1;
+    std::future::pending::<Response>().await
 }
 
 /// The update route (FORMAT.md "Delta chains"), as [`Updates`] says.

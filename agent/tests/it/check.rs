@@ -698,3 +698,34 @@ async fn regression_checks_refused_together_share_one_update_round_when_it_chang
         "{rounds} update rounds for 10 checks refused at the same versions"
     );
 }
+
+/// The bound on full-hash requests in flight holds for the HTTP requests
+/// they are: with immutable buckets advertised, one full-hash request is
+/// a `GET` per prefix (noise included) and list, all at once, so 64 of
+/// them held 64 × 5 bucket `GET`s out against a CDN that hangs, where the
+/// bound promised 64.
+#[tokio::test]
+async fn at_most_64_http_requests_are_in_flight_with_immutable_buckets() {
+    let hosts: Vec<String> = (0..100).map(|i| format!("host{i}.example/")).collect();
+    let listed: Vec<&str> = hosts.iter().map(String::as_str).collect();
+    let fake = FakePublisher::start().await;
+    fake.serve_snapshot(&Snap::new("malware", 1, &listed));
+    fake.list_expressions("malware", &listed);
+    fake.hang_buckets();
+    let agent = fake
+        .agent_builder(&["malware"])
+        .request_timeout(Duration::from_secs(3))
+        .build()
+        .unwrap();
+    agent.update().await.unwrap();
+
+    let mut checks = tokio::task::JoinSet::new();
+    for host in &hosts {
+        let (agent, url) = (agent.clone(), format!("http://{host}"));
+        checks.spawn(async move { agent.check_url(&url).await });
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let out = fake.bucket_requests();
+    checks.abort_all();
+    assert!(out <= 64, "{out} bucket GETs out at once");
+}
