@@ -228,11 +228,13 @@ pub fn warnings(settings: &Settings) -> Vec<String> {
                     .and_then(|_| crate::Publisher::check_key_may_be_created(settings));
                 match refused {
                     // Named as a public key file, or missing during a key
-                    // rotation: refused, not created.
-                    Err(crate::Error::Config { reason, .. }) => out.push(format!(
-                        "signing_key {}{from}: {reason}; `serve` will refuse to start",
-                        key.display()
-                    )),
+                    // rotation: refused, not created (the reason names
+                    // the path).
+                    Err(crate::Error::Config { reason, .. }) => {
+                        out.push(format!(
+                            "signing_key{from}: {reason}; `serve` will refuse to start"
+                        ));
+                    }
                     _ => out.push(format!(
                         "signing_key {}{from}: does not exist yet; the first `serve` or `build` creates it \
                          (mode 0600, with its public key beside it), or create it now with `keygen --out`",
@@ -253,15 +255,15 @@ pub fn warnings(settings: &Settings) -> Vec<String> {
                 } else if let Err(e) = crate::storage::load_signing_key(&key) {
                     // Read as `serve` reads it: a file that holds no key
                     // (empty, hex, cut short) makes `serve` refuse to start.
-                    let reason = match e {
-                        crate::Error::SigningKey { reason, .. } => reason.to_string(),
-                        crate::Error::Config { reason, .. } => reason,
-                        e => e.to_string(),
+                    // (A refusal of the configuration names the path.)
+                    let warning = match e {
+                        crate::Error::Config { reason, .. } => format!("signing_key{from}: {reason}"),
+                        crate::Error::SigningKey { reason, .. } => {
+                            format!("signing_key {}{from}: {reason}", key.display())
+                        }
+                        e => format!("signing_key {}{from}: {e}", key.display()),
                     };
-                    out.push(format!(
-                        "signing_key {}{from}: {reason}; `serve` will refuse to start",
-                        key.display()
-                    ));
+                    out.push(format!("{warning}; `serve` will refuse to start"));
                 }
             }
         }
