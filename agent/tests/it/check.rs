@@ -25,6 +25,17 @@ async fn ready() -> (FakePublisher, Agent) {
     (fake, agent)
 }
 
+/// A publisher with `malware` listing `count` hosts, `host{i}.example/`,
+/// full hashes included; and those hosts.
+async fn listing_hosts(count: usize) -> (FakePublisher, Vec<String>) {
+    let hosts: Vec<String> = (0..count).map(|i| format!("host{i}.example/")).collect();
+    let listed: Vec<&str> = hosts.iter().map(String::as_str).collect();
+    let fake = FakePublisher::start().await;
+    fake.serve_snapshot(&Snap::new("malware", 1, &listed));
+    fake.list_expressions("malware", &listed);
+    (fake, hosts)
+}
+
 #[tokio::test]
 async fn listed_urls_are_unsafe() {
     let (fake, agent) = ready().await;
@@ -359,11 +370,7 @@ async fn requests_that_fail_in_one_outage_count_once() {
 /// timeout).
 #[tokio::test]
 async fn at_most_64_full_hash_requests_are_in_flight() {
-    let hosts: Vec<String> = (0..100).map(|i| format!("host{i}.example/")).collect();
-    let listed: Vec<&str> = hosts.iter().map(String::as_str).collect();
-    let fake = FakePublisher::start().await;
-    fake.serve_snapshot(&Snap::new("malware", 1, &listed));
-    fake.list_expressions("malware", &listed);
+    let (fake, hosts) = listing_hosts(100).await;
     let clock = ManualClock::new(SystemTime::now());
     let agent = fake
         .agent_builder(&["malware"])
@@ -665,11 +672,7 @@ async fn an_answer_that_leaves_the_prefix_unanswered_is_a_failed_request() {
 /// so every later hit queued one more round: without end.
 #[tokio::test]
 async fn regression_checks_refused_together_share_one_update_round_when_it_changes_nothing() {
-    let hosts: Vec<String> = (0..10).map(|i| format!("host{i}.example/")).collect();
-    let listed: Vec<&str> = hosts.iter().map(String::as_str).collect();
-    let fake = FakePublisher::start().await;
-    fake.serve_snapshot(&Snap::new("malware", 1, &listed));
-    fake.list_expressions("malware", &listed);
+    let (fake, hosts) = listing_hosts(10).await;
     let agent = fake.agent(&["malware"]);
     agent.update().await.unwrap();
     fake.set_search_mode(SearchMode::Refused(StatusCode::BAD_REQUEST, "prefix_too_short"));
@@ -706,11 +709,7 @@ async fn regression_checks_refused_together_share_one_update_round_when_it_chang
 /// bound promised 64.
 #[tokio::test]
 async fn at_most_64_http_requests_are_in_flight_with_immutable_buckets() {
-    let hosts: Vec<String> = (0..100).map(|i| format!("host{i}.example/")).collect();
-    let listed: Vec<&str> = hosts.iter().map(String::as_str).collect();
-    let fake = FakePublisher::start().await;
-    fake.serve_snapshot(&Snap::new("malware", 1, &listed));
-    fake.list_expressions("malware", &listed);
+    let (fake, hosts) = listing_hosts(100).await;
     fake.hang_buckets();
     let agent = fake
         .agent_builder(&["malware"])
