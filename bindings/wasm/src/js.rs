@@ -570,7 +570,8 @@ impl Agent {
     /// since. Returns `{ lists: [{ list, version, chainError?,
     /// chainErrorKind? } | { list, error, errorKind }] }`; an entry that
     /// fails verification is not used (discard it; that list's next update
-    /// downloads the snapshot); `chainError` says the kept deltas were
+    /// downloads the snapshot, not older than the entry's record, whose
+    /// floor the session keeps); `chainError` says the kept deltas were
     /// dropped and the older base restored: update before relying on it.
     /// Throws an `Error` with `.kind` `"invalid_input"` when `saved` is not
     /// an array.

@@ -99,7 +99,9 @@ impl Session {
     /// [`Error::InvalidSetting`] for a list not subscribed; the snapshot's
     /// errors ([`Error::Decode`], [`Error::WrongList`], [`Error::Rollback`]):
     /// discard what was kept, the list stays without a state, and the next
-    /// update downloads the snapshot.
+    /// update downloads the snapshot, which must not be older than the
+    /// record's floor (kept, as the Rust agent keeps it: the snapshot
+    /// refused may be an older one put in the newer one's place).
     pub fn restore(&mut self, saved: &SavedList, now: SystemTime) -> Result<Restored, Error> {
         let Some(index) = self.slots.iter().position(|s| *s.name == *saved.list) else {
             return Err(Error::InvalidSetting {
@@ -123,6 +125,12 @@ impl Session {
             &self.limits,
         );
         if let Some(error) = restored.snapshot_error {
+            // The record's floor is kept, as the Rust agent keeps it when
+            // it sets a cached snapshot aside: a saved snapshot replaced by
+            // an older signed one (refused as a rollback), or one that no
+            // longer verifies, must not open the way for the network to
+            // serve that older snapshot at the next update.
+            self.slots[index].floor = restored.floor;
             return Err(error);
         }
         let Some(state) = restored.state else {

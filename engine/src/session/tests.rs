@@ -1448,6 +1448,64 @@ fn saved_bytes_that_do_not_verify_are_refused_and_nothing_replaces_a_download() 
     assert_eq!(updated.stats().restored, 0);
 }
 
+#[test]
+fn a_refused_restore_keeps_the_records_floor_against_rollback() {
+    // The host kept version 2, and its saved snapshot was replaced by the
+    // older, still signed, version 1: the restore is refused as a
+    // rollback, and so is version 1 when the network serves it at the next
+    // update (the Rust agent keeps the record's floor the same way).
+    let newer = snapshot(2);
+    let floor = accept::accept(
+        "malware",
+        &newer,
+        &[key().public_key().clone()],
+        &DecodeLimits::default(),
+        None,
+    )
+    .expect("accepted")
+    .floor();
+    let (session, _) = loaded(config());
+    let mut replaced = session.saved("malware").expect("saved");
+    replaced.record = ListRecord {
+        list: "malware".into(),
+        floor,
+        base: None,
+        etag: None,
+    }
+    .to_bytes();
+    let mut restarted = Session::new(config()).expect("session");
+    let refused = restarted.restore(&replaced, at(NOW));
+    assert!(matches!(refused, Err(Error::Rollback { .. })), "{refused:?}");
+    let [request] = restarted.update_requests().try_into().expect("one request");
+    assert_eq!(request.kind, RequestKind::Snapshot { conditional: false });
+    let replayed = restarted.handle_update_response(&request, ok(snapshot(1), &[]), at(NOW));
+    assert!(matches!(replayed, Err(Error::Rollback { .. })), "{replayed:?}");
+    assert_eq!(restarted.version("malware"), None);
+    let update = restarted.handle_update_response(&request, ok(newer, &[]), at(NOW));
+    assert_eq!(
+        update,
+        Ok(ListUpdate::Updated {
+            previous: None,
+            version: 2
+        })
+    );
+
+    // A saved snapshot that does not verify keeps the floor too.
+    let mut corrupt = replaced.clone();
+    let mut bytes = corrupt.snapshot.to_vec();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 1;
+    corrupt.snapshot = bytes.into();
+    let mut restarted = Session::new(config()).expect("session");
+    assert!(matches!(
+        restarted.restore(&corrupt, at(NOW)),
+        Err(Error::Decode { .. })
+    ));
+    let [request] = restarted.update_requests().try_into().expect("one request");
+    let replayed = restarted.handle_update_response(&request, ok(snapshot(1), &[]), at(NOW));
+    assert!(matches!(replayed, Err(Error::Rollback { .. })), "{replayed:?}");
+}
+
 /// The updates route's answer (`answer`) vouches (signed) for version 2
 /// while version 1 is held and sends the round to the snapshot: whatever
 /// answers there must not leave the list "unchanged" at version 1. A
