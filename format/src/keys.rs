@@ -31,11 +31,26 @@ impl KeyError {
 }
 
 fn decode_32(text: &str) -> Result<[u8; 32], KeyError> {
-    let bytes = STANDARD
-        .decode(text.trim())
-        .map_err(|e| KeyError::new(format!("not base64: {e}")))?;
-    <[u8; 32]>::try_from(bytes.as_slice())
-        .map_err(|_| KeyError::new(format!("expected 32 bytes, got {}", bytes.len())))
+    let text = text.trim();
+    let bytes = STANDARD.decode(text).map_err(|e| {
+        KeyError::new(format!(
+            "not base64 (a key is base64 of 32 bytes, 44 characters, as keygen writes it): {e}"
+        ))
+    })?;
+    <[u8; 32]>::try_from(bytes.as_slice()).map_err(|_| {
+        // 64 hex digits are valid base64 too (of 48 bytes): say which form
+        // was read, so a key written as hex is not a mystery.
+        let hex = if text.len() == 64 && text.bytes().all(|b| b.is_ascii_hexdigit()) {
+            "; that is 64 hex digits: give the key as base64, as keygen writes it"
+        } else {
+            ""
+        };
+        KeyError::new(format!(
+            "expected base64 of 32 bytes (44 characters), got {} characters, {} bytes{hex}",
+            text.chars().count(),
+            bytes.len()
+        ))
+    })
 }
 
 /// A public key an agent trusts to sign snapshots.
@@ -214,6 +229,31 @@ mod tests {
             !other
                 .public_key()
                 .verify_in_context("manifest v1", b"body", &signature)
+        );
+    }
+
+    #[test]
+    fn a_key_of_the_wrong_form_is_told_what_was_read() {
+        let key = SigningKey::from_secret_bytes([7; 32]);
+        let hex = hex::encode([7u8; 32]);
+        let error = SigningKey::from_base64(&format!("{hex}\n"))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            error,
+            "invalid key: expected base64 of 32 bytes (44 characters), got 64 characters, 48 bytes; \
+             that is 64 hex digits: give the key as base64, as keygen writes it"
+        );
+        let cut = &key.to_base64()[..40];
+        assert_eq!(
+            SigningKey::from_base64(cut).unwrap_err().to_string(),
+            "invalid key: expected base64 of 32 bytes (44 characters), got 40 characters, 30 bytes"
+        );
+        assert!(
+            SigningKey::from_base64("no key here!")
+                .unwrap_err()
+                .to_string()
+                .starts_with("invalid key: not base64 (a key is base64 of 32 bytes")
         );
     }
 

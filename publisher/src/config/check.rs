@@ -700,9 +700,12 @@ mod tests {
             hex::encode(bytes)
         };
         for (content, why) in [
-            (String::new(), "expected 32 bytes, got 0"),
-            (format!("{hex_secret}\n"), "expected 32 bytes, got 48"),
-            (secret[..40].to_owned(), "expected 32 bytes, got 30"),
+            (String::new(), "got 0 characters, 0 bytes"),
+            (
+                format!("{hex_secret}\n"),
+                "got 64 characters, 48 bytes; that is 64 hex digits: give the key as base64",
+            ),
+            (secret[..40].to_owned(), "got 40 characters, 30 bytes"),
         ] {
             std::fs::write(&path, &content).unwrap();
             let warned = warnings(&settings);
