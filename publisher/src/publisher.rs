@@ -164,6 +164,11 @@ impl Publisher {
         // yet is no key it was given.
         let key_path = config.signing_key_path();
         let existing = storage::load_signing_key(&key_path)?;
+        if existing.is_some()
+            && let Some(exposure) = storage::signing_key_exposure(&key_path)
+        {
+            tracing::warn!(path = %key_path.display(), "{exposure}");
+        }
         if let Some(given) = &config.public_key {
             Self::check_given_key(&config, given, existing.as_ref())?;
         }

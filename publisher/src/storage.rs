@@ -642,6 +642,34 @@ pub fn load_signing_key(path: &Path) -> Result<Option<SigningKey>, Error> {
     }
 }
 
+/// Why the signing key file at `path` is exposed to other users than its
+/// owner, if it is: group or others have any access to it (mode 0644, a
+/// copy made without care), so anyone who can read it can sign snapshots
+/// every agent trusts, or replace it. `None` when only the owner has
+/// access, when the file cannot be examined (reading it reports that),
+/// and on platforms without Unix modes. A warning, not a refusal (as
+/// OpenSSH refuses such a key): secret stores mount key files 0644 by
+/// default, and refusing would stop a serving publisher at its next start.
+pub fn signing_key_exposure(path: &Path) -> Option<String> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = fs::metadata(path).ok()?.permissions().mode() & 0o777;
+        (mode & 0o077 != 0).then(|| {
+            format!(
+                "mode {mode:04o} gives other users than its owner access to the signing key: anyone \
+                 who reads it can sign snapshots every agent trusts; `chmod 600 {}`",
+                path.display()
+            )
+        })
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = path;
+        None
+    }
+}
+
 /// Loads the signing key at `path`, or creates one (mode 0600) with its
 /// `public.key` beside it when there is none.
 ///

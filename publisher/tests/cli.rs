@@ -895,6 +895,41 @@ fn a_builder_given_its_own_key_from_the_environment_or_the_file_builds() {
     }
 }
 
+/// A signing key others can read (copied with the default mode 0644)
+/// lets anyone who reads it sign snapshots every agent trusts: the build
+/// goes on, and says so with the fix. The key the publisher creates (0600)
+/// is not warned about.
+#[cfg(unix)]
+#[test]
+fn a_signing_key_readable_by_others_is_warned_about_at_start() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), false);
+    let build = || {
+        Command::new(BIN)
+            .args(["build", "--config", config.to_str().unwrap()])
+            .env("RUST_BACKTRACE", "0")
+            .env_remove("RUST_LOG")
+            .env_remove("BLOCKSIEVE_SIGNING_KEY")
+            .output()
+            .unwrap()
+    };
+    let created = build();
+    let stderr = text(&created.stderr);
+    assert_eq!(created.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("chmod 600"), "{stderr}");
+    let key = dir.path().join("data/signing.key");
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let exposed = build();
+    let stderr = text(&exposed.stderr);
+    assert_eq!(exposed.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("mode 0644 gives other users than its owner access to the signing key")
+            && stderr.contains(&format!("chmod 600 {}", key.display())),
+        "{stderr}"
+    );
+}
+
 /// During a key rotation (`previous_public_keys` set) a builder whose
 /// signing key does not exist (a mistyped `signing_key`, or
 /// `BLOCKSIEVE_SIGNING_KEY` naming the wrong file) refuses to start and

@@ -264,6 +264,8 @@ pub fn warnings(settings: &Settings) -> Vec<String> {
                         e => format!("signing_key {}{from}: {e}", key.display()),
                     };
                     out.push(format!("{warning}; `serve` will refuse to start"));
+                } else if let Some(exposure) = crate::storage::signing_key_exposure(&key) {
+                    out.push(format!("signing_key {}{from}: {exposure}", key.display()));
                 }
             }
         }
@@ -516,6 +518,7 @@ mod tests {
         }
         let key = crate::storage::generate_signing_key().to_base64();
         std::fs::write(dir.path().join("signing.key"), key + "\n").unwrap();
+        set_mode(&dir.path().join("signing.key"), 0o600);
         let csv = SourceConfig {
             delimiter: Some("\t".to_owned()),
             column: Some("AdresDomeny".to_owned()),
@@ -562,6 +565,7 @@ mod tests {
         std::fs::write(&file, "").unwrap();
         let key = crate::storage::generate_signing_key().to_base64();
         std::fs::write(dir.path().join("signing.key"), key + "\n").unwrap();
+        set_mode(&dir.path().join("signing.key"), 0o600);
         let config = Config {
             data_dir: file.clone(),
             signing_key: Some(dir.path().join("signing.key")),
@@ -740,9 +744,52 @@ mod tests {
         // A key, with the newline keygen writes or none: no warning.
         for content in [format!("{secret}\n"), secret] {
             std::fs::write(&path, content).unwrap();
+            set_mode(&path, 0o600);
             let warned = warnings(&settings);
             assert!(warned.is_empty(), "{warned:#?}");
         }
+    }
+
+    #[cfg(unix)]
+    fn set_mode(path: &std::path::Path, mode: u32) {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+
+    #[cfg(not(unix))]
+    fn set_mode(_: &std::path::Path, _: u32) {}
+
+    /// A signing key others can read (a copy made with the default mode
+    /// 0644, a secret mounted so) lets anyone who reads it sign snapshots
+    /// every agent trusts: warned about, naming the fix. The key the
+    /// publisher creates (0600) is not.
+    #[cfg(unix)]
+    #[test]
+    fn a_signing_key_readable_by_others_is_warned_about() {
+        let dir = tempfile::tempdir().unwrap();
+        let settings = Config {
+            data_dir: dir.path().to_owned(),
+            ..Config::default()
+        }
+        .resolve()
+        .unwrap();
+        let path = settings.signing_key_path();
+        crate::storage::load_or_create_signing_key(&path).unwrap();
+        assert!(warnings(&settings).is_empty(), "{:#?}", warnings(&settings));
+        for mode in [0o644, 0o640, 0o604, 0o620] {
+            set_mode(&path, mode);
+            let warned = warnings(&settings);
+            assert_eq!(warned.len(), 1, "{mode:o}: {warned:#?}");
+            assert!(
+                warned[0].starts_with(&format!("signing_key {}", path.display()))
+                    && warned[0].contains(&format!("mode {mode:04o} gives other users"))
+                    && warned[0].contains("chmod 600"),
+                "{}",
+                warned[0]
+            );
+        }
+        set_mode(&path, 0o400);
+        assert!(warnings(&settings).is_empty(), "{:#?}", warnings(&settings));
     }
 
     /// A builder given a public key (`public_key`, or `check-config --key`
