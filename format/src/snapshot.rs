@@ -566,7 +566,16 @@ pub fn decode_ignoring_expiry(
         .ok_or(DecodeError::UnknownKey {
             key_id: header.key_id,
             trusted: trusted_keys.first().map(TrustedKey::id),
-            trusted_count: u8::try_from(trusted_keys.len()).unwrap_or(u8::MAX),
+            // Keys given twice (the same key in two places of a
+            // configuration) are one key to the reader of the error.
+            trusted_count: u8::try_from(
+                trusted_keys
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, k)| trusted_keys[..*i].iter().all(|o| o.id() != k.id()))
+                    .count(),
+            )
+            .unwrap_or(u8::MAX),
         })?;
     if !key.verify(signed, &signature) {
         return Err(DecodeError::BadSignature);

@@ -147,6 +147,30 @@ fn unknown_key_and_forged_signature_are_rejected() {
             hex::encode(other.id())
         )
     );
+    // The same key given twice is one key trusted; two keys are two.
+    let twice = decode(
+        &bytes,
+        &[other.clone(), other.clone()],
+        &DecodeLimits::default(),
+        NOW,
+    )
+    .unwrap_err();
+    assert_eq!(twice, error);
+    let third = SigningKey::from_secret_bytes([8u8; 32]).public_key().clone();
+    assert_eq!(
+        decode(
+            &bytes,
+            &[other.clone(), third.clone(), other.clone(), third],
+            &DecodeLimits::default(),
+            NOW,
+        )
+        .unwrap_err()
+        .to_string(),
+        format!(
+            "snapshot is signed by unknown key {signer} (the keys trusted are {} and 1 more)",
+            hex::encode(other.id())
+        )
+    );
     // Same key id, different signature bytes.
     let mut forged = bytes.clone();
     // The header ends with the 64-byte signature; header_len is at offset 10.
