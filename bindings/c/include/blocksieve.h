@@ -1256,7 +1256,8 @@ enum blocksieve_status blocksieve_saved_free(struct blocksieve_saved *saved);
 // Returns `BLOCKSIEVE_OK`, `BLOCKSIEVE_BAD_DATA` (the snapshot is corrupt,
 // forged, of another list, over `max_snapshot_bytes`, or older than the
 // record's floor: discard what was kept; the list stays without a
-// snapshot and the next round downloads one) or
+// snapshot and the next round downloads one, not older than the record's
+// floor, which the session keeps) or
 // `BLOCKSIEVE_INVALID_ARGUMENT` (a NULL or dead session, a NULL `list` or
 // `out_version`, bytes NULL with a length, a list not subscribed: the
 // config changed since the bytes were kept; `now_ms` out of range).
