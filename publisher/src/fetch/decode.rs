@@ -245,7 +245,34 @@ fn shown_names(names: &[String], closest: Option<&str>) -> String {
     } else {
         String::new()
     };
+    let shown: Vec<String> = shown.into_iter().map(shown_name).collect();
     format!("{}{more}", shown.join(", "))
+}
+
+/// Characters of an archive's file name (or link target) a reason shows.
+const SHOWN_NAME_CHARS: usize = 200;
+
+/// An archive's file name or link target as a reason shows it: the
+/// archive's own bytes, written by whoever serves the feed, and reasons
+/// go to the log, `/v1/lists` and the status page. Its control characters
+/// are escaped (a line break in a name would start a line of its own in
+/// the log, forged), and only its first [`SHOWN_NAME_CHARS`] are shown (a
+/// tar's name may be 1 MiB: five of them made a reason of 5 MB, logged
+/// twice per build, from a feed of 6 KB gzipped).
+fn shown_name(name: &str) -> String {
+    let mut out = String::new();
+    for (i, c) in name.chars().enumerate() {
+        if i == SHOWN_NAME_CHARS {
+            out.push('…');
+            break;
+        }
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// What an archive of several files, read without a `member`, is refused
@@ -357,7 +384,8 @@ fn read_tar<T>(
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
                 ArchiveError(format!(
-                    "tar archive's file {name} is a GNU sparse file, which the build does not read"
+                    "tar archive's file {} is a GNU sparse file, which the build does not read",
+                    shown_name(&name)
                 )),
             ));
         }
@@ -365,8 +393,9 @@ fn read_tar<T>(
         let directory = kind.is_dir() || (kind.is_file() && name.ends_with('/'));
         if !(kind.is_file() || kind.is_contiguous()) || directory || is_metadata(&name) {
             if member.is_some_and(|member| names_entry(member, &name)) {
-                let link =
-                    String::from_utf8_lossy(&header.link_name_bytes().unwrap_or_default()).into_owned();
+                let link = shown_name(&String::from_utf8_lossy(
+                    &header.link_name_bytes().unwrap_or_default(),
+                ));
                 not_a_file = Some(if directory {
                     "a directory".to_owned()
                 } else if kind.is_symlink() {
@@ -389,7 +418,7 @@ fn read_tar<T>(
                 return Err(member_twice(Archive::Tar, member));
             }
             if let Some(read) = read.take() {
-                let what = format!("the archive's file {name}");
+                let what = format!("the archive's file {}", shown_name(&name));
                 match checked_file(&mut file, &what, list_checks).and_then(|mut file| read(&mut file)) {
                     Ok(read) => result = Some(read),
                     // Refused for what the file is, without a `member`:
@@ -638,6 +667,7 @@ fn read_zip<T>(
             });
         }
     };
+    let name = &shown_name(name);
     if !matches!(
         method,
         zip::CompressionMethod::Stored | zip::CompressionMethod::Deflated
@@ -1127,6 +1157,48 @@ mod tests {
             file.read_to_end(&mut out)?;
             Ok(out)
         })
+    }
+
+    /// Regression: the names an archive holds are the feed's, and went into
+    /// the source's reason as they were: a name with a line break forged a
+    /// line of the log ("source content unreadable … it holds phishing/url",
+    /// then a line of the name's choosing), and five names of 1 MiB made a
+    /// reason of 5 MB, logged twice per build and served in `/v1/lists`.
+    #[test]
+    fn regression_archive_names_in_a_reason_are_escaped_and_cut() {
+        let forged = "phishing/url\n2026-01-01T00:00:00Z  INFO published snapshot version=9";
+        let long = format!("phishing/{}", "a".repeat(1 << 19));
+        for archive in [
+            tar_of(&[(forged, FEED)]),
+            zip_of(&[(forged, FEED)]),
+            tar_of(&[(long.as_str(), FEED), ("phishing/b", FEED)]),
+        ] {
+            let error = read_named(&archive, "phishing/urls").unwrap_err().to_string();
+            assert!(!error.contains('\n'), "{error}");
+            assert!(error.chars().count() < 400, "{} chars", error.chars().count());
+        }
+        let error = read_named(&tar_of(&[(forged, FEED)]), "phishing/urls")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error
+                .ends_with("it holds phishing/url\\n2026-01-01T00:00:00Z  INFO published snapshot version=9"),
+            "{error}"
+        );
+        // The file read without a `member` is named in its own errors.
+        let html = b"<!DOCTYPE html><html><body>blocked</body></html>\n";
+        let error = read_member(
+            decoder(&tar_of(&[(forged, html)])[..], ContentEncoding::Identity).unwrap(),
+            None,
+            |file| {
+                let mut out = Vec::new();
+                file.read_to_end(&mut out)?;
+                Ok(out)
+            },
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(!error.contains('\n'), "{error}");
     }
 
     /// An archive of several files, as UT1 ships each category
