@@ -131,6 +131,9 @@ pub struct ReadSources {
     pub allow: AllowReport,
     /// The stages so far.
     pub timings: BuildTimings,
+    /// Sources whose content came but was not taken: unreadable, or its
+    /// parse collapsed ([`SourcesRead::content_failures`]).
+    pub content_failures: u64,
     /// When reading began.
     started: Instant,
 }
@@ -145,6 +148,11 @@ pub struct SourcesRead {
     pub allow: AllowStatus,
     /// Lines read and rejected, over the block sources read.
     pub parse: ParseReport,
+    /// Sources (block and allow) whose fetch succeeded but whose content
+    /// was not taken: unreadable, or its parse collapsed. A failure as a
+    /// failed fetch is, which the fetch counts as it happens: this counts
+    /// the others.
+    pub content_failures: u64,
 }
 
 /// A [`read_sources`] that failed: why, and what it read of every source.
@@ -374,6 +382,7 @@ pub fn read_sources(
     let mut hashes = Vec::new();
     let mut allowed = Vec::new();
     let mut failed = None;
+    let mut content_failures = 0;
     for (index, source) in sources.into_iter().enumerate() {
         if cancel.is_cancelled() {
             break;
@@ -415,6 +424,7 @@ pub fn read_sources(
                     Err(_) if cancel.is_cancelled() => break,
                     Err(reason) => {
                         tracing::warn!(source = %label, %reason, "source content unreadable");
+                        content_failures += 1;
                         (None, None, reason)
                     }
                     Ok(mut parsed) => {
@@ -423,6 +433,7 @@ pub fn read_sources(
                         // good content is used instead, and this is not kept
                         // (`collapse::refused`).
                         if let Some(reason) = collapse::refused(r) {
+                            content_failures += 1;
                             hashes.truncate(before);
                             allowed.truncate(allowed_before);
                             (None, None, reason)
@@ -584,6 +595,7 @@ pub fn read_sources(
                 sources: statuses,
                 allow: allow.status(),
                 parse: report,
+                content_failures,
             },
         }));
     }
@@ -606,6 +618,7 @@ pub fn read_sources(
         sources: statuses,
         allow,
         timings,
+        content_failures,
         started,
     })
 }
@@ -664,6 +677,7 @@ pub fn build_snapshot(req: &BuildRequest<'_>, read: ReadSources) -> Result<Built
         allow,
         mut timings,
         started,
+        ..
     } = read;
     let list = req.list;
     // Checked between the stages below (`req.cancel`).

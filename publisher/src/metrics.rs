@@ -358,9 +358,13 @@ impl Metrics {
         self.gate_refusals.get_or_create(&l).inc();
     }
 
-    /// Records a failed source.
-    pub fn source_failed(&self, name: &str) {
-        self.source_failures.get_or_create(&list(name)).inc();
+    /// Records `n` failed sources of list `name`: a failed fetch, or
+    /// content that came but was not taken (unreadable, or its parse
+    /// collapsed).
+    pub fn source_failed(&self, name: &str, n: u64) {
+        if n > 0 {
+            self.source_failures.get_or_create(&list(name)).inc_by(n);
+        }
     }
 
     /// Records `retries` retries of a fetch of one of list `name`'s

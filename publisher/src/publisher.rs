@@ -674,6 +674,13 @@ impl Publisher {
         if cancel.is_cancelled() {
             return cancelled();
         }
+        // Sources fetched but whose content was not taken fell back (or
+        // failed the build) as a failed fetch does, and count as one.
+        let content_failures = match &read {
+            Ok(read) => read.content_failures,
+            Err(failure) => failure.read.content_failures,
+        };
+        inner.state.metrics.source_failed(&list.name, content_failures);
         // Each fresh source's copy, written while it was read, is committed
         // as its last good content once this build is published or found
         // unchanged (`copies`); metadata alone at once.

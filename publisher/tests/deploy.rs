@@ -60,7 +60,7 @@ fn registered_metric_names() -> BTreeSet<String> {
         metrics.build_finished("p", outcome, 1.5, Some(0.004));
     }
     metrics.gate_refused("p", "shrink");
-    metrics.source_failed("p");
+    metrics.source_failed("p", 1);
     metrics.answered_behind("p");
     metrics.request("/healthz", 200, 0.001);
     metrics.store_reachable(true);

@@ -2,7 +2,8 @@
 //! unchanged publishes nothing but a new freshness record; a changed one
 //! publishes a delta, which `GET /v1/lists/{name}/updates/{from}` serves
 //! as a chain up to the latest version, the same from a restarted builder
-//! and from a replica as from the builder that built it.
+//! and from a replica as from the builder that built it; and what
+//! `/metrics` counts of a source that falls back to its last good content.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
@@ -544,4 +545,44 @@ async fn a_delta_over_64_bit_keys_adds_a_new_full_hash_sharing_an_old_prefix() {
             "{url} missed after the delta to version {version}"
         );
     }
+}
+
+/// The value of the series `series` (name and labels) in `/metrics`.
+fn series_value(publisher: &blocksieve_publisher::Publisher, series: &str) -> String {
+    let text = publisher.state().metrics.render();
+    let prefix = format!("{series} ");
+    (text
+        .lines()
+        .find_map(|l| l.strip_prefix(&prefix).map(str::to_owned)))
+    .unwrap_or_else(|| panic!("no {series} in:\n{text}"))
+}
+
+/// Regression: a source whose fetch succeeded but whose content was not
+/// taken (its parse collapsed: an error page, a changed layout) fell back
+/// to its last good content, and `sources_on_last_good` said so, but
+/// `source_failures_total` ("sources that failed and fell back to their
+/// last good content") stayed at 0: only failed fetches were counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn regression_a_source_whose_content_collapsed_is_counted_as_failed() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("feed.txt");
+    std::fs::write(&path, "http://a.example/p\nhttp://b.example/q\n").unwrap();
+    let cfg = blocksieve_tests::config(
+        dir.path(),
+        "phishing",
+        vec![SourceConfig::file(&path, SourceFormat::Urls)],
+    );
+    let publisher = blocksieve_publisher::Publisher::open(cfg).unwrap();
+    assert!(publisher.build_all().await[0].result.is_ok());
+    let failures = "blocksieve_source_failures_total{list=\"phishing\"}";
+    assert_eq!(series_value(&publisher, failures), "0");
+    // Numbers in the wrong column: every line rejected.
+    let collapsed: String = (0..20).map(|i| format!("{}\n", 1000 + i)).collect();
+    std::fs::write(&path, collapsed).unwrap();
+    publisher.build_all().await;
+    assert_eq!(
+        series_value(&publisher, "blocksieve_sources_on_last_good{list=\"phishing\"}"),
+        "1"
+    );
+    assert_eq!(series_value(&publisher, failures), "1");
 }

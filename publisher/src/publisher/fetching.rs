@@ -116,7 +116,7 @@ impl Publisher {
         inner.state.metrics.source_retried(list, retries);
         if let fetch::Fetched::Failed(reason) = &fetched {
             tracing::warn!(%list, source = %source.public_label(), %reason, "source failed");
-            inner.state.metrics.source_failed(list);
+            inner.state.metrics.source_failed(list, 1);
         }
         (index, fetched, validators, unix_now())
     }
