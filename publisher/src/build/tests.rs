@@ -723,3 +723,58 @@ fn a_read_cancelled_in_a_stored_copy_reads_no_more_of_it() {
     let read = read.load(Ordering::Relaxed);
     assert!(read < total / 2, "read {read} of {total} bytes");
 }
+
+/// A Bloom list of a few entries (default 12 bits per key, so 64 or 128
+/// bits and k = 8) is a healthy filter whatever its keys: the
+/// `max_fpr_ratio` gate must not refuse it. Its bits are few, so how many
+/// of them its keys set varies from one key set to the next, and its rate
+/// with it, far more than the mean (1 − e^(−kn/m))^k allows for: against
+/// that mean, about one such list in twelve was refused at every build.
+/// A canary hitting half its probes is still refused.
+#[test]
+fn a_small_bloom_list_is_not_refused_by_the_fpr_gate() {
+    let mut list = ListConfig::new("phishing", vec![]);
+    list.filter = FilterChoice::Kind(FilterKind::Bloom);
+    let key = SigningKey::from_secret_bytes([7; 32]);
+    let mut refused = Vec::new();
+    for set in 0..100u64 {
+        let n = 3 + set % 8;
+        let feed: String = (0..n)
+            .map(|i| format!("http://evil-{set}-{i}.example/\n"))
+            .collect();
+        let source = LoadedSource {
+            config: SourceConfig::file("feed.txt", SourceFormat::Urls),
+            role: SourceRole::Block,
+            fetched: Fetched::Fresh {
+                bytes: feed.into_bytes(),
+                validators: Default::default(),
+            },
+            last_good: LastGood::none(),
+            read_duration: Duration::ZERO,
+            keep_to: KeepTo::memory(),
+        };
+        let request = BuildRequest {
+            list: &list,
+            previous: None,
+            after_version: 0,
+            now: 1_800_000_000 + set,
+            ttl: Duration::from_secs(3600),
+            probe: PeakRssProbe::NONE,
+            key: &key,
+            spill: None,
+            cancel: None,
+        };
+        let built = build_list(&request, vec![source]).unwrap();
+        if let Some(refusal) = check_gates(&list, None, &built.report) {
+            refused.push(format!("{n} entries: {refusal}"));
+        }
+        let mut broken = built.report;
+        broken.sizing.measured_fpr = 0.5;
+        assert!(check_gates(&list, None, &broken).is_some(), "{n} entries");
+    }
+    assert!(
+        refused.is_empty(),
+        "{} of 100 refused: {refused:#?}",
+        refused.len()
+    );
+}
