@@ -292,9 +292,31 @@ impl Bloom {
     /// 64 bits and k = 8, five keys' 40 positions set 30 bits on average
     /// but 35 or more in one key set in eighty, (35/64)^8 = 3.7 times the
     /// textbook rate, which the canary would take for a broken filter.
-    fn theoretical_fpr(&self) -> f64 {
+    ///
+    /// The bits counted are at most [`Bloom::most_bits_set`] of `n` keys:
+    /// more than n keys set but once in a billion key sets is no chance but
+    /// a broken build (bits set beyond the keys' positions, or every bit),
+    /// and a rate taken from those bits would hide it from the canary,
+    /// which measures the same rate.
+    fn theoretical_fpr(&self, n: usize) -> f64 {
         let set: u64 = self.words.iter().map(|w| u64::from(w.count_ones())).sum();
-        (set as f64 / self.bit_count as f64).powi(i32::from(self.hash_count))
+        let set = (set as f64).min(self.most_bits_set(n));
+        (set / self.bit_count as f64).powi(i32::from(self.hash_count))
+    }
+
+    /// The most bits `n` distinct keys set but once in a billion key sets:
+    /// their kn positions, independent and uniform over m bits, leave
+    /// m·q₁ bits clear on average, q₁ = (1 − 1/m)^(kn), with variance
+    /// m·q₁ + m(m − 1)·q₂ − (m·q₁)², q₂ = (1 − 2/m)^(kn); the mean bits set
+    /// plus six standard deviations (and one, for a count's steps).
+    fn most_bits_set(&self, n: usize) -> f64 {
+        let m = self.bit_count as f64;
+        let throws = f64::from(self.hash_count) * n as f64;
+        let q1 = (throws * (-1.0 / m).ln_1p()).exp();
+        let q2 = (throws * (-2.0 / m).ln_1p()).exp();
+        let clear = m * q1;
+        let variance = (clear + m * (m - 1.0) * q2 - clear * clear).max(0.0);
+        (m - clear + 6.0 * variance.sqrt() + 1.0).min(m)
     }
 }
 
@@ -426,14 +448,15 @@ impl PrefixFilter {
     /// The false-positive rate per probe of a key not in the set, in theory:
     /// 2⁻ᶠ for an f-bit binary fuse fingerprint, (s/m)^k for a Bloom filter
     /// with s of its m bits set and k hashes (close to (1 − e^(−kn/m))^k
-    /// over n keys, once m is large); 0 for an empty filter.
+    /// over n keys, once m is large; s no more than n keys set but once in
+    /// a billion key sets); 0 for an empty filter.
     pub fn theoretical_fpr(&self) -> f64 {
         match &self.inner {
             Inner::Empty => 0.0,
             Inner::Fuse8(_) => 1.0 / 256.0,
             Inner::Fuse16(_) => 1.0 / 65_536.0,
             Inner::Fuse32(_) => 1.0 / 4_294_967_296.0,
-            Inner::Bloom(b) => b.theoretical_fpr(),
+            Inner::Bloom(b) => b.theoretical_fpr(self.len),
         }
     }
 
@@ -683,6 +706,33 @@ mod tests {
 
     fn keys(n: u64, step: u64) -> Vec<u64> {
         (0..n).map(|i| i * step + 7).collect()
+    }
+
+    /// Regression: the theoretical rate followed every bit set, so a Bloom
+    /// filter with more bits set than its keys explain (a build that sets
+    /// extra bits, or every bit: a filter that answers "maybe" for every
+    /// URL) had the very rate the canary measures, and the `max_fpr_ratio`
+    /// gate, which compares the two, published it. The bits counted stop at
+    /// what the keys set but once in a billion key sets.
+    #[test]
+    fn a_bloom_filter_with_more_bits_set_than_its_keys_explain_keeps_their_rate() {
+        let n = 20_000u64;
+        let filter = PrefixFilter::build(FilterKind::Bloom, &keys(n, 0x9e37_79b9)).unwrap();
+        let healthy = filter.theoretical_fpr();
+        let Inner::Bloom(bloom) = &filter.inner else {
+            unreachable!("a Bloom filter");
+        };
+        let k = f64::from(bloom.hash_count);
+        let textbook = (1.0 - (-k * n as f64 / bloom.bit_count as f64).exp()).powf(k);
+        assert!((healthy / textbook - 1.0).abs() < 0.05, "{healthy} vs {textbook}");
+        let mut saturated = filter.clone();
+        let Inner::Bloom(bloom) = &mut saturated.inner else {
+            unreachable!("a Bloom filter");
+        };
+        bloom.words.iter_mut().for_each(|w| *w = u64::MAX);
+        assert!(saturated.contains(u64::MAX), "every key hits");
+        let rate = saturated.theoretical_fpr();
+        assert!(rate < 1.2 * textbook, "{rate} vs {textbook}");
     }
 
     #[test]
