@@ -130,7 +130,14 @@ impl Session {
             // an older signed one (refused as a rollback), or one that no
             // longer verifies, must not open the way for the network to
             // serve that older snapshot at the next update.
-            self.slots[index].floor = restored.floor;
+            // A second refused restore (a record unreadable or older this
+            // time) never lowers or clears the floor already kept.
+            let slot = &mut self.slots[index];
+            if let Some(floor) = restored.floor
+                && slot.floor.is_none_or(|held| held.version < floor.version)
+            {
+                slot.floor = Some(floor);
+            }
             return Err(error);
         }
         let Some(state) = restored.state else {

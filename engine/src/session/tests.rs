@@ -1501,6 +1501,10 @@ fn a_refused_restore_keeps_the_records_floor_against_rollback() {
         restarted.restore(&corrupt, at(NOW)),
         Err(Error::Decode { .. })
     ));
+    // Refused again with a record that cannot be read: the floor stays.
+    let mut unreadable = corrupt.clone();
+    unreadable.record = b"{".to_vec();
+    assert!(restarted.restore(&unreadable, at(NOW)).is_err());
     let [request] = restarted.update_requests().try_into().expect("one request");
     let replayed = restarted.handle_update_response(&request, ok(snapshot(1), &[]), at(NOW));
     assert!(matches!(replayed, Err(Error::Rollback { .. })), "{replayed:?}");
