@@ -93,19 +93,24 @@ fn status(code: u16, headers: &[(&str, &str)]) -> HttpResponse {
     }
 }
 
-/// A session with version 1 of `malware` loaded, and the ETag it came with.
-fn loaded(config: SessionConfig) -> (Session, String) {
-    let mut session = Session::new(config).expect("session");
-    let bytes = snapshot(1);
-    let floor = accept::accept(
+/// The version floor of the signed snapshot `bytes` of `malware`.
+fn floor_of(bytes: &[u8]) -> VersionFloor {
+    accept::accept(
         "malware",
-        &bytes,
+        bytes,
         &[key().public_key().clone()],
         &DecodeLimits::default(),
         None,
     )
     .expect("accepted")
-    .floor();
+    .floor()
+}
+
+/// A session with version 1 of `malware` loaded, and the ETag it came with.
+fn loaded(config: SessionConfig) -> (Session, String) {
+    let mut session = Session::new(config).expect("session");
+    let bytes = snapshot(1);
+    let floor = floor_of(&bytes);
     let etag = snapshot_etag(1, &floor.body_sha256);
     let [request] = session.update_requests().try_into().expect("one request");
     let update = session
@@ -1455,15 +1460,7 @@ fn a_refused_restore_keeps_the_records_floor_against_rollback() {
     // rollback, and so is version 1 when the network serves it at the next
     // update (the Rust agent keeps the record's floor the same way).
     let newer = snapshot(2);
-    let floor = accept::accept(
-        "malware",
-        &newer,
-        &[key().public_key().clone()],
-        &DecodeLimits::default(),
-        None,
-    )
-    .expect("accepted")
-    .floor();
+    let floor = floor_of(&newer);
     let (session, _) = loaded(config());
     let mut replaced = session.saved("malware").expect("saved");
     replaced.record = ListRecord {
